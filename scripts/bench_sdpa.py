@@ -1,0 +1,176 @@
+"""Times fatune's forward kernels against PyTorch's scaled_dot_product_attention
+(FLASH_ATTENTION = FlashAttention-2, and CUDNN_ATTENTION) on the same tensors,
+in the same process, and prints TFLOP/s and the ratios.
+
+Kernels come either from a fatune database (--db: the stored winners of the
+GPU this runs on) or from a folder of cubins with a manifest.json (--manifest:
+kernel development). Every kernel is checked against a float64 reference on
+fresh random inputs, with poisoned outputs, before it is timed.
+
+Shapes are FlashAttention's benchmark shapes: batch x seqlen = 16384 tokens,
+heads x head_dim = 2048. FLOPs: 4*B*H*S*S*D, halved for causal.
+"""
+import argparse
+import json
+import math
+import os
+import sqlite3
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fatlaunch import Kernel, reference  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+TOL_REL_L2 = {"bf16": 1e-2, "fp16": 2e-3}  # same thresholds as tuner/tolerance.h
+TOKENS, HIDDEN = 16384, 2048
+
+
+def flops(b, h, sq, sk, d, causal):
+    f = 4.0 * b * h * sq * sk * d
+    return f / 2 if causal and sq == sk else f
+
+
+def check(kern, dtype, d, causal, shapes):
+    worst = 0.0
+    for (b, h, sq, sk) in shapes:
+        q = torch.randn(b, sq, h, d, device="cuda", dtype=DTYPES[dtype])
+        k = torch.randn(b, sk, h, d, device="cuda", dtype=DTYPES[dtype])
+        v = torch.randn(b, sk, h, d, device="cuda", dtype=DTYPES[dtype])
+        o = torch.full_like(q, float("nan"))
+        lse = torch.full((b, h, sq), float("nan"), device="cuda")
+        kern.launch(kern.params(q, k, v, o, lse))
+        torch.cuda.synchronize()
+        ro, rlse = reference(q, k, v, causal)
+        if not torch.isfinite(o).all():
+            return float("inf"), f"{int((~torch.isfinite(o)).sum())} non-finite outputs at {b}x{h}x{sq}x{sk}"
+        rel = ((o.double() - ro).norm() / ro.norm()).item()
+        fin = torch.isfinite(rlse)
+        lse_err = (lse.double()[fin] - rlse[fin]).abs().max().item() if fin.any() else 0.0
+        if not torch.equal(torch.isinf(lse), ~fin):
+            return float("inf"), f"lse -inf pattern differs at {b}x{h}x{sq}x{sk}"
+        worst = max(worst, rel)
+        if rel > TOL_REL_L2[dtype] or lse_err > 2e-3:
+            return rel, f"rel_l2 {rel:.2e} lse {lse_err:.2e} at {b}x{h}x{sq}x{sk}"
+    return worst, "ok"
+
+
+class Timer:
+    """Median of device-event times; L2 flushed before every repetition."""
+
+    def __init__(self, reps, warmup):
+        self.reps, self.warmup = reps, warmup
+        self.flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+
+    def __call__(self, fn):
+        for _ in range(self.warmup):
+            fn()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        for i in range(self.reps):
+            self.flush.zero_()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def sdpa_fn(backend, q, k, v, causal):
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+
+    def run():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+    try:
+        run()
+        torch.cuda.synchronize()
+        return run
+    except RuntimeError:
+        return None
+
+
+def kernels_from_manifest(path):
+    folder = os.path.dirname(os.path.abspath(path))
+    with open(path) as f:
+        for e in json.load(f):
+            with open(os.path.join(folder, e["cubin"]), "rb") as c:
+                cubin = c.read()
+            yield e, cubin
+
+
+def kernels_from_db(path, gpu_name):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = db.execute("""
+        SELECT v.name, v.dtype, v.head_dim, v.mask, p.seqlen_q, b.cubin, v.entry, v.block_m,
+               v.threads, v.smem_bytes
+        FROM winners w JOIN variants v ON v.id = w.variant_id JOIN problems p ON p.id = w.problem_id
+        JOIN gpus g ON g.id = w.gpu_id JOIN builds b ON b.variant_id = v.id AND b.ok = 1
+        WHERE g.name = ? AND v.direction = 'fwd'
+        ORDER BY v.head_dim, v.dtype, v.mask, p.seqlen_q""", (gpu_name,)).fetchall()
+    for (name, dtype, d, mask, seqlen, cubin, entry, block_m, threads, smem) in rows:
+        yield dict(name=name, dtype=dtype, head_dim=d, causal=mask == "causal", seqlen=seqlen,
+                   entry=entry, block_m=block_m, threads=threads, smem_bytes=smem), cubin
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--db", help="fatune database holding this GPU's winners")
+    src.add_argument("--manifest", help="manifest.json beside a folder of cubins")
+    ap.add_argument("--seqlens", default="1024,2048,4096,8192,16384")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--out", help="write the rows as JSON here")
+    args = ap.parse_args()
+
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    gpu = torch.cuda.get_device_name()
+    timer = Timer(args.reps, args.warmup)
+    seqlens = [int(s) for s in args.seqlens.split(",")]
+    entries = (kernels_from_db(args.db, gpu) if args.db else kernels_from_manifest(args.manifest))
+
+    rows = []
+    print(f"# {gpu}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; "
+          f"TFLOP/s, median of {args.reps}, L2 flushed")
+    print(f"{'variant':48s} {'seqlen':>6s} {'relL2':>8s} {'fatune':>7s} {'FA2':>7s} {'cuDNN':>7s} "
+          f"{'/FA2':>6s} {'/cuDNN':>6s}")
+    for e, cubin in entries:
+        kern = Kernel(cubin, e["entry"], e["block_m"], e["threads"], e["smem_bytes"], e["name"])
+        d, dtype, causal = e["head_dim"], e["dtype"], e["causal"]
+        odd = 1000 + 17
+        err, why = check(kern, dtype, d, causal, [(1, 2, 1024, 1024), (2, 3, odd, odd), (1, 2, 77, 300)])
+        if why != "ok":
+            print(f"{e['name']:48s} CHECK FAILED: {why}")
+            rows.append(dict(e, status="check failed", why=why))
+            continue
+        for s in ([e["seqlen"]] if "seqlen" in e else seqlens):
+            b, h = TOKENS // s, HIDDEN // d
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=DTYPES[dtype]) for _ in range(3))
+            o = torch.empty_like(q)
+            lse = torch.empty((b, h, s), device="cuda")
+            p = kern.params(q, k, v, o, lse)
+            f = flops(b, h, s, s, d, causal)
+            t_fat = timer(lambda: kern.launch(p))
+            res = dict(name=e["name"], dtype=dtype, head_dim=d, causal=causal, seqlen=s, rel_l2=err,
+                       fatune_ms=t_fat, fatune_tflops=f / t_fat / 1e9)
+            for label, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                fn = sdpa_fn(backend, q, k, v, causal)
+                t = timer(fn) if fn else float("nan")
+                res[f"{label}_ms"], res[f"{label}_tflops"] = t, f / t / 1e9
+            rows.append(res)
+            print(f"{e['name']:48s} {s:6d} {err:8.1e} {res['fatune_tflops']:7.1f} {res['fa2_tflops']:7.1f} "
+                  f"{res['cudnn_tflops']:7.1f} {res['fa2_ms'] / t_fat:6.2f} {res['cudnn_ms'] / t_fat:6.2f}",
+                  flush=True)
+            del q, k, v, o, lse
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

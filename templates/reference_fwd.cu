@@ -1,0 +1,187 @@
+// The forward reference every variant is checked against: attention in
+// double precision. Inputs are the same 16-bit values the variant read,
+// converted exactly; scores, softmax and P·V are all accumulated in double,
+// so its error (~1e-15) is far below any tolerance in tuner/tolerance.h.
+//
+// Same contract as the variants: tensors addressed through fat_fwd_params'
+// strides, bottom-right aligned causal mask (query i sees key j iff
+// j <= i + seqlen_k - seqlen_q), and the empty-row policy: a row that sees no
+// key gets O = 0 and lse = -inf, and -inf - (-inf) is never computed.
+// Outputs are double: ref_o in O's layout (O's strides), ref_lse in
+// (batch, heads, seqlen_q).
+//
+// tuner/gpu_run.c compiles this file standalone with NVRTC, prepending
+// templates/fat_abi.h (the definition of fat_fwd_params) as the generator does
+// for every variant; nothing else is included.
+//
+// One block owns `rows` query rows of one (batch, head); K and V tiles of
+// `key_tile` keys stream through shared memory as doubles. The online softmax
+// keeps, per row: m (running max of the scaled scores), l (denominator) and
+// o (unnormalised output), rescaling l and o by alpha = exp(m_old - m_new)
+// when a tile raises the max. The block shape and both tile sizes are launch
+// arguments (the host sizes shared memory from them), so the kernel works
+// for any head dimension.
+
+typedef unsigned short elem_t;  // raw fp16 / bf16 bits
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ double neg_inf() { return __longlong_as_double(0xfff0000000000000ll); }
+
+// The exact value of a 16-bit input: bf16 is the upper half of a float;
+// fp16 → fp32 is exact.
+__device__ __forceinline__ double load_elem(const elem_t *p, bool is_bf16) {
+  elem_t bits = *p;
+  if (is_bf16) return (double)__uint_as_float((unsigned)bits << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  return (double)f;
+}
+
+__device__ __forceinline__ double warp_max(double x) {
+  for (int off = kWarpSize / 2; off > 0; off /= 2) x = fmax(x, __shfl_xor_sync(kFullMask, x, off));
+  return x;
+}
+
+__device__ __forceinline__ double warp_sum(double x) {
+  for (int off = kWarpSize / 2; off > 0; off /= 2) x += __shfl_xor_sync(kFullMask, x, off);
+  return x;
+}
+
+// Shared memory, all double:
+//   q_s[rows][d]            the block's queries
+//   kv_s[key_tile][d + 1]   a K tile, then the V tile of the same keys; the
+//                           odd pitch puts the rows a warp reads at one d in
+//                           different banks
+//   p_s[rows][key_tile]     scores S, then probabilities P
+//   o_s[rows][d]            unnormalised output o
+//   m_s, l_s, alpha_s[rows] per-row softmax state
+extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_dim, int is_bf16,
+                                             int is_causal, double *ref_o, double *ref_lse,
+                                             int rows, int key_tile) {
+  extern __shared__ double smem[];
+  const int d = head_dim;
+  const int kv_pitch = d + 1;
+  double *q_s = smem;
+  double *kv_s = q_s + rows * d;
+  double *p_s = kv_s + key_tile * kv_pitch;
+  double *o_s = p_s + rows * key_tile;
+  double *m_s = o_s + rows * d;
+  double *l_s = m_s + rows;
+  double *alpha_s = l_s + rows;
+
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int lane = tid % kWarpSize, warp = tid / kWarpSize, nwarps = nthreads / kWarpSize;
+  const int q0 = blockIdx.x * rows;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int kh = h / (p.heads / p.heads_k);  // grouped-query attention: heads share K/V
+  const bool bf16 = is_bf16 != 0;
+  const elem_t *q = (const elem_t *)p.q + b * p.q_batch_stride + h * p.q_head_stride;
+  const elem_t *k = (const elem_t *)p.k + b * p.k_batch_stride + kh * p.k_head_stride;
+  const elem_t *v = (const elem_t *)p.v + b * p.v_batch_stride + kh * p.v_head_stride;
+  const double scale = (double)p.softmax_scale;
+  // Causal offset: query i sees keys j <= i + diag.
+  const long long diag = (long long)p.seqlen_k - p.seqlen_q;
+
+  for (int i = tid; i < rows * d; i += nthreads) {
+    int r = i / d, c = i % d;
+    q_s[i] = q0 + r < p.seqlen_q ? load_elem(q + (long long)(q0 + r) * p.q_row_stride + c, bf16) : 0.0;
+    o_s[i] = 0.0;
+  }
+  for (int r = tid; r < rows; r += nthreads) {
+    m_s[r] = neg_inf();
+    l_s[r] = 0.0;
+    alpha_s[r] = 1.0;
+  }
+
+  // Keys past the last one the block's last row may see are never loaded.
+  const int last_row = min(q0 + rows, p.seqlen_q) - 1;
+  long long key_end = p.seqlen_k;
+  if (is_causal && last_row + diag + 1 < key_end) key_end = last_row + diag + 1;
+
+  for (long long k0 = 0; k0 < key_end; k0 += key_tile) {
+    const int n = (int)min((long long)key_tile, key_end - k0);
+    __syncthreads();  // the previous tile's V is no longer read
+    for (int i = tid; i < n * d; i += nthreads) {
+      int j = i / d, c = i % d;
+      kv_s[j * kv_pitch + c] = load_elem(k + (k0 + j) * p.k_row_stride + c, bf16);
+    }
+    __syncthreads();
+
+    // S = Q·Kᵀ · scale, -inf where the mask hides the key.
+    for (int i = tid; i < rows * key_tile; i += nthreads) {
+      int r = i / key_tile, j = i % key_tile;
+      long long qi = q0 + r, kj = k0 + j;
+      bool visible = qi < p.seqlen_q && j < n && (!is_causal || kj <= qi + diag);
+      double s = neg_inf();
+      if (visible) {
+        double acc = 0.0;
+        const double *qr = q_s + r * d, *kr = kv_s + j * kv_pitch;
+        for (int c = 0; c < d; c++) acc = fma(qr[c], kr[c], acc);
+        s = acc * scale;
+      }
+      p_s[i] = s;
+    }
+    __syncthreads();
+
+    // V replaces K while each warp turns its rows' scores into P.
+    for (int i = tid; i < n * d; i += nthreads) {
+      int j = i / d, c = i % d;
+      kv_s[j * kv_pitch + c] = load_elem(v + (k0 + j) * p.v_row_stride + c, bf16);
+    }
+    for (int r = warp; r < rows; r += nwarps) {
+      double tile_max = neg_inf();
+      for (int j = lane; j < key_tile; j += kWarpSize) tile_max = fmax(tile_max, p_s[r * key_tile + j]);
+      tile_max = warp_max(tile_max);
+      const double m_old = m_s[r];
+      const double m_new = fmax(m_old, tile_max);
+      double sum = 0.0;
+      if (m_new == neg_inf()) {
+        // Nothing visible yet: P = 0 and the state stays as it is.
+        for (int j = lane; j < key_tile; j += kWarpSize) p_s[r * key_tile + j] = 0.0;
+      } else {
+        for (int j = lane; j < key_tile; j += kWarpSize) {
+          double s = p_s[r * key_tile + j];
+          double pj = s == neg_inf() ? 0.0 : exp(s - m_new);
+          p_s[r * key_tile + j] = pj;
+          sum += pj;
+        }
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        // alpha = exp(m_old - m_new); 0 when there was nothing to rescale.
+        double alpha = m_new == neg_inf() ? 1.0 : (m_old == neg_inf() ? 0.0 : exp(m_old - m_new));
+        alpha_s[r] = alpha;
+        l_s[r] = l_s[r] * alpha + sum;
+        m_s[r] = m_new;
+      }
+    }
+    __syncthreads();
+
+    // o = alpha·o + P·V
+    for (int i = tid; i < rows * d; i += nthreads) {
+      int r = i / d, c = i % d;
+      double acc = o_s[i] * alpha_s[r];
+      const double *pr = p_s + r * key_tile;
+      for (int j = 0; j < n; j++) acc = fma(pr[j], kv_s[j * kv_pitch + c], acc);
+      o_s[i] = acc;
+    }
+  }
+  __syncthreads();
+
+  // O = o / l and lse = m + ln(l); an empty row (l = 0) gets 0 and -inf.
+  for (int i = tid; i < rows * d; i += nthreads) {
+    int r = i / d, c = i % d;
+    long long qi = q0 + r;
+    if (qi >= p.seqlen_q) continue;
+    double l = l_s[r];
+    ref_o[b * p.o_batch_stride + qi * p.o_row_stride + h * p.o_head_stride + c] = l > 0.0 ? o_s[i] / l : 0.0;
+  }
+  for (int r = tid; r < rows; r += nthreads) {
+    long long qi = q0 + r;
+    if (qi >= p.seqlen_q) continue;
+    double l = l_s[r];
+    ref_lse[((long long)b * p.heads + h) * p.seqlen_q + qi] = l > 0.0 ? m_s[r] + log(l) : neg_inf();
+  }
+}

@@ -1,0 +1,2 @@
+-- Fixture for test_gen: loads a module that does not exist.
+return fat.require("nope")

@@ -1,0 +1,1 @@
+#define B_MARK 1

@@ -1,0 +1,371 @@
+/* The compile module against the real NVRTC of the toolkit (no GPU needed):
+ * architecture names, the ptxas report parser on verbatim logs, cubins for
+ * sm_80 and sm_90a, compile errors reported as answers, the cache key's
+ * layout and sensitivity, and the thread pool matching one-at-a-time builds.
+ * NVRTC missing is a failure here, not a skip: the toolkit is required. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "build_key.h"
+#include "compile.h"
+#include "nvrtc_api.h"
+#include "ptxas_log.h"
+
+static int failures;
+
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "%s:%d: FAIL %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                     \
+    }                                                                 \
+  } while (0)
+#define CHECK_INT(got, want)                                                          \
+  do {                                                                                \
+    long long g_ = (got), w_ = (want);                                                \
+    if (g_ != w_) {                                                                   \
+      fprintf(stderr, "%s:%d: FAIL %s = %lld, want %lld\n", __FILE__, __LINE__, #got, \
+              g_, w_);                                                                \
+      failures++;                                                                     \
+    }                                                                                 \
+  } while (0)
+#define CHECK_STR(got, want)                                                            \
+  do {                                                                                  \
+    const char *g_ = (got), *w_ = (want);                                               \
+    if (!g_ || strcmp(g_, w_) != 0) {                                                   \
+      fprintf(stderr, "%s:%d: FAIL %s =\n  [%s]\nwant\n  [%s]\n", __FILE__, __LINE__, \
+              #got, g_ ? g_ : "(null)", w_);                                            \
+      failures++;                                                                       \
+    }                                                                                   \
+  } while (0)
+
+static void test_arch_names(void) {
+  static const char *valid[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120"};
+  static const char *invalid[] = {"", "sm_75", "sm_8", "sm_080", "sm_90b", "compute_80",
+                                  "sm_80 ", "SM_80", "sm_1000", "sm_", "sm_90aa", "80"};
+  for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
+    if (!fat_arch_valid(valid[i])) {
+      fprintf(stderr, "FAIL: '%s' should be a valid architecture\n", valid[i]);
+      failures++;
+    }
+  for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++)
+    if (fat_arch_valid(invalid[i])) {
+      fprintf(stderr, "FAIL: '%s' should be rejected\n", invalid[i]);
+      failures++;
+    }
+  CHECK_INT(fat_arch_valid(NULL), 0);
+
+  char arch[16];
+  fat_arch_for_cc(9, 0, arch);
+  CHECK_STR(arch, "sm_90a");
+  fat_arch_for_cc(8, 0, arch);
+  CHECK_STR(arch, "sm_80");
+  fat_arch_for_cc(8, 6, arch);
+  CHECK_STR(arch, "sm_86");
+  fat_arch_for_cc(12, 0, arch);
+  CHECK_STR(arch, "sm_120");
+}
+
+static void test_options(void) {
+  /* No --use_fast_math: it would change numerics silently. */
+  CHECK_STR(fat_compile_options(), "--std=c++17 -default-device --ptxas-options=-v -lineinfo");
+}
+
+/* Verbatim from NVRTC 13.0 with --ptxas-options=-v, one kernel. */
+static const char one_entry_log[] =
+    "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+    "ptxas info    : Function properties for k\n"
+    "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+    "ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem\n";
+
+/* Verbatim from NVRTC 13.0, two kernels: k2 has the larger registers and
+ * stack, k the larger smem; spill figures invented to test the maxima. */
+static const char two_entry_log[] =
+    "ptxas info    : 0 bytes gmem\n"
+    "ptxas info    : Compiling entry function 'k2' for 'sm_80'\n"
+    "ptxas info    : Function properties for k2\n"
+    "ptxas         .     256 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+    "ptxas info    : Used 21 registers, used 0 barriers, 256 bytes cumulative stack size, 364 bytes cmem[0]\n"
+    "ptxas info    : Compile time = 13.463 ms\n"
+    "ptxas info    : Compiling entry function 'k' for 'sm_80'\n"
+    "ptxas info    : Function properties for k\n"
+    "ptxas         .     0 bytes stack frame, 16 bytes spill stores, 4 bytes spill loads\n"
+    "ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 360 bytes cmem[0]\n"
+    "ptxas info    : Compile time = 1.227 ms";
+
+static void test_ptxas_parse(void) {
+  fat_build b;
+  memset(&b, 0, sizeof b);
+  CHECK_INT(fat_ptxas_parse(one_entry_log, &b), 1);
+  CHECK_INT(b.registers, 10);
+  CHECK_INT(b.smem_static, 1024);
+  CHECK_INT(b.stack_frame, 0);
+  CHECK_INT(b.spill_stores, 0);
+  CHECK_INT(b.spill_loads, 0);
+
+  CHECK_INT(fat_ptxas_parse(two_entry_log, &b), 2);
+  CHECK_INT(b.registers, 21);
+  CHECK_INT(b.smem_static, 1024);
+  CHECK_INT(b.stack_frame, 256);
+  CHECK_INT(b.spill_stores, 16);
+  CHECK_INT(b.spill_loads, 12);
+
+  /* Absent values are 0, and earlier values do not survive a new parse. */
+  CHECK_INT(fat_ptxas_parse("ptxas info    : Used 7 registers\n", &b), 0);
+  CHECK_INT(b.registers, 7);
+  CHECK_INT(b.smem_static, 0);
+  CHECK_INT(b.stack_frame, 0);
+  CHECK_INT(b.spill_stores, 0);
+  CHECK_INT(b.spill_loads, 0);
+  CHECK_INT(fat_ptxas_parse(NULL, &b), 0);
+  CHECK_INT(b.registers, 0);
+  CHECK_INT(fat_ptxas_parse("", &b), 0);
+  /* Front-end messages quoting source are not ptxas's report. */
+  CHECK_INT(fat_ptxas_parse("k.cu(3): error: 99 registers undefined\n", &b), 0);
+  CHECK_INT(b.registers, 0);
+}
+
+static void test_key_layout(void) {
+  static const char *opts = "--std=c++17 -default-device --ptxas-options=-v -lineinfo";
+  char key[65], other[65];
+  /* Expected value: sha256sum of the documented stream, built by hand:
+   * printf 'fatune-build-key 1\n1\nsource 3\nabc\narch 5\nsm_80\noptions 56\n...
+   * compiler 10\nnvrtc 13.0\n' | sha256sum */
+  fat_build_key_of("abc", "sm_80", opts, "nvrtc 13.0", key);
+  CHECK_STR(key, "18e00d30f82c1922cc3088b01e9cec496d043069a9417244fc3837ee99041283");
+  /* Moving bytes across a field boundary must change the key. */
+  fat_build_key_of("ab", "csm_80", opts, "nvrtc 13.0", key);
+  fat_build_key_of("abc", "sm_80", opts, "nvrtc 13.0", other);
+  CHECK(strcmp(key, other) != 0);
+  fat_build_key_of("abc", "sm_80", "--std=c++17", "nvrtc 13.0", key);
+  CHECK(strcmp(key, other) != 0);
+  fat_build_key_of("abc", "sm_80", opts, "nvrtc 12.8", key);
+  CHECK(strcmp(key, other) != 0);
+}
+
+static const char kernel_src[] =
+    "extern \"C\" __global__ void k(float *x) {\n"
+    "  __shared__ float s[256];\n"
+    "  s[threadIdx.x] = x[threadIdx.x];\n"
+    "  __syncthreads();\n"
+    "  x[threadIdx.x] = s[255 - threadIdx.x] * 2.0f;\n"
+    "}\n";
+
+static void test_compile_real(const fat_nvrtc *nv) {
+  static const char *archs[] = {"sm_80", "sm_90a"};
+  char err[4096];
+  for (size_t a = 0; a < 2; a++) {
+    fat_build b;
+    CHECK_INT(fat_compile_one("k.cu", kernel_src, archs[a], &b, err, sizeof err), 0);
+    CHECK_INT(b.ok, 1);
+    CHECK_STR(b.arch, archs[a]);
+    CHECK(b.cubin_size > 4 && b.cubin && memcmp(b.cubin, "\x7f" "ELF", 4) == 0);
+    CHECK(b.registers > 0);
+    CHECK_INT(b.smem_static, 1024); /* 256 floats */
+    CHECK_INT(b.spill_stores, 0);
+    CHECK(b.compile_ms > 0);
+    char want_line[64];
+    snprintf(want_line, sizeof want_line, "Compiling entry function 'k' for '%s'", archs[a]);
+    CHECK(b.log && strstr(b.log, want_line));
+    char key[65];
+    CHECK_INT(fat_build_key(kernel_src, archs[a], key, err, sizeof err), 0);
+    CHECK_STR(b.key, key);
+    /* The key is the documented layout with this NVRTC's version. */
+    char compiler[32], want_key[65];
+    snprintf(compiler, sizeof compiler, "nvrtc %d.%d", nv->major, nv->minor);
+    fat_build_key_of(kernel_src, archs[a], fat_compile_options(), compiler, want_key);
+    CHECK_STR(key, want_key);
+    fat_build_free(&b);
+  }
+
+  /* A syntax error is an answer: ok = 0 and the log says why. */
+  fat_build b;
+  CHECK_INT(fat_compile_one("bad.cu", "__global__ void k( {", "sm_80", &b, err, sizeof err), 0);
+  CHECK_INT(b.ok, 0);
+  CHECK(b.cubin == NULL && b.cubin_size == 0);
+  CHECK(b.log && strstr(b.log, "error"));
+  CHECK(b.log && strstr(b.log, "bad.cu"));
+  fat_build_free(&b);
+
+  /* A bad architecture is the caller's error, named in the message. */
+  CHECK_INT(fat_compile_one("k.cu", kernel_src, "sm_75", &b, err, sizeof err), -1);
+  CHECK_STR(err, "invalid architecture 'sm_75' (expected sm_<cc> for compute capability "
+                 "8.0 or newer, e.g. sm_80, sm_86, sm_90a)");
+  CHECK(b.cubin == NULL && b.log == NULL);
+}
+
+static void test_key_sensitivity(void) {
+  char err[512], k1[65], k2[65];
+  CHECK_INT(fat_build_key(kernel_src, "sm_80", k1, err, sizeof err), 0);
+  CHECK_INT(fat_build_key(kernel_src, "sm_80", k2, err, sizeof err), 0);
+  CHECK_STR(k1, k2);
+  CHECK_INT((int)strlen(k1), 64);
+  CHECK_INT(fat_build_key(kernel_src, "sm_90a", k2, err, sizeof err), 0);
+  CHECK(strcmp(k1, k2) != 0);
+  char changed[sizeof kernel_src];
+  memcpy(changed, kernel_src, sizeof kernel_src);
+  changed[sizeof kernel_src - 3] = ' '; /* one character of the source */
+  CHECK_INT(fat_build_key(changed, "sm_80", k2, err, sizeof err), 0);
+  CHECK(strcmp(k1, k2) != 0);
+  CHECK_INT(fat_build_key(kernel_src, "sm_8", k2, err, sizeof err), -1);
+  CHECK_STR(err, "invalid architecture 'sm_8' (expected sm_<cc> for compute capability "
+                 "8.0 or newer, e.g. sm_80, sm_86, sm_90a)");
+}
+
+/* ---- the pool -------------------------------------------------------- */
+
+#define N_POOL 6
+
+typedef struct progress_log {
+  size_t calls;
+  size_t done[N_POOL + 1];
+  size_t total;
+  size_t index[N_POOL + 1];   /* which variant each call reported */
+  const fat_variant *variants;
+  const fat_build *builds;
+  int mismatched;             /* V and B did not point at the same index */
+} progress_log;
+
+static void on_progress(void *user, size_t done, size_t total, const fat_variant *v,
+                        const fat_build *b) {
+  progress_log *p = user;
+  size_t i = (size_t)(v - p->variants);
+  if (b != &p->builds[i]) p->mismatched = 1;
+  if (p->calls <= N_POOL) {
+    p->done[p->calls] = done;
+    p->index[p->calls] = i;
+  }
+  p->total = total;
+  p->calls++;
+}
+
+static void make_variants(fat_variant *v, char sources[N_POOL][256], char names[N_POOL][32]) {
+  memset(v, 0, N_POOL * sizeof *v);
+  for (int i = 0; i < N_POOL; i++) {
+    snprintf(sources[i], 256,
+             "extern \"C\" __global__ void k%d(float *x) { x[threadIdx.x] *= %d.0f; }\n", i, i + 2);
+    snprintf(names[i], 32, "pool%d.cu", i);
+    v[i].name = names[i];
+    v[i].source = sources[i];
+  }
+}
+
+static void test_compile_all(void) {
+  fat_variant v[N_POOL];
+  char sources[N_POOL][256], names[N_POOL][32], err[4096];
+  make_variants(v, sources, names);
+
+  fat_build one[N_POOL], all[N_POOL];
+  for (int i = 0; i < N_POOL; i++)
+    CHECK_INT(fat_compile_one(names[i], sources[i], "sm_80", &one[i], err, sizeof err), 0);
+
+  progress_log p = {.variants = v, .builds = all};
+  memset(all, 0, sizeof all);
+  CHECK_INT(fat_compile_all(v, N_POOL, "sm_80", 2, NULL, all, on_progress, &p, err, sizeof err), 0);
+  CHECK_INT(p.calls, N_POOL);
+  CHECK_INT(p.total, N_POOL);
+  CHECK_INT(p.mismatched, 0);
+  int seen[N_POOL] = {0};
+  for (size_t c = 0; c < N_POOL && c < p.calls; c++) {
+    CHECK_INT(p.done[c], c + 1); /* serialised: counts 1..6 in order */
+    seen[p.index[c]]++;
+  }
+  for (int i = 0; i < N_POOL; i++) {
+    CHECK_INT(seen[i], 1);
+    CHECK_INT(all[i].ok, 1);
+    CHECK_STR(all[i].key, one[i].key);
+    CHECK_INT(all[i].registers, one[i].registers);
+    CHECK(all[i].cubin_size == one[i].cubin_size &&
+          memcmp(all[i].cubin, one[i].cubin, one[i].cubin_size) == 0);
+    fat_build_free(&all[i]);
+  }
+
+  /* Skipped builds are left exactly as they were and not reported. */
+  unsigned char skip[N_POOL] = {1, 0, 0, 1, 0, 1};
+  const int sentinel = 4242;
+  memset(all, 0, sizeof all);
+  for (int i = 0; i < N_POOL; i++) all[i].registers = sentinel;
+  memset(&p, 0, sizeof p);
+  p.variants = v;
+  p.builds = all;
+  /* jobs = 0: one thread per online CPU. */
+  CHECK_INT(fat_compile_all(v, N_POOL, "sm_90a", 0, skip, all, on_progress, &p, err, sizeof err), 0);
+  CHECK_INT(p.calls, 3);
+  CHECK_INT(p.total, 3);
+  for (int i = 0; i < N_POOL; i++) {
+    if (skip[i]) {
+      CHECK_INT(all[i].registers, sentinel);
+      CHECK(all[i].cubin == NULL && all[i].log == NULL && all[i].ok == 0);
+    } else {
+      CHECK_INT(all[i].ok, 1);
+      CHECK_STR(all[i].arch, "sm_90a");
+      fat_build_free(&all[i]);
+    }
+  }
+
+  /* More jobs than variants, and a failed compile among them: the pool
+   * still returns 0 and reports every build. */
+  v[2].source = "extern \"C\" __global__ void broken( {";
+  memset(all, 0, sizeof all);
+  memset(&p, 0, sizeof p);
+  p.variants = v;
+  p.builds = all;
+  CHECK_INT(fat_compile_all(v, N_POOL, "sm_80", 64, NULL, all, on_progress, &p, err, sizeof err), 0);
+  CHECK_INT(p.calls, N_POOL);
+  for (int i = 0; i < N_POOL; i++) {
+    CHECK_INT(all[i].ok, i != 2);
+    fat_build_free(&all[i]);
+  }
+
+  /* Nothing to do is not an error; a bad arch is, before any work. */
+  memset(&p, 0, sizeof p);
+  CHECK_INT(fat_compile_all(v, 0, "sm_80", 2, NULL, all, on_progress, &p, err, sizeof err), 0);
+  CHECK_INT(p.calls, 0);
+  CHECK_INT(fat_compile_all(v, N_POOL, "sm_70", 2, NULL, all, on_progress, &p, err, sizeof err), -1);
+  CHECK_STR(err, "invalid architecture 'sm_70' (expected sm_<cc> for compute capability "
+                 "8.0 or newer, e.g. sm_80, sm_86, sm_90a)");
+  CHECK_INT(p.calls, 0);
+
+  for (int i = 0; i < N_POOL; i++) fat_build_free(&one[i]);
+}
+
+static void test_missing_nvrtc_message(void) {
+  static const char *const bogus[] = {"/nonexistent/libnvrtc.so.13", "libm.so.6"};
+  fat_nvrtc t;
+  char err[2048];
+  CHECK_INT(fat_nvrtc_open(bogus, 2, &t, err, sizeof err), -1);
+  CHECK(strncmp(err, "NVRTC could not be loaded; tried:\n  /nonexistent/libnvrtc.so.13: ",
+                strlen("NVRTC could not be loaded; tried:\n  /nonexistent/libnvrtc.so.13: ")) == 0);
+  /* libm loads but is not NVRTC: the message says which symbol is missing. */
+  CHECK(strstr(err, "\n  libm.so.6: no symbol nvrtcGetErrorString\n") != NULL);
+  const char *hint =
+      "Install the CUDA toolkit's NVRTC or set FATUNE_NVRTC to the path of libnvrtc.so";
+  size_t len = strlen(err);
+  CHECK(len >= strlen(hint) && strcmp(err + len - strlen(hint), hint) == 0);
+}
+
+int main(void) {
+  char err[4096];
+  const fat_nvrtc *nv = fat_nvrtc_get(err, sizeof err);
+  test_arch_names();
+  test_options();
+  test_ptxas_parse();
+  test_key_layout();
+  test_missing_nvrtc_message();
+  if (!nv) {
+    /* Required by the build: a machine without NVRTC fails this test. */
+    fprintf(stderr, "FAIL: %s\n", err);
+    return 1;
+  }
+  printf("NVRTC %d.%d from %s\n", nv->major, nv->minor, nv->path);
+  CHECK(nv->major >= 12);
+  test_compile_real(nv);
+  test_key_sensitivity();
+  test_compile_all();
+  if (failures) {
+    fprintf(stderr, "%d failure(s)\n", failures);
+    return 1;
+  }
+  printf("compile: all checks pass\n");
+  return 0;
+}

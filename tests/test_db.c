@@ -1,0 +1,594 @@
+/* Proves the tuning database keeps what the tuner relies on: the schema is
+ * created at version 1 in WAL mode; every row round-trips (a cubin byte for
+ * byte); each put is committed before it returns; a re-run sees what was
+ * measured for the same source hash and nothing for another; a variant that
+ * failed a check never wins however fast; --retune forgets without deleting;
+ * and bad input, foreign files and newer schemas are refused with exact
+ * messages. All files live in a fresh folder under /tmp, removed at the end. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "db.h"
+#include "embedded.h"
+
+static int failures;
+
+#define EXPECT(cond)                                                           \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);      \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+#define EXPECT_INT(got, want)                                                  \
+  do {                                                                         \
+    long long g_ = (long long)(got), w_ = (long long)(want);                   \
+    if (g_ != w_) {                                                            \
+      fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, \
+              #got, g_, w_);                                                   \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+#define EXPECT_DBL(got, want)                                                  \
+  do {                                                                         \
+    double g_ = (got), w_ = (want);                                            \
+    if (g_ != w_) {                                                            \
+      fprintf(stderr, "%s:%d: %s is %.17g, expected %.17g\n", __FILE__,        \
+              __LINE__, #got, g_, w_);                                         \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+#define EXPECT_STR(got, want)                                                  \
+  do {                                                                         \
+    const char *g_ = (got), *w_ = (want);                                      \
+    if (!g_ || strcmp(g_, w_) != 0) {                                          \
+      fprintf(stderr, "%s:%d: %s is \"%s\",\n  expected \"%s\"\n", __FILE__,    \
+              __LINE__, #got, g_ ? g_ : "(null)", w_);                         \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+/* Stops the current test: what follows would only report the same fault. */
+#define REQUIRE(cond)                                                          \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);      \
+      failures++;                                                              \
+      goto out;                                                                \
+    }                                                                          \
+  } while (0)
+
+#define ERRLEN 512
+#define CUBIN_BYTES 4099 /* odd size, with zero bytes inside */
+
+static char tmpdir[] = "/tmp/fatune_test_db.XXXXXX";
+#define MAX_PATHS 16
+#define PATH_LEN 256
+static int n_made;
+static char made[MAX_PATHS][PATH_LEN];
+
+/* A fresh database path in the test folder, remembered for cleanup. */
+static const char *new_path(const char *name) {
+  snprintf(made[n_made], sizeof made[0], "%s/%s", tmpdir, name);
+  return made[n_made++];
+}
+
+/* Removes PATH followed by SUFFIX ("", "-wal", "-shm"): SQLite's files. */
+static void remove_with_suffix(const char *path, const char *suffix) {
+  char p[PATH_LEN + sizeof "-wal"];
+  if (strlen(path) + strlen(suffix) >= sizeof p) return;
+  strcpy(p, path);
+  strcat(p, suffix);
+  remove(p);
+}
+
+static void cleanup(void) {
+  for (int i = 0; i < n_made; i++) {
+    remove_with_suffix(made[i], "");
+    remove_with_suffix(made[i], "-wal");
+    remove_with_suffix(made[i], "-shm");
+  }
+  rmdir(tmpdir);
+}
+
+/* Runs SQL returning one integer or text value through a separate
+ * connection, so what it sees is what was committed. */
+static long long peek_int(const char *path, const char *sql) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *s = NULL;
+  long long v = -999;
+  if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    v = sqlite3_column_int64(s, 0);
+  else
+    fprintf(stderr, "peek_int(%s): %s\n", sql, sqlite3_errmsg(h));
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return v;
+}
+
+static void text_of(sqlite3 *h, const char *sql, char *out, size_t len) {
+  sqlite3_stmt *s = NULL;
+  snprintf(out, len, "(failed)");
+  if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    snprintf(out, len, "%s", (const char *)sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
+}
+
+static fat_gpu_info test_gpu(void) {
+  fat_gpu_info g = {0};
+  snprintf(g.name, sizeof g.name, "NVIDIA H200");
+  g.cc_major = 9, g.cc_minor = 0, g.sm_count = 132, g.driver_version = 13000;
+  g.nvrtc_major = 13, g.nvrtc_minor = 0;
+  g.mem_bytes = 150ull << 30, g.smem_per_block_optin = 232448, g.l2_bytes = 50 << 20;
+  g.clock_khz = 1980000, g.mem_clock_khz = 2619000;
+  return g;
+}
+
+/* A variant whose hash is 64 copies of HASH_CHAR (a hex digit). */
+static fat_variant test_variant(const char *name, char hash_char, int is_default) {
+  fat_variant v = {0};
+  v.name = (char *)name;
+  v.family = "mma80";
+  v.params = "BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4";
+  v.entry = "fat_fwd";
+  v.source = "extern \"C\" __global__ void fat_fwd() {}\n/* \xe2\x80\x94 utf-8 kept */\n";
+  memset(v.hash, hash_char, 64);
+  v.hash[64] = '\0';
+  v.direction = FAT_FWD, v.dtype = FAT_BF16, v.mask = FAT_MASK_CAUSAL, v.head_dim = 128;
+  v.block_m = 128, v.threads = 128, v.smem_bytes = 49152, v.is_default = is_default;
+  return v;
+}
+
+static fat_problem test_problem(int seqlen) {
+  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 4, 16, 16, seqlen, seqlen};
+  return p;
+}
+
+static fat_check check_result(int passed, double rel_l2) {
+  fat_check c = {1, 2, 256, 256, rel_l2, rel_l2 * 4, 1e-5, 0, passed, ""};
+  snprintf(c.reason, sizeof c.reason, "%s", passed ? "ok" : "rel_l2 0.03 > 0.01");
+  return c;
+}
+
+static fat_timing timing_of(double median_ms) {
+  fat_timing t = {100, median_ms, median_ms * 0.9, median_ms * 1.2, median_ms * 0.95,
+                  median_ms * 1.05, 1.0 / median_ms, 1755};
+  return t;
+}
+
+static void test_schema_created(void) {
+  fat_db *db = NULL;
+  char err[ERRLEN], text[256];
+  const char *path = new_path("schema.db");
+  EXPECT(fat_embedded_find("db/schema.sql") != NULL);
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  sqlite3 *h = fat_db_handle(db);
+  text_of(h, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema"
+             " WHERE type = 'table' ORDER BY name)", text, sizeof text);
+  EXPECT_STR(text, "builds,checks,gpus,problems,timings,variants,winners");
+  text_of(h, "PRAGMA user_version", text, sizeof text);
+  EXPECT_STR(text, "1");
+  text_of(h, "PRAGMA journal_mode", text, sizeof text);
+  EXPECT_STR(text, "wal");
+  text_of(h, "PRAGMA foreign_keys", text, sizeof text);
+  EXPECT_STR(text, "1");
+  fat_db_close(db);
+  db = NULL;
+  /* Reopening an existing database keeps it as it is. */
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  EXPECT_INT(peek_int(path, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 7);
+out:
+  fat_db_close(db);
+}
+
+static void test_round_trips(void) {
+  fat_db *db = NULL;
+  char err[ERRLEN];
+  const char *path = new_path("roundtrip.db");
+  unsigned char cubin[CUBIN_BYTES];
+  fat_variant got = {0};
+  fat_build back = {0};
+  int found = -1;
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+
+  fat_gpu_info g = test_gpu();
+  sqlite3_int64 gpu = 0, gpu_again = 0, gpu_new_driver = 0;
+  REQUIRE(fat_db_put_gpu(db, &g, &gpu) == 0);
+  EXPECT(gpu > 0);
+  g.clock_khz = 1700000; /* informational: same GPU, refreshed */
+  REQUIRE(fat_db_put_gpu(db, &g, &gpu_again) == 0);
+  EXPECT_INT(gpu_again, gpu);
+  EXPECT_INT(peek_int(path, "SELECT clock_khz FROM gpus"), 1700000);
+  g.driver_version = 13010; /* part of the key: another row */
+  REQUIRE(fat_db_put_gpu(db, &g, &gpu_new_driver) == 0);
+  EXPECT(gpu_new_driver != gpu);
+
+  fat_variant v = test_variant("fwd.mma80.bf16.d128.causal.m128n64w4s2", 'a', 1);
+  sqlite3_int64 vid = 0, vid_again = 0;
+  REQUIRE(fat_db_put_variant(db, &v, &vid) == 0);
+  REQUIRE(fat_db_put_variant(db, &v, &vid_again) == 0);
+  EXPECT_INT(vid_again, vid);
+  REQUIRE(fat_db_get_variant(db, vid, &got, &found) == 0);
+  EXPECT_INT(found, 1);
+  EXPECT_STR(got.name, v.name);
+  EXPECT_STR(got.family, "mma80");
+  EXPECT_STR(got.params, v.params);
+  EXPECT_STR(got.entry, "fat_fwd");
+  EXPECT_STR(got.source, v.source);
+  EXPECT_STR(got.hash, v.hash);
+  EXPECT_INT(got.direction, FAT_FWD);
+  EXPECT_INT(got.dtype, FAT_BF16);
+  EXPECT_INT(got.mask, FAT_MASK_CAUSAL);
+  EXPECT_INT(got.head_dim, 128);
+  EXPECT_INT(got.block_m, 128);
+  EXPECT_INT(got.threads, 128);
+  EXPECT_INT(got.smem_bytes, 49152);
+  EXPECT_INT(got.is_default, 1);
+  fat_variant_free(&got);
+  REQUIRE(fat_db_get_variant(db, vid + 1000, &got, &found) == 0);
+  EXPECT_INT(found, 0);
+
+  for (int i = 0; i < CUBIN_BYTES; i++) cubin[i] = (unsigned char)(i * 7 % 256);
+  fat_build b = {0};
+  snprintf(b.arch, sizeof b.arch, "sm_90a");
+  memset(b.key, 'c', 64);
+  b.ok = 1, b.cubin = cubin, b.cubin_size = CUBIN_BYTES;
+  b.registers = 168, b.smem_static = 0, b.stack_frame = 16, b.spill_stores = 8, b.spill_loads = 4;
+  b.compile_ms = 1234.5;
+  b.log = "ptxas info    : Used 168 registers";
+  REQUIRE(fat_db_put_build(db, vid, &b, "--std=c++17 -arch=sm_90a", "13.0") == 0);
+  REQUIRE(fat_db_find_build(db, b.key, &back, &found) == 0);
+  EXPECT_INT(found, 1);
+  EXPECT_STR(back.arch, "sm_90a");
+  EXPECT_STR(back.key, b.key);
+  EXPECT_INT(back.ok, 1);
+  EXPECT_INT(back.cubin_size, CUBIN_BYTES);
+  EXPECT(back.cubin && memcmp(back.cubin, cubin, CUBIN_BYTES) == 0);
+  EXPECT_INT(back.registers, 168);
+  EXPECT_INT(back.stack_frame, 16);
+  EXPECT_INT(back.spill_stores, 8);
+  EXPECT_INT(back.spill_loads, 4);
+  EXPECT_DBL(back.compile_ms, 1234.5);
+  EXPECT_STR(back.log, b.log);
+  fat_build_free(&back);
+
+  /* A failed compile is cached too: no cubin, the log says why. */
+  fat_build bad = {0};
+  snprintf(bad.arch, sizeof bad.arch, "sm_80");
+  memset(bad.key, 'd', 64);
+  bad.log = "error: identifier \"x\" is undefined";
+  REQUIRE(fat_db_put_build(db, vid, &bad, "--std=c++17", "13.0") == 0);
+  REQUIRE(fat_db_find_build(db, bad.key, &back, &found) == 0);
+  EXPECT_INT(found, 1);
+  EXPECT_INT(back.ok, 0);
+  EXPECT(back.cubin == NULL);
+  EXPECT_INT(back.cubin_size, 0);
+  EXPECT_STR(back.log, bad.log);
+  fat_build_free(&back);
+  /* ok = 1 without a cubin is a lie the schema refuses. */
+  bad.ok = 1;
+  EXPECT_INT(fat_db_put_build(db, vid, &bad, "--std=c++17", "13.0"), -1);
+  EXPECT_STR(fat_db_errmsg(db),
+             "cannot store build dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+             " (variant 1, sm_80): CHECK constraint failed: (ok = 1) = (cubin IS NOT NULL AND"
+             " length(cubin) > 0)");
+  REQUIRE(fat_db_find_build(db, "0000000000000000000000000000000000000000000000000000000000000000",
+                            &back, &found) == 0);
+  EXPECT_INT(found, 0);
+
+  fat_problem p = test_problem(1024);
+  sqlite3_int64 pid = 0, pid_again = 0, pid_other = 0;
+  REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
+  REQUIRE(fat_db_put_problem(db, &p, &pid_again) == 0);
+  EXPECT_INT(pid_again, pid);
+  p.seqlen_k = 2048;
+  REQUIRE(fat_db_put_problem(db, &p, &pid_other) == 0);
+  EXPECT(pid_other != pid);
+
+  /* Each put is committed when it returns: another connection sees it. */
+  fat_timing t = timing_of(2.0);
+  sqlite3_int64 tid = 0;
+  REQUIRE(fat_db_put_timing(db, vid, gpu, pid, &t, &tid) == 0);
+  EXPECT(tid > 0);
+  EXPECT_INT(peek_int(path, "SELECT count(*) FROM timings"), 1);
+  EXPECT_INT(peek_int(path, "SELECT sm_clock_mhz FROM timing_conditions"), 1755);
+  fat_check c = check_result(1, 0.002);
+  REQUIRE(fat_db_put_check(db, vid, gpu, pid, &c) == 0);
+  EXPECT_INT(peek_int(path, "SELECT count(*) FROM checks WHERE passed = 1"), 1);
+out:
+  fat_variant_free(&got);
+  fat_build_free(&back);
+  fat_db_close(db);
+}
+
+static void test_resume(void) {
+  fat_db *db = NULL;
+  char err[ERRLEN];
+  const char *path = new_path("resume.db");
+  fat_gpu_info g = test_gpu();
+  fat_problem p = test_problem(4096);
+  fat_variant v = test_variant("fwd.mma80.bf16.d128.causal.m128n64w4s2", 'a', 0);
+  fat_variant fails = test_variant("fwd.mma80.bf16.d128.causal.m64n64w4s2", 'b', 0);
+  fat_variant changed = test_variant("fwd.mma80.bf16.d128.causal.m128n64w4s2", 'e', 0);
+  sqlite3_int64 gpu, pid, vid, fid, vid2 = 0, vid_changed = 0;
+  int checked = -1, passed = -1, timed = -1;
+
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE(fat_db_put_gpu(db, &g, &gpu) == 0);
+  REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
+  REQUIRE(fat_db_put_variant(db, &v, &vid) == 0);
+  REQUIRE(fat_db_put_variant(db, &fails, &fid) == 0);
+  REQUIRE(fat_db_has_result(db, vid, gpu, pid, &checked, &passed, &timed) == 0);
+  EXPECT_INT(checked, 0);
+  EXPECT_INT(passed, 0);
+  EXPECT_INT(timed, 0);
+  fat_check ok = check_result(1, 0.002), bad = check_result(0, 0.03);
+  fat_timing t = timing_of(1.25);
+  REQUIRE(fat_db_put_check(db, vid, gpu, pid, &ok) == 0);
+  REQUIRE(fat_db_put_timing(db, vid, gpu, pid, &t, NULL) == 0);
+  REQUIRE(fat_db_put_check(db, fid, gpu, pid, &ok) == 0);
+  REQUIRE(fat_db_put_check(db, fid, gpu, pid, &bad) == 0);
+  /* A NaN error is stored (as NULL) when failed, refused when "passed". */
+  fat_check nan_fail = check_result(0, NAN);
+  nan_fail.nonfinite = 12;
+  REQUIRE(fat_db_put_check(db, fid, gpu, pid, &nan_fail) == 0);
+  fat_check nan_pass = check_result(1, NAN);
+  EXPECT_INT(fat_db_put_check(db, fid, gpu, pid, &nan_pass), -1);
+  EXPECT_STR(fat_db_errmsg(db),
+             "cannot store check of variant 2 on gpu 1, problem 1 (ok): CHECK constraint failed:"
+             " passed = 0 OR (rel_l2 IS NOT NULL AND max_abs IS NOT NULL AND nonfinite = 0)");
+  fat_db_close(db);
+  db = NULL;
+
+  /* The re-run: same variants, same ids, results still there. */
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE(fat_db_put_variant(db, &v, &vid2) == 0);
+  EXPECT_INT(vid2, vid);
+  REQUIRE(fat_db_has_result(db, vid2, gpu, pid, &checked, &passed, &timed) == 0);
+  EXPECT_INT(checked, 1);
+  EXPECT_INT(passed, 1);
+  EXPECT_INT(timed, 1);
+  REQUIRE(fat_db_has_result(db, fid, gpu, pid, &checked, &passed, &timed) == 0);
+  EXPECT_INT(checked, 1);
+  EXPECT_INT(passed, 0);
+  EXPECT_INT(timed, 0);
+  /* Same name, new source: another variant, nothing measured. */
+  REQUIRE(fat_db_put_variant(db, &changed, &vid_changed) == 0);
+  EXPECT(vid_changed != vid);
+  REQUIRE(fat_db_has_result(db, vid_changed, gpu, pid, &checked, &passed, &timed) == 0);
+  EXPECT_INT(checked, 0);
+  EXPECT_INT(passed, 0);
+  EXPECT_INT(timed, 0);
+out:
+  fat_db_close(db);
+}
+
+static void test_winner(void) {
+  fat_db *db = NULL;
+  char err[ERRLEN];
+  const char *path = new_path("winner.db");
+  fat_gpu_info g = test_gpu();
+  fat_problem p = test_problem(2048);
+  fat_variant fast_wrong = test_variant("fwd.mma80.bf16.d128.causal.m64n32w2s1", '1', 0);
+  fat_variant good = test_variant("fwd.mma80.bf16.d128.causal.m128n64w4s2", '2', 0);
+  fat_variant base = test_variant("fwd.mma80.bf16.d128.causal.m64n64w4s1", '3', 1);
+  sqlite3_int64 gpu, pid, a, b, c, ta, tb, tc, tc2;
+  fat_db_choice best = {0}, ranked[4];
+  fat_db_summary_row *rows = NULL;
+  size_t n = 0;
+  int found = -1;
+  long long retired = -1;
+
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE(fat_db_put_gpu(db, &g, &gpu) == 0);
+  REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
+  REQUIRE(fat_db_put_variant(db, &fast_wrong, &a) == 0);
+  REQUIRE(fat_db_put_variant(db, &good, &b) == 0);
+  REQUIRE(fat_db_put_variant(db, &base, &c) == 0);
+  fat_check ok1 = check_result(1, 0.001), ok2 = check_result(1, 0.004), bad = check_result(0, 0.5);
+  fat_timing t05 = timing_of(0.5), t20 = timing_of(2.0), t30 = timing_of(3.0), t15 = timing_of(1.5);
+  /* The fastest variant passed one check and failed another. */
+  REQUIRE(fat_db_put_check(db, a, gpu, pid, &ok1) == 0);
+  REQUIRE(fat_db_put_check(db, a, gpu, pid, &bad) == 0);
+  REQUIRE(fat_db_put_timing(db, a, gpu, pid, &t05, &ta) == 0);
+  REQUIRE(fat_db_put_check(db, b, gpu, pid, &ok1) == 0);
+  REQUIRE(fat_db_put_timing(db, b, gpu, pid, &t20, &tb) == 0);
+  REQUIRE(fat_db_put_check(db, c, gpu, pid, &ok1) == 0);
+  REQUIRE(fat_db_put_check(db, c, gpu, pid, &ok2) == 0);
+  REQUIRE(fat_db_put_timing(db, c, gpu, pid, &t30, &tc) == 0);
+
+  REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
+  EXPECT_INT(found, 1);
+  EXPECT_INT(best.variant_id, b);
+  EXPECT_INT(best.timing_id, tb);
+  EXPECT_DBL(best.median_ms, 2.0);
+  EXPECT_DBL(best.tflops, 0.5);
+  EXPECT_STR(best.name, good.name);
+  REQUIRE(fat_db_rank(db, gpu, pid, ranked, 4, &n) == 0);
+  EXPECT_INT(n, 2);
+  EXPECT_INT(ranked[0].variant_id, b);
+  EXPECT_INT(ranked[1].variant_id, c);
+  REQUIRE(fat_db_set_winner(db, gpu, pid, b, tb) == 0);
+
+  /* The schema itself refuses an unchecked winner, and a borrowed timing. */
+  EXPECT_INT(fat_db_set_winner(db, gpu, pid, a, ta), -1);
+  EXPECT_STR(fat_db_errmsg(db), "cannot make variant 1 (timing 1) the winner on gpu 1, problem 1:"
+                                " winner has not passed the reference check on this GPU and problem");
+  EXPECT_INT(fat_db_set_winner(db, gpu, pid, c, tb), -1);
+  EXPECT_STR(fat_db_errmsg(db), "cannot make variant 3 (timing 2) the winner on gpu 1, problem 1:"
+                                " winner timing is not a live timing of that variant on this GPU"
+                                " and problem");
+  EXPECT_INT(peek_int(path, "SELECT variant_id FROM winners"), b);
+
+  /* A re-timing adds a row; the latest one counts. */
+  REQUIRE(fat_db_put_timing(db, c, gpu, pid, &t15, &tc2) == 0);
+  REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
+  EXPECT_INT(best.variant_id, c);
+  EXPECT_INT(best.timing_id, tc2);
+  REQUIRE(fat_db_set_winner(db, gpu, pid, c, tc2) == 0);
+  EXPECT_INT(peek_int(path, "SELECT count(*) FROM timings"), 4);
+
+  REQUIRE(fat_db_summary(db, gpu, &rows, &n) == 0);
+  REQUIRE(n == 1);
+  EXPECT_INT(rows[0].problem_id, pid);
+  EXPECT_INT(rows[0].problem.seqlen_q, 2048);
+  EXPECT_INT(rows[0].problem.dtype, FAT_BF16);
+  EXPECT_INT(rows[0].problem.mask, FAT_MASK_CAUSAL);
+  EXPECT_STR(rows[0].winner, base.name);
+  EXPECT_DBL(rows[0].median_ms, 1.5);
+  EXPECT_DBL(rows[0].rel_l2, 0.004);   /* the worse of its two checks */
+  EXPECT_DBL(rows[0].max_abs, 0.016);
+  EXPECT_DBL(rows[0].slowest_ms, 2.0); /* b; a failed and does not count */
+  EXPECT_DBL(rows[0].default_ms, 1.5);
+  EXPECT_STR(rows[0].default_name, base.name);
+  EXPECT_INT(rows[0].n_passing, 2);
+  EXPECT_INT(rows[0].n_failed, 1);
+  free(rows);
+  rows = NULL;
+
+  /* A failing check arriving later unseats the winner. */
+  REQUIRE(fat_db_put_check(db, c, gpu, pid, &bad) == 0);
+  EXPECT_INT(peek_int(path, "SELECT count(*) FROM winners"), 0);
+  REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
+  EXPECT_INT(best.variant_id, b);
+
+  /* --retune: results retired, kept, and no longer seen. */
+  REQUIRE(fat_db_set_winner(db, gpu, pid, b, tb) == 0);
+  REQUIRE(fat_db_forget(db, gpu, pid, &retired) == 0);
+  EXPECT_INT(retired, 10); /* 6 checks + 4 timings */
+  EXPECT_INT(peek_int(path, "SELECT count(*) FROM winners"), 0);
+  EXPECT_INT(peek_int(path, "SELECT count(*) FROM checks WHERE retired = 1"), 6);
+  REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
+  EXPECT_INT(found, 0);
+  int checked = -1, passed = -1, timed = -1;
+  REQUIRE(fat_db_has_result(db, b, gpu, pid, &checked, &passed, &timed) == 0);
+  EXPECT_INT(checked, 0);
+  EXPECT_INT(timed, 0);
+  REQUIRE(fat_db_summary(db, gpu, &rows, &n) == 0);
+  EXPECT_INT(n, 0);
+  /* Re-measured after --retune, only the new results count: a's old failure
+   * is history, and its new passing check and timing make it the best. */
+  REQUIRE(fat_db_put_check(db, a, gpu, pid, &ok1) == 0);
+  REQUIRE(fat_db_put_timing(db, a, gpu, pid, &t05, &ta) == 0);
+  REQUIRE(fat_db_has_result(db, a, gpu, pid, &checked, &passed, &timed) == 0);
+  EXPECT_INT(checked, 1);
+  EXPECT_INT(passed, 1);
+  EXPECT_INT(timed, 1);
+  REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
+  EXPECT_INT(found, 1);
+  EXPECT_INT(best.variant_id, a);
+  EXPECT_INT(best.timing_id, ta);
+  REQUIRE(fat_db_set_winner(db, gpu, pid, a, ta) == 0);
+out:
+  free(rows);
+  fat_db_close(db);
+}
+
+static void test_bad_rows_refused(void) {
+  fat_db *db = NULL;
+  char err[ERRLEN];
+  const char *path = new_path("bad.db");
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  fat_variant v = test_variant("fwd.mma80.xx.d128.causal.m128n64w4s2", 'f', 0);
+  v.dtype = (fat_dtype)7;
+  sqlite3_int64 id = -1;
+  EXPECT_INT(fat_db_put_variant(db, &v, &id), -1);
+  EXPECT(strstr(fat_db_errmsg(db), "CHECK constraint failed") != NULL);
+  EXPECT_STR(fat_db_errmsg(db), "cannot store variant fwd.mma80.xx.d128.causal.m128n64w4s2"
+                                " (source ffffffffffff): CHECK constraint failed:"
+                                " dtype IN ('fp16', 'bf16')");
+  EXPECT_INT(id, -1);
+  v.dtype = FAT_FP16;
+  v.head_dim = 100; /* not a multiple of 8 */
+  EXPECT_INT(fat_db_put_variant(db, &v, &id), -1);
+  EXPECT_STR(fat_db_errmsg(db), "cannot store variant fwd.mma80.xx.d128.causal.m128n64w4s2"
+                                " (source ffffffffffff): CHECK constraint failed:"
+                                " head_dim BETWEEN 8 AND 256 AND head_dim % 8 = 0");
+  fat_problem p = test_problem(0);
+  EXPECT_INT(fat_db_put_problem(db, &p, &id), -1);
+  EXPECT_STR(fat_db_errmsg(db), "cannot store problem fwd bf16 causal d128 b4 h16/16 sq0 sk0:"
+                                " CHECK constraint failed: seqlen_q > 0");
+  /* Foreign keys are on: a check for a variant that does not exist. */
+  fat_check c = check_result(1, 0.001);
+  EXPECT_INT(fat_db_put_check(db, 42, 43, 44, &c), -1);
+  EXPECT_STR(fat_db_errmsg(db), "cannot store check of variant 42 on gpu 43, problem 44 (ok):"
+                                " FOREIGN KEY constraint failed");
+  EXPECT_INT(peek_int(path, "SELECT count(*) FROM variants"), 0);
+out:
+  fat_db_close(db);
+}
+
+static void test_open_refusals(void) {
+  fat_db *db = NULL;
+  char err[ERRLEN], want[ERRLEN];
+  sqlite3 *h = NULL;
+
+  const char *garbage = new_path("garbage.db");
+  FILE *f = fopen(garbage, "wb");
+  REQUIRE(f != NULL);
+  for (int i = 0; i < 64; i++) fputs("this is not a database, only text. ", f);
+  fclose(f);
+  EXPECT_INT(fat_db_open(garbage, &db, err, sizeof err), -1);
+  EXPECT(db == NULL);
+  snprintf(want, sizeof want, "not a fatune database: %s: file is not a database", garbage);
+  EXPECT_STR(err, want);
+
+  EXPECT_INT(fat_db_open("/nonexistent-dir/x.db", &db, err, sizeof err), -1);
+  EXPECT(db == NULL);
+  EXPECT_STR(err, "cannot open database /nonexistent-dir/x.db: unable to open database file"
+                  " (No such file or directory)");
+
+  EXPECT_INT(fat_db_open("", &db, err, sizeof err), -1);
+  EXPECT_STR(err, "cannot open database: empty path");
+
+  /* Another program's SQLite file is left alone. */
+  const char *foreign = new_path("foreign.db");
+  REQUIRE(sqlite3_open(foreign, &h) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(h, "CREATE TABLE notes (body TEXT)", NULL, NULL, NULL) == SQLITE_OK);
+  sqlite3_close(h);
+  h = NULL;
+  EXPECT_INT(fat_db_open(foreign, &db, err, sizeof err), -1);
+  snprintf(want, sizeof want,
+           "not a fatune database: %s: it holds 1 schema objects but no fatune schema version",
+           foreign);
+  EXPECT_STR(err, want);
+  EXPECT_INT(peek_int(foreign, "SELECT count(*) FROM sqlite_schema"), 1);
+
+  /* A database written by a newer fatune is refused, untouched. */
+  const char *future = new_path("future.db");
+  REQUIRE(sqlite3_open(future, &h) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(h, "CREATE TABLE gpus (id INTEGER PRIMARY KEY); PRAGMA user_version = 2",
+                       NULL, NULL, NULL) == SQLITE_OK);
+  sqlite3_close(h);
+  h = NULL;
+  EXPECT_INT(fat_db_open(future, &db, err, sizeof err), -1);
+  EXPECT(db == NULL);
+  snprintf(want, sizeof want,
+           "database %s has schema version 2, newer than this fatune's 1: use a newer fatune or"
+           " another database",
+           future);
+  EXPECT_STR(err, want);
+  EXPECT_INT(peek_int(future, "PRAGMA user_version"), 2);
+out:
+  sqlite3_close(h);
+  fat_db_close(db);
+}
+
+int main(void) {
+  if (!mkdtemp(tmpdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_schema_created();
+  test_round_trips();
+  test_resume();
+  test_winner();
+  test_bad_rows_refused();
+  test_open_refusals();
+  cleanup();
+  if (failures) fprintf(stderr, "test_db: %d failure(s)\n", failures);
+  else printf("test_db: all passed\n");
+  return failures ? 1 : 0;
+}

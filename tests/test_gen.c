@@ -1,0 +1,463 @@
+/* Tests of the generator (tuner/gen.c and the generator/ scripts): the space has what
+ * the tuner needs on both architectures, names and hashes are stable, pruning
+ * says why with exact figures, the template engine inlines and substitutes
+ * and names file:line on error, and the Lua sandbox holds. Fixtures live in
+ * tests/data/gen/, found through FATUNE_SOURCE_DIR. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gen.h"
+#include "sha256.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      failures++;                                                          \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                        \
+      fputc('\n', stderr);                                                 \
+    }                                                                      \
+  } while (0)
+
+static const char *or_null(const char *s) { return s ? s : "(null)"; }
+#define CHECK_STR(got, want) \
+  CHECK(strcmp(or_null(got), (want)) == 0, "got \"%s\", want \"%s\"", or_null(got), (want))
+#define CHECK_CONTAINS(got, part) \
+  CHECK(strstr((got), (part)) != NULL, "\"%s\" does not contain \"%s\"", (got), (part))
+
+static const int HEAD_DIMS[] = {64, 96, 128, 192, 256};
+#define N_HEAD_DIMS 5
+#define MIN_CONFIGS 12 /* the floor per (head dim, dtype, mask) */
+#define ERR_LEN 4096
+
+static const char *root(void) {
+  const char *r = getenv("FATUNE_SOURCE_DIR");
+  return r ? r : ".";
+}
+
+static const fat_variant *find(const fat_variant *v, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(v[i].name, name) == 0) return &v[i];
+  return NULL;
+}
+
+static const char *find_reason(const fat_pruned *p, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(p[i].name, name) == 0) return p[i].reason;
+  return NULL;
+}
+
+static void free_variants(fat_variant *v, size_t n) {
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
+}
+
+static int head_dim_index(int d) {
+  for (int i = 0; i < N_HEAD_DIMS; i++)
+    if (HEAD_DIMS[i] == d) return i;
+  return -1;
+}
+
+/* The whole forward space for ARCH: >= 12 per (d, dtype, mask), exactly one
+ * default each, the exact counts the constraints allow (worked out by hand in
+ * generator/family_mma80.lua's terms), and nothing left unsubstituted. */
+static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEAD_DIMS]) {
+  char err[ERR_LEN];
+  fat_gen_query q = {.direction = FAT_FWD, .arch = arch};
+  fat_variant *v;
+  size_t n;
+  fat_pruned *p;
+  size_t np;
+  if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) != 0) {
+    CHECK(0, "%s: %s", arch, err);
+    return;
+  }
+  int count[N_HEAD_DIMS][2][2] = {{{0}}}, defaults[N_HEAD_DIMS][2][2] = {{{0}}};
+  for (size_t i = 0; i < n; i++) {
+    int d = head_dim_index(v[i].head_dim);
+    CHECK(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
+    if (d < 0) continue;
+    count[d][v[i].dtype][v[i].mask]++;
+    defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
+    CHECK(strstr(v[i].source, "{{") == NULL, "%s: '{{' left in the source", v[i].name);
+    CHECK(v[i].smem_bytes > 0 && v[i].threads > 0 && v[i].block_m > 0, "%s: resources unset", v[i].name);
+  }
+  for (int d = 0; d < N_HEAD_DIMS; d++)
+    for (int t = 0; t < 2; t++)
+      for (int m = 0; m < 2; m++) {
+        CHECK(count[d][t][m] >= MIN_CONFIGS, "%s d%d %s %s: %d configurations", arch, HEAD_DIMS[d],
+              fat_dtype_name(t), fat_mask_name(m), count[d][t][m]);
+        CHECK(count[d][t][m] == want[d], "%s d%d: %d configurations, want %d", arch, HEAD_DIMS[d],
+              count[d][t][m], want[d]);
+        CHECK(defaults[d][t][m] == 1, "%s d%d %s %s: %d defaults", arch, HEAD_DIMS[d], fat_dtype_name(t),
+              fat_mask_name(m), defaults[d][t][m]);
+      }
+  /* every configuration of the 2x4x2x3 grid is either a variant or pruned */
+  CHECK(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * 48, "%s: %zu variants + %zu pruned", arch, n, np);
+  /* FlashAttention-2's choices survive: WARPS 4 up to d128, 8 above */
+  const fat_variant *d128 = find(v, n, "fwd.mma80.fp16.d128.none.m128n64w4s1");
+  const fat_variant *d256 = find(v, n, "fwd.mma80.bf16.d256.causal.m128n64w8s1");
+  CHECK(d128 && d128->is_default, "%s: d128 default missing", arch);
+  CHECK(d256 && d256->is_default, "%s: d256 default missing", arch);
+  free_variants(v, n);
+  fat_pruned_free_all(p, np);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Names, params and resources of known variants; names and hashes unique;
+ * hash = sha256(source); the same hashes from a second generator. */
+static void test_names_and_hashes(fat_gen *g) {
+  char err[ERR_LEN];
+  fat_gen_query q = {.direction = FAT_FWD, .arch = "sm_90a"};
+  fat_variant *v = NULL, *w = NULL;
+  size_t n = 0, nw = 0;
+  fat_gen *g2 = NULL;
+  char **names = NULL, **hashes = NULL;
+  if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) != 0) {
+    CHECK(0, "%s", err);
+    goto out;
+  }
+  const fat_variant *a = find(v, n, "fwd.mma80.bf16.d128.causal.m128n64w4s2");
+  CHECK(a != NULL, "fwd.mma80.bf16.d128.causal.m128n64w4s2 missing");
+  if (a) {
+    CHECK_STR(a->params, "BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4");
+    CHECK_STR(a->family, "mma80");
+    CHECK_STR(a->entry, "fat_fwd_mma80");
+    CHECK(a->direction == FAT_FWD && a->dtype == FAT_BF16 && a->mask == FAT_MASK_CAUSAL, "enums wrong");
+    CHECK(a->head_dim == 128 && a->block_m == 128 && a->threads == 128, "d%d m%d t%d", a->head_dim,
+          a->block_m, a->threads);
+    /* (128 + 2*2*64) rows * (128 + 8) elements * 2 bytes */
+    CHECK(a->smem_bytes == 104448, "smem %d", a->smem_bytes);
+    CHECK(!a->is_default, "not the default");
+    const char *header = "// fwd.mma80.bf16.d128.causal.m128n64w4s2\n"
+                         "// from templates/fwd_mma80.cu with BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4\n"
+                         "// generated by fatune; do not edit.\n";
+    CHECK(strncmp(a->source, header, strlen(header)) == 0, "header: %.200s", a->source);
+    char hex[65];
+    fat_sha256_hex(a->source, strlen(a->source), hex);
+    CHECK_STR(a->hash, hex);
+    /* fat_abi.h is inlined, so NVRTC needs no include path */
+    CHECK_CONTAINS(a->source, "typedef struct fat_fwd_params {");
+    CHECK(strstr(a->source, "#include \"fat_abi.h\"") == NULL, "fat_abi.h include left in");
+    CHECK_CONTAINS(a->source, "constexpr int kHeadDim = 128;");
+  }
+  const fat_variant *b = find(v, n, "fwd.mma80.fp16.d64.none.m64n16w4s3");
+  CHECK(b != NULL, "fwd.mma80.fp16.d64.none.m64n16w4s3 missing");
+  if (b) {
+    CHECK_STR(b->params, "BLOCK_M=64 BLOCK_N=16 STAGES=3 WARPS=4");
+    CHECK(b->smem_bytes == (64 + 2 * 3 * 16) * (64 + 8) * 2, "smem %d", b->smem_bytes);
+  }
+
+  names = calloc(n, sizeof *names);
+  hashes = calloc(n, sizeof *hashes);
+  for (size_t i = 0; i < n; i++) {
+    names[i] = v[i].name;
+    hashes[i] = v[i].hash;
+  }
+  qsort(names, n, sizeof *names, cmp_str);
+  qsort(hashes, n, sizeof *hashes, cmp_str);
+  for (size_t i = 1; i < n; i++) {
+    CHECK(strcmp(names[i - 1], names[i]) != 0, "name %s twice", names[i]);
+    CHECK(strcmp(hashes[i - 1], hashes[i]) != 0, "hash %s twice", hashes[i]);
+  }
+
+  g2 = fat_gen_open(NULL, err, sizeof err);
+  CHECK(g2 != NULL, "second open: %s", err);
+  if (!g2 || fat_gen_variants(g2, &q, &w, &nw, NULL, NULL, err, sizeof err) != 0) {
+    CHECK(0, "second generator: %s", err);
+    goto out;
+  }
+  CHECK(nw == n, "%zu variants, then %zu", n, nw);
+  for (size_t i = 0; i < n && i < nw; i++) {
+    CHECK_STR(w[i].name, v[i].name);
+    CHECK_STR(w[i].hash, v[i].hash);
+  }
+out:
+  free(names);
+  free(hashes);
+  free_variants(v, n);
+  free_variants(w, nw);
+  fat_gen_close(g2);
+}
+
+/* Reasons name the rule and the figures. */
+static void test_pruning(fat_gen *g) {
+  char err[ERR_LEN];
+  const int d256[] = {256}, d128[] = {128};
+  const fat_dtype fp16[] = {FAT_FP16};
+  const fat_mask none[] = {FAT_MASK_NONE};
+  fat_gen_query q = {.direction = FAT_FWD, .head_dims = d256, .n_head_dims = 1, .dtypes = fp16,
+                     .n_dtypes = 1, .masks = none, .n_masks = 1, .arch = "sm_90a"};
+  fat_variant *v;
+  size_t n;
+  fat_pruned *p;
+  size_t np;
+  if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) != 0) {
+    CHECK(0, "%s", err);
+    return;
+  }
+  CHECK(n == 18 && np == 30, "%zu variants, %zu pruned", n, np);
+  /* (128 + 2*2*128) * (256 + 8) * 2 = 337920 */
+  CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n128w8s2"), "shared memory 337920 > 232448 bytes");
+  /* two 16-row tiles * (256/8*4 + 64/8*4) */
+  CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n64w4s1"), "accumulators 320 > 192 registers per thread");
+  CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m64n128w8s3"),
+            "BLOCK_M 64 is not a multiple of 16*WARPS = 128; rows per warp BLOCK_M/WARPS = 8 is not 16 or 32; "
+            "shared memory 439296 > 232448 bytes; STAGES 3 needs BLOCK_N <= 64, not 128");
+  CHECK(find(v, n, "fwd.mma80.fp16.d256.none.m128n128w8s2") == NULL, "pruned variant generated");
+  free_variants(v, n);
+  fat_pruned_free_all(p, np);
+
+  /* sm_80's smaller limit, and an explicit limit from the GPU */
+  q.arch = "sm_80";
+  if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) == 0) {
+    CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n128w8s2"), "shared memory 337920 > 166912 bytes");
+    free_variants(v, n);
+    fat_pruned_free_all(p, np);
+  } else {
+    CHECK(0, "%s", err);
+  }
+  q.head_dims = d128;
+  q.smem_limit = 65536;
+  if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) == 0) {
+    /* (128 + 2*64) * 136 * 2 = 69632: the default itself no longer fits */
+    CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d128.none.m128n64w4s1"), "shared memory 69632 > 65536 bytes");
+    for (size_t i = 0; i < n; i++) CHECK(v[i].smem_bytes <= 65536, "%s: %d", v[i].name, v[i].smem_bytes);
+    free_variants(v, n);
+    fat_pruned_free_all(p, np);
+  } else {
+    CHECK(0, "%s", err);
+  }
+}
+
+/* A query for what the space lacks gets a message naming the bad value. */
+static void test_query_errors(fat_gen *g) {
+  char err[ERR_LEN];
+  const int d80[] = {80};
+  fat_variant *v;
+  size_t n;
+  fat_gen_query q = {.direction = FAT_FWD, .head_dims = d80, .n_head_dims = 1, .arch = "sm_80"};
+  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1 && n == 0 && v == NULL, "accepted d80");
+  CHECK_STR(err, "head dim 80 is not in the fwd space (64, 96, 128, 192, 256)");
+  q.n_head_dims = 0;
+  q.arch = "sm_75";
+  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted sm_75");
+  CHECK_STR(err, "unknown arch 'sm_75' (known: sm_80, sm_90a)");
+  q.arch = "sm_80";
+  q.direction = FAT_BWD;
+  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted bwd");
+  CHECK_STR(err, "no template family generates bwd kernels for sm_80");
+
+  int dims[8];
+  int nd = fat_gen_head_dims(g, FAT_FWD, dims, 8, err, sizeof err);
+  CHECK(nd == N_HEAD_DIMS, "%d head dims: %s", nd, nd < 0 ? err : "");
+  for (int i = 0; i < nd && i < N_HEAD_DIMS; i++) CHECK(dims[i] == HEAD_DIMS[i], "head dim %d: %d", i, dims[i]);
+  CHECK(fat_gen_head_dims(g, FAT_BWD, dims, 8, err, sizeof err) == 0, "bwd head dims");
+  CHECK(fat_gen_head_dims(g, FAT_FWD, dims, 2, err, sizeof err) == -1, "cap 2 accepted");
+  CHECK_STR(err, "the space has 5 head dims, more than the 2 asked for");
+}
+
+/* fat_gen_open on a fixture folder fails with a message containing WANT. */
+static void expect_open_error(const char *fixture, const char *want) {
+  char dir[4096], err[ERR_LEN];
+  snprintf(dir, sizeof dir, "%s/tests/data/gen/%s", root(), fixture);
+  fat_gen *g = fat_gen_open(dir, err, sizeof err);
+  CHECK(g == NULL, "%s: opened", fixture);
+  if (!g) CHECK_CONTAINS(err, want);
+  fat_gen_close(g);
+}
+
+static void test_script_errors(void) {
+  expect_open_error("syntax", "generator/space.lua:4: unexpected symbol near '='");
+  expect_open_error("runtime", "generator/space.lua:3: attempt to index a nil value (local 'family')");
+  expect_open_error("nested", "generator/helper.lua:2: helper refuses to load");
+  expect_open_error("missing_module",
+                    "generator/space.lua:2: fat.require: no generator script 'nope' (generator/nope.lua not found)");
+  expect_open_error("bad_template_name",
+                    "generator/space.lua:2: bad argument #1 to 'read_template' (template name "
+                    "'../generator/space.lua' must be a file name in templates/ (no '/' or '..'))");
+  expect_open_error("runaway", "generator/space.lua:3: generator script exceeded 200000000 instructions");
+  expect_open_error("sandbox",
+                    "generator/space.lua:6: globals: os=nil io=nil debug=nil package=nil require=nil "
+                    "dofile=nil loadfile=nil load=nil print=nil string=table table=table math=table "
+                    "utf8=table fat=table");
+  expect_open_error("no_such_fixture", "is not a folder");
+}
+
+/* What Lua returns is checked field by field. */
+static void test_bad_variant(void) {
+  char dir[4096], err[ERR_LEN];
+  fat_variant *v = NULL;
+  size_t n = 7;
+  fat_gen_query q = {.direction = FAT_FWD, .arch = "sm_80"};
+  snprintf(dir, sizeof dir, "%s/tests/data/gen/bad_variant", root());
+  fat_gen *g = fat_gen_open(dir, err, sizeof err);
+  CHECK(g != NULL, "%s", err);
+  if (!g) return;
+  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1 && v == NULL && n == 0,
+        "bad variant accepted");
+  CHECK_STR(err, "space.generate: variant 1: field 'family' must be a string, not nil");
+  fat_gen_close(g);
+}
+
+/* Copies every regular file of FROM into TO; returns 0 or -1. */
+static int copy_dir(const char *from, const char *to) {
+  DIR *d = opendir(from);
+  if (!d) return -1;
+  int rc = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    char src[4096], dst[4096], buf[65536];
+    snprintf(src, sizeof src, "%s/%s", from, e->d_name);
+    snprintf(dst, sizeof dst, "%s/%s", to, e->d_name);
+    struct stat st;
+    if (stat(src, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    if (!in || !out) rc = -1;
+    for (size_t k; in && out && (k = fread(buf, 1, sizeof buf, in)) > 0;)
+      if (fwrite(buf, 1, k, out) != k) rc = -1;
+    if (in) fclose(in);
+    if (out && fclose(out) != 0) rc = -1;
+  }
+  closedir(d);
+  return rc;
+}
+
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));) {
+    char path[4096];
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+      remove_dir(path);
+    else
+      unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+/* A source folder with the real generator/ and the fixture templates in
+ * tests/data/gen/TEMPLATES; DIR receives its path. Returns 0 or -1. */
+static int make_source_dir(const char *templates, char dir[64]) {
+  char path[4096], sub[4096];
+  strcpy(dir, "/tmp/fatune-test-gen-XXXXXX");
+  if (!mkdtemp(dir)) return -1;
+  snprintf(sub, sizeof sub, "%s/generator", dir);
+  snprintf(path, sizeof path, "%s/generator", root());
+  if (mkdir(sub, 0700) != 0 || copy_dir(path, sub) != 0) return -1;
+  snprintf(sub, sizeof sub, "%s/templates", dir);
+  snprintf(path, sizeof path, "%s/tests/data/gen/%s", root(), templates);
+  if (mkdir(sub, 0700) != 0 || copy_dir(path, sub) != 0) return -1;
+  return 0;
+}
+
+/* Includes: quoted includes of templates/ files inlined once each, others
+ * kept; placeholders substituted in every inlined file. */
+static void test_engine_include(void) {
+  char dir[64], err[ERR_LEN];
+  fat_gen *g = NULL;
+  fat_variant *v = NULL;
+  size_t n = 0;
+  const int d64[] = {64};
+  const fat_dtype fp16[] = {FAT_FP16};
+  const fat_mask none[] = {FAT_MASK_NONE};
+  fat_gen_query q = {.direction = FAT_FWD, .head_dims = d64, .n_head_dims = 1, .dtypes = fp16,
+                     .n_dtypes = 1, .masks = none, .n_masks = 1, .arch = "sm_80"};
+  if (make_source_dir("templates_include", dir) != 0) {
+    CHECK(0, "cannot make a source folder under /tmp");
+    goto out;
+  }
+  g = fat_gen_open(dir, err, sizeof err);
+  CHECK(g != NULL, "%s", err);
+  if (!g) goto out;
+  if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) != 0) {
+    CHECK(0, "%s", err);
+    goto out;
+  }
+  const fat_variant *a = find(v, n, "fwd.mma80.fp16.d64.none.m64n32w4s2");
+  CHECK(a != NULL, "variant missing");
+  if (a)
+    CHECK_STR(a->source,
+              "// fwd.mma80.fp16.d64.none.m64n32w4s2\n"
+              "// from templates/fwd_mma80.cu with BLOCK_M=64 BLOCK_N=32 STAGES=2 WARPS=4\n"
+              "// generated by fatune; do not edit.\n"
+              "// Fixture for test_gen: include inlining (stands in for the real template).\n"
+              "// begin templates/inc_a.cuh\n"
+              "// inc_a.cuh: includes inc_b.h, which must appear once in the result.\n"
+              "// begin templates/inc_b.h\n"
+              "#define B_MARK 1\n"
+              "// end templates/inc_b.h\n"
+              "#define A_ROWS 64\n"
+              "// end templates/inc_a.cuh\n"
+              "#include <cuda_fp16.h>\n"
+              "#include \"sub/inc_b.h\"\n"
+              "#include \"not_there.h\"\n"
+              "// templates/inc_b.h inlined above\n"
+              "extern \"C\" __global__ void fat_fwd_mma80() { int rows = 64, d = 64; }\n");
+out:
+  free_variants(v, n);
+  fat_gen_close(g);
+  remove_dir(dir);
+}
+
+/* An unknown placeholder names the included file, its line and the name. */
+static void test_engine_unknown_placeholder(void) {
+  char dir[64], err[ERR_LEN];
+  fat_gen *g = NULL;
+  fat_variant *v = NULL;
+  size_t n = 0;
+  fat_gen_query q = {.direction = FAT_FWD, .arch = "sm_80"};
+  if (make_source_dir("templates_unknown", dir) != 0) {
+    CHECK(0, "cannot make a source folder under /tmp");
+    goto out;
+  }
+  g = fat_gen_open(dir, err, sizeof err);
+  CHECK(g != NULL, "%s", err);
+  if (!g) goto out;
+  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "unknown placeholder accepted");
+  CHECK_STR(err, "templates/inc_bad.h:3: unknown placeholder {{NO_SUCH}}");
+out:
+  free_variants(v, n);
+  fat_gen_close(g);
+  remove_dir(dir);
+}
+
+int main(void) {
+  char err[ERR_LEN];
+  fat_gen *g = fat_gen_open(NULL, err, sizeof err);
+  if (!g) {
+    fprintf(stderr, "fat_gen_open(embedded): %s\n", err);
+    return 1;
+  }
+  /* per head dim 64..256; see family_mma80.lua's constraints */
+  const int want_sm80[N_HEAD_DIMS] = {33, 31, 30, 18, 13};
+  const int want_sm90a[N_HEAD_DIMS] = {33, 31, 31, 21, 18};
+  test_space_counts(g, "sm_80", want_sm80);
+  test_space_counts(g, "sm_90a", want_sm90a);
+  test_names_and_hashes(g);
+  test_pruning(g);
+  test_query_errors(g);
+  fat_gen_close(g);
+  test_script_errors();
+  test_bad_variant();
+  test_engine_include();
+  test_engine_unknown_placeholder();
+  if (failures) {
+    fprintf(stderr, "test_gen: %d checks failed\n", failures);
+    return 1;
+  }
+  printf("test_gen: all checks passed\n");
+  return 0;
+}

@@ -1,0 +1,350 @@
+/* NVRTC compilation of generated variants. One variant is one NVRTC program;
+ * a pool of threads compiles many at once because NVRTC is single-threaded
+ * per program and a tuning space holds hundreds. Resource usage comes from
+ * ptxas's verbose report; the cache key covers everything that can change
+ * the cubin: source, architecture, options and NVRTC's version. */
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "build_key.h"
+#include "compile.h"
+#include "nvrtc_api.h"
+#include "ptxas_log.h"
+#include "sha256.h"
+
+/* No --use_fast_math: it swaps in approximate exp/div and flushes denormals,
+ * changing results silently; a kernel that wants fast intrinsics says so. */
+#define COMPILE_OPTIONS "--std=c++17 -default-device --ptxas-options=-v -lineinfo"
+#define ARCH_OPTION_PREFIX "--gpu-architecture="
+#define MAX_OPTIONS 16          /* COMPILE_OPTIONS split on spaces, plus the arch */
+#define OPTION_BUF_MAX 256      /* COMPILE_OPTIONS and the arch option, NUL-separated */
+#define MIN_ARCH_NUMBER 80      /* the oldest family (mma80) needs Ampere's cp.async and bf16 mma */
+#define MAX_ARCH_DIGITS 3       /* sm_80 ... sm_120 */
+#define HOPPER_MAJOR 9
+#define PTXAS_PREFIX "ptxas"       /* every line of ptxas's report starts so */
+#define ENTRY_MARKER "Compiling entry function" /* ptxas: one line per kernel */
+#define NS_PER_MS 1e6
+#define MS_PER_S 1e3
+#define WORKER_ERR_MAX 4096     /* one worker's error message */
+
+int fat_arch_valid(const char *arch) {
+  /* sm_<digits>, optionally with the 'a' suffix of architecture-specific
+   * features (sm_90a for wgmma), for compute capability 8.0 and newer. */
+  if (!arch || strncmp(arch, "sm_", 3) != 0) return 0;
+  const char *p = arch + 3;
+  int digits = 0, number = 0;
+  while (*p >= '0' && *p <= '9' && digits < MAX_ARCH_DIGITS + 1) {
+    number = number * 10 + (*p - '0');
+    p++;
+    digits++;
+  }
+  if (digits < 2 || digits > MAX_ARCH_DIGITS || arch[3] == '0') return 0;
+  if (*p == 'a') p++;
+  return *p == '\0' && number >= MIN_ARCH_NUMBER;
+}
+
+void fat_arch_for_cc(int major, int minor, char out[16]) {
+  /* Hopper's wgmma and TMA exist only in the architecture-specific target. */
+  if (major == HOPPER_MAJOR && minor == 0)
+    snprintf(out, 16, "sm_90a");
+  else
+    snprintf(out, 16, "sm_%d%d", major, minor);
+}
+
+const char *fat_compile_options(void) { return COMPILE_OPTIONS; }
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static int check_arch(const char *arch, char *err, size_t errlen) {
+  if (fat_arch_valid(arch)) return 0;
+  set_err(err, errlen, "invalid architecture '%s' (expected sm_<cc> for compute capability "
+          "8.0 or newer, e.g. sm_80, sm_86, sm_90a)", arch ? arch : "(null)");
+  return -1;
+}
+
+/* ---- ptxas report ---------------------------------------------------- */
+
+/* The number written just before SUFFIX in LINE ("10 registers" → 10), or
+ * -1 when SUFFIX is absent or not preceded by a number. Saturates at INT_MAX. */
+static long number_before(const char *line, size_t len, const char *suffix) {
+  size_t slen = strlen(suffix);
+  for (size_t at = 0; at + slen <= len; at++) {
+    if (memcmp(line + at, suffix, slen) != 0) continue;
+    size_t end = at;
+    while (end > 0 && line[end - 1] == ' ') end--;
+    size_t start = end;
+    while (start > 0 && line[start - 1] >= '0' && line[start - 1] <= '9') start--;
+    if (start == end) continue;
+    long v = 0;
+    for (size_t i = start; i < end; i++) {
+      v = v * 10 + (line[i] - '0');
+      if (v > INT_MAX) return INT_MAX;
+    }
+    return v;
+  }
+  return -1;
+}
+
+static void take_max(int *field, long v) {
+  if (v > *field) *field = (int)v;
+}
+
+int fat_ptxas_parse(const char *log, fat_build *b) {
+  b->registers = b->smem_static = b->stack_frame = b->spill_stores = b->spill_loads = 0;
+  if (!log) return 0;
+  int entries = 0;
+  for (const char *line = log; *line;) {
+    const char *nl = strchr(line, '\n');
+    size_t len = nl ? (size_t)(nl - line) : strlen(line);
+    /* Only ptxas's own lines: the compiler front end's messages may quote
+     * source text that happens to contain "registers". */
+    if (len >= strlen(PTXAS_PREFIX) && memcmp(line, PTXAS_PREFIX, strlen(PTXAS_PREFIX)) == 0) {
+      if (memmem(line, len, ENTRY_MARKER, strlen(ENTRY_MARKER))) entries++;
+      take_max(&b->registers, number_before(line, len, "registers"));
+      take_max(&b->smem_static, number_before(line, len, "bytes smem"));
+      take_max(&b->stack_frame, number_before(line, len, "bytes stack frame"));
+      take_max(&b->spill_stores, number_before(line, len, "bytes spill stores"));
+      take_max(&b->spill_loads, number_before(line, len, "bytes spill loads"));
+    }
+    line += len;
+    if (*line == '\n') line++;
+  }
+  return entries;
+}
+
+/* ---- cache key ------------------------------------------------------- */
+
+/* Each field goes in as "<tag> <length>\n<bytes>\n": with the length in
+ * front no two different tuples can produce the same byte stream. */
+static void hash_field(fat_sha256_ctx *c, const char *tag, const char *value) {
+  char head[64];
+  size_t len = strlen(value);
+  int n = snprintf(head, sizeof head, "%s %zu\n", tag, len);
+  fat_sha256_update(c, head, (size_t)n);
+  fat_sha256_update(c, value, len);
+  fat_sha256_update(c, "\n", 1);
+}
+
+void fat_build_key_of(const char *source, const char *arch, const char *options,
+                      const char *compiler, char key[65]) {
+  fat_sha256_ctx c;
+  fat_sha256_init(&c);
+  hash_field(&c, "fatune-build-key", "1"); /* bump when the layout below changes */
+  hash_field(&c, "source", source);
+  hash_field(&c, "arch", arch);
+  hash_field(&c, "options", options);
+  hash_field(&c, "compiler", compiler);
+  fat_sha256_final_hex(&c, key);
+}
+
+int fat_build_key(const char *source, const char *arch, char key[65], char *err, size_t errlen) {
+  if (!source) {
+    set_err(err, errlen, "fat_build_key: source is NULL");
+    return -1;
+  }
+  if (check_arch(arch, err, errlen)) return -1;
+  const fat_nvrtc *nv = fat_nvrtc_get(err, errlen);
+  if (!nv) return -1;
+  char compiler[32];
+  snprintf(compiler, sizeof compiler, "nvrtc %d.%d", nv->major, nv->minor);
+  fat_build_key_of(source, arch, COMPILE_OPTIONS, compiler, key);
+  return 0;
+}
+
+/* ---- one compilation ------------------------------------------------- */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * MS_PER_S + ts.tv_nsec / NS_PER_MS;
+}
+
+/* NVRTC takes options as an argv array: COMPILE_OPTIONS split on spaces,
+ * then the architecture. BUF holds the copies OPTS points into. */
+static int build_options(const char *arch, char buf[OPTION_BUF_MAX], const char *opts[MAX_OPTIONS]) {
+  int n = 0;
+  int used = snprintf(buf, OPTION_BUF_MAX, "%s", COMPILE_OPTIONS);
+  for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+    opts[n++] = tok;
+  char *arch_opt = buf + used + 1;
+  snprintf(arch_opt, OPTION_BUF_MAX - used - 1, ARCH_OPTION_PREFIX "%s", arch);
+  opts[n++] = arch_opt;
+  return n;
+}
+
+/* Fetches the program log into B->log (always a string, maybe empty). */
+static nvrtcResult fetch_log(const fat_nvrtc *nv, nvrtcProgram prog, fat_build *b) {
+  size_t size = 0;
+  nvrtcResult r = nv->GetProgramLogSize(prog, &size);
+  if (r != NVRTC_SUCCESS) return r;
+  b->log = calloc(size + 1, 1);
+  if (!b->log) return NVRTC_ERROR_OUT_OF_MEMORY;
+  if (size) r = nv->GetProgramLog(prog, b->log);
+  return r;
+}
+
+int fat_compile_one(const char *name, const char *source, const char *arch,
+                    fat_build *b, char *err, size_t errlen) {
+  int rc = -1;
+  const fat_nvrtc *nv = NULL;
+  nvrtcProgram prog = NULL;
+  const char *what = "";          /* the NVRTC call that failed, for the message */
+  nvrtcResult r = NVRTC_SUCCESS;
+  char buf[OPTION_BUF_MAX];
+  const char *opts[MAX_OPTIONS];
+  memset(b, 0, sizeof *b);
+  if (!name) name = "variant.cu";
+  if (fat_build_key(source, arch, b->key, err, errlen)) goto out;
+  snprintf(b->arch, sizeof b->arch, "%s", arch);
+  if (!(nv = fat_nvrtc_get(err, errlen))) goto out;
+  int nopts = build_options(arch, buf, opts);
+
+  double t0 = now_ms();
+  what = "nvrtcCreateProgram";
+  r = nv->CreateProgram(&prog, source, name, 0, NULL, NULL);
+  if (r != NVRTC_SUCCESS) goto out;
+  what = "nvrtcCompileProgram";
+  nvrtcResult compiled = nv->CompileProgram(prog, nopts, opts);
+  /* A compile error is an answer (ok = 0, the log says why), not a failure
+   * of the tool; anything else (bad option, out of memory) is. */
+  if (compiled != NVRTC_SUCCESS && compiled != NVRTC_ERROR_COMPILATION) {
+    r = compiled;
+    goto out;
+  }
+  what = "nvrtcGetProgramLog";
+  if ((r = fetch_log(nv, prog, b)) != NVRTC_SUCCESS) goto out;
+  if (compiled == NVRTC_SUCCESS) {
+    what = "nvrtcGetCUBIN";
+    if ((r = nv->GetCUBINSize(prog, &b->cubin_size)) != NVRTC_SUCCESS) goto out;
+    b->cubin = malloc(b->cubin_size ? b->cubin_size : 1);
+    if (!b->cubin) {
+      r = NVRTC_ERROR_OUT_OF_MEMORY;
+      goto out;
+    }
+    if ((r = nv->GetCUBIN(prog, (char *)b->cubin)) != NVRTC_SUCCESS) goto out;
+    b->ok = 1;
+    fat_ptxas_parse(b->log, b);
+  }
+  b->compile_ms = now_ms() - t0;
+  rc = 0;
+out:
+  if (rc != 0 && r != NVRTC_SUCCESS)
+    set_err(err, errlen, "%s(%s, %s): %s%s%s", what, name, arch ? arch : "(null)",
+            nv->GetErrorString(r), b->log && *b->log ? "\n" : "", b->log ? b->log : "");
+  if (prog) nv->DestroyProgram(&prog);
+  if (rc != 0) {
+    /* Nothing heap-owned is left behind on failure; the caller may still
+     * call fat_build_free. */
+    char keep_arch[sizeof b->arch], keep_key[sizeof b->key];
+    memcpy(keep_arch, b->arch, sizeof keep_arch);
+    memcpy(keep_key, b->key, sizeof keep_key);
+    fat_build_free(b);
+    memcpy(b->arch, keep_arch, sizeof keep_arch);
+    memcpy(b->key, keep_key, sizeof keep_key);
+  }
+  return rc;
+}
+
+/* ---- many compilations ----------------------------------------------- */
+
+/* State shared by the pool; everything below `lock` is guarded by it. */
+typedef struct pool {
+  const fat_variant *variants;
+  size_t n;
+  const char *arch;
+  const unsigned char *skip;
+  fat_build *builds;
+  fat_compile_progress progress;
+  void *user;
+  pthread_mutex_t lock;
+  size_t next;        /* first index not yet handed out */
+  size_t done;        /* builds finished, reported to PROGRESS */
+  size_t total;       /* builds to do: N minus the skipped ones */
+  int failed;         /* set on the first tool failure: stop handing out work */
+  char err[WORKER_ERR_MAX];
+} pool;
+
+/* The next index to compile, or N when there is none left (or a failure
+ * stopped the run). Skipped indices are passed over here. */
+static size_t take_index(pool *p) {
+  pthread_mutex_lock(&p->lock);
+  while (p->next < p->n && p->skip && p->skip[p->next]) p->next++;
+  size_t i = p->failed ? p->n : p->next;
+  if (i < p->n) p->next++;
+  pthread_mutex_unlock(&p->lock);
+  return i;
+}
+
+static void *worker(void *arg) {
+  pool *p = arg;
+  char err[WORKER_ERR_MAX];
+  for (size_t i; (i = take_index(p)) < p->n;) {
+    const fat_variant *v = &p->variants[i];
+    int rc = fat_compile_one(v->name, v->source, p->arch, &p->builds[i], err, sizeof err);
+    pthread_mutex_lock(&p->lock);
+    if (rc != 0) {
+      if (!p->failed) snprintf(p->err, sizeof p->err, "%s", err);
+      p->failed = 1;
+    } else {
+      p->done++;
+      if (p->progress) p->progress(p->user, p->done, p->total, v, &p->builds[i]);
+    }
+    pthread_mutex_unlock(&p->lock);
+  }
+  return NULL;
+}
+
+int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int jobs,
+                    const unsigned char *skip, fat_build *builds,
+                    fat_compile_progress progress, void *user, char *err, size_t errlen) {
+  if (check_arch(arch, err, errlen)) return -1;
+  /* Fail before starting threads when NVRTC is missing: one clear message. */
+  if (!fat_nvrtc_get(err, errlen)) return -1;
+  if (n == 0) return 0;
+  if (!variants || !builds) {
+    set_err(err, errlen, "fat_compile_all: %s is NULL for %zu variants",
+            !variants ? "variants" : "builds", n);
+    return -1;
+  }
+  pool p = {.variants = variants, .n = n, .arch = arch, .skip = skip, .builds = builds,
+            .progress = progress, .user = user};
+  pthread_mutex_init(&p.lock, NULL);
+  for (size_t i = 0; i < n; i++) p.total += !(skip && skip[i]);
+
+  if (jobs <= 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    jobs = cpus > 0 ? (int)(cpus < INT_MAX ? cpus : INT_MAX) : 1;
+  }
+  size_t nthreads = (size_t)jobs < p.total ? (size_t)jobs : p.total;
+  /* The calling thread is one of the workers; if fewer threads can be
+   * created than asked for, the ones that exist share the work. */
+  pthread_t *threads = nthreads > 1 ? calloc(nthreads - 1, sizeof *threads) : NULL;
+  size_t started = 0;
+  for (size_t t = 0; threads && t + 1 < nthreads; t++) {
+    if (pthread_create(&threads[t], NULL, worker, &p) != 0) break;
+    started++;
+  }
+  worker(&p);
+  for (size_t t = 0; t < started; t++) pthread_join(threads[t], NULL);
+  free(threads);
+  pthread_mutex_destroy(&p.lock);
+  if (p.failed) {
+    set_err(err, errlen, "%s", p.err);
+    return -1;
+  }
+  return 0;
+}

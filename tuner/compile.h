@@ -1,0 +1,40 @@
+/* NVRTC compilation of variants: one thread per compilation, resource usage
+ * read from ptxas's verbose report, results keyed for the build cache.
+ * NVRTC is loaded at run time (nvrtc_api.h); nothing here needs a GPU. */
+#ifndef FAT_COMPILE_H
+#define FAT_COMPILE_H
+#include "types.h"
+
+/* Architectures fatune compiles for: "sm_80" (mma.sync family, any Ampere or
+ * newer GPU) and "sm_90a" (Hopper; needed for wgmma). */
+int fat_arch_valid(const char *arch);
+/* The architecture to compile for on a GPU of compute capability major.minor:
+ * "sm_90a" for 9.0, else "sm_<major><minor>". Writes into out (>= 16 bytes). */
+void fat_arch_for_cc(int major, int minor, char out[16]);
+
+/* The NVRTC options every variant is compiled with for ARCH, as one string
+ * (recorded in the database and part of the cache key). */
+const char *fat_compile_options(void);
+
+/* Cache key of (source, arch, options, NVRTC version), sha256 hex. Needs
+ * NVRTC loaded (for its version); returns -1 and fills err otherwise. */
+int fat_build_key(const char *source, const char *arch, char key[65], char *err, size_t errlen);
+
+/* Compiles one source for ARCH into B (zeroed first). Returns 0 when NVRTC
+ * ran (B->ok says whether a cubin came out, B->log says why not), -1 when
+ * NVRTC could not be loaded or called (err says why). NAME is used in
+ * diagnostics ("fwd.mma80....cu"). */
+int fat_compile_one(const char *name, const char *source, const char *arch,
+                    fat_build *b, char *err, size_t errlen);
+
+/* Compiles N variants for ARCH on up to JOBS threads. BUILDS[i] receives
+ * variant i's result. SKIP, when not NULL, marks builds already cached
+ * (skip[i] != 0: left untouched). PROGRESS, when not NULL, is called from the
+ * compiling threads (serialised by a lock) after each build with the number
+ * done so far. Returns 0, or -1 with err set when NVRTC is unavailable. */
+typedef void (*fat_compile_progress)(void *user, size_t done, size_t total,
+                                     const fat_variant *v, const fat_build *b);
+int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int jobs,
+                    const unsigned char *skip, fat_build *builds,
+                    fat_compile_progress progress, void *user, char *err, size_t errlen);
+#endif

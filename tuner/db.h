@@ -1,0 +1,122 @@
+/* The tuning database (SQLite, schema in db/schema.sql): where every build,
+ * check and timing is committed the moment it is made, so an interrupted run
+ * loses nothing and a re-run measures only what is missing.
+ *
+ * Every function returns 0 on success and -1 on failure, with the reason in
+ * fat_db_errmsg(db) naming the value or path at fault and SQLite's own text.
+ * Nothing here prints or exits. Every put is one statement, hence one
+ * transaction, committed before the function returns (WAL mode).
+ *
+ * --retune: fat_db_forget marks a (GPU, problem)'s checks and timings retired
+ * (kept for history, ignored by resume and selection) and drops its winner.
+ * Builds are never retired: a cache key names a compile exactly. */
+#ifndef FAT_DB_H
+#define FAT_DB_H
+#include <stddef.h>
+#include <sqlite3.h>
+#include "types.h"
+
+/* The schema version this build reads and writes (PRAGMA user_version). */
+#define FAT_DB_SCHEMA_VERSION 1
+/* How long a writer waits for another process holding the lock. */
+#define FAT_DB_BUSY_TIMEOUT_MS 10000
+
+typedef struct fat_db fat_db;
+
+/* Opens PATH, creating it (the file, not its folder) and applying the schema
+ * when new. Refuses a file that is not SQLite ("not a fatune database: PATH:
+ * file is not a database"), an SQLite file of another program, a newer or
+ * unknown schema version, and a path it cannot open for writing ("cannot open
+ * database PATH: ..."). On failure *DB is NULL and ERR holds the reason. */
+int fat_db_open(const char *path, fat_db **db, char *err, size_t errlen);
+void fat_db_close(fat_db *db);
+/* The reason for the last failure on DB ("" if none). */
+const char *fat_db_errmsg(const fat_db *db);
+/* The underlying connection, for ad-hoc queries (export, tests). */
+sqlite3 *fat_db_handle(fat_db *db);
+
+/* Inserts the GPU or finds it by (name, cc, SM count, driver, NVRTC);
+ * refreshes the informational columns (memory, clocks). */
+int fat_db_put_gpu(fat_db *db, const fat_gpu_info *gpu, sqlite3_int64 *id);
+
+/* Inserts the variant or finds it by (name, hash); the source text is stored
+ * in full. is_default is refreshed (it belongs to the space, not the source). */
+int fat_db_put_variant(fat_db *db, const fat_variant *v, sqlite3_int64 *id);
+/* Reads variant ID back into OUT (heap strings: free with fat_variant_free).
+ * *FOUND is 0 when there is no such id. */
+int fat_db_get_variant(fat_db *db, sqlite3_int64 id, fat_variant *out, int *found);
+
+/* Build cache. find: *FOUND = 1 and OUT filled (heap cubin and log: free with
+ * fat_build_free) when KEY is stored, else *FOUND = 0. put: stores B under
+ * B->key (replacing an earlier row with that key) for VARIANT_ID, with the
+ * OPTIONS and NVRTC_VERSION ("13.0") that went into the key. */
+int fat_db_find_build(fat_db *db, const char *key, fat_build *out, int *found);
+int fat_db_put_build(fat_db *db, sqlite3_int64 variant_id, const fat_build *b,
+                     const char *options, const char *nvrtc_version);
+
+/* Inserts the problem or finds it by its full shape. */
+int fat_db_put_problem(fat_db *db, const fat_problem *p, sqlite3_int64 *id);
+
+/* Records one reference check. A failing check also unseats the variant if it
+ * was the winner for this GPU and problem. NaN errors are stored as NULL. */
+int fat_db_put_check(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
+                     sqlite3_int64 problem_id, const fat_check *c);
+/* Records one timing; *ID (may be NULL) gets its row id. */
+int fat_db_put_timing(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
+                      sqlite3_int64 problem_id, const fat_timing *t, sqlite3_int64 *id);
+
+/* What resume needs, over live (not retired) rows of VARIANT_ID on GPU_ID for
+ * PROBLEM_ID: *CHECKED = 1 if any check exists, *PASSED = 1 if at least one
+ * exists and all passed, *TIMED = 1 if any timing exists. Any pointer may be
+ * NULL. The variant id implies the source hash: a changed source is another
+ * variant with no results. */
+int fat_db_has_result(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
+                      sqlite3_int64 problem_id, int *checked, int *passed, int *timed);
+
+/* A variant as a candidate for one (GPU, problem): its latest live timing. */
+typedef struct fat_db_choice {
+  sqlite3_int64 variant_id;
+  sqlite3_int64 timing_id;
+  double median_ms;
+  double tflops;
+  char name[256];
+} fat_db_choice;
+
+/* The candidates for (GPU_ID, PROBLEM_ID), fastest first by their latest live
+ * timing, ties by name. Only variants with at least one passing and no failing
+ * live check are candidates. Fills up to CAP entries of OUT; *N gets how many. */
+int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                fat_db_choice *out, size_t cap, size_t *n);
+/* The first of fat_db_rank; *FOUND = 0 when no variant qualifies. */
+int fat_db_best(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                fat_db_choice *out, int *found);
+/* Makes VARIANT_ID (with its timing TIMING_ID) the winner for (GPU_ID,
+ * PROBLEM_ID), replacing the previous one. The schema refuses a variant that
+ * has not passed its checks there, or a timing that is not its own. */
+int fat_db_set_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                      sqlite3_int64 variant_id, sqlite3_int64 timing_id);
+
+/* --retune: retires the live checks and timings of (GPU_ID, PROBLEM_ID) and
+ * removes its winner, in one transaction. *N_RETIRED (may be NULL) gets the
+ * number of rows retired. */
+int fat_db_forget(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                  long long *n_retired);
+
+/* One row of the final results table: a problem and its winner on a GPU. */
+typedef struct fat_db_summary_row {
+  sqlite3_int64 problem_id;
+  fat_problem problem;
+  char winner[256];
+  double median_ms, tflops;     /* the winner's winning timing */
+  double rel_l2, max_abs;       /* the winner's worst live check */
+  double slowest_ms;            /* slowest passing variant (latest timings) */
+  double default_ms;            /* fastest passing default variant; NAN if none timed */
+  char default_name[256];       /* "" if none */
+  int n_passing;                /* variants that passed and were timed */
+  int n_failed;                 /* variants with a failed live check */
+} fat_db_summary_row;
+
+/* Every winner on GPU_ID, ordered by direction, dtype, mask, head dim,
+ * seqlens. *ROWS is heap (free), *N its length. */
+int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, size_t *n);
+#endif

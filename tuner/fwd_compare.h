@@ -1,0 +1,23 @@
+/* Judging one forward output against the fp64 reference, on the host: the
+ * numbers in fat_check and the verdict by tolerance.h. Pure CPU code, so
+ * every verdict and every reason string is tested without a GPU. */
+#ifndef FAT_FWD_COMPARE_H
+#define FAT_FWD_COMPARE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "types.h"
+
+/* The exact value of a 16-bit float stored as raw bits: IEEE binary16 for
+ * FAT_FP16 (subnormals, inf and NaN included), bfloat16 for FAT_BF16. */
+double fat_half_to_double(uint16_t bits, fat_dtype d);
+
+/* Compares O (N_O 16-bit values of dtype D) with REF_O and LSE (N_ROWS) with
+ * REF_LSE, filling rel_l2, max_abs, lse_max_abs, nonfinite, passed and
+ * reason of OUT (the shape fields are the caller's). Reasons, first failing
+ * test first: "3 non-finite outputs", "rel_l2 1.3e-02 > 1.0e-02",
+ * "max_abs 1.5e-01 > 4.0e-02 x max|ref| 3.2e+00", "lse row 7 is 1.2e+00,
+ * expected -inf", "lse row 7 is nan, expected 1.2e+00",
+ * "lse max_abs 5.0e-03 > 2.0e-03", or "ok". */
+void fat_compare_fwd(fat_dtype d, const uint16_t *o, const double *ref_o, size_t n_o,
+                     const float *lse, const double *ref_lse, size_t n_rows, fat_check *out);
+#endif

@@ -1,0 +1,620 @@
+/* The worker's GPU work (see gpu_run.h): device setup, support kernels,
+ * random inputs, the fp64 reference, checking and timing of variants. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compile.h"
+#include "embedded.h"
+#include "fwd_compare.h"
+#include "gpu_run.h"
+#include "stats.h"
+
+#define UTIL_PATH "templates/fat_util.cu"
+#define REFERENCE_PATH "templates/reference_fwd.cu"
+#define ABI_PATH "templates/fat_abi.h"
+#define FILL_ENTRY "fat_fill_normal"
+#define CLOCK_ENTRY "fat_clock_probe"
+#define REFERENCE_ENTRY "fat_reference_fwd"
+
+#define DEFAULT_SMEM_LIMIT (48 * 1024)  /* more needs the opt-in attribute */
+#define FILL_THREADS 256
+#define FILL_MAX_BLOCKS 4096            /* grid-stride beyond this */
+#define REF_THREADS 256
+#define REF_ROWS 16                     /* query rows per reference block */
+#define REF_KEY_TILE 32                 /* one key per lane when scoring */
+#define REF_MIN_KEY_TILE 8              /* below this, give up rows instead */
+#define REF_ROW_STATE 3                 /* m, l, alpha per row */
+/* 0xFFFF is a NaN in fp16 and in bf16 (all-ones exponent, non-zero
+ * mantissa) and 0xFFFFFFFF one in fp32: one byte poisons O and lse alike. */
+#define POISON_BYTE 0xff
+#define CLOCK_SPIN_NS 2000000ull        /* 2 ms: long enough to average the clock */
+#define FLUSH_L2_FACTOR 2               /* write twice the L2 to evict everything */
+#define FLUSH_MIN_BYTES (64u << 20)     /* if the driver reports no L2 size */
+#define LOG2_E 1.4426950408889634
+#define MS_PER_S 1e3
+#define FLOP_PER_TFLOP 1e12
+#define KHZ_PER_MHZ 1e3
+#define WHAT_MAX 512
+#define SEED_GOLDEN 0x9e3779b97f4a7c15ull
+#define LOG_EXCERPT 2000                /* bytes of an NVRTC log quoted in an error */
+
+enum { SEED_Q, SEED_K, SEED_V };        /* streams of one tensor set */
+
+struct fat_gpu {
+  fat_cuda cu;
+  CUdevice dev;
+  CUcontext ctx;       /* the primary context, retained */
+  CUstream stream;
+  fat_gpu_info info;
+  CUmodule util_module, ref_module;
+  CUfunction fill_fn, clock_fn, ref_fn;
+  CUdeviceptr flush;   /* scratch overwritten to evict L2; allocated on first use */
+  size_t flush_bytes;
+  CUdeviceptr probe;   /* 2 u64 for fat_clock_probe */
+};
+
+/* "CUDA_ERROR_X: text (what)" into err; FATAL when R kills the context. */
+static int cu_fail(const fat_gpu *g, CUresult r, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int cu_fail(const fat_gpu *g, CUresult r, char *err, size_t errlen, const char *fmt, ...) {
+  char what[WHAT_MAX], text[WHAT_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  snprintf(err, errlen, "%s (%s)", fat_cuda_result_text(&g->cu, r, text, sizeof text), what);
+  return fat_cuda_result_is_sticky(r) ? FAT_GPU_FATAL : FAT_GPU_FAILED;
+}
+
+/* Runs CALL; on error sets rc from cu_fail and jumps to out. */
+#define CU(call, ...)                                                \
+  do {                                                               \
+    CUresult r_ = (call);                                            \
+    if (r_ != CUDA_SUCCESS) {                                        \
+      rc = cu_fail(g, r_, err, errlen, __VA_ARGS__);                 \
+      goto out;                                                      \
+    }                                                                \
+  } while (0)
+
+uint64_t fat_seed_derive(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + (index + 1) * SEED_GOLDEN;  /* splitmix64 */
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* ---- device --------------------------------------------------------- */
+
+static int device_attribute(fat_gpu *g, CUdevice_attribute a, const char *name, int *out,
+                            char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  CU(g->cu.cuDeviceGetAttribute(out, a, g->dev), "cuDeviceGetAttribute %s", name);
+out:
+  return rc;
+}
+
+int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t errlen) {
+  int rc = -1, count = 0, cc_major = 0, cc_minor = 0;
+  CUresult r;
+  char text[WHAT_MAX];
+  fat_gpu *g = calloc(1, sizeof *g);
+  *out = NULL;
+  if (!g) {
+    snprintf(err, errlen, "out of host memory opening GPU %d", index);
+    return -1;
+  }
+  if (fat_cuda_load(&g->cu, err, errlen)) goto out;
+  if ((r = g->cu.cuInit(0)) != CUDA_SUCCESS) {
+    snprintf(err, errlen, "no CUDA device: cuInit: %s", fat_cuda_result_text(&g->cu, r, text, sizeof text));
+    goto out;
+  }
+  CU(g->cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (index < 0 || index >= count) {
+    snprintf(err, errlen, "GPU index %d out of range: %d device%s found", index, count,
+             count == 1 ? "" : "s");
+    goto out;
+  }
+  CU(g->cu.cuDeviceGet(&g->dev, index), "cuDeviceGet %d", index);
+  fat_gpu_info *gi = &g->info;
+  CU(g->cu.cuDeviceGetName(gi->name, sizeof gi->name, g->dev), "cuDeviceGetName");
+  CU(g->cu.cuDriverGetVersion(&gi->driver_version), "cuDriverGetVersion");
+  CU(g->cu.cuDeviceTotalMem(&gi->mem_bytes, g->dev), "cuDeviceTotalMem");
+#define ATTR(a, field)                                                   \
+  if (device_attribute(g, a, #a, &field, err, errlen) != FAT_GPU_OK) goto out
+  ATTR(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cc_major);
+  ATTR(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cc_minor);
+  ATTR(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, gi->sm_count);
+  ATTR(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, gi->smem_per_block_optin);
+  ATTR(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, gi->l2_bytes);
+  ATTR(CU_DEVICE_ATTRIBUTE_CLOCK_RATE, gi->clock_khz);
+  ATTR(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, gi->mem_clock_khz);
+#undef ATTR
+  gi->cc_major = cc_major;
+  gi->cc_minor = cc_minor;
+  CU(g->cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev), "cuDevicePrimaryCtxRetain on GPU %d", index);
+  CU(g->cu.cuCtxSetCurrent(g->ctx), "cuCtxSetCurrent");
+  CU(g->cu.cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CU(g->cu.cuMemAlloc(&g->probe, 2 * sizeof(uint64_t)), "cuMemAlloc of the clock probe");
+  if (info) *info = g->info;
+  *out = g;
+  rc = 0;
+out:
+  if (rc) fat_gpu_close(g);
+  return rc ? -1 : 0;
+}
+
+void fat_gpu_close(fat_gpu *g) {
+  if (!g) return;
+  if (g->ctx) {
+    /* Best effort: after a fault these fail, and the process exits anyway. */
+    if (g->flush) g->cu.cuMemFree(g->flush);
+    if (g->probe) g->cu.cuMemFree(g->probe);
+    if (g->util_module) g->cu.cuModuleUnload(g->util_module);
+    if (g->ref_module) g->cu.cuModuleUnload(g->ref_module);
+    if (g->stream) g->cu.cuStreamDestroy(g->stream);
+    g->cu.cuDevicePrimaryCtxRelease(g->dev);
+  }
+  fat_cuda_unload(&g->cu);
+  free(g);
+}
+
+const fat_cuda *fat_gpu_driver(const fat_gpu *g) { return &g->cu; }
+
+/* ---- support kernels ------------------------------------------------ */
+
+static const fat_embedded_file *embedded(const char *path, char *err, size_t errlen) {
+  const fat_embedded_file *f = fat_embedded_find(path);
+  if (!f) snprintf(err, errlen, "%s is not embedded in this build", path);
+  return f;
+}
+
+char *fat_gpu_util_source(char *err, size_t errlen) {
+  const fat_embedded_file *f = embedded(UTIL_PATH, err, errlen);
+  char *s = f ? strdup(f->data) : NULL;
+  if (f && !s) snprintf(err, errlen, "out of host memory copying %s", UTIL_PATH);
+  return s;
+}
+
+char *fat_gpu_reference_source(char *err, size_t errlen) {
+  /* fat_abi.h first, as the generator does for variants, so the reference
+   * reads fat_fwd_params exactly as the host lays it out; #line keeps
+   * NVRTC's messages pointing into reference_fwd.cu. */
+  static const char line_directive[] = "\n#line 1 \"" REFERENCE_PATH "\"\n";
+  const fat_embedded_file *abi = embedded(ABI_PATH, err, errlen);
+  const fat_embedded_file *ref = abi ? embedded(REFERENCE_PATH, err, errlen) : NULL;
+  if (!ref) return NULL;
+  size_t n = abi->size + sizeof line_directive - 1 + ref->size;
+  char *s = malloc(n + 1);
+  if (!s) {
+    snprintf(err, errlen, "out of host memory copying %s", REFERENCE_PATH);
+    return NULL;
+  }
+  snprintf(s, n + 1, "%s%s%s", abi->data, line_directive, ref->data);
+  return s;
+}
+
+static int compile_support_one(const char *name, char *source, const char *arch, fat_build *b,
+                               char *err, size_t errlen) {
+  int rc = -1;
+  if (!source) goto out;
+  if (fat_compile_one(name, source, arch, b, err, errlen)) goto out;
+  if (!b->ok) {
+    snprintf(err, errlen, "%s failed to compile for %s: %.*s", name, arch, LOG_EXCERPT,
+             b->log ? b->log : "(no log)");
+    goto out;
+  }
+  rc = 0;
+out:
+  free(source);
+  return rc;
+}
+
+int fat_gpu_compile_support(const char *arch, fat_build *util, fat_build *ref, char *err,
+                            size_t errlen) {
+  memset(util, 0, sizeof *util);
+  memset(ref, 0, sizeof *ref);
+  if (compile_support_one(UTIL_PATH, fat_gpu_util_source(err, errlen), arch, util, err, errlen) ||
+      compile_support_one(REFERENCE_PATH, fat_gpu_reference_source(err, errlen), arch, ref, err,
+                          errlen)) {
+    fat_build_free(util);
+    fat_build_free(ref);
+    return -1;
+  }
+  return 0;
+}
+
+int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cubin, char *err,
+                         size_t errlen) {
+  int rc = FAT_GPU_OK;
+  CU(g->cu.cuModuleLoadData(&g->util_module, util_cubin), "loading %s", UTIL_PATH);
+  CU(g->cu.cuModuleLoadData(&g->ref_module, ref_cubin), "loading %s", REFERENCE_PATH);
+  CU(g->cu.cuModuleGetFunction(&g->fill_fn, g->util_module, FILL_ENTRY), "%s", FILL_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->clock_fn, g->util_module, CLOCK_ENTRY), "%s", CLOCK_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->ref_fn, g->ref_module, REFERENCE_ENTRY), "%s", REFERENCE_ENTRY);
+out:
+  return rc;
+}
+
+static int require_support(const fat_gpu *g, char *err, size_t errlen) {
+  if (g->ref_fn) return FAT_GPU_OK;
+  snprintf(err, errlen, "support kernels not loaded (fat_gpu_load_support first)");
+  return FAT_GPU_FAILED;
+}
+
+/* ---- tensors -------------------------------------------------------- */
+
+int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
+                          int with_reference, fat_gpu_tensors *t, char *err, size_t errlen) {
+  int rc = FAT_GPU_FAILED;
+  memset(t, 0, sizeof *t);
+  if (fat_check_shape_validate(s, 0, err, errlen)) goto out;
+  if (head_dim < 1) {
+    snprintf(err, errlen, "head_dim %d is not positive", head_dim);
+    goto out;
+  }
+  rc = FAT_GPU_OK;
+  const size_t d = (size_t)head_dim, e = fat_dtype_size(dtype);
+  t->dtype = dtype;
+  t->head_dim = head_dim;
+  t->n_q = (size_t)s->batch * s->seqlen_q * s->heads * d;
+  t->n_kv = (size_t)s->batch * s->seqlen_k * s->heads_k * d;
+  t->n_rows = (size_t)s->batch * s->heads * s->seqlen_q;
+  CU(g->cu.cuMemAlloc(&t->q, t->n_q * e), "cuMemAlloc of Q, %zu bytes", t->n_q * e);
+  CU(g->cu.cuMemAlloc(&t->k, t->n_kv * e), "cuMemAlloc of K, %zu bytes", t->n_kv * e);
+  CU(g->cu.cuMemAlloc(&t->v, t->n_kv * e), "cuMemAlloc of V, %zu bytes", t->n_kv * e);
+  CU(g->cu.cuMemAlloc(&t->o, t->n_q * e), "cuMemAlloc of O, %zu bytes", t->n_q * e);
+  CU(g->cu.cuMemAlloc(&t->lse, t->n_rows * sizeof(float)), "cuMemAlloc of lse");
+  if (with_reference) {
+    CU(g->cu.cuMemAlloc(&t->ref_o, t->n_q * sizeof(double)), "cuMemAlloc of the reference O, %zu bytes",
+       t->n_q * sizeof(double));
+    CU(g->cu.cuMemAlloc(&t->ref_lse, t->n_rows * sizeof(double)), "cuMemAlloc of the reference lse");
+  }
+  fat_fwd_params *p = &t->params;
+  p->q = (const void *)(uintptr_t)t->q;
+  p->k = (const void *)(uintptr_t)t->k;
+  p->v = (const void *)(uintptr_t)t->v;
+  p->o = (void *)(uintptr_t)t->o;
+  p->lse = (float *)(uintptr_t)t->lse;
+  /* Contiguous (batch, seqlen, heads, head_dim). */
+  p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = head_dim;
+  p->q_row_stride = p->o_row_stride = (long long)s->heads * head_dim;
+  p->k_row_stride = p->v_row_stride = (long long)s->heads_k * head_dim;
+  p->q_batch_stride = p->o_batch_stride = (long long)s->seqlen_q * p->q_row_stride;
+  p->k_batch_stride = p->v_batch_stride = (long long)s->seqlen_k * p->k_row_stride;
+  p->batch = s->batch;
+  p->heads = s->heads;
+  p->heads_k = s->heads_k;
+  p->seqlen_q = s->seqlen_q;
+  p->seqlen_k = s->seqlen_k;
+  p->softmax_scale = (float)(1.0 / sqrt((double)head_dim));
+  p->scale_log2 = (float)(1.0 / sqrt((double)head_dim) * LOG2_E);
+  p->reserved = 0;
+out:
+  if (rc != FAT_GPU_OK) fat_gpu_tensors_free(g, t);
+  return rc;
+}
+
+void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t) {
+  CUdeviceptr *all[] = {&t->q, &t->k, &t->v, &t->o, &t->lse, &t->ref_o, &t->ref_lse};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (*all[i]) {
+      g->cu.cuMemFree(*all[i]);
+      *all[i] = 0;
+    }
+}
+
+static int fill_one(fat_gpu *g, CUdeviceptr dst, size_t n, fat_dtype dtype, uint64_t seed,
+                    const char *name, char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  unsigned long long count = n, s = seed;
+  int is_bf16 = dtype == FAT_BF16;
+  size_t blocks = (n + FILL_THREADS - 1) / FILL_THREADS;
+  if (blocks > FILL_MAX_BLOCKS) blocks = FILL_MAX_BLOCKS;
+  void *args[] = {&dst, &count, &is_bf16, &s};
+  CU(g->cu.cuLaunchKernel(g->fill_fn, (unsigned)blocks, 1, 1, FILL_THREADS, 1, 1, 0, g->stream,
+                          args, NULL),
+     "filling %s with random values", name);
+out:
+  return rc;
+}
+
+int fat_gpu_fill_random(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen) {
+  int rc;
+  if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  if ((rc = fill_one(g, t->q, t->n_q, t->dtype, fat_seed_derive(seed, SEED_Q), "Q", err, errlen)) ||
+      (rc = fill_one(g, t->k, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_K), "K", err, errlen)) ||
+      (rc = fill_one(g, t->v, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_V), "V", err, errlen)))
+    return rc;
+  return FAT_GPU_OK;
+}
+
+int fat_gpu_download(fat_gpu *g, void *dst, CUdeviceptr src, size_t bytes, char *err,
+                     size_t errlen) {
+  int rc = FAT_GPU_OK;
+  CU(g->cu.cuStreamSynchronize(g->stream), "waiting for the stream before a copy");
+  CU(g->cu.cuMemcpyDtoH(dst, src, bytes), "copying %zu bytes to the host", bytes);
+out:
+  return rc;
+}
+
+/* ---- reference ------------------------------------------------------ */
+
+static size_t reference_smem(int rows, int key_tile, int d) {
+  size_t doubles = (size_t)rows * d            /* q_s */
+                   + (size_t)key_tile * (d + 1) /* kv_s */
+                   + (size_t)rows * key_tile    /* p_s */
+                   + (size_t)rows * d           /* o_s */
+                   + (size_t)REF_ROW_STATE * rows;
+  return doubles * sizeof(double);
+}
+
+int fat_gpu_reference(fat_gpu *g, fat_gpu_tensors *t, fat_mask mask, char *err, size_t errlen) {
+  int rc;
+  if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  if (!t->ref_o) {
+    snprintf(err, errlen, "tensors were allocated without the reference outputs");
+    return FAT_GPU_FAILED;
+  }
+  /* Big head dims shrink the key tile, then the rows, until the tiles fit. */
+  int rows = REF_ROWS, key_tile = REF_KEY_TILE, d = t->head_dim;
+  size_t limit = (size_t)g->info.smem_per_block_optin;
+  while (reference_smem(rows, key_tile, d) > limit) {
+    if (key_tile > REF_MIN_KEY_TILE)
+      key_tile /= 2;
+    else if (rows > 1)
+      rows /= 2;
+    else {
+      snprintf(err, errlen, "head_dim %d is too large for the reference: %zu bytes of shared "
+               "memory > %zu", d, reference_smem(rows, key_tile, d), limit);
+      return FAT_GPU_FAILED;
+    }
+  }
+  size_t smem = reference_smem(rows, key_tile, d);
+  int is_bf16 = t->dtype == FAT_BF16, is_causal = mask == FAT_MASK_CAUSAL;
+  const fat_fwd_params *p = &t->params;
+  unsigned grid_x = (unsigned)((p->seqlen_q + rows - 1) / rows);
+  void *args[] = {&t->params, &d, &is_bf16, &is_causal, &t->ref_o, &t->ref_lse, &rows, &key_tile};
+  rc = FAT_GPU_OK;
+  CU(g->cu.cuFuncSetAttribute(g->ref_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
+     "reference: %zu bytes of shared memory", smem);
+  CU(g->cu.cuLaunchKernel(g->ref_fn, grid_x, (unsigned)p->heads, (unsigned)p->batch, REF_THREADS, 1,
+                          1, (unsigned)smem, g->stream, args, NULL),
+     "launching the reference");
+  CU(g->cu.cuStreamSynchronize(g->stream), "running the reference on %dx%dx%dx%d", p->batch,
+     p->heads, p->seqlen_q, p->seqlen_k);
+out:
+  return rc;
+}
+
+/* ---- variants ------------------------------------------------------- */
+
+int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k, char *err,
+                        size_t errlen) {
+  int rc = FAT_GPU_OK;
+  memset(k, 0, sizeof *k);
+  k->desc = *d;
+  k->desc.cubin = NULL;
+  k->desc.cubin_size = 0;
+  if (d->block_m < 1 || d->threads < 1 || d->smem_bytes < 0 || d->head_dim < 1) {
+    snprintf(err, errlen, "%s: bad launch geometry block_m %d, threads %d, smem %d, head_dim %d",
+             d->name, d->block_m, d->threads, d->smem_bytes, d->head_dim);
+    return FAT_GPU_FAILED;
+  }
+  CU(g->cu.cuModuleLoadData(&k->module, d->cubin), "loading the cubin of %s", d->name);
+  CU(g->cu.cuModuleGetFunction(&k->fn, k->module, d->entry), "entry %s of %s", d->entry, d->name);
+  if (d->smem_bytes > DEFAULT_SMEM_LIMIT)
+    CU(g->cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, d->smem_bytes),
+       "%s asks for %d bytes of shared memory", d->name, d->smem_bytes);
+out:
+  if (rc != FAT_GPU_OK) fat_gpu_kernel_unload(g, k);
+  return rc;
+}
+
+void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k) {
+  if (k->module) g->cu.cuModuleUnload(k->module);
+  k->module = NULL;
+  k->fn = NULL;
+}
+
+static CUresult launch_variant(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t) {
+  const fat_fwd_params *p = &t->params;
+  unsigned grid_x = (unsigned)((p->seqlen_q + k->desc.block_m - 1) / k->desc.block_m);
+  void *args[] = {&t->params};
+  return g->cu.cuLaunchKernel(k->fn, grid_x, (unsigned)p->heads, (unsigned)p->batch,
+                              (unsigned)k->desc.threads, 1, 1, (unsigned)k->desc.smem_bytes,
+                              g->stream, args, NULL);
+}
+
+int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s, uint64_t seed,
+                  fat_check *out, char *err, size_t errlen) {
+  int rc;
+  fat_gpu_tensors t;
+  uint16_t *o = NULL;
+  float *lse = NULL;
+  double *ref_o = NULL, *ref_lse = NULL;
+  const fat_kernel_desc *d = &k->desc;
+
+  memset(out, 0, sizeof *out);
+  out->batch = s->batch;
+  out->heads = s->heads;
+  out->seqlen_q = s->seqlen_q;
+  out->seqlen_k = s->seqlen_k;
+  if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  if ((rc = fat_gpu_tensors_alloc(g, s, d->head_dim, d->dtype, 1, &t, err, errlen)) != FAT_GPU_OK)
+    return rc;
+  if ((rc = fat_gpu_fill_random(g, &t, seed, err, errlen)) != FAT_GPU_OK) goto out;
+  /* Poisoned outputs: anything the variant fails to write reads as NaN. */
+  CU(g->cu.cuMemsetD8Async(t.o, POISON_BYTE, t.n_q * fat_dtype_size(d->dtype), g->stream),
+     "poisoning O");
+  CU(g->cu.cuMemsetD8Async(t.lse, POISON_BYTE, t.n_rows * sizeof(float), g->stream), "poisoning lse");
+  CUresult r = launch_variant(g, k, &t);
+  if (r != CUDA_SUCCESS) {
+    /* A refused launch (bad geometry, too much shared memory) is the
+     * variant's failure, not the worker's. */
+    char text[WHAT_MAX];
+    if (fat_cuda_result_is_sticky(r)) {
+      rc = cu_fail(g, r, err, errlen, "launching %s", d->name);
+      goto out;
+    }
+    snprintf(out->reason, sizeof out->reason, "launch: %s",
+             fat_cuda_result_text(&g->cu, r, text, sizeof text));
+    out->rel_l2 = out->max_abs = out->lse_max_abs = NAN;
+    goto out;
+  }
+  CU(g->cu.cuStreamSynchronize(g->stream), "running %s on %dx%dx%dx%d", d->name, s->batch, s->heads,
+     s->seqlen_q, s->seqlen_k);
+  if ((rc = fat_gpu_reference(g, &t, d->mask, err, errlen)) != FAT_GPU_OK) goto out;
+  o = malloc(t.n_q * sizeof *o);
+  lse = malloc(t.n_rows * sizeof *lse);
+  ref_o = malloc(t.n_q * sizeof *ref_o);
+  ref_lse = malloc(t.n_rows * sizeof *ref_lse);
+  if (!o || !lse || !ref_o || !ref_lse) {
+    snprintf(err, errlen, "out of host memory for the outputs of %dx%dx%dx%d", s->batch, s->heads,
+             s->seqlen_q, s->seqlen_k);
+    rc = FAT_GPU_FAILED;
+    goto out;
+  }
+  if ((rc = fat_gpu_download(g, o, t.o, t.n_q * sizeof *o, err, errlen)) ||
+      (rc = fat_gpu_download(g, lse, t.lse, t.n_rows * sizeof *lse, err, errlen)) ||
+      (rc = fat_gpu_download(g, ref_o, t.ref_o, t.n_q * sizeof *ref_o, err, errlen)) ||
+      (rc = fat_gpu_download(g, ref_lse, t.ref_lse, t.n_rows * sizeof *ref_lse, err, errlen)))
+    goto out;
+  fat_compare_fwd(d->dtype, o, ref_o, t.n_q, lse, ref_lse, t.n_rows, out);
+  out->batch = s->batch;
+  out->heads = s->heads;
+  out->seqlen_q = s->seqlen_q;
+  out->seqlen_k = s->seqlen_k;
+out:
+  free(o);
+  free(lse);
+  free(ref_o);
+  free(ref_lse);
+  fat_gpu_tensors_free(g, &t);
+  return rc;
+}
+
+/* ---- timing --------------------------------------------------------- */
+
+int fat_gpu_clock_mhz(fat_gpu *g, int *mhz, char *err, size_t errlen) {
+  int rc;
+  uint64_t probe[2] = {0, 0};
+  unsigned long long spin = CLOCK_SPIN_NS;
+  void *args[] = {&g->probe, &spin};
+  *mhz = 0;
+  if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  CU(g->cu.cuLaunchKernel(g->clock_fn, 1, 1, 1, 1, 1, 1, 0, g->stream, args, NULL),
+     "launching the clock probe");
+  if ((rc = fat_gpu_download(g, probe, g->probe, sizeof probe, err, errlen)) != FAT_GPU_OK) goto out;
+  /* cycles per ns = GHz; x1000 = MHz. */
+  if (probe[1] > 0) *mhz = (int)lround((double)probe[0] / (double)probe[1] * KHZ_PER_MHZ);
+out:
+  return rc;
+}
+
+static int ensure_flush_buffer(fat_gpu *g, char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  if (g->flush) return rc;
+  size_t bytes = (size_t)FLUSH_L2_FACTOR * (size_t)g->info.l2_bytes;
+  if (bytes < FLUSH_MIN_BYTES) bytes = FLUSH_MIN_BYTES;
+  CU(g->cu.cuMemAlloc(&g->flush, bytes), "cuMemAlloc of the L2 flush buffer, %zu bytes", bytes);
+  g->flush_bytes = bytes;
+out:
+  return rc;
+}
+
+int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_problem *p,
+                 const fat_time_opts *o, uint64_t seed, fat_timing *out, char *err,
+                 size_t errlen) {
+  int rc = FAT_GPU_FAILED, clock_mhz = 0;
+  fat_gpu_tensors t;
+  CUevent *events = NULL;  /* start of (kernel i, rep r) at 2(i·reps + r), stop right after */
+  double *ms = NULL;
+  size_t n_events = 0;
+  const fat_check_shape shape = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
+
+  memset(&t, 0, sizeof t);
+  if (n < 1 || o->reps < 1 || o->warmup < 0) {
+    snprintf(err, errlen, "timing needs at least one variant and one repetition (got %d variants, "
+             "%d reps, %d warm-up)", n, o->reps, o->warmup);
+    return FAT_GPU_FAILED;
+  }
+  for (int i = 0; i < n; i++)
+    if (k[i]->desc.head_dim != p->head_dim || k[i]->desc.dtype != p->dtype ||
+        k[i]->desc.mask != p->mask) {
+      snprintf(err, errlen, "%s (d%d %s %s) cannot run the problem d%d %s %s", k[i]->desc.name,
+               k[i]->desc.head_dim, fat_dtype_name(k[i]->desc.dtype), fat_mask_name(k[i]->desc.mask),
+               p->head_dim, fat_dtype_name(p->dtype), fat_mask_name(p->mask));
+      return FAT_GPU_FAILED;
+    }
+  if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  if (o->flush_l2 && (rc = ensure_flush_buffer(g, err, errlen)) != FAT_GPU_OK) return rc;
+  if ((rc = fat_gpu_tensors_alloc(g, &shape, p->head_dim, p->dtype, 0, &t, err, errlen)) != FAT_GPU_OK)
+    return rc;
+  if ((rc = fat_gpu_fill_random(g, &t, seed, err, errlen)) != FAT_GPU_OK) goto out;
+
+  n_events = 2 * (size_t)n * (size_t)o->reps;
+  events = calloc(n_events, sizeof *events);
+  ms = malloc((size_t)o->reps * sizeof *ms);
+  if (!events || !ms) {
+    snprintf(err, errlen, "out of host memory for %zu events", n_events);
+    rc = FAT_GPU_FAILED;
+    goto out;
+  }
+  for (size_t e = 0; e < n_events; e++) CU(g->cu.cuEventCreate(&events[e], CU_EVENT_DEFAULT), "cuEventCreate");
+
+  for (int w = 0; w < o->warmup; w++)
+    for (int i = 0; i < n; i++)
+      CU(launch_variant(g, k[i], &t), "warm-up launch of %s", k[i]->desc.name);
+  for (int r = 0; r < o->reps; r++)
+    for (int i = 0; i < n; i++) {
+      size_t e = 2 * ((size_t)i * o->reps + r);
+      /* The flush sits outside the events, so only the kernel is timed. */
+      if (o->flush_l2)
+        CU(g->cu.cuMemsetD32Async(g->flush, (unsigned)r, g->flush_bytes / sizeof(uint32_t), g->stream),
+           "flushing L2");
+      CU(g->cu.cuEventRecord(events[e], g->stream), "cuEventRecord");
+      CU(launch_variant(g, k[i], &t), "launching %s", k[i]->desc.name);
+      CU(g->cu.cuEventRecord(events[e + 1], g->stream), "cuEventRecord");
+    }
+  CU(g->cu.cuStreamSynchronize(g->stream), "running the timed repetitions of %s%s", k[0]->desc.name,
+     n > 1 ? " and others" : "");
+  /* Right after the repetitions, while the clocks are still where the
+   * variants ran them. */
+  if ((rc = fat_gpu_clock_mhz(g, &clock_mhz, err, errlen)) != FAT_GPU_OK) goto out;
+
+  for (int i = 0; i < n; i++) {
+    fat_stats st;
+    for (int r = 0; r < o->reps; r++) {
+      size_t e = 2 * ((size_t)i * o->reps + r);
+      float elapsed;
+      CU(g->cu.cuEventElapsedTime(&elapsed, events[e], events[e + 1]), "cuEventElapsedTime");
+      ms[r] = elapsed;
+    }
+    if (fat_stats_compute(ms, (size_t)o->reps, &st)) {
+      snprintf(err, errlen, "timings of %s are not numbers", k[i]->desc.name);
+      rc = FAT_GPU_FAILED;
+      goto out;
+    }
+    fat_timing *ti = &out[i];
+    memset(ti, 0, sizeof *ti);
+    ti->reps = o->reps;
+    ti->median_ms = st.median;
+    ti->min_ms = st.min;
+    ti->max_ms = st.max;
+    ti->p10_ms = st.p10;
+    ti->p90_ms = st.p90;
+    ti->tflops = st.median > 0 ? fat_problem_flops(p) / (st.median / MS_PER_S) / FLOP_PER_TFLOP : 0;
+    ti->sm_clock_mhz = clock_mhz;
+  }
+  rc = FAT_GPU_OK;
+out:
+  if (events)
+    for (size_t e = 0; e < n_events; e++)
+      if (events[e]) g->cu.cuEventDestroy(events[e]);
+  free(events);
+  free(ms);
+  fat_gpu_tensors_free(g, &t);
+  return rc;
+}

@@ -1,0 +1,115 @@
+/* Everything the tuning worker does on the GPU, as plain in-process calls:
+ * open a device, load the support kernels, draw random inputs, run the fp64
+ * reference, check a variant against it, time variants. worker.c runs these
+ * inside its child process (so a fault kills only the child); GPU tests call
+ * them directly. Nothing here forks, and nothing here is used by the
+ * tuner's parent process.
+ *
+ * Every call that can fail returns one of fat_gpu_status, and on failure
+ * fills err as "CUDA_ERROR_X: text (what was being done)" or naming the bad
+ * value. */
+#ifndef FAT_GPU_RUN_H
+#define FAT_GPU_RUN_H
+#include <stddef.h>
+#include <stdint.h>
+#include "cuda_api.h"
+#include "fwd_job.h"
+#include "types.h"
+#include "fat_abi.h"
+
+typedef enum fat_gpu_status {
+  FAT_GPU_OK = 0,
+  FAT_GPU_FAILED = -1,  /* this call failed; the context is still usable */
+  FAT_GPU_FATAL = -2,   /* the context is unusable (a kernel faulted): report and exit */
+} fat_gpu_status;
+
+typedef struct fat_gpu fat_gpu;
+
+/* Loads the driver, initialises device INDEX and makes its primary context
+ * current, and describes the device in INFO (nvrtc_* left 0: NVRTC is the
+ * parent's). Errors: "no CUDA driver: could not load ...",
+ * "no CUDA device: cuInit: CUDA_ERROR_NO_DEVICE: ...",
+ * "GPU index 3 out of range: 1 device found". Returns 0 or -1. */
+int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t errlen);
+void fat_gpu_close(fat_gpu *g);
+const fat_cuda *fat_gpu_driver(const fat_gpu *g);
+
+/* Sources of the support kernels for NVRTC: templates/fat_util.cu, and
+ * templates/reference_fwd.cu with templates/fat_abi.h prepended, from the
+ * files embedded in the binary. Heap strings; NULL with err when missing. */
+char *fat_gpu_util_source(char *err, size_t errlen);
+char *fat_gpu_reference_source(char *err, size_t errlen);
+
+/* Compiles both support kernels for ARCH into UTIL and REF (fat_compile_one;
+ * needs NVRTC, not a GPU). Returns 0, or -1 with err (NVRTC's log included
+ * when a source fails to compile). */
+int fat_gpu_compile_support(const char *arch, fat_build *util, fat_build *ref, char *err,
+                            size_t errlen);
+
+/* Loads the support cubins (fat_gpu_compile_support's output). */
+int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cubin, char *err,
+                         size_t errlen);
+
+/* Device tensors of one forward problem; PARAMS points at them in the
+ * contiguous (batch, seqlen, heads, head_dim) layout. */
+typedef struct fat_gpu_tensors {
+  fat_fwd_params params;
+  fat_dtype dtype;
+  int head_dim;
+  size_t n_q, n_kv, n_rows;  /* elements of Q (and O), of K (and V), rows of lse */
+  CUdeviceptr q, k, v, o, lse;
+  CUdeviceptr ref_o, ref_lse; /* double; 0 unless allocated with the reference */
+} fat_gpu_tensors;
+
+int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
+                          int with_reference, fat_gpu_tensors *t, char *err, size_t errlen);
+void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t);
+
+/* Q, K and V drawn from N(0, 1) on the GPU and rounded to the dtype; the
+ * tensors are a function of SEED alone. */
+int fat_gpu_fill_random(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen);
+
+/* Runs the fp64 reference into ref_o / ref_lse and waits for it. */
+int fat_gpu_reference(fat_gpu *g, fat_gpu_tensors *t, fat_mask mask, char *err, size_t errlen);
+
+/* Copies BYTES from device SRC to host DST (synchronous). */
+int fat_gpu_download(fat_gpu *g, void *dst, CUdeviceptr src, size_t bytes, char *err,
+                     size_t errlen);
+
+/* A variant loaded from its cubin. */
+typedef struct fat_gpu_kernel {
+  fat_kernel_desc desc;  /* cubin pointer not kept valid after loading */
+  CUmodule module;
+  CUfunction fn;
+} fat_gpu_kernel;
+
+/* FAILED (not FATAL) for a cubin the GPU cannot run or a missing entry:
+ * those are facts about the variant. */
+int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k, char *err,
+                        size_t errlen);
+void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k);
+
+/* Checks K on one shape: fresh inputs from SEED, O and lse poisoned with NaN,
+ * launch, reference, compare (fwd_compare.h). Returns OK with OUT filled
+ * (passed or not: a launch the driver refuses is a failed check whose reason
+ * starts "launch: "), FAILED when the check could not be run (out of
+ * memory), FATAL when the context died. */
+int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s, uint64_t seed,
+                  fat_check *out, char *err, size_t errlen);
+
+/* Times N kernels on problem P round-robin (A B C A B C ...), so that drift
+ * of clocks or temperature falls on all of them alike; inputs random once
+ * from SEED. OUT[i] gets kernel i's statistics and the SM clock seen right
+ * after the repetitions. FAILED (err naming the variant) when a launch is
+ * refused. */
+int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_problem *p,
+                 const fat_time_opts *o, uint64_t seed, fat_timing *out, char *err,
+                 size_t errlen);
+
+/* The SM clock in MHz, measured by fat_clock_probe (about 2 ms). */
+int fat_gpu_clock_mhz(fat_gpu *g, int *mhz, char *err, size_t errlen);
+
+/* A seed for stream INDEX derived from SEED (splitmix64): the parent hands
+ * one seed per job, each check and tensor gets its own. */
+uint64_t fat_seed_derive(uint64_t seed, uint64_t index);
+#endif

@@ -1,0 +1,2 @@
+/* fatune command line: placeholder while the pipeline modules are written. */
+int main(void) { return 0; }

@@ -1,0 +1,329 @@
+/* Parsing of the fatune command line (options.h): strict numbers with
+ * overflow checks, comma-separated lists, each flag at most once, and a
+ * message naming the flag and value for every refusal. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "compile.h"
+#include "options.h"
+
+static const int default_seqlens[] = {512, 1024, 2048, 4096, 8192, 16384};
+#define N_DEFAULT_SEQLENS (int)(sizeof default_seqlens / sizeof default_seqlens[0])
+#define DEFAULT_TIMEOUT_S 60
+
+const char *fat_options_usage(void) {
+  return "Usage: fatune [options]\n"
+         "Generates FlashAttention forward kernels, compiles them with NVRTC, checks each\n"
+         "against an fp64 reference on the GPU, times the survivors and stores everything\n"
+         "(and the winner of every problem) in SQLite.\n"
+         "\n"
+         "  --gpu N            CUDA device index (default 0)\n"
+         "  --head-dim LIST    head dims to tune, e.g. 128 or 64,128 (default: all)\n"
+         "  --dtype LIST       fp16, bf16 (default: both)\n"
+         "  --mask LIST        none, causal (default: both)\n"
+         "  --seqlen LIST      problem buckets; batch = 16384 tokens / seqlen, heads =\n"
+         "                     2048 / head dim (default 512,1024,2048,4096,8192,16384)\n"
+         "  --db PATH          database (default $FATUNE_DB, else\n"
+         "                     $XDG_CACHE_HOME/fatune/fatune.db or ~/.cache/fatune/fatune.db)\n"
+         "  --jobs J           compile threads (default: number of CPUs)\n"
+         "  --reps N           timed repetitions per variant, at least 20 (default 20)\n"
+         "  --timeout S        watchdog for one variant on the GPU, seconds (default 60)\n"
+         "  --arch ARCH        compile for ARCH (sm_80, sm_90a, ...; default: the GPU's)\n"
+         "  --templates DIR    use DIR/generator and DIR/templates instead of the built-in ones\n"
+         "  --retune           re-measure what the database already holds\n"
+         "  --list             print the variants the query expands to, then stop\n"
+         "  -v, --verbose      one row per variant (-vv: pruned configurations too)\n"
+         "  -q, --quiet        only the final table and errors\n"
+         "  -h, --help         this text\n"
+         "  -V, --version      the version\n"
+         "\n"
+         "Exit status: 0 done, 1 run-time failure, 2 bad usage, 3 no GPU (generation and\n"
+         "compilation done, nothing checked or timed).\n";
+}
+
+/* A decimal integer in [lo, hi], the whole string. */
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err,
+                     size_t errlen) {
+  char *end;
+  if (!*s) {
+    snprintf(err, errlen, "%s: empty value", flag);
+    return -1;
+  }
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (*end || end == s) {
+    snprintf(err, errlen, "%s: '%s' is not a number", flag, s);
+    return -1;
+  }
+  if (errno == ERANGE || v < lo || v > hi) {
+    snprintf(err, errlen, "%s: %s is out of range [%ld, %ld]", flag, s, lo, hi);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+/* Splits S at commas into at most FAT_MAX_LIST items, each handed to EACH.
+ * Empty lists and empty items are refused; so are duplicates (by EACH's
+ * integer result, compared through SAME). */
+typedef int (*item_fn)(const char *flag, const char *item, void *out, int index, char *err,
+                       size_t errlen);
+
+static int parse_list(const char *flag, const char *s, item_fn each, void *out, int *n,
+                      size_t elem_size, char *err, size_t errlen) {
+  char buf[1024];
+  if (!*s) {
+    snprintf(err, errlen, "%s: empty list", flag);
+    return -1;
+  }
+  if (strlen(s) >= sizeof buf) {
+    snprintf(err, errlen, "%s: list too long", flag);
+    return -1;
+  }
+  strcpy(buf, s);
+  *n = 0;
+  char *save = NULL, *p = buf;
+  size_t len = strlen(buf);
+  if (buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,")) {
+    snprintf(err, errlen, "%s: empty item in '%s'", flag, s);
+    return -1;
+  }
+  for (char *item = strtok_r(p, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    if (*n >= FAT_MAX_LIST) {
+      snprintf(err, errlen, "%s: more than %d items", flag, FAT_MAX_LIST);
+      return -1;
+    }
+    if (each(flag, item, out, *n, err, errlen)) return -1;
+    for (int i = 0; i < *n; i++)
+      if (memcmp((char *)out + (size_t)i * elem_size, (char *)out + (size_t)*n * elem_size,
+                 elem_size) == 0) {
+        snprintf(err, errlen, "%s: '%s' given twice", flag, item);
+        return -1;
+      }
+    (*n)++;
+  }
+  return 0;
+}
+
+typedef struct head_dim_ctx {
+  int *out;
+  const int *known;
+  int n_known;
+} head_dim_ctx;
+
+static int each_head_dim(const char *flag, const char *item, void *out, int index, char *err,
+                         size_t errlen) {
+  head_dim_ctx *c = out;
+  int d;
+  if (parse_int(flag, item, INT_MIN, INT_MAX, &d, err, errlen)) return -1;
+  for (int i = 0; i < c->n_known; i++)
+    if (c->known[i] == d) {
+      c->out[index] = d;
+      return 0;
+    }
+  char known[128] = "";
+  for (int i = 0; i < c->n_known; i++)
+    snprintf(known + strlen(known), sizeof known - strlen(known), "%s%d", i ? ", " : "",
+             c->known[i]);
+  snprintf(err, errlen, "%s: '%s' is not a head dim fatune can tune (%s)", flag, item, known);
+  return -1;
+}
+
+static int each_dtype(const char *flag, const char *item, void *out, int index, char *err,
+                      size_t errlen) {
+  if (fat_dtype_parse(item, (fat_dtype *)out + index) == 0) return 0;
+  snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16)", flag, item);
+  return -1;
+}
+
+static int each_mask(const char *flag, const char *item, void *out, int index, char *err,
+                     size_t errlen) {
+  if (fat_mask_parse(item, (fat_mask *)out + index) == 0) return 0;
+  snprintf(err, errlen, "%s: unknown mask '%s' (none, causal)", flag, item);
+  return -1;
+}
+
+static int each_seqlen(const char *flag, const char *item, void *out, int index, char *err,
+                       size_t errlen) {
+  return parse_int(flag, item, 1, FAT_MAX_SEQLEN, (int *)out + index, err, errlen);
+}
+
+static int copy_path(const char *flag, const char *s, char *dst, size_t cap, char *err,
+                     size_t errlen) {
+  if (!*s) {
+    snprintf(err, errlen, "%s: empty path", flag);
+    return -1;
+  }
+  if (strlen(s) >= cap) {
+    snprintf(err, errlen, "%s: path longer than %zu bytes", flag, cap - 1);
+    return -1;
+  }
+  strcpy(dst, s);
+  return 0;
+}
+
+int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_known,
+                      fat_options *o, char *err, size_t errlen) {
+  /* Flags that take a value; each may appear once. */
+  static const char *const valued[] = {"--gpu",  "--head-dim", "--dtype",   "--mask",
+                                       "--seqlen", "--db",     "--jobs",    "--reps",
+                                       "--timeout", "--arch",  "--templates"};
+  enum { N_VALUED = sizeof valued / sizeof valued[0] };
+  int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
+
+  memset(o, 0, sizeof *o);
+  o->command = FAT_CMD_TUNE;
+  o->reps = FAT_MIN_REPS;
+  o->timeout_s = DEFAULT_TIMEOUT_S;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      o->command = FAT_CMD_HELP;
+      return 0;
+    }
+    if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+      o->command = FAT_CMD_VERSION;
+      return 0;
+    }
+    if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+      o->verbose++;
+      continue;
+    }
+    if (!strcmp(a, "-vv")) {
+      o->verbose += 2;
+      continue;
+    }
+    if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      o->quiet = 1;
+      continue;
+    }
+    if (!strcmp(a, "--retune") || !strcmp(a, "--list")) {
+      int *s = a[2] == 'r' ? &seen_retune : &seen_list;
+      if ((*s)++) {
+        snprintf(err, errlen, "%s given twice", a);
+        return -1;
+      }
+      if (a[2] == 'r') o->retune = 1;
+      else o->command = FAT_CMD_LIST;
+      continue;
+    }
+    /* --flag=value or --flag value */
+    char flag[32];
+    const char *value = NULL, *eq = strchr(a, '=');
+    if (eq && eq - a < (long)sizeof flag) {
+      memcpy(flag, a, (size_t)(eq - a));
+      flag[eq - a] = 0;
+      value = eq + 1;
+    } else {
+      snprintf(flag, sizeof flag, "%s", a);
+    }
+    int k = -1;
+    for (int j = 0; j < N_VALUED; j++)
+      if (!strcmp(flag, valued[j])) k = j;
+    if (k < 0) {
+      snprintf(err, errlen, "unknown option '%s' (see --help)", a);
+      return -1;
+    }
+    if (!value) {
+      if (i + 1 >= argc) {
+        snprintf(err, errlen, "%s needs a value", flag);
+        return -1;
+      }
+      value = argv[++i];
+    }
+    if (seen[k]++) {
+      snprintf(err, errlen, "%s given twice", flag);
+      return -1;
+    }
+    int rc = 0;
+    if (!strcmp(flag, "--gpu")) {
+      rc = parse_int(flag, value, 0, 1023, &o->gpu, err, errlen);
+    } else if (!strcmp(flag, "--head-dim")) {
+      head_dim_ctx c = {o->head_dims, known_head_dims, n_known};
+      rc = parse_list(flag, value, each_head_dim, &c, &o->n_head_dims, 0, err, errlen);
+      /* duplicates: compare the ints themselves */
+      for (int x = 0; !rc && x < o->n_head_dims; x++)
+        for (int y = 0; y < x; y++)
+          if (o->head_dims[x] == o->head_dims[y]) {
+            snprintf(err, errlen, "%s: '%d' given twice", flag, o->head_dims[x]);
+            rc = -1;
+            break;
+          }
+    } else if (!strcmp(flag, "--dtype")) {
+      rc = parse_list(flag, value, each_dtype, o->dtypes, &o->n_dtypes, sizeof(fat_dtype), err,
+                      errlen);
+    } else if (!strcmp(flag, "--mask")) {
+      rc = parse_list(flag, value, each_mask, o->masks, &o->n_masks, sizeof(fat_mask), err,
+                      errlen);
+    } else if (!strcmp(flag, "--seqlen")) {
+      rc = parse_list(flag, value, each_seqlen, o->seqlens, &o->n_seqlens, sizeof(int), err,
+                      errlen);
+    } else if (!strcmp(flag, "--db")) {
+      rc = copy_path(flag, value, o->db_path, sizeof o->db_path, err, errlen);
+    } else if (!strcmp(flag, "--templates")) {
+      rc = copy_path(flag, value, o->source_dir, sizeof o->source_dir, err, errlen);
+    } else if (!strcmp(flag, "--jobs")) {
+      rc = parse_int(flag, value, 1, FAT_MAX_JOBS, &o->jobs, err, errlen);
+    } else if (!strcmp(flag, "--reps")) {
+      rc = parse_int(flag, value, FAT_MIN_REPS, FAT_MAX_REPS, &o->reps, err, errlen);
+    } else if (!strcmp(flag, "--timeout")) {
+      rc = parse_int(flag, value, 1, FAT_MAX_TIMEOUT_S, &o->timeout_s, err, errlen);
+    } else if (!strcmp(flag, "--arch")) {
+      if (!fat_arch_valid(value) || strlen(value) >= sizeof o->arch) {
+        snprintf(err, errlen, "%s: unknown architecture '%s' (sm_80, sm_86, sm_89, sm_90a, ...)",
+                 flag, value);
+        rc = -1;
+      } else {
+        strcpy(o->arch, value);
+      }
+    }
+    if (rc) return -1;
+  }
+  if (o->quiet && o->verbose) {
+    snprintf(err, errlen, "--quiet and --verbose contradict each other");
+    return -1;
+  }
+  if (o->n_seqlens == 0) {
+    memcpy(o->seqlens, default_seqlens, sizeof default_seqlens);
+    o->n_seqlens = N_DEFAULT_SEQLENS;
+  }
+  return 0;
+}
+
+/* mkdir -p for the folder part of PATH. */
+static int make_parent_dirs(char *path, char *err, size_t errlen) {
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    int rc = mkdir(path, 0755);
+    int e = errno;
+    *p = '/';
+    if (rc && e != EEXIST) {
+      *p = 0;
+      snprintf(err, errlen, "cannot create folder %s: %s", path, strerror(e));
+      *p = '/';
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int fat_options_default_db(char *out, size_t cap, char *err, size_t errlen) {
+  const char *env = getenv("FATUNE_DB"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  int n;
+  if (env && *env) n = snprintf(out, cap, "%s", env);
+  else if (xdg && *xdg) n = snprintf(out, cap, "%s/fatune/fatune.db", xdg);
+  else if (home && *home) n = snprintf(out, cap, "%s/.cache/fatune/fatune.db", home);
+  else {
+    snprintf(err, errlen, "no database path: set --db, FATUNE_DB, XDG_CACHE_HOME or HOME");
+    return -1;
+  }
+  if (n < 0 || (size_t)n >= cap) {
+    snprintf(err, errlen, "database path too long");
+    return -1;
+  }
+  return make_parent_dirs(out, err, errlen);
+}

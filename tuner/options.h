@@ -1,0 +1,68 @@
+/* The fatune command line: one struct of options and the parser that fills
+ * it. Parsing never prints and never exits: a bad flag comes back as a
+ * message naming the flag and the value, which main() prints to stderr with
+ * exit status 2 (the zstd habit: usage errors to stderr, help to stdout). */
+#ifndef FAT_OPTIONS_H
+#define FAT_OPTIONS_H
+#include <stddef.h>
+#include "types.h"
+
+#define FAT_MAX_LIST 16           /* entries of one list flag */
+#define FAT_MAX_SEQLEN (1 << 20)  /* longest sequence --seqlen accepts */
+#define FAT_MIN_REPS 20           /* timings are medians of at least this many runs */
+#define FAT_MAX_REPS 10000
+#define FAT_MAX_JOBS 256
+#define FAT_MAX_TIMEOUT_S 3600
+
+/* Exit statuses of the fatune command. */
+enum {
+  FAT_EXIT_OK = 0,
+  FAT_EXIT_FAILED = 1,  /* a run-time failure: NVRTC missing, database write failed, ... */
+  FAT_EXIT_USAGE = 2,   /* bad command line or unusable --db path */
+  FAT_EXIT_NO_GPU = 3,  /* no GPU: everything that needs none was done */
+};
+
+typedef enum fat_command {
+  FAT_CMD_TUNE = 0,  /* generate, compile, check, time, store */
+  FAT_CMD_LIST,      /* --list: print the variants of the query, compile nothing */
+  FAT_CMD_HELP,
+  FAT_CMD_VERSION,
+} fat_command;
+
+typedef struct fat_options {
+  fat_command command;
+  int gpu;                               /* --gpu: CUDA device index */
+  int head_dims[FAT_MAX_LIST];           /* --head-dim */
+  int n_head_dims;                       /* 0: every head dim of the space */
+  fat_dtype dtypes[FAT_MAX_LIST];        /* --dtype */
+  int n_dtypes;
+  fat_mask masks[FAT_MAX_LIST];          /* --mask */
+  int n_masks;
+  int seqlens[FAT_MAX_LIST];             /* --seqlen: the problem buckets */
+  int n_seqlens;
+  char db_path[4096];                    /* --db; "" until fat_options_default_db fills it */
+  char arch[16];                         /* --arch; "" means: the GPU's, or sm_90a without one */
+  char source_dir[4096];                 /* --templates: a folder with generator/ and templates/ */
+  int jobs;                              /* --jobs: compile threads; 0 = online CPUs */
+  int reps;                              /* --reps: timed repetitions per variant */
+  int timeout_s;                         /* --timeout: watchdog for one job on the GPU */
+  int retune;                            /* --retune: re-measure what the DB already has */
+  int verbose;                           /* -v: one row per variant; -vv: pruned ones too */
+  int quiet;                             /* -q: only the final table and errors */
+} fat_options;
+
+/* Parses ARGV into O (defaults first). Returns 0, or -1 with ERR naming the
+ * offending flag and value, e.g. "--head-dim: '1000' is not a head dim
+ * fatune can tune (64, 96, 128, 192, 256)". KNOWN_HEAD_DIMS lists what the
+ * generator's space supports (N_KNOWN of them). */
+int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_known,
+                      fat_options *o, char *err, size_t errlen);
+
+/* The database path used when --db is absent: $FATUNE_DB, else
+ * $XDG_CACHE_HOME/fatune/fatune.db, else $HOME/.cache/fatune/fatune.db.
+ * Creates the folder (not the file). Returns 0 or -1 with err. */
+int fat_options_default_db(char *out, size_t cap, char *err, size_t errlen);
+
+/* The --help text. */
+const char *fat_options_usage(void);
+#endif

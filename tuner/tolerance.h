@@ -1,0 +1,38 @@
+/* How far a variant's forward output may stray from the fp64 reference, per
+ * dtype: the one place these numbers live. u is the unit roundoff of the
+ * storage type (bf16: 8 significant bits, u = 2^-8 ≈ 3.9e-3; fp16: 11 bits,
+ * u = 2^-11 ≈ 4.9e-4). A correct kernel loses about u when it rounds O to
+ * the storage type and about u per term when it rounds P to 16 bits before
+ * P·V; the bounds leave a few u of headroom and no more, so a wrong mask or
+ * a missed rescale (errors of order 1) can never pass. NaN never passes. */
+#ifndef FAT_TOLERANCE_H
+#define FAT_TOLERANCE_H
+#include "types.h"
+
+typedef struct fat_tolerance {
+  double rel_l2;       /* ||o - ref||₂ / ||ref||₂ over O */
+  double max_abs_rel;  /* max |o - ref| over O, as a fraction of max |ref| */
+  double lse_abs;      /* max |lse - lse_ref| over rows that see a key (natural log) */
+} fat_tolerance;
+
+/* bf16: rel_l2 1e-2 ≈ 2.5u; max_abs 4e-2 ≈ 10u of the largest output
+ * (a single element may take the worst rounding of both O and P). */
+#define FAT_TOL_BF16_REL_L2 1e-2
+#define FAT_TOL_BF16_MAX_ABS_REL 4e-2
+/* fp16: rel_l2 2e-3 ≈ 4u; max_abs 8e-3 ≈ 16u of the largest output. */
+#define FAT_TOL_FP16_REL_L2 2e-3
+#define FAT_TOL_FP16_MAX_ABS_REL 8e-3
+/* lse, both dtypes: scores are fp32 sums of exact products of 16-bit inputs,
+ * so lse is good to ~1e-6 in fp32; 2e-3 absolute still rejects any error in
+ * the max or the denominator that matters (a dropped key shifts lse by
+ * log(1 + p) ≫ 2e-3 unless its weight is negligible anyway). */
+#define FAT_TOL_LSE_ABS 2e-3
+
+static inline fat_tolerance fat_tolerance_for(fat_dtype d) {
+  fat_tolerance t;
+  t.rel_l2 = d == FAT_BF16 ? FAT_TOL_BF16_REL_L2 : FAT_TOL_FP16_REL_L2;
+  t.max_abs_rel = d == FAT_BF16 ? FAT_TOL_BF16_MAX_ABS_REL : FAT_TOL_FP16_MAX_ABS_REL;
+  t.lse_abs = FAT_TOL_LSE_ABS;
+  return t;
+}
+#endif

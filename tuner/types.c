@@ -1,0 +1,75 @@
+/* Names and arithmetic for the shared vocabulary in types.h. */
+#include <stdlib.h>
+#include <string.h>
+#include "types.h"
+
+static const char *const dtype_names[] = {"fp16", "bf16"};
+static const char *const mask_names[] = {"none", "causal"};
+static const char *const direction_names[] = {"fwd", "bwd"};
+
+#define NAME_OF(table, i) \
+  ((unsigned)(i) < sizeof(table) / sizeof(table[0]) ? table[i] : "?")
+
+const char *fat_dtype_name(fat_dtype d) { return NAME_OF(dtype_names, d); }
+const char *fat_mask_name(fat_mask m) { return NAME_OF(mask_names, m); }
+const char *fat_direction_name(fat_direction d) { return NAME_OF(direction_names, d); }
+
+static int parse_name(const char *s, const char *const *table, int n, int *out) {
+  if (!s) return -1;
+  for (int i = 0; i < n; i++)
+    if (strcmp(s, table[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return -1;
+}
+
+int fat_dtype_parse(const char *s, fat_dtype *out) {
+  int i;
+  if (parse_name(s, dtype_names, 2, &i)) return -1;
+  *out = (fat_dtype)i;
+  return 0;
+}
+
+int fat_mask_parse(const char *s, fat_mask *out) {
+  int i;
+  if (parse_name(s, mask_names, 2, &i)) return -1;
+  *out = (fat_mask)i;
+  return 0;
+}
+
+int fat_direction_parse(const char *s, fat_direction *out) {
+  int i;
+  if (parse_name(s, direction_names, 2, &i)) return -1;
+  *out = (fat_direction)i;
+  return 0;
+}
+
+size_t fat_dtype_size(fat_dtype d) {
+  (void)d;
+  return 2;
+}
+
+double fat_problem_flops(const fat_problem *p) {
+  double f = 4.0 * p->batch * p->heads * (double)p->seqlen_q * p->seqlen_k * p->head_dim;
+  if (p->mask == FAT_MASK_CAUSAL && p->seqlen_q == p->seqlen_k) f *= 0.5;
+  if (p->direction == FAT_BWD) f *= 2.5;
+  return f;
+}
+
+void fat_variant_free(fat_variant *v) {
+  if (!v) return;
+  free(v->name);
+  free(v->family);
+  free(v->params);
+  free(v->entry);
+  free(v->source);
+  memset(v, 0, sizeof *v);
+}
+
+void fat_build_free(fat_build *b) {
+  if (!b) return;
+  free(b->cubin);
+  free(b->log);
+  memset(b, 0, sizeof *b);
+}

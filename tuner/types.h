@@ -1,0 +1,108 @@
+/* The tuner's shared vocabulary: what a variant, a build, a problem, a check
+ * and a timing are. Every module speaks in these types; none owns them. */
+#ifndef FAT_TYPES_H
+#define FAT_TYPES_H
+#include <stddef.h>
+
+typedef enum fat_dtype { FAT_FP16 = 0, FAT_BF16 = 1 } fat_dtype;
+typedef enum fat_mask { FAT_MASK_NONE = 0, FAT_MASK_CAUSAL = 1 } fat_mask;
+typedef enum fat_direction { FAT_FWD = 0, FAT_BWD = 1 } fat_direction;
+
+/* Names as they appear in variant names, the CLI and the database. */
+const char *fat_dtype_name(fat_dtype d);          /* "fp16", "bf16" */
+const char *fat_mask_name(fat_mask m);            /* "none", "causal" */
+const char *fat_direction_name(fat_direction d);  /* "fwd", "bwd" */
+int fat_dtype_parse(const char *s, fat_dtype *out);   /* 0 on success */
+int fat_mask_parse(const char *s, fat_mask *out);
+int fat_direction_parse(const char *s, fat_direction *out);
+size_t fat_dtype_size(fat_dtype d);               /* bytes per element: 2 */
+
+/* One concrete kernel: a template family expanded with one set of parameters.
+ * Produced by the generator (Lua); strings are heap-owned, freed by
+ * fat_variant_free. */
+typedef struct fat_variant {
+  char *name;        /* stable and readable: fwd.mma80.bf16.d128.causal.m128n64w4s2 */
+  char *family;      /* template family: "mma80" */
+  char *params;      /* canonical parameter list, sorted: "BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4" */
+  char *entry;       /* kernel symbol in the source (extern "C") */
+  char *source;      /* self-contained CUDA C++: includes inlined, parameters substituted */
+  char hash[65];     /* sha256 of source, hex: the variant's content hash */
+  fat_direction direction;
+  fat_dtype dtype;
+  fat_mask mask;
+  int head_dim;      /* the template's head dimension */
+  int block_m;       /* query rows per thread block: grid.x = ceil(seqlen_q / block_m) */
+  int threads;       /* threads per block */
+  int smem_bytes;    /* dynamic shared memory per block */
+  int is_default;    /* 1 for the family's fixed default configuration of this
+                        (head dim, dtype, mask): the baseline tuning is measured against */
+} fat_variant;
+
+void fat_variant_free(fat_variant *v);
+
+/* One NVRTC compilation of a variant for one architecture. */
+typedef struct fat_build {
+  char arch[16];          /* "sm_80", "sm_90a" */
+  char key[65];           /* cache key: sha256(source, arch, options, NVRTC version) */
+  int ok;                 /* 1 when a cubin was produced */
+  unsigned char *cubin;   /* heap-owned */
+  size_t cubin_size;
+  int registers;          /* per thread, from ptxas */
+  int smem_static;        /* bytes of static shared memory, from ptxas */
+  int stack_frame;        /* bytes */
+  int spill_stores;       /* bytes; anything non-zero is a warning sign */
+  int spill_loads;
+  double compile_ms;
+  char *log;              /* NVRTC's log, heap-owned, may be empty */
+} fat_build;
+
+void fat_build_free(fat_build *b);
+
+/* The GPU a tuning run happens on; every timing names it. */
+typedef struct fat_gpu_info {
+  char name[256];
+  int cc_major, cc_minor;
+  int sm_count;
+  int driver_version;         /* cuDriverGetVersion: 13000 */
+  int nvrtc_major, nvrtc_minor;
+  size_t mem_bytes;
+  int smem_per_block_optin;   /* largest dynamic shared memory one block may ask for */
+  int l2_bytes;
+  int clock_khz;              /* max SM clock */
+  int mem_clock_khz;
+} fat_gpu_info;
+
+/* One attention problem: what a winner is chosen for. */
+typedef struct fat_problem {
+  fat_direction direction;
+  fat_dtype dtype;
+  fat_mask mask;
+  int head_dim;
+  int batch, heads, heads_k;
+  int seqlen_q, seqlen_k;
+} fat_problem;
+
+/* FLOPs by the FlashAttention papers' convention: forward 4*B*H*Sq*Sk*D,
+ * halved for causal when Sq == Sk; backward 2.5x forward. */
+double fat_problem_flops(const fat_problem *p);
+
+/* Outcome of checking one variant against the reference on one shape. */
+typedef struct fat_check {
+  int batch, heads, seqlen_q, seqlen_k;  /* the shape checked */
+  double rel_l2;        /* ||out - ref|| / ||ref|| over O */
+  double max_abs;       /* max |out - ref| over O */
+  double lse_max_abs;   /* max |lse - lse_ref| over finite rows */
+  long long nonfinite;  /* NaN or inf in O (poisoned outputs left unwritten show here) */
+  int passed;
+  char reason[160];     /* "ok", "rel_l2 0.03 > 0.01", "fault: illegal address", "timeout" */
+} fat_check;
+
+/* Outcome of timing one variant on one problem. */
+typedef struct fat_timing {
+  int reps;
+  double median_ms, min_ms, max_ms, p10_ms, p90_ms;
+  double tflops;        /* fat_problem_flops / median */
+  int sm_clock_mhz;     /* clock seen during the run, 0 if unknown */
+} fat_timing;
+
+#endif

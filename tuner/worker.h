@@ -1,0 +1,89 @@
+/* The tuner's GPU worker: a child process that owns the CUDA context and
+ * does every check and timing, so that a variant that faults or hangs kills
+ * only the worker. The parent (the tuner) never initialises CUDA; it sends
+ * cubins and shapes over a socket pair (worker_wire.h) and waits with a
+ * watchdog. After a fault or a timeout the worker is gone: the caller
+ * records the variant as failed, calls fat_worker_restart and goes on.
+ *
+ * Fork safety: the child is forked, not exec'd, and then loads libcuda and
+ * allocates. Start (and restart) it while no other thread of the parent is
+ * inside dlopen or holds a lock the child could need (e.g. not while a
+ * fat_compile_all pool is running); the child never touches the parent's
+ * SQLite or Lua state and always leaves with _exit. */
+#ifndef FAT_WORKER_H
+#define FAT_WORKER_H
+#include <stddef.h>
+#include <stdint.h>
+#include "fwd_job.h"
+#include "types.h"
+
+typedef struct fat_worker fat_worker;
+
+/* What a call to the worker came to. */
+typedef enum fat_worker_status {
+  FAT_WORKER_OK = 0,        /* a result (checks may still have failed: see each fat_check) */
+  FAT_WORKER_FAULT = 1,     /* the worker died on this job: reason "fault: CUDA_ERROR_..." or
+                               "fault: worker killed by signal 11 (Segmentation fault)"; restart */
+  FAT_WORKER_TIMEOUT = 2,   /* no answer in time; the worker was killed: reason
+                               "timeout: no answer in 20 s"; restart */
+  FAT_WORKER_REJECTED = 3,  /* the worker could not run the job (out of memory, a launch the
+                               driver refused while timing); it is still running */
+  FAT_WORKER_ERROR = -1,    /* bad arguments, or the worker is not running; nothing was sent */
+} fat_worker_status;
+
+/* Tunables; fat_worker_options_default fills the defaults. */
+typedef struct fat_worker_options {
+  double timeout_base_s;    /* watchdog: every job gets this much ... */
+  double timeout_factor;    /* ... plus this many times its estimated duration */
+  fat_time_opts time;       /* repetitions, warm-up, L2 flush */
+  uint64_t seed;            /* first job's seed; each job after takes the next */
+} fat_worker_options;
+
+#define FAT_WORKER_TIMEOUT_BASE_S 20.0
+#define FAT_WORKER_TIMEOUT_FACTOR 50.0
+#define FAT_WORKER_DEFAULT_SEED 20240601u
+
+void fat_worker_options_default(fat_worker_options *o);
+
+/* Forks a worker for GPU index GPU, which initialises CUDA, describes the
+ * device in INFO (nvrtc_* left for the caller), and loads the reference and
+ * utility kernels, compiled here with NVRTC for its architecture (once per
+ * fat_worker; restarts reuse the cubins). OPTS may be NULL (defaults).
+ * Returns 0, or -1 with err: "no CUDA driver: could not load libcuda.so.1
+ * (...)", "no CUDA device: cuInit: ...", "GPU index 3 out of range: 1 device
+ * found", an NVRTC failure. */
+int fat_worker_start(int gpu, const fat_worker_options *opts, fat_worker **w,
+                     fat_gpu_info *info, char *err, size_t errlen);
+
+/* Replaces a dead (or live) worker process by a fresh one on the same GPU
+ * with the same options. Returns 0 or -1 with err. */
+int fat_worker_restart(fat_worker *w, char *err, size_t errlen);
+
+/* Asks the worker to exit, kills it if it does not, reaps it, frees W. */
+void fat_worker_stop(fat_worker *w);
+
+/* 1 while a worker process is running. */
+int fat_worker_alive(const fat_worker *w);
+
+/* The process id of the running worker (0 when none): for tests and logs. */
+int fat_worker_pid(const fat_worker *w);
+
+/* Checks variant V (compiled into B for this GPU's architecture) on
+ * N_SHAPES shapes (at most FAT_MAX_CHECK_SHAPES), each with fresh random
+ * inputs; CHECKS[i] gets shape i's outcome. Then, when every check passed
+ * and PROBLEM is not NULL, times it on PROBLEM: *TIMED = 1 and TIMING
+ * filled (else *TIMED = 0). Returns a fat_worker_status; REASON (may be
+ * NULL) says why for anything but OK. */
+int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
+                        const fat_check_shape *shapes, int n_shapes, const fat_problem *problem,
+                        fat_check *checks, fat_timing *timing, int *timed, char *reason,
+                        size_t reasonlen);
+
+/* Times N variants (at most FAT_MAX_INTERLEAVED, all for PROBLEM's head
+ * dim, dtype and mask) round-robin, A B C A B C ..., so that close
+ * contenders meet the same clocks and temperatures; TIMINGS[i] gets
+ * variant i's. No checks: call it with variants that passed. */
+int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
+                                const fat_build *const *b, int n, const fat_problem *problem,
+                                fat_timing *timings, char *reason, size_t reasonlen);
+#endif
