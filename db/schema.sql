@@ -204,3 +204,34 @@ FROM timings t
 JOIN variants v ON v.id = t.variant_id
 JOIN gpus g ON g.id = t.gpu_id
 JOIN problems p ON p.id = t.problem_id;
+
+-- The GPU's measured ceilings, for the roofline floors of `fatune explain`
+-- and `fatune report`: what this GPU does at best, measured on it, not a
+-- datasheet figure. Values are in SI base units, named by the unit column:
+-- copy_bandwidth in B/s (device-to-device copy), matrix_peak_fp16 and
+-- matrix_peak_bf16 in FLOP/s (tensor-core mma, fp32 accumulation). A
+-- re-measurement replaces the value.
+CREATE TABLE ceilings (
+  id          INTEGER PRIMARY KEY,
+  gpu_id      INTEGER NOT NULL REFERENCES gpus (id),
+  name        TEXT    NOT NULL CHECK (length(name) > 0),
+  value       REAL    NOT NULL CHECK (value > 0),
+  unit        TEXT    NOT NULL CHECK (length(unit) > 0),
+  measured_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  UNIQUE (gpu_id, name)
+);
+
+-- Timings of other implementations on the same GPU and problem, stored by
+-- scripts/bench_sdpa.py: PyTorch's scaled_dot_product_attention backends
+-- ('sdpa_flash', 'sdpa_cudnn'). They are comparisons for the report, never
+-- candidates: no check, no winner. The latest row per source counts.
+CREATE TABLE external_timings (
+  id          INTEGER PRIMARY KEY,
+  gpu_id      INTEGER NOT NULL REFERENCES gpus (id),
+  problem_id  INTEGER NOT NULL REFERENCES problems (id),
+  source      TEXT    NOT NULL CHECK (length(source) > 0),
+  median_ms   REAL    NOT NULL CHECK (median_ms > 0),
+  tflops      REAL    NOT NULL CHECK (tflops >= 0),
+  measured_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX external_timings_by_problem ON external_timings (gpu_id, problem_id, source);

@@ -103,15 +103,22 @@ def kernels_from_manifest(path):
             yield e, cubin
 
 
+def device_arch():
+    major, minor = torch.cuda.get_device_capability()
+    return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+
+
 def kernels_from_db(path, gpu_name):
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     rows = db.execute("""
         SELECT v.name, v.dtype, v.head_dim, v.mask, p.seqlen_q, b.cubin, v.entry, v.block_m,
                v.threads, v.smem_bytes
         FROM winners w JOIN variants v ON v.id = w.variant_id JOIN problems p ON p.id = w.problem_id
-        JOIN gpus g ON g.id = w.gpu_id JOIN builds b ON b.variant_id = v.id AND b.ok = 1
+        JOIN gpus g ON g.id = w.gpu_id
+        JOIN builds b ON b.variant_id = v.id AND b.ok = 1 AND b.arch = ?
         WHERE g.name = ? AND v.direction = 'fwd'
-        ORDER BY v.head_dim, v.dtype, v.mask, p.seqlen_q""", (gpu_name,)).fetchall()
+        GROUP BY w.gpu_id, w.problem_id
+        ORDER BY v.head_dim, v.dtype, v.mask, p.seqlen_q""", (device_arch(), gpu_name)).fetchall()
     for (name, dtype, d, mask, seqlen, cubin, entry, block_m, threads, smem) in rows:
         yield dict(name=name, dtype=dtype, head_dim=d, causal=mask == "causal", seqlen=seqlen,
                    entry=entry, block_m=block_m, threads=threads, smem_bytes=smem), cubin

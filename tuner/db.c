@@ -791,3 +791,93 @@ out:
   release(s);
   return ret;
 }
+
+/* Ceilings and external timings: written rarely, so each statement is
+ * prepared per call rather than kept in stmt_sql[]. */
+static int prepare_once(fat_db *db, const char *sql, sqlite3_stmt **s, const char *what) {
+  if (sqlite3_prepare_v2(db->h, sql, -1, s, NULL) == SQLITE_OK) return 0;
+  return fail(db, "cannot %s in %s", what, db->path);
+}
+
+int fat_db_put_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, double value,
+                       const char *unit) {
+  int ret = -1;
+  sqlite3_stmt *s = NULL;
+  if (!name || !*name || !unit || !*unit || !isfinite(value) || value <= 0) {
+    snprintf(db->err, sizeof db->err, "cannot store ceiling '%s' = %g %s of gpu %lld: %s",
+             name ? name : "(null)", value, unit ? unit : "(null)", (long long)gpu_id,
+             !isfinite(value) || value <= 0 ? "value must be positive and finite"
+                                            : "empty name or unit");
+    goto out;
+  }
+  if (prepare_once(db,
+                   "INSERT INTO ceilings (gpu_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)"
+                   " ON CONFLICT (gpu_id, name) DO UPDATE SET value = excluded.value,"
+                   " unit = excluded.unit, measured_at = excluded.measured_at",
+                   &s, "store a ceiling"))
+    goto out;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+  sqlite3_bind_double(s, 3, value);
+  sqlite3_bind_text(s, 4, unit, -1, SQLITE_STATIC);
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    fail(db, "cannot store ceiling '%s' = %g %s of gpu %lld", name, value, unit,
+         (long long)gpu_id);
+    goto out;
+  }
+  ret = 0;
+out:
+  sqlite3_finalize(s);
+  return ret;
+}
+
+int fat_db_get_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, double *value,
+                       char *unit, size_t unitlen, int *found) {
+  int ret = -1, rc;
+  sqlite3_stmt *s = NULL;
+  *found = 0;
+  if (prepare_once(db, "SELECT value, unit FROM ceilings WHERE gpu_id = ?1 AND name = ?2", &s,
+                   "read ceilings"))
+    goto out;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    *found = 1;
+    *value = sqlite3_column_double(s, 0);
+    if (unit && unitlen)
+      snprintf(unit, unitlen, "%s", (const char *)sqlite3_column_text(s, 1));
+  } else if (rc != SQLITE_DONE) {
+    fail(db, "cannot read ceiling '%s' of gpu %lld", name, (long long)gpu_id);
+    goto out;
+  }
+  ret = 0;
+out:
+  sqlite3_finalize(s);
+  return ret;
+}
+
+int fat_db_put_external_timing(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                               const char *source, double median_ms, double tflops) {
+  int ret = -1;
+  sqlite3_stmt *s = NULL;
+  if (prepare_once(db,
+                   "INSERT INTO external_timings (gpu_id, problem_id, source, median_ms, tflops)"
+                   " VALUES (?1, ?2, ?3, ?4, ?5)",
+                   &s, "store an external timing"))
+    goto out;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_int64(s, 2, problem_id);
+  sqlite3_bind_text(s, 3, source ? source : "", -1, SQLITE_STATIC);
+  sqlite3_bind_double(s, 4, median_ms);
+  sqlite3_bind_double(s, 5, tflops);
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    fail(db, "cannot store %s timing on gpu %lld, problem %lld (median %g ms)",
+         source ? source : "(null)", (long long)gpu_id, (long long)problem_id, median_ms);
+    goto out;
+  }
+  ret = 0;
+out:
+  sqlite3_finalize(s);
+  return ret;
+}

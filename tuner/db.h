@@ -119,4 +119,31 @@ typedef struct fat_db_summary_row {
 /* Every winner on GPU_ID, ordered by direction, dtype, mask, head dim,
  * seqlens. *ROWS is heap (free), *N its length. */
 int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, size_t *n);
+
+/* The GPU's measured ceilings (table ceilings), in SI base units. The tuner
+ * stores them; `fatune explain` and `fatune report` read them for the
+ * roofline floors. */
+#define FAT_CEILING_COPY_BANDWIDTH "copy_bandwidth"  /* B/s, device-to-device copy */
+#define FAT_CEILING_PEAK_FP16 "matrix_peak_fp16"      /* FLOP/s, mma fp16, fp32 accumulate */
+#define FAT_CEILING_PEAK_BF16 "matrix_peak_bf16"      /* FLOP/s, mma bf16, fp32 accumulate */
+#define FAT_CEILING_UNIT_BANDWIDTH "B/s"
+#define FAT_CEILING_UNIT_FLOPS "FLOP/s"
+
+/* Stores ceiling NAME = VALUE (UNIT) for GPU_ID, replacing an earlier
+ * measurement of the same name. VALUE must be positive and finite. */
+int fat_db_put_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, double value,
+                       const char *unit);
+/* Reads ceiling NAME of GPU_ID: *FOUND = 0 when none is stored, else 1 with
+ * *VALUE (and UNIT, when not NULL, up to UNITLEN bytes) filled. */
+int fat_db_get_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, double *value,
+                       char *unit, size_t unitlen, int *found);
+
+/* Sources of external_timings rows written by scripts/bench_sdpa.py. */
+#define FAT_EXTERNAL_SDPA_FLASH "sdpa_flash"  /* SDPBackend.FLASH_ATTENTION */
+#define FAT_EXTERNAL_SDPA_CUDNN "sdpa_cudnn"  /* SDPBackend.CUDNN_ATTENTION */
+
+/* Records one timing of an implementation outside fatune (SOURCE names it)
+ * on GPU_ID and PROBLEM_ID, for comparison in the report. */
+int fat_db_put_external_timing(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                               const char *source, double median_ms, double tflops);
 #endif

@@ -72,7 +72,8 @@ void fat_compare_fwd(fat_dtype d, const uint16_t *o, const double *ref_o, size_t
   out->lse_max_abs = lse_max;
   out->passed = 0;
   if (nonfinite)
-    snprintf(out->reason, sizeof out->reason, "%lld non-finite outputs", nonfinite);
+    snprintf(out->reason, sizeof out->reason, "%lld non-finite output%s", nonfinite,
+             nonfinite == 1 ? "" : "s");
   else if (!(out->rel_l2 <= tol.rel_l2))
     snprintf(out->reason, sizeof out->reason, "rel_l2 %.1e > %.1e", out->rel_l2, tol.rel_l2);
   else if (max_abs > tol.max_abs_rel * max_ref)

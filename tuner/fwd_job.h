@@ -38,6 +38,9 @@ typedef struct fat_time_opts {
   int flush_l2;  /* 1: overwrite a buffer of 2x the L2 size before each repetition */
 } fat_time_opts;
 
+#define FAT_MAX_CHECK_SHAPES 64  /* shapes one variant is checked on in one job */
+#define FAT_MAX_INTERLEAVED 16   /* variants timed together round-robin */
+
 #define FAT_DEFAULT_REPS 20
 #define FAT_DEFAULT_WARMUP 3
 

@@ -1,2 +1,68 @@
-/* fatune command line: placeholder while the pipeline modules are written. */
-int main(void) { return 0; }
+/* The fatune command: parses the command line and hands the run to the
+ * pipeline (tune.c) or to a subcommand. Usage errors go to stderr naming the
+ * bad value, with exit status 2; help goes to stdout. */
+#include <stdio.h>
+#include <string.h>
+#include "gen.h"
+#include "options.h"
+#include "tune.h"
+
+#define ERRLEN 1024
+#define MAX_HEAD_DIMS 32
+
+int main(int argc, char **argv) {
+  char err[ERRLEN];
+  int known[MAX_HEAD_DIMS], n_known;
+  fat_options o;
+
+  /* The head dims the CLI accepts are the ones the space has. */
+  const char *source_dir = NULL;
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], "--templates")) source_dir = argv[i + 1];
+  fat_gen *gen = fat_gen_open(source_dir, err, sizeof err);
+  if (!gen) {
+    fprintf(stderr, "fatune: generator: %s\n", err);
+    return FAT_EXIT_FAILED;
+  }
+  n_known = fat_gen_head_dims(gen, FAT_FWD, known, MAX_HEAD_DIMS, err, sizeof err);
+  fat_gen_close(gen);
+  if (n_known < 0) {
+    fprintf(stderr, "fatune: generator: %s\n", err);
+    return FAT_EXIT_FAILED;
+  }
+
+  if (fat_options_parse(argc, argv, known, n_known, &o, err, sizeof err)) {
+    fprintf(stderr, "fatune: %s\n", err);
+    return FAT_EXIT_USAGE;
+  }
+  switch (o.command) {
+  case FAT_CMD_HELP:
+    fputs(fat_options_usage(), stdout);
+    return FAT_EXIT_OK;
+  case FAT_CMD_VERSION:
+    printf("fatune %s\n", FAT_VERSION);
+    return FAT_EXIT_OK;
+  default:
+    break;
+  }
+  /* Empty lists mean everything the space has. */
+  if (o.n_head_dims == 0) {
+    memcpy(o.head_dims, known, (size_t)n_known * sizeof *known);
+    o.n_head_dims = n_known;
+  }
+  if (o.n_dtypes == 0) {
+    o.dtypes[0] = FAT_FP16;
+    o.dtypes[1] = FAT_BF16;
+    o.n_dtypes = 2;
+  }
+  if (o.n_masks == 0) {
+    o.masks[0] = FAT_MASK_NONE;
+    o.masks[1] = FAT_MASK_CAUSAL;
+    o.n_masks = 2;
+  }
+  if (!o.db_path[0] && fat_options_default_db(o.db_path, sizeof o.db_path, err, sizeof err)) {
+    fprintf(stderr, "fatune: %s\n", err);
+    return FAT_EXIT_USAGE;
+  }
+  return fat_tune_main(&o, stdout, stderr);
+}

@@ -81,9 +81,6 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x);        /* cubin points int
 void fat_put_time_opts(fat_wbuf *b, const fat_time_opts *x);
 void fat_get_time_opts(fat_rbuf *b, fat_time_opts *x);
 
-#define FAT_MAX_CHECK_SHAPES 64
-#define FAT_MAX_INTERLEAVED 16
-
 /* Evaluate: check one variant on each shape, then (when every check passed
  * and TIMED is 1) time it on PROBLEM. */
 typedef struct fat_eval_job {

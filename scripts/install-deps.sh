@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what fatune's build and tests need and the machine lacks: a C
+# compiler, CMake, Lua 5.4 and SQLite development files (Debian/Ubuntu
+# packages), and Chromium for the report rendering test. The CUDA toolkit
+# (headers, NVRTC) is expected at /usr/local/cuda (or $CUDA_ROOT).
+set -euo pipefail
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in build-essential cmake liblua5.4-dev libsqlite3-dev python3 ${FATUNE_EXTRA_PACKAGES:-}; do
+  have_pkg "$p" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need[@]}"
+fi
+cuda=${CUDA_ROOT:-/usr/local/cuda}
+if [ ! -f "$cuda/include/nvrtc.h" ]; then
+  echo "install-deps: no CUDA toolkit at $cuda (need include/cuda.h, include/nvrtc.h and libnvrtc)." >&2
+  echo "install-deps: install the CUDA toolkit 12 or 13, or set CUDA_ROOT." >&2
+  exit 1
+fi

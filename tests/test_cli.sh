@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The fatune command line: every refusal exits 2 and names the bad value;
+# help and version exit 0. Needs no GPU. $1 is the fatune binary.
+set -u
+F=$1
+pass=0 fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect STATUS "TEXT" args...: exit status and a line of stderr, exactly.
+expect() {
+  local want_rc=$1 want_msg=$2; shift 2
+  local msg rc
+  msg=$("$F" "$@" 2>&1 >/dev/null); rc=$?
+  if [ "$rc" -eq "$want_rc" ] && grep -qxF -- "$want_msg" <<<"$msg"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL: fatune %s\n  want %d "%s"\n  got  %d "%s"\n' "$*" "$want_rc" "$want_msg" "$rc" "$msg"
+  fi
+}
+
+expect 2 "fatune: unknown option '--frobnicate' (see --help)" --frobnicate
+expect 2 "fatune: --head-dim: '0' is not a head dim fatune can tune (64, 96, 128, 192, 256)" --head-dim 0
+expect 2 "fatune: --head-dim: '1000' is not a head dim fatune can tune (64, 96, 128, 192, 256)" --head-dim 1000
+expect 2 "fatune: --head-dim: 'abc' is not a number" --head-dim abc
+expect 2 "fatune: --head-dim: '128' given twice" --head-dim 128,128
+expect 2 "fatune: --head-dim: empty list" --head-dim ""
+expect 2 "fatune: --head-dim: empty item in '64,,128'" --head-dim 64,,128
+expect 2 "fatune: --dtype: unknown dtype 'fp8' (fp16, bf16)" --dtype fp8
+expect 2 "fatune: --mask: unknown mask 'sliding' (none, causal)" --mask sliding
+expect 2 "fatune: --seqlen: 0 is out of range [1, 1048576]" --seqlen 0
+expect 2 "fatune: --seqlen: -5 is out of range [1, 1048576]" --seqlen 512,-5
+expect 2 "fatune: --seqlen: 99999999999999999999 is out of range [1, 1048576]" --seqlen 99999999999999999999
+expect 2 "fatune: --gpu: -1 is out of range [0, 1023]" --gpu -1
+expect 2 "fatune: --gpu given twice" --gpu 0 --gpu 1
+expect 2 "fatune: --gpu needs a value" --gpu
+expect 2 "fatune: --jobs: 0 is out of range [1, 256]" --jobs 0
+expect 2 "fatune: --reps: 5 is out of range [20, 10000]" --reps 5
+expect 2 "fatune: --arch: unknown architecture 'sm_75' (sm_80, sm_86, sm_89, sm_90a, ...)" --arch sm_75
+expect 2 "fatune: --db: empty path" --db ""
+expect 2 "fatune: --retune given twice" --retune --retune
+expect 2 "fatune: --quiet and --verbose contradict each other" -q -v
+expect 2 "fatune: --head-dim given twice" --head-dim 64 --head-dim 128
+
+# A database path that cannot be written: refused with exit 2 before any work.
+printf 'not a database at all, just text\n%.0s' {1..64} >"$tmp/corrupt.db"
+expect 2 "fatune: --db: not a fatune database: $tmp/corrupt.db: file is not a database" \
+  --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db "$tmp/corrupt.db"
+expect 2 "fatune: --db: cannot open database /nonexistent-dir/x.db: unable to open database file (No such file or directory)" \
+  --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db /nonexistent-dir/x.db
+
+# Help and version.
+if "$F" --help | grep -q '^Usage: fatune'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --help"; fi
+if [ "$("$F" --version)" = "fatune 0.1.0" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version"; fi
+
+# --list: the query's variants, names stable, one default per (dtype, mask).
+n=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
+defaults=$("$F" --list --head-dim 128 --arch sm_90a 2>/dev/null | grep -c '(default)')
+if [ "$n" -ge 12 ] && [ "$defaults" -eq 4 ] &&
+   "$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null |
+     grep -q '^fwd.mma80.bf16.d128.causal.m128n64w4s1 (default)  BLOCK_M=128 BLOCK_N=64 STAGES=1 WARPS=4  [0-9a-f]\{64\}$'; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: --list ($n variants, $defaults defaults)"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,344 @@
+/* Tests of the GPU worker that need no GPU: that a missing driver is
+ * reported with the exact message and leaves no process behind; that
+ * CUresults are named and classified; that every message of the worker
+ * protocol survives a round trip field by field and that truncated,
+ * oversized or garbled frames are refused; that the channel reports EOF and
+ * timeouts as such; and that bad jobs are refused before anything is sent. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cuda_api.h"
+#include "fwd_job.h"
+#include "worker.h"
+#include "worker_wire.h"
+
+#define ERRLEN 512
+#define MISSING_LIB "/nonexistent/libcuda.so"
+#define SHORT_TIMEOUT_MS 50
+
+static int n_pass, n_fail;
+
+static void check_at(int ok, const char *file, int line, const char *what) {
+  if (ok) {
+    n_pass++;
+    return;
+  }
+  n_fail++;
+  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
+}
+#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
+#define CHECK_MSG(got, want)                                                   \
+  do {                                                                         \
+    int same_ = strcmp((got), (want)) == 0;                                    \
+    if (!same_) fprintf(stderr, "  got \"%s\", want \"%s\"\n", (got), (want)); \
+    check_at(same_, __FILE__, __LINE__, "message: " want);                     \
+  } while (0)
+#define CHECK_PREFIX(got, want)                                                     \
+  do {                                                                              \
+    int same_ = strncmp((got), (want), strlen(want)) == 0;                          \
+    if (!same_) fprintf(stderr, "  got \"%s\", want prefix \"%s\"\n", (got), (want)); \
+    check_at(same_, __FILE__, __LINE__, "prefix: " want);                           \
+  } while (0)
+
+static void test_no_driver(void) {
+  char err[ERRLEN] = "";
+  fat_cuda cu;
+  fat_worker *w = (fat_worker *)&cu; /* must be reset to NULL */
+  fat_gpu_info info;
+
+  setenv("FATUNE_LIBCUDA", MISSING_LIB, 1);
+  CHECK(fat_cuda_load(&cu, err, sizeof err) == -1);
+  CHECK_PREFIX(err, "no CUDA driver: could not load " MISSING_LIB " (");
+  CHECK(cu.handle == NULL);
+
+  err[0] = '\0';
+  CHECK(fat_worker_start(0, NULL, &w, &info, err, sizeof err) == -1);
+  CHECK(w == NULL);
+  CHECK_PREFIX(err, "no CUDA driver: could not load " MISSING_LIB " (");
+  /* The worker that found no driver was reaped: no child is left. */
+  CHECK(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD);
+  unsetenv("FATUNE_LIBCUDA");
+}
+
+static void test_result_names(void) {
+  char buf[64];
+  CHECK_MSG(fat_cuda_result_text(NULL, CUDA_ERROR_ILLEGAL_ADDRESS, buf, sizeof buf), "CUresult 700");
+  CHECK(fat_cuda_result_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
+  CHECK(fat_cuda_result_is_sticky(CUDA_ERROR_LAUNCH_FAILED));
+  CHECK(fat_cuda_result_is_sticky(CUDA_ERROR_ILLEGAL_INSTRUCTION));
+  CHECK(!fat_cuda_result_is_sticky(CUDA_ERROR_INVALID_VALUE));
+  CHECK(!fat_cuda_result_is_sticky(CUDA_ERROR_OUT_OF_MEMORY));
+  CHECK(!fat_cuda_result_is_sticky(CUDA_ERROR_NO_BINARY_FOR_GPU));
+  CHECK(!fat_cuda_result_is_sticky(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES));
+}
+
+static void test_shape_validation(void) {
+  char err[ERRLEN];
+  fat_check_shape ok = {1, 4, 2, 37, 53}, gqa = {1, 6, 4, 8, 8}, zero = {1, 2, 2, 0, 8};
+  CHECK(fat_check_shape_validate(&ok, 0, err, sizeof err) == 0);
+  CHECK(fat_check_shape_validate(&gqa, 1, err, sizeof err) == -1);
+  CHECK_MSG(err, "check shape 1: heads 6 is not a multiple of heads_k 4");
+  CHECK(fat_check_shape_validate(&zero, 2, err, sizeof err) == -1);
+  CHECK_MSG(err, "check shape 2: seqlen_q 0 is not positive");
+}
+
+static fat_rbuf reader(const fat_wbuf *b) {
+  fat_rbuf r = {b->data, b->len, 0, 0};
+  return r;
+}
+
+static void test_scalars_round_trip(void) {
+  fat_wbuf b = {0};
+  char s[8];
+  size_t n;
+  fat_put_u32(&b, 0xdeadbeefu);
+  fat_put_i32(&b, -7);
+  fat_put_u64(&b, UINT64_C(0x0123456789abcdef));
+  fat_put_f64(&b, -0.15625);
+  fat_put_bytes(&b, "\0\1\2", 3);
+  fat_put_str(&b, "sm_90a");
+  fat_put_str(&b, "");
+  CHECK(!b.failed && b.len == 4 + 4 + 8 + 8 + (8 + 3) + (8 + 6) + 8);
+  fat_rbuf r = reader(&b);
+  CHECK(fat_get_u32(&r) == 0xdeadbeefu);
+  CHECK(fat_get_i32(&r) == -7);
+  CHECK(fat_get_u64(&r) == UINT64_C(0x0123456789abcdef));
+  CHECK(fat_get_f64(&r) == -0.15625);
+  const unsigned char *p = fat_get_bytes(&r, &n);
+  CHECK(n == 3 && p && p[0] == 0 && p[1] == 1 && p[2] == 2);
+  fat_get_str(&r, s, sizeof s);
+  CHECK_MSG(s, "sm_90a");
+  fat_get_str(&r, s, sizeof s);
+  CHECK_MSG(s, "");
+  CHECK(fat_rbuf_done(&r) == 0);
+  /* One read too many fails, and yields zero. */
+  CHECK(fat_get_u32(&r) == 0 && r.failed && fat_rbuf_done(&r) == -1);
+  /* A string longer than its destination fails rather than truncating. */
+  r = reader(&b);
+  r.pos = 4 + 4 + 8 + 8 + 8 + 3;
+  char tiny[4];
+  fat_get_str(&r, tiny, sizeof tiny);
+  CHECK(r.failed && tiny[0] == '\0');
+  /* Bytes left over are an error too. */
+  r = reader(&b);
+  fat_get_u32(&r);
+  CHECK(fat_rbuf_done(&r) == -1);
+  fat_wbuf_free(&b);
+}
+
+static void test_records_round_trip(void) {
+  fat_wbuf b = {0};
+  fat_gpu_info gi = {.name = "NVIDIA H200", .cc_major = 9, .cc_minor = 0, .sm_count = 132,
+                     .driver_version = 13000, .nvrtc_major = 13, .nvrtc_minor = 0,
+                     .mem_bytes = (size_t)150 << 30, .smem_per_block_optin = 232448,
+                     .l2_bytes = 50331648, .clock_khz = 1980000, .mem_clock_khz = 2619000};
+  fat_check ck = {.batch = 2, .heads = 3, .seqlen_q = 37, .seqlen_k = 53, .rel_l2 = 1.25e-3,
+                  .max_abs = 0.5, .lse_max_abs = 1e-7, .nonfinite = 4736, .passed = 0,
+                  .reason = "4736 non-finite outputs"};
+  fat_timing tm = {.reps = 20, .median_ms = 1.5, .min_ms = 1.25, .max_ms = 2, .p10_ms = 1.3,
+                   .p90_ms = 1.75, .tflops = 512.5, .sm_clock_mhz = 1980};
+  fat_gpu_info gi2;
+  fat_check ck2;
+  fat_timing tm2;
+  fat_put_gpu_info(&b, &gi);
+  fat_put_check(&b, &ck);
+  fat_put_timing(&b, &tm);
+  fat_rbuf r = reader(&b);
+  memset(&gi2, 0x55, sizeof gi2);
+  memset(&ck2, 0x55, sizeof ck2);
+  memset(&tm2, 0x55, sizeof tm2);
+  fat_get_gpu_info(&r, &gi2);
+  fat_get_check(&r, &ck2);
+  fat_get_timing(&r, &tm2);
+  CHECK(fat_rbuf_done(&r) == 0);
+  CHECK_MSG(gi2.name, "NVIDIA H200");
+  CHECK(gi2.cc_major == 9 && gi2.cc_minor == 0 && gi2.sm_count == 132 &&
+        gi2.driver_version == 13000 && gi2.nvrtc_major == 13 && gi2.nvrtc_minor == 0 &&
+        gi2.mem_bytes == ((size_t)150 << 30) && gi2.smem_per_block_optin == 232448 &&
+        gi2.l2_bytes == 50331648 && gi2.clock_khz == 1980000 && gi2.mem_clock_khz == 2619000);
+  CHECK(ck2.batch == 2 && ck2.heads == 3 && ck2.seqlen_q == 37 && ck2.seqlen_k == 53 &&
+        ck2.rel_l2 == 1.25e-3 && ck2.max_abs == 0.5 && ck2.lse_max_abs == 1e-7 &&
+        ck2.nonfinite == 4736 && ck2.passed == 0);
+  CHECK_MSG(ck2.reason, "4736 non-finite outputs");
+  CHECK(tm2.reps == 20 && tm2.median_ms == 1.5 && tm2.min_ms == 1.25 && tm2.max_ms == 2 &&
+        tm2.p10_ms == 1.3 && tm2.p90_ms == 1.75 && tm2.tflops == 512.5 && tm2.sm_clock_mhz == 1980);
+  fat_wbuf_free(&b);
+}
+
+static const unsigned char fake_cubin[] = {0x7f, 'E', 'L', 'F', 0, 1, 2, 3, 0xff};
+
+static void fill_kernel(fat_kernel_desc *k, const char *name) {
+  memset(k, 0, sizeof *k);
+  snprintf(k->name, sizeof k->name, "%s", name);
+  snprintf(k->entry, sizeof k->entry, "fat_fwd_mma80");
+  k->block_m = 128;
+  k->threads = 256;
+  k->smem_bytes = 98304;
+  k->dtype = FAT_BF16;
+  k->mask = FAT_MASK_CAUSAL;
+  k->head_dim = 128;
+  k->cubin = fake_cubin;
+  k->cubin_size = sizeof fake_cubin;
+}
+
+static void test_jobs_round_trip(void) {
+  static fat_eval_job job, job2;
+  static fat_eval_result res, res2;
+  static fat_interleave_job il, il2;
+  fat_wbuf b = {0};
+
+  fill_kernel(&job.kernel, "fwd.mma80.bf16.d128.causal.m128n64w8s2");
+  job.seed = UINT64_C(0xfeedfacecafebeef);
+  job.n_shapes = 3;
+  job.shapes[0] = (fat_check_shape){1, 2, 2, 37, 53};
+  job.shapes[1] = (fat_check_shape){2, 4, 1, 64, 64};
+  job.shapes[2] = (fat_check_shape){1, 2, 2, 53, 37};
+  job.timed = 1;
+  job.problem = (fat_problem){FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 4, 16, 16, 4096, 4096};
+  job.opts = (fat_time_opts){20, 3, 1};
+  fat_put_eval_job(&b, &job);
+  fat_rbuf r = reader(&b);
+  CHECK(fat_get_eval_job(&r, &job2) == 0);
+  CHECK_MSG(job2.kernel.name, "fwd.mma80.bf16.d128.causal.m128n64w8s2");
+  CHECK_MSG(job2.kernel.entry, "fat_fwd_mma80");
+  CHECK(job2.kernel.block_m == 128 && job2.kernel.threads == 256 &&
+        job2.kernel.smem_bytes == 98304 && job2.kernel.dtype == FAT_BF16 &&
+        job2.kernel.mask == FAT_MASK_CAUSAL && job2.kernel.head_dim == 128);
+  CHECK(job2.kernel.cubin_size == sizeof fake_cubin &&
+        memcmp(job2.kernel.cubin, fake_cubin, sizeof fake_cubin) == 0);
+  /* The cubin is read in place, not copied. */
+  CHECK(job2.kernel.cubin >= b.data && job2.kernel.cubin < b.data + b.len);
+  CHECK(job2.seed == job.seed && job2.n_shapes == 3 && job2.timed == 1);
+  CHECK(memcmp(job2.shapes, job.shapes, 3 * sizeof job.shapes[0]) == 0);
+  CHECK(memcmp(&job2.problem, &job.problem, sizeof job.problem) == 0);
+  CHECK(job2.opts.reps == 20 && job2.opts.warmup == 3 && job2.opts.flush_l2 == 1);
+  /* Every truncation of the message is refused. */
+  int refused = 0;
+  for (size_t cut = 0; cut < b.len; cut++) {
+    fat_rbuf t = {b.data, cut, 0, 0};
+    refused += fat_get_eval_job(&t, &job2) == -1;
+  }
+  CHECK(refused == (int)b.len);
+  /* A shape count beyond the array is refused, not trusted. */
+  size_t count_at = b.len - (sizeof(int32_t) * (1 + 9 + 3) + 3 * 5 * sizeof(int32_t)) - sizeof(int32_t);
+  int32_t huge = FAT_MAX_CHECK_SHAPES + 1;
+  memcpy(b.data + count_at, &huge, sizeof huge);
+  r = reader(&b);
+  CHECK(fat_get_eval_job(&r, &job2) == -1);
+  fat_wbuf_free(&b);
+
+  res.n_checks = 2;
+  res.checks[0] = (fat_check){1, 2, 37, 53, 3e-3, 1e-2, 1e-6, 0, 1, "ok"};
+  res.checks[1] = (fat_check){1, 2, 53, 37, 2e-2, 1e-1, 1e-6, 0, 0, "rel_l2 2.0e-02 > 1.0e-02"};
+  res.timed = 0;
+  fat_put_eval_result(&b, &res);
+  r = reader(&b);
+  CHECK(fat_get_eval_result(&r, &res2) == 0);
+  CHECK(res2.n_checks == 2 && res2.timed == 0);
+  CHECK(res2.checks[0].passed == 1 && res2.checks[1].passed == 0);
+  CHECK_MSG(res2.checks[1].reason, "rel_l2 2.0e-02 > 1.0e-02");
+  CHECK(res2.checks[1].seqlen_q == 53 && res2.checks[1].rel_l2 == 2e-2);
+  fat_wbuf_free(&b);
+
+  il.n = 2;
+  fill_kernel(&il.kernels[0], "a");
+  fill_kernel(&il.kernels[1], "b");
+  il.kernels[1].block_m = 64;
+  il.problem = job.problem;
+  il.opts = (fat_time_opts){30, 5, 0};
+  il.seed = 42;
+  fat_put_interleave_job(&b, &il);
+  r = reader(&b);
+  CHECK(fat_get_interleave_job(&r, &il2) == 0);
+  CHECK(il2.n == 2 && il2.seed == 42 && il2.opts.reps == 30 && il2.opts.flush_l2 == 0);
+  CHECK_MSG(il2.kernels[1].name, "b");
+  CHECK(il2.kernels[0].block_m == 128 && il2.kernels[1].block_m == 64);
+  fat_wbuf_free(&b);
+}
+
+static void test_frames(void) {
+  int sv[2];
+  char err[ERRLEN] = "";
+  uint32_t type = 0;
+  unsigned char *payload = NULL;
+  size_t len = 0;
+  fat_wbuf b = {0};
+
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  fat_put_str(&b, "hello");
+  CHECK(fat_wire_send(sv[0], FAT_MSG_W_FATAL, &b, err, sizeof err) == 0);
+  CHECK(fat_wire_send(sv[0], FAT_MSG_P_QUIT, NULL, err, sizeof err) == 0);
+  CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_OK);
+  CHECK(type == FAT_MSG_W_FATAL && len == b.len && memcmp(payload, b.data, len) == 0);
+  free(payload);
+  CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_OK);
+  CHECK(type == FAT_MSG_P_QUIT && len == 0 && payload == NULL);
+  /* Nothing more: a timeout, not an error. */
+  CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_TIMEOUT);
+
+  /* A garbled header is refused with what was seen. */
+  unsigned char junk[16] = {'J', 'U', 'N', 'K', 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0};
+  CHECK(write(sv[0], junk, sizeof junk) == (ssize_t)sizeof junk);
+  CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_ERROR);
+  CHECK_MSG(err, "bad frame on worker channel (magic 0x4b4e554a, length 5)");
+  /* So is a length beyond any real message. */
+  uint32_t magic = FAT_WIRE_MAGIC;
+  uint64_t huge = FAT_WIRE_MAX_PAYLOAD + 1;
+  memcpy(junk, &magic, 4);
+  memcpy(junk + 8, &huge, 8);
+  CHECK(write(sv[0], junk, sizeof junk) == (ssize_t)sizeof junk);
+  CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_ERROR);
+  CHECK_MSG(err, "bad frame on worker channel (magic 0x57544146, length 1073741825)");
+
+  /* A frame cut short by the peer's death is EOF, saying how far it got;
+   * a clean close is EOF too. */
+  uint64_t ten = 10;
+  memcpy(junk + 8, &ten, 8);
+  CHECK(write(sv[0], junk, sizeof junk) == (ssize_t)sizeof junk);
+  CHECK(write(sv[0], "abc", 3) == 3);
+  close(sv[0]);
+  CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_EOF);
+  CHECK_MSG(err, "worker channel closed after 3 of 10 payload bytes");
+  CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_EOF);
+  /* Writing to a closed peer is an error, not SIGPIPE. */
+  CHECK(fat_wire_send(sv[1], FAT_MSG_P_QUIT, NULL, err, sizeof err) == -1);
+  CHECK_PREFIX(err, "write to worker channel: ");
+  close(sv[1]);
+  fat_wbuf_free(&b);
+}
+
+static void test_parent_refusals(void) {
+  char reason[ERRLEN];
+  fat_timing t;
+  int timed = 1;
+  fat_worker_options o;
+  fat_worker_options_default(&o);
+  CHECK(o.timeout_base_s == 20.0 && o.timeout_factor == 50.0 && o.time.reps == 20 &&
+        o.time.warmup == 3 && o.time.flush_l2 == 1);
+  CHECK(fat_worker_evaluate(NULL, NULL, NULL, NULL, 0, NULL, NULL, &t, &timed, reason,
+                            sizeof reason) == FAT_WORKER_ERROR);
+  CHECK(timed == 0);
+  CHECK_MSG(reason, "no worker running (restart it after a fault or timeout)");
+  CHECK(fat_worker_time_interleaved(NULL, NULL, NULL, 2, NULL, &t, reason, sizeof reason) ==
+        FAT_WORKER_ERROR);
+  CHECK_MSG(reason, "no worker running (restart it after a fault or timeout)");
+  CHECK(!fat_worker_alive(NULL) && fat_worker_pid(NULL) == 0);
+  fat_worker_stop(NULL);
+}
+
+int main(void) {
+  test_no_driver();
+  test_result_names();
+  test_shape_validation();
+  test_scalars_round_trip();
+  test_records_round_trip();
+  test_jobs_round_trip();
+  test_frames();
+  test_parent_refusals();
+  printf("%d passed, %d failed\n", n_pass, n_fail);
+  return n_fail ? 1 : 0;
+}

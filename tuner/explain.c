@@ -1,0 +1,669 @@
+/* `fatune explain`: counts bytes and FLOPs of one attention shape, and sets
+ * them against the GPU's measured ceilings and the tuned winner stored in
+ * the database (explain.h says what each number means and does not mean). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "explain.h"
+#include "options.h"
+
+/* Reads and writes a materialising implementation makes of the N² scores:
+ * S written, S read for softmax, P written, P read for P·V. */
+#define MATERIALISE_SCORE_PASSES 4
+/* FLOPs per (query, key, head-dim element): one multiply-add in Q·Kᵀ and one in P·V. */
+#define FLOPS_PER_QK_D 4
+#define TERA 1e12
+#define ERRLEN 512
+
+/* ------------------------------------------------------------------ counts */
+
+/* *acc *= f, refusing overflow: returns -1 when the product does not fit. */
+static int mul_into(uint64_t *acc, uint64_t f) {
+  return __builtin_mul_overflow(*acc, f, acc) ? -1 : 0;
+}
+
+/* Product of N factors into *OUT, -1 on overflow. */
+static int product(uint64_t *out, int n, const uint64_t *f) {
+  uint64_t acc = 1;
+  for (int i = 0; i < n; i++)
+    if (mul_into(&acc, f[i])) return -1;
+  *out = acc;
+  return 0;
+}
+
+int fat_io_model_compute(const fat_problem *p, fat_io_model *m, char *err, size_t errlen) {
+  memset(m, 0, sizeof *m);
+  const struct {
+    const char *name;
+    int value;
+  } dims[] = {{"batch", p->batch},       {"heads", p->heads},       {"heads_k", p->heads_k},
+              {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k}, {"head dim", p->head_dim}};
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+    if (dims[i].value <= 0) {
+      snprintf(err, errlen, "%s must be positive, not %d", dims[i].name, dims[i].value);
+      return -1;
+    }
+  if (p->heads % p->heads_k != 0) {
+    snprintf(err, errlen, "heads (%d) must be a multiple of heads_k (%d)", p->heads, p->heads_k);
+    return -1;
+  }
+  m->problem = *p;
+  m->problem.direction = FAT_FWD;
+  m->elem_bytes = fat_dtype_size(p->dtype);
+  const uint64_t e = m->elem_bytes, b = (uint64_t)p->batch, h = (uint64_t)p->heads,
+                 hk = (uint64_t)p->heads_k, sq = (uint64_t)p->seqlen_q,
+                 sk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim;
+  uint64_t passes = MATERIALISE_SCORE_PASSES, fpd = FLOPS_PER_QK_D;
+  int bad = 0;
+  bad |= product(&m->score_elements, 4, (uint64_t[]){b, h, sq, sk});
+  bad |= product(&m->score_bytes, 2, (uint64_t[]){m->score_elements, e});
+  bad |= product(&m->row_bytes, 2, (uint64_t[]){sk, e});
+  bad |= product(&m->scores_traffic, 2, (uint64_t[]){m->score_bytes, passes});
+  bad |= product(&m->q_bytes, 5, (uint64_t[]){b, h, sq, d, e});
+  bad |= product(&m->k_bytes, 5, (uint64_t[]){b, hk, sk, d, e});
+  m->v_bytes = m->k_bytes;
+  m->o_bytes = m->q_bytes;
+  bad |= __builtin_add_overflow(m->q_bytes, m->k_bytes, &m->lower_bound_bytes);
+  bad |= __builtin_add_overflow(m->lower_bound_bytes, m->v_bytes, &m->lower_bound_bytes);
+  bad |= __builtin_add_overflow(m->lower_bound_bytes, m->o_bytes, &m->lower_bound_bytes);
+  bad |= __builtin_add_overflow(m->scores_traffic, m->lower_bound_bytes, &m->materialise_bytes);
+  bad |= product(&m->flops, 3, (uint64_t[]){m->score_elements, d, fpd});
+  if (bad) {
+    snprintf(err, errlen,
+             "shape too large to count: batch %d, heads %d, seqlen_q %d, seqlen_k %d, head dim %d "
+             "overflows 64-bit byte or FLOP counts",
+             p->batch, p->heads, p->seqlen_q, p->seqlen_k, p->head_dim);
+    return -1;
+  }
+  /* The papers' convention, as fat_problem_flops: halved only when the
+   * causal triangle is square. The factor 4 keeps the halving exact. */
+  if (p->mask == FAT_MASK_CAUSAL && p->seqlen_q == p->seqlen_k) m->flops /= 2;
+  m->ratio = (double)m->materialise_bytes / (double)m->lower_bound_bytes;
+  m->intensity = (double)m->flops / (double)m->lower_bound_bytes;
+  return 0;
+}
+
+/* -------------------------------------------------------------- formatting */
+
+char *fat_fmt_thousands(uint64_t n, char *buf, size_t cap) {
+  char digits[32];
+  int len = snprintf(digits, sizeof digits, "%llu", (unsigned long long)n);
+  size_t o = 0;
+  for (int i = 0; i < len && o + 1 < cap; i++) {
+    if (i > 0 && (len - i) % 3 == 0 && o + 2 < cap) buf[o++] = ',';
+    buf[o++] = digits[i];
+  }
+  if (cap) buf[o < cap ? o : cap - 1] = '\0';
+  return buf;
+}
+
+/* VALUE with up to DECIMALS decimals, trailing zeros (and the point) dropped. */
+static char *fmt_trimmed(double value, int decimals, char *buf, size_t cap) {
+  snprintf(buf, cap, "%.*f", decimals, value);
+  if (strchr(buf, '.')) {
+    char *end = buf + strlen(buf) - 1;
+    while (*end == '0') *end-- = '\0';
+    if (*end == '.') *end = '\0';
+  }
+  return buf;
+}
+
+/* VALUE scaled by the largest unit of UNITS (steps of STEP) that keeps it
+ * at least 1, printed with DECIMALS (trimmed or fixed). */
+static char *fmt_scaled(double value, double step, const char *const *units, int n_units,
+                        int decimals, int trim, char *buf, size_t cap) {
+  int u = 0;
+  while (u + 1 < n_units && fabs(value) >= step) {
+    value /= step;
+    u++;
+  }
+  char num[64];
+  if (trim) fmt_trimmed(value, decimals, num, sizeof num);
+  else snprintf(num, sizeof num, "%.*f", decimals, value);
+  snprintf(buf, cap, "%s %s", num, units[u]);
+  return buf;
+}
+
+char *fat_fmt_bytes(double bytes, char *buf, size_t cap) {
+  static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  return fmt_scaled(bytes, 1024.0, units, sizeof units / sizeof units[0], 2, 1, buf, cap);
+}
+
+char *fat_fmt_flops(double flops, char *buf, size_t cap) {
+  static const char *const units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP",
+                                      "EFLOP"};
+  return fmt_scaled(flops, 1000.0, units, sizeof units / sizeof units[0], 2, 0, buf, cap);
+}
+
+/* A duration in seconds with three significant digits in ns, µs, ms or s. */
+static char *fmt_seconds(double s, char *buf, size_t cap) {
+  static const char *const units[] = {"ns", "µs", "ms", "s"};
+  double v = s * 1e9;
+  int u = 0;
+  while (u + 1 < (int)(sizeof units / sizeof units[0]) && v >= 1000.0) {
+    v /= 1000.0;
+    u++;
+  }
+  snprintf(buf, cap, "%.3g %s", v, units[u]);
+  return buf;
+}
+
+/* ---------------------------------------------------------------- printing */
+
+void fat_explain_print_model(FILE *out, const fat_io_model *m) {
+  const fat_problem *p = &m->problem;
+  char a[64], b[64], c[64], h1[64], h2[64], h3[64];
+  fprintf(out,
+          "Attention forward, %s, batch %d, heads %d (K/V heads %d), seqlen_q %d, seqlen_k %d, "
+          "head dim %d, %s\n\n",
+          fat_dtype_name(p->dtype), p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k,
+          p->head_dim, p->mask == FAT_MASK_CAUSAL ? "causal" : "no mask");
+
+  fprintf(out, "Score matrix S = Q·Kᵀ (P = softmax(S) is the same size)\n");
+  fprintf(out, "  %s score elements, %s at %llu bytes each\n",
+          fat_fmt_thousands(m->score_elements, a, sizeof a),
+          fat_fmt_bytes((double)m->score_bytes, h1, sizeof h1), (unsigned long long)m->elem_bytes);
+  fprintf(out, "  one row: %s scores, a %s row\n\n", fat_fmt_thousands((uint64_t)p->seqlen_k, a, sizeof a),
+          fat_fmt_bytes((double)m->row_bytes, h1, sizeof h1));
+
+  fprintf(out, "Bytes a materialising implementation moves\n");
+  fprintf(out, "  S written, read for softmax, P written, read for P·V: %s bytes (%s)\n",
+          fat_fmt_thousands(m->scores_traffic, a, sizeof a),
+          fat_fmt_bytes((double)m->scores_traffic, h1, sizeof h1));
+  fprintf(out, "  Q, K, V read and O written once: %s bytes (%s)\n",
+          fat_fmt_thousands(m->lower_bound_bytes, a, sizeof a),
+          fat_fmt_bytes((double)m->lower_bound_bytes, h1, sizeof h1));
+  fprintf(out, "  %s + %s = %s bytes (%s)\n\n", fat_fmt_thousands(m->scores_traffic, a, sizeof a),
+          fat_fmt_thousands(m->lower_bound_bytes, b, sizeof b),
+          fat_fmt_thousands(m->materialise_bytes, c, sizeof c),
+          fat_fmt_bytes((double)m->materialise_bytes, h1, sizeof h1));
+
+  fprintf(out, "Input/output lower bound: %s bytes (%s minimum: Q, K, V read once, O written once)\n",
+          fat_fmt_thousands(m->lower_bound_bytes, a, sizeof a),
+          fat_fmt_bytes((double)m->lower_bound_bytes, h1, sizeof h1));
+  fprintf(out, "  materialising / lower bound: %s×\n\n", fmt_trimmed(m->ratio, 1, h2, sizeof h2));
+
+  fprintf(out, "FLOPs: %s (%s: 4·seqlen_q·seqlen_k·head dim per head%s)\n",
+          fat_fmt_thousands(m->flops, a, sizeof a), fat_fmt_flops((double)m->flops, h3, sizeof h3),
+          p->mask == FAT_MASK_CAUSAL && p->seqlen_q == p->seqlen_k ? ", halved for causal" : "");
+  fprintf(out, "Arithmetic intensity over the lower bound: %s FLOP/byte\n\n",
+          fmt_trimmed(m->intensity, 1, h2, sizeof h2));
+
+  if (p->heads_k != p->heads)
+    fprintf(out,
+            "Grouped-query attention: K and V are counted with %d heads (%d query heads share "
+            "each), Q and O with %d; the scores with %d.\n",
+            p->heads_k, p->heads / p->heads_k, p->heads, p->heads);
+  if (p->mask == FAT_MASK_CAUSAL) {
+    if (p->seqlen_q == p->seqlen_k)
+      fprintf(out, "Causal: the FLOPs are halved (seqlen_q = seqlen_k). ");
+    else
+      fprintf(out,
+              "Causal with seqlen_q != seqlen_k: the FLOPs are not halved (the FlashAttention "
+              "papers' convention). ");
+    fprintf(out,
+            "The materialising bytes count the full seqlen_q × seqlen_k matrix: a materialising "
+            "implementation writes every score, masked or not, before the softmax.\n");
+  }
+  fprintf(out,
+          "The lower bound is what any exact implementation must read and write once. It is not "
+          "FlashAttention's actual traffic: K and V tiles are re-read by every query tile, so a "
+          "tiled kernel moves more. The ratio compares byte counts; it is not a predicted "
+          "speedup.\n");
+}
+
+/* ----------------------------------------------------------------- parsing */
+
+const char *fat_explain_usage(void) {
+  return "Usage: fatune explain --seqlen N --head-dim D [options]\n"
+         "Counts what one attention forward shape costs: the score matrix, the bytes a\n"
+         "materialising implementation moves, the input/output lower bound, the FLOPs and,\n"
+         "with the GPU's measured ceilings, the bandwidth and compute floors. With a tuned\n"
+         "winner for the shape in the database, where the measured kernel sits.\n"
+         "\n"
+         "  --seqlen N         query and key length (or --seqlen-q N and --seqlen-k N)\n"
+         "  --head-dim D       head dimension\n"
+         "  --batch B          batch size (default 1)\n"
+         "  --heads H          query heads (default 1)\n"
+         "  --heads-k H        key/value heads, dividing --heads (default: --heads)\n"
+         "  --dtype T          fp16 or bf16, both 2 bytes (default fp16)\n"
+         "  --causal           causal mask\n"
+         "  --db PATH          database with measured ceilings and winners (default\n"
+         "                     $FATUNE_DB, else the cache folder's fatune.db)\n"
+         "  --gpu-name NAME    which GPU of the database (default: its only one)\n"
+         "  --bandwidth TB/s   copy bandwidth for the bandwidth floor, by hand\n"
+         "  --peak TFLOP/s     matrix peak for the compute floor, by hand\n"
+         "  -h, --help         this text\n";
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err,
+                     size_t errlen) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end) {
+    snprintf(err, errlen, "%s: '%s' is not a number", flag, s);
+    return -1;
+  }
+  if (errno == ERANGE || v < lo || v > hi) {
+    snprintf(err, errlen, "%s: %s is out of range [%ld, %ld]", flag, s, lo, hi);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+/* A positive, finite number times SCALE (TB/s → B/s, TFLOP/s → FLOP/s). */
+static int parse_positive(const char *flag, const char *s, const char *unit, double scale,
+                          double *out, char *err, size_t errlen) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (!*s || *end || errno == ERANGE || !isfinite(v) || v <= 0) {
+    snprintf(err, errlen, "%s: '%s' is not a positive number of %s", flag, s, unit);
+    return -1;
+  }
+  *out = v * scale;
+  return 0;
+}
+
+static int copy_text(const char *flag, const char *s, char *dst, size_t cap, char *err,
+                     size_t errlen) {
+  if (!*s || strlen(s) >= cap) {
+    snprintf(err, errlen, "%s: '%s' is %s", flag, s, *s ? "too long" : "empty");
+    return -1;
+  }
+  strcpy(dst, s);
+  return 0;
+}
+
+int fat_explain_parse(int argc, char **argv, fat_explain_options *o, char *err, size_t errlen) {
+  static const char *const valued[] = {"--batch",    "--heads",     "--heads-k",  "--seqlen",
+                                       "--seqlen-q", "--seqlen-k",  "--head-dim", "--dtype",
+                                       "--db",       "--gpu-name",  "--bandwidth", "--peak"};
+  enum { N_VALUED = sizeof valued / sizeof valued[0] };
+  int seen[N_VALUED] = {0}, seen_causal = 0;
+  int seqlen = 0, seqlen_q = 0, seqlen_k = 0;
+
+  memset(o, 0, sizeof *o);
+  o->problem.direction = FAT_FWD;
+  o->problem.dtype = FAT_FP16;
+  o->problem.mask = FAT_MASK_NONE;
+  o->problem.batch = 1;
+  o->problem.heads = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      o->help = 1;
+      return 0;
+    }
+    if (!strcmp(a, "--causal")) {
+      if (seen_causal++) {
+        snprintf(err, errlen, "--causal given twice");
+        return -1;
+      }
+      o->problem.mask = FAT_MASK_CAUSAL;
+      continue;
+    }
+    /* --flag=value or --flag value */
+    char flag[32];
+    const char *value = NULL, *eq = strchr(a, '=');
+    if (eq && eq - a < (long)sizeof flag) {
+      memcpy(flag, a, (size_t)(eq - a));
+      flag[eq - a] = 0;
+      value = eq + 1;
+    } else {
+      snprintf(flag, sizeof flag, "%s", a);
+    }
+    int k = -1;
+    for (int j = 0; j < N_VALUED; j++)
+      if (!strcmp(flag, valued[j])) k = j;
+    if (k < 0) {
+      snprintf(err, errlen, "unknown option '%s' (see fatune explain --help)", a);
+      return -1;
+    }
+    if (!value) {
+      if (i + 1 >= argc) {
+        snprintf(err, errlen, "%s needs a value", flag);
+        return -1;
+      }
+      value = argv[++i];
+    }
+    if (seen[k]++) {
+      snprintf(err, errlen, "%s given twice", flag);
+      return -1;
+    }
+    int rc = 0;
+    fat_problem *p = &o->problem;
+    if (!strcmp(flag, "--batch"))
+      rc = parse_int(flag, value, 1, FAT_EXPLAIN_MAX_BATCH, &p->batch, err, errlen);
+    else if (!strcmp(flag, "--heads"))
+      rc = parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEADS, &p->heads, err, errlen);
+    else if (!strcmp(flag, "--heads-k"))
+      rc = parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEADS, &p->heads_k, err, errlen);
+    else if (!strcmp(flag, "--seqlen"))
+      rc = parse_int(flag, value, 1, FAT_MAX_SEQLEN, &seqlen, err, errlen);
+    else if (!strcmp(flag, "--seqlen-q"))
+      rc = parse_int(flag, value, 1, FAT_MAX_SEQLEN, &seqlen_q, err, errlen);
+    else if (!strcmp(flag, "--seqlen-k"))
+      rc = parse_int(flag, value, 1, FAT_MAX_SEQLEN, &seqlen_k, err, errlen);
+    else if (!strcmp(flag, "--head-dim"))
+      rc = parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEAD_DIM, &p->head_dim, err, errlen);
+    else if (!strcmp(flag, "--dtype")) {
+      if (fat_dtype_parse(value, &p->dtype)) {
+        snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16)", flag, value);
+        rc = -1;
+      }
+    } else if (!strcmp(flag, "--db"))
+      rc = copy_text(flag, value, o->db_path, sizeof o->db_path, err, errlen);
+    else if (!strcmp(flag, "--gpu-name"))
+      rc = copy_text(flag, value, o->gpu_name, sizeof o->gpu_name, err, errlen);
+    else if (!strcmp(flag, "--bandwidth"))
+      rc = parse_positive(flag, value, "TB/s", TERA, &o->bandwidth, err, errlen);
+    else if (!strcmp(flag, "--peak"))
+      rc = parse_positive(flag, value, "TFLOP/s", TERA, &o->peak, err, errlen);
+    if (rc) return -1;
+  }
+  if (seqlen && (seqlen_q || seqlen_k)) {
+    snprintf(err, errlen, "--seqlen sets both lengths: give it or --seqlen-q/--seqlen-k, not both");
+    return -1;
+  }
+  if (!seqlen && (!seqlen_q != !seqlen_k)) {
+    snprintf(err, errlen, "%s given without %s", seqlen_q ? "--seqlen-q" : "--seqlen-k",
+             seqlen_q ? "--seqlen-k" : "--seqlen-q");
+    return -1;
+  }
+  if (!seqlen && !seqlen_q) {
+    snprintf(err, errlen, "no sequence length: give --seqlen N (or --seqlen-q and --seqlen-k)");
+    return -1;
+  }
+  if (!o->problem.head_dim) {
+    snprintf(err, errlen, "no head dim: give --head-dim D");
+    return -1;
+  }
+  o->problem.seqlen_q = seqlen ? seqlen : seqlen_q;
+  o->problem.seqlen_k = seqlen ? seqlen : seqlen_k;
+  if (!o->problem.heads_k) o->problem.heads_k = o->problem.heads;
+  if (o->problem.heads % o->problem.heads_k) {
+    snprintf(err, errlen, "--heads-k: %d does not divide --heads %d", o->problem.heads_k,
+             o->problem.heads);
+    return -1;
+  }
+  return 0;
+}
+
+/* -------------------------------------------------------------- database */
+
+int fat_db_open_existing(const char *path, fat_db **db, char *err, size_t errlen) {
+  struct stat st;
+  *db = NULL;
+  if (stat(path, &st) != 0) {
+    if (errno == ENOENT) return 0;
+    snprintf(err, errlen, "cannot open database %s: %s", path, strerror(errno));
+    return -1;
+  }
+  return fat_db_open(path, db, err, errlen);
+}
+
+/* The distinct GPU names in DB, ", "-joined into BUF ("none" when empty);
+ * *COUNT gets how many. */
+static int gpu_names(fat_db *db, char *buf, size_t cap, int *count, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int ret = -1, rc;
+  size_t used = 0;
+  *count = 0;
+  buf[0] = '\0';
+  if (sqlite3_prepare_v2(fat_db_handle(db), "SELECT DISTINCT name FROM gpus ORDER BY name", -1,
+                         &s, NULL) != SQLITE_OK)
+    goto fail;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    int n = snprintf(buf + used, cap - used, "%s%s", *count ? ", " : "",
+                     (const char *)sqlite3_column_text(s, 0));
+    if (n > 0) used = used + (size_t)n < cap ? used + (size_t)n : cap - 1;
+    (*count)++;
+  }
+  if (rc != SQLITE_DONE) goto fail;
+  if (!*count) snprintf(buf, cap, "none");
+  ret = 0;
+  goto out;
+fail:
+  snprintf(err, errlen, "cannot read GPUs: %s", sqlite3_errmsg(fat_db_handle(db)));
+out:
+  sqlite3_finalize(s);
+  return ret;
+}
+
+int fat_db_pick_gpu(fat_db *db, const char *name, sqlite3_int64 *gpu_id, char *name_out,
+                    size_t name_cap, int *found, char *err, size_t errlen) {
+  char names[1024];
+  int count = 0, ret = -1, rc;
+  sqlite3_stmt *s = NULL;
+  *found = 0;
+  if (gpu_names(db, names, sizeof names, &count, err, errlen)) return -1;
+  if (!name || !*name) {
+    if (count == 0) return 0;
+    if (count > 1) {
+      snprintf(err, errlen, "the database holds results of several GPUs (%s): choose one with "
+               "--gpu-name", names);
+      return 2;
+    }
+    /* The only name, read back below. */
+    name = NULL;
+  }
+  if (sqlite3_prepare_v2(fat_db_handle(db),
+                         "SELECT g.id, g.name FROM gpus g WHERE ?1 IS NULL OR g.name = ?1"
+                         " ORDER BY EXISTS (SELECT 1 FROM winners w WHERE w.gpu_id = g.id) DESC,"
+                         " g.id DESC LIMIT 1",
+                         -1, &s, NULL) != SQLITE_OK) {
+    snprintf(err, errlen, "cannot read GPUs: %s", sqlite3_errmsg(fat_db_handle(db)));
+    goto out;
+  }
+  if (name) sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    *gpu_id = sqlite3_column_int64(s, 0);
+    snprintf(name_out, name_cap, "%s", (const char *)sqlite3_column_text(s, 1));
+    *found = 1;
+  } else if (rc == SQLITE_DONE) {
+    snprintf(err, errlen, "--gpu-name: no GPU named '%s' in the database (it holds: %s)", name,
+             names);
+    ret = 2;
+    goto out;
+  } else {
+    snprintf(err, errlen, "cannot read GPUs: %s", sqlite3_errmsg(fat_db_handle(db)));
+    goto out;
+  }
+  ret = 0;
+out:
+  sqlite3_finalize(s);
+  return ret;
+}
+
+/* The winner stored for P's (dtype, head dim, mask, seqlens) on GPU_ID.
+ * *FOUND = 1 with NAME and *MEDIAN_MS when one matches batch and heads
+ * exactly; otherwise OTHERS lists the batch/heads that are stored ("" when
+ * none). */
+static int find_winner(fat_db *db, sqlite3_int64 gpu_id, const fat_problem *p, int *found,
+                       char *name, size_t name_cap, double *median_ms, char *others,
+                       size_t others_cap, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int ret = -1, rc;
+  size_t used = 0;
+  *found = 0;
+  others[0] = '\0';
+  if (sqlite3_prepare_v2(
+          fat_db_handle(db),
+          "SELECT p.batch, p.heads, p.heads_k, v.name, t.median_ms FROM winners w"
+          " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"
+          " JOIN timings t ON t.id = w.timing_id"
+          " WHERE w.gpu_id = ?1 AND p.direction = 'fwd' AND p.dtype = ?2 AND p.mask = ?3"
+          " AND p.head_dim = ?4 AND p.seqlen_q = ?5 AND p.seqlen_k = ?6"
+          " ORDER BY p.batch, p.heads, p.heads_k",
+          -1, &s, NULL) != SQLITE_OK)
+    goto fail;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_text(s, 2, fat_dtype_name(p->dtype), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, fat_mask_name(p->mask), -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 4, p->head_dim);
+  sqlite3_bind_int(s, 5, p->seqlen_q);
+  sqlite3_bind_int(s, 6, p->seqlen_k);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    int b = sqlite3_column_int(s, 0), h = sqlite3_column_int(s, 1), hk = sqlite3_column_int(s, 2);
+    if (b == p->batch && h == p->heads && hk == p->heads_k) {
+      *found = 1;
+      snprintf(name, name_cap, "%s", (const char *)sqlite3_column_text(s, 3));
+      *median_ms = sqlite3_column_double(s, 4);
+      continue;
+    }
+    int n = snprintf(others + used, others_cap - used, "%sbatch %d, heads %d (K/V heads %d)",
+                     used ? "; " : "", b, h, hk);
+    if (n > 0) used = used + (size_t)n < others_cap ? used + (size_t)n : others_cap - 1;
+  }
+  if (rc != SQLITE_DONE) goto fail;
+  ret = 0;
+  goto out;
+fail:
+  snprintf(err, errlen, "cannot read winners: %s", sqlite3_errmsg(fat_db_handle(db)));
+out:
+  sqlite3_finalize(s);
+  return ret;
+}
+
+/* ------------------------------------------------------------------- run */
+
+static void print_floors(FILE *out, const fat_io_model *m, const fat_ceilings *c,
+                         const char *gpu) {
+  char t[64], v[64];
+  fprintf(out, "\nFloors%s%s:", gpu ? " on " : "", gpu ? gpu : "");
+  if (c->bandwidth > 0)
+    fprintf(out, " copy bandwidth %s TB/s (%s)%s", fmt_trimmed(c->bandwidth / TERA, 2, v, sizeof v),
+            c->bandwidth_measured ? "measured" : "given", c->peak > 0 ? "," : "");
+  if (c->peak > 0)
+    fprintf(out, " %s matrix peak %s TFLOP/s (%s)", fat_dtype_name(m->problem.dtype),
+            fmt_trimmed(c->peak / TERA, 1, v, sizeof v), c->peak_measured ? "measured" : "given");
+  fprintf(out, "\n");
+  if (c->bandwidth > 0) {
+    fprintf(out, "  bandwidth floor: %s (lower-bound bytes at the copy bandwidth)\n",
+            fmt_seconds((double)m->lower_bound_bytes / c->bandwidth, t, sizeof t));
+    fprintf(out, "  the materialising bytes alone at the copy bandwidth: %s\n",
+            fmt_seconds((double)m->materialise_bytes / c->bandwidth, t, sizeof t));
+  }
+  if (c->peak > 0)
+    fprintf(out, "  compute floor: %s (FLOPs at the matrix peak)\n",
+            fmt_seconds((double)m->flops / c->peak, t, sizeof t));
+}
+
+static void print_measured(FILE *out, const fat_io_model *m, const fat_ceilings *c,
+                           const char *gpu, const char *variant, double median_ms) {
+  char t[64], v[64];
+  double s = median_ms * 1e-3;
+  fprintf(out, "\nMeasured on %s: winner %s\n", gpu, variant);
+  fprintf(out, "  time %s, %s TFLOP/s\n", fmt_seconds(s, t, sizeof t),
+          fmt_trimmed((double)m->flops / s / TERA, 1, v, sizeof v));
+  if (c->peak > 0)
+    fprintf(out, "  compute floor / measured time: %s%% of the matrix peak\n",
+            fmt_trimmed(100.0 * ((double)m->flops / c->peak) / s, 1, v, sizeof v));
+  if (c->bandwidth > 0)
+    fprintf(out, "  bandwidth floor / measured time: %s%% of the copy bandwidth\n",
+            fmt_trimmed(100.0 * ((double)m->lower_bound_bytes / c->bandwidth) / s, 1, v, sizeof v));
+}
+
+int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
+  char err[ERRLEN] = "", gpu[256] = "", variant[256] = "", others[1024] = "", db_path[4096];
+  fat_explain_options o;
+  fat_io_model m;
+  fat_db *db = NULL;
+  fat_ceilings c = {0};
+  sqlite3_int64 gpu_id = 0;
+  int status = FAT_EXIT_USAGE, have_gpu = 0, have_winner = 0;
+  double median_ms = 0;
+
+  if (fat_explain_parse(argc, argv, &o, err, sizeof err)) {
+    fprintf(errf, "fatune explain: %s\n", err);
+    goto out;
+  }
+  if (o.help) {
+    fputs(fat_explain_usage(), out);
+    status = FAT_EXIT_OK;
+    goto out;
+  }
+  if (fat_io_model_compute(&o.problem, &m, err, sizeof err)) {
+    fprintf(errf, "fatune explain: %s\n", err);
+    goto out;
+  }
+  if (o.db_path[0]) snprintf(db_path, sizeof db_path, "%s", o.db_path);
+  else if (fat_options_default_db(db_path, sizeof db_path, err, sizeof err)) {
+    fprintf(errf, "fatune explain: %s\n", err);
+    goto out;
+  }
+  if (fat_db_open_existing(db_path, &db, err, sizeof err)) {
+    fprintf(errf, "fatune explain: --db: %s\n", err);
+    goto out;
+  }
+  if (db) {
+    int rc = fat_db_pick_gpu(db, o.gpu_name, &gpu_id, gpu, sizeof gpu, &have_gpu, err, sizeof err);
+    if (rc) {
+      fprintf(errf, "fatune explain: %s\n", err);
+      status = rc == 2 ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
+      goto out;
+    }
+  }
+  status = FAT_EXIT_FAILED;
+  if (have_gpu) {
+    int found = 0;
+    const char *peak_name =
+        o.problem.dtype == FAT_BF16 ? FAT_CEILING_PEAK_BF16 : FAT_CEILING_PEAK_FP16;
+    if (fat_db_get_ceiling(db, gpu_id, FAT_CEILING_COPY_BANDWIDTH, &c.bandwidth, NULL, 0, &found))
+      goto db_fail;
+    c.bandwidth_measured = found;
+    if (!found) c.bandwidth = 0;
+    if (fat_db_get_ceiling(db, gpu_id, peak_name, &c.peak, NULL, 0, &found)) goto db_fail;
+    c.peak_measured = found;
+    if (!found) c.peak = 0;
+    if (find_winner(db, gpu_id, &o.problem, &have_winner, variant, sizeof variant, &median_ms,
+                    others, sizeof others, err, sizeof err))
+      goto fail;
+  }
+  /* Flags given by hand override what was measured. */
+  if (o.bandwidth > 0) {
+    c.bandwidth = o.bandwidth;
+    c.bandwidth_measured = 0;
+  }
+  if (o.peak > 0) {
+    c.peak = o.peak;
+    c.peak_measured = 0;
+  }
+
+  fat_explain_print_model(out, &m);
+  if (!c.bandwidth_measured && !c.peak_measured)
+    fprintf(out, "\nno measured ceilings for %s in %s; run fatune on a GPU%s\n",
+            have_gpu ? gpu : "this GPU", db_path,
+            c.bandwidth > 0 || c.peak > 0 ? "" : " (or give --bandwidth TB/s and --peak TFLOP/s)");
+  if (c.bandwidth > 0 || c.peak > 0) print_floors(out, &m, &c, have_gpu ? gpu : NULL);
+  if (have_winner) {
+    print_measured(out, &m, &c, gpu, variant, median_ms);
+  } else if (have_gpu) {
+    fprintf(out, "\nno tuned winner on %s in %s for %s, head dim %d, %s, seqlen_q %d, seqlen_k %d",
+            gpu, db_path, fat_dtype_name(o.problem.dtype), o.problem.head_dim,
+            fat_mask_name(o.problem.mask), o.problem.seqlen_q, o.problem.seqlen_k);
+    if (others[0])
+      fprintf(out, " with batch %d, heads %d (K/V heads %d); stored: %s\n", o.problem.batch,
+              o.problem.heads, o.problem.heads_k, others);
+    else
+      fprintf(out, "\n");
+  }
+  status = FAT_EXIT_OK;
+  goto out;
+db_fail:
+  snprintf(err, sizeof err, "%s", fat_db_errmsg(db));
+fail:
+  fprintf(errf, "fatune explain: %s\n", err);
+  status = FAT_EXIT_FAILED;
+out:
+  fat_db_close(db);
+  return status;
+}
+
+int fat_explain_main(int argc, char **argv) { return fat_explain_run(argc, argv, stdout, stderr); }

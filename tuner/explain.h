@@ -1,0 +1,105 @@
+/* `fatune explain`: the IO arithmetic of one attention shape, so that the
+ * claim "FlashAttention is IO-aware" can be checked by measurement rather
+ * than taken on faith. For a shape it counts the score matrix, the bytes a
+ * materialising implementation moves, the input/output lower bound, the
+ * FLOPs, and -- with the GPU's measured ceilings and a tuned winner from the
+ * database -- the roofline floors and where the measured kernel sits.
+ *
+ * The lower bound is never called FlashAttention's traffic: a tiled kernel
+ * re-reads K and V once per query tile. The materialising/lower-bound ratio
+ * compares byte counts; it is not a predicted speedup.
+ *
+ * Everything prints to a FILE* the caller chooses, so tests read the exact
+ * text back. */
+#ifndef FAT_EXPLAIN_H
+#define FAT_EXPLAIN_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "db.h"
+#include "types.h"
+
+/* What explain accepts; beyond these the question is not one fatune answers. */
+#define FAT_EXPLAIN_MAX_BATCH 65536
+#define FAT_EXPLAIN_MAX_HEADS 4096
+#define FAT_EXPLAIN_MAX_HEAD_DIM 1024
+
+/* Byte and FLOP counts of one forward problem. Integers are exact (the
+ * shape is refused when one would overflow 64 bits). */
+typedef struct fat_io_model {
+  fat_problem problem;
+  uint64_t elem_bytes;         /* bytes per element of Q, K, V, O, S and P */
+  uint64_t score_elements;     /* batch·heads·seqlen_q·seqlen_k */
+  uint64_t score_bytes;        /* one full S (or P) in memory */
+  uint64_t row_bytes;          /* one score row: seqlen_k elements */
+  uint64_t scores_traffic;     /* 4·score_bytes: S written, read for softmax, P written, read for P·V */
+  uint64_t q_bytes, k_bytes, v_bytes, o_bytes;  /* K and V with heads_k heads */
+  uint64_t lower_bound_bytes;  /* Q, K, V read once and O written once */
+  uint64_t materialise_bytes;  /* scores_traffic + lower_bound_bytes */
+  uint64_t flops;              /* fat_problem_flops: 4·B·H·Sq·Sk·D, halved for causal when Sq = Sk */
+  double ratio;                /* materialise_bytes / lower_bound_bytes */
+  double intensity;            /* flops / lower_bound_bytes: the roofline's x */
+} fat_io_model;
+
+/* Fills M for forward problem P. Refuses (-1, ERR naming the value) a
+ * non-positive dimension, heads not a multiple of heads_k, or a shape whose
+ * counts overflow 64 bits. */
+int fat_io_model_compute(const fat_problem *p, fat_io_model *m, char *err, size_t errlen);
+
+/* The roofline ceilings used for floors, and where each came from. */
+typedef struct fat_ceilings {
+  double bandwidth;            /* B/s; 0 when unknown */
+  double peak;                 /* FLOP/s for the problem's dtype; 0 when unknown */
+  int bandwidth_measured;      /* 1: from the database, 0: --bandwidth (or unknown) */
+  int peak_measured;
+} fat_ceilings;
+
+/* The shape and where to look, as parsed from the command line. */
+typedef struct fat_explain_options {
+  fat_problem problem;         /* direction is always forward */
+  char db_path[4096];          /* --db; "" means the default database */
+  char gpu_name[256];          /* --gpu-name; "" means the database's only GPU */
+  double bandwidth;            /* --bandwidth, converted to B/s; 0 when absent */
+  double peak;                 /* --peak, converted to FLOP/s; 0 when absent */
+  int help;                    /* --help: print fat_explain_usage() and stop */
+} fat_explain_options;
+
+/* Parses ARGV (ARGV[0] is the sub-command's name and is skipped). Returns 0,
+ * or -1 with ERR naming the flag and value ("--head-dim: 0 is out of range
+ * [1, 1024]"). */
+int fat_explain_parse(int argc, char **argv, fat_explain_options *o, char *err, size_t errlen);
+const char *fat_explain_usage(void);
+
+/* Prints the shape, the counts, the lower bound, the ratio, the FLOPs and
+ * the notes on what they do not mean. */
+void fat_explain_print_model(FILE *out, const fat_io_model *m);
+
+/* The GPU a database speaks for. With NAME, rows of that name (a driver
+ * upgrade is another row: the latest with winners, else the latest); without,
+ * the database's only GPU name. Returns 0 with *FOUND = 1 and *GPU_ID, or
+ * *FOUND = 0 when the database holds no GPU at all and NAME is empty; 2 (a
+ * usage error) with ERR when NAME is not there or several GPUs leave the
+ * choice open; -1 with ERR when the database cannot be read. NAME_OUT gets
+ * the GPU's name. */
+int fat_db_pick_gpu(fat_db *db, const char *name, sqlite3_int64 *gpu_id, char *name_out,
+                    size_t name_cap, int *found, char *err, size_t errlen);
+
+/* Opens an existing database for reading results. *DB is NULL (and 0 is
+ * returned) when PATH does not exist: explain works without one, and neither
+ * command creates a database. -1 with ERR when PATH exists but is not usable. */
+int fat_db_open_existing(const char *path, fat_db **db, char *err, size_t errlen);
+
+/* `fatune explain ARGS`, printing to OUT (results, --help) and ERR (usage
+ * errors, failures). Returns the exit status: 0, 1 (database unreadable) or
+ * 2 (bad usage, message naming the bad value). */
+int fat_explain_run(int argc, char **argv, FILE *out, FILE *err);
+/* fat_explain_run on stdout and stderr: what main() dispatches to. */
+int fat_explain_main(int argc, char **argv);
+
+/* Formatting shared with the report: N with thousands separators
+ * ("545,259,520"); bytes in binary units ("520 MiB", "16 KiB", "1.5 MiB");
+ * FLOPs in decimal units ("34.36 GFLOP"). Each returns BUF. */
+char *fat_fmt_thousands(uint64_t n, char *buf, size_t cap);
+char *fat_fmt_bytes(double bytes, char *buf, size_t cap);
+char *fat_fmt_flops(double flops, char *buf, size_t cap);
+#endif

@@ -1,0 +1,571 @@
+/* The tuning pipeline (tune.h): the one place that strings the generator,
+ * the compiler, the GPU worker and the database together. Order matters:
+ * the worker is forked before any compile thread exists, every result is
+ * committed the moment it is known, a variant is checked before it is timed,
+ * and only a variant that passed every check can win. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "compile.h"
+#include "db.h"
+#include "gen.h"
+#include "nvrtc_api.h"
+#include "tune.h"
+#include "worker.h"
+
+#define ERRLEN 1024
+#define MAX_CHECK_SHAPES 3
+#define PROGRESS_INTERVAL_S 0.25  /* terminal refresh: a few times a second */
+
+typedef struct run {
+  const fat_options *o;
+  FILE *out, *log;
+  fat_gen *gen;
+  fat_db *db;
+  fat_worker *worker;
+  fat_gpu_info gpu;
+  char no_gpu[ERRLEN];  /* why there is no GPU; "" when there is one */
+  char arch[16];
+  sqlite3_int64 gpu_id;
+  fat_variant *variants;
+  size_t n_variants;
+  sqlite3_int64 *variant_ids;
+  fat_build *builds;
+  char (*keys)[65];
+  /* progress */
+  int tty;
+  double t0, last_progress;
+  size_t compiled, compile_total, cached, compile_failed;
+  size_t evals_done, evals_total, evals_skipped, eval_failed;
+  double eval_seconds;
+  char stage[96];
+} run;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void fat_bench_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen, fat_problem *p) {
+  memset(p, 0, sizeof *p);
+  p->direction = FAT_FWD;
+  p->dtype = dtype;
+  p->mask = mask;
+  p->head_dim = head_dim;
+  p->batch = seqlen < FAT_BENCH_TOKENS ? FAT_BENCH_TOKENS / seqlen : 1;
+  p->heads = FAT_BENCH_HIDDEN / head_dim > 0 ? FAT_BENCH_HIDDEN / head_dim : 1;
+  p->heads_k = p->heads;
+  p->seqlen_q = p->seqlen_k = seqlen;
+}
+
+/* The shapes every variant is checked on for problem P: the bucket's own
+ * length, a length that is no multiple of any tile (odd), and a short one
+ * that ends inside the first tile. Few heads: the fp64 reference is slow. */
+static int check_shapes(const fat_problem *p, fat_check_shape *s) {
+  const int L = p->seqlen_q, odd = (L * 3 / 4 + 17) | 1, shortlen = L < 77 ? L : 77;
+  s[0] = (fat_check_shape){1, 2, 2, L, L};
+  s[1] = (fat_check_shape){2, 3, 3, odd, odd};
+  s[2] = (fat_check_shape){1, 2, 2, shortlen, shortlen};
+  return MAX_CHECK_SHAPES;
+}
+
+static void fmt_duration(double s, char *buf, size_t n) {
+  if (s < 0 || !isfinite(s)) snprintf(buf, n, "?");
+  else if (s < 60) snprintf(buf, n, "%.0fs", s);
+  else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+  else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
+}
+
+/* The progress line: on a terminal only, refreshed in place. */
+static void progress(run *r, int force) {
+  if (!r->tty || r->o->quiet) return;
+  double t = now_s();
+  if (!force && t - r->last_progress < PROGRESS_INTERVAL_S) return;
+  r->last_progress = t;
+  char eta[32] = "";
+  size_t left = r->evals_total - r->evals_done - r->evals_skipped;
+  size_t measured = r->evals_done;
+  if (measured > 0) fmt_duration(r->eval_seconds / measured * left, eta, sizeof eta);
+  fprintf(r->log, "\r\033[K[%s] compiled %zu/%zu, checked %zu/%zu (%zu failed, %zu resumed)%s%s",
+          r->stage, r->compiled + r->cached, r->compile_total + r->cached,
+          r->evals_done + r->evals_skipped, r->evals_total, r->eval_failed, r->evals_skipped,
+          *eta ? ", ETA " : "", eta);
+  fflush(r->log);
+}
+
+static void end_progress(run *r) {
+  if (r->tty && !r->o->quiet) fprintf(r->log, "\r\033[K");
+}
+
+static void on_compiled(void *user, size_t done, size_t total, const fat_variant *v,
+                        const fat_build *b) {
+  run *r = user;
+  size_t i = (size_t)(v - r->variants);
+  (void)done;
+  r->compiled++;
+  r->compile_total = total;
+  if (!b->ok) r->compile_failed++;
+  char nv[32];
+  const fat_nvrtc *nvrtc = fat_nvrtc_get(NULL, 0);
+  snprintf(nv, sizeof nv, "%d.%d", nvrtc ? nvrtc->major : 0, nvrtc ? nvrtc->minor : 0);
+  if (fat_db_put_build(r->db, r->variant_ids[i], b, fat_compile_options(), nv))
+    fprintf(r->log, "\nfatune: storing build of %s: %s\n", v->name, fat_db_errmsg(r->db));
+  if (r->o->verbose) {
+    end_progress(r);
+    if (b->ok)
+      fprintf(r->log, "%-52s compiled: %d registers, %d B spilled, %.0f ms\n", v->name,
+              b->registers, b->spill_stores, b->compile_ms);
+    else
+      fprintf(r->log, "%-52s compilation error\n", v->name);
+  }
+  progress(r, 0);
+}
+
+/* Generate the query's variants for r->arch into r->variants. */
+static int generate(run *r) {
+  char err[ERRLEN];
+  fat_gen_query q = {0};
+  q.direction = FAT_FWD;
+  q.head_dims = r->o->head_dims;
+  q.n_head_dims = r->o->n_head_dims;
+  q.dtypes = r->o->dtypes;
+  q.n_dtypes = r->o->n_dtypes;
+  q.masks = r->o->masks;
+  q.n_masks = r->o->n_masks;
+  q.arch = r->arch;
+  q.smem_limit = r->no_gpu[0] ? 0 : r->gpu.smem_per_block_optin;
+  fat_pruned *pruned = NULL;
+  size_t n_pruned = 0;
+  if (fat_gen_variants(r->gen, &q, &r->variants, &r->n_variants, &pruned, &n_pruned, err,
+                       sizeof err)) {
+    fprintf(r->log, "fatune: generator: %s\n", err);
+    return -1;
+  }
+  if (r->o->verbose >= 2)
+    for (size_t i = 0; i < n_pruned; i++)
+      fprintf(r->log, "%-52s pruned: %s\n", pruned[i].name, pruned[i].reason);
+  if (!r->o->quiet)
+    fprintf(r->log, "fatune: %zu variants for %s (%zu configurations pruned before compiling)\n",
+            r->n_variants, r->arch, n_pruned);
+  fat_pruned_free_all(pruned, n_pruned);
+  return 0;
+}
+
+/* Store the variants, reuse cached builds, compile the rest in parallel. */
+static int compile_all(run *r) {
+  char err[ERRLEN];
+  size_t n = r->n_variants;
+  r->variant_ids = calloc(n ? n : 1, sizeof *r->variant_ids);
+  r->builds = calloc(n ? n : 1, sizeof *r->builds);
+  r->keys = calloc(n ? n : 1, sizeof *r->keys);
+  unsigned char *skip = calloc(n ? n : 1, 1);
+  int rc = -1;
+  if (!r->variant_ids || !r->builds || !r->keys || !skip) {
+    fprintf(r->log, "fatune: out of memory\n");
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (fat_db_put_variant(r->db, &r->variants[i], &r->variant_ids[i])) {
+      fprintf(r->log, "fatune: storing variant %s: %s\n", r->variants[i].name, fat_db_errmsg(r->db));
+      goto out;
+    }
+    if (fat_build_key(r->variants[i].source, r->arch, r->keys[i], err, sizeof err)) {
+      fprintf(r->log, "fatune: %s\n", err);
+      goto out;
+    }
+    int found = 0;
+    if (fat_db_find_build(r->db, r->keys[i], &r->builds[i], &found)) {
+      fprintf(r->log, "fatune: reading build cache: %s\n", fat_db_errmsg(r->db));
+      goto out;
+    }
+    if (found) {
+      skip[i] = 1;
+      r->cached++;
+      if (!r->builds[i].ok) r->compile_failed++;
+    }
+  }
+  snprintf(r->stage, sizeof r->stage, "compile %s", r->arch);
+  r->compile_total = n - r->cached;
+  progress(r, 1);
+  double t = now_s();
+  if (fat_compile_all(r->variants, n, r->arch, r->o->jobs, skip, r->builds, on_compiled, r, err,
+                      sizeof err)) {
+    end_progress(r);
+    fprintf(r->log, "fatune: %s\n", err);
+    goto out;
+  }
+  end_progress(r);
+  if (!r->o->quiet)
+    fprintf(r->log, "fatune: compiled %zu variants in %.1f s on %d threads, %zu from the cache, %zu failed\n",
+            r->compiled, now_s() - t, r->o->jobs ? r->o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN),
+            r->cached, r->compile_failed);
+  rc = 0;
+out:
+  free(skip);
+  return rc;
+}
+
+static void print_variant_row(run *r, const fat_variant *v, const fat_problem *p, const char *what) {
+  if (!r->o->verbose) return;
+  end_progress(r);
+  fprintf(r->log, "%-52s s%-6d %s\n", v->name, p->seqlen_q, what);
+}
+
+/* Records a failure that left no per-shape result (a fault, a timeout, a
+ * refused job) as one failed check on the first shape. */
+static int record_failure(run *r, size_t i, sqlite3_int64 problem_id, const fat_check_shape *s,
+                          const char *reason) {
+  fat_check c;
+  memset(&c, 0, sizeof c);
+  c.batch = s->batch;
+  c.heads = s->heads;
+  c.seqlen_q = s->seqlen_q;
+  c.seqlen_k = s->seqlen_k;
+  c.rel_l2 = c.max_abs = c.lse_max_abs = NAN;
+  c.passed = 0;
+  snprintf(c.reason, sizeof c.reason, "%.*s", (int)sizeof c.reason - 1, reason);
+  if (fat_db_put_check(r->db, r->variant_ids[i], r->gpu_id, problem_id, &c)) {
+    fprintf(r->log, "fatune: storing check: %s\n", fat_db_errmsg(r->db));
+    return -1;
+  }
+  return 0;
+}
+
+/* Checks and times variant I on problem P; everything stored. Returns 0, or
+ * -1 when the run cannot go on (database, or the worker will not restart). */
+static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 problem_id) {
+  fat_check_shape shapes[MAX_CHECK_SHAPES];
+  fat_check checks[MAX_CHECK_SHAPES];
+  fat_timing timing;
+  int timed = 0, n = check_shapes(p, shapes);
+  char reason[ERRLEN], err[ERRLEN];
+  const fat_variant *v = &r->variants[i];
+  double t = now_s();
+  memset(checks, 0, sizeof checks);
+  int st = fat_worker_evaluate(r->worker, v, &r->builds[i], shapes, n, p, checks, &timing, &timed,
+                               reason, sizeof reason);
+  r->eval_seconds += now_s() - t;
+  r->evals_done++;
+  if (st == FAT_WORKER_ERROR) {
+    fprintf(r->log, "\nfatune: worker: %s\n", reason);
+    return -1;
+  }
+  if (st != FAT_WORKER_OK) {
+    r->eval_failed++;
+    print_variant_row(r, v, p, reason);
+    if (record_failure(r, i, problem_id, &shapes[0], reason)) return -1;
+    if (st == FAT_WORKER_FAULT || st == FAT_WORKER_TIMEOUT) {
+      if (fat_worker_restart(r->worker, err, sizeof err)) {
+        fprintf(r->log, "\nfatune: restarting the GPU worker: %s\n", err);
+        return -1;
+      }
+    }
+    return 0;
+  }
+  int passed = 1;
+  for (int s = 0; s < n; s++) {
+    if (fat_db_put_check(r->db, r->variant_ids[i], r->gpu_id, problem_id, &checks[s])) {
+      fprintf(r->log, "\nfatune: storing check: %s\n", fat_db_errmsg(r->db));
+      return -1;
+    }
+    if (!checks[s].passed) {
+      if (passed) {
+        char what[ERRLEN];
+        snprintf(what, sizeof what, "check failed at %dx%dx%d: %s", checks[s].batch,
+                 checks[s].heads, checks[s].seqlen_q, checks[s].reason);
+        print_variant_row(r, v, p, what);
+      }
+      passed = 0;
+    }
+  }
+  if (!passed) {
+    r->eval_failed++;
+    return 0;
+  }
+  if (timed) {
+    if (fat_db_put_timing(r->db, r->variant_ids[i], r->gpu_id, problem_id, &timing, NULL)) {
+      fprintf(r->log, "\nfatune: storing timing: %s\n", fat_db_errmsg(r->db));
+      return -1;
+    }
+    char what[256];
+    double worst = 0;
+    for (int s = 0; s < n; s++) worst = fmax(worst, checks[s].rel_l2);
+    snprintf(what, sizeof what, "results match (rel_l2 %.1e)  %8.3f ms  %6.1f TFLOP/s", worst,
+             timing.median_ms, timing.tflops);
+    print_variant_row(r, v, p, what);
+  }
+  return 0;
+}
+
+static ssize_t variant_index(run *r, sqlite3_int64 id) {
+  for (size_t i = 0; i < r->n_variants; i++)
+    if (r->variant_ids[i] == id) return (ssize_t)i;
+  return -1;
+}
+
+/* Re-times the variants within FAT_CLOSE_CONTENDER of the best, interleaved,
+ * then stores the winner. */
+static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id) {
+  fat_db_choice ranked[FAT_MAX_INTERLEAVED];
+  size_t n = 0;
+  char reason[ERRLEN], err[ERRLEN];
+  if (fat_db_rank(r->db, r->gpu_id, problem_id, ranked, FAT_MAX_INTERLEAVED, &n)) {
+    fprintf(r->log, "fatune: ranking: %s\n", fat_db_errmsg(r->db));
+    return -1;
+  }
+  const fat_variant *vs[FAT_MAX_INTERLEAVED];
+  const fat_build *bs[FAT_MAX_INTERLEAVED];
+  size_t idx[FAT_MAX_INTERLEAVED];
+  int close = 0;
+  for (size_t k = 0; k < n; k++) {
+    ssize_t i = variant_index(r, ranked[k].variant_id);
+    if (i < 0 || !r->builds[i].ok) continue;
+    if (ranked[k].median_ms > ranked[0].median_ms * (1 + FAT_CLOSE_CONTENDER)) break;
+    vs[close] = &r->variants[i];
+    bs[close] = &r->builds[i];
+    idx[close++] = (size_t)i;
+  }
+  if (close >= 2) {
+    fat_timing t[FAT_MAX_INTERLEAVED];
+    int st = fat_worker_time_interleaved(r->worker, vs, bs, close, p, t, reason, sizeof reason);
+    if (st == FAT_WORKER_OK) {
+      for (int k = 0; k < close; k++)
+        if (fat_db_put_timing(r->db, r->variant_ids[idx[k]], r->gpu_id, problem_id, &t[k], NULL)) {
+          fprintf(r->log, "fatune: storing timing: %s\n", fat_db_errmsg(r->db));
+          return -1;
+        }
+    } else {
+      fprintf(r->log, "fatune: re-timing close contenders: %s\n", reason);
+      if ((st == FAT_WORKER_FAULT || st == FAT_WORKER_TIMEOUT) &&
+          fat_worker_restart(r->worker, err, sizeof err)) {
+        fprintf(r->log, "fatune: restarting the GPU worker: %s\n", err);
+        return -1;
+      }
+    }
+  }
+  fat_db_choice best;
+  int found = 0;
+  if (fat_db_best(r->db, r->gpu_id, problem_id, &best, &found)) {
+    fprintf(r->log, "fatune: choosing the winner: %s\n", fat_db_errmsg(r->db));
+    return -1;
+  }
+  if (!found) {
+    fprintf(r->log, "fatune: no variant passed for fwd %s d%d %s s%d\n", fat_dtype_name(p->dtype),
+            p->head_dim, fat_mask_name(p->mask), p->seqlen_q);
+    return 0;
+  }
+  if (fat_db_set_winner(r->db, r->gpu_id, problem_id, best.variant_id, best.timing_id)) {
+    fprintf(r->log, "fatune: storing the winner: %s\n", fat_db_errmsg(r->db));
+    return -1;
+  }
+  return 0;
+}
+
+static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems) {
+  const fat_options *o = r->o;
+  *n_problems = 0;
+  /* Count the evaluations first, for the ETA. */
+  for (size_t i = 0; i < r->n_variants; i++)
+    if (r->builds[i].ok) r->evals_total += (size_t)o->n_seqlens;
+  for (int di = 0; di < o->n_dtypes; di++)
+    for (int mi = 0; mi < o->n_masks; mi++)
+      for (int hi = 0; hi < o->n_head_dims; hi++)
+        for (int si = 0; si < o->n_seqlens; si++) {
+          fat_problem p;
+          fat_bench_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si], &p);
+          sqlite3_int64 pid;
+          if (fat_db_put_problem(r->db, &p, &pid)) {
+            fprintf(r->log, "fatune: storing problem: %s\n", fat_db_errmsg(r->db));
+            return -1;
+          }
+          problem_ids[(*n_problems)++] = pid;
+          if (o->retune && fat_db_forget(r->db, r->gpu_id, pid, NULL)) {
+            fprintf(r->log, "fatune: --retune: %s\n", fat_db_errmsg(r->db));
+            return -1;
+          }
+          snprintf(r->stage, sizeof r->stage, "fwd %s d%d %s s%d", fat_dtype_name(p.dtype),
+                   p.head_dim, fat_mask_name(p.mask), p.seqlen_q);
+          if (!r->tty && !o->quiet) fprintf(r->log, "fatune: tuning %s\n", r->stage);
+          for (size_t i = 0; i < r->n_variants; i++) {
+            const fat_variant *v = &r->variants[i];
+            if (v->dtype != p.dtype || v->mask != p.mask || v->head_dim != p.head_dim ||
+                !r->builds[i].ok)
+              continue;
+            int checked = 0, passed = 0, timed = 0;
+            if (fat_db_has_result(r->db, r->variant_ids[i], r->gpu_id, pid, &checked, &passed,
+                                  &timed)) {
+              fprintf(r->log, "fatune: reading results: %s\n", fat_db_errmsg(r->db));
+              return -1;
+            }
+            if (checked && (!passed || timed)) {
+              r->evals_skipped++;  /* measured before, same source hash */
+              progress(r, 0);
+              continue;
+            }
+            if (evaluate(r, i, &p, pid)) return -1;
+            progress(r, 0);
+          }
+          if (choose_winner(r, &p, pid)) return -1;
+        }
+  end_progress(r);
+  return 0;
+}
+
+static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_problems) {
+  fat_db_summary_row *rows = NULL;
+  size_t n = 0;
+  if (fat_db_summary(r->db, r->gpu_id, &rows, &n)) {
+    fprintf(r->log, "fatune: summary: %s\n", fat_db_errmsg(r->db));
+    return;
+  }
+  fprintf(r->out, "\n%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d) -- database %s\n", r->gpu.name,
+          r->gpu.cc_major, r->gpu.cc_minor, r->gpu.sm_count, r->gpu.driver_version,
+          r->gpu.nvrtc_major, r->gpu.nvrtc_minor, r->o->db_path);
+  fprintf(r->out, "%-30s %-40s %9s %8s %8s %9s %9s %7s\n", "problem (batch x heads)", "winner",
+          "ms", "TFLOP/s", "rel_l2", "x slowest", "x default", "passed");
+  for (size_t k = 0; k < n; k++) {
+    const fat_db_summary_row *row = &rows[k];
+    int mine = 0;
+    for (size_t j = 0; j < n_problems; j++) mine |= problem_ids[j] == row->problem_id;
+    if (!mine) continue;
+    const fat_problem *p = &row->problem;
+    char prob[64], def[16] = "-";
+    snprintf(prob, sizeof prob, "%s d%d %s s%d (%dx%d)", fat_dtype_name(p->dtype), p->head_dim,
+             fat_mask_name(p->mask), p->seqlen_q, p->batch, p->heads);
+    if (isfinite(row->default_ms)) snprintf(def, sizeof def, "%.2fx", row->default_ms / row->median_ms);
+    const char *short_name = strrchr(row->winner, '.');
+    const char *winner = short_name ? short_name + 1 : row->winner;
+    fprintf(r->out, "%-30s %-40s %9.3f %8.1f %8.1e %8.2fx %9s %3d/%-3d\n", prob, winner,
+            row->median_ms, row->tflops, row->rel_l2, row->slowest_ms / row->median_ms, def,
+            row->n_passing, row->n_passing + row->n_failed);
+  }
+  free(rows);
+}
+
+static int is_no_gpu(const char *err) {
+  return !strncmp(err, "no CUDA driver", 14) || !strncmp(err, "no CUDA device", 14);
+}
+
+static uint64_t fresh_seed(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec ^
+         ((uint64_t)getpid() << 32);
+}
+
+int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
+  char err[ERRLEN];
+  int status = FAT_EXIT_FAILED;
+  run r;
+  memset(&r, 0, sizeof r);
+  r.o = o;
+  r.out = out;
+  r.log = log;
+  r.tty = isatty(fileno(log));
+  r.t0 = now_s();
+  sqlite3_int64 *problem_ids = NULL;
+
+  r.gen = fat_gen_open(o->source_dir[0] ? o->source_dir : NULL, err, sizeof err);
+  if (!r.gen) {
+    fprintf(log, "fatune: generator: %s\n", err);
+    goto out;
+  }
+  if (o->command == FAT_CMD_TUNE) {
+    /* The worker is forked first, before any compile thread exists. */
+    fat_worker_options wo;
+    fat_worker_options_default(&wo);
+    wo.timeout_base_s = o->timeout_s;
+    wo.time.reps = o->reps;
+    wo.seed = fresh_seed();
+    if (fat_worker_start(o->gpu, &wo, &r.worker, &r.gpu, err, sizeof err)) {
+      if (!is_no_gpu(err)) {
+        fprintf(log, "fatune: --gpu %d: %s\n", o->gpu, err);
+        status = strstr(err, "out of range") ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
+        goto out;
+      }
+      snprintf(r.no_gpu, sizeof r.no_gpu, "%s", err);
+    }
+  } else {
+    snprintf(r.no_gpu, sizeof r.no_gpu, "not asked for (--list)");
+  }
+  if (!r.no_gpu[0]) {
+    char want[16];
+    fat_arch_for_cc(r.gpu.cc_major, r.gpu.cc_minor, want);
+    if (o->arch[0] && strcmp(o->arch, want)) {
+      fprintf(log, "fatune: --arch %s: GPU %d is %s (compute capability %d.%d), which runs %s\n",
+              o->arch, o->gpu, r.gpu.name, r.gpu.cc_major, r.gpu.cc_minor, want);
+      status = FAT_EXIT_USAGE;
+      goto out;
+    }
+    snprintf(r.arch, sizeof r.arch, "%s", want);
+  } else {
+    snprintf(r.arch, sizeof r.arch, "%s", o->arch[0] ? o->arch : "sm_90a");
+  }
+  if (generate(&r)) goto out;
+  if (o->command == FAT_CMD_LIST) {
+    for (size_t i = 0; i < r.n_variants; i++)
+      fprintf(out, "%s%s  %s  %s\n", r.variants[i].name, r.variants[i].is_default ? " (default)" : "",
+              r.variants[i].params, r.variants[i].hash);
+    status = FAT_EXIT_OK;
+    goto out;
+  }
+  if (fat_db_open(o->db_path, &r.db, err, sizeof err)) {
+    fprintf(log, "fatune: --db: %s\n", err);
+    status = FAT_EXIT_USAGE;
+    goto out;
+  }
+  if (compile_all(&r)) goto out;
+  if (r.no_gpu[0]) {
+    fprintf(log,
+            "fatune: no GPU: %s\n"
+            "fatune: without a GPU fatune generated %zu variants and compiled them for %s\n"
+            "        (cubins and resource usage stored in %s); checking against the\n"
+            "        reference, timing and choosing winners need an NVIDIA GPU (sm_80 or newer).\n",
+            r.no_gpu, r.n_variants, r.arch, o->db_path);
+    status = FAT_EXIT_NO_GPU;
+    goto out;
+  }
+  const fat_nvrtc *nv = fat_nvrtc_get(err, sizeof err);
+  if (!nv) {
+    fprintf(log, "fatune: %s\n", err);
+    goto out;
+  }
+  r.gpu.nvrtc_major = nv->major;
+  r.gpu.nvrtc_minor = nv->minor;
+  if (fat_db_put_gpu(r.db, &r.gpu, &r.gpu_id)) {
+    fprintf(log, "fatune: storing the GPU: %s\n", fat_db_errmsg(r.db));
+    goto out;
+  }
+  if (!o->quiet)
+    fprintf(log, "fatune: tuning on %s (compute capability %d.%d, %d SMs)\n", r.gpu.name,
+            r.gpu.cc_major, r.gpu.cc_minor, r.gpu.sm_count);
+  problem_ids = calloc((size_t)o->n_dtypes * o->n_masks * o->n_head_dims * o->n_seqlens + 1,
+                       sizeof *problem_ids);
+  size_t n_problems = 0;
+  if (!problem_ids) goto out;
+  if (tune_problems(&r, problem_ids, &n_problems)) goto out;
+  if (!o->quiet)
+    fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
+            r.evals_done, r.eval_failed, r.evals_skipped, now_s() - r.t0);
+  print_table(&r, problem_ids, n_problems);
+  status = FAT_EXIT_OK;
+out:
+  free(problem_ids);
+  if (r.worker) fat_worker_stop(r.worker);
+  for (size_t i = 0; i < r.n_variants; i++) {
+    fat_variant_free(&r.variants[i]);
+    if (r.builds) fat_build_free(&r.builds[i]);
+  }
+  free(r.variants);
+  free(r.builds);
+  free(r.variant_ids);
+  free(r.keys);
+  if (r.db) fat_db_close(r.db);
+  if (r.gen) fat_gen_close(r.gen);
+  return status;
+}

@@ -1,0 +1,25 @@
+/* One tuning run, start to end: generate → compile (cached) → check → time →
+ * store → choose winners → print the table. Every result is committed to the
+ * database as it is made, so a run stopped anywhere resumes where it stopped.
+ * Without a GPU the run stops after compiling and says so. */
+#ifndef FAT_TUNE_H
+#define FAT_TUNE_H
+#include <stdio.h>
+#include "options.h"
+
+/* The FlashAttention benchmark shapes a seqlen bucket stands for: batch x
+ * seqlen = 16384 tokens, heads x head_dim = 2048. */
+#define FAT_BENCH_TOKENS 16384
+#define FAT_BENCH_HIDDEN 2048
+/* Close contenders: variants within this fraction of the best are timed
+ * again, interleaved, before the winner is chosen. */
+#define FAT_CLOSE_CONTENDER 0.03
+
+/* The problem a forward bucket stands for. */
+void fat_bench_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen, fat_problem *p);
+
+/* Runs the tuner for O (command FAT_CMD_TUNE or FAT_CMD_LIST). OUT gets the
+ * results (tables, lists); ERR gets progress, row-per-variant output and
+ * errors. Returns an exit status (options.h). */
+int fat_tune_main(const fat_options *o, FILE *out, FILE *err);
+#endif
