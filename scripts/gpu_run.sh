@@ -29,7 +29,7 @@ section "gpu tests"
 passed=0 failed=0
 for t in "$B"/tests/test_gpu_*; do
   [ -x "$t" ] || continue
-  if (cd "$B" && FATUNE_SOURCE_DIR="$PWD/.." timeout 600 "$t"); then
+  if (cd "$B" && FATUNE_SOURCE_DIR="$OLDPWD" timeout 600 "$OLDPWD/$t"); then
     passed=$((passed + 1))
   else
     echo "FAILED: $t"

@@ -193,25 +193,26 @@ void fat_explain_print_model(FILE *out, const fat_io_model *m) {
 
   if (p->heads_k != p->heads)
     fprintf(out,
-            "Grouped-query attention: K and V are counted with %d heads (%d query heads share "
-            "each), Q and O with %d; the scores with %d.\n",
-            p->heads_k, p->heads / p->heads_k, p->heads, p->heads);
+            "Grouped-query attention: K and V are counted with %d heads (%d query heads\n"
+            "share each), Q, O and the scores with %d.\n",
+            p->heads_k, p->heads / p->heads_k, p->heads);
   if (p->mask == FAT_MASK_CAUSAL) {
     if (p->seqlen_q == p->seqlen_k)
-      fprintf(out, "Causal: the FLOPs are halved (seqlen_q = seqlen_k). ");
+      fprintf(out, "Causal: the FLOPs are halved (seqlen_q = seqlen_k).\n");
     else
       fprintf(out,
-              "Causal with seqlen_q != seqlen_k: the FLOPs are not halved (the FlashAttention "
-              "papers' convention). ");
+              "Causal with seqlen_q != seqlen_k: the FLOPs are not halved (the\n"
+              "FlashAttention papers' convention).\n");
     fprintf(out,
-            "The materialising bytes count the full seqlen_q × seqlen_k matrix: a materialising "
-            "implementation writes every score, masked or not, before the softmax.\n");
+            "The materialising bytes still count the full seqlen_q × seqlen_k matrix: a\n"
+            "materialising implementation writes every score, masked or not, before the\n"
+            "softmax.\n");
   }
   fprintf(out,
-          "The lower bound is what any exact implementation must read and write once. It is not "
-          "FlashAttention's actual traffic: K and V tiles are re-read by every query tile, so a "
-          "tiled kernel moves more. The ratio compares byte counts; it is not a predicted "
-          "speedup.\n");
+          "The lower bound is what any exact implementation must read and write once.\n"
+          "It is not FlashAttention's actual traffic: K and V tiles are re-read by every\n"
+          "query tile, so a tiled kernel moves more. The ratio compares byte counts; it\n"
+          "is not a predicted speedup.\n");
 }
 
 /* ----------------------------------------------------------------- parsing */

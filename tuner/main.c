@@ -3,8 +3,10 @@
  * bad value, with exit status 2; help goes to stdout. */
 #include <stdio.h>
 #include <string.h>
+#include "explain.h"
 #include "gen.h"
 #include "options.h"
+#include "report.h"
 #include "tune.h"
 
 #define ERRLEN 1024
@@ -14,6 +16,10 @@ int main(int argc, char **argv) {
   char err[ERRLEN];
   int known[MAX_HEAD_DIMS], n_known;
   fat_options o;
+
+  /* Subcommands take their own arguments; argv[0] is their name. */
+  if (argc > 1 && !strcmp(argv[1], "explain")) return fat_explain_main(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "report")) return fat_report_main(argc - 1, argv + 1);
 
   /* The head dims the CLI accepts are the ones the space has. */
   const char *source_dir = NULL;

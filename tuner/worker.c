@@ -2,6 +2,8 @@
  * handshake, jobs over a socket pair with a watchdog, and the child's loop
  * that runs each job with gpu_run.c and reports. */
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +19,8 @@
 #include "worker.h"
 #include "worker_wire.h"
 
+extern char **environ;
+
 #define START_TIMEOUT_MS 60000     /* cuInit and module loads; generous for a cold driver */
 #define REAP_GRACE_MS 5000         /* a worker that reported a fault gets this long to exit */
 #define REAP_POLL_NS 10000000L     /* 10 ms between looks while waiting for it */
@@ -29,6 +33,11 @@
 #define VARIANT_FLOP_PER_S 1e13
 #define TIMING_SEED_STREAM 0x7fffffffu /* the timing inputs' stream, apart from the checks' */
 #define MSG_MAX 1024
+#define SELF_EXE "/proc/self/exe"        /* the running binary: the worker is a copy of it */
+#define WORKER_ARGV0 "fatune-worker"     /* what ps shows */
+#define WORKER_FD_ENV "FATUNE_WORKER_FD"   /* the worker's end of the channel */
+#define WORKER_GPU_ENV "FATUNE_WORKER_GPU" /* the device index it opens */
+#define ENV_VAR_MAX 64
 
 enum { CHILD_EXIT_OK = 0, CHILD_EXIT_NO_GPU = 2, CHILD_EXIT_FATAL = 3, CHILD_EXIT_PROTOCOL = 4 };
 
@@ -108,6 +117,7 @@ static void child_evaluate(int fd, fat_gpu *g, fat_rbuf *in) {
       c->heads = job.shapes[i].heads;
       c->seqlen_q = job.shapes[i].seqlen_q;
       c->seqlen_k = job.shapes[i].seqlen_k;
+      c->rel_l2 = c->max_abs = c->lse_max_abs = NAN; /* nothing was measured */
       set_msg(c->reason, sizeof c->reason, "load: %s", err);
     }
     goto reply;
@@ -290,7 +300,7 @@ static int transact(fat_worker *w, uint32_t type, const fat_wbuf *msg, int timeo
   rc = fat_wire_recv(w->fd, timeout_ms, &got, payload, len, err, sizeof err);
   if (rc == FAT_WIRE_TIMEOUT) {
     kill_now(w);
-    set_msg(reason, reasonlen, "timeout: no answer in %g s", timeout_ms / MS_PER_S);
+    set_msg(reason, reasonlen, "timeout: no answer in %.0f s", timeout_ms / MS_PER_S);
     return FAT_WORKER_TIMEOUT;
   }
   if (rc == FAT_WIRE_EOF) {
@@ -325,6 +335,87 @@ static int transact(fat_worker *w, uint32_t type, const fat_wbuf *msg, int timeo
   return FAT_WORKER_ERROR;
 }
 
+/* The environment of a worker: the parent's, plus where to find its
+ * channel and its GPU. Built before fork, because the child may only call
+ * async-signal-safe functions until it execs. */
+static char **worker_environment(int fd, int gpu) {
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **envp = calloc(n + 3, sizeof *envp);
+  if (!envp) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], WORKER_FD_ENV "=", sizeof WORKER_FD_ENV) &&
+        strncmp(environ[i], WORKER_GPU_ENV "=", sizeof WORKER_GPU_ENV))
+      envp[k++] = environ[i];
+  char fd_var[ENV_VAR_MAX], gpu_var[ENV_VAR_MAX];
+  snprintf(fd_var, sizeof fd_var, WORKER_FD_ENV "=%d", fd);
+  snprintf(gpu_var, sizeof gpu_var, WORKER_GPU_ENV "=%d", gpu);
+  envp[k] = strdup(fd_var);
+  envp[k + 1] = strdup(gpu_var);
+  if (!envp[k] || !envp[k + 1]) {
+    free(envp[k]);
+    free(envp[k + 1]);
+    free(envp);
+    return NULL;
+  }
+  return envp;
+}
+
+static void free_environment(char **envp) {
+  size_t n = 0;
+  while (envp[n]) n++;
+  /* Only the last two entries are ours; the rest belong to environ. */
+  free(envp[n - 2]);
+  free(envp[n - 1]);
+  free(envp);
+}
+
+/* In the forked child: keep only the channel, arrange to die with the
+ * parent, and become a fresh copy of this binary. Async-signal-safe calls
+ * only. On failure, tells the parent why in a hello frame written by hand. */
+static void exec_worker(int fd, pid_t parent, char **envp) __attribute__((noreturn));
+static void exec_worker(int fd, pid_t parent, char **envp) {
+  static const char failed[] = "could not exec the worker (" SELF_EXE ")";
+  char *const argv[] = {(char *)WORKER_ARGV0, NULL};
+  /* Not the parent's database, not other workers' channels: their EOF must
+   * not wait for us. */
+  if (fd > STDERR_FILENO + 1) close_range(STDERR_FILENO + 1, (unsigned)fd - 1, 0);
+  close_range((unsigned)fd + 1, ~0u, 0);
+  fcntl(fd, F_SETFD, 0); /* the channel survives exec */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(CHILD_EXIT_OK);
+  execve(SELF_EXE, argv, envp);
+  /* hello: magic, type, length, then i32 0 and the message as bytes. */
+  unsigned char frame[16 + 4 + 8 + sizeof failed - 1];
+  uint32_t magic = FAT_WIRE_MAGIC, type = FAT_MSG_W_HELLO;
+  uint64_t len = sizeof frame - 16, text_len = sizeof failed - 1;
+  int32_t ok = 0;
+  memcpy(frame, &magic, 4);
+  memcpy(frame + 4, &type, 4);
+  memcpy(frame + 8, &len, 8);
+  memcpy(frame + 16, &ok, 4);
+  memcpy(frame + 20, &text_len, 8);
+  memcpy(frame + 28, failed, sizeof failed - 1);
+  ssize_t ignored = write(fd, frame, sizeof frame);
+  (void)ignored;
+  _exit(CHILD_EXIT_NO_GPU);
+}
+
+/* The worker's entry point: runs before main in a process exec'd by
+ * exec_worker, recognised by its environment; returns at once in any other
+ * process. glibc runs constructors of the executable after its libraries
+ * are initialised, so the worker may use everything. */
+__attribute__((constructor)) static void worker_entry(void) {
+  const char *fd_s = getenv(WORKER_FD_ENV), *gpu_s = getenv(WORKER_GPU_ENV);
+  if (!fd_s || !gpu_s) return;
+  int fd = atoi(fd_s), gpu = atoi(gpu_s);
+  /* Not inherited by anything the driver may start. */
+  unsetenv(WORKER_FD_ENV);
+  unsetenv(WORKER_GPU_ENV);
+  child_main(fd, gpu);
+}
+
 /* Forks the worker, reads its hello, compiles the support kernels on first
  * use and hands them over. */
 static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
@@ -339,25 +430,24 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
     set_msg(err, errlen, "socketpair for the worker: %s", strerror(errno));
     return -1;
   }
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    set_msg(err, errlen, "fork of the worker: %s", strerror(errno));
+  char **envp = worker_environment(sv[1], w->gpu);
+  if (!envp) {
+    set_msg(err, errlen, "out of host memory preparing the worker's environment");
     close(sv[0]);
     close(sv[1]);
     return -1;
   }
-  if (pid == 0) {
-    /* Keep only our end of the channel: not the parent's database, not
-     * other workers' channels (their EOF must not wait for us). */
-    int fd = sv[1];
-    if (fd > STDERR_FILENO + 1) close_range(STDERR_FILENO + 1, (unsigned)fd - 1, 0);
-    close_range((unsigned)fd + 1, ~0u, 0);
-    /* Die with the parent, however it ends. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(CHILD_EXIT_OK);
-    child_main(fd, w->gpu);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    set_msg(err, errlen, "fork of the worker: %s", strerror(errno));
+    free_environment(envp);
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
   }
+  if (pid == 0) exec_worker(sv[1], parent, envp); /* never returns */
+  free_environment(envp);
   close(sv[1]);
   w->pid = pid;
   w->fd = sv[0];

@@ -5,11 +5,18 @@
  * watchdog. After a fault or a timeout the worker is gone: the caller
  * records the variant as failed, calls fat_worker_restart and goes on.
  *
- * Fork safety: the child is forked, not exec'd, and then loads libcuda and
- * allocates. Start (and restart) it while no other thread of the parent is
- * inside dlopen or holds a lock the child could need (e.g. not while a
- * fat_compile_all pool is running); the child never touches the parent's
- * SQLite or Lua state and always leaves with _exit. */
+ * The worker is a fresh process image: fork, then exec of the running
+ * binary itself (/proc/self/exe) with FATUNE_WORKER_FD and FATUNE_WORKER_GPU
+ * in its environment; a constructor in worker.c sees them and runs the
+ * worker loop before main. A plain fork would not do: NVRTC loads libcuda
+ * into the parent, and the driver refuses cuInit in a forked copy of a
+ * process that has it (CUDA_ERROR_NOT_INITIALIZED); exec also leaves behind
+ * every lock, thread, SQLite and Lua state of the parent. Any binary that
+ * links fatune_core and calls fat_worker_start can therefore host a worker.
+ * Between fork and exec the child calls only async-signal-safe functions, so
+ * starting a worker is safe while other threads (compiles) run. The worker
+ * dies with the thread that started it (PR_SET_PDEATHSIG): start it from
+ * the thread that lives as long as the run. */
 #ifndef FAT_WORKER_H
 #define FAT_WORKER_H
 #include <stddef.h>

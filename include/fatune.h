@@ -1,0 +1,178 @@
+/* libfatune: the public C API of fatune's runtime. A program opens a context
+ * for one GPU, describes an attention problem by its tensors, and launches
+ * the variant the tuner found fastest for that problem on that GPU -- from the
+ * user's own tuning database, else from the tables shipped with the release,
+ * else from a built-in default known to pass for every supported shape --
+ * without tuning, and without compiling when a cubin for the GPU is stored.
+ *
+ * Nothing here prints or exits: every call returns a fat_status, and the
+ * context keeps the message of its last failure (fat_context_error). Set
+ * FATUNE_LOG=1 to have the library log its choices on stderr.
+ *
+ * Threads: several host threads may launch through one context at once. The
+ * device's primary context is made current on the calling thread, as the
+ * CUDA runtime (and hence PyTorch) does.
+ *
+ * Link with -lfatune (or pkg-config --libs fatune, or find_package(fatune)).
+ * The library loads libcuda and NVRTC at run time (dlopen): it links against
+ * neither, and needs NVRTC only when no stored cubin fits the GPU. */
+#ifndef FATUNE_H
+#define FATUNE_H
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define FAT_API __attribute__((visibility("default")))
+#else
+#define FAT_API
+#endif
+
+#define FATUNE_VERSION_MAJOR 0
+#define FATUNE_VERSION_MINOR 1
+
+/* Result codes of every call. fat_strerror names them; the context's
+ * fat_context_error says what exactly went wrong. */
+typedef enum fat_status {
+  FAT_OK = 0,                /* success */
+  FAT_ERR_INVALID_ARGUMENT,  /* a NULL pointer, a bad shape, stride, alignment or scale */
+  FAT_ERR_UNSUPPORTED,       /* no kernel serves this problem (head dim, dtype, mask, GPU) */
+  FAT_ERR_NO_DRIVER,         /* libcuda could not be loaded, or has no such device */
+  FAT_ERR_CUDA,              /* a CUDA driver call failed (module load, launch) */
+  FAT_ERR_NO_NVRTC,          /* a kernel must be compiled and NVRTC could not be loaded */
+  FAT_ERR_COMPILE,           /* NVRTC refused a stored kernel source */
+  FAT_ERR_DATABASE,          /* a table or the user database could not be read or written */
+  FAT_ERR_OUT_OF_MEMORY,     /* a host allocation failed */
+} fat_status;
+
+/* "invalid argument", "unsupported problem", ... for S; never NULL. */
+FAT_API const char *fat_strerror(fat_status s);
+
+/* Element types; values match the tuner's. */
+typedef enum fat_attn_dtype { FAT_ATTN_FP16 = 0, FAT_ATTN_BF16 = 1 } fat_attn_dtype;
+/* Masks; causal is bottom-right aligned: query i sees key j iff
+ * j <= i + seqlen_k - seqlen_q (FlashAttention's convention). */
+typedef enum fat_attn_mask { FAT_ATTN_MASK_NONE = 0, FAT_ATTN_MASK_CAUSAL = 1 } fat_attn_mask;
+
+/* One forward attention problem. Tensors are in the (batch, seqlen, heads,
+ * head_dim) layout of FlashAttention and PyTorch; strides are in elements,
+ * the last dimension must be contiguous, pointers 16-byte aligned and
+ * strides multiples of 8 elements (the kernels load 16 bytes at a time). */
+typedef struct fat_attn_args {
+  const void *q;  /* (batch, seqlen_q, heads, head_dim) */
+  const void *k;  /* (batch, seqlen_k, heads_k, head_dim) */
+  const void *v;  /* (batch, seqlen_k, heads_k, head_dim) */
+  void *o;        /* (batch, seqlen_q, heads, head_dim), written */
+  float *lse;     /* (batch, heads, seqlen_q) contiguous fp32, written: natural-log
+                     log-sum-exp of the scaled scores, -inf for a row that sees no key */
+  long long q_batch_stride, q_row_stride, q_head_stride;
+  long long k_batch_stride, k_row_stride, k_head_stride;
+  long long v_batch_stride, v_row_stride, v_head_stride;
+  long long o_batch_stride, o_row_stride, o_head_stride;
+  int batch;
+  int heads;      /* query heads */
+  int heads_k;    /* key/value heads; must divide heads (grouped-query attention) */
+  int seqlen_q, seqlen_k;
+  int head_dim;
+  fat_attn_dtype dtype;
+  fat_attn_mask mask;
+  float softmax_scale;  /* multiplies Q·Kᵀ; 0 means 1/sqrt(head_dim) */
+} fat_attn_args;
+
+/* Fills the strides of ARGS for contiguous (batch, seqlen, heads, head_dim)
+ * tensors, from its shape fields (set those first). */
+FAT_API void fat_attn_args_contiguous(fat_attn_args *args);
+
+/* Where the chosen variant came from. */
+typedef enum fat_origin {
+  FAT_ORIGIN_USER_DB = 0,  /* the user's own tuning database */
+  FAT_ORIGIN_TABLES = 1,   /* a table shipped with the release (or named in the options) */
+  FAT_ORIGIN_BUILTIN = 2,  /* the built-in default variant, untuned */
+} fat_origin;
+
+/* Why it was chosen. */
+typedef enum fat_match {
+  FAT_MATCH_EXACT = 0,    /* a winner tuned for exactly this seqlen bucket */
+  FAT_MATCH_NEAREST = 1,  /* the winner of the nearest tuned bucket (by seqlen ratio) */
+  FAT_MATCH_DEFAULT = 2,  /* nothing tuned for this GPU and problem: the default */
+} fat_match;
+
+/* How the kernel's module got onto the GPU in this context. */
+typedef enum fat_load {
+  FAT_LOAD_STORED_CUBIN = 0,  /* a cubin for this architecture from a database: no NVRTC */
+  FAT_LOAD_COMPILED = 1,      /* compiled from the stored source with NVRTC (then stored) */
+} fat_load;
+
+/* The variant that serves (or served) a problem, and why. */
+typedef struct fat_choice {
+  char variant[128];      /* "fwd.mma80.bf16.d128.causal.m128n64w4s2" */
+  char source_hash[65];   /* sha256 of its source, hex */
+  fat_origin origin;
+  fat_match match;
+  int bucket_seqlen;      /* the tuned bucket used; 0 for the default */
+  double tuned_ms;        /* the winner's median on its bucket; 0 for the default */
+  int loaded;             /* 1 once the module is loaded in this context (then `load` is set) */
+  fat_load load;
+  char db_path[512];      /* the database it came from; "" for the built-in default */
+} fat_choice;
+
+typedef struct fat_context fat_context;
+
+/* What a context reads. Zero-initialise, then set what differs. */
+typedef struct fat_context_options {
+  int device;                 /* CUDA device ordinal */
+  const char *user_db;        /* NULL: $FATUNE_DB, else $XDG_CACHE_HOME/fatune/fatune.db,
+                                 else ~/.cache/fatune/fatune.db; "": no user database
+                                 (and compiled cubins are not stored) */
+  const char *const *tables;  /* read-only table databases, searched in order after the
+                                 user's; NULL: $FATUNE_TABLES (':'-separated) if set, else
+                                 the tables installed with the library */
+  int n_tables;
+  int no_builtin;             /* 1: refuse rather than fall back to the untuned default */
+} fat_context_options;
+
+/* Opens a context on OPTS->device (OPTS may be NULL: device 0, defaults).
+ * Loads the driver and retains the device's primary context; databases are
+ * opened read-only and lazily. On failure *CTX is still a context when the
+ * failure has a message to read (fat_context_error), to be closed; it is NULL
+ * only when out of memory. */
+FAT_API fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts);
+/* Unloads every module and releases the device. NULL is allowed. */
+FAT_API void fat_context_close(fat_context *ctx);
+/* The message of the context's last failure ("" if none), naming the bad
+ * value: "head_dim 80 has no template (supported: 64, 96, 128, 192, 256)".
+ * Valid until the next call on the context from any thread. */
+FAT_API const char *fat_context_error(const fat_context *ctx);
+
+/* Which variant would serve ARGS (only shape, dtype and mask are read) --
+ * the same selection fat_attention_fwd makes -- without loading or launching
+ * anything: the "is it supported?" query. FAT_OK with *OUT filled, or
+ * FAT_ERR_UNSUPPORTED / FAT_ERR_INVALID_ARGUMENT with the reason. */
+FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *args,
+                                        fat_choice *out);
+
+/* Launches the forward pass on STREAM (a CUstream; NULL: the legacy default
+ * stream) and returns without waiting. The first call for a problem key may
+ * load (or compile) a module; later calls only launch. RAN (may be NULL)
+ * gets the variant that was launched. */
+FAT_API fat_status fat_attention_fwd(fat_context *ctx, const fat_attn_args *args, void *stream,
+                                     fat_choice *ran);
+
+/* The variant of the context's most recent successful launch (any thread). */
+FAT_API fat_status fat_context_last_choice(fat_context *ctx, fat_choice *out);
+
+/* Head dims with a template of their own, ascending; fills up to CAP, returns
+ * the count. A head dim not listed is refused (no padding). */
+FAT_API int fat_supported_head_dims(int *out, int cap);
+
+/* "fwd.mma80...", "user database", ... names for logging. */
+FAT_API const char *fat_origin_name(fat_origin o);
+FAT_API const char *fat_match_name(fat_match m);
+FAT_API const char *fat_load_name(fat_load l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,426 @@
+/* Proves `fatune report` turns a database into one self-contained page: on a
+ * fixture built here (a GPU with measured ceilings; fp16 problems at two head
+ * dims and three seqlens with winners, default configurations, a
+ * materialising baseline and PyTorch SDPA timings; a bf16 causal problem with
+ * only a winner; a variant that failed its check) the page has balanced
+ * html/body/svg elements, one <svg> per problem group plus the roofline, a
+ * non-empty path for exactly the series that have data in each chart, the
+ * roofs, every winner (never the failed variant) in the table with its
+ * TFLOP/s, escaped text, and nothing that reaches the network. Bad usage
+ * is refused with exact messages and leaves no file behind. Files live in a
+ * fresh /tmp folder. For tests/test_report_render.sh, FATUNE_KEEP_DB=PATH
+ * builds the fixture database at PATH and leaves it there, and
+ * FATUNE_KEEP_REPORT=PATH copies the page to PATH. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "explain.h"
+#include "report.h"
+
+static int failures;
+
+#define EXPECT(cond)                                                           \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);      \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+#define EXPECT_INT(got, want)                                                  \
+  do {                                                                         \
+    long long g_ = (long long)(got), w_ = (long long)(want);                   \
+    if (g_ != w_) {                                                            \
+      fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, \
+              #got, g_, w_);                                                   \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+#define EXPECT_STR(got, want)                                                  \
+  do {                                                                         \
+    const char *g_ = (got), *w_ = (want);                                      \
+    if (!g_ || strcmp(g_, w_) != 0) {                                          \
+      fprintf(stderr, "%s:%d: %s is \"%s\",\n  expected \"%s\"\n", __FILE__,    \
+              __LINE__, #got, g_ ? g_ : "(null)", w_);                         \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+#define REQUIRE(cond)                                                          \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);      \
+      failures++;                                                              \
+      goto out;                                                                \
+    }                                                                          \
+  } while (0)
+
+#define ERRLEN 512
+#define TERA 1e12
+#define TOKENS 16384 /* the tuner's buckets: batch = TOKENS / seqlen */
+#define HIDDEN 2048  /* heads = HIDDEN / head dim */
+#define FIXTURE_GPU "NVIDIA Fixture GPU"
+
+static char tmpdir[] = "/tmp/fatune_test_report.XXXXXX";
+static char db_path[256], html_path[256];
+
+/* ------------------------------------------------------------- fixture */
+
+typedef struct fixture {
+  fat_db *db;
+  sqlite3_int64 gpu;
+  int n_variants;      /* makes every variant's hash distinct */
+  char winners[16][128];
+  int n_winners;
+} fixture;
+
+static int fx_variant(fixture *fx, const fat_problem *p, const char *name, const char *family,
+                      int is_default, sqlite3_int64 *id) {
+  fat_variant v = {(char *)name, (char *)family, "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4",
+                   "fat_fwd", "// fixture source", {0}, p->direction, p->dtype, p->mask,
+                   p->head_dim, 64, 128, 0, is_default};
+  snprintf(v.hash, sizeof v.hash, "%064x", ++fx->n_variants);
+  return fat_db_put_variant(fx->db, &v, id);
+}
+
+/* A variant of P checked (PASSED or not) and timed at the median that gives
+ * TFLOPS; *VID and *TID (may be NULL) get its ids. */
+static int fx_timed(fixture *fx, const fat_problem *p, sqlite3_int64 pid, const char *name,
+                    const char *family, int is_default, int passed, double tflops,
+                    sqlite3_int64 *vid_out, sqlite3_int64 *tid_out) {
+  sqlite3_int64 vid, tid;
+  double ms = fat_problem_flops(p) / (tflops * TERA) * 1e3;
+  fat_check c = {1, 2, 256, 256, passed ? 1.5e-3 : 0.2, passed ? 3.1e-3 : 0.9, 1e-4, 0, passed,
+                 ""};
+  snprintf(c.reason, sizeof c.reason, "%s", passed ? "ok" : "rel_l2 0.2 > 0.002");
+  fat_timing t = {50, ms, ms, ms, ms, ms, tflops, 1755};
+  if (fx_variant(fx, p, name, family, is_default, &vid) ||
+      fat_db_put_check(fx->db, vid, fx->gpu, pid, &c) ||
+      fat_db_put_timing(fx->db, vid, fx->gpu, pid, &t, &tid))
+    return -1;
+  if (vid_out) *vid_out = vid;
+  if (tid_out) *tid_out = tid;
+  return 0;
+}
+
+/* One problem with everything: tuned variants (the fastest wins), the
+ * default, a failed variant that would have been fastest, the materialising
+ * baseline and the SDPA backends (and CUSTOM, when not NULL). Throughputs
+ * grow with SEQ so the curves have a shape. */
+static int fx_problem(fixture *fx, fat_dtype dtype, fat_mask mask, int d, int seq, int full,
+                      const char *custom) {
+  fat_problem p = {FAT_FWD, dtype, mask, d, TOKENS / seq, HIDDEN / d, HIDDEN / d, seq, seq};
+  sqlite3_int64 pid, vid, tid;
+  char name[128], base[64];
+  double scale = log2(seq) / 12.0; /* 1 at seqlen 4096 */
+  snprintf(base, sizeof base, "fwd.mma80.%s.d%d.%s", fat_dtype_name(dtype), d,
+           fat_mask_name(mask));
+  if (fat_db_put_problem(fx->db, &p, &pid)) return -1;
+  snprintf(name, sizeof name, "%s.m128n64w4s2.s%d", base, seq);
+  if (fx_timed(fx, &p, pid, name, "mma80", 0, 1, 300.0 * scale, &vid, &tid) ||
+      fat_db_set_winner(fx->db, fx->gpu, pid, vid, tid))
+    return -1;
+  snprintf(fx->winners[fx->n_winners++], sizeof fx->winners[0], "%s", name);
+  if (!full) return 0;
+  snprintf(name, sizeof name, "%s.m64n64w4s2.s%d", base, seq);
+  if (fx_timed(fx, &p, pid, name, "mma80", 1, 1, 200.0 * scale, NULL, NULL)) return -1;
+  snprintf(name, sizeof name, "%s.m128n128w8s3.broken.s%d", base, seq);
+  if (fx_timed(fx, &p, pid, name, "mma80", 0, 0, 900.0, NULL, NULL)) return -1;
+  snprintf(name, sizeof name, "fwd.materialize.%s.d%d.%s.s%d", fat_dtype_name(dtype), d,
+           fat_mask_name(mask), seq);
+  if (fx_timed(fx, &p, pid, name, FAT_FAMILY_MATERIALIZE, 0, 1, 60.0, NULL, NULL)) return -1;
+  double flops = fat_problem_flops(&p);
+  if (fat_db_put_external_timing(fx->db, fx->gpu, pid, FAT_EXTERNAL_SDPA_FLASH,
+                                 flops / (280e12 * scale) * 1e3, 280.0 * scale) ||
+      fat_db_put_external_timing(fx->db, fx->gpu, pid, FAT_EXTERNAL_SDPA_CUDNN,
+                                 flops / (310e12 * scale) * 1e3, 310.0 * scale))
+    return -1;
+  if (custom && fat_db_put_external_timing(fx->db, fx->gpu, pid, custom,
+                                           flops / (100e12) * 1e3, 100.0))
+    return -1;
+  return 0;
+}
+
+static int build_fixture(fixture *fx) {
+  char err[ERRLEN];
+  static const int seqlens[] = {1024, 2048, 4096};
+  fat_gpu_info g = {.name = FIXTURE_GPU, .cc_major = 9, .cc_minor = 0, .sm_count = 132,
+                    .driver_version = 13000, .nvrtc_major = 13, .nvrtc_minor = 0};
+  if (fat_db_open(db_path, &fx->db, err, sizeof err)) {
+    fprintf(stderr, "fixture: %s\n", err);
+    return -1;
+  }
+  if (fat_db_put_gpu(fx->db, &g, &fx->gpu) ||
+      fat_db_put_ceiling(fx->db, fx->gpu, FAT_CEILING_COPY_BANDWIDTH, 4.0e12,
+                         FAT_CEILING_UNIT_BANDWIDTH) ||
+      fat_db_put_ceiling(fx->db, fx->gpu, FAT_CEILING_PEAK_FP16, 800e12, FAT_CEILING_UNIT_FLOPS) ||
+      fat_db_put_ceiling(fx->db, fx->gpu, FAT_CEILING_PEAK_BF16, 800e12, FAT_CEILING_UNIT_FLOPS))
+    goto fail;
+  for (int i = 0; i < 3; i++)
+    if (fx_problem(fx, FAT_FP16, FAT_MASK_NONE, 64, seqlens[i], 1, "custom<kernel>") ||
+        fx_problem(fx, FAT_FP16, FAT_MASK_NONE, 128, seqlens[i], 1, NULL))
+      goto fail;
+  if (fx_problem(fx, FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 0, NULL)) goto fail;
+  return 0;
+fail:
+  fprintf(stderr, "fixture: %s\n", fat_db_errmsg(fx->db));
+  return -1;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  long n;
+  if (!f) return NULL;
+  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+      (buf = malloc((size_t)n + 1))) {
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+  }
+  fclose(f);
+  return buf;
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + strlen(needle), needle)) n++;
+  return n;
+}
+
+/* Series paths in [FROM, TO) whose d attribute starts "M<number>,<number>". */
+static int series_paths(const char *from, const char *to, const char *cls) {
+  char open[64];
+  int n = 0;
+  snprintf(open, sizeof open, "<path class=\"%s\"", cls);
+  for (const char *p = strstr(from, open); p && p < to; p = strstr(p + 1, open)) {
+    const char *d = strstr(p, " d=\"M"), *end = strchr(p, '>');
+    if (d && d < end && isdigit((unsigned char)d[5]) && strchr(d + 5, ',') < end) n++;
+  }
+  return n;
+}
+
+typedef struct run_result {
+  int status;
+  char *out, *err;
+} run_result;
+
+static run_result run_report(int argc, char **argv) {
+  run_result r = {0};
+  size_t n_out = 0, n_err = 0;
+  FILE *out = open_memstream(&r.out, &n_out), *err = open_memstream(&r.err, &n_err);
+  r.status = fat_report_run(argc, argv, out, err);
+  fclose(out);
+  fclose(err);
+  return r;
+}
+
+static void run_free(run_result *r) {
+  free(r->out);
+  free(r->err);
+}
+
+/* -------------------------------------------------------------- tests */
+
+static void test_report_of_fixture(void) {
+  fixture fx = {0};
+  char *html = NULL, want[600], tmp[300];
+  REQUIRE(build_fixture(&fx) == 0);
+  fat_db_close(fx.db);
+  fx.db = NULL;
+
+  char *argv[] = {"report", "--db", db_path, "-o", html_path};
+  run_result r = run_report(5, argv);
+  EXPECT_INT(r.status, 0);
+  snprintf(want, sizeof want, "wrote %s: " FIXTURE_GPU ", 4 charts, 7 winners\n", html_path);
+  EXPECT_STR(r.out, want);
+  EXPECT_STR(r.err, "");
+  run_free(&r);
+  snprintf(tmp, sizeof tmp, "%s.tmp", html_path);
+  EXPECT(access(tmp, F_OK) != 0);
+  REQUIRE((html = slurp(html_path)) != NULL);
+  const char *keep = getenv("FATUNE_KEEP_REPORT");
+  if (keep && *keep) {
+    FILE *k = fopen(keep, "w");
+    if (k) {
+      fputs(html, k);
+      fclose(k);
+    }
+  }
+
+  /* Well-formed enough: one document, balanced containers. */
+  EXPECT(!strncmp(html, "<!DOCTYPE html>\n<html lang=\"en\">", 31));
+  EXPECT_INT(count(html, "<html"), 1);
+  EXPECT_INT(count(html, "</html>"), 1);
+  EXPECT_INT(count(html, "<body>"), 1);
+  EXPECT_INT(count(html, "</body>"), 1);
+  EXPECT_INT(count(html, "<head>"), 1);
+  EXPECT_INT(count(html, "</head>"), 1);
+  EXPECT_INT(count(html, "<table>"), 1);
+  EXPECT_INT(count(html, "</table>"), 1);
+  /* fp16 d64, fp16 d128, bf16 d128 causal, roofline. */
+  EXPECT_INT(count(html, "<svg"), 4);
+  EXPECT_INT(count(html, "</svg>"), 4);
+  EXPECT_INT(count(html, "<figure>"), 4);
+  EXPECT_INT(count(html, "</figure>"), 4);
+  EXPECT(strstr(html, "@media print") != NULL);
+
+  /* Nothing reaches the network: no URL, no link, no script. */
+  EXPECT(strstr(html, "http") == NULL);
+  EXPECT(strstr(html, "src=") == NULL);
+  EXPECT(strstr(html, "href=") == NULL);
+  EXPECT(strstr(html, "<script") == NULL);
+  EXPECT(strstr(html, "@import") == NULL);
+  EXPECT(strstr(html, "url(") == NULL);
+
+  /* Per chart (in dtype, mask, head dim order), a series path for exactly
+   * the series with data: bf16 causal only its winner; fp16 d64 the winner,
+   * default, materialising, two SDPA backends and the custom source; fp16
+   * d128 the same but the custom one. */
+  static const int want_series[] = {1, 6, 5};
+  static const char *const titles[] = {"<h2>forward, bf16, head dim 128, causal</h2>",
+                                       "<h2>forward, fp16, head dim 64, no mask</h2>",
+                                       "<h2>forward, fp16, head dim 128, no mask</h2>"};
+  const char *svg = html;
+  for (int c = 0; c < 4; c++) {
+    svg = strstr(svg, "<svg");
+    REQUIRE(svg != NULL);
+    const char *end = strstr(svg, "</svg>");
+    REQUIRE(end != NULL);
+    if (c < 3) {
+      const char *title = strstr(html, titles[c]);
+      EXPECT(title != NULL && title < svg && (c == 0 || title > strstr(html, titles[c - 1])));
+      EXPECT_INT(series_paths(svg, end, "series"), want_series[c]);
+      EXPECT_INT(count(svg, "<path class=\"series\"") - count(end, "<path class=\"series\""),
+                 want_series[c]);
+    } else {
+      EXPECT(strstr(html, "<h2>Roofline</h2>") < svg);
+      /* One roof (fp16 and bf16 peaks equal) and the bandwidth line. */
+      EXPECT_INT(series_paths(svg, end, "roof"), 2);
+      EXPECT_INT(series_paths(svg, end, "series"), 0);
+      /* A marker per winner, each with its tooltip. */
+      EXPECT_INT(count(svg, "<title>") - count(end, "<title>"), 7);
+    }
+    svg = end;
+  }
+
+  /* The table: every winner, each once, and never the failed variant. */
+  EXPECT_INT(count(html, "<tr><td class=\"shape\">"), 7);
+  for (int i = 0; i < fx.n_winners; i++) {
+    /* The name may break after each dot (<wbr>) but reads whole. */
+    size_t n = (size_t)snprintf(want, sizeof want, "<td class=\"name\">");
+    for (const char *c = fx.winners[i]; *c && n + 8 < sizeof want; c++)
+      n += (size_t)snprintf(want + n, sizeof want - n, "%c%s", *c, *c == '.' ? "<wbr>" : "");
+    snprintf(want + n, sizeof want - n, "</td>");
+    EXPECT_INT(count(html, want), 1);
+  }
+  EXPECT(strstr(html, ".broken.") == NULL);
+  /* fp16 d128 at 4096: 300 TFLOP/s, the default 200 (1.50×), passed 3 of
+   * the 4 mma/materialise variants, 1 failed. */
+  EXPECT(strstr(html,
+                "<td class=\"shape\">4 × 16, 4096</td><td class=\"name\">fwd.<wbr>mma80.<wbr>"
+                "fp16.<wbr>d128.<wbr>none.<wbr>m128n64w4s2.<wbr>s4096</td><td>1.833</td><td>300.0</td>"
+                "<td>2.749</td><td>1.50×</td><td>1.50e-03</td><td>3.10e-03</td><td>3 / 1</td>") !=
+         NULL);
+  /* The bf16 problem has no default: dashes, not numbers. */
+  EXPECT(strstr(html, "<td>–</td><td>–</td><td>1.50e-03</td>") != NULL);
+  /* Text from the database is escaped. */
+  EXPECT(strstr(html, "custom&lt;kernel&gt;") != NULL);
+  EXPECT(strstr(html, "custom<kernel>") == NULL);
+  EXPECT(strstr(html, "Measured ceilings: copy bandwidth 4.00 TB/s; fp16 matrix peak 800 TFLOP/s; "
+                      "bf16 matrix peak 800 TFLOP/s.") != NULL);
+out:
+  free(html);
+  fat_db_close(fx.db);
+}
+
+static void test_refusals(void) {
+  char want[600], missing[300], empty[300], err[ERRLEN];
+  fat_db *db = NULL;
+  snprintf(missing, sizeof missing, "%s/missing.db", tmpdir);
+  snprintf(empty, sizeof empty, "%s/empty.db", tmpdir);
+  struct {
+    int argc;
+    char *argv[8];
+    int status;
+    const char *err;
+  } cases[] = {
+      {3, {"report", "--db", missing}, 2, "fatune report: --db: no database at %s\n"},
+      {4, {"report", "--db", db_path, "--colour"}, 2,
+       "fatune report: unknown option '--colour' (see fatune report --help)\n"},
+      {4, {"report", "--db", db_path, "-o"}, 2, "fatune report: -o needs a value\n"},
+      {5, {"report", "--db", db_path, "--db", db_path}, 2, "fatune report: --db given twice\n"},
+      {5, {"report", "--db", db_path, "--gpu-name", "H100"}, 2,
+       "fatune report: --gpu-name: no GPU named 'H100' in the database (it holds: " FIXTURE_GPU
+       ")\n"},
+      {3, {"report", "--db", empty}, 1, "fatune report: no GPU results in %s: run fatune on a GPU "
+                                        "first\n"},
+  };
+  REQUIRE(fat_db_open(empty, &db, err, sizeof err) == 0);
+  fat_db_close(db);
+  db = NULL;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    remove(html_path);
+    run_result r = run_report(cases[i].argc, cases[i].argv);
+    snprintf(want, sizeof want, cases[i].err, i == 0 ? missing : empty);
+    EXPECT_INT(r.status, cases[i].status);
+    EXPECT_STR(r.err, want);
+    EXPECT_STR(r.out, "");
+    run_free(&r);
+  }
+  EXPECT(access(missing, F_OK) != 0); /* report never creates a database */
+  /* An output folder that does not exist: status 1, nothing left behind. */
+  char bad_out[300];
+  snprintf(bad_out, sizeof bad_out, "%s/no/such/folder/r.html", tmpdir);
+  char *argv[] = {"report", "--db", db_path, "--output", bad_out};
+  run_result r = run_report(5, argv);
+  EXPECT_INT(r.status, 1);
+  snprintf(want, sizeof want, "fatune report: cannot write %s.tmp: No such file or directory\n",
+           bad_out);
+  EXPECT_STR(r.err, want);
+  run_free(&r);
+  char *help[] = {"report", "--help"};
+  r = run_report(2, help);
+  EXPECT_INT(r.status, 0);
+  EXPECT_STR(r.out, fat_report_usage());
+  run_free(&r);
+out:
+  fat_db_close(db);
+}
+
+static void remove_db(const char *path) {
+  char p[300];
+  remove(path);
+  snprintf(p, sizeof p, "%s-wal", path);
+  remove(p);
+  snprintf(p, sizeof p, "%s-shm", path);
+  remove(p);
+}
+
+int main(void) {
+  char p[300];
+  if (!mkdtemp(tmpdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  const char *keep_db = getenv("FATUNE_KEEP_DB");
+  if (keep_db && *keep_db) {
+    snprintf(db_path, sizeof db_path, "%s", keep_db);
+    remove_db(db_path);
+  } else {
+    snprintf(db_path, sizeof db_path, "%s/report.db", tmpdir);
+  }
+  snprintf(html_path, sizeof html_path, "%s/report.html", tmpdir);
+  test_report_of_fixture();
+  test_refusals();
+  if (!keep_db || !*keep_db) remove_db(db_path);
+  snprintf(p, sizeof p, "%s/empty.db", tmpdir);
+  remove_db(p);
+  remove(html_path);
+  rmdir(tmpdir);
+  if (failures) fprintf(stderr, "test_report: %d failure(s)\n", failures);
+  else printf("test_report: all passed\n");
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,45 @@
+/* Shipped tables: a tuning database's winners for one GPU model as a text
+ * SQL file (db/tables/<gpu>.sql), deterministic and readable in a diff, and
+ * the way back in. `fatune export` writes one; `fatune import` loads table
+ * files and `fatune merge` another machine's database into a database, both
+ * without duplicates. An imported file is never executed as given: its
+ * statements run in a scratch database under an authorizer that allows only
+ * INSERT into fatune's tables, and only then are its rows merged by natural
+ * keys (variant name and source hash, build key, GPU and problem key). */
+#ifndef FAT_TABLES_H
+#define FAT_TABLES_H
+#include <stddef.h>
+#include <stdio.h>
+#include "db.h"
+#include "gen.h"
+
+/* First line of every exported table; import refuses a file without it. */
+#define FAT_TABLES_MAGIC "-- fatune tables 1"
+
+/* `fatune export|import|merge ...`: ARGV[0] is the subcommand. Messages go to
+ * stderr, the exported table to -o FILE or stdout. Returns the exit status:
+ * 0 done, 1 failed, 2 usage error. */
+int fat_tables_main(int argc, char **argv);
+
+/* Writes the winners of every GPU named GPU_NAME in DB (with their variants'
+ * sources, their cubins, problems, live checks and winning timings) to OUT.
+ * Rows are sorted by natural keys and renumbered, so the same content always
+ * gives the same bytes. Fails with "no winners for GPU 'X' in the database"
+ * when there is nothing to export. Returns 0 or -1 with err. */
+int fat_tables_export(fat_db *db, const char *gpu_name, FILE *out, char *err, size_t errlen);
+
+/* Loads the table text SQL (NAME: its file name, for messages) into DB.
+ * *ADDED (may be NULL) gets the number of rows that were new. */
+int fat_tables_import(fat_db *db, const char *sql, const char *name, long long *added,
+                      char *err, size_t errlen);
+
+/* Merges the fatune database at PATH into DB (read, never written). */
+int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, size_t errlen);
+
+/* Compares every winner variant in DB with what generator G produces for it
+ * today. Each stale one adds a line to REPORT (CAP bytes, may be NULL):
+ *   "stale: NAME: table source_hash H1, generator gives H2\n" or
+ *   "stale: NAME: the generator no longer produces this variant\n".
+ * Returns the number of stale variants, or -1 with err. */
+int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err, size_t errlen);
+#endif
