@@ -8,7 +8,8 @@
 # then run there, from the repository root, with build/ carried:
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
 # Output goes to $OUT (the device tool's folder) or ./gpu-out: the full log,
-# the database (gzip), the benchmark rows (JSON).
+# the database (gzip, split into 15 MiB parts: cat fatune.db.gz.part* | gunzip),
+# the benchmark rows (JSON).
 set -u -o pipefail
 HEAD_DIMS=${1:-128}
 SEQLENS=${2:-512,1024,2048,4096,8192,16384}
@@ -47,6 +48,7 @@ section "benchmark against SDPA (FLASH_ATTENTION, CUDNN_ATTENTION)"
 PYTHONUNBUFFERED=1 python3 scripts/bench_sdpa.py --db "$DB" --out "$OUT/bench.json" \
   || failures=$((failures + 1))
 
-gzip -kf "$DB" && rm -f "$DB" "$DB-wal" "$DB-shm"
+# The device tool brings back files of at most 16 MiB: compress and split.
+gzip -f "$DB" && rm -f "$DB-wal" "$DB-shm" && split -b 15m -d "$DB.gz" "$DB.gz.part" && rm -f "$DB.gz"
 section "done: $failures failures"
 exit $((failures > 0))

@@ -50,6 +50,13 @@ expect 2 "fatune: --db: not a fatune database: $tmp/corrupt.db: file is not a da
 expect 2 "fatune: --db: cannot open database /nonexistent-dir/x.db: unable to open database file (No such file or directory)" \
   --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db /nonexistent-dir/x.db
 
+# Valid lists are accepted (the list of three head dims reaches --list).
+if [ "$("$F" --list --head-dim 64,128,256 --dtype fp16,bf16 --mask none,causal --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 12 ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: --head-dim 64,128,256 (want 12 defaults)"
+fi
+
 # Help and version.
 if "$F" --help | grep -q '^Usage: fatune'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --help"; fi
 if [ "$("$F" --version)" = "fatune 0.1.0" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version"; fi

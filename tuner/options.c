@@ -67,8 +67,8 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, int *out
 }
 
 /* Splits S at commas into at most FAT_MAX_LIST items, each handed to EACH.
- * Empty lists and empty items are refused; so are duplicates (by EACH's
- * integer result, compared through SAME). */
+ * Empty lists and empty items are refused; so are duplicates, compared as
+ * ELEM_SIZE-byte entries of OUT (0: the caller checks them itself). */
 typedef int (*item_fn)(const char *flag, const char *item, void *out, int index, char *err,
                        size_t errlen);
 
@@ -97,7 +97,7 @@ static int parse_list(const char *flag, const char *s, item_fn each, void *out, 
       return -1;
     }
     if (each(flag, item, out, *n, err, errlen)) return -1;
-    for (int i = 0; i < *n; i++)
+    for (int i = 0; elem_size && i < *n; i++)
       if (memcmp((char *)out + (size_t)i * elem_size, (char *)out + (size_t)*n * elem_size,
                  elem_size) == 0) {
         snprintf(err, errlen, "%s: '%s' given twice", flag, item);
