@@ -9,6 +9,11 @@ fresh random inputs, with poisoned outputs, before it is timed.
 
 Shapes are FlashAttention's benchmark shapes: batch x seqlen = 16384 tokens,
 heads x head_dim = 2048. FLOPs: 4*B*H*S*S*D, halved for causal.
+
+With --db, the SDPA timings are also stored in the database's
+external_timings table (sources sdpa_flash and sdpa_cudnn) against the
+matching problem row and this GPU's row, so `fatune report` shows them beside
+fatune's own timings. Nothing else in the database is written.
 """
 import argparse
 import json
@@ -124,6 +129,42 @@ def kernels_from_db(path, gpu_name):
                    entry=entry, block_m=block_m, threads=threads, smem_bytes=smem), cubin
 
 
+SDPA_SOURCES = {"fa2": "sdpa_flash", "cudnn": "sdpa_cudnn"}  # tuner/db.h FAT_EXTERNAL_SDPA_*
+
+
+class ExternalTimings:
+    """Writes SDPA timings into a fatune database: one row per (backend,
+    problem), committed as it is made. The GPU row is the latest one of this
+    GPU's name that holds winners (the one kernels_from_db read); a shape
+    with no problem row of its own is skipped, never invented."""
+
+    def __init__(self, path, gpu_name):
+        self.db = sqlite3.connect(path, timeout=30)
+        row = self.db.execute("""
+            SELECT g.id FROM gpus g WHERE g.name = ?
+            ORDER BY EXISTS (SELECT 1 FROM winners w WHERE w.gpu_id = g.id) DESC, g.id DESC
+            LIMIT 1""", (gpu_name,)).fetchone()
+        self.gpu_id = row[0] if row else None
+        self.stored = 0
+
+    def put(self, label, dtype, d, causal, b, h, s, ms, tflops):
+        if self.gpu_id is None or not math.isfinite(ms) or ms <= 0:
+            return
+        row = self.db.execute("""
+            SELECT id FROM problems WHERE direction = 'fwd' AND dtype = ? AND mask = ? AND head_dim = ?
+              AND batch = ? AND heads = ? AND heads_k = ? AND seqlen_q = ? AND seqlen_k = ?""",
+            (dtype, "causal" if causal else "none", d, b, h, h, s, s)).fetchone()
+        if not row:
+            return
+        with self.db:
+            self.db.execute("""INSERT INTO external_timings (gpu_id, problem_id, source, median_ms, tflops)
+                               VALUES (?, ?, ?, ?, ?)""", (self.gpu_id, row[0], SDPA_SOURCES[label], ms, tflops))
+        self.stored += 1
+
+    def close(self):
+        self.db.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group(required=True)
@@ -140,6 +181,7 @@ def main():
     timer = Timer(args.reps, args.warmup)
     seqlens = [int(s) for s in args.seqlens.split(",")]
     entries = (kernels_from_db(args.db, gpu) if args.db else kernels_from_manifest(args.manifest))
+    external = ExternalTimings(args.db, gpu) if args.db else None
 
     rows = []
     sdpa_ms = {}
@@ -171,6 +213,8 @@ def main():
                 if key not in sdpa_ms:  # each SDPA shape timed once per run
                     fn = sdpa_fn(backend, q, k, v, causal)
                     sdpa_ms[key] = timer(fn) if fn else float("nan")
+                    if external:
+                        external.put(label, dtype, d, causal, b, h, s, sdpa_ms[key], f / sdpa_ms[key] / 1e9)
                 t = sdpa_ms[key]
                 res[f"{label}_ms"], res[f"{label}_tflops"] = t, f / t / 1e9
             rows.append(res)
@@ -178,6 +222,9 @@ def main():
                   f"{res['cudnn_tflops']:7.1f} {res['fa2_ms'] / t_fat:6.2f} {res['cudnn_ms'] / t_fat:6.2f}",
                   flush=True)
             del q, k, v, o, lse
+    if external:
+        print(f"# stored {external.stored} SDPA timings in {args.db} (external_timings)")
+        external.close()
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)

@@ -43,6 +43,26 @@ expect 2 "fatune: --retune given twice" --retune --retune
 expect 2 "fatune: --quiet and --verbose contradict each other" -q -v
 expect 2 "fatune: --head-dim given twice" --head-dim 64 --head-dim 128
 
+# More bad values: non-numeric, huge, negative, zero, duplicates, too many.
+expect 2 "fatune: --gpu: 'abc' is not a number" --gpu abc
+expect 2 "fatune: --gpu: '0x1' is not a number" --gpu 0x1
+expect 2 "fatune: --gpu: 99999 is out of range [0, 1023]" --gpu 99999
+expect 2 "fatune: --jobs: 257 is out of range [1, 256]" --jobs 257
+expect 2 "fatune: --jobs: -1 is out of range [1, 256]" --jobs -1
+expect 2 "fatune: --reps: 100000 is out of range [20, 10000]" --reps 100000
+expect 2 "fatune: --reps: '1e3' is not a number" --reps 1e3
+expect 2 "fatune: --timeout: 0 is out of range [1, 3600]" --timeout 0
+expect 2 "fatune: --timeout: 3601 is out of range [1, 3600]" --timeout 3601
+expect 2 "fatune: --timeout needs a value" --timeout
+expect 2 "fatune: --dtype: 'fp16' given twice" --dtype fp16,fp16
+expect 2 "fatune: --mask: 'none' given twice" --mask none,none
+expect 2 "fatune: --mask: empty list" --mask ""
+expect 2 "fatune: --seqlen: more than 16 items" --seqlen 512,1024,2048,4096,8192,16384,1,2,3,4,5,6,7,8,9,10,11
+expect 2 "fatune: --arch: unknown architecture '' (sm_80, sm_86, sm_89, sm_90a, ...)" --arch ""
+expect 2 "fatune: --db: empty path" --db=
+expect 2 "fatune: --list given twice" --list --list
+expect 2 "fatune: unknown option '-x' (see --help)" -x
+
 # A database path that cannot be written: refused with exit 2 before any work.
 printf 'not a database at all, just text\n%.0s' {1..64} >"$tmp/corrupt.db"
 expect 2 "fatune: --db: not a fatune database: $tmp/corrupt.db: file is not a database" \

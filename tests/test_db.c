@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "db.h"
 #include "embedded.h"
+#include "fwd_job.h"
 
 static int failures;
 
@@ -576,6 +577,105 @@ out:
   fat_db_close(db);
 }
 
+/* The materialising baseline is a yardstick, never a candidate: however fast
+ * and however well checked, fat_db_rank and fat_db_best leave family
+ * "materialize" out, the summary keeps it out of the slowest and default
+ * figures and reports its fastest passing timing as materialize_ms; and the
+ * schema's winner triggers do not stand in the way of the rule (it is the
+ * ranking that excludes it). NAN when a problem has no baseline timed. */
+static void test_materialize_never_wins(void) {
+  fat_db *db = NULL;
+  char err[ERRLEN];
+  const char *path = new_path("materialize.db");
+  fat_gpu_info g = test_gpu();
+  fat_problem p = test_problem(4096), q = test_problem(1024);
+  fat_variant fused = test_variant("fwd.mma80.bf16.d128.causal.m128n64w4s2", '4', 1);
+  fat_variant mat16 = test_variant("fwd.materialize.bf16.d128.causal.t16", '5', 0);
+  fat_variant mat32 = test_variant("fwd.materialize.bf16.d128.causal.t32", '6', 0);
+  mat16.family = mat32.family = (char *)FAT_FAMILY_MATERIALIZE;
+  mat16.params = "TILE=16", mat32.params = "TILE=32";
+  sqlite3_int64 gpu, pid, qid, f, m16, m32, tf, tq;
+  fat_db_choice best = {0}, ranked[4];
+  fat_db_summary_row *rows = NULL;
+  size_t n = 0;
+  int found = -1;
+
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE(fat_db_put_gpu(db, &g, &gpu) == 0);
+  REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
+  REQUIRE(fat_db_put_problem(db, &q, &qid) == 0);
+  REQUIRE(fat_db_put_variant(db, &fused, &f) == 0);
+  REQUIRE(fat_db_put_variant(db, &mat16, &m16) == 0);
+  REQUIRE(fat_db_put_variant(db, &mat32, &m32) == 0);
+  fat_check ok = check_result(1, 0.001);
+  fat_timing t_fused = timing_of(2.0), t_m16 = timing_of(0.25), t_m32 = timing_of(8.0);
+  /* Both baselines pass; the t16 one is (implausibly) the fastest of all. */
+  REQUIRE(fat_db_put_check(db, f, gpu, pid, &ok) == 0);
+  REQUIRE(fat_db_put_timing(db, f, gpu, pid, &t_fused, &tf) == 0);
+  REQUIRE(fat_db_put_check(db, m16, gpu, pid, &ok) == 0);
+  REQUIRE(fat_db_put_timing(db, m16, gpu, pid, &t_m16, NULL) == 0);
+  REQUIRE(fat_db_put_check(db, m32, gpu, pid, &ok) == 0);
+  REQUIRE(fat_db_put_timing(db, m32, gpu, pid, &t_m32, NULL) == 0);
+
+  REQUIRE(fat_db_rank(db, gpu, pid, ranked, 4, &n) == 0);
+  EXPECT_INT(n, 1);
+  EXPECT_INT(ranked[0].variant_id, f);
+  REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
+  EXPECT_INT(found, 1);
+  EXPECT_INT(best.variant_id, f);
+  EXPECT_INT(best.timing_id, tf);
+  REQUIRE(fat_db_set_winner(db, gpu, pid, f, tf) == 0);
+
+  /* A problem where only the baseline was timed has no winner at all. */
+  REQUIRE(fat_db_put_check(db, m32, gpu, qid, &ok) == 0);
+  REQUIRE(fat_db_put_timing(db, m32, gpu, qid, &t_m32, NULL) == 0);
+  REQUIRE(fat_db_best(db, gpu, qid, &best, &found) == 0);
+  EXPECT_INT(found, 0);
+  /* One that does not fit is a failed check with its reason, and the
+   * fused winner of that problem is unaffected. */
+  fat_check no_fit = check_result(0, 0.0);
+  no_fit.rel_l2 = no_fit.max_abs = no_fit.lse_max_abs = NAN;
+  snprintf(no_fit.reason, sizeof no_fit.reason, "does not fit: needs 17179869184 bytes, 1024 free");
+  REQUIRE(fat_db_put_check(db, m16, gpu, qid, &no_fit) == 0);
+  REQUIRE(fat_db_put_check(db, f, gpu, qid, &ok) == 0);
+  REQUIRE(fat_db_put_timing(db, f, gpu, qid, &t_fused, &tq) == 0);
+  REQUIRE(fat_db_best(db, gpu, qid, &best, &found) == 0);
+  EXPECT_INT(found, 1);
+  EXPECT_INT(best.variant_id, f);
+  REQUIRE(fat_db_set_winner(db, gpu, qid, f, tq) == 0);
+
+  REQUIRE(fat_db_summary(db, gpu, &rows, &n) == 0);
+  REQUIRE(n == 2);
+  /* Ordered by seqlen: q (1024) first. */
+  EXPECT_INT(rows[0].problem_id, qid);
+  EXPECT_DBL(rows[0].materialize_ms, 8.0); /* t32 passed; t16 did not fit */
+  EXPECT_INT(rows[0].n_passing, 2);
+  EXPECT_INT(rows[0].n_failed, 1);
+  EXPECT_INT(rows[1].problem_id, pid);
+  EXPECT_STR(rows[1].winner, fused.name);
+  EXPECT_DBL(rows[1].median_ms, 2.0);
+  EXPECT_DBL(rows[1].materialize_ms, 0.25);  /* the fastest baseline */
+  EXPECT_DBL(rows[1].slowest_ms, 2.0);       /* not the 8 ms baseline */
+  EXPECT_DBL(rows[1].default_ms, 2.0);
+  EXPECT_STR(rows[1].default_name, fused.name);
+  EXPECT_INT(rows[1].n_passing, 3);
+  EXPECT_INT(rows[1].n_failed, 0);
+  free(rows);
+  rows = NULL;
+
+  /* No baseline timed: NAN. */
+  REQUIRE(fat_db_forget(db, gpu, pid, NULL) == 0);
+  REQUIRE(fat_db_put_check(db, f, gpu, pid, &ok) == 0);
+  REQUIRE(fat_db_put_timing(db, f, gpu, pid, &t_fused, &tf) == 0);
+  REQUIRE(fat_db_set_winner(db, gpu, pid, f, tf) == 0);
+  REQUIRE(fat_db_summary(db, gpu, &rows, &n) == 0);
+  REQUIRE(n == 2);
+  EXPECT(isnan(rows[1].materialize_ms));
+out:
+  free(rows);
+  fat_db_close(db);
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
@@ -587,6 +687,7 @@ int main(void) {
   test_winner();
   test_bad_rows_refused();
   test_open_refusals();
+  test_materialize_never_wins();
   cleanup();
   if (failures) fprintf(stderr, "test_db: %d failure(s)\n", failures);
   else printf("test_db: all passed\n");

@@ -34,6 +34,8 @@ static const char *or_null(const char *s) { return s ? s : "(null)"; }
 static const int HEAD_DIMS[] = {64, 96, 128, 192, 256};
 #define N_HEAD_DIMS 5
 #define MIN_CONFIGS 12 /* the floor per (head dim, dtype, mask) */
+#define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
+#define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
 #define ERR_LEN 4096
 
 static const char *root(void) {
@@ -64,9 +66,11 @@ static int head_dim_index(int d) {
   return -1;
 }
 
-/* The whole forward space for ARCH: >= 12 per (d, dtype, mask), exactly one
- * default each, the exact counts the constraints allow (worked out by hand in
- * generator/family_mma80.lua's terms), and nothing left unsubstituted. */
+/* The whole forward space for ARCH, family by family: mma80 has >= 12 per
+ * (d, dtype, mask), exactly one default each, the exact counts the
+ * constraints allow (worked out by hand in generator/family_mma80.lua's
+ * terms); the materialising baseline has one variant per tile, none a
+ * default; nothing is left unsubstituted. */
 static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEAD_DIMS]) {
   char err[ERR_LEN];
   fat_gen_query q = {.direction = FAT_FWD, .arch = arch};
@@ -79,12 +83,20 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
     return;
   }
   int count[N_HEAD_DIMS][2][2] = {{{0}}}, defaults[N_HEAD_DIMS][2][2] = {{{0}}};
+  int baseline[N_HEAD_DIMS][2][2] = {{{0}}}, baseline_defaults = 0, other = 0;
   for (size_t i = 0; i < n; i++) {
     int d = head_dim_index(v[i].head_dim);
     CHECK(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
     if (d < 0) continue;
-    count[d][v[i].dtype][v[i].mask]++;
-    defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
+    if (strcmp(v[i].family, "materialize") == 0) {
+      baseline[d][v[i].dtype][v[i].mask]++;
+      baseline_defaults += v[i].is_default;
+    } else if (strcmp(v[i].family, "mma80") == 0) {
+      count[d][v[i].dtype][v[i].mask]++;
+      defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
+    } else {
+      other++;
+    }
     CHECK(strstr(v[i].source, "{{") == NULL, "%s: '{{' left in the source", v[i].name);
     CHECK(v[i].smem_bytes > 0 && v[i].threads > 0 && v[i].block_m > 0, "%s: resources unset", v[i].name);
   }
@@ -97,14 +109,37 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
               count[d][t][m], want[d]);
         CHECK(defaults[d][t][m] == 1, "%s d%d %s %s: %d defaults", arch, HEAD_DIMS[d], fat_dtype_name(t),
               fat_mask_name(m), defaults[d][t][m]);
+        CHECK(baseline[d][t][m] == MATERIALIZE_TILES, "%s d%d %s %s: %d materialize variants", arch,
+              HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), baseline[d][t][m]);
       }
-  /* every configuration of the 2x4x2x3 grid is either a variant or pruned */
-  CHECK(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * 48, "%s: %zu variants + %zu pruned", arch, n, np);
+  CHECK(baseline_defaults == 0, "%s: %d materialize variants marked default", arch, baseline_defaults);
+  CHECK(other == 0, "%s: %d variants of an unknown family", arch, other);
+  /* every configuration of mma80's 2x4x2x3 grid and of the baseline's tiles
+   * is either a variant or pruned */
+  CHECK(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * (MMA80_GRID + MATERIALIZE_TILES),
+        "%s: %zu variants + %zu pruned", arch, n, np);
   /* FlashAttention-2's choices survive: WARPS 4 up to d128, 8 above */
   const fat_variant *d128 = find(v, n, "fwd.mma80.fp16.d128.none.m128n64w4s1");
   const fat_variant *d256 = find(v, n, "fwd.mma80.bf16.d256.causal.m128n64w8s1");
   CHECK(d128 && d128->is_default, "%s: d128 default missing", arch);
   CHECK(d256 && d256->is_default, "%s: d256 default missing", arch);
+  /* The baseline: named by its tile, launched as 256-thread blocks with two
+   * padded fp32 tiles of shared memory, three kernels under one entry. */
+  const fat_variant *mat = find(v, n, "fwd.materialize.bf16.d96.causal.t32");
+  CHECK(mat != NULL, "%s: fwd.materialize.bf16.d96.causal.t32 missing", arch);
+  if (mat) {
+    CHECK_STR(mat->params, "TILE=32");
+    CHECK_STR(mat->entry, "fat_fwd_materialize");
+    CHECK(mat->block_m == 32 && mat->threads == 256 && mat->smem_bytes == 2 * 32 * 33 * 4,
+          "m%d t%d smem %d", mat->block_m, mat->threads, mat->smem_bytes);
+    CHECK(!mat->is_default && mat->dtype == FAT_BF16 && mat->mask == FAT_MASK_CAUSAL &&
+              mat->head_dim == 96, "flags of %s", mat->name);
+    CHECK_CONTAINS(mat->source, "constexpr int kTile = 32;");
+    CHECK_CONTAINS(mat->source, "constexpr bool kIsCausal = 1;");
+    CHECK_CONTAINS(mat->source, "fat_fwd_materialize_softmax");
+  }
+  const fat_variant *mat16 = find(v, n, "fwd.materialize.fp16.d256.none.t16");
+  CHECK(mat16 && mat16->smem_bytes == 2 * 16 * 17 * 4, "%s: fwd.materialize.fp16.d256.none.t16", arch);
   free_variants(v, n);
   fat_pruned_free_all(p, np);
 }
@@ -205,7 +240,8 @@ static void test_pruning(fat_gen *g) {
     CHECK(0, "%s", err);
     return;
   }
-  CHECK(n == 18 && np == 30, "%zu variants, %zu pruned", n, np);
+  /* mma80's 18 and the materialising baseline's 2 tiles */
+  CHECK(n == 18 + MATERIALIZE_TILES && np == 30, "%zu variants, %zu pruned", n, np);
   /* (128 + 2*2*128) * (256 + 8) * 2 = 337920 */
   CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n128w8s2"), "shared memory 337920 > 232448 bytes");
   /* two 16-row tiles * (256/8*4 + 64/8*4) */

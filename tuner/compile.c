@@ -5,6 +5,7 @@
  * the cubin: source, architecture, options and NVRTC's version. */
 #include <limits.h>
 #include <pthread.h>
+#include "interrupt.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,12 +279,12 @@ typedef struct pool {
   char err[WORKER_ERR_MAX];
 } pool;
 
-/* The next index to compile, or N when there is none left (or a failure
- * stopped the run). Skipped indices are passed over here. */
+/* The next index to compile, or N when there is none left (or a failure or
+ * SIGINT stopped the run). Skipped indices are passed over here. */
 static size_t take_index(pool *p) {
   pthread_mutex_lock(&p->lock);
   while (p->next < p->n && p->skip && p->skip[p->next]) p->next++;
-  size_t i = p->failed ? p->n : p->next;
+  size_t i = p->failed || fat_interrupted() ? p->n : p->next;
   if (i < p->n) p->next++;
   pthread_mutex_unlock(&p->lock);
   return i;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "db.h"
 #include "embedded.h"
+#include "fwd_job.h"
 
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"
 #define FAT_DB_ERR_MAX 512
@@ -91,7 +92,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     " (SELECT count(*) FROM timings WHERE variant_id = ?1 AND gpu_id = ?2 AND problem_id = ?3"
     "  AND retired = 0)",
   /* Each variant's latest live timing; a variant qualifies only with at least
-   * one passing and no failing live check on this GPU and problem. */
+   * one passing and no failing live check on this GPU and problem. The
+   * materialising baseline is a yardstick, never a candidate. */
   [ST_RANK] =
     "WITH latest AS (SELECT variant_id, max(id) AS id FROM timings"
     "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id)"
@@ -101,6 +103,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     "   AND c.gpu_id = ?1 AND c.problem_id = ?2 AND c.retired = 0 AND c.passed = 1)"
     " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id"
     "   AND c.gpu_id = ?1 AND c.problem_id = ?2 AND c.retired = 0 AND c.passed = 0)"
+    " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
     " ORDER BY t.median_ms, v.name",
   /* REPLACE deletes the old winner and inserts, so the schema's insert
    * triggers vet every winner. */
@@ -123,10 +126,14 @@ static const char *const stmt_sql[ST_COUNT] = {
     "  SELECT variant_id, problem_id, min(passed) AS all_passed,"
     "    max(rel_l2) AS worst_rel_l2, max(max_abs) AS worst_max_abs"
     "  FROM checks WHERE gpu_id = ?1 AND retired = 0 GROUP BY variant_id, problem_id),"
-    " passing AS ("
-    "  SELECT l.variant_id, l.problem_id, l.median_ms, v.is_default, v.name"
+    /* The materialising baseline is reported beside the candidates, not
+     * among them: not in the slowest or default figures (it is counted in
+     * the passed and failed counts: it was checked like any variant). */
+    " passing_all AS ("
+    "  SELECT l.variant_id, l.problem_id, l.median_ms, v.is_default, v.name, v.family"
     "  FROM latest l JOIN verdict d USING (variant_id, problem_id)"
-    "  JOIN variants v ON v.id = l.variant_id WHERE d.all_passed = 1)"
+    "  JOIN variants v ON v.id = l.variant_id WHERE d.all_passed = 1),"
+    " passing AS (SELECT * FROM passing_all WHERE family <> '" FAT_FAMILY_MATERIALIZE "')"
     " SELECT p.id, p.direction, p.dtype, p.mask, p.head_dim, p.batch, p.heads, p.heads_k,"
     "  p.seqlen_q, p.seqlen_k, vw.name, tw.median_ms, tw.tflops,"
     "  d.worst_rel_l2, d.worst_max_abs,"
@@ -135,8 +142,10 @@ static const char *const stmt_sql[ST_COUNT] = {
     "    ORDER BY s.median_ms, s.name LIMIT 1),"
     "  (SELECT s.name FROM passing s WHERE s.problem_id = p.id AND s.is_default = 1"
     "    ORDER BY s.median_ms, s.name LIMIT 1),"
-    "  (SELECT count(*) FROM passing s WHERE s.problem_id = p.id),"
-    "  (SELECT count(*) FROM verdict f WHERE f.problem_id = p.id AND f.all_passed = 0)"
+    "  (SELECT count(*) FROM passing_all s WHERE s.problem_id = p.id),"
+    "  (SELECT count(*) FROM verdict f WHERE f.problem_id = p.id AND f.all_passed = 0),"
+    "  (SELECT min(s.median_ms) FROM passing_all s WHERE s.problem_id = p.id"
+    "    AND s.family = '" FAT_FAMILY_MATERIALIZE "')"
     " FROM winners w"
     " JOIN problems p ON p.id = w.problem_id"
     " JOIN variants vw ON vw.id = w.variant_id"
@@ -777,6 +786,7 @@ int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, 
     snprintf(row->default_name, sizeof row->default_name, "%s", dname ? dname : "");
     row->n_passing = sqlite3_column_int(s, 18);
     row->n_failed = sqlite3_column_int(s, 19);
+    row->materialize_ms = column_real(s, 20);
   }
   if (rc != SQLITE_DONE) {
     fail(db, "cannot read results of gpu %lld", (long long)gpu_id);

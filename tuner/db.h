@@ -84,7 +84,8 @@ typedef struct fat_db_choice {
 
 /* The candidates for (GPU_ID, PROBLEM_ID), fastest first by their latest live
  * timing, ties by name. Only variants with at least one passing and no failing
- * live check are candidates. Fills up to CAP entries of OUT; *N gets how many. */
+ * live check are candidates, and never one of the materialising baseline
+ * (family FAT_FAMILY_MATERIALIZE, fwd_job.h). Fills up to CAP entries of OUT; *N gets how many. */
 int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                 fat_db_choice *out, size_t cap, size_t *n);
 /* The first of fat_db_rank; *FOUND = 0 when no variant qualifies. */
@@ -114,6 +115,8 @@ typedef struct fat_db_summary_row {
   char default_name[256];       /* "" if none */
   int n_passing;                /* variants that passed and were timed */
   int n_failed;                 /* variants with a failed live check */
+  double materialize_ms;        /* fastest passing materialising baseline (latest timings);
+                                   NAN if none timed; never in slowest_ms or default_ms */
 } fat_db_summary_row;
 
 /* Every winner on GPU_ID, ordered by direction, dtype, mask, head dim,

@@ -13,6 +13,37 @@ typedef struct fat_check_shape {
   int batch, heads, heads_k, seqlen_q, seqlen_k;
 } fat_check_shape;
 
+/* How a compiled variant is launched. */
+typedef enum fat_kernel_kind {
+  FAT_KERNEL_FUSED = 0,        /* one kernel, the launch contract below */
+  FAT_KERNEL_MATERIALIZE = 1,  /* the materialising baseline: three kernels over a workspace */
+} fat_kernel_kind;
+
+/* The family whose variants are FAT_KERNEL_MATERIALIZE (generator/
+ * family_materialize.lua); never a winner (db.c leaves it out of rankings). */
+#ifndef FAT_FAMILY_MATERIALIZE
+#define FAT_FAMILY_MATERIALIZE "materialize"
+#endif
+/* A materialize variant's kernels: its entry with these appended, launched
+ * in this order, each taking (fat_fwd_params, float *workspace). */
+#define FAT_MATERIALIZE_SCORES_SUFFIX "_scores"    /* S = scale·Q·Kᵀ into the workspace */
+#define FAT_MATERIALIZE_SOFTMAX_SUFFIX "_softmax"  /* P = softmax(S) in place, lse */
+#define FAT_MATERIALIZE_PV_SUFFIX "_pv"            /* O = P·V */
+/* Rows of the workspace one softmax block handles (one warp each). */
+#define FAT_MATERIALIZE_SOFTMAX_ROWS 8
+
+/* The launch kind of a variant of FAMILY. */
+fat_kernel_kind fat_kernel_kind_of_family(const char *family);
+
+/* Bytes of the materialising baseline's fp32 score workspace for SHAPE:
+ * batch·heads·seqlen_q·seqlen_k·4. */
+size_t fat_materialize_workspace_bytes(const fat_check_shape *shape);
+
+/* Peak device memory of a forward pass of problem P, computed from the
+ * shape: Q, K, V and O in the element type plus lse in fp32 for a fused
+ * kernel; that plus the score workspace when MATERIALIZE is 1. */
+size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize);
+
 #define FAT_KERNEL_NAME_MAX 256
 #define FAT_KERNEL_ENTRY_MAX 128
 
@@ -29,6 +60,7 @@ typedef struct fat_kernel_desc {
   int head_dim;
   const unsigned char *cubin;        /* not owned */
   size_t cubin_size;
+  fat_kernel_kind kind;              /* how to launch it */
 } fat_kernel_desc;
 
 /* How a variant is timed. */
@@ -43,6 +75,22 @@ typedef struct fat_time_opts {
 
 #define FAT_DEFAULT_REPS 20
 #define FAT_DEFAULT_WARMUP 3
+
+/* The GPU's ceilings, measured by the worker's ceilings job once per GPU
+ * (templates/ceilings.cu) and stored in the ceilings table. */
+typedef struct fat_ceilings {
+  double copy_bytes_per_s;       /* device-memory copy: (read + write bytes) / median time */
+  double mma_fp16_flops_per_s;   /* mma.sync m16n8k16 fp16, fp32 accumulate, whole GPU */
+  double mma_bf16_flops_per_s;   /* the same in bf16 */
+  unsigned long long copy_bytes; /* bytes of each copy buffer (source and destination) */
+  int reps;                      /* timed runs each figure is the median of */
+} fat_ceilings;
+
+/* How the ceilings are measured. */
+#define FAT_CEILING_REPS 10           /* timed runs of each microbenchmark */
+#define FAT_CEILING_WARMUP 2          /* untimed runs first */
+#define FAT_CEILING_L2_FACTOR 4       /* each copy buffer is at least 4x the L2 ... */
+#define FAT_CEILING_MIN_COPY_BYTES ((unsigned long long)256 << 20)  /* ... and 256 MiB */
 
 /* 0 when SHAPE is usable with head dim HEAD_DIM, else -1 with err naming the
  * bad value: "check shape 1: heads 6 is not a multiple of heads_k 4". INDEX

@@ -12,11 +12,15 @@
 #include "stats.h"
 
 #define UTIL_PATH "templates/fat_util.cu"
+#define CEILINGS_PATH "templates/ceilings.cu"
 #define REFERENCE_PATH "templates/reference_fwd.cu"
 #define ABI_PATH "templates/fat_abi.h"
 #define FILL_ENTRY "fat_fill_normal"
 #define CLOCK_ENTRY "fat_clock_probe"
 #define REFERENCE_ENTRY "fat_reference_fwd"
+#define COPY_ENTRY "fat_ceiling_copy"
+#define MMA_F16_ENTRY "fat_ceiling_mma_f16"
+#define MMA_BF16_ENTRY "fat_ceiling_mma_bf16"
 
 #define DEFAULT_SMEM_LIMIT (48 * 1024)  /* more needs the opt-in attribute */
 #define FILL_THREADS 256
@@ -39,6 +43,19 @@
 #define WHAT_MAX 512
 #define SEED_GOLDEN 0x9e3779b97f4a7c15ull
 #define LOG_EXCERPT 2000                /* bytes of an NVRTC log quoted in an error */
+/* Ceilings. The copy runs a full GPU of 256-thread blocks (2048 resident
+ * threads per SM); the mma loop 4 blocks of 8 warps per SM, 32 warps each
+ * with independent accumulators, enough to keep every tensor core busy. */
+#define CEIL_THREADS 256
+#define CEIL_COPY_BLOCKS_PER_SM 8
+#define CEIL_MMA_BLOCKS_PER_SM 4
+#define CEIL_MMA_ITERS 16384            /* about 10 ms per run at 600 TFLOP/s on 132 SMs */
+#define CEIL_VECTOR_BYTES 16            /* one uint4 */
+#define CEIL_COPY_DIRECTIONS 2          /* every byte is read once and written once */
+/* 2^-6 twice per 32-bit register: 16-term dot products of 2^-12 summed
+ * CEIL_MMA_ITERS times stay small and finite in fp32. */
+#define CEIL_F16_BITS 0x24002400u
+#define CEIL_BF16_BITS 0x3c803c80u
 
 enum { SEED_Q, SEED_K, SEED_V };        /* streams of one tensor set */
 
@@ -195,6 +212,13 @@ char *fat_gpu_reference_source(char *err, size_t errlen) {
   return s;
 }
 
+char *fat_gpu_ceilings_source(char *err, size_t errlen) {
+  const fat_embedded_file *f = embedded(CEILINGS_PATH, err, errlen);
+  char *s = f ? strdup(f->data) : NULL;
+  if (f && !s) snprintf(err, errlen, "out of host memory copying %s", CEILINGS_PATH);
+  return s;
+}
+
 static int compile_support_one(const char *name, char *source, const char *arch, fat_build *b,
                                char *err, size_t errlen) {
   int rc = -1;
@@ -220,6 +244,16 @@ int fat_gpu_compile_support(const char *arch, fat_build *util, fat_build *ref, c
                           errlen)) {
     fat_build_free(util);
     fat_build_free(ref);
+    return -1;
+  }
+  return 0;
+}
+
+int fat_gpu_compile_ceilings(const char *arch, fat_build *b, char *err, size_t errlen) {
+  memset(b, 0, sizeof *b);
+  if (compile_support_one(CEILINGS_PATH, fat_gpu_ceilings_source(err, errlen), arch, b, err,
+                          errlen)) {
+    fat_build_free(b);
     return -1;
   }
   return 0;
@@ -297,12 +331,13 @@ out:
 }
 
 void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t) {
-  CUdeviceptr *all[] = {&t->q, &t->k, &t->v, &t->o, &t->lse, &t->ref_o, &t->ref_lse};
+  CUdeviceptr *all[] = {&t->q, &t->k, &t->v, &t->o, &t->lse, &t->ref_o, &t->ref_lse, &t->workspace};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (*all[i]) {
       g->cu.cuMemFree(*all[i]);
       *all[i] = 0;
     }
+  t->workspace_bytes = 0;
 }
 
 static int fill_one(fat_gpu *g, CUdeviceptr dst, size_t n, fat_dtype dtype, uint64_t seed,
@@ -403,6 +438,24 @@ int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k,
     return FAT_GPU_FAILED;
   }
   CU(g->cu.cuModuleLoadData(&k->module, d->cubin), "loading the cubin of %s", d->name);
+  if (d->kind == FAT_KERNEL_MATERIALIZE) {
+    /* Three kernels: scores, softmax, P·V; the first two-thirds share the
+     * tile's shared memory, the softmax needs none. */
+    static const char *const suffix[] = {FAT_MATERIALIZE_SCORES_SUFFIX,
+                                         FAT_MATERIALIZE_SOFTMAX_SUFFIX, FAT_MATERIALIZE_PV_SUFFIX};
+    CUfunction *fn[] = {&k->fn, &k->softmax_fn, &k->pv_fn};
+    for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++) {
+      char entry[FAT_KERNEL_ENTRY_MAX + 16];
+      snprintf(entry, sizeof entry, "%s%s", d->entry, suffix[i]);
+      CU(g->cu.cuModuleGetFunction(fn[i], k->module, entry), "entry %s of %s", entry, d->name);
+    }
+    if (d->smem_bytes > DEFAULT_SMEM_LIMIT)
+      for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i += 2)
+        CU(g->cu.cuFuncSetAttribute(*fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    d->smem_bytes),
+           "%s asks for %d bytes of shared memory", d->name, d->smem_bytes);
+    goto out;
+  }
   CU(g->cu.cuModuleGetFunction(&k->fn, k->module, d->entry), "entry %s of %s", d->entry, d->name);
   if (d->smem_bytes > DEFAULT_SMEM_LIMIT)
     CU(g->cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, d->smem_bytes),
@@ -415,10 +468,64 @@ out:
 void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k) {
   if (k->module) g->cu.cuModuleUnload(k->module);
   k->module = NULL;
-  k->fn = NULL;
+  k->fn = k->softmax_fn = k->pv_fn = NULL;
+}
+
+int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t, char *err,
+                             size_t errlen) {
+  int rc = FAT_GPU_OK;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (k->desc.kind != FAT_KERNEL_MATERIALIZE) return FAT_GPU_OK;
+  const fat_fwd_params *p = &t->params;
+  const fat_check_shape s = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
+  const size_t need = fat_materialize_workspace_bytes(&s);
+  if (t->workspace && t->workspace_bytes >= need) return FAT_GPU_OK;
+  if (t->workspace) {
+    g->cu.cuMemFree(t->workspace);
+    t->workspace = 0;
+    t->workspace_bytes = 0;
+  }
+  CU(g->cu.cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo");
+  CUresult r = need <= free_bytes ? g->cu.cuMemAlloc(&t->workspace, need) : CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    snprintf(err, errlen, "does not fit: needs %zu bytes, %zu free (fp32 scores of %s, %dx%dx%dx%d)",
+             need, free_bytes, k->desc.name, s.batch, s.heads, s.seqlen_q, s.seqlen_k);
+    t->workspace = 0;
+    return FAT_GPU_FAILED;
+  }
+  CU(r, "cuMemAlloc of the score workspace, %zu bytes", need);
+  t->workspace_bytes = need;
+out:
+  return rc;
+}
+
+/* The materialising baseline: scores, softmax and P·V over T's workspace
+ * (fat_gpu_ensure_workspace first), grids as templates/materialize_fwd.cu
+ * documents them; block_m is the tile. */
+static CUresult launch_materialize(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t) {
+  const fat_fwd_params *p = &t->params;
+  const unsigned tile = (unsigned)k->desc.block_m, threads = (unsigned)k->desc.threads;
+  const unsigned smem = (unsigned)k->desc.smem_bytes, bh = (unsigned)(p->batch * p->heads);
+  const unsigned q_tiles = ((unsigned)p->seqlen_q + tile - 1) / tile;
+  const unsigned k_tiles = ((unsigned)p->seqlen_k + tile - 1) / tile;
+  const unsigned long long rows = (unsigned long long)bh * (unsigned)p->seqlen_q;
+  const unsigned softmax_blocks =
+      (unsigned)((rows + FAT_MATERIALIZE_SOFTMAX_ROWS - 1) / FAT_MATERIALIZE_SOFTMAX_ROWS);
+  void *args[] = {&t->params, &t->workspace};
+  if (!t->workspace) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = g->cu.cuLaunchKernel(k->fn, k_tiles, q_tiles, bh, threads, 1, 1, smem, g->stream,
+                                    args, NULL);
+  if (r == CUDA_SUCCESS)
+    r = g->cu.cuLaunchKernel(k->softmax_fn, softmax_blocks, 1, 1, threads, 1, 1, 0, g->stream, args,
+                             NULL);
+  if (r == CUDA_SUCCESS)
+    r = g->cu.cuLaunchKernel(k->pv_fn, (unsigned)t->head_dim / tile, q_tiles, bh, threads, 1, 1, smem,
+                             g->stream, args, NULL);
+  return r;
 }
 
 static CUresult launch_variant(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t) {
+  if (k->desc.kind == FAT_KERNEL_MATERIALIZE) return launch_materialize(g, k, t);
   const fat_fwd_params *p = &t->params;
   unsigned grid_x = (unsigned)((p->seqlen_q + k->desc.block_m - 1) / k->desc.block_m);
   void *args[] = {&t->params};
@@ -449,6 +556,13 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   CU(g->cu.cuMemsetD8Async(t.o, POISON_BYTE, t.n_q * fat_dtype_size(d->dtype), g->stream),
      "poisoning O");
   CU(g->cu.cuMemsetD8Async(t.lse, POISON_BYTE, t.n_rows * sizeof(float), g->stream), "poisoning lse");
+  if ((rc = fat_gpu_ensure_workspace(g, k, &t, out->reason, sizeof out->reason)) != FAT_GPU_OK) {
+    /* A workspace that does not fit is the variant's failure on this shape. */
+    snprintf(err, errlen, "%s", out->reason);
+    out->rel_l2 = out->max_abs = out->lse_max_abs = NAN;
+    rc = rc == FAT_GPU_FATAL ? rc : FAT_GPU_OK;
+    goto out;
+  }
   CUresult r = launch_variant(g, k, &t);
   if (r != CUDA_SUCCESS) {
     /* A refused launch (bad geometry, too much shared memory) is the
@@ -553,6 +667,8 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
   if ((rc = fat_gpu_tensors_alloc(g, &shape, p->head_dim, p->dtype, 0, &t, err, errlen)) != FAT_GPU_OK)
     return rc;
   if ((rc = fat_gpu_fill_random(g, &t, seed, err, errlen)) != FAT_GPU_OK) goto out;
+  for (int i = 0; i < n; i++)
+    if ((rc = fat_gpu_ensure_workspace(g, k[i], &t, err, errlen)) != FAT_GPU_OK) goto out;
 
   n_events = 2 * (size_t)n * (size_t)o->reps;
   events = calloc(n_events, sizeof *events);
@@ -616,5 +732,120 @@ out:
   free(events);
   free(ms);
   fat_gpu_tensors_free(g, &t);
+  return rc;
+}
+
+/* ---- ceilings ------------------------------------------------------- */
+
+/* Median of REPS event-timed launches of FN after WARMUP untimed ones. */
+static int time_launches(fat_gpu *g, CUfunction fn, unsigned blocks, void **args, int reps,
+                         int warmup, const char *what, double *median_ms, char *err,
+                         size_t errlen) {
+  int rc = FAT_GPU_OK;
+  CUevent start = NULL, stop = NULL;
+  double *ms = malloc((size_t)reps * sizeof *ms);
+  fat_stats st;
+  if (!ms) {
+    snprintf(err, errlen, "out of host memory timing %s", what);
+    return FAT_GPU_FAILED;
+  }
+  CU(g->cu.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  CU(g->cu.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  for (int w = 0; w < warmup; w++)
+    CU(g->cu.cuLaunchKernel(fn, blocks, 1, 1, CEIL_THREADS, 1, 1, 0, g->stream, args, NULL),
+       "warm-up launch of %s", what);
+  for (int r = 0; r < reps; r++) {
+    float elapsed;
+    CU(g->cu.cuEventRecord(start, g->stream), "cuEventRecord");
+    CU(g->cu.cuLaunchKernel(fn, blocks, 1, 1, CEIL_THREADS, 1, 1, 0, g->stream, args, NULL),
+       "launching %s", what);
+    CU(g->cu.cuEventRecord(stop, g->stream), "cuEventRecord");
+    CU(g->cu.cuEventSynchronize(stop), "running %s", what);
+    CU(g->cu.cuEventElapsedTime(&elapsed, start, stop), "cuEventElapsedTime");
+    ms[r] = elapsed;
+  }
+  if (fat_stats_compute(ms, (size_t)reps, &st) || !(st.median > 0)) {
+    snprintf(err, errlen, "timings of %s are not positive numbers", what);
+    rc = FAT_GPU_FAILED;
+    goto out;
+  }
+  *median_ms = st.median;
+out:
+  if (start) g->cu.cuEventDestroy(start);
+  if (stop) g->cu.cuEventDestroy(stop);
+  free(ms);
+  return rc;
+}
+
+/* FLOP/s of one mma microbenchmark: the FLOPs its warps counted over every
+ * launch, per launch, over the median time. */
+static int mma_rate(fat_gpu *g, CUfunction fn, const char *what, unsigned bits, CUdeviceptr sink,
+                    CUdeviceptr flops, int reps, int warmup, double *rate, char *err,
+                    size_t errlen) {
+  int rc = FAT_GPU_OK, iters = CEIL_MMA_ITERS;
+  unsigned long long counted = 0;
+  double ms = 0;
+  unsigned a_bits = bits, b_bits = bits;
+  const unsigned blocks = (unsigned)g->info.sm_count * CEIL_MMA_BLOCKS_PER_SM;
+  void *args[] = {&sink, &flops, &a_bits, &b_bits, &iters};
+  CU(g->cu.cuMemsetD8Async(flops, 0, sizeof counted, g->stream), "clearing the FLOP counter");
+  if ((rc = time_launches(g, fn, blocks, args, reps, warmup, what, &ms, err, errlen)) != FAT_GPU_OK)
+    goto out;
+  if ((rc = fat_gpu_download(g, &counted, flops, sizeof counted, err, errlen)) != FAT_GPU_OK) goto out;
+  *rate = (double)counted / (reps + warmup) / (ms / MS_PER_S);
+out:
+  return rc;
+}
+
+int fat_gpu_measure_ceilings(fat_gpu *g, const void *cubin, int reps, int warmup,
+                             fat_ceilings *out, char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  CUmodule module = NULL;
+  CUfunction copy_fn, f16_fn, bf16_fn;
+  CUdeviceptr src = 0, dst = 0, sink = 0, flops = 0;
+  double copy_ms = 0;
+
+  memset(out, 0, sizeof *out);
+  if (reps < 1 || warmup < 0) {
+    snprintf(err, errlen, "ceilings need at least one run (got %d runs, %d warm-up)", reps, warmup);
+    return FAT_GPU_FAILED;
+  }
+  CU(g->cu.cuModuleLoadData(&module, cubin), "loading %s", CEILINGS_PATH);
+  CU(g->cu.cuModuleGetFunction(&copy_fn, module, COPY_ENTRY), "%s", COPY_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&f16_fn, module, MMA_F16_ENTRY), "%s", MMA_F16_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&bf16_fn, module, MMA_BF16_ENTRY), "%s", MMA_BF16_ENTRY);
+
+  /* Copy: buffers several times the L2, so the copy measures DRAM. */
+  unsigned long long bytes = (unsigned long long)FAT_CEILING_L2_FACTOR * (unsigned)g->info.l2_bytes;
+  if (bytes < FAT_CEILING_MIN_COPY_BYTES) bytes = FAT_CEILING_MIN_COPY_BYTES;
+  bytes -= bytes % CEIL_VECTOR_BYTES;
+  unsigned long long n = bytes / CEIL_VECTOR_BYTES;
+  CU(g->cu.cuMemAlloc(&src, (size_t)bytes), "cuMemAlloc of the copy source, %llu bytes", bytes);
+  CU(g->cu.cuMemAlloc(&dst, (size_t)bytes), "cuMemAlloc of the copy destination, %llu bytes", bytes);
+  CU(g->cu.cuMemsetD32Async(src, 0, (size_t)(bytes / sizeof(uint32_t)), g->stream), "filling the copy source");
+  void *copy_args[] = {&src, &dst, &n};
+  if ((rc = time_launches(g, copy_fn, (unsigned)g->info.sm_count * CEIL_COPY_BLOCKS_PER_SM, copy_args,
+                          reps, warmup, COPY_ENTRY, &copy_ms, err, errlen)) != FAT_GPU_OK)
+    goto out;
+  out->copy_bytes = bytes;
+  out->copy_bytes_per_s = (double)CEIL_COPY_DIRECTIONS * (double)bytes / (copy_ms / MS_PER_S);
+
+  /* mma.sync: one sink float per thread, one FLOP counter. */
+  size_t sink_bytes = (size_t)g->info.sm_count * CEIL_MMA_BLOCKS_PER_SM * CEIL_THREADS * sizeof(float);
+  CU(g->cu.cuMemAlloc(&sink, sink_bytes), "cuMemAlloc of the mma sink");
+  CU(g->cu.cuMemAlloc(&flops, sizeof(unsigned long long)), "cuMemAlloc of the FLOP counter");
+  if ((rc = mma_rate(g, f16_fn, MMA_F16_ENTRY, CEIL_F16_BITS, sink, flops, reps, warmup,
+                     &out->mma_fp16_flops_per_s, err, errlen)) != FAT_GPU_OK ||
+      (rc = mma_rate(g, bf16_fn, MMA_BF16_ENTRY, CEIL_BF16_BITS, sink, flops, reps, warmup,
+                     &out->mma_bf16_flops_per_s, err, errlen)) != FAT_GPU_OK)
+    goto out;
+  out->reps = reps;
+out:
+  if (rc != FAT_GPU_FATAL) {
+    CUdeviceptr *all[] = {&src, &dst, &sink, &flops};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+      if (*all[i]) g->cu.cuMemFree(*all[i]);
+    if (module) g->cu.cuModuleUnload(module);
+  }
   return rc;
 }

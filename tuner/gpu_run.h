@@ -46,6 +46,21 @@ char *fat_gpu_reference_source(char *err, size_t errlen);
 int fat_gpu_compile_support(const char *arch, fat_build *util, fat_build *ref, char *err,
                             size_t errlen);
 
+/* The ceilings microbenchmarks (templates/ceilings.cu) as NVRTC source, and
+ * compiled for ARCH into B (needs NVRTC, not a GPU). Like the support
+ * kernels they are compiled by the parent and sent to the worker. */
+char *fat_gpu_ceilings_source(char *err, size_t errlen);
+int fat_gpu_compile_ceilings(const char *arch, fat_build *b, char *err, size_t errlen);
+
+/* Measures the GPU's ceilings with the ceilings cubin: copy bandwidth
+ * (read + write bytes of a 16-byte-vector copy between two buffers of
+ * FAT_CEILING_L2_FACTOR x the L2, at least FAT_CEILING_MIN_COPY_BYTES each,
+ * over the median of REPS event-timed runs after WARMUP untimed ones) and
+ * the mma.sync m16n8k16 fp16 and bf16 rates (FLOPs counted by the kernel,
+ * median time). FAILED when the buffers do not fit or a launch is refused. */
+int fat_gpu_measure_ceilings(fat_gpu *g, const void *cubin, int reps, int warmup,
+                             fat_ceilings *out, char *err, size_t errlen);
+
 /* Loads the support cubins (fat_gpu_compile_support's output). */
 int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cubin, char *err,
                          size_t errlen);
@@ -59,6 +74,8 @@ typedef struct fat_gpu_tensors {
   size_t n_q, n_kv, n_rows;  /* elements of Q (and O), of K (and V), rows of lse */
   CUdeviceptr q, k, v, o, lse;
   CUdeviceptr ref_o, ref_lse; /* double; 0 unless allocated with the reference */
+  CUdeviceptr workspace;      /* fp32 scores of a materialize variant; 0 until one needs it */
+  size_t workspace_bytes;
 } fat_gpu_tensors;
 
 int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
@@ -80,28 +97,39 @@ int fat_gpu_download(fat_gpu *g, void *dst, CUdeviceptr src, size_t bytes, char 
 typedef struct fat_gpu_kernel {
   fat_kernel_desc desc;  /* cubin pointer not kept valid after loading */
   CUmodule module;
-  CUfunction fn;
+  CUfunction fn;         /* FAT_KERNEL_MATERIALIZE: the scores kernel */
+  CUfunction softmax_fn, pv_fn;  /* FAT_KERNEL_MATERIALIZE only */
 } fat_gpu_kernel;
 
 /* FAILED (not FATAL) for a cubin the GPU cannot run or a missing entry:
- * those are facts about the variant. */
+ * those are facts about the variant. A materialize variant (desc.kind)
+ * loads its three kernels, entry + FAT_MATERIALIZE_*_SUFFIX. */
 int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k, char *err,
                         size_t errlen);
 void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k);
 
+/* Allocates T's score workspace when K is a materialize variant (nothing
+ * otherwise). FAILED with err "does not fit: needs N bytes, M free (...)"
+ * when the device has not that much free memory. */
+int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t, char *err,
+                             size_t errlen);
+
 /* Checks K on one shape: fresh inputs from SEED, O and lse poisoned with NaN,
  * launch, reference, compare (fwd_compare.h). Returns OK with OUT filled
  * (passed or not: a launch the driver refuses is a failed check whose reason
- * starts "launch: "), FAILED when the check could not be run (out of
- * memory), FATAL when the context died. */
+ * starts "launch: ", a workspace that does not fit one starting "does not
+ * fit: "), FAILED when the check could not be run (out of memory), FATAL
+ * when the context died. */
 int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s, uint64_t seed,
                   fat_check *out, char *err, size_t errlen);
 
 /* Times N kernels on problem P round-robin (A B C A B C ...), so that drift
  * of clocks or temperature falls on all of them alike; inputs random once
  * from SEED. OUT[i] gets kernel i's statistics and the SM clock seen right
- * after the repetitions. FAILED (err naming the variant) when a launch is
- * refused. */
+ * after the repetitions; a materialize variant's three kernels are timed
+ * together between one pair of events. FAILED (err naming the variant)
+ * when a launch is refused, or "does not fit: ..." when a materialize
+ * variant's workspace does not. */
 int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_problem *p,
                  const fat_time_opts *o, uint64_t seed, fat_timing *out, char *err,
                  size_t errlen);

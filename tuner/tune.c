@@ -13,6 +13,7 @@
 #include "compile.h"
 #include "db.h"
 #include "gen.h"
+#include "interrupt.h"
 #include "nvrtc_api.h"
 #include "tune.h"
 #include "worker.h"
@@ -20,6 +21,10 @@
 #define ERRLEN 1024
 #define MAX_CHECK_SHAPES 3
 #define PROGRESS_INTERVAL_S 0.25  /* terminal refresh: a few times a second */
+#define BYTES_PER_TB 1e12
+#define FLOPS_PER_TFLOP 1e12
+#define BYTES_PER_GB 1e9
+#define PERCENT 100.0
 
 typedef struct run {
   const fat_options *o;
@@ -31,6 +36,7 @@ typedef struct run {
   char no_gpu[ERRLEN];  /* why there is no GPU; "" when there is one */
   char arch[16];
   sqlite3_int64 gpu_id;
+  double peak_flops[2];  /* measured mma.sync peak by dtype (FLOP/s); 0 when unknown */
   fat_variant *variants;
   size_t n_variants;
   sqlite3_int64 *variant_ids;
@@ -43,6 +49,7 @@ typedef struct run {
   size_t evals_done, evals_total, evals_skipped, eval_failed;
   double eval_seconds;
   char stage[96];
+  int interrupted;  /* SIGINT seen: stop after the variant in hand */
 } run;
 
 static double now_s(void) {
@@ -388,6 +395,7 @@ static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems)
             fprintf(r->log, "fatune: --retune: %s\n", fat_db_errmsg(r->db));
             return -1;
           }
+          if (fat_interrupted()) goto interrupted;
           snprintf(r->stage, sizeof r->stage, "fwd %s d%d %s s%d", fat_dtype_name(p.dtype),
                    p.head_dim, fat_mask_name(p.mask), p.seqlen_q);
           if (!r->tty && !o->quiet) fprintf(r->log, "fatune: tuning %s\n", r->stage);
@@ -407,12 +415,19 @@ static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems)
               progress(r, 0);
               continue;
             }
+            /* A problem left half-measured gets no winner: resume finishes it. */
+            if (fat_interrupted()) goto interrupted;
             if (evaluate(r, i, &p, pid)) return -1;
             progress(r, 0);
           }
           if (choose_winner(r, &p, pid)) return -1;
         }
   end_progress(r);
+  return 0;
+interrupted:
+  end_progress(r);
+  r->interrupted = 1;
+  (*n_problems)--;  /* the problem in hand was not finished */
   return 0;
 }
 
@@ -426,8 +441,12 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
   fprintf(r->out, "\n%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d) -- database %s\n", r->gpu.name,
           r->gpu.cc_major, r->gpu.cc_minor, r->gpu.sm_count, r->gpu.driver_version,
           r->gpu.nvrtc_major, r->gpu.nvrtc_minor, r->o->db_path);
-  fprintf(r->out, "%-30s %-40s %9s %8s %8s %9s %9s %7s\n", "problem (batch x heads)", "winner",
-          "ms", "TFLOP/s", "rel_l2", "x slowest", "x default", "passed");
+  /* x materialise: the winner's speedup over the materialising baseline;
+   * peak GB: device memory of the fused pass / of the materialising one,
+   * from the shapes (Q, K, V, O, lse; plus the fp32 scores). */
+  fprintf(r->out, "%-30s %-40s %9s %8s %6s %8s %9s %9s %13s %15s %7s\n", "problem (batch x heads)",
+          "winner", "ms", "TFLOP/s", "%mma", "rel_l2", "x slowest", "x default", "x materialise",
+          "peak GB fus/mat", "passed");
   for (size_t k = 0; k < n; k++) {
     const fat_db_summary_row *row = &rows[k];
     int mine = 0;
@@ -438,13 +457,70 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
     snprintf(prob, sizeof prob, "%s d%d %s s%d (%dx%d)", fat_dtype_name(p->dtype), p->head_dim,
              fat_mask_name(p->mask), p->seqlen_q, p->batch, p->heads);
     if (isfinite(row->default_ms)) snprintf(def, sizeof def, "%.2fx", row->default_ms / row->median_ms);
+    char mat[16] = "-", peak[16] = "-", mem[32];
+    if (isfinite(row->materialize_ms))
+      snprintf(mat, sizeof mat, "%.2fx", row->materialize_ms / row->median_ms);
+    double ceiling = r->peak_flops[p->dtype];
+    if (ceiling > 0) snprintf(peak, sizeof peak, "%.0f%%", row->tflops * FLOPS_PER_TFLOP / ceiling * PERCENT);
+    snprintf(mem, sizeof mem, "%.2f/%.2f", fat_fwd_peak_bytes(p, 0) / BYTES_PER_GB,
+             fat_fwd_peak_bytes(p, 1) / BYTES_PER_GB);
     const char *short_name = strrchr(row->winner, '.');
     const char *winner = short_name ? short_name + 1 : row->winner;
-    fprintf(r->out, "%-30s %-40s %9.3f %8.1f %8.1e %8.2fx %9s %3d/%-3d\n", prob, winner,
-            row->median_ms, row->tflops, row->rel_l2, row->slowest_ms / row->median_ms, def,
-            row->n_passing, row->n_passing + row->n_failed);
+    fprintf(r->out, "%-30s %-40s %9.3f %8.1f %6s %8.1e %8.2fx %9s %13s %15s %3d/%-3d\n", prob, winner,
+            row->median_ms, row->tflops, peak, row->rel_l2, row->slowest_ms / row->median_ms, def,
+            mat, mem, row->n_passing, row->n_passing + row->n_failed);
   }
   free(rows);
+}
+
+/* The GPU's ceilings: read from the database, or measured once by the
+ * worker and stored. A failed measurement is reported and the run goes on
+ * (the ceilings only add context to the tables). */
+static int ensure_ceilings(run *r) {
+  enum { COPY, FP16, BF16, N_CEILINGS };
+  static const char *const names[N_CEILINGS] = {FAT_CEILING_COPY_BANDWIDTH, FAT_CEILING_PEAK_FP16,
+                                                FAT_CEILING_PEAK_BF16};
+  static const char *const units[N_CEILINGS] = {FAT_CEILING_UNIT_BANDWIDTH, FAT_CEILING_UNIT_FLOPS,
+                                                FAT_CEILING_UNIT_FLOPS};
+  double value[N_CEILINGS] = {0, 0, 0};
+  int missing = 0;
+  char reason[ERRLEN], err[ERRLEN];
+  for (int i = 0; i < N_CEILINGS; i++) {
+    int found = 0;
+    if (fat_db_get_ceiling(r->db, r->gpu_id, names[i], &value[i], NULL, 0, &found)) {
+      fprintf(r->log, "fatune: reading ceilings: %s\n", fat_db_errmsg(r->db));
+      return -1;
+    }
+    missing |= !found;
+  }
+  if (missing) {
+    fat_ceilings c;
+    int st = fat_worker_measure_ceilings(r->worker, &c, reason, sizeof reason);
+    if (st != FAT_WORKER_OK) {
+      fprintf(r->log, "fatune: measuring the GPU's ceilings: %s\n", reason);
+      if ((st == FAT_WORKER_FAULT || st == FAT_WORKER_TIMEOUT || st == FAT_WORKER_ERROR) &&
+          fat_worker_restart(r->worker, err, sizeof err)) {
+        fprintf(r->log, "fatune: restarting the GPU worker: %s\n", err);
+        return -1;
+      }
+      return 0;
+    }
+    value[COPY] = c.copy_bytes_per_s;
+    value[FP16] = c.mma_fp16_flops_per_s;
+    value[BF16] = c.mma_bf16_flops_per_s;
+    for (int i = 0; i < N_CEILINGS; i++)
+      if (fat_db_put_ceiling(r->db, r->gpu_id, names[i], value[i], units[i])) {
+        fprintf(r->log, "fatune: storing ceilings: %s\n", fat_db_errmsg(r->db));
+        return -1;
+      }
+  }
+  r->peak_flops[FAT_FP16] = value[FP16];
+  r->peak_flops[FAT_BF16] = value[BF16];
+  if (!r->o->quiet)
+    fprintf(r->log, "fatune: ceilings%s: copy %.2f TB/s, mma.sync bf16 %.0f TFLOP/s, fp16 %.0f TFLOP/s\n",
+            missing ? " (measured)" : " (from the database)", value[COPY] / BYTES_PER_TB,
+            value[BF16] / FLOPS_PER_TFLOP, value[FP16] / FLOPS_PER_TFLOP);
+  return 0;
 }
 
 static int is_no_gpu(const char *err) {
@@ -468,6 +544,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   r.log = log;
   r.tty = isatty(fileno(log));
   r.t0 = now_s();
+  fat_interrupt_install();
   sqlite3_int64 *problem_ids = NULL;
 
   r.gen = fat_gen_open(o->source_dir[0] ? o->source_dir : NULL, err, sizeof err);
@@ -520,6 +597,11 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     goto out;
   }
   if (compile_all(&r)) goto out;
+  if (fat_interrupted()) {
+    fprintf(log, "fatune: %zu builds committed to %s; rerun to go on from there\n",
+            r.compiled + r.cached, o->db_path);
+    goto interrupted;
+  }
   if (r.no_gpu[0]) {
     fprintf(log,
             "fatune: no GPU: %s\n"
@@ -544,6 +626,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   if (!o->quiet)
     fprintf(log, "fatune: tuning on %s (compute capability %d.%d, %d SMs)\n", r.gpu.name,
             r.gpu.cc_major, r.gpu.cc_minor, r.gpu.sm_count);
+  if (ensure_ceilings(&r)) goto out;
   problem_ids = calloc((size_t)o->n_dtypes * o->n_masks * o->n_head_dims * o->n_seqlens + 1,
                        sizeof *problem_ids);
   size_t n_problems = 0;
@@ -553,7 +636,13 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
             r.evals_done, r.eval_failed, r.evals_skipped, now_s() - r.t0);
   print_table(&r, problem_ids, n_problems);
+  if (r.interrupted) goto interrupted;
   status = FAT_EXIT_OK;
+  goto out;
+interrupted:
+  fflush(out);
+  fprintf(log, "fatune: interrupted\n");
+  status = FAT_EXIT_INTERRUPTED;
 out:
   free(problem_ids);
   if (r.worker) fat_worker_stop(r.worker);

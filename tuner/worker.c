@@ -31,6 +31,9 @@ extern char **environ;
  * tens; the factor in the options multiplies the estimate anyway. */
 #define REFERENCE_FLOP_PER_S 1e12
 #define VARIANT_FLOP_PER_S 1e13
+/* The ceilings job: a few hundred ms of microbenchmarks and two buffer
+ * allocations; the watchdog multiplies this by the timeout factor. */
+#define CEILINGS_ESTIMATE_S 2.0
 #define TIMING_SEED_STREAM 0x7fffffffu /* the timing inputs' stream, apart from the checks' */
 #define MSG_MAX 1024
 #define SELF_EXE "/proc/self/exe"        /* the running binary: the worker is a copy of it */
@@ -49,6 +52,7 @@ struct fat_worker {
   fat_gpu_info info;
   char arch[16];
   fat_build util, ref;       /* support cubins for ARCH, compiled once */
+  fat_build ceilings;        /* templates/ceilings.cu for ARCH, compiled on first use */
   uint64_t jobs;             /* jobs sent so far: job j uses seed opts.seed + j */
 };
 
@@ -180,12 +184,33 @@ static void child_interleave(int fd, fat_gpu *g, fat_rbuf *in) {
   fat_wbuf_free(&out);
 }
 
+static void child_ceilings(int fd, fat_gpu *g, fat_rbuf *in) {
+  fat_ceiling_job job;
+  fat_ceilings c;
+  char err[MSG_MAX];
+  fat_wbuf out = {0};
+  if (fat_get_ceiling_job(in, &job)) child_fatal(fd, "malformed ceilings message");
+  int rc = fat_gpu_measure_ceilings(g, job.cubin, job.reps, job.warmup, &c, err, sizeof err);
+  if (rc == FAT_GPU_FATAL) child_fatal(fd, err);
+  if (rc == FAT_GPU_FAILED) {
+    child_send_text(fd, FAT_MSG_W_REJECTED, err);
+    return;
+  }
+  fat_put_ceilings(&out, &c);
+  child_send(fd, FAT_MSG_W_CEILINGS, &out);
+  fat_wbuf_free(&out);
+}
+
 static void child_main(int fd, int gpu) __attribute__((noreturn));
 static void child_main(int fd, int gpu) {
   char err[MSG_MAX];
   fat_gpu *g = NULL;
   fat_gpu_info info;
   fat_wbuf hello = {0};
+
+  /* ^C at a terminal reaches the whole process group: the parent decides
+   * when to stop (after the job in hand) and then ends this worker. */
+  signal(SIGINT, SIG_IGN);
 
   if (fat_gpu_open(gpu, &g, &info, err, sizeof err)) {
     fat_put_i32(&hello, 0);
@@ -220,6 +245,9 @@ static void child_main(int fd, int gpu) {
         break;
       case FAT_MSG_P_INTERLEAVE:
         child_interleave(fd, g, &in);
+        break;
+      case FAT_MSG_P_CEILINGS:
+        child_ceilings(fd, g, &in);
         break;
       case FAT_MSG_P_QUIT:
         _exit(CHILD_EXIT_OK);
@@ -544,6 +572,7 @@ void fat_worker_stop(fat_worker *w) {
   kill_now(w);
   fat_build_free(&w->util);
   fat_build_free(&w->ref);
+  fat_build_free(&w->ceilings);
   free(w);
 }
 
@@ -596,6 +625,7 @@ static int describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d
   d->head_dim = v->head_dim;
   d->cubin = b->cubin;
   d->cubin_size = b->cubin_size;
+  d->kind = fat_kernel_kind_of_family(v->family);
   return 0;
 }
 
@@ -741,6 +771,42 @@ int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
   set_msg(reason, reasonlen, "ok");
 out:
   free(job);
+  free(payload);
+  fat_wbuf_free(&msg);
+  return rc;
+}
+
+int fat_worker_measure_ceilings(fat_worker *w, fat_ceilings *out, char *reason, size_t reasonlen) {
+  fat_wbuf msg = {0};
+  unsigned char *payload = NULL;
+  size_t len;
+  int rc = FAT_WORKER_ERROR;
+
+  memset(out, 0, sizeof *out);
+  if (require_alive(w, reason, reasonlen)) goto out;
+  if (!w->ceilings.ok) {
+    /* NVRTC in the parent, as for the support kernels; kept for restarts. */
+    char err[MSG_MAX];
+    if (fat_gpu_compile_ceilings(w->arch, &w->ceilings, err, sizeof err)) {
+      set_msg(reason, reasonlen, "%s", err);
+      goto out;
+    }
+  }
+  fat_ceiling_job job = {w->ceilings.cubin, w->ceilings.cubin_size, FAT_CEILING_REPS,
+                         FAT_CEILING_WARMUP};
+  fat_put_ceiling_job(&msg, &job);
+  rc = transact(w, FAT_MSG_P_CEILINGS, &msg, watchdog_ms(w, CEILINGS_ESTIMATE_S),
+                FAT_MSG_W_CEILINGS, &payload, &len, reason, reasonlen);
+  if (rc != FAT_WORKER_OK) goto out;
+  fat_rbuf in = {payload, len, 0, 0};
+  if (fat_get_ceilings_result(&in, out)) {
+    kill_now(w);
+    set_msg(reason, reasonlen, "worker protocol: unreadable ceilings");
+    rc = FAT_WORKER_ERROR;
+    goto out;
+  }
+  set_msg(reason, reasonlen, "ok");
+out:
   free(payload);
   fat_wbuf_free(&msg);
   return rc;

@@ -93,4 +93,11 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
 int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
                                 const fat_build *const *b, int n, const fat_problem *problem,
                                 fat_timing *timings, char *reason, size_t reasonlen);
+
+/* Measures the GPU's ceilings (fwd_job.h's fat_ceilings): device-memory copy
+ * bandwidth and the mma.sync fp16 and bf16 rates, each the median of
+ * FAT_CEILING_REPS runs. templates/ceilings.cu is compiled here with NVRTC
+ * on first use (ERROR with NVRTC's reason when it cannot be). Returns a
+ * fat_worker_status; REJECTED when the buffers do not fit. */
+int fat_worker_measure_ceilings(fat_worker *w, fat_ceilings *out, char *reason, size_t reasonlen);
 #endif

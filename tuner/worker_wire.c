@@ -224,6 +224,7 @@ void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
   fat_put_i32(b, x->mask);
   fat_put_i32(b, x->head_dim);
   fat_put_bytes(b, x->cubin, x->cubin_size);
+  fat_put_i32(b, x->kind);
 }
 
 void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
@@ -236,6 +237,9 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   x->mask = (fat_mask)fat_get_i32(b);
   x->head_dim = fat_get_i32(b);
   x->cubin = fat_get_bytes(b, &x->cubin_size);
+  int32_t kind = fat_get_i32(b);
+  if (kind != FAT_KERNEL_FUSED && kind != FAT_KERNEL_MATERIALIZE) b->failed = 1;
+  x->kind = kind == FAT_KERNEL_MATERIALIZE ? FAT_KERNEL_MATERIALIZE : FAT_KERNEL_FUSED;
 }
 
 void fat_put_time_opts(fat_wbuf *b, const fat_time_opts *x) {
@@ -250,7 +254,45 @@ void fat_get_time_opts(fat_rbuf *b, fat_time_opts *x) {
   x->flush_l2 = fat_get_i32(b);
 }
 
+void fat_put_ceilings(fat_wbuf *b, const fat_ceilings *x) {
+  fat_put_f64(b, x->copy_bytes_per_s);
+  fat_put_f64(b, x->mma_fp16_flops_per_s);
+  fat_put_f64(b, x->mma_bf16_flops_per_s);
+  fat_put_u64(b, x->copy_bytes);
+  fat_put_i32(b, x->reps);
+}
+
+void fat_get_ceilings(fat_rbuf *b, fat_ceilings *x) {
+  x->copy_bytes_per_s = fat_get_f64(b);
+  x->mma_fp16_flops_per_s = fat_get_f64(b);
+  x->mma_bf16_flops_per_s = fat_get_f64(b);
+  x->copy_bytes = fat_get_u64(b);
+  x->reps = fat_get_i32(b);
+}
+
 /* ---- jobs ----------------------------------------------------------- */
+
+void fat_put_ceiling_job(fat_wbuf *b, const fat_ceiling_job *x) {
+  fat_put_bytes(b, x->cubin, x->cubin_size);
+  fat_put_i32(b, x->reps);
+  fat_put_i32(b, x->warmup);
+}
+
+int fat_get_ceiling_job(fat_rbuf *b, fat_ceiling_job *x) {
+  memset(x, 0, sizeof *x);
+  x->cubin = fat_get_bytes(b, &x->cubin_size);
+  x->reps = fat_get_i32(b);
+  x->warmup = fat_get_i32(b);
+  /* At least one timed run and a cubin; anything else is not a job. */
+  if (x->reps < 1 || x->warmup < 0 || x->cubin_size == 0) b->failed = 1;
+  return fat_rbuf_done(b);
+}
+
+int fat_get_ceilings_result(fat_rbuf *b, fat_ceilings *x) {
+  memset(x, 0, sizeof *x);
+  fat_get_ceilings(b, x);
+  return fat_rbuf_done(b);
+}
 
 /* A count read from the wire, checked against its array before use. */
 static int get_count(fat_rbuf *b, int max) {

@@ -23,6 +23,8 @@ enum {
   FAT_MSG_W_REJECTED,       /* str: the job could not run, the worker is fine */
   FAT_MSG_W_FATAL,          /* str: the context died; the worker exits right after */
   FAT_MSG_P_QUIT,           /* (empty) exit now */
+  FAT_MSG_P_CEILINGS,       /* fat_ceiling_job: measure the GPU's ceilings */
+  FAT_MSG_W_CEILINGS,       /* fat_ceilings */
 };
 
 /* Frames larger than this are garbage, not data (cubins are a few MB). */
@@ -80,6 +82,8 @@ void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x);  /* cubin included *
 void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x);        /* cubin points into the payload */
 void fat_put_time_opts(fat_wbuf *b, const fat_time_opts *x);
 void fat_get_time_opts(fat_rbuf *b, fat_time_opts *x);
+void fat_put_ceilings(fat_wbuf *b, const fat_ceilings *x);
+void fat_get_ceilings(fat_rbuf *b, fat_ceilings *x);
 
 /* Evaluate: check one variant on each shape, then (when every check passed
  * and TIMED is 1) time it on PROBLEM. */
@@ -107,6 +111,18 @@ typedef struct fat_interleave_job {
   fat_time_opts opts;
   uint64_t seed;
 } fat_interleave_job;
+
+/* Ceilings: the microbenchmarks' cubin (templates/ceilings.cu, compiled by
+ * the parent for the worker's GPU) and how many runs to make. */
+typedef struct fat_ceiling_job {
+  const void *cubin;              /* not owned; on receipt points into the payload */
+  size_t cubin_size;
+  int reps, warmup;
+} fat_ceiling_job;
+
+void fat_put_ceiling_job(fat_wbuf *b, const fat_ceiling_job *x);
+int fat_get_ceiling_job(fat_rbuf *b, fat_ceiling_job *x);   /* 0, or -1 when malformed */
+int fat_get_ceilings_result(fat_rbuf *b, fat_ceilings *x);  /* 0, or -1 when malformed */
 
 void fat_put_eval_job(fat_wbuf *b, const fat_eval_job *x);
 int fat_get_eval_job(fat_rbuf *b, fat_eval_job *x);        /* 0, or -1 when malformed */

@@ -1,0 +1,222 @@
+/* Tests, without a GPU, of what the ceilings job and the materialising
+ * baseline add to the worker: the new messages keep the old message numbers
+ * and survive a round trip field by field, truncated or malformed ones are
+ * refused; a kernel description carries its launch kind and a bad kind is
+ * refused; the family decides the kind; the workspace and peak-memory
+ * arithmetic gives exact byte counts; a call without a worker is refused
+ * before anything is sent; and templates/ceilings.cu and materialize
+ * variants compile with NVRTC for sm_80 and sm_90a without spilling. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compile.h"
+#include "fwd_job.h"
+#include "gen.h"
+#include "gpu_run.h"
+#include "worker.h"
+#include "worker_wire.h"
+
+#define ERRLEN 4096
+
+static int n_fail;
+
+static void check_at(int ok, const char *file, int line, const char *what) {
+  if (ok) return;
+  n_fail++;
+  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
+}
+#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
+#define CHECK_MSG(got, want)                                                   \
+  do {                                                                         \
+    int same_ = strcmp((got), (want)) == 0;                                    \
+    if (!same_) fprintf(stderr, "  got \"%s\", want \"%s\"\n", (got), (want)); \
+    check_at(same_, __FILE__, __LINE__, "message: " want);                     \
+  } while (0)
+
+static const unsigned char fake_cubin[] = {0x7f, 'E', 'L', 'F', 0, 9, 8, 7};
+
+static fat_rbuf reader(const fat_wbuf *b) {
+  fat_rbuf r = {b->data, b->len, 0, 0};
+  return r;
+}
+
+static void test_message_numbers(void) {
+  /* Appended after QUIT: every earlier message keeps its number. */
+  CHECK(FAT_MSG_P_QUIT == 10);
+  CHECK(FAT_MSG_P_CEILINGS == 11);
+  CHECK(FAT_MSG_W_CEILINGS == 12);
+}
+
+static void test_ceiling_job_round_trip(void) {
+  fat_wbuf b = {0};
+  fat_ceiling_job job = {fake_cubin, sizeof fake_cubin, FAT_CEILING_REPS, FAT_CEILING_WARMUP}, got;
+  fat_put_ceiling_job(&b, &job);
+  CHECK(!b.failed && b.len == 8 + sizeof fake_cubin + 4 + 4);
+  fat_rbuf r = reader(&b);
+  CHECK(fat_get_ceiling_job(&r, &got) == 0);
+  CHECK(got.cubin_size == sizeof fake_cubin && memcmp(got.cubin, fake_cubin, sizeof fake_cubin) == 0);
+  CHECK((const unsigned char *)got.cubin >= b.data && (const unsigned char *)got.cubin < b.data + b.len);
+  CHECK(got.reps == 10 && got.warmup == 2);
+  /* Cut short by one byte: refused. */
+  r = reader(&b);
+  r.len--;
+  CHECK(fat_get_ceiling_job(&r, &got) == -1);
+  fat_wbuf_free(&b);
+
+  /* No timed run, a negative warm-up, no cubin: not jobs. */
+  fat_ceiling_job bad[] = {{fake_cubin, sizeof fake_cubin, 0, 2},
+                           {fake_cubin, sizeof fake_cubin, 10, -1},
+                           {fake_cubin, 0, 10, 2}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    fat_put_ceiling_job(&b, &bad[i]);
+    r = reader(&b);
+    CHECK(fat_get_ceiling_job(&r, &got) == -1);
+    fat_wbuf_free(&b);
+  }
+}
+
+static void test_ceilings_round_trip(void) {
+  fat_wbuf b = {0};
+  fat_ceilings c = {.copy_bytes_per_s = 4.21e12, .mma_fp16_flops_per_s = 6.15e14,
+                    .mma_bf16_flops_per_s = 6.125e14, .copy_bytes = 251658240ull, .reps = 10};
+  fat_ceilings got;
+  fat_put_ceilings(&b, &c);
+  CHECK(!b.failed && b.len == 8 * 4 + 4);
+  fat_rbuf r = reader(&b);
+  CHECK(fat_get_ceilings_result(&r, &got) == 0);
+  CHECK(got.copy_bytes_per_s == 4.21e12 && got.mma_fp16_flops_per_s == 6.15e14 &&
+        got.mma_bf16_flops_per_s == 6.125e14 && got.copy_bytes == 251658240ull && got.reps == 10);
+  r = reader(&b);
+  r.len -= 4;
+  CHECK(fat_get_ceilings_result(&r, &got) == -1);
+  /* Bytes left over are an error too. */
+  fat_put_i32(&b, 0);
+  r = reader(&b);
+  CHECK(fat_get_ceilings_result(&r, &got) == -1);
+  fat_wbuf_free(&b);
+}
+
+static void test_kernel_kind(void) {
+  fat_wbuf b = {0};
+  fat_kernel_desc k, got;
+  memset(&k, 0, sizeof k);
+  snprintf(k.name, sizeof k.name, "fwd.materialize.bf16.d128.causal.t32");
+  snprintf(k.entry, sizeof k.entry, "fat_fwd_materialize");
+  k.block_m = 32, k.threads = 256, k.smem_bytes = 8448, k.dtype = FAT_BF16;
+  k.mask = FAT_MASK_CAUSAL, k.head_dim = 128, k.cubin = fake_cubin, k.cubin_size = sizeof fake_cubin;
+  k.kind = FAT_KERNEL_MATERIALIZE;
+  fat_put_kernel(&b, &k);
+  fat_rbuf r = reader(&b);
+  fat_get_kernel(&r, &got);
+  CHECK(fat_rbuf_done(&r) == 0);
+  CHECK(got.kind == FAT_KERNEL_MATERIALIZE && got.block_m == 32 && got.smem_bytes == 8448);
+  CHECK_MSG(got.entry, "fat_fwd_materialize");
+  /* The kind is the last field: overwrite it with a value that is no kind. */
+  int32_t bogus = 7;
+  memcpy(b.data + b.len - sizeof bogus, &bogus, sizeof bogus);
+  r = reader(&b);
+  fat_get_kernel(&r, &got);
+  CHECK(fat_rbuf_done(&r) == -1);
+  fat_wbuf_free(&b);
+
+  CHECK(fat_kernel_kind_of_family("materialize") == FAT_KERNEL_MATERIALIZE);
+  CHECK(fat_kernel_kind_of_family("mma80") == FAT_KERNEL_FUSED);
+  CHECK(fat_kernel_kind_of_family("materialized") == FAT_KERNEL_FUSED);
+  CHECK(fat_kernel_kind_of_family(NULL) == FAT_KERNEL_FUSED);
+}
+
+static void test_memory_arithmetic(void) {
+  /* The benchmark shape of bf16 d128 at 16384: batch 1, 16 heads. */
+  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 1, 16, 16, 16384, 16384};
+  fat_check_shape s = {1, 16, 16, 16384, 16384};
+  /* 16 * 16384 * 16384 fp32 scores = 2^4 * 2^14 * 2^14 * 2^2 = 2^34 */
+  CHECK(fat_materialize_workspace_bytes(&s) == 17179869184ull);
+  /* Q + O: 2 * 16384 * 16 * 128 * 2 = 2^27, K + V the same, lse 16 * 16384 * 4 = 2^20 */
+  CHECK(fat_fwd_peak_bytes(&p, 0) == 134217728ull * 2 + 1048576ull);
+  CHECK(fat_fwd_peak_bytes(&p, 1) == 134217728ull * 2 + 1048576ull + 17179869184ull);
+  /* Grouped-query, unequal lengths: K and V count heads_k and seqlen_k. */
+  fat_problem g = {FAT_FWD, FAT_FP16, FAT_MASK_NONE, 64, 2, 8, 2, 100, 300};
+  fat_check_shape gs = {2, 8, 2, 100, 300};
+  CHECK(fat_materialize_workspace_bytes(&gs) == 2ull * 8 * 100 * 300 * 4);
+  CHECK(fat_fwd_peak_bytes(&g, 0) == 2ull * 2 * 100 * 8 * 64 * 2 + 2ull * 2 * 300 * 2 * 64 * 2 +
+                                         2ull * 8 * 100 * 4);
+}
+
+static void test_no_worker(void) {
+  char reason[256] = "";
+  fat_ceilings c = {.reps = 99};
+  CHECK(fat_worker_measure_ceilings(NULL, &c, reason, sizeof reason) == FAT_WORKER_ERROR);
+  CHECK_MSG(reason, "no worker running (restart it after a fault or timeout)");
+  CHECK(c.reps == 0 && c.copy_bytes_per_s == 0);
+}
+
+/* NVRTC: the ceilings kernels and a corner of the materialize family (both
+ * tiles, the smallest and largest head dims, both dtypes and masks). The
+ * whole family is compiled by test_slow_compile_space. */
+static void test_compiles(void) {
+  static const char *const archs[] = {"sm_80", "sm_90a"};
+  char err[ERRLEN];
+  fat_gen *g = fat_gen_open(NULL, err, sizeof err);
+  CHECK(g != NULL);
+  if (!g) {
+    fprintf(stderr, "%s\n", err);
+    return;
+  }
+  for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+    fat_build b;
+    if (fat_gpu_compile_ceilings(archs[a], &b, err, sizeof err)) {
+      fprintf(stderr, "%s: %s\n", archs[a], err);
+      CHECK(!"templates/ceilings.cu compiles");
+    } else {
+      CHECK(b.ok && b.cubin_size > 0 && b.spill_stores == 0 && b.spill_loads == 0);
+      fat_build_free(&b);
+    }
+    const int dims[] = {64, 256};
+    fat_gen_query q = {.direction = FAT_FWD, .head_dims = dims, .n_head_dims = 2, .arch = archs[a]};
+    fat_variant *v = NULL;
+    size_t n = 0, compiled = 0;
+    if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err)) {
+      fprintf(stderr, "%s\n", err);
+      CHECK(!"generate");
+      continue;
+    }
+    for (size_t i = 0; i < n; i++) {
+      if (strcmp(v[i].family, "materialize") != 0) continue;
+      /* one of each (dtype, mask) per head dim, alternating tiles */
+      if ((strstr(v[i].name, "bf16") != NULL) != (strstr(v[i].name, "causal") != NULL)) continue;
+      if (fat_compile_one(v[i].name, v[i].source, archs[a], &b, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        CHECK(!"NVRTC runs");
+        break;
+      }
+      if (!b.ok || b.spill_stores || b.spill_loads)
+        fprintf(stderr, "%s for %s: ok %d, spills %d/%d\n%s\n", v[i].name, archs[a], b.ok,
+                b.spill_stores, b.spill_loads, b.log ? b.log : "");
+      CHECK(b.ok && b.spill_stores == 0 && b.spill_loads == 0);
+      fat_build_free(&b);
+      compiled++;
+    }
+    /* 2 head dims x (fp16 none, bf16 causal) x 2 tiles */
+    CHECK(compiled == 8);
+    for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+    free(v);
+  }
+  fat_gen_close(g);
+}
+
+int main(void) {
+  test_message_numbers();
+  test_ceiling_job_round_trip();
+  test_ceilings_round_trip();
+  test_kernel_kind();
+  test_memory_arithmetic();
+  test_no_worker();
+  test_compiles();
+  if (n_fail) {
+    fprintf(stderr, "test_ceiling_wire: %d checks failed\n", n_fail);
+    return 1;
+  }
+  printf("test_ceiling_wire: all passed\n");
+  return 0;
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# SIGINT stops the tuner cleanly: sent during compilation (no GPU), the
+# tuner lets the variants in flight finish and commits them, prints its
+# summary and then "fatune: interrupted" as the last line of stderr, and
+# exits with status 130 within a bounded time. The database passes
+# PRAGMA integrity_check, and a rerun takes every stored build from the
+# cache. $1 is the fatune binary.
+set -u
+F=$1
+command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+exec python3 - "$F" "$tmp" <<'PY'
+import os, re, signal, sqlite3, subprocess, sys, time
+F, tmp = sys.argv[1], sys.argv[2]
+MIN_BUILDS = 3        # send SIGINT once this many builds are committed
+STOP_WITHIN_S = 30    # in-flight compiles take about a second each
+db = os.path.join(tmp, "sigint.db")
+query = ["--head-dim", "64", "--dtype", "fp16", "--mask", "none", "--arch", "sm_80", "--jobs", "2"]
+env = dict(os.environ, FATUNE_LIBCUDA="/nonexistent")
+fails = []
+def fail(msg):
+    fails.append(msg)
+    print("FAIL: " + msg)
+
+def builds():
+    if not os.path.exists(db):
+        return 0
+    c = sqlite3.connect(db, timeout=30)
+    try:
+        return c.execute("SELECT count(*) FROM builds").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        c.close()
+
+total = len(subprocess.run([F, "--list"] + query, capture_output=True, text=True,
+                           env=env).stdout.splitlines())
+# SIGINT at its default disposition, as from a terminal (a background job
+# of a script would inherit it ignored).
+p = subprocess.Popen([F, "--db", db] + query, env=env, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.PIPE, text=True,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+start = time.monotonic()
+while builds() < MIN_BUILDS and p.poll() is None and time.monotonic() - start < 300:
+    time.sleep(0.05)
+if p.poll() is not None:
+    fail("the tuner finished (status %d) before SIGINT could be sent" % p.returncode)
+    sys.exit(1)
+p.send_signal(signal.SIGINT)
+sent = time.monotonic()
+try:
+    _, err = p.communicate(timeout=STOP_WITHIN_S)
+except subprocess.TimeoutExpired:
+    p.kill()
+    _, err = p.communicate()
+    fail("still running %d s after SIGINT" % STOP_WITHIN_S)
+took = time.monotonic() - sent
+lines = err.splitlines()
+if p.returncode != 130:
+    fail("status %d after SIGINT, want 130" % p.returncode)
+if not lines or lines[-1] != "fatune: interrupted":
+    fail("last line of stderr is %r, want 'fatune: interrupted'\n%s" % (lines[-1] if lines else "", err))
+if not any(l.startswith("fatune: compiled ") for l in lines):
+    fail("no summary ('fatune: compiled ...') before the interruption\n" + err)
+c = sqlite3.connect(db)
+ic = c.execute("PRAGMA integrity_check").fetchall()
+n = c.execute("SELECT count(*) FROM builds").fetchone()[0]
+c.close()
+if ic != [("ok",)]:
+    fail("integrity_check: %r" % ic)
+if not MIN_BUILDS <= n < total:
+    fail("%d builds stored after SIGINT; want between %d and %d" % (n, MIN_BUILDS, total - 1))
+r = subprocess.run([F, "--db", db] + query, env=env, capture_output=True, text=True)
+m = re.search(r"^fatune: compiled (\d+) variants .*, (\d+) from the cache, 0 failed$", r.stderr, re.M)
+if r.returncode != 3 or not m or (int(m.group(1)), int(m.group(2))) != (total - n, n):
+    fail("rerun: status %d, want 3 with %d compiled and %d from the cache\n%s" %
+         (r.returncode, total - n, n, r.stderr))
+print("SIGINT after %d builds: stopped in %.1f s with status %d, %d builds kept" % (MIN_BUILDS, took, p.returncode, n))
+sys.exit(1 if fails else 0)
+PY
