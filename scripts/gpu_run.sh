@@ -37,6 +37,14 @@ for t in "$B"/tests/test_gpu_*; do
     failed=$((failed + 1))
   fi
 done
+# Fault isolation: the tuner with deliberately faulting, trapping and hanging
+# variants tuned beside the real ones.
+if (cd "$B" && FATUNE_SOURCE_DIR="$OLDPWD" timeout 900 bash "$OLDPWD/tests/test_gpu_faults.sh" "$OLDPWD/$B/fatune"); then
+  passed=$((passed + 1))
+else
+  echo "FAILED: tests/test_gpu_faults.sh"
+  failed=$((failed + 1))
+fi
 echo "gpu tests: $passed passed, $failed failed"
 failures=$((failures + failed))
 

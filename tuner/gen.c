@@ -67,6 +67,9 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
   fat_gen *g = gen_of(L);
   g->instructions += FAT_GEN_HOOK_STEP;
   if (g->instructions <= FAT_GEN_MAX_INSTRUCTIONS) return;
+  /* From now on every instruction raises the error again, so a script that
+   * catches it with pcall cannot loop on. */
+  lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
   /* name the line the script was stuck on */
   if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
     lua_pushfstring(L, "%s:%d: ", ar->short_src, ar->currentline);
@@ -109,6 +112,7 @@ static int run_protected(fat_gen *g, lua_CFunction fn, void *ctx, char *err, siz
   lua_State *L = g->L;
   int base = lua_gettop(L);
   g->instructions = 0;
+  lua_sethook(L, count_hook, LUA_MASKCOUNT, FAT_GEN_HOOK_STEP);
   lua_pushcfunction(L, msghandler);
   lua_pushcfunction(L, fn);
   lua_pushlightuserdata(L, ctx);

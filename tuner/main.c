@@ -3,6 +3,7 @@
  * bad value, with exit status 2; help goes to stdout. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "explain.h"
 #include "gen.h"
 #include "options.h"
@@ -25,6 +26,11 @@ int main(int argc, char **argv) {
   const char *source_dir = NULL;
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--templates")) source_dir = argv[i + 1];
+  struct stat st;
+  if (source_dir && (stat(source_dir, &st) || !S_ISDIR(st.st_mode))) {
+    fprintf(stderr, "fatune: --templates: '%s' is not a folder\n", source_dir);
+    return FAT_EXIT_USAGE;
+  }
   fat_gen *gen = fat_gen_open(source_dir, err, sizeof err);
   if (!gen) {
     fprintf(stderr, "fatune: generator: %s\n", err);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -402,8 +403,9 @@ static void free_environment(char **envp) {
 /* In the forked child: keep only the channel, arrange to die with the
  * parent, and become a fresh copy of this binary. Async-signal-safe calls
  * only. On failure, tells the parent why in a hello frame written by hand. */
-static void exec_worker(int fd, pid_t parent, char **envp) __attribute__((noreturn));
-static void exec_worker(int fd, pid_t parent, char **envp) {
+static void exec_worker(int fd, pid_t parent, const char *exe, char **envp)
+    __attribute__((noreturn));
+static void exec_worker(int fd, pid_t parent, const char *exe, char **envp) {
   static const char failed[] = "could not exec the worker (" SELF_EXE ")";
   char *const argv[] = {(char *)WORKER_ARGV0, NULL};
   /* Not the parent's database, not other workers' channels: their EOF must
@@ -413,7 +415,7 @@ static void exec_worker(int fd, pid_t parent, char **envp) {
   fcntl(fd, F_SETFD, 0); /* the channel survives exec */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(CHILD_EXIT_OK);
-  execve(SELF_EXE, argv, envp);
+  execve(exe, argv, envp);
   /* hello: magic, type, length, then i32 0 and the message as bytes. */
   unsigned char frame[16 + 4 + 8 + sizeof failed - 1];
   uint32_t magic = FAT_WIRE_MAGIC, type = FAT_MSG_W_HELLO;
@@ -465,6 +467,18 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
     close(sv[1]);
     return -1;
   }
+  /* The binary's own path, resolved here: in the child /proc/self/exe would
+   * name whatever runs us (valgrind, a loader), not fatune. */
+  char exe[PATH_MAX];
+  ssize_t exe_len = readlink(SELF_EXE, exe, sizeof exe - 1);
+  if (exe_len <= 0) {
+    set_msg(err, errlen, "cannot resolve %s: %s", SELF_EXE, strerror(errno));
+    free_environment(envp);
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
+  }
+  exe[exe_len] = 0;
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -474,7 +488,7 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
     close(sv[1]);
     return -1;
   }
-  if (pid == 0) exec_worker(sv[1], parent, envp); /* never returns */
+  if (pid == 0) exec_worker(sv[1], parent, exe, envp); /* never returns */
   free_environment(envp);
   close(sv[1]);
   w->pid = pid;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Two tuners on one fresh database at once, while a third process holds the
+# write lock for a while: both tuners must finish (no-GPU status 3, no
+# storage error), the lock holder must not make either fail (the busy
+# timeout waits), and the database must end with every variant's build
+# exactly once and pass PRAGMA integrity_check. $1 is the fatune binary.
+set -u
+F=$1
+command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+exec python3 - "$F" "$tmp" <<'PY'
+import os, sqlite3, subprocess, sys, time
+F, tmp = sys.argv[1], sys.argv[2]
+LOCK_HOLD_S = 3.0    # well under the tuner's 10 s busy timeout (db.h)
+LOCK_AFTER_S = 1.0   # take the lock once both tuners are compiling
+db = os.path.join(tmp, "shared.db")
+query = ["--head-dim", "64", "--dtype", "fp16", "--mask", "none", "--arch", "sm_80", "--jobs", "1"]
+env = dict(os.environ, FATUNE_LIBCUDA="/nonexistent")
+fails = []
+def fail(msg):
+    fails.append(msg)
+    print("FAIL: " + msg)
+
+total = len(subprocess.run([F, "--list"] + query, capture_output=True, text=True,
+                           env=env).stdout.splitlines())
+procs = [subprocess.Popen([F, "--db", db] + query, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True) for _ in range(2)]
+time.sleep(LOCK_AFTER_S)
+# A writer that sits on the lock: the tuners' commits must wait, not fail.
+holder = sqlite3.connect(db, timeout=30, isolation_level=None)
+holder.execute("BEGIN IMMEDIATE")
+held_at = time.monotonic()
+time.sleep(LOCK_HOLD_S)
+holder.execute("COMMIT")
+holder.close()
+held = time.monotonic() - held_at
+for i, p in enumerate(procs):
+    _, err = p.communicate(timeout=600)
+    if p.returncode != 3:
+        fail("tuner %d: status %d, want 3\n%s" % (i + 1, p.returncode, err))
+    bad = [l for l in err.splitlines() if l.startswith("fatune: ") and
+           ("storing" in l or "database" in l or "locked" in l or "busy" in l)]
+    if bad:
+        fail("tuner %d reported: %s" % (i + 1, bad))
+c = sqlite3.connect(db)
+ic = c.execute("PRAGMA integrity_check").fetchall()
+rows, keys, built = c.execute(
+    "SELECT count(*), count(DISTINCT key), count(DISTINCT variant_id) FROM builds").fetchone()
+variants = c.execute("SELECT count(*) FROM variants").fetchone()[0]
+c.close()
+if ic != [("ok",)]:
+    fail("integrity_check: %r" % ic)
+if total < 30 or (rows, keys, built, variants) != (total, total, total, total):
+    fail("%d builds, %d keys, %d variants built, %d variants; want %d of each" %
+         (rows, keys, built, variants, total))
+print("2 tuners on one database, write lock held %.1f s in between: %d builds, each once" % (held, rows))
+sys.exit(1 if fails else 0)
+PY
