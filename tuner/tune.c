@@ -377,8 +377,12 @@ static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems)
   const fat_options *o = r->o;
   *n_problems = 0;
   /* Count the evaluations first, for the ETA. */
-  for (size_t i = 0; i < r->n_variants; i++)
-    if (r->builds[i].ok) r->evals_total += (size_t)o->n_seqlens;
+  for (size_t i = 0; i < r->n_variants; i++) {
+    if (!r->builds[i].ok) continue;
+    for (int si = 0; si < o->n_seqlens; si++)
+      r->evals_total += strcmp(r->variants[i].family, FAT_FAMILY_MATERIALIZE) ||
+                        o->seqlens[si] <= FAT_MATERIALIZE_MAX_SEQLEN;
+  }
   for (int di = 0; di < o->n_dtypes; di++)
     for (int mi = 0; mi < o->n_masks; mi++)
       for (int hi = 0; hi < o->n_head_dims; hi++)
@@ -403,6 +407,8 @@ static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems)
             const fat_variant *v = &r->variants[i];
             if (v->dtype != p.dtype || v->mask != p.mask || v->head_dim != p.head_dim ||
                 !r->builds[i].ok)
+              continue;
+            if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE) && p.seqlen_q > FAT_MATERIALIZE_MAX_SEQLEN)
               continue;
             int checked = 0, passed = 0, timed = 0;
             if (fat_db_has_result(r->db, r->variant_ids[i], r->gpu_id, pid, &checked, &passed,

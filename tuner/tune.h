@@ -15,6 +15,12 @@
  * again, interleaved, before the winner is chosen. */
 #define FAT_CLOSE_CONTENDER 0.03
 
+/* The materialising baseline is measured up to this seqlen. Beyond it one
+ * repetition of its three fp32 kernels costs tenths of a second (25 of them
+ * per variant and problem), while the fused kernels' lead is already plain
+ * from 2048 on; `fatune explain` gives the arithmetic for any length. */
+#define FAT_MATERIALIZE_MAX_SEQLEN 4096
+
 /* The problem a forward bucket stands for. */
 void fat_bench_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen, fat_problem *p);
 
