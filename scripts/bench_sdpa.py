@@ -174,6 +174,7 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--out", help="write the rows as JSON here")
+    ap.add_argument("--head-dims", help="only these head dims (comma-separated)")
     args = ap.parse_args()
 
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
@@ -189,7 +190,10 @@ def main():
           f"TFLOP/s, median of {args.reps}, L2 flushed")
     print(f"{'variant':48s} {'seqlen':>6s} {'relL2':>8s} {'fatune':>7s} {'FA2':>7s} {'cuDNN':>7s} "
           f"{'/FA2':>6s} {'/cuDNN':>6s}")
+    only = {int(x) for x in args.head_dims.split(",")} if args.head_dims else None
     for e, cubin in entries:
+        if only and e["head_dim"] not in only:
+            continue
         kern = Kernel(cubin, e["entry"], e["block_m"], e["threads"], e["smem_bytes"], e["name"])
         d, dtype, causal = e["head_dim"], e["dtype"], e["causal"]
         odd = 1000 + 17

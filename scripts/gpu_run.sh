@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Everything fatune does on a GPU, in one call, for the lent GPU machine:
-# the binary runs, the gpu-labelled tests, a tuning run, and the benchmark
-# against PyTorch's SDPA backends on the same shapes in the same run.
+# the binary runs, the gpu-labelled tests (fault isolation included), a
+# tuning run, and the benchmark against PyTorch's SDPA backends on the same
+# shapes in the same run.
 #
 # Build here first (the GPU machine has no Lua or SQLite headers):
 #   cmake -S . -B build && cmake --build build -j
 # then run there, from the repository root, with build/ carried:
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
+# Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0; SANITIZE=1
+# adds compute-sanitizer over the stored winners. DB_IN=path/to/fatune.db.gz
+# (or a folder of its .part files) starts from an earlier run's database, so
+# the tuner resumes instead of measuring again. BENCH_HEAD_DIMS limits the
+# SDPA comparison to some head dims.
 # Output goes to $OUT (the device tool's folder) or ./gpu-out: the full log,
 # the database (gzip, split into 15 MiB parts: cat fatune.db.gz.part* | gunzip),
 # the benchmark rows (JSON).
@@ -26,37 +32,65 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
   --format=csv || failures=$((failures + 1))
 "$B/fatune" --version || { echo "the fatune binary does not run here"; exit 1; }
 
-section "gpu tests"
-passed=0 failed=0
-for t in "$B"/tests/test_gpu_*; do
-  [ -x "$t" ] || continue
-  if (cd "$B" && FATUNE_SOURCE_DIR="$OLDPWD" timeout 600 "$OLDPWD/$t"); then
+if [ -n "${DB_IN:-}" ]; then
+  if [ -d "$DB_IN" ]; then cat "$DB_IN"/*.part* | gunzip >"$DB"; else gunzip -c "$DB_IN" >"$DB"; fi
+  echo "starting from $DB_IN ($(stat -c %s "$DB") bytes)"
+fi
+
+run_test() {  # run_test NAME COMMAND...: one gpu test, from the build folder
+  local name=$1; shift
+  if (cd "$B" && FATUNE_SOURCE_DIR="$OLDPWD" timeout 900 "$@"); then
     passed=$((passed + 1))
   else
-    echo "FAILED: $t"
+    echo "FAILED: $name"
     failed=$((failed + 1))
   fi
-done
-# Fault isolation: the tuner with deliberately faulting, trapping and hanging
-# variants tuned beside the real ones.
-if (cd "$B" && FATUNE_SOURCE_DIR="$OLDPWD" timeout 900 bash "$OLDPWD/tests/test_gpu_faults.sh" "$OLDPWD/$B/fatune"); then
-  passed=$((passed + 1))
-else
-  echo "FAILED: tests/test_gpu_faults.sh"
-  failed=$((failed + 1))
+}
+
+if [ "${TESTS:-1}" = 1 ]; then
+  section "gpu tests"
+  passed=0 failed=0
+  for t in "$B"/tests/test_gpu_*; do
+    [ -x "$t" ] || continue
+    run_test "$t" "$OLDPWD/$t"
+  done
+  # Fault isolation: the tuner with deliberately faulting, trapping and
+  # hanging variants tuned beside the real ones.
+  run_test tests/test_gpu_faults.sh bash "$OLDPWD/tests/test_gpu_faults.sh" "$OLDPWD/$B/fatune"
+  echo "gpu tests: $passed passed, $failed failed"
+  failures=$((failures + failed))
 fi
-echo "gpu tests: $passed passed, $failed failed"
-failures=$((failures + failed))
 
-section "tune: fatune --gpu 0 --head-dim $HEAD_DIMS"
-"$B/fatune" --gpu 0 --head-dim "$HEAD_DIMS" --seqlen "$SEQLENS" --db "$DB" \
-  || failures=$((failures + 1))
+if [ "${TUNE:-1}" = 1 ]; then
+  section "tune: fatune --gpu 0 --head-dim $HEAD_DIMS --seqlen $SEQLENS"
+  "$B/fatune" --gpu 0 --head-dim "$HEAD_DIMS" --seqlen "$SEQLENS" --db "$DB" \
+    || failures=$((failures + 1))
+fi
 
-section "benchmark against SDPA (FLASH_ATTENTION, CUDNN_ATTENTION)"
-PYTHONUNBUFFERED=1 python3 scripts/bench_sdpa.py --db "$DB" --out "$OUT/bench.json" \
-  || failures=$((failures + 1))
+if [ "${BENCH:-1}" = 1 ]; then
+  section "benchmark against SDPA (FLASH_ATTENTION, CUDNN_ATTENTION)"
+  PYTHONUNBUFFERED=1 python3 scripts/bench_sdpa.py --db "$DB" --out "$OUT/bench.json" \
+    ${BENCH_HEAD_DIMS:+--head-dims "$BENCH_HEAD_DIMS"} || failures=$((failures + 1))
+fi
+
+if [ "${RUNTIME:-1}" = 1 ] && [ -f scripts/bench_runtime.py ]; then
+  section "runtime library: first-call latency, per-call overhead, throughput"
+  PYTHONUNBUFFERED=1 FATUNE_LIB="$PWD/$B/runtime/libfatune.so" FATUNE_DB="$DB" \
+    python3 scripts/bench_runtime.py --out "$OUT/runtime.json" || failures=$((failures + 1))
+fi
+
+if [ "${SANITIZE:-0}" = 1 ] && [ -x "$B/sanitize_winners" ]; then
+  section "compute-sanitizer over the stored winners"
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 1 "$B/sanitize_winners" "$DB" \
+      >"$OUT/sanitizer-$tool.log" 2>&1 && echo "$tool: clean" \
+      || { echo "$tool: FAILED"; tail -20 "$OUT/sanitizer-$tool.log"; failures=$((failures + 1)); }
+  done
+fi
 
 # The device tool brings back files of at most 16 MiB: compress and split.
-gzip -f "$DB" && rm -f "$DB-wal" "$DB-shm" && split -b 15m -d "$DB.gz" "$DB.gz.part" && rm -f "$DB.gz"
+if [ -f "$DB" ]; then
+  gzip -f "$DB" && rm -f "$DB-wal" "$DB-shm" && split -b 15m -d "$DB.gz" "$DB.gz.part" && rm -f "$DB.gz"
+fi
 section "done: $failures failures"
 exit $((failures > 0))
