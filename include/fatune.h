@@ -131,6 +131,11 @@ typedef struct fat_context_options {
                                  the tables installed with the library */
   int n_tables;
   int no_builtin;             /* 1: refuse rather than fall back to the untuned default */
+  /* Offline: when gpu_name is set, no driver is loaded and the context only
+   * answers fat_attention_select for the GPU described here (what would run
+   * on an H200?); fat_attention_fwd is refused. */
+  const char *gpu_name;       /* as cuDeviceGetName gives it: "NVIDIA H200" */
+  int gpu_cc_major, gpu_cc_minor, gpu_sm_count;
 } fat_context_options;
 
 /* Opens a context on OPTS->device (OPTS may be NULL: device 0, defaults).

@@ -12,6 +12,9 @@
 /* Pruning uses the smallest shared-memory limit of the supported
  * architectures, so every default listed fits every supported GPU. */
 #define DEFAULTS_ARCH "sm_80"
+/* The runtime launches one fused kernel per call; families made of several
+ * kernels (the materialising baseline) are the tuner's yardsticks only. */
+#define RUNTIME_FAMILY "mma80"
 
 /* Writes S as a C string literal, one source line per literal line. Octal
  * escapes are always three digits (never swallow a following digit) and
@@ -28,7 +31,7 @@ static void put_literal(FILE *f, const char *s) {
 }
 
 int main(int argc, char **argv) {
-  char err[ERRLEN], tmp[4096];
+  char err[ERRLEN], tmp[ERRLEN / 2];
   int rc = 1;
   fat_gen *g = NULL;
   fat_variant *v = NULL;
@@ -51,7 +54,7 @@ int main(int argc, char **argv) {
              "#include \"defaults.h\"\n\n", FAT_VERSION);
   int count = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!v[i].is_default) continue;
+    if (!v[i].is_default || strcmp(v[i].family, RUNTIME_FAMILY)) continue;
     fprintf(f, "static const char source_%d[] =\n  ", count);
     put_literal(f, v[i].source);
     fputs(";\n\n", f);
@@ -60,7 +63,7 @@ int main(int argc, char **argv) {
   fputs("const fat_default_variant fat_default_variants[] = {\n", f);
   count = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!v[i].is_default) continue;
+    if (!v[i].is_default || strcmp(v[i].family, RUNTIME_FAMILY)) continue;
     fprintf(f, "  {\"%s\", \"%s\", \"%s\", \"%s\", \"%s\", %d, %d, %d, %d, %d, %d, source_%d},\n",
             v[i].name, v[i].family, v[i].params, v[i].entry, v[i].hash, (int)v[i].dtype,
             (int)v[i].mask, v[i].head_dim, v[i].block_m, v[i].threads, v[i].smem_bytes, count);
@@ -78,7 +81,7 @@ int main(int argc, char **argv) {
   }
   f = NULL;
   if (rename(tmp, argv[1])) {
-    snprintf(err, sizeof err, "cannot rename %s to %s", tmp, argv[1]);
+    snprintf(err, sizeof err, "cannot rename %s", tmp);
     goto fail;
   }
   rc = 0;

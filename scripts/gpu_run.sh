@@ -73,10 +73,13 @@ if [ "${BENCH:-1}" = 1 ]; then
     ${BENCH_HEAD_DIMS:+--head-dims "$BENCH_HEAD_DIMS"} || failures=$((failures + 1))
 fi
 
-if [ "${RUNTIME:-1}" = 1 ] && [ -f scripts/bench_runtime.py ]; then
-  section "runtime library: first-call latency, per-call overhead, throughput"
-  PYTHONUNBUFFERED=1 FATUNE_LIB="$PWD/$B/runtime/libfatune.so" FATUNE_DB="$DB" \
-    python3 scripts/bench_runtime.py --out "$OUT/runtime.json" || failures=$((failures + 1))
+if [ "${RUNTIME:-1}" = 1 ]; then
+  section "runtime: C example, Python binding against fp64 SDPA, benchmark against SDPA"
+  export PYTHONUNBUFFERED=1 FATUNE_LIB="$PWD/$B/runtime/libfatune.so" FATUNE_DB="$OUT/runtime-user.db"
+  "$B/runtime/attention_example" 1000 128 1 || failures=$((failures + 1))
+  python3 python/tests/test_fatune.py "$B/runtime/fatune_tables.db" || failures=$((failures + 1))
+  python3 scripts/bench_runtime.py --head-dims "${BENCH_HEAD_DIMS:-64,128,256}" \
+    --out "$OUT/bench_runtime.json" || failures=$((failures + 1))
 fi
 
 if [ "${SANITIZE:-0}" = 1 ] && [ -x "$B/sanitize_winners" ]; then

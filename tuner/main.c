@@ -8,6 +8,7 @@
 #include "gen.h"
 #include "options.h"
 #include "report.h"
+#include "tables.h"
 #include "tune.h"
 
 #define ERRLEN 1024
@@ -21,6 +22,9 @@ int main(int argc, char **argv) {
   /* Subcommands take their own arguments; argv[0] is their name. */
   if (argc > 1 && !strcmp(argv[1], "explain")) return fat_explain_main(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "report")) return fat_report_main(argc - 1, argv + 1);
+  if (argc > 1 && (!strcmp(argv[1], "export") || !strcmp(argv[1], "import") ||
+                   !strcmp(argv[1], "merge")))
+    return fat_tables_main(argc - 1, argv + 1);
 
   /* The head dims the CLI accepts are the ones the space has. */
   const char *source_dir = NULL;

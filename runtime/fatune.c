@@ -1,0 +1,898 @@
+/* libfatune: choose, load and launch the tuned variant for an attention
+ * problem (include/fatune.h is the contract). One function, select_variant,
+ * decides which kernel serves a problem; fat_attention_select (the
+ * "supported?" query) and fat_attention_fwd both ask it. Its answer and the
+ * loaded module are cached per context, so a hot key costs a hash lookup
+ * under a mutex and one cuLaunchKernel. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sqlite3.h>
+#include "fatune.h"
+#include "compile.h"
+#include "cuda_api.h"
+#include "db.h"
+#include "defaults.h"
+#include "fat_abi.h"
+#include "nvrtc_api.h"
+#include "types.h"
+
+#define ERR_CAP 1024
+#define PATH_CAP 4096
+#define MAX_TABLES 16
+#define SEL_BUCKETS 256             /* hash buckets of the selection cache */
+#define DEFAULT_SMEM_LIMIT (48 * 1024) /* more needs the opt-in attribute */
+#define MIN_CC_MAJOR 8              /* the mma80 family needs Ampere or newer */
+#define ALIGN_BYTES 16              /* kernels load and store 16 bytes at a time */
+#define STRIDE_MULTIPLE 8           /* elements of 2 bytes per 16-byte access */
+#define TABLES_FILE "fatune_tables.db"
+/* Where the tables are found relative to the loaded library: next to it in
+ * the build tree, in <prefix>/share/fatune when installed. */
+#define TABLES_INSTALLED_REL "/../share/fatune/" TABLES_FILE
+
+/* One loaded module, by variant source hash (a hash names a source exactly). */
+typedef struct kernel {
+  struct kernel *next;
+  char hash[65];
+  CUmodule module;
+  CUfunction fn;
+  fat_load load;
+} kernel;
+
+/* A resolved problem key: the selection, its launch geometry and kernel. */
+typedef struct sel_entry {
+  struct sel_entry *next;
+  int dtype, mask, head_dim, seqlen_q;  /* the key */
+  fat_choice choice;
+  int block_m, threads, smem_bytes;
+  const kernel *k;
+} sel_entry;
+
+/* What select_variant finds, beyond the public choice: how to launch and
+ * where the source lives. */
+typedef struct selection {
+  fat_choice choice;
+  char entry[128];
+  char family[64], params[256];
+  int block_m, threads, smem_bytes;
+  int dtype, mask, head_dim;       /* the key's (for storing a compiled build) */
+  const fat_default_variant *def;  /* non-NULL for the built-in default */
+  int db_index;                    /* which database (-1: built-in) */
+} selection;
+
+struct fat_context {
+  fat_cuda cu;
+  CUdevice dev;
+  CUcontext pctx;
+  int retained;
+  int offline;  /* describes a GPU without opening it: select only */
+  char gpu_name[256];
+  int cc_major, cc_minor, sm_count, smem_optin;
+  char arch[16];
+  /* Databases in search order: [0] the user's (may be ""), then tables. */
+  char *dbs[MAX_TABLES + 1];
+  int n_dbs;
+  int user_db_enabled;
+  int no_builtin;
+  int log;
+  pthread_mutex_t lock;
+  sel_entry *sels[SEL_BUCKETS];
+  kernel *kernels;
+  fat_choice last;
+  int has_last;
+  char err[ERR_CAP];
+};
+
+/* ---- names ------------------------------------------------------------- */
+
+const char *fat_strerror(fat_status s) {
+  switch (s) {
+  case FAT_OK: return "success";
+  case FAT_ERR_INVALID_ARGUMENT: return "invalid argument";
+  case FAT_ERR_UNSUPPORTED: return "unsupported problem";
+  case FAT_ERR_NO_DRIVER: return "no CUDA driver or device";
+  case FAT_ERR_CUDA: return "CUDA driver call failed";
+  case FAT_ERR_NO_NVRTC: return "NVRTC unavailable";
+  case FAT_ERR_COMPILE: return "kernel compilation failed";
+  case FAT_ERR_DATABASE: return "database error";
+  case FAT_ERR_OUT_OF_MEMORY: return "out of memory";
+  }
+  return "unknown status";
+}
+
+const char *fat_origin_name(fat_origin o) {
+  switch (o) {
+  case FAT_ORIGIN_USER_DB: return "user database";
+  case FAT_ORIGIN_TABLES: return "shipped tables";
+  case FAT_ORIGIN_BUILTIN: return "built-in default";
+  }
+  return "?";
+}
+
+const char *fat_match_name(fat_match m) {
+  switch (m) {
+  case FAT_MATCH_EXACT: return "exact bucket";
+  case FAT_MATCH_NEAREST: return "nearest bucket";
+  case FAT_MATCH_DEFAULT: return "default";
+  }
+  return "?";
+}
+
+const char *fat_load_name(fat_load l) {
+  switch (l) {
+  case FAT_LOAD_STORED_CUBIN: return "stored cubin";
+  case FAT_LOAD_COMPILED: return "compiled with NVRTC";
+  }
+  return "?";
+}
+
+/* ---- errors and logging -------------------------------------------------- */
+
+static fat_status fail(fat_context *c, fat_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static fat_status fail(fat_context *c, fat_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->err, sizeof c->err, fmt, ap);
+  va_end(ap);
+  if (c->log) fprintf(stderr, "fatune: %s: %s\n", fat_strerror(s), c->err);
+  return s;
+}
+
+static void logf_(fat_context *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(fat_context *c, const char *fmt, ...) {
+  if (!c->log) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("fatune: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+const char *fat_context_error(const fat_context *ctx) { return ctx ? ctx->err : "no context"; }
+
+/* ---- supported problems --------------------------------------------------- */
+
+int fat_supported_head_dims(int *out, int cap) {
+  int n = 0;
+  for (int i = 0; i < fat_n_default_variants; i++) {
+    int d = fat_default_variants[i].head_dim, seen = 0;
+    for (int j = 0; j < n && j < cap; j++) seen |= out[j] == d;
+    if (seen) continue;
+    if (n < cap) {
+      /* insertion keeps the list ascending */
+      int j = n;
+      while (j > 0 && out[j - 1] > d) {
+        out[j] = out[j - 1];
+        j--;
+      }
+      out[j] = d;
+    }
+    n++;
+  }
+  return n < cap ? n : cap;
+}
+
+static const fat_default_variant *find_default(int dtype, int mask, int head_dim) {
+  for (int i = 0; i < fat_n_default_variants; i++) {
+    const fat_default_variant *d = &fat_default_variants[i];
+    if (d->dtype == dtype && d->mask == mask && d->head_dim == head_dim) return d;
+  }
+  return NULL;
+}
+
+/* ---- context ------------------------------------------------------------ */
+
+static char *dup_str(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+/* The user's database path by the same rule as the fatune command. */
+static int default_user_db(char *out, size_t cap) {
+  const char *env = getenv("FATUNE_DB"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  int n;
+  if (env && *env) n = snprintf(out, cap, "%s", env);
+  else if (xdg && *xdg) n = snprintf(out, cap, "%s/fatune/fatune.db", xdg);
+  else if (home && *home) n = snprintf(out, cap, "%s/.cache/fatune/fatune.db", home);
+  else return -1;
+  return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* The installed tables, found from where this library was loaded. */
+static int installed_tables(char *out, size_t cap) {
+  Dl_info info;
+  if (!dladdr((void *)&installed_tables, &info) || !info.dli_fname) return -1;
+  char dir[PATH_CAP];
+  snprintf(dir, sizeof dir, "%s", info.dli_fname);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  else snprintf(dir, sizeof dir, ".");
+  snprintf(out, cap, "%s/%s", dir, TABLES_FILE);
+  if (access(out, R_OK) == 0) return 0;
+  snprintf(out, cap, "%s%s", dir, TABLES_INSTALLED_REL);
+  return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+static fat_status add_db(fat_context *c, const char *path) {
+  if (c->n_dbs > MAX_TABLES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "more than %d table databases", MAX_TABLES);
+  if (!(c->dbs[c->n_dbs] = dup_str(path))) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
+  c->n_dbs++;
+  return FAT_OK;
+}
+
+#define CUDA_TRY(call, what)                                                       \
+  do {                                                                             \
+    CUresult r_ = (call);                                                          \
+    if (r_ != CUDA_SUCCESS) {                                                      \
+      char b_[256];                                                                \
+      st = fail(c, FAT_ERR_CUDA, "%s: %s", what, fat_cuda_result_text(&c->cu, r_, b_, sizeof b_)); \
+      goto out;                                                                    \
+    }                                                                              \
+  } while (0)
+
+fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts) {
+  fat_context_options none = {0};
+  fat_status st = FAT_OK;
+  char e[ERR_CAP], path[PATH_CAP];
+  if (!ctx) return FAT_ERR_INVALID_ARGUMENT;
+  if (!opts) opts = &none;
+  fat_context *c = calloc(1, sizeof *c);
+  *ctx = c;
+  if (!c) return FAT_ERR_OUT_OF_MEMORY;
+  pthread_mutex_init(&c->lock, NULL);
+  const char *lg = getenv("FATUNE_LOG");
+  c->log = lg && *lg && strcmp(lg, "0");
+  c->no_builtin = opts->no_builtin;
+
+  /* Databases: the user's first (it may not exist yet), then the tables. */
+  if (opts->user_db) {
+    c->user_db_enabled = opts->user_db[0] != 0;
+    snprintf(path, sizeof path, "%s", opts->user_db);
+  } else {
+    c->user_db_enabled = default_user_db(path, sizeof path) == 0;
+    if (!c->user_db_enabled) path[0] = 0;
+  }
+  if ((st = add_db(c, c->user_db_enabled ? path : ""))) goto out;
+  if (opts->tables) {
+    for (int i = 0; i < opts->n_tables; i++) {
+      if (!opts->tables[i]) {
+        st = fail(c, FAT_ERR_INVALID_ARGUMENT, "tables[%d] is NULL", i);
+        goto out;
+      }
+      if ((st = add_db(c, opts->tables[i]))) goto out;
+    }
+  } else if (getenv("FATUNE_TABLES") && *getenv("FATUNE_TABLES")) {
+    char list[PATH_CAP], *save = NULL;
+    snprintf(list, sizeof list, "%s", getenv("FATUNE_TABLES"));
+    for (char *t = strtok_r(list, ":", &save); t; t = strtok_r(NULL, ":", &save))
+      if ((st = add_db(c, t))) goto out;
+  } else if (installed_tables(path, sizeof path) == 0) {
+    if ((st = add_db(c, path))) goto out;
+  }
+
+  if (opts->gpu_name) {
+    if (!opts->gpu_name[0] || opts->gpu_cc_major < 1 || opts->gpu_sm_count < 1) {
+      st = fail(c, FAT_ERR_INVALID_ARGUMENT,
+                "offline GPU '%s' compute capability %d.%d, %d SMs: name, major and SM count needed",
+                opts->gpu_name, opts->gpu_cc_major, opts->gpu_cc_minor, opts->gpu_sm_count);
+      goto out;
+    }
+    c->offline = 1;
+    snprintf(c->gpu_name, sizeof c->gpu_name, "%s", opts->gpu_name);
+    c->cc_major = opts->gpu_cc_major;
+    c->cc_minor = opts->gpu_cc_minor;
+    c->sm_count = opts->gpu_sm_count;
+    c->smem_optin = INT_MAX; /* unknown: every stored winner ran on its own GPU */
+    fat_arch_for_cc(c->cc_major, c->cc_minor, c->arch);
+    goto out;
+  }
+  /* The device. */
+  if (opts->device < 0) {
+    st = fail(c, FAT_ERR_INVALID_ARGUMENT, "device %d: must be >= 0", opts->device);
+    goto out;
+  }
+  if (fat_cuda_load(&c->cu, e, sizeof e)) {
+    st = fail(c, FAT_ERR_NO_DRIVER, "%s", e);
+    goto out;
+  }
+  CUresult r = c->cu.cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    st = fail(c, FAT_ERR_NO_DRIVER, "no CUDA device: cuInit: %s",
+              fat_cuda_result_text(&c->cu, r, e, sizeof e));
+    goto out;
+  }
+  int count = 0;
+  CUDA_TRY(c->cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (opts->device >= count) {
+    st = fail(c, FAT_ERR_NO_DRIVER, "device %d out of range: %d device%s found", opts->device,
+              count, count == 1 ? "" : "s");
+    goto out;
+  }
+  CUDA_TRY(c->cu.cuDeviceGet(&c->dev, opts->device), "cuDeviceGet");
+  CUDA_TRY(c->cu.cuDeviceGetName(c->gpu_name, sizeof c->gpu_name, c->dev), "cuDeviceGetName");
+  CUDA_TRY(c->cu.cuDeviceGetAttribute(&c->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                      c->dev), "compute capability");
+  CUDA_TRY(c->cu.cuDeviceGetAttribute(&c->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                      c->dev), "compute capability");
+  CUDA_TRY(c->cu.cuDeviceGetAttribute(&c->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                      c->dev), "SM count");
+  CUDA_TRY(c->cu.cuDeviceGetAttribute(&c->smem_optin,
+                                      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, c->dev),
+           "shared memory per block");
+  fat_arch_for_cc(c->cc_major, c->cc_minor, c->arch);
+  CUDA_TRY(c->cu.cuDevicePrimaryCtxRetain(&c->pctx, c->dev), "cuDevicePrimaryCtxRetain");
+  c->retained = 1;
+  logf_(c, "context on %s (%s, %d SMs), user database %s, %d table database(s)", c->gpu_name,
+        c->arch, c->sm_count, c->user_db_enabled ? c->dbs[0] : "(none)", c->n_dbs - 1);
+out:
+  return st;
+}
+
+void fat_context_close(fat_context *c) {
+  if (!c) return;
+  if (c->retained) {
+    c->cu.cuCtxSetCurrent(c->pctx);
+    for (kernel *k = c->kernels, *n; k; k = n) {
+      n = k->next;
+      if (k->module) c->cu.cuModuleUnload(k->module);
+      free(k);
+    }
+    c->cu.cuDevicePrimaryCtxRelease(c->dev);
+  }
+  for (int b = 0; b < SEL_BUCKETS; b++)
+    for (sel_entry *s = c->sels[b], *n; s; s = n) {
+      n = s->next;
+      free(s);
+    }
+  for (int i = 0; i < c->n_dbs; i++) free(c->dbs[i]);
+  fat_cuda_unload(&c->cu);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+/* ---- selection ------------------------------------------------------------ */
+
+/* Opens database I read-only; NULL (not an error) when the file is absent. */
+static sqlite3 *open_ro(fat_context *c, int i) {
+  sqlite3 *h = NULL;
+  if (!c->dbs[i][0] || access(c->dbs[i], R_OK)) return NULL;
+  if (sqlite3_open_v2(c->dbs[i], &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    sqlite3_close(h);
+    return NULL;
+  }
+  sqlite3_busy_timeout(h, FAT_DB_BUSY_TIMEOUT_MS);
+  return h;
+}
+
+static const char *const WINNER_SQL =
+    "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"
+    " v.smem_bytes, p.seqlen_q, t.median_ms FROM winners w JOIN gpus g ON g.id = w.gpu_id"
+    " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"
+    " JOIN timings t ON t.id = w.timing_id"
+    " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"
+    " AND p.direction = 'fwd' AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
+    /* Families of one fused kernel; the materialising baseline never wins. */
+    " AND v.family = 'mma80'"
+    " ORDER BY p.seqlen_q, w.chosen_at DESC";
+
+/* Distance between a tuned bucket and a call's seqlen: their ratio, so that
+ * 3000 is nearer 4096 than 2048 the way the cost of attention grows. */
+static double bucket_distance(int bucket, int seqlen) {
+  return fabs(log((double)bucket / (double)seqlen));
+}
+
+/* Looks for a winner of (dtype, mask, head_dim) on this GPU in database I;
+ * *FOUND = 1 with OUT filled (nearest bucket; ties go to the larger). */
+static fat_status find_winner(fat_context *c, int i, int dtype, int mask, int head_dim,
+                              int seqlen, selection *out, int *found) {
+  sqlite3 *h = open_ro(c, i);
+  sqlite3_stmt *s = NULL;
+  fat_status st = FAT_OK;
+  double best = INFINITY;
+  *found = 0;
+  if (!h) return FAT_OK;
+  if (sqlite3_prepare_v2(h, WINNER_SQL, -1, &s, NULL) != SQLITE_OK) {
+    /* A database without fatune's tables has nothing for us. */
+    st = fail(c, FAT_ERR_DATABASE, "%s: not a fatune database: %s", c->dbs[i], sqlite3_errmsg(h));
+    goto out;
+  }
+  sqlite3_bind_text(s, 1, c->gpu_name, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 2, c->cc_major);
+  sqlite3_bind_int(s, 3, c->cc_minor);
+  sqlite3_bind_int(s, 4, c->sm_count);
+  sqlite3_bind_text(s, 5, fat_dtype_name((fat_dtype)dtype), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 6, fat_mask_name((fat_mask)mask), -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 7, head_dim);
+  int step, last_bucket = -1;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    int bucket = sqlite3_column_int(s, 8);
+    if (bucket == last_bucket) continue; /* an older winner of the same bucket */
+    last_bucket = bucket;
+    double d = bucket_distance(bucket, seqlen);
+    if (d > best) continue;
+    int smem = sqlite3_column_int(s, 7);
+    if (smem > c->smem_optin) continue; /* cannot run here (should not happen on its own GPU) */
+    best = d;
+    memset(out, 0, sizeof *out);
+    snprintf(out->choice.variant, sizeof out->choice.variant, "%s", sqlite3_column_text(s, 0));
+    snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s",
+             sqlite3_column_text(s, 1));
+    snprintf(out->entry, sizeof out->entry, "%s", sqlite3_column_text(s, 2));
+    snprintf(out->family, sizeof out->family, "%s", sqlite3_column_text(s, 3));
+    snprintf(out->params, sizeof out->params, "%s", sqlite3_column_text(s, 4));
+    out->block_m = sqlite3_column_int(s, 5);
+    out->threads = sqlite3_column_int(s, 6);
+    out->smem_bytes = smem;
+    out->choice.bucket_seqlen = bucket;
+    out->choice.tuned_ms = sqlite3_column_double(s, 9);
+    out->choice.origin = i == 0 ? FAT_ORIGIN_USER_DB : FAT_ORIGIN_TABLES;
+    out->choice.match = bucket == seqlen ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;
+    snprintf(out->choice.db_path, sizeof out->choice.db_path, "%s", c->dbs[i]);
+    out->db_index = i;
+    *found = 1;
+  }
+  if (step != SQLITE_DONE) st = fail(c, FAT_ERR_DATABASE, "%s: %s", c->dbs[i], sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return st;
+}
+
+static fat_status check_problem(fat_context *c, const fat_attn_args *a) {
+  if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  if (a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "dtype %d: must be FAT_ATTN_FP16 or FAT_ATTN_BF16",
+                (int)a->dtype);
+  if (a->mask != FAT_ATTN_MASK_NONE && a->mask != FAT_ATTN_MASK_CAUSAL)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT,
+                "mask %d: must be FAT_ATTN_MASK_NONE or FAT_ATTN_MASK_CAUSAL", (int)a->mask);
+  if (a->batch < 1 || a->heads < 1 || a->heads_k < 1 || a->seqlen_q < 1 || a->seqlen_k < 1)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT,
+                "shape batch %d, heads %d, heads_k %d, seqlen_q %d, seqlen_k %d: all must be >= 1",
+                a->batch, a->heads, a->heads_k, a->seqlen_q, a->seqlen_k);
+  if (a->heads % a->heads_k)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "heads_k %d does not divide heads %d", a->heads_k,
+                a->heads);
+  return FAT_OK;
+}
+
+/* The one selection function: which variant serves (dtype, mask, head dim,
+ * seqlen_q) on this context's GPU, or why none does. */
+static fat_status select_variant(fat_context *c, const fat_attn_args *a, selection *out) {
+  fat_status st = check_problem(c, a);
+  if (st) return st;
+  memset(out, 0, sizeof *out);
+  if (c->cc_major < MIN_CC_MAJOR)
+    return fail(c, FAT_ERR_UNSUPPORTED,
+                "%s has compute capability %d.%d; fatune's kernels need %d.0 or newer", c->gpu_name,
+                c->cc_major, c->cc_minor, MIN_CC_MAJOR);
+  const fat_default_variant *def = find_default(a->dtype, a->mask, a->head_dim);
+  if (!def) {
+    int dims[16], n = fat_supported_head_dims(dims, 16);
+    char list[128] = "";
+    for (int i = 0; i < n; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "", dims[i]);
+    return fail(c, FAT_ERR_UNSUPPORTED, "head_dim %d has no template (supported: %s)", a->head_dim,
+                list);
+  }
+  /* An exact bucket anywhere (the user's database first) beats a nearest
+   * one; among nearest ones the user's database comes first. */
+  selection nearest;
+  int have_nearest = 0;
+  for (int i = 0; i < c->n_dbs; i++) {
+    int found = 0;
+    if ((st = find_winner(c, i, a->dtype, a->mask, a->head_dim, a->seqlen_q, out, &found)))
+      return st;
+    if (found && out->choice.match == FAT_MATCH_EXACT) break;
+    if (found && !have_nearest) {
+      nearest = *out;
+      have_nearest = 1;
+    }
+    memset(out, 0, sizeof *out);
+  }
+  if (!out->choice.variant[0] && have_nearest) *out = nearest;
+  out->dtype = a->dtype;
+  out->mask = a->mask;
+  out->head_dim = a->head_dim;
+  if (out->choice.variant[0]) return FAT_OK;
+  if (c->no_builtin)
+    return fail(c, FAT_ERR_UNSUPPORTED,
+                "no tuned winner for %s %s head_dim %d on %s and the built-in default is disabled",
+                fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
+                c->gpu_name);
+  snprintf(out->choice.variant, sizeof out->choice.variant, "%s", def->name);
+  snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s", def->hash);
+  snprintf(out->entry, sizeof out->entry, "%s", def->entry);
+  snprintf(out->family, sizeof out->family, "%s", def->family);
+  snprintf(out->params, sizeof out->params, "%s", def->params);
+  out->block_m = def->block_m;
+  out->threads = def->threads;
+  out->smem_bytes = def->smem_bytes;
+  out->choice.origin = FAT_ORIGIN_BUILTIN;
+  out->choice.match = FAT_MATCH_DEFAULT;
+  out->def = def;
+  out->db_index = -1;
+  if (def->smem_bytes > c->smem_optin)
+    return fail(c, FAT_ERR_UNSUPPORTED, "%s needs %d bytes of shared memory; %s allows %d",
+                def->name, def->smem_bytes, c->gpu_name, c->smem_optin);
+  return FAT_OK;
+}
+
+fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choice *out) {
+  selection sel;
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = out ? select_variant(c, a, &sel)
+                      : fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (st == FAT_OK) *out = sel.choice;
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* ---- loading ------------------------------------------------------------ */
+
+/* A stored cubin of variant (name, hash) for this GPU's architecture, from
+ * any database (the user's first). Heap copy in *CUBIN, or NULL. */
+static void find_cubin(fat_context *c, const selection *sel, void **cubin) {
+  *cubin = NULL;
+  for (int i = 0; i < c->n_dbs && !*cubin; i++) {
+    sqlite3 *h = open_ro(c, i);
+    sqlite3_stmt *s = NULL;
+    if (!h) continue;
+    if (sqlite3_prepare_v2(h,
+                           "SELECT b.cubin FROM builds b JOIN variants v ON v.id = b.variant_id"
+                           " WHERE v.name = ?1 AND v.source_hash = ?2 AND b.arch = ?3 AND b.ok = 1"
+                           " ORDER BY b.created_at DESC LIMIT 1",
+                           -1, &s, NULL) == SQLITE_OK) {
+      sqlite3_bind_text(s, 1, sel->choice.variant, -1, SQLITE_STATIC);
+      sqlite3_bind_text(s, 2, sel->choice.source_hash, -1, SQLITE_STATIC);
+      sqlite3_bind_text(s, 3, c->arch, -1, SQLITE_STATIC);
+      if (sqlite3_step(s) == SQLITE_ROW) {
+        int n = sqlite3_column_bytes(s, 0);
+        if (n > 0 && (*cubin = malloc((size_t)n))) memcpy(*cubin, sqlite3_column_blob(s, 0), (size_t)n);
+      }
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+  }
+}
+
+/* The source of the selected variant: built in, or from its database. */
+static char *find_source(fat_context *c, const selection *sel) {
+  if (sel->def) return dup_str(sel->def->source);
+  sqlite3 *h = open_ro(c, sel->db_index);
+  sqlite3_stmt *s = NULL;
+  char *src = NULL;
+  if (!h) return NULL;
+  if (sqlite3_prepare_v2(h, "SELECT source FROM variants WHERE name = ?1 AND source_hash = ?2",
+                         -1, &s, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(s, 1, sel->choice.variant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, sel->choice.source_hash, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW) src = dup_str((const char *)sqlite3_column_text(s, 0));
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return src;
+}
+
+static int make_parent_dirs(const char *path) {
+  char p[PATH_CAP];
+  snprintf(p, sizeof p, "%s", path);
+  for (char *s = p + 1; *s; s++) {
+    if (*s != '/') continue;
+    *s = 0;
+    if (mkdir(p, 0755) && errno != EEXIST) return -1;
+    *s = '/';
+  }
+  return 0;
+}
+
+/* Keeps a cubin compiled here in the user's database, so the next process
+ * loads it without NVRTC. Failing to store is logged, not an error: the
+ * kernel runs all the same. */
+static void store_build(fat_context *c, const selection *sel, const char *source,
+                        const fat_build *b) {
+  char e[ERR_CAP], nv[32];
+  fat_db *db = NULL;
+  fat_variant v = {0};
+  fat_build kb = *b;
+  sqlite3_int64 vid;
+  const fat_nvrtc *nvrtc = fat_nvrtc_get(e, sizeof e);
+  if (!c->user_db_enabled || !nvrtc) return;
+  if (make_parent_dirs(c->dbs[0]) || fat_db_open(c->dbs[0], &db, e, sizeof e)) {
+    logf_(c, "cannot store the cubin of %s in %s", sel->choice.variant, c->dbs[0]);
+    return;
+  }
+  v.name = (char *)sel->choice.variant;
+  v.family = (char *)sel->family;
+  v.params = (char *)sel->params;
+  v.entry = (char *)sel->entry;
+  v.source = (char *)source;
+  snprintf(v.hash, sizeof v.hash, "%s", sel->choice.source_hash);
+  v.direction = FAT_FWD;
+  v.dtype = (fat_dtype)sel->dtype;
+  v.mask = (fat_mask)sel->mask;
+  v.head_dim = sel->head_dim;
+  v.block_m = sel->block_m;
+  v.threads = sel->threads;
+  v.smem_bytes = sel->smem_bytes;
+  v.is_default = sel->def != NULL;
+  snprintf(nv, sizeof nv, "%d.%d", nvrtc->major, nvrtc->minor);
+  if (fat_db_put_variant(db, &v, &vid) || fat_db_put_build(db, vid, &kb, fat_compile_options(), nv))
+    logf_(c, "cannot store the cubin of %s in %s: %s", sel->choice.variant, c->dbs[0],
+          fat_db_errmsg(db));
+  else
+    logf_(c, "stored the cubin of %s (%s) in %s", sel->choice.variant, c->arch, c->dbs[0]);
+  fat_db_close(db);
+}
+
+/* Compiles the selected variant's source for this GPU with NVRTC into a
+ * heap cubin, and stores it for next time. */
+static fat_status compile_variant(fat_context *c, const selection *sel, void **cubin) {
+  char e[ERR_CAP];
+  fat_build b;
+  fat_status st = FAT_OK;
+  char *src = find_source(c, sel);
+  *cubin = NULL;
+  memset(&b, 0, sizeof b);
+  if (!src) return fail(c, FAT_ERR_DATABASE, "%s: the source of %s is missing",
+                        sel->choice.db_path, sel->choice.variant);
+  if (!fat_nvrtc_get(e, sizeof e)) {
+    st = fail(c, FAT_ERR_NO_NVRTC, "%s has no stored cubin for %s and NVRTC is unavailable: %s",
+              sel->choice.variant, c->arch, e);
+    goto out;
+  }
+  if (fat_compile_one(sel->choice.variant, src, c->arch, &b, e, sizeof e)) {
+    st = fail(c, FAT_ERR_NO_NVRTC, "compiling %s: %s", sel->choice.variant, e);
+    goto out;
+  }
+  if (!b.ok) {
+    st = fail(c, FAT_ERR_COMPILE, "NVRTC could not compile %s for %s: %.400s", sel->choice.variant,
+              c->arch, b.log ? b.log : "");
+    goto out;
+  }
+  if (fat_build_key(src, c->arch, b.key, e, sizeof e) == 0) store_build(c, sel, src, &b);
+  logf_(c, "compiled %s for %s with NVRTC (%.0f ms)", sel->choice.variant, c->arch, b.compile_ms);
+  *cubin = b.cubin;
+  b.cubin = NULL;
+out:
+  fat_build_free(&b);
+  free(src);
+  return st;
+}
+
+/* The loaded kernel of SEL, loading its module on first use: a stored cubin
+ * when one fits the GPU and loads, else the source compiled with NVRTC.
+ * Called with the context lock held. */
+static fat_status ensure_kernel(fat_context *c, const selection *sel, const kernel **out) {
+  fat_status st = FAT_OK;
+  void *cubin = NULL;
+  char e[256];
+  for (kernel *k = c->kernels; k; k = k->next)
+    if (!strcmp(k->hash, sel->choice.source_hash)) {
+      *out = k;
+      return FAT_OK;
+    }
+  kernel *k = calloc(1, sizeof *k);
+  if (!k) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
+  snprintf(k->hash, sizeof k->hash, "%s", sel->choice.source_hash);
+  find_cubin(c, sel, &cubin);
+  if (cubin) {
+    CUresult r = c->cu.cuModuleLoadData(&k->module, cubin);
+    if (r == CUDA_SUCCESS) {
+      k->load = FAT_LOAD_STORED_CUBIN;
+      logf_(c, "loaded the stored cubin of %s", sel->choice.variant);
+    } else {
+      /* A cubin from a newer toolkit than the driver, say: compile instead. */
+      logf_(c, "stored cubin of %s does not load (%s); compiling", sel->choice.variant,
+            fat_cuda_result_text(&c->cu, r, e, sizeof e));
+      k->module = NULL;
+    }
+    free(cubin);
+    cubin = NULL;
+  }
+  if (!k->module) {
+    if ((st = compile_variant(c, sel, &cubin))) goto out;
+    CUDA_TRY(c->cu.cuModuleLoadData(&k->module, cubin), "loading the compiled module");
+    k->load = FAT_LOAD_COMPILED;
+  }
+  CUresult r = c->cu.cuModuleGetFunction(&k->fn, k->module, sel->entry);
+  if (r != CUDA_SUCCESS) {
+    st = fail(c, FAT_ERR_CUDA, "entry %s of %s: %s", sel->entry, sel->choice.variant,
+              fat_cuda_result_text(&c->cu, r, e, sizeof e));
+    goto out;
+  }
+  if (sel->smem_bytes > DEFAULT_SMEM_LIMIT)
+    CUDA_TRY(c->cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      sel->smem_bytes),
+             "opting into dynamic shared memory");
+  k->next = c->kernels;
+  c->kernels = k;
+  *out = k;
+  k = NULL;
+out:
+  free(cubin);
+  if (k) {
+    if (k->module) c->cu.cuModuleUnload(k->module);
+    free(k);
+  }
+  return st;
+}
+
+/* ---- launch ------------------------------------------------------------- */
+
+void fat_attn_args_contiguous(fat_attn_args *a) {
+  if (!a) return;
+  long long d = a->head_dim;
+  a->q_head_stride = a->k_head_stride = a->v_head_stride = a->o_head_stride = d;
+  a->q_row_stride = a->o_row_stride = d * a->heads;
+  a->k_row_stride = a->v_row_stride = d * a->heads_k;
+  a->q_batch_stride = a->o_batch_stride = a->q_row_stride * a->seqlen_q;
+  a->k_batch_stride = a->v_batch_stride = a->k_row_stride * a->seqlen_k;
+}
+
+static unsigned bucket_of(int dtype, int mask, int head_dim, int seqlen_q) {
+  uint32_t h = 2166136261u; /* FNV-1a over the key */
+  int key[4] = {dtype, mask, head_dim, seqlen_q};
+  for (int i = 0; i < 4; i++) {
+    h ^= (uint32_t)key[i];
+    h *= 16777619u;
+  }
+  return h % SEL_BUCKETS;
+}
+
+static fat_status check_tensors(fat_context *c, const fat_attn_args *a) {
+  const void *ptrs[5] = {a->q, a->k, a->v, a->o, a->lse};
+  static const char *const names[5] = {"q", "k", "v", "o", "lse"};
+  for (int i = 0; i < 5; i++) {
+    if (!ptrs[i]) return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s is NULL", names[i]);
+    if ((uintptr_t)ptrs[i] % ALIGN_BYTES)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned", names[i], ptrs[i],
+                  ALIGN_BYTES);
+  }
+  const long long strides[12] = {a->q_batch_stride, a->q_row_stride, a->q_head_stride,
+                                 a->k_batch_stride, a->k_row_stride, a->k_head_stride,
+                                 a->v_batch_stride, a->v_row_stride, a->v_head_stride,
+                                 a->o_batch_stride, a->o_row_stride, a->o_head_stride};
+  static const char *const snames[12] = {
+      "q_batch_stride", "q_row_stride", "q_head_stride", "k_batch_stride",
+      "k_row_stride",   "k_head_stride", "v_batch_stride", "v_row_stride",
+      "v_head_stride",  "o_batch_stride", "o_row_stride", "o_head_stride"};
+  for (int i = 0; i < 12; i++)
+    if (strides[i] < 0 || strides[i] % STRIDE_MULTIPLE)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %lld: must be a non-negative multiple of %d",
+                  snames[i], strides[i], STRIDE_MULTIPLE);
+  if (!(a->softmax_scale >= 0) || isinf(a->softmax_scale))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "softmax_scale %g: must be finite and >= 0 (0: default)",
+                (double)a->softmax_scale);
+  return FAT_OK;
+}
+
+fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
+                             fat_choice *ran) {
+  fat_status st = FAT_OK;
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  if (c->offline) {
+    st = fail(c, FAT_ERR_INVALID_ARGUMENT,
+              "this context describes %s without a device: it can select, not launch", c->gpu_name);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+  }
+  if ((st = check_problem(c, a)) || (st = check_tensors(c, a))) {
+    pthread_mutex_unlock(&c->lock);
+    return st;
+  }
+  unsigned b = bucket_of(a->dtype, a->mask, a->head_dim, a->seqlen_q);
+  sel_entry *e = c->sels[b];
+  while (e && !(e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
+                e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q))
+    e = e->next;
+  if (!e) {
+    /* First call for this key: select, load, remember. */
+    selection sel;
+    const kernel *k = NULL;
+    CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
+    if (r != CUDA_SUCCESS) {
+      char t[256];
+      st = fail(c, FAT_ERR_CUDA, "cuCtxSetCurrent: %s", fat_cuda_result_text(&c->cu, r, t, sizeof t));
+      goto out;
+    }
+    if ((st = select_variant(c, a, &sel)) || (st = ensure_kernel(c, &sel, &k))) goto out;
+    if (!(e = calloc(1, sizeof *e))) {
+      st = fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
+      goto out;
+    }
+    e->dtype = a->dtype;
+    e->mask = a->mask;
+    e->head_dim = a->head_dim;
+    e->seqlen_q = a->seqlen_q;
+    e->choice = sel.choice;
+    e->choice.loaded = 1;
+    e->choice.load = k->load;
+    e->block_m = sel.block_m;
+    e->threads = sel.threads;
+    e->smem_bytes = sel.smem_bytes;
+    e->k = k;
+    e->next = c->sels[b];
+    c->sels[b] = e;
+    logf_(c, "%s %s d%d seqlen %d -> %s (%s, %s, bucket %d, %s)",
+          fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
+          a->seqlen_q, sel.choice.variant, fat_origin_name(sel.choice.origin),
+          fat_match_name(sel.choice.match), sel.choice.bucket_seqlen, fat_load_name(k->load));
+  }
+  pthread_mutex_unlock(&c->lock);
+
+  /* The hot path: entries are never changed once published. */
+  fat_fwd_params p;
+  p.q = a->q;
+  p.k = a->k;
+  p.v = a->v;
+  p.o = a->o;
+  p.lse = a->lse;
+  p.q_batch_stride = a->q_batch_stride;
+  p.q_row_stride = a->q_row_stride;
+  p.q_head_stride = a->q_head_stride;
+  p.k_batch_stride = a->k_batch_stride;
+  p.k_row_stride = a->k_row_stride;
+  p.k_head_stride = a->k_head_stride;
+  p.v_batch_stride = a->v_batch_stride;
+  p.v_row_stride = a->v_row_stride;
+  p.v_head_stride = a->v_head_stride;
+  p.o_batch_stride = a->o_batch_stride;
+  p.o_row_stride = a->o_row_stride;
+  p.o_head_stride = a->o_head_stride;
+  p.batch = a->batch;
+  p.heads = a->heads;
+  p.heads_k = a->heads_k;
+  p.seqlen_q = a->seqlen_q;
+  p.seqlen_k = a->seqlen_k;
+  p.softmax_scale = a->softmax_scale > 0 ? a->softmax_scale : 1.0f / sqrtf((float)a->head_dim);
+  p.scale_log2 = p.softmax_scale * (float)M_LOG2E;
+  p.reserved = 0;
+  void *args[] = {&p};
+  unsigned grid_x = (unsigned)((a->seqlen_q + e->block_m - 1) / e->block_m);
+  CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
+  if (r == CUDA_SUCCESS)
+    r = c->cu.cuLaunchKernel(e->k->fn, grid_x, (unsigned)a->heads, (unsigned)a->batch,
+                             (unsigned)e->threads, 1, 1, (unsigned)e->smem_bytes, (CUstream)stream,
+                             args, NULL);
+  pthread_mutex_lock(&c->lock);
+  if (r != CUDA_SUCCESS) {
+    char t[256];
+    st = fail(c, FAT_ERR_CUDA, "launching %s: %s", e->choice.variant,
+              fat_cuda_result_text(&c->cu, r, t, sizeof t));
+    goto out;
+  }
+  c->last = e->choice;
+  c->has_last = 1;
+  if (ran) *ran = e->choice;
+out:
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+fat_status fat_context_last_choice(fat_context *c, fat_choice *out) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = FAT_OK;
+  if (!out) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL");
+  else if (!c->has_last) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "no launch has succeeded yet");
+  else *out = c->last;
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}

@@ -1,0 +1,711 @@
+/* `fatune export`, `fatune import`, `fatune merge`: tuning results moved
+ * between machines and shipped with the release as text SQL (tables.h says
+ * why the format and the import path look as they do). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "options.h"
+#include "sha256.h"
+#include "tables.h"
+
+#define ERRLEN 1024
+#define PATH_CAP 4096
+#define EXIT_OK 0
+#define EXIT_FAILED 1
+#define EXIT_USAGE 2
+/* Architectures the generator is asked for in the stale check: a variant
+ * pruned for one may exist for the other. */
+static const char *const STALE_ARCHS[] = {"sm_90a", "sm_80"};
+#define N_STALE_ARCHS 2
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- export ------------------------------------------------------------ */
+
+/* The rows exported for one GPU name, renumbered in natural-key order. Each
+ * x_* temp table maps an old id to its new one. */
+static const char *const EXPORT_SELECT_SQL =
+    "DROP TABLE IF EXISTS temp.x_gpus; DROP TABLE IF EXISTS temp.x_variants;"
+    "DROP TABLE IF EXISTS temp.x_problems; DROP TABLE IF EXISTS temp.x_builds;"
+    "DROP TABLE IF EXISTS temp.x_checks; DROP TABLE IF EXISTS temp.x_timings;"
+    "CREATE TEMP TABLE x_gpus AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY name, cc_major,"
+    "  cc_minor, sm_count, driver_version, nvrtc_major, nvrtc_minor) AS new FROM main.gpus"
+    "  WHERE name = :gpu AND id IN (SELECT gpu_id FROM main.winners);"
+    "CREATE TEMP TABLE x_variants AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY name,"
+    "  source_hash) AS new FROM main.variants WHERE id IN (SELECT variant_id FROM main.winners"
+    "  WHERE gpu_id IN (SELECT old FROM temp.x_gpus));"
+    "CREATE TEMP TABLE x_problems AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY direction,"
+    "  dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k) AS new FROM main.problems"
+    "  WHERE id IN (SELECT problem_id FROM main.winners WHERE gpu_id IN (SELECT old FROM"
+    "  temp.x_gpus));"
+    "CREATE TEMP TABLE x_builds AS SELECT b.id AS old, ROW_NUMBER() OVER (ORDER BY b.key) AS new"
+    "  FROM main.builds b WHERE b.ok = 1 AND b.variant_id IN (SELECT old FROM temp.x_variants);"
+    "CREATE TEMP TABLE x_checks AS SELECT c.id AS old, ROW_NUMBER() OVER (ORDER BY g.new, p.new,"
+    "  v.new, c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.created_at, c.id) AS new"
+    "  FROM main.checks c JOIN main.winners w ON w.gpu_id = c.gpu_id AND w.problem_id ="
+    "  c.problem_id AND w.variant_id = c.variant_id JOIN temp.x_gpus g ON g.old = c.gpu_id"
+    "  JOIN temp.x_problems p ON p.old = c.problem_id JOIN temp.x_variants v ON v.old ="
+    "  c.variant_id WHERE c.retired = 0;"
+    "CREATE TEMP TABLE x_timings AS SELECT w.timing_id AS old, ROW_NUMBER() OVER (ORDER BY"
+    "  g.new, p.new) AS new FROM main.winners w JOIN temp.x_gpus g ON g.old = w.gpu_id"
+    "  JOIN temp.x_problems p ON p.old = w.problem_id;";
+
+static const char *const EXPORT_DROP_SQL =
+    "DROP TABLE IF EXISTS temp.x_gpus; DROP TABLE IF EXISTS temp.x_variants;"
+    "DROP TABLE IF EXISTS temp.x_problems; DROP TABLE IF EXISTS temp.x_builds;"
+    "DROP TABLE IF EXISTS temp.x_checks; DROP TABLE IF EXISTS temp.x_timings;";
+
+/* One exported table: its INSERT column list and the SELECT giving the
+ * values in that order, sorted by the new ids. */
+typedef struct export_table {
+  const char *name;
+  const char *columns;
+  const char *select;
+} export_table;
+
+static const export_table EXPORT_TABLES[] = {
+    {"gpus",
+     "id, name, cc_major, cc_minor, sm_count, driver_version, nvrtc_major, nvrtc_minor, "
+     "mem_bytes, smem_per_block_optin, l2_bytes, clock_khz, mem_clock_khz, first_seen",
+     "SELECT x.new, t.name, t.cc_major, t.cc_minor, t.sm_count, t.driver_version, t.nvrtc_major,"
+     " t.nvrtc_minor, t.mem_bytes, t.smem_per_block_optin, t.l2_bytes, t.clock_khz,"
+     " t.mem_clock_khz, t.first_seen FROM main.gpus t JOIN temp.x_gpus x ON x.old = t.id"
+     " ORDER BY x.new"},
+    {"variants",
+     "id, name, family, direction, dtype, mask, head_dim, params, entry, block_m, threads, "
+     "smem_bytes, source_hash, source, is_default, created_at",
+     "SELECT x.new, t.name, t.family, t.direction, t.dtype, t.mask, t.head_dim, t.params, t.entry,"
+     " t.block_m, t.threads, t.smem_bytes, t.source_hash, t.source, t.is_default, t.created_at"
+     " FROM main.variants t JOIN temp.x_variants x ON x.old = t.id ORDER BY x.new"},
+    {"builds",
+     "id, key, variant_id, arch, options, nvrtc_version, ok, cubin, registers, smem_static, "
+     "stack_frame, spill_stores, spill_loads, compile_ms, log, created_at",
+     "SELECT x.new, t.key, v.new, t.arch, t.options, t.nvrtc_version, t.ok, t.cubin, t.registers,"
+     " t.smem_static, t.stack_frame, t.spill_stores, t.spill_loads, t.compile_ms, t.log,"
+     " t.created_at FROM main.builds t JOIN temp.x_builds x ON x.old = t.id"
+     " JOIN temp.x_variants v ON v.old = t.variant_id ORDER BY x.new"},
+    {"problems",
+     "id, direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k",
+     "SELECT x.new, t.direction, t.dtype, t.mask, t.head_dim, t.batch, t.heads, t.heads_k,"
+     " t.seqlen_q, t.seqlen_k FROM main.problems t JOIN temp.x_problems x ON x.old = t.id"
+     " ORDER BY x.new"},
+    {"checks",
+     "id, variant_id, gpu_id, problem_id, batch, heads, seqlen_q, seqlen_k, rel_l2, max_abs, "
+     "lse_max_abs, nonfinite, passed, reason, retired, created_at",
+     "SELECT x.new, v.new, g.new, p.new, t.batch, t.heads, t.seqlen_q, t.seqlen_k, t.rel_l2,"
+     " t.max_abs, t.lse_max_abs, t.nonfinite, t.passed, t.reason, t.retired, t.created_at"
+     " FROM main.checks t JOIN temp.x_checks x ON x.old = t.id"
+     " JOIN temp.x_variants v ON v.old = t.variant_id JOIN temp.x_gpus g ON g.old = t.gpu_id"
+     " JOIN temp.x_problems p ON p.old = t.problem_id ORDER BY x.new"},
+    {"timings",
+     "id, variant_id, gpu_id, problem_id, reps, median_ms, min_ms, max_ms, p10_ms, p90_ms, "
+     "tflops, sm_clock_mhz, retired, created_at",
+     "SELECT x.new, v.new, g.new, p.new, t.reps, t.median_ms, t.min_ms, t.max_ms, t.p10_ms,"
+     " t.p90_ms, t.tflops, t.sm_clock_mhz, t.retired, t.created_at"
+     " FROM main.timings t JOIN temp.x_timings x ON x.old = t.id"
+     " JOIN temp.x_variants v ON v.old = t.variant_id JOIN temp.x_gpus g ON g.old = t.gpu_id"
+     " JOIN temp.x_problems p ON p.old = t.problem_id ORDER BY x.new"},
+    {"winners", "gpu_id, problem_id, variant_id, timing_id, chosen_at",
+     "SELECT g.new, p.new, v.new, tm.new, w.chosen_at FROM main.winners w"
+     " JOIN temp.x_gpus g ON g.old = w.gpu_id JOIN temp.x_problems p ON p.old = w.problem_id"
+     " JOIN temp.x_variants v ON v.old = w.variant_id JOIN temp.x_timings tm ON tm.old ="
+     " w.timing_id ORDER BY g.new, p.new"},
+};
+#define N_EXPORT_TABLES (sizeof EXPORT_TABLES / sizeof EXPORT_TABLES[0])
+
+/* A text value as one SQL line: newlines and carriage returns become
+ * ' || char(10) || ' so that a kernel source stays on one line. */
+static void put_text(FILE *out, const unsigned char *s) {
+  fputc('\'', out);
+  for (; *s; s++) {
+    if (*s == '\'') fputs("''", out);
+    else if (*s == '\n') fputs("' || char(10) || '", out);
+    else if (*s == '\r') fputs("' || char(13) || '", out);
+    else fputc(*s, out);
+  }
+  fputc('\'', out);
+}
+
+static void put_value(FILE *out, sqlite3_stmt *s, int col) {
+  switch (sqlite3_column_type(s, col)) {
+  case SQLITE_NULL: fputs("NULL", out); break;
+  case SQLITE_INTEGER: fprintf(out, "%lld", (long long)sqlite3_column_int64(s, col)); break;
+  case SQLITE_FLOAT: fprintf(out, "%.17g", sqlite3_column_double(s, col)); break;
+  case SQLITE_BLOB: {
+    const unsigned char *b = sqlite3_column_blob(s, col);
+    int n = sqlite3_column_bytes(s, col);
+    fputs("X'", out);
+    for (int i = 0; i < n; i++) fprintf(out, "%02x", b[i]);
+    fputc('\'', out);
+    break;
+  }
+  default: put_text(out, sqlite3_column_text(s, col)); break;
+  }
+}
+
+int fat_tables_export(fat_db *db, const char *gpu_name, FILE *out, char *err, size_t errlen) {
+  sqlite3 *h = fat_db_handle(db);
+  sqlite3_stmt *s = NULL;
+  int rc = -1;
+  const char *tail = EXPORT_SELECT_SQL;
+  /* The temp tables are made statement by statement so :gpu can be bound. */
+  while (tail && *tail) {
+    if (sqlite3_prepare_v2(h, tail, -1, &s, &tail) != SQLITE_OK) {
+      set_err(err, errlen, "export: %s", sqlite3_errmsg(h));
+      goto out;
+    }
+    if (!s) break;
+    int idx = sqlite3_bind_parameter_index(s, ":gpu");
+    if (idx) sqlite3_bind_text(s, idx, gpu_name, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      set_err(err, errlen, "export: %s", sqlite3_errmsg(h));
+      goto out;
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+  }
+  if (sqlite3_prepare_v2(h, "SELECT count(*) FROM temp.x_gpus", -1, &s, NULL) != SQLITE_OK ||
+      sqlite3_step(s) != SQLITE_ROW) {
+    set_err(err, errlen, "export: %s", sqlite3_errmsg(h));
+    goto out;
+  }
+  if (sqlite3_column_int(s, 0) == 0) {
+    set_err(err, errlen, "no winners for GPU '%s' in the database", gpu_name);
+    goto out;
+  }
+  sqlite3_finalize(s);
+  s = NULL;
+
+  fprintf(out, "%s: the tuned winners for %s\n", FAT_TABLES_MAGIC, gpu_name);
+  fprintf(out, "-- Generated by fatune %s (fatune export), database schema version %d; do not edit.\n"
+               "-- Each variant carries its full source and source_hash: a test refuses a table\n"
+               "-- whose hashes differ from what the generator produces today (a stale table).\n"
+               "-- Load with: fatune import FILE.sql (only INSERTs into fatune tables are accepted).\n",
+          FAT_VERSION, FAT_DB_SCHEMA_VERSION);
+  for (size_t t = 0; t < N_EXPORT_TABLES; t++) {
+    if (sqlite3_prepare_v2(h, EXPORT_TABLES[t].select, -1, &s, NULL) != SQLITE_OK) {
+      set_err(err, errlen, "export %s: %s", EXPORT_TABLES[t].name, sqlite3_errmsg(h));
+      goto out;
+    }
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+      fprintf(out, "INSERT INTO %s (%s) VALUES (", EXPORT_TABLES[t].name, EXPORT_TABLES[t].columns);
+      for (int c = 0; c < sqlite3_column_count(s); c++) {
+        if (c) fputs(", ", out);
+        put_value(out, s, c);
+      }
+      fputs(");\n", out);
+    }
+    if (step != SQLITE_DONE) {
+      set_err(err, errlen, "export %s: %s", EXPORT_TABLES[t].name, sqlite3_errmsg(h));
+      goto out;
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+  }
+  if (ferror(out)) {
+    set_err(err, errlen, "export: write error");
+    goto out;
+  }
+  rc = 0;
+out:
+  sqlite3_finalize(s);
+  sqlite3_exec(h, EXPORT_DROP_SQL, NULL, NULL, NULL);
+  return rc;
+}
+
+/* ---- merge ------------------------------------------------------------- */
+
+/* Rows of the attached database `src` brought into main by natural keys;
+ * a row main already has is skipped, so merging twice adds nothing. A
+ * winner comes in where main has none for its (GPU, problem), or where its
+ * timing is faster than main's winner's; never one main has seen fail. */
+static const char *const MERGE_SQL =
+    "INSERT OR IGNORE INTO main.gpus (name, cc_major, cc_minor, sm_count, driver_version,"
+    " nvrtc_major, nvrtc_minor, mem_bytes, smem_per_block_optin, l2_bytes, clock_khz,"
+    " mem_clock_khz, first_seen) SELECT name, cc_major, cc_minor, sm_count, driver_version,"
+    " nvrtc_major, nvrtc_minor, mem_bytes, smem_per_block_optin, l2_bytes, clock_khz,"
+    " mem_clock_khz, first_seen FROM src.gpus ORDER BY id;"
+    "INSERT OR IGNORE INTO main.variants (name, family, direction, dtype, mask, head_dim, params,"
+    " entry, block_m, threads, smem_bytes, source_hash, source, is_default, created_at)"
+    " SELECT name, family, direction, dtype, mask, head_dim, params, entry, block_m, threads,"
+    " smem_bytes, source_hash, source, is_default, created_at FROM src.variants ORDER BY id;"
+    "INSERT OR IGNORE INTO main.problems (direction, dtype, mask, head_dim, batch, heads, heads_k,"
+    " seqlen_q, seqlen_k) SELECT direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q,"
+    " seqlen_k FROM src.problems ORDER BY id;"
+    "CREATE TEMP TABLE m_gpus AS SELECT s.id AS sid, m.id AS mid FROM src.gpus s JOIN main.gpus m"
+    " ON m.name = s.name AND m.cc_major = s.cc_major AND m.cc_minor = s.cc_minor AND m.sm_count ="
+    " s.sm_count AND m.driver_version = s.driver_version AND m.nvrtc_major = s.nvrtc_major AND"
+    " m.nvrtc_minor = s.nvrtc_minor;"
+    "CREATE TEMP TABLE m_variants AS SELECT s.id AS sid, m.id AS mid FROM src.variants s"
+    " JOIN main.variants m ON m.name = s.name AND m.source_hash = s.source_hash;"
+    "CREATE TEMP TABLE m_problems AS SELECT s.id AS sid, m.id AS mid FROM src.problems s"
+    " JOIN main.problems m ON m.direction = s.direction AND m.dtype = s.dtype AND m.mask = s.mask"
+    " AND m.head_dim = s.head_dim AND m.batch = s.batch AND m.heads = s.heads AND m.heads_k ="
+    " s.heads_k AND m.seqlen_q = s.seqlen_q AND m.seqlen_k = s.seqlen_k;"
+    "INSERT OR IGNORE INTO main.builds (key, variant_id, arch, options, nvrtc_version, ok, cubin,"
+    " registers, smem_static, stack_frame, spill_stores, spill_loads, compile_ms, log, created_at)"
+    " SELECT b.key, v.mid, b.arch, b.options, b.nvrtc_version, b.ok, b.cubin, b.registers,"
+    " b.smem_static, b.stack_frame, b.spill_stores, b.spill_loads, b.compile_ms, b.log,"
+    " b.created_at FROM src.builds b JOIN temp.m_variants v ON v.sid = b.variant_id ORDER BY b.id;"
+    "INSERT INTO main.checks (variant_id, gpu_id, problem_id, batch, heads, seqlen_q, seqlen_k,"
+    " rel_l2, max_abs, lse_max_abs, nonfinite, passed, reason, retired, created_at)"
+    " SELECT v.mid, g.mid, p.mid, c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.rel_l2, c.max_abs,"
+    " c.lse_max_abs, c.nonfinite, c.passed, c.reason, c.retired, c.created_at FROM src.checks c"
+    " JOIN temp.m_variants v ON v.sid = c.variant_id JOIN temp.m_gpus g ON g.sid = c.gpu_id"
+    " JOIN temp.m_problems p ON p.sid = c.problem_id WHERE NOT EXISTS (SELECT 1 FROM main.checks"
+    " x WHERE x.variant_id = v.mid AND x.gpu_id = g.mid AND x.problem_id = p.mid AND x.batch ="
+    " c.batch AND x.heads = c.heads AND x.seqlen_q = c.seqlen_q AND x.seqlen_k = c.seqlen_k AND"
+    " x.passed = c.passed AND x.created_at = c.created_at) ORDER BY c.id;"
+    "INSERT INTO main.timings (variant_id, gpu_id, problem_id, reps, median_ms, min_ms, max_ms,"
+    " p10_ms, p90_ms, tflops, sm_clock_mhz, retired, created_at)"
+    " SELECT v.mid, g.mid, p.mid, t.reps, t.median_ms, t.min_ms, t.max_ms, t.p10_ms, t.p90_ms,"
+    " t.tflops, t.sm_clock_mhz, t.retired, t.created_at FROM src.timings t"
+    " JOIN temp.m_variants v ON v.sid = t.variant_id JOIN temp.m_gpus g ON g.sid = t.gpu_id"
+    " JOIN temp.m_problems p ON p.sid = t.problem_id WHERE NOT EXISTS (SELECT 1 FROM main.timings"
+    " x WHERE x.variant_id = v.mid AND x.gpu_id = g.mid AND x.problem_id = p.mid AND x.reps ="
+    " t.reps AND x.median_ms = t.median_ms AND x.created_at = t.created_at) ORDER BY t.id;"
+    "CREATE TEMP TABLE m_timings AS SELECT t.id AS sid, (SELECT x.id FROM main.timings x"
+    " WHERE x.variant_id = v.mid AND x.gpu_id = g.mid AND x.problem_id = p.mid AND x.reps ="
+    " t.reps AND x.median_ms = t.median_ms AND x.created_at = t.created_at ORDER BY x.id LIMIT 1)"
+    " AS mid, t.median_ms AS median_ms FROM src.timings t JOIN temp.m_variants v ON v.sid ="
+    " t.variant_id JOIN temp.m_gpus g ON g.sid = t.gpu_id JOIN temp.m_problems p ON p.sid ="
+    " t.problem_id;"
+    "INSERT OR REPLACE INTO main.winners (gpu_id, problem_id, variant_id, timing_id, chosen_at)"
+    " SELECT g.mid, p.mid, v.mid, t.mid, w.chosen_at FROM src.winners w"
+    " JOIN temp.m_gpus g ON g.sid = w.gpu_id JOIN temp.m_problems p ON p.sid = w.problem_id"
+    " JOIN temp.m_variants v ON v.sid = w.variant_id JOIN temp.m_timings t ON t.sid = w.timing_id"
+    " WHERE NOT EXISTS (SELECT 1 FROM main.winners x JOIN main.timings xt ON xt.id = x.timing_id"
+    "   WHERE x.gpu_id = g.mid AND x.problem_id = p.mid AND (xt.median_ms <= t.median_ms OR"
+    "   x.timing_id = t.mid))"
+    " AND NOT EXISTS (SELECT 1 FROM main.checks c WHERE c.variant_id = v.mid AND c.gpu_id = g.mid"
+    "   AND c.problem_id = p.mid AND c.retired = 0 AND c.passed = 0)"
+    " AND EXISTS (SELECT 1 FROM main.checks c WHERE c.variant_id = v.mid AND c.gpu_id = g.mid"
+    "   AND c.problem_id = p.mid AND c.retired = 0 AND c.passed = 1);";
+
+static const char *const MERGE_CLEANUP_SQL =
+    "DROP TABLE IF EXISTS temp.m_gpus; DROP TABLE IF EXISTS temp.m_variants;"
+    "DROP TABLE IF EXISTS temp.m_problems; DROP TABLE IF EXISTS temp.m_timings;";
+
+/* Checks that PATH is a fatune database of this schema version (opening it
+ * read-only: a merge never writes its source). */
+static int check_source_db(const char *path, char *err, size_t errlen) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *s = NULL;
+  int rc = -1;
+  if (access(path, R_OK)) {
+    set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    return -1;
+  }
+  if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK ||
+      sqlite3_step(s) != SQLITE_ROW) {
+    set_err(err, errlen, "not a fatune database: %s: %s", path, h ? sqlite3_errmsg(h) : "?");
+    goto out;
+  }
+  if (sqlite3_column_int(s, 0) != FAT_DB_SCHEMA_VERSION) {
+    set_err(err, errlen, "%s: schema version %d, this fatune reads %d", path,
+            sqlite3_column_int(s, 0), FAT_DB_SCHEMA_VERSION);
+    goto out;
+  }
+  rc = 0;
+out:
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return rc;
+}
+
+/* Rows in main's tables that a merge can add to. */
+static int count_rows(sqlite3 *h, long long *n) {
+  sqlite3_stmt *c = NULL;
+  int rc = -1;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT (SELECT count(*) FROM main.gpus) + (SELECT count(*) FROM"
+                         " main.variants) + (SELECT count(*) FROM main.builds) + (SELECT"
+                         " count(*) FROM main.problems) + (SELECT count(*) FROM main.checks) +"
+                         " (SELECT count(*) FROM main.timings) + (SELECT count(*) FROM"
+                         " main.winners)",
+                         -1, &c, NULL) == SQLITE_OK &&
+      sqlite3_step(c) == SQLITE_ROW) {
+    *n = sqlite3_column_int64(c, 0);
+    rc = 0;
+  }
+  sqlite3_finalize(c);
+  return rc;
+}
+
+int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, size_t errlen) {
+  sqlite3 *h = fat_db_handle(db);
+  sqlite3_stmt *s = NULL;
+  int rc = -1, attached = 0, in_tx = 0;
+  char *msg = NULL;
+  if (check_source_db(path, err, errlen)) return -1;
+  long long before, after;
+  if (count_rows(h, &before)) goto sqlfail;
+  if (sqlite3_prepare_v2(h, "ATTACH DATABASE ?1 AS src", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+  if (sqlite3_step(s) != SQLITE_DONE) goto sqlfail;
+  attached = 1;
+  sqlite3_exec(h, MERGE_CLEANUP_SQL, NULL, NULL, NULL);
+  if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
+  in_tx = 1;
+  if (sqlite3_exec(h, MERGE_SQL, NULL, NULL, &msg) != SQLITE_OK) goto execfail;
+  if (sqlite3_exec(h, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
+  in_tx = 0;
+  if (count_rows(h, &after)) goto sqlfail;
+  if (added) *added = after - before;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "merge %s: %s", path, sqlite3_errmsg(h));
+  goto out;
+execfail:
+  set_err(err, errlen, "merge %s: %s", path, msg ? msg : sqlite3_errmsg(h));
+out:
+  sqlite3_free(msg);
+  sqlite3_finalize(s);
+  if (in_tx) sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+  sqlite3_exec(h, MERGE_CLEANUP_SQL, NULL, NULL, NULL);
+  if (attached) sqlite3_exec(h, "DETACH DATABASE src", NULL, NULL, NULL);
+  return rc;
+}
+
+/* ---- import ------------------------------------------------------------ */
+
+static const char *const IMPORT_TABLES[] = {"gpus",   "variants", "builds", "problems",
+                                            "checks", "timings",  "winners"};
+#define N_IMPORT_TABLES (sizeof IMPORT_TABLES / sizeof IMPORT_TABLES[0])
+/* Functions a table file may call: char() splices newlines, the rest are
+ * what the schema's constraints and defaults evaluate. */
+static const char *const IMPORT_FUNCTIONS[] = {"char", "length", "strftime", "glob"};
+#define N_IMPORT_FUNCTIONS (sizeof IMPORT_FUNCTIONS / sizeof IMPORT_FUNCTIONS[0])
+
+typedef struct import_guard {
+  char refused[256];  /* the first action refused, for the message */
+} import_guard;
+
+static int in_list(const char *s, const char *const *list, size_t n) {
+  for (size_t i = 0; s && i < n; i++)
+    if (!strcmp(s, list[i])) return 1;
+  return 0;
+}
+
+static const char *action_name(int action) {
+  switch (action) {
+  case SQLITE_INSERT: return "INSERT INTO";
+  case SQLITE_DELETE: return "DELETE FROM";
+  case SQLITE_UPDATE: return "UPDATE";
+  case SQLITE_SELECT: return "SELECT";
+  case SQLITE_FUNCTION: return "function";
+  case SQLITE_DROP_TABLE: return "DROP TABLE";
+  case SQLITE_ATTACH: return "ATTACH";
+  case SQLITE_DETACH: return "DETACH";
+  case SQLITE_PRAGMA: return "PRAGMA";
+  case SQLITE_TRANSACTION: return "transaction";
+  case SQLITE_CREATE_TABLE: case SQLITE_CREATE_TEMP_TABLE: return "CREATE TABLE";
+  case SQLITE_CREATE_TRIGGER: case SQLITE_CREATE_TEMP_TRIGGER: return "CREATE TRIGGER";
+  default: return "statement";
+  }
+}
+
+/* Only INSERTs into fatune's tables, and what the schema's own triggers and
+ * constraints do in response, are allowed. */
+static int import_authorizer(void *user, int action, const char *a1, const char *a2,
+                             const char *db, const char *trigger) {
+  import_guard *g = user;
+  (void)db;
+  switch (action) {
+  case SQLITE_INSERT:
+    if (in_list(a1, IMPORT_TABLES, N_IMPORT_TABLES)) return SQLITE_OK;
+    break;
+  case SQLITE_READ: return SQLITE_OK;
+  case SQLITE_FUNCTION:
+    if (in_list(a2, IMPORT_FUNCTIONS, N_IMPORT_FUNCTIONS)) return SQLITE_OK;
+    break;
+  case SQLITE_SELECT:
+  case SQLITE_DELETE:
+    if (trigger) return SQLITE_OK; /* the schema's triggers */
+    break;
+  default: break;
+  }
+  /* The first refusal aborts the statement: it is the one reported. */
+  const char *what = action == SQLITE_FUNCTION && a2 ? a2 : (a1 ? a1 : a2);
+  if (!g->refused[0])
+    snprintf(g->refused, sizeof g->refused, "%s%s%s%s", action_name(action), what ? " '" : "",
+             what ? what : "", what ? "'" : "");
+  return SQLITE_DENY;
+}
+
+int fat_tables_import(fat_db *db, const char *sql, const char *name, long long *added,
+                      char *err, size_t errlen) {
+  char stage[PATH_CAP], e2[ERRLEN];
+  fat_db *sdb = NULL;
+  char *msg = NULL;
+  int rc = -1, fd = -1;
+  import_guard guard = {{0}};
+  const char *tmpdir = getenv("TMPDIR");
+  if (strncmp(sql, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC))) {
+    set_err(err, errlen, "%s: not a fatune table (first line must start '%s')", name,
+            FAT_TABLES_MAGIC);
+    return -1;
+  }
+  snprintf(stage, sizeof stage, "%s/fatune-import-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  if ((fd = mkstemp(stage)) < 0) {
+    set_err(err, errlen, "cannot create a scratch database in %s: %s", stage, strerror(errno));
+    return -1;
+  }
+  close(fd);
+  if (fat_db_open(stage, &sdb, e2, sizeof e2)) {
+    set_err(err, errlen, "%s: scratch database: %s", name, e2);
+    goto out;
+  }
+  sqlite3 *sh = fat_db_handle(sdb);
+  if (sqlite3_exec(sh, "BEGIN", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
+  sqlite3_set_authorizer(sh, import_authorizer, &guard);
+  int erc = sqlite3_exec(sh, sql, NULL, NULL, &msg);
+  sqlite3_set_authorizer(sh, NULL, NULL);
+  if (erc != SQLITE_OK) {
+    if (guard.refused[0])
+      set_err(err, errlen, "%s: refused %s: a table may only INSERT into fatune's tables", name,
+              guard.refused);
+    else
+      set_err(err, errlen, "%s: %s", name, msg ? msg : sqlite3_errmsg(sh));
+    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
+    goto out;
+  }
+  sqlite3_free(msg);
+  msg = NULL;
+  if (sqlite3_exec(sh, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
+  fat_db_close(sdb);
+  sdb = NULL;
+  if (fat_tables_merge(db, stage, added, e2, sizeof e2)) {
+    set_err(err, errlen, "%s: %s", name, e2);
+    goto out;
+  }
+  rc = 0;
+  goto out;
+execfail:
+  set_err(err, errlen, "%s: %s", name, msg ? msg : "scratch database failure");
+out:
+  sqlite3_free(msg);
+  fat_db_close(sdb);
+  unlink(stage);
+  char side[PATH_CAP + sizeof "-wal"];  /* WAL mode's side files */
+  snprintf(side, sizeof side, "%s-wal", stage);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", stage);
+  unlink(side);
+  return rc;
+}
+
+/* ---- stale check --------------------------------------------------------- */
+
+int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err, size_t errlen) {
+  sqlite3 *h = fat_db_handle(db);
+  sqlite3_stmt *s = NULL;
+  int n_stale = 0, rc = -1;
+  size_t used = 0;
+  if (report && cap) report[0] = 0;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT DISTINCT v.name, v.source_hash, v.direction, v.dtype, v.mask,"
+                         " v.head_dim FROM main.winners w JOIN main.variants v ON v.id ="
+                         " w.variant_id ORDER BY v.name, v.source_hash",
+                         -1, &s, NULL) != SQLITE_OK) {
+    set_err(err, errlen, "stale check: %s", sqlite3_errmsg(h));
+    return -1;
+  }
+  int step;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(s, 0);
+    const char *hash = (const char *)sqlite3_column_text(s, 1);
+    fat_direction dir;
+    fat_dtype dt;
+    fat_mask mk;
+    int hd = sqlite3_column_int(s, 5);
+    if (fat_direction_parse((const char *)sqlite3_column_text(s, 2), &dir) ||
+        fat_dtype_parse((const char *)sqlite3_column_text(s, 3), &dt) ||
+        fat_mask_parse((const char *)sqlite3_column_text(s, 4), &mk)) {
+      set_err(err, errlen, "stale check: %s: unknown direction, dtype or mask", name);
+      goto out;
+    }
+    char now[FAT_SHA256_HEX_CHARS + 1] = "";
+    for (int a = 0; a < N_STALE_ARCHS && !now[0]; a++) {
+      fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                         .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = STALE_ARCHS[a]};
+      fat_variant *v = NULL;
+      size_t n = 0;
+      char e2[ERRLEN];
+      if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, e2, sizeof e2) == 0) {
+        for (size_t i = 0; i < n; i++)
+          if (!strcmp(v[i].name, name)) snprintf(now, sizeof now, "%s", v[i].hash);
+      }
+      for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+      free(v);
+    }
+    if (!strcmp(now, hash)) continue;
+    n_stale++;
+    if (report && used < cap) {
+      int k = now[0] ? snprintf(report + used, cap - used,
+                                "stale: %s: table source_hash %s, generator gives %s\n", name,
+                                hash, now)
+                     : snprintf(report + used, cap - used,
+                                "stale: %s: the generator no longer produces this variant\n",
+                                name);
+      if (k > 0) used += (size_t)k < cap - used ? (size_t)k : cap - used - 1;
+    }
+  }
+  if (step != SQLITE_DONE) {
+    set_err(err, errlen, "stale check: %s", sqlite3_errmsg(h));
+    goto out;
+  }
+  rc = n_stale;
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
+/* ---- command line ------------------------------------------------------ */
+
+static const char *const USAGE =
+    "usage: fatune export [--db PATH] --gpu-name NAME [-o FILE.sql]\n"
+    "       fatune import [--db PATH] FILE.sql...\n"
+    "       fatune merge [--db PATH] OTHER.db...\n";
+
+static char *read_file(const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  long n;
+  if (!f) {
+    set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) ||
+      !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    set_err(err, errlen, "cannot read %s", path);
+    free(buf);
+    fclose(f);
+    return NULL;
+  }
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* Writes the export to PATH through a temporary name: a failed export
+ * leaves the previous table in place. */
+static int export_to(fat_db *db, const char *gpu, const char *path, char *err, size_t errlen) {
+  char tmp[PATH_CAP];
+  if (!path) return fat_tables_export(db, gpu, stdout, err, errlen);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    set_err(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    return -1;
+  }
+  int rc = fat_tables_export(db, gpu, f, err, errlen);
+  if (fclose(f) && rc == 0) {
+    set_err(err, errlen, "cannot write %s", tmp);
+    rc = -1;
+  }
+  if (rc == 0 && rename(tmp, path)) {
+    set_err(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    rc = -1;
+  }
+  if (rc) unlink(tmp);
+  return rc;
+}
+
+int fat_tables_main(int argc, char **argv) {
+  char err[ERRLEN], db_path[PATH_CAP] = "";
+  const char *gpu = NULL, *out_path = NULL, *cmd = argc > 0 ? argv[0] : "";
+  const char **files = NULL;
+  int n_files = 0, status = EXIT_FAILED;
+  fat_db *db = NULL;
+  if (strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge")) {
+    fprintf(stderr, "fatune: unknown table command '%s'\n%s", cmd, USAGE);
+    return EXIT_USAGE;
+  }
+  if (!(files = calloc((size_t)argc + 1, sizeof *files))) return EXIT_FAILED;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has_value = i + 1 < argc;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(USAGE, stdout);
+      status = 0;
+      goto out;
+    }
+    if (!strcmp(a, "--db") || !strcmp(a, "--gpu-name") || !strcmp(a, "-o")) {
+      if (!has_value) {
+        fprintf(stderr, "fatune %s: %s needs a value\n%s", cmd, a, USAGE);
+        status = EXIT_USAGE;
+        goto out;
+      }
+      const char *v = argv[++i];
+      if (!strcmp(a, "--db")) snprintf(db_path, sizeof db_path, "%s", v);
+      else if (!strcmp(a, "--gpu-name")) gpu = v;
+      else out_path = v;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "fatune %s: unknown option '%s'\n%s", cmd, a, USAGE);
+      status = EXIT_USAGE;
+      goto out;
+    } else {
+      files[n_files++] = a;
+    }
+  }
+  int is_export = !strcmp(cmd, "export");
+  if (is_export ? (!gpu || n_files) : (n_files == 0 || gpu || out_path)) {
+    fprintf(stderr, "fatune %s: %s\n%s", cmd,
+            is_export ? (gpu ? "export takes no file arguments (use -o)" : "--gpu-name is required")
+                      : (n_files ? "--gpu-name and -o belong to export" : "no input files"),
+            USAGE);
+    status = EXIT_USAGE;
+    goto out;
+  }
+  if (!db_path[0] && fat_options_default_db(db_path, sizeof db_path, err, sizeof err)) {
+    fprintf(stderr, "fatune %s: %s\n", cmd, err);
+    goto out;
+  }
+  if (fat_db_open(db_path, &db, err, sizeof err)) {
+    fprintf(stderr, "fatune %s: %s\n", cmd, err);
+    goto out;
+  }
+  if (is_export) {
+    if (export_to(db, gpu, out_path, err, sizeof err)) {
+      fprintf(stderr, "fatune export: %s\n", err);
+      goto out;
+    }
+    status = EXIT_OK;
+    goto out;
+  }
+  for (int i = 0; i < n_files; i++) {
+    long long added = 0;
+    int rc;
+    if (!strcmp(cmd, "import")) {
+      char *text = read_file(files[i], err, sizeof err);
+      rc = text ? fat_tables_import(db, text, files[i], &added, err, sizeof err) : -1;
+      free(text);
+    } else {
+      rc = fat_tables_merge(db, files[i], &added, err, sizeof err);
+    }
+    if (rc) {
+      fprintf(stderr, "fatune %s: %s\n", cmd, err);
+      goto out;
+    }
+    fprintf(stderr, "fatune %s: %s: %lld new rows into %s\n", cmd, files[i], added, db_path);
+  }
+  status = EXIT_OK;
+out:
+  fat_db_close(db);
+  free(files);
+  return status;
+}
