@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The reliability checks beyond the main suite (issue 6), run by CI after
+# scripts/test.sh: the CPU test suite built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (every finding fails the run), libFuzzer runs of
+# the command-line parser and the table importer for a bounded time each
+# from the corpus kept in fuzz/corpus, and valgrind on the command line's
+# no-GPU paths. Prints the numbers: sanitizer runs and findings, fuzzing time
+# and executions.
+#   FATUNE_FUZZ_SECONDS   seconds per fuzz target (default 60)
+#   FATUNE_EXTRA_BUILD    build folder prefix (default build-extra)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS=${FATUNE_FUZZ_SECONDS:-60}
+B=${FATUNE_EXTRA_BUILD:-build-extra}
+FATUNE_EXTRA_PACKAGES="clang valgrind libclang-rt-14-dev" scripts/install-deps.sh || \
+  FATUNE_EXTRA_PACKAGES="clang valgrind" scripts/install-deps.sh
+jobs=$(nproc)
+LUA=$(find /usr/lib -name liblua5.4.a | head -n 1)
+SQLITE=$(find /usr/lib -name libsqlite3.a | head -n 1)
+fail=0
+
+echo "== sanitizers: ASan + UBSan build of the CPU test suite"
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+cmake -S . -B "$B-asan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="$SAN" \
+  -DCMAKE_EXE_LINKER_FLAGS="$SAN" -DCMAKE_SHARED_LINKER_FLAGS="$SAN" >/dev/null
+cmake --build "$B-asan" -j"$jobs" >/dev/null
+# The worker re-execs the binary; LSan cannot follow a process that dies of
+# an injected fault, and the GPU tests skip here anyway. The valgrind test
+# is run below against the plain build. test_install builds an outside
+# consumer program against the installed (here: instrumented) library; the
+# consumer is not built with ASan, so the runtime cannot come first: it is a
+# packaging test and runs in the plain suite.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if ctest --test-dir "$B-asan" -LE slow -E 'test_valgrind|test_install' --output-on-failure -j"$jobs" \
+     >"$B-asan/ctest.log" 2>&1; then
+  san_result="passed"
+else
+  san_result="FAILED"; fail=1
+fi
+findings=$(grep -cE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:' "$B-asan/ctest.log" || true)
+tail -n 15 "$B-asan/ctest.log"
+echo "sanitizer run: $san_result, $findings findings"
+
+echo "== fuzzing: libFuzzer, $FUZZ_SECONDS s per target"
+FZ="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -g"
+CC=clang cmake -S . -B "$B-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS="$FZ" >/dev/null
+cmake --build "$B-fuzz" -j"$jobs" --target fatune_core >/dev/null
+total_execs=0
+for target in fuzz/fuzz_*.c; do
+  name=$(basename "$target" .c)
+  clang -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -g -D_GNU_SOURCE \
+    -Ituner -Itemplates -Iinclude -I"${CUDA_ROOT:-/usr/local/cuda}/include" -I/usr/include/lua5.4 \
+    "$target" "$B-fuzz/libfatune_core.a" "$LUA" "$SQLITE" -lpthread -ldl -lm -o "$B-fuzz/$name"
+  corpus=fuzz/corpus/$name
+  mkdir -p "$corpus" "$B-fuzz/$name.new"
+  # New inputs go to a scratch folder; the kept corpus changes only by commit.
+  if (cd "$B-fuzz" && "./$name" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 "$name.new" "$OLDPWD/$corpus") >"$B-fuzz/$name.log" 2>&1; then
+    res=passed
+  else
+    res=FAILED; fail=1; tail -n 40 "$B-fuzz/$name.log"
+  fi
+  execs=$(grep -m1 -oE 'stat::number_of_executed_units: *[0-9]+' "$B-fuzz/$name.log" | grep -oE '[0-9]+$' || echo 0)
+  total_execs=$((total_execs + execs))
+  echo "fuzz $name: $res, $FUZZ_SECONDS s, $execs executions"
+done
+echo "fuzzing: $total_execs executions in all"
+
+echo "== valgrind: the command line's no-GPU paths"
+if bash tests/test_valgrind.sh build/fatune; then echo "valgrind: clean"; else echo "valgrind: FAILED"; fail=1; fi
+exit "$fail"
