@@ -9,6 +9,7 @@ local expand = fat.require("expand")
 local families = {
   fat.require("family_mma80"),  -- forward, mma.sync m16n8k16, sm_80 and newer
   fat.require("family_materialize"),  -- forward baseline: scores in device memory, never a winner
+  fat.require("family_bwd_mma80"),  -- backward, mma.sync m16n8k16, dQ by atomics or a second pass
 }
 
 -- Largest dynamic shared memory one block may opt into (bytes): A100 163 KiB,

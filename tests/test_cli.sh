@@ -92,5 +92,24 @@ else
   fail=$((fail + 1)); echo "FAIL: --list ($n variants, $defaults defaults)"
 fi
 
+# --direction: fwd (the default), bwd, or both; refusals name the value.
+expect 2 "fatune: --direction: unknown direction 'sideways' (fwd, bwd)" --direction sideways
+expect 2 "fatune: --direction: 'fwd' given twice" --direction fwd,bwd,fwd
+expect 2 "fatune: --direction: empty list" --direction ""
+expect 2 "fatune: --direction given twice" --direction fwd --direction bwd
+# bf16 d128 causal on sm_90a: 12 atomic + 12 separate backward variants, the
+# default FlashAttention-2's 64 x 64 tiles with atomic dQ; fwd,bwd lists both.
+bwd=$("$F" --list --direction bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null)
+both=$("$F" --list --direction fwd,bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
+fwd=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
+if [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic' <<<"$bwd")" -eq 12 ] &&
+   [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.separate ' <<<"$bwd")" -eq 12 ] &&
+   grep -q '^bwd.mma80.bf16.d128.causal.m64n64w4.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4  [0-9a-f]\{64\}$' <<<"$bwd" &&
+   [ "$both" -eq $((fwd + 24)) ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: --list --direction bwd ($(wc -l <<<"$bwd") bwd lines, $both for fwd,bwd, $fwd fwd)"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -36,6 +36,8 @@ static const int HEAD_DIMS[] = {64, 96, 128, 192, 256};
 #define MIN_CONFIGS 12 /* the floor per (head dim, dtype, mask) */
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
 #define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
+#define BWD_GRID 36    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE = 3x3x2x2 */
+#define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
 static const char *root(void) {
@@ -275,6 +277,91 @@ static void test_pruning(fat_gen *g) {
   }
 }
 
+/* The backward space for ARCH: both dQ strategies have >= 4 configurations
+ * per (d, dtype, mask), in exactly the counts family_bwd_mma80.lua's
+ * constraints allow; one default each (FlashAttention-2's 64x64 tiles with
+ * atomic dQ); names, parameters and resources as documented; pruning
+ * reasons that name the limit. */
+static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N_HEAD_DIMS],
+                           const int want_separate[N_HEAD_DIMS]) {
+  char err[ERR_LEN];
+  fat_gen_query q = {.direction = FAT_BWD, .arch = arch};
+  fat_variant *v;
+  size_t n, np;
+  fat_pruned *p;
+  if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) != 0) {
+    CHECK(0, "%s bwd: %s", arch, err);
+    return;
+  }
+  int count[N_HEAD_DIMS][2][2][2] = {{{{0}}}}, defaults[N_HEAD_DIMS][2][2] = {{{0}}};
+  for (size_t i = 0; i < n; i++) {
+    int d = head_dim_index(v[i].head_dim);
+    int separate = strstr(v[i].name, ".separate") != NULL;
+    CHECK(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
+    CHECK(v[i].direction == FAT_BWD && !strcmp(v[i].family, "mma80") &&
+              !strcmp(v[i].entry, "fat_bwd_mma80"),
+          "%s: direction %d family %s entry %s", v[i].name, v[i].direction, v[i].family, v[i].entry);
+    CHECK(separate == (strstr(v[i].params, "DQ_MODE=separate") != NULL), "%s: params %s", v[i].name,
+          v[i].params);
+    CHECK(strstr(v[i].source, "{{") == NULL, "%s: '{{' left in the source", v[i].name);
+    if (d < 0) continue;
+    count[d][v[i].dtype][v[i].mask][separate]++;
+    defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
+    CHECK(!v[i].is_default || !separate, "%s: a separate-mode default", v[i].name);
+  }
+  for (int d = 0; d < N_HEAD_DIMS; d++)
+    for (int t = 0; t < 2; t++)
+      for (int m = 0; m < 2; m++) {
+        CHECK(count[d][t][m][0] == want_atomic[d] && count[d][t][m][1] == want_separate[d],
+              "%s bwd d%d: %d atomic + %d separate, want %d + %d", arch, HEAD_DIMS[d], count[d][t][m][0],
+              count[d][t][m][1], want_atomic[d], want_separate[d]);
+        CHECK(count[d][t][m][0] >= BWD_MIN_CONFIGS && count[d][t][m][1] >= BWD_MIN_CONFIGS,
+              "%s bwd d%d: fewer than %d configurations", arch, HEAD_DIMS[d], BWD_MIN_CONFIGS);
+        CHECK(defaults[d][t][m] == 1, "%s bwd d%d: %d defaults", arch, HEAD_DIMS[d], defaults[d][t][m]);
+      }
+  CHECK(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * BWD_GRID, "%s bwd: %zu variants + %zu pruned", arch, n, np);
+  /* d128: K, V, Q, dO tiles of 64 rows x (128 + 8) elements, Pᵀ and dSᵀ of
+   * 64 x (64 + 8), lse and D of 64 rows: 69632 + 18432 + 512 bytes. block_m
+   * is the key block. */
+  const fat_variant *def = find(v, n, "bwd.mma80.bf16.d128.causal.m64n64w4.atomic");
+  CHECK(def != NULL, "%s: bwd.mma80.bf16.d128.causal.m64n64w4.atomic missing", arch);
+  if (def) {
+    CHECK(def->is_default, "%s: d128 bwd default not marked", arch);
+    CHECK_STR(def->params, "BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4");
+    CHECK(def->smem_bytes == 88576 && def->threads == 128 && def->block_m == 64,
+          "%s: d128 bwd resources smem %d threads %d block_m %d", arch, def->smem_bytes, def->threads,
+          def->block_m);
+    CHECK(def->head_dim == 128 && def->dtype == FAT_BF16 && def->mask == FAT_MASK_CAUSAL, "enums wrong");
+  }
+  const fat_variant *d256 = find(v, n, "bwd.mma80.fp16.d256.none.m64n64w8.separate");
+  CHECK(d256 && !d256->is_default && d256->threads == 256, "%s: d256 separate variant", arch);
+  const struct { const char *name, *reason; } want[] = {
+      /* 2x(64 keys x 256 columns) + 2x(64 x 64) fp32 over 128 threads */
+      {"bwd.mma80.fp16.d256.none.m64n64w4.atomic", "accumulators 320 > 192 registers per thread"},
+      /* 32 keys give 2 row tiles, so 8 warps split the 32 queries 4 ways */
+      {"bwd.mma80.fp16.d96.none.m32n32w8.atomic", "S: 32 columns do not split into 16-column pairs over 4 warps"},
+      {"bwd.mma80.fp16.d96.none.m32n64w8.separate", "dQ: 96 columns do not split into 16-column pairs over 4 warps"},
+  };
+  for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+    const char *got = NULL;
+    for (size_t i = 0; i < np; i++)
+      if (!strcmp(p[i].name, want[w].name)) got = p[i].reason;
+    CHECK(got && !strcmp(got, want[w].reason), "%s: %s pruned for '%s', want '%s'", arch, want[w].name,
+          got ? got : "(not pruned)", want[w].reason);
+  }
+  /* (64 + 256) rows x 264 + 2 x 32 x 136 elements + 1024 bytes of row stats */
+  if (!strcmp(arch, "sm_80")) {
+    const char *got = NULL;
+    for (size_t i = 0; i < np; i++)
+      if (!strcmp(p[i].name, "bwd.mma80.fp16.d256.none.m128n32w4.atomic")) got = p[i].reason;
+    CHECK(got && !strcmp(got, "shared memory 187392 > 166912 bytes"), "sm_80 d256 m128n32w4: '%s'",
+          got ? got : "(not pruned)");
+  }
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
+  fat_pruned_free_all(p, np);
+}
+
 /* A query for what the space lacks gets a message naming the bad value. */
 static void test_query_errors(fat_gen *g) {
   char err[ERR_LEN];
@@ -290,14 +377,15 @@ static void test_query_errors(fat_gen *g) {
   CHECK_STR(err, "unknown arch 'sm_75' (known: sm_80, sm_90a)");
   q.arch = "sm_80";
   q.direction = FAT_BWD;
-  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted bwd");
-  CHECK_STR(err, "no template family generates bwd kernels for sm_80");
+  q.n_head_dims = 1;
+  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted bwd d80");
+  CHECK_STR(err, "head dim 80 is not in the bwd space (64, 96, 128, 192, 256)");
 
   int dims[8];
   int nd = fat_gen_head_dims(g, FAT_FWD, dims, 8, err, sizeof err);
   CHECK(nd == N_HEAD_DIMS, "%d head dims: %s", nd, nd < 0 ? err : "");
   for (int i = 0; i < nd && i < N_HEAD_DIMS; i++) CHECK(dims[i] == HEAD_DIMS[i], "head dim %d: %d", i, dims[i]);
-  CHECK(fat_gen_head_dims(g, FAT_BWD, dims, 8, err, sizeof err) == 0, "bwd head dims");
+  CHECK(fat_gen_head_dims(g, FAT_BWD, dims, 8, err, sizeof err) == N_HEAD_DIMS, "bwd head dims");
   CHECK(fat_gen_head_dims(g, FAT_FWD, dims, 2, err, sizeof err) == -1, "cap 2 accepted");
   CHECK_STR(err, "the space has 5 head dims, more than the 2 asked for");
 }
@@ -482,6 +570,14 @@ int main(void) {
   const int want_sm90a[N_HEAD_DIMS] = {33, 31, 31, 21, 18};
   test_space_counts(g, "sm_80", want_sm80);
   test_space_counts(g, "sm_90a", want_sm90a);
+  /* per head dim 64..256, atomic and separate; see family_bwd_mma80.lua's
+   * constraints (sm_90a's larger shared memory keeps more of d192, d256) */
+  const int bwd_atomic_sm80[N_HEAD_DIMS] = {15, 10, 12, 7, 5};
+  const int bwd_separate_sm80[N_HEAD_DIMS] = {15, 8, 12, 6, 5};
+  const int bwd_atomic_sm90a[N_HEAD_DIMS] = {15, 10, 12, 8, 7};
+  const int bwd_separate_sm90a[N_HEAD_DIMS] = {15, 8, 12, 7, 6};
+  test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80);
+  test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a);
   test_names_and_hashes(g);
   test_pruning(g);
   test_query_errors(g);

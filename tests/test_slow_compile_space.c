@@ -1,5 +1,5 @@
-/* Every variant of the forward search space compiles with NVRTC for sm_80
- * and sm_90a, on a machine without a GPU. Spills are allowed (they are a
+/* Every variant of the search space, forward and backward, compiles with
+ * NVRTC for sm_80 and sm_90a, on a machine without a GPU. Spills are allowed (they are a
  * tuning signal, not an error) but are listed; a compile failure fails.
  *
  * Knobs, for quick local runs and for CI:
@@ -151,14 +151,34 @@ static int run_arch(fat_gen *g, const char *arch, size_t sample, const char *cac
   unsigned char *skip = NULL, *from_cache = NULL;
   memset(s, 0, sizeof *s);
 
-  fat_gen_query q = {.direction = FAT_FWD, .arch = arch};
-  if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) != 0) {
-    fprintf(stderr, "FAIL generating the %s space: %s\n", arch, err);
-    goto out;
-  }
-  if (n == 0) {
-    fprintf(stderr, "FAIL the forward space for %s is empty: nothing would be tested\n", arch);
-    goto out;
+  /* Both directions, forward first, in one list. */
+  static const fat_direction directions[] = {FAT_FWD, FAT_BWD};
+  for (size_t di = 0; di < sizeof directions / sizeof directions[0]; di++) {
+    fat_gen_query q = {.direction = directions[di], .arch = arch};
+    fat_variant *more = NULL;
+    size_t n_more = 0;
+    if (fat_gen_variants(g, &q, &more, &n_more, NULL, NULL, err, sizeof err) != 0) {
+      fprintf(stderr, "FAIL generating the %s %s space: %s\n", fat_direction_name(directions[di]),
+              arch, err);
+      goto out;
+    }
+    if (n_more == 0) {
+      fprintf(stderr, "FAIL the %s space for %s is empty: nothing would be tested\n",
+              fat_direction_name(directions[di]), arch);
+      free(more);
+      goto out;
+    }
+    fat_variant *all = realloc(v, (n + n_more) * sizeof *all);
+    if (!all) {
+      fprintf(stderr, "FAIL out of memory for %zu variants\n", n + n_more);
+      for (size_t i = 0; i < n_more; i++) fat_variant_free(&more[i]);
+      free(more);
+      goto out;
+    }
+    memcpy(all + n, more, n_more * sizeof *more);
+    v = all;
+    n += n_more;
+    free(more);
   }
   s->variants = n;
   builds = calloc(n, sizeof *builds);

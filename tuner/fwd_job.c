@@ -1,8 +1,13 @@
 /* Validation of the forward job's pieces, and the launch kind and memory
- * arithmetic of the materialising baseline (see fwd_job.h). */
+ * arithmetic of the materialising baseline (see fwd_job.h); the backward
+ * check's verdict and a backward variant's parameters. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include "fwd_compare.h"
 #include "fwd_job.h"
+#include "tolerance.h"
 
 int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, size_t errlen) {
   const struct { const char *name; int value; } dims[] = {
@@ -40,4 +45,104 @@ size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize) {
   const size_t lse = (size_t)p->batch * p->heads * p->seqlen_q * sizeof(float);
   fat_check_shape s = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
   return q_o + k_v + lse + (materialize ? fat_materialize_workspace_bytes(&s) : 0);
+}
+
+const char *fat_grad_name(int i) {
+  static const char *const names[FAT_N_GRADS] = {"dQ", "dK", "dV"};
+  return i >= 0 && i < FAT_N_GRADS ? names[i] : "?";
+}
+
+void fat_compare_bwd(fat_dtype d, const uint16_t *const g[FAT_N_GRADS],
+                     const double *const ref[FAT_N_GRADS], const size_t n[FAT_N_GRADS],
+                     fat_bwd_check *bc, fat_check *out) {
+  const double tol = fat_bwd_tolerance_for(d);
+  int bad_nonfinite = -1, bad_l2 = -1;
+  out->rel_l2 = out->max_abs = 0;
+  out->lse_max_abs = 0;
+  out->nonfinite = 0;
+  for (int k = 0; k < FAT_N_GRADS; k++) {
+    double diff2 = 0, ref2 = 0, max_abs = 0;
+    long long nonfinite = 0;
+    for (size_t i = 0; i < n[k]; i++) {
+      double x = fat_half_to_double(g[k][i], d), r = ref[k][i];
+      if (!isfinite(x)) {
+        nonfinite++;
+        continue;
+      }
+      double e = fabs(x - r);
+      diff2 += e * e;
+      ref2 += r * r;
+      if (e > max_abs) max_abs = e;
+    }
+    /* An all-zero reference: any difference is infinitely wrong. */
+    bc->rel_l2[k] = ref2 > 0 ? sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0);
+    bc->max_abs[k] = max_abs;
+    bc->nonfinite[k] = nonfinite;
+    if (bc->rel_l2[k] > out->rel_l2) out->rel_l2 = bc->rel_l2[k];
+    if (max_abs > out->max_abs) out->max_abs = max_abs;
+    out->nonfinite += nonfinite;
+    if (nonfinite && bad_nonfinite < 0) bad_nonfinite = k;
+    if (!(bc->rel_l2[k] <= tol) && bad_l2 < 0) bad_l2 = k;
+  }
+  out->passed = bad_nonfinite < 0 && bad_l2 < 0;
+  if (bad_nonfinite >= 0)
+    snprintf(out->reason, sizeof out->reason, "%s: %lld non-finite value%s", fat_grad_name(bad_nonfinite),
+             bc->nonfinite[bad_nonfinite], bc->nonfinite[bad_nonfinite] == 1 ? "" : "s");
+  else if (bad_l2 >= 0)
+    snprintf(out->reason, sizeof out->reason, "%s rel_l2 %.1e > %.1e", fat_grad_name(bad_l2),
+             bc->rel_l2[bad_l2], tol);
+  else
+    snprintf(out->reason, sizeof out->reason, "ok");
+}
+
+/* The integer value of NAME=... in PARAMS; -1 when absent or malformed. */
+static int param_int(const char *params, const char *name, int *out) {
+  size_t len = strlen(name);
+  for (const char *p = params; (p = strstr(p, name)) != NULL; p += len) {
+    if ((p == params || p[-1] == ' ') && p[len] == '=') {
+      char *end;
+      long v = strtol(p + len + 1, &end, 10);
+      if (end == p + len + 1 || (*end && *end != ' ') || v < 1 || v > 1 << 16) return -1;
+      *out = (int)v;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq_separate,
+                         char *err, size_t errlen) {
+  if (!params) params = "";
+  if (param_int(params, "BLOCK_M", block_m)) {
+    snprintf(err, errlen, "backward parameters '%s': no positive BLOCK_M", params);
+    return -1;
+  }
+  if (param_int(params, "BLOCK_N", block_n)) {
+    snprintf(err, errlen, "backward parameters '%s': no positive BLOCK_N", params);
+    return -1;
+  }
+  const char *mode = strstr(params, "DQ_MODE=");
+  if (mode && (mode == params || mode[-1] == ' ')) {
+    mode += strlen("DQ_MODE=");
+    size_t len = strcspn(mode, " ");
+    if (len == strlen("atomic") && !strncmp(mode, "atomic", len)) {
+      *dq_separate = 0;
+      return 0;
+    }
+    if (len == strlen("separate") && !strncmp(mode, "separate", len)) {
+      *dq_separate = 1;
+      return 0;
+    }
+  }
+  snprintf(err, errlen, "backward parameters '%s': DQ_MODE is not atomic or separate", params);
+  return -1;
+}
+
+size_t fat_bwd_peak_bytes(const fat_problem *p, int dq_separate) {
+  const size_t e = fat_dtype_size(p->dtype), d = (size_t)p->head_dim;
+  const size_t q_rows = (size_t)p->batch * p->seqlen_q * p->heads;
+  const size_t kv_rows = (size_t)p->batch * p->seqlen_k * p->heads_k;
+  /* Q, O, dO, dQ; K, V, dK, dV; lse and D; the fp32 dQ accumulator. */
+  return 4 * q_rows * d * e + 4 * kv_rows * d * e + 2 * q_rows * sizeof(float) +
+         (dq_separate ? 0 : q_rows * d * sizeof(float));
 }

@@ -5,6 +5,7 @@
 #ifndef FAT_FWD_JOB_H
 #define FAT_FWD_JOB_H
 #include <stddef.h>
+#include <stdint.h>
 #include "types.h"
 
 /* One shape a variant is checked on; head_dim, dtype and mask are the
@@ -61,6 +62,11 @@ typedef struct fat_kernel_desc {
   const unsigned char *cubin;        /* not owned */
   size_t cubin_size;
   fat_kernel_kind kind;              /* how to launch it */
+  /* Backward variants (direction FAT_BWD): block_m above is the key block
+   * (grid.x = ceil(seqlen_k / block_m)); these say the rest. */
+  fat_direction direction;
+  int block_q;                       /* query rows per tile (BLOCK_M) */
+  int dq_separate;                   /* 1: dQ by its own pass (deterministic); 0: atomics */
 } fat_kernel_desc;
 
 /* How a variant is timed. */
@@ -96,4 +102,57 @@ typedef struct fat_ceilings {
  * bad value: "check shape 1: heads 6 is not a multiple of heads_k 4". INDEX
  * is the shape's position, for the message. */
 int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, size_t errlen);
+
+/* ---- backward ----------------------------------------------------------
+ * A backward variant (templates/bwd_mma80.cu) is four kernels in one
+ * cubin, launched in this order, each taking one fat_bwd_params by value:
+ *   FAT_BWD_PREPROCESS_ENTRY  D = rowsum(dO ∘ O), zeroes dq_accum; grid
+ *                             (ceil(seqlen_q / rows), heads, batch) of
+ *                             FAT_BWD_ROW_THREADS threads, rows = threads / 32
+ *   the variant's entry       dK, dV (and atomic dQ); grid (ceil(seqlen_k /
+ *                             block_m), heads_k, batch), threads, smem_bytes
+ *   FAT_BWD_DQ_ENTRY          separate mode: dQ; grid (ceil(seqlen_q /
+ *                             block_q), heads, batch), threads, smem_bytes
+ *   FAT_BWD_CONVERT_ENTRY     atomic mode: dq_accum → dQ; grid as preprocess */
+#define FAT_BWD_PREPROCESS_ENTRY "fat_bwd_preprocess"
+#define FAT_BWD_DQ_ENTRY "fat_bwd_dq"
+#define FAT_BWD_CONVERT_ENTRY "fat_bwd_convert_dq"
+
+/* The gradients a backward check compares, in this order. */
+enum { FAT_GRAD_DQ = 0, FAT_GRAD_DK = 1, FAT_GRAD_DV = 2, FAT_N_GRADS = 3 };
+
+/* Name of gradient I: "dQ", "dK", "dV". */
+const char *fat_grad_name(int i);
+
+/* Outcome of checking one backward variant on one shape, per gradient. */
+typedef struct fat_bwd_check {
+  double rel_l2[FAT_N_GRADS];    /* ||g - ref||₂ / ||ref||₂ over the finite values */
+  double max_abs[FAT_N_GRADS];   /* max |g - ref| */
+  long long nonfinite[FAT_N_GRADS];
+  int deterministic;             /* separate mode: 1 when a second run gave the same
+                                    bits, 0 when not; -1: not tested (atomic mode) */
+} fat_bwd_check;
+
+/* Compares the gradients G[i] (N[i] 16-bit values of dtype D) with REF[i],
+ * filling BC and, as one verdict, OUT: rel_l2 and max_abs the worst of the
+ * three, nonfinite their sum, lse_max_abs 0, passed, and reason, first
+ * failing test first: "dK: 3 non-finite values" ("1 non-finite value"),
+ * "dQ rel_l2 3.1e-02 > 2.0e-02", or "ok". A gradient whose reference is all
+ * zero passes only when it is all zero too. Shape fields are the caller's;
+ * BC->deterministic is left as it was. */
+void fat_compare_bwd(fat_dtype d, const uint16_t *const g[FAT_N_GRADS],
+                     const double *const ref[FAT_N_GRADS], const size_t n[FAT_N_GRADS],
+                     fat_bwd_check *bc, fat_check *out);
+
+/* The parameters of a backward variant from its canonical parameter string
+ * ("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4"): 0, or -1 with err naming
+ * what is missing or malformed. */
+int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq_separate,
+                         char *err, size_t errlen);
+
+/* Peak device memory of a backward pass of problem P, from the shape: Q, K,
+ * V, O, dO, dQ, dK, dV in the element type, lse and D in fp32, and the fp32
+ * dQ accumulator in atomic mode (DQ_SEPARATE 0). Linear in the sequence
+ * lengths: nothing of the backward grows as seqlen_q x seqlen_k. */
+size_t fat_bwd_peak_bytes(const fat_problem *p, int dq_separate);
 #endif

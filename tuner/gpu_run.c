@@ -14,10 +14,15 @@
 #define UTIL_PATH "templates/fat_util.cu"
 #define CEILINGS_PATH "templates/ceilings.cu"
 #define REFERENCE_PATH "templates/reference_fwd.cu"
+#define REFERENCE_BWD_PATH "templates/reference_bwd.cu"
 #define ABI_PATH "templates/fat_abi.h"
+#define ABI_BWD_PATH "templates/fat_abi_bwd.h"
 #define FILL_ENTRY "fat_fill_normal"
 #define CLOCK_ENTRY "fat_clock_probe"
 #define REFERENCE_ENTRY "fat_reference_fwd"
+#define REF_BWD_ROUND_ENTRY "fat_reference_bwd_round"
+#define REF_BWD_ROWS_ENTRY "fat_reference_bwd_rows"
+#define REF_BWD_COLS_ENTRY "fat_reference_bwd_cols"
 #define COPY_ENTRY "fat_ceiling_copy"
 #define MMA_F16_ENTRY "fat_ceiling_mma_f16"
 #define MMA_BF16_ENTRY "fat_ceiling_mma_bf16"
@@ -57,7 +62,7 @@
 #define CEIL_F16_BITS 0x24002400u
 #define CEIL_BF16_BITS 0x3c803c80u
 
-enum { SEED_Q, SEED_K, SEED_V };        /* streams of one tensor set */
+enum { SEED_Q, SEED_K, SEED_V, SEED_DO };  /* streams of one tensor set */
 
 struct fat_gpu {
   fat_cuda cu;
@@ -67,6 +72,7 @@ struct fat_gpu {
   fat_gpu_info info;
   CUmodule util_module, ref_module;
   CUfunction fill_fn, clock_fn, ref_fn;
+  CUfunction ref_bwd_round_fn, ref_bwd_rows_fn, ref_bwd_cols_fn;  /* templates/reference_bwd.cu */
   CUdeviceptr flush;   /* scratch overwritten to evict L2; allocated on first use */
   size_t flush_bytes;
   CUdeviceptr probe;   /* 2 u64 for fat_clock_probe */
@@ -195,20 +201,27 @@ char *fat_gpu_util_source(char *err, size_t errlen) {
 }
 
 char *fat_gpu_reference_source(char *err, size_t errlen) {
-  /* fat_abi.h first, as the generator does for variants, so the reference
-   * reads fat_fwd_params exactly as the host lays it out; #line keeps
-   * NVRTC's messages pointing into reference_fwd.cu. */
-  static const char line_directive[] = "\n#line 1 \"" REFERENCE_PATH "\"\n";
+  /* fat_abi.h and fat_abi_bwd.h first, as the generator does for variants,
+   * so the references read the parameter blocks exactly as the host lays
+   * them out; the forward and backward references share one module, and
+   * #line keeps NVRTC's messages pointing into each file. */
+  static const char abi_bwd_line[] = "\n#line 1 \"" ABI_BWD_PATH "\"\n";
+  static const char fwd_line[] = "\n#line 1 \"" REFERENCE_PATH "\"\n";
+  static const char bwd_line[] = "\n#line 1 \"" REFERENCE_BWD_PATH "\"\n";
   const fat_embedded_file *abi = embedded(ABI_PATH, err, errlen);
-  const fat_embedded_file *ref = abi ? embedded(REFERENCE_PATH, err, errlen) : NULL;
-  if (!ref) return NULL;
-  size_t n = abi->size + sizeof line_directive - 1 + ref->size;
+  const fat_embedded_file *abi_bwd = abi ? embedded(ABI_BWD_PATH, err, errlen) : NULL;
+  const fat_embedded_file *ref = abi_bwd ? embedded(REFERENCE_PATH, err, errlen) : NULL;
+  const fat_embedded_file *ref_bwd = ref ? embedded(REFERENCE_BWD_PATH, err, errlen) : NULL;
+  if (!ref_bwd) return NULL;
+  size_t n = abi->size + sizeof abi_bwd_line - 1 + abi_bwd->size + sizeof fwd_line - 1 + ref->size +
+             sizeof bwd_line - 1 + ref_bwd->size;
   char *s = malloc(n + 1);
   if (!s) {
     snprintf(err, errlen, "out of host memory copying %s", REFERENCE_PATH);
     return NULL;
   }
-  snprintf(s, n + 1, "%s%s%s", abi->data, line_directive, ref->data);
+  snprintf(s, n + 1, "%s%s%s%s%s%s%s", abi->data, abi_bwd_line, abi_bwd->data, fwd_line, ref->data,
+           bwd_line, ref_bwd->data);
   return s;
 }
 
@@ -267,6 +280,12 @@ int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cub
   CU(g->cu.cuModuleGetFunction(&g->fill_fn, g->util_module, FILL_ENTRY), "%s", FILL_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->clock_fn, g->util_module, CLOCK_ENTRY), "%s", CLOCK_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->ref_fn, g->ref_module, REFERENCE_ENTRY), "%s", REFERENCE_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->ref_bwd_round_fn, g->ref_module, REF_BWD_ROUND_ENTRY), "%s",
+     REF_BWD_ROUND_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->ref_bwd_rows_fn, g->ref_module, REF_BWD_ROWS_ENTRY), "%s",
+     REF_BWD_ROWS_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->ref_bwd_cols_fn, g->ref_module, REF_BWD_COLS_ENTRY), "%s",
+     REF_BWD_COLS_ENTRY);
 out:
   return rc;
 }
@@ -438,6 +457,30 @@ int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k,
     return FAT_GPU_FAILED;
   }
   CU(g->cu.cuModuleLoadData(&k->module, d->cubin), "loading the cubin of %s", d->name);
+  if (d->direction == FAT_BWD) {
+    /* Four kernels (fwd_job.h); the key-block and dQ kernels share the
+     * variant's shared-memory size, the per-row ones need none. */
+    if (d->block_q < 1) {
+      snprintf(err, errlen, "%s: bad query tile %d", d->name, d->block_q);
+      rc = FAT_GPU_FAILED;
+      goto out;
+    }
+    CU(g->cu.cuModuleGetFunction(&k->fn, k->module, d->entry), "entry %s of %s", d->entry, d->name);
+    CU(g->cu.cuModuleGetFunction(&k->bwd_pre_fn, k->module, FAT_BWD_PREPROCESS_ENTRY), "entry %s of %s",
+       FAT_BWD_PREPROCESS_ENTRY, d->name);
+    CU(g->cu.cuModuleGetFunction(&k->bwd_dq_fn, k->module, FAT_BWD_DQ_ENTRY), "entry %s of %s",
+       FAT_BWD_DQ_ENTRY, d->name);
+    CU(g->cu.cuModuleGetFunction(&k->bwd_convert_fn, k->module, FAT_BWD_CONVERT_ENTRY), "entry %s of %s",
+       FAT_BWD_CONVERT_ENTRY, d->name);
+    if (d->smem_bytes > DEFAULT_SMEM_LIMIT) {
+      CU(g->cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, d->smem_bytes),
+         "%s asks for %d bytes of shared memory", d->name, d->smem_bytes);
+      CU(g->cu.cuFuncSetAttribute(k->bwd_dq_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  d->smem_bytes),
+         "%s asks for %d bytes of shared memory", d->name, d->smem_bytes);
+    }
+    goto out;
+  }
   if (d->kind == FAT_KERNEL_MATERIALIZE) {
     /* Three kernels: scores, softmax, P·V; the first two-thirds share the
      * tile's shared memory, the softmax needs none. */
@@ -469,6 +512,7 @@ void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k) {
   if (k->module) g->cu.cuModuleUnload(k->module);
   k->module = NULL;
   k->fn = k->softmax_fn = k->pv_fn = NULL;
+  k->bwd_pre_fn = k->bwd_dq_fn = k->bwd_convert_fn = NULL;
 }
 
 int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t, char *err,
@@ -543,6 +587,7 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   double *ref_o = NULL, *ref_lse = NULL;
   const fat_kernel_desc *d = &k->desc;
 
+  if (d->direction == FAT_BWD) return fat_gpu_check_bwd(g, k, s, seed, NULL, out, err, errlen);
   memset(out, 0, sizeof *out);
   out->batch = s->batch;
   out->heads = s->heads;
@@ -611,6 +656,10 @@ out:
 
 /* ---- timing --------------------------------------------------------- */
 
+static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_problem *p,
+                    const fat_time_opts *o, uint64_t seed, fat_timing *out, char *err,
+                    size_t errlen);
+
 int fat_gpu_clock_mhz(fat_gpu *g, int *mhz, char *err, size_t errlen) {
   int rc;
   uint64_t probe[2] = {0, 0};
@@ -649,6 +698,7 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
   const fat_check_shape shape = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
 
   memset(&t, 0, sizeof t);
+  if (n >= 1 && k[0]->desc.direction == FAT_BWD) return time_bwd(g, k, n, p, o, seed, out, err, errlen);
   if (n < 1 || o->reps < 1 || o->warmup < 0) {
     snprintf(err, errlen, "timing needs at least one variant and one repetition (got %d variants, "
              "%d reps, %d warm-up)", n, o->reps, o->warmup);
@@ -847,5 +897,353 @@ out:
       if (*all[i]) g->cu.cuMemFree(*all[i]);
     if (module) g->cu.cuModuleUnload(module);
   }
+  return rc;
+}
+
+/* ---- backward ------------------------------------------------------- */
+
+#define REF_BWD_THREADS 256               /* 8 warps: 8 rows (or keys) per reference block */
+#define REF_BWD_MAX_HEAD_DIM 256          /* reference_bwd.cu: 8 columns per lane */
+#define BWD_TIMING_LSE 8.0f               /* lse of timing runs: values are irrelevant there,
+                                             this keeps P small and finite */
+
+int fat_gpu_bwd_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
+                              int with_reference, fat_gpu_bwd_tensors *t, char *err, size_t errlen) {
+  int rc;
+  memset(t, 0, sizeof *t);
+  if ((rc = fat_gpu_tensors_alloc(g, s, head_dim, dtype, with_reference, &t->fwd, err, errlen)) !=
+      FAT_GPU_OK)
+    return rc;
+  const size_t e = fat_dtype_size(dtype), n_q = t->fwd.n_q, n_kv = t->fwd.n_kv, rows = t->fwd.n_rows;
+  CU(g->cu.cuMemAlloc(&t->dout, n_q * e), "cuMemAlloc of dO, %zu bytes", n_q * e);
+  CU(g->cu.cuMemAlloc(&t->dq, n_q * e), "cuMemAlloc of dQ, %zu bytes", n_q * e);
+  CU(g->cu.cuMemAlloc(&t->dk, n_kv * e), "cuMemAlloc of dK, %zu bytes", n_kv * e);
+  CU(g->cu.cuMemAlloc(&t->dv, n_kv * e), "cuMemAlloc of dV, %zu bytes", n_kv * e);
+  CU(g->cu.cuMemAlloc(&t->delta, rows * sizeof(float)), "cuMemAlloc of D");
+  CU(g->cu.cuMemAlloc(&t->dq_accum, n_q * sizeof(float)), "cuMemAlloc of the dQ accumulator, %zu bytes",
+     n_q * sizeof(float));
+  if (with_reference) {
+    CU(g->cu.cuMemAlloc(&t->ref_dq, n_q * sizeof(double)), "cuMemAlloc of the reference dQ");
+    CU(g->cu.cuMemAlloc(&t->ref_dk, n_kv * sizeof(double)), "cuMemAlloc of the reference dK");
+    CU(g->cu.cuMemAlloc(&t->ref_dv, n_kv * sizeof(double)), "cuMemAlloc of the reference dV");
+    CU(g->cu.cuMemAlloc(&t->ref_delta, rows * sizeof(double)), "cuMemAlloc of the reference D");
+  }
+  fat_bwd_params *p = &t->params;
+  const fat_fwd_params *f = &t->fwd.params;
+  p->fwd = *f;
+  p->dout = (const void *)(uintptr_t)t->dout;
+  p->dq = (void *)(uintptr_t)t->dq;
+  p->dk = (void *)(uintptr_t)t->dk;
+  p->dv = (void *)(uintptr_t)t->dv;
+  p->delta = (float *)(uintptr_t)t->delta;
+  p->dq_accum = (float *)(uintptr_t)t->dq_accum;
+  /* Gradients in their inputs' (contiguous) layouts. */
+  p->do_batch_stride = p->dq_batch_stride = f->q_batch_stride;
+  p->do_row_stride = p->dq_row_stride = f->q_row_stride;
+  p->do_head_stride = p->dq_head_stride = f->q_head_stride;
+  p->dk_batch_stride = p->dv_batch_stride = f->k_batch_stride;
+  p->dk_row_stride = p->dv_row_stride = f->k_row_stride;
+  p->dk_head_stride = p->dv_head_stride = f->k_head_stride;
+out:
+  if (rc != FAT_GPU_OK) fat_gpu_bwd_tensors_free(g, t);
+  return rc;
+}
+
+void fat_gpu_bwd_tensors_free(fat_gpu *g, fat_gpu_bwd_tensors *t) {
+  CUdeviceptr *all[] = {&t->dout, &t->dq, &t->dk, &t->dv, &t->delta, &t->dq_accum,
+                        &t->ref_dq, &t->ref_dk, &t->ref_dv, &t->ref_delta};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (*all[i]) {
+      g->cu.cuMemFree(*all[i]);
+      *all[i] = 0;
+    }
+  fat_gpu_tensors_free(g, &t->fwd);
+}
+
+CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t) {
+  const fat_kernel_desc *d = &k->desc;
+  const fat_fwd_params *p = &t->params.fwd;
+  const unsigned row_blocks = (unsigned)((p->seqlen_q + FAT_BWD_ROW_THREADS / 32 - 1) /
+                                         (FAT_BWD_ROW_THREADS / 32));
+  const unsigned key_blocks = (unsigned)((p->seqlen_k + d->block_m - 1) / d->block_m);
+  const unsigned query_blocks = (unsigned)((p->seqlen_q + d->block_q - 1) / d->block_q);
+  void *args[] = {&t->params};
+  CUresult r = g->cu.cuLaunchKernel(k->bwd_pre_fn, row_blocks, (unsigned)p->heads, (unsigned)p->batch,
+                                    FAT_BWD_ROW_THREADS, 1, 1, 0, g->stream, args, NULL);
+  if (r == CUDA_SUCCESS)
+    r = g->cu.cuLaunchKernel(k->fn, key_blocks, (unsigned)p->heads_k, (unsigned)p->batch,
+                             (unsigned)d->threads, 1, 1, (unsigned)d->smem_bytes, g->stream, args, NULL);
+  if (r == CUDA_SUCCESS && d->dq_separate)
+    r = g->cu.cuLaunchKernel(k->bwd_dq_fn, query_blocks, (unsigned)p->heads, (unsigned)p->batch,
+                             (unsigned)d->threads, 1, 1, (unsigned)d->smem_bytes, g->stream, args, NULL);
+  if (r == CUDA_SUCCESS && !d->dq_separate)
+    r = g->cu.cuLaunchKernel(k->bwd_convert_fn, row_blocks, (unsigned)p->heads, (unsigned)p->batch,
+                             FAT_BWD_ROW_THREADS, 1, 1, 0, g->stream, args, NULL);
+  return r;
+}
+
+/* O and lse for the backward: the fp64 forward reference rounded as a
+ * forward kernel returns them (O to the dtype, lse to fp32), then the fp64
+ * reference gradients (and D) when T has them. */
+static int bwd_reference(fat_gpu *g, fat_gpu_bwd_tensors *t, fat_mask mask, int gradients,
+                         char *err, size_t errlen) {
+  int rc;
+  if ((rc = fat_gpu_reference(g, &t->fwd, mask, err, errlen)) != FAT_GPU_OK) return rc;
+  const fat_fwd_params *p = &t->params.fwd;
+  unsigned long long n = t->fwd.n_q, rows = t->fwd.n_rows;
+  int is_bf16 = t->fwd.dtype == FAT_BF16, is_causal = mask == FAT_MASK_CAUSAL, d = t->fwd.head_dim;
+  size_t blocks = (n + FILL_THREADS - 1) / FILL_THREADS;
+  if (blocks > FILL_MAX_BLOCKS) blocks = FILL_MAX_BLOCKS;
+  void *round_args[] = {&t->fwd.ref_o, &t->fwd.o, &n, &is_bf16, &t->fwd.ref_lse, &t->fwd.lse, &rows};
+  CU(g->cu.cuLaunchKernel(g->ref_bwd_round_fn, (unsigned)blocks, 1, 1, FILL_THREADS, 1, 1, 0, g->stream,
+                          round_args, NULL),
+     "rounding the reference O and lse");
+  if (gradients) {
+    const unsigned warps = REF_BWD_THREADS / 32;
+    void *rows_args[] = {&t->params, &d, &is_bf16, &is_causal, &t->fwd.ref_lse, &t->ref_delta, &t->ref_dq};
+    void *cols_args[] = {&t->params, &d,          &is_bf16,    &is_causal,
+                         &t->fwd.ref_lse, &t->ref_delta, &t->ref_dk, &t->ref_dv};
+    CU(g->cu.cuLaunchKernel(g->ref_bwd_rows_fn, ((unsigned)p->seqlen_q + warps - 1) / warps,
+                            (unsigned)p->heads, (unsigned)p->batch, REF_BWD_THREADS, 1, 1, 0, g->stream,
+                            rows_args, NULL),
+       "launching the backward reference (rows)");
+    CU(g->cu.cuLaunchKernel(g->ref_bwd_cols_fn, ((unsigned)p->seqlen_k + warps - 1) / warps,
+                            (unsigned)p->heads_k, (unsigned)p->batch, REF_BWD_THREADS, 1, 1, 0, g->stream,
+                            cols_args, NULL),
+       "launching the backward reference (columns)");
+  }
+  CU(g->cu.cuStreamSynchronize(g->stream), "running the backward reference on %dx%dx%dx%d", p->batch,
+     p->heads, p->seqlen_q, p->seqlen_k);
+out:
+  return rc;
+}
+
+/* NaN into every output of the variant. */
+static int bwd_poison(fat_gpu *g, fat_gpu_bwd_tensors *t, char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  const size_t e = fat_dtype_size(t->fwd.dtype);
+  CU(g->cu.cuMemsetD8Async(t->dq, POISON_BYTE, t->fwd.n_q * e, g->stream), "poisoning dQ");
+  CU(g->cu.cuMemsetD8Async(t->dk, POISON_BYTE, t->fwd.n_kv * e, g->stream), "poisoning dK");
+  CU(g->cu.cuMemsetD8Async(t->dv, POISON_BYTE, t->fwd.n_kv * e, g->stream), "poisoning dV");
+  CU(g->cu.cuMemsetD8Async(t->delta, POISON_BYTE, t->fwd.n_rows * sizeof(float), g->stream), "poisoning D");
+  CU(g->cu.cuMemsetD8Async(t->dq_accum, POISON_BYTE, t->fwd.n_q * sizeof(float), g->stream),
+     "poisoning the dQ accumulator");
+out:
+  return rc;
+}
+
+/* Runs K once on T (poisoned first) and downloads the three gradients into
+ * G (dQ: n_q values, dK and dV: n_kv). A refused launch sets REFUSED to its
+ * result and returns OK. */
+static int bwd_run_once(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t,
+                        uint16_t *const grads[FAT_N_GRADS], CUresult *refused, char *err, size_t errlen) {
+  int rc;
+  const size_t e = fat_dtype_size(t->fwd.dtype);
+  *refused = CUDA_SUCCESS;
+  if ((rc = bwd_poison(g, t, err, errlen)) != FAT_GPU_OK) return rc;
+  CUresult r = fat_gpu_bwd_launch(g, k, t);
+  if (r != CUDA_SUCCESS) {
+    if (fat_cuda_result_is_sticky(r)) return cu_fail(g, r, err, errlen, "launching %s", k->desc.name);
+    *refused = r;
+    return FAT_GPU_OK;
+  }
+  const fat_fwd_params *p = &t->params.fwd;
+  CU(g->cu.cuStreamSynchronize(g->stream), "running %s on %dx%dx%dx%d", k->desc.name, p->batch, p->heads,
+     p->seqlen_q, p->seqlen_k);
+  if ((rc = fat_gpu_download(g, grads[FAT_GRAD_DQ], t->dq, t->fwd.n_q * e, err, errlen)) ||
+      (rc = fat_gpu_download(g, grads[FAT_GRAD_DK], t->dk, t->fwd.n_kv * e, err, errlen)) ||
+      (rc = fat_gpu_download(g, grads[FAT_GRAD_DV], t->dv, t->fwd.n_kv * e, err, errlen)))
+    return rc;
+out:
+  return rc;
+}
+
+int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s, uint64_t seed,
+                      fat_bwd_check *bc, fat_check *out, char *err, size_t errlen) {
+  int rc;
+  fat_gpu_bwd_tensors t;
+  fat_bwd_check local;
+  uint16_t *grads[FAT_N_GRADS] = {NULL}, *again[FAT_N_GRADS] = {NULL};
+  double *ref[FAT_N_GRADS] = {NULL};
+  const fat_kernel_desc *d = &k->desc;
+  CUresult refused = CUDA_SUCCESS;
+
+  if (!bc) bc = &local;
+  memset(bc, 0, sizeof *bc);
+  bc->deterministic = -1;
+  memset(out, 0, sizeof *out);
+  out->batch = s->batch;
+  out->heads = s->heads;
+  out->seqlen_q = s->seqlen_q;
+  out->seqlen_k = s->seqlen_k;
+  if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  if (d->head_dim > REF_BWD_MAX_HEAD_DIM) {
+    snprintf(err, errlen, "head_dim %d is too large for the backward reference (at most %d)",
+             d->head_dim, REF_BWD_MAX_HEAD_DIM);
+    return FAT_GPU_FAILED;
+  }
+  if ((rc = fat_gpu_bwd_tensors_alloc(g, s, d->head_dim, d->dtype, 1, &t, err, errlen)) != FAT_GPU_OK)
+    return rc;
+  const size_t n[FAT_N_GRADS] = {t.fwd.n_q, t.fwd.n_kv, t.fwd.n_kv};
+  for (int i = 0; i < FAT_N_GRADS; i++) {
+    grads[i] = malloc(n[i] * sizeof **grads);
+    again[i] = d->dq_separate ? malloc(n[i] * sizeof **again) : NULL;
+    ref[i] = malloc(n[i] * sizeof **ref);
+    if (!grads[i] || !ref[i] || (d->dq_separate && !again[i])) {
+      snprintf(err, errlen, "out of host memory for the gradients of %dx%dx%dx%d", s->batch, s->heads,
+               s->seqlen_q, s->seqlen_k);
+      rc = FAT_GPU_FAILED;
+      goto out;
+    }
+  }
+  if ((rc = fat_gpu_fill_random(g, &t.fwd, seed, err, errlen)) != FAT_GPU_OK ||
+      (rc = fill_one(g, t.dout, t.fwd.n_q, d->dtype, fat_seed_derive(seed, SEED_DO), "dO", err, errlen)) !=
+          FAT_GPU_OK ||
+      (rc = bwd_reference(g, &t, d->mask, 1, err, errlen)) != FAT_GPU_OK)
+    goto out;
+  if ((rc = bwd_run_once(g, k, &t, grads, &refused, err, errlen)) != FAT_GPU_OK) goto out;
+  if (refused != CUDA_SUCCESS) {
+    /* A refused launch is the variant's failure, not the worker's. */
+    char text[WHAT_MAX];
+    snprintf(out->reason, sizeof out->reason, "launch: %s",
+             fat_cuda_result_text(&g->cu, refused, text, sizeof text));
+    out->rel_l2 = out->max_abs = out->lse_max_abs = NAN;
+    goto out;
+  }
+  if ((rc = fat_gpu_download(g, ref[FAT_GRAD_DQ], t.ref_dq, n[0] * sizeof(double), err, errlen)) ||
+      (rc = fat_gpu_download(g, ref[FAT_GRAD_DK], t.ref_dk, n[1] * sizeof(double), err, errlen)) ||
+      (rc = fat_gpu_download(g, ref[FAT_GRAD_DV], t.ref_dv, n[2] * sizeof(double), err, errlen)))
+    goto out;
+  fat_compare_bwd(d->dtype, (const uint16_t *const *)grads, (const double *const *)ref, n, bc, out);
+  if (d->dq_separate) {
+    /* The deterministic mode's promise: the same inputs give the same bits. */
+    if ((rc = bwd_run_once(g, k, &t, again, &refused, err, errlen)) != FAT_GPU_OK) goto out;
+    bc->deterministic = refused == CUDA_SUCCESS;
+    if (!bc->deterministic && out->passed) {
+      char text[WHAT_MAX];
+      out->passed = 0;
+      snprintf(out->reason, sizeof out->reason, "launch: %s (second run)",
+               fat_cuda_result_text(&g->cu, refused, text, sizeof text));
+    }
+    for (int i = 0; i < FAT_N_GRADS && bc->deterministic; i++)
+      if (memcmp(grads[i], again[i], n[i] * sizeof **grads) != 0) {
+        bc->deterministic = 0;
+        if (out->passed) {
+          out->passed = 0;
+          snprintf(out->reason, sizeof out->reason, "not deterministic: %s differs between two runs",
+                   fat_grad_name(i));
+        }
+      }
+  }
+out:
+  for (int i = 0; i < FAT_N_GRADS; i++) {
+    free(grads[i]);
+    free(again[i]);
+    free(ref[i]);
+  }
+  fat_gpu_bwd_tensors_free(g, &t);
+  return rc;
+}
+
+/* fat_gpu_time for backward kernels: the whole backward (every kernel of
+ * it) between one pair of events, on inputs random once from SEED and a
+ * constant lse (timing needs no reference). */
+static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_problem *p,
+                    const fat_time_opts *o, uint64_t seed, fat_timing *out, char *err,
+                    size_t errlen) {
+  int rc = FAT_GPU_FAILED, clock_mhz = 0;
+  fat_gpu_bwd_tensors t;
+  CUevent *events = NULL;
+  double *ms = NULL;
+  size_t n_events = 0;
+  const fat_check_shape shape = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
+  const float lse_value = BWD_TIMING_LSE;
+  unsigned lse_bits;
+
+  memset(&t, 0, sizeof t);
+  if (o->reps < 1 || o->warmup < 0) {
+    snprintf(err, errlen, "timing needs at least one variant and one repetition (got %d variants, "
+             "%d reps, %d warm-up)", n, o->reps, o->warmup);
+    return FAT_GPU_FAILED;
+  }
+  for (int i = 0; i < n; i++)
+    if (k[i]->desc.direction != p->direction || k[i]->desc.head_dim != p->head_dim ||
+        k[i]->desc.dtype != p->dtype || k[i]->desc.mask != p->mask) {
+      snprintf(err, errlen, "%s (%s d%d %s %s) cannot run the problem %s d%d %s %s", k[i]->desc.name,
+               fat_direction_name(k[i]->desc.direction), k[i]->desc.head_dim,
+               fat_dtype_name(k[i]->desc.dtype), fat_mask_name(k[i]->desc.mask),
+               fat_direction_name(p->direction), p->head_dim, fat_dtype_name(p->dtype),
+               fat_mask_name(p->mask));
+      return FAT_GPU_FAILED;
+    }
+  if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  if (o->flush_l2 && (rc = ensure_flush_buffer(g, err, errlen)) != FAT_GPU_OK) return rc;
+  if ((rc = fat_gpu_bwd_tensors_alloc(g, &shape, p->head_dim, p->dtype, 0, &t, err, errlen)) != FAT_GPU_OK)
+    return rc;
+  memcpy(&lse_bits, &lse_value, sizeof lse_bits);
+  if ((rc = fat_gpu_fill_random(g, &t.fwd, seed, err, errlen)) != FAT_GPU_OK ||
+      (rc = fill_one(g, t.fwd.o, t.fwd.n_q, p->dtype, fat_seed_derive(seed, SEED_DO + 1), "O", err,
+                     errlen)) != FAT_GPU_OK ||
+      (rc = fill_one(g, t.dout, t.fwd.n_q, p->dtype, fat_seed_derive(seed, SEED_DO), "dO", err, errlen)) !=
+          FAT_GPU_OK)
+    goto out;
+  CU(g->cu.cuMemsetD32Async(t.fwd.lse, lse_bits, t.fwd.n_rows, g->stream), "filling lse");
+
+  n_events = 2 * (size_t)n * (size_t)o->reps;
+  events = calloc(n_events, sizeof *events);
+  ms = malloc((size_t)o->reps * sizeof *ms);
+  if (!events || !ms) {
+    snprintf(err, errlen, "out of host memory for %zu events", n_events);
+    rc = FAT_GPU_FAILED;
+    goto out;
+  }
+  for (size_t e = 0; e < n_events; e++) CU(g->cu.cuEventCreate(&events[e], CU_EVENT_DEFAULT), "cuEventCreate");
+  for (int w = 0; w < o->warmup; w++)
+    for (int i = 0; i < n; i++) CU(fat_gpu_bwd_launch(g, k[i], &t), "warm-up launch of %s", k[i]->desc.name);
+  for (int r = 0; r < o->reps; r++)
+    for (int i = 0; i < n; i++) {
+      size_t e = 2 * ((size_t)i * o->reps + r);
+      if (o->flush_l2)
+        CU(g->cu.cuMemsetD32Async(g->flush, (unsigned)r, g->flush_bytes / sizeof(uint32_t), g->stream),
+           "flushing L2");
+      CU(g->cu.cuEventRecord(events[e], g->stream), "cuEventRecord");
+      CU(fat_gpu_bwd_launch(g, k[i], &t), "launching %s", k[i]->desc.name);
+      CU(g->cu.cuEventRecord(events[e + 1], g->stream), "cuEventRecord");
+    }
+  CU(g->cu.cuStreamSynchronize(g->stream), "running the timed repetitions of %s%s", k[0]->desc.name,
+     n > 1 ? " and others" : "");
+  if ((rc = fat_gpu_clock_mhz(g, &clock_mhz, err, errlen)) != FAT_GPU_OK) goto out;
+  for (int i = 0; i < n; i++) {
+    fat_stats st;
+    for (int r = 0; r < o->reps; r++) {
+      size_t e = 2 * ((size_t)i * o->reps + r);
+      float elapsed;
+      CU(g->cu.cuEventElapsedTime(&elapsed, events[e], events[e + 1]), "cuEventElapsedTime");
+      ms[r] = elapsed;
+    }
+    if (fat_stats_compute(ms, (size_t)o->reps, &st)) {
+      snprintf(err, errlen, "timings of %s are not numbers", k[i]->desc.name);
+      rc = FAT_GPU_FAILED;
+      goto out;
+    }
+    fat_timing *ti = &out[i];
+    memset(ti, 0, sizeof *ti);
+    ti->reps = o->reps;
+    ti->median_ms = st.median;
+    ti->min_ms = st.min;
+    ti->max_ms = st.max;
+    ti->p10_ms = st.p10;
+    ti->p90_ms = st.p90;
+    ti->tflops = st.median > 0 ? fat_problem_flops(p) / (st.median / MS_PER_S) / FLOP_PER_TFLOP : 0;
+    ti->sm_clock_mhz = clock_mhz;
+  }
+  rc = FAT_GPU_OK;
+out:
+  if (events)
+    for (size_t e = 0; e < n_events; e++)
+      if (events[e]) g->cu.cuEventDestroy(events[e]);
+  free(events);
+  free(ms);
+  fat_gpu_bwd_tensors_free(g, &t);
   return rc;
 }

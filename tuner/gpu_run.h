@@ -16,6 +16,7 @@
 #include "fwd_job.h"
 #include "types.h"
 #include "fat_abi.h"
+#include "fat_abi_bwd.h"
 
 typedef enum fat_gpu_status {
   FAT_GPU_OK = 0,
@@ -99,6 +100,8 @@ typedef struct fat_gpu_kernel {
   CUmodule module;
   CUfunction fn;         /* FAT_KERNEL_MATERIALIZE: the scores kernel */
   CUfunction softmax_fn, pv_fn;  /* FAT_KERNEL_MATERIALIZE only */
+  /* Backward variants (desc.direction FAT_BWD): fn is the key-block kernel. */
+  CUfunction bwd_pre_fn, bwd_dq_fn, bwd_convert_fn;
 } fat_gpu_kernel;
 
 /* FAILED (not FATAL) for a cubin the GPU cannot run or a missing entry:
@@ -140,4 +143,35 @@ int fat_gpu_clock_mhz(fat_gpu *g, int *mhz, char *err, size_t errlen);
 /* A seed for stream INDEX derived from SEED (splitmix64): the parent hands
  * one seed per job, each check and tensor gets its own. */
 uint64_t fat_seed_derive(uint64_t seed, uint64_t index);
+
+/* ---- backward ----------------------------------------------------------
+ * The backward check: fresh random Q, K, V and dO; O and lse from the fp64
+ * forward reference, rounded to the dtype and to fp32 as a forward kernel
+ * would return them; the variant's gradients (poisoned with NaN first)
+ * against the fp64 reference gradients (templates/reference_bwd.cu, in the
+ * reference module). fat_gpu_check and fat_gpu_time dispatch here for a
+ * kernel whose desc.direction is FAT_BWD. */
+
+/* Device tensors of one backward problem, contiguous like the forward's. */
+typedef struct fat_gpu_bwd_tensors {
+  fat_gpu_tensors fwd;        /* Q, K, V, O, lse (and the forward reference) */
+  fat_bwd_params params;      /* points at everything below and at fwd's tensors */
+  CUdeviceptr dout, dq, dk, dv, delta, dq_accum;
+  CUdeviceptr ref_dq, ref_dk, ref_dv, ref_delta;  /* double; 0 without the reference */
+} fat_gpu_bwd_tensors;
+
+int fat_gpu_bwd_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
+                              int with_reference, fat_gpu_bwd_tensors *t, char *err, size_t errlen);
+void fat_gpu_bwd_tensors_free(fat_gpu *g, fat_gpu_bwd_tensors *t);
+
+/* Launches K's kernels in order (fwd_job.h) on T; asynchronous. A launch
+ * the driver refuses comes back as its CUresult. */
+CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t);
+
+/* Checks backward kernel K on one shape, like fat_gpu_check; BC (may be
+ * NULL) gets the per-gradient figures. A separate-mode (deterministic)
+ * variant is run twice on the same inputs and must give the same bits
+ * ("not deterministic: dQ differs between two runs" otherwise). */
+int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s, uint64_t seed,
+                      fat_bwd_check *bc, fat_check *out, char *err, size_t errlen);
 #endif

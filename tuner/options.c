@@ -24,6 +24,7 @@ const char *fat_options_usage(void) {
          "  --head-dim LIST    head dims to tune, e.g. 128 or 64,128 (default: all)\n"
          "  --dtype LIST       fp16, bf16 (default: both)\n"
          "  --mask LIST        none, causal (default: both)\n"
+         "  --direction LIST   fwd, bwd or fwd,bwd: forward and/or backward kernels (default fwd)\n"
          "  --seqlen LIST      problem buckets; batch = 16384 tokens / seqlen, heads =\n"
          "                     2048 / head dim (default 512,1024,2048,4096,8192,16384)\n"
          "  --db PATH          database (default $FATUNE_DB, else\n"
@@ -146,6 +147,13 @@ static int each_mask(const char *flag, const char *item, void *out, int index, c
   return -1;
 }
 
+static int each_direction(const char *flag, const char *item, void *out, int index, char *err,
+                          size_t errlen) {
+  if (fat_direction_parse(item, (fat_direction *)out + index) == 0) return 0;
+  snprintf(err, errlen, "%s: unknown direction '%s' (fwd, bwd)", flag, item);
+  return -1;
+}
+
 static int each_seqlen(const char *flag, const char *item, void *out, int index, char *err,
                        size_t errlen) {
   return parse_int(flag, item, 1, FAT_MAX_SEQLEN, (int *)out + index, err, errlen);
@@ -170,7 +178,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
   /* Flags that take a value; each may appear once. */
   static const char *const valued[] = {"--gpu",  "--head-dim", "--dtype",   "--mask",
                                        "--seqlen", "--db",     "--jobs",    "--reps",
-                                       "--timeout", "--arch",  "--templates"};
+                                       "--timeout", "--arch",  "--templates", "--direction"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
   int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
 
@@ -258,6 +266,15 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     } else if (!strcmp(flag, "--mask")) {
       rc = parse_list(flag, value, each_mask, o->masks, &o->n_masks, sizeof(fat_mask), err,
                       errlen);
+    } else if (!strcmp(flag, "--direction")) {
+      /* Two directions at most: a third item is a duplicate, and says so. */
+      fat_direction dirs[FAT_MAX_LIST];
+      int n = 0;
+      rc = parse_list(flag, value, each_direction, dirs, &n, sizeof(fat_direction), err, errlen);
+      if (!rc) {
+        memcpy(o->directions, dirs, (size_t)n * sizeof *dirs);
+        o->n_directions = n;
+      }
     } else if (!strcmp(flag, "--seqlen")) {
       rc = parse_list(flag, value, each_seqlen, o->seqlens, &o->n_seqlens, sizeof(int), err,
                       errlen);
@@ -285,6 +302,10 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
   if (o->quiet && o->verbose) {
     snprintf(err, errlen, "--quiet and --verbose contradict each other");
     return -1;
+  }
+  if (o->n_directions == 0) {
+    o->directions[0] = FAT_FWD;
+    o->n_directions = 1;
   }
   if (o->n_seqlens == 0) {
     memcpy(o->seqlens, default_seqlens, sizeof default_seqlens);

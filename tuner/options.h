@@ -49,6 +49,8 @@ typedef struct fat_options {
   int retune;                            /* --retune: re-measure what the DB already has */
   int verbose;                           /* -v: one row per variant; -vv: pruned ones too */
   int quiet;                             /* -q: only the final table and errors */
+  fat_direction directions[2];           /* --direction: fwd, bwd or both, in the order given */
+  int n_directions;                      /* 1 (default: fwd) or 2 */
 } fat_options;
 
 /* Parses ARGV into O (defaults first). Returns 0, or -1 with ERR naming the

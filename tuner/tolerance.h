@@ -35,4 +35,27 @@ static inline fat_tolerance fat_tolerance_for(fat_dtype d) {
   t.lse_abs = FAT_TOL_LSE_ABS;
   return t;
 }
+/* Backward: how far dQ, dK and dV may stray from the fp64 reference
+ * gradients, as rel_l2 of each gradient (||g - ref||₂ / ||ref||₂). They
+ * carry more rounding than O: besides Q, K, V and dO, the kernel reads O
+ * rounded to the dtype (an error of u in D = rowsum(dO ∘ O)), rounds P and
+ * dS = P ∘ (dP − D) to the dtype before the dV, dK and dQ products (u per
+ * term, and dS's difference cancels, so its relative error grows where dP
+ * is close to D), and sums in fp32. Each gradient thus collects a few u
+ * more than O's single rounding.
+ * tests/test_bwd_cpu.c models exactly these roundings on one head (96 x 96,
+ * d64) and measures about 0.6u per gradient (bf16 2.4e-3, fp16 3.0e-4).
+ * bf16: 1e-2 ≈ 2.5u, four times the model. fp16: 5e-3 ≈ 10u: fp16 has 3
+ * fewer exponent bits, and at the tuner's long check shapes (16k keys) the
+ * small entries of P and dS (a few 1e-5) fall into its subnormals, which
+ * keep fewer significant bits. A wrong mask, a missed key block or a wrong
+ * scale moves a gradient by errors of order 1 (the model's dropped mask:
+ * 1.3) and cannot pass; NaN never passes (poisoned outputs left unwritten
+ * show as NaN). */
+#define FAT_TOL_BWD_BF16_REL_L2 1e-2
+#define FAT_TOL_BWD_FP16_REL_L2 5e-3
+
+static inline double fat_bwd_tolerance_for(fat_dtype d) {
+  return d == FAT_BF16 ? FAT_TOL_BWD_BF16_REL_L2 : FAT_TOL_BWD_FP16_REL_L2;
+}
 #endif

@@ -133,11 +133,24 @@ static void on_compiled(void *user, size_t done, size_t total, const fat_variant
   progress(r, 0);
 }
 
-/* Generate the query's variants for r->arch into r->variants. */
+/* Appends the variants of the query for DIRECTION to r->variants (the
+ * structs move; their strings stay where the generator put them). */
+static int generate_direction(run *r, fat_direction direction);
+
+/* Generate the query's variants for r->arch into r->variants, one
+ * direction after the other (--direction). */
 static int generate(run *r) {
+  for (int i = 0; i < r->o->n_directions; i++)
+    if (generate_direction(r, r->o->directions[i])) return -1;
+  return 0;
+}
+
+static int generate_direction(run *r, fat_direction direction) {
   char err[ERRLEN];
   fat_gen_query q = {0};
-  q.direction = FAT_FWD;
+  fat_variant *more = NULL;
+  size_t n_more = 0;
+  q.direction = direction;
   q.head_dims = r->o->head_dims;
   q.n_head_dims = r->o->n_head_dims;
   q.dtypes = r->o->dtypes;
@@ -148,17 +161,40 @@ static int generate(run *r) {
   q.smem_limit = r->no_gpu[0] ? 0 : r->gpu.smem_per_block_optin;
   fat_pruned *pruned = NULL;
   size_t n_pruned = 0;
-  if (fat_gen_variants(r->gen, &q, &r->variants, &r->n_variants, &pruned, &n_pruned, err,
-                       sizeof err)) {
+  if (fat_gen_variants(r->gen, &q, &more, &n_more, &pruned, &n_pruned, err, sizeof err)) {
     fprintf(r->log, "fatune: generator: %s\n", err);
     return -1;
+  }
+  if (r->n_variants == 0) {
+    free(r->variants);
+    r->variants = more;
+    r->n_variants = n_more;
+  } else if (n_more > 0) {
+    fat_variant *all = realloc(r->variants, (r->n_variants + n_more) * sizeof *all);
+    if (!all) {
+      for (size_t i = 0; i < n_more; i++) fat_variant_free(&more[i]);
+      free(more);
+      fat_pruned_free_all(pruned, n_pruned);
+      fprintf(r->log, "fatune: out of memory for %zu variants\n", r->n_variants + n_more);
+      return -1;
+    }
+    memcpy(all + r->n_variants, more, n_more * sizeof *more);
+    r->variants = all;
+    r->n_variants += n_more;
+    free(more);
+  } else {
+    free(more);
   }
   if (r->o->verbose >= 2)
     for (size_t i = 0; i < n_pruned; i++)
       fprintf(r->log, "%-52s pruned: %s\n", pruned[i].name, pruned[i].reason);
-  if (!r->o->quiet)
+  /* One line per direction; the forward-only run reads as it always has. */
+  if (!r->o->quiet && direction == FAT_FWD)
     fprintf(r->log, "fatune: %zu variants for %s (%zu configurations pruned before compiling)\n",
-            r->n_variants, r->arch, n_pruned);
+            n_more, r->arch, n_pruned);
+  else if (!r->o->quiet)
+    fprintf(r->log, "fatune: %zu %s variants for %s (%zu configurations pruned before compiling)\n",
+            n_more, fat_direction_name(direction), r->arch, n_pruned);
   fat_pruned_free_all(pruned, n_pruned);
   return 0;
 }
@@ -383,12 +419,16 @@ static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems)
       r->evals_total += strcmp(r->variants[i].family, FAT_FAMILY_MATERIALIZE) ||
                         o->seqlens[si] <= FAT_MATERIALIZE_MAX_SEQLEN;
   }
+  for (int ri = 0; ri < o->n_directions; ri++)
   for (int di = 0; di < o->n_dtypes; di++)
     for (int mi = 0; mi < o->n_masks; mi++)
       for (int hi = 0; hi < o->n_head_dims; hi++)
         for (int si = 0; si < o->n_seqlens; si++) {
           fat_problem p;
           fat_bench_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si], &p);
+          /* The backward is tuned on the forward's shapes; its FLOPs are
+           * 2.5x (fat_problem_flops). */
+          p.direction = o->directions[ri];
           sqlite3_int64 pid;
           if (fat_db_put_problem(r->db, &p, &pid)) {
             fprintf(r->log, "fatune: storing problem: %s\n", fat_db_errmsg(r->db));
@@ -400,13 +440,14 @@ static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems)
             return -1;
           }
           if (fat_interrupted()) goto interrupted;
-          snprintf(r->stage, sizeof r->stage, "fwd %s d%d %s s%d", fat_dtype_name(p.dtype),
+          snprintf(r->stage, sizeof r->stage, "%s %s d%d %s s%d", fat_direction_name(p.direction),
+                   fat_dtype_name(p.dtype),
                    p.head_dim, fat_mask_name(p.mask), p.seqlen_q);
           if (!r->tty && !o->quiet) fprintf(r->log, "fatune: tuning %s\n", r->stage);
           for (size_t i = 0; i < r->n_variants; i++) {
             const fat_variant *v = &r->variants[i];
-            if (v->dtype != p.dtype || v->mask != p.mask || v->head_dim != p.head_dim ||
-                !r->builds[i].ok)
+            if (v->direction != p.direction || v->dtype != p.dtype || v->mask != p.mask ||
+                v->head_dim != p.head_dim || !r->builds[i].ok)
               continue;
             if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE) && p.seqlen_q > FAT_MATERIALIZE_MAX_SEQLEN)
               continue;
@@ -633,7 +674,8 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     fprintf(log, "fatune: tuning on %s (compute capability %d.%d, %d SMs)\n", r.gpu.name,
             r.gpu.cc_major, r.gpu.cc_minor, r.gpu.sm_count);
   if (ensure_ceilings(&r)) goto out;
-  problem_ids = calloc((size_t)o->n_dtypes * o->n_masks * o->n_head_dims * o->n_seqlens + 1,
+  problem_ids = calloc((size_t)o->n_directions * o->n_dtypes * o->n_masks * o->n_head_dims *
+                           o->n_seqlens + 1,
                        sizeof *problem_ids);
   size_t n_problems = 0;
   if (!problem_ids) goto out;

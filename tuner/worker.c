@@ -596,7 +596,7 @@ int fat_worker_pid(const fat_worker *w) { return w ? (int)w->pid : 0; }
 /* ---- jobs ----------------------------------------------------------- */
 
 static double shape_flops(const fat_check_shape *s, const fat_variant *v) {
-  fat_problem p = {FAT_FWD, v->dtype, v->mask, v->head_dim, s->batch, s->heads, s->heads_k,
+  fat_problem p = {v->direction, v->dtype, v->mask, v->head_dim, s->batch, s->heads, s->heads_k,
                    s->seqlen_q, s->seqlen_k};
   return fat_problem_flops(&p);
 }
@@ -619,11 +619,18 @@ static int describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d
     set_msg(reason, reasonlen, "%s has no cubin (compilation failed or was not run)", v->name);
     return -1;
   }
-  if (v->direction != FAT_FWD) {
-    set_msg(reason, reasonlen, "%s is a %s variant; the worker runs forward variants only", v->name,
-            fat_direction_name(v->direction));
-    return -1;
+  if (v->direction == FAT_BWD) {
+    /* A backward variant's query tile and dQ strategy are in its
+     * parameters; block_m is its key block. */
+    char why[MSG_MAX];
+    int block_m = 0, block_n = 0;
+    if (fat_bwd_params_parse(v->params, &block_m, &block_n, &d->dq_separate, why, sizeof why)) {
+      set_msg(reason, reasonlen, "%s: %s", v->name, why);
+      return -1;
+    }
+    d->block_q = block_m;
   }
+  d->direction = v->direction;
   if (strlen(v->name) >= sizeof d->name || strlen(v->entry) >= sizeof d->entry) {
     set_msg(reason, reasonlen, "variant name or entry longer than %zu bytes: %s", sizeof d->entry - 1,
             v->name);
@@ -647,7 +654,7 @@ static int validate_problem(const fat_problem *p, const fat_variant *v, char *re
                             size_t reasonlen) {
   fat_check_shape s = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
   char err[MSG_MAX];
-  if (p->direction != FAT_FWD || p->head_dim != v->head_dim || p->dtype != v->dtype ||
+  if (p->direction != v->direction || p->head_dim != v->head_dim || p->dtype != v->dtype ||
       p->mask != v->mask) {
     set_msg(reason, reasonlen, "%s (d%d %s %s) cannot run the problem %s d%d %s %s", v->name,
             v->head_dim, fat_dtype_name(v->dtype), fat_mask_name(v->mask),

@@ -225,6 +225,9 @@ void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
   fat_put_i32(b, x->head_dim);
   fat_put_bytes(b, x->cubin, x->cubin_size);
   fat_put_i32(b, x->kind);
+  fat_put_i32(b, x->direction);
+  fat_put_i32(b, x->block_q);
+  fat_put_i32(b, x->dq_separate);
 }
 
 void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
@@ -240,6 +243,13 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   int32_t kind = fat_get_i32(b);
   if (kind != FAT_KERNEL_FUSED && kind != FAT_KERNEL_MATERIALIZE) b->failed = 1;
   x->kind = kind == FAT_KERNEL_MATERIALIZE ? FAT_KERNEL_MATERIALIZE : FAT_KERNEL_FUSED;
+  int32_t direction = fat_get_i32(b);
+  if (direction != FAT_FWD && direction != FAT_BWD) b->failed = 1;
+  x->direction = direction == FAT_BWD ? FAT_BWD : FAT_FWD;
+  x->block_q = fat_get_i32(b);
+  int32_t dq_separate = fat_get_i32(b);
+  if (dq_separate != 0 && dq_separate != 1) b->failed = 1;
+  x->dq_separate = dq_separate == 1;
 }
 
 void fat_put_time_opts(fat_wbuf *b, const fat_time_opts *x) {

@@ -1,0 +1,147 @@
+-- The backward "mma80" family: FlashAttention-2's backward pass on mma.sync
+-- m16n8k16 tensor cores (templates/bwd_mma80.cu), for sm_80 and every newer
+-- GPU. One source holds four kernels (fat_bwd_preprocess, fat_bwd_mma80,
+-- fat_bwd_dq, fat_bwd_convert_dq; tuner/fwd_job.h gives the launch order).
+-- This file is the family's whole tuning space: parameter lists, the fixed
+-- default, one constraint per reason a configuration cannot work. BLOCK_M,
+-- BLOCK_N and WARPS change speed, never results; DQ_MODE also decides
+-- whether the gradients are bit-identical run to run ("separate" is).
+
+local WARP_SIZE = 32          -- threads per warp
+local MMA_M = 16              -- m16n8k16: rows of one MMA tile, and its k-step
+local MMA_N = 8               -- ... columns of one accumulator tile
+local FLOATS_PER_TILE = 4     -- fp32 accumulators one thread holds of a 16x8 tile
+local ROW_PAD = 8             -- elements of padding per shared-memory row: conflict-free ldmatrix
+local ELEMENT_BYTES = 2       -- fp16 and bf16
+local FLOAT_BYTES = 4         -- lse and D of a query tile, staged as fp32
+local ROW_STATS = 2           -- ... two of them (lse, D)
+local DQ_COLS = 32            -- atomic mode sums dQ 32 head-dim columns at a time
+local ACCUMULATOR_BUDGET = 192 -- registers of 255; the rest hold fragments and addresses
+
+local family = {
+  name = "mma80",
+  direction = "bwd",
+  template = "bwd_mma80.cu",
+  entry = "fat_bwd_mma80",
+  archs = {"sm_80", "sm_90a"},
+  head_dims = {64, 96, 128, 192, 256},
+  dtypes = {"fp16", "bf16"},
+  masks = {"none", "causal"},
+  -- Enumerated in this order, first outermost; the name shows them as m<>n<>w<>.<mode>.
+  params = {
+    {name = "BLOCK_M", values = {32, 64, 128}},  -- query rows per tile
+    {name = "BLOCK_N", values = {32, 64, 128}},  -- keys per thread block (dK, dV rows)
+    {name = "WARPS", values = {4, 8}},
+    -- atomic: dQ summed in fp32 with atomicAdd by every key block (FlashAttention-2);
+    -- separate: a second pass per query block, no atomics: deterministic.
+    {name = "DQ_MODE", values = {"atomic", "separate"}},
+  },
+}
+
+function family.tag(c)
+  return ("m%dn%dw%d.%s"):format(c.BLOCK_M, c.BLOCK_N, c.WARPS, c.DQ_MODE)
+end
+
+-- FlashAttention-2's choice of tiles for its backward (64 x 64), with
+-- atomic dQ; twice the warps above d128, where dK and dV no longer fit four.
+function family.default(head_dim)
+  return {BLOCK_M = 64, BLOCK_N = 64, WARPS = head_dim <= 128 and 4 or 8, DQ_MODE = "atomic"}
+end
+
+-- The key-block kernel: K, V (BLOCK_N rows), Q, dO (BLOCK_M rows), Pᵀ and
+-- dSᵀ (BLOCK_N x BLOCK_M), lse and D of the query tile.
+local function smem_main(c)
+  return (2 * c.BLOCK_N + 2 * c.BLOCK_M) * (c.HEAD_DIM + ROW_PAD) * ELEMENT_BYTES
+         + 2 * c.BLOCK_N * (c.BLOCK_M + ROW_PAD) * ELEMENT_BYTES
+         + ROW_STATS * c.BLOCK_M * FLOAT_BYTES
+end
+
+-- The separate dQ pass: Q, dO, K, V, dS (BLOCK_M x BLOCK_N), lse and D.
+local function smem_dq(c)
+  return (2 * c.BLOCK_M + 2 * c.BLOCK_N) * (c.HEAD_DIM + ROW_PAD) * ELEMENT_BYTES
+         + c.BLOCK_M * (c.BLOCK_N + ROW_PAD) * ELEMENT_BYTES
+         + ROW_STATS * c.BLOCK_M * FLOAT_BYTES
+end
+
+-- Every kernel of a variant is launched with this much (the largest need).
+function family.smem_bytes(c)
+  if c.DQ_MODE == "separate" then return math.max(smem_main(c), smem_dq(c)) end
+  return smem_main(c)
+end
+
+-- block_m is the key block: grid.x of the main kernel is ceil(seqlen_k / BLOCK_N).
+function family.resources(c)
+  return {threads = WARP_SIZE * c.WARPS, block_m = c.BLOCK_N, smem_bytes = family.smem_bytes(c)}
+end
+
+-- How WARPS warps split an M x N product (templates/bwd_mma80.cu's
+-- WarpSplit): nil when they can, else why not.
+local function split(what, m, n, warps)
+  local wm = math.min(warps, m // MMA_M)
+  local wn = warps // wm
+  if (m // MMA_M) % wm ~= 0 or wm * wn ~= warps then
+    return ("%s: %d rows do not split over %d warps"):format(what, m, warps)
+  end
+  if n % (2 * MMA_N * wn) ~= 0 then
+    return ("%s: %d columns do not split into 16-column pairs over %d warps"):format(what, n, wn)
+  end
+end
+
+-- fp32 accumulators per thread of an M x N product split over WARPS warps.
+local function accumulators(m, n, warps)
+  return m * n // (WARP_SIZE * warps)
+end
+
+-- Each constraint gets the configuration (params plus HEAD_DIM) and the
+-- target ({arch, smem_limit}); it returns nil when satisfied, else the reason.
+family.constraints = {
+  -- Every product is made of whole MMA tiles, and the head dim is walked 16 at a time.
+  function(c)
+    if c.HEAD_DIM % MMA_M ~= 0 then
+      return ("head dim %d is not a multiple of %d"):format(c.HEAD_DIM, MMA_M)
+    end
+  end,
+  -- Atomic dQ walks the head dim DQ_COLS columns at a time.
+  function(c)
+    if c.DQ_MODE == "atomic" and c.HEAD_DIM % DQ_COLS ~= 0 then
+      return ("atomic dQ needs a head dim that is a multiple of %d, not %d"):format(DQ_COLS, c.HEAD_DIM)
+    end
+  end,
+  -- The warps must split Sᵀ (keys x queries) and dK/dV (keys x head dim) evenly ...
+  function(c)
+    return split("S", c.BLOCK_N, c.BLOCK_M, c.WARPS) or split("dK", c.BLOCK_N, c.HEAD_DIM, c.WARPS)
+  end,
+  -- ... and, for the separate dQ pass, S (queries x keys) and dQ (queries x head dim).
+  function(c)
+    if c.DQ_MODE == "separate" then
+      return split("dQ pass S", c.BLOCK_M, c.BLOCK_N, c.WARPS) or
+             split("dQ", c.BLOCK_M, c.HEAD_DIM, c.WARPS)
+    end
+  end,
+  -- The block must fit the shared memory one block may opt into.
+  function(c, target)
+    local smem = family.smem_bytes(c)
+    if smem > target.smem_limit then
+      return ("shared memory %d > %d bytes"):format(smem, target.smem_limit)
+    end
+  end,
+  -- dK and dV live in registers for the whole kernel, beside Sᵀ and dPᵀ of
+  -- one query tile; past the budget ptxas spills to local memory.
+  function(c)
+    local acc = 2 * accumulators(c.BLOCK_N, c.HEAD_DIM, c.WARPS)
+                + 2 * accumulators(c.BLOCK_N, c.BLOCK_M, c.WARPS)
+    if acc > ACCUMULATOR_BUDGET then
+      return ("accumulators %d > %d registers per thread"):format(acc, ACCUMULATOR_BUDGET)
+    end
+  end,
+  -- The separate dQ pass holds dQ beside S and dP of one key tile.
+  function(c)
+    if c.DQ_MODE ~= "separate" then return nil end
+    local acc = accumulators(c.BLOCK_M, c.HEAD_DIM, c.WARPS) + 2 * accumulators(c.BLOCK_M, c.BLOCK_N, c.WARPS)
+    if acc > ACCUMULATOR_BUDGET then
+      return ("dQ pass accumulators %d > %d registers per thread"):format(acc, ACCUMULATOR_BUDGET)
+    end
+  end,
+}
+
+return family

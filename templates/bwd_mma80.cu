@@ -1,0 +1,544 @@
+// FlashAttention-2 style backward with mma.sync (sm_80 and newer).
+//
+// Given Q, K, V, the forward's O and lse, and dO, the gradients are
+//   D  = rowsum(dO ∘ O)                          (fat_bwd_preprocess)
+//   P  = exp(S·scale − lse),  S = Q·Kᵀ            recomputed, never stored
+//   dV = Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP − D)
+//   dK = scale · dSᵀ·Q,  dQ = scale · dS·K
+// fat_bwd_mma80 gives each thread block kBlockN keys of one (batch, key
+// head): K and V stay in shared memory while the block walks the query
+// blocks (and every query head of its group), so dK and dV accumulate in
+// registers and are written once. dQ needs a sum over all key blocks; the
+// DQ_MODE parameter picks how:
+//   atomic    each key block adds its share into an fp32 buffer with
+//             atomicAdd (fat_bwd_convert_dq rounds it to the dtype after);
+//   separate  fat_bwd_dq walks the key blocks for each query block and sums
+//             in registers in a fixed order: no atomics, so the gradients
+//             are bit-identical run to run (the deterministic mode).
+// All four products are m16n8k16 MMAs on tiles in shared memory: P and dS
+// are rounded to the element type and staged there, as FlashAttention-2
+// does. Causal masking is bottom-right aligned like the forward's (query i
+// sees key j iff j <= i + seqlen_k − seqlen_q); query blocks no row of which
+// sees the key block are skipped. A row that sees no key has lse = −inf and
+// gets P = 0, hence zero gradients, never NaN.
+//
+// Parameters in double braces are substituted by generator/expand.lua; they
+// change speed (and, for DQ_MODE, determinism), never results.
+#include "fat_abi.h"
+#include "fat_abi_bwd.h"
+
+constexpr int kHeadDim = {{HEAD_DIM}};
+constexpr int kBlockM = {{BLOCK_M}};   // query rows per tile
+constexpr int kBlockN = {{BLOCK_N}};   // keys per tile
+constexpr int kWarps = {{WARPS}};
+constexpr bool kIsBf16 = {{IS_BF16}};
+constexpr bool kIsCausal = {{IS_CAUSAL}};
+constexpr bool kDqMode_atomic = false;
+constexpr bool kDqMode_separate = true;
+constexpr bool kDqSeparate = kDqMode_{{DQ_MODE}};
+
+constexpr int kWarpSize = 32;
+constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kMma = 16;       // m16n8k16: rows of A and the k-step
+constexpr int kMmaN = 8;       // ... columns of one accumulator tile
+constexpr int kChunk = 8;      // elements of one 16-byte copy
+constexpr int kDqCols = 32;    // dQ columns one warp sums per pass in atomic mode (16 registers)
+constexpr float kLog2e = 1.4426950408889634f;
+// Shared-memory rows are padded by one 16-byte chunk so that the 8 rows an
+// ldmatrix phase reads fall into 8 different bank groups.
+constexpr int kPitchD = kHeadDim + kChunk;  // Q, dO, K, V tiles (elements)
+constexpr int kPitchM = kBlockM + kChunk;   // Pᵀ and dSᵀ tiles: [key][query]
+constexpr int kPitchN = kBlockN + kChunk;   // dS tile of the dQ pass: [query][key]
+
+static_assert(kHeadDim % kDqCols == 0, "atomic dQ walks the head dim 32 columns at a time");
+static_assert(kBlockM % kMma == 0 && kBlockN % kMma == 0, "tiles are whole MMA tiles");
+static_assert(FAT_BWD_ROW_THREADS % kWarpSize == 0, "one warp per row");
+
+typedef unsigned short elem_t;  // raw fp16 / bf16 bits
+typedef unsigned int u32;
+
+constexpr int cmin(int a, int b) { return a < b ? a : b; }
+
+// How kWarps warps share one kM x kN product: a kWM x kWN grid of warps,
+// each owning kMT 16-row tiles and kNT 8-column tiles (an even number: B is
+// loaded two tiles at a time) of the result. kValid is false when the
+// shape does not split so; each kernel asserts it for the products it runs
+// (the dQ pass's split only matters in separate mode).
+template <int kM, int kN>
+struct WarpSplit {
+  static constexpr int kWM = cmin(kWarps, kM / kMma);
+  static constexpr int kWN = kWarps / kWM;
+  static constexpr bool kValid = kWM * kWN == kWarps && (kM / kMma) % kWM == 0 &&
+                                 kN % (2 * kMmaN * kWN) == 0;
+  static constexpr int kMT = kValid ? kM / kMma / kWM : 1;
+  static constexpr int kNT = kValid ? kN / kMmaN / kWN : 2;
+};
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
+__device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000u); }
+
+__device__ __forceinline__ u32 smem_u32(const void *p) {
+  u32 r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+// 16-byte asynchronous copy global → shared; bytes = 0 zero-fills.
+__device__ __forceinline__ void cp_async_16(u32 dst, const void *src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// c += a·b for one m16n8k16 tile, fp32 accumulators.
+__device__ __forceinline__ void mma_16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  if constexpr (kIsBf16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two fp32 values rounded to the element type, lo in the low half.
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+  u32 r;
+  if constexpr (kIsBf16)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+__device__ __forceinline__ float to_float(elem_t x) {
+  if constexpr (kIsBf16) return __uint_as_float((u32)x << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+  return f;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ T *at(void *base, long long offset) {
+  return static_cast<T *>(base) + offset;
+}
+template <typename T>
+__device__ __forceinline__ const T *at(const void *base, long long offset) {
+  return static_cast<const T *>(base) + offset;
+}
+
+// c += A·B over kKSteps k-steps of 16, one warp, operands in shared memory.
+// A is kMT 16-row tiles starting at byte address a: stored [m][k] (row
+// pitch a_pitch bytes), or [k][m] when kATrans. B is kNT 8-column tiles
+// starting at b: stored [n][k], or [k][n] when kBTrans. ldmatrix's .trans
+// turns a stored transpose into the fragment the MMA wants, so every
+// product of the backward is this one routine.
+template <int kMT, int kNT, int kKSteps, bool kATrans, bool kBTrans>
+__device__ __forceinline__ void warp_mma(float (&c)[kMT][kNT][4], u32 a, u32 a_pitch, u32 b,
+                                         u32 b_pitch, int lane) {
+  static_assert(kNT % 2 == 0, "B is loaded two 8-column tiles at a time");
+  // This lane's row address for ldmatrix: x4 loads four 8x8 matrices, lanes
+  // 8i..8i+7 addressing the rows of matrix i.
+  const u32 a_lane = kATrans ? a + ((lane % 8) + (lane / 16) * 8) * a_pitch + ((lane / 8) % 2) * 16
+                             : a + (lane % 16) * a_pitch + (lane / 16) * 16;
+  const u32 b_lane = kBTrans ? b + ((lane % 8) + ((lane / 8) % 2) * 8) * b_pitch + (lane / 16) * 16
+                             : b + ((lane % 8) + (lane / 16) * 8) * b_pitch + ((lane / 8) % 2) * 16;
+  const u32 a_tile_step = kATrans ? kMma * sizeof(elem_t) : kMma * a_pitch;
+  const u32 a_k_step = kATrans ? kMma * a_pitch : kMma * sizeof(elem_t);
+  const u32 b_pair_step = kBTrans ? 2 * kMmaN * sizeof(elem_t) : 2 * kMmaN * b_pitch;
+  const u32 b_k_step = kBTrans ? kMma * b_pitch : kMma * sizeof(elem_t);
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ks++) {
+    u32 frag_a[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; mt++) {
+      if constexpr (kATrans)
+        ldmatrix_x4_trans(frag_a[mt], a_lane + mt * a_tile_step + ks * a_k_step);
+      else
+        ldmatrix_x4(frag_a[mt], a_lane + mt * a_tile_step + ks * a_k_step);
+    }
+#pragma unroll
+    for (int np = 0; np < kNT / 2; np++) {
+      u32 frag_b[4];
+      if constexpr (kBTrans)
+        ldmatrix_x4_trans(frag_b, b_lane + np * b_pair_step + ks * b_k_step);
+      else
+        ldmatrix_x4(frag_b, b_lane + np * b_pair_step + ks * b_k_step);
+#pragma unroll
+      for (int mt = 0; mt < kMT; mt++) {
+        mma_16816(c[mt][2 * np], frag_a[mt], frag_b[0], frag_b[1]);
+        mma_16816(c[mt][2 * np + 1], frag_a[mt], frag_b[2], frag_b[3]);
+      }
+    }
+  }
+}
+
+template <int kMT, int kNT>
+__device__ __forceinline__ void zero(float (&c)[kMT][kNT][4]) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; mt++)
+#pragma unroll
+    for (int nt = 0; nt < kNT; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) c[mt][nt][e] = 0.f;
+}
+
+// Copies kRows rows of kHeadDim elements into a padded shared tile; rows at
+// or past valid_rows are zero-filled (they then contribute nothing).
+template <int kRows>
+__device__ __forceinline__ void load_rows(u32 tile, const elem_t *src, long long row_stride,
+                                          int valid_rows, int tid) {
+  constexpr int kChunksPerRow = kHeadDim / kChunk;
+  constexpr int kChunks = kRows * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; i++) {
+    const int c = tid + i * kThreads;
+    if (kChunks % kThreads == 0 || c < kChunks) {
+      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * kChunk;
+      const bool inside = row < valid_rows;
+      cp_async_16(tile + (row * kPitchD + col) * sizeof(elem_t),
+                  inside ? src + row * row_stride + col : src, inside ? 16 : 0);
+    }
+  }
+}
+
+// The per-row softmax statistics of kBlockM query rows from m0, in the form
+// P needs: lse·log2(e), and +inf for a row that sees no key or lies past the
+// end, so that exp2(s·scale_log2 − it) = 0 there; D, 0 past the end.
+__device__ __forceinline__ void load_row_stats(float *lse_s, float *delta_s, const float *lse,
+                                               const float *delta, int m0, int seqlen_q, int tid) {
+  for (int r = tid; r < kBlockM; r += kThreads) {
+    const bool inside = m0 + r < seqlen_q;
+    const float l = inside ? lse[m0 + r] : neg_inf();
+    lse_s[r] = l == neg_inf() ? pos_inf() : l * kLog2e;
+    delta_s[r] = inside ? delta[m0 + r] : 0.f;
+  }
+}
+
+// D = rowsum(dO ∘ O) for each query row, in fp32 from the 16-bit values;
+// in atomic mode the row's fp32 dQ accumulator is zeroed here too.
+// Grid: (ceil(seqlen_q / rows), heads, batch), FAT_BWD_ROW_THREADS threads,
+// one warp per row.
+extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
+fat_bwd_preprocess(const fat_bwd_params bp) {
+  const fat_fwd_params &p = bp.fwd;
+  constexpr int kRows = FAT_BWD_ROW_THREADS / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int row = blockIdx.x * kRows + threadIdx.x / kWarpSize;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  if (row >= p.seqlen_q) return;
+  const elem_t *o = at<elem_t>(p.o, batch * p.o_batch_stride + row * p.o_row_stride + head * p.o_head_stride);
+  const elem_t *d_o = at<elem_t>(bp.dout, batch * bp.do_batch_stride + row * bp.do_row_stride +
+                                              head * bp.do_head_stride);
+  float sum = 0.f;
+  for (int c = lane; c < kHeadDim; c += kWarpSize) sum += to_float(o[c]) * to_float(d_o[c]);
+  for (int off = kWarpSize / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const long long r = ((long long)batch * p.heads + head) * p.seqlen_q + row;
+  if (lane == 0) bp.delta[r] = sum;
+  if constexpr (!kDqSeparate)
+    for (int c = lane; c < kHeadDim; c += kWarpSize) bp.dq_accum[r * kHeadDim + c] = 0.f;
+}
+
+// dK and dV of kBlockN keys of one (batch, key head); in atomic mode also
+// this key block's share of dQ. Grid: (ceil(seqlen_k / kBlockN), heads_k,
+// batch), kThreads threads.
+extern "C" __global__ void __launch_bounds__(kThreads)
+fat_bwd_mma80(const fat_bwd_params bp) {
+  const fat_fwd_params &p = bp.fwd;
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowM = kPitchM * sizeof(elem_t);
+  const u32 k_s = smem_u32(smem);                 // K_j   [kBlockN][kPitchD]
+  const u32 v_s = k_s + kBlockN * kRowD;          // V_j   [kBlockN][kPitchD]
+  const u32 q_s = v_s + kBlockN * kRowD;          // Q_i   [kBlockM][kPitchD]
+  const u32 do_s = q_s + kBlockM * kRowD;         // dO_i  [kBlockM][kPitchD]
+  const u32 pt_s = do_s + kBlockM * kRowD;        // Pᵀ    [kBlockN][kPitchM]
+  const u32 dst_s = pt_s + kBlockN * kRowM;       // dSᵀ   [kBlockN][kPitchM]
+  unsigned char *stats = smem + (dst_s + kBlockN * kRowM - k_s);
+  float *lse_s = reinterpret_cast<float *>(stats);  // [kBlockM]
+  float *delta_s = lse_s + kBlockM;                 // [kBlockM]
+  elem_t *pt_ptr = reinterpret_cast<elem_t *>(smem + (pt_s - k_s));
+  elem_t *dst_ptr = reinterpret_cast<elem_t *>(smem + (dst_s - k_s));
+
+  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
+  const int n0 = blockIdx.x * kBlockN;
+  const int head_k = blockIdx.y, batch = blockIdx.z;
+  const int group = p.heads / p.heads_k;
+  const int causal_offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment
+  const float scale_log2 = p.scale_log2;
+
+  load_rows<kBlockN>(k_s, at<elem_t>(p.k, batch * p.k_batch_stride + head_k * p.k_head_stride +
+                                              (long long)n0 * p.k_row_stride),
+                     p.k_row_stride, p.seqlen_k - n0, tid);
+  load_rows<kBlockN>(v_s, at<elem_t>(p.v, batch * p.v_batch_stride + head_k * p.v_head_stride +
+                                              (long long)n0 * p.v_row_stride),
+                     p.v_row_stride, p.seqlen_k - n0, tid);
+  cp_async_commit();
+
+  // Sᵀ and dPᵀ: kBlockN keys x kBlockM queries; dK and dV: kBlockN x kHeadDim.
+  using S1 = WarpSplit<kBlockN, kBlockM>;
+  using S2 = WarpSplit<kBlockN, kHeadDim>;
+  static_assert(S1::kValid && S2::kValid, "warps split Sᵀ and dK/dV evenly");
+  const int s1_m = (warp % S1::kWM) * S1::kMT * kMma, s1_n = (warp / S1::kWM) * S1::kNT * kMmaN;
+  const int s2_m = (warp % S2::kWM) * S2::kMT * kMma, s2_n = (warp / S2::kWM) * S2::kNT * kMmaN;
+  float dk[S2::kMT][S2::kNT][4], dv[S2::kMT][S2::kNT][4];
+  zero(dk);
+  zero(dv);
+
+  // The first query that sees key n0; blocks above it see none of the keys.
+  const int m_first = kIsCausal ? max(0, n0 - causal_offset) : 0;
+  const int m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
+  for (int hq = 0; hq < group; hq++) {
+    const int head = head_k * group + hq;
+    const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;  // of lse, D, dq_accum
+    for (int mb = m_first / kBlockM; mb < m_blocks; mb++) {
+      const int m0 = mb * kBlockM;
+      __syncthreads();  // every warp is done with the previous Q, dO, Pᵀ, dSᵀ
+      load_rows<kBlockM>(q_s, at<elem_t>(p.q, batch * p.q_batch_stride + head * p.q_head_stride +
+                                                  (long long)m0 * p.q_row_stride),
+                         p.q_row_stride, p.seqlen_q - m0, tid);
+      load_rows<kBlockM>(do_s, at<elem_t>(bp.dout, batch * bp.do_batch_stride + head * bp.do_head_stride +
+                                                       (long long)m0 * bp.do_row_stride),
+                         bp.do_row_stride, p.seqlen_q - m0, tid);
+      cp_async_commit();
+      load_row_stats(lse_s, delta_s, p.lse + row0, bp.delta + row0, m0, p.seqlen_q, tid);
+      cp_async_wait_all();
+      __syncthreads();
+
+      // Sᵀ = K·Qᵀ,  dPᵀ = V·dOᵀ
+      float st[S1::kMT][S1::kNT][4], dpt[S1::kMT][S1::kNT][4];
+      zero(st);
+      zero(dpt);
+      warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(st, k_s + s1_m * kRowD, kRowD,
+                                                                 q_s + s1_n * kRowD, kRowD, lane);
+      warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(dpt, v_s + s1_m * kRowD, kRowD,
+                                                                 do_s + s1_n * kRowD, kRowD, lane);
+
+      // Pᵀ = exp2(Sᵀ·scale_log2 − lse·log2e), 0 where masked; dSᵀ = Pᵀ ∘ (dPᵀ − D).
+      // Both rounded to the element type into shared memory, [key][query].
+      const bool needs_mask = n0 + kBlockN > p.seqlen_k ||
+                              (kIsCausal && n0 + kBlockN - 1 > m0 + causal_offset);
+#pragma unroll
+      for (int mt = 0; mt < S1::kMT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < S1::kNT; nt++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {  // key rows g and g+8
+            const int key = s1_m + mt * kMma + g + h * 8;
+            float pv[2], ds[2];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+              const int query = s1_n + nt * kMmaN + 2 * t + e;
+              const bool masked = needs_mask && (n0 + key >= p.seqlen_k ||
+                                                 (kIsCausal && n0 + key > m0 + query + causal_offset));
+              pv[e] = masked ? 0.f : fast_exp2(st[mt][nt][2 * h + e] * scale_log2 - lse_s[query]);
+              ds[e] = pv[e] * (dpt[mt][nt][2 * h + e] - delta_s[query]);
+            }
+            const int off = key * kPitchM + s1_n + nt * kMmaN + 2 * t;
+            *reinterpret_cast<u32 *>(pt_ptr + off) = pack2(pv[0], pv[1]);
+            *reinterpret_cast<u32 *>(dst_ptr + off) = pack2(ds[0], ds[1]);
+          }
+      __syncthreads();
+
+      // dV += Pᵀ·dO,  dK += dSᵀ·Q  (scale applied once, at the end)
+      warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, false, true>(dv, pt_s + s2_m * kRowM, kRowM,
+                                                               do_s + s2_n * sizeof(elem_t), kRowD, lane);
+      warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, false, true>(dk, dst_s + s2_m * kRowM, kRowM,
+                                                               q_s + s2_n * sizeof(elem_t), kRowD, lane);
+
+      if constexpr (!kDqSeparate) {
+        // dQ_i += scale · dS·K_j, added into fp32 with atomics: each warp
+        // takes (16 query rows, kDqCols columns) items in turn.
+        constexpr int kItemRows = kBlockM / kMma, kItems = kItemRows * (kHeadDim / kDqCols);
+        for (int item = warp; item < kItems; item += kWarps) {
+          const int qm = (item % kItemRows) * kMma, col0 = (item / kItemRows) * kDqCols;
+          float acc[1][kDqCols / kMmaN][4];
+          zero(acc);
+          warp_mma<1, kDqCols / kMmaN, kBlockN / kMma, true, true>(
+              acc, dst_s + qm * sizeof(elem_t), kRowM, k_s + col0 * sizeof(elem_t), kRowD, lane);
+#pragma unroll
+          for (int nt = 0; nt < kDqCols / kMmaN; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              const int row = m0 + qm + g + (e / 2) * 8;
+              const int col = col0 + nt * kMmaN + 2 * t + (e % 2);
+              if (row < p.seqlen_q)
+                atomicAdd(bp.dq_accum + (row0 + row) * kHeadDim + col, acc[0][nt][e] * p.softmax_scale);
+            }
+        }
+      }
+    }
+  }
+  cp_async_wait_all();  // K and V landed even when no query block was visited
+
+  // dK = scale · Σ dSᵀ·Q and dV in the element type, rows past the end dropped.
+  elem_t *dk_g = at<elem_t>(bp.dk, batch * bp.dk_batch_stride + head_k * bp.dk_head_stride);
+  elem_t *dv_g = at<elem_t>(bp.dv, batch * bp.dv_batch_stride + head_k * bp.dv_head_stride);
+#pragma unroll
+  for (int mt = 0; mt < S2::kMT; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int key = n0 + s2_m + mt * kMma + g + h * 8;
+      if (key >= p.seqlen_k) continue;
+#pragma unroll
+      for (int nt = 0; nt < S2::kNT; nt++) {
+        const int col = s2_n + nt * kMmaN + 2 * t;
+        *reinterpret_cast<u32 *>(dk_g + key * bp.dk_row_stride + col) =
+            pack2(dk[mt][nt][2 * h] * p.softmax_scale, dk[mt][nt][2 * h + 1] * p.softmax_scale);
+        *reinterpret_cast<u32 *>(dv_g + key * bp.dv_row_stride + col) =
+            pack2(dv[mt][nt][2 * h], dv[mt][nt][2 * h + 1]);
+      }
+    }
+}
+
+// Separate mode: dQ of kBlockM query rows of one (batch, head) as
+// scale · Σ_j dS_ij·K_j over the visible key blocks in order, in registers:
+// deterministic. Grid: (ceil(seqlen_q / kBlockM), heads, batch), kThreads
+// threads. Compiled empty in atomic mode.
+extern "C" __global__ void __launch_bounds__(kThreads)
+fat_bwd_dq(const fat_bwd_params bp) {
+  if constexpr (kDqSeparate) {
+    const fat_fwd_params &p = bp.fwd;
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowN = kPitchN * sizeof(elem_t);
+    const u32 q_s = smem_u32(smem);                 // Q_i   [kBlockM][kPitchD]
+    const u32 do_s = q_s + kBlockM * kRowD;         // dO_i  [kBlockM][kPitchD]
+    const u32 k_s = do_s + kBlockM * kRowD;         // K_j   [kBlockN][kPitchD]
+    const u32 v_s = k_s + kBlockN * kRowD;          // V_j   [kBlockN][kPitchD]
+    const u32 ds_s = v_s + kBlockN * kRowD;         // dS    [kBlockM][kPitchN]
+    float *lse_s = reinterpret_cast<float *>(smem + (ds_s + kBlockM * kRowN - q_s));
+    float *delta_s = lse_s + kBlockM;
+    elem_t *ds_ptr = reinterpret_cast<elem_t *>(smem + (ds_s - q_s));
+
+    const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+    const int g = lane / 4, t = lane % 4;
+    const int m0 = blockIdx.x * kBlockM, head = blockIdx.y, batch = blockIdx.z;
+    const int head_k = head / (p.heads / p.heads_k);
+    const int causal_offset = p.seqlen_k - p.seqlen_q;
+    const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
+    const float scale_log2 = p.scale_log2;
+
+    load_rows<kBlockM>(q_s, at<elem_t>(p.q, batch * p.q_batch_stride + head * p.q_head_stride +
+                                                (long long)m0 * p.q_row_stride),
+                       p.q_row_stride, p.seqlen_q - m0, tid);
+    load_rows<kBlockM>(do_s, at<elem_t>(bp.dout, batch * bp.do_batch_stride + head * bp.do_head_stride +
+                                                     (long long)m0 * bp.do_row_stride),
+                       bp.do_row_stride, p.seqlen_q - m0, tid);
+    cp_async_commit();
+    load_row_stats(lse_s, delta_s, p.lse + row0, bp.delta + row0, m0, p.seqlen_q, tid);
+
+    // S and dP: kBlockM queries x kBlockN keys; dQ: kBlockM x kHeadDim.
+    using S1 = WarpSplit<kBlockM, kBlockN>;
+    using S2 = WarpSplit<kBlockM, kHeadDim>;
+    static_assert(!kDqSeparate || (S1::kValid && S2::kValid), "warps split S and dQ evenly");
+    const int s1_m = (warp % S1::kWM) * S1::kMT * kMma, s1_n = (warp / S1::kWM) * S1::kNT * kMmaN;
+    const int s2_m = (warp % S2::kWM) * S2::kMT * kMma, s2_n = (warp / S2::kWM) * S2::kNT * kMmaN;
+    float dq[S2::kMT][S2::kNT][4];
+    zero(dq);
+
+    // Keys [0, n_end) are visible to at least one row of this block.
+    int n_end = p.seqlen_k;
+    if (kIsCausal) n_end = min(n_end, m0 + kBlockM + causal_offset);
+    const int n_tiles = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
+    const elem_t *k_g = at<elem_t>(p.k, batch * p.k_batch_stride + head_k * p.k_head_stride);
+    const elem_t *v_g = at<elem_t>(p.v, batch * p.v_batch_stride + head_k * p.v_head_stride);
+    for (int j = 0; j < n_tiles; j++) {
+      const int n0 = j * kBlockN;
+      __syncthreads();  // every warp is done with the previous K, V and dS
+      load_rows<kBlockN>(k_s, k_g + (long long)n0 * p.k_row_stride, p.k_row_stride, p.seqlen_k - n0, tid);
+      load_rows<kBlockN>(v_s, v_g + (long long)n0 * p.v_row_stride, p.v_row_stride, p.seqlen_k - n0, tid);
+      cp_async_commit();
+      cp_async_wait_all();
+      __syncthreads();
+
+      // S = Q·Kᵀ,  dP = dO·Vᵀ
+      float s[S1::kMT][S1::kNT][4], dp[S1::kMT][S1::kNT][4];
+      zero(s);
+      zero(dp);
+      warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(s, q_s + s1_m * kRowD, kRowD,
+                                                                 k_s + s1_n * kRowD, kRowD, lane);
+      warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(dp, do_s + s1_m * kRowD, kRowD,
+                                                                 v_s + s1_n * kRowD, kRowD, lane);
+
+      // dS = P ∘ (dP − D), rounded into shared memory [query][key].
+      const bool needs_mask = n0 + kBlockN > p.seqlen_k ||
+                              (kIsCausal && n0 + kBlockN - 1 > m0 + causal_offset);
+#pragma unroll
+      for (int mt = 0; mt < S1::kMT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < S1::kNT; nt++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {  // query rows g and g+8
+            const int query = s1_m + mt * kMma + g + h * 8;
+            float ds[2];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+              const int key = s1_n + nt * kMmaN + 2 * t + e;
+              const bool masked = needs_mask && (n0 + key >= p.seqlen_k ||
+                                                 (kIsCausal && n0 + key > m0 + query + causal_offset));
+              const float pv = masked ? 0.f : fast_exp2(s[mt][nt][2 * h + e] * scale_log2 - lse_s[query]);
+              ds[e] = pv * (dp[mt][nt][2 * h + e] - delta_s[query]);
+            }
+            *reinterpret_cast<u32 *>(ds_ptr + query * kPitchN + s1_n + nt * kMmaN + 2 * t) =
+                pack2(ds[0], ds[1]);
+          }
+      __syncthreads();
+
+      // dQ += dS·K_j
+      warp_mma<S2::kMT, S2::kNT, kBlockN / kMma, false, true>(dq, ds_s + s2_m * kRowN, kRowN,
+                                                               k_s + s2_n * sizeof(elem_t), kRowD, lane);
+    }
+    cp_async_wait_all();  // Q and dO landed even when no key block was visited
+
+    elem_t *dq_g = at<elem_t>(bp.dq, batch * bp.dq_batch_stride + head * bp.dq_head_stride);
+#pragma unroll
+    for (int mt = 0; mt < S2::kMT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int row = m0 + s2_m + mt * kMma + g + h * 8;
+        if (row >= p.seqlen_q) continue;
+#pragma unroll
+        for (int nt = 0; nt < S2::kNT; nt++)
+          *reinterpret_cast<u32 *>(dq_g + row * bp.dq_row_stride + s2_n + nt * kMmaN + 2 * t) =
+              pack2(dq[mt][nt][2 * h] * p.softmax_scale, dq[mt][nt][2 * h + 1] * p.softmax_scale);
+      }
+  }
+}
+
+// Atomic mode: dQ = dq_accum rounded to the element type (the scale is
+// already in). Grid as fat_bwd_preprocess. Compiled empty in separate mode.
+extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
+fat_bwd_convert_dq(const fat_bwd_params bp) {
+  if constexpr (!kDqSeparate) {
+    const fat_fwd_params &p = bp.fwd;
+    constexpr int kRows = FAT_BWD_ROW_THREADS / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize;
+    const int row = blockIdx.x * kRows + threadIdx.x / kWarpSize;
+    const int head = blockIdx.y, batch = blockIdx.z;
+    if (row >= p.seqlen_q) return;
+    const float *acc = bp.dq_accum + (((long long)batch * p.heads + head) * p.seqlen_q + row) * kHeadDim;
+    elem_t *dq = at<elem_t>(bp.dq, batch * bp.dq_batch_stride + row * bp.dq_row_stride +
+                                       head * bp.dq_head_stride);
+    for (int c = 2 * lane; c < kHeadDim; c += 2 * kWarpSize)
+      *reinterpret_cast<u32 *>(dq + c) = pack2(acc[c], acc[c + 1]);
+  }
+}

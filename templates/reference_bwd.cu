@@ -1,0 +1,198 @@
+// The backward reference every backward variant is checked against:
+// attention's gradients in double precision. Inputs are the same 16-bit
+// Q, K, V and dO the variant read, converted exactly; the softmax is
+// recomputed in double from the fp64 forward reference's lse (never from the
+// rounded O and lse the variant is given), so these are the exact gradients
+// of the exact function, to ~1e-15, far below tuner/tolerance.h's bounds:
+//   P  = exp(S·scale − lse),  D_i = Σ_j P_ij·dP_ij,  dP = dO·Vᵀ
+//   dS = P ∘ (dP − D),  dQ = scale·dS·K,  dK = scale·dSᵀ·Q,  dV = Pᵀ·dO
+// Same contract as the variants: bottom-right aligned causal mask, and a
+// row that sees no key (lse = −inf) contributes nothing and gets dQ = 0.
+// With grouped-query attention dK and dV sum over the heads of a group.
+//
+// tuner/gpu_run.c compiles this file into one module with
+// templates/reference_fwd.cu, after templates/fat_abi.h and
+// templates/fat_abi_bwd.h; its helpers live in a namespace so that the two
+// files never collide.
+//
+// Three kernels, one warp per row (lanes over the head dimension, so any
+// head dim up to kMaxCols·32 works without shared memory):
+//   fat_reference_bwd_round  O and lse as a forward kernel returns them
+//   fat_reference_bwd_rows   per query row: D and dQ (walks the keys)
+//   fat_reference_bwd_cols   per key row: dK and dV (walks the queries)
+
+namespace fat_ref_bwd {
+
+typedef unsigned short elem16;  // raw fp16 / bf16 bits
+
+constexpr int kWarp = 32;
+constexpr int kMaxCols = 8;  // head-dim columns per lane: head dims up to 256
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ double ninf() { return __longlong_as_double(0xfff0000000000000ll); }
+
+__device__ __forceinline__ double load(const elem16 *p, bool bf16) {
+  elem16 bits = *p;
+  if (bf16) return (double)__uint_as_float((unsigned)bits << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  return (double)f;
+}
+
+__device__ __forceinline__ double warp_sum(double x) {
+  for (int off = kWarp / 2; off > 0; off /= 2) x += __shfl_xor_sync(kFull, x, off);
+  return x;
+}
+
+// A row of head_dim 16-bit values into this lane's columns (lane + 32·c).
+__device__ __forceinline__ void load_row(double (&dst)[kMaxCols], const elem16 *row, int head_dim,
+                                         bool bf16, int lane) {
+#pragma unroll
+  for (int c = 0; c < kMaxCols; c++) {
+    const int col = lane + c * kWarp;
+    dst[c] = col < head_dim ? load(row + col, bf16) : 0.0;
+  }
+}
+
+__device__ __forceinline__ double dot(const double (&a)[kMaxCols], const elem16 *row, int head_dim,
+                                      bool bf16, int lane) {
+  double acc = 0.0;
+#pragma unroll
+  for (int c = 0; c < kMaxCols; c++) {
+    const int col = lane + c * kWarp;
+    if (col < head_dim) acc = fma(a[c], load(row + col, bf16), acc);
+  }
+  return warp_sum(acc);
+}
+
+}  // namespace fat_ref_bwd
+
+// O rounded to the dtype (nearest even) and lse to fp32: what a forward
+// kernel would have handed the backward. Grid-stride over the elements.
+extern "C" __global__ void fat_reference_bwd_round(const double *ref_o, unsigned short *o,
+                                                   unsigned long long n, int is_bf16,
+                                                   const double *ref_lse, float *lse,
+                                                   unsigned long long n_rows) {
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float x = (float)ref_o[i];
+    unsigned short h;
+    if (is_bf16)
+      asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    else
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    o[i] = h;
+  }
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n_rows; i += stride)
+    lse[i] = (float)ref_lse[i];
+}
+
+// D and dQ of one query row per warp. Grid: (ceil(seqlen_q / warps), heads,
+// batch). ref_delta in (batch, heads, seqlen_q); ref_dq in Q's layout.
+extern "C" __global__ void fat_reference_bwd_rows(const fat_bwd_params bp, int head_dim, int is_bf16,
+                                                  int is_causal, const double *ref_lse,
+                                                  double *ref_delta, double *ref_dq) {
+  using namespace fat_ref_bwd;
+  const fat_fwd_params &p = bp.fwd;
+  const int lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  const int i = blockIdx.x * warps + threadIdx.x / kWarp;
+  const int h = blockIdx.y, b = blockIdx.z;
+  if (i >= p.seqlen_q) return;
+  const int kh = h / (p.heads / p.heads_k);
+  const bool bf16 = is_bf16 != 0;
+  const double scale = (double)p.softmax_scale;
+  const long long r = ((long long)b * p.heads + h) * p.seqlen_q + i;
+  const double lse = ref_lse[r];
+  const elem16 *k = (const elem16 *)p.k + b * p.k_batch_stride + kh * p.k_head_stride;
+  const elem16 *v = (const elem16 *)p.v + b * p.v_batch_stride + kh * p.v_head_stride;
+  double q[kMaxCols], d_o[kMaxCols], dq[kMaxCols];
+  load_row(q, (const elem16 *)p.q + b * p.q_batch_stride + (long long)i * p.q_row_stride + h * p.q_head_stride,
+           head_dim, bf16, lane);
+  load_row(d_o, (const elem16 *)bp.dout + b * bp.do_batch_stride + (long long)i * bp.do_row_stride +
+                    h * bp.do_head_stride, head_dim, bf16, lane);
+#pragma unroll
+  for (int c = 0; c < kMaxCols; c++) dq[c] = 0.0;
+
+  double delta = 0.0;
+  if (lse != ninf()) {
+    long long key_end = p.seqlen_k;
+    if (is_causal) key_end = min(key_end, (long long)i + p.seqlen_k - p.seqlen_q + 1);
+    for (long long j = 0; j < key_end; j++) {  // D = Σ_j P_j·dP_j
+      const double pj = exp(dot(q, k + j * p.k_row_stride, head_dim, bf16, lane) * scale - lse);
+      delta += pj * dot(d_o, v + j * p.v_row_stride, head_dim, bf16, lane);
+    }
+    for (long long j = 0; j < key_end; j++) {  // dQ = scale·Σ_j dS_j·K_j
+      const double pj = exp(dot(q, k + j * p.k_row_stride, head_dim, bf16, lane) * scale - lse);
+      const double ds = pj * (dot(d_o, v + j * p.v_row_stride, head_dim, bf16, lane) - delta);
+#pragma unroll
+      for (int c = 0; c < kMaxCols; c++) {
+        const int col = lane + c * kWarp;
+        if (col < head_dim) dq[c] = fma(ds, load(k + j * p.k_row_stride + col, bf16), dq[c]);
+      }
+    }
+  }
+  if (lane == 0) ref_delta[r] = delta;
+  double *out = ref_dq + b * p.q_batch_stride + (long long)i * p.q_row_stride + h * p.q_head_stride;
+#pragma unroll
+  for (int c = 0; c < kMaxCols; c++) {
+    const int col = lane + c * kWarp;
+    if (col < head_dim) out[col] = dq[c] * scale;
+  }
+}
+
+// dK and dV of one key row per warp, summed over the query heads of its
+// group. Needs fat_reference_bwd_rows' D. Grid: (ceil(seqlen_k / warps),
+// heads_k, batch). ref_dk, ref_dv in K's layout.
+extern "C" __global__ void fat_reference_bwd_cols(const fat_bwd_params bp, int head_dim, int is_bf16,
+                                                  int is_causal, const double *ref_lse,
+                                                  const double *ref_delta, double *ref_dk,
+                                                  double *ref_dv) {
+  using namespace fat_ref_bwd;
+  const fat_fwd_params &p = bp.fwd;
+  const int lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  const int j = blockIdx.x * warps + threadIdx.x / kWarp;
+  const int kh = blockIdx.y, b = blockIdx.z;
+  if (j >= p.seqlen_k) return;
+  const int group = p.heads / p.heads_k;
+  const bool bf16 = is_bf16 != 0;
+  const double scale = (double)p.softmax_scale;
+  double k[kMaxCols], v[kMaxCols], dk[kMaxCols], dv[kMaxCols];
+  load_row(k, (const elem16 *)p.k + b * p.k_batch_stride + (long long)j * p.k_row_stride + kh * p.k_head_stride,
+           head_dim, bf16, lane);
+  load_row(v, (const elem16 *)p.v + b * p.v_batch_stride + (long long)j * p.v_row_stride + kh * p.v_head_stride,
+           head_dim, bf16, lane);
+#pragma unroll
+  for (int c = 0; c < kMaxCols; c++) dk[c] = dv[c] = 0.0;
+
+  // Query i sees key j iff j <= i + seqlen_k − seqlen_q.
+  const long long first = is_causal ? max(0ll, (long long)j - (p.seqlen_k - p.seqlen_q)) : 0;
+  for (int hq = 0; hq < group; hq++) {
+    const int h = kh * group + hq;
+    const elem16 *q = (const elem16 *)p.q + b * p.q_batch_stride + h * p.q_head_stride;
+    const elem16 *d_o = (const elem16 *)bp.dout + b * bp.do_batch_stride + h * bp.do_head_stride;
+    const long long row0 = ((long long)b * p.heads + h) * p.seqlen_q;
+    for (long long i = first; i < p.seqlen_q; i++) {
+      const double lse = ref_lse[row0 + i];
+      if (lse == ninf()) continue;
+      const double pij = exp(dot(k, q + i * p.q_row_stride, head_dim, bf16, lane) * scale - lse);
+      const double ds = pij * (dot(v, d_o + i * bp.do_row_stride, head_dim, bf16, lane) - ref_delta[row0 + i]);
+#pragma unroll
+      for (int c = 0; c < kMaxCols; c++) {
+        const int col = lane + c * kWarp;
+        if (col < head_dim) {
+          dv[c] = fma(pij, load(d_o + i * bp.do_row_stride + col, bf16), dv[c]);
+          dk[c] = fma(ds, load(q + i * p.q_row_stride + col, bf16), dk[c]);
+        }
+      }
+    }
+  }
+  const long long at = b * p.k_batch_stride + (long long)j * p.k_row_stride + kh * p.k_head_stride;
+#pragma unroll
+  for (int c = 0; c < kMaxCols; c++) {
+    const int col = lane + c * kWarp;
+    if (col < head_dim) {
+      ref_dk[at + col] = dk[c] * scale;
+      ref_dv[at + col] = dv[c];
+    }
+  }
+}

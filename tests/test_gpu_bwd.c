@@ -1,0 +1,281 @@
+/* On a GPU: the backward variants' gradients against the fp64 reference.
+ * For head dims 64 and 128, bf16 and fp16, causal and not, each dQ strategy
+ * (atomic and separate) of the 64x64 configuration passes on a small odd
+ * shape, a 2x3x1000x1000 shape, a causal-style 300 x 45 shape whose first
+ * 255 rows see no key (zero gradients, never NaN) and a grouped-query
+ * shape; head dims 96, 192 and 256 are checked once each. The separate
+ * (deterministic) mode gives bit-identical gradients on a second run. The
+ * check can fail: a causal kernel judged as unmasked is rejected. Through
+ * the worker, as the tuner drives it, the default is checked and timed, and
+ * both strategies are timed on a benchmark problem (backward TFLOP/s =
+ * 2.5 x forward FLOPs / time). Prints a table of rel_l2 per gradient.
+ * Exits 77 (skipped) when no CUDA driver or device is present. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compile.h"
+#include "cuda_api.h"
+#include "gen.h"
+#include "gpu_run.h"
+#include "tolerance.h"
+#include "worker.h"
+
+#define SKIP 77
+#define ERRLEN 4096
+#define TEST_SEED 20240611u
+#define TEST_REPS 10
+#define TEST_TIMEOUT_S 300.0
+#define WRONG_MASK_MIN_REL_L2 0.1  /* a kernel judged against the wrong mask is off by far more */
+
+static int n_pass, n_fail;
+static char err[ERRLEN];
+
+static void check_at(int ok, const char *file, int line, const char *what) {
+  if (ok) {
+    n_pass++;
+    return;
+  }
+  n_fail++;
+  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
+}
+#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
+
+/* The backward space for ARCH, generated once; variants are looked up by name. */
+static fat_variant *space;
+static size_t n_space;
+
+static const fat_variant *variant(const char *name) {
+  for (size_t i = 0; i < n_space; i++)
+    if (!strcmp(space[i].name, name)) return &space[i];
+  return NULL;
+}
+
+/* Compiles V for ARCH into B and loads it on G as K. 0 or -1 with err. */
+static int load(fat_gpu *g, const fat_variant *v, const char *arch, fat_build *b, fat_gpu_kernel *k) {
+  fat_kernel_desc d;
+  char why[ERRLEN];
+  memset(b, 0, sizeof *b);
+  if (fat_compile_one(v->name, v->source, arch, b, err, sizeof err)) return -1;
+  if (!b->ok) {
+    snprintf(err, sizeof err, "%s: %.2000s", v->name, b->log ? b->log : "");
+    return -1;
+  }
+  memset(&d, 0, sizeof d);
+  snprintf(d.name, sizeof d.name, "%s", v->name);
+  snprintf(d.entry, sizeof d.entry, "%s", v->entry);
+  d.block_m = v->block_m;
+  d.threads = v->threads;
+  d.smem_bytes = v->smem_bytes;
+  d.dtype = v->dtype;
+  d.mask = v->mask;
+  d.head_dim = v->head_dim;
+  d.cubin = b->cubin;
+  d.cubin_size = b->cubin_size;
+  d.kind = FAT_KERNEL_FUSED;
+  d.direction = FAT_BWD;
+  int block_n = 0;
+  if (fat_bwd_params_parse(v->params, &d.block_q, &block_n, &d.dq_separate, why, sizeof why)) {
+    snprintf(err, sizeof err, "%s", why);
+    return -1;
+  }
+  return fat_gpu_kernel_load(g, &d, k, err, sizeof err) == FAT_GPU_OK ? 0 : -1;
+}
+
+static void print_row(const char *name, const fat_check_shape *s, const fat_bwd_check *bc,
+                      const fat_check *c) {
+  printf("%-46s %dx%dx%dx%-5d %9.2e %9.2e %9.2e %5s  %s\n", name, s->batch, s->heads, s->seqlen_q,
+         s->seqlen_k, bc->rel_l2[FAT_GRAD_DQ], bc->rel_l2[FAT_GRAD_DK], bc->rel_l2[FAT_GRAD_DV],
+         bc->deterministic < 0 ? "-" : bc->deterministic ? "yes" : "NO", c->reason);
+}
+
+/* Checks variant NAME on each of SHAPES; every check must pass (and, in
+ * separate mode, be bit-identical across two runs). */
+static void check_variant(fat_gpu *g, const char *arch, const char *name, const fat_check_shape *shapes,
+                          int n) {
+  const fat_variant *v = variant(name);
+  fat_build b;
+  fat_gpu_kernel k;
+  CHECK(v != NULL);
+  if (!v) {
+    fprintf(stderr, "%s is not in the %s backward space\n", name, arch);
+    return;
+  }
+  if (load(g, v, arch, &b, &k)) {
+    fprintf(stderr, "loading %s: %s\n", name, err);
+    n_fail++;
+    fat_build_free(&b);
+    return;
+  }
+  const int separate = strstr(name, ".separate") != NULL;
+  for (int i = 0; i < n; i++) {
+    fat_bwd_check bc;
+    fat_check c;
+    int rc = fat_gpu_check_bwd(g, &k, &shapes[i], TEST_SEED + (uint64_t)i, &bc, &c, err, sizeof err);
+    if (rc != FAT_GPU_OK) {
+      fprintf(stderr, "%s: %s\n", name, err);
+      n_fail++;
+      if (rc == FAT_GPU_FATAL) exit(1);
+      continue;
+    }
+    print_row(name, &shapes[i], &bc, &c);
+    CHECK(c.passed);
+    CHECK(c.nonfinite == 0);
+    CHECK(bc.deterministic == (separate ? 1 : -1));
+  }
+  fat_gpu_kernel_unload(g, &k);
+  fat_build_free(&b);
+}
+
+/* The check is not a rubber stamp: a causal kernel judged as if it were
+ * unmasked (the reference then sees every key) fails on its gradients. */
+static void check_wrong_mask_fails(fat_gpu *g, const char *arch) {
+  const fat_variant *v = variant("bwd.mma80.bf16.d64.causal.m64n64w4.separate");
+  fat_build b;
+  fat_gpu_kernel k;
+  CHECK(v != NULL);
+  if (!v) return;
+  if (load(g, v, arch, &b, &k)) {
+    fprintf(stderr, "loading %s: %s\n", v->name, err);
+    n_fail++;
+    fat_build_free(&b);
+    return;
+  }
+  k.desc.mask = FAT_MASK_NONE;
+  const fat_check_shape s = {1, 2, 2, 200, 200};
+  fat_bwd_check bc;
+  fat_check c;
+  int rc = fat_gpu_check_bwd(g, &k, &s, TEST_SEED, &bc, &c, err, sizeof err);
+  CHECK(rc == FAT_GPU_OK);
+  if (rc == FAT_GPU_OK) {
+    print_row("(causal kernel vs unmasked reference)", &s, &bc, &c);
+    CHECK(!c.passed);
+    CHECK(c.rel_l2 > WRONG_MASK_MIN_REL_L2);
+    CHECK(!strncmp(c.reason, "dQ rel_l2 ", strlen("dQ rel_l2 ")));
+  }
+  fat_gpu_kernel_unload(g, &k);
+  fat_build_free(&b);
+}
+
+/* Through the worker: the default checked and timed, then both strategies
+ * timed together on one benchmark problem. */
+static void check_worker(const char *arch) {
+  fat_worker_options opts;
+  fat_worker *w = NULL;
+  fat_gpu_info info;
+  char reason[ERRLEN];
+  fat_worker_options_default(&opts);
+  opts.timeout_base_s = TEST_TIMEOUT_S;
+  opts.time.reps = TEST_REPS;
+  if (fat_worker_start(0, &opts, &w, &info, err, sizeof err)) {
+    fprintf(stderr, "worker: %s\n", err);
+    n_fail++;
+    return;
+  }
+  static const char *const names[] = {"bwd.mma80.bf16.d128.none.m64n64w4.atomic",
+                                      "bwd.mma80.bf16.d128.none.m64n64w4.separate"};
+  enum { N = sizeof names / sizeof names[0] };
+  fat_build b[N];
+  const fat_variant *v[N];
+  memset(b, 0, sizeof b);
+  int ok = 1;
+  for (int i = 0; i < N && ok; i++) {
+    v[i] = variant(names[i]);
+    ok = v[i] && !fat_compile_one(v[i]->name, v[i]->source, arch, &b[i], err, sizeof err) && b[i].ok;
+  }
+  CHECK(ok);
+  if (ok) {
+    /* FlashAttention's benchmark shape for seqlen 2048: 8 x 2048 tokens, 16 heads of 128. */
+    const fat_problem p = {FAT_BWD, FAT_BF16, FAT_MASK_NONE, 128, 8, 16, 16, 2048, 2048};
+    const fat_check_shape shapes[] = {{1, 2, 2, 77, 77}, {1, 4, 2, 129, 65}};
+    fat_check checks[2];
+    fat_timing t, ti[N];
+    int timed = 0;
+    int st = fat_worker_evaluate(w, v[0], &b[0], shapes, 2, &p, checks, &t, &timed, reason, sizeof reason);
+    if (st != FAT_WORKER_OK) fprintf(stderr, "%s: %s\n", names[0], reason);
+    CHECK(st == FAT_WORKER_OK);
+    for (int i = 0; st == FAT_WORKER_OK && i < 2; i++) {
+      printf("worker %-39s %dx%dx%dx%d: worst rel_l2 %.2e %s\n", names[0], checks[i].batch,
+             checks[i].heads, checks[i].seqlen_q, checks[i].seqlen_k, checks[i].rel_l2, checks[i].reason);
+      CHECK(checks[i].passed);
+    }
+    CHECK(timed == 1);
+    const fat_variant *const vv[N] = {v[0], v[1]};
+    const fat_build *const bb[N] = {&b[0], &b[1]};
+    st = fat_worker_time_interleaved(w, vv, bb, N, &p, ti, reason, sizeof reason);
+    if (st != FAT_WORKER_OK) fprintf(stderr, "interleaved: %s\n", reason);
+    CHECK(st == FAT_WORKER_OK);
+    for (int i = 0; st == FAT_WORKER_OK && i < N; i++) {
+      printf("timed  %-39s bf16 d128 s2048 (8x16): %.3f ms, %.1f TFLOP/s (backward, 2.5x forward FLOPs)\n",
+             names[i], ti[i].median_ms, ti[i].tflops);
+      CHECK(ti[i].median_ms > 0 && ti[i].tflops > 0);
+    }
+    printf("peak device memory of this backward: %.3f GB atomic, %.3f GB separate (linear in seqlen)\n",
+           fat_bwd_peak_bytes(&p, 0) / 1e9, fat_bwd_peak_bytes(&p, 1) / 1e9);
+  }
+  for (int i = 0; i < N; i++) fat_build_free(&b[i]);
+  fat_worker_stop(w);
+}
+
+int main(void) {
+  fat_gpu *g = NULL;
+  fat_gpu_info info;
+  fat_build util, ref;
+  char arch[16];
+  memset(&util, 0, sizeof util);
+  memset(&ref, 0, sizeof ref);
+  if (fat_gpu_open(0, &g, &info, err, sizeof err)) {
+    printf("skipped: %s\n", err);
+    if (!strncmp(err, FAT_CUDA_NO_DRIVER, strlen(FAT_CUDA_NO_DRIVER)) ||
+        !strncmp(err, "no CUDA device", strlen("no CUDA device")))
+      return SKIP;
+    return 1;
+  }
+  printf("%s, sm_%d%d, %d SMs\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
+  fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
+  fat_gen *gen = fat_gen_open(NULL, err, sizeof err);
+  fat_gen_query q = {.direction = FAT_BWD, .arch = arch, .smem_limit = info.smem_per_block_optin};
+  if (!gen || fat_gen_variants(gen, &q, &space, &n_space, NULL, NULL, err, sizeof err) ||
+      fat_gpu_compile_support(arch, &util, &ref, err, sizeof err) ||
+      fat_gpu_load_support(g, util.cubin, ref.cubin, err, sizeof err) != FAT_GPU_OK) {
+    fprintf(stderr, "setup: %s\n", err);
+    n_fail++;
+    goto out;
+  }
+  printf("tolerances: rel_l2 per gradient <= %.1e (bf16), %.1e (fp16)\n", FAT_TOL_BWD_BF16_REL_L2,
+         FAT_TOL_BWD_FP16_REL_L2);
+  printf("%-46s %-15s %9s %9s %9s %5s  %s\n", "variant", "shape", "dQ", "dK", "dV", "det", "verdict");
+
+  /* Odd lengths; causal 300 x 45: rows 0..254 see no key; grouped-query heads. */
+  const fat_check_shape shapes[] = {{1, 2, 2, 77, 77}, {2, 3, 3, 1000, 1000}, {1, 2, 2, 300, 45},
+                                    {1, 4, 2, 129, 65}};
+  const int n_shapes = sizeof shapes / sizeof shapes[0];
+  static const char *const dtypes[] = {"bf16", "fp16"}, *const masks[] = {"none", "causal"},
+                           *const modes[] = {"atomic", "separate"};
+  static const int dims[] = {64, 128};
+  for (size_t di = 0; di < 2; di++)
+    for (size_t ti = 0; ti < 2; ti++)
+      for (size_t mi = 0; mi < 2; mi++)
+        for (size_t oi = 0; oi < 2; oi++) {
+          char name[128];
+          snprintf(name, sizeof name, "bwd.mma80.%s.d%d.%s.m64n64w4.%s", dtypes[ti], dims[di], masks[mi],
+                   modes[oi]);
+          check_variant(g, arch, name, shapes, n_shapes);
+        }
+  /* The other head dims, once each, on the shape with empty rows. */
+  check_variant(g, arch, "bwd.mma80.bf16.d96.causal.m64n64w8.atomic", &shapes[2], 1);
+  check_variant(g, arch, "bwd.mma80.fp16.d192.none.m64n64w8.separate", &shapes[0], 1);
+  check_variant(g, arch, "bwd.mma80.bf16.d256.causal.m64n64w8.separate", &shapes[2], 1);
+  check_variant(g, arch, "bwd.mma80.bf16.d256.none.m64n64w8.atomic", &shapes[0], 1);
+  check_wrong_mask_fails(g, arch);
+  check_worker(arch);
+out:
+  for (size_t i = 0; i < n_space; i++) fat_variant_free(&space[i]);
+  free(space);
+  if (gen) fat_gen_close(gen);
+  fat_build_free(&util);
+  fat_build_free(&ref);
+  fat_gpu_close(g);
+  printf("%d passed, %d failed\n", n_pass, n_fail);
+  return n_fail ? 1 : 0;
+}
