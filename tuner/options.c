@@ -15,10 +15,15 @@ static const int default_seqlens[] = {512, 1024, 2048, 4096, 8192, 16384};
 #define DEFAULT_TIMEOUT_S 60
 
 const char *fat_options_usage(void) {
-  return "Usage: fatune [options]\n"
-         "Generates FlashAttention forward kernels, compiles them with NVRTC, checks each\n"
-         "against an fp64 reference on the GPU, times the survivors and stores everything\n"
-         "(and the winner of every problem) in SQLite.\n"
+  return "Usage: fatune [options]            tune (the options below)\n"
+         "       fatune explain [options]    IO of attention for a shape: materialising vs fused\n"
+         "       fatune report [options]     one self-contained HTML page of a database\n"
+         "       fatune export|import|merge  move winner tables between databases and machines\n"
+         "       (each subcommand answers --help)\n"
+         "\n"
+         "Generates FlashAttention kernels, compiles them with NVRTC, checks each against\n"
+         "an fp64 reference on the GPU, times the survivors and stores everything (and the\n"
+         "winner of every problem) in SQLite.\n"
          "\n"
          "  --gpu N            CUDA device index (default 0)\n"
          "  --head-dim LIST    head dims to tune, e.g. 128 or 64,128 (default: all)\n"
