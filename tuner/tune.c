@@ -491,7 +491,7 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
   /* x materialise: the winner's speedup over the materialising baseline;
    * peak GB: device memory of the fused pass / of the materialising one,
    * from the shapes (Q, K, V, O, lse; plus the fp32 scores). */
-  fprintf(r->out, "%-30s %-40s %9s %8s %6s %8s %9s %9s %13s %15s %7s\n", "problem (batch x heads)",
+  fprintf(r->out, "%-34s %-40s %9s %8s %6s %8s %9s %9s %13s %15s %7s\n", "problem (batch x heads)",
           "winner", "ms", "TFLOP/s", "%mma", "rel_l2", "x slowest", "x default", "x materialise",
           "peak GB fus/mat", "passed");
   for (size_t k = 0; k < n; k++) {
@@ -501,19 +501,23 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
     if (!mine) continue;
     const fat_problem *p = &row->problem;
     char prob[64], def[16] = "-";
-    snprintf(prob, sizeof prob, "%s d%d %s s%d (%dx%d)", fat_dtype_name(p->dtype), p->head_dim,
-             fat_mask_name(p->mask), p->seqlen_q, p->batch, p->heads);
+    snprintf(prob, sizeof prob, "%s %s d%d %s s%d (%dx%d)", fat_direction_name(p->direction),
+             fat_dtype_name(p->dtype), p->head_dim, fat_mask_name(p->mask), p->seqlen_q, p->batch,
+             p->heads);
     if (isfinite(row->default_ms)) snprintf(def, sizeof def, "%.2fx", row->default_ms / row->median_ms);
     char mat[16] = "-", peak[16] = "-", mem[32];
     if (isfinite(row->materialize_ms))
       snprintf(mat, sizeof mat, "%.2fx", row->materialize_ms / row->median_ms);
     double ceiling = r->peak_flops[p->dtype];
     if (ceiling > 0) snprintf(peak, sizeof peak, "%.0f%%", row->tflops * FLOPS_PER_TFLOP / ceiling * PERCENT);
-    snprintf(mem, sizeof mem, "%.2f/%.2f", fat_fwd_peak_bytes(p, 0) / BYTES_PER_GB,
-             fat_fwd_peak_bytes(p, 1) / BYTES_PER_GB);
+    if (p->direction == FAT_FWD)  /* the baseline and its workspace are forward-only */
+      snprintf(mem, sizeof mem, "%.2f/%.2f", fat_fwd_peak_bytes(p, 0) / BYTES_PER_GB,
+               fat_fwd_peak_bytes(p, 1) / BYTES_PER_GB);
+    else
+      snprintf(mem, sizeof mem, "-");
     const char *short_name = strrchr(row->winner, '.');
     const char *winner = short_name ? short_name + 1 : row->winner;
-    fprintf(r->out, "%-30s %-40s %9.3f %8.1f %6s %8.1e %8.2fx %9s %13s %15s %3d/%-3d\n", prob, winner,
+    fprintf(r->out, "%-34s %-40s %9.3f %8.1f %6s %8.1e %8.2fx %9s %13s %15s %3d/%-3d\n", prob, winner,
             row->median_ms, row->tflops, peak, row->rel_l2, row->slowest_ms / row->median_ms, def,
             mat, mem, row->n_passing, row->n_passing + row->n_failed);
   }
