@@ -16,6 +16,7 @@
 #include "fwd_job.h"
 #include "tolerance.h"
 #include "worker_wire.h"
+#include "check.h"
 
 #define ERR_LEN 512
 #define SEQ 96                 /* rows and keys of the modelled head */
@@ -23,19 +24,6 @@
 #define MODEL_SEED 12345u
 #define LOG2E 1.4426950408889634
 #define WRONG_MASK_MIN_REL_L2 0.1
-
-static int failures;
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      failures++;                                                          \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                        \
-      fprintf(stderr, "\n");                                               \
-    }                                                                      \
-  } while (0)
-#define CHECK_STR(got, want) \
-  CHECK(strcmp((got), (want)) == 0, "got \"%s\", want \"%s\"", (got), (want))
 
 /* ---- 16-bit rounding on the host (round to nearest even) ------------- */
 
@@ -73,23 +61,23 @@ static void test_compare(void) {
   fat_check c;
   bc.deterministic = 7;
   fat_compare_bwd(FAT_BF16, g, ref, n, &bc, &c);
-  CHECK(c.passed && c.rel_l2 == 0 && c.nonfinite == 0, "exact gradients: %s", c.reason);
+  CHECK_WHY(c.passed && c.rel_l2 == 0 && c.nonfinite == 0, "exact gradients: %s", c.reason);
   CHECK_STR(c.reason, "ok");
-  CHECK(bc.deterministic == 7, "deterministic touched: %d", bc.deterministic);
+  CHECK_WHY(bc.deterministic == 7, "deterministic touched: %d", bc.deterministic);
 
   /* One dK value off by 0.5: rel_l2 = 0.5 / ||rk||, ||rk||² = 0.0625 + 0.25 + 1 + 4. */
   dk[3] = to_half(2.5, FAT_BF16);
   fat_compare_bwd(FAT_BF16, g, ref, n, &bc, &c);
   double want = 0.5 / sqrt(0.0625 + 0.25 + 1 + 4);
-  CHECK(!c.passed && fabs(bc.rel_l2[FAT_GRAD_DK] - want) < 1e-12, "dK rel_l2 %g, want %g",
-        bc.rel_l2[FAT_GRAD_DK], want);
+  CHECK_WHY(!c.passed && fabs(bc.rel_l2[FAT_GRAD_DK] - want) < 1e-12, "dK rel_l2 %g, want %g",
+            bc.rel_l2[FAT_GRAD_DK], want);
   CHECK_STR(c.reason, "dK rel_l2 2.2e-01 > 1.0e-02");
-  CHECK(c.rel_l2 == bc.rel_l2[FAT_GRAD_DK] && c.max_abs == 0.5, "worst %g %g", c.rel_l2, c.max_abs);
+  CHECK_WHY(c.rel_l2 == bc.rel_l2[FAT_GRAD_DK] && c.max_abs == 0.5, "worst %g %g", c.rel_l2, c.max_abs);
 
   /* A NaN (a poisoned value left unwritten) outranks any rel_l2. */
   dv[1] = 0xffff;
   fat_compare_bwd(FAT_BF16, g, ref, n, &bc, &c);
-  CHECK(!c.passed && c.nonfinite == 1 && bc.nonfinite[FAT_GRAD_DV] == 1, "nan: %lld", c.nonfinite);
+  CHECK_WHY(!c.passed && c.nonfinite == 1 && bc.nonfinite[FAT_GRAD_DV] == 1, "nan: %lld", c.nonfinite);
   CHECK_STR(c.reason, "dV: 1 non-finite value");
   dq[0] = dq[1] = 0xffff;
   fat_compare_bwd(FAT_BF16, g, ref, n, &bc, &c);
@@ -101,7 +89,7 @@ static void test_compare(void) {
   const uint16_t *gz[FAT_N_GRADS] = {z, z, one};
   const double *rz[FAT_N_GRADS] = {zero, zero, zero};
   fat_compare_bwd(FAT_FP16, gz, rz, n, &bc, &c);
-  CHECK(!c.passed && isinf(bc.rel_l2[FAT_GRAD_DV]) && bc.rel_l2[FAT_GRAD_DQ] == 0, "zero ref");
+  CHECK_WHY(!c.passed && isinf(bc.rel_l2[FAT_GRAD_DV]) && bc.rel_l2[FAT_GRAD_DQ] == 0, "zero ref");
   CHECK_STR(c.reason, "dV rel_l2 inf > 5.0e-03");
   CHECK_STR(fat_grad_name(FAT_GRAD_DQ), "dQ");
   CHECK_STR(fat_grad_name(3), "?");
@@ -112,19 +100,19 @@ static void test_compare(void) {
 static void test_params(void) {
   char err[ERR_LEN];
   int bm = 0, bn = 0, sep = -1;
-  CHECK(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=128 DQ_MODE=separate WARPS=8", &bm, &bn, &sep, err,
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=128 DQ_MODE=separate WARPS=8", &bm, &bn, &sep, err,
                              sizeof err) == 0 && bm == 64 && bn == 128 && sep == 1,
-        "parsed %d %d %d", bm, bn, sep);
-  CHECK(fat_bwd_params_parse("BLOCK_M=32 BLOCK_N=32 DQ_MODE=atomic WARPS=4", &bm, &bn, &sep, err,
+            "parsed %d %d %d", bm, bn, sep);
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=32 BLOCK_N=32 DQ_MODE=atomic WARPS=4", &bm, &bn, &sep, err,
                              sizeof err) == 0 && bm == 32 && bn == 32 && sep == 0,
-        "parsed %d %d %d", bm, bn, sep);
-  CHECK(fat_bwd_params_parse("BLOCK_M=64 DQ_MODE=atomic", &bm, &bn, &sep, err, sizeof err) == -1, "no N");
+            "parsed %d %d %d", bm, bn, sep);
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 DQ_MODE=atomic", &bm, &bn, &sep, err, sizeof err) == -1, "no N");
   CHECK_STR(err, "backward parameters 'BLOCK_M=64 DQ_MODE=atomic': no positive BLOCK_N");
-  CHECK(fat_bwd_params_parse("XBLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic", &bm, &bn, &sep, err, sizeof err) == -1,
-        "XBLOCK_M taken for BLOCK_M");
+  CHECK_WHY(fat_bwd_params_parse("XBLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic", &bm, &bn, &sep, err, sizeof err) == -1,
+            "XBLOCK_M taken for BLOCK_M");
   CHECK_STR(err, "backward parameters 'XBLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic': no positive BLOCK_M");
-  CHECK(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomics", &bm, &bn, &sep, err, sizeof err) == -1,
-        "atomics accepted");
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomics", &bm, &bn, &sep, err, sizeof err) == -1,
+            "atomics accepted");
   CHECK_STR(err, "backward parameters 'BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomics': DQ_MODE is not atomic or separate");
 }
 
@@ -133,13 +121,13 @@ static void test_peak_bytes(void) {
    * of 4 MiB, lse and D of 64 KiB, and a dQ accumulator of two tensors' size. */
   fat_problem p = {FAT_BWD, FAT_BF16, FAT_MASK_NONE, 128, 1, 16, 16, 1024, 1024};
   const size_t tensor = (size_t)1024 * 16 * 128 * 2, rows = (size_t)16 * 1024 * 4;
-  CHECK(fat_bwd_peak_bytes(&p, 1) == 8 * tensor + 2 * rows, "separate %zu", fat_bwd_peak_bytes(&p, 1));
-  CHECK(fat_bwd_peak_bytes(&p, 0) == 8 * tensor + 2 * rows + 2 * tensor, "atomic %zu",
-        fat_bwd_peak_bytes(&p, 0));
+  CHECK_WHY(fat_bwd_peak_bytes(&p, 1) == 8 * tensor + 2 * rows, "separate %zu", fat_bwd_peak_bytes(&p, 1));
+  CHECK_WHY(fat_bwd_peak_bytes(&p, 0) == 8 * tensor + 2 * rows + 2 * tensor, "atomic %zu",
+            fat_bwd_peak_bytes(&p, 0));
   /* Doubling the sequence doubles the memory: nothing grows as N². */
   fat_problem p2 = p;
   p2.seqlen_q = p2.seqlen_k = 2048;
-  CHECK(fat_bwd_peak_bytes(&p2, 0) == 2 * fat_bwd_peak_bytes(&p, 0), "not linear");
+  CHECK_WHY(fat_bwd_peak_bytes(&p2, 0) == 2 * fat_bwd_peak_bytes(&p, 0), "not linear");
 }
 
 static void test_wire(void) {
@@ -160,20 +148,20 @@ static void test_wire(void) {
   d.dq_separate = 1;
   fat_wbuf b = {0};
   fat_put_kernel(&b, &d);
-  CHECK(!b.failed, "put failed");
+  CHECK_WHY(!b.failed, "put failed");
   fat_rbuf r = {b.data, b.len, 0, 0};
   memset(&back, 0, sizeof back);
   fat_get_kernel(&r, &back);
-  CHECK(fat_rbuf_done(&r) == 0, "round trip left bytes or overran");
-  CHECK(back.direction == FAT_BWD && back.block_q == 64 && back.dq_separate == 1 &&
+  CHECK_WHY(fat_rbuf_done(&r) == 0, "round trip left bytes or overran");
+  CHECK_WHY(back.direction == FAT_BWD && back.block_q == 64 && back.dq_separate == 1 &&
             back.block_m == 32 && !strcmp(back.name, d.name) && back.cubin_size == 3,
-        "round trip: direction %d block_q %d dq_separate %d", back.direction, back.block_q,
-        back.dq_separate);
+            "round trip: direction %d block_q %d dq_separate %d", back.direction, back.block_q,
+            back.dq_separate);
   /* A direction that is neither fwd nor bwd is a garbled frame. */
   b.data[b.len - 3 * 4] = 9;
   fat_rbuf bad = {b.data, b.len, 0, 0};
   fat_get_kernel(&bad, &back);
-  CHECK(fat_rbuf_done(&bad) != 0, "direction 9 accepted");
+  CHECK_WHY(fat_rbuf_done(&bad) != 0, "direction 9 accepted");
   fat_wbuf_free(&b);
 }
 
@@ -282,13 +270,13 @@ static void test_tolerance_model(fat_dtype dt, int causal) {
   printf("model %s %-6s: rel_l2 dQ %.2e dK %.2e dV %.2e (bound %.1e) %s\n", fat_dtype_name(dt),
          fat_mask_name(causal ? FAT_MASK_CAUSAL : FAT_MASK_NONE), bc.rel_l2[0], bc.rel_l2[1],
          bc.rel_l2[2], fat_bwd_tolerance_for(dt), c.reason);
-  CHECK(c.passed, "%s: the kernel's own rounding fails the bound: %s", fat_dtype_name(dt), c.reason);
+  CHECK_WHY(c.passed, "%s: the kernel's own rounding fails the bound: %s", fat_dtype_name(dt), c.reason);
   /* Judged against the unmasked reference, the causal gradients fail. */
   if (causal) {
     model(dt, 1, 0, eq, ek, ev);
     fat_compare_bwd(dt, g, ref, n, &bc, &c);
     printf("model %s causal judged unmasked: worst rel_l2 %.2e %s\n", fat_dtype_name(dt), c.rel_l2, c.reason);
-    CHECK(!c.passed && c.rel_l2 > WRONG_MASK_MIN_REL_L2, "a dropped mask passed: %s", c.reason);
+    CHECK_WHY(!c.passed && c.rel_l2 > WRONG_MASK_MIN_REL_L2, "a dropped mask passed: %s", c.reason);
   }
 }
 
@@ -301,10 +289,5 @@ int main(void) {
   test_tolerance_model(FAT_BF16, 1);
   test_tolerance_model(FAT_FP16, 0);
   test_tolerance_model(FAT_FP16, 1);
-  if (failures) {
-    fprintf(stderr, "test_bwd_cpu: %d checks failed\n", failures);
-    return 1;
-  }
-  printf("test_bwd_cpu: all checks passed\n");
-  return 0;
+  return check_summary("test_bwd_cpu");
 }

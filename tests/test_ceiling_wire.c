@@ -16,23 +16,9 @@
 #include "gpu_run.h"
 #include "worker.h"
 #include "worker_wire.h"
+#include "check.h"
 
 #define ERRLEN 4096
-
-static int n_fail;
-
-static void check_at(int ok, const char *file, int line, const char *what) {
-  if (ok) return;
-  n_fail++;
-  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
-}
-#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
-#define CHECK_MSG(got, want)                                                   \
-  do {                                                                         \
-    int same_ = strcmp((got), (want)) == 0;                                    \
-    if (!same_) fprintf(stderr, "  got \"%s\", want \"%s\"\n", (got), (want)); \
-    check_at(same_, __FILE__, __LINE__, "message: " want);                     \
-  } while (0)
 
 static const unsigned char fake_cubin[] = {0x7f, 'E', 'L', 'F', 0, 9, 8, 7};
 
@@ -111,7 +97,7 @@ static void test_kernel_kind(void) {
   fat_get_kernel(&r, &got);
   CHECK(fat_rbuf_done(&r) == 0);
   CHECK(got.kind == FAT_KERNEL_MATERIALIZE && got.block_m == 32 && got.smem_bytes == 8448);
-  CHECK_MSG(got.entry, "fat_fwd_materialize");
+  CHECK_STR(got.entry, "fat_fwd_materialize");
   /* The kind is the last field: overwrite it with a value that is no kind. */
   int32_t bogus = 7;
   memcpy(b.data + b.len - sizeof bogus, &bogus, sizeof bogus);
@@ -147,7 +133,7 @@ static void test_no_worker(void) {
   char reason[256] = "";
   fat_ceilings c = {.reps = 99};
   CHECK(fat_worker_measure_ceilings(NULL, &c, reason, sizeof reason) == FAT_WORKER_ERROR);
-  CHECK_MSG(reason, "no worker running (restart it after a fault or timeout)");
+  CHECK_STR(reason, "no worker running (restart it after a fault or timeout)");
   CHECK(c.reps == 0 && c.copy_bytes_per_s == 0);
 }
 
@@ -213,10 +199,5 @@ int main(void) {
   test_memory_arithmetic();
   test_no_worker();
   test_compiles();
-  if (n_fail) {
-    fprintf(stderr, "test_ceiling_wire: %d checks failed\n", n_fail);
-    return 1;
-  }
-  printf("test_ceiling_wire: all passed\n");
-  return 0;
+  return check_summary("test_ceiling_wire");
 }

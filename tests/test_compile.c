@@ -10,49 +10,16 @@
 #include "compile.h"
 #include "nvrtc_api.h"
 #include "ptxas_log.h"
-
-static int failures;
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "%s:%d: FAIL %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                     \
-    }                                                                 \
-  } while (0)
-#define CHECK_INT(got, want)                                                          \
-  do {                                                                                \
-    long long g_ = (got), w_ = (want);                                                \
-    if (g_ != w_) {                                                                   \
-      fprintf(stderr, "%s:%d: FAIL %s = %lld, want %lld\n", __FILE__, __LINE__, #got, \
-              g_, w_);                                                                \
-      failures++;                                                                     \
-    }                                                                                 \
-  } while (0)
-#define CHECK_STR(got, want)                                                            \
-  do {                                                                                  \
-    const char *g_ = (got), *w_ = (want);                                               \
-    if (!g_ || strcmp(g_, w_) != 0) {                                                   \
-      fprintf(stderr, "%s:%d: FAIL %s =\n  [%s]\nwant\n  [%s]\n", __FILE__, __LINE__, \
-              #got, g_ ? g_ : "(null)", w_);                                            \
-      failures++;                                                                       \
-    }                                                                                   \
-  } while (0)
+#include "check.h"
 
 static void test_arch_names(void) {
   static const char *valid[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120"};
   static const char *invalid[] = {"", "sm_75", "sm_8", "sm_080", "sm_90b", "compute_80",
                                   "sm_80 ", "SM_80", "sm_1000", "sm_", "sm_90aa", "80"};
   for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
-    if (!fat_arch_valid(valid[i])) {
-      fprintf(stderr, "FAIL: '%s' should be a valid architecture\n", valid[i]);
-      failures++;
-    }
+    CHECK_WHY(fat_arch_valid(valid[i]), "'%s' should be a valid architecture", valid[i]);
   for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++)
-    if (fat_arch_valid(invalid[i])) {
-      fprintf(stderr, "FAIL: '%s' should be rejected\n", invalid[i]);
-      failures++;
-    }
+    CHECK_WHY(!fat_arch_valid(invalid[i]), "'%s' should be rejected", invalid[i]);
   CHECK_INT(fat_arch_valid(NULL), 0);
 
   char arch[16];
@@ -362,10 +329,5 @@ int main(void) {
   test_compile_real(nv);
   test_key_sensitivity();
   test_compile_all();
-  if (failures) {
-    fprintf(stderr, "%d failure(s)\n", failures);
-    return 1;
-  }
-  printf("compile: all checks pass\n");
-  return 0;
+  return check_summary("test_compile");
 }

@@ -11,60 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 #include "explain.h"
+#include "check.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);      \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define EXPECT_INT(got, want)                                                  \
-  do {                                                                         \
-    long long g_ = (long long)(got), w_ = (long long)(want);                   \
-    if (g_ != w_) {                                                            \
-      fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, \
-              #got, g_, w_);                                                   \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define EXPECT_DBL(got, want)                                                  \
-  do {                                                                         \
-    double g_ = (got), w_ = (want);                                            \
-    if (g_ != w_) {                                                            \
-      fprintf(stderr, "%s:%d: %s is %.17g, expected %.17g\n", __FILE__,        \
-              __LINE__, #got, g_, w_);                                         \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define EXPECT_STR(got, want)                                                  \
-  do {                                                                         \
-    const char *g_ = (got), *w_ = (want);                                      \
-    if (!g_ || strcmp(g_, w_) != 0) {                                          \
-      fprintf(stderr, "%s:%d: %s is \"%s\",\n  expected \"%s\"\n", __FILE__,    \
-              __LINE__, #got, g_ ? g_ : "(null)", w_);                         \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
 /* HAY contains the whole line NEEDLE (newline-terminated in HAY). */
-#define EXPECT_LINE(hay, needle)                                               \
-  do {                                                                         \
-    if (!has_line((hay), (needle))) {                                          \
-      fprintf(stderr, "%s:%d: no line \"%s\" in:\n%s\n", __FILE__, __LINE__,   \
-              (needle), (hay));                                                \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define REQUIRE(cond)                                                          \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);      \
-      failures++;                                                              \
-      goto out;                                                                \
-    }                                                                          \
-  } while (0)
+#define CHECK_LINE(hay, needle) \
+  CHECK_WHY(has_line((hay), (needle)), "no line \"%s\" in:\n%s", (needle), (hay))
 
 #define ERRLEN 512
 #define MAX_ARGS 32
@@ -118,21 +69,21 @@ static void test_model_one_head_8192(void) {
   fat_io_model m;
   fat_problem p = shape(1, 1, 1, 8192, 8192, 128, FAT_MASK_NONE);
   REQUIRE(fat_io_model_compute(&p, &m, err, sizeof err) == 0);
-  EXPECT_INT(m.elem_bytes, 2);
-  EXPECT_INT(m.score_elements, 67108864);
-  EXPECT_INT(m.score_bytes, 134217728);           /* 128 MiB */
-  EXPECT_INT(m.row_bytes, 16384);                 /* 16 KiB */
-  EXPECT_INT(m.scores_traffic, 536870912);        /* 4 x 128 MiB */
-  EXPECT_INT(m.q_bytes, 2097152);
-  EXPECT_INT(m.k_bytes, 2097152);
-  EXPECT_INT(m.v_bytes, 2097152);
-  EXPECT_INT(m.o_bytes, 2097152);
-  EXPECT_INT(m.lower_bound_bytes, 8388608);       /* 8 MiB */
-  EXPECT_INT(m.materialise_bytes, 545259520);     /* 520 MiB */
-  EXPECT_DBL(m.ratio, 65.0);
-  EXPECT_INT(m.flops, 34359738368LL);             /* 34.36 GFLOP */
-  EXPECT_DBL((double)m.flops, fat_problem_flops(&p));
-  EXPECT_DBL(m.intensity, 4096.0);
+  CHECK_INT(m.elem_bytes, 2);
+  CHECK_INT(m.score_elements, 67108864);
+  CHECK_INT(m.score_bytes, 134217728);           /* 128 MiB */
+  CHECK_INT(m.row_bytes, 16384);                 /* 16 KiB */
+  CHECK_INT(m.scores_traffic, 536870912);        /* 4 x 128 MiB */
+  CHECK_INT(m.q_bytes, 2097152);
+  CHECK_INT(m.k_bytes, 2097152);
+  CHECK_INT(m.v_bytes, 2097152);
+  CHECK_INT(m.o_bytes, 2097152);
+  CHECK_INT(m.lower_bound_bytes, 8388608);       /* 8 MiB */
+  CHECK_INT(m.materialise_bytes, 545259520);     /* 520 MiB */
+  CHECK_DBL(m.ratio, 65.0);
+  CHECK_INT(m.flops, 34359738368LL);             /* 34.36 GFLOP */
+  CHECK_DBL((double)m.flops, fat_problem_flops(&p));
+  CHECK_DBL(m.intensity, 4096.0);
 out:;
 }
 
@@ -140,8 +91,8 @@ out:;
 static void test_print_one_head_8192(void) {
   char want[4096];
   run_result r = run("--seqlen 8192 --head-dim 128 --db");
-  EXPECT_INT(r.status, 2); /* --db without its value */
-  EXPECT_STR(r.err, "fatune explain: --db needs a value\n");
+  CHECK_INT(r.status, 2); /* --db without its value */
+  CHECK_STR(r.err, "fatune explain: --db needs a value\n");
   run_free(&r);
   char line[512];
   snprintf(line, sizeof line, "--seqlen 8192 --head-dim 128 --db %s", missing_path);
@@ -174,11 +125,11 @@ static void test_print_one_head_8192(void) {
            "no measured ceilings for this GPU in %s; run fatune on a GPU (or give --bandwidth "
            "TB/s and --peak TFLOP/s)\n",
            missing_path);
-  EXPECT_INT(r.status, 0);
-  EXPECT_STR(r.out, want);
-  EXPECT_STR(r.err, "");
+  CHECK_INT(r.status, 0);
+  CHECK_STR(r.out, want);
+  CHECK_STR(r.err, "");
   /* explain never creates a database. */
-  EXPECT(access(missing_path, F_OK) != 0);
+  CHECK(access(missing_path, F_OK) != 0);
   run_free(&r);
 }
 
@@ -190,29 +141,29 @@ static void test_causal_square(void) {
   fat_io_model m;
   fat_problem p = shape(2, 8, 8, 4096, 4096, 64, FAT_MASK_CAUSAL);
   REQUIRE(fat_io_model_compute(&p, &m, err, sizeof err) == 0);
-  EXPECT_INT(m.score_elements, 268435456);
-  EXPECT_INT(m.score_bytes, 536870912);
-  EXPECT_INT(m.row_bytes, 8192);
-  EXPECT_INT(m.scores_traffic, 2147483648LL);
-  EXPECT_INT(m.lower_bound_bytes, 33554432);
-  EXPECT_INT(m.materialise_bytes, 2181038080LL);
-  EXPECT_DBL(m.ratio, 65.0);
-  EXPECT_INT(m.flops, 34359738368LL);
-  EXPECT_DBL((double)m.flops, fat_problem_flops(&p));
-  EXPECT_DBL(m.intensity, 1024.0);
+  CHECK_INT(m.score_elements, 268435456);
+  CHECK_INT(m.score_bytes, 536870912);
+  CHECK_INT(m.row_bytes, 8192);
+  CHECK_INT(m.scores_traffic, 2147483648LL);
+  CHECK_INT(m.lower_bound_bytes, 33554432);
+  CHECK_INT(m.materialise_bytes, 2181038080LL);
+  CHECK_DBL(m.ratio, 65.0);
+  CHECK_INT(m.flops, 34359738368LL);
+  CHECK_DBL((double)m.flops, fat_problem_flops(&p));
+  CHECK_DBL(m.intensity, 1024.0);
   snprintf(line, sizeof line, "--batch 2 --heads 8 --seqlen 4096 --head-dim 64 --causal --db %s",
            missing_path);
   run_result r = run(line);
-  EXPECT_INT(r.status, 0);
-  EXPECT_LINE(r.out, "Attention forward, fp16, batch 2, heads 8 (K/V heads 8), seqlen_q 4096, "
+  CHECK_INT(r.status, 0);
+  CHECK_LINE(r.out, "Attention forward, fp16, batch 2, heads 8 (K/V heads 8), seqlen_q 4096, "
                      "seqlen_k 4096, head dim 64, causal");
-  EXPECT_LINE(r.out, "  268,435,456 score elements, 512 MiB at 2 bytes each");
-  EXPECT_LINE(r.out, "  one row: 4,096 scores, a 8 KiB row");
-  EXPECT_LINE(r.out, "  2,147,483,648 + 33,554,432 = 2,181,038,080 bytes (2.03 GiB)");
-  EXPECT_LINE(r.out, "FLOPs: 34,359,738,368 (34.36 GFLOP: 4·seqlen_q·seqlen_k·head dim per head, "
+  CHECK_LINE(r.out, "  268,435,456 score elements, 512 MiB at 2 bytes each");
+  CHECK_LINE(r.out, "  one row: 4,096 scores, a 8 KiB row");
+  CHECK_LINE(r.out, "  2,147,483,648 + 33,554,432 = 2,181,038,080 bytes (2.03 GiB)");
+  CHECK_LINE(r.out, "FLOPs: 34,359,738,368 (34.36 GFLOP: 4·seqlen_q·seqlen_k·head dim per head, "
                      "halved for causal)");
-  EXPECT_LINE(r.out, "Causal: the FLOPs are halved (seqlen_q = seqlen_k).");
-  EXPECT_LINE(r.out, "The materialising bytes still count the full seqlen_q × seqlen_k matrix: a");
+  CHECK_LINE(r.out, "Causal: the FLOPs are halved (seqlen_q = seqlen_k).");
+  CHECK_LINE(r.out, "The materialising bytes still count the full seqlen_q × seqlen_k matrix: a");
   run_free(&r);
 out:;
 }
@@ -223,17 +174,17 @@ static void test_causal_rectangular(void) {
   fat_io_model m;
   fat_problem p = shape(1, 1, 1, 1024, 4096, 128, FAT_MASK_CAUSAL);
   REQUIRE(fat_io_model_compute(&p, &m, err, sizeof err) == 0);
-  EXPECT_INT(m.score_elements, 4194304);
-  EXPECT_INT(m.row_bytes, 8192);
-  EXPECT_INT(m.lower_bound_bytes, 2621440);  /* (1024 + 4096 + 4096 + 1024)·128·2 */
-  EXPECT_INT(m.flops, 2147483648LL);          /* 4·1024·4096·128, not halved */
-  EXPECT_DBL((double)m.flops, fat_problem_flops(&p));
+  CHECK_INT(m.score_elements, 4194304);
+  CHECK_INT(m.row_bytes, 8192);
+  CHECK_INT(m.lower_bound_bytes, 2621440);  /* (1024 + 4096 + 4096 + 1024)·128·2 */
+  CHECK_INT(m.flops, 2147483648LL);          /* 4·1024·4096·128, not halved */
+  CHECK_DBL((double)m.flops, fat_problem_flops(&p));
   snprintf(line, sizeof line, "--seqlen-q 1024 --seqlen-k 4096 --head-dim 128 --causal --db %s",
            missing_path);
   run_result r = run(line);
-  EXPECT_INT(r.status, 0);
-  EXPECT_LINE(r.out, "FLOPs: 2,147,483,648 (2.15 GFLOP: 4·seqlen_q·seqlen_k·head dim per head)");
-  EXPECT_LINE(r.out, "Causal with seqlen_q != seqlen_k: the FLOPs are not halved (the");
+  CHECK_INT(r.status, 0);
+  CHECK_LINE(r.out, "FLOPs: 2,147,483,648 (2.15 GFLOP: 4·seqlen_q·seqlen_k·head dim per head)");
+  CHECK_LINE(r.out, "Causal with seqlen_q != seqlen_k: the FLOPs are not halved (the");
   run_free(&r);
 out:;
 }
@@ -245,30 +196,30 @@ static void test_gqa(void) {
   fat_io_model m;
   fat_problem p = shape(1, 32, 8, 2048, 2048, 128, FAT_MASK_NONE);
   REQUIRE(fat_io_model_compute(&p, &m, err, sizeof err) == 0);
-  EXPECT_INT(m.score_elements, 134217728);
-  EXPECT_INT(m.scores_traffic, 1073741824);
-  EXPECT_INT(m.q_bytes, 16777216);
-  EXPECT_INT(m.o_bytes, 16777216);
-  EXPECT_INT(m.k_bytes, 4194304);
-  EXPECT_INT(m.v_bytes, 4194304);
-  EXPECT_INT(m.lower_bound_bytes, 41943040);
-  EXPECT_INT(m.materialise_bytes, 1115684864);
-  EXPECT_DBL(m.ratio, 1115684864.0 / 41943040.0);
-  EXPECT_INT(m.flops, 68719476736LL);
+  CHECK_INT(m.score_elements, 134217728);
+  CHECK_INT(m.scores_traffic, 1073741824);
+  CHECK_INT(m.q_bytes, 16777216);
+  CHECK_INT(m.o_bytes, 16777216);
+  CHECK_INT(m.k_bytes, 4194304);
+  CHECK_INT(m.v_bytes, 4194304);
+  CHECK_INT(m.lower_bound_bytes, 41943040);
+  CHECK_INT(m.materialise_bytes, 1115684864);
+  CHECK_DBL(m.ratio, 1115684864.0 / 41943040.0);
+  CHECK_INT(m.flops, 68719476736LL);
   snprintf(line, sizeof line, "--heads 32 --heads-k 8 --seqlen=2048 --head-dim=128 --db %s",
            missing_path);
   run_result r = run(line);
-  EXPECT_INT(r.status, 0);
-  EXPECT_LINE(r.out, "  Q, K, V read and O written once: 41,943,040 bytes (40 MiB)");
-  EXPECT_LINE(r.out, "  1,073,741,824 + 41,943,040 = 1,115,684,864 bytes (1.04 GiB)");
-  EXPECT_LINE(r.out, "  materialising / lower bound: 26.6×");
-  EXPECT_LINE(r.out, "FLOPs: 68,719,476,736 (68.72 GFLOP: 4·seqlen_q·seqlen_k·head dim per head)");
-  EXPECT_LINE(r.out, "Grouped-query attention: K and V are counted with 8 heads (4 query heads");
+  CHECK_INT(r.status, 0);
+  CHECK_LINE(r.out, "  Q, K, V read and O written once: 41,943,040 bytes (40 MiB)");
+  CHECK_LINE(r.out, "  1,073,741,824 + 41,943,040 = 1,115,684,864 bytes (1.04 GiB)");
+  CHECK_LINE(r.out, "  materialising / lower bound: 26.6×");
+  CHECK_LINE(r.out, "FLOPs: 68,719,476,736 (68.72 GFLOP: 4·seqlen_q·seqlen_k·head dim per head)");
+  CHECK_LINE(r.out, "Grouped-query attention: K and V are counted with 8 heads (4 query heads");
   run_free(&r);
   /* heads_k must divide heads, here and in the struct API. */
   p = shape(1, 6, 4, 128, 128, 64, FAT_MASK_NONE);
-  EXPECT_INT(fat_io_model_compute(&p, &m, err, sizeof err), -1);
-  EXPECT_STR(err, "heads (6) must be a multiple of heads_k (4)");
+  CHECK_INT(fat_io_model_compute(&p, &m, err, sizeof err), -1);
+  CHECK_STR(err, "heads (6) must be a multiple of heads_k (4)");
 out:;
 }
 
@@ -279,15 +230,15 @@ static void test_floors_by_hand(void) {
   snprintf(line, sizeof line, "--seqlen 8192 --head-dim 128 --bandwidth 4 --peak 800 --db %s",
            missing_path);
   run_result r = run(line);
-  EXPECT_INT(r.status, 0);
-  EXPECT_LINE(r.out, "Floors: copy bandwidth 4 TB/s (given), fp16 matrix peak 800 TFLOP/s (given)");
-  EXPECT_LINE(r.out, "  bandwidth floor: 2.1 µs (lower-bound bytes at the copy bandwidth)");
-  EXPECT_LINE(r.out, "  the materialising bytes alone at the copy bandwidth: 136 µs");
-  EXPECT_LINE(r.out, "  compute floor: 42.9 µs (FLOPs at the matrix peak)");
+  CHECK_INT(r.status, 0);
+  CHECK_LINE(r.out, "Floors: copy bandwidth 4 TB/s (given), fp16 matrix peak 800 TFLOP/s (given)");
+  CHECK_LINE(r.out, "  bandwidth floor: 2.1 µs (lower-bound bytes at the copy bandwidth)");
+  CHECK_LINE(r.out, "  the materialising bytes alone at the copy bandwidth: 136 µs");
+  CHECK_LINE(r.out, "  compute floor: 42.9 µs (FLOPs at the matrix peak)");
   /* The hint about the flags is left out once they are given. */
   snprintf(line, sizeof line, "no measured ceilings for this GPU in %s; run fatune on a GPU",
            missing_path);
-  EXPECT_LINE(r.out, line);
+  CHECK_LINE(r.out, line);
   run_free(&r);
 }
 
@@ -331,17 +282,17 @@ static void test_with_database(void) {
   /* A GPU but no ceilings yet: the notice names it. */
   snprintf(line, sizeof line, "--seqlen 8192 --head-dim 128 --db %s", db_path);
   run_result r = run(line);
-  EXPECT_INT(r.status, 0);
+  CHECK_INT(r.status, 0);
   snprintf(want, sizeof want,
            "no measured ceilings for NVIDIA Test GPU in %s; run fatune on a GPU (or give "
            "--bandwidth TB/s and --peak TFLOP/s)",
            db_path);
-  EXPECT_LINE(r.out, want);
+  CHECK_LINE(r.out, want);
   snprintf(want, sizeof want,
            "no tuned winner on NVIDIA Test GPU in %s for fp16, head dim 128, none, seqlen_q 8192, "
            "seqlen_k 8192",
            db_path);
-  EXPECT_LINE(r.out, want);
+  CHECK_LINE(r.out, want);
   run_free(&r);
 
   REQUIRE(fat_db_put_ceiling(db, gpu, FAT_CEILING_COPY_BANDWIDTH, 4e12,
@@ -354,41 +305,41 @@ static void test_with_database(void) {
     double v = 0;
     char unit[16] = "";
     int found = -1;
-    EXPECT_INT(fat_db_get_ceiling(db, gpu, FAT_CEILING_PEAK_FP16, &v, unit, sizeof unit, &found), 0);
-    EXPECT_INT(found, 1);
-    EXPECT_DBL(v, 800e12);
-    EXPECT_STR(unit, "FLOP/s");
-    EXPECT_INT(fat_db_get_ceiling(db, gpu, FAT_CEILING_PEAK_BF16, &v, NULL, 0, &found), 0);
-    EXPECT_INT(found, 0);
-    EXPECT_INT(fat_db_put_ceiling(db, gpu, FAT_CEILING_PEAK_BF16, -1, "FLOP/s"), -1);
-    EXPECT_STR(fat_db_errmsg(db), "cannot store ceiling 'matrix_peak_bf16' = -1 FLOP/s of gpu 1: "
+    CHECK_INT(fat_db_get_ceiling(db, gpu, FAT_CEILING_PEAK_FP16, &v, unit, sizeof unit, &found), 0);
+    CHECK_INT(found, 1);
+    CHECK_DBL(v, 800e12);
+    CHECK_STR(unit, "FLOP/s");
+    CHECK_INT(fat_db_get_ceiling(db, gpu, FAT_CEILING_PEAK_BF16, &v, NULL, 0, &found), 0);
+    CHECK_INT(found, 0);
+    CHECK_INT(fat_db_put_ceiling(db, gpu, FAT_CEILING_PEAK_BF16, -1, "FLOP/s"), -1);
+    CHECK_STR(fat_db_errmsg(db), "cannot store ceiling 'matrix_peak_bf16' = -1 FLOP/s of gpu 1: "
                                   "value must be positive and finite");
   }
 
   /* 34.36 GFLOP in 0.1 ms = 343.6 TFLOP/s; the compute floor 42.9 µs is
    * 42.9% of it, the bandwidth floor 2.1 µs 2.1%. */
   r = run(line);
-  EXPECT_INT(r.status, 0);
-  EXPECT_STR(r.err, "");
-  EXPECT(strstr(r.out, "no measured ceilings") == NULL);
-  EXPECT_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured), fp16 matrix "
+  CHECK_INT(r.status, 0);
+  CHECK_STR(r.err, "");
+  CHECK(strstr(r.out, "no measured ceilings") == NULL);
+  CHECK_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured), fp16 matrix "
                      "peak 800 TFLOP/s (measured)");
-  EXPECT_LINE(r.out, "  bandwidth floor: 2.1 µs (lower-bound bytes at the copy bandwidth)");
-  EXPECT_LINE(r.out, "  compute floor: 42.9 µs (FLOPs at the matrix peak)");
-  EXPECT_LINE(r.out, "Measured on NVIDIA Test GPU: winner fwd.mma80.fp16.d128.none.m128n64w4s2");
-  EXPECT_LINE(r.out, "  time 100 µs, 343.6 TFLOP/s");
-  EXPECT_LINE(r.out, "  compute floor / measured time: 42.9% of the matrix peak");
-  EXPECT_LINE(r.out, "  bandwidth floor / measured time: 2.1% of the copy bandwidth");
+  CHECK_LINE(r.out, "  bandwidth floor: 2.1 µs (lower-bound bytes at the copy bandwidth)");
+  CHECK_LINE(r.out, "  compute floor: 42.9 µs (FLOPs at the matrix peak)");
+  CHECK_LINE(r.out, "Measured on NVIDIA Test GPU: winner fwd.mma80.fp16.d128.none.m128n64w4s2");
+  CHECK_LINE(r.out, "  time 100 µs, 343.6 TFLOP/s");
+  CHECK_LINE(r.out, "  compute floor / measured time: 42.9% of the matrix peak");
+  CHECK_LINE(r.out, "  bandwidth floor / measured time: 2.1% of the copy bandwidth");
   run_free(&r);
 
   /* --peak by hand overrides the measured peak; the bandwidth stays measured. */
   snprintf(line, sizeof line, "--seqlen 8192 --head-dim 128 --peak 400 --db %s --gpu-name "
            "NVIDIA", db_path);
   r = run(line);
-  EXPECT_INT(r.status, 2);
+  CHECK_INT(r.status, 2);
   snprintf(want, sizeof want, "fatune explain: --gpu-name: no GPU named 'NVIDIA' in the database "
            "(it holds: NVIDIA Test GPU)\n");
-  EXPECT_STR(r.err, want);
+  CHECK_STR(r.err, want);
   run_free(&r);
   {
     char *argv[] = {"explain", "--seqlen", "8192", "--head-dim", "128", "--peak", "400",
@@ -400,31 +351,31 @@ static void test_with_database(void) {
     fclose(out);
     fclose(errf);
   }
-  EXPECT_INT(r.status, 0);
-  EXPECT_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured), fp16 matrix "
+  CHECK_INT(r.status, 0);
+  CHECK_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured), fp16 matrix "
                      "peak 400 TFLOP/s (given)");
-  EXPECT_LINE(r.out, "  compute floor / measured time: 85.9% of the matrix peak");
+  CHECK_LINE(r.out, "  compute floor / measured time: 85.9% of the matrix peak");
   run_free(&r);
 
   /* Another batch: no measured time, the stored shapes are named. */
   snprintf(line, sizeof line, "--batch 2 --heads 16 --seqlen 8192 --head-dim 128 --db %s", db_path);
   r = run(line);
-  EXPECT_INT(r.status, 0);
-  EXPECT(strstr(r.out, "Measured on") == NULL);
+  CHECK_INT(r.status, 0);
+  CHECK(strstr(r.out, "Measured on") == NULL);
   snprintf(want, sizeof want,
            "no tuned winner on NVIDIA Test GPU in %s for fp16, head dim 128, none, seqlen_q 8192, "
            "seqlen_k 8192 with batch 2, heads 16 (K/V heads 16); stored: batch 1, heads 1 (K/V "
            "heads 1)",
            db_path);
-  EXPECT_LINE(r.out, want);
+  CHECK_LINE(r.out, want);
   run_free(&r);
 
   /* bf16 has no measured peak: only the bandwidth floor. */
   snprintf(line, sizeof line, "--seqlen 8192 --head-dim 128 --dtype bf16 --db %s", db_path);
   r = run(line);
-  EXPECT_INT(r.status, 0);
-  EXPECT_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured)");
-  EXPECT(strstr(r.out, "compute floor") == NULL);
+  CHECK_INT(r.status, 0);
+  CHECK_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured)");
+  CHECK(strstr(r.out, "compute floor") == NULL);
   run_free(&r);
 out:
   fat_db_close(db);
@@ -441,12 +392,12 @@ static void test_several_gpus(void) {
   REQUIRE(fat_db_put_gpu(db, &g, &gpu) == 0);
   snprintf(line, sizeof line, "--seqlen 8192 --head-dim 128 --db %s", db_path);
   run_result r = run(line);
-  EXPECT_INT(r.status, 2);
+  CHECK_INT(r.status, 2);
   snprintf(want, sizeof want,
            "fatune explain: the database holds results of several GPUs (Another GPU, NVIDIA Test "
            "GPU): choose one with --gpu-name\n");
-  EXPECT_STR(r.err, want);
-  EXPECT_STR(r.out, "");
+  CHECK_STR(r.err, want);
+  CHECK_STR(r.out, "");
   run_free(&r);
 out:
   fat_db_close(db);
@@ -483,16 +434,16 @@ static void test_bad_input(void) {
     char want[512];
     run_result r = run(cases[i].args);
     snprintf(want, sizeof want, "fatune explain: %s\n", cases[i].message);
-    EXPECT_INT(r.status, 2);
-    EXPECT_STR(r.err, want);
-    EXPECT_STR(r.out, "");
+    CHECK_INT(r.status, 2);
+    CHECK_STR(r.err, want);
+    CHECK_STR(r.out, "");
     run_free(&r);
   }
   /* Help goes to stdout with status 0. */
   run_result r = run("--seqlen 8 --help");
-  EXPECT_INT(r.status, 0);
-  EXPECT_STR(r.out, fat_explain_usage());
-  EXPECT_STR(r.err, "");
+  CHECK_INT(r.status, 0);
+  CHECK_STR(r.out, fat_explain_usage());
+  CHECK_STR(r.err, "");
   run_free(&r);
   /* A file that is not a database is refused, and left alone. */
   char path[300], line[400];
@@ -508,8 +459,8 @@ static void test_bad_input(void) {
   char want[600];
   snprintf(want, sizeof want, "fatune explain: --db: not a fatune database: %s: file is not a "
            "database\n", path);
-  EXPECT_INT(r.status, 2);
-  EXPECT_STR(r.err, want);
+  CHECK_INT(r.status, 2);
+  CHECK_STR(r.err, want);
   run_free(&r);
   remove(path);
 }
@@ -517,16 +468,16 @@ static void test_bad_input(void) {
 /* Thousands separators and unit choice at their edges. */
 static void test_formatting(void) {
   char b[64];
-  EXPECT_STR(fat_fmt_thousands(0, b, sizeof b), "0");
-  EXPECT_STR(fat_fmt_thousands(999, b, sizeof b), "999");
-  EXPECT_STR(fat_fmt_thousands(1000, b, sizeof b), "1,000");
-  EXPECT_STR(fat_fmt_thousands(18446744073709551615ULL, b, sizeof b),
-             "18,446,744,073,709,551,615");
-  EXPECT_STR(fat_fmt_bytes(1023, b, sizeof b), "1023 bytes");
-  EXPECT_STR(fat_fmt_bytes(1536, b, sizeof b), "1.5 KiB");
-  EXPECT_STR(fat_fmt_bytes(545259520, b, sizeof b), "520 MiB");
-  EXPECT_STR(fat_fmt_flops(34359738368.0, b, sizeof b), "34.36 GFLOP");
-  EXPECT_STR(fat_fmt_flops(999, b, sizeof b), "999.00 FLOP");
+  CHECK_STR(fat_fmt_thousands(0, b, sizeof b), "0");
+  CHECK_STR(fat_fmt_thousands(999, b, sizeof b), "999");
+  CHECK_STR(fat_fmt_thousands(1000, b, sizeof b), "1,000");
+  CHECK_STR(fat_fmt_thousands(18446744073709551615ULL, b, sizeof b),
+            "18,446,744,073,709,551,615");
+  CHECK_STR(fat_fmt_bytes(1023, b, sizeof b), "1023 bytes");
+  CHECK_STR(fat_fmt_bytes(1536, b, sizeof b), "1.5 KiB");
+  CHECK_STR(fat_fmt_bytes(545259520, b, sizeof b), "520 MiB");
+  CHECK_STR(fat_fmt_flops(34359738368.0, b, sizeof b), "34.36 GFLOP");
+  CHECK_STR(fat_fmt_flops(999, b, sizeof b), "999.00 FLOP");
 }
 
 static void remove_db(const char *path) {
@@ -557,7 +508,5 @@ int main(void) {
   test_formatting();
   remove_db(db_path);
   rmdir(tmpdir);
-  if (failures) fprintf(stderr, "test_explain: %d failure(s)\n", failures);
-  else printf("test_explain: all passed\n");
-  return failures ? 1 : 0;
+  return check_summary("test_explain");
 }

@@ -12,24 +12,7 @@
 
 #include "gen.h"
 #include "sha256.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      failures++;                                                          \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                        \
-      fputc('\n', stderr);                                                 \
-    }                                                                      \
-  } while (0)
-
-static const char *or_null(const char *s) { return s ? s : "(null)"; }
-#define CHECK_STR(got, want) \
-  CHECK(strcmp(or_null(got), (want)) == 0, "got \"%s\", want \"%s\"", or_null(got), (want))
-#define CHECK_CONTAINS(got, part) \
-  CHECK(strstr((got), (part)) != NULL, "\"%s\" does not contain \"%s\"", (got), (part))
+#include "check.h"
 
 static const int HEAD_DIMS[] = {64, 96, 128, 192, 256};
 #define N_HEAD_DIMS 5
@@ -81,14 +64,14 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   fat_pruned *p;
   size_t np;
   if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) != 0) {
-    CHECK(0, "%s: %s", arch, err);
+    CHECK_WHY(0, "%s: %s", arch, err);
     return;
   }
   int count[N_HEAD_DIMS][2][2] = {{{0}}}, defaults[N_HEAD_DIMS][2][2] = {{{0}}};
   int baseline[N_HEAD_DIMS][2][2] = {{{0}}}, baseline_defaults = 0, other = 0;
   for (size_t i = 0; i < n; i++) {
     int d = head_dim_index(v[i].head_dim);
-    CHECK(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
+    CHECK_WHY(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
     if (d < 0) continue;
     if (strcmp(v[i].family, "materialize") == 0) {
       baseline[d][v[i].dtype][v[i].mask]++;
@@ -99,49 +82,49 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
     } else {
       other++;
     }
-    CHECK(strstr(v[i].source, "{{") == NULL, "%s: '{{' left in the source", v[i].name);
-    CHECK(v[i].smem_bytes > 0 && v[i].threads > 0 && v[i].block_m > 0, "%s: resources unset", v[i].name);
+    CHECK_WHY(strstr(v[i].source, "{{") == NULL, "%s: '{{' left in the source", v[i].name);
+    CHECK_WHY(v[i].smem_bytes > 0 && v[i].threads > 0 && v[i].block_m > 0, "%s: resources unset", v[i].name);
   }
   for (int d = 0; d < N_HEAD_DIMS; d++)
     for (int t = 0; t < 2; t++)
       for (int m = 0; m < 2; m++) {
-        CHECK(count[d][t][m] >= MIN_CONFIGS, "%s d%d %s %s: %d configurations", arch, HEAD_DIMS[d],
-              fat_dtype_name(t), fat_mask_name(m), count[d][t][m]);
-        CHECK(count[d][t][m] == want[d], "%s d%d: %d configurations, want %d", arch, HEAD_DIMS[d],
-              count[d][t][m], want[d]);
-        CHECK(defaults[d][t][m] == 1, "%s d%d %s %s: %d defaults", arch, HEAD_DIMS[d], fat_dtype_name(t),
-              fat_mask_name(m), defaults[d][t][m]);
-        CHECK(baseline[d][t][m] == MATERIALIZE_TILES, "%s d%d %s %s: %d materialize variants", arch,
-              HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), baseline[d][t][m]);
+        CHECK_WHY(count[d][t][m] >= MIN_CONFIGS, "%s d%d %s %s: %d configurations", arch, HEAD_DIMS[d],
+                  fat_dtype_name(t), fat_mask_name(m), count[d][t][m]);
+        CHECK_WHY(count[d][t][m] == want[d], "%s d%d: %d configurations, want %d", arch, HEAD_DIMS[d],
+                  count[d][t][m], want[d]);
+        CHECK_WHY(defaults[d][t][m] == 1, "%s d%d %s %s: %d defaults", arch, HEAD_DIMS[d], fat_dtype_name(t),
+                  fat_mask_name(m), defaults[d][t][m]);
+        CHECK_WHY(baseline[d][t][m] == MATERIALIZE_TILES, "%s d%d %s %s: %d materialize variants", arch,
+                  HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), baseline[d][t][m]);
       }
-  CHECK(baseline_defaults == 0, "%s: %d materialize variants marked default", arch, baseline_defaults);
-  CHECK(other == 0, "%s: %d variants of an unknown family", arch, other);
+  CHECK_WHY(baseline_defaults == 0, "%s: %d materialize variants marked default", arch, baseline_defaults);
+  CHECK_WHY(other == 0, "%s: %d variants of an unknown family", arch, other);
   /* every configuration of mma80's 2x4x2x3 grid and of the baseline's tiles
    * is either a variant or pruned */
-  CHECK(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * (MMA80_GRID + MATERIALIZE_TILES),
-        "%s: %zu variants + %zu pruned", arch, n, np);
+  CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * (MMA80_GRID + MATERIALIZE_TILES),
+            "%s: %zu variants + %zu pruned", arch, n, np);
   /* FlashAttention-2's choices survive: WARPS 4 up to d128, 8 above */
   const fat_variant *d128 = find(v, n, "fwd.mma80.fp16.d128.none.m128n64w4s1");
   const fat_variant *d256 = find(v, n, "fwd.mma80.bf16.d256.causal.m128n64w8s1");
-  CHECK(d128 && d128->is_default, "%s: d128 default missing", arch);
-  CHECK(d256 && d256->is_default, "%s: d256 default missing", arch);
+  CHECK_WHY(d128 && d128->is_default, "%s: d128 default missing", arch);
+  CHECK_WHY(d256 && d256->is_default, "%s: d256 default missing", arch);
   /* The baseline: named by its tile, launched as 256-thread blocks with two
    * padded fp32 tiles of shared memory, three kernels under one entry. */
   const fat_variant *mat = find(v, n, "fwd.materialize.bf16.d96.causal.t32");
-  CHECK(mat != NULL, "%s: fwd.materialize.bf16.d96.causal.t32 missing", arch);
+  CHECK_WHY(mat != NULL, "%s: fwd.materialize.bf16.d96.causal.t32 missing", arch);
   if (mat) {
     CHECK_STR(mat->params, "TILE=32");
     CHECK_STR(mat->entry, "fat_fwd_materialize");
-    CHECK(mat->block_m == 32 && mat->threads == 256 && mat->smem_bytes == 2 * 32 * 33 * 4,
-          "m%d t%d smem %d", mat->block_m, mat->threads, mat->smem_bytes);
-    CHECK(!mat->is_default && mat->dtype == FAT_BF16 && mat->mask == FAT_MASK_CAUSAL &&
+    CHECK_WHY(mat->block_m == 32 && mat->threads == 256 && mat->smem_bytes == 2 * 32 * 33 * 4,
+              "m%d t%d smem %d", mat->block_m, mat->threads, mat->smem_bytes);
+    CHECK_WHY(!mat->is_default && mat->dtype == FAT_BF16 && mat->mask == FAT_MASK_CAUSAL &&
               mat->head_dim == 96, "flags of %s", mat->name);
     CHECK_CONTAINS(mat->source, "constexpr int kTile = 32;");
     CHECK_CONTAINS(mat->source, "constexpr bool kIsCausal = 1;");
     CHECK_CONTAINS(mat->source, "fat_fwd_materialize_softmax");
   }
   const fat_variant *mat16 = find(v, n, "fwd.materialize.fp16.d256.none.t16");
-  CHECK(mat16 && mat16->smem_bytes == 2 * 16 * 17 * 4, "%s: fwd.materialize.fp16.d256.none.t16", arch);
+  CHECK_WHY(mat16 && mat16->smem_bytes == 2 * 16 * 17 * 4, "%s: fwd.materialize.fp16.d256.none.t16", arch);
   free_variants(v, n);
   fat_pruned_free_all(p, np);
 }
@@ -160,38 +143,38 @@ static void test_names_and_hashes(fat_gen *g) {
   fat_gen *g2 = NULL;
   char **names = NULL, **hashes = NULL;
   if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) != 0) {
-    CHECK(0, "%s", err);
+    CHECK_WHY(0, "%s", err);
     goto out;
   }
   const fat_variant *a = find(v, n, "fwd.mma80.bf16.d128.causal.m128n64w4s2");
-  CHECK(a != NULL, "fwd.mma80.bf16.d128.causal.m128n64w4s2 missing");
+  CHECK_WHY(a != NULL, "fwd.mma80.bf16.d128.causal.m128n64w4s2 missing");
   if (a) {
     CHECK_STR(a->params, "BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4");
     CHECK_STR(a->family, "mma80");
     CHECK_STR(a->entry, "fat_fwd_mma80");
-    CHECK(a->direction == FAT_FWD && a->dtype == FAT_BF16 && a->mask == FAT_MASK_CAUSAL, "enums wrong");
-    CHECK(a->head_dim == 128 && a->block_m == 128 && a->threads == 128, "d%d m%d t%d", a->head_dim,
-          a->block_m, a->threads);
+    CHECK_WHY(a->direction == FAT_FWD && a->dtype == FAT_BF16 && a->mask == FAT_MASK_CAUSAL, "enums wrong");
+    CHECK_WHY(a->head_dim == 128 && a->block_m == 128 && a->threads == 128, "d%d m%d t%d", a->head_dim,
+              a->block_m, a->threads);
     /* (128 + 2*2*64) rows * (128 + 8) elements * 2 bytes */
-    CHECK(a->smem_bytes == 104448, "smem %d", a->smem_bytes);
-    CHECK(!a->is_default, "not the default");
+    CHECK_WHY(a->smem_bytes == 104448, "smem %d", a->smem_bytes);
+    CHECK_WHY(!a->is_default, "not the default");
     const char *header = "// fwd.mma80.bf16.d128.causal.m128n64w4s2\n"
                          "// from templates/fwd_mma80.cu with BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4\n"
                          "// generated by fatune; do not edit.\n";
-    CHECK(strncmp(a->source, header, strlen(header)) == 0, "header: %.200s", a->source);
+    CHECK_WHY(strncmp(a->source, header, strlen(header)) == 0, "header: %.200s", a->source);
     char hex[65];
     fat_sha256_hex(a->source, strlen(a->source), hex);
     CHECK_STR(a->hash, hex);
     /* fat_abi.h is inlined, so NVRTC needs no include path */
     CHECK_CONTAINS(a->source, "typedef struct fat_fwd_params {");
-    CHECK(strstr(a->source, "#include \"fat_abi.h\"") == NULL, "fat_abi.h include left in");
+    CHECK_WHY(strstr(a->source, "#include \"fat_abi.h\"") == NULL, "fat_abi.h include left in");
     CHECK_CONTAINS(a->source, "constexpr int kHeadDim = 128;");
   }
   const fat_variant *b = find(v, n, "fwd.mma80.fp16.d64.none.m64n16w4s3");
-  CHECK(b != NULL, "fwd.mma80.fp16.d64.none.m64n16w4s3 missing");
+  CHECK_WHY(b != NULL, "fwd.mma80.fp16.d64.none.m64n16w4s3 missing");
   if (b) {
     CHECK_STR(b->params, "BLOCK_M=64 BLOCK_N=16 STAGES=3 WARPS=4");
-    CHECK(b->smem_bytes == (64 + 2 * 3 * 16) * (64 + 8) * 2, "smem %d", b->smem_bytes);
+    CHECK_WHY(b->smem_bytes == (64 + 2 * 3 * 16) * (64 + 8) * 2, "smem %d", b->smem_bytes);
   }
 
   names = calloc(n, sizeof *names);
@@ -203,17 +186,17 @@ static void test_names_and_hashes(fat_gen *g) {
   qsort(names, n, sizeof *names, cmp_str);
   qsort(hashes, n, sizeof *hashes, cmp_str);
   for (size_t i = 1; i < n; i++) {
-    CHECK(strcmp(names[i - 1], names[i]) != 0, "name %s twice", names[i]);
-    CHECK(strcmp(hashes[i - 1], hashes[i]) != 0, "hash %s twice", hashes[i]);
+    CHECK_WHY(strcmp(names[i - 1], names[i]) != 0, "name %s twice", names[i]);
+    CHECK_WHY(strcmp(hashes[i - 1], hashes[i]) != 0, "hash %s twice", hashes[i]);
   }
 
   g2 = fat_gen_open(NULL, err, sizeof err);
-  CHECK(g2 != NULL, "second open: %s", err);
+  CHECK_WHY(g2 != NULL, "second open: %s", err);
   if (!g2 || fat_gen_variants(g2, &q, &w, &nw, NULL, NULL, err, sizeof err) != 0) {
-    CHECK(0, "second generator: %s", err);
+    CHECK_WHY(0, "second generator: %s", err);
     goto out;
   }
-  CHECK(nw == n, "%zu variants, then %zu", n, nw);
+  CHECK_WHY(nw == n, "%zu variants, then %zu", n, nw);
   for (size_t i = 0; i < n && i < nw; i++) {
     CHECK_STR(w[i].name, v[i].name);
     CHECK_STR(w[i].hash, v[i].hash);
@@ -239,11 +222,11 @@ static void test_pruning(fat_gen *g) {
   fat_pruned *p;
   size_t np;
   if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) != 0) {
-    CHECK(0, "%s", err);
+    CHECK_WHY(0, "%s", err);
     return;
   }
   /* mma80's 18 and the materialising baseline's 2 tiles */
-  CHECK(n == 18 + MATERIALIZE_TILES && np == 30, "%zu variants, %zu pruned", n, np);
+  CHECK_WHY(n == 18 + MATERIALIZE_TILES && np == 30, "%zu variants, %zu pruned", n, np);
   /* (128 + 2*2*128) * (256 + 8) * 2 = 337920 */
   CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n128w8s2"), "shared memory 337920 > 232448 bytes");
   /* two 16-row tiles * (256/8*4 + 64/8*4) */
@@ -251,7 +234,7 @@ static void test_pruning(fat_gen *g) {
   CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m64n128w8s3"),
             "BLOCK_M 64 is not a multiple of 16*WARPS = 128; rows per warp BLOCK_M/WARPS = 8 is not 16 or 32; "
             "shared memory 439296 > 232448 bytes; STAGES 3 needs BLOCK_N <= 64, not 128");
-  CHECK(find(v, n, "fwd.mma80.fp16.d256.none.m128n128w8s2") == NULL, "pruned variant generated");
+  CHECK_WHY(find(v, n, "fwd.mma80.fp16.d256.none.m128n128w8s2") == NULL, "pruned variant generated");
   free_variants(v, n);
   fat_pruned_free_all(p, np);
 
@@ -262,18 +245,18 @@ static void test_pruning(fat_gen *g) {
     free_variants(v, n);
     fat_pruned_free_all(p, np);
   } else {
-    CHECK(0, "%s", err);
+    CHECK_WHY(0, "%s", err);
   }
   q.head_dims = d128;
   q.smem_limit = 65536;
   if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) == 0) {
     /* (128 + 2*64) * 136 * 2 = 69632: the default itself no longer fits */
     CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d128.none.m128n64w4s1"), "shared memory 69632 > 65536 bytes");
-    for (size_t i = 0; i < n; i++) CHECK(v[i].smem_bytes <= 65536, "%s: %d", v[i].name, v[i].smem_bytes);
+    for (size_t i = 0; i < n; i++) CHECK_WHY(v[i].smem_bytes <= 65536, "%s: %d", v[i].name, v[i].smem_bytes);
     free_variants(v, n);
     fat_pruned_free_all(p, np);
   } else {
-    CHECK(0, "%s", err);
+    CHECK_WHY(0, "%s", err);
   }
 }
 
@@ -290,51 +273,51 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
   size_t n, np;
   fat_pruned *p;
   if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) != 0) {
-    CHECK(0, "%s bwd: %s", arch, err);
+    CHECK_WHY(0, "%s bwd: %s", arch, err);
     return;
   }
   int count[N_HEAD_DIMS][2][2][2] = {{{{0}}}}, defaults[N_HEAD_DIMS][2][2] = {{{0}}};
   for (size_t i = 0; i < n; i++) {
     int d = head_dim_index(v[i].head_dim);
     int separate = strstr(v[i].name, ".separate") != NULL;
-    CHECK(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
-    CHECK(v[i].direction == FAT_BWD && !strcmp(v[i].family, "mma80") &&
+    CHECK_WHY(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
+    CHECK_WHY(v[i].direction == FAT_BWD && !strcmp(v[i].family, "mma80") &&
               !strcmp(v[i].entry, "fat_bwd_mma80"),
-          "%s: direction %d family %s entry %s", v[i].name, v[i].direction, v[i].family, v[i].entry);
-    CHECK(separate == (strstr(v[i].params, "DQ_MODE=separate") != NULL), "%s: params %s", v[i].name,
-          v[i].params);
-    CHECK(strstr(v[i].source, "{{") == NULL, "%s: '{{' left in the source", v[i].name);
+              "%s: direction %d family %s entry %s", v[i].name, v[i].direction, v[i].family, v[i].entry);
+    CHECK_WHY(separate == (strstr(v[i].params, "DQ_MODE=separate") != NULL), "%s: params %s", v[i].name,
+              v[i].params);
+    CHECK_WHY(strstr(v[i].source, "{{") == NULL, "%s: '{{' left in the source", v[i].name);
     if (d < 0) continue;
     count[d][v[i].dtype][v[i].mask][separate]++;
     defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
-    CHECK(!v[i].is_default || !separate, "%s: a separate-mode default", v[i].name);
+    CHECK_WHY(!v[i].is_default || !separate, "%s: a separate-mode default", v[i].name);
   }
   for (int d = 0; d < N_HEAD_DIMS; d++)
     for (int t = 0; t < 2; t++)
       for (int m = 0; m < 2; m++) {
-        CHECK(count[d][t][m][0] == want_atomic[d] && count[d][t][m][1] == want_separate[d],
-              "%s bwd d%d: %d atomic + %d separate, want %d + %d", arch, HEAD_DIMS[d], count[d][t][m][0],
-              count[d][t][m][1], want_atomic[d], want_separate[d]);
-        CHECK(count[d][t][m][0] >= BWD_MIN_CONFIGS && count[d][t][m][1] >= BWD_MIN_CONFIGS,
-              "%s bwd d%d: fewer than %d configurations", arch, HEAD_DIMS[d], BWD_MIN_CONFIGS);
-        CHECK(defaults[d][t][m] == 1, "%s bwd d%d: %d defaults", arch, HEAD_DIMS[d], defaults[d][t][m]);
+        CHECK_WHY(count[d][t][m][0] == want_atomic[d] && count[d][t][m][1] == want_separate[d],
+                  "%s bwd d%d: %d atomic + %d separate, want %d + %d", arch, HEAD_DIMS[d], count[d][t][m][0],
+                  count[d][t][m][1], want_atomic[d], want_separate[d]);
+        CHECK_WHY(count[d][t][m][0] >= BWD_MIN_CONFIGS && count[d][t][m][1] >= BWD_MIN_CONFIGS,
+                  "%s bwd d%d: fewer than %d configurations", arch, HEAD_DIMS[d], BWD_MIN_CONFIGS);
+        CHECK_WHY(defaults[d][t][m] == 1, "%s bwd d%d: %d defaults", arch, HEAD_DIMS[d], defaults[d][t][m]);
       }
-  CHECK(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * BWD_GRID, "%s bwd: %zu variants + %zu pruned", arch, n, np);
+  CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * BWD_GRID, "%s bwd: %zu variants + %zu pruned", arch, n, np);
   /* d128: K, V, Q, dO tiles of 64 rows x (128 + 8) elements, Pᵀ and dSᵀ of
    * 64 x (64 + 8), lse and D of 64 rows: 69632 + 18432 + 512 bytes. block_m
    * is the key block. */
   const fat_variant *def = find(v, n, "bwd.mma80.bf16.d128.causal.m64n64w4.atomic");
-  CHECK(def != NULL, "%s: bwd.mma80.bf16.d128.causal.m64n64w4.atomic missing", arch);
+  CHECK_WHY(def != NULL, "%s: bwd.mma80.bf16.d128.causal.m64n64w4.atomic missing", arch);
   if (def) {
-    CHECK(def->is_default, "%s: d128 bwd default not marked", arch);
+    CHECK_WHY(def->is_default, "%s: d128 bwd default not marked", arch);
     CHECK_STR(def->params, "BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4");
-    CHECK(def->smem_bytes == 88576 && def->threads == 128 && def->block_m == 64,
-          "%s: d128 bwd resources smem %d threads %d block_m %d", arch, def->smem_bytes, def->threads,
-          def->block_m);
-    CHECK(def->head_dim == 128 && def->dtype == FAT_BF16 && def->mask == FAT_MASK_CAUSAL, "enums wrong");
+    CHECK_WHY(def->smem_bytes == 88576 && def->threads == 128 && def->block_m == 64,
+              "%s: d128 bwd resources smem %d threads %d block_m %d", arch, def->smem_bytes, def->threads,
+              def->block_m);
+    CHECK_WHY(def->head_dim == 128 && def->dtype == FAT_BF16 && def->mask == FAT_MASK_CAUSAL, "enums wrong");
   }
   const fat_variant *d256 = find(v, n, "bwd.mma80.fp16.d256.none.m64n64w8.separate");
-  CHECK(d256 && !d256->is_default && d256->threads == 256, "%s: d256 separate variant", arch);
+  CHECK_WHY(d256 && !d256->is_default && d256->threads == 256, "%s: d256 separate variant", arch);
   const struct { const char *name, *reason; } want[] = {
       /* 2x(64 keys x 256 columns) + 2x(64 x 64) fp32 over 128 threads */
       {"bwd.mma80.fp16.d256.none.m64n64w4.atomic", "accumulators 320 > 192 registers per thread"},
@@ -346,16 +329,16 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
     const char *got = NULL;
     for (size_t i = 0; i < np; i++)
       if (!strcmp(p[i].name, want[w].name)) got = p[i].reason;
-    CHECK(got && !strcmp(got, want[w].reason), "%s: %s pruned for '%s', want '%s'", arch, want[w].name,
-          got ? got : "(not pruned)", want[w].reason);
+    CHECK_WHY(got && !strcmp(got, want[w].reason), "%s: %s pruned for '%s', want '%s'", arch, want[w].name,
+              got ? got : "(not pruned)", want[w].reason);
   }
   /* (64 + 256) rows x 264 + 2 x 32 x 136 elements + 1024 bytes of row stats */
   if (!strcmp(arch, "sm_80")) {
     const char *got = NULL;
     for (size_t i = 0; i < np; i++)
       if (!strcmp(p[i].name, "bwd.mma80.fp16.d256.none.m128n32w4.atomic")) got = p[i].reason;
-    CHECK(got && !strcmp(got, "shared memory 187392 > 166912 bytes"), "sm_80 d256 m128n32w4: '%s'",
-          got ? got : "(not pruned)");
+    CHECK_WHY(got && !strcmp(got, "shared memory 187392 > 166912 bytes"), "sm_80 d256 m128n32w4: '%s'",
+              got ? got : "(not pruned)");
   }
   for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
   free(v);
@@ -369,24 +352,24 @@ static void test_query_errors(fat_gen *g) {
   fat_variant *v;
   size_t n;
   fat_gen_query q = {.direction = FAT_FWD, .head_dims = d80, .n_head_dims = 1, .arch = "sm_80"};
-  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1 && n == 0 && v == NULL, "accepted d80");
+  CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1 && n == 0 && v == NULL, "accepted d80");
   CHECK_STR(err, "head dim 80 is not in the fwd space (64, 96, 128, 192, 256)");
   q.n_head_dims = 0;
   q.arch = "sm_75";
-  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted sm_75");
+  CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted sm_75");
   CHECK_STR(err, "unknown arch 'sm_75' (known: sm_80, sm_90a)");
   q.arch = "sm_80";
   q.direction = FAT_BWD;
   q.n_head_dims = 1;
-  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted bwd d80");
+  CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted bwd d80");
   CHECK_STR(err, "head dim 80 is not in the bwd space (64, 96, 128, 192, 256)");
 
   int dims[8];
   int nd = fat_gen_head_dims(g, FAT_FWD, dims, 8, err, sizeof err);
-  CHECK(nd == N_HEAD_DIMS, "%d head dims: %s", nd, nd < 0 ? err : "");
-  for (int i = 0; i < nd && i < N_HEAD_DIMS; i++) CHECK(dims[i] == HEAD_DIMS[i], "head dim %d: %d", i, dims[i]);
-  CHECK(fat_gen_head_dims(g, FAT_BWD, dims, 8, err, sizeof err) == N_HEAD_DIMS, "bwd head dims");
-  CHECK(fat_gen_head_dims(g, FAT_FWD, dims, 2, err, sizeof err) == -1, "cap 2 accepted");
+  CHECK_WHY(nd == N_HEAD_DIMS, "%d head dims: %s", nd, nd < 0 ? err : "");
+  for (int i = 0; i < nd && i < N_HEAD_DIMS; i++) CHECK_WHY(dims[i] == HEAD_DIMS[i], "head dim %d: %d", i, dims[i]);
+  CHECK_WHY(fat_gen_head_dims(g, FAT_BWD, dims, 8, err, sizeof err) == N_HEAD_DIMS, "bwd head dims");
+  CHECK_WHY(fat_gen_head_dims(g, FAT_FWD, dims, 2, err, sizeof err) == -1, "cap 2 accepted");
   CHECK_STR(err, "the space has 5 head dims, more than the 2 asked for");
 }
 
@@ -395,7 +378,7 @@ static void expect_open_error(const char *fixture, const char *want) {
   char dir[4096], err[ERR_LEN];
   snprintf(dir, sizeof dir, "%s/tests/data/gen/%s", root(), fixture);
   fat_gen *g = fat_gen_open(dir, err, sizeof err);
-  CHECK(g == NULL, "%s: opened", fixture);
+  CHECK_WHY(g == NULL, "%s: opened", fixture);
   if (!g) CHECK_CONTAINS(err, want);
   fat_gen_close(g);
 }
@@ -425,10 +408,10 @@ static void test_bad_variant(void) {
   fat_gen_query q = {.direction = FAT_FWD, .arch = "sm_80"};
   snprintf(dir, sizeof dir, "%s/tests/data/gen/bad_variant", root());
   fat_gen *g = fat_gen_open(dir, err, sizeof err);
-  CHECK(g != NULL, "%s", err);
+  CHECK_WHY(g != NULL, "%s", err);
   if (!g) return;
-  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1 && v == NULL && n == 0,
-        "bad variant accepted");
+  CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1 && v == NULL && n == 0,
+            "bad variant accepted");
   CHECK_STR(err, "space.generate: variant 1: field 'family' must be a string, not nil");
   fat_gen_close(g);
 }
@@ -500,18 +483,18 @@ static void test_engine_include(void) {
   fat_gen_query q = {.direction = FAT_FWD, .head_dims = d64, .n_head_dims = 1, .dtypes = fp16,
                      .n_dtypes = 1, .masks = none, .n_masks = 1, .arch = "sm_80"};
   if (make_source_dir("templates_include", dir) != 0) {
-    CHECK(0, "cannot make a source folder under /tmp");
+    CHECK_WHY(0, "cannot make a source folder under /tmp");
     goto out;
   }
   g = fat_gen_open(dir, err, sizeof err);
-  CHECK(g != NULL, "%s", err);
+  CHECK_WHY(g != NULL, "%s", err);
   if (!g) goto out;
   if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) != 0) {
-    CHECK(0, "%s", err);
+    CHECK_WHY(0, "%s", err);
     goto out;
   }
   const fat_variant *a = find(v, n, "fwd.mma80.fp16.d64.none.m64n32w4s2");
-  CHECK(a != NULL, "variant missing");
+  CHECK_WHY(a != NULL, "variant missing");
   if (a)
     CHECK_STR(a->source,
               "// fwd.mma80.fp16.d64.none.m64n32w4s2\n"
@@ -544,13 +527,13 @@ static void test_engine_unknown_placeholder(void) {
   size_t n = 0;
   fat_gen_query q = {.direction = FAT_FWD, .arch = "sm_80"};
   if (make_source_dir("templates_unknown", dir) != 0) {
-    CHECK(0, "cannot make a source folder under /tmp");
+    CHECK_WHY(0, "cannot make a source folder under /tmp");
     goto out;
   }
   g = fat_gen_open(dir, err, sizeof err);
-  CHECK(g != NULL, "%s", err);
+  CHECK_WHY(g != NULL, "%s", err);
   if (!g) goto out;
-  CHECK(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "unknown placeholder accepted");
+  CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "unknown placeholder accepted");
   CHECK_STR(err, "templates/inc_bad.h:3: unknown placeholder {{NO_SUCH}}");
 out:
   free_variants(v, n);
@@ -586,10 +569,5 @@ int main(void) {
   test_bad_variant();
   test_engine_include();
   test_engine_unknown_placeholder();
-  if (failures) {
-    fprintf(stderr, "test_gen: %d checks failed\n", failures);
-    return 1;
-  }
-  printf("test_gen: all checks passed\n");
-  return 0;
+  return check_summary("test_gen");
 }

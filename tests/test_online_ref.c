@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "online_ref.h"
+#include "check.h"
 
 /* Tolerance of every comparison in double precision: relative to the value
  * scale for outputs (a softmax output is a convex combination of the value
@@ -23,30 +24,12 @@
 #define ERRLEN 160
 #define RANDOM_TRIALS 40
 
-static int n_pass, n_fail;
-static int group_fail;
-
-static void check_at(int ok, const char *file, int line, const char *what) {
-  if (ok) {
-    n_pass++;
-    return;
-  }
-  n_fail++;
-  group_fail++;
-  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
-}
-#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
-/* Checks that ERR holds exactly WANT, printing both when it does not. */
-#define CHECK_MSG(err, want)                                                   \
-  do {                                                                         \
-    int same_ = strcmp((err), (want)) == 0;                                    \
-    if (!same_) fprintf(stderr, "  got \"%s\", want \"%s\"\n", (err), (want)); \
-    check_at(same_, __FILE__, __LINE__, "message: " want);                     \
-  } while (0)
+/* Failures counted when the current group of checks began. */
+static int group_start;
 
 static void group_done(const char *name) {
-  printf("%-28s %s\n", name, group_fail ? "FAILED" : "ok");
-  group_fail = 0;
+  printf("%-28s %s\n", name, check_failed != group_start ? "FAILED" : "ok");
+  group_start = check_failed;
 }
 
 /* splitmix64: small, seedable and identical everywhere. */
@@ -106,7 +89,7 @@ static int matches_direct(const double *s, const double *v, int n, int d, int ti
                           const char *label) {
   double out[MAX_DIM], ref[MAX_DIM], lse, ref_lse;
   char err[ERRLEN] = "";
-  int before = n_fail;
+  int before = check_failed;
   int rc = fat_online_row(s, v, n, d, tile, out, &lse, err, sizeof err);
   CHECK(rc == 0);
   direct_softmax(s, v, n, d, ref, &ref_lse);
@@ -120,9 +103,9 @@ static int matches_direct(const double *s, const double *v, int n, int d, int ti
   } else {
     CHECK(lse_close(lse, ref_lse));
   }
-  if (n_fail != before)
+  if (check_failed != before)
     fprintf(stderr, "  in %s: n=%d d=%d tile=%d (%s)\n", label, n, d, tile, err);
-  return n_fail == before;
+  return check_failed == before;
 }
 
 /* The tile sizes every comparison runs over: small, odd, and larger than n. */
@@ -339,36 +322,36 @@ static void test_errors(void) {
   char err[ERRLEN] = "";
 
   CHECK(fat_online_row(s, v, 6, 2, 0, out, &lse, err, sizeof err) == -1);
-  CHECK_MSG(err, "tile size must be positive, got 0");
+  CHECK_STR(err, "tile size must be positive, got 0");
   CHECK(out[0] == 0.0 && out[1] == 0.0 && isnan(lse)); /* never a plausible answer */
   CHECK(fat_online_row(s, v, 6, 2, -3, out, &lse, err, sizeof err) == -1);
-  CHECK_MSG(err, "tile size must be positive, got -3");
+  CHECK_STR(err, "tile size must be positive, got -3");
   CHECK(fat_online_row(s, v, 6, 0, 2, out, &lse, err, sizeof err) == -1);
-  CHECK_MSG(err, "head dimension must be positive, got 0");
+  CHECK_STR(err, "head dimension must be positive, got 0");
   CHECK(fat_online_row(s, v, -1, 2, 2, out, &lse, err, sizeof err) == -1);
-  CHECK_MSG(err, "key count must be non-negative, got -1");
+  CHECK_STR(err, "key count must be non-negative, got -1");
 
   /* Keys are named by row index even when they sit inside a later tile. */
   s[3] = NAN;
   CHECK(fat_online_row(s, v, 6, 2, 2, out, &lse, err, sizeof err) == -1);
-  CHECK_MSG(err, "score 3 is NaN");
+  CHECK_STR(err, "score 3 is NaN");
   CHECK(isnan(lse));
   s[3] = INFINITY;
   CHECK(fat_online_row(s, v, 6, 2, 2, out, &lse, err, sizeof err) == -1);
-  CHECK_MSG(err, "score 3 is +inf");
+  CHECK_STR(err, "score 3 is +inf");
   s[3] = -INFINITY; /* a mask, not an error */
   CHECK(fat_online_row(s, v, 6, 2, 2, out, &lse, err, sizeof err) == 0);
 
   v[2 * 2 + 1] = INFINITY;
   CHECK(fat_online_row(s, v, 6, 2, 2, out, &lse, err, sizeof err) == -1);
-  CHECK_MSG(err, "value [2][1] is not finite");
+  CHECK_STR(err, "value [2][1] is not finite");
   v[2 * 2 + 1] = NAN;
   CHECK(fat_online_row(s, v, 6, 2, 4, out, &lse, err, sizeof err) == -1);
-  CHECK_MSG(err, "value [2][1] is not finite");
+  CHECK_STR(err, "value [2][1] is not finite");
   /* A masked key's value is multiplied by 0 in a kernel: 0 * NaN is NaN. */
   s[2] = -INFINITY;
   CHECK(fat_online_row(s, v, 6, 2, 1, out, &lse, err, sizeof err) == -1);
-  CHECK_MSG(err, "value [2][1] is not finite");
+  CHECK_STR(err, "value [2][1] is not finite");
   v[2 * 2 + 1] = 0.0;
 
   /* A rejected tile leaves the state as it was, even if its valid scores
@@ -381,11 +364,11 @@ static void test_errors(void) {
   fat_online_state saved = st;
   double saved_o[2] = {o[0], o[1]};
   CHECK(fat_online_tile(&st, bad, v, 2, err, sizeof err) == -1);
-  CHECK_MSG(err, "score 3 is NaN");
+  CHECK_STR(err, "score 3 is NaN");
   CHECK(st.m == saved.m && st.l == saved.l && st.seen == 2 && st.tiles == 1);
   CHECK(o[0] == saved_o[0] && o[1] == saved_o[1]);
   CHECK(fat_online_init(&st, NULL, 2, err, sizeof err) == -1);
-  CHECK_MSG(err, "output buffer is NULL");
+  CHECK_STR(err, "output buffer is NULL");
   group_done("errors");
 }
 
@@ -410,7 +393,7 @@ static void visible_string(const fat_online_mask_spec *m, int i, char *buf) {
   do {                                      \
     char got_[MAX_KEYS + 1];                \
     visible_string(&(spec), (i), got_);     \
-    CHECK_MSG(got_, want);                  \
+    CHECK_STR(got_, want);                  \
   } while (0)
 
 static void test_mask_helper(void) {
@@ -454,20 +437,20 @@ static void test_mask_helper(void) {
 
   fat_online_mask_spec bad = {4, 4, 0, -2, -1};
   CHECK(fat_online_mask_row(&bad, 0, s, err, sizeof err) == -1);
-  CHECK_MSG(err, "window_left must be -1 (unbounded) or >= 0, got -2");
+  CHECK_STR(err, "window_left must be -1 (unbounded) or >= 0, got -2");
   bad = (fat_online_mask_spec){4, 4, 0, -1, -5};
   CHECK(fat_online_mask_check(&bad, err, sizeof err) == -1);
-  CHECK_MSG(err, "window_right must be -1 (unbounded) or >= 0, got -5");
+  CHECK_STR(err, "window_right must be -1 (unbounded) or >= 0, got -5");
   bad = (fat_online_mask_spec){4, 4, 1, -1, 1};
   CHECK(fat_online_mask_check(&bad, err, sizeof err) == -1);
-  CHECK_MSG(err, "causal mask cannot have window_right 1 > 0");
+  CHECK_STR(err, "causal mask cannot have window_right 1 > 0");
   bad = (fat_online_mask_spec){4, -1, 0, -1, -1};
   CHECK(fat_online_mask_check(&bad, err, sizeof err) == -1);
-  CHECK_MSG(err, "seqlen_k must be non-negative, got -1");
+  CHECK_STR(err, "seqlen_k must be non-negative, got -1");
   CHECK(fat_online_mask_row(&sq, 4, s, err, sizeof err) == -1);
-  CHECK_MSG(err, "query 4 is out of range: seqlen_q is 4");
+  CHECK_STR(err, "query 4 is out of range: seqlen_q is 4");
   CHECK(fat_online_mask_row(&sq, -1, s, err, sizeof err) == -1);
-  CHECK_MSG(err, "query -1 is out of range: seqlen_q is 4");
+  CHECK_STR(err, "query -1 is out of range: seqlen_q is 4");
   group_done("mask_helper");
 }
 
@@ -521,6 +504,5 @@ int main(void) {
   test_mask_helper();
   test_tile_boundary_invariance();
 
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary("test_online_ref");
 }

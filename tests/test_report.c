@@ -19,42 +19,7 @@
 #include <unistd.h>
 #include "explain.h"
 #include "report.h"
-
-static int failures;
-
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);      \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define EXPECT_INT(got, want)                                                  \
-  do {                                                                         \
-    long long g_ = (long long)(got), w_ = (long long)(want);                   \
-    if (g_ != w_) {                                                            \
-      fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, \
-              #got, g_, w_);                                                   \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define EXPECT_STR(got, want)                                                  \
-  do {                                                                         \
-    const char *g_ = (got), *w_ = (want);                                      \
-    if (!g_ || strcmp(g_, w_) != 0) {                                          \
-      fprintf(stderr, "%s:%d: %s is \"%s\",\n  expected \"%s\"\n", __FILE__,    \
-              __LINE__, #got, g_ ? g_ : "(null)", w_);                         \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define REQUIRE(cond)                                                          \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);      \
-      failures++;                                                              \
-      goto out;                                                                \
-    }                                                                          \
-  } while (0)
+#include "check.h"
 
 #define ERRLEN 512
 #define TERA 1e12
@@ -233,13 +198,13 @@ static void test_report_of_fixture(void) {
 
   char *argv[] = {"report", "--db", db_path, "-o", html_path};
   run_result r = run_report(5, argv);
-  EXPECT_INT(r.status, 0);
+  CHECK_INT(r.status, 0);
   snprintf(want, sizeof want, "wrote %s: " FIXTURE_GPU ", 4 charts, 7 winners\n", html_path);
-  EXPECT_STR(r.out, want);
-  EXPECT_STR(r.err, "");
+  CHECK_STR(r.out, want);
+  CHECK_STR(r.err, "");
   run_free(&r);
   snprintf(tmp, sizeof tmp, "%s.tmp", html_path);
-  EXPECT(access(tmp, F_OK) != 0);
+  CHECK(access(tmp, F_OK) != 0);
   REQUIRE((html = slurp(html_path)) != NULL);
   const char *keep = getenv("FATUNE_KEEP_REPORT");
   if (keep && *keep) {
@@ -251,29 +216,29 @@ static void test_report_of_fixture(void) {
   }
 
   /* Well-formed enough: one document, balanced containers. */
-  EXPECT(!strncmp(html, "<!DOCTYPE html>\n<html lang=\"en\">", 31));
-  EXPECT_INT(count(html, "<html"), 1);
-  EXPECT_INT(count(html, "</html>"), 1);
-  EXPECT_INT(count(html, "<body>"), 1);
-  EXPECT_INT(count(html, "</body>"), 1);
-  EXPECT_INT(count(html, "<head>"), 1);
-  EXPECT_INT(count(html, "</head>"), 1);
-  EXPECT_INT(count(html, "<table>"), 1);
-  EXPECT_INT(count(html, "</table>"), 1);
+  CHECK(!strncmp(html, "<!DOCTYPE html>\n<html lang=\"en\">", 31));
+  CHECK_INT(count(html, "<html"), 1);
+  CHECK_INT(count(html, "</html>"), 1);
+  CHECK_INT(count(html, "<body>"), 1);
+  CHECK_INT(count(html, "</body>"), 1);
+  CHECK_INT(count(html, "<head>"), 1);
+  CHECK_INT(count(html, "</head>"), 1);
+  CHECK_INT(count(html, "<table>"), 1);
+  CHECK_INT(count(html, "</table>"), 1);
   /* fp16 d64, fp16 d128, bf16 d128 causal, roofline. */
-  EXPECT_INT(count(html, "<svg"), 4);
-  EXPECT_INT(count(html, "</svg>"), 4);
-  EXPECT_INT(count(html, "<figure>"), 4);
-  EXPECT_INT(count(html, "</figure>"), 4);
-  EXPECT(strstr(html, "@media print") != NULL);
+  CHECK_INT(count(html, "<svg"), 4);
+  CHECK_INT(count(html, "</svg>"), 4);
+  CHECK_INT(count(html, "<figure>"), 4);
+  CHECK_INT(count(html, "</figure>"), 4);
+  CHECK(strstr(html, "@media print") != NULL);
 
   /* Nothing reaches the network: no URL, no link, no script. */
-  EXPECT(strstr(html, "http") == NULL);
-  EXPECT(strstr(html, "src=") == NULL);
-  EXPECT(strstr(html, "href=") == NULL);
-  EXPECT(strstr(html, "<script") == NULL);
-  EXPECT(strstr(html, "@import") == NULL);
-  EXPECT(strstr(html, "url(") == NULL);
+  CHECK(strstr(html, "http") == NULL);
+  CHECK(strstr(html, "src=") == NULL);
+  CHECK(strstr(html, "href=") == NULL);
+  CHECK(strstr(html, "<script") == NULL);
+  CHECK(strstr(html, "@import") == NULL);
+  CHECK(strstr(html, "url(") == NULL);
 
   /* Per chart (in dtype, mask, head dim order), a series path for exactly
    * the series with data: bf16 causal only its winner; fp16 d64 the winner,
@@ -291,45 +256,45 @@ static void test_report_of_fixture(void) {
     REQUIRE(end != NULL);
     if (c < 3) {
       const char *title = strstr(html, titles[c]);
-      EXPECT(title != NULL && title < svg && (c == 0 || title > strstr(html, titles[c - 1])));
-      EXPECT_INT(series_paths(svg, end, "series"), want_series[c]);
-      EXPECT_INT(count(svg, "<path class=\"series\"") - count(end, "<path class=\"series\""),
-                 want_series[c]);
+      CHECK(title != NULL && title < svg && (c == 0 || title > strstr(html, titles[c - 1])));
+      CHECK_INT(series_paths(svg, end, "series"), want_series[c]);
+      CHECK_INT(count(svg, "<path class=\"series\"") - count(end, "<path class=\"series\""),
+                want_series[c]);
     } else {
-      EXPECT(strstr(html, "<h2>Roofline</h2>") < svg);
+      CHECK(strstr(html, "<h2>Roofline</h2>") < svg);
       /* One roof (fp16 and bf16 peaks equal) and the bandwidth line. */
-      EXPECT_INT(series_paths(svg, end, "roof"), 2);
-      EXPECT_INT(series_paths(svg, end, "series"), 0);
+      CHECK_INT(series_paths(svg, end, "roof"), 2);
+      CHECK_INT(series_paths(svg, end, "series"), 0);
       /* A marker per winner, each with its tooltip. */
-      EXPECT_INT(count(svg, "<title>") - count(end, "<title>"), 7);
+      CHECK_INT(count(svg, "<title>") - count(end, "<title>"), 7);
     }
     svg = end;
   }
 
   /* The table: every winner, each once, and never the failed variant. */
-  EXPECT_INT(count(html, "<tr><td class=\"shape\">"), 7);
+  CHECK_INT(count(html, "<tr><td class=\"shape\">"), 7);
   for (int i = 0; i < fx.n_winners; i++) {
     /* The name may break after each dot (<wbr>) but reads whole. */
     size_t n = (size_t)snprintf(want, sizeof want, "<td class=\"name\">");
     for (const char *c = fx.winners[i]; *c && n + 8 < sizeof want; c++)
       n += (size_t)snprintf(want + n, sizeof want - n, "%c%s", *c, *c == '.' ? "<wbr>" : "");
     snprintf(want + n, sizeof want - n, "</td>");
-    EXPECT_INT(count(html, want), 1);
+    CHECK_INT(count(html, want), 1);
   }
-  EXPECT(strstr(html, ".broken.") == NULL);
+  CHECK(strstr(html, ".broken.") == NULL);
   /* fp16 d128 at 4096: 300 TFLOP/s, the default 200 (1.50×), passed 3 of
    * the 4 mma/materialise variants, 1 failed. */
-  EXPECT(strstr(html,
+  CHECK(strstr(html,
                 "<td class=\"shape\">4 × 16, 4096</td><td class=\"name\">fwd.<wbr>mma80.<wbr>"
                 "fp16.<wbr>d128.<wbr>none.<wbr>m128n64w4s2.<wbr>s4096</td><td>1.833</td><td>300.0</td>"
                 "<td>2.749</td><td>1.50×</td><td>1.50e-03</td><td>3.10e-03</td><td>3 / 1</td>") !=
-         NULL);
+        NULL);
   /* The bf16 problem has no default: dashes, not numbers. */
-  EXPECT(strstr(html, "<td>–</td><td>–</td><td>1.50e-03</td>") != NULL);
+  CHECK(strstr(html, "<td>–</td><td>–</td><td>1.50e-03</td>") != NULL);
   /* Text from the database is escaped. */
-  EXPECT(strstr(html, "custom&lt;kernel&gt;") != NULL);
-  EXPECT(strstr(html, "custom<kernel>") == NULL);
-  EXPECT(strstr(html, "Measured ceilings: copy bandwidth 4.00 TB/s; fp16 matrix peak 800 TFLOP/s; "
+  CHECK(strstr(html, "custom&lt;kernel&gt;") != NULL);
+  CHECK(strstr(html, "custom<kernel>") == NULL);
+  CHECK(strstr(html, "Measured ceilings: copy bandwidth 4.00 TB/s; fp16 matrix peak 800 TFLOP/s; "
                       "bf16 matrix peak 800 TFLOP/s.") != NULL);
 out:
   free(html);
@@ -365,26 +330,26 @@ static void test_refusals(void) {
     remove(html_path);
     run_result r = run_report(cases[i].argc, cases[i].argv);
     snprintf(want, sizeof want, cases[i].err, i == 0 ? missing : empty);
-    EXPECT_INT(r.status, cases[i].status);
-    EXPECT_STR(r.err, want);
-    EXPECT_STR(r.out, "");
+    CHECK_INT(r.status, cases[i].status);
+    CHECK_STR(r.err, want);
+    CHECK_STR(r.out, "");
     run_free(&r);
   }
-  EXPECT(access(missing, F_OK) != 0); /* report never creates a database */
+  CHECK(access(missing, F_OK) != 0); /* report never creates a database */
   /* An output folder that does not exist: status 1, nothing left behind. */
   char bad_out[300];
   snprintf(bad_out, sizeof bad_out, "%s/no/such/folder/r.html", tmpdir);
   char *argv[] = {"report", "--db", db_path, "--output", bad_out};
   run_result r = run_report(5, argv);
-  EXPECT_INT(r.status, 1);
+  CHECK_INT(r.status, 1);
   snprintf(want, sizeof want, "fatune report: cannot write %s.tmp: No such file or directory\n",
            bad_out);
-  EXPECT_STR(r.err, want);
+  CHECK_STR(r.err, want);
   run_free(&r);
   char *help[] = {"report", "--help"};
   r = run_report(2, help);
-  EXPECT_INT(r.status, 0);
-  EXPECT_STR(r.out, fat_report_usage());
+  CHECK_INT(r.status, 0);
+  CHECK_STR(r.out, fat_report_usage());
   run_free(&r);
 out:
   fat_db_close(db);
@@ -420,7 +385,5 @@ int main(void) {
   remove_db(p);
   remove(html_path);
   rmdir(tmpdir);
-  if (failures) fprintf(stderr, "test_report: %d failure(s)\n", failures);
-  else printf("test_report: all passed\n");
-  return failures ? 1 : 0;
+  return check_summary("test_report");
 }

@@ -6,15 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sha256.h"
+#include "check.h"
 
-static int failures;
-
-static void expect_hex(const char *what, const char *got, const char *want) {
-  if (strcmp(got, want) != 0) {
-    fprintf(stderr, "FAIL %s:\n  got  %s\n  want %s\n", what, got, want);
-    failures++;
-  }
-}
+/* The hex digest GOT is WANT; WHAT names the input when it is not. */
+#define CHECK_HEX(what, got, want) \
+  CHECK_WHY(strcmp((got), (want)) == 0, "%s:\n  got  %s\n  want %s", (what), (got), (want))
 
 static void test_standard_vectors(void) {
   static const struct { const char *msg, *digest; } vectors[] = {
@@ -30,7 +26,7 @@ static void test_standard_vectors(void) {
     fat_sha256_hex(vectors[i].msg, strlen(vectors[i].msg), hex);
     char what[64];
     snprintf(what, sizeof what, "vector %zu (%zu bytes)", i, strlen(vectors[i].msg));
-    expect_hex(what, hex, vectors[i].digest);
+    CHECK_HEX(what, hex, vectors[i].digest);
   }
 }
 
@@ -39,21 +35,20 @@ static void test_million_a(void) {
   static const char *want = "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0";
   char *msg = malloc(MILLION);
   if (!msg) {
-    fprintf(stderr, "FAIL out of memory\n");
-    failures++;
+    CHECK_WHY(msg != NULL, "out of memory for %d bytes", MILLION);
     return;
   }
   memset(msg, 'a', MILLION);
   char hex[65];
   fat_sha256_hex(msg, MILLION, hex);
-  expect_hex("one million 'a' (one shot)", hex, want);
+  CHECK_HEX("one million 'a' (one shot)", hex, want);
 
   /* 1000 is not a multiple of the block size: every update straddles blocks. */
   fat_sha256_ctx c;
   fat_sha256_init(&c);
   for (int i = 0; i < MILLION / 1000; i++) fat_sha256_update(&c, msg + i * 1000, 1000);
   fat_sha256_final_hex(&c, hex);
-  expect_hex("one million 'a' (1000-byte updates)", hex, want);
+  CHECK_HEX("one million 'a' (1000-byte updates)", hex, want);
   free(msg);
 }
 
@@ -74,7 +69,7 @@ static void test_padding_boundaries(void) {
     char hex[65], what[64];
     fat_sha256_hex(msg, cases[i].len, hex);
     snprintf(what, sizeof what, "%zu x 'a'", cases[i].len);
-    expect_hex(what, hex, cases[i].digest);
+    CHECK_HEX(what, hex, cases[i].digest);
   }
 }
 
@@ -95,7 +90,7 @@ static void test_incremental_matches_one_shot(void) {
     char hex[65], what[64];
     fat_sha256_final_hex(&c, hex);
     snprintf(what, sizeof what, "300 bytes in chunks of %zu", chunk);
-    expect_hex(what, hex, want);
+    CHECK_HEX(what, hex, want);
   }
   /* Empty updates change nothing. */
   fat_sha256_ctx c;
@@ -106,8 +101,8 @@ static void test_incremental_matches_one_shot(void) {
   fat_sha256_update(&c, "c", 1);
   char hex[65];
   fat_sha256_final_hex(&c, hex);
-  expect_hex("abc with empty updates", hex,
-             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK_HEX("abc with empty updates", hex,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 int main(void) {
@@ -115,10 +110,5 @@ int main(void) {
   test_million_a();
   test_padding_boundaries();
   test_incremental_matches_one_shot();
-  if (failures) {
-    fprintf(stderr, "%d failure(s)\n", failures);
-    return 1;
-  }
-  printf("sha256: all vectors match\n");
-  return 0;
+  return check_summary("test_sha256");
 }

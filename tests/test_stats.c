@@ -12,6 +12,7 @@
 #include "fwd_compare.h"
 #include "stats.h"
 #include "tolerance.h"
+#include "check.h"
 
 #define TOL 1e-12
 #define FP16_ONE 0x3c00
@@ -19,36 +20,17 @@
 #define FP16_NAN 0x7e00
 #define LONG_N 10000
 
-static int n_pass, n_fail;
-
-static void check_at(int ok, const char *file, int line, const char *what) {
-  if (ok) {
-    n_pass++;
-    return;
-  }
-  n_fail++;
-  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
-}
-#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
-#define CHECK_NEAR(x, want) check_at(fabs((x) - (want)) <= TOL, __FILE__, __LINE__, #x " == " #want)
-#define CHECK_MSG(got, want)                                                   \
-  do {                                                                         \
-    int same_ = strcmp((got), (want)) == 0;                                    \
-    if (!same_) fprintf(stderr, "  got \"%s\", want \"%s\"\n", (got), (want)); \
-    check_at(same_, __FILE__, __LINE__, "message: " want);                     \
-  } while (0)
-
 static void test_stats_odd(void) {
   const double x[] = {5, 1, 3};
   fat_stats s;
   CHECK(fat_stats_compute(x, 3, &s) == 0);
   CHECK(s.n == 3);
-  CHECK_NEAR(s.min, 1);
-  CHECK_NEAR(s.max, 5);
-  CHECK_NEAR(s.median, 3);
-  CHECK_NEAR(s.p10, 1.4); /* rank 0.2 between 1 and 3 */
-  CHECK_NEAR(s.p90, 4.6); /* rank 1.8 between 3 and 5 */
-  CHECK_NEAR(s.mean, 3);
+  CHECK_NEAR(s.min, 1, TOL);
+  CHECK_NEAR(s.max, 5, TOL);
+  CHECK_NEAR(s.median, 3, TOL);
+  CHECK_NEAR(s.p10, 1.4, TOL); /* rank 0.2 between 1 and 3 */
+  CHECK_NEAR(s.p90, 4.6, TOL); /* rank 1.8 between 3 and 5 */
+  CHECK_NEAR(s.mean, 3, TOL);
   CHECK(x[0] == 5 && x[1] == 1); /* input left unsorted */
 }
 
@@ -56,17 +38,17 @@ static void test_stats_even(void) {
   const double x[] = {4, 1, 3, 2};
   fat_stats s;
   CHECK(fat_stats_compute(x, 4, &s) == 0);
-  CHECK_NEAR(s.median, 2.5); /* mean of the two middle values */
-  CHECK_NEAR(s.p10, 1.3);
-  CHECK_NEAR(s.p90, 3.7);
-  CHECK_NEAR(s.mean, 2.5);
+  CHECK_NEAR(s.median, 2.5, TOL); /* mean of the two middle values */
+  CHECK_NEAR(s.p10, 1.3, TOL);
+  CHECK_NEAR(s.p90, 3.7, TOL);
+  CHECK_NEAR(s.mean, 2.5, TOL);
   /* Twenty timings as the worker takes them: 1..20 ms. */
   double t[20];
   for (int i = 0; i < 20; i++) t[i] = 20 - i;
   CHECK(fat_stats_compute(t, 20, &s) == 0);
-  CHECK_NEAR(s.median, 10.5);
-  CHECK_NEAR(s.p10, 2.9);  /* rank 1.9 */
-  CHECK_NEAR(s.p90, 18.1); /* rank 17.1 */
+  CHECK_NEAR(s.median, 10.5, TOL);
+  CHECK_NEAR(s.p10, 2.9, TOL);  /* rank 1.9 */
+  CHECK_NEAR(s.p90, 18.1, TOL); /* rank 17.1 */
 }
 
 static void test_stats_edges(void) {
@@ -78,9 +60,9 @@ static void test_stats_edges(void) {
   CHECK(fat_stats_compute(one, 0, &s) == -1);
   CHECK(fat_stats_compute(bad, 3, &s) == -1);
   const double sorted[] = {0, 10};
-  CHECK_NEAR(fat_percentile_sorted(sorted, 2, 0), 0);
-  CHECK_NEAR(fat_percentile_sorted(sorted, 2, 25), 2.5);
-  CHECK_NEAR(fat_percentile_sorted(sorted, 2, 100), 10);
+  CHECK_NEAR(fat_percentile_sorted(sorted, 2, 0), 0, TOL);
+  CHECK_NEAR(fat_percentile_sorted(sorted, 2, 25), 2.5, TOL);
+  CHECK_NEAR(fat_percentile_sorted(sorted, 2, 100), 10, TOL);
 }
 
 static void test_half_decoding(void) {
@@ -122,7 +104,7 @@ static void test_compare(void) {
   fill_case(&c, FP16_ONE);
   fat_compare_fwd(FAT_FP16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
   CHECK(k.passed == 1);
-  CHECK_MSG(k.reason, "ok");
+  CHECK_STR(k.reason, "ok");
   CHECK(k.rel_l2 == 0 && k.max_abs == 0 && k.lse_max_abs == 0 && k.nonfinite == 0);
 
   /* NaN never passes, whatever else is right. */
@@ -131,26 +113,26 @@ static void test_compare(void) {
   c.o[19] = 0xffff;
   fat_compare_fwd(FAT_FP16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
   CHECK(k.passed == 0 && k.nonfinite == 3);
-  CHECK_MSG(k.reason, "3 non-finite outputs");
+  CHECK_STR(k.reason, "3 non-finite outputs");
   fill_case(&c, FP16_ONE);
   c.o[0] = FP16_NAN;
   fat_compare_fwd(FAT_FP16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
-  CHECK_MSG(k.reason, "1 non-finite output");
+  CHECK_STR(k.reason, "1 non-finite output");
 
   /* Everything off by 2^-6 = 1.5625e-2: over fp16's 2e-3 and bf16's 1e-2. */
   fill_case(&c, 0x3c10);
   fat_compare_fwd(FAT_FP16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
   CHECK(k.passed == 0);
-  CHECK_NEAR(k.rel_l2, 0.015625);
-  CHECK_MSG(k.reason, "rel_l2 1.6e-02 > 2.0e-03");
+  CHECK_NEAR(k.rel_l2, 0.015625, TOL);
+  CHECK_STR(k.reason, "rel_l2 1.6e-02 > 2.0e-03");
   fill_case(&c, 0x3f82); /* bf16 1 + 2^-6 */
   fat_compare_fwd(FAT_BF16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
-  CHECK_MSG(k.reason, "rel_l2 1.6e-02 > 1.0e-02");
+  CHECK_STR(k.reason, "rel_l2 1.6e-02 > 1.0e-02");
   /* bf16 1 + 2^-7 = 7.8e-3 is inside bf16's bound. */
   fill_case(&c, 0x3f81);
   fat_compare_fwd(FAT_BF16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
   CHECK(k.passed == 1);
-  CHECK_NEAR(k.rel_l2, 0.0078125);
+  CHECK_NEAR(k.rel_l2, 0.0078125, TOL);
 
   /* One element off by 0.125: rel_l2 = 0.125 / sqrt(10000) = 1.25e-3 passes,
    * max_abs does not. */
@@ -158,9 +140,9 @@ static void test_compare(void) {
   c.o[5] = 0x3c80; /* 1.125 */
   fat_compare_fwd(FAT_FP16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
   CHECK(k.passed == 0);
-  CHECK_NEAR(k.rel_l2, 0.00125);
-  CHECK_NEAR(k.max_abs, 0.125);
-  CHECK_MSG(k.reason, "max_abs 1.2e-01 > 8.0e-03 x max|ref| 1.0e+00");
+  CHECK_NEAR(k.rel_l2, 0.00125, TOL);
+  CHECK_NEAR(k.max_abs, 0.125, TOL);
+  CHECK_STR(k.reason, "max_abs 1.2e-01 > 8.0e-03 x max|ref| 1.0e+00");
 
   /* lse: an empty row must be exactly -inf; finite rows within 2e-3. */
   fill_case(&c, FP16_ONE);
@@ -170,17 +152,17 @@ static void test_compare(void) {
   CHECK(k.passed == 1);
   c.lse[1] = -1e30f;
   fat_compare_fwd(FAT_FP16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
-  CHECK_MSG(k.reason, "lse row 1 is -1.0e+30, expected -inf");
+  CHECK_STR(k.reason, "lse row 1 is -1.0e+30, expected -inf");
   c.lse[1] = -INFINITY;
   c.lse[2] = NAN;
   fat_compare_fwd(FAT_FP16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
-  CHECK_MSG(k.reason, "lse row 2 is nan, expected 5.0e-01");
+  CHECK_STR(k.reason, "lse row 2 is nan, expected 5.0e-01");
   c.lse[2] = 0.5f;
   c.lse[3] = 0.5f + 0.01f;
   fat_compare_fwd(FAT_FP16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
   CHECK(k.passed == 0);
   CHECK(fabs(k.lse_max_abs - 0.01) < 1e-6);
-  CHECK_MSG(k.reason, "lse max_abs 1.0e-02 > 2.0e-03");
+  CHECK_STR(k.reason, "lse max_abs 1.0e-02 > 2.0e-03");
   c.lse[3] = 0.5f + 0.001f;
   fat_compare_fwd(FAT_FP16, c.o, c.ref, LONG_N, c.lse, c.ref_lse, 4, &k);
   CHECK(k.passed == 1);
@@ -193,7 +175,7 @@ static void test_compare(void) {
   CHECK(k.passed == 1 && k.rel_l2 == 0);
   fat_compare_fwd(FAT_FP16, one_off, ref0, 3, lse0, ref_lse0, 1, &k);
   CHECK(k.passed == 0 && isinf(k.rel_l2));
-  CHECK_MSG(k.reason, "rel_l2 inf > 2.0e-03");
+  CHECK_STR(k.reason, "rel_l2 inf > 2.0e-03");
 }
 
 static void test_tolerances(void) {
@@ -209,6 +191,5 @@ int main(void) {
   test_half_decoding();
   test_compare();
   test_tolerances();
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary("test_stats");
 }

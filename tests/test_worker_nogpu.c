@@ -15,34 +15,11 @@
 #include "fwd_job.h"
 #include "worker.h"
 #include "worker_wire.h"
+#include "check.h"
 
 #define ERRLEN 512
 #define MISSING_LIB "/nonexistent/libcuda.so"
 #define SHORT_TIMEOUT_MS 50
-
-static int n_pass, n_fail;
-
-static void check_at(int ok, const char *file, int line, const char *what) {
-  if (ok) {
-    n_pass++;
-    return;
-  }
-  n_fail++;
-  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
-}
-#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
-#define CHECK_MSG(got, want)                                                   \
-  do {                                                                         \
-    int same_ = strcmp((got), (want)) == 0;                                    \
-    if (!same_) fprintf(stderr, "  got \"%s\", want \"%s\"\n", (got), (want)); \
-    check_at(same_, __FILE__, __LINE__, "message: " want);                     \
-  } while (0)
-#define CHECK_PREFIX(got, want)                                                     \
-  do {                                                                              \
-    int same_ = strncmp((got), (want), strlen(want)) == 0;                          \
-    if (!same_) fprintf(stderr, "  got \"%s\", want prefix \"%s\"\n", (got), (want)); \
-    check_at(same_, __FILE__, __LINE__, "prefix: " want);                           \
-  } while (0)
 
 static void test_no_driver(void) {
   char err[ERRLEN] = "";
@@ -66,7 +43,7 @@ static void test_no_driver(void) {
 
 static void test_result_names(void) {
   char buf[64];
-  CHECK_MSG(fat_cuda_result_text(NULL, CUDA_ERROR_ILLEGAL_ADDRESS, buf, sizeof buf), "CUresult 700");
+  CHECK_STR(fat_cuda_result_text(NULL, CUDA_ERROR_ILLEGAL_ADDRESS, buf, sizeof buf), "CUresult 700");
   CHECK(fat_cuda_result_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
   CHECK(fat_cuda_result_is_sticky(CUDA_ERROR_LAUNCH_FAILED));
   CHECK(fat_cuda_result_is_sticky(CUDA_ERROR_ILLEGAL_INSTRUCTION));
@@ -81,9 +58,9 @@ static void test_shape_validation(void) {
   fat_check_shape ok = {1, 4, 2, 37, 53}, gqa = {1, 6, 4, 8, 8}, zero = {1, 2, 2, 0, 8};
   CHECK(fat_check_shape_validate(&ok, 0, err, sizeof err) == 0);
   CHECK(fat_check_shape_validate(&gqa, 1, err, sizeof err) == -1);
-  CHECK_MSG(err, "check shape 1: heads 6 is not a multiple of heads_k 4");
+  CHECK_STR(err, "check shape 1: heads 6 is not a multiple of heads_k 4");
   CHECK(fat_check_shape_validate(&zero, 2, err, sizeof err) == -1);
-  CHECK_MSG(err, "check shape 2: seqlen_q 0 is not positive");
+  CHECK_STR(err, "check shape 2: seqlen_q 0 is not positive");
 }
 
 static fat_rbuf reader(const fat_wbuf *b) {
@@ -111,9 +88,9 @@ static void test_scalars_round_trip(void) {
   const unsigned char *p = fat_get_bytes(&r, &n);
   CHECK(n == 3 && p && p[0] == 0 && p[1] == 1 && p[2] == 2);
   fat_get_str(&r, s, sizeof s);
-  CHECK_MSG(s, "sm_90a");
+  CHECK_STR(s, "sm_90a");
   fat_get_str(&r, s, sizeof s);
-  CHECK_MSG(s, "");
+  CHECK_STR(s, "");
   CHECK(fat_rbuf_done(&r) == 0);
   /* One read too many fails, and yields zero. */
   CHECK(fat_get_u32(&r) == 0 && r.failed && fat_rbuf_done(&r) == -1);
@@ -155,7 +132,7 @@ static void test_records_round_trip(void) {
   fat_get_check(&r, &ck2);
   fat_get_timing(&r, &tm2);
   CHECK(fat_rbuf_done(&r) == 0);
-  CHECK_MSG(gi2.name, "NVIDIA H200");
+  CHECK_STR(gi2.name, "NVIDIA H200");
   CHECK(gi2.cc_major == 9 && gi2.cc_minor == 0 && gi2.sm_count == 132 &&
         gi2.driver_version == 13000 && gi2.nvrtc_major == 13 && gi2.nvrtc_minor == 0 &&
         gi2.mem_bytes == ((size_t)150 << 30) && gi2.smem_per_block_optin == 232448 &&
@@ -163,7 +140,7 @@ static void test_records_round_trip(void) {
   CHECK(ck2.batch == 2 && ck2.heads == 3 && ck2.seqlen_q == 37 && ck2.seqlen_k == 53 &&
         ck2.rel_l2 == 1.25e-3 && ck2.max_abs == 0.5 && ck2.lse_max_abs == 1e-7 &&
         ck2.nonfinite == 4736 && ck2.passed == 0);
-  CHECK_MSG(ck2.reason, "4736 non-finite outputs");
+  CHECK_STR(ck2.reason, "4736 non-finite outputs");
   CHECK(tm2.reps == 20 && tm2.median_ms == 1.5 && tm2.min_ms == 1.25 && tm2.max_ms == 2 &&
         tm2.p10_ms == 1.3 && tm2.p90_ms == 1.75 && tm2.tflops == 512.5 && tm2.sm_clock_mhz == 1980);
   fat_wbuf_free(&b);
@@ -203,8 +180,8 @@ static void test_jobs_round_trip(void) {
   fat_put_eval_job(&b, &job);
   fat_rbuf r = reader(&b);
   CHECK(fat_get_eval_job(&r, &job2) == 0);
-  CHECK_MSG(job2.kernel.name, "fwd.mma80.bf16.d128.causal.m128n64w8s2");
-  CHECK_MSG(job2.kernel.entry, "fat_fwd_mma80");
+  CHECK_STR(job2.kernel.name, "fwd.mma80.bf16.d128.causal.m128n64w8s2");
+  CHECK_STR(job2.kernel.entry, "fat_fwd_mma80");
   CHECK(job2.kernel.block_m == 128 && job2.kernel.threads == 256 &&
         job2.kernel.smem_bytes == 98304 && job2.kernel.dtype == FAT_BF16 &&
         job2.kernel.mask == FAT_MASK_CAUSAL && job2.kernel.head_dim == 128);
@@ -240,7 +217,7 @@ static void test_jobs_round_trip(void) {
   CHECK(fat_get_eval_result(&r, &res2) == 0);
   CHECK(res2.n_checks == 2 && res2.timed == 0);
   CHECK(res2.checks[0].passed == 1 && res2.checks[1].passed == 0);
-  CHECK_MSG(res2.checks[1].reason, "rel_l2 2.0e-02 > 1.0e-02");
+  CHECK_STR(res2.checks[1].reason, "rel_l2 2.0e-02 > 1.0e-02");
   CHECK(res2.checks[1].seqlen_q == 53 && res2.checks[1].rel_l2 == 2e-2);
   fat_wbuf_free(&b);
 
@@ -255,7 +232,7 @@ static void test_jobs_round_trip(void) {
   r = reader(&b);
   CHECK(fat_get_interleave_job(&r, &il2) == 0);
   CHECK(il2.n == 2 && il2.seed == 42 && il2.opts.reps == 30 && il2.opts.flush_l2 == 0);
-  CHECK_MSG(il2.kernels[1].name, "b");
+  CHECK_STR(il2.kernels[1].name, "b");
   CHECK(il2.kernels[0].block_m == 128 && il2.kernels[1].block_m == 64);
   fat_wbuf_free(&b);
 }
@@ -284,7 +261,7 @@ static void test_frames(void) {
   unsigned char junk[16] = {'J', 'U', 'N', 'K', 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0};
   CHECK(write(sv[0], junk, sizeof junk) == (ssize_t)sizeof junk);
   CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_ERROR);
-  CHECK_MSG(err, "bad frame on worker channel (magic 0x4b4e554a, length 5)");
+  CHECK_STR(err, "bad frame on worker channel (magic 0x4b4e554a, length 5)");
   /* So is a length beyond any real message. */
   uint32_t magic = FAT_WIRE_MAGIC;
   uint64_t huge = FAT_WIRE_MAX_PAYLOAD + 1;
@@ -292,7 +269,7 @@ static void test_frames(void) {
   memcpy(junk + 8, &huge, 8);
   CHECK(write(sv[0], junk, sizeof junk) == (ssize_t)sizeof junk);
   CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_ERROR);
-  CHECK_MSG(err, "bad frame on worker channel (magic 0x57544146, length 1073741825)");
+  CHECK_STR(err, "bad frame on worker channel (magic 0x57544146, length 1073741825)");
 
   /* A frame cut short by the peer's death is EOF, saying how far it got;
    * a clean close is EOF too. */
@@ -302,7 +279,7 @@ static void test_frames(void) {
   CHECK(write(sv[0], "abc", 3) == 3);
   close(sv[0]);
   CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_EOF);
-  CHECK_MSG(err, "worker channel closed after 3 of 10 payload bytes");
+  CHECK_STR(err, "worker channel closed after 3 of 10 payload bytes");
   CHECK(fat_wire_recv(sv[1], SHORT_TIMEOUT_MS, &type, &payload, &len, err, sizeof err) == FAT_WIRE_EOF);
   /* Writing to a closed peer is an error, not SIGPIPE. */
   CHECK(fat_wire_send(sv[1], FAT_MSG_P_QUIT, NULL, err, sizeof err) == -1);
@@ -322,10 +299,10 @@ static void test_parent_refusals(void) {
   CHECK(fat_worker_evaluate(NULL, NULL, NULL, NULL, 0, NULL, NULL, &t, &timed, reason,
                             sizeof reason) == FAT_WORKER_ERROR);
   CHECK(timed == 0);
-  CHECK_MSG(reason, "no worker running (restart it after a fault or timeout)");
+  CHECK_STR(reason, "no worker running (restart it after a fault or timeout)");
   CHECK(fat_worker_time_interleaved(NULL, NULL, NULL, 2, NULL, &t, reason, sizeof reason) ==
         FAT_WORKER_ERROR);
-  CHECK_MSG(reason, "no worker running (restart it after a fault or timeout)");
+  CHECK_STR(reason, "no worker running (restart it after a fault or timeout)");
   CHECK(!fat_worker_alive(NULL) && fat_worker_pid(NULL) == 0);
   fat_worker_stop(NULL);
 }
@@ -339,6 +316,5 @@ int main(void) {
   test_jobs_round_trip();
   test_frames();
   test_parent_refusals();
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary("test_worker_nogpu");
 }
