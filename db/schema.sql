@@ -235,3 +235,22 @@ CREATE TABLE external_timings (
   measured_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE INDEX external_timings_by_problem ON external_timings (gpu_id, problem_id, source);
+
+-- ---- Appended: cubin integrity (applied to every database at open) ----
+-- The sha256 of each stored cubin, by build key. The runtime loads a stored
+-- cubin only when its bytes hash to the value here (and builds.arch is the
+-- GPU's architecture); a build with no row here is not trusted and its source
+-- is compiled instead. It is a table of its own, not a builds column, because
+-- schema.sql only grows by appending and a CREATE ... IF NOT EXISTS can be
+-- applied to a version-1 database made before it: tuner/db.c runs this part
+-- on every open that finds the table missing and fills it from the cubins
+-- already stored there (the user's own builds, trusted as the database is).
+-- Older fatune builds ignore the table, so PRAGMA user_version stays 1: a
+-- build they store gets no hash, and is recompiled rather than trusted.
+-- A table file cannot vouch for a cubin whose bytes it does not match: import
+-- checks every row here against its cubin.
+CREATE TABLE IF NOT EXISTS build_hashes (
+  build_key    TEXT PRIMARY KEY REFERENCES builds (key),
+  cubin_sha256 TEXT NOT NULL
+               CHECK (length(cubin_sha256) = 64 AND cubin_sha256 NOT GLOB '*[^0-9a-f]*')
+);

@@ -45,6 +45,7 @@ typedef enum fat_status {
   FAT_ERR_COMPILE,           /* NVRTC refused a stored kernel source */
   FAT_ERR_DATABASE,          /* a table or the user database could not be read or written */
   FAT_ERR_OUT_OF_MEMORY,     /* a host allocation failed */
+  FAT_ERR_INTEGRITY,         /* a stored cubin's bytes do not hash to its recorded sha256 */
 } fat_status;
 
 /* "invalid argument", "unsupported problem", ... for S; never NULL. */
@@ -82,7 +83,8 @@ typedef struct fat_attn_args {
 } fat_attn_args;
 
 /* Fills the strides of ARGS for contiguous (batch, seqlen, heads, head_dim)
- * tensors, from its shape fields (set those first). */
+ * tensors, from its shape fields (set those first). A stride that would
+ * overflow is set to -1, which fat_attention_check refuses by name. */
 FAT_API void fat_attn_args_contiguous(fat_attn_args *args);
 
 /* Where the chosen variant came from. */
@@ -116,6 +118,8 @@ typedef struct fat_choice {
   int loaded;             /* 1 once the module is loaded in this context (then `load` is set) */
   fat_load load;
   char db_path[512];      /* the database it came from; "" for the built-in default */
+  char note[256];         /* why no stored cubin serves (one was refused, or none is
+                             stored for this GPU's architecture); "" when one does */
 } fat_choice;
 
 typedef struct fat_context fat_context;
@@ -154,14 +158,52 @@ FAT_API const char *fat_context_error(const fat_context *ctx);
 /* Which variant would serve ARGS (only shape, dtype and mask are read) --
  * the same selection fat_attention_fwd makes -- without loading or launching
  * anything: the "is it supported?" query. FAT_OK with *OUT filled, or
- * FAT_ERR_UNSUPPORTED / FAT_ERR_INVALID_ARGUMENT with the reason. */
+ * FAT_ERR_UNSUPPORTED / FAT_ERR_INVALID_ARGUMENT with the reason. OUT->load
+ * says how a launch would get the module (a stored cubin that passes
+ * fat_verify_cubin for this GPU, else compiling), OUT->note why not a stored
+ * cubin; OUT->loaded is 0. */
 FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *args,
                                         fat_choice *out);
+
+/* Everything fat_attention_fwd checks about ARGS before it selects or
+ * launches, without a GPU (an offline context answers it too):
+ *   FAT_ERR_INVALID_ARGUMENT: ARGS NULL; dtype or mask out of range; batch,
+ *     heads, heads_k, seqlen_q or seqlen_k < 1 (each by name); heads_k not
+ *     dividing heads; q, k, v, o or lse NULL or not 16-byte aligned; a stride
+ *     negative or not a multiple of 8; strides that do not fit the shape (a
+ *     dimension of more than one element whose stride is smaller than the
+ *     elements its inner dimensions span, so the tensor would overlap
+ *     itself: "q_row_stride 64: smaller than the 128 elements inside it
+ *     (heads x head_dim); q would overlap itself"); o or lse overlapping
+ *     another tensor; a tensor spanning more bytes than the address space;
+ *     softmax_scale negative or not finite.
+ *   FAT_ERR_UNSUPPORTED: head_dim without a template.
+ * Each failure leaves a message naming the bad value in fat_context_error.
+ * What needs the driver -- a pointer on another device, a stream of another
+ * context -- is checked by fat_attention_fwd itself (cuPointerGetAttribute,
+ * cuStreamGetCtx) before the launch. */
+FAT_API fat_status fat_attention_check(fat_context *ctx, const fat_attn_args *args);
+
+/* The integrity check every stored cubin passes before the runtime loads it:
+ * LEN bytes at CUBIN (1 .. 64 MiB) must hash (sha256, lowercase hex) to
+ * EXPECTED_SHA256, recorded when it was compiled, and BUILD_ARCH must be
+ * DEVICE_ARCH ("sm_90a"). FAT_OK, else FAT_ERR_INTEGRITY (no hash recorded,
+ * empty or oversized cubin, hash mismatch) or FAT_ERR_UNSUPPORTED (another
+ * architecture) with the reason in ERR (ERRLEN bytes; may be NULL). A pure
+ * function: no context, no driver. */
+FAT_API fat_status fat_verify_cubin(const void *cubin, size_t len, const char *expected_sha256,
+                                    const char *build_arch, const char *device_arch, char *err,
+                                    size_t errlen);
 
 /* Launches the forward pass on STREAM (a CUstream; NULL: the legacy default
  * stream) and returns without waiting. The first call for a problem key may
  * load (or compile) a module; later calls only launch. RAN (may be NULL)
- * gets the variant that was launched. */
+ * gets the variant that was launched. ARGS pass fat_attention_check first;
+ * then, with the driver, every tensor must be memory of this context's
+ * device ("q 0x... is memory of device 1; this context is on device 0", or
+ * "... is not memory CUDA knows") and STREAM a stream of the device's
+ * primary context ("stream 0x... belongs to another CUDA context"): each
+ * refused with FAT_ERR_INVALID_ARGUMENT, nothing launched. */
 FAT_API fat_status fat_attention_fwd(fat_context *ctx, const fat_attn_args *args, void *stream,
                                      fat_choice *ran);
 

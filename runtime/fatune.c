@@ -24,6 +24,8 @@
 #include "defaults.h"
 #include "fat_abi.h"
 #include "nvrtc_api.h"
+#include "sha256.h"
+#include "tables.h"
 #include "types.h"
 
 #define ERR_CAP 1024
@@ -35,6 +37,11 @@
 #define ALIGN_BYTES 16              /* kernels load and store 16 bytes at a time */
 #define STRIDE_MULTIPLE 8           /* elements of 2 bytes per 16-byte access */
 #define TABLES_FILE "fatune_tables.db"
+#define N_TENSORS 5                 /* q, k, v, o, lse */
+#define N_STRIDED 4                 /* q, k, v, o have (batch, row, head) strides */
+#define ELEM_BYTES 2                /* fp16 and bf16 */
+#define LSE_BYTES 4                 /* fp32 */
+#define KEY_PREFIX 12               /* hex digits of a build key shown in a message */
 /* Where the tables are found relative to the loaded library: next to it in
  * the build tree, in <prefix>/share/fatune when installed. */
 #define TABLES_INSTALLED_REL "/../share/fatune/" TABLES_FILE
@@ -46,6 +53,7 @@ typedef struct kernel {
   CUmodule module;
   CUfunction fn;
   fat_load load;
+  char note[256];  /* why no stored cubin was loaded ("" when one was) */
 } kernel;
 
 /* A resolved problem key: the selection, its launch geometry and kernel. */
@@ -74,6 +82,11 @@ struct fat_context {
   CUdevice dev;
   CUcontext pctx;
   int retained;
+  int ordinal;  /* the device's ordinal, for the pointer check */
+  /* Driver calls for the launch-time checks, looked up beside fat_cuda's
+   * (NULL when the driver lacks them: the check is skipped). */
+  CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
+  CUresult (*stream_ctx)(CUstream, CUcontext *);
   int offline;  /* describes a GPU without opening it: select only */
   char gpu_name[256];
   int cc_major, cc_minor, sm_count, smem_optin;
@@ -105,6 +118,7 @@ const char *fat_strerror(fat_status s) {
   case FAT_ERR_COMPILE: return "kernel compilation failed";
   case FAT_ERR_DATABASE: return "database error";
   case FAT_ERR_OUT_OF_MEMORY: return "out of memory";
+  case FAT_ERR_INTEGRITY: return "stored cubin failed its integrity check";
   }
   return "unknown status";
 }
@@ -336,6 +350,9 @@ fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts) 
   fat_arch_for_cc(c->cc_major, c->cc_minor, c->arch);
   CUDA_TRY(c->cu.cuDevicePrimaryCtxRetain(&c->pctx, c->dev), "cuDevicePrimaryCtxRetain");
   c->retained = 1;
+  c->ordinal = opts->device;
+  *(void **)&c->ptr_attr = dlsym(c->cu.handle, "cuPointerGetAttribute");
+  *(void **)&c->stream_ctx = dlsym(c->cu.handle, "cuStreamGetCtx");
   logf_(c, "context on %s (%s, %d SMs), user database %s, %d table database(s)", c->gpu_name,
         c->arch, c->sm_count, c->user_db_enabled ? c->dbs[0] : "(none)", c->n_dbs - 1);
 out:
@@ -460,14 +477,25 @@ static fat_status check_problem(fat_context *c, const fat_attn_args *a) {
   if (a->mask != FAT_ATTN_MASK_NONE && a->mask != FAT_ATTN_MASK_CAUSAL)
     return fail(c, FAT_ERR_INVALID_ARGUMENT,
                 "mask %d: must be FAT_ATTN_MASK_NONE or FAT_ATTN_MASK_CAUSAL", (int)a->mask);
-  if (a->batch < 1 || a->heads < 1 || a->heads_k < 1 || a->seqlen_q < 1 || a->seqlen_k < 1)
-    return fail(c, FAT_ERR_INVALID_ARGUMENT,
-                "shape batch %d, heads %d, heads_k %d, seqlen_q %d, seqlen_k %d: all must be >= 1",
-                a->batch, a->heads, a->heads_k, a->seqlen_q, a->seqlen_k);
+  const int dims[5] = {a->batch, a->heads, a->heads_k, a->seqlen_q, a->seqlen_k};
+  static const char *const dim_names[5] = {"batch", "heads", "heads_k", "seqlen_q", "seqlen_k"};
+  for (int i = 0; i < 5; i++)
+    if (dims[i] < 1)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %d: must be >= 1", dim_names[i], dims[i]);
   if (a->heads % a->heads_k)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "heads_k %d does not divide heads %d", a->heads_k,
                 a->heads);
   return FAT_OK;
+}
+
+#define MAX_HEAD_DIMS 16
+
+static fat_status unsupported_head_dim(fat_context *c, int head_dim) {
+  int dims[MAX_HEAD_DIMS], n = fat_supported_head_dims(dims, MAX_HEAD_DIMS);
+  char list[128] = "";
+  for (int i = 0; i < n; i++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "", dims[i]);
+  return fail(c, FAT_ERR_UNSUPPORTED, "head_dim %d has no template (supported: %s)", head_dim, list);
 }
 
 /* The one selection function: which variant serves (dtype, mask, head dim,
@@ -481,14 +509,7 @@ static fat_status select_variant(fat_context *c, const fat_attn_args *a, selecti
                 "%s has compute capability %d.%d; fatune's kernels need %d.0 or newer", c->gpu_name,
                 c->cc_major, c->cc_minor, MIN_CC_MAJOR);
   const fat_default_variant *def = find_default(a->dtype, a->mask, a->head_dim);
-  if (!def) {
-    int dims[16], n = fat_supported_head_dims(dims, 16);
-    char list[128] = "";
-    for (int i = 0; i < n; i++)
-      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "", dims[i]);
-    return fail(c, FAT_ERR_UNSUPPORTED, "head_dim %d has no template (supported: %s)", a->head_dim,
-                list);
-  }
+  if (!def) return unsupported_head_dim(c, a->head_dim);
   /* An exact bucket anywhere (the user's database first) beats a nearest
    * one; among nearest ones the user's database comes first. */
   selection nearest;
@@ -532,43 +553,115 @@ static fat_status select_variant(fat_context *c, const fat_attn_args *a, selecti
   return FAT_OK;
 }
 
+static void find_cubin(fat_context *c, const selection *sel, void **cubin, char *note,
+                       size_t cap);
+
 fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choice *out) {
   selection sel;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
   fat_status st = out ? select_variant(c, a, &sel)
                       : fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL");
-  if (st == FAT_OK) *out = sel.choice;
+  if (st == FAT_OK) {
+    /* How a launch would get the module: the same integrity check. */
+    void *cubin = NULL;
+    find_cubin(c, &sel, &cubin, sel.choice.note, sizeof sel.choice.note);
+    sel.choice.load = cubin ? FAT_LOAD_STORED_CUBIN : FAT_LOAD_COMPILED;
+    sel.choice.loaded = 0;
+    free(cubin);
+    *out = sel.choice;
+  }
   pthread_mutex_unlock(&c->lock);
   return st;
 }
 
 /* ---- loading ------------------------------------------------------------ */
 
-/* A stored cubin of variant (name, hash) for this GPU's architecture, from
- * any database (the user's first). Heap copy in *CUBIN, or NULL. */
-static void find_cubin(fat_context *c, const selection *sel, void **cubin) {
+fat_status fat_verify_cubin(const void *cubin, size_t len, const char *expected_sha256,
+                            const char *build_arch, const char *device_arch, char *err,
+                            size_t errlen) {
+  char hex[FAT_SHA256_HEX_CHARS + 1], scratch[8];
+  fat_status st = FAT_OK;
+  if (!err) err = scratch, errlen = sizeof scratch;
+  err[0] = 0;
+  if (!cubin || len == 0) {
+    st = FAT_ERR_INTEGRITY;
+    snprintf(err, errlen, "the cubin is empty");
+  } else if (len > (size_t)FAT_TABLES_MAX_CUBIN_BYTES) {
+    st = FAT_ERR_INTEGRITY;
+    snprintf(err, errlen, "the cubin of %zu bytes is over the %lld-byte cap", len,
+             (long long)FAT_TABLES_MAX_CUBIN_BYTES);
+  } else if (!expected_sha256 || !expected_sha256[0]) {
+    st = FAT_ERR_INTEGRITY;
+    snprintf(err, errlen, "the cubin has no recorded sha256: not trusted");
+  } else if (!build_arch || !device_arch || strcmp(build_arch, device_arch)) {
+    st = FAT_ERR_UNSUPPORTED;
+    snprintf(err, errlen, "the cubin was built for %s, this GPU is %s",
+             build_arch ? build_arch : "(no architecture)", device_arch ? device_arch : "(unknown)");
+  } else {
+    fat_sha256_hex(cubin, len, hex);
+    if (strcmp(hex, expected_sha256)) {
+      st = FAT_ERR_INTEGRITY;
+      snprintf(err, errlen, "the cubin's sha256 %s does not match its recorded %.64s", hex,
+               expected_sha256);
+    }
+  }
+  return st;
+}
+
+/* A stored cubin of variant (name, hash) that may be loaded on this GPU:
+ * from any database (the user's first), builds for this architecture
+ * first, newest first, the first that passes fat_verify_cubin. Heap copy in
+ * *CUBIN (NULL when none); NOTE gets why the first stored one was refused,
+ * or that none is stored for this architecture. */
+static void find_cubin(fat_context *c, const selection *sel, void **cubin, char *note,
+                       size_t cap) {
+  int stored = 0;
   *cubin = NULL;
+  note[0] = 0;
   for (int i = 0; i < c->n_dbs && !*cubin; i++) {
     sqlite3 *h = open_ro(c, i);
     sqlite3_stmt *s = NULL;
+    int step;
     if (!h) continue;
     if (sqlite3_prepare_v2(h,
-                           "SELECT b.cubin FROM builds b JOIN variants v ON v.id = b.variant_id"
-                           " WHERE v.name = ?1 AND v.source_hash = ?2 AND b.arch = ?3 AND b.ok = 1"
-                           " ORDER BY b.created_at DESC LIMIT 1",
-                           -1, &s, NULL) == SQLITE_OK) {
-      sqlite3_bind_text(s, 1, sel->choice.variant, -1, SQLITE_STATIC);
-      sqlite3_bind_text(s, 2, sel->choice.source_hash, -1, SQLITE_STATIC);
-      sqlite3_bind_text(s, 3, c->arch, -1, SQLITE_STATIC);
-      if (sqlite3_step(s) == SQLITE_ROW) {
-        int n = sqlite3_column_bytes(s, 0);
-        if (n > 0 && (*cubin = malloc((size_t)n))) memcpy(*cubin, sqlite3_column_blob(s, 0), (size_t)n);
+                           "SELECT b.key, b.arch, b.cubin, hs.cubin_sha256 FROM builds b"
+                           " JOIN variants v ON v.id = b.variant_id"
+                           " LEFT JOIN build_hashes hs ON hs.build_key = b.key"
+                           " WHERE v.name = ?1 AND v.source_hash = ?2 AND b.ok = 1"
+                           " ORDER BY b.arch = ?3 DESC, b.created_at DESC, b.key",
+                           -1, &s, NULL) != SQLITE_OK) {
+      /* A database from before build_hashes: its cubins are not trusted. */
+      if (!note[0])
+        snprintf(note, cap, "%s: %s; its cubins are not trusted", c->dbs[i], sqlite3_errmsg(h));
+      sqlite3_close(h);
+      continue;
+    }
+    sqlite3_bind_text(s, 1, sel->choice.variant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, sel->choice.source_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, c->arch, -1, SQLITE_STATIC);
+    while ((step = sqlite3_step(s)) == SQLITE_ROW && !*cubin) {
+      char why[256];
+      const void *blob = sqlite3_column_blob(s, 2);
+      size_t n = (size_t)sqlite3_column_bytes(s, 2);
+      stored = 1;
+      if (fat_verify_cubin(blob, n, (const char *)sqlite3_column_text(s, 3),
+                           (const char *)sqlite3_column_text(s, 1), c->arch, why, sizeof why)) {
+        /* A long path may truncate the note: its end says the least. */
+        if (!note[0] && snprintf(note, cap, "%s: build %.*s: %s; compiling from source", c->dbs[i],
+                                 KEY_PREFIX, (const char *)sqlite3_column_text(s, 0), why) < 0)
+          note[0] = 0;
+        continue;
       }
+      if ((*cubin = malloc(n))) memcpy(*cubin, blob, n);
     }
     sqlite3_finalize(s);
     sqlite3_close(h);
   }
+  if (*cubin) note[0] = 0;
+  else if (!stored && !note[0])
+    snprintf(note, cap, "no stored cubin of %s for %s; compiling from source", sel->choice.variant,
+             c->arch);
 }
 
 /* The source of the selected variant: built in, or from its database. */
@@ -690,7 +783,8 @@ static fat_status ensure_kernel(fat_context *c, const selection *sel, const kern
   kernel *k = calloc(1, sizeof *k);
   if (!k) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
   snprintf(k->hash, sizeof k->hash, "%s", sel->choice.source_hash);
-  find_cubin(c, sel, &cubin);
+  find_cubin(c, sel, &cubin, k->note, sizeof k->note);
+  if (k->note[0]) logf_(c, "%s", k->note);
   if (cubin) {
     CUresult r = c->cu.cuModuleLoadData(&k->module, cubin);
     if (r == CUDA_SUCCESS) {
@@ -698,8 +792,9 @@ static fat_status ensure_kernel(fat_context *c, const selection *sel, const kern
       logf_(c, "loaded the stored cubin of %s", sel->choice.variant);
     } else {
       /* A cubin from a newer toolkit than the driver, say: compile instead. */
-      logf_(c, "stored cubin of %s does not load (%s); compiling", sel->choice.variant,
-            fat_cuda_result_text(&c->cu, r, e, sizeof e));
+      snprintf(k->note, sizeof k->note, "the stored cubin of %s does not load (%s); compiling",
+               sel->choice.variant, fat_cuda_result_text(&c->cu, r, e, sizeof e));
+      logf_(c, "%s", k->note);
       k->module = NULL;
     }
     free(cubin);
@@ -735,14 +830,20 @@ out:
 
 /* ---- launch ------------------------------------------------------------- */
 
+/* X * Y, or -1 (a stride fat_attention_check refuses) when it overflows. */
+static long long stride_product(long long x, long long y) {
+  long long r;
+  return __builtin_mul_overflow(x, y, &r) ? -1 : r;
+}
+
 void fat_attn_args_contiguous(fat_attn_args *a) {
   if (!a) return;
   long long d = a->head_dim;
   a->q_head_stride = a->k_head_stride = a->v_head_stride = a->o_head_stride = d;
-  a->q_row_stride = a->o_row_stride = d * a->heads;
-  a->k_row_stride = a->v_row_stride = d * a->heads_k;
-  a->q_batch_stride = a->o_batch_stride = a->q_row_stride * a->seqlen_q;
-  a->k_batch_stride = a->v_batch_stride = a->k_row_stride * a->seqlen_k;
+  a->q_row_stride = a->o_row_stride = stride_product(d, a->heads);
+  a->k_row_stride = a->v_row_stride = stride_product(d, a->heads_k);
+  a->q_batch_stride = a->o_batch_stride = stride_product(a->q_row_stride, a->seqlen_q);
+  a->k_batch_stride = a->v_batch_stride = stride_product(a->k_row_stride, a->seqlen_k);
 }
 
 static unsigned bucket_of(int dtype, int mask, int head_dim, int seqlen_q) {
@@ -755,30 +856,160 @@ static unsigned bucket_of(int dtype, int mask, int head_dim, int seqlen_q) {
   return h % SEL_BUCKETS;
 }
 
+/* One dimension of a strided tensor. */
+typedef struct dim {
+  const char *name;  /* "row_stride" */
+  long long extent, stride;
+} dim;
+
+/* The elements tensor NAME spans (max offset + 1) in *SPAN, after checking
+ * that no dimension of more than one element steps by less than what its
+ * inner dimensions span: then no two elements share an address. */
+static fat_status check_layout(fat_context *c, const char *name, dim *d, int n, long long head_dim,
+                               long long *span) {
+  /* Insertion sort by stride: the innermost dimension first. */
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && d[j].stride < d[j - 1].stride; j--) {
+      dim t = d[j];
+      d[j] = d[j - 1];
+      d[j - 1] = t;
+    }
+  long long inner = head_dim; /* the contiguous last dimension */
+  const char *inside = "head_dim";
+  for (int i = 0; i < n; i++) {
+    long long step;
+    if (d[i].extent < 2) continue;
+    if (d[i].stride < inner)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT,
+                  "%s_%s %lld: smaller than the %lld elements inside it (%s); %s would overlap "
+                  "itself", name, d[i].name, d[i].stride, inner, inside, name);
+    if (__builtin_mul_overflow(d[i].stride, d[i].extent - 1, &step) ||
+        __builtin_add_overflow(inner, step, &inner))
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_%s %lld: %s spans more than %lld elements",
+                  name, d[i].name, d[i].stride, name, LLONG_MAX);
+    inside = d[i].name;
+  }
+  *span = inner;
+  return FAT_OK;
+}
+
+/* [lo, hi) byte ranges. */
+static int overlaps(uintptr_t a, unsigned long long an, uintptr_t b, unsigned long long bn) {
+  return a < b + bn && b < a + an;
+}
+
 static fat_status check_tensors(fat_context *c, const fat_attn_args *a) {
-  const void *ptrs[5] = {a->q, a->k, a->v, a->o, a->lse};
-  static const char *const names[5] = {"q", "k", "v", "o", "lse"};
-  for (int i = 0; i < 5; i++) {
+  const void *ptrs[N_TENSORS] = {a->q, a->k, a->v, a->o, a->lse};
+  static const char *const names[N_TENSORS] = {"q", "k", "v", "o", "lse"};
+  for (int i = 0; i < N_TENSORS; i++) {
     if (!ptrs[i]) return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s is NULL", names[i]);
     if ((uintptr_t)ptrs[i] % ALIGN_BYTES)
       return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned", names[i], ptrs[i],
                   ALIGN_BYTES);
   }
-  const long long strides[12] = {a->q_batch_stride, a->q_row_stride, a->q_head_stride,
-                                 a->k_batch_stride, a->k_row_stride, a->k_head_stride,
-                                 a->v_batch_stride, a->v_row_stride, a->v_head_stride,
-                                 a->o_batch_stride, a->o_row_stride, a->o_head_stride};
-  static const char *const snames[12] = {
-      "q_batch_stride", "q_row_stride", "q_head_stride", "k_batch_stride",
-      "k_row_stride",   "k_head_stride", "v_batch_stride", "v_row_stride",
-      "v_head_stride",  "o_batch_stride", "o_row_stride", "o_head_stride"};
-  for (int i = 0; i < 12; i++)
+  const long long strides[N_STRIDED * 3] = {
+      a->q_batch_stride, a->q_row_stride, a->q_head_stride, a->k_batch_stride,
+      a->k_row_stride,   a->k_head_stride, a->v_batch_stride, a->v_row_stride,
+      a->v_head_stride,  a->o_batch_stride, a->o_row_stride, a->o_head_stride};
+  static const char *const snames[3] = {"batch_stride", "row_stride", "head_stride"};
+  for (int i = 0; i < N_STRIDED * 3; i++)
     if (strides[i] < 0 || strides[i] % STRIDE_MULTIPLE)
-      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %lld: must be a non-negative multiple of %d",
-                  snames[i], strides[i], STRIDE_MULTIPLE);
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_%s %lld: must be a non-negative multiple of %d",
+                  names[i / 3], snames[i % 3], strides[i], STRIDE_MULTIPLE);
+  /* Bytes each tensor spans from its pointer. */
+  unsigned long long bytes[N_TENSORS];
+  for (int t = 0; t < N_STRIDED; t++) {
+    int is_q_or_o = t == 0 || t == 3;
+    /* Innermost first by convention: equal strides keep this order (the
+     * sort is stable), so the message blames the outer dimension. */
+    dim d[3] = {{snames[2], is_q_or_o ? a->heads : a->heads_k, strides[t * 3 + 2]},
+                {snames[1], is_q_or_o ? a->seqlen_q : a->seqlen_k, strides[t * 3 + 1]},
+                {snames[0], a->batch, strides[t * 3]}};
+    long long span = 0;
+    fat_status st = check_layout(c, names[t], d, 3, a->head_dim, &span);
+    if (st) return st;
+    if ((unsigned long long)span > UINTPTR_MAX / ELEM_BYTES - (uintptr_t)ptrs[t])
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %lld elements run past the end of the "
+                  "address space", names[t], ptrs[t], span);
+    bytes[t] = (unsigned long long)span * ELEM_BYTES;
+  }
+  /* lse: contiguous (batch, heads, seqlen_q) fp32; the shape is checked to
+   * be positive, and each factor fits an int. */
+  unsigned long long lse_n = (unsigned long long)a->batch * (unsigned long long)a->heads;
+  if (__builtin_mul_overflow(lse_n, (unsigned long long)a->seqlen_q, &lse_n) ||
+      lse_n > (UINTPTR_MAX - (uintptr_t)a->lse) / LSE_BYTES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "lse %p: its batch x heads x seqlen_q floats run past "
+                "the end of the address space", (void *)a->lse);
+  bytes[4] = lse_n * LSE_BYTES;
+  /* What the kernel writes (o, lse) must share no byte with anything else
+   * it reads or writes: another block may still be reading it. */
+  static const int written[2] = {3, 4};
+  for (int w = 0; w < 2; w++)
+    for (int t = 0; t < N_TENSORS; t++) {
+      int i = written[w];
+      if (t == i || (w == 1 && t == 3)) continue; /* o vs lse was checked as o's */
+      if (overlaps((uintptr_t)ptrs[i], bytes[i], (uintptr_t)ptrs[t], bytes[t]))
+        return fail(c, FAT_ERR_INVALID_ARGUMENT,
+                    "%s [%p, +%llu bytes) overlaps %s [%p, +%llu bytes): the outputs must not "
+                    "alias another tensor", names[i], ptrs[i], bytes[i], names[t], ptrs[t], bytes[t]);
+    }
   if (!(a->softmax_scale >= 0) || isinf(a->softmax_scale))
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "softmax_scale %g: must be finite and >= 0 (0: default)",
                 (double)a->softmax_scale);
+  return FAT_OK;
+}
+
+/* Everything about ARGS that needs no GPU; the context lock is held. */
+static fat_status check_args(fat_context *c, const fat_attn_args *a) {
+  fat_status st = check_problem(c, a);
+  if (st) return st;
+  if (!find_default(a->dtype, a->mask, a->head_dim)) return unsupported_head_dim(c, a->head_dim);
+  return check_tensors(c, a);
+}
+
+fat_status fat_attention_check(fat_context *c, const fat_attn_args *a) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = check_args(c, a);
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* What only the driver can tell: every tensor is memory of this context's
+ * device, and STREAM belongs to its primary context. A launch with either
+ * wrong faults the context (or runs on another GPU's stream); refusing
+ * costs a few driver calls per launch. The lock is held. */
+static fat_status check_on_device(fat_context *c, const fat_attn_args *a, void *stream) {
+  const void *ptrs[N_TENSORS] = {a->q, a->k, a->v, a->o, a->lse};
+  static const char *const names[N_TENSORS] = {"q", "k", "v", "o", "lse"};
+  char t[256];
+  for (int i = 0; i < N_TENSORS && c->ptr_attr; i++) {
+    int ordinal = -1;
+    unsigned long long managed = 0; /* the driver writes a bool or an int: zeroed wider */
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptrs[i];
+    CUresult r = c->ptr_attr(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
+    if (r == CUDA_ERROR_INVALID_VALUE)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not memory CUDA knows (%s)", names[i],
+                  ptrs[i], fat_cuda_result_text(&c->cu, r, t, sizeof t));
+    if (r != CUDA_SUCCESS || managed) continue; /* managed memory migrates on demand */
+    r = c->ptr_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
+    if (r == CUDA_SUCCESS && ordinal != c->ordinal)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is memory of device %d; this context is on "
+                  "device %d", names[i], ptrs[i], ordinal, c->ordinal);
+  }
+  /* The legacy and per-thread default streams (handles 0, 1, 2) are those
+   * of whatever context is current: ours, made current by the launch. */
+  if (stream && (uintptr_t)stream > (uintptr_t)CU_STREAM_PER_THREAD && c->stream_ctx) {
+    CUcontext sc = NULL;
+    CUresult r = c->stream_ctx((CUstream)stream, &sc);
+    if (r != CUDA_SUCCESS)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "stream %p: %s", stream,
+                  fat_cuda_result_text(&c->cu, r, t, sizeof t));
+    if (sc != c->pctx)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "stream %p belongs to another CUDA context (%p), "
+                  "not the primary context of device %d (%p)", stream, (void *)sc, c->ordinal,
+                  (void *)c->pctx);
+  }
   return FAT_OK;
 }
 
@@ -793,7 +1024,7 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
     pthread_mutex_unlock(&c->lock);
     return st;
   }
-  if ((st = check_problem(c, a)) || (st = check_tensors(c, a))) {
+  if ((st = check_args(c, a)) || (st = check_on_device(c, a, stream))) {
     pthread_mutex_unlock(&c->lock);
     return st;
   }
@@ -824,6 +1055,7 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
     e->choice = sel.choice;
     e->choice.loaded = 1;
     e->choice.load = k->load;
+    snprintf(e->choice.note, sizeof e->choice.note, "%s", k->note);
     e->block_m = sel.block_m;
     e->threads = sel.threads;
     e->smem_bytes = sel.smem_bytes;

@@ -2,7 +2,8 @@
 # The reliability checks beyond the main suite (issue 6), run by CI after
 # scripts/test.sh: the CPU test suite built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (every finding fails the run), libFuzzer runs of
-# the command-line parser and the table importer for a bounded time each
+# the command-line parser, the table importer and the runtime's problem
+# validator (fat_attention_check) for a bounded time each
 # from the corpus kept in fuzz/corpus, and valgrind on the command line's
 # no-GPU paths. Prints the numbers: sanitizer runs and findings, fuzzing time
 # and executions.
@@ -45,13 +46,21 @@ echo "sanitizer run: $san_result, $findings findings"
 echo "== fuzzing: libFuzzer, $FUZZ_SECONDS s per target"
 FZ="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -g"
 CC=clang cmake -S . -B "$B-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS="$FZ" >/dev/null
-cmake --build "$B-fuzz" -j"$jobs" --target fatune_core >/dev/null
+cmake --build "$B-fuzz" -j"$jobs" --target fatune_core fatune_static >/dev/null
 total_execs=0
 for target in fuzz/fuzz_*.c; do
   name=$(basename "$target" .c)
+  # A target of the public API (it includes fatune.h) links the static
+  # libfatune, which carries its own copies of the tuner sources it uses;
+  # the others link the tuner's core library and Lua.
+  if grep -q '#include "fatune.h"' "$target"; then
+    libs=("$B-fuzz/runtime/libfatune.a" "$SQLITE")
+  else
+    libs=("$B-fuzz/libfatune_core.a" "$LUA" "$SQLITE")
+  fi
   clang -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -g -D_GNU_SOURCE \
     -Ituner -Itemplates -Iinclude -I"${CUDA_ROOT:-/usr/local/cuda}/include" -I/usr/include/lua5.4 \
-    "$target" "$B-fuzz/libfatune_core.a" "$LUA" "$SQLITE" -lpthread -ldl -lm -o "$B-fuzz/$name"
+    "$target" "${libs[@]}" -lpthread -ldl -lm -o "$B-fuzz/$name"
   corpus=fuzz/corpus/$name
   mkdir -p "$corpus" "$B-fuzz/$name.new"
   # New inputs go to a scratch folder; the kept corpus changes only by commit.

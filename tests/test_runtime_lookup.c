@@ -189,8 +189,7 @@ int main(void) {
   EXPECT_STR(fat_context_error(c), "dtype 7: must be FAT_ATTN_FP16 or FAT_ATTN_BF16");
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 0);
   EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
-  EXPECT_STR(fat_context_error(c),
-             "shape batch 1, heads 16, heads_k 16, seqlen_q 0, seqlen_k 0: all must be >= 1");
+  EXPECT_STR(fat_context_error(c), "seqlen_q 0: must be >= 1");
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 1024);
   EXPECT_INT(fat_attention_fwd(c, &a, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
   EXPECT_STR(fat_context_error(c),

@@ -12,9 +12,12 @@
 #include "db.h"
 #include "embedded.h"
 #include "fwd_job.h"
+#include "sha256.h"
 
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"
 #define FAT_DB_ERR_MAX 512
+/* Where schema.sql's idempotent appended part begins (db/schema.sql says why). */
+#define FAT_DB_APPENDED_MARKER "-- ---- Appended: cubin integrity"
 
 /* The prepared statements, one per query; SQL text in stmt_sql[]. */
 enum stmt_id {
@@ -33,6 +36,8 @@ enum stmt_id {
   ST_RETIRE_TIMINGS,
   ST_DROP_WINNER,
   ST_SUMMARY,
+  ST_PUT_BUILD_HASH,
+  ST_DROP_BUILD_HASH,
   ST_COUNT
 };
 
@@ -154,6 +159,11 @@ static const char *const stmt_sql[ST_COUNT] = {
     " WHERE w.gpu_id = ?1"
     " ORDER BY p.direction = 'bwd', p.dtype, p.mask, p.head_dim, p.seqlen_q, p.seqlen_k,"
     "  p.batch, p.heads, p.heads_k",
+  [ST_PUT_BUILD_HASH] =
+    "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES (?1, ?2)"
+    " ON CONFLICT (build_key) DO UPDATE SET cubin_sha256 = excluded.cubin_sha256",
+  [ST_DROP_BUILD_HASH] =
+    "DELETE FROM build_hashes WHERE build_key = ?1",
 };
 
 struct fat_db {
@@ -278,6 +288,74 @@ out:
   return ret;
 }
 
+/* sha256 of a blob as hex, for the one-time fill of build_hashes. */
+static void sql_sha256(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  char hex[FAT_SHA256_HEX_CHARS + 1];
+  (void)argc;
+  fat_sha256_hex(sqlite3_value_blob(argv[0]), (size_t)sqlite3_value_bytes(argv[0]), hex);
+  sqlite3_result_text(ctx, hex, -1, SQLITE_TRANSIENT);
+}
+
+/* 1 when table NAME exists in main, 0 when not, -1 on failure. */
+static int has_table(fat_db *db, const char *name) {
+  sqlite3_stmt *s = NULL;
+  int n = -1;
+  if (sqlite3_prepare_v2(db->h, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                         -1, &s, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW) n = sqlite3_column_int(s, 0) > 0;
+  }
+  if (n < 0) fail(db, "cannot read database %s", db->path);
+  sqlite3_finalize(s);
+  return n;
+}
+
+/* A version-1 database made before schema.sql's appended part gets it now
+ * (under the write lock, re-checked there), with a hash for each cubin it
+ * already holds: they were stored by this user's own tuner or runtime. */
+static int apply_appended_schema(fat_db *db) {
+  int ret = -1, in_tx = 0, have;
+  char *msg = NULL;
+  const fat_embedded_file *schema = fat_embedded_find(FAT_DB_SCHEMA_PATH);
+  const char *tail = schema ? strstr(schema->data, FAT_DB_APPENDED_MARKER) : NULL;
+  if ((have = has_table(db, "build_hashes")) != 0) return have < 0 ? -1 : 0;
+  if (!tail) {
+    snprintf(db->err, sizeof db->err, "cannot upgrade database %s: %s has no '%s' part", db->path,
+             FAT_DB_SCHEMA_PATH, FAT_DB_APPENDED_MARKER);
+    return -1;
+  }
+  if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK) {
+    fail(db, "cannot lock database %s", db->path);
+    goto out;
+  }
+  in_tx = 1;
+  if ((have = has_table(db, "build_hashes")) < 0) goto out;
+  if (!have) {
+    if (sqlite3_exec(db->h, tail, NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_create_function(db->h, "fat_sha256_hex", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                NULL, sql_sha256, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(db->h,
+                     "INSERT INTO build_hashes (build_key, cubin_sha256) SELECT key,"
+                     " fat_sha256_hex(cubin) FROM builds WHERE ok = 1 AND length(cubin) > 0",
+                     NULL, NULL, &msg) != SQLITE_OK) {
+      snprintf(db->err, sizeof db->err, "cannot upgrade database %s: %s", db->path,
+               msg ? msg : sqlite3_errmsg(db->h));
+      goto out;
+    }
+  }
+  if (exec(db, "COMMIT") != SQLITE_OK) {
+    fail(db, "cannot commit the upgrade of %s", db->path);
+    goto out;
+  }
+  in_tx = 0;
+  ret = 0;
+out:
+  sqlite3_free(msg);
+  sqlite3_create_function(db->h, "fat_sha256_hex", 1, SQLITE_UTF8, NULL, NULL, NULL, NULL);
+  if (in_tx) exec(db, "ROLLBACK");
+  return ret;
+}
+
 /* Checks the file is ours, at our version, creating the schema when empty. */
 static int check_schema(fat_db *db) {
   int version = 0;
@@ -298,6 +376,10 @@ static int check_schema(fat_db *db) {
   int objects = count_schema_objects(db);
   if (objects < 0) return -1;
   if (objects > 0) {
+    /* Another process may have committed the schema between the two reads
+     * (two tuners creating one database at once). */
+    if (read_user_version(db, &version)) return -1;
+    if (version == FAT_DB_SCHEMA_VERSION) return 0;
     snprintf(db->err, sizeof db->err,
              "not a fatune database: %s: it holds %d schema objects but no fatune schema version",
              db->path, objects);
@@ -337,7 +419,7 @@ int fat_db_open(const char *path, fat_db **out, char *err, size_t errlen) {
   }
   /* Another tuner on the same file waits for the lock instead of failing. */
   sqlite3_busy_timeout(db->h, FAT_DB_BUSY_TIMEOUT_MS);
-  if (check_schema(db)) {
+  if (check_schema(db) || apply_appended_schema(db)) {
     snprintf(err, errlen, "%s", db->err);
     goto out;
   }
@@ -542,10 +624,37 @@ int fat_db_put_build(fat_db *db, sqlite3_int64 variant_id, const fat_build *b,
   sqlite3_bind_int(s, 12, b->spill_loads);
   sqlite3_bind_double(s, 13, b->compile_ms);
   sqlite3_bind_text(s, 14, b->log ? b->log : "", -1, SQLITE_STATIC);
+  /* The build and its cubin's hash commit together (one savepoint), so a
+   * cubin is never stored with another cubin's hash. */
   int ret = 0;
+  if (exec(db, "SAVEPOINT put_build") != SQLITE_OK) {
+    release(s);
+    return fail(db, "cannot store build %s", b->key);
+  }
   if (sqlite3_step(s) != SQLITE_DONE)
     ret = fail(db, "cannot store build %s (variant %lld, %s)", b->key, (long long)variant_id, b->arch);
   release(s);
+  if (ret == 0) {
+    int has_cubin = b->cubin && b->cubin_size;
+    char hex[FAT_SHA256_HEX_CHARS + 1];
+    sqlite3_stmt *h = stmt(db, has_cubin ? ST_PUT_BUILD_HASH : ST_DROP_BUILD_HASH);
+    if (!h) ret = -1;
+    else {
+      sqlite3_bind_text(h, 1, b->key, -1, SQLITE_STATIC);
+      if (has_cubin) {
+        fat_sha256_hex(b->cubin, b->cubin_size, hex);
+        sqlite3_bind_text(h, 2, hex, -1, SQLITE_STATIC);
+      }
+      if (sqlite3_step(h) != SQLITE_DONE) ret = fail(db, "cannot store the cubin hash of build %s", b->key);
+      release(h);
+    }
+  }
+  if (ret == 0 && exec(db, "RELEASE put_build") != SQLITE_OK)
+    ret = fail(db, "cannot commit build %s", b->key);
+  if (ret) {
+    exec(db, "ROLLBACK TO put_build");
+    exec(db, "RELEASE put_build");
+  }
   return ret;
 }
 

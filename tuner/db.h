@@ -24,7 +24,8 @@
 typedef struct fat_db fat_db;
 
 /* Opens PATH, creating it (the file, not its folder) and applying the schema
- * when new. Refuses a file that is not SQLite ("not a fatune database: PATH:
+ * when new (and schema.sql's appended build_hashes table to an older
+ * version-1 file, hashing the cubins it holds). Refuses a file that is not SQLite ("not a fatune database: PATH:
  * file is not a database"), an SQLite file of another program, a newer or
  * unknown schema version, and a path it cannot open for writing ("cannot open
  * database PATH: ..."). On failure *DB is NULL and ERR holds the reason. */
@@ -49,7 +50,8 @@ int fat_db_get_variant(fat_db *db, sqlite3_int64 id, fat_variant *out, int *foun
 /* Build cache. find: *FOUND = 1 and OUT filled (heap cubin and log: free with
  * fat_build_free) when KEY is stored, else *FOUND = 0. put: stores B under
  * B->key (replacing an earlier row with that key) for VARIANT_ID, with the
- * OPTIONS and NVRTC_VERSION ("13.0") that went into the key. */
+ * OPTIONS and NVRTC_VERSION ("13.0") that went into the key, and the sha256
+ * of its cubin in build_hashes (the runtime loads no cubin without it). */
 int fat_db_find_build(fat_db *db, const char *key, fat_build *out, int *found);
 int fat_db_put_build(fat_db *db, sqlite3_int64 variant_id, const fat_build *b,
                      const char *options, const char *nvrtc_version);

@@ -94,6 +94,10 @@ static const export_table EXPORT_TABLES[] = {
      " t.smem_static, t.stack_frame, t.spill_stores, t.spill_loads, t.compile_ms, t.log,"
      " t.created_at FROM main.builds t JOIN temp.x_builds x ON x.old = t.id"
      " JOIN temp.x_variants v ON v.old = t.variant_id ORDER BY x.new"},
+    /* The hash the runtime checks each cubin against before loading it. */
+    {"build_hashes", "build_key, cubin_sha256",
+     "SELECT h.build_key, h.cubin_sha256 FROM main.build_hashes h JOIN main.builds t ON t.key ="
+     " h.build_key JOIN temp.x_builds x ON x.old = t.id ORDER BY x.new"},
     {"problems",
      "id, direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k",
      "SELECT x.new, t.direction, t.dtype, t.mask, t.head_dim, t.batch, t.heads, t.heads_k,"
@@ -213,6 +217,7 @@ int fat_tables_export(fat_db *db, const char *gpu_name, FILE *out, char *err, si
     sqlite3_finalize(s);
     s = NULL;
   }
+  fputs(FAT_TABLES_END, out);
   if (ferror(out)) {
     set_err(err, errlen, "export: write error");
     goto out;
@@ -293,6 +298,15 @@ static const char *const MERGE_SQL =
     " AND EXISTS (SELECT 1 FROM main.checks c WHERE c.variant_id = v.mid AND c.gpu_id = g.mid"
     "   AND c.problem_id = p.mid AND c.retired = 0 AND c.passed = 1);";
 
+/* A cubin's hash comes in only where main's build under that key holds the
+ * very cubin it hashes (a build main already had keeps its own). A source
+ * database from before build_hashes has none to give. */
+static const char *const MERGE_HASHES_SQL =
+    "INSERT OR IGNORE INTO main.build_hashes (build_key, cubin_sha256)"
+    " SELECT h.build_key, h.cubin_sha256 FROM src.build_hashes h"
+    " JOIN src.builds sb ON sb.key = h.build_key JOIN main.builds mb ON mb.key = h.build_key"
+    " WHERE mb.cubin = sb.cubin ORDER BY h.build_key;";
+
 static const char *const MERGE_CLEANUP_SQL =
     "DROP TABLE IF EXISTS temp.m_gpus; DROP TABLE IF EXISTS temp.m_variants;"
     "DROP TABLE IF EXISTS temp.m_problems; DROP TABLE IF EXISTS temp.m_timings;";
@@ -334,7 +348,7 @@ static int count_rows(sqlite3 *h, long long *n) {
                          " main.variants) + (SELECT count(*) FROM main.builds) + (SELECT"
                          " count(*) FROM main.problems) + (SELECT count(*) FROM main.checks) +"
                          " (SELECT count(*) FROM main.timings) + (SELECT count(*) FROM"
-                         " main.winners)",
+                         " main.winners) + (SELECT count(*) FROM main.build_hashes)",
                          -1, &c, NULL) == SQLITE_OK &&
       sqlite3_step(c) == SQLITE_ROW) {
     *n = sqlite3_column_int64(c, 0);
@@ -342,6 +356,17 @@ static int count_rows(sqlite3 *h, long long *n) {
   }
   sqlite3_finalize(c);
   return rc;
+}
+
+/* Whether the attached source database has a build_hashes table. */
+static int src_has_hashes(sqlite3 *h) {
+  sqlite3_stmt *s = NULL;
+  int has = 0;
+  if (sqlite3_prepare_v2(h, "SELECT 1 FROM src.sqlite_schema WHERE type = 'table' AND name ="
+                            " 'build_hashes'", -1, &s, NULL) == SQLITE_OK)
+    has = sqlite3_step(s) == SQLITE_ROW;
+  sqlite3_finalize(s);
+  return has;
 }
 
 int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, size_t errlen) {
@@ -360,6 +385,8 @@ int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, 
   if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
   in_tx = 1;
   if (sqlite3_exec(h, MERGE_SQL, NULL, NULL, &msg) != SQLITE_OK) goto execfail;
+  if (src_has_hashes(h) && sqlite3_exec(h, MERGE_HASHES_SQL, NULL, NULL, &msg) != SQLITE_OK)
+    goto execfail;
   if (sqlite3_exec(h, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
   in_tx = 0;
   if (count_rows(h, &after)) goto sqlfail;
@@ -382,8 +409,8 @@ out:
 
 /* ---- import ------------------------------------------------------------ */
 
-static const char *const IMPORT_TABLES[] = {"gpus",   "variants", "builds", "problems",
-                                            "checks", "timings",  "winners"};
+static const char *const IMPORT_TABLES[] = {"gpus",   "variants", "builds",  "build_hashes",
+                                            "problems", "checks", "timings", "winners"};
 #define N_IMPORT_TABLES (sizeof IMPORT_TABLES / sizeof IMPORT_TABLES[0])
 /* Functions a table file may call: char() splices newlines, the rest are
  * what the schema's constraints and defaults evaluate. */
@@ -423,10 +450,10 @@ static const char *action_name(int action) {
 static int import_authorizer(void *user, int action, const char *a1, const char *a2,
                              const char *db, const char *trigger) {
   import_guard *g = user;
-  (void)db;
   switch (action) {
   case SQLITE_INSERT:
-    if (in_list(a1, IMPORT_TABLES, N_IMPORT_TABLES)) return SQLITE_OK;
+    /* Only the scratch database's own tables: never temp or an attachment. */
+    if (in_list(a1, IMPORT_TABLES, N_IMPORT_TABLES) && db && !strcmp(db, "main")) return SQLITE_OK;
     break;
   case SQLITE_READ: return SQLITE_OK;
   case SQLITE_FUNCTION:
@@ -446,8 +473,166 @@ static int import_authorizer(void *user, int action, const char *a1, const char 
   return SQLITE_DENY;
 }
 
+/* What the generator produces today for variant NAME of (DIR, DT, MK, HD):
+ * its source hash in NOW, or "" when no architecture's space has it.
+ * Returns 0, or -1 with err when the generator fails. */
+static int regenerated_hash(fat_gen *g, const char *name, fat_direction dir, fat_dtype dt,
+                            fat_mask mk, int hd, char now[FAT_SHA256_HEX_CHARS + 1], char *err,
+                            size_t errlen) {
+  now[0] = 0;
+  for (int a = 0; a < N_STALE_ARCHS && !now[0]; a++) {
+    fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                       .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = STALE_ARCHS[a]};
+    fat_variant *v = NULL;
+    size_t n = 0;
+    if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, errlen)) return -1;
+    for (size_t i = 0; i < n; i++)
+      if (!strcmp(v[i].name, name)) snprintf(now, FAT_SHA256_HEX_CHARS + 1, "%s", v[i].hash);
+    for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+    free(v);
+  }
+  return 0;
+}
+
+/* Every column of every imported table holds the storage class its
+ * declaration names (SQLite would keep 'many' in an INTEGER column, and
+ * 'many' >= 0 is true, so the CHECKs alone do not catch it). */
+static int check_types(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  char sql[512];
+  for (size_t t = 0; t < N_IMPORT_TABLES; t++) {
+    sqlite3_stmt *info = NULL;
+    snprintf(sql, sizeof sql, "PRAGMA main.table_info(%s)", IMPORT_TABLES[t]);
+    if (sqlite3_prepare_v2(h, sql, -1, &info, NULL) != SQLITE_OK) {
+      set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+      return -1;
+    }
+    while (sqlite3_step(info) == SQLITE_ROW) {
+      const char *col = (const char *)sqlite3_column_text(info, 1);
+      const char *decl = (const char *)sqlite3_column_text(info, 2);
+      const char *want = !strcmp(decl, "INTEGER") ? "integer" : !strcmp(decl, "REAL") ? "real"
+                         : !strcmp(decl, "TEXT") ? "text" : !strcmp(decl, "BLOB") ? "blob" : NULL;
+      sqlite3_stmt *q = NULL;
+      if (!want) continue;
+      snprintf(sql, sizeof sql, "SELECT rowid, typeof(\"%s\") FROM main.%s WHERE typeof(\"%s\")"
+               " NOT IN ('%s', 'null') ORDER BY rowid LIMIT 1", col, IMPORT_TABLES[t], col, want);
+      int bad = sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW;
+      if (bad)
+        set_err(err, errlen, "%s: %s row %lld: %s holds %s, declared %s", name, IMPORT_TABLES[t],
+                (long long)sqlite3_column_int64(q, 0), col, sqlite3_column_text(q, 1), decl);
+      sqlite3_finalize(q);
+      if (bad) {
+        sqlite3_finalize(info);
+        return -1;
+      }
+    }
+    sqlite3_finalize(info);
+  }
+  return 0;
+}
+
+/* The rows of the scratch database are what they claim: types as declared,
+ * no cubin over the cap, every source hashing to its source_hash, every
+ * cubin hash matching its cubin, and (with a generator) every variant's
+ * source what the generator produces for its name today. */
+static int validate_import(sqlite3 *h, const char *name, const fat_import_options *o,
+                           char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  char hex[FAT_SHA256_HEX_CHARS + 1], e2[ERRLEN];
+  if (check_types(h, name, err, errlen)) return -1;
+  if (sqlite3_prepare_v2(h, "SELECT key, length(cubin) FROM main.builds WHERE length(cubin) > ?1"
+                            " ORDER BY id LIMIT 1", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  sqlite3_bind_int64(s, 1, FAT_TABLES_MAX_CUBIN_BYTES);
+  if ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    set_err(err, errlen, "%s: build %s: cubin of %lld bytes is over the %lld-byte cap", name,
+            sqlite3_column_text(s, 0), (long long)sqlite3_column_int64(s, 1),
+            (long long)FAT_TABLES_MAX_CUBIN_BYTES);
+    goto out;
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  sqlite3_finalize(s);
+  if (sqlite3_prepare_v2(h, "SELECT name, source_hash, source FROM main.variants ORDER BY id",
+                         -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *src = (const char *)sqlite3_column_text(s, 2);
+    fat_sha256_hex(src, (size_t)sqlite3_column_bytes(s, 2), hex);
+    if (strcmp(hex, (const char *)sqlite3_column_text(s, 1))) {
+      set_err(err, errlen, "%s: variant %s: source_hash %s is not the hash of its source (%s)",
+              name, sqlite3_column_text(s, 0), sqlite3_column_text(s, 1), hex);
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  sqlite3_finalize(s);
+  if (sqlite3_prepare_v2(h, "SELECT h.build_key, h.cubin_sha256, b.cubin FROM main.build_hashes h"
+                            " LEFT JOIN main.builds b ON b.key = h.build_key ORDER BY h.build_key",
+                         -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    if (sqlite3_column_type(s, 2) != SQLITE_BLOB) {
+      set_err(err, errlen, "%s: build_hashes %s: no build with a cubin has this key", name,
+              sqlite3_column_text(s, 0));
+      goto out;
+    }
+    fat_sha256_hex(sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2), hex);
+    if (strcmp(hex, (const char *)sqlite3_column_text(s, 1))) {
+      set_err(err, errlen, "%s: build %s: cubin sha256 %s does not match its stored hash %s", name,
+              sqlite3_column_text(s, 0), hex, sqlite3_column_text(s, 1));
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  sqlite3_finalize(s);
+  s = NULL;
+  if (o && o->gen) {
+    if (sqlite3_prepare_v2(h, "SELECT name, source_hash, direction, dtype, mask, head_dim FROM"
+                              " main.variants ORDER BY name, source_hash", -1, &s, NULL) != SQLITE_OK)
+      goto sqlfail;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+      const char *vname = (const char *)sqlite3_column_text(s, 0);
+      fat_direction dir;
+      fat_dtype dt;
+      fat_mask mk;
+      /* The schema's CHECKs admit only names that parse. */
+      if (fat_direction_parse((const char *)sqlite3_column_text(s, 2), &dir) ||
+          fat_dtype_parse((const char *)sqlite3_column_text(s, 3), &dt) ||
+          fat_mask_parse((const char *)sqlite3_column_text(s, 4), &mk)) {
+        set_err(err, errlen, "%s: variant %s: unknown direction, dtype or mask", name, vname);
+        goto out;
+      }
+      if (regenerated_hash(o->gen, vname, dir, dt, mk, sqlite3_column_int(s, 5), hex, e2, sizeof e2)) {
+        set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, vname, e2);
+        goto out;
+      }
+      if (!hex[0]) {
+        set_err(err, errlen, "%s: variant %s: the generator does not produce this variant; "
+                "refusing the table", name, vname);
+        goto out;
+      }
+      if (strcmp(hex, (const char *)sqlite3_column_text(s, 1))) {
+        set_err(err, errlen, "%s: variant %s: table source_hash %s, generator gives %s; "
+                "refusing a stale table", name, vname, sqlite3_column_text(s, 1), hex);
+        goto out;
+      }
+    }
+    if (step != SQLITE_DONE) goto sqlfail;
+  }
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
 int fat_tables_import(fat_db *db, const char *sql, const char *name, long long *added,
                       char *err, size_t errlen) {
+  return fat_tables_import_ex(db, sql, name, NULL, added, err, errlen);
+}
+
+int fat_tables_import_ex(fat_db *db, const char *sql, const char *name,
+                         const fat_import_options *opts, long long *added, char *err,
+                         size_t errlen) {
   char stage[PATH_CAP], e2[ERRLEN];
   fat_db *sdb = NULL;
   char *msg = NULL;
@@ -470,6 +655,10 @@ int fat_tables_import(fat_db *db, const char *sql, const char *name, long long *
     goto out;
   }
   sqlite3 *sh = fat_db_handle(sdb);
+  /* Defensive mode: no writable_schema, no direct writes to the schema or
+   * shadow tables, whatever the file manages to say. */
+  sqlite3_db_config(sh, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+  sqlite3_db_config(sh, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
   if (sqlite3_exec(sh, "BEGIN", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
   sqlite3_set_authorizer(sh, import_authorizer, &guard);
   int erc = sqlite3_exec(sh, sql, NULL, NULL, &msg);
@@ -485,6 +674,23 @@ int fat_tables_import(fat_db *db, const char *sql, const char *name, long long *
   }
   sqlite3_free(msg);
   msg = NULL;
+  size_t len = strlen(sql), end_len = strlen(FAT_TABLES_END);
+  if (len < end_len || strcmp(sql + len - end_len, FAT_TABLES_END)) {
+    set_err(err, errlen, "%s: truncated: the file does not end with the line '%.*s'", name,
+            (int)end_len - 1, FAT_TABLES_END);
+    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
+    goto out;
+  }
+  if (validate_import(sh, name, opts, err, errlen)) {
+    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
+    goto out;
+  }
+  /* --recompile: no blob from the file is kept; the runtime compiles the
+   * (checked) sources and stores its own cubins. */
+  if (opts && opts->recompile &&
+      sqlite3_exec(sh, "DELETE FROM main.build_hashes; DELETE FROM main.builds", NULL, NULL, &msg) !=
+          SQLITE_OK)
+    goto execfail;
   if (sqlite3_exec(sh, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
   fat_db_close(sdb);
   sdb = NULL;
@@ -538,20 +744,10 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
       set_err(err, errlen, "stale check: %s: unknown direction, dtype or mask", name);
       goto out;
     }
-    char now[FAT_SHA256_HEX_CHARS + 1] = "";
-    for (int a = 0; a < N_STALE_ARCHS && !now[0]; a++) {
-      fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
-                         .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = STALE_ARCHS[a]};
-      fat_variant *v = NULL;
-      size_t n = 0;
-      char e2[ERRLEN];
-      if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, e2, sizeof e2) == 0) {
-        for (size_t i = 0; i < n; i++)
-          if (!strcmp(v[i].name, name)) snprintf(now, sizeof now, "%s", v[i].hash);
-      }
-      for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
-      free(v);
-    }
+    char now[FAT_SHA256_HEX_CHARS + 1] = "", e2[ERRLEN];
+    /* A generator failure counts the variant stale (as before): nothing
+     * today produces it. */
+    if (regenerated_hash(g, name, dir, dt, mk, hd, now, e2, sizeof e2)) now[0] = 0;
     if (!strcmp(now, hash)) continue;
     n_stale++;
     if (report && used < cap) {
@@ -578,7 +774,9 @@ out:
 
 static const char *const USAGE =
     "usage: fatune export [--db PATH] --gpu-name NAME [-o FILE.sql]\n"
-    "       fatune import [--db PATH] FILE.sql...\n"
+    "       fatune import [--db PATH] [--recompile] FILE.sql...\n"
+    "         (refuses a file whose sources differ from what this fatune generates;\n"
+    "          --recompile keeps no cubin from the file: they are compiled from source)\n"
     "       fatune merge [--db PATH] OTHER.db...\n";
 
 static char *read_file(const char *path, char *err, size_t errlen) {
@@ -629,8 +827,9 @@ int fat_tables_main(int argc, char **argv) {
   char err[ERRLEN], db_path[PATH_CAP] = "";
   const char *gpu = NULL, *out_path = NULL, *cmd = argc > 0 ? argv[0] : "";
   const char **files = NULL;
-  int n_files = 0, status = EXIT_FAILED;
+  int n_files = 0, status = EXIT_FAILED, recompile = 0;
   fat_db *db = NULL;
+  fat_gen *gen = NULL;
   if (strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge")) {
     fprintf(stderr, "fatune: unknown table command '%s'\n%s", cmd, USAGE);
     return EXIT_USAGE;
@@ -654,6 +853,8 @@ int fat_tables_main(int argc, char **argv) {
       if (!strcmp(a, "--db")) snprintf(db_path, sizeof db_path, "%s", v);
       else if (!strcmp(a, "--gpu-name")) gpu = v;
       else out_path = v;
+    } else if (!strcmp(a, "--recompile") && !strcmp(cmd, "import")) {
+      recompile = 1;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "fatune %s: unknown option '%s'\n%s", cmd, a, USAGE);
       status = EXIT_USAGE;
@@ -691,8 +892,15 @@ int fat_tables_main(int argc, char **argv) {
     long long added = 0;
     int rc;
     if (!strcmp(cmd, "import")) {
+      /* Each variant is regenerated by name: a table carrying a source this
+       * fatune would not produce is refused whole. */
+      if (!gen && !(gen = fat_gen_open(NULL, err, sizeof err))) {
+        fprintf(stderr, "fatune import: the generator: %s\n", err);
+        goto out;
+      }
+      fat_import_options io = {.gen = gen, .recompile = recompile};
       char *text = read_file(files[i], err, sizeof err);
-      rc = text ? fat_tables_import(db, text, files[i], &added, err, sizeof err) : -1;
+      rc = text ? fat_tables_import_ex(db, text, files[i], &io, &added, err, sizeof err) : -1;
       free(text);
     } else {
       rc = fat_tables_merge(db, files[i], &added, err, sizeof err);
@@ -705,6 +913,7 @@ int fat_tables_main(int argc, char **argv) {
   }
   status = EXIT_OK;
 out:
+  fat_gen_close(gen);
   fat_db_close(db);
   free(files);
   return status;

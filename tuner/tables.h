@@ -15,6 +15,9 @@
 
 /* First line of every exported table; import refuses a file without it. */
 #define FAT_TABLES_MAGIC "-- fatune tables 1"
+/* Last line of every exported table: a file cut between two statements
+ * still parses, so import refuses one that does not end with this line. */
+#define FAT_TABLES_END "-- end of fatune tables\n"
 
 /* `fatune export|import|merge ...`: ARGV[0] is the subcommand. Messages go to
  * stderr, the exported table to -o FILE or stdout. Returns the exit status:
@@ -28,10 +31,31 @@ int fat_tables_main(int argc, char **argv);
  * when there is nothing to export. Returns 0 or -1 with err. */
 int fat_tables_export(fat_db *db, const char *gpu_name, FILE *out, char *err, size_t errlen);
 
+/* The largest cubin a table may carry; a bigger one refuses the file. */
+#define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
+
+/* How far an import trusts its file beyond the checks it always makes. */
+typedef struct fat_import_options {
+  fat_gen *gen;   /* non-NULL: refuse the file when a variant's source is not what
+                     the generator produces for its name today (a stale table) */
+  int recompile;  /* 1: keep no build or cubin from the file; the runtime compiles
+                     the imported sources with NVRTC and stores its own */
+} fat_import_options;
+
 /* Loads the table text SQL (NAME: its file name, for messages) into DB.
- * *ADDED (may be NULL) gets the number of rows that were new. */
+ * *ADDED (may be NULL) gets the number of rows that were new. The file's
+ * statements run in a scratch database under the authorizer (only INSERT
+ * into fatune's tables); then its rows must hold their declared types, no
+ * cubin may exceed FAT_TABLES_MAX_CUBIN_BYTES, every source must hash to its
+ * source_hash and every build_hashes row must hash its cubin -- else the
+ * whole file is refused with a message naming the row, and DB is untouched.
+ * fat_tables_import is fat_tables_import_ex with OPTS NULL (no generator
+ * check: `fatune import` passes one). */
 int fat_tables_import(fat_db *db, const char *sql, const char *name, long long *added,
                       char *err, size_t errlen);
+int fat_tables_import_ex(fat_db *db, const char *sql, const char *name,
+                         const fat_import_options *opts, long long *added, char *err,
+                         size_t errlen);
 
 /* Merges the fatune database at PATH into DB (read, never written). */
 int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, size_t errlen);

@@ -22,8 +22,9 @@ FAT_OK = 0
 _STATUS_NAMES = {
     0: "FAT_OK", 1: "FAT_ERR_INVALID_ARGUMENT", 2: "FAT_ERR_UNSUPPORTED", 3: "FAT_ERR_NO_DRIVER",
     4: "FAT_ERR_CUDA", 5: "FAT_ERR_NO_NVRTC", 6: "FAT_ERR_COMPILE", 7: "FAT_ERR_DATABASE",
-    8: "FAT_ERR_OUT_OF_MEMORY",
+    8: "FAT_ERR_OUT_OF_MEMORY", 9: "FAT_ERR_INTEGRITY",
 }
+_INVALID_ARGUMENT, _UNSUPPORTED = 1, 2  # the caller's problem: ValueError
 _FP16, _BF16 = 0, 1          # fat_attn_dtype
 _MASK_NONE, _MASK_CAUSAL = 0, 1  # fat_attn_mask
 _ALIGN_BYTES = 16            # the kernels load 16 bytes at a time
@@ -51,7 +52,7 @@ class _Choice(ctypes.Structure):  # fat_choice
     _fields_ = [("variant", ctypes.c_char * 128), ("source_hash", ctypes.c_char * 65),
                 ("origin", ctypes.c_int), ("match", ctypes.c_int), ("bucket_seqlen", ctypes.c_int),
                 ("tuned_ms", ctypes.c_double), ("loaded", ctypes.c_int), ("load", ctypes.c_int),
-                ("db_path", ctypes.c_char * 512)]
+                ("db_path", ctypes.c_char * 512), ("note", ctypes.c_char * 256)]
 
 
 class _Options(ctypes.Structure):  # fat_context_options
@@ -66,7 +67,7 @@ class Choice:
     """The variant that served a problem: name, origin ('user database', 'shipped
     tables', 'built-in default'), match ('exact bucket', 'nearest bucket',
     'default'), bucket_seqlen, tuned_ms, load ('stored cubin', 'compiled with
-    NVRTC'), db_path."""
+    NVRTC'), db_path, note (why no stored cubin served, '' when one did)."""
 
     def __init__(self, lib, c):
         self.variant = c.variant.decode()
@@ -77,6 +78,7 @@ class Choice:
         self.tuned_ms = c.tuned_ms
         self.load = lib.fat_load_name(c.load).decode() if c.loaded else None
         self.db_path = c.db_path.decode()
+        self.note = c.note.decode()
 
     def __repr__(self):
         return (f"Choice({self.variant}, {self.origin}, {self.match}, bucket {self.bucket_seqlen}, "
@@ -136,10 +138,16 @@ def _context(device):
 
 
 def _check(q, k, v, causal, scale):
+    """Python-side refusals, before libfatune's own (fat_attention_check):
+    TypeError for a value of the wrong kind, ValueError for a wrong one."""
     import torch
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if not t.is_cuda:
             raise ValueError(f"{name} is on {t.device}; fatune.attention needs CUDA tensors")
         if t.dim() != 4:
@@ -148,6 +156,8 @@ def _check(q, k, v, causal, scale):
         if t.dtype not in (torch.float16, torch.bfloat16):
             raise ValueError(f"{name} is {t.dtype}; fatune.attention takes torch.float16 or "
                              "torch.bfloat16")
+        if 0 in t.shape:
+            raise ValueError(f"{name} has shape {tuple(t.shape)}: every dimension must be >= 1")
         if t.stride(3) != 1:
             raise ValueError(f"{name} has stride {t.stride(3)} in its last dimension; it must be "
                              "contiguous (stride 1)")
@@ -166,8 +176,6 @@ def _check(q, k, v, causal, scale):
         raise ValueError(f"k/v heads {k.shape[2]} do not divide q heads {h}")
     if scale is not None and not (scale > 0 and math.isfinite(scale)):
         raise ValueError(f"scale {scale} must be positive and finite")
-    if not isinstance(causal, bool):
-        raise ValueError(f"causal must be a bool, got {causal!r}")
 
 
 def _args(q, k, v, o, lse, causal, scale):
@@ -203,7 +211,7 @@ def attention_with_lse(q, k, v, causal=False, scale=None):
     st = lib.fat_attention_fwd(ctx, ctypes.byref(a), ctypes.c_void_p(stream), None)
     if st != FAT_OK:
         msg = lib.fat_context_error(ctx).decode()
-        if st in (1, 2):  # invalid argument, unsupported: the caller's problem
+        if st in (_INVALID_ARGUMENT, _UNSUPPORTED):  # the caller's problem
             raise ValueError(f"fatune.attention: {msg}")
         raise FatuneError(st, msg)
     return o, lse

@@ -35,13 +35,13 @@ def expect(cond, what):
         print("FAIL:", what)
 
 
-def expect_raises(fn, want):
+def expect_raises(fn, want, kind=ValueError):
     try:
         fn()
-    except ValueError as e:
+    except kind as e:
         expect(str(e) == want, f"message {str(e)!r}, want {want!r}")
         return
-    expect(False, f"no ValueError (wanted {want!r})")
+    expect(False, f"no {kind.__name__} (wanted {want!r})")
 
 
 def compare(dtype_name, causal, d, seqlen, heads_k=HEADS):
@@ -106,6 +106,15 @@ expect_raises(lambda: fatune.attention(q, q.bfloat16(), q),
 q80 = torch.randn(1, 64, 2, 80, device="cuda", dtype=torch.float16)
 expect_raises(lambda: fatune.attention(q80, q80, q80),
               "fatune.attention: head_dim 80 has no template (supported: 64, 96, 128, 192, 256)")
+expect_raises(lambda: fatune.attention([1], q, q), "q must be a torch.Tensor, got list", TypeError)
+expect_raises(lambda: fatune.attention(q, q, q, causal=1), "causal must be a bool, got 1", TypeError)
+expect_raises(lambda: fatune.attention(q, q, q, scale="1"), "scale must be a float or None, got str",
+              TypeError)
+expect_raises(lambda: fatune.attention(q[:, :0], q, q),
+              "q has shape (1, 0, 2, 64): every dimension must be >= 1")
+expect_raises(lambda: fatune.attention(q, q[:, :, :1].expand(1, 64, 3, 64).contiguous(),
+                                       q[:, :, :1].expand(1, 64, 3, 64).contiguous()),
+              "k/v heads 3 do not divide q heads 2")
 # The current stream is used: a launch on a side stream is ordered on it.
 s = torch.cuda.Stream()
 with torch.cuda.stream(s):

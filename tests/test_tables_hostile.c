@@ -1,0 +1,515 @@
+/* Hostile table files and stored cubins (issue 6, "untrusted tables"): each
+ * file below is what an attacker or a damaged download could hand `fatune
+ * import`, and each is refused whole with its exact message, leaving the
+ * target database without a single new row. Then the runtime's integrity
+ * check (fat_verify_cubin) directly, and through an offline context: a
+ * cubin is chosen only when it hashes to its recorded sha256 and was built
+ * for this GPU's architecture, and the choice says why when it is not. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "db.h"
+#include "fatune.h"
+#include "gen.h"
+#include "sha256.h"
+#include "tables.h"
+#include "tune.h"
+
+static int failures, n_hostile;
+#define EXPECT(cond)                                                          \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);     \
+      failures++;                                                             \
+    }                                                                         \
+  } while (0)
+#define EXPECT_INT(got, want)                                                 \
+  do {                                                                        \
+    long long g_ = (got), w_ = (want);                                        \
+    if (g_ != w_) {                                                           \
+      fprintf(stderr, "%s:%d: %s = %lld, want %lld\n", __FILE__, __LINE__, #got, g_, w_); \
+      failures++;                                                             \
+    }                                                                         \
+  } while (0)
+#define EXPECT_STR(got, want)                                                 \
+  do {                                                                        \
+    const char *g_ = (got), *w_ = (want);                                     \
+    if (strcmp(g_, w_)) {                                                     \
+      fprintf(stderr, "%s:%d: %s = \"%s\", want \"%s\"\n", __FILE__, __LINE__, #got, g_, w_); \
+      failures++;                                                             \
+    }                                                                         \
+  } while (0)
+#define REQUIRE(cond)                                                         \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);     \
+      exit(1);                                                                \
+    }                                                                         \
+  } while (0)
+
+#define H200 "NVIDIA H200"
+#define H200_SMS 132
+#define ERRLEN 1024
+#define CUBIN_BYTES 7
+
+static const unsigned char CUBIN[CUBIN_BYTES] = {0x7f, 'E', 'L', 'F', 0, 1, 0xff};
+static char dir[] = "/tmp/fatune-hostile-XXXXXX";
+static int n_db;
+
+/* VNAME (source SOURCE, NULL: a stand-in) as the checked, timed winner of
+ * fp16 none d64 at seqlen 1024 on the H200, with a cubin built for ARCH. */
+static void put_winner(fat_db *db, const char *vname, const char *source, const char *arch) {
+  char stand_in[256];
+  fat_gpu_info g = {0};
+  snprintf(g.name, sizeof g.name, H200);
+  g.cc_major = 9, g.sm_count = H200_SMS, g.driver_version = 13000, g.nvrtc_major = 13;
+  g.smem_per_block_optin = 232448;
+  fat_problem p;
+  fat_bench_problem(FAT_FP16, FAT_MASK_NONE, 64, 1024, &p);
+  fat_variant v = {0};
+  snprintf(stand_in, sizeof stand_in, "// stand-in source of %s\n", vname);
+  v.name = (char *)vname, v.family = "mma80", v.entry = "fat_fwd_mma80";
+  v.source = (char *)(source ? source : stand_in);
+  v.params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4";
+  fat_sha256_hex(v.source, strlen(v.source), v.hash);
+  v.direction = FAT_FWD, v.dtype = FAT_FP16, v.mask = FAT_MASK_NONE, v.head_dim = 64;
+  v.block_m = 64, v.threads = 128, v.smem_bytes = 40960;
+  fat_build b = {0};
+  snprintf(b.arch, sizeof b.arch, "%s", arch);
+  char keytext[512];
+  snprintf(keytext, sizeof keytext, "%s/%s", vname, arch);
+  fat_sha256_hex(keytext, strlen(keytext), b.key);
+  b.ok = 1, b.cubin = (unsigned char *)CUBIN, b.cubin_size = CUBIN_BYTES, b.registers = 96;
+  b.compile_ms = 500, b.log = "";
+  fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, "ok"};
+  fat_timing t = {20, 1.0, 0.9, 1.2, 0.95, 1.05, 1.0, 1755};
+  sqlite3_int64 gid, pid, vid, tid;
+  REQUIRE(fat_db_put_gpu(db, &g, &gid) == 0);
+  REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
+  REQUIRE(fat_db_put_variant(db, &v, &vid) == 0);
+  REQUIRE(fat_db_put_build(db, vid, &b, "--std=c++17", "13.0") == 0);
+  REQUIRE(fat_db_put_check(db, vid, gid, pid, &c) == 0);
+  REQUIRE(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
+  REQUIRE(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
+}
+
+static const char *new_db(char *path, size_t cap) {
+  snprintf(path, cap, "%s/db%d.db", dir, n_db++);
+  return path;
+}
+
+/* The exported text of a fresh database holding one winner. */
+static char *table_of(const char *vname, const char *source, const char *arch) {
+  char path[256], err[ERRLEN];
+  fat_db *db = NULL;
+  char *buf = NULL;
+  size_t len = 0;
+  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  put_winner(db, vname, source, arch);
+  FILE *f = open_memstream(&buf, &len);
+  REQUIRE(fat_tables_export(db, H200, f, err, sizeof err) == 0);
+  fclose(f);
+  fat_db_close(db);
+  return buf;
+}
+
+static long long rows_in(const char *path) {
+  fat_db *db = NULL;
+  char err[ERRLEN];
+  sqlite3_stmt *s = NULL;
+  long long n = -1;
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  if (sqlite3_prepare_v2(fat_db_handle(db),
+                         "SELECT (SELECT count(*) FROM gpus) + (SELECT count(*) FROM variants) +"
+                         " (SELECT count(*) FROM builds) + (SELECT count(*) FROM build_hashes) +"
+                         " (SELECT count(*) FROM problems) + (SELECT count(*) FROM checks) +"
+                         " (SELECT count(*) FROM timings) + (SELECT count(*) FROM winners)",
+                         -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    n = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  fat_db_close(db);
+  return n;
+}
+
+/* Imports TEXT as "t.sql" into a fresh database with OPTS; expects the
+ * refusal WANT and a database left empty. */
+static void expect_refused(int line, const char *text, const fat_import_options *opts,
+                           const char *want) {
+  char path[256], err[ERRLEN] = "";
+  fat_db *db = NULL;
+  long long added = -1;
+  n_hostile++;
+  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  int rc = fat_tables_import_ex(db, text, "t.sql", opts, &added, err, sizeof err);
+  fat_db_close(db);
+  if (rc != -1 || strcmp(err, want)) {
+    fprintf(stderr, "%s:%d: import gave %d \"%s\",\n  want -1 \"%s\"\n", __FILE__, line, rc, err, want);
+    failures++;
+  }
+  if (rows_in(path) != 0) {
+    fprintf(stderr, "%s:%d: a refused import left rows\n", __FILE__, line);
+    failures++;
+  }
+}
+#define REFUSED(text, opts, want) expect_refused(__LINE__, text, opts, want)
+
+/* TEXT with the first occurrence of FROM replaced by TO (heap). */
+static char *replaced(const char *text, const char *from, const char *to) {
+  const char *at = strstr(text, from);
+  REQUIRE(at);
+  size_t head = (size_t)(at - text), n = strlen(text) - strlen(from) + strlen(to) + 1;
+  char *out = malloc(n);
+  REQUIRE(out);
+  memcpy(out, text, head);
+  strcpy(out + head, to);
+  strcat(out, at + strlen(from));
+  return out;
+}
+
+/* "-- fatune tables 1\n" BODY FAT_TABLES_END (heap). */
+static char *table_text(const char *body) {
+  size_t n = strlen(FAT_TABLES_MAGIC) + strlen(body) + strlen(FAT_TABLES_END) + 2;
+  char *t = malloc(n);
+  REQUIRE(t);
+  snprintf(t, n, "%s\n%s%s", FAT_TABLES_MAGIC, body, FAT_TABLES_END);
+  return t;
+}
+
+static void hostile_sql(void) {
+  char want[ERRLEN], key[65];
+  const char *guard = ": a table may only INSERT into fatune's tables";
+  const char *problem_row =
+      "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads, heads_k,"
+      " seqlen_q, seqlen_k) VALUES (1, 'fwd', 'fp16', 'none', 64, 1, 1, 1, 64, 64);";
+  char body[1024], *t;
+
+  /* SQL injection, unquoted: the file closes the string itself. */
+  snprintf(body, sizeof body, "%s DROP TABLE winners; --');\n", problem_row);
+  t = table_text(body);
+  snprintf(want, sizeof want, "t.sql: refused DELETE FROM 'sqlite_master'%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
+  /* ATTACH of another path: refused, and nothing is created there. */
+  char other[300];
+  snprintf(other, sizeof other, "%s/x", dir);
+  snprintf(body, sizeof body, "ATTACH DATABASE '%s' AS y;\n", other);
+  t = table_text(body);
+  snprintf(want, sizeof want, "t.sql: refused ATTACH '%s'%s", other, guard);
+  REFUSED(t, NULL, want);
+  EXPECT(access(other, F_OK) != 0);
+  free(t);
+  /* Schema tampering. */
+  t = table_text("PRAGMA writable_schema = 1;\n");
+  snprintf(want, sizeof want, "t.sql: refused PRAGMA 'writable_schema'%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
+  t = table_text("CREATE TRIGGER evil AFTER INSERT ON gpus BEGIN DELETE FROM winners; END;\n");
+  snprintf(want, sizeof want, "t.sql: refused CREATE TRIGGER 'evil'%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
+  t = table_text("INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES"
+                 " ('table', 'x', 'x', 0, 'CREATE TABLE x (a)');\n");
+  snprintf(want, sizeof want, "t.sql: refused INSERT INTO 'sqlite_master'%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
+  /* Writes outside the scratch database's own tables: a temp table cannot
+   * be made, so there is none to write to; copying rows is a SELECT. */
+  t = table_text("CREATE TEMP TABLE problems (a);\n");
+  snprintf(want, sizeof want, "t.sql: refused INSERT INTO 'sqlite_temp_master'%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
+  snprintf(body, sizeof body, "%s\nINSERT INTO temp.problems VALUES (1);\n", problem_row);
+  t = table_text(body);
+  REFUSED(t, NULL, "t.sql: no such table: temp.problems");
+  free(t);
+  snprintf(body, sizeof body, "%s\nINSERT INTO problems SELECT * FROM problems;\n", problem_row);
+  t = table_text(body);
+  snprintf(want, sizeof want, "t.sql: refused SELECT%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
+  /* An upsert is an UPDATE in disguise. */
+  snprintf(body, sizeof body, "%s\n%.*s ON CONFLICT DO UPDATE SET batch = 2;\n", problem_row,
+           (int)strlen(problem_row) - 1, problem_row);
+  t = table_text(body);
+  snprintf(want, sizeof want, "t.sql: refused UPDATE 'problems'%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
+  /* A transaction of its own (COMMIT would escape the rollback). */
+  t = table_text("COMMIT;\n");
+  snprintf(want, sizeof want, "t.sql: refused transaction 'COMMIT'%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
+
+  /* Rows of the wrong type or out of range. A valid table to bend: */
+  char *good = table_of("fwd.mma80.fp16.d64.none.m64n64w4s2", NULL, "sm_90a");
+  fat_sha256_hex("fwd.mma80.fp16.d64.none.m64n64w4s2/sm_90a", strlen("fwd.mma80.fp16.d64.none.m64n64w4s2/sm_90a"), key);
+  /* text in an INTEGER column that every CHECK lets through ('many' >= 0) */
+  t = replaced(good, "'13.0', 1, X'7f454c460001ff', 96,", "'13.0', 1, X'7f454c460001ff', 'many',");
+  REFUSED(t, NULL, "t.sql: builds row 1: registers holds text, declared INTEGER");
+  free(t);
+  /* a cubin given as text, and an empty one */
+  t = replaced(good, "X'7f454c460001ff'", "X''");
+  REFUSED(t, NULL, "t.sql: CHECK constraint failed: (ok = 1) = (cubin IS NOT NULL AND length(cubin) > 0)");
+  free(t);
+  t = replaced(good, "'13.0', 1, X'7f454c460001ff', 96,", "'13.0', 1, '7f454c460001ff', 96,");
+  REFUSED(t, NULL, "t.sql: builds row 1: cubin holds text, declared BLOB");
+  free(t);
+  /* a negative size */
+  t = replaced(good, ", 64, 128, 40960, '", ", 64, 128, -40960, '");
+  REFUSED(t, NULL, "t.sql: CHECK constraint failed: smem_bytes >= 0");
+  free(t);
+  /* truncated in the middle of a statement, and between two */
+  const char *cut = strstr(good, "INSERT INTO winners");
+  REQUIRE(cut);
+  size_t at = (size_t)(cut - good) + strlen("INSERT INTO winners (gpu_id, problem_id");
+  t = strndup(good, at);
+  REFUSED(t, NULL, "t.sql: incomplete input");
+  free(t);
+  t = strndup(good, (size_t)(cut - good));
+  REFUSED(t, NULL, "t.sql: truncated: the file does not end with the line '-- end of fatune tables'");
+  free(t);
+  /* a source that is not what its hash names (the runtime compiles it) */
+  t = replaced(good, "// stand-in source", "__global__ void steal() {} // stand-in source");
+  char src_hash[65];
+  const char *src = "__global__ void steal() {} // stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n";
+  fat_sha256_hex(src, strlen(src), src_hash);
+  char good_hash[65];
+  const char *good_src = "// stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n";
+  fat_sha256_hex(good_src, strlen(good_src), good_hash);
+  snprintf(want, sizeof want, "t.sql: variant fwd.mma80.fp16.d64.none.m64n64w4s2: source_hash %s"
+           " is not the hash of its source (%s)", good_hash, src_hash);
+  REFUSED(t, NULL, want);
+  free(t);
+  /* a cubin swapped for other bytes, its recorded hash left as it was */
+  char cubin_hash[65], evil_hash[65];
+  const unsigned char evil[CUBIN_BYTES] = {0x7f, 'E', 'L', 'F', 0, 1, 0xfe};
+  fat_sha256_hex(CUBIN, CUBIN_BYTES, cubin_hash);
+  fat_sha256_hex(evil, CUBIN_BYTES, evil_hash);
+  t = replaced(good, "X'7f454c460001ff'", "X'7f454c460001fe'");
+  snprintf(want, sizeof want, "t.sql: build %s: cubin sha256 %s does not match its stored hash %s",
+           key, evil_hash, cubin_hash);
+  REFUSED(t, NULL, want);
+  free(t);
+  /* a hash for a build the file does not have */
+  snprintf(body, sizeof body, "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES ('%s', '%s');\n",
+           cubin_hash, cubin_hash);
+  t = table_text(body);
+  REFUSED(t, NULL, "t.sql: FOREIGN KEY constraint failed");
+  free(t);
+  /* an oversized cubin: one byte over the cap, in a build of its own */
+  size_t n_hex = (size_t)FAT_TABLES_MAX_CUBIN_BYTES * 2 + 2;
+  char huge_key[65];
+  fat_sha256_hex("huge", 4, huge_key);
+  const char *prefix_fmt = "INSERT INTO builds (id, key, variant_id, arch, options, nvrtc_version,"
+                           " ok, cubin, registers, smem_static, stack_frame, spill_stores,"
+                           " spill_loads, compile_ms, log, created_at) VALUES (2, '%s', 1,"
+                           " 'sm_90a', '', '13.0', 1, X'";
+  char prefix[512];
+  snprintf(prefix, sizeof prefix, prefix_fmt, huge_key);
+  const char *suffix = "', 0, 0, 0, 0, 0, 0, '', '2026-01-01');\n";
+  char *tail = strstr(good, FAT_TABLES_END);
+  REQUIRE(tail);
+  size_t head = (size_t)(tail - good);
+  char *big = malloc(head + strlen(prefix) + n_hex + strlen(suffix) + strlen(FAT_TABLES_END) + 1);
+  REQUIRE(big);
+  memcpy(big, good, head);
+  char *w = big + head;
+  w = stpcpy(w, prefix);
+  memset(w, '0', n_hex);
+  w += n_hex;
+  w = stpcpy(w, suffix);
+  strcpy(w, FAT_TABLES_END);
+  snprintf(want, sizeof want, "t.sql: build %s: cubin of %lld bytes is over the %lld-byte cap",
+           huge_key, (long long)FAT_TABLES_MAX_CUBIN_BYTES + 1, (long long)FAT_TABLES_MAX_CUBIN_BYTES);
+  REFUSED(big, NULL, want);
+  free(big);
+
+  /* The good table itself imports, and --recompile keeps no build of it. */
+  char path[256], err[ERRLEN];
+  fat_db *db = NULL;
+  long long added = -1;
+  fat_import_options recompile = {.recompile = 1};
+  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  EXPECT_INT(fat_tables_import_ex(db, good, "t.sql", &recompile, &added, err, sizeof err), 0);
+  EXPECT_INT(added, 1 + 1 + 1 + 1 + 1 + 1); /* gpu, variant, problem, check, timing, winner */
+  fat_db_close(db);
+  free(good);
+}
+
+/* Injection in a quoted string field is data; the generator check then
+ * refuses it (no template makes that name), as it refuses a stale source. */
+static void hostile_names_and_sources(fat_gen *g) {
+  char want[ERRLEN], path[256], err[ERRLEN];
+  const char *evil = "x'); DROP TABLE winners; --";
+  char *t = table_of(evil, NULL, "sm_90a");
+  EXPECT(strstr(t, "'x''); DROP TABLE winners; --'") != NULL);
+  fat_db *db = NULL;
+  long long added = -1;
+  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  EXPECT_INT(fat_tables_import(db, t, "t.sql", &added, err, sizeof err), 0);
+  sqlite3_stmt *s = NULL;
+  REQUIRE(sqlite3_prepare_v2(fat_db_handle(db), "SELECT v.name FROM winners w JOIN variants v"
+                             " ON v.id = w.variant_id", -1, &s, NULL) == SQLITE_OK);
+  REQUIRE(sqlite3_step(s) == SQLITE_ROW);
+  EXPECT_STR((const char *)sqlite3_column_text(s, 0), evil);
+  sqlite3_finalize(s);
+  fat_db_close(db);
+  fat_import_options checked = {.gen = g};
+  snprintf(want, sizeof want, "t.sql: variant %s: the generator does not produce this variant; "
+           "refusing the table", evil);
+  REFUSED(t, &checked, want);
+  free(t);
+
+  /* A real variant of today with its source edited (hash recomputed). */
+  int hd = 64;
+  fat_dtype dt = FAT_FP16;
+  fat_mask mk = FAT_MASK_NONE;
+  fat_gen_query q = {.direction = FAT_FWD, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                     .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = "sm_90a"};
+  fat_variant *v = NULL;
+  size_t n = 0;
+  REQUIRE(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 1);
+  t = table_of(v[0].name, v[0].source, "sm_90a");
+  /* An empty file is refused before any database is touched. */
+  EXPECT_INT(fat_tables_import_ex(NULL, "", "x", NULL, NULL, err, sizeof err), -1);
+  EXPECT_STR(err, "x: not a fatune table (first line must start '-- fatune tables 1')");
+  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  EXPECT_INT(fat_tables_import_ex(db, t, "t.sql", &checked, &added, err, sizeof err), 0);
+  fat_db_close(db);
+  free(t);
+  size_t len = strlen(v[0].source);
+  char *edited = malloc(len + 64);
+  REQUIRE(edited);
+  snprintf(edited, len + 64, "%s// an older template\n", v[0].source);
+  char edited_hash[65];
+  fat_sha256_hex(edited, strlen(edited), edited_hash);
+  t = table_of(v[0].name, edited, "sm_90a");
+  snprintf(want, sizeof want, "t.sql: variant %s: table source_hash %s, generator gives %s; "
+           "refusing a stale table", v[0].name, edited_hash, v[0].hash);
+  REFUSED(t, &checked, want);
+  free(t);
+  free(edited);
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
+}
+
+/* fat_verify_cubin on its own: every refusal with its message. */
+static void verify_cubin(void) {
+  char err[ERRLEN], good[65], bad[65];
+  fat_sha256_hex(CUBIN, CUBIN_BYTES, good);
+  snprintf(bad, sizeof bad, "%s", good);
+  bad[0] = bad[0] == '0' ? '1' : '0';
+  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, good, "sm_90a", "sm_90a", err, sizeof err), FAT_OK);
+  EXPECT_STR(err, "");
+  char want[ERRLEN];
+  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, bad, "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
+  snprintf(want, sizeof want, "the cubin's sha256 %s does not match its recorded %s", good, bad);
+  EXPECT_STR(err, want);
+  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, good, "sm_80", "sm_90a", err, sizeof err), FAT_ERR_UNSUPPORTED);
+  EXPECT_STR(err, "the cubin was built for sm_80, this GPU is sm_90a");
+  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, NULL, "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
+  EXPECT_STR(err, "the cubin has no recorded sha256: not trusted");
+  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, "", "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
+  EXPECT_STR(err, "the cubin has no recorded sha256: not trusted");
+  EXPECT_INT(fat_verify_cubin(NULL, 0, good, "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
+  EXPECT_STR(err, "the cubin is empty");
+  /* The size is refused before a byte is read. */
+  EXPECT_INT(fat_verify_cubin(CUBIN, (size_t)FAT_TABLES_MAX_CUBIN_BYTES + 1, good, "sm_90a", "sm_90a",
+                              err, sizeof err), FAT_ERR_INTEGRITY);
+  EXPECT_STR(err, "the cubin of 67108865 bytes is over the 67108864-byte cap");
+  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, good, NULL, "sm_90a", err, sizeof err), FAT_ERR_UNSUPPORTED);
+  EXPECT_STR(err, "the cubin was built for (no architecture), this GPU is sm_90a");
+  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, bad, "sm_90a", "sm_90a", NULL, 0), FAT_ERR_INTEGRITY);
+}
+
+/* What an offline H200 context would load for the one winner of TABLE. */
+static fat_choice offline_choice(const char *table) {
+  fat_context_options o = {0};
+  fat_context *c = NULL;
+  fat_choice ch;
+  const char *tables[1] = {table};
+  o.user_db = "", o.tables = tables, o.n_tables = 1;
+  o.gpu_name = H200, o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = H200_SMS;
+  REQUIRE(fat_context_open(&c, &o) == FAT_OK);
+  fat_attn_args a = {0};
+  a.batch = 1, a.heads = a.heads_k = 16, a.seqlen_q = a.seqlen_k = 1024, a.head_dim = 64;
+  a.dtype = FAT_ATTN_FP16, a.mask = FAT_ATTN_MASK_NONE;
+  memset(&ch, 0, sizeof ch);
+  if (fat_attention_select(c, &a, &ch)) fprintf(stderr, "select: %s\n", fat_context_error(c));
+  fat_context_close(c);
+  return ch;
+}
+
+static void runtime_cubin_choice(void) {
+  char path[256], err[ERRLEN], want[ERRLEN], key[65];
+  const char *vname = "fwd.mma80.fp16.d64.none.m64n64w4s2";
+  fat_db *db = NULL;
+  /* A build for this architecture with its hash: loaded as stored. */
+  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  put_winner(db, vname, NULL, "sm_90a");
+  fat_db_close(db);
+  fat_choice ch = offline_choice(path);
+  EXPECT_STR(ch.variant, vname);
+  EXPECT_INT(ch.loaded, 0);
+  EXPECT_INT(ch.load, FAT_LOAD_STORED_CUBIN);
+  EXPECT_STR(ch.note, "");
+  /* The same cubin bytes altered in place: refused, compiled instead. */
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE(sqlite3_exec(fat_db_handle(db), "UPDATE builds SET cubin = X'7f454c460001fe'", NULL,
+                       NULL, NULL) == SQLITE_OK);
+  fat_db_close(db);
+  ch = offline_choice(path);
+  char good[65], evil[65];
+  const unsigned char evil_bytes[CUBIN_BYTES] = {0x7f, 'E', 'L', 'F', 0, 1, 0xfe};
+  fat_sha256_hex(CUBIN, CUBIN_BYTES, good);
+  fat_sha256_hex(evil_bytes, CUBIN_BYTES, evil);
+  snprintf(key, sizeof key, "%s/sm_90a", vname);
+  fat_sha256_hex(key, strlen(key), key);
+  EXPECT_INT(ch.load, FAT_LOAD_COMPILED);
+  snprintf(want, sizeof want, "%s: build %.12s: the cubin's sha256 %s does not match its recorded "
+           "%s; compiling from source", path, key, evil, good);
+  want[sizeof ch.note - 1] = 0;
+  EXPECT_STR(ch.note, want);
+  /* A cubin for another architecture (sm_80 offered to an sm_90a GPU). */
+  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  put_winner(db, vname, NULL, "sm_80");
+  fat_db_close(db);
+  ch = offline_choice(path);
+  snprintf(key, sizeof key, "%s/sm_80", vname);
+  fat_sha256_hex(key, strlen(key), key);
+  EXPECT_INT(ch.load, FAT_LOAD_COMPILED);
+  snprintf(want, sizeof want, "%s: build %.12s: the cubin was built for sm_80, this GPU is sm_90a;"
+           " compiling from source", path, key);
+  EXPECT_STR(ch.note, want);
+  /* A build whose hash row is missing (an older fatune stored it). */
+  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  put_winner(db, vname, NULL, "sm_90a");
+  REQUIRE(sqlite3_exec(fat_db_handle(db), "DELETE FROM build_hashes", NULL, NULL, NULL) == SQLITE_OK);
+  fat_db_close(db);
+  ch = offline_choice(path);
+  snprintf(key, sizeof key, "%s/sm_90a", vname);
+  fat_sha256_hex(key, strlen(key), key);
+  EXPECT_INT(ch.load, FAT_LOAD_COMPILED);
+  snprintf(want, sizeof want, "%s: build %.12s: the cubin has no recorded sha256: not trusted;"
+           " compiling from source", path, key);
+  EXPECT_STR(ch.note, want);
+}
+
+int main(void) {
+  char err[ERRLEN];
+  REQUIRE(mkdtemp(dir));
+  fat_gen *g = fat_gen_open(NULL, err, sizeof err);
+  REQUIRE(g);
+  hostile_sql();
+  hostile_names_and_sources(g);
+  verify_cubin();
+  runtime_cubin_choice();
+  fat_gen_close(g);
+  printf("%d hostile table files refused with their messages\n", n_hostile);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+  if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+  return failures ? 1 : 0;
+}
