@@ -3,7 +3,7 @@
  * its own failure counter and summary line. Every macro here records a pass
  * or a failure in two static counters (a test is one translation unit), a
  * failure prints file:line, the expression and the got/want values on stderr
- * and the test goes on (REQUIRE alone stops), and check_summary() prints the
+ * and the test goes on (the REQUIREs alone stop), and check_summary() prints the
  * last line, "NAME: N passed, M failed", and gives the exit status.
  * Header-only, C11, nothing beyond the C library. */
 #ifndef FAT_TESTS_CHECK_H
@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int check_passed, check_failed;
@@ -114,5 +115,22 @@ static inline int check_summary(const char *name) {
   printf("%s: %d passed, %d failed\n", name, check_passed, check_failed);
   return check_failed ? 1 : 0;
 }
+
+/* The summary, named FILE's base name without ".c" as tests name it, then exit 1. */
+static inline void check_exit(const char *file) {
+  const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+  char name[FILENAME_MAX];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(base, "."), base);
+  exit(check_summary(name));
+}
+
+/* REQUIRE for helpers with no `out:` to reach: on failure the whole test ends (check_exit). */
+#define REQUIRE_EXIT(cond)                                                     \
+  do {                                                                         \
+    if (!check_record((cond) != 0)) {                                          \
+      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);      \
+      check_exit(__FILE__);                                                    \
+    }                                                                          \
+  } while (0)
 
 #endif

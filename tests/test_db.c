@@ -13,52 +13,7 @@
 #include "db.h"
 #include "embedded.h"
 #include "fwd_job.h"
-
-static int failures;
-
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);      \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define EXPECT_INT(got, want)                                                  \
-  do {                                                                         \
-    long long g_ = (long long)(got), w_ = (long long)(want);                   \
-    if (g_ != w_) {                                                            \
-      fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, \
-              #got, g_, w_);                                                   \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define EXPECT_DBL(got, want)                                                  \
-  do {                                                                         \
-    double g_ = (got), w_ = (want);                                            \
-    if (g_ != w_) {                                                            \
-      fprintf(stderr, "%s:%d: %s is %.17g, expected %.17g\n", __FILE__,        \
-              __LINE__, #got, g_, w_);                                         \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-#define EXPECT_STR(got, want)                                                  \
-  do {                                                                         \
-    const char *g_ = (got), *w_ = (want);                                      \
-    if (!g_ || strcmp(g_, w_) != 0) {                                          \
-      fprintf(stderr, "%s:%d: %s is \"%s\",\n  expected \"%s\"\n", __FILE__,    \
-              __LINE__, #got, g_ ? g_ : "(null)", w_);                         \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-/* Stops the current test: what follows would only report the same fault. */
-#define REQUIRE(cond)                                                          \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);      \
-      failures++;                                                              \
-      goto out;                                                                \
-    }                                                                          \
-  } while (0)
+#include "check.h"
 
 #define ERRLEN 512
 #define CUBIN_BYTES 4099 /* odd size, with zero bytes inside */
@@ -163,23 +118,23 @@ static void test_schema_created(void) {
   fat_db *db = NULL;
   char err[ERRLEN], text[256];
   const char *path = new_path("schema.db");
-  EXPECT(fat_embedded_find("db/schema.sql") != NULL);
+  CHECK(fat_embedded_find("db/schema.sql") != NULL);
   REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
   sqlite3 *h = fat_db_handle(db);
   text_of(h, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema"
              " WHERE type = 'table' ORDER BY name)", text, sizeof text);
-  EXPECT_STR(text, "build_hashes,builds,ceilings,checks,external_timings,gpus,problems,timings,variants,winners");
+  CHECK_STR(text, "build_hashes,builds,ceilings,checks,external_timings,gpus,problems,timings,variants,winners");
   text_of(h, "PRAGMA user_version", text, sizeof text);
-  EXPECT_STR(text, "1");
+  CHECK_STR(text, "1");
   text_of(h, "PRAGMA journal_mode", text, sizeof text);
-  EXPECT_STR(text, "wal");
+  CHECK_STR(text, "wal");
   text_of(h, "PRAGMA foreign_keys", text, sizeof text);
-  EXPECT_STR(text, "1");
+  CHECK_STR(text, "1");
   fat_db_close(db);
   db = NULL;
   /* Reopening an existing database keeps it as it is. */
   REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
-  EXPECT_INT(peek_int(path, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 10);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 10);
 out:
   fat_db_close(db);
 }
@@ -197,39 +152,39 @@ static void test_round_trips(void) {
   fat_gpu_info g = test_gpu();
   sqlite3_int64 gpu = 0, gpu_again = 0, gpu_new_driver = 0;
   REQUIRE(fat_db_put_gpu(db, &g, &gpu) == 0);
-  EXPECT(gpu > 0);
+  CHECK(gpu > 0);
   g.clock_khz = 1700000; /* informational: same GPU, refreshed */
   REQUIRE(fat_db_put_gpu(db, &g, &gpu_again) == 0);
-  EXPECT_INT(gpu_again, gpu);
-  EXPECT_INT(peek_int(path, "SELECT clock_khz FROM gpus"), 1700000);
+  CHECK_INT(gpu_again, gpu);
+  CHECK_INT(peek_int(path, "SELECT clock_khz FROM gpus"), 1700000);
   g.driver_version = 13010; /* part of the key: another row */
   REQUIRE(fat_db_put_gpu(db, &g, &gpu_new_driver) == 0);
-  EXPECT(gpu_new_driver != gpu);
+  CHECK(gpu_new_driver != gpu);
 
   fat_variant v = test_variant("fwd.mma80.bf16.d128.causal.m128n64w4s2", 'a', 1);
   sqlite3_int64 vid = 0, vid_again = 0;
   REQUIRE(fat_db_put_variant(db, &v, &vid) == 0);
   REQUIRE(fat_db_put_variant(db, &v, &vid_again) == 0);
-  EXPECT_INT(vid_again, vid);
+  CHECK_INT(vid_again, vid);
   REQUIRE(fat_db_get_variant(db, vid, &got, &found) == 0);
-  EXPECT_INT(found, 1);
-  EXPECT_STR(got.name, v.name);
-  EXPECT_STR(got.family, "mma80");
-  EXPECT_STR(got.params, v.params);
-  EXPECT_STR(got.entry, "fat_fwd");
-  EXPECT_STR(got.source, v.source);
-  EXPECT_STR(got.hash, v.hash);
-  EXPECT_INT(got.direction, FAT_FWD);
-  EXPECT_INT(got.dtype, FAT_BF16);
-  EXPECT_INT(got.mask, FAT_MASK_CAUSAL);
-  EXPECT_INT(got.head_dim, 128);
-  EXPECT_INT(got.block_m, 128);
-  EXPECT_INT(got.threads, 128);
-  EXPECT_INT(got.smem_bytes, 49152);
-  EXPECT_INT(got.is_default, 1);
+  CHECK_INT(found, 1);
+  CHECK_STR(got.name, v.name);
+  CHECK_STR(got.family, "mma80");
+  CHECK_STR(got.params, v.params);
+  CHECK_STR(got.entry, "fat_fwd");
+  CHECK_STR(got.source, v.source);
+  CHECK_STR(got.hash, v.hash);
+  CHECK_INT(got.direction, FAT_FWD);
+  CHECK_INT(got.dtype, FAT_BF16);
+  CHECK_INT(got.mask, FAT_MASK_CAUSAL);
+  CHECK_INT(got.head_dim, 128);
+  CHECK_INT(got.block_m, 128);
+  CHECK_INT(got.threads, 128);
+  CHECK_INT(got.smem_bytes, 49152);
+  CHECK_INT(got.is_default, 1);
   fat_variant_free(&got);
   REQUIRE(fat_db_get_variant(db, vid + 1000, &got, &found) == 0);
-  EXPECT_INT(found, 0);
+  CHECK_INT(found, 0);
 
   for (int i = 0; i < CUBIN_BYTES; i++) cubin[i] = (unsigned char)(i * 7 % 256);
   fat_build b = {0};
@@ -241,18 +196,18 @@ static void test_round_trips(void) {
   b.log = "ptxas info    : Used 168 registers";
   REQUIRE(fat_db_put_build(db, vid, &b, "--std=c++17 -arch=sm_90a", "13.0") == 0);
   REQUIRE(fat_db_find_build(db, b.key, &back, &found) == 0);
-  EXPECT_INT(found, 1);
-  EXPECT_STR(back.arch, "sm_90a");
-  EXPECT_STR(back.key, b.key);
-  EXPECT_INT(back.ok, 1);
-  EXPECT_INT(back.cubin_size, CUBIN_BYTES);
-  EXPECT(back.cubin && memcmp(back.cubin, cubin, CUBIN_BYTES) == 0);
-  EXPECT_INT(back.registers, 168);
-  EXPECT_INT(back.stack_frame, 16);
-  EXPECT_INT(back.spill_stores, 8);
-  EXPECT_INT(back.spill_loads, 4);
-  EXPECT_DBL(back.compile_ms, 1234.5);
-  EXPECT_STR(back.log, b.log);
+  CHECK_INT(found, 1);
+  CHECK_STR(back.arch, "sm_90a");
+  CHECK_STR(back.key, b.key);
+  CHECK_INT(back.ok, 1);
+  CHECK_INT(back.cubin_size, CUBIN_BYTES);
+  CHECK(back.cubin && memcmp(back.cubin, cubin, CUBIN_BYTES) == 0);
+  CHECK_INT(back.registers, 168);
+  CHECK_INT(back.stack_frame, 16);
+  CHECK_INT(back.spill_stores, 8);
+  CHECK_INT(back.spill_loads, 4);
+  CHECK_DBL(back.compile_ms, 1234.5);
+  CHECK_STR(back.log, b.log);
   fat_build_free(&back);
 
   /* A failed compile is cached too: no cubin, the log says why. */
@@ -262,42 +217,42 @@ static void test_round_trips(void) {
   bad.log = "error: identifier \"x\" is undefined";
   REQUIRE(fat_db_put_build(db, vid, &bad, "--std=c++17", "13.0") == 0);
   REQUIRE(fat_db_find_build(db, bad.key, &back, &found) == 0);
-  EXPECT_INT(found, 1);
-  EXPECT_INT(back.ok, 0);
-  EXPECT(back.cubin == NULL);
-  EXPECT_INT(back.cubin_size, 0);
-  EXPECT_STR(back.log, bad.log);
+  CHECK_INT(found, 1);
+  CHECK_INT(back.ok, 0);
+  CHECK(back.cubin == NULL);
+  CHECK_INT(back.cubin_size, 0);
+  CHECK_STR(back.log, bad.log);
   fat_build_free(&back);
   /* ok = 1 without a cubin is a lie the schema refuses. */
   bad.ok = 1;
-  EXPECT_INT(fat_db_put_build(db, vid, &bad, "--std=c++17", "13.0"), -1);
-  EXPECT_STR(fat_db_errmsg(db),
-             "cannot store build dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
-             " (variant 1, sm_80): CHECK constraint failed: (ok = 1) = (cubin IS NOT NULL AND"
-             " length(cubin) > 0)");
+  CHECK_INT(fat_db_put_build(db, vid, &bad, "--std=c++17", "13.0"), -1);
+  CHECK_STR(fat_db_errmsg(db),
+            "cannot store build dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+            " (variant 1, sm_80): CHECK constraint failed: (ok = 1) = (cubin IS NOT NULL AND"
+            " length(cubin) > 0)");
   REQUIRE(fat_db_find_build(db, "0000000000000000000000000000000000000000000000000000000000000000",
                             &back, &found) == 0);
-  EXPECT_INT(found, 0);
+  CHECK_INT(found, 0);
 
   fat_problem p = test_problem(1024);
   sqlite3_int64 pid = 0, pid_again = 0, pid_other = 0;
   REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
   REQUIRE(fat_db_put_problem(db, &p, &pid_again) == 0);
-  EXPECT_INT(pid_again, pid);
+  CHECK_INT(pid_again, pid);
   p.seqlen_k = 2048;
   REQUIRE(fat_db_put_problem(db, &p, &pid_other) == 0);
-  EXPECT(pid_other != pid);
+  CHECK(pid_other != pid);
 
   /* Each put is committed when it returns: another connection sees it. */
   fat_timing t = timing_of(2.0);
   sqlite3_int64 tid = 0;
   REQUIRE(fat_db_put_timing(db, vid, gpu, pid, &t, &tid) == 0);
-  EXPECT(tid > 0);
-  EXPECT_INT(peek_int(path, "SELECT count(*) FROM timings"), 1);
-  EXPECT_INT(peek_int(path, "SELECT sm_clock_mhz FROM timing_conditions"), 1755);
+  CHECK(tid > 0);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM timings"), 1);
+  CHECK_INT(peek_int(path, "SELECT sm_clock_mhz FROM timing_conditions"), 1755);
   fat_check c = check_result(1, 0.002);
   REQUIRE(fat_db_put_check(db, vid, gpu, pid, &c) == 0);
-  EXPECT_INT(peek_int(path, "SELECT count(*) FROM checks WHERE passed = 1"), 1);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM checks WHERE passed = 1"), 1);
 out:
   fat_variant_free(&got);
   fat_build_free(&back);
@@ -322,9 +277,9 @@ static void test_resume(void) {
   REQUIRE(fat_db_put_variant(db, &v, &vid) == 0);
   REQUIRE(fat_db_put_variant(db, &fails, &fid) == 0);
   REQUIRE(fat_db_has_result(db, vid, gpu, pid, &checked, &passed, &timed) == 0);
-  EXPECT_INT(checked, 0);
-  EXPECT_INT(passed, 0);
-  EXPECT_INT(timed, 0);
+  CHECK_INT(checked, 0);
+  CHECK_INT(passed, 0);
+  CHECK_INT(timed, 0);
   fat_check ok = check_result(1, 0.002), bad = check_result(0, 0.03);
   fat_timing t = timing_of(1.25);
   REQUIRE(fat_db_put_check(db, vid, gpu, pid, &ok) == 0);
@@ -336,32 +291,32 @@ static void test_resume(void) {
   nan_fail.nonfinite = 12;
   REQUIRE(fat_db_put_check(db, fid, gpu, pid, &nan_fail) == 0);
   fat_check nan_pass = check_result(1, NAN);
-  EXPECT_INT(fat_db_put_check(db, fid, gpu, pid, &nan_pass), -1);
-  EXPECT_STR(fat_db_errmsg(db),
-             "cannot store check of variant 2 on gpu 1, problem 1 (ok): CHECK constraint failed:"
-             " passed = 0 OR (rel_l2 IS NOT NULL AND max_abs IS NOT NULL AND nonfinite = 0)");
+  CHECK_INT(fat_db_put_check(db, fid, gpu, pid, &nan_pass), -1);
+  CHECK_STR(fat_db_errmsg(db),
+            "cannot store check of variant 2 on gpu 1, problem 1 (ok): CHECK constraint failed:"
+            " passed = 0 OR (rel_l2 IS NOT NULL AND max_abs IS NOT NULL AND nonfinite = 0)");
   fat_db_close(db);
   db = NULL;
 
   /* The re-run: same variants, same ids, results still there. */
   REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
   REQUIRE(fat_db_put_variant(db, &v, &vid2) == 0);
-  EXPECT_INT(vid2, vid);
+  CHECK_INT(vid2, vid);
   REQUIRE(fat_db_has_result(db, vid2, gpu, pid, &checked, &passed, &timed) == 0);
-  EXPECT_INT(checked, 1);
-  EXPECT_INT(passed, 1);
-  EXPECT_INT(timed, 1);
+  CHECK_INT(checked, 1);
+  CHECK_INT(passed, 1);
+  CHECK_INT(timed, 1);
   REQUIRE(fat_db_has_result(db, fid, gpu, pid, &checked, &passed, &timed) == 0);
-  EXPECT_INT(checked, 1);
-  EXPECT_INT(passed, 0);
-  EXPECT_INT(timed, 0);
+  CHECK_INT(checked, 1);
+  CHECK_INT(passed, 0);
+  CHECK_INT(timed, 0);
   /* Same name, new source: another variant, nothing measured. */
   REQUIRE(fat_db_put_variant(db, &changed, &vid_changed) == 0);
-  EXPECT(vid_changed != vid);
+  CHECK(vid_changed != vid);
   REQUIRE(fat_db_has_result(db, vid_changed, gpu, pid, &checked, &passed, &timed) == 0);
-  EXPECT_INT(checked, 0);
-  EXPECT_INT(passed, 0);
-  EXPECT_INT(timed, 0);
+  CHECK_INT(checked, 0);
+  CHECK_INT(passed, 0);
+  CHECK_INT(timed, 0);
 out:
   fat_db_close(db);
 }
@@ -401,86 +356,86 @@ static void test_winner(void) {
   REQUIRE(fat_db_put_timing(db, c, gpu, pid, &t30, &tc) == 0);
 
   REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
-  EXPECT_INT(found, 1);
-  EXPECT_INT(best.variant_id, b);
-  EXPECT_INT(best.timing_id, tb);
-  EXPECT_DBL(best.median_ms, 2.0);
-  EXPECT_DBL(best.tflops, 0.5);
-  EXPECT_STR(best.name, good.name);
+  CHECK_INT(found, 1);
+  CHECK_INT(best.variant_id, b);
+  CHECK_INT(best.timing_id, tb);
+  CHECK_DBL(best.median_ms, 2.0);
+  CHECK_DBL(best.tflops, 0.5);
+  CHECK_STR(best.name, good.name);
   REQUIRE(fat_db_rank(db, gpu, pid, ranked, 4, &n) == 0);
-  EXPECT_INT(n, 2);
-  EXPECT_INT(ranked[0].variant_id, b);
-  EXPECT_INT(ranked[1].variant_id, c);
+  CHECK_INT(n, 2);
+  CHECK_INT(ranked[0].variant_id, b);
+  CHECK_INT(ranked[1].variant_id, c);
   REQUIRE(fat_db_set_winner(db, gpu, pid, b, tb) == 0);
 
   /* The schema itself refuses an unchecked winner, and a borrowed timing. */
-  EXPECT_INT(fat_db_set_winner(db, gpu, pid, a, ta), -1);
-  EXPECT_STR(fat_db_errmsg(db), "cannot make variant 1 (timing 1) the winner on gpu 1, problem 1:"
-                                " winner has not passed the reference check on this GPU and problem");
-  EXPECT_INT(fat_db_set_winner(db, gpu, pid, c, tb), -1);
-  EXPECT_STR(fat_db_errmsg(db), "cannot make variant 3 (timing 2) the winner on gpu 1, problem 1:"
-                                " winner timing is not a live timing of that variant on this GPU"
-                                " and problem");
-  EXPECT_INT(peek_int(path, "SELECT variant_id FROM winners"), b);
+  CHECK_INT(fat_db_set_winner(db, gpu, pid, a, ta), -1);
+  CHECK_STR(fat_db_errmsg(db), "cannot make variant 1 (timing 1) the winner on gpu 1, problem 1:"
+                               " winner has not passed the reference check on this GPU and problem");
+  CHECK_INT(fat_db_set_winner(db, gpu, pid, c, tb), -1);
+  CHECK_STR(fat_db_errmsg(db), "cannot make variant 3 (timing 2) the winner on gpu 1, problem 1:"
+                               " winner timing is not a live timing of that variant on this GPU"
+                               " and problem");
+  CHECK_INT(peek_int(path, "SELECT variant_id FROM winners"), b);
 
   /* A re-timing adds a row; the latest one counts. */
   REQUIRE(fat_db_put_timing(db, c, gpu, pid, &t15, &tc2) == 0);
   REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
-  EXPECT_INT(best.variant_id, c);
-  EXPECT_INT(best.timing_id, tc2);
+  CHECK_INT(best.variant_id, c);
+  CHECK_INT(best.timing_id, tc2);
   REQUIRE(fat_db_set_winner(db, gpu, pid, c, tc2) == 0);
-  EXPECT_INT(peek_int(path, "SELECT count(*) FROM timings"), 4);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM timings"), 4);
 
   REQUIRE(fat_db_summary(db, gpu, &rows, &n) == 0);
   REQUIRE(n == 1);
-  EXPECT_INT(rows[0].problem_id, pid);
-  EXPECT_INT(rows[0].problem.seqlen_q, 2048);
-  EXPECT_INT(rows[0].problem.dtype, FAT_BF16);
-  EXPECT_INT(rows[0].problem.mask, FAT_MASK_CAUSAL);
-  EXPECT_STR(rows[0].winner, base.name);
-  EXPECT_DBL(rows[0].median_ms, 1.5);
-  EXPECT_DBL(rows[0].rel_l2, 0.004);   /* the worse of its two checks */
-  EXPECT_DBL(rows[0].max_abs, 0.016);
-  EXPECT_DBL(rows[0].slowest_ms, 2.0); /* b; a failed and does not count */
-  EXPECT_DBL(rows[0].default_ms, 1.5);
-  EXPECT_STR(rows[0].default_name, base.name);
-  EXPECT_INT(rows[0].n_passing, 2);
-  EXPECT_INT(rows[0].n_failed, 1);
+  CHECK_INT(rows[0].problem_id, pid);
+  CHECK_INT(rows[0].problem.seqlen_q, 2048);
+  CHECK_INT(rows[0].problem.dtype, FAT_BF16);
+  CHECK_INT(rows[0].problem.mask, FAT_MASK_CAUSAL);
+  CHECK_STR(rows[0].winner, base.name);
+  CHECK_DBL(rows[0].median_ms, 1.5);
+  CHECK_DBL(rows[0].rel_l2, 0.004);   /* the worse of its two checks */
+  CHECK_DBL(rows[0].max_abs, 0.016);
+  CHECK_DBL(rows[0].slowest_ms, 2.0); /* b; a failed and does not count */
+  CHECK_DBL(rows[0].default_ms, 1.5);
+  CHECK_STR(rows[0].default_name, base.name);
+  CHECK_INT(rows[0].n_passing, 2);
+  CHECK_INT(rows[0].n_failed, 1);
   free(rows);
   rows = NULL;
 
   /* A failing check arriving later unseats the winner. */
   REQUIRE(fat_db_put_check(db, c, gpu, pid, &bad) == 0);
-  EXPECT_INT(peek_int(path, "SELECT count(*) FROM winners"), 0);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM winners"), 0);
   REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
-  EXPECT_INT(best.variant_id, b);
+  CHECK_INT(best.variant_id, b);
 
   /* --retune: results retired, kept, and no longer seen. */
   REQUIRE(fat_db_set_winner(db, gpu, pid, b, tb) == 0);
   REQUIRE(fat_db_forget(db, gpu, pid, &retired) == 0);
-  EXPECT_INT(retired, 10); /* 6 checks + 4 timings */
-  EXPECT_INT(peek_int(path, "SELECT count(*) FROM winners"), 0);
-  EXPECT_INT(peek_int(path, "SELECT count(*) FROM checks WHERE retired = 1"), 6);
+  CHECK_INT(retired, 10); /* 6 checks + 4 timings */
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM winners"), 0);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM checks WHERE retired = 1"), 6);
   REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
-  EXPECT_INT(found, 0);
+  CHECK_INT(found, 0);
   int checked = -1, passed = -1, timed = -1;
   REQUIRE(fat_db_has_result(db, b, gpu, pid, &checked, &passed, &timed) == 0);
-  EXPECT_INT(checked, 0);
-  EXPECT_INT(timed, 0);
+  CHECK_INT(checked, 0);
+  CHECK_INT(timed, 0);
   REQUIRE(fat_db_summary(db, gpu, &rows, &n) == 0);
-  EXPECT_INT(n, 0);
+  CHECK_INT(n, 0);
   /* Re-measured after --retune, only the new results count: a's old failure
    * is history, and its new passing check and timing make it the best. */
   REQUIRE(fat_db_put_check(db, a, gpu, pid, &ok1) == 0);
   REQUIRE(fat_db_put_timing(db, a, gpu, pid, &t05, &ta) == 0);
   REQUIRE(fat_db_has_result(db, a, gpu, pid, &checked, &passed, &timed) == 0);
-  EXPECT_INT(checked, 1);
-  EXPECT_INT(passed, 1);
-  EXPECT_INT(timed, 1);
+  CHECK_INT(checked, 1);
+  CHECK_INT(passed, 1);
+  CHECK_INT(timed, 1);
   REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
-  EXPECT_INT(found, 1);
-  EXPECT_INT(best.variant_id, a);
-  EXPECT_INT(best.timing_id, ta);
+  CHECK_INT(found, 1);
+  CHECK_INT(best.variant_id, a);
+  CHECK_INT(best.timing_id, ta);
   REQUIRE(fat_db_set_winner(db, gpu, pid, a, ta) == 0);
 out:
   free(rows);
@@ -495,28 +450,28 @@ static void test_bad_rows_refused(void) {
   fat_variant v = test_variant("fwd.mma80.xx.d128.causal.m128n64w4s2", 'f', 0);
   v.dtype = (fat_dtype)7;
   sqlite3_int64 id = -1;
-  EXPECT_INT(fat_db_put_variant(db, &v, &id), -1);
-  EXPECT(strstr(fat_db_errmsg(db), "CHECK constraint failed") != NULL);
-  EXPECT_STR(fat_db_errmsg(db), "cannot store variant fwd.mma80.xx.d128.causal.m128n64w4s2"
-                                " (source ffffffffffff): CHECK constraint failed:"
-                                " dtype IN ('fp16', 'bf16')");
-  EXPECT_INT(id, -1);
+  CHECK_INT(fat_db_put_variant(db, &v, &id), -1);
+  CHECK(strstr(fat_db_errmsg(db), "CHECK constraint failed") != NULL);
+  CHECK_STR(fat_db_errmsg(db), "cannot store variant fwd.mma80.xx.d128.causal.m128n64w4s2"
+                               " (source ffffffffffff): CHECK constraint failed:"
+                               " dtype IN ('fp16', 'bf16')");
+  CHECK_INT(id, -1);
   v.dtype = FAT_FP16;
   v.head_dim = 100; /* not a multiple of 8 */
-  EXPECT_INT(fat_db_put_variant(db, &v, &id), -1);
-  EXPECT_STR(fat_db_errmsg(db), "cannot store variant fwd.mma80.xx.d128.causal.m128n64w4s2"
-                                " (source ffffffffffff): CHECK constraint failed:"
-                                " head_dim BETWEEN 8 AND 256 AND head_dim % 8 = 0");
+  CHECK_INT(fat_db_put_variant(db, &v, &id), -1);
+  CHECK_STR(fat_db_errmsg(db), "cannot store variant fwd.mma80.xx.d128.causal.m128n64w4s2"
+                               " (source ffffffffffff): CHECK constraint failed:"
+                               " head_dim BETWEEN 8 AND 256 AND head_dim % 8 = 0");
   fat_problem p = test_problem(0);
-  EXPECT_INT(fat_db_put_problem(db, &p, &id), -1);
-  EXPECT_STR(fat_db_errmsg(db), "cannot store problem fwd bf16 causal d128 b4 h16/16 sq0 sk0:"
-                                " CHECK constraint failed: seqlen_q > 0");
+  CHECK_INT(fat_db_put_problem(db, &p, &id), -1);
+  CHECK_STR(fat_db_errmsg(db), "cannot store problem fwd bf16 causal d128 b4 h16/16 sq0 sk0:"
+                               " CHECK constraint failed: seqlen_q > 0");
   /* Foreign keys are on: a check for a variant that does not exist. */
   fat_check c = check_result(1, 0.001);
-  EXPECT_INT(fat_db_put_check(db, 42, 43, 44, &c), -1);
-  EXPECT_STR(fat_db_errmsg(db), "cannot store check of variant 42 on gpu 43, problem 44 (ok):"
-                                " FOREIGN KEY constraint failed");
-  EXPECT_INT(peek_int(path, "SELECT count(*) FROM variants"), 0);
+  CHECK_INT(fat_db_put_check(db, 42, 43, 44, &c), -1);
+  CHECK_STR(fat_db_errmsg(db), "cannot store check of variant 42 on gpu 43, problem 44 (ok):"
+                               " FOREIGN KEY constraint failed");
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM variants"), 0);
 out:
   fat_db_close(db);
 }
@@ -531,18 +486,18 @@ static void test_open_refusals(void) {
   REQUIRE(f != NULL);
   for (int i = 0; i < 64; i++) fputs("this is not a database, only text. ", f);
   fclose(f);
-  EXPECT_INT(fat_db_open(garbage, &db, err, sizeof err), -1);
-  EXPECT(db == NULL);
+  CHECK_INT(fat_db_open(garbage, &db, err, sizeof err), -1);
+  CHECK(db == NULL);
   snprintf(want, sizeof want, "not a fatune database: %s: file is not a database", garbage);
-  EXPECT_STR(err, want);
+  CHECK_STR(err, want);
 
-  EXPECT_INT(fat_db_open("/nonexistent-dir/x.db", &db, err, sizeof err), -1);
-  EXPECT(db == NULL);
-  EXPECT_STR(err, "cannot open database /nonexistent-dir/x.db: unable to open database file"
-                  " (No such file or directory)");
+  CHECK_INT(fat_db_open("/nonexistent-dir/x.db", &db, err, sizeof err), -1);
+  CHECK(db == NULL);
+  CHECK_STR(err, "cannot open database /nonexistent-dir/x.db: unable to open database file"
+                 " (No such file or directory)");
 
-  EXPECT_INT(fat_db_open("", &db, err, sizeof err), -1);
-  EXPECT_STR(err, "cannot open database: empty path");
+  CHECK_INT(fat_db_open("", &db, err, sizeof err), -1);
+  CHECK_STR(err, "cannot open database: empty path");
 
   /* Another program's SQLite file is left alone. */
   const char *foreign = new_path("foreign.db");
@@ -550,12 +505,12 @@ static void test_open_refusals(void) {
   REQUIRE(sqlite3_exec(h, "CREATE TABLE notes (body TEXT)", NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(h);
   h = NULL;
-  EXPECT_INT(fat_db_open(foreign, &db, err, sizeof err), -1);
+  CHECK_INT(fat_db_open(foreign, &db, err, sizeof err), -1);
   snprintf(want, sizeof want,
            "not a fatune database: %s: it holds 1 schema objects but no fatune schema version",
            foreign);
-  EXPECT_STR(err, want);
-  EXPECT_INT(peek_int(foreign, "SELECT count(*) FROM sqlite_schema"), 1);
+  CHECK_STR(err, want);
+  CHECK_INT(peek_int(foreign, "SELECT count(*) FROM sqlite_schema"), 1);
 
   /* A database written by a newer fatune is refused, untouched. */
   const char *future = new_path("future.db");
@@ -564,14 +519,14 @@ static void test_open_refusals(void) {
                        NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(h);
   h = NULL;
-  EXPECT_INT(fat_db_open(future, &db, err, sizeof err), -1);
-  EXPECT(db == NULL);
+  CHECK_INT(fat_db_open(future, &db, err, sizeof err), -1);
+  CHECK(db == NULL);
   snprintf(want, sizeof want,
            "database %s has schema version 2, newer than this fatune's 1: use a newer fatune or"
            " another database",
            future);
-  EXPECT_STR(err, want);
-  EXPECT_INT(peek_int(future, "PRAGMA user_version"), 2);
+  CHECK_STR(err, want);
+  CHECK_INT(peek_int(future, "PRAGMA user_version"), 2);
 out:
   sqlite3_close(h);
   fat_db_close(db);
@@ -618,19 +573,19 @@ static void test_materialize_never_wins(void) {
   REQUIRE(fat_db_put_timing(db, m32, gpu, pid, &t_m32, NULL) == 0);
 
   REQUIRE(fat_db_rank(db, gpu, pid, ranked, 4, &n) == 0);
-  EXPECT_INT(n, 1);
-  EXPECT_INT(ranked[0].variant_id, f);
+  CHECK_INT(n, 1);
+  CHECK_INT(ranked[0].variant_id, f);
   REQUIRE(fat_db_best(db, gpu, pid, &best, &found) == 0);
-  EXPECT_INT(found, 1);
-  EXPECT_INT(best.variant_id, f);
-  EXPECT_INT(best.timing_id, tf);
+  CHECK_INT(found, 1);
+  CHECK_INT(best.variant_id, f);
+  CHECK_INT(best.timing_id, tf);
   REQUIRE(fat_db_set_winner(db, gpu, pid, f, tf) == 0);
 
   /* A problem where only the baseline was timed has no winner at all. */
   REQUIRE(fat_db_put_check(db, m32, gpu, qid, &ok) == 0);
   REQUIRE(fat_db_put_timing(db, m32, gpu, qid, &t_m32, NULL) == 0);
   REQUIRE(fat_db_best(db, gpu, qid, &best, &found) == 0);
-  EXPECT_INT(found, 0);
+  CHECK_INT(found, 0);
   /* One that does not fit is a failed check with its reason, and the
    * fused winner of that problem is unaffected. */
   fat_check no_fit = check_result(0, 0.0);
@@ -640,26 +595,26 @@ static void test_materialize_never_wins(void) {
   REQUIRE(fat_db_put_check(db, f, gpu, qid, &ok) == 0);
   REQUIRE(fat_db_put_timing(db, f, gpu, qid, &t_fused, &tq) == 0);
   REQUIRE(fat_db_best(db, gpu, qid, &best, &found) == 0);
-  EXPECT_INT(found, 1);
-  EXPECT_INT(best.variant_id, f);
+  CHECK_INT(found, 1);
+  CHECK_INT(best.variant_id, f);
   REQUIRE(fat_db_set_winner(db, gpu, qid, f, tq) == 0);
 
   REQUIRE(fat_db_summary(db, gpu, &rows, &n) == 0);
   REQUIRE(n == 2);
   /* Ordered by seqlen: q (1024) first. */
-  EXPECT_INT(rows[0].problem_id, qid);
-  EXPECT_DBL(rows[0].materialize_ms, 8.0); /* t32 passed; t16 did not fit */
-  EXPECT_INT(rows[0].n_passing, 2);
-  EXPECT_INT(rows[0].n_failed, 1);
-  EXPECT_INT(rows[1].problem_id, pid);
-  EXPECT_STR(rows[1].winner, fused.name);
-  EXPECT_DBL(rows[1].median_ms, 2.0);
-  EXPECT_DBL(rows[1].materialize_ms, 0.25);  /* the fastest baseline */
-  EXPECT_DBL(rows[1].slowest_ms, 2.0);       /* not the 8 ms baseline */
-  EXPECT_DBL(rows[1].default_ms, 2.0);
-  EXPECT_STR(rows[1].default_name, fused.name);
-  EXPECT_INT(rows[1].n_passing, 3);
-  EXPECT_INT(rows[1].n_failed, 0);
+  CHECK_INT(rows[0].problem_id, qid);
+  CHECK_DBL(rows[0].materialize_ms, 8.0); /* t32 passed; t16 did not fit */
+  CHECK_INT(rows[0].n_passing, 2);
+  CHECK_INT(rows[0].n_failed, 1);
+  CHECK_INT(rows[1].problem_id, pid);
+  CHECK_STR(rows[1].winner, fused.name);
+  CHECK_DBL(rows[1].median_ms, 2.0);
+  CHECK_DBL(rows[1].materialize_ms, 0.25);  /* the fastest baseline */
+  CHECK_DBL(rows[1].slowest_ms, 2.0);       /* not the 8 ms baseline */
+  CHECK_DBL(rows[1].default_ms, 2.0);
+  CHECK_STR(rows[1].default_name, fused.name);
+  CHECK_INT(rows[1].n_passing, 3);
+  CHECK_INT(rows[1].n_failed, 0);
   free(rows);
   rows = NULL;
 
@@ -670,7 +625,7 @@ static void test_materialize_never_wins(void) {
   REQUIRE(fat_db_set_winner(db, gpu, pid, f, tf) == 0);
   REQUIRE(fat_db_summary(db, gpu, &rows, &n) == 0);
   REQUIRE(n == 2);
-  EXPECT(isnan(rows[1].materialize_ms));
+  CHECK(isnan(rows[1].materialize_ms));
 out:
   free(rows);
   fat_db_close(db);
@@ -689,7 +644,5 @@ int main(void) {
   test_open_refusals();
   test_materialize_never_wins();
   cleanup();
-  if (failures) fprintf(stderr, "test_db: %d failure(s)\n", failures);
-  else printf("test_db: all passed\n");
-  return failures ? 1 : 0;
+  return check_summary("test_db");
 }

@@ -9,15 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fatune.h"
+#include "check.h"
 
-static int failures, n_bad;
-#define REQUIRE(cond)                                                         \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);     \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
+static int n_bad;
 
 /* Where the made-up tensors lie: far enough apart not to overlap. */
 #define Q_AT 0x1000000
@@ -42,14 +36,13 @@ static fat_attn_args good(void) {
 static void expect(int line, const fat_attn_args *a, fat_status want, const char *msg) {
   fat_status st = fat_attention_check(ctx, a);
   n_bad += want != FAT_OK;
-  if (st != want || (msg && strcmp(fat_context_error(ctx), msg))) {
+  /* check_record rather than CHECK: a failure names the caller's LINE. */
+  if (!check_record(st == want && (!msg || !strcmp(fat_context_error(ctx), msg))))
     fprintf(stderr, "%s:%d: check gave %d \"%s\",\n  want %d \"%s\"\n", __FILE__, line, (int)st,
             fat_context_error(ctx), (int)want, msg ? msg : "(any)");
-    failures++;
-  }
 }
-#define EXPECT_OK(a) expect(__LINE__, a, FAT_OK, NULL)
-#define EXPECT_BAD(a, msg) expect(__LINE__, a, FAT_ERR_INVALID_ARGUMENT, msg)
+#define CHECK_OK(a) expect(__LINE__, a, FAT_OK, NULL)
+#define CHECK_BAD(a, msg) expect(__LINE__, a, FAT_ERR_INVALID_ARGUMENT, msg)
 
 int main(void) {
   fat_context_options o = {0};
@@ -57,34 +50,34 @@ int main(void) {
   const char *none[1] = {"/nonexistent/tables.db"};
   o.tables = none, o.n_tables = 1;
   o.gpu_name = "NVIDIA H200", o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = 132;
-  REQUIRE(fat_context_open(&ctx, &o) == FAT_OK);
+  REQUIRE_EXIT(fat_context_open(&ctx, &o) == FAT_OK);
   fat_attn_args a = good();
-  EXPECT_OK(&a);
+  CHECK_OK(&a);
 
   /* No context, no arguments. */
-  if (fat_attention_check(NULL, &a) != FAT_ERR_INVALID_ARGUMENT) failures++;
+  CHECK_INT(fat_attention_check(NULL, &a), FAT_ERR_INVALID_ARGUMENT);
   n_bad++;
-  EXPECT_BAD(NULL, "args is NULL");
+  CHECK_BAD(NULL, "args is NULL");
 
   /* Enums out of range. */
   a = good(), a.dtype = (fat_attn_dtype)7;
-  EXPECT_BAD(&a, "dtype 7: must be FAT_ATTN_FP16 or FAT_ATTN_BF16");
+  CHECK_BAD(&a, "dtype 7: must be FAT_ATTN_FP16 or FAT_ATTN_BF16");
   a = good(), a.mask = (fat_attn_mask)-1;
-  EXPECT_BAD(&a, "mask -1: must be FAT_ATTN_MASK_NONE or FAT_ATTN_MASK_CAUSAL");
+  CHECK_BAD(&a, "mask -1: must be FAT_ATTN_MASK_NONE or FAT_ATTN_MASK_CAUSAL");
 
   /* Each dimension by name. */
   a = good(), a.batch = 0;
-  EXPECT_BAD(&a, "batch 0: must be >= 1");
+  CHECK_BAD(&a, "batch 0: must be >= 1");
   a = good(), a.heads = -4;
-  EXPECT_BAD(&a, "heads -4: must be >= 1");
+  CHECK_BAD(&a, "heads -4: must be >= 1");
   a = good(), a.heads_k = 0;
-  EXPECT_BAD(&a, "heads_k 0: must be >= 1");
+  CHECK_BAD(&a, "heads_k 0: must be >= 1");
   a = good(), a.seqlen_q = 0;
-  EXPECT_BAD(&a, "seqlen_q 0: must be >= 1");
+  CHECK_BAD(&a, "seqlen_q 0: must be >= 1");
   a = good(), a.seqlen_k = 0;
-  EXPECT_BAD(&a, "seqlen_k 0: must be >= 1");
+  CHECK_BAD(&a, "seqlen_k 0: must be >= 1");
   a = good(), a.heads_k = 3;
-  EXPECT_BAD(&a, "heads_k 3 does not divide heads 4");
+  CHECK_BAD(&a, "heads_k 3 does not divide heads 4");
   a = good(), a.head_dim = 80;
   fat_attn_args_contiguous(&a);
   expect(__LINE__, &a, FAT_ERR_UNSUPPORTED,
@@ -95,90 +88,90 @@ int main(void) {
 
   /* Null and misaligned pointers, per tensor. */
   a = good(), a.q = NULL;
-  EXPECT_BAD(&a, "q is NULL");
+  CHECK_BAD(&a, "q is NULL");
   a = good(), a.k = NULL;
-  EXPECT_BAD(&a, "k is NULL");
+  CHECK_BAD(&a, "k is NULL");
   a = good(), a.v = NULL;
-  EXPECT_BAD(&a, "v is NULL");
+  CHECK_BAD(&a, "v is NULL");
   a = good(), a.o = NULL;
-  EXPECT_BAD(&a, "o is NULL");
+  CHECK_BAD(&a, "o is NULL");
   a = good(), a.lse = NULL;
-  EXPECT_BAD(&a, "lse is NULL");
+  CHECK_BAD(&a, "lse is NULL");
   a = good(), a.k = (const char *)a.k + 8;
-  EXPECT_BAD(&a, "k 0x2000008 is not 16-byte aligned");
+  CHECK_BAD(&a, "k 0x2000008 is not 16-byte aligned");
   a = good(), a.lse = (float *)((char *)a.lse + 4);
-  EXPECT_BAD(&a, "lse 0x5000004 is not 16-byte aligned");
+  CHECK_BAD(&a, "lse 0x5000004 is not 16-byte aligned");
 
   /* Strides: sign, multiple, and fit to the shape. */
   a = good(), a.q_row_stride = -256;
-  EXPECT_BAD(&a, "q_row_stride -256: must be a non-negative multiple of 8");
+  CHECK_BAD(&a, "q_row_stride -256: must be a non-negative multiple of 8");
   a = good(), a.v_head_stride = 65;
-  EXPECT_BAD(&a, "v_head_stride 65: must be a non-negative multiple of 8");
+  CHECK_BAD(&a, "v_head_stride 65: must be a non-negative multiple of 8");
   a = good(), a.q_row_stride = 64; /* rows of 4 heads x 64 need 256 */
-  EXPECT_BAD(&a, "q_row_stride 64: smaller than the 256 elements inside it (head_stride); q would "
-                 "overlap itself");
+  CHECK_BAD(&a, "q_row_stride 64: smaller than the 256 elements inside it (head_stride); q would "
+                "overlap itself");
   a = good(), a.o_head_stride = 0;
-  EXPECT_BAD(&a, "o_head_stride 0: smaller than the 64 elements inside it (head_dim); o would "
-                 "overlap itself");
+  CHECK_BAD(&a, "o_head_stride 0: smaller than the 64 elements inside it (head_dim); o would "
+                "overlap itself");
   a = good(), a.k_batch_stride = 128; /* one row of 2 heads is 128; a batch is 128 rows */
-  EXPECT_BAD(&a, "k_batch_stride 128: smaller than the 16384 elements inside it (row_stride); k "
-                 "would overlap itself");
+  CHECK_BAD(&a, "k_batch_stride 128: smaller than the 16384 elements inside it (row_stride); k "
+                "would overlap itself");
   a = good(), a.q_batch_stride = 4611686018427387904LL, a.batch = 3;
   a.o_batch_stride = a.q_row_stride * a.seqlen_q;
-  EXPECT_BAD(&a, "q_batch_stride 4611686018427387904: q spans more than 9223372036854775807 "
-                 "elements");
+  CHECK_BAD(&a, "q_batch_stride 4611686018427387904: q spans more than 9223372036854775807 "
+                "elements");
   a = good(), a.q_batch_stride = 0x7FFFFFFFFFFF0000LL;
-  EXPECT_BAD(&a, "q 0x1000000: its 9223372036854726656 elements run past the end of the address space");
+  CHECK_BAD(&a, "q 0x1000000: its 9223372036854726656 elements run past the end of the address space");
   /* fat_attn_args_contiguous on a shape whose strides overflow. */
   a = good(), a.head_dim = 64, a.heads = 1 << 30, a.heads_k = 1 << 30, a.seqlen_q = 1 << 30;
   fat_attn_args_contiguous(&a);
-  EXPECT_BAD(&a, "q_batch_stride -1: must be a non-negative multiple of 8");
+  CHECK_BAD(&a, "q_batch_stride -1: must be a non-negative multiple of 8");
   /* Layouts that fit are accepted: (batch, heads, seqlen, d), and any
    * stride on a dimension of one element. */
   a = good();
   a.q_head_stride = (long long)a.seqlen_q * a.head_dim, a.q_row_stride = a.head_dim;
   a.q_batch_stride = a.q_head_stride * a.heads;
-  EXPECT_OK(&a);
+  CHECK_OK(&a);
   a = good(), a.batch = 1, a.q_batch_stride = 0, a.k_batch_stride = 8;
-  EXPECT_OK(&a);
+  CHECK_OK(&a);
 
   /* Outputs aliasing another tensor (the inputs may share memory). */
   a = good(), a.o = (void *)a.q;
-  EXPECT_BAD(&a, "o [0x1000000, +65536 bytes) overlaps q [0x1000000, +65536 bytes): the outputs "
-                 "must not alias another tensor");
+  CHECK_BAD(&a, "o [0x1000000, +65536 bytes) overlaps q [0x1000000, +65536 bytes): the outputs "
+                "must not alias another tensor");
   a = good(), a.o = (void *)((char *)a.v + 65536 - 16);
-  EXPECT_BAD(&a, "o [0x300fff0, +65536 bytes) overlaps v [0x3000000, +65536 bytes): the outputs "
-                 "must not alias another tensor");
+  CHECK_BAD(&a, "o [0x300fff0, +65536 bytes) overlaps v [0x3000000, +65536 bytes): the outputs "
+                "must not alias another tensor");
   a = good(), a.lse = (float *)((char *)a.o + 1024);
-  EXPECT_BAD(&a, "o [0x4000000, +65536 bytes) overlaps lse [0x4000400, +2048 bytes): the outputs "
-                 "must not alias another tensor");
+  CHECK_BAD(&a, "o [0x4000000, +65536 bytes) overlaps lse [0x4000400, +2048 bytes): the outputs "
+                "must not alias another tensor");
   a = good(), a.lse = (float *)a.k;
-  EXPECT_BAD(&a, "lse [0x2000000, +2048 bytes) overlaps k [0x2000000, +65536 bytes): the outputs "
-                 "must not alias another tensor");
+  CHECK_BAD(&a, "lse [0x2000000, +2048 bytes) overlaps k [0x2000000, +65536 bytes): the outputs "
+                "must not alias another tensor");
   a = good(), a.k = a.v = a.q; /* a packed input: allowed */
   a.k_row_stride = a.v_row_stride = a.q_row_stride, a.k_batch_stride = a.v_batch_stride = 0;
   a.batch = 1, a.seqlen_k = a.seqlen_q, a.heads_k = a.heads;
   a.k_head_stride = a.v_head_stride = a.head_dim;
-  EXPECT_OK(&a);
+  CHECK_OK(&a);
 
   /* The scale. */
   a = good(), a.softmax_scale = -1.0f;
-  EXPECT_BAD(&a, "softmax_scale -1: must be finite and >= 0 (0: default)");
+  CHECK_BAD(&a, "softmax_scale -1: must be finite and >= 0 (0: default)");
   a = good(), a.softmax_scale = NAN;
-  EXPECT_BAD(&a, "softmax_scale nan: must be finite and >= 0 (0: default)");
+  CHECK_BAD(&a, "softmax_scale nan: must be finite and >= 0 (0: default)");
   a = good(), a.softmax_scale = INFINITY;
-  EXPECT_BAD(&a, "softmax_scale inf: must be finite and >= 0 (0: default)");
+  CHECK_BAD(&a, "softmax_scale inf: must be finite and >= 0 (0: default)");
 
   /* The launch path refuses the same, and an offline context never launches. */
   a = good(), a.seqlen_q = 0;
-  if (fat_attention_fwd(ctx, &a, NULL, NULL) != FAT_ERR_INVALID_ARGUMENT) failures++;
+  CHECK_INT(fat_attention_fwd(ctx, &a, NULL, NULL), FAT_ERR_INVALID_ARGUMENT);
   a = good();
-  if (fat_attention_fwd(ctx, &a, NULL, NULL) != FAT_ERR_INVALID_ARGUMENT ||
-      strcmp(fat_context_error(ctx),
-             "this context describes NVIDIA H200 without a device: it can select, not launch"))
-    failures++;
+  const char *offline = "this context describes NVIDIA H200 without a device: it can select, not launch";
+  fat_status st = fat_attention_fwd(ctx, &a, NULL, NULL);
+  CHECK_WHY(st == FAT_ERR_INVALID_ARGUMENT && !strcmp(fat_context_error(ctx), offline),
+            "fat_attention_fwd gave %d \"%s\",\n  want %d \"%s\"", (int)st, fat_context_error(ctx),
+            (int)FAT_ERR_INVALID_ARGUMENT, offline);
   fat_context_close(ctx);
   printf("%d bad inputs refused with their messages\n", n_bad);
-  if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-  return failures ? 1 : 0;
+  return check_summary("test_runtime_args");
 }

@@ -13,38 +13,7 @@
 #include "gen.h"
 #include "sha256.h"
 #include "tune.h"
-
-static int failures;
-#define EXPECT(cond)                                                          \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);     \
-      failures++;                                                             \
-    }                                                                         \
-  } while (0)
-#define EXPECT_INT(got, want)                                                 \
-  do {                                                                        \
-    long long g_ = (got), w_ = (want);                                        \
-    if (g_ != w_) {                                                           \
-      fprintf(stderr, "%s:%d: %s = %lld, want %lld\n", __FILE__, __LINE__, #got, g_, w_); \
-      failures++;                                                             \
-    }                                                                         \
-  } while (0)
-#define EXPECT_STR(got, want)                                                 \
-  do {                                                                        \
-    const char *g_ = (got), *w_ = (want);                                     \
-    if (strcmp(g_, w_)) {                                                     \
-      fprintf(stderr, "%s:%d: %s = \"%s\", want \"%s\"\n", __FILE__, __LINE__, #got, g_, w_); \
-      failures++;                                                             \
-    }                                                                         \
-  } while (0)
-#define REQUIRE(cond)                                                         \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);     \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
+#include "check.h"
 
 #define H200 "NVIDIA H200"
 #define H200_SMS 132
@@ -64,7 +33,7 @@ static void put_winner(const char *path, const char *name, int sms, const char *
                        fat_dtype dt, fat_mask mk, int hd, int seqlen, double ms) {
   char err[1024], source[256];
   fat_db *db = NULL;
-  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
   fat_gpu_info g = gpu_of(name, sms);
   fat_problem p;
   fat_bench_problem(dt, mk, hd, seqlen, &p);
@@ -78,12 +47,12 @@ static void put_winner(const char *path, const char *name, int sms, const char *
   fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, "ok"};
   fat_timing t = {20, ms, ms * 0.9, ms * 1.2, ms * 0.95, ms * 1.05, 1.0 / ms, 1755};
   sqlite3_int64 gid, pid, vid, tid;
-  REQUIRE(fat_db_put_gpu(db, &g, &gid) == 0);
-  REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
-  REQUIRE(fat_db_put_variant(db, &v, &vid) == 0);
-  REQUIRE(fat_db_put_check(db, vid, gid, pid, &c) == 0);
-  REQUIRE(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
-  REQUIRE(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
+  REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
+  REQUIRE_EXIT(fat_db_put_problem(db, &p, &pid) == 0);
+  REQUIRE_EXIT(fat_db_put_variant(db, &v, &vid) == 0);
+  REQUIRE_EXIT(fat_db_put_check(db, vid, gid, pid, &c) == 0);
+  REQUIRE_EXIT(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
+  REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
   fat_db_close(db);
 }
 
@@ -102,13 +71,13 @@ static fat_context *offline(const char *user, const char *const *tables, int n, 
   o.gpu_name = H200, o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = sms;
   fat_status st = fat_context_open(&c, &o);
   if (st) fprintf(stderr, "open: %s\n", fat_context_error(c));
-  REQUIRE(st == FAT_OK);
+  REQUIRE_EXIT(st == FAT_OK);
   return c;
 }
 
 int main(void) {
   char dir[] = "/tmp/fatune-lookup-XXXXXX", user[256], tables[256], other[256];
-  REQUIRE(mkdtemp(dir));
+  REQUIRE_EXIT(mkdtemp(dir));
   snprintf(user, sizeof user, "%s/user.db", dir);
   snprintf(tables, sizeof tables, "%s/tables.db", dir);
   snprintf(other, sizeof other, "%s/missing.db", dir);
@@ -128,81 +97,81 @@ int main(void) {
 
   /* The user's exact bucket beats the tables' exact bucket. */
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 4096);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  EXPECT_STR(ch.variant, "fwd.mma80.fp16.d128.none.u4096");
-  EXPECT_INT(ch.origin, FAT_ORIGIN_USER_DB);
-  EXPECT_INT(ch.match, FAT_MATCH_EXACT);
-  EXPECT_INT(ch.bucket_seqlen, 4096);
-  EXPECT(ch.tuned_ms == 3.0);
-  EXPECT_STR(ch.db_path, user);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.u4096");
+  CHECK_INT(ch.origin, FAT_ORIGIN_USER_DB);
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  CHECK_INT(ch.bucket_seqlen, 4096);
+  CHECK(ch.tuned_ms == 3.0);
+  CHECK_STR(ch.db_path, user);
 
   /* An exact bucket in the tables beats the user's nearest one. */
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 2048);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  EXPECT_STR(ch.variant, "fwd.mma80.fp16.d128.none.t2048");
-  EXPECT_INT(ch.origin, FAT_ORIGIN_TABLES);
-  EXPECT_INT(ch.match, FAT_MATCH_EXACT);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.t2048");
+  CHECK_INT(ch.origin, FAT_ORIGIN_TABLES);
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
 
   /* No exact bucket anywhere: the user's nearest comes first. */
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 700);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  EXPECT_STR(ch.variant, "fwd.mma80.fp16.d128.none.u4096");
-  EXPECT_INT(ch.match, FAT_MATCH_NEAREST);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.u4096");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
   fat_context_close(c);
 
   /* Tables alone: nearest bucket by ratio; a tie goes to the larger bucket. */
   c = offline("", both, 1, H200_SMS, 0);
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 1000); /* 512: ln 1.95, 2048: ln 2.05 */
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  EXPECT_STR(ch.variant, "fwd.mma80.fp16.d128.none.t512");
-  EXPECT_INT(ch.match, FAT_MATCH_NEAREST);
-  EXPECT_INT(ch.bucket_seqlen, 512);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.t512");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  CHECK_INT(ch.bucket_seqlen, 512);
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 1024); /* equidistant from 512 and 2048 */
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  EXPECT_INT(ch.bucket_seqlen, 2048);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.bucket_seqlen, 2048);
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 100000);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  EXPECT_INT(ch.bucket_seqlen, 4096);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.bucket_seqlen, 4096);
   a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 64, 1);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  EXPECT_STR(ch.variant, "fwd.mma80.bf16.d64.causal.t1024");
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d64.causal.t1024");
 
   /* Nothing tuned for the key: the built-in default. */
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_CAUSAL, 128, 4096);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  EXPECT_STR(ch.variant, "fwd.mma80.fp16.d128.causal.m128n64w4s1");
-  EXPECT_INT(ch.origin, FAT_ORIGIN_BUILTIN);
-  EXPECT_INT(ch.match, FAT_MATCH_DEFAULT);
-  EXPECT_INT(ch.bucket_seqlen, 0);
-  EXPECT_STR(ch.db_path, "");
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.causal.m128n64w4s1");
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK_INT(ch.match, FAT_MATCH_DEFAULT);
+  CHECK_INT(ch.bucket_seqlen, 0);
+  CHECK_STR(ch.db_path, "");
 
   /* Refusals name the bad value. */
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 80, 1024);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_ERR_UNSUPPORTED);
-  EXPECT_STR(fat_context_error(c), "head_dim 80 has no template (supported: 64, 96, 128, 192, 256)");
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_UNSUPPORTED);
+  CHECK_STR(fat_context_error(c), "head_dim 80 has no template (supported: 64, 96, 128, 192, 256)");
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 1024);
   a.heads_k = 3;
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
-  EXPECT_STR(fat_context_error(c), "heads_k 3 does not divide heads 16");
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(c), "heads_k 3 does not divide heads 16");
   a = problem((fat_attn_dtype)7, FAT_ATTN_MASK_NONE, 128, 1024);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
-  EXPECT_STR(fat_context_error(c), "dtype 7: must be FAT_ATTN_FP16 or FAT_ATTN_BF16");
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(c), "dtype 7: must be FAT_ATTN_FP16 or FAT_ATTN_BF16");
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 0);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
-  EXPECT_STR(fat_context_error(c), "seqlen_q 0: must be >= 1");
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(c), "seqlen_q 0: must be >= 1");
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 1024);
-  EXPECT_INT(fat_attention_fwd(c, &a, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
-  EXPECT_STR(fat_context_error(c),
-             "this context describes NVIDIA H200 without a device: it can select, not launch");
-  EXPECT_INT(fat_context_last_choice(c, &ch), FAT_ERR_INVALID_ARGUMENT);
-  EXPECT_STR(fat_context_error(c), "no launch has succeeded yet");
+  CHECK_INT(fat_attention_fwd(c, &a, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(c),
+            "this context describes NVIDIA H200 without a device: it can select, not launch");
+  CHECK_INT(fat_context_last_choice(c, &ch), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(c), "no launch has succeeded yet");
   fat_context_close(c);
 
   /* The GPU is part of the key: another SM count sees no winner. */
   c = offline(user, both, 1, 114, 0);
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 4096);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  EXPECT_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
   fat_context_close(c);
 
   /* Without the default, a key nothing was tuned for is refused. A missing
@@ -210,28 +179,28 @@ int main(void) {
   const char *const missing[] = {other};
   c = offline("", missing, 1, H200_SMS, 1);
   a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_NONE, 256, 512);
-  EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_ERR_UNSUPPORTED);
-  EXPECT_STR(fat_context_error(c), "no tuned winner for bf16 none head_dim 256 on NVIDIA H200 and "
-                                   "the built-in default is disabled");
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_UNSUPPORTED);
+  CHECK_STR(fat_context_error(c), "no tuned winner for bf16 none head_dim 256 on NVIDIA H200 and "
+                                  "the built-in default is disabled");
   fat_context_close(c);
 
   /* The built-in defaults are the generator's defaults of today (of the
    * fused family; the materialising baseline is never launched). */
   char err[1024];
   fat_gen *g = fat_gen_open(NULL, err, sizeof err);
-  REQUIRE(g);
+  REQUIRE_EXIT(g);
   fat_gen_query q = {.direction = FAT_FWD, .arch = "sm_80"};
   fat_variant *v = NULL;
   size_t n = 0;
-  REQUIRE(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0);
   c = offline("", missing, 1, H200_SMS, 0);
   int n_defaults = 0;
   for (size_t i = 0; i < n; i++) {
     if (v[i].is_default && !strcmp(v[i].family, "mma80")) {
       a = problem((fat_attn_dtype)v[i].dtype, (fat_attn_mask)v[i].mask, v[i].head_dim, 512);
-      EXPECT_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-      EXPECT_STR(ch.variant, v[i].name);
-      EXPECT_STR(ch.source_hash, v[i].hash);
+      CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+      CHECK_STR(ch.variant, v[i].name);
+      CHECK_STR(ch.source_hash, v[i].hash);
       n_defaults++;
     }
     fat_variant_free(&v[i]);
@@ -239,21 +208,20 @@ int main(void) {
   free(v);
   fat_gen_close(g);
   fat_context_close(c);
-  EXPECT_INT(n_defaults, 20); /* 5 head dims x 2 dtypes x 2 masks */
+  CHECK_INT(n_defaults, 20); /* 5 head dims x 2 dtypes x 2 masks */
   int dims[8];
-  EXPECT_INT(fat_supported_head_dims(dims, 8), 5);
-  EXPECT_INT(dims[0], 64);
-  EXPECT_INT(dims[4], 256);
+  CHECK_INT(fat_supported_head_dims(dims, 8), 5);
+  CHECK_INT(dims[0], 64);
+  CHECK_INT(dims[4], 256);
 
   /* One message per code. */
-  EXPECT_STR(fat_strerror(FAT_OK), "success");
-  EXPECT_STR(fat_strerror(FAT_ERR_UNSUPPORTED), "unsupported problem");
-  EXPECT_STR(fat_strerror(FAT_ERR_NO_NVRTC), "NVRTC unavailable");
-  EXPECT_STR(fat_strerror((fat_status)99), "unknown status");
+  CHECK_STR(fat_strerror(FAT_OK), "success");
+  CHECK_STR(fat_strerror(FAT_ERR_UNSUPPORTED), "unsupported problem");
+  CHECK_STR(fat_strerror(FAT_ERR_NO_NVRTC), "NVRTC unavailable");
+  CHECK_STR(fat_strerror((fat_status)99), "unknown status");
 
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
-  if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-  return failures ? 1 : 0;
+  return check_summary("test_runtime_lookup");
 }

@@ -15,38 +15,9 @@
 #include "sha256.h"
 #include "tables.h"
 #include "tune.h"
+#include "check.h"
 
-static int failures, n_hostile;
-#define EXPECT(cond)                                                          \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);     \
-      failures++;                                                             \
-    }                                                                         \
-  } while (0)
-#define EXPECT_INT(got, want)                                                 \
-  do {                                                                        \
-    long long g_ = (got), w_ = (want);                                        \
-    if (g_ != w_) {                                                           \
-      fprintf(stderr, "%s:%d: %s = %lld, want %lld\n", __FILE__, __LINE__, #got, g_, w_); \
-      failures++;                                                             \
-    }                                                                         \
-  } while (0)
-#define EXPECT_STR(got, want)                                                 \
-  do {                                                                        \
-    const char *g_ = (got), *w_ = (want);                                     \
-    if (strcmp(g_, w_)) {                                                     \
-      fprintf(stderr, "%s:%d: %s = \"%s\", want \"%s\"\n", __FILE__, __LINE__, #got, g_, w_); \
-      failures++;                                                             \
-    }                                                                         \
-  } while (0)
-#define REQUIRE(cond)                                                         \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);     \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
+static int n_hostile;
 
 #define H200 "NVIDIA H200"
 #define H200_SMS 132
@@ -85,13 +56,13 @@ static void put_winner(fat_db *db, const char *vname, const char *source, const 
   fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, "ok"};
   fat_timing t = {20, 1.0, 0.9, 1.2, 0.95, 1.05, 1.0, 1755};
   sqlite3_int64 gid, pid, vid, tid;
-  REQUIRE(fat_db_put_gpu(db, &g, &gid) == 0);
-  REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
-  REQUIRE(fat_db_put_variant(db, &v, &vid) == 0);
-  REQUIRE(fat_db_put_build(db, vid, &b, "--std=c++17", "13.0") == 0);
-  REQUIRE(fat_db_put_check(db, vid, gid, pid, &c) == 0);
-  REQUIRE(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
-  REQUIRE(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
+  REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
+  REQUIRE_EXIT(fat_db_put_problem(db, &p, &pid) == 0);
+  REQUIRE_EXIT(fat_db_put_variant(db, &v, &vid) == 0);
+  REQUIRE_EXIT(fat_db_put_build(db, vid, &b, "--std=c++17", "13.0") == 0);
+  REQUIRE_EXIT(fat_db_put_check(db, vid, gid, pid, &c) == 0);
+  REQUIRE_EXIT(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
+  REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
 }
 
 static const char *new_db(char *path, size_t cap) {
@@ -105,10 +76,10 @@ static char *table_of(const char *vname, const char *source, const char *arch) {
   fat_db *db = NULL;
   char *buf = NULL;
   size_t len = 0;
-  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
   put_winner(db, vname, source, arch);
   FILE *f = open_memstream(&buf, &len);
-  REQUIRE(fat_tables_export(db, H200, f, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_tables_export(db, H200, f, err, sizeof err) == 0);
   fclose(f);
   fat_db_close(db);
   return buf;
@@ -119,7 +90,7 @@ static long long rows_in(const char *path) {
   char err[ERRLEN];
   sqlite3_stmt *s = NULL;
   long long n = -1;
-  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
   if (sqlite3_prepare_v2(fat_db_handle(db),
                          "SELECT (SELECT count(*) FROM gpus) + (SELECT count(*) FROM variants) +"
                          " (SELECT count(*) FROM builds) + (SELECT count(*) FROM build_hashes) +"
@@ -140,27 +111,25 @@ static void expect_refused(int line, const char *text, const fat_import_options 
   fat_db *db = NULL;
   long long added = -1;
   n_hostile++;
-  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
   int rc = fat_tables_import_ex(db, text, "t.sql", opts, &added, err, sizeof err);
   fat_db_close(db);
-  if (rc != -1 || strcmp(err, want)) {
+  /* check_record rather than CHECK: a failure names the caller's LINE. */
+  if (!check_record(rc == -1 && !strcmp(err, want)))
     fprintf(stderr, "%s:%d: import gave %d \"%s\",\n  want -1 \"%s\"\n", __FILE__, line, rc, err, want);
-    failures++;
-  }
-  if (rows_in(path) != 0) {
-    fprintf(stderr, "%s:%d: a refused import left rows\n", __FILE__, line);
-    failures++;
-  }
+  long long left = rows_in(path);
+  if (!check_record(left == 0))
+    fprintf(stderr, "%s:%d: a refused import left %lld rows, want 0\n", __FILE__, line, left);
 }
 #define REFUSED(text, opts, want) expect_refused(__LINE__, text, opts, want)
 
 /* TEXT with the first occurrence of FROM replaced by TO (heap). */
 static char *replaced(const char *text, const char *from, const char *to) {
   const char *at = strstr(text, from);
-  REQUIRE(at);
+  REQUIRE_EXIT(at);
   size_t head = (size_t)(at - text), n = strlen(text) - strlen(from) + strlen(to) + 1;
   char *out = malloc(n);
-  REQUIRE(out);
+  REQUIRE_EXIT(out);
   memcpy(out, text, head);
   strcpy(out + head, to);
   strcat(out, at + strlen(from));
@@ -171,7 +140,7 @@ static char *replaced(const char *text, const char *from, const char *to) {
 static char *table_text(const char *body) {
   size_t n = strlen(FAT_TABLES_MAGIC) + strlen(body) + strlen(FAT_TABLES_END) + 2;
   char *t = malloc(n);
-  REQUIRE(t);
+  REQUIRE_EXIT(t);
   snprintf(t, n, "%s\n%s%s", FAT_TABLES_MAGIC, body, FAT_TABLES_END);
   return t;
 }
@@ -197,7 +166,7 @@ static void hostile_sql(void) {
   t = table_text(body);
   snprintf(want, sizeof want, "t.sql: refused ATTACH '%s'%s", other, guard);
   REFUSED(t, NULL, want);
-  EXPECT(access(other, F_OK) != 0);
+  CHECK(access(other, F_OK) != 0);
   free(t);
   /* Schema tampering. */
   t = table_text("PRAGMA writable_schema = 1;\n");
@@ -261,7 +230,7 @@ static void hostile_sql(void) {
   free(t);
   /* truncated in the middle of a statement, and between two */
   const char *cut = strstr(good, "INSERT INTO winners");
-  REQUIRE(cut);
+  REQUIRE_EXIT(cut);
   size_t at = (size_t)(cut - good) + strlen("INSERT INTO winners (gpu_id, problem_id");
   t = strndup(good, at);
   REFUSED(t, NULL, "t.sql: incomplete input");
@@ -309,10 +278,10 @@ static void hostile_sql(void) {
   snprintf(prefix, sizeof prefix, prefix_fmt, huge_key);
   const char *suffix = "', 0, 0, 0, 0, 0, 0, '', '2026-01-01');\n";
   char *tail = strstr(good, FAT_TABLES_END);
-  REQUIRE(tail);
+  REQUIRE_EXIT(tail);
   size_t head = (size_t)(tail - good);
   char *big = malloc(head + strlen(prefix) + n_hex + strlen(suffix) + strlen(FAT_TABLES_END) + 1);
-  REQUIRE(big);
+  REQUIRE_EXIT(big);
   memcpy(big, good, head);
   char *w = big + head;
   w = stpcpy(w, prefix);
@@ -330,9 +299,9 @@ static void hostile_sql(void) {
   fat_db *db = NULL;
   long long added = -1;
   fat_import_options recompile = {.recompile = 1};
-  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
-  EXPECT_INT(fat_tables_import_ex(db, good, "t.sql", &recompile, &added, err, sizeof err), 0);
-  EXPECT_INT(added, 1 + 1 + 1 + 1 + 1 + 1); /* gpu, variant, problem, check, timing, winner */
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  CHECK_INT(fat_tables_import_ex(db, good, "t.sql", &recompile, &added, err, sizeof err), 0);
+  CHECK_INT(added, 1 + 1 + 1 + 1 + 1 + 1); /* gpu, variant, problem, check, timing, winner */
   fat_db_close(db);
   free(good);
 }
@@ -343,16 +312,16 @@ static void hostile_names_and_sources(fat_gen *g) {
   char want[ERRLEN], path[256], err[ERRLEN];
   const char *evil = "x'); DROP TABLE winners; --";
   char *t = table_of(evil, NULL, "sm_90a");
-  EXPECT(strstr(t, "'x''); DROP TABLE winners; --'") != NULL);
+  CHECK(strstr(t, "'x''); DROP TABLE winners; --'") != NULL);
   fat_db *db = NULL;
   long long added = -1;
-  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
-  EXPECT_INT(fat_tables_import(db, t, "t.sql", &added, err, sizeof err), 0);
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  CHECK_INT(fat_tables_import(db, t, "t.sql", &added, err, sizeof err), 0);
   sqlite3_stmt *s = NULL;
-  REQUIRE(sqlite3_prepare_v2(fat_db_handle(db), "SELECT v.name FROM winners w JOIN variants v"
-                             " ON v.id = w.variant_id", -1, &s, NULL) == SQLITE_OK);
-  REQUIRE(sqlite3_step(s) == SQLITE_ROW);
-  EXPECT_STR((const char *)sqlite3_column_text(s, 0), evil);
+  REQUIRE_EXIT(sqlite3_prepare_v2(fat_db_handle(db), "SELECT v.name FROM winners w JOIN variants v"
+                                  " ON v.id = w.variant_id", -1, &s, NULL) == SQLITE_OK);
+  REQUIRE_EXIT(sqlite3_step(s) == SQLITE_ROW);
+  CHECK_STR((const char *)sqlite3_column_text(s, 0), evil);
   sqlite3_finalize(s);
   fat_db_close(db);
   fat_import_options checked = {.gen = g};
@@ -369,18 +338,18 @@ static void hostile_names_and_sources(fat_gen *g) {
                      .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = "sm_90a"};
   fat_variant *v = NULL;
   size_t n = 0;
-  REQUIRE(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 1);
+  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 1);
   t = table_of(v[0].name, v[0].source, "sm_90a");
   /* An empty file is refused before any database is touched. */
-  EXPECT_INT(fat_tables_import_ex(NULL, "", "x", NULL, NULL, err, sizeof err), -1);
-  EXPECT_STR(err, "x: not a fatune table (first line must start '-- fatune tables 1')");
-  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
-  EXPECT_INT(fat_tables_import_ex(db, t, "t.sql", &checked, &added, err, sizeof err), 0);
+  CHECK_INT(fat_tables_import_ex(NULL, "", "x", NULL, NULL, err, sizeof err), -1);
+  CHECK_STR(err, "x: not a fatune table (first line must start '-- fatune tables 1')");
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  CHECK_INT(fat_tables_import_ex(db, t, "t.sql", &checked, &added, err, sizeof err), 0);
   fat_db_close(db);
   free(t);
   size_t len = strlen(v[0].source);
   char *edited = malloc(len + 64);
-  REQUIRE(edited);
+  REQUIRE_EXIT(edited);
   snprintf(edited, len + 64, "%s// an older template\n", v[0].source);
   char edited_hash[65];
   fat_sha256_hex(edited, strlen(edited), edited_hash);
@@ -400,27 +369,27 @@ static void verify_cubin(void) {
   fat_sha256_hex(CUBIN, CUBIN_BYTES, good);
   snprintf(bad, sizeof bad, "%s", good);
   bad[0] = bad[0] == '0' ? '1' : '0';
-  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, good, "sm_90a", "sm_90a", err, sizeof err), FAT_OK);
-  EXPECT_STR(err, "");
+  CHECK_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, good, "sm_90a", "sm_90a", err, sizeof err), FAT_OK);
+  CHECK_STR(err, "");
   char want[ERRLEN];
-  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, bad, "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
+  CHECK_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, bad, "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
   snprintf(want, sizeof want, "the cubin's sha256 %s does not match its recorded %s", good, bad);
-  EXPECT_STR(err, want);
-  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, good, "sm_80", "sm_90a", err, sizeof err), FAT_ERR_UNSUPPORTED);
-  EXPECT_STR(err, "the cubin was built for sm_80, this GPU is sm_90a");
-  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, NULL, "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
-  EXPECT_STR(err, "the cubin has no recorded sha256: not trusted");
-  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, "", "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
-  EXPECT_STR(err, "the cubin has no recorded sha256: not trusted");
-  EXPECT_INT(fat_verify_cubin(NULL, 0, good, "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
-  EXPECT_STR(err, "the cubin is empty");
+  CHECK_STR(err, want);
+  CHECK_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, good, "sm_80", "sm_90a", err, sizeof err), FAT_ERR_UNSUPPORTED);
+  CHECK_STR(err, "the cubin was built for sm_80, this GPU is sm_90a");
+  CHECK_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, NULL, "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
+  CHECK_STR(err, "the cubin has no recorded sha256: not trusted");
+  CHECK_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, "", "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
+  CHECK_STR(err, "the cubin has no recorded sha256: not trusted");
+  CHECK_INT(fat_verify_cubin(NULL, 0, good, "sm_90a", "sm_90a", err, sizeof err), FAT_ERR_INTEGRITY);
+  CHECK_STR(err, "the cubin is empty");
   /* The size is refused before a byte is read. */
-  EXPECT_INT(fat_verify_cubin(CUBIN, (size_t)FAT_TABLES_MAX_CUBIN_BYTES + 1, good, "sm_90a", "sm_90a",
-                              err, sizeof err), FAT_ERR_INTEGRITY);
-  EXPECT_STR(err, "the cubin of 67108865 bytes is over the 67108864-byte cap");
-  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, good, NULL, "sm_90a", err, sizeof err), FAT_ERR_UNSUPPORTED);
-  EXPECT_STR(err, "the cubin was built for (no architecture), this GPU is sm_90a");
-  EXPECT_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, bad, "sm_90a", "sm_90a", NULL, 0), FAT_ERR_INTEGRITY);
+  CHECK_INT(fat_verify_cubin(CUBIN, (size_t)FAT_TABLES_MAX_CUBIN_BYTES + 1, good, "sm_90a", "sm_90a",
+                             err, sizeof err), FAT_ERR_INTEGRITY);
+  CHECK_STR(err, "the cubin of 67108865 bytes is over the 67108864-byte cap");
+  CHECK_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, good, NULL, "sm_90a", err, sizeof err), FAT_ERR_UNSUPPORTED);
+  CHECK_STR(err, "the cubin was built for (no architecture), this GPU is sm_90a");
+  CHECK_INT(fat_verify_cubin(CUBIN, CUBIN_BYTES, bad, "sm_90a", "sm_90a", NULL, 0), FAT_ERR_INTEGRITY);
 }
 
 /* What an offline H200 context would load for the one winner of TABLE. */
@@ -431,7 +400,7 @@ static fat_choice offline_choice(const char *table) {
   const char *tables[1] = {table};
   o.user_db = "", o.tables = tables, o.n_tables = 1;
   o.gpu_name = H200, o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = H200_SMS;
-  REQUIRE(fat_context_open(&c, &o) == FAT_OK);
+  REQUIRE_EXIT(fat_context_open(&c, &o) == FAT_OK);
   fat_attn_args a = {0};
   a.batch = 1, a.heads = a.heads_k = 16, a.seqlen_q = a.seqlen_k = 1024, a.head_dim = 64;
   a.dtype = FAT_ATTN_FP16, a.mask = FAT_ATTN_MASK_NONE;
@@ -446,18 +415,18 @@ static void runtime_cubin_choice(void) {
   const char *vname = "fwd.mma80.fp16.d64.none.m64n64w4s2";
   fat_db *db = NULL;
   /* A build for this architecture with its hash: loaded as stored. */
-  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
   put_winner(db, vname, NULL, "sm_90a");
   fat_db_close(db);
   fat_choice ch = offline_choice(path);
-  EXPECT_STR(ch.variant, vname);
-  EXPECT_INT(ch.loaded, 0);
-  EXPECT_INT(ch.load, FAT_LOAD_STORED_CUBIN);
-  EXPECT_STR(ch.note, "");
+  CHECK_STR(ch.variant, vname);
+  CHECK_INT(ch.loaded, 0);
+  CHECK_INT(ch.load, FAT_LOAD_STORED_CUBIN);
+  CHECK_STR(ch.note, "");
   /* The same cubin bytes altered in place: refused, compiled instead. */
-  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
-  REQUIRE(sqlite3_exec(fat_db_handle(db), "UPDATE builds SET cubin = X'7f454c460001fe'", NULL,
-                       NULL, NULL) == SQLITE_OK);
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(sqlite3_exec(fat_db_handle(db), "UPDATE builds SET cubin = X'7f454c460001fe'", NULL,
+                            NULL, NULL) == SQLITE_OK);
   fat_db_close(db);
   ch = offline_choice(path);
   char good[65], evil[65];
@@ -466,41 +435,41 @@ static void runtime_cubin_choice(void) {
   fat_sha256_hex(evil_bytes, CUBIN_BYTES, evil);
   snprintf(key, sizeof key, "%s/sm_90a", vname);
   fat_sha256_hex(key, strlen(key), key);
-  EXPECT_INT(ch.load, FAT_LOAD_COMPILED);
+  CHECK_INT(ch.load, FAT_LOAD_COMPILED);
   snprintf(want, sizeof want, "%s: build %.12s: the cubin's sha256 %s does not match its recorded "
            "%s; compiling from source", path, key, evil, good);
   want[sizeof ch.note - 1] = 0;
-  EXPECT_STR(ch.note, want);
+  CHECK_STR(ch.note, want);
   /* A cubin for another architecture (sm_80 offered to an sm_90a GPU). */
-  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
   put_winner(db, vname, NULL, "sm_80");
   fat_db_close(db);
   ch = offline_choice(path);
   snprintf(key, sizeof key, "%s/sm_80", vname);
   fat_sha256_hex(key, strlen(key), key);
-  EXPECT_INT(ch.load, FAT_LOAD_COMPILED);
+  CHECK_INT(ch.load, FAT_LOAD_COMPILED);
   snprintf(want, sizeof want, "%s: build %.12s: the cubin was built for sm_80, this GPU is sm_90a;"
            " compiling from source", path, key);
-  EXPECT_STR(ch.note, want);
+  CHECK_STR(ch.note, want);
   /* A build whose hash row is missing (an older fatune stored it). */
-  REQUIRE(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
   put_winner(db, vname, NULL, "sm_90a");
-  REQUIRE(sqlite3_exec(fat_db_handle(db), "DELETE FROM build_hashes", NULL, NULL, NULL) == SQLITE_OK);
+  REQUIRE_EXIT(sqlite3_exec(fat_db_handle(db), "DELETE FROM build_hashes", NULL, NULL, NULL) == SQLITE_OK);
   fat_db_close(db);
   ch = offline_choice(path);
   snprintf(key, sizeof key, "%s/sm_90a", vname);
   fat_sha256_hex(key, strlen(key), key);
-  EXPECT_INT(ch.load, FAT_LOAD_COMPILED);
+  CHECK_INT(ch.load, FAT_LOAD_COMPILED);
   snprintf(want, sizeof want, "%s: build %.12s: the cubin has no recorded sha256: not trusted;"
            " compiling from source", path, key);
-  EXPECT_STR(ch.note, want);
+  CHECK_STR(ch.note, want);
 }
 
 int main(void) {
   char err[ERRLEN];
-  REQUIRE(mkdtemp(dir));
+  REQUIRE_EXIT(mkdtemp(dir));
   fat_gen *g = fat_gen_open(NULL, err, sizeof err);
-  REQUIRE(g);
+  REQUIRE_EXIT(g);
   hostile_sql();
   hostile_names_and_sources(g);
   verify_cubin();
@@ -510,6 +479,5 @@ int main(void) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
-  if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-  return failures ? 1 : 0;
+  return check_summary("test_tables_hostile");
 }

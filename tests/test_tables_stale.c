@@ -12,31 +12,7 @@
 #include "sha256.h"
 #include "tables.h"
 #include "tune.h"
-
-static int failures;
-#define EXPECT_INT(got, want)                                                 \
-  do {                                                                        \
-    long long g_ = (got), w_ = (want);                                        \
-    if (g_ != w_) {                                                           \
-      fprintf(stderr, "%s:%d: %s = %lld, want %lld\n", __FILE__, __LINE__, #got, g_, w_); \
-      failures++;                                                             \
-    }                                                                         \
-  } while (0)
-#define EXPECT_STR(got, want)                                                 \
-  do {                                                                        \
-    const char *g_ = (got), *w_ = (want);                                     \
-    if (strcmp(g_, w_)) {                                                     \
-      fprintf(stderr, "%s:%d: %s =\n\"%s\", want\n\"%s\"\n", __FILE__, __LINE__, #got, g_, w_); \
-      failures++;                                                             \
-    }                                                                         \
-  } while (0)
-#define REQUIRE(cond)                                                         \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #cond);     \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
+#include "check.h"
 
 #define REPORT_CAP 65536
 
@@ -50,22 +26,22 @@ static void put_winner(fat_db *db, const fat_variant *v) {
   fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, "ok"};
   fat_timing t = {20, 1.0, 0.9, 1.2, 0.95, 1.05, 1.0, 1755};
   sqlite3_int64 gid, pid, vid, tid;
-  REQUIRE(fat_db_put_gpu(db, &g, &gid) == 0);
-  REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
-  REQUIRE(fat_db_put_variant(db, v, &vid) == 0);
-  REQUIRE(fat_db_put_check(db, vid, gid, pid, &c) == 0);
-  REQUIRE(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
-  REQUIRE(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
+  REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
+  REQUIRE_EXIT(fat_db_put_problem(db, &p, &pid) == 0);
+  REQUIRE_EXIT(fat_db_put_variant(db, v, &vid) == 0);
+  REQUIRE_EXIT(fat_db_put_check(db, vid, gid, pid, &c) == 0);
+  REQUIRE_EXIT(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
+  REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
 }
 
 static char *read_all(const char *path) {
   FILE *f = fopen(path, "rb");
-  REQUIRE(f);
+  REQUIRE_EXIT(f);
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);
   char *buf = malloc((size_t)n + 1);
-  REQUIRE(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
+  REQUIRE_EXIT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
   buf[n] = 0;
   fclose(f);
   return buf;
@@ -75,9 +51,9 @@ int main(void) {
   char dir[] = "/tmp/fatune-stale-XXXXXX", path[256], err[1024], want[1024];
   char *report = malloc(REPORT_CAP);
   const char *src = getenv("FATUNE_SOURCE_DIR");
-  REQUIRE(report && src && mkdtemp(dir));
+  REQUIRE_EXIT(report && src && mkdtemp(dir));
   fat_gen *g = fat_gen_open(NULL, err, sizeof err);
-  REQUIRE(g);
+  REQUIRE_EXIT(g);
 
   /* The detector: three d64 fp16 variants of today, one left as it is, one
    * with a changed source, one renamed to a configuration that does not exist. */
@@ -88,7 +64,7 @@ int main(void) {
                      .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = "sm_90a"};
   fat_variant *v = NULL;
   size_t n = 0;
-  REQUIRE(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 3);
+  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 3);
   char old_hash[65];
   snprintf(old_hash, sizeof old_hash, "%s", v[1].hash);
   char *changed = malloc(strlen(v[1].source) + 32);
@@ -102,22 +78,22 @@ int main(void) {
   for (int i = 0; i < 3; i++) {
     fat_db *d = NULL;
     snprintf(path, sizeof path, "%s/made%d.db", dir, i);
-    REQUIRE(fat_db_open(path, &d, err, sizeof err) == 0);
+    REQUIRE_EXIT(fat_db_open(path, &d, err, sizeof err) == 0);
     put_winner(d, &v[i]);
     int stale = fat_tables_stale(d, g, report, REPORT_CAP, err, sizeof err);
     fat_db_close(d);
     if (i == 0) {
-      EXPECT_INT(stale, 0);
-      EXPECT_STR(report, "");
+      CHECK_INT(stale, 0);
+      CHECK_STR(report, "");
     } else if (i == 1) {
-      EXPECT_INT(stale, 1);
+      CHECK_INT(stale, 1);
       snprintf(want, sizeof want, "stale: %s: table source_hash %s, generator gives %s\n",
                v[1].name, v[1].hash, old_hash);
-      EXPECT_STR(report, want);
+      CHECK_STR(report, want);
     } else {
-      EXPECT_INT(stale, 1);
-      EXPECT_STR(report, "stale: fwd.mma80.fp16.d64.none.m999n64w4s1: the generator no longer "
-                         "produces this variant\n");
+      CHECK_INT(stale, 1);
+      CHECK_STR(report, "stale: fwd.mma80.fp16.d64.none.m999n64w4s1: the generator no longer "
+                        "produces this variant\n");
     }
   }
   for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
@@ -137,19 +113,13 @@ int main(void) {
     snprintf(dbp, sizeof dbp, "%s/shipped%d.db", dir, n_tables);
     char *text = read_all(file);
     fat_db *sdb = NULL;
-    REQUIRE(fat_db_open(dbp, &sdb, err, sizeof err) == 0);
+    REQUIRE_EXIT(fat_db_open(dbp, &sdb, err, sizeof err) == 0);
     long long added = 0;
-    if (fat_tables_import(sdb, text, e->d_name, &added, err, sizeof err)) {
-      fprintf(stderr, "%s\n", err);
-      failures++;
-    }
+    int rc = fat_tables_import(sdb, text, e->d_name, &added, err, sizeof err);
+    CHECK_WHY(rc == 0, "import gave %d: %s", rc, err);
     int stale = fat_tables_stale(sdb, g, report, REPORT_CAP, err, sizeof err);
-    if (stale != 0) {
-      fprintf(stderr, "%s: %d stale entries (re-tune and re-export):\n%s", e->d_name, stale, report);
-      failures++;
-    } else {
-      printf("%s: %lld rows, every winner current\n", e->d_name, added);
-    }
+    CHECK_WHY(stale == 0, "%s: %d stale entries (re-tune and re-export):\n%s", e->d_name, stale, report);
+    if (stale == 0) printf("%s: %lld rows, every winner current\n", e->d_name, added);
     fat_db_close(sdb);
     free(text);
     n_tables++;
@@ -162,6 +132,5 @@ int main(void) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
-  if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-  return failures ? 1 : 0;
+  return check_summary("test_tables_stale");
 }
