@@ -82,6 +82,10 @@ space "while true do pcall(function() while true do end end) end"
 expect 1 "$LOOP"
 space "local function f() return f() end f()"
 expect 1 "$LOOP"
+# ... and a pattern match that runs for hours inside C, where no instruction
+# is counted, meets the wall-clock watchdog (shortened here).
+space "local s = string.rep('a', 100000) s:find('.-.-.-.-b')"
+FATUNE_GEN_TIMEOUT_S=2 expect 1 "fatune: generator: a generator script ran for more than 2 s inside a library function (string.find, string.rep, ... on huge input); stopped"
 
 # Huge output: a source past the cap, too many variants, a huge template file.
 valid_space() {  # a space whose generate returns VARIANTS (Lua expression)

@@ -7,11 +7,14 @@
  * Scripts and templates come from the embedded copies or from SOURCE_DIR. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -28,6 +31,9 @@
 #define FAT_GEN_HOOK_STEP 10000
 /* Lua's heap: the whole space's sources are a few tens of MiB. */
 #define FAT_GEN_MAX_HEAP ((size_t)1 << 30)
+/* Wall-clock seconds one call into the generator may take (the whole space
+ * takes about 2 s). */
+#define FAT_GEN_MAX_SECONDS 120
 /* Largest script or template file read, and largest generated source. */
 #define FAT_GEN_MAX_FILE_BYTES (16 << 20)
 #define FAT_GEN_MAX_SOURCE_BYTES (8 << 20)
@@ -106,17 +112,67 @@ static int plain_error(lua_State *L, const char *fmt, ...) {
   return lua_error(L);
 }
 
-/* Runs FN(ctx) in protected mode with a fresh instruction budget; on failure
- * copies the message into err. Returns 0 or -1. */
+/* The wall-clock watchdog of one call into the generator. The instruction
+ * hook never fires inside a library function, and a pattern match such as
+ * string.find on a long string can run for hours in C: past the deadline
+ * the watchdog ends the process with a message (generator calls run only in
+ * the fatune command, never in the runtime library). */
+typedef struct watchdog {
+  pthread_mutex_t lock;
+  pthread_cond_t finished;
+  int done;      /* the call returned */
+  int seconds;   /* the deadline */
+} watchdog;
+
+static void *watchdog_main(void *arg) {
+  watchdog *w = arg;
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += w->seconds;
+  pthread_mutex_lock(&w->lock);
+  int rc = 0;
+  while (!w->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&w->finished, &w->lock, &deadline);
+  int expired = !w->done;
+  pthread_mutex_unlock(&w->lock);
+  if (expired) {
+    dprintf(STDERR_FILENO,
+            "fatune: generator: a generator script ran for more than %d s inside a library "
+            "function (string.find, string.rep, ... on huge input); stopped\n",
+            w->seconds);
+    _exit(1);
+  }
+  return NULL;
+}
+
+/* The deadline: FAT_GEN_MAX_SECONDS, or $FATUNE_GEN_TIMEOUT_S (tests). */
+static int watchdog_seconds(void) {
+  const char *env = getenv("FATUNE_GEN_TIMEOUT_S");
+  int s = env ? atoi(env) : 0;
+  return s > 0 ? s : FAT_GEN_MAX_SECONDS;
+}
+
+/* Runs FN(ctx) in protected mode with a fresh instruction budget and a
+ * wall-clock watchdog; on failure copies the message into err. Returns 0
+ * or -1. */
 static int run_protected(fat_gen *g, lua_CFunction fn, void *ctx, char *err, size_t errlen) {
   lua_State *L = g->L;
   int base = lua_gettop(L);
+  watchdog w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, watchdog_seconds()};
+  pthread_t guard;
+  int guarded = pthread_create(&guard, NULL, watchdog_main, &w) == 0;
   g->instructions = 0;
   lua_sethook(L, count_hook, LUA_MASKCOUNT, FAT_GEN_HOOK_STEP);
   lua_pushcfunction(L, msghandler);
   lua_pushcfunction(L, fn);
   lua_pushlightuserdata(L, ctx);
   int status = lua_pcall(L, 1, 0, base + 1);
+  if (guarded) {
+    pthread_mutex_lock(&w.lock);
+    w.done = 1;
+    pthread_cond_signal(&w.finished);
+    pthread_mutex_unlock(&w.lock);
+    pthread_join(guard, NULL);
+  }
   if (status != LUA_OK) {
     if (status == LUA_ERRMEM)
       snprintf(err, errlen, "generator: out of memory (Lua heap capped at %zu bytes)",
