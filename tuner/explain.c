@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "cli_args.h"
 #include "explain.h"
 #include "options.h"
 
@@ -239,23 +240,6 @@ const char *fat_explain_usage(void) {
          "  -h, --help         this text\n";
 }
 
-static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err,
-                     size_t errlen) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (!*s || *end) {
-    snprintf(err, errlen, "%s: '%s' is not a number", flag, s);
-    return -1;
-  }
-  if (errno == ERANGE || v < lo || v > hi) {
-    snprintf(err, errlen, "%s: %s is out of range [%ld, %ld]", flag, s, lo, hi);
-    return -1;
-  }
-  *out = (int)v;
-  return 0;
-}
-
 /* A positive, finite number times SCALE (TB/s → B/s, TFLOP/s → FLOP/s). */
 static int parse_positive(const char *flag, const char *s, const char *unit, double scale,
                           double *out, char *err, size_t errlen) {
@@ -309,49 +293,31 @@ int fat_explain_parse(int argc, char **argv, fat_explain_options *o, char *err, 
       continue;
     }
     /* --flag=value or --flag value */
-    char flag[32];
-    const char *value = NULL, *eq = strchr(a, '=');
-    if (eq && eq - a < (long)sizeof flag) {
-      memcpy(flag, a, (size_t)(eq - a));
-      flag[eq - a] = 0;
-      value = eq + 1;
-    } else {
-      snprintf(flag, sizeof flag, "%s", a);
-    }
-    int k = -1;
-    for (int j = 0; j < N_VALUED; j++)
-      if (!strcmp(flag, valued[j])) k = j;
-    if (k < 0) {
+    int k;
+    const char *value;
+    int got = fat_cli_valued(argc, argv, &i, valued, N_VALUED, seen, &k, &value, err, errlen);
+    if (got < 0) return -1;
+    if (got == 0) {
       snprintf(err, errlen, "unknown option '%s' (see fatune explain --help)", a);
       return -1;
     }
-    if (!value) {
-      if (i + 1 >= argc) {
-        snprintf(err, errlen, "%s needs a value", flag);
-        return -1;
-      }
-      value = argv[++i];
-    }
-    if (seen[k]++) {
-      snprintf(err, errlen, "%s given twice", flag);
-      return -1;
-    }
+    const char *flag = valued[k];
     int rc = 0;
     fat_problem *p = &o->problem;
     if (!strcmp(flag, "--batch"))
-      rc = parse_int(flag, value, 1, FAT_EXPLAIN_MAX_BATCH, &p->batch, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 1, FAT_EXPLAIN_MAX_BATCH, &p->batch, err, errlen);
     else if (!strcmp(flag, "--heads"))
-      rc = parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEADS, &p->heads, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEADS, &p->heads, err, errlen);
     else if (!strcmp(flag, "--heads-k"))
-      rc = parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEADS, &p->heads_k, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEADS, &p->heads_k, err, errlen);
     else if (!strcmp(flag, "--seqlen"))
-      rc = parse_int(flag, value, 1, FAT_MAX_SEQLEN, &seqlen, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_SEQLEN, &seqlen, err, errlen);
     else if (!strcmp(flag, "--seqlen-q"))
-      rc = parse_int(flag, value, 1, FAT_MAX_SEQLEN, &seqlen_q, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_SEQLEN, &seqlen_q, err, errlen);
     else if (!strcmp(flag, "--seqlen-k"))
-      rc = parse_int(flag, value, 1, FAT_MAX_SEQLEN, &seqlen_k, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_SEQLEN, &seqlen_k, err, errlen);
     else if (!strcmp(flag, "--head-dim"))
-      rc = parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEAD_DIM, &p->head_dim, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEAD_DIM, &p->head_dim, err, errlen);
     else if (!strcmp(flag, "--dtype")) {
       if (fat_dtype_parse(value, &p->dtype)) {
         snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16)", flag, value);

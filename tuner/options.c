@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "compile.h"
+#include "cli_args.h"
 #include "options.h"
 
 static const int default_seqlens[] = {512, 1024, 2048, 4096, 8192, 16384};
@@ -48,28 +49,6 @@ const char *fat_options_usage(void) {
          "\n"
          "Exit status: 0 done, 1 run-time failure, 2 bad usage, 3 no GPU (generation and\n"
          "compilation done, nothing checked or timed).\n";
-}
-
-/* A decimal integer in [lo, hi], the whole string. */
-static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err,
-                     size_t errlen) {
-  char *end;
-  if (!*s) {
-    snprintf(err, errlen, "%s: empty value", flag);
-    return -1;
-  }
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (*end || end == s) {
-    snprintf(err, errlen, "%s: '%s' is not a number", flag, s);
-    return -1;
-  }
-  if (errno == ERANGE || v < lo || v > hi) {
-    snprintf(err, errlen, "%s: %s is out of range [%ld, %ld]", flag, s, lo, hi);
-    return -1;
-  }
-  *out = (int)v;
-  return 0;
 }
 
 /* Splits S at commas into at most FAT_MAX_LIST items, each handed to EACH.
@@ -124,7 +103,7 @@ static int each_head_dim(const char *flag, const char *item, void *out, int inde
                          size_t errlen) {
   head_dim_ctx *c = out;
   int d;
-  if (parse_int(flag, item, INT_MIN, INT_MAX, &d, err, errlen)) return -1;
+  if (fat_cli_parse_int(flag, item, INT_MIN, INT_MAX, &d, err, errlen)) return -1;
   for (int i = 0; i < c->n_known; i++)
     if (c->known[i] == d) {
       c->out[index] = d;
@@ -161,7 +140,7 @@ static int each_direction(const char *flag, const char *item, void *out, int ind
 
 static int each_seqlen(const char *flag, const char *item, void *out, int index, char *err,
                        size_t errlen) {
-  return parse_int(flag, item, 1, FAT_MAX_SEQLEN, (int *)out + index, err, errlen);
+  return fat_cli_parse_int(flag, item, 1, FAT_MAX_SEQLEN, (int *)out + index, err, errlen);
 }
 
 static int copy_path(const char *flag, const char *s, char *dst, size_t cap, char *err,
@@ -224,36 +203,18 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
       continue;
     }
     /* --flag=value or --flag value */
-    char flag[32];
-    const char *value = NULL, *eq = strchr(a, '=');
-    if (eq && eq - a < (long)sizeof flag) {
-      memcpy(flag, a, (size_t)(eq - a));
-      flag[eq - a] = 0;
-      value = eq + 1;
-    } else {
-      snprintf(flag, sizeof flag, "%s", a);
-    }
-    int k = -1;
-    for (int j = 0; j < N_VALUED; j++)
-      if (!strcmp(flag, valued[j])) k = j;
-    if (k < 0) {
+    int k;
+    const char *value;
+    int got = fat_cli_valued(argc, argv, &i, valued, N_VALUED, seen, &k, &value, err, errlen);
+    if (got < 0) return -1;
+    if (got == 0) {
       snprintf(err, errlen, "unknown option '%s' (see --help)", a);
       return -1;
     }
-    if (!value) {
-      if (i + 1 >= argc) {
-        snprintf(err, errlen, "%s needs a value", flag);
-        return -1;
-      }
-      value = argv[++i];
-    }
-    if (seen[k]++) {
-      snprintf(err, errlen, "%s given twice", flag);
-      return -1;
-    }
+    const char *flag = valued[k];
     int rc = 0;
     if (!strcmp(flag, "--gpu")) {
-      rc = parse_int(flag, value, 0, 1023, &o->gpu, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 0, 1023, &o->gpu, err, errlen);
     } else if (!strcmp(flag, "--head-dim")) {
       head_dim_ctx c = {o->head_dims, known_head_dims, n_known};
       rc = parse_list(flag, value, each_head_dim, &c, &o->n_head_dims, 0, err, errlen);
@@ -288,11 +249,11 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     } else if (!strcmp(flag, "--templates")) {
       rc = copy_path(flag, value, o->source_dir, sizeof o->source_dir, err, errlen);
     } else if (!strcmp(flag, "--jobs")) {
-      rc = parse_int(flag, value, 1, FAT_MAX_JOBS, &o->jobs, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_JOBS, &o->jobs, err, errlen);
     } else if (!strcmp(flag, "--reps")) {
-      rc = parse_int(flag, value, FAT_MIN_REPS, FAT_MAX_REPS, &o->reps, err, errlen);
+      rc = fat_cli_parse_int(flag, value, FAT_MIN_REPS, FAT_MAX_REPS, &o->reps, err, errlen);
     } else if (!strcmp(flag, "--timeout")) {
-      rc = parse_int(flag, value, 1, FAT_MAX_TIMEOUT_S, &o->timeout_s, err, errlen);
+      rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_TIMEOUT_S, &o->timeout_s, err, errlen);
     } else if (!strcmp(flag, "--arch")) {
       if (!fat_arch_valid(value) || strlen(value) >= sizeof o->arch) {
         snprintf(err, errlen, "%s: unknown architecture '%s' (sm_80, sm_86, sm_89, sm_90a, ...)",

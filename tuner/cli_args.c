@@ -1,0 +1,61 @@
+/* Shared command-line parsing (cli_args.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli_args.h"
+
+#define FLAG_NAME_MAX 32  /* longest flag name, "--" included */
+
+int fat_cli_parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err,
+                      size_t errlen) {
+  char *end;
+  if (!*s) {
+    snprintf(err, errlen, "%s: empty value", flag);
+    return -1;
+  }
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (*end || end == s) {
+    snprintf(err, errlen, "%s: '%s' is not a number", flag, s);
+    return -1;
+  }
+  if (errno == ERANGE || v < lo || v > hi) {
+    snprintf(err, errlen, "%s: %s is out of range [%ld, %ld]", flag, s, lo, hi);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+int fat_cli_valued(int argc, char **argv, int *i, const char *const *valued, int n, int *seen,
+                   int *which, const char **value, char *err, size_t errlen) {
+  const char *a = argv[*i], *eq = strchr(a, '=');
+  char flag[FLAG_NAME_MAX];
+  const char *v = NULL;
+  if (eq && eq - a < (long)sizeof flag) {
+    memcpy(flag, a, (size_t)(eq - a));
+    flag[eq - a] = 0;
+    v = eq + 1;
+  } else {
+    snprintf(flag, sizeof flag, "%s", a);
+  }
+  int k = -1;
+  for (int j = 0; j < n; j++)
+    if (!strcmp(flag, valued[j])) k = j;
+  if (k < 0) return 0;
+  if (!v) {
+    if (*i + 1 >= argc) {
+      snprintf(err, errlen, "%s needs a value", valued[k]);
+      return -1;
+    }
+    v = argv[++*i];
+  }
+  if (seen[k]++) {
+    snprintf(err, errlen, "%s given twice", valued[k]);
+    return -1;
+  }
+  *which = k;
+  *value = v;
+  return 1;
+}
