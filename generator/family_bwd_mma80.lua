@@ -7,6 +7,7 @@
 -- BLOCK_N and WARPS change speed, never results; DQ_MODE also decides
 -- whether the gradients are bit-identical run to run ("separate" is).
 
+local constraints = fat.require("constraints")
 local WARP_SIZE = 32          -- threads per warp
 local MMA_M = 16              -- m16n8k16: rows of one MMA tile, and its k-step
 local MMA_N = 8               -- ... columns of one accumulator tile
@@ -119,12 +120,7 @@ family.constraints = {
     end
   end,
   -- The block must fit the shared memory one block may opt into.
-  function(c, target)
-    local smem = family.smem_bytes(c)
-    if smem > target.smem_limit then
-      return ("shared memory %d > %d bytes"):format(smem, target.smem_limit)
-    end
-  end,
+  constraints.fits_shared_memory(family),
   -- dK and dV live in registers for the whole kernel, beside Sᵀ and dPᵀ of
   -- one query tile; past the budget ptxas spills to local memory.
   function(c)

@@ -5,6 +5,7 @@
 -- constraint per reason a configuration cannot work. The parameters change
 -- speed, never results. See generator/API.md for the fields a family declares.
 
+local constraints = fat.require("constraints")
 local WARP_SIZE = 32          -- threads per warp
 local ROWS_PER_MMA = 16       -- m16n8k16: one MMA covers 16 query rows
 local MMA_K = 16              -- ... and consumes 16 elements of its reduction dim
@@ -82,12 +83,7 @@ family.constraints = {
     end
   end,
   -- The block must fit the shared memory one block may opt into.
-  function(c, target)
-    local smem = family.smem_bytes(c)
-    if smem > target.smem_limit then
-      return ("shared memory %d > %d bytes"):format(smem, target.smem_limit)
-    end
-  end,
+  constraints.fits_shared_memory(family),
   -- fp32 accumulators of O (HEAD_DIM columns) and S (BLOCK_N columns) per
   -- thread; past the budget ptxas spills to local memory.
   function(c)
