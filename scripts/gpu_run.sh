@@ -8,7 +8,8 @@
 #   cmake -S . -B build && cmake --build build -j
 # then run there, from the repository root, with build/ carried:
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
-# Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0; SANITIZE=1
+# Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0; DIRECTION=fwd,bwd
+# tunes the backward too, TUNE_TIMEOUT=S stops tuning after S seconds; SANITIZE=1
 # adds compute-sanitizer over the stored winners. DB_IN=path/to/fatune.db.gz
 # (or a folder of its .part files) starts from an earlier run's database, so
 # the tuner resumes instead of measuring again. BENCH_HEAD_DIMS limits the
@@ -64,9 +65,18 @@ if [ "${TESTS:-1}" = 1 ]; then
 fi
 
 if [ "${TUNE:-1}" = 1 ]; then
-  section "tune: fatune --gpu 0 --head-dim $HEAD_DIMS --seqlen $SEQLENS"
-  "$B/fatune" --gpu 0 --head-dim "$HEAD_DIMS" --seqlen "$SEQLENS" --db "$DB" \
-    || failures=$((failures + 1))
+  DIRECTION=${DIRECTION:-fwd}
+  section "tune: fatune --gpu 0 --direction $DIRECTION --head-dim $HEAD_DIMS --seqlen $SEQLENS"
+  # TUNE_TIMEOUT (seconds) interrupts the tuner as Ctrl-C would: it stops after
+  # the current variant, keeps what it measured, and a later call resumes.
+  rc=0
+  timeout -s INT "${TUNE_TIMEOUT:-0}" "$B/fatune" --gpu 0 --direction "$DIRECTION" \
+    --head-dim "$HEAD_DIMS" --seqlen "$SEQLENS" --db "$DB" || rc=$?
+  case $rc in
+    0) ;;
+    124|130) echo "tuning stopped by TUNE_TIMEOUT=${TUNE_TIMEOUT:-0}: resume with DB_IN" ;;
+    *) failures=$((failures + 1)) ;;
+  esac
 fi
 
 if [ "${BENCH:-1}" = 1 ]; then
