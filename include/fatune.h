@@ -207,6 +207,64 @@ FAT_API fat_status fat_verify_cubin(const void *cubin, size_t len, const char *e
 FAT_API fat_status fat_attention_fwd(fat_context *ctx, const fat_attn_args *args, void *stream,
                                      fat_choice *ran);
 
+/* One backward problem: the forward's problem and tensors (Q, K, V and the
+ * O and lse that fat_attention_fwd wrote for them), the incoming gradient dO
+ * and the gradients written. dQ and dO have the layout of Q and O, dK and dV
+ * that of K and V, each with its own strides under the same rules as the
+ * forward's. P is recomputed from Q, K and lse (FlashAttention-2): memory is
+ * O(seqlen), never O(seqlen^2). */
+typedef struct fat_attn_bwd_args {
+  fat_attn_args fwd;  /* q, k, v, o and lse read (not written); shape, dtype, mask, scale */
+  const void *dout;   /* (batch, seqlen_q, heads, head_dim) */
+  void *dq;           /* (batch, seqlen_q, heads, head_dim), written */
+  void *dk;           /* (batch, seqlen_k, heads_k, head_dim), written */
+  void *dv;           /* (batch, seqlen_k, heads_k, head_dim), written */
+  long long do_batch_stride, do_row_stride, do_head_stride;
+  long long dq_batch_stride, dq_row_stride, dq_head_stride;
+  long long dk_batch_stride, dk_row_stride, dk_head_stride;
+  long long dv_batch_stride, dv_row_stride, dv_head_stride;
+  /* 1: only variants without atomics (dQ in a pass of its own), so the
+   * gradients are bit-identical from run to run; 0: the fastest variant,
+   * which may sum dQ with fp32 atomics. */
+  int deterministic;
+  /* Device scratch of at least fat_attention_bwd_workspace() bytes, 16-byte
+   * aligned, not overlapping any tensor; its contents need not be
+   * initialised and are garbage afterwards. */
+  void *workspace;
+  size_t workspace_bytes;
+} fat_attn_bwd_args;
+
+/* Fills the forward strides (fat_attn_args_contiguous) and those of dO, dQ,
+ * dK and dV for contiguous tensors, from ARGS->fwd's shape fields. */
+FAT_API void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *args);
+
+/* The workspace bytes fat_attention_bwd needs for ARGS (only the shape and
+ * `deterministic` are read): D = rowsum(dO * O) in fp32, plus, unless
+ * deterministic, the fp32 dQ accumulator -- 4 * batch * heads * seqlen_q *
+ * (1 + head_dim) bytes, rounded up. A pure function of the shape. */
+FAT_API fat_status fat_attention_bwd_workspace(fat_context *ctx, const fat_attn_bwd_args *args,
+                                               size_t *bytes);
+
+/* fat_attention_select for the backward: the variant fat_attention_bwd
+ * would launch (the deterministic flag chooses among DQ-pass variants). */
+FAT_API fat_status fat_attention_bwd_select(fat_context *ctx, const fat_attn_bwd_args *args,
+                                            fat_choice *out);
+
+/* Everything fat_attention_bwd checks without a GPU: ARGS->fwd as
+ * fat_attention_check does (o and lse are inputs here), then dout, dq, dk,
+ * dv and workspace NULL, misaligned, with bad strides, overlapping each
+ * other or an input, and a workspace smaller than needed; each by name. */
+FAT_API fat_status fat_attention_bwd_check(fat_context *ctx, const fat_attn_bwd_args *args);
+
+/* Launches the backward pass on STREAM (a CUstream; NULL: the legacy
+ * default stream) and returns without waiting: a preprocessing kernel
+ * (D, and zeroing the dQ accumulator), the kernel that walks key blocks and
+ * writes dK and dV, then dQ's own pass or the conversion of its fp32
+ * accumulator. Selection, caching and the driver-side checks are those of
+ * fat_attention_fwd; RAN (may be NULL) gets the variant. */
+FAT_API fat_status fat_attention_bwd(fat_context *ctx, const fat_attn_bwd_args *args, void *stream,
+                                     fat_choice *ran);
+
 /* The variant of the context's most recent successful launch (any thread). */
 FAT_API fat_status fat_context_last_choice(fat_context *ctx, fat_choice *out);
 

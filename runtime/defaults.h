@@ -1,4 +1,5 @@
-/* The built-in default variants, one per (head dim, dtype, mask): the
+/* The built-in default variants, one per (direction, head dim, dtype, mask)
+ * and, for the backward, a second one without atomics (deterministic): the
  * family's fixed configuration that the tuner measures every winner against
  * and that passes on every supported shape. The runtime cannot run the Lua
  * generator, so gen_defaults.c expands them at build time into
@@ -9,6 +10,8 @@
 
 typedef struct fat_default_variant {
   const char *name;    /* fwd.mma80.fp16.d128.none.m128n64w4s1 */
+  int direction;       /* fat_direction */
+  int deterministic;   /* backward: 1 when dQ has its own pass (no atomics) */
   const char *family;  /* "mma80" */
   const char *params;  /* canonical parameter list */
   const char *entry;   /* extern "C" kernel symbol */
@@ -16,7 +19,7 @@ typedef struct fat_default_variant {
   int dtype;           /* fat_dtype */
   int mask;            /* fat_mask */
   int head_dim;
-  int block_m;         /* grid.x = ceil(seqlen_q / block_m) */
+  int block_m;         /* grid.x = ceil(seqlen_q / block_m); backward: the key block */
   int threads;         /* per block */
   int smem_bytes;      /* dynamic shared memory per block */
   const char *source;  /* self-contained CUDA C++ */

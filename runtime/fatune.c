@@ -23,6 +23,8 @@
 #include "db.h"
 #include "defaults.h"
 #include "fat_abi.h"
+#include "fat_abi_bwd.h"
+#include "fwd_job.h"
 #include "nvrtc_api.h"
 #include "sha256.h"
 #include "tables.h"
@@ -38,6 +40,7 @@
 #define STRIDE_MULTIPLE 8           /* elements of 2 bytes per 16-byte access */
 #define TABLES_FILE "fatune_tables.db"
 #define N_TENSORS 5                 /* q, k, v, o, lse */
+#define N_BWD_SPANS (N_TENSORS + 5) /* and the backward's dout, dq, dk, dv, workspace */
 #define N_STRIDED 4                 /* q, k, v, o have (batch, row, head) strides */
 #define ELEM_BYTES 2                /* fp16 and bf16 */
 #define LSE_BYTES 4                 /* fp32 */
@@ -52,6 +55,8 @@ typedef struct kernel {
   char hash[65];
   CUmodule module;
   CUfunction fn;
+  /* The backward's other kernels (fwd_job.h gives the order); NULL for the forward. */
+  CUfunction pre_fn, dq_fn, convert_fn;
   fat_load load;
   char note[256];  /* why no stored cubin was loaded ("" when one was) */
 } kernel;
@@ -59,11 +64,18 @@ typedef struct kernel {
 /* A resolved problem key: the selection, its launch geometry and kernel. */
 typedef struct sel_entry {
   struct sel_entry *next;
-  int dtype, mask, head_dim, seqlen_q;  /* the key */
+  int direction, deterministic, dtype, mask, head_dim, seqlen_q;  /* the key */
   fat_choice choice;
   int block_m, threads, smem_bytes;
+  int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
   const kernel *k;
 } sel_entry;
+
+/* What a selection is for: the problem key beyond the shape. */
+typedef struct sel_key {
+  int direction;      /* fat_direction */
+  int deterministic;  /* backward: only variants without atomics */
+} sel_key;
 
 /* What select_variant finds, beyond the public choice: how to launch and
  * where the source lives. */
@@ -72,7 +84,8 @@ typedef struct selection {
   char entry[128];
   char family[64], params[256];
   int block_m, threads, smem_bytes;
-  int dtype, mask, head_dim;       /* the key's (for storing a compiled build) */
+  int block_q, dq_separate;        /* backward only */
+  int direction, dtype, mask, head_dim;  /* the key's (for storing a compiled build) */
   const fat_default_variant *def;  /* non-NULL for the built-in default */
   int db_index;                    /* which database (-1: built-in) */
 } selection;
@@ -180,6 +193,7 @@ const char *fat_context_error(const fat_context *ctx) { return ctx ? ctx->err : 
 int fat_supported_head_dims(int *out, int cap) {
   int n = 0;
   for (int i = 0; i < fat_n_default_variants; i++) {
+    if (fat_default_variants[i].direction != FAT_FWD) continue;
     int d = fat_default_variants[i].head_dim, seen = 0;
     for (int j = 0; j < n && j < cap; j++) seen |= out[j] == d;
     if (seen) continue;
@@ -197,12 +211,19 @@ int fat_supported_head_dims(int *out, int cap) {
   return n < cap ? n : cap;
 }
 
-static const fat_default_variant *find_default(int dtype, int mask, int head_dim) {
+/* The built-in default of a problem: for the backward, the deterministic
+ * one when KEY asks for it, else the family's default. */
+static const fat_default_variant *find_default(sel_key key, int dtype, int mask, int head_dim) {
+  const fat_default_variant *any = NULL;
   for (int i = 0; i < fat_n_default_variants; i++) {
     const fat_default_variant *d = &fat_default_variants[i];
-    if (d->dtype == dtype && d->mask == mask && d->head_dim == head_dim) return d;
+    if (d->direction != key.direction || d->dtype != dtype || d->mask != mask ||
+        d->head_dim != head_dim)
+      continue;
+    if (d->deterministic == key.deterministic) return d;
+    if (!key.deterministic) any = d; /* a default that is deterministic anyway serves */
   }
-  return NULL;
+  return any;
 }
 
 /* ---- context ------------------------------------------------------------ */
@@ -401,10 +422,28 @@ static const char *const WINNER_SQL =
     " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"
     " JOIN timings t ON t.id = w.timing_id"
     " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"
-    " AND p.direction = 'fwd' AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
+    " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
     /* Families of one fused kernel; the materialising baseline never wins. */
     " AND v.family = 'mma80'"
     " ORDER BY p.seqlen_q, w.chosen_at DESC";
+
+/* The deterministic backward: the fastest live timing, per bucket, of a
+ * variant without atomics that passed every live check on this GPU and
+ * problem -- the winner among those the tuner measured, which `fatune
+ * export` ships beside the overall winner. Same columns as WINNER_SQL. */
+static const char *const DETERMINISTIC_SQL =
+    "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"
+    " v.smem_bytes, p.seqlen_q, t.median_ms FROM timings t JOIN gpus g ON g.id = t.gpu_id"
+    " JOIN problems p ON p.id = t.problem_id JOIN variants v ON v.id = t.variant_id"
+    " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"
+    " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
+    " AND v.family = 'mma80' AND t.retired = 0"
+    " AND ' ' || v.params || ' ' LIKE '% DQ_MODE=separate %'"
+    " AND EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id = t.gpu_id"
+    "   AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 1)"
+    " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="
+    "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 0)"
+    " ORDER BY p.seqlen_q, t.median_ms, t.id";
 
 /* Distance between a tuned bucket and a call's seqlen: their ratio, so that
  * 3000 is nearer 4096 than 2048 the way the cost of attention grows. */
@@ -412,17 +451,19 @@ static double bucket_distance(int bucket, int seqlen) {
   return fabs(log((double)bucket / (double)seqlen));
 }
 
-/* Looks for a winner of (dtype, mask, head_dim) on this GPU in database I;
- * *FOUND = 1 with OUT filled (nearest bucket; ties go to the larger). */
-static fat_status find_winner(fat_context *c, int i, int dtype, int mask, int head_dim,
-                              int seqlen, selection *out, int *found) {
+/* Looks for a winner of (KEY, dtype, mask, head_dim) on this GPU in
+ * database I; *FOUND = 1 with OUT filled (nearest bucket; ties go to the
+ * larger). */
+static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int mask,
+                              int head_dim, int seqlen, selection *out, int *found) {
   sqlite3 *h = open_ro(c, i);
   sqlite3_stmt *s = NULL;
   fat_status st = FAT_OK;
   double best = INFINITY;
   *found = 0;
   if (!h) return FAT_OK;
-  if (sqlite3_prepare_v2(h, WINNER_SQL, -1, &s, NULL) != SQLITE_OK) {
+  const char *sql = key.direction == FAT_BWD && key.deterministic ? DETERMINISTIC_SQL : WINNER_SQL;
+  if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
     /* A database without fatune's tables has nothing for us. */
     st = fail(c, FAT_ERR_DATABASE, "%s: not a fatune database: %s", c->dbs[i], sqlite3_errmsg(h));
     goto out;
@@ -434,17 +475,29 @@ static fat_status find_winner(fat_context *c, int i, int dtype, int mask, int he
   sqlite3_bind_text(s, 5, fat_dtype_name((fat_dtype)dtype), -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 6, fat_mask_name((fat_mask)mask), -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 7, head_dim);
+  sqlite3_bind_text(s, 8, fat_direction_name((fat_direction)key.direction), -1, SQLITE_STATIC);
   int step, last_bucket = -1;
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
     int bucket = sqlite3_column_int(s, 8);
-    if (bucket == last_bucket) continue; /* an older winner of the same bucket */
+    if (bucket == last_bucket) continue; /* an older winner (a slower timing) of the bucket */
     last_bucket = bucket;
     double d = bucket_distance(bucket, seqlen);
     if (d > best) continue;
     int smem = sqlite3_column_int(s, 7);
     if (smem > c->smem_optin) continue; /* cannot run here (should not happen on its own GPU) */
+    int block_q = 0, block_n = 0, dq_separate = 0;
+    char why[256];
+    if (key.direction == FAT_BWD &&
+        fat_bwd_params_parse((const char *)sqlite3_column_text(s, 4), &block_q, &block_n,
+                             &dq_separate, why, sizeof why)) {
+      logf_(c, "%s: %s: skipped", c->dbs[i], why);
+      continue;
+    }
+    if (key.deterministic && !dq_separate) continue;
     best = d;
     memset(out, 0, sizeof *out);
+    out->block_q = block_q;
+    out->dq_separate = dq_separate;
     snprintf(out->choice.variant, sizeof out->choice.variant, "%s", sqlite3_column_text(s, 0));
     snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s",
              sqlite3_column_text(s, 1));
@@ -500,7 +553,8 @@ static fat_status unsupported_head_dim(fat_context *c, int head_dim) {
 
 /* The one selection function: which variant serves (dtype, mask, head dim,
  * seqlen_q) on this context's GPU, or why none does. */
-static fat_status select_variant(fat_context *c, const fat_attn_args *a, selection *out) {
+static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_args *a,
+                                 selection *out) {
   fat_status st = check_problem(c, a);
   if (st) return st;
   memset(out, 0, sizeof *out);
@@ -508,7 +562,7 @@ static fat_status select_variant(fat_context *c, const fat_attn_args *a, selecti
     return fail(c, FAT_ERR_UNSUPPORTED,
                 "%s has compute capability %d.%d; fatune's kernels need %d.0 or newer", c->gpu_name,
                 c->cc_major, c->cc_minor, MIN_CC_MAJOR);
-  const fat_default_variant *def = find_default(a->dtype, a->mask, a->head_dim);
+  const fat_default_variant *def = find_default(key, a->dtype, a->mask, a->head_dim);
   if (!def) return unsupported_head_dim(c, a->head_dim);
   /* An exact bucket anywhere (the user's database first) beats a nearest
    * one; among nearest ones the user's database comes first. */
@@ -516,7 +570,7 @@ static fat_status select_variant(fat_context *c, const fat_attn_args *a, selecti
   int have_nearest = 0;
   for (int i = 0; i < c->n_dbs; i++) {
     int found = 0;
-    if ((st = find_winner(c, i, a->dtype, a->mask, a->head_dim, a->seqlen_q, out, &found)))
+    if ((st = find_winner(c, i, key, a->dtype, a->mask, a->head_dim, a->seqlen_q, out, &found)))
       return st;
     if (found && out->choice.match == FAT_MATCH_EXACT) break;
     if (found && !have_nearest) {
@@ -526,13 +580,16 @@ static fat_status select_variant(fat_context *c, const fat_attn_args *a, selecti
     memset(out, 0, sizeof *out);
   }
   if (!out->choice.variant[0] && have_nearest) *out = nearest;
+  out->direction = key.direction;
   out->dtype = a->dtype;
   out->mask = a->mask;
   out->head_dim = a->head_dim;
   if (out->choice.variant[0]) return FAT_OK;
   if (c->no_builtin)
     return fail(c, FAT_ERR_UNSUPPORTED,
-                "no tuned winner for %s %s head_dim %d on %s and the built-in default is disabled",
+                "no tuned %s%s winner for %s %s head_dim %d on %s and the built-in default is "
+                "disabled", key.deterministic ? "deterministic " : "",
+                fat_direction_name((fat_direction)key.direction),
                 fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
                 c->gpu_name);
   snprintf(out->choice.variant, sizeof out->choice.variant, "%s", def->name);
@@ -543,6 +600,13 @@ static fat_status select_variant(fat_context *c, const fat_attn_args *a, selecti
   out->block_m = def->block_m;
   out->threads = def->threads;
   out->smem_bytes = def->smem_bytes;
+  if (key.direction == FAT_BWD) {
+    int block_n;
+    char why[256];
+    if (fat_bwd_params_parse(def->params, &out->block_q, &block_n, &out->dq_separate, why,
+                             sizeof why))
+      return fail(c, FAT_ERR_UNSUPPORTED, "built-in default %s: %s", def->name, why);
+  }
   out->choice.origin = FAT_ORIGIN_BUILTIN;
   out->choice.match = FAT_MATCH_DEFAULT;
   out->def = def;
@@ -556,11 +620,13 @@ static fat_status select_variant(fat_context *c, const fat_attn_args *a, selecti
 static void find_cubin(fat_context *c, const selection *sel, void **cubin, char *note,
                        size_t cap);
 
-fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choice *out) {
+/* fat_attention_select and fat_attention_bwd_select. */
+static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args *a,
+                                fat_choice *out) {
   selection sel;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
-  fat_status st = out ? select_variant(c, a, &sel)
+  fat_status st = out ? select_variant(c, key, a, &sel)
                       : fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL");
   if (st == FAT_OK) {
     /* How a launch would get the module: the same integrity check. */
@@ -573,6 +639,20 @@ fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choi
   }
   pthread_mutex_unlock(&c->lock);
   return st;
+}
+
+fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choice *out) {
+  return select_public(c, (sel_key){FAT_FWD, 0}, a, out);
+}
+
+fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, fat_choice *out) {
+  if (c && !a) {
+    pthread_mutex_lock(&c->lock);
+    fat_status st = fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+    pthread_mutex_unlock(&c->lock);
+    return st;
+  }
+  return select_public(c, (sel_key){FAT_BWD, a && a->deterministic}, a ? &a->fwd : NULL, out);
 }
 
 /* ---- loading ------------------------------------------------------------ */
@@ -716,7 +796,7 @@ static void store_build(fat_context *c, const selection *sel, const char *source
   v.entry = (char *)sel->entry;
   v.source = (char *)source;
   snprintf(v.hash, sizeof v.hash, "%s", sel->choice.source_hash);
-  v.direction = FAT_FWD;
+  v.direction = (fat_direction)sel->direction;
   v.dtype = (fat_dtype)sel->dtype;
   v.mask = (fat_mask)sel->mask;
   v.head_dim = sel->head_dim;
@@ -811,10 +891,30 @@ static fat_status ensure_kernel(fat_context *c, const selection *sel, const kern
               fat_cuda_result_text(&c->cu, r, e, sizeof e));
     goto out;
   }
-  if (sel->smem_bytes > DEFAULT_SMEM_LIMIT)
+  if (sel->direction == FAT_BWD) {
+    /* The backward's three other kernels; the dQ pass shares the variant's
+     * shared memory, the per-row kernels need none. */
+    static const char *const names[3] = {FAT_BWD_PREPROCESS_ENTRY, FAT_BWD_DQ_ENTRY,
+                                         FAT_BWD_CONVERT_ENTRY};
+    CUfunction *fns[3] = {&k->pre_fn, &k->dq_fn, &k->convert_fn};
+    for (int i = 0; i < 3; i++) {
+      r = c->cu.cuModuleGetFunction(fns[i], k->module, names[i]);
+      if (r != CUDA_SUCCESS) {
+        st = fail(c, FAT_ERR_CUDA, "entry %s of %s: %s", names[i], sel->choice.variant,
+                  fat_cuda_result_text(&c->cu, r, e, sizeof e));
+        goto out;
+      }
+    }
+  }
+  if (sel->smem_bytes > DEFAULT_SMEM_LIMIT) {
     CUDA_TRY(c->cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                       sel->smem_bytes),
              "opting into dynamic shared memory");
+    if (k->dq_fn)
+      CUDA_TRY(c->cu.cuFuncSetAttribute(k->dq_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        sel->smem_bytes),
+               "opting into dynamic shared memory for the dQ pass");
+  }
   k->next = c->kernels;
   c->kernels = k;
   *out = k;
@@ -846,10 +946,10 @@ void fat_attn_args_contiguous(fat_attn_args *a) {
   a->k_batch_stride = a->v_batch_stride = stride_product(a->k_row_stride, a->seqlen_k);
 }
 
-static unsigned bucket_of(int dtype, int mask, int head_dim, int seqlen_q) {
+static unsigned bucket_of(sel_key k, int dtype, int mask, int head_dim, int seqlen_q) {
   uint32_t h = 2166136261u; /* FNV-1a over the key */
-  int key[4] = {dtype, mask, head_dim, seqlen_q};
-  for (int i = 0; i < 4; i++) {
+  int key[6] = {k.direction, k.deterministic, dtype, mask, head_dim, seqlen_q};
+  for (int i = 0; i < 6; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;
   }
@@ -898,61 +998,86 @@ static int overlaps(uintptr_t a, unsigned long long an, uintptr_t b, unsigned lo
   return a < b + bn && b < a + an;
 }
 
-static fat_status check_tensors(fat_context *c, const fat_attn_args *a) {
-  const void *ptrs[N_TENSORS] = {a->q, a->k, a->v, a->o, a->lse};
-  static const char *const names[N_TENSORS] = {"q", "k", "v", "o", "lse"};
-  for (int i = 0; i < N_TENSORS; i++) {
-    if (!ptrs[i]) return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s is NULL", names[i]);
-    if ((uintptr_t)ptrs[i] % ALIGN_BYTES)
-      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned", names[i], ptrs[i],
-                  ALIGN_BYTES);
-  }
-  const long long strides[N_STRIDED * 3] = {
-      a->q_batch_stride, a->q_row_stride, a->q_head_stride, a->k_batch_stride,
-      a->k_row_stride,   a->k_head_stride, a->v_batch_stride, a->v_row_stride,
-      a->v_head_stride,  a->o_batch_stride, a->o_row_stride, a->o_head_stride};
-  static const char *const snames[3] = {"batch_stride", "row_stride", "head_stride"};
-  for (int i = 0; i < N_STRIDED * 3; i++)
-    if (strides[i] < 0 || strides[i] % STRIDE_MULTIPLE)
+/* A tensor the kernels touch: where it is and the bytes it spans. */
+typedef struct span {
+  const char *name;
+  const void *ptr;
+  unsigned long long bytes;
+} span;
+
+/* NAME at PTR, a (batch, seqlen, heads, head_dim) tensor with the given
+ * element strides: not NULL, aligned, strides the kernels can use, no
+ * element sharing an address with another, within the address space. *OUT
+ * gets the bytes it spans. */
+static fat_status check_strided(fat_context *c, const char *name, const void *ptr, long long bs,
+                                long long rs, long long hs, int batch, int seqlen, int heads,
+                                int head_dim, span *out) {
+  if (!ptr) return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+  if ((uintptr_t)ptr % ALIGN_BYTES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned", name, ptr,
+                ALIGN_BYTES);
+  /* Innermost first by convention: equal strides keep this order (the sort
+   * is stable), so the message blames the outer dimension. */
+  dim d[3] = {{"head_stride", heads, hs}, {"row_stride", seqlen, rs}, {"batch_stride", batch, bs}};
+  for (int i = 2; i >= 0; i--)
+    if (d[i].stride < 0 || d[i].stride % STRIDE_MULTIPLE)
       return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_%s %lld: must be a non-negative multiple of %d",
-                  names[i / 3], snames[i % 3], strides[i], STRIDE_MULTIPLE);
-  /* Bytes each tensor spans from its pointer. */
-  unsigned long long bytes[N_TENSORS];
-  for (int t = 0; t < N_STRIDED; t++) {
-    int is_q_or_o = t == 0 || t == 3;
-    /* Innermost first by convention: equal strides keep this order (the
-     * sort is stable), so the message blames the outer dimension. */
-    dim d[3] = {{snames[2], is_q_or_o ? a->heads : a->heads_k, strides[t * 3 + 2]},
-                {snames[1], is_q_or_o ? a->seqlen_q : a->seqlen_k, strides[t * 3 + 1]},
-                {snames[0], a->batch, strides[t * 3]}};
-    long long span = 0;
-    fat_status st = check_layout(c, names[t], d, 3, a->head_dim, &span);
-    if (st) return st;
-    if ((unsigned long long)span > UINTPTR_MAX / ELEM_BYTES - (uintptr_t)ptrs[t])
-      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %lld elements run past the end of the "
-                  "address space", names[t], ptrs[t], span);
-    bytes[t] = (unsigned long long)span * ELEM_BYTES;
-  }
-  /* lse: contiguous (batch, heads, seqlen_q) fp32; the shape is checked to
-   * be positive, and each factor fits an int. */
-  unsigned long long lse_n = (unsigned long long)a->batch * (unsigned long long)a->heads;
-  if (__builtin_mul_overflow(lse_n, (unsigned long long)a->seqlen_q, &lse_n) ||
-      lse_n > (UINTPTR_MAX - (uintptr_t)a->lse) / LSE_BYTES)
-    return fail(c, FAT_ERR_INVALID_ARGUMENT, "lse %p: its batch x heads x seqlen_q floats run past "
-                "the end of the address space", (void *)a->lse);
-  bytes[4] = lse_n * LSE_BYTES;
-  /* What the kernel writes (o, lse) must share no byte with anything else
-   * it reads or writes: another block may still be reading it. */
-  static const int written[2] = {3, 4};
-  for (int w = 0; w < 2; w++)
-    for (int t = 0; t < N_TENSORS; t++) {
-      int i = written[w];
-      if (t == i || (w == 1 && t == 3)) continue; /* o vs lse was checked as o's */
-      if (overlaps((uintptr_t)ptrs[i], bytes[i], (uintptr_t)ptrs[t], bytes[t]))
+                  name, d[i].name, d[i].stride, STRIDE_MULTIPLE);
+  long long n = 0;
+  fat_status st = check_layout(c, name, d, 3, head_dim, &n);
+  if (st) return st;
+  if ((unsigned long long)n > UINTPTR_MAX / ELEM_BYTES - (uintptr_t)ptr)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %lld elements run past the end of the "
+                "address space", name, ptr, n);
+  *out = (span){name, ptr, (unsigned long long)n * ELEM_BYTES};
+  return FAT_OK;
+}
+
+/* lse (or D): contiguous (batch, heads, seqlen_q) fp32. */
+static fat_status check_rows(fat_context *c, const char *name, const void *ptr,
+                             const fat_attn_args *a, span *out) {
+  if (!ptr) return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+  if ((uintptr_t)ptr % ALIGN_BYTES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned", name, ptr,
+                ALIGN_BYTES);
+  /* The shape was checked positive, and each factor fits an int. */
+  unsigned long long n = (unsigned long long)a->batch * (unsigned long long)a->heads;
+  if (__builtin_mul_overflow(n, (unsigned long long)a->seqlen_q, &n) ||
+      n > (UINTPTR_MAX - (uintptr_t)ptr) / LSE_BYTES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its batch x heads x seqlen_q floats run past "
+                "the end of the address space", name, ptr);
+  *out = (span){name, ptr, n * LSE_BYTES};
+  return FAT_OK;
+}
+
+/* What a kernel writes (T[0 .. N_WRITTEN)) must share no byte with anything
+ * else it reads or writes: another block may still be reading it. */
+static fat_status check_no_alias(fat_context *c, const span *t, int n, int n_written) {
+  for (int i = 0; i < n_written; i++)
+    for (int j = 0; j < n; j++) {
+      if (j == i || (j < n_written && j < i)) continue; /* each written pair once */
+      if (overlaps((uintptr_t)t[i].ptr, t[i].bytes, (uintptr_t)t[j].ptr, t[j].bytes))
         return fail(c, FAT_ERR_INVALID_ARGUMENT,
                     "%s [%p, +%llu bytes) overlaps %s [%p, +%llu bytes): the outputs must not "
-                    "alias another tensor", names[i], ptrs[i], bytes[i], names[t], ptrs[t], bytes[t]);
+                    "alias another tensor", t[i].name, t[i].ptr, t[i].bytes, t[j].name, t[j].ptr,
+                    t[j].bytes);
     }
+  return FAT_OK;
+}
+
+/* The forward's tensors in T: o, lse (written by the forward), q, k, v. */
+static fat_status check_tensors(fat_context *c, const fat_attn_args *a, span t[N_TENSORS]) {
+  fat_status st;
+  if ((st = check_strided(c, "q", a->q, a->q_batch_stride, a->q_row_stride, a->q_head_stride,
+                          a->batch, a->seqlen_q, a->heads, a->head_dim, &t[2])) ||
+      (st = check_strided(c, "k", a->k, a->k_batch_stride, a->k_row_stride, a->k_head_stride,
+                          a->batch, a->seqlen_k, a->heads_k, a->head_dim, &t[3])) ||
+      (st = check_strided(c, "v", a->v, a->v_batch_stride, a->v_row_stride, a->v_head_stride,
+                          a->batch, a->seqlen_k, a->heads_k, a->head_dim, &t[4])) ||
+      (st = check_strided(c, "o", a->o, a->o_batch_stride, a->o_row_stride, a->o_head_stride,
+                          a->batch, a->seqlen_q, a->heads, a->head_dim, &t[0])) ||
+      (st = check_rows(c, "lse", a->lse, a, &t[1])))
+    return st;
   if (!(a->softmax_scale >= 0) || isinf(a->softmax_scale))
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "softmax_scale %g: must be finite and >= 0 (0: default)",
                 (double)a->softmax_scale);
@@ -961,10 +1086,13 @@ static fat_status check_tensors(fat_context *c, const fat_attn_args *a) {
 
 /* Everything about ARGS that needs no GPU; the context lock is held. */
 static fat_status check_args(fat_context *c, const fat_attn_args *a) {
+  span t[N_TENSORS];
   fat_status st = check_problem(c, a);
   if (st) return st;
-  if (!find_default(a->dtype, a->mask, a->head_dim)) return unsupported_head_dim(c, a->head_dim);
-  return check_tensors(c, a);
+  if (!find_default((sel_key){FAT_FWD, 0}, a->dtype, a->mask, a->head_dim))
+    return unsupported_head_dim(c, a->head_dim);
+  if ((st = check_tensors(c, a, t))) return st;
+  return check_no_alias(c, t, N_TENSORS, 2);
 }
 
 fat_status fat_attention_check(fat_context *c, const fat_attn_args *a) {
@@ -979,11 +1107,23 @@ fat_status fat_attention_check(fat_context *c, const fat_attn_args *a) {
  * device, and STREAM belongs to its primary context. A launch with either
  * wrong faults the context (or runs on another GPU's stream); refusing
  * costs a few driver calls per launch. The lock is held. */
-static fat_status check_on_device(fat_context *c, const fat_attn_args *a, void *stream) {
-  const void *ptrs[N_TENSORS] = {a->q, a->k, a->v, a->o, a->lse};
-  static const char *const names[N_TENSORS] = {"q", "k", "v", "o", "lse"};
+static fat_status check_on_device(fat_context *c, const void *args, int direction, void *stream) {
+  /* ARGS is a fat_attn_args, or a fat_attn_bwd_args (which begins with one). */
+  const fat_attn_args *a = direction == FAT_BWD ? &((const fat_attn_bwd_args *)args)->fwd : args;
+  const fat_attn_bwd_args *b = direction == FAT_BWD ? args : NULL;
+  const void *ptrs[N_BWD_SPANS] = {a->q, a->k, a->v, a->o, a->lse};
+  static const char *const names[N_BWD_SPANS] = {"q", "k", "v", "o", "lse",
+                                                  "dout", "dq", "dk", "dv", "workspace"};
+  int n = N_TENSORS;
+  if (b) {
+    ptrs[n++] = b->dout;
+    ptrs[n++] = b->dq;
+    ptrs[n++] = b->dk;
+    ptrs[n++] = b->dv;
+    ptrs[n++] = b->workspace;
+  }
   char t[256];
-  for (int i = 0; i < N_TENSORS && c->ptr_attr; i++) {
+  for (int i = 0; i < n && c->ptr_attr; i++) {
     int ordinal = -1;
     unsigned long long managed = 0; /* the driver writes a bool or an int: zeroed wider */
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptrs[i];
@@ -1013,89 +1153,133 @@ static fat_status check_on_device(fat_context *c, const fat_attn_args *a, void *
   return FAT_OK;
 }
 
-fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
-                             fat_choice *ran) {
+/* The cache entry serving (KEY, A)'s problem, selecting and loading on the
+ * first call for it. The lock is held. */
+static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args *a,
+                               const sel_entry **out) {
   fat_status st = FAT_OK;
-  if (!c) return FAT_ERR_INVALID_ARGUMENT;
-  pthread_mutex_lock(&c->lock);
-  if (c->offline) {
-    st = fail(c, FAT_ERR_INVALID_ARGUMENT,
-              "this context describes %s without a device: it can select, not launch", c->gpu_name);
-    pthread_mutex_unlock(&c->lock);
-    return st;
-  }
-  if ((st = check_args(c, a)) || (st = check_on_device(c, a, stream))) {
-    pthread_mutex_unlock(&c->lock);
-    return st;
-  }
-  unsigned b = bucket_of(a->dtype, a->mask, a->head_dim, a->seqlen_q);
+  unsigned b = bucket_of(key, a->dtype, a->mask, a->head_dim, a->seqlen_q);
   sel_entry *e = c->sels[b];
-  while (e && !(e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
+  while (e && !(e->direction == key.direction && e->deterministic == key.deterministic &&
+                e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
                 e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q))
     e = e->next;
-  if (!e) {
-    /* First call for this key: select, load, remember. */
-    selection sel;
-    const kernel *k = NULL;
-    CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
-    if (r != CUDA_SUCCESS) {
-      char t[256];
-      st = fail(c, FAT_ERR_CUDA, "cuCtxSetCurrent: %s", fat_cuda_result_text(&c->cu, r, t, sizeof t));
-      goto out;
-    }
-    if ((st = select_variant(c, a, &sel)) || (st = ensure_kernel(c, &sel, &k))) goto out;
-    if (!(e = calloc(1, sizeof *e))) {
-      st = fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
-      goto out;
-    }
-    e->dtype = a->dtype;
-    e->mask = a->mask;
-    e->head_dim = a->head_dim;
-    e->seqlen_q = a->seqlen_q;
-    e->choice = sel.choice;
-    e->choice.loaded = 1;
-    e->choice.load = k->load;
-    snprintf(e->choice.note, sizeof e->choice.note, "%s", k->note);
-    e->block_m = sel.block_m;
-    e->threads = sel.threads;
-    e->smem_bytes = sel.smem_bytes;
-    e->k = k;
-    e->next = c->sels[b];
-    c->sels[b] = e;
-    logf_(c, "%s %s d%d seqlen %d -> %s (%s, %s, bucket %d, %s)",
-          fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
-          a->seqlen_q, sel.choice.variant, fat_origin_name(sel.choice.origin),
-          fat_match_name(sel.choice.match), sel.choice.bucket_seqlen, fat_load_name(k->load));
+  if (e) {
+    *out = e;
+    return FAT_OK;
+  }
+  /* First call for this key: select, load, remember. */
+  selection sel;
+  const kernel *k = NULL;
+  CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
+  if (r != CUDA_SUCCESS) {
+    char t[256];
+    return fail(c, FAT_ERR_CUDA, "cuCtxSetCurrent: %s", fat_cuda_result_text(&c->cu, r, t, sizeof t));
+  }
+  if ((st = select_variant(c, key, a, &sel)) || (st = ensure_kernel(c, &sel, &k))) return st;
+  if (!(e = calloc(1, sizeof *e))) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
+  e->direction = key.direction;
+  e->deterministic = key.deterministic;
+  e->dtype = a->dtype;
+  e->mask = a->mask;
+  e->head_dim = a->head_dim;
+  e->seqlen_q = a->seqlen_q;
+  e->choice = sel.choice;
+  e->choice.loaded = 1;
+  e->choice.load = k->load;
+  snprintf(e->choice.note, sizeof e->choice.note, "%s", k->note);
+  e->block_m = sel.block_m;
+  e->threads = sel.threads;
+  e->smem_bytes = sel.smem_bytes;
+  e->block_q = sel.block_q;
+  e->dq_separate = sel.dq_separate;
+  e->k = k;
+  e->next = c->sels[b];
+  c->sels[b] = e;
+  logf_(c, "%s%s %s %s d%d seqlen %d -> %s (%s, %s, bucket %d, %s)",
+        key.deterministic ? "deterministic " : "", fat_direction_name((fat_direction)key.direction),
+        fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
+        a->seqlen_q, sel.choice.variant, fat_origin_name(sel.choice.origin),
+        fat_match_name(sel.choice.match), sel.choice.bucket_seqlen, fat_load_name(k->load));
+  *out = e;
+  return FAT_OK;
+}
+
+/* The forward's parameter block for A. */
+static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
+  memset(p, 0, sizeof *p);
+  p->q = a->q;
+  p->k = a->k;
+  p->v = a->v;
+  p->o = a->o;
+  p->lse = a->lse;
+  p->q_batch_stride = a->q_batch_stride;
+  p->q_row_stride = a->q_row_stride;
+  p->q_head_stride = a->q_head_stride;
+  p->k_batch_stride = a->k_batch_stride;
+  p->k_row_stride = a->k_row_stride;
+  p->k_head_stride = a->k_head_stride;
+  p->v_batch_stride = a->v_batch_stride;
+  p->v_row_stride = a->v_row_stride;
+  p->v_head_stride = a->v_head_stride;
+  p->o_batch_stride = a->o_batch_stride;
+  p->o_row_stride = a->o_row_stride;
+  p->o_head_stride = a->o_head_stride;
+  p->batch = a->batch;
+  p->heads = a->heads;
+  p->heads_k = a->heads_k;
+  p->seqlen_q = a->seqlen_q;
+  p->seqlen_k = a->seqlen_k;
+  p->softmax_scale = a->softmax_scale > 0 ? a->softmax_scale : 1.0f / sqrtf((float)a->head_dim);
+  p->scale_log2 = p->softmax_scale * (float)M_LOG2E;
+}
+
+/* The entry point's lock, offline refusal and checks; on FAT_OK *E serves
+ * the problem and the lock is released. */
+typedef fat_status (*args_check)(fat_context *c, const void *args);
+
+static fat_status prepare_launch(fat_context *c, sel_key key, const fat_attn_args *a,
+                                 const void *args, args_check check, void *stream,
+                                 const sel_entry **e) {
+  fat_status st;
+  pthread_mutex_lock(&c->lock);
+  if (c->offline)
+    st = fail(c, FAT_ERR_INVALID_ARGUMENT,
+              "this context describes %s without a device: it can select, not launch", c->gpu_name);
+  else if (!(st = check(c, args)) && !(st = check_on_device(c, args, key.direction, stream)))
+    st = lookup_entry(c, key, a, e);
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* After the launches: the outcome, and the choice it ran. */
+static fat_status finish_launch(fat_context *c, const sel_entry *e, CUresult r, fat_choice *ran) {
+  fat_status st = FAT_OK;
+  pthread_mutex_lock(&c->lock);
+  if (r != CUDA_SUCCESS) {
+    char t[256];
+    st = fail(c, FAT_ERR_CUDA, "launching %s: %s", e->choice.variant,
+              fat_cuda_result_text(&c->cu, r, t, sizeof t));
+  } else {
+    c->last = e->choice;
+    c->has_last = 1;
+    if (ran) *ran = e->choice;
   }
   pthread_mutex_unlock(&c->lock);
+  return st;
+}
 
+static fat_status check_fwd(fat_context *c, const void *args) { return check_args(c, args); }
+
+fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
+                             fat_choice *ran) {
+  const sel_entry *e = NULL;
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  fat_status st = prepare_launch(c, (sel_key){FAT_FWD, 0}, a, a, check_fwd, stream, &e);
+  if (st) return st;
   /* The hot path: entries are never changed once published. */
   fat_fwd_params p;
-  p.q = a->q;
-  p.k = a->k;
-  p.v = a->v;
-  p.o = a->o;
-  p.lse = a->lse;
-  p.q_batch_stride = a->q_batch_stride;
-  p.q_row_stride = a->q_row_stride;
-  p.q_head_stride = a->q_head_stride;
-  p.k_batch_stride = a->k_batch_stride;
-  p.k_row_stride = a->k_row_stride;
-  p.k_head_stride = a->k_head_stride;
-  p.v_batch_stride = a->v_batch_stride;
-  p.v_row_stride = a->v_row_stride;
-  p.v_head_stride = a->v_head_stride;
-  p.o_batch_stride = a->o_batch_stride;
-  p.o_row_stride = a->o_row_stride;
-  p.o_head_stride = a->o_head_stride;
-  p.batch = a->batch;
-  p.heads = a->heads;
-  p.heads_k = a->heads_k;
-  p.seqlen_q = a->seqlen_q;
-  p.seqlen_k = a->seqlen_k;
-  p.softmax_scale = a->softmax_scale > 0 ? a->softmax_scale : 1.0f / sqrtf((float)a->head_dim);
-  p.scale_log2 = p.softmax_scale * (float)M_LOG2E;
-  p.reserved = 0;
+  fwd_params(a, &p);
   void *args[] = {&p};
   unsigned grid_x = (unsigned)((a->seqlen_q + e->block_m - 1) / e->block_m);
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
@@ -1103,19 +1287,152 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
     r = c->cu.cuLaunchKernel(e->k->fn, grid_x, (unsigned)a->heads, (unsigned)a->batch,
                              (unsigned)e->threads, 1, 1, (unsigned)e->smem_bytes, (CUstream)stream,
                              args, NULL);
+  return finish_launch(c, e, r, ran);
+}
+
+/* ---- backward ------------------------------------------------------------- */
+
+#define WORKSPACE_ALIGN 256  /* D, then the dQ accumulator at this alignment */
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+/* Bytes of D and of the dQ accumulator for A's shape (checked positive). */
+static void bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t *delta,
+                                size_t *accum) {
+  size_t rows = (size_t)a->batch * (size_t)a->heads * (size_t)a->seqlen_q;
+  *delta = round_up(rows * sizeof(float), WORKSPACE_ALIGN);
+  *accum = deterministic ? 0 : rows * (size_t)a->head_dim * sizeof(float);
+}
+
+void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *a) {
+  if (!a) return;
+  fat_attn_args_contiguous(&a->fwd);
+  const fat_attn_args *f = &a->fwd;
+  a->do_batch_stride = a->dq_batch_stride = f->q_batch_stride;
+  a->do_row_stride = a->dq_row_stride = f->q_row_stride;
+  a->do_head_stride = a->dq_head_stride = f->q_head_stride;
+  a->dk_batch_stride = a->dv_batch_stride = f->k_batch_stride;
+  a->dk_row_stride = a->dv_row_stride = f->k_row_stride;
+  a->dk_head_stride = a->dv_head_stride = f->k_head_stride;
+}
+
+fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *a, size_t *bytes) {
+  size_t delta, accum;
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
-  if (r != CUDA_SUCCESS) {
-    char t[256];
-    st = fail(c, FAT_ERR_CUDA, "launching %s: %s", e->choice.variant,
-              fat_cuda_result_text(&c->cu, r, t, sizeof t));
-    goto out;
+  fat_status st = !a ? fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL")
+                  : !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL")
+                           : check_problem(c, &a->fwd);
+  if (!st) {
+    bwd_workspace_parts(&a->fwd, a->deterministic, &delta, &accum);
+    *bytes = delta + accum;
   }
-  c->last = e->choice;
-  c->has_last = 1;
-  if (ran) *ran = e->choice;
-out:
   pthread_mutex_unlock(&c->lock);
   return st;
+}
+
+/* Everything about A that needs no GPU; the lock is held. */
+static fat_status check_bwd_args(fat_context *c, const void *args) {
+  const fat_attn_bwd_args *a = args;
+  if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  const fat_attn_args *f = &a->fwd;
+  /* The written ones first: dq, dk, dv, workspace; then dout and the forward's. */
+  span t[N_BWD_SPANS];
+  fat_status st = check_problem(c, f);
+  if (st) return st;
+  if (a->deterministic != 0 && a->deterministic != 1)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "deterministic %d: must be 0 or 1", a->deterministic);
+  if (!find_default((sel_key){FAT_BWD, a->deterministic}, f->dtype, f->mask, f->head_dim))
+    return unsupported_head_dim(c, f->head_dim);
+  if ((st = check_tensors(c, f, t + 5)) ||
+      (st = check_strided(c, "dout", a->dout, a->do_batch_stride, a->do_row_stride,
+                          a->do_head_stride, f->batch, f->seqlen_q, f->heads, f->head_dim, &t[4])) ||
+      (st = check_strided(c, "dq", a->dq, a->dq_batch_stride, a->dq_row_stride, a->dq_head_stride,
+                          f->batch, f->seqlen_q, f->heads, f->head_dim, &t[0])) ||
+      (st = check_strided(c, "dk", a->dk, a->dk_batch_stride, a->dk_row_stride, a->dk_head_stride,
+                          f->batch, f->seqlen_k, f->heads_k, f->head_dim, &t[1])) ||
+      (st = check_strided(c, "dv", a->dv, a->dv_batch_stride, a->dv_row_stride, a->dv_head_stride,
+                          f->batch, f->seqlen_k, f->heads_k, f->head_dim, &t[2])))
+    return st;
+  size_t delta, accum;
+  bwd_workspace_parts(f, a->deterministic, &delta, &accum);
+  if (!a->workspace)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace is NULL (fat_attention_bwd_workspace: "
+                "%zu bytes)", delta + accum);
+  if ((uintptr_t)a->workspace % ALIGN_BYTES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p is not %d-byte aligned", a->workspace,
+                ALIGN_BYTES);
+  if (a->workspace_bytes < delta + accum)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace_bytes %zu: this problem needs %zu "
+                "(fat_attention_bwd_workspace)", a->workspace_bytes, delta + accum);
+  if (a->workspace_bytes > UINTPTR_MAX - (uintptr_t)a->workspace)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p: its %zu bytes run past the end of the "
+                "address space", a->workspace, a->workspace_bytes);
+  t[3] = (span){"workspace", a->workspace, delta + accum};
+  return check_no_alias(c, t, N_BWD_SPANS, 4);
+}
+
+fat_status fat_attention_bwd_check(fat_context *c, const fat_attn_bwd_args *a) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = check_bwd_args(c, a);
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+fat_status fat_attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *stream,
+                             fat_choice *ran) {
+  const sel_entry *e = NULL;
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  sel_key key = {FAT_BWD, a && a->deterministic};
+  fat_status st = prepare_launch(c, key, a ? &a->fwd : NULL, a, check_bwd_args, stream, &e);
+  if (st) return st;
+  const fat_attn_args *f = &a->fwd;
+  fat_bwd_params p;
+  memset(&p, 0, sizeof p);
+  fwd_params(f, &p.fwd);
+  size_t delta, accum;
+  bwd_workspace_parts(f, a->deterministic, &delta, &accum);
+  p.dout = a->dout;
+  p.dq = a->dq;
+  p.dk = a->dk;
+  p.dv = a->dv;
+  p.delta = (float *)a->workspace;
+  p.dq_accum = e->dq_separate ? NULL : (float *)((char *)a->workspace + delta);
+  p.do_batch_stride = a->do_batch_stride;
+  p.do_row_stride = a->do_row_stride;
+  p.do_head_stride = a->do_head_stride;
+  p.dq_batch_stride = a->dq_batch_stride;
+  p.dq_row_stride = a->dq_row_stride;
+  p.dq_head_stride = a->dq_head_stride;
+  p.dk_batch_stride = a->dk_batch_stride;
+  p.dk_row_stride = a->dk_row_stride;
+  p.dk_head_stride = a->dk_head_stride;
+  p.dv_batch_stride = a->dv_batch_stride;
+  p.dv_row_stride = a->dv_row_stride;
+  p.dv_head_stride = a->dv_head_stride;
+  void *args[] = {&p};
+  /* The launch order and grids of fwd_job.h. */
+  const unsigned rows_per_block = FAT_BWD_ROW_THREADS / 32;
+  const unsigned row_blocks = ((unsigned)f->seqlen_q + rows_per_block - 1) / rows_per_block;
+  const unsigned key_blocks = (unsigned)((f->seqlen_k + e->block_m - 1) / e->block_m);
+  const unsigned query_blocks = (unsigned)((f->seqlen_q + e->block_q - 1) / e->block_q);
+  const unsigned heads = (unsigned)f->heads, batch = (unsigned)f->batch;
+  CUstream s = (CUstream)stream;
+  CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
+  if (r == CUDA_SUCCESS)
+    r = c->cu.cuLaunchKernel(e->k->pre_fn, row_blocks, heads, batch, FAT_BWD_ROW_THREADS, 1, 1, 0,
+                             s, args, NULL);
+  if (r == CUDA_SUCCESS)
+    r = c->cu.cuLaunchKernel(e->k->fn, key_blocks, (unsigned)f->heads_k, batch,
+                             (unsigned)e->threads, 1, 1, (unsigned)e->smem_bytes, s, args, NULL);
+  if (r == CUDA_SUCCESS && e->dq_separate)
+    r = c->cu.cuLaunchKernel(e->k->dq_fn, query_blocks, heads, batch, (unsigned)e->threads, 1, 1,
+                             (unsigned)e->smem_bytes, s, args, NULL);
+  if (r == CUDA_SUCCESS && !e->dq_separate)
+    r = c->cu.cuLaunchKernel(e->k->convert_fn, row_blocks, heads, batch, FAT_BWD_ROW_THREADS, 1, 1,
+                             0, s, args, NULL);
+  return finish_launch(c, e, r, ran);
 }
 
 fat_status fat_context_last_choice(fat_context *c, fat_choice *out) {

@@ -7,6 +7,10 @@
  *    from that cubin by a fresh context;
  *  - four host threads launch through one context at once;
  *  - bad tensors are refused with their exact messages;
+ *  - the backward (fat_attention_bwd) on the built-in defaults, atomic and
+ *    deterministic, with GQA, causal and odd lengths, against fp64
+ *    reference gradients, outputs poisoned first; the deterministic mode
+ *    twice, bit for bit;
  *  - it prints the first-call latency (stored cubin / compile) and the
  *    host overhead per call on a hot key against a bare cuLaunchKernel.
  * Exits 77 (skipped) when no CUDA driver or device is present. */
@@ -24,6 +28,7 @@
 #include "fatune.h"
 #include "gen.h"
 #include "gpu_run.h"
+#include "tolerance.h"
 #include "tune.h"
 
 #define SKIP 77
@@ -176,6 +181,118 @@ static double rel_error(tensors *t) {
     }
   free(p);
   return sqrt(num / den);
+}
+
+/* ---- backward -------------------------------------------------------------- */
+
+/* The backward's tensors beside T's forward ones (which the forward filled). */
+typedef struct grads {
+  fat_attn_bwd_args b;
+  uint16_t *dout, *gq, *gk, *gv;  /* host: dO, and the gradients read back */
+  CUdeviceptr d_dout, d_dq, d_dk, d_dv, d_ws;
+} grads;
+
+static void make_grads(grads *g, tensors *t, int deterministic, unsigned seed) {
+  memset(g, 0, sizeof *g);
+  int bf16 = t->a.dtype == FAT_ATTN_BF16;
+  g->dout = malloc(t->nq * 2), g->gq = malloc(t->nq * 2);
+  g->gk = malloc(t->nk * 2), g->gv = malloc(t->nk * 2);
+  srand(seed);
+  for (size_t i = 0; i < t->nq; i++) g->dout[i] = to_bits((float)rand() / RAND_MAX * 2 - 1, bf16);
+  REQUIRE(cu->cuMemAlloc(&g->d_dout, t->nq * 2) == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemAlloc(&g->d_dq, t->nq * 2) == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemAlloc(&g->d_dk, t->nk * 2) == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemAlloc(&g->d_dv, t->nk * 2) == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemcpyHtoD(g->d_dout, g->dout, t->nq * 2) == CUDA_SUCCESS);
+  g->b.fwd = t->a;
+  g->b.dout = (void *)(uintptr_t)g->d_dout, g->b.dq = (void *)(uintptr_t)g->d_dq;
+  g->b.dk = (void *)(uintptr_t)g->d_dk, g->b.dv = (void *)(uintptr_t)g->d_dv;
+  fat_attn_bwd_args_contiguous(&g->b);
+  g->b.deterministic = deterministic;
+}
+
+static void release_grads(grads *g) {
+  cu->cuMemFree(g->d_dout), cu->cuMemFree(g->d_dq), cu->cuMemFree(g->d_dk), cu->cuMemFree(g->d_dv);
+  if (g->d_ws) cu->cuMemFree(g->d_ws);
+  free(g->dout), free(g->gq), free(g->gk), free(g->gv);
+}
+
+/* Runs the backward with dQ, dK and dV poisoned (all ones: NaN in both
+ * dtypes), a workspace poisoned too, and reads the gradients back. */
+static fat_status run_bwd(fat_context *c, grads *g, tensors *t, fat_choice *ch) {
+  size_t ws = 0;
+  fat_status st = fat_attention_bwd_workspace(c, &g->b, &ws);
+  if (st) return st;
+  if (!g->d_ws) {
+    REQUIRE(cu->cuMemAlloc(&g->d_ws, ws) == CUDA_SUCCESS);
+    g->b.workspace = (void *)(uintptr_t)g->d_ws, g->b.workspace_bytes = ws;
+  }
+  REQUIRE(cu->cuMemsetD8(g->d_ws, 0xff, ws) == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemsetD8(g->d_dq, 0xff, t->nq * 2) == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemsetD8(g->d_dk, 0xff, t->nk * 2) == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemsetD8(g->d_dv, 0xff, t->nk * 2) == CUDA_SUCCESS);
+  if ((st = fat_attention_bwd(c, &g->b, NULL, ch))) return st;
+  REQUIRE(cu->cuCtxSynchronize() == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemcpyDtoH(g->gq, g->d_dq, t->nq * 2) == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemcpyDtoH(g->gk, g->d_dk, t->nk * 2) == CUDA_SUCCESS);
+  REQUIRE(cu->cuMemcpyDtoH(g->gv, g->d_dv, t->nk * 2) == CUDA_SUCCESS);
+  return FAT_OK;
+}
+
+/* rel_l2 of dQ, dK and dV against fp64 gradients of attention on the same
+ * 16-bit inputs (P recomputed exactly; bottom-right causal mask). */
+static void bwd_errors(const tensors *t, const grads *g, double err[3]) {
+  const fat_attn_args *a = &t->a;
+  const int bf16 = a->dtype == FAT_ATTN_BF16, S = a->seqlen_q, D = a->head_dim;
+  const int H = a->heads, HK = a->heads_k, G = H / HK;
+  const double scale = 1.0 / sqrt((double)D);
+  double *ref[3] = {calloc(t->nq, sizeof(double)), calloc(t->nk, sizeof(double)),
+                    calloc(t->nk, sizeof(double))};
+  double *p = malloc(sizeof *p * (size_t)S), *dp = malloc(sizeof *dp * (size_t)S);
+  REQUIRE(ref[0] && ref[1] && ref[2] && p && dp);
+#define QI(b, i, h, d) ((((size_t)(b) * S + (i)) * H + (h)) * D + (d))
+#define KI(b, j, h, d) ((((size_t)(b) * S + (j)) * HK + (h)) * D + (d))
+  for (int b = 0; b < a->batch; b++)
+    for (int h = 0; h < H; h++) {
+      const int hk = h / G;
+      for (int i = 0; i < S; i++) {
+        const int last = a->mask == FAT_ATTN_MASK_CAUSAL ? i : S - 1;
+        double m = -INFINITY, l = 0, delta = 0;
+        for (int j = 0; j <= last; j++) {
+          double s = 0, x = 0;
+          for (int d = 0; d < D; d++) {
+            s += from_bits(t->q[QI(b, i, h, d)], bf16) * from_bits(t->k[KI(b, j, hk, d)], bf16);
+            x += from_bits(g->dout[QI(b, i, h, d)], bf16) * from_bits(t->v[KI(b, j, hk, d)], bf16);
+          }
+          p[j] = s * scale, dp[j] = x;
+          if (p[j] > m) m = p[j];
+        }
+        for (int j = 0; j <= last; j++) l += (p[j] = exp(p[j] - m));
+        for (int j = 0; j <= last; j++) delta += (p[j] /= l) * dp[j];
+        for (int j = 0; j <= last; j++) {
+          const double ds = p[j] * (dp[j] - delta);
+          for (int d = 0; d < D; d++) {
+            ref[0][QI(b, i, h, d)] += scale * ds * from_bits(t->k[KI(b, j, hk, d)], bf16);
+            ref[1][KI(b, j, hk, d)] += scale * ds * from_bits(t->q[QI(b, i, h, d)], bf16);
+            ref[2][KI(b, j, hk, d)] += p[j] * from_bits(g->dout[QI(b, i, h, d)], bf16);
+          }
+        }
+      }
+    }
+#undef QI
+#undef KI
+  const uint16_t *got[3] = {g->gq, g->gk, g->gv};
+  const size_t n[3] = {t->nq, t->nk, t->nk};
+  for (int x = 0; x < 3; x++) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n[x]; i++) {
+      double e = from_bits(got[x][i], bf16) - ref[x][i];
+      num += e * e, den += ref[x][i] * ref[x][i];
+    }
+    err[x] = isfinite(num) ? sqrt(num / den) : INFINITY; /* a NaN left unwritten fails */
+    free(ref[x]);
+  }
+  free(p), free(dp);
 }
 
 /* ---- a table with a cubin ------------------------------------------------ */
@@ -410,6 +527,51 @@ int main(void) {
   printf("first call: %.1f ms from a stored cubin (table), %.1f ms compiling with NVRTC, "
          "%.1f ms from the cubin it stored\n", first_cubin_ms, first_compile_ms,
          first_stored_default_ms);
+
+  /* 6. The backward through the runtime: the built-in defaults (compiled
+   * once), atomic and deterministic, against fp64 gradients. */
+  static const struct { int B, H, HK, S, D, bf16, causal; } bwd_cases[] = {
+      {1, 4, 2, 77, 64, 1, 1},  {2, 2, 2, 130, 128, 0, 0}, {1, 4, 1, 100, 96, 1, 0},
+      {1, 2, 2, 200, 256, 0, 1}, {1, 2, 1, 65, 192, 1, 1},
+  };
+  c = open_ctx("", NULL);
+  for (size_t i = 0; i < sizeof bwd_cases / sizeof bwd_cases[0]; i++)
+    for (int det = 0; det < 2; det++) {
+      tensors tb;
+      grads g;
+      double e[3];
+      make(&tb, bwd_cases[i].B, bwd_cases[i].H, bwd_cases[i].HK, bwd_cases[i].S, bwd_cases[i].D,
+           bwd_cases[i].bf16, bwd_cases[i].causal, 40 + (unsigned)i);
+      EXPECT_INT(fat_attention_fwd(c, &tb.a, NULL, NULL), FAT_OK);
+      make_grads(&g, &tb, det, 60 + (unsigned)i);
+      st = run_bwd(c, &g, &tb, &ch);
+      if (st) fprintf(stderr, "backward: %s\n", fat_context_error(c));
+      EXPECT_INT(st, FAT_OK);
+      bwd_errors(&tb, &g, e);
+      double tol = fat_bwd_tolerance_for(bwd_cases[i].bf16 ? FAT_BF16 : FAT_FP16);
+      printf("backward %s (batch %d, %d heads over %d K/V heads, seqlen %d): dQ %.3g dK %.3g "
+             "dV %.3g (tolerance %.0e)\n", ch.variant, bwd_cases[i].B, bwd_cases[i].H,
+             bwd_cases[i].HK, bwd_cases[i].S, e[0], e[1], e[2], tol);
+      EXPECT(e[0] < tol && e[1] < tol && e[2] < tol);
+      EXPECT(!det || strstr(ch.variant, ".separate") != NULL);
+      if (det) {
+        /* Bit for bit, run to run. */
+        uint16_t *first[3] = {g.gq, g.gk, g.gv};
+        size_t n[3] = {tb.nq, tb.nk, tb.nk};
+        uint16_t *copy[3];
+        for (int x = 0; x < 3; x++) {
+          copy[x] = malloc(n[x] * 2);
+          memcpy(copy[x], first[x], n[x] * 2);
+        }
+        EXPECT_INT(run_bwd(c, &g, &tb, &ch), FAT_OK);
+        EXPECT(!memcmp(copy[0], g.gq, n[0] * 2) && !memcmp(copy[1], g.gk, n[1] * 2) &&
+               !memcmp(copy[2], g.gv, n[2] * 2));
+        for (int x = 0; x < 3; x++) free(copy[x]);
+      }
+      release_grads(&g);
+      release(&tb);
+    }
+  fat_context_close(c);
 
   release(&t1), release(&th), release(&t5);
   fat_build_free(&cubin);

@@ -19,6 +19,11 @@ static int n_bad;
 #define V_AT 0x3000000
 #define O_AT 0x4000000
 #define LSE_AT 0x5000000
+#define DO_AT 0x6000000
+#define DQ_AT 0x7000000
+#define DK_AT 0x8000000
+#define DV_AT 0x9000000
+#define WS_AT 0xA000000
 
 static fat_context *ctx;
 
@@ -43,6 +48,27 @@ static void expect(int line, const fat_attn_args *a, fat_status want, const char
 }
 #define CHECK_OK(a) expect(__LINE__, a, FAT_OK, NULL)
 #define CHECK_BAD(a, msg) expect(__LINE__, a, FAT_ERR_INVALID_ARGUMENT, msg)
+
+/* The backward of good(): its gradients and a workspace of the size asked for. */
+static fat_attn_bwd_args good_bwd(void) {
+  fat_attn_bwd_args b = {0};
+  b.fwd = good();
+  b.dout = (const void *)DO_AT, b.dq = (void *)DQ_AT, b.dk = (void *)DK_AT, b.dv = (void *)DV_AT;
+  fat_attn_bwd_args_contiguous(&b);
+  b.workspace = (void *)WS_AT;
+  REQUIRE_EXIT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes) == FAT_OK);
+  return b;
+}
+
+static void expect_bwd(int line, const fat_attn_bwd_args *b, fat_status want, const char *msg) {
+  fat_status st = fat_attention_bwd_check(ctx, b);
+  n_bad += want != FAT_OK;
+  if (!check_record(st == want && (!msg || !strcmp(fat_context_error(ctx), msg))))
+    fprintf(stderr, "%s:%d: backward check gave %d \"%s\",\n  want %d \"%s\"\n", __FILE__, line,
+            (int)st, fat_context_error(ctx), (int)want, msg ? msg : "(any)");
+}
+#define CHECK_BWD_OK(b) expect_bwd(__LINE__, b, FAT_OK, NULL)
+#define CHECK_BWD_BAD(b, msg) expect_bwd(__LINE__, b, FAT_ERR_INVALID_ARGUMENT, msg)
 
 int main(void) {
   fat_context_options o = {0};
@@ -161,6 +187,56 @@ int main(void) {
   CHECK_BAD(&a, "softmax_scale nan: must be finite and >= 0 (0: default)");
   a = good(), a.softmax_scale = INFINITY;
   CHECK_BAD(&a, "softmax_scale inf: must be finite and >= 0 (0: default)");
+
+  /* The backward: the forward's rules on its embedded arguments, then the
+   * gradients, the workspace and what they may alias. */
+  fat_attn_bwd_args b = good_bwd();
+  CHECK_BWD_OK(&b);
+  CHECK_INT((long long)b.workspace_bytes, 2048 + 2 * 4 * 64 * 64 * 4); /* D, the dQ accumulator */
+  CHECK_BWD_BAD(NULL, "args is NULL");
+  b = good_bwd(), b.fwd.seqlen_k = 0;
+  CHECK_BWD_BAD(&b, "seqlen_k 0: must be >= 1");
+  b = good_bwd(), b.fwd.q = NULL;
+  CHECK_BWD_BAD(&b, "q is NULL");
+  b = good_bwd(), b.deterministic = 2;
+  CHECK_BWD_BAD(&b, "deterministic 2: must be 0 or 1");
+  b = good_bwd(), b.dout = NULL;
+  CHECK_BWD_BAD(&b, "dout is NULL");
+  b = good_bwd(), b.dq = NULL;
+  CHECK_BWD_BAD(&b, "dq is NULL");
+  b = good_bwd(), b.dk = (char *)b.dk + 2;
+  CHECK_BWD_BAD(&b, "dk 0x8000002 is not 16-byte aligned");
+  b = good_bwd(), b.dv_row_stride = 12;
+  CHECK_BWD_BAD(&b, "dv_row_stride 12: must be a non-negative multiple of 8");
+  b = good_bwd(), b.do_row_stride = 64;
+  CHECK_BWD_BAD(&b, "dout_row_stride 64: smaller than the 256 elements inside it (head_stride); "
+                    "dout would overlap itself");
+  b = good_bwd(), b.workspace = NULL;
+  CHECK_BWD_BAD(&b, "workspace is NULL (fat_attention_bwd_workspace: 133120 bytes)");
+  b = good_bwd(), b.workspace = (char *)b.workspace + 8;
+  CHECK_BWD_BAD(&b, "workspace 0xa000008 is not 16-byte aligned");
+  b = good_bwd(), b.workspace_bytes -= 1;
+  CHECK_BWD_BAD(&b, "workspace_bytes 133119: this problem needs 133120 (fat_attention_bwd_workspace)");
+  b = good_bwd(), b.deterministic = 1, b.workspace_bytes = 2048; /* D alone */
+  CHECK_BWD_OK(&b);
+  b = good_bwd(), b.dk = b.dv;
+  CHECK_BWD_BAD(&b, "dk [0x9000000, +65536 bytes) overlaps dv [0x9000000, +65536 bytes): the "
+                    "outputs must not alias another tensor");
+  b = good_bwd(), b.dq = (void *)b.dout;
+  CHECK_BWD_BAD(&b, "dq [0x6000000, +65536 bytes) overlaps dout [0x6000000, +65536 bytes): the "
+                    "outputs must not alias another tensor");
+  b = good_bwd(), b.workspace = (char *)b.fwd.lse + 1024;
+  CHECK_BWD_BAD(&b, "workspace [0x5000400, +133120 bytes) overlaps lse [0x5000000, +2048 bytes): "
+                    "the outputs must not alias another tensor");
+  b = good_bwd(), b.dv = (void *)b.fwd.o;
+  CHECK_BWD_BAD(&b, "dv [0x4000000, +65536 bytes) overlaps o [0x4000000, +65536 bytes): the "
+                    "outputs must not alias another tensor");
+  b = good_bwd(), b.dout = b.fwd.q; /* inputs may share memory */
+  CHECK_BWD_OK(&b);
+  b = good_bwd();
+  CHECK_INT(fat_attention_bwd(ctx, &b, NULL, NULL), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(ctx),
+            "this context describes NVIDIA H200 without a device: it can select, not launch");
 
   /* The launch path refuses the same, and an offline context never launches. */
   a = good(), a.seqlen_q = 0;

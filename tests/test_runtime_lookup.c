@@ -27,24 +27,28 @@ static fat_gpu_info gpu_of(const char *name, int sms) {
   return g;
 }
 
-/* Stores VNAME as the checked, timed winner of (dtype, mask, head dim,
- * seqlen bucket) on the GPU NAME/SMS, in the database at PATH. */
-static void put_winner(const char *path, const char *name, int sms, const char *vname,
-                       fat_dtype dt, fat_mask mk, int hd, int seqlen, double ms) {
+/* Stores variant VNAME of DIR with PARAMS, checked (PASSED or not) and
+ * timed on (dtype, mask, head dim, seqlen bucket) on the GPU NAME/SMS, in
+ * the database at PATH; the winner of its problem when WINNER. */
+static void put_variant(const char *path, const char *name, int sms, fat_direction dir,
+                        const char *vname, const char *params, fat_dtype dt, fat_mask mk, int hd,
+                        int seqlen, double ms, int passed, int winner) {
   char err[1024], source[256];
   fat_db *db = NULL;
   REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
   fat_gpu_info g = gpu_of(name, sms);
   fat_problem p;
   fat_bench_problem(dt, mk, hd, seqlen, &p);
+  p.direction = dir;
   fat_variant v = {0};
   snprintf(source, sizeof source, "// stand-in source of %s\n", vname);
-  v.name = (char *)vname, v.family = "mma80", v.entry = "fat_fwd_mma80", v.source = source;
-  v.params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4";
+  v.name = (char *)vname, v.family = "mma80", v.source = source, v.params = (char *)params;
+  v.entry = dir == FAT_FWD ? "fat_fwd_mma80" : "fat_bwd_mma80";
   fat_sha256_hex(source, strlen(source), v.hash);
-  v.direction = FAT_FWD, v.dtype = dt, v.mask = mk, v.head_dim = hd;
+  v.direction = dir, v.dtype = dt, v.mask = mk, v.head_dim = hd;
   v.block_m = 64, v.threads = 128, v.smem_bytes = 40960;
-  fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, "ok"};
+  fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, passed, "ok"};
+  if (!passed) snprintf(c.reason, sizeof c.reason, "dQ rel_l2 1.0e+00 > 2.0e-02");
   fat_timing t = {20, ms, ms * 0.9, ms * 1.2, ms * 0.95, ms * 1.05, 1.0 / ms, 1755};
   sqlite3_int64 gid, pid, vid, tid;
   REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
@@ -52,8 +56,15 @@ static void put_winner(const char *path, const char *name, int sms, const char *
   REQUIRE_EXIT(fat_db_put_variant(db, &v, &vid) == 0);
   REQUIRE_EXIT(fat_db_put_check(db, vid, gid, pid, &c) == 0);
   REQUIRE_EXIT(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
-  REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
+  if (winner) REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
   fat_db_close(db);
+}
+
+/* A forward winner. */
+static void put_winner(const char *path, const char *name, int sms, const char *vname,
+                       fat_dtype dt, fat_mask mk, int hd, int seqlen, double ms) {
+  put_variant(path, name, sms, FAT_FWD, vname, "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4", dt, mk,
+              hd, seqlen, ms, 1, 1);
 }
 
 static fat_attn_args problem(fat_attn_dtype dt, fat_attn_mask mk, int hd, int seqlen) {
@@ -180,8 +191,8 @@ int main(void) {
   c = offline("", missing, 1, H200_SMS, 1);
   a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_NONE, 256, 512);
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_UNSUPPORTED);
-  CHECK_STR(fat_context_error(c), "no tuned winner for bf16 none head_dim 256 on NVIDIA H200 and "
-                                  "the built-in default is disabled");
+  CHECK_STR(fat_context_error(c), "no tuned fwd winner for bf16 none head_dim 256 on NVIDIA H200 "
+                                  "and the built-in default is disabled");
   fat_context_close(c);
 
   /* The built-in defaults are the generator's defaults of today (of the
@@ -213,6 +224,62 @@ int main(void) {
   CHECK_INT(fat_supported_head_dims(dims, 8), 5);
   CHECK_INT(dims[0], 64);
   CHECK_INT(dims[4], 256);
+
+  /* The backward: its winners are its own (the forward's key never sees
+   * them), and the deterministic mode takes the fastest passed variant
+   * without atomics, winner or not. */
+  static const char *const ATOMIC = "BLOCK_M=64 BLOCK_N=128 DQ_MODE=atomic WARPS=8";
+  static const char *const SEPARATE = "BLOCK_M=64 BLOCK_N=64 DQ_MODE=separate WARPS=4";
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.causal.atomic", ATOMIC, FAT_BF16,
+              FAT_MASK_CAUSAL, 128, 2048, 2.0, 1, 1);
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.causal.sep-slow", SEPARATE,
+              FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 3.5, 1, 0);
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.causal.sep-fast", SEPARATE,
+              FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 3.0, 1, 0);
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.causal.sep-failed", SEPARATE,
+              FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 2.5, 0, 0);
+  c = offline("", both, 1, H200_SMS, 0);
+  fat_attn_bwd_args b = {0};
+  b.fwd = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 2048);
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80.bf16.d128.causal.atomic");
+  CHECK_INT(ch.origin, FAT_ORIGIN_TABLES);
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  b.deterministic = 1;
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80.bf16.d128.causal.sep-fast");
+  CHECK(ch.tuned_ms == 3.0);
+  b.fwd.seqlen_q = b.fwd.seqlen_k = 9000;
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80.bf16.d128.causal.sep-fast");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  /* The forward of the same key has no winner: its default. */
+  CHECK_INT(fat_attention_select(c, &b.fwd, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK(!strncmp(ch.variant, "fwd.", 4));
+  /* Nothing tuned: the backward's defaults, the deterministic one without atomics. */
+  b.fwd = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 96, 101);
+  b.deterministic = 0;
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK_STR(ch.variant, "bwd.mma80.fp16.d96.none.m64n64w4.atomic");
+  b.deterministic = 1;
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK(strstr(ch.variant, ".separate") != NULL);
+  size_t ws = 0;
+  CHECK_INT(fat_attention_bwd_workspace(c, &b, &ws), FAT_OK);
+  CHECK_INT((long long)ws, 6656); /* D: 16 x 101 floats = 6464 bytes, rounded up to 256 */
+  b.deterministic = 0;
+  CHECK_INT(fat_attention_bwd_workspace(c, &b, &ws), FAT_OK);
+  CHECK_INT((long long)ws, 6656 + 16 * 101 * 96 * 4); /* and the fp32 dQ accumulator */
+  CHECK_INT(fat_attention_bwd(c, &b, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
+  b.fwd.head_dim = 80;
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_ERR_UNSUPPORTED);
+  CHECK_STR(fat_context_error(c), "head_dim 80 has no template (supported: 64, 96, 128, 192, 256)");
+  CHECK_INT(fat_attention_bwd_select(c, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(c), "args is NULL");
+  fat_context_close(c);
 
   /* One message per code. */
   CHECK_STR(fat_strerror(FAT_OK), "success");

@@ -144,12 +144,6 @@ void fat_compare_bwd(fat_dtype d, const uint16_t *const g[FAT_N_GRADS],
                      const double *const ref[FAT_N_GRADS], const size_t n[FAT_N_GRADS],
                      fat_bwd_check *bc, fat_check *out);
 
-/* The parameters of a backward variant from its canonical parameter string
- * ("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4"): 0, or -1 with err naming
- * what is missing or malformed. */
-int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq_separate,
-                         char *err, size_t errlen);
-
 /* Peak device memory of a backward pass of problem P, from the shape: Q, K,
  * V, O, dO, dQ, dK, dV in the element type, lse and D in fp32, and the fp32
  * dQ accumulator in atomic mode (DQ_SEPARATE 0). Linear in the sequence

@@ -33,17 +33,33 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
 /* ---- export ------------------------------------------------------------ */
 
 /* The rows exported for one GPU name, renumbered in natural-key order. Each
- * x_* temp table maps an old id to its new one. */
+ * x_* temp table maps an old id to its new one. x_picks are the (variant,
+ * timing) pairs that go out for each problem with a winner: the winner, and
+ * for the backward the fastest passed variant without atomics as well, which
+ * the runtime serves when the caller asks for deterministic gradients. */
 static const char *const EXPORT_SELECT_SQL =
     "DROP TABLE IF EXISTS temp.x_gpus; DROP TABLE IF EXISTS temp.x_variants;"
     "DROP TABLE IF EXISTS temp.x_problems; DROP TABLE IF EXISTS temp.x_builds;"
     "DROP TABLE IF EXISTS temp.x_checks; DROP TABLE IF EXISTS temp.x_timings;"
+    "DROP TABLE IF EXISTS temp.x_picks;"
     "CREATE TEMP TABLE x_gpus AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY name, cc_major,"
     "  cc_minor, sm_count, driver_version, nvrtc_major, nvrtc_minor) AS new FROM main.gpus"
     "  WHERE name = :gpu AND id IN (SELECT gpu_id FROM main.winners);"
+    "CREATE TEMP TABLE x_picks AS SELECT w.gpu_id, w.problem_id, w.variant_id, w.timing_id"
+    "  FROM main.winners w WHERE w.gpu_id IN (SELECT old FROM temp.x_gpus)"
+    " UNION SELECT t.gpu_id, t.problem_id, t.variant_id, t.id FROM main.winners w"
+    "  JOIN main.problems p ON p.id = w.problem_id AND p.direction = 'bwd'"
+    "  JOIN main.timings t ON t.id = (SELECT t2.id FROM main.timings t2 JOIN main.variants v2"
+    "   ON v2.id = t2.variant_id WHERE t2.gpu_id = w.gpu_id AND t2.problem_id = w.problem_id"
+    "   AND t2.retired = 0 AND ' ' || v2.params || ' ' LIKE '% DQ_MODE=separate %'"
+    "   AND EXISTS (SELECT 1 FROM main.checks c WHERE c.variant_id = t2.variant_id AND c.gpu_id ="
+    "    t2.gpu_id AND c.problem_id = t2.problem_id AND c.retired = 0 AND c.passed = 1)"
+    "   AND NOT EXISTS (SELECT 1 FROM main.checks c WHERE c.variant_id = t2.variant_id AND"
+    "    c.gpu_id = t2.gpu_id AND c.problem_id = t2.problem_id AND c.retired = 0 AND c.passed = 0)"
+    "   ORDER BY t2.median_ms, t2.id LIMIT 1)"
+    "  WHERE w.gpu_id IN (SELECT old FROM temp.x_gpus);"
     "CREATE TEMP TABLE x_variants AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY name,"
-    "  source_hash) AS new FROM main.variants WHERE id IN (SELECT variant_id FROM main.winners"
-    "  WHERE gpu_id IN (SELECT old FROM temp.x_gpus));"
+    "  source_hash) AS new FROM main.variants WHERE id IN (SELECT variant_id FROM temp.x_picks);"
     "CREATE TEMP TABLE x_problems AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY direction,"
     "  dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k) AS new FROM main.problems"
     "  WHERE id IN (SELECT problem_id FROM main.winners WHERE gpu_id IN (SELECT old FROM"
@@ -52,18 +68,20 @@ static const char *const EXPORT_SELECT_SQL =
     "  FROM main.builds b WHERE b.ok = 1 AND b.variant_id IN (SELECT old FROM temp.x_variants);"
     "CREATE TEMP TABLE x_checks AS SELECT c.id AS old, ROW_NUMBER() OVER (ORDER BY g.new, p.new,"
     "  v.new, c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.created_at, c.id) AS new"
-    "  FROM main.checks c JOIN main.winners w ON w.gpu_id = c.gpu_id AND w.problem_id ="
+    "  FROM main.checks c JOIN temp.x_picks w ON w.gpu_id = c.gpu_id AND w.problem_id ="
     "  c.problem_id AND w.variant_id = c.variant_id JOIN temp.x_gpus g ON g.old = c.gpu_id"
     "  JOIN temp.x_problems p ON p.old = c.problem_id JOIN temp.x_variants v ON v.old ="
     "  c.variant_id WHERE c.retired = 0;"
     "CREATE TEMP TABLE x_timings AS SELECT w.timing_id AS old, ROW_NUMBER() OVER (ORDER BY"
-    "  g.new, p.new) AS new FROM main.winners w JOIN temp.x_gpus g ON g.old = w.gpu_id"
-    "  JOIN temp.x_problems p ON p.old = w.problem_id;";
+    "  g.new, p.new, v.new) AS new FROM temp.x_picks w JOIN temp.x_gpus g ON g.old = w.gpu_id"
+    "  JOIN temp.x_problems p ON p.old = w.problem_id JOIN temp.x_variants v ON v.old ="
+    "  w.variant_id;";
 
 static const char *const EXPORT_DROP_SQL =
     "DROP TABLE IF EXISTS temp.x_gpus; DROP TABLE IF EXISTS temp.x_variants;"
     "DROP TABLE IF EXISTS temp.x_problems; DROP TABLE IF EXISTS temp.x_builds;"
-    "DROP TABLE IF EXISTS temp.x_checks; DROP TABLE IF EXISTS temp.x_timings;";
+    "DROP TABLE IF EXISTS temp.x_checks; DROP TABLE IF EXISTS temp.x_timings;"
+    "DROP TABLE IF EXISTS temp.x_picks;";
 
 /* One exported table: its INSERT column list and the SELECT giving the
  * values in that order, sorted by the new ids. */

@@ -1,4 +1,5 @@
-/* Names and arithmetic for the shared vocabulary in types.h. */
+/* Names, arithmetic and parameter parsing for the shared vocabulary in types.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "types.h"
@@ -72,4 +73,46 @@ void fat_build_free(fat_build *b) {
   free(b->cubin);
   free(b->log);
   memset(b, 0, sizeof *b);
+}
+
+static int param_int(const char *params, const char *name, int *out) {
+  size_t len = strlen(name);
+  for (const char *p = params; (p = strstr(p, name)) != NULL; p += len) {
+    if ((p == params || p[-1] == ' ') && p[len] == '=') {
+      char *end;
+      long v = strtol(p + len + 1, &end, 10);
+      if (end == p + len + 1 || (*end && *end != ' ') || v < 1 || v > 1 << 16) return -1;
+      *out = (int)v;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq_separate,
+                         char *err, size_t errlen) {
+  if (!params) params = "";
+  if (param_int(params, "BLOCK_M", block_m)) {
+    snprintf(err, errlen, "backward parameters '%s': no positive BLOCK_M", params);
+    return -1;
+  }
+  if (param_int(params, "BLOCK_N", block_n)) {
+    snprintf(err, errlen, "backward parameters '%s': no positive BLOCK_N", params);
+    return -1;
+  }
+  const char *mode = strstr(params, "DQ_MODE=");
+  if (mode && (mode == params || mode[-1] == ' ')) {
+    mode += strlen("DQ_MODE=");
+    size_t len = strcspn(mode, " ");
+    if (len == strlen("atomic") && !strncmp(mode, "atomic", len)) {
+      *dq_separate = 0;
+      return 0;
+    }
+    if (len == strlen("separate") && !strncmp(mode, "separate", len)) {
+      *dq_separate = 1;
+      return 0;
+    }
+  }
+  snprintf(err, errlen, "backward parameters '%s': DQ_MODE is not atomic or separate", params);
+  return -1;
 }

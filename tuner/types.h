@@ -17,6 +17,12 @@ int fat_mask_parse(const char *s, fat_mask *out);
 int fat_direction_parse(const char *s, fat_direction *out);
 size_t fat_dtype_size(fat_dtype d);               /* bytes per element: 2 */
 
+/* The parameters of a backward variant from its canonical parameter string
+ * ("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4"): 0, or -1 with err naming
+ * what is missing or malformed. */
+int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq_separate,
+                         char *err, size_t errlen);
+
 /* One concrete kernel: a template family expanded with one set of parameters.
  * Produced by the generator (Lua); strings are heap-owned, freed by
  * fat_variant_free. */
