@@ -8,8 +8,9 @@
 #   cmake -S . -B build && cmake --build build -j
 # then run there, from the repository root, with build/ carried:
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
-# Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0; DIRECTION=fwd,bwd
-# tunes the backward too, TUNE_TIMEOUT=S stops tuning after S seconds; SANITIZE=1
+# Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0; HEAD_DIMS "" tunes
+# no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS) tunes the backward too,
+# TUNE_TIMEOUT=S stops each tuning after S seconds; SANITIZE=1
 # adds compute-sanitizer over the stored winners. DB_IN=path/to/fatune.db.gz
 # (or a folder of its .part files) starts from an earlier run's database, so
 # the tuner resumes instead of measuring again. BENCH_HEAD_DIMS limits the
@@ -18,7 +19,7 @@
 # the database (gzip, split into 15 MiB parts: cat fatune.db.gz.part* | gunzip),
 # the benchmark rows (JSON).
 set -u -o pipefail
-HEAD_DIMS=${1:-128}
+HEAD_DIMS=${1-128}  # "" tunes no forward
 SEQLENS=${2:-512,1024,2048,4096,8192,16384}
 B=${FATUNE_BUILD:-build}
 ROOT=$PWD  # the repository root: run from there
@@ -65,18 +66,22 @@ if [ "${TESTS:-1}" = 1 ]; then
 fi
 
 if [ "${TUNE:-1}" = 1 ]; then
-  DIRECTION=${DIRECTION:-fwd}
-  section "tune: fatune --gpu 0 --direction $DIRECTION --head-dim $HEAD_DIMS --seqlen $SEQLENS"
-  # TUNE_TIMEOUT (seconds) interrupts the tuner as Ctrl-C would: it stops after
-  # the current variant, keeps what it measured, and a later call resumes.
-  rc=0
-  timeout -s INT "${TUNE_TIMEOUT:-0}" "$B/fatune" --gpu 0 --direction "$DIRECTION" \
-    --head-dim "$HEAD_DIMS" --seqlen "$SEQLENS" --db "$DB" || rc=$?
-  case $rc in
-    0) ;;
-    124|130) echo "tuning stopped by TUNE_TIMEOUT=${TUNE_TIMEOUT:-0}: resume with DB_IN" ;;
-    *) failures=$((failures + 1)) ;;
-  esac
+  tune() {  # tune DIRECTION HEAD_DIMS SEQLENS
+    section "tune: fatune --gpu 0 --direction $1 --head-dim $2 --seqlen $3"
+    # TUNE_TIMEOUT (seconds) interrupts the tuner as Ctrl-C would: it stops
+    # after the current variant, keeps what it measured, and a later call
+    # (DB_IN) resumes.
+    local rc=0
+    timeout -s INT "${TUNE_TIMEOUT:-0}" "$B/fatune" --gpu 0 --direction "$1" --head-dim "$2" \
+      --seqlen "$3" --db "$DB" || rc=$?
+    case $rc in
+      0) ;;
+      124|130) echo "tuning stopped by TUNE_TIMEOUT=${TUNE_TIMEOUT:-0}: resume with DB_IN" ;;
+      *) failures=$((failures + 1)) ;;
+    esac
+  }
+  [ -n "$HEAD_DIMS" ] && tune fwd "$HEAD_DIMS" "$SEQLENS"
+  [ -n "${BWD_HEAD_DIMS:-}" ] && tune bwd "$BWD_HEAD_DIMS" "${BWD_SEQLENS:-1024,2048,4096,8192,16384}"
 fi
 
 if [ "${BENCH:-1}" = 1 ]; then
@@ -87,7 +92,8 @@ fi
 
 if [ "${RUNTIME:-1}" = 1 ]; then
   section "runtime: C example, Python binding against fp64 SDPA, benchmark against SDPA"
-  export PYTHONUNBUFFERED=1 FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$OUT/runtime-user.db"
+  # The run's own database is the user database: what was just tuned serves.
+  export PYTHONUNBUFFERED=1 FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB"
   "$B/runtime/attention_example" 1000 128 1 || failures=$((failures + 1))
   python3 python/tests/test_fatune.py "$B/runtime/fatune_tables.db" || failures=$((failures + 1))
   python3 scripts/bench_runtime.py --head-dims "${BENCH_HEAD_DIMS:-64,128,256}" \
