@@ -209,10 +209,12 @@ FAT_API fat_status fat_attention_fwd(fat_context *ctx, const fat_attn_args *args
 
 /* One backward problem: the forward's problem and tensors (Q, K, V and the
  * O and lse that fat_attention_fwd wrote for them), the incoming gradient dO
- * and the gradients written. dQ and dO have the layout of Q and O, dK and dV
- * that of K and V, each with its own strides under the same rules as the
- * forward's. P is recomputed from Q, K and lse (FlashAttention-2): memory is
- * O(seqlen), never O(seqlen^2). */
+ * and the gradients written. dQ and dO have the shape of Q and O, dK and dV
+ * that of K and V; each has strides of its own, under the forward's rules.
+ * With grouped-query attention, dK and dV of a K/V head are the sums over
+ * the query heads that share it. P is recomputed from Q, K and lse
+ * (FlashAttention-2): memory is O(seqlen), never O(seqlen^2). lse carries no
+ * gradient (there is no dlse input). */
 typedef struct fat_attn_bwd_args {
   fat_attn_args fwd;  /* q, k, v, o and lse read (not written); shape, dtype, mask, scale */
   const void *dout;   /* (batch, seqlen_q, heads, head_dim) */
@@ -239,9 +241,10 @@ typedef struct fat_attn_bwd_args {
 FAT_API void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *args);
 
 /* The workspace bytes fat_attention_bwd needs for ARGS (only the shape and
- * `deterministic` are read): D = rowsum(dO * O) in fp32, plus, unless
- * deterministic, the fp32 dQ accumulator -- 4 * batch * heads * seqlen_q *
- * (1 + head_dim) bytes, rounded up. A pure function of the shape. */
+ * `deterministic` are read): D = rowsum(dO * O) in fp32, rounded up to a
+ * multiple of 256 bytes, plus, unless deterministic, the fp32 dQ
+ * accumulator: R = 4 * batch * heads * seqlen_q; bytes = roundup(R, 256) +
+ * (deterministic ? 0 : R * head_dim). A pure function of the shape. */
 FAT_API fat_status fat_attention_bwd_workspace(fat_context *ctx, const fat_attn_bwd_args *args,
                                                size_t *bytes);
 

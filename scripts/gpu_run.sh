@@ -8,8 +8,9 @@
 #   cmake -S . -B build && cmake --build build -j
 # then run there, from the repository root, with build/ carried:
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
-# Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0; HEAD_DIMS "" tunes
-# no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS) tunes the backward too,
+# Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0; GPU_TESTS=a,b runs
+# only test_gpu_a and test_gpu_b (faults: the fault-isolation script); HEAD_DIMS "" tunes
+# no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS, BWD_DTYPES) tunes the backward too,
 # TUNE_TIMEOUT=S stops each tuning after S seconds; SANITIZE=1
 # adds compute-sanitizer over the stored winners. DB_IN=path/to/fatune.db.gz
 # (or a folder of its .part files) starts from an earlier run's database, so
@@ -53,27 +54,31 @@ run_test() {  # run_test NAME COMMAND...: one gpu test, from the build folder
 if [ "${TESTS:-1}" = 1 ]; then
   section "gpu tests"
   passed=0 failed=0 skipped=0
+  # GPU_TESTS=runtime,materialize runs only those (names without test_gpu_).
+  wanted() { [ -z "${GPU_TESTS:-}" ] || [[ ",$GPU_TESTS," == *",$1,"* ]]; }
   for t in "$B"/tests/test_gpu_*; do
     [ -x "$t" ] || continue
+    name=${t##*/test_gpu_}
+    wanted "$name" || continue
     run_test "$t" "$ROOT/$t"
   done
   # Fault isolation: the tuner with deliberately faulting, trapping and
   # hanging variants tuned beside the real ones.
-  run_test tests/test_gpu_faults.sh bash "$ROOT/tests/test_gpu_faults.sh" "$ROOT/$B/fatune"
+  wanted faults && run_test tests/test_gpu_faults.sh bash "$ROOT/tests/test_gpu_faults.sh" "$ROOT/$B/fatune"
   echo "gpu tests: $passed passed, $failed failed, $skipped skipped"
   # On the GPU machine nothing may skip: a skip there means the driver failed.
   failures=$((failures + failed + skipped))
 fi
 
 if [ "${TUNE:-1}" = 1 ]; then
-  tune() {  # tune DIRECTION HEAD_DIMS SEQLENS
-    section "tune: fatune --gpu 0 --direction $1 --head-dim $2 --seqlen $3"
+  tune() {  # tune DIRECTION HEAD_DIMS SEQLENS [MORE OPTIONS]
+    section "tune: fatune --gpu 0 --direction $1 --head-dim $2 --seqlen $3 ${4:-}"
     # TUNE_TIMEOUT (seconds) interrupts the tuner as Ctrl-C would: it stops
     # after the current variant, keeps what it measured, and a later call
     # (DB_IN) resumes.
     local rc=0
     timeout -s INT "${TUNE_TIMEOUT:-0}" "$B/fatune" --gpu 0 --direction "$1" --head-dim "$2" \
-      --seqlen "$3" --db "$DB" || rc=$?
+      --seqlen "$3" --db "$DB" ${4:-} || rc=$?
     case $rc in
       0) ;;
       124|130) echo "tuning stopped by TUNE_TIMEOUT=${TUNE_TIMEOUT:-0}: resume with DB_IN" ;;
@@ -81,7 +86,8 @@ if [ "${TUNE:-1}" = 1 ]; then
     esac
   }
   [ -n "$HEAD_DIMS" ] && tune fwd "$HEAD_DIMS" "$SEQLENS"
-  [ -n "${BWD_HEAD_DIMS:-}" ] && tune bwd "$BWD_HEAD_DIMS" "${BWD_SEQLENS:-1024,2048,4096,8192,16384}"
+  [ -n "${BWD_HEAD_DIMS:-}" ] && tune bwd "$BWD_HEAD_DIMS" "${BWD_SEQLENS:-1024,2048,4096,8192,16384}" \
+    "${BWD_DTYPES:+--dtype $BWD_DTYPES}"
 fi
 
 if [ "${BENCH:-1}" = 1 ]; then
@@ -103,7 +109,8 @@ fi
 if [ "${SANITIZE:-0}" = 1 ] && [ -x "$B/sanitize_winners" ]; then
   section "compute-sanitizer over the stored winners"
   for tool in memcheck racecheck synccheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 1 "$B/sanitize_winners" "$DB" \
+    timeout "${SANITIZE_TIMEOUT:-300}" \
+      compute-sanitizer --tool "$tool" --error-exitcode 1 "$B/sanitize_winners" "$DB" \
       >"$OUT/sanitizer-$tool.log" 2>&1 && echo "$tool: clean" \
       || { echo "$tool: FAILED"; tail -20 "$OUT/sanitizer-$tool.log"; failures=$((failures + 1)); }
   done

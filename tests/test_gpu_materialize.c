@@ -6,8 +6,11 @@
  * workspace does not fit; and the ceilings job returns a copy bandwidth
  * between 1 and 10 TB/s and mma.sync rates between 50 and 2000 TFLOP/s.
  * Exits 77 (skipped) when no CUDA driver or device is present. */
+#include <execinfo.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "compile.h"
@@ -100,7 +103,22 @@ static void test_checks(fat_worker *w, const compiled *c, const fat_check_shape 
            p->heads, t->median_ms, t->tflops);
 }
 
+/* A crash prints where it happened (addresses for addr2line against this
+ * build) instead of dying silently with its stdout still buffered. */
+static void on_crash(int sig) {
+  void *frames[64];
+  int n = backtrace(frames, 64);
+  static const char msg[] = "test_gpu_materialize: crashed; backtrace:\n";
+  if (write(2, msg, sizeof msg - 1) < 0) _exit(128 + sig);
+  backtrace_symbols_fd(frames, n, 2);
+  _exit(128 + sig);
+}
+
 int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  signal(SIGSEGV, on_crash);
+  signal(SIGBUS, on_crash);
+  signal(SIGABRT, on_crash);
   fat_worker_options opts;
   fat_worker *w = NULL;
   fat_gpu_info info;

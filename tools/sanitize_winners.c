@@ -1,5 +1,7 @@
-/* Runs every stored winner of this GPU once on small and boundary shapes,
- * in this process, checked against the fp64 reference: the program that
+/* Runs every stored winner of this GPU, forward and backward, once on small
+ * and boundary shapes, in this process, checked against the fp64 reference
+ * (the backward's gradients against the fp64 reference gradients): the
+ * program that
  * compute-sanitizer (memcheck, racecheck, synccheck) wraps on the GPU
  * machine. Usage: sanitize_winners DB [GPU_INDEX]. Exit 0 when every check
  * passed, 1 otherwise, 77 without a GPU. */
@@ -46,7 +48,7 @@ int main(int argc, char **argv) {
   if (sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(db,
                          "SELECT DISTINCT v.name, v.entry, v.block_m, v.threads, v.smem_bytes, "
-                         "v.dtype, v.mask, v.head_dim, v.family, b.cubin "
+                         "v.dtype, v.mask, v.head_dim, v.family, b.cubin, v.direction, v.params "
                          "FROM winners w JOIN variants v ON v.id = w.variant_id "
                          "JOIN gpus g ON g.id = w.gpu_id "
                          "JOIN builds b ON b.variant_id = v.id AND b.ok = 1 AND b.arch = ?1 "
@@ -71,6 +73,15 @@ int main(int argc, char **argv) {
     d.kind = fat_kernel_kind_of_family((const char *)sqlite3_column_text(st, 8));
     d.cubin = sqlite3_column_blob(st, 9);
     d.cubin_size = (size_t)sqlite3_column_bytes(st, 9);
+    fat_direction_parse((const char *)sqlite3_column_text(st, 10), &d.direction);
+    int block_n;
+    if (d.direction == FAT_BWD &&
+        fat_bwd_params_parse((const char *)sqlite3_column_text(st, 11), &d.block_q, &block_n,
+                             &d.dq_separate, err, sizeof err)) {
+      printf("%-52s %s\n", d.name, err);
+      failed++;
+      continue;
+    }
     fat_gpu_kernel k;
     if (fat_gpu_kernel_load(g, &d, &k, err, sizeof err)) {
       printf("%-52s load failed: %s\n", d.name, err);
@@ -79,7 +90,10 @@ int main(int argc, char **argv) {
     }
     for (int s = 0; s < N_SHAPES; s++) {
       fat_check c;
-      int r = fat_gpu_check(g, &k, &shapes[s], 0x5eed0000u + (uint64_t)checked, &c, err, sizeof err);
+      const uint64_t seed = 0x5eed0000u + (uint64_t)checked;
+      int r = d.direction == FAT_BWD
+                  ? fat_gpu_check_bwd(g, &k, &shapes[s], seed, NULL, &c, err, sizeof err)
+                  : fat_gpu_check(g, &k, &shapes[s], seed, &c, err, sizeof err);
       checked++;
       if (r != FAT_GPU_OK || !c.passed) {
         printf("%-52s %dx%dx%dx%d: %s\n", d.name, shapes[s].batch, shapes[s].heads,
