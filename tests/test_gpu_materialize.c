@@ -58,7 +58,7 @@ static int compile_named(const char *arch, const char *const *names, compiled *o
   for (int k = 0; k < n; k++) {
     memset(&out[k], 0, sizeof out[k]);
     for (size_t i = 0; i < nv; i++)
-      if (!strcmp(v[i].name, names[k])) {
+      if (v[i].name && !strcmp(v[i].name, names[k])) { /* NULL: moved out for an earlier name */
         out[k].v = v[i];
         memset(&v[i], 0, sizeof v[i]); /* ownership moves to OUT */
         out[k].found = 1;

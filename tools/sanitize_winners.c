@@ -103,6 +103,9 @@ int main(int argc, char **argv) {
       }
     }
     fat_gpu_kernel_unload(g, &k);
+    /* One line per winner, so that a run cut short shows how far it got. */
+    printf("%-52s %d shapes checked\n", d.name, N_SHAPES);
+    fflush(stdout);
   }
   printf("%d checks of stored winners on %s, %d failed\n", checked, info.name, failed);
   rc = failed || !checked;
