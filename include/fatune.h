@@ -96,8 +96,9 @@ typedef enum fat_origin {
 
 /* Why it was chosen. */
 typedef enum fat_match {
-  FAT_MATCH_EXACT = 0,    /* a winner tuned for exactly this seqlen bucket */
-  FAT_MATCH_NEAREST = 1,  /* the winner of the nearest tuned bucket (by seqlen ratio) */
+  FAT_MATCH_EXACT = 0,    /* a winner tuned for exactly these seqlen_q, seqlen_k and group */
+  FAT_MATCH_NEAREST = 1,  /* the winner of the nearest tuned bucket: the sum of |log| of the
+                             seqlen_q and seqlen_k ratios and half that of the group sizes */
   FAT_MATCH_DEFAULT = 2,  /* nothing tuned for this GPU and problem: the default */
 } fat_match;
 
@@ -113,7 +114,9 @@ typedef struct fat_choice {
   char source_hash[65];   /* sha256 of its source, hex */
   fat_origin origin;
   fat_match match;
-  int bucket_seqlen;      /* the tuned bucket used; 0 for the default */
+  int bucket_seqlen;      /* the tuned bucket used (its seqlen_q); 0 for the default */
+  int bucket_seqlen_k;    /* ... its seqlen_k; 0 for the default */
+  int bucket_group;       /* ... its query heads per K/V head; 0 for the default */
   double tuned_ms;        /* the winner's median on its bucket; 0 for the default */
   int loaded;             /* 1 once the module is loaded in this context (then `load` is set) */
   fat_load load;

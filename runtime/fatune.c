@@ -64,7 +64,7 @@ typedef struct kernel {
 /* A resolved problem key: the selection, its launch geometry and kernel. */
 typedef struct sel_entry {
   struct sel_entry *next;
-  int direction, deterministic, dtype, mask, head_dim, seqlen_q;  /* the key */
+  int direction, deterministic, dtype, mask, head_dim, seqlen_q, seqlen_k, group;  /* the key */
   fat_choice choice;
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
@@ -418,14 +418,15 @@ static sqlite3 *open_ro(fat_context *c, int i) {
 
 static const char *const WINNER_SQL =
     "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"
-    " v.smem_bytes, p.seqlen_q, t.median_ms FROM winners w JOIN gpus g ON g.id = w.gpu_id"
+    " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k"
+    " FROM winners w JOIN gpus g ON g.id = w.gpu_id"
     " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"
     " JOIN timings t ON t.id = w.timing_id"
     " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"
     " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
     /* Families of one fused kernel; the materialising baseline never wins. */
     " AND v.family = 'mma80'"
-    " ORDER BY p.seqlen_q, w.chosen_at DESC";
+    " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, w.chosen_at DESC";
 
 /* The deterministic backward: the fastest live timing, per bucket, of a
  * variant without atomics that passed every live check on this GPU and
@@ -433,7 +434,8 @@ static const char *const WINNER_SQL =
  * export` ships beside the overall winner. Same columns as WINNER_SQL. */
 static const char *const DETERMINISTIC_SQL =
     "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"
-    " v.smem_bytes, p.seqlen_q, t.median_ms FROM timings t JOIN gpus g ON g.id = t.gpu_id"
+    " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k"
+    " FROM timings t JOIN gpus g ON g.id = t.gpu_id"
     " JOIN problems p ON p.id = t.problem_id JOIN variants v ON v.id = t.variant_id"
     " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"
     " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
@@ -443,19 +445,34 @@ static const char *const DETERMINISTIC_SQL =
     "   AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 1)"
     " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="
     "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 0)"
-    " ORDER BY p.seqlen_q, t.median_ms, t.id";
+    " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, t.median_ms, t.id";
 
-/* Distance between a tuned bucket and a call's seqlen: their ratio, so that
- * 3000 is nearer 4096 than 2048 the way the cost of attention grows. */
-static double bucket_distance(int bucket, int seqlen) {
-  return fabs(log((double)bucket / (double)seqlen));
+/* A tuned problem's key beyond (dtype, mask, head dim), and a call's. */
+typedef struct bucket {
+  int seqlen_q, seqlen_k;
+  int group;  /* query heads per K/V head */
+} bucket;
+
+/* Distance between a tuned bucket and a call: the ratios of the lengths,
+ * so that 3000 is nearer 4096 than 2048 the way the cost of attention
+ * grows, queries and keys alike; a different group size counts by its
+ * ratio too, at half weight (the kernel is the same, only the K/V reuse
+ * differs). 0 for an exact match. */
+static double bucket_distance(bucket b, bucket call) {
+  return fabs(log((double)b.seqlen_q / call.seqlen_q)) +
+         fabs(log((double)b.seqlen_k / call.seqlen_k)) +
+         0.5 * fabs(log((double)b.group / call.group));
+}
+
+static int same_bucket(bucket a, bucket b) {
+  return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.group == b.group;
 }
 
 /* Looks for a winner of (KEY, dtype, mask, head_dim) on this GPU in
  * database I; *FOUND = 1 with OUT filled (nearest bucket; ties go to the
  * larger). */
 static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int mask,
-                              int head_dim, int seqlen, selection *out, int *found) {
+                              int head_dim, bucket call, selection *out, int *found) {
   sqlite3 *h = open_ro(c, i);
   sqlite3_stmt *s = NULL;
   fat_status st = FAT_OK;
@@ -476,12 +493,14 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
   sqlite3_bind_text(s, 6, fat_mask_name((fat_mask)mask), -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 7, head_dim);
   sqlite3_bind_text(s, 8, fat_direction_name((fat_direction)key.direction), -1, SQLITE_STATIC);
-  int step, last_bucket = -1;
+  int step;
+  bucket last = {-1, -1, -1};
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    int bucket = sqlite3_column_int(s, 8);
-    if (bucket == last_bucket) continue; /* an older winner (a slower timing) of the bucket */
-    last_bucket = bucket;
-    double d = bucket_distance(bucket, seqlen);
+    bucket b = {sqlite3_column_int(s, 8), sqlite3_column_int(s, 10), sqlite3_column_int(s, 11)};
+    if (b.seqlen_q < 1 || b.seqlen_k < 1 || b.group < 1) continue; /* the schema forbids these */
+    if (same_bucket(b, last)) continue; /* an older winner (a slower timing) of the bucket */
+    last = b;
+    double d = bucket_distance(b, call);
     if (d > best) continue;
     int smem = sqlite3_column_int(s, 7);
     if (smem > c->smem_optin) continue; /* cannot run here (should not happen on its own GPU) */
@@ -507,10 +526,12 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     out->block_m = sqlite3_column_int(s, 5);
     out->threads = sqlite3_column_int(s, 6);
     out->smem_bytes = smem;
-    out->choice.bucket_seqlen = bucket;
+    out->choice.bucket_seqlen = b.seqlen_q;
+    out->choice.bucket_seqlen_k = b.seqlen_k;
+    out->choice.bucket_group = b.group;
     out->choice.tuned_ms = sqlite3_column_double(s, 9);
     out->choice.origin = i == 0 ? FAT_ORIGIN_USER_DB : FAT_ORIGIN_TABLES;
-    out->choice.match = bucket == seqlen ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;
+    out->choice.match = same_bucket(b, call) ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;
     snprintf(out->choice.db_path, sizeof out->choice.db_path, "%s", c->dbs[i]);
     out->db_index = i;
     *found = 1;
@@ -570,7 +591,8 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
   int have_nearest = 0;
   for (int i = 0; i < c->n_dbs; i++) {
     int found = 0;
-    if ((st = find_winner(c, i, key, a->dtype, a->mask, a->head_dim, a->seqlen_q, out, &found)))
+    const bucket call = {a->seqlen_q, a->seqlen_k, a->heads / a->heads_k};
+    if ((st = find_winner(c, i, key, a->dtype, a->mask, a->head_dim, call, out, &found)))
       return st;
     if (found && out->choice.match == FAT_MATCH_EXACT) break;
     if (found && !have_nearest) {
@@ -946,10 +968,11 @@ void fat_attn_args_contiguous(fat_attn_args *a) {
   a->k_batch_stride = a->v_batch_stride = stride_product(a->k_row_stride, a->seqlen_k);
 }
 
-static unsigned bucket_of(sel_key k, int dtype, int mask, int head_dim, int seqlen_q) {
+static unsigned bucket_of(sel_key k, const fat_attn_args *a) {
   uint32_t h = 2166136261u; /* FNV-1a over the key */
-  int key[6] = {k.direction, k.deterministic, dtype, mask, head_dim, seqlen_q};
-  for (int i = 0; i < 6; i++) {
+  int key[8] = {k.direction, k.deterministic, a->dtype,    a->mask,
+                a->head_dim, a->seqlen_q,     a->seqlen_k, a->heads / a->heads_k};
+  for (int i = 0; i < 8; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;
   }
@@ -1158,11 +1181,13 @@ static fat_status check_on_device(fat_context *c, const void *args, int directio
 static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args *a,
                                const sel_entry **out) {
   fat_status st = FAT_OK;
-  unsigned b = bucket_of(key, a->dtype, a->mask, a->head_dim, a->seqlen_q);
+  unsigned b = bucket_of(key, a);
+  const int group = a->heads / a->heads_k;
   sel_entry *e = c->sels[b];
   while (e && !(e->direction == key.direction && e->deterministic == key.deterministic &&
                 e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
-                e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q))
+                e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q &&
+                e->seqlen_k == a->seqlen_k && e->group == group))
     e = e->next;
   if (e) {
     *out = e;
@@ -1184,6 +1209,8 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->mask = a->mask;
   e->head_dim = a->head_dim;
   e->seqlen_q = a->seqlen_q;
+  e->seqlen_k = a->seqlen_k;
+  e->group = group;
   e->choice = sel.choice;
   e->choice.loaded = 1;
   e->choice.load = k->load;

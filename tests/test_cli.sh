@@ -62,6 +62,15 @@ expect 2 "fatune: --arch: unknown architecture '' (sm_80, sm_86, sm_89, sm_90a, 
 expect 2 "fatune: --db: empty path" --db=
 expect 2 "fatune: --list given twice" --list --list
 expect 2 "fatune: unknown option '-x' (see --help)" -x
+# The problem key beyond the benchmark shapes: keys, groups, batch.
+expect 2 "fatune: --seqlen-k: 0 is out of range [1, 1048576]" --seqlen-k 0
+expect 2 "fatune: --seqlen-k: '65536' given twice" --seqlen-k 65536,65536
+expect 2 "fatune: --gqa: 'gqa' is not a group size (1 .. 128 query heads per K/V head) or mqa" --gqa gqa
+expect 2 "fatune: --gqa: '0' is not a group size (1 .. 128 query heads per K/V head) or mqa" --gqa 0
+expect 2 "fatune: --gqa: '129' is not a group size (1 .. 128 query heads per K/V head) or mqa" --gqa 129
+expect 2 "fatune: --gqa: 'mqa' given twice" --gqa 1,mqa,mqa
+expect 2 "fatune: --batch: 0 is out of range [1, 65536]" --batch 0
+expect 2 "fatune: --batch given twice" --batch 8 --batch 8
 
 # A database path that cannot be written: refused with exit 2 before any work.
 printf 'not a database at all, just text\n%.0s' {1..64} >"$tmp/corrupt.db"

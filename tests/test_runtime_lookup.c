@@ -30,15 +30,16 @@ static fat_gpu_info gpu_of(const char *name, int sms) {
 /* Stores variant VNAME of DIR with PARAMS, checked (PASSED or not) and
  * timed on (dtype, mask, head dim, seqlen bucket) on the GPU NAME/SMS, in
  * the database at PATH; the winner of its problem when WINNER. */
-static void put_variant(const char *path, const char *name, int sms, fat_direction dir,
-                        const char *vname, const char *params, fat_dtype dt, fat_mask mk, int hd,
-                        int seqlen, double ms, int passed, int winner) {
+static void put_variant_key(const char *path, const char *name, int sms, fat_direction dir,
+                            const char *vname, const char *params, fat_dtype dt, fat_mask mk,
+                            int hd, int seqlen, int seqlen_k, int group, double ms, int passed,
+                            int winner) {
   char err[1024], source[256];
   fat_db *db = NULL;
   REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
   fat_gpu_info g = gpu_of(name, sms);
   fat_problem p;
-  fat_bench_problem(dt, mk, hd, seqlen, &p);
+  fat_tune_problem(dt, mk, hd, seqlen, seqlen_k, group, 0, &p);
   p.direction = dir;
   fat_variant v = {0};
   snprintf(source, sizeof source, "// stand-in source of %s\n", vname);
@@ -58,6 +59,13 @@ static void put_variant(const char *path, const char *name, int sms, fat_directi
   REQUIRE_EXIT(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
   if (winner) REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
   fat_db_close(db);
+}
+
+static void put_variant(const char *path, const char *name, int sms, fat_direction dir,
+                        const char *vname, const char *params, fat_dtype dt, fat_mask mk, int hd,
+                        int seqlen, double ms, int passed, int winner) {
+  put_variant_key(path, name, sms, dir, vname, params, dt, mk, hd, seqlen, seqlen, 1, ms, passed,
+                  winner);
 }
 
 /* A forward winner. */
@@ -279,6 +287,41 @@ int main(void) {
   CHECK_STR(fat_context_error(c), "head_dim 80 has no template (supported: 64, 96, 128, 192, 256)");
   CHECK_INT(fat_attention_bwd_select(c, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
   CHECK_STR(fat_context_error(c), "args is NULL");
+  fat_context_close(c);
+
+  /* Keys beyond seqlen_q: decoding shapes (few queries, many keys) and
+   * grouped-query heads are buckets of their own, nearest by both lengths
+   * and the group. */
+  static const char *const FWD = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4";
+  put_variant_key(tables, H200, H200_SMS, FAT_FWD, "fwd.decode.s16k65536g4", FWD, FAT_BF16,
+                  FAT_MASK_CAUSAL, 128, 16, 65536, 4, 0.5, 1, 1);
+  put_variant_key(tables, H200, H200_SMS, FAT_FWD, "fwd.square.s1024g4", FWD, FAT_BF16,
+                  FAT_MASK_CAUSAL, 128, 1024, 1024, 4, 0.7, 1, 1);
+  put_variant_key(tables, H200, H200_SMS, FAT_FWD, "fwd.square.s1024g1", FWD, FAT_BF16,
+                  FAT_MASK_CAUSAL, 128, 1024, 1024, 1, 0.6, 1, 1);
+  c = offline("", both, 1, H200_SMS, 0);
+  a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 16);
+  a.seqlen_k = 65536, a.heads = 32, a.heads_k = 8;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.decode.s16k65536g4");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  CHECK_INT(ch.bucket_seqlen_k, 65536);
+  CHECK_INT(ch.bucket_group, 4);
+  a.seqlen_q = 8, a.seqlen_k = 50000; /* nearer the decode bucket than the square ones */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.decode.s16k65536g4");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  a.seqlen_q = a.seqlen_k = 1024; /* group 4: its own bucket, not group 1's */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.square.s1024g4");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  a.heads_k = 32;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.square.s1024g1");
+  a.heads_k = 16; /* group 2: as near group 1 as group 4; ties go to the larger */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.square.s1024g4");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
   fat_context_close(c);
 
   /* One message per code. */

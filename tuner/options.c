@@ -33,6 +33,10 @@ const char *fat_options_usage(void) {
          "  --direction LIST   fwd, bwd or fwd,bwd: forward and/or backward kernels (default fwd)\n"
          "  --seqlen LIST      problem buckets; batch = 16384 tokens / seqlen, heads =\n"
          "                     2048 / head dim (default 512,1024,2048,4096,8192,16384)\n"
+         "  --seqlen-k LIST    keys per problem, each with every --seqlen (default: as many\n"
+         "                     as queries); causal is bottom-right aligned\n"
+         "  --gqa LIST         query heads per K/V head, or mqa for one K/V head (default 1)\n"
+         "  --batch N          batch of every problem (default: 16384 tokens / longer seqlen)\n"
          "  --db PATH          database (default $FATUNE_DB, else\n"
          "                     $XDG_CACHE_HOME/fatune/fatune.db or ~/.cache/fatune/fatune.db)\n"
          "  --jobs J           compile threads (default: number of CPUs)\n"
@@ -143,6 +147,21 @@ static int each_seqlen(const char *flag, const char *item, void *out, int index,
   return fat_cli_parse_int(flag, item, 1, FAT_MAX_SEQLEN, (int *)out + index, err, errlen);
 }
 
+/* A group size (query heads per K/V head) or "mqa". */
+static int each_gqa(const char *flag, const char *item, void *out, int index, char *err,
+                    size_t errlen) {
+  if (!strcmp(item, "mqa")) {
+    ((int *)out)[index] = FAT_GQA_MQA;
+    return 0;
+  }
+  if (fat_cli_parse_int(flag, item, 1, FAT_MAX_GROUP, (int *)out + index, err, errlen)) {
+    snprintf(err, errlen, "%s: '%s' is not a group size (1 .. %d query heads per K/V head) or mqa",
+             flag, item, FAT_MAX_GROUP);
+    return -1;
+  }
+  return 0;
+}
+
 static int copy_path(const char *flag, const char *s, char *dst, size_t cap, char *err,
                      size_t errlen) {
   if (!*s) {
@@ -162,7 +181,8 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
   /* Flags that take a value; each may appear once. */
   static const char *const valued[] = {"--gpu",  "--head-dim", "--dtype",   "--mask",
                                        "--seqlen", "--db",     "--jobs",    "--reps",
-                                       "--timeout", "--arch",  "--templates", "--direction"};
+                                       "--timeout", "--arch",  "--templates", "--direction",
+                                       "--seqlen-k", "--gqa", "--batch"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
   int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
 
@@ -244,6 +264,13 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     } else if (!strcmp(flag, "--seqlen")) {
       rc = parse_list(flag, value, each_seqlen, o->seqlens, &o->n_seqlens, sizeof(int), err,
                       errlen);
+    } else if (!strcmp(flag, "--seqlen-k")) {
+      rc = parse_list(flag, value, each_seqlen, o->seqlens_k, &o->n_seqlens_k, sizeof(int), err,
+                      errlen);
+    } else if (!strcmp(flag, "--gqa")) {
+      rc = parse_list(flag, value, each_gqa, o->gqa, &o->n_gqa, sizeof(int), err, errlen);
+    } else if (!strcmp(flag, "--batch")) {
+      rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_BATCH, &o->batch, err, errlen);
     } else if (!strcmp(flag, "--db")) {
       rc = copy_path(flag, value, o->db_path, sizeof o->db_path, err, errlen);
     } else if (!strcmp(flag, "--templates")) {
@@ -276,6 +303,10 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
   if (o->n_seqlens == 0) {
     memcpy(o->seqlens, default_seqlens, sizeof default_seqlens);
     o->n_seqlens = N_DEFAULT_SEQLENS;
+  }
+  if (o->n_gqa == 0) {
+    o->gqa[0] = 1;
+    o->n_gqa = 1;
   }
   return 0;
 }

@@ -13,6 +13,10 @@
 #define FAT_MAX_REPS 10000
 #define FAT_MAX_JOBS 256
 #define FAT_MAX_TIMEOUT_S 3600
+#define FAT_MAX_BATCH 65536
+/* --gqa mqa: a single K/V head, whatever the number of query heads. */
+#define FAT_GQA_MQA 0
+#define FAT_MAX_GROUP 128         /* largest --gqa group: query heads per K/V head */
 
 /* Exit statuses of the fatune command. */
 enum {
@@ -38,8 +42,13 @@ typedef struct fat_options {
   int n_dtypes;
   fat_mask masks[FAT_MAX_LIST];          /* --mask */
   int n_masks;
-  int seqlens[FAT_MAX_LIST];             /* --seqlen: the problem buckets */
+  int seqlens[FAT_MAX_LIST];             /* --seqlen: the problem buckets (queries) */
   int n_seqlens;
+  int seqlens_k[FAT_MAX_LIST];           /* --seqlen-k: keys per bucket; none: as many as queries */
+  int n_seqlens_k;
+  int gqa[FAT_MAX_LIST];                 /* --gqa: query heads per K/V head, or FAT_GQA_MQA */
+  int n_gqa;                             /* default: {1} */
+  int batch;                             /* --batch; 0: 16384 tokens / the longer seqlen */
   char db_path[4096];                    /* --db; "" until fat_options_default_db fills it */
   char arch[16];                         /* --arch; "" means: the GPU's, or sm_90a without one */
   char source_dir[4096];                 /* --templates: a folder with generator/ and templates/ */

@@ -19,7 +19,6 @@
 #include "worker.h"
 
 #define ERRLEN 1024
-#define MAX_CHECK_SHAPES 3
 #define PROGRESS_INTERVAL_S 0.25  /* terminal refresh: a few times a second */
 #define BYTES_PER_TB 1e12
 #define FLOPS_PER_TFLOP 1e12
@@ -58,27 +57,66 @@ static double now_s(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-void fat_bench_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen, fat_problem *p) {
+void fat_tune_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen_q, int seqlen_k,
+                      int group, int batch, fat_problem *p) {
   memset(p, 0, sizeof *p);
   p->direction = FAT_FWD;
   p->dtype = dtype;
   p->mask = mask;
   p->head_dim = head_dim;
-  p->batch = seqlen < FAT_BENCH_TOKENS ? FAT_BENCH_TOKENS / seqlen : 1;
+  const int longer = seqlen_q > seqlen_k ? seqlen_q : seqlen_k;
+  p->batch = batch > 0 ? batch : longer < FAT_BENCH_TOKENS ? FAT_BENCH_TOKENS / longer : 1;
   p->heads = FAT_BENCH_HIDDEN / head_dim > 0 ? FAT_BENCH_HIDDEN / head_dim : 1;
-  p->heads_k = p->heads;
-  p->seqlen_q = p->seqlen_k = seqlen;
+  if (group == FAT_GQA_MQA) {
+    p->heads_k = 1;
+  } else {
+    p->heads = p->heads / group * group;
+    if (p->heads < group) p->heads = group;
+    p->heads_k = p->heads / group;
+  }
+  p->seqlen_q = seqlen_q;
+  p->seqlen_k = seqlen_k;
+}
+
+void fat_bench_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen, fat_problem *p) {
+  fat_tune_problem(dtype, mask, head_dim, seqlen, seqlen, 1, 0, p);
+}
+
+void fat_problem_label(const fat_problem *p, char *out, size_t cap) {
+  int n = snprintf(out, cap, "%s %s d%d %s s%d", fat_direction_name(p->direction),
+                   fat_dtype_name(p->dtype), p->head_dim, fat_mask_name(p->mask), p->seqlen_q);
+  if (n > 0 && (size_t)n < cap && p->seqlen_k != p->seqlen_q)
+    n += snprintf(out + n, cap - (size_t)n, "/k%d", p->seqlen_k);
+  if (n > 0 && (size_t)n < cap && p->heads_k != p->heads)
+    snprintf(out + n, cap - (size_t)n, p->heads_k == 1 ? " mqa" : " gqa%d", p->heads / p->heads_k);
+}
+
+/* The materialising baseline's fp32 scores are measured while both sides
+ * stay within FAT_MATERIALIZE_MAX_SEQLEN. */
+static int baseline_too_long(int seqlen_q, int seqlen_k) {
+  return seqlen_q > FAT_MATERIALIZE_MAX_SEQLEN || seqlen_k > FAT_MATERIALIZE_MAX_SEQLEN;
 }
 
 /* The shapes every variant is checked on for problem P: the bucket's own
- * length, a length that is no multiple of any tile (odd), and a short one
- * that ends inside the first tile. Few heads: the fp64 reference is slow. */
-static int check_shapes(const fat_problem *p, fat_check_shape *s) {
-  const int L = p->seqlen_q, odd = (L * 3 / 4 + 17) | 1, shortlen = L < 77 ? L : 77;
-  s[0] = (fat_check_shape){1, 2, 2, L, L};
-  s[1] = (fat_check_shape){2, 3, 3, odd, odd};
-  s[2] = (fat_check_shape){1, 2, 2, shortlen, shortlen};
-  return MAX_CHECK_SHAPES;
+ * lengths, lengths that are no multiple of any tile (odd), and short ones
+ * that end inside the first tile -- each keeping P's ratio of query to K/V
+ * heads and which of seqlen_q and seqlen_k is the longer (bottom-right
+ * causal rows with no key, when queries outnumber keys). Few heads: the
+ * fp64 reference is slow. */
+static int odd_len(int L) { return (L * 3 / 4 + 17) | 1; }
+static int short_len(int L) { return L < 77 ? L : 77; }
+
+int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
+  const int group = p->heads / p->heads_k, h1 = group <= 4 ? 2 * group : group;
+  const int hk1 = group <= 4 ? 2 : 1, Lq = p->seqlen_q, Lk = p->seqlen_k;
+  s[0] = (fat_check_shape){1, h1, hk1, Lq, Lk};
+  s[1] = (fat_check_shape){2, group <= 4 ? 3 * group : group, group <= 4 ? 3 : 1, odd_len(Lq),
+                           odd_len(Lk)};
+  /* Short: the shorter side at most 77 long, the longer up to 45 more. */
+  const int sq = Lq <= Lk ? short_len(Lq) : (Lq < short_len(Lk) + 45 ? Lq : short_len(Lk) + 45);
+  const int sk = Lk <= Lq ? short_len(Lk) : (Lk < sq + 45 ? Lk : sq + 45);
+  s[2] = (fat_check_shape){1, h1, hk1, sq, sk};
+  return FAT_TUNE_CHECK_SHAPES;
 }
 
 static void fmt_duration(double s, char *buf, size_t n) {
@@ -282,10 +320,10 @@ static int record_failure(run *r, size_t i, sqlite3_int64 problem_id, const fat_
 /* Checks and times variant I on problem P; everything stored. Returns 0, or
  * -1 when the run cannot go on (database, or the worker will not restart). */
 static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 problem_id) {
-  fat_check_shape shapes[MAX_CHECK_SHAPES];
-  fat_check checks[MAX_CHECK_SHAPES];
+  fat_check_shape shapes[FAT_TUNE_CHECK_SHAPES];
+  fat_check checks[FAT_TUNE_CHECK_SHAPES];
   fat_timing timing;
-  int timed = 0, n = check_shapes(p, shapes);
+  int timed = 0, n = fat_check_shapes_for(p, shapes);
   char reason[ERRLEN], err[ERRLEN];
   const fat_variant *v = &r->variants[i];
   double t = now_s();
@@ -398,8 +436,9 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
     return -1;
   }
   if (!found) {
-    fprintf(r->log, "fatune: no variant passed for fwd %s d%d %s s%d\n", fat_dtype_name(p->dtype),
-            p->head_dim, fat_mask_name(p->mask), p->seqlen_q);
+    char label[96];
+    fat_problem_label(p, label, sizeof label);
+    fprintf(r->log, "fatune: no variant passed for %s\n", label);
     return 0;
   }
   if (fat_db_set_winner(r->db, r->gpu_id, problem_id, best.variant_id, best.timing_id)) {
@@ -412,20 +451,27 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
 static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems) {
   const fat_options *o = r->o;
   *n_problems = 0;
+  const int n_keys = o->n_seqlens_k ? o->n_seqlens_k : 1;
   /* Count the evaluations first, for the ETA. */
   for (size_t i = 0; i < r->n_variants; i++) {
     if (!r->builds[i].ok) continue;
     for (int si = 0; si < o->n_seqlens; si++)
-      r->evals_total += strcmp(r->variants[i].family, FAT_FAMILY_MATERIALIZE) ||
-                        o->seqlens[si] <= FAT_MATERIALIZE_MAX_SEQLEN;
+      for (int ki = 0; ki < n_keys; ki++)
+        r->evals_total += o->n_gqa * (strcmp(r->variants[i].family, FAT_FAMILY_MATERIALIZE) ||
+                                      !baseline_too_long(o->seqlens[si], o->n_seqlens_k ?
+                                                         o->seqlens_k[ki] : o->seqlens[si]));
   }
   for (int ri = 0; ri < o->n_directions; ri++)
   for (int di = 0; di < o->n_dtypes; di++)
     for (int mi = 0; mi < o->n_masks; mi++)
       for (int hi = 0; hi < o->n_head_dims; hi++)
-        for (int si = 0; si < o->n_seqlens; si++) {
+        for (int gi = 0; gi < o->n_gqa; gi++)
+        for (int si = 0; si < o->n_seqlens; si++)
+        for (int ki = 0; ki < n_keys; ki++) {
           fat_problem p;
-          fat_bench_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si], &p);
+          fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si],
+                           o->n_seqlens_k ? o->seqlens_k[ki] : o->seqlens[si], o->gqa[gi],
+                           o->batch, &p);
           /* The backward is tuned on the forward's shapes; its FLOPs are
            * 2.5x (fat_problem_flops). */
           p.direction = o->directions[ri];
@@ -440,16 +486,14 @@ static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems)
             return -1;
           }
           if (fat_interrupted()) goto interrupted;
-          snprintf(r->stage, sizeof r->stage, "%s %s d%d %s s%d", fat_direction_name(p.direction),
-                   fat_dtype_name(p.dtype),
-                   p.head_dim, fat_mask_name(p.mask), p.seqlen_q);
+          fat_problem_label(&p, r->stage, sizeof r->stage);
           if (!r->tty && !o->quiet) fprintf(r->log, "fatune: tuning %s\n", r->stage);
           for (size_t i = 0; i < r->n_variants; i++) {
             const fat_variant *v = &r->variants[i];
             if (v->direction != p.direction || v->dtype != p.dtype || v->mask != p.mask ||
                 v->head_dim != p.head_dim || !r->builds[i].ok)
               continue;
-            if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE) && p.seqlen_q > FAT_MATERIALIZE_MAX_SEQLEN)
+            if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE) && baseline_too_long(p.seqlen_q, p.seqlen_k))
               continue;
             int checked = 0, passed = 0, timed = 0;
             if (fat_db_has_result(r->db, r->variant_ids[i], r->gpu_id, pid, &checked, &passed,
@@ -500,10 +544,9 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
     for (size_t j = 0; j < n_problems; j++) mine |= problem_ids[j] == row->problem_id;
     if (!mine) continue;
     const fat_problem *p = &row->problem;
-    char prob[64], def[16] = "-";
-    snprintf(prob, sizeof prob, "%s %s d%d %s s%d (%dx%d)", fat_direction_name(p->direction),
-             fat_dtype_name(p->dtype), p->head_dim, fat_mask_name(p->mask), p->seqlen_q, p->batch,
-             p->heads);
+    char prob[128], label[96], def[16] = "-";
+    fat_problem_label(p, label, sizeof label);
+    snprintf(prob, sizeof prob, "%s (%dx%d)", label, p->batch, p->heads);
     if (isfinite(row->default_ms)) snprintf(def, sizeof def, "%.2fx", row->default_ms / row->median_ms);
     char mat[16] = "-", peak[16] = "-", mem[32];
     if (isfinite(row->materialize_ms))
@@ -679,7 +722,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
             r.gpu.cc_major, r.gpu.cc_minor, r.gpu.sm_count);
   if (ensure_ceilings(&r)) goto out;
   problem_ids = calloc((size_t)o->n_directions * o->n_dtypes * o->n_masks * o->n_head_dims *
-                           o->n_seqlens + 1,
+                           o->n_gqa * o->n_seqlens * (o->n_seqlens_k ? o->n_seqlens_k : 1) + 1,
                        sizeof *problem_ids);
   size_t n_problems = 0;
   if (!problem_ids) goto out;

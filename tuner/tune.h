@@ -21,8 +21,29 @@
  * from 2048 on; `fatune explain` gives the arithmetic for any length. */
 #define FAT_MATERIALIZE_MAX_SEQLEN 4096
 
-/* The problem a forward bucket stands for. */
+/* The problem a forward bucket stands for: fat_tune_problem with seqlen_k =
+ * seqlen, group 1 and the default batch. */
 void fat_bench_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen, fat_problem *p);
+
+/* The problem tuned for (SEQLEN_Q, SEQLEN_K, GROUP): heads = 2048 / head
+ * dim, rounded down to a multiple of GROUP (at least GROUP) with heads /
+ * GROUP K/V heads, or one K/V head for FAT_GQA_MQA; batch = BATCH, or (0)
+ * 16384 tokens / the longer seqlen, at least 1. Direction fwd. */
+void fat_tune_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen_q, int seqlen_k,
+                      int group, int batch, fat_problem *p);
+
+/* The shapes every variant is checked on for problem P, into S (room for
+ * FAT_TUNE_CHECK_SHAPES): P's own lengths, odd ones and short ones, each
+ * with P's query-to-K/V head ratio and the same side (queries or keys) the
+ * longer. Returns the count. */
+#define FAT_TUNE_CHECK_SHAPES 3
+struct fat_check_shape; /* fwd_job.h */
+int fat_check_shapes_for(const fat_problem *p, struct fat_check_shape *s);
+
+/* "fwd bf16 d128 causal s16/k65536 gqa4": the problem's key as the tuner's
+ * progress and table show it (/k only when seqlen_k differs, gqa<group> or
+ * mqa only when K/V heads are fewer). */
+void fat_problem_label(const fat_problem *p, char *out, size_t cap);
 
 /* Runs the tuner for O (command FAT_CMD_TUNE or FAT_CMD_LIST). OUT gets the
  * results (tables, lists); ERR gets progress, row-per-variant output and

@@ -64,7 +64,8 @@ class FatuneError(RuntimeError):
 class Choice:
     """The variant that served a problem: name, origin ('user database', 'shipped
     tables', 'built-in default'), match ('exact bucket', 'nearest bucket',
-    'default'), bucket_seqlen, tuned_ms, load ('stored cubin', 'compiled with
+    'default'), bucket_seqlen, bucket_seqlen_k and bucket_group (the tuned
+    problem's key), tuned_ms, load ('stored cubin', 'compiled with
     NVRTC'), db_path, note (why no stored cubin served, '' when one did)."""
 
     def __init__(self, lib, c):
@@ -73,6 +74,8 @@ class Choice:
         self.origin = lib.fat_origin_name(c.origin).decode()
         self.match = lib.fat_match_name(c.match).decode()
         self.bucket_seqlen = c.bucket_seqlen
+        self.bucket_seqlen_k = c.bucket_seqlen_k
+        self.bucket_group = c.bucket_group
         self.tuned_ms = c.tuned_ms
         self.load = lib.fat_load_name(c.load).decode() if c.loaded else None
         self.db_path = c.db_path.decode()
