@@ -149,6 +149,7 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
         }
       }
       sum = warp_sum(sum);
+      __syncwarp();  // every lane has read m_s[r] (above) before lane 0 writes it
       if (lane == 0) {
         // alpha = exp(m_old - m_new); 0 when there was nothing to rescale.
         double alpha = m_new == neg_inf() ? 1.0 : (m_old == neg_inf() ? 0.0 : exp(m_old - m_new));

@@ -83,7 +83,8 @@ static void test_compare(void) {
   fat_compare_bwd(FAT_BF16, g, ref, n, &bc, &c);
   CHECK_STR(c.reason, "dQ: 2 non-finite values");
 
-  /* fp16's bound is tighter; an all-zero reference needs all zeros. */
+  /* fp16's bound is tighter; with every reference zero, any difference is
+   * infinitely wrong. */
   double zero[N] = {0, 0, 0, 0};
   uint16_t z[N] = {0, 0, 0, 0}, one[N] = {0, 0, 0, 0x3c00};
   const uint16_t *gz[FAT_N_GRADS] = {z, z, one};
@@ -91,6 +92,21 @@ static void test_compare(void) {
   fat_compare_bwd(FAT_FP16, gz, rz, n, &bc, &c);
   CHECK_WHY(!c.passed && isinf(bc.rel_l2[FAT_GRAD_DV]) && bc.rel_l2[FAT_GRAD_DQ] == 0, "zero ref");
   CHECK_STR(c.reason, "dV rel_l2 inf > 5.0e-03");
+  /* One key per row (seqlen_k 1): dQ and dK are zero in exact arithmetic;
+   * an fp32 rounding residue of dP − D passes against dV's scale (root mean
+   * square 1 here), an error of order one does not. */
+  double dv_ref[N] = {1, -1, 1, -1};
+  uint16_t dv_bits[N] = {0x3c00, 0xbc00, 0x3c00, 0xbc00}, tiny[N] = {0, 0x0001, 0, 0},
+           big[N] = {0, 0x3c00, 0, 0};
+  const double *r1[FAT_N_GRADS] = {zero, zero, dv_ref};
+  const uint16_t *g1[FAT_N_GRADS] = {tiny, z, dv_bits};
+  fat_compare_bwd(FAT_FP16, g1, r1, n, &bc, &c);
+  CHECK_WHY(c.passed && bc.rel_l2[FAT_GRAD_DQ] > 0 && bc.rel_l2[FAT_GRAD_DQ] < 1e-6, "residue %g",
+            bc.rel_l2[FAT_GRAD_DQ]);
+  const uint16_t *g2[FAT_N_GRADS] = {big, z, dv_bits};
+  fat_compare_bwd(FAT_FP16, g2, r1, n, &bc, &c);
+  CHECK_WHY(!c.passed && bc.rel_l2[FAT_GRAD_DQ] == 0.5, "order one: %g", bc.rel_l2[FAT_GRAD_DQ]);
+  CHECK_STR(c.reason, "dQ rel_l2 5.0e-01 > 5.0e-03");
   CHECK_STR(fat_grad_name(FAT_GRAD_DQ), "dQ");
   CHECK_STR(fat_grad_name(3), "?");
 }

@@ -138,7 +138,10 @@ typedef struct fat_bwd_check {
  * three, nonfinite their sum, lse_max_abs 0, passed, and reason, first
  * failing test first: "dK: 3 non-finite values" ("1 non-finite value"),
  * "dQ rel_l2 3.1e-02 > 2.0e-02", or "ok". A gradient whose reference is all
- * zero passes only when it is all zero too. Shape fields are the caller's;
+ * zero (dQ and dK where every row sees a single key) has its error measured
+ * against the root mean square of the largest other gradient; when all three
+ * references are zero it passes only when it is all zero too. Shape fields
+ * are the caller's;
  * BC->deterministic is left as it was. */
 void fat_compare_bwd(fat_dtype d, const uint16_t *const g[FAT_N_GRADS],
                      const double *const ref[FAT_N_GRADS], const size_t n[FAT_N_GRADS],
