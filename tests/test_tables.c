@@ -17,6 +17,9 @@
 
 /* A winner with a cubin build, a source with quotes and newlines, two
  * checks and a fractional timing: everything export must carry exactly. */
+/* When set, the next put_variant stores this source instead of its own. */
+static const char *source_override;
+
 static void put_variant(fat_db *db, const char *gpu, fat_direction dir, const char *vname,
                         const char *params, fat_mask mk, int seqlen, double ms, int passed,
                         int winner) {
@@ -31,8 +34,9 @@ static void put_variant(fat_db *db, const char *gpu, fat_direction dir, const ch
   fat_variant v = {0};
   snprintf(source, sizeof source, "// '%s'\n\textern \"C\" __global__ void f() {}\r\n", vname);
   v.name = (char *)vname, v.family = "mma80", v.entry = "f", v.source = source;
+  if (source_override) v.source = (char *)source_override;
   v.params = (char *)params;
-  fat_sha256_hex(source, strlen(source), v.hash);
+  fat_sha256_hex(v.source, strlen(v.source), v.hash);
   v.direction = dir, v.dtype = FAT_BF16, v.mask = mk, v.head_dim = 128;
   v.block_m = 64, v.threads = 128, v.smem_bytes = 40960;
   unsigned char cubin[] = {0x7f, 'E', 'L', 'F', 0, 1, 0xff};
@@ -200,6 +204,26 @@ int main(void) {
   CHECK_STR(bwd2, bwd);
   free(bwd);
   free(bwd2);
+
+  /* A source of thousands of lines (an inlined backward kernel) stays one
+   * INSERT line that SQLite can parse: its concatenation is chunked, not
+   * one chain deeper than SQLite's expression limit of 1000. */
+  size_t long_len = 5000 * 8 + 1;
+  char *long_src = malloc(long_len), *w = long_src;
+  for (int i = 0; i < 5000; i++) w += sprintf(w, "l%04d%s", i, i % 2 ? "\n" : "\r\n");
+  snprintf(d, sizeof d, "%s/f.db", dir);
+  REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
+  source_override = long_src;
+  put_winner(db, H200, "fwd.long", FAT_MASK_NONE, 1024, 1.0);
+  source_override = NULL;
+  fat_db_close(db);
+  char *long_sql = export_text(d, H200);
+  CHECK_INT(count_lines(long_sql, "INSERT INTO variants "), 1);
+  snprintf(d, sizeof d, "%s/g.db", dir);
+  CHECK_INT(import_text(d, long_sql, err, sizeof err), 1 + 1 + 1 + 1 + 1 + 2 + 1 + 1);
+  char *long_sql2 = export_text(d, H200);
+  CHECK_STR(long_sql2, long_sql);
+  free(long_sql), free(long_sql2), free(long_src);
 
   /* The command line. */
   char *bad[] = {"export", "--db", b};

@@ -146,16 +146,38 @@ static const export_table EXPORT_TABLES[] = {
 #define N_EXPORT_TABLES (sizeof EXPORT_TABLES / sizeof EXPORT_TABLES[0])
 
 /* A text value as one SQL line: newlines and carriage returns become
- * ' || char(10) || ' so that a kernel source stays on one line. */
+ * ' || char(10) || ' so that a kernel source stays on one line. SQLite
+ * parses a || b || c ... as a tree as deep as the chain (at most 1000), so
+ * a text of more than TEXT_CHUNK_TERMS terms is written as parenthesised
+ * chains of that many, joined: depth TEXT_CHUNK_TERMS + terms / that. */
+#define TEXT_CHUNK_TERMS 256
+
 static void put_text(FILE *out, const unsigned char *s) {
+  size_t breaks = 0, term = 0;
+  for (const unsigned char *c = s; *c; c++) breaks += *c == '\n' || *c == '\r';
+  const int chunked = 2 * breaks + 1 > TEXT_CHUNK_TERMS;
+  if (chunked) fputc('(', out);
   fputc('\'', out);
   for (; *s; s++) {
-    if (*s == '\'') fputs("''", out);
-    else if (*s == '\n') fputs("' || char(10) || '", out);
-    else if (*s == '\r') fputs("' || char(13) || '", out);
-    else fputc(*s, out);
+    if (*s == '\'') {
+      fputs("''", out);
+      continue;
+    }
+    if (*s != '\n' && *s != '\r') {
+      fputc(*s, out);
+      continue;
+    }
+    /* The string so far is a term, the char() another; a chunk ends after
+     * the char() when it is full. */
+    term += 2;
+    const char *ch = *s == '\n' ? "char(10)" : "char(13)";
+    if (chunked && term % TEXT_CHUNK_TERMS < 2)
+      fprintf(out, "' || %s) || ('", ch);
+    else
+      fprintf(out, "' || %s || '", ch);
   }
   fputc('\'', out);
+  if (chunked) fputc(')', out);
 }
 
 static void put_value(FILE *out, sqlite3_stmt *s, int col) {
