@@ -8,11 +8,11 @@ A thin ctypes binding, with no build step of its own:
     o.sum().backward()                            # q.grad, k.grad, v.grad by libfatune
     fatune.last_choice()                          # which variant ran, and why
 
-attention(q, k, v, causal=False, softmax_scale=None, deterministic=False)
+attention(q, k, v, causal=False, scale=None, deterministic=False)
     q (batch, seqlen_q, heads, head_dim), k and v (batch, seqlen_k, heads_k,
     head_dim) with heads_k dividing heads (grouped-query), fp16 or bf16.
     causal: bottom-right aligned (query i sees key j iff j <= i + seqlen_k -
-    seqlen_q). softmax_scale multiplies q·kᵀ, None for 1/sqrt(head_dim).
+    seqlen_q). scale multiplies q·kᵀ, None for 1/sqrt(head_dim).
     deterministic: the backward uses only variants without atomics, so the
     gradients are bit-identical from run to run (slower); it does not change
     the forward. Differentiable in q, k and v (torch.autograd): the backward
@@ -197,7 +197,7 @@ def _check(q, k, v, causal, scale, api="fatune.attention"):
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-        raise TypeError(f"softmax_scale must be a float or None, got {type(scale).__name__}")
+        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(name, t, api)
     if k.dtype != q.dtype or v.dtype != q.dtype:
@@ -211,7 +211,7 @@ def _check(q, k, v, causal, scale, api="fatune.attention"):
     if h % k.shape[2]:
         raise ValueError(f"k/v heads {k.shape[2]} do not divide q heads {h}")
     if scale is not None and not (scale > 0 and math.isfinite(scale)):
-        raise ValueError(f"softmax_scale {scale} must be positive and finite")
+        raise ValueError(f"scale {scale} must be positive and finite")
 
 
 def _check_like(name, t, like, like_name, api):
@@ -270,9 +270,9 @@ def _forward(q, k, v, causal, scale):
     return o, lse
 
 
-def attention_bwd(dout, q, k, v, o, lse, causal=False, softmax_scale=None, deterministic=False,
+def attention_bwd(dout, q, k, v, o, lse, causal=False, scale=None, deterministic=False,
                   dq=None, dk=None, dv=None):
-    """The gradients (dq, dk, dv) of attention(q, k, v, causal, softmax_scale)
+    """The gradients (dq, dk, dv) of attention(q, k, v, causal, scale)
     for the incoming gradient DOUT, given the forward's O and LSE (from
     attention_with_lse), by fat_attention_bwd on the current stream. dq has
     q's shape, dk and dv k's (heads_k heads: the gradients of a group's query
@@ -283,7 +283,7 @@ def attention_bwd(dout, q, k, v, o, lse, causal=False, softmax_scale=None, deter
     api = "fatune.attention_bwd"
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    _check(q, k, v, causal, softmax_scale, api)
+    _check(q, k, v, causal, scale, api)
     _check_like("o", o, q, "q", api)
     if not isinstance(dout, torch.Tensor):
         raise TypeError(f"dout must be a torch.Tensor, got {type(dout).__name__}")
@@ -309,7 +309,7 @@ def attention_bwd(dout, q, k, v, o, lse, causal=False, softmax_scale=None, deter
     lib = _load()
     device = _device(q)
     ctx = _context(device)
-    a = _bwd_args(q, k, v, o, lse, dout, dq, dk, dv, causal, softmax_scale, deterministic)
+    a = _bwd_args(q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic)
     need = ctypes.c_size_t()
     st = lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need))
     if st != FAT_OK:
@@ -338,10 +338,10 @@ def _autograd_function():
 
     class Attention(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, causal, softmax_scale, deterministic):
-            o, lse = _forward(q, k, v, causal, softmax_scale)
+        def forward(ctx, q, k, v, causal, scale, deterministic):
+            o, lse = _forward(q, k, v, causal, scale)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal, ctx.softmax_scale, ctx.deterministic = causal, softmax_scale, deterministic
+            ctx.causal, ctx.softmax_scale, ctx.deterministic = causal, scale, deterministic
             ctx.mark_non_differentiable(lse)
             return o, lse
 
@@ -357,7 +357,7 @@ def _autograd_function():
     return Attention
 
 
-def attention_with_lse(q, k, v, causal=False, softmax_scale=None, deterministic=False):
+def attention_with_lse(q, k, v, causal=False, scale=None, deterministic=False):
     """As attention(), also returning the fp32 log-sum-exp (batch, heads,
     seqlen_q), natural log, -inf for a row that sees no key. The lse is not
     differentiable: a loss through it gets no gradient from it."""
@@ -366,19 +366,19 @@ def attention_with_lse(q, k, v, causal=False, softmax_scale=None, deterministic=
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     tensors = [t for t in (q, k, v) if isinstance(t, torch.Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return _autograd_function().apply(q, k, v, causal, softmax_scale, deterministic)
-    return _forward(q, k, v, causal, softmax_scale)  # no graph to record: skip autograd's cost
+        return _autograd_function().apply(q, k, v, causal, scale, deterministic)
+    return _forward(q, k, v, causal, scale)  # no graph to record: skip autograd's cost
 
 
-def attention(q, k, v, causal=False, softmax_scale=None, deterministic=False):
-    """softmax(softmax_scale · q·kᵀ [causal mask]) · v for CUDA tensors in
+def attention(q, k, v, causal=False, scale=None, deterministic=False):
+    """softmax(scale · q·kᵀ [causal mask]) · v for CUDA tensors in
     PyTorch's (batch, seqlen, heads, head_dim) layout, fp16 or bf16;
-    softmax_scale defaults to 1/sqrt(head_dim); causal is bottom-right
+    scale defaults to 1/sqrt(head_dim); causal is bottom-right
     aligned. k and v may have fewer heads (grouped-query). Differentiable in
     q, k and v; deterministic=True makes the backward bit-reproducible.
     Returns the output tensor; raises ValueError for a wrong dtype, device,
     shape or a non-contiguous last dimension, TypeError for a non-tensor."""
-    return attention_with_lse(q, k, v, causal, softmax_scale, deterministic)[0]
+    return attention_with_lse(q, k, v, causal, scale, deterministic)[0]
 
 
 def _selected(q, k, v, causal, select_fn, make_args, api):

@@ -117,8 +117,8 @@ expect_raises(lambda: fatune.attention(q80, q80, q80),
               "fatune.attention: head_dim 80 has no template (supported: 64, 96, 128, 192, 256)")
 expect_raises(lambda: fatune.attention([1], q, q), "q must be a torch.Tensor, got list", TypeError)
 expect_raises(lambda: fatune.attention(q, q, q, causal=1), "causal must be a bool, got 1", TypeError)
-expect_raises(lambda: fatune.attention(q, q, q, softmax_scale="1"),
-              "softmax_scale must be a float or None, got str", TypeError)
+expect_raises(lambda: fatune.attention(q, q, q, scale="1"),
+              "scale must be a float or None, got str", TypeError)
 expect_raises(lambda: fatune.attention(q[:, :0], q, q),
               "q has shape (1, 0, 2, 64): every dimension must be >= 1")
 expect_raises(lambda: fatune.attention(q, q[:, :, :1].expand(1, 64, 3, 64).contiguous(),
@@ -181,7 +181,7 @@ def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, determinist
             f"{' scale ' + str(scale) if scale else ''}{' deterministic' if deterministic else ''}"
             f"{' sum-loss' if sum_loss else ''}")
     try:  # a refusal here is one failure, not the end of the run
-        o = fatune.attention(q, k, v, causal=causal, softmax_scale=scale, deterministic=deterministic)
+        o = fatune.attention(q, k, v, causal=causal, scale=scale, deterministic=deterministic)
         if sum_loss:
             o.sum().backward()
         else:
