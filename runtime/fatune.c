@@ -24,6 +24,7 @@
 #include "defaults.h"
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
+#include "bwd_launch.h"
 #include "fwd_job.h"
 #include "nvrtc_api.h"
 #include "sha256.h"
@@ -1438,27 +1439,10 @@ fat_status fat_attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *s
   p.dv_batch_stride = a->dv_batch_stride;
   p.dv_row_stride = a->dv_row_stride;
   p.dv_head_stride = a->dv_head_stride;
-  void *args[] = {&p};
-  /* The launch order and grids of fwd_job.h. */
-  const unsigned rows_per_block = FAT_BWD_ROW_THREADS / 32;
-  const unsigned row_blocks = ((unsigned)f->seqlen_q + rows_per_block - 1) / rows_per_block;
-  const unsigned key_blocks = (unsigned)((f->seqlen_k + e->block_m - 1) / e->block_m);
-  const unsigned query_blocks = (unsigned)((f->seqlen_q + e->block_q - 1) / e->block_q);
-  const unsigned heads = (unsigned)f->heads, batch = (unsigned)f->batch;
-  CUstream s = (CUstream)stream;
+  const fat_bwd_kernels fns = {e->k->pre_fn, e->k->fn, e->k->dq_fn, e->k->convert_fn};
+  const fat_bwd_geometry geo = {e->block_m, e->block_q, e->dq_separate, e->threads, e->smem_bytes};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
-  if (r == CUDA_SUCCESS)
-    r = c->cu.cuLaunchKernel(e->k->pre_fn, row_blocks, heads, batch, FAT_BWD_ROW_THREADS, 1, 1, 0,
-                             s, args, NULL);
-  if (r == CUDA_SUCCESS)
-    r = c->cu.cuLaunchKernel(e->k->fn, key_blocks, (unsigned)f->heads_k, batch,
-                             (unsigned)e->threads, 1, 1, (unsigned)e->smem_bytes, s, args, NULL);
-  if (r == CUDA_SUCCESS && e->dq_separate)
-    r = c->cu.cuLaunchKernel(e->k->dq_fn, query_blocks, heads, batch, (unsigned)e->threads, 1, 1,
-                             (unsigned)e->smem_bytes, s, args, NULL);
-  if (r == CUDA_SUCCESS && !e->dq_separate)
-    r = c->cu.cuLaunchKernel(e->k->convert_fn, row_blocks, heads, batch, FAT_BWD_ROW_THREADS, 1, 1,
-                             0, s, args, NULL);
+  if (r == CUDA_SUCCESS) r = fat_bwd_launch(&c->cu, &fns, &geo, &p, (CUstream)stream);
   return finish_launch(c, e, r, ran);
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bwd_launch.h"
 #include "compile.h"
 #include "embedded.h"
 #include "fwd_compare.h"
@@ -984,24 +985,9 @@ void fat_gpu_bwd_tensors_free(fat_gpu *g, fat_gpu_bwd_tensors *t) {
 
 CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t) {
   const fat_kernel_desc *d = &k->desc;
-  const fat_fwd_params *p = &t->params.fwd;
-  const unsigned row_blocks = (unsigned)((p->seqlen_q + FAT_BWD_ROW_THREADS / 32 - 1) /
-                                         (FAT_BWD_ROW_THREADS / 32));
-  const unsigned key_blocks = (unsigned)((p->seqlen_k + d->block_m - 1) / d->block_m);
-  const unsigned query_blocks = (unsigned)((p->seqlen_q + d->block_q - 1) / d->block_q);
-  void *args[] = {&t->params};
-  CUresult r = g->cu.cuLaunchKernel(k->bwd_pre_fn, row_blocks, (unsigned)p->heads, (unsigned)p->batch,
-                                    FAT_BWD_ROW_THREADS, 1, 1, 0, g->stream, args, NULL);
-  if (r == CUDA_SUCCESS)
-    r = g->cu.cuLaunchKernel(k->fn, key_blocks, (unsigned)p->heads_k, (unsigned)p->batch,
-                             (unsigned)d->threads, 1, 1, (unsigned)d->smem_bytes, g->stream, args, NULL);
-  if (r == CUDA_SUCCESS && d->dq_separate)
-    r = g->cu.cuLaunchKernel(k->bwd_dq_fn, query_blocks, (unsigned)p->heads, (unsigned)p->batch,
-                             (unsigned)d->threads, 1, 1, (unsigned)d->smem_bytes, g->stream, args, NULL);
-  if (r == CUDA_SUCCESS && !d->dq_separate)
-    r = g->cu.cuLaunchKernel(k->bwd_convert_fn, row_blocks, (unsigned)p->heads, (unsigned)p->batch,
-                             FAT_BWD_ROW_THREADS, 1, 1, 0, g->stream, args, NULL);
-  return r;
+  const fat_bwd_kernels fns = {k->bwd_pre_fn, k->fn, k->bwd_dq_fn, k->bwd_convert_fn};
+  const fat_bwd_geometry geo = {d->block_m, d->block_q, d->dq_separate, d->threads, d->smem_bytes};
+  return fat_bwd_launch(&g->cu, &fns, &geo, &t->params, g->stream);
 }
 
 /* O and lse for the backward: the fp64 forward reference rounded as a
