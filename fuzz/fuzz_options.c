@@ -30,6 +30,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* --help and --version stop parsing at once; a run gets its defaults. */
   int runs = o.command == FAT_CMD_TUNE || o.command == FAT_CMD_LIST;
   if (rc == 0 && runs && (o.n_seqlens < 1 || o.n_seqlens > FAT_MAX_LIST)) abort();
+  /* A run has at least one group size, each MQA or 1 .. FAT_MAX_GROUP. */
+  if (rc == 0 && runs && (o.n_gqa < 1 || o.n_gqa > FAT_MAX_LIST)) abort();
+  for (int i = 0; rc == 0 && runs && i < o.n_gqa; i++)
+    if (o.gqa[i] != FAT_GQA_MQA && (o.gqa[i] < 1 || o.gqa[i] > FAT_MAX_GROUP)) abort();
   free(buf);
   return 0;
 }

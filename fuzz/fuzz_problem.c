@@ -3,7 +3,9 @@
  * input bytes fill a fat_attn_args -- small shapes mostly, but any sign,
  * arbitrary strides, pointers and scale bits -- and the check, on an
  * offline context (no GPU, nothing dereferenced), must answer FAT_OK or a
- * refusal with a message, never crash, overflow or read out of bounds. */
+ * refusal with a message, never crash, overflow or read out of bounds.
+ * With flag bit 4 the rest of the input also feeds the backward's validator
+ * (fat_attention_bwd_check) on the same forward arguments. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +66,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(&a.softmax_scale, &bits, sizeof bits);
 
   fat_status st = fat_attention_check(ctx, flags & 2 ? NULL : &a);
+  if (st != FAT_OK && st != FAT_ERR_INVALID_ARGUMENT && st != FAT_ERR_UNSUPPORTED) abort();
+  if (st != FAT_OK && !fat_context_error(ctx)[0]) abort();
+
+  /* The backward's validator on the same forward arguments, with the rest
+   * of the input for its gradients, strides and workspace. */
+  if (!(flags & 4)) return 0;
+  fat_attn_bwd_args b;
+  memset(&b, 0, sizeof b);
+  b.fwd = a;
+  if (flags & 8) fat_attn_bwd_args_contiguous(&b);
+  long long *bstrides[12] = {&b.do_batch_stride, &b.do_row_stride, &b.do_head_stride,
+                             &b.dq_batch_stride, &b.dq_row_stride, &b.dq_head_stride,
+                             &b.dk_batch_stride, &b.dk_row_stride, &b.dk_head_stride,
+                             &b.dv_batch_stride, &b.dv_row_stride, &b.dv_head_stride};
+  for (int i = 0; i < 12; i++)
+    if (!(flags & 8) || take(&p, &left, 1) & 1) *bstrides[i] = (long long)take(&p, &left, 8);
+  const void **bptrs[5] = {&b.dout, (const void **)&b.dq, (const void **)&b.dk,
+                           (const void **)&b.dv, (const void **)&b.workspace};
+  for (int i = 0; i < 5; i++) *bptrs[i] = (const void *)(uintptr_t)take(&p, &left, 8);
+  b.deterministic = shape(&p, &left);
+  size_t need = 0;
+  if (flags & 16 && fat_attention_bwd_workspace(ctx, &b, &need) == FAT_OK) b.workspace_bytes = need;
+  else b.workspace_bytes = (size_t)take(&p, &left, 8);
+  st = fat_attention_bwd_check(ctx, flags & 32 ? NULL : &b);
   if (st != FAT_OK && st != FAT_ERR_INVALID_ARGUMENT && st != FAT_ERR_UNSUPPORTED) abort();
   if (st != FAT_OK && !fat_context_error(ctx)[0]) abort();
   return 0;
