@@ -228,6 +228,23 @@ int main(void) {
   fat_gen_close(g);
   fat_context_close(c);
   CHECK_INT(n_defaults, 20); /* 5 head dims x 2 dtypes x 2 masks */
+  /* Every forward key has a backward default too, and a deterministic one. */
+  c = offline("", missing, 1, H200_SMS, 0);
+  int n_bwd = 0;
+  for (int hd = 0; hd < 5; hd++)
+    for (int dt = 0; dt < 2; dt++)
+      for (int mk = 0; mk < 2; mk++)
+        for (int det = 0; det < 2; det++) {
+          static const int dims[5] = {64, 96, 128, 192, 256};
+          fat_attn_bwd_args bb = {0};
+          bb.fwd = problem((fat_attn_dtype)dt, (fat_attn_mask)mk, dims[hd], 512);
+          bb.deterministic = det;
+          n_bwd += fat_attention_bwd_select(c, &bb, &ch) == FAT_OK &&
+                   ch.origin == FAT_ORIGIN_BUILTIN && !strncmp(ch.variant, "bwd.", 4) &&
+                   (!det || strstr(ch.variant, ".separate"));
+        }
+  CHECK_INT(n_bwd, 40);
+  fat_context_close(c);
   int dims[8];
   CHECK_INT(fat_supported_head_dims(dims, 8), 5);
   CHECK_INT(dims[0], 64);
