@@ -73,9 +73,9 @@ static int fx_timed(fixture *fx, const fat_problem *p, sqlite3_int64 pid, const 
  * default, a failed variant that would have been fastest, the materialising
  * baseline and the SDPA backends (and CUSTOM, when not NULL). Throughputs
  * grow with SEQ so the curves have a shape. */
-static int fx_problem(fixture *fx, fat_dtype dtype, fat_mask mask, int d, int seq, int full,
-                      const char *custom) {
-  fat_problem p = {FAT_FWD, dtype, mask, d, TOKENS / seq, HIDDEN / d, HIDDEN / d, seq, seq};
+static int fx_problem_shape(fixture *fx, fat_dtype dtype, fat_mask mask, int d, int seq,
+                            int seq_k, int group, int full, const char *custom) {
+  fat_problem p = {FAT_FWD, dtype, mask, d, TOKENS / seq, HIDDEN / d, HIDDEN / d / group, seq, seq_k};
   sqlite3_int64 pid, vid, tid;
   char name[128], base[64];
   double scale = log2(seq) / 12.0; /* 1 at seqlen 4096 */
@@ -107,6 +107,11 @@ static int fx_problem(fixture *fx, fat_dtype dtype, fat_mask mask, int d, int se
   return 0;
 }
 
+static int fx_problem(fixture *fx, fat_dtype dtype, fat_mask mask, int d, int seq, int full,
+                      const char *custom) {
+  return fx_problem_shape(fx, dtype, mask, d, seq, seq, 1, full, custom);
+}
+
 static int build_fixture(fixture *fx) {
   char err[ERRLEN];
   static const int seqlens[] = {1024, 2048, 4096};
@@ -127,6 +132,9 @@ static int build_fixture(fixture *fx) {
         fx_problem(fx, FAT_FP16, FAT_MASK_NONE, 128, seqlens[i], 1, NULL))
       goto fail;
   if (fx_problem(fx, FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 0, NULL)) goto fail;
+  /* Decoding shapes with grouped-query heads: a chart of their own, not
+   * points among the square problems of the same key. */
+  if (fx_problem_shape(fx, FAT_BF16, FAT_MASK_CAUSAL, 128, 16, 65536, 4, 0, NULL)) goto fail;
   return 0;
 fail:
   fprintf(stderr, "fixture: %s\n", fat_db_errmsg(fx->db));
@@ -199,7 +207,7 @@ static void test_report_of_fixture(void) {
   char *argv[] = {"report", "--db", db_path, "-o", html_path};
   run_result r = run_report(5, argv);
   CHECK_INT(r.status, 0);
-  snprintf(want, sizeof want, "wrote %s: " FIXTURE_GPU ", 4 charts, 7 winners\n", html_path);
+  snprintf(want, sizeof want, "wrote %s: " FIXTURE_GPU ", 5 charts, 8 winners\n", html_path);
   CHECK_STR(r.out, want);
   CHECK_STR(r.err, "");
   run_free(&r);
@@ -225,11 +233,11 @@ static void test_report_of_fixture(void) {
   CHECK_INT(count(html, "</head>"), 1);
   CHECK_INT(count(html, "<table>"), 1);
   CHECK_INT(count(html, "</table>"), 1);
-  /* fp16 d64, fp16 d128, bf16 d128 causal, roofline. */
-  CHECK_INT(count(html, "<svg"), 4);
-  CHECK_INT(count(html, "</svg>"), 4);
-  CHECK_INT(count(html, "<figure>"), 4);
-  CHECK_INT(count(html, "</figure>"), 4);
+  /* bf16 d128 causal, its decoding shapes, fp16 d64, fp16 d128, roofline. */
+  CHECK_INT(count(html, "<svg"), 5);
+  CHECK_INT(count(html, "</svg>"), 5);
+  CHECK_INT(count(html, "<figure>"), 5);
+  CHECK_INT(count(html, "</figure>"), 5);
   CHECK(strstr(html, "@media print") != NULL);
 
   /* Nothing reaches the network: no URL, no link, no script. */
@@ -240,21 +248,24 @@ static void test_report_of_fixture(void) {
   CHECK(strstr(html, "@import") == NULL);
   CHECK(strstr(html, "url(") == NULL);
 
-  /* Per chart (in dtype, mask, head dim order), a series path for exactly
-   * the series with data: bf16 causal only its winner; fp16 d64 the winner,
-   * default, materialising, two SDPA backends and the custom source; fp16
-   * d128 the same but the custom one. */
-  static const int want_series[] = {1, 6, 5};
-  static const char *const titles[] = {"<h2>forward, bf16, head dim 128, causal</h2>",
-                                       "<h2>forward, fp16, head dim 64, no mask</h2>",
-                                       "<h2>forward, fp16, head dim 128, no mask</h2>"};
+  /* Per chart (in dtype, mask, head dim order; grouped-query and decoding
+   * shapes after the square ones of their key), a series path for exactly
+   * the series with data: bf16 causal only its winner, its decoding shape
+   * too; fp16 d64 the winner, default, materialising, two SDPA backends and
+   * the custom source; fp16 d128 the same but the custom one. */
+  static const int want_series[] = {1, 1, 6, 5};
+  static const char *const titles[] = {
+      "<h2>forward, bf16, head dim 128, causal</h2>",
+      "<h2>forward, bf16, head dim 128, causal, 4 query heads per K/V head, 65536 keys</h2>",
+      "<h2>forward, fp16, head dim 64, no mask</h2>",
+      "<h2>forward, fp16, head dim 128, no mask</h2>"};
   const char *svg = html;
-  for (int c = 0; c < 4; c++) {
+  for (int c = 0; c < 5; c++) {
     svg = strstr(svg, "<svg");
     REQUIRE(svg != NULL);
     const char *end = strstr(svg, "</svg>");
     REQUIRE(end != NULL);
-    if (c < 3) {
+    if (c < 4) {
       const char *title = strstr(html, titles[c]);
       CHECK(title != NULL && title < svg && (c == 0 || title > strstr(html, titles[c - 1])));
       CHECK_INT(series_paths(svg, end, "series"), want_series[c]);
@@ -266,13 +277,13 @@ static void test_report_of_fixture(void) {
       CHECK_INT(series_paths(svg, end, "roof"), 2);
       CHECK_INT(series_paths(svg, end, "series"), 0);
       /* A marker per winner, each with its tooltip. */
-      CHECK_INT(count(svg, "<title>") - count(end, "<title>"), 7);
+      CHECK_INT(count(svg, "<title>") - count(end, "<title>"), 8);
     }
     svg = end;
   }
 
   /* The table: every winner, each once, and never the failed variant. */
-  CHECK_INT(count(html, "<tr><td class=\"shape\">"), 7);
+  CHECK_INT(count(html, "<tr><td class=\"shape\">"), 8);
   for (int i = 0; i < fx.n_winners; i++) {
     /* The name may break after each dot (<wbr>) but reads whole. */
     size_t n = (size_t)snprintf(want, sizeof want, "<td class=\"name\">");

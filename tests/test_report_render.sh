@@ -11,9 +11,10 @@ set -u
 fatune=${1:?usage: test_report_render.sh PATH/TO/fatune}
 helper=$(dirname "$fatune")/tests/test_report
 shot=${FATUNE_REPORT_SHOT:-/tmp/fatune-report.png}
-# The fixture's series paths: bf16 causal d128 has 1, fp16 d64 6, fp16 d128 5.
-want_series=12
-want_charts=4
+# The fixture's series paths: bf16 causal d128 has 1, its decoding shapes 1, fp16 d64 6,
+# fp16 d128 5.
+want_series=13
+want_charts=5
 want_roofs=2
 
 browser=
@@ -41,7 +42,7 @@ FATUNE_KEEP_DB="$work/fixture.db" "$helper" >"$work/helper.log" 2>&1 ||
   { cat "$work/helper.log" >&2; fail "fixture helper failed"; }
 "$fatune" report --db "$work/fixture.db" -o "$work/report.html" >"$work/report.log" 2>&1 ||
   { cat "$work/report.log" >&2; fail "fatune report exited $?"; }
-grep -q "^wrote $work/report.html: NVIDIA Fixture GPU, $want_charts charts, 7 winners\$" \
+grep -q "^wrote $work/report.html: NVIDIA Fixture GPU, $want_charts charts, 8 winners\$" \
   "$work/report.log" || { cat "$work/report.log" >&2; fail "unexpected report message"; }
 
 # Chromium wants a writable profile and home; keep both inside $work.
@@ -61,7 +62,7 @@ n_empty=$(grep -oE '<path[^>]* d=""' "$dom" | wc -l)
 [ "$n_empty" -eq 0 ] || fail "rendered DOM has $n_empty paths with an empty d"
 n_roofs=$(grep -oE '<path class="roof"[^>]* d="M[0-9.]+,[0-9.]+' "$dom" | wc -l)
 [ "$n_roofs" -eq "$want_roofs" ] || fail "rendered DOM has $n_roofs roofs, expected $want_roofs"
-# The parser kept the table: 7 winners, text intact once <wbr> is dropped.
+# The parser kept the table: 8 winners, text intact once <wbr> is dropped.
 text=$(sed 's/<wbr>//g' "$dom")
 for name in fwd.mma80.fp16.d64.none.m128n64w4s2.s1024 fwd.mma80.fp16.d128.none.m128n64w4s2.s4096 \
             fwd.mma80.bf16.d128.causal.m128n64w4s2.s2048; do

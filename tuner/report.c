@@ -88,8 +88,10 @@ static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
   if (sqlite3_prepare_v2(fat_db_handle(db),
                          "SELECT id, direction, dtype, mask, head_dim, batch, heads, heads_k,"
                          " seqlen_q, seqlen_k FROM problems"
-                         " ORDER BY direction = 'bwd', dtype, mask, head_dim, seqlen_q, seqlen_k,"
-                         " batch, heads, heads_k",
+                         /* same_group's key first, so that each group is one run */
+                         " ORDER BY direction = 'bwd', dtype, mask, head_dim, heads / heads_k,"
+                         " seqlen_k != seqlen_q, CASE WHEN seqlen_k = seqlen_q THEN 0 ELSE"
+                         " seqlen_k END, seqlen_q, seqlen_k, batch, heads, heads_k",
                          -1, &s, NULL) != SQLITE_OK) {
     sql_fail(db, "problems", err, errlen);
     goto out;
@@ -320,20 +322,31 @@ static void put_name(FILE *f, const char *name) {
   }
 }
 
+/* A chart draws one group: the same direction, dtype, mask, head dim and
+ * query heads per K/V head, and either square problems (seqlen_k =
+ * seqlen_q) or one fixed seqlen_k (decoding shapes), against seqlen_q. */
+static int keys_of(const fat_problem *p) { return p->seqlen_k == p->seqlen_q ? 0 : p->seqlen_k; }
+
 static int same_group(const fat_problem *a, const fat_problem *b) {
   return a->direction == b->direction && a->dtype == b->dtype && a->mask == b->mask &&
-         a->head_dim == b->head_dim;
+         a->head_dim == b->head_dim && a->heads / a->heads_k == b->heads / b->heads_k &&
+         keys_of(a) == keys_of(b);
 }
 
 static void group_title(FILE *f, const fat_problem *p) {
   fprintf(f, "%s, %s, head dim %d, %s", p->direction == FAT_FWD ? "forward" : "backward",
           fat_dtype_name(p->dtype), p->head_dim, p->mask == FAT_MASK_CAUSAL ? "causal" : "no mask");
+  if (p->heads_k == 1 && p->heads > 1) fputs(", one K/V head", f);
+  else if (p->heads_k != p->heads) fprintf(f, ", %d query heads per K/V head", p->heads / p->heads_k);
+  if (keys_of(p)) fprintf(f, ", %d keys", p->seqlen_k);
 }
 
 /* The group in few words, for legends and table cells: "fp16 d128 causal". */
 static void group_short(FILE *f, const fat_problem *p) {
   fprintf(f, "%s%s d%d%s", p->direction == FAT_BWD ? "bwd " : "", fat_dtype_name(p->dtype),
           p->head_dim, p->mask == FAT_MASK_CAUSAL ? " causal" : "");
+  if (p->heads_k != p->heads) fprintf(f, " g%d", p->heads / p->heads_k);
+  if (keys_of(p)) fprintf(f, " k%d", p->seqlen_k);
 }
 
 /* A step of 1, 2 or 5 times a power of ten giving about Y_TICKS steps to HI. */
