@@ -20,6 +20,7 @@
 #include "gpu_run.h"
 #include "tolerance.h"
 #include "worker.h"
+#include "check.h"
 
 #define SKIP 77
 #define ERRLEN 4096
@@ -28,18 +29,7 @@
 #define TEST_TIMEOUT_S 300.0
 #define WRONG_MASK_MIN_REL_L2 0.1  /* a kernel judged against the wrong mask is off by far more */
 
-static int n_pass, n_fail;
 static char err[ERRLEN];
-
-static void check_at(int ok, const char *file, int line, const char *what) {
-  if (ok) {
-    n_pass++;
-    return;
-  }
-  n_fail++;
-  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
-}
-#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
 
 /* The backward space for ARCH, generated once; variants are looked up by name. */
 static fat_variant *space;
@@ -103,7 +93,7 @@ static void check_variant(fat_gpu *g, const char *arch, const char *name, const 
   }
   if (load(g, v, arch, &b, &k)) {
     fprintf(stderr, "loading %s: %s\n", name, err);
-    n_fail++;
+    check_record(0);
     fat_build_free(&b);
     return;
   }
@@ -114,7 +104,7 @@ static void check_variant(fat_gpu *g, const char *arch, const char *name, const 
     int rc = fat_gpu_check_bwd(g, &k, &shapes[i], TEST_SEED + (uint64_t)i, &bc, &c, err, sizeof err);
     if (rc != FAT_GPU_OK) {
       fprintf(stderr, "%s: %s\n", name, err);
-      n_fail++;
+      check_record(0);
       if (rc == FAT_GPU_FATAL) exit(1);
       continue;
     }
@@ -137,7 +127,7 @@ static void check_wrong_mask_fails(fat_gpu *g, const char *arch) {
   if (!v) return;
   if (load(g, v, arch, &b, &k)) {
     fprintf(stderr, "loading %s: %s\n", v->name, err);
-    n_fail++;
+    check_record(0);
     fat_build_free(&b);
     return;
   }
@@ -169,7 +159,7 @@ static void check_worker(const char *arch) {
   opts.time.reps = TEST_REPS;
   if (fat_worker_start(0, &opts, &w, &info, err, sizeof err)) {
     fprintf(stderr, "worker: %s\n", err);
-    n_fail++;
+    check_record(0);
     return;
   }
   static const char *const names[] = {"bwd.mma80.bf16.d128.none.m64n64w4.atomic",
@@ -239,7 +229,7 @@ int main(void) {
       fat_gpu_compile_support(arch, &util, &ref, err, sizeof err) ||
       fat_gpu_load_support(g, util.cubin, ref.cubin, err, sizeof err) != FAT_GPU_OK) {
     fprintf(stderr, "setup: %s\n", err);
-    n_fail++;
+    check_record(0);
     goto out;
   }
   printf("tolerances: rel_l2 per gradient <= %.1e (bf16), %.1e (fp16)\n", FAT_TOL_BWD_BF16_REL_L2,
@@ -276,6 +266,5 @@ out:
   fat_build_free(&util);
   fat_build_free(&ref);
   fat_gpu_close(g);
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary("test_gpu_bwd");
 }

@@ -17,6 +17,7 @@
 #include "cuda_api.h"
 #include "gen.h"
 #include "worker.h"
+#include "check.h"
 
 #define SKIP 77
 #define ERRLEN 4096
@@ -28,18 +29,7 @@
 #define MAX_MMA_FLOPS 2000e12
 #define TB 1e12
 
-static int n_pass, n_fail;
 static char err[ERRLEN];
-
-static void check_at(int ok, const char *file, int line, const char *what) {
-  if (ok) {
-    n_pass++;
-    return;
-  }
-  n_fail++;
-  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
-}
-#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
 
 typedef struct compiled {
   fat_variant v;
@@ -144,7 +134,7 @@ int main(void) {
   fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
   if (compile_named(arch, names, c, N_NAMES)) {
     fprintf(stderr, "compiling: %s\n", err);
-    n_fail++;
+    check_record(0);
     goto out;
   }
 
@@ -200,6 +190,5 @@ out:
     fat_build_free(&c[k].b);
   }
   fat_worker_stop(w);
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary("test_gpu_materialize");
 }

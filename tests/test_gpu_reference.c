@@ -14,6 +14,7 @@
 #include "compile.h"
 #include "fwd_compare.h"
 #include "gpu_run.h"
+#include "check.h"
 
 #define ERRLEN 4096
 #define SKIP 77
@@ -26,17 +27,6 @@
 #define BIG_DIM 256
 #define BIG_BUDGET_S 1.0    /* the brief: well under a second on an H200 */
 
-static int n_pass, n_fail;
-
-static void check_at(int ok, const char *file, int line, const char *what) {
-  if (ok) {
-    n_pass++;
-    return;
-  }
-  n_fail++;
-  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
-}
-#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
 #define MUST(call)                                                  \
   do {                                                              \
     if ((call) != 0) {                                              \
@@ -259,6 +249,5 @@ int main(void) {
   fat_build_free(&util);
   fat_build_free(&ref);
   fat_gpu_close(g);
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary("test_gpu_reference");
 }

@@ -19,6 +19,7 @@
 #include "cuda_api.h"
 #include "embedded.h"
 #include "worker.h"
+#include "check.h"
 
 #define ERRLEN 4096
 #define SKIP 77
@@ -29,29 +30,6 @@
 #define HANG_MAX_S 20.0      /* watchdog + kill + reap must be done by then */
 #define NONFINITE_37x53 "4736 non-finite outputs" /* 1 x 2 heads x 37 rows x 64 */
 
-static int n_pass, n_fail;
-
-static void check_at(int ok, const char *file, int line, const char *what) {
-  if (ok) {
-    n_pass++;
-    return;
-  }
-  n_fail++;
-  fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
-}
-#define CHECK(cond) check_at((cond) != 0, __FILE__, __LINE__, #cond)
-#define CHECK_MSG(got, want)                                                   \
-  do {                                                                         \
-    int same_ = strcmp((got), (want)) == 0;                                    \
-    if (!same_) fprintf(stderr, "  got \"%s\", want \"%s\"\n", (got), (want)); \
-    check_at(same_, __FILE__, __LINE__, "message: " want);                     \
-  } while (0)
-#define CHECK_PREFIX(got, want)                                                       \
-  do {                                                                                \
-    int same_ = strncmp((got), (want), strlen(want)) == 0;                            \
-    if (!same_) fprintf(stderr, "  got \"%s\", want prefix \"%s\"\n", (got), (want)); \
-    check_at(same_, __FILE__, __LINE__, "message prefix");                            \
-  } while (0)
 
 /* What the test kernel does besides (or instead of) attention. */
 enum mode { GOOD, WRONG_SCALE, NO_WRITES, NULL_WRITE, TRAP, HANG };
@@ -182,10 +160,10 @@ static void expect_good(fat_worker *w, const test_variant *t) {
   int timed = 0;
   char reason[ERRLEN];
   CHECK(evaluate(w, t, 1, c, &tm, &timed, reason, sizeof reason) == FAT_WORKER_OK);
-  CHECK_MSG(reason, "ok");
+  CHECK_STR(reason, "ok");
   for (int i = 0; i < N_SHAPES; i++) {
     CHECK(c[i].passed == 1);
-    CHECK_MSG(c[i].reason, "ok");
+    CHECK_STR(c[i].reason, "ok");
     CHECK(c[i].nonfinite == 0 && c[i].rel_l2 < 1e-2 && c[i].lse_max_abs < 1e-4);
     CHECK(c[i].batch == shapes[i].batch && c[i].seqlen_q == shapes[i].seqlen_q &&
           c[i].seqlen_k == shapes[i].seqlen_k);
@@ -273,7 +251,7 @@ int main(void) {
   CHECK_PREFIX(c[0].reason, "rel_l2 ");
   CHECK(evaluate(w, &nowrites, 1, c, &tm, &timed, reason, sizeof reason) == FAT_WORKER_OK);
   CHECK(c[0].passed == 0 && c[0].nonfinite == 4736 && timed == 0);
-  CHECK_MSG(c[0].reason, NONFINITE_37x53);
+  CHECK_STR(c[0].reason, NONFINITE_37x53);
   /* 2048 threads per block: the driver refuses the launch. */
   good.v.threads = 2048;
   CHECK(evaluate(w, &good, 1, c, &tm, &timed, reason, sizeof reason) == FAT_WORKER_OK);
@@ -308,10 +286,10 @@ int main(void) {
   CHECK(pid > 0);
   if (pid > 0) kill(pid, SIGSEGV);
   CHECK(evaluate(w, &good, 1, c, &tm, &timed, reason, sizeof reason) == FAT_WORKER_FAULT);
-  CHECK_MSG(reason, "fault: worker killed by signal 11 (Segmentation fault)");
+  CHECK_STR(reason, "fault: worker killed by signal 11 (Segmentation fault)");
   CHECK(fat_worker_evaluate(w, &good.v, &good.b, shapes, N_SHAPES, NULL, c, &tm, &timed, reason,
                             sizeof reason) == FAT_WORKER_ERROR);
-  CHECK_MSG(reason, "no worker running (restart it after a fault or timeout)");
+  CHECK_STR(reason, "no worker running (restart it after a fault or timeout)");
   CHECK(fat_worker_restart(w, err, sizeof err) == 0);
 
   printf("interleaved timing of close contenders\n");
@@ -323,7 +301,7 @@ int main(void) {
   fat_timing ts[2];
   fat_problem p = problem_for(&good);
   CHECK(fat_worker_time_interleaved(w, vs, bs, 2, &p, ts, reason, sizeof reason) == FAT_WORKER_OK);
-  CHECK_MSG(reason, "ok");
+  CHECK_STR(reason, "ok");
   for (int i = 0; i < 2; i++) {
     printf("    %s: median %.4f ms, p10 %.4f, p90 %.4f, %d MHz\n", vs[i]->name, ts[i].median_ms,
            ts[i].p10_ms, ts[i].p90_ms, ts[i].sm_clock_mhz);
@@ -335,12 +313,11 @@ int main(void) {
   vs[1] = &good16.v;
   bs[1] = &good16.b;
   CHECK(fat_worker_time_interleaved(w, vs, bs, 2, &p, ts, reason, sizeof reason) == FAT_WORKER_ERROR);
-  CHECK_MSG(reason, "test.naive.good.fp16.d64.none (d64 fp16 none) cannot run the problem fwd d64 bf16 causal");
+  CHECK_STR(reason, "test.naive.good.fp16.d64.none (d64 fp16 none) cannot run the problem fwd d64 bf16 causal");
   CHECK(fat_worker_alive(w));
 
   fat_worker_stop(w);
   test_variant *all[] = {&good, &good16, &wrong, &nowrites, &nullw, &trap, &hang, &twin};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_variant(all[i]);
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary("test_gpu_worker");
 }
