@@ -122,7 +122,8 @@ int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensor
  * (passed or not: a launch the driver refuses is a failed check whose reason
  * starts "launch: ", a workspace that does not fit one starting "does not
  * fit: "), FAILED when the check could not be run (out of memory), FATAL
- * when the context died. */
+ * when the context died. A backward kernel (desc.direction FAT_BWD) is
+ * checked by fat_gpu_check_bwd. */
 int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s, uint64_t seed,
                   fat_check *out, char *err, size_t errlen);
 
