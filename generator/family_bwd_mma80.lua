@@ -4,8 +4,8 @@
 -- fat_bwd_dq, fat_bwd_convert_dq; tuner/fwd_job.h gives the launch order).
 -- This file is the family's whole tuning space: parameter lists, the fixed
 -- default, one constraint per reason a configuration cannot work. BLOCK_M,
--- BLOCK_N and WARPS change speed, never results; DQ_MODE also decides
--- whether the gradients are bit-identical run to run ("separate" is).
+-- BLOCK_N, WARPS and PREFETCH change speed, never results; DQ_MODE also
+-- decides whether the gradients are bit-identical run to run ("separate" is).
 
 local constraints = fat.require("constraints")
 local WARP_SIZE = 32          -- threads per warp
@@ -18,6 +18,11 @@ local FLOAT_BYTES = 4         -- lse and D of a query tile, staged as fp32
 local ROW_STATS = 2           -- ... two of them (lse, D)
 local DQ_COLS = 32            -- atomic mode sums dQ 32 head-dim columns at a time
 local ACCUMULATOR_BUDGET = 192 -- registers of 255; the rest hold fragments and addresses
+-- At or below this many accumulators per thread ptxas keeps the key-block
+-- kernel at <= 128 registers (58-135 seen for d64 and d128 on sm_90a,
+-- NVRTC 13.0), so 16 or more warps share an SM and hide one another's loads:
+-- a prefetch buffer there only costs shared memory.
+local PREFETCH_MIN_ACCUMULATORS = 65
 
 local family = {
   name = "mma80",
@@ -27,8 +32,9 @@ local family = {
   archs = {"sm_80", "sm_90a"},
   head_dims = {64, 96, 128, 192, 256},
   dtypes = {"fp16", "bf16"},
-  masks = {"none", "causal"},
-  -- Enumerated in this order, first outermost; the name shows them as m<>n<>w<>.<mode>.
+  masks = {"none", "causal", "local"},
+  -- Enumerated in this order, first outermost; the name shows them as
+  -- m<>n<>w<>.<mode>, with ".p1" appended when PREFETCH is 1.
   params = {
     {name = "BLOCK_M", values = {32, 64, 128}},  -- query rows per tile
     {name = "BLOCK_N", values = {32, 64, 128}},  -- keys per thread block (dK, dV rows)
@@ -36,23 +42,30 @@ local family = {
     -- atomic: dQ summed in fp32 with atomicAdd by every key block (FlashAttention-2);
     -- separate: a second pass per query block, no atomics: deterministic.
     {name = "DQ_MODE", values = {"atomic", "separate"}},
+    -- 1: the key-block kernel copies the next query tile's Q and dO (and
+    -- loads its lse and D) while it computes the current one, in a second
+    -- buffer; 0: it loads each tile just before computing it.
+    {name = "PREFETCH", values = {0, 1}},
   },
 }
 
+-- PREFETCH=0 keeps the names the space had before the knob existed.
 function family.tag(c)
-  return ("m%dn%dw%d.%s"):format(c.BLOCK_M, c.BLOCK_N, c.WARPS, c.DQ_MODE)
+  return ("m%dn%dw%d.%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.WARPS, c.DQ_MODE, c.PREFETCH == 1 and ".p1" or "")
 end
 
 -- FlashAttention-2's choice of tiles for its backward (64 x 64), with
 -- atomic dQ; twice the warps above d128, where dK and dV no longer fit four.
+-- FA2 double-buffers Q and dO only in some of its configurations; the
+-- default keeps the single buffer until the tuner has measured the second.
 function family.default(head_dim)
-  return {BLOCK_M = 64, BLOCK_N = 64, WARPS = head_dim <= 128 and 4 or 8, DQ_MODE = "atomic"}
+  return {BLOCK_M = 64, BLOCK_N = 64, WARPS = head_dim <= 128 and 4 or 8, DQ_MODE = "atomic", PREFETCH = 0}
 end
 
--- The key-block kernel: K, V (BLOCK_N rows), Q, dO (BLOCK_M rows), Pᵀ and
--- dSᵀ (BLOCK_N x BLOCK_M), lse and D of the query tile.
+-- The key-block kernel: K, V (BLOCK_N rows), Q, dO (BLOCK_M rows; twice
+-- with PREFETCH), Pᵀ and dSᵀ (BLOCK_N x BLOCK_M), lse and D of the query tile.
 local function smem_main(c)
-  return (2 * c.BLOCK_N + 2 * c.BLOCK_M) * (c.HEAD_DIM + ROW_PAD) * ELEMENT_BYTES
+  return (2 * c.BLOCK_N + 2 * c.BLOCK_M * (1 + c.PREFETCH)) * (c.HEAD_DIM + ROW_PAD) * ELEMENT_BYTES
          + 2 * c.BLOCK_N * (c.BLOCK_M + ROW_PAD) * ELEMENT_BYTES
          + ROW_STATS * c.BLOCK_M * FLOAT_BYTES
 end
@@ -128,6 +141,15 @@ family.constraints = {
                 + 2 * accumulators(c.BLOCK_N, c.BLOCK_M, c.WARPS)
     if acc > ACCUMULATOR_BUDGET then
       return ("accumulators %d > %d registers per thread"):format(acc, ACCUMULATOR_BUDGET)
+    end
+  end,
+  -- Prefetching the next query tile pays only where few warps share an SM.
+  function(c)
+    if c.PREFETCH == 1 then
+      local acc = 2 * accumulators(c.BLOCK_N, c.HEAD_DIM, c.WARPS) + 2 * accumulators(c.BLOCK_N, c.BLOCK_M, c.WARPS)
+      if acc < PREFETCH_MIN_ACCUMULATORS then
+        return ("prefetch: %d accumulators leave room for 16 warps per SM to hide the loads"):format(acc)
+      end
     end
   end,
   -- The separate dQ pass holds dQ beside S and dP of one key tile.

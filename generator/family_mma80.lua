@@ -23,9 +23,9 @@ local family = {
   template = "fwd_mma80.cu",
   entry = "fat_fwd_mma80",
   archs = {"sm_80", "sm_90a"},
-  head_dims = {64, 96, 128, 192, 256},
+  head_dims = {32, 64, 96, 128, 192, 256},
   dtypes = {"fp16", "bf16"},
-  masks = {"none", "causal"},
+  masks = {"none", "causal", "local"},
   -- Enumerated in this order, first outermost; the name shows them as m<>n<>w<>s<>.
   params = {
     {name = "BLOCK_M", values = {64, 128}},          -- query rows per thread block
@@ -34,6 +34,9 @@ local family = {
     {name = "WARPS", values = {4, 8}},               -- warps per block, split over query rows
     {name = "STAGES", values = {1, 2, 3}},           -- K/V tiles in flight (cp.async depth)
   },
+  -- One block per (query block, head), the keys walked by one block: the
+  -- decoding schedules are family_splitkv.lua's.
+  fixed = {PACK_GQA = 0, SPLITS = 1},
 }
 
 function family.tag(c)

@@ -8,6 +8,7 @@ local expand = fat.require("expand")
 
 local families = {
   fat.require("family_mma80"),  -- forward, mma.sync m16n8k16, sm_80 and newer
+  fat.require("family_splitkv"),  -- forward for decoding: packed GQA, keys split over blocks
   fat.require("family_materialize"),  -- forward baseline: scores in device memory, never a winner
   fat.require("family_bwd_mma80"),  -- backward, mma.sync m16n8k16, dQ by atomics or a second pass
 }
@@ -139,7 +140,7 @@ function space.generate(query)
       if contains(f.head_dims, d) then
         local default = f.default(d)
         for _, dtype in ipairs(dtypes) do
-          for _, mask in ipairs(masks) do
+          for _, mask in ipairs(masks) do if contains(f.masks, mask) then
             each_config(f, function(c)
               c.HEAD_DIM = d
               local name = ("%s.%s.%s.d%d.%s.%s"):format(f.direction, f.name, dtype, d, mask, f.tag(c))
@@ -155,7 +156,9 @@ function space.generate(query)
               end
               local params = canonical(f, c)
               local values = {HEAD_DIM = d, IS_BF16 = dtype == "bf16" and 1 or 0,
-                              IS_CAUSAL = mask == "causal" and 1 or 0, VARIANT_NAME = name}
+                              IS_CAUSAL = mask == "causal" and 1 or 0, IS_LOCAL = mask == "local" and 1 or 0,
+                              VARIANT_NAME = name}
+              for k, v in pairs(f.fixed or {}) do values[k] = v end
               for _, p in ipairs(f.params) do values[p.name] = c[p.name] end
               local r = f.resources(c)
               variants[#variants + 1] = {
@@ -166,7 +169,7 @@ function space.generate(query)
                 is_default = same_config(f, c, default),
               }
             end)
-          end
+          end end
         end
       end
     end

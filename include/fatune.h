@@ -30,8 +30,10 @@ extern "C" {
 #define FAT_API
 #endif
 
+/* Before 1.0 a minor version may change the ABI (0.2 grew fat_attn_args):
+ * rebuild against the header of the library you link. */
 #define FATUNE_VERSION_MAJOR 0
-#define FATUNE_VERSION_MINOR 1
+#define FATUNE_VERSION_MINOR 2
 
 /* Result codes of every call. fat_strerror names them; the context's
  * fat_context_error says what exactly went wrong. */
@@ -53,9 +55,16 @@ FAT_API const char *fat_strerror(fat_status s);
 
 /* Element types; values match the tuner's. */
 typedef enum fat_attn_dtype { FAT_ATTN_FP16 = 0, FAT_ATTN_BF16 = 1 } fat_attn_dtype;
-/* Masks; causal is bottom-right aligned: query i sees key j iff
- * j <= i + seqlen_k - seqlen_q (FlashAttention's convention). */
-typedef enum fat_attn_mask { FAT_ATTN_MASK_NONE = 0, FAT_ATTN_MASK_CAUSAL = 1 } fat_attn_mask;
+/* Masks, bottom-right aligned (FlashAttention's convention): query i of a
+ * sequence sits at key position i + seqlen_k - seqlen_q. Causal: it sees the
+ * keys up to that position. Local (sliding window): the keys from position
+ * - window_left to position + window_right, a bound of -1 dropped; key tiles
+ * outside every row's window are skipped, so time falls with the window. */
+typedef enum fat_attn_mask {
+  FAT_ATTN_MASK_NONE = 0,
+  FAT_ATTN_MASK_CAUSAL = 1,
+  FAT_ATTN_MASK_LOCAL = 2,
+} fat_attn_mask;
 
 /* One forward attention problem. Tensors are in the (batch, seqlen, heads,
  * head_dim) layout of FlashAttention and PyTorch; strides are in elements,
@@ -76,10 +85,44 @@ typedef struct fat_attn_args {
   int heads;      /* query heads */
   int heads_k;    /* key/value heads; must divide heads (grouped-query attention) */
   int seqlen_q, seqlen_k;
-  int head_dim;
+  int head_dim;   /* a template's (fat_supported_head_dims), or any multiple of 8 up to
+                     256, which runs on the next template up without a padded copy */
   fat_attn_dtype dtype;
   fat_attn_mask mask;
   float softmax_scale;  /* multiplies Q·Kᵀ; 0 means 1/sqrt(head_dim) */
+  /* FAT_ATTN_MASK_LOCAL's window: keys position - window_left .. position +
+   * window_right are visible, -1 for no bound on that side; both >= -1.
+   * Read only for the local mask; (-1, -1) and (-1, 0) give the answers of
+   * no mask and causal (the local kernels run them: ask for those masks to
+   * get their tuned kernels). */
+  int window_left, window_right;
+  /* > 0: scores are soft-capped, cap · tanh(score / cap) with score the
+   * scaled Q·Kᵀ (Gemma 2), and lse is that of the capped scores; 0: no cap.
+   * Forward only: fat_attention_bwd refuses it. */
+  float softcap;
+  /* Variable-length batches (flash_attn_varlen_func): when cu_seqlens_q is
+   * set, sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1
+   * of q and o (device int32, batch + 1 entries, starting at 0, ascending),
+   * seqlen_q is the longest sequence, the batch strides of q and o are
+   * ignored and lse is (heads, total_q), total_q = cu_seqlens_q[batch].
+   * cu_seqlens_k does the same for k and v (seqlen_k the longest). They go
+   * together: both set or neither. seqused_k (device int32, batch entries,
+   * may be set without them) limits sequence b to its first seqused_k[b]
+   * keys: a K/V cache padded per sequence. The device arrays are read by the
+   * kernels only; their values are the caller's promise, and total_q and
+   * total_k (the packed tensors' rows, cu_seqlens_*[batch]) are what the
+   * checks size q, o, lse and k, v by. */
+  const int *cu_seqlens_q;
+  const int *cu_seqlens_k;
+  const int *seqused_k;
+  int total_q, total_k;
+  /* Device scratch for variants that split the keys over several blocks
+   * (decoding with few queries): fat_attention_fwd_workspace() bytes, 16-byte
+   * aligned, not overlapping any tensor. With less (or none), the runtime
+   * launches a variant that needs none instead and says so in the choice's
+   * note. */
+  void *workspace;
+  size_t workspace_bytes;
 } fat_attn_args;
 
 /* Fills the strides of ARGS for contiguous (batch, seqlen, heads, head_dim)
@@ -97,8 +140,10 @@ typedef enum fat_origin {
 /* Why it was chosen. */
 typedef enum fat_match {
   FAT_MATCH_EXACT = 0,    /* a winner tuned for exactly these seqlen_q, seqlen_k and group */
-  FAT_MATCH_NEAREST = 1,  /* the winner of the nearest tuned bucket: the sum of |log| of the
-                             seqlen_q and seqlen_k ratios and half that of the group sizes */
+  FAT_MATCH_NEAREST = 1,  /* the winner of the nearest tuned bucket in any database (the
+                             earlier database on a tie): the sum of |log| of the seqlen_q and
+                             seqlen_k ratios and half that of the group sizes; decoding
+                             (splitkv) winners serve seqlen_q <= 128 only */
   FAT_MATCH_DEFAULT = 2,  /* nothing tuned for this GPU and problem: the default */
 } fat_match;
 
@@ -154,11 +199,14 @@ FAT_API fat_status fat_context_open(fat_context **ctx, const fat_context_options
 /* Unloads every module and releases the device. NULL is allowed. */
 FAT_API void fat_context_close(fat_context *ctx);
 /* The message of the context's last failure ("" if none), naming the bad
- * value: "head_dim 80 has no template (supported: 64, 96, 128, 192, 256)".
+ * value: "window (-2, 0): each bound must be >= -1 (-1: unbounded)".
  * Valid until the next call on the context from any thread. */
 FAT_API const char *fat_context_error(const fat_context *ctx);
 
-/* Which variant would serve ARGS (only shape, dtype and mask are read) --
+/* Which variant would serve ARGS (only the shape, dtype, mask and head dim
+ * are read; a variant that needs workspace may be named, which
+ * fat_attention_fwd replaces by one that needs none when ARGS brings too
+ * little) --
  * the same selection fat_attention_fwd makes -- without loading or launching
  * anything: the "is it supported?" query. FAT_OK with *OUT filled, or
  * FAT_ERR_UNSUPPORTED / FAT_ERR_INVALID_ARGUMENT with the reason. OUT->load
@@ -179,8 +227,13 @@ FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *a
  *     itself: "q_row_stride 64: smaller than the 128 elements inside it
  *     (heads x head_dim); q would overlap itself"); o or lse overlapping
  *     another tensor; a tensor spanning more bytes than the address space;
- *     softmax_scale negative or not finite.
- *   FAT_ERR_UNSUPPORTED: head_dim without a template.
+ *     softmax_scale negative or not finite; mask local with a window bound
+ *     below -1; softcap negative or not finite; only one of cu_seqlens_q
+ *     and cu_seqlens_k set, or either without total_q and total_k >= 1
+ *     (a variable-length batch is checked as one sequence of total rows:
+ *     its batch strides, 0 say, are not read).
+ *   FAT_ERR_UNSUPPORTED: head_dim not a multiple of 8 or above the largest
+ *     template.
  * Each failure leaves a message naming the bad value in fat_context_error.
  * What needs the driver -- a pointer on another device, a stream of another
  * context -- is checked by fat_attention_fwd itself (cuPointerGetAttribute,
@@ -197,6 +250,11 @@ FAT_API fat_status fat_attention_check(fat_context *ctx, const fat_attn_args *ar
 FAT_API fat_status fat_verify_cubin(const void *cubin, size_t len, const char *expected_sha256,
                                     const char *build_arch, const char *device_arch, char *err,
                                     size_t errlen);
+
+/* The workspace bytes the variant fat_attention_fwd would launch for ARGS
+ * needs (0 for most: only split-KV decoding variants need any). */
+FAT_API fat_status fat_attention_fwd_workspace(fat_context *ctx, const fat_attn_args *args,
+                                               size_t *bytes);
 
 /* Launches the forward pass on STREAM (a CUstream; NULL: the legacy default
  * stream) and returns without waiting. The first call for a problem key may
@@ -216,7 +274,11 @@ FAT_API fat_status fat_attention_fwd(fat_context *ctx, const fat_attn_args *args
  * that of K and V; each has strides of its own, under the forward's rules.
  * With grouped-query attention, dK and dV of a K/V head are the sums over
  * the query heads that share it. P is recomputed from Q, K and lse
- * (FlashAttention-2): memory is O(seqlen), never O(seqlen^2). lse carries no
+ * (FlashAttention-2): memory is O(seqlen), never O(seqlen^2). The masks,
+ * windows and padded head dims of the forward are supported; the soft-cap
+ * and variable-length batches (cu_seqlens, seqused_k) are not (refused with
+ * FAT_ERR_UNSUPPORTED), and fwd.workspace is not read (the backward has a
+ * workspace of its own below). lse carries no
  * gradient (there is no dlse input). */
 typedef struct fat_attn_bwd_args {
   fat_attn_args fwd;  /* q, k, v, o and lse read (not written); shape, dtype, mask, scale */
@@ -247,7 +309,9 @@ FAT_API void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *args);
  * `deterministic` are read): D = rowsum(dO * O) in fp32, rounded up to a
  * multiple of 256 bytes, plus, unless deterministic, the fp32 dQ
  * accumulator: R = 4 * batch * heads * seqlen_q; bytes = roundup(R, 256) +
- * (deterministic ? 0 : R * head_dim). A pure function of the shape. */
+ * (deterministic ? 0 : R * T), T the head dim of the template the problem
+ * runs on (head_dim itself, or the next template up). A pure function of
+ * the shape. */
 FAT_API fat_status fat_attention_bwd_workspace(fat_context *ctx, const fat_attn_bwd_args *args,
                                                size_t *bytes);
 
@@ -275,7 +339,8 @@ FAT_API fat_status fat_attention_bwd(fat_context *ctx, const fat_attn_bwd_args *
 FAT_API fat_status fat_context_last_choice(fat_context *ctx, fat_choice *out);
 
 /* Head dims with a template of their own, ascending; fills up to CAP, returns
- * the count. A head dim not listed is refused (no padding). */
+ * the count. Any other multiple of 8 up to the largest runs on the next one
+ * up, the padding handled inside the kernel. */
 FAT_API int fat_supported_head_dims(int *out, int cap);
 
 /* "fwd.mma80...", "user database", ... names for logging. */

@@ -25,6 +25,7 @@
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
 #include "bwd_launch.h"
+#include "fwd_launch.h"
 #include "fwd_job.h"
 #include "nvrtc_api.h"
 #include "sha256.h"
@@ -58,6 +59,7 @@ typedef struct kernel {
   CUfunction fn;
   /* The backward's other kernels (fwd_job.h gives the order); NULL for the forward. */
   CUfunction pre_fn, dq_fn, convert_fn;
+  CUfunction combine_fn;  /* split-KV forward variants */
   fat_load load;
   char note[256];  /* why no stored cubin was loaded ("" when one was) */
 } kernel;
@@ -69,6 +71,9 @@ typedef struct sel_entry {
   fat_choice choice;
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
+  int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h) */
+  int template_dim;          /* the template's head dim (>= the problem's) */
+  int no_workspace;
   const kernel *k;
 } sel_entry;
 
@@ -76,6 +81,8 @@ typedef struct sel_entry {
 typedef struct sel_key {
   int direction;      /* fat_direction */
   int deterministic;  /* backward: only variants without atomics */
+  int no_workspace;   /* forward: the caller's workspace is too small for the tuned
+                         variant; only variants that need none */
 } sel_key;
 
 /* What select_variant finds, beyond the public choice: how to launch and
@@ -86,9 +93,12 @@ typedef struct selection {
   char family[64], params[256];
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;        /* backward only */
-  int direction, dtype, mask, head_dim;  /* the key's (for storing a compiled build) */
+  int pack_gqa, splits;            /* forward only */
+  int direction, dtype, mask, head_dim;  /* the key's (for storing a compiled build); head_dim
+                                            is the template's */
   const fat_default_variant *def;  /* non-NULL for the built-in default */
   int db_index;                    /* which database (-1: built-in) */
+  double distance;                 /* bucket_distance of the tuned bucket to the call */
 } selection;
 
 struct fat_context {
@@ -210,6 +220,20 @@ int fat_supported_head_dims(int *out, int cap) {
     n++;
   }
   return n < cap ? n : cap;
+}
+
+/* The template a problem's head dim runs on in DIRECTION: itself, or the
+ * next one up for any other multiple of 8 (the kernels zero the padding);
+ * 0 if none. The backward has no d32, so its small head dims run on d64. */
+static int template_head_dim(int direction, int head_dim) {
+  int best = 0;
+  if (head_dim < 1 || head_dim % 8) return 0;
+  for (int i = 0; i < fat_n_default_variants; i++) {
+    const int d = fat_default_variants[i].head_dim;
+    if (fat_default_variants[i].direction == direction && d >= head_dim && (!best || d < best))
+      best = d;
+  }
+  return best;
 }
 
 /* The built-in default of a problem: for the backward, the deterministic
@@ -426,7 +450,7 @@ static const char *const WINNER_SQL =
     " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"
     " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
     /* Families of one fused kernel; the materialising baseline never wins. */
-    " AND v.family = 'mma80'"
+    " AND v.family IN ('mma80', 'splitkv') AND instr(v.source, ?9) > 0"
     " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, w.chosen_at DESC";
 
 /* The deterministic backward: the fastest live timing, per bucket, of a
@@ -440,13 +464,19 @@ static const char *const DETERMINISTIC_SQL =
     " JOIN problems p ON p.id = t.problem_id JOIN variants v ON v.id = t.variant_id"
     " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"
     " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
-    " AND v.family = 'mma80' AND t.retired = 0"
+    " AND v.family = 'mma80' AND t.retired = 0 AND instr(v.source, ?9) > 0"
     " AND ' ' || v.params || ' ' LIKE '% DQ_MODE=separate %'"
     " AND EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id = t.gpu_id"
     "   AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 1)"
     " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="
     "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 0)"
     " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, t.median_ms, t.id";
+
+/* The line every source built against today's fat_fwd_params carries:
+ * winners stored by a build with another layout are passed over. */
+#define ABI_STR2(x) #x
+#define ABI_STR(x) ABI_STR2(x)
+#define ABI_MARKER "#define FAT_ABI_VERSION " ABI_STR(FAT_ABI_VERSION)
 
 /* A tuned problem's key beyond (dtype, mask, head dim), and a call's. */
 typedef struct bucket {
@@ -494,6 +524,7 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
   sqlite3_bind_text(s, 6, fat_mask_name((fat_mask)mask), -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 7, head_dim);
   sqlite3_bind_text(s, 8, fat_direction_name((fat_direction)key.direction), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 9, ABI_MARKER, -1, SQLITE_STATIC);
   int step;
   bucket last = {-1, -1, -1};
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
@@ -514,10 +545,25 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
       continue;
     }
     if (key.deterministic && !dq_separate) continue;
+    int pack_gqa = 0, splits = 1;
+    if (key.direction == FAT_FWD &&
+        fat_fwd_params_parse((const char *)sqlite3_column_text(s, 4), &pack_gqa, &splits, why,
+                               sizeof why)) {
+      logf_(c, "%s: %s: skipped", c->dbs[i], why);
+      continue;
+    }
+    if (key.no_workspace && splits > 1) continue;
+    /* The decoding family's tiles are for short query sides: its winners
+     * serve calls of that kind only, however near their bucket. */
+    if (!strcmp((const char *)sqlite3_column_text(s, 3), FAT_FAMILY_SPLITKV) &&
+        call.seqlen_q > FAT_SPLITKV_MAX_SEQLEN_Q)
+      continue;
     best = d;
     memset(out, 0, sizeof *out);
     out->block_q = block_q;
     out->dq_separate = dq_separate;
+    out->pack_gqa = pack_gqa;
+    out->splits = splits;
     snprintf(out->choice.variant, sizeof out->choice.variant, "%s", sqlite3_column_text(s, 0));
     snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s",
              sqlite3_column_text(s, 1));
@@ -535,6 +581,7 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     out->choice.match = same_bucket(b, call) ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;
     snprintf(out->choice.db_path, sizeof out->choice.db_path, "%s", c->dbs[i]);
     out->db_index = i;
+    out->distance = d;
     *found = 1;
   }
   if (step != SQLITE_DONE) st = fail(c, FAT_ERR_DATABASE, "%s: %s", c->dbs[i], sqlite3_errmsg(h));
@@ -549,9 +596,23 @@ static fat_status check_problem(fat_context *c, const fat_attn_args *a) {
   if (a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "dtype %d: must be FAT_ATTN_FP16 or FAT_ATTN_BF16",
                 (int)a->dtype);
-  if (a->mask != FAT_ATTN_MASK_NONE && a->mask != FAT_ATTN_MASK_CAUSAL)
+  if (a->mask != FAT_ATTN_MASK_NONE && a->mask != FAT_ATTN_MASK_CAUSAL &&
+      a->mask != FAT_ATTN_MASK_LOCAL)
     return fail(c, FAT_ERR_INVALID_ARGUMENT,
-                "mask %d: must be FAT_ATTN_MASK_NONE or FAT_ATTN_MASK_CAUSAL", (int)a->mask);
+                "mask %d: must be FAT_ATTN_MASK_NONE, FAT_ATTN_MASK_CAUSAL or FAT_ATTN_MASK_LOCAL",
+                (int)a->mask);
+  if (a->mask == FAT_ATTN_MASK_LOCAL && (a->window_left < -1 || a->window_right < -1))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "window (%d, %d): each bound must be >= -1 (-1: "
+                "unbounded)", a->window_left, a->window_right);
+  if (!(a->softcap >= 0) || isinf(a->softcap))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "softcap %g: must be finite and >= 0 (0: none)",
+                (double)a->softcap);
+  if (!a->cu_seqlens_q != !a->cu_seqlens_k)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "cu_seqlens_q %p and cu_seqlens_k %p: give both or "
+                "neither", (const void *)a->cu_seqlens_q, (const void *)a->cu_seqlens_k);
+  if (a->cu_seqlens_q && (a->total_q < 1 || a->total_k < 1))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "total_q %d, total_k %d: a variable-length batch "
+                "needs the packed tensors' rows (>= 1)", a->total_q, a->total_k);
   const int dims[5] = {a->batch, a->heads, a->heads_k, a->seqlen_q, a->seqlen_k};
   static const char *const dim_names[5] = {"batch", "heads", "heads_k", "seqlen_q", "seqlen_k"};
   for (int i = 0; i < 5; i++)
@@ -570,7 +631,8 @@ static fat_status unsupported_head_dim(fat_context *c, int head_dim) {
   char list[128] = "";
   for (int i = 0; i < n; i++)
     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "", dims[i]);
-  return fail(c, FAT_ERR_UNSUPPORTED, "head_dim %d has no template (supported: %s)", head_dim, list);
+  return fail(c, FAT_ERR_UNSUPPORTED, "head_dim %d has no template (templates: %s; any multiple "
+              "of 8 up to %d runs on the next one up)", head_dim, list, n ? dims[n - 1] : 0);
 }
 
 /* The one selection function: which variant serves (dtype, mask, head dim,
@@ -584,19 +646,20 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
     return fail(c, FAT_ERR_UNSUPPORTED,
                 "%s has compute capability %d.%d; fatune's kernels need %d.0 or newer", c->gpu_name,
                 c->cc_major, c->cc_minor, MIN_CC_MAJOR);
-  const fat_default_variant *def = find_default(key, a->dtype, a->mask, a->head_dim);
+  const int tdim = template_head_dim(key.direction, a->head_dim);
+  const fat_default_variant *def = find_default(key, a->dtype, a->mask, tdim);
   if (!def) return unsupported_head_dim(c, a->head_dim);
   /* An exact bucket anywhere (the user's database first) beats a nearest
-   * one; among nearest ones the user's database comes first. */
+   * one; among nearest ones the nearest, the earlier database on a tie. */
   selection nearest;
   int have_nearest = 0;
   for (int i = 0; i < c->n_dbs; i++) {
     int found = 0;
     const bucket call = {a->seqlen_q, a->seqlen_k, a->heads / a->heads_k};
-    if ((st = find_winner(c, i, key, a->dtype, a->mask, a->head_dim, call, out, &found)))
+    if ((st = find_winner(c, i, key, a->dtype, a->mask, tdim, call, out, &found)))
       return st;
     if (found && out->choice.match == FAT_MATCH_EXACT) break;
-    if (found && !have_nearest) {
+    if (found && (!have_nearest || out->distance < nearest.distance)) {
       nearest = *out;
       have_nearest = 1;
     }
@@ -606,7 +669,7 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
   out->direction = key.direction;
   out->dtype = a->dtype;
   out->mask = a->mask;
-  out->head_dim = a->head_dim;
+  out->head_dim = tdim;
   if (out->choice.variant[0]) return FAT_OK;
   if (c->no_builtin)
     return fail(c, FAT_ERR_UNSUPPORTED,
@@ -628,6 +691,10 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
     char why[256];
     if (fat_bwd_params_parse(def->params, &out->block_q, &block_n, &out->dq_separate, why,
                              sizeof why))
+      return fail(c, FAT_ERR_UNSUPPORTED, "built-in default %s: %s", def->name, why);
+  } else {
+    char why[256];
+    if (fat_fwd_params_parse(def->params, &out->pack_gqa, &out->splits, why, sizeof why))
       return fail(c, FAT_ERR_UNSUPPORTED, "built-in default %s: %s", def->name, why);
   }
   out->choice.origin = FAT_ORIGIN_BUILTIN;
@@ -665,7 +732,7 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
 }
 
 fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choice *out) {
-  return select_public(c, (sel_key){FAT_FWD, 0}, a, out);
+  return select_public(c, (sel_key){FAT_FWD, 0, 0}, a, out);
 }
 
 fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, fat_choice *out) {
@@ -675,7 +742,7 @@ fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, 
     pthread_mutex_unlock(&c->lock);
     return st;
   }
-  return select_public(c, (sel_key){FAT_BWD, a && a->deterministic}, a ? &a->fwd : NULL, out);
+  return select_public(c, (sel_key){FAT_BWD, a && a->deterministic, 0}, a ? &a->fwd : NULL, out);
 }
 
 /* ---- loading ------------------------------------------------------------ */
@@ -914,6 +981,16 @@ static fat_status ensure_kernel(fat_context *c, const selection *sel, const kern
               fat_cuda_result_text(&c->cu, r, e, sizeof e));
     goto out;
   }
+  if (sel->direction == FAT_FWD && sel->splits > 1) {
+    char entry[160];
+    snprintf(entry, sizeof entry, "%s%s", sel->entry, FAT_FWD_COMBINE_SUFFIX);
+    r = c->cu.cuModuleGetFunction(&k->combine_fn, k->module, entry);
+    if (r != CUDA_SUCCESS) {
+      st = fail(c, FAT_ERR_CUDA, "entry %s of %s: %s", entry, sel->choice.variant,
+                fat_cuda_result_text(&c->cu, r, e, sizeof e));
+      goto out;
+    }
+  }
   if (sel->direction == FAT_BWD) {
     /* The backward's three other kernels; the dQ pass shares the variant's
      * shared memory, the per-row kernels need none. */
@@ -971,9 +1048,9 @@ void fat_attn_args_contiguous(fat_attn_args *a) {
 
 static unsigned bucket_of(sel_key k, const fat_attn_args *a) {
   uint32_t h = 2166136261u; /* FNV-1a over the key */
-  int key[8] = {k.direction, k.deterministic, a->dtype,    a->mask,
-                a->head_dim, a->seqlen_q,     a->seqlen_k, a->heads / a->heads_k};
-  for (int i = 0; i < 8; i++) {
+  int key[9] = {k.direction, k.deterministic, a->dtype,    a->mask,         a->head_dim,
+                a->seqlen_q, a->seqlen_k,     k.no_workspace, a->heads / a->heads_k};
+  for (int i = 0; i < 9; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;
   }
@@ -1065,8 +1142,8 @@ static fat_status check_rows(fat_context *c, const char *name, const void *ptr,
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned", name, ptr,
                 ALIGN_BYTES);
   /* The shape was checked positive, and each factor fits an int. */
-  unsigned long long n = (unsigned long long)a->batch * (unsigned long long)a->heads;
-  if (__builtin_mul_overflow(n, (unsigned long long)a->seqlen_q, &n) ||
+  unsigned long long n = (unsigned long long)(a->cu_seqlens_q ? 1 : a->batch) * (unsigned long long)a->heads;
+  if (__builtin_mul_overflow(n, (unsigned long long)(a->cu_seqlens_q ? a->total_q : a->seqlen_q), &n) ||
       n > (UINTPTR_MAX - (uintptr_t)ptr) / LSE_BYTES)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its batch x heads x seqlen_q floats run past "
                 "the end of the address space", name, ptr);
@@ -1092,19 +1169,35 @@ static fat_status check_no_alias(fat_context *c, const span *t, int n, int n_wri
 /* The forward's tensors in T: o, lse (written by the forward), q, k, v. */
 static fat_status check_tensors(fat_context *c, const fat_attn_args *a, span t[N_TENSORS]) {
   fat_status st;
-  if ((st = check_strided(c, "q", a->q, a->q_batch_stride, a->q_row_stride, a->q_head_stride,
-                          a->batch, a->seqlen_q, a->heads, a->head_dim, &t[2])) ||
-      (st = check_strided(c, "k", a->k, a->k_batch_stride, a->k_row_stride, a->k_head_stride,
-                          a->batch, a->seqlen_k, a->heads_k, a->head_dim, &t[3])) ||
-      (st = check_strided(c, "v", a->v, a->v_batch_stride, a->v_row_stride, a->v_head_stride,
-                          a->batch, a->seqlen_k, a->heads_k, a->head_dim, &t[4])) ||
-      (st = check_strided(c, "o", a->o, a->o_batch_stride, a->o_row_stride, a->o_head_stride,
-                          a->batch, a->seqlen_q, a->heads, a->head_dim, &t[0])) ||
+  /* A variable-length batch is one sequence of total rows as far as the
+   * layout goes: its batch strides are not used. */
+  const int vl = a->cu_seqlens_q != NULL;
+  const int bq = vl ? 1 : a->batch, sq = vl ? a->total_q : a->seqlen_q;
+  const int sk = vl ? a->total_k : a->seqlen_k;
+  if ((st = check_strided(c, "q", a->q, vl ? 0 : a->q_batch_stride, a->q_row_stride,
+                          a->q_head_stride, bq, sq, a->heads, a->head_dim, &t[2])) ||
+      (st = check_strided(c, "k", a->k, vl ? 0 : a->k_batch_stride, a->k_row_stride,
+                          a->k_head_stride, bq, sk, a->heads_k, a->head_dim, &t[3])) ||
+      (st = check_strided(c, "v", a->v, vl ? 0 : a->v_batch_stride, a->v_row_stride,
+                          a->v_head_stride, bq, sk, a->heads_k, a->head_dim, &t[4])) ||
+      (st = check_strided(c, "o", a->o, vl ? 0 : a->o_batch_stride, a->o_row_stride,
+                          a->o_head_stride, bq, sq, a->heads, a->head_dim, &t[0])) ||
       (st = check_rows(c, "lse", a->lse, a, &t[1])))
     return st;
   if (!(a->softmax_scale >= 0) || isinf(a->softmax_scale))
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "softmax_scale %g: must be finite and >= 0 (0: default)",
                 (double)a->softmax_scale);
+  /* The forward's scratch (split variants write their partials there). */
+  if (a->workspace && a->workspace_bytes > 0) {
+    if ((uintptr_t)a->workspace % ALIGN_BYTES)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p is not %d-byte aligned", a->workspace,
+                  ALIGN_BYTES);
+    for (int i = 0; i < N_TENSORS; i++)
+      if (overlaps((uintptr_t)a->workspace, a->workspace_bytes, (uintptr_t)t[i].ptr, t[i].bytes))
+        return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace [%p, +%zu bytes) overlaps %s [%p, "
+                    "+%llu bytes)", a->workspace, a->workspace_bytes, t[i].name, t[i].ptr,
+                    t[i].bytes);
+  }
   return FAT_OK;
 }
 
@@ -1113,7 +1206,8 @@ static fat_status check_args(fat_context *c, const fat_attn_args *a) {
   span t[N_TENSORS];
   fat_status st = check_problem(c, a);
   if (st) return st;
-  if (!find_default((sel_key){FAT_FWD, 0}, a->dtype, a->mask, a->head_dim))
+  if (!find_default((sel_key){FAT_FWD, 0, 0}, a->dtype, a->mask,
+                    template_head_dim(FAT_FWD, a->head_dim)))
     return unsupported_head_dim(c, a->head_dim);
   if ((st = check_tensors(c, a, t))) return st;
   return check_no_alias(c, t, N_TENSORS, 2);
@@ -1186,7 +1280,7 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   const int group = a->heads / a->heads_k;
   sel_entry *e = c->sels[b];
   while (e && !(e->direction == key.direction && e->deterministic == key.deterministic &&
-                e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
+                e->no_workspace == key.no_workspace && e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
                 e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q &&
                 e->seqlen_k == a->seqlen_k && e->group == group))
     e = e->next;
@@ -1206,6 +1300,10 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   if (!(e = calloc(1, sizeof *e))) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
   e->direction = key.direction;
   e->deterministic = key.deterministic;
+  e->no_workspace = key.no_workspace;
+  e->pack_gqa = sel.pack_gqa;
+  e->splits = sel.splits > 1 ? sel.splits : 1;
+  e->template_dim = sel.head_dim;
   e->dtype = a->dtype;
   e->mask = a->mask;
   e->head_dim = a->head_dim;
@@ -1215,7 +1313,10 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->choice = sel.choice;
   e->choice.loaded = 1;
   e->choice.load = k->load;
-  snprintf(e->choice.note, sizeof e->choice.note, "%s", k->note);
+  snprintf(e->choice.note, sizeof e->choice.note, "%s%s%.100s",
+           key.no_workspace ? "the tuned variant needs more workspace than given "
+                              "(fat_attention_fwd_workspace); this one needs none" : "",
+           key.no_workspace && k->note[0] ? "; " : "", k->note);
   e->block_m = sel.block_m;
   e->threads = sel.threads;
   e->smem_bytes = sel.smem_bytes;
@@ -1258,8 +1359,24 @@ static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
   p->heads_k = a->heads_k;
   p->seqlen_q = a->seqlen_q;
   p->seqlen_k = a->seqlen_k;
+  p->head_dim = a->head_dim;
+  p->cu_seqlens_q = a->cu_seqlens_q;
+  p->cu_seqlens_k = a->cu_seqlens_k;
+  p->seqused_k = a->seqused_k;
+  p->window_left = a->mask == FAT_ATTN_MASK_LOCAL ? a->window_left : -1;
+  p->window_right = a->mask == FAT_ATTN_MASK_LOCAL ? a->window_right : -1;
   p->softmax_scale = a->softmax_scale > 0 ? a->softmax_scale : 1.0f / sqrtf((float)a->head_dim);
   p->scale_log2 = p->softmax_scale * (float)M_LOG2E;
+  if (a->softcap > 0) {
+    p->softcap_in = p->softmax_scale / a->softcap;
+    p->softcap_out = a->softcap / p->softmax_scale;
+  }
+}
+
+static fat_fwd_geometry entry_geometry(const sel_entry *e) {
+  fat_fwd_geometry g = {e->block_m, e->threads, e->smem_bytes, e->pack_gqa, e->splits,
+                        e->template_dim};
+  return g;
 }
 
 /* The entry point's lock, offline refusal and checks; on FAT_OK *E serves
@@ -1303,19 +1420,51 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
                              fat_choice *ran) {
   const sel_entry *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
-  fat_status st = prepare_launch(c, (sel_key){FAT_FWD, 0}, a, a, check_fwd, stream, &e);
+  fat_status st = prepare_launch(c, (sel_key){FAT_FWD, 0, 0}, a, a, check_fwd, stream, &e);
   if (st) return st;
   /* The hot path: entries are never changed once published. */
+  fat_fwd_geometry g = entry_geometry(e);
+  size_t need = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
+  if (need > 0 && (!a->workspace || a->workspace_bytes < need)) {
+    /* Too little scratch for the tuned split: the best variant without. */
+    const sel_entry *plain = NULL;
+    if ((st = prepare_launch(c, (sel_key){FAT_FWD, 0, 1}, a, a, check_fwd, stream, &plain)))
+      return st;
+    e = plain;
+    g = entry_geometry(e);
+  }
   fat_fwd_params p;
   fwd_params(a, &p);
-  void *args[] = {&p};
-  unsigned grid_x = (unsigned)((a->seqlen_q + e->block_m - 1) / e->block_m);
+  fat_fwd_set_workspace(&g, &p, (CUdeviceptr)(uintptr_t)a->workspace);
+  const fat_fwd_kernels fns = {e->k->fn, e->k->combine_fn};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
-  if (r == CUDA_SUCCESS)
-    r = c->cu.cuLaunchKernel(e->k->fn, grid_x, (unsigned)a->heads, (unsigned)a->batch,
-                             (unsigned)e->threads, 1, 1, (unsigned)e->smem_bytes, (CUstream)stream,
-                             args, NULL);
+  if (r == CUDA_SUCCESS) r = fat_fwd_launch(&c->cu, &fns, &g, &p, (CUstream)stream);
   return finish_launch(c, e, r, ran);
+}
+
+fat_status fat_attention_fwd_workspace(fat_context *c, const fat_attn_args *a, size_t *bytes) {
+  selection sel;
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  const sel_entry *e = NULL;
+  fat_status st;
+  if (!bytes)
+    st = fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL");
+  else if (c->offline)
+    st = select_variant(c, (sel_key){FAT_FWD, 0, 0}, a, &sel);
+  else if (!(st = check_problem(c, a)))
+    /* With a device, the launch's own cache entry: asked before every
+     * call, it must cost no more than the launch's lookup. */
+    st = lookup_entry(c, (sel_key){FAT_FWD, 0, 0}, a, &e);
+  if (st == FAT_OK) {
+    const fat_fwd_geometry g = e ? entry_geometry(e)
+                                 : (fat_fwd_geometry){sel.block_m, sel.threads, sel.smem_bytes,
+                                                      sel.pack_gqa, sel.splits > 1 ? sel.splits : 1,
+                                                      sel.head_dim};
+    *bytes = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
+  }
+  pthread_mutex_unlock(&c->lock);
+  return st;
 }
 
 /* ---- backward ------------------------------------------------------------- */
@@ -1329,7 +1478,9 @@ static void bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_
                                 size_t *accum) {
   size_t rows = (size_t)a->batch * (size_t)a->heads * (size_t)a->seqlen_q;
   *delta = round_up(rows * sizeof(float), WORKSPACE_ALIGN);
-  *accum = deterministic ? 0 : rows * (size_t)a->head_dim * sizeof(float);
+  /* The accumulator's rows are the template's head dim wide. */
+  const int tdim = template_head_dim(FAT_BWD, a->head_dim);
+  *accum = deterministic ? 0 : rows * (size_t)(tdim > 0 ? tdim : a->head_dim) * sizeof(float);
 }
 
 void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *a) {
@@ -1370,7 +1521,14 @@ static fat_status check_bwd_args(fat_context *c, const void *args) {
   if (st) return st;
   if (a->deterministic != 0 && a->deterministic != 1)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "deterministic %d: must be 0 or 1", a->deterministic);
-  if (!find_default((sel_key){FAT_BWD, a->deterministic}, f->dtype, f->mask, f->head_dim))
+  if (f->softcap > 0)
+    return fail(c, FAT_ERR_UNSUPPORTED, "softcap %g: the backward has no soft-cap (forward only)",
+                (double)f->softcap);
+  if (f->cu_seqlens_q || f->seqused_k)
+    return fail(c, FAT_ERR_UNSUPPORTED, "variable-length batches (cu_seqlens, seqused_k): the "
+                "backward takes dense batches only");
+  if (!find_default((sel_key){FAT_BWD, a->deterministic, 0}, f->dtype, f->mask,
+                    template_head_dim(FAT_BWD, f->head_dim)))
     return unsupported_head_dim(c, f->head_dim);
   if ((st = check_tensors(c, f, t + 5)) ||
       (st = check_strided(c, "dout", a->dout, a->do_batch_stride, a->do_row_stride,

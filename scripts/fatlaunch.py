@@ -21,22 +21,18 @@ class FwdParams(ctypes.Structure):
     _fields_ = [
         ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
         ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
-        ("q_batch_stride", ctypes.c_longlong), ("q_row_stride", ctypes.c_longlong),
-        ("q_head_stride", ctypes.c_longlong),
-        ("k_batch_stride", ctypes.c_longlong), ("k_row_stride", ctypes.c_longlong),
-        ("k_head_stride", ctypes.c_longlong),
-        ("v_batch_stride", ctypes.c_longlong), ("v_row_stride", ctypes.c_longlong),
-        ("v_head_stride", ctypes.c_longlong),
-        ("o_batch_stride", ctypes.c_longlong), ("o_row_stride", ctypes.c_longlong),
-        ("o_head_stride", ctypes.c_longlong),
+        ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+        ("seqused_k", ctypes.c_void_p), ("o_accum", ctypes.c_void_p), ("lse_accum", ctypes.c_void_p),
+    ] + [(f"{t}_{s}_stride", ctypes.c_longlong) for t in "qkvo" for s in ("batch", "row", "head")] + [
         ("batch", ctypes.c_int), ("heads", ctypes.c_int), ("heads_k", ctypes.c_int),
-        ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int),
+        ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int), ("head_dim", ctypes.c_int),
+        ("window_left", ctypes.c_int), ("window_right", ctypes.c_int),
         ("softmax_scale", ctypes.c_float), ("scale_log2", ctypes.c_float),
-        ("reserved", ctypes.c_int),
+        ("softcap_in", ctypes.c_float), ("softcap_out", ctypes.c_float),
     ]
 
 
-assert ctypes.sizeof(FwdParams) == 168, "fat_fwd_params layout changed: update fatlaunch.py"
+assert ctypes.sizeof(FwdParams) == 224, "fat_fwd_params layout changed: update fatlaunch.py"
 
 _cuda = None
 
@@ -77,12 +73,13 @@ class Kernel:
         scale = 1.0 / math.sqrt(d) if scale is None else scale
         for t in (q, k, v, o):
             assert t.stride(-1) == 1 and t.is_cuda
-        p = FwdParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                      q.stride(0), q.stride(1), q.stride(2),
-                      k.stride(0), k.stride(1), k.stride(2),
-                      v.stride(0), v.stride(1), v.stride(2),
-                      o.stride(0), o.stride(1), o.stride(2),
-                      b, h, hk, sq, sk, scale, scale * LOG2E, 0)
+        p = FwdParams(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(),
+                      lse=lse.data_ptr(), batch=b, heads=h, heads_k=hk, seqlen_q=sq, seqlen_k=sk,
+                      head_dim=d, window_left=-1, window_right=-1, softmax_scale=scale,
+                      scale_log2=scale * LOG2E)
+        for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+            for i, s in enumerate(("batch", "row", "head")):
+                setattr(p, f"{name}_{s}_stride", t.stride(i))
         return p
 
     def launch(self, p: FwdParams, stream=None):

@@ -8,7 +8,8 @@
 #   cmake -S . -B build && cmake --build build -j
 # then run there, from the repository root, with build/ carried:
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
-# Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0; GPU_TESTS=a,b runs
+# Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0, or on: DECODE=1
+# (tune the decoding problem), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
 # only test_gpu_a and test_gpu_b (faults: the fault-isolation script); HEAD_DIMS "" tunes
 # no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS, BWD_DTYPES) tunes the backward too,
 # TUNE_TIMEOUT=S stops each tuning after S seconds; SANITIZE=1
@@ -89,6 +90,15 @@ if [ "${TUNE:-1}" = 1 ]; then
   [ -n "$HEAD_DIMS" ] && tune fwd "$HEAD_DIMS" "$SEQLENS"
   [ -n "${BWD_HEAD_DIMS:-}" ] && tune bwd "$BWD_HEAD_DIMS" "${BWD_SEQLENS:-1024,2048,4096,8192,16384}" \
     "${BWD_DTYPES:+--dtype $BWD_DTYPES}"
+  # DECODE=1: issue 4's decoding problem (batch 8, 32 query heads over 8
+  # K/V heads, 65536 keys), where the splitkv family competes.
+  [ "${DECODE:-0}" = 1 ] && tune fwd 128 1,16 "--dtype bf16 --seqlen-k 65536 --gqa 4 --batch 8"
+fi
+
+if [ "${FEATURES:-0}" = 1 ]; then
+  section "problem features against SDPA (issue 4's table)"
+  FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB" PYTHONUNBUFFERED=1 \
+    python3 scripts/bench_features.py --out "$OUT" ${FEATURES_QUICK:+--quick} || failures=$((failures + 1))
 fi
 
 if [ "${BENCH:-1}" = 1 ]; then

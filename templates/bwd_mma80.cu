@@ -15,12 +15,22 @@
 //   separate  fat_bwd_dq walks the key blocks for each query block and sums
 //             in registers in a fixed order: no atomics, so the gradients
 //             are bit-identical run to run (the deterministic mode).
+// PREFETCH=1 double-buffers the query tiles of fat_bwd_mma80: the next
+// tile's Q and dO are copied (cp.async) and its lse and D loaded while the
+// current tile is computed, instead of all at once before it.
 // All four products are m16n8k16 MMAs on tiles in shared memory: P and dS
 // are rounded to the element type and staged there, as FlashAttention-2
-// does. Causal masking is bottom-right aligned like the forward's (query i
-// sees key j iff j <= i + seqlen_k − seqlen_q); query blocks no row of which
-// sees the key block are skipped. A row that sees no key has lse = −inf and
-// gets P = 0, hence zero gradients, never NaN.
+// does. Masks are bottom-right aligned like the forward's: query i sits at
+// key position pos = i + seqlen_k − seqlen_q; causal sees keys j <= pos,
+// local pos − window_left <= j <= pos + window_right (a bound of −1 is
+// dropped). Tiles no row of which sees a key of the other side's tile are
+// skipped; tiles that cross a bound are masked by absolute position. A row
+// that sees no key has lse = −inf and gets P = 0, hence zero gradients,
+// never NaN.
+//
+// The problem's head dim p.head_dim may be below kHeadDim (a multiple of 8):
+// the columns past it are copied in as zeros, so they add nothing to any
+// product, and no gradient is written there.
 //
 // Parameters in double braces are substituted by generator/expand.lua; they
 // change speed (and, for DQ_MODE, determinism), never results.
@@ -33,6 +43,8 @@ constexpr int kBlockN = {{BLOCK_N}};   // keys per tile
 constexpr int kWarps = {{WARPS}};
 constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
+constexpr bool kIsLocal = {{IS_LOCAL}};
+constexpr bool kPrefetch = {{PREFETCH}};  // fat_bwd_mma80 loads query tile i+1 during tile i
 constexpr bool kDqMode_atomic = false;
 constexpr bool kDqMode_separate = true;
 constexpr bool kDqSeparate = kDqMode_{{DQ_MODE}};
@@ -53,6 +65,8 @@ constexpr int kPitchN = kBlockN + kChunk;   // dS tile of the dQ pass: [query][k
 static_assert(kHeadDim % kDqCols == 0, "atomic dQ walks the head dim 32 columns at a time");
 static_assert(kBlockM % kMma == 0 && kBlockN % kMma == 0, "tiles are whole MMA tiles");
 static_assert(FAT_BWD_ROW_THREADS % kWarpSize == 0, "one warp per row");
+static_assert(kBlockM <= kThreads, "one thread per query row holds a prefetched lse and D");
+static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
 
 typedef unsigned short elem_t;  // raw fp16 / bf16 bits
 typedef unsigned int u32;
@@ -89,6 +103,10 @@ __device__ __forceinline__ void cp_async_16(u32 dst, const void *src, int bytes)
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+// All but the most recent group landed (the prefetched tile may still fly).
+__device__ __forceinline__ void cp_async_wait_all_but_last() {
+  asm volatile("cp.async.wait_group 1;\n" ::);
+}
 
 __device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -203,10 +221,11 @@ __device__ __forceinline__ void zero(float (&c)[kMT][kNT][4]) {
 }
 
 // Copies kRows rows of kHeadDim elements into a padded shared tile; rows at
-// or past valid_rows are zero-filled (they then contribute nothing).
+// or past valid_rows and columns at or past cols (the problem's head dim, a
+// multiple of kChunk) are zero-filled: they then contribute nothing.
 template <int kRows>
 __device__ __forceinline__ void load_rows(u32 tile, const elem_t *src, long long row_stride,
-                                          int valid_rows, int tid) {
+                                          int valid_rows, int cols, int tid) {
   constexpr int kChunksPerRow = kHeadDim / kChunk;
   constexpr int kChunks = kRows * kChunksPerRow;
 #pragma unroll
@@ -214,30 +233,69 @@ __device__ __forceinline__ void load_rows(u32 tile, const elem_t *src, long long
     const int c = tid + i * kThreads;
     if (kChunks % kThreads == 0 || c < kChunks) {
       const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * kChunk;
-      const bool inside = row < valid_rows;
+      const bool inside = row < valid_rows && col < cols;
       cp_async_16(tile + (row * kPitchD + col) * sizeof(elem_t),
                   inside ? src + row * row_stride + col : src, inside ? 16 : 0);
     }
   }
 }
 
-// The per-row softmax statistics of kBlockM query rows from m0, in the form
-// P needs: lse·log2(e), and +inf for a row that sees no key or lies past the
-// end, so that exp2(s·scale_log2 − it) = 0 there; D, 0 past the end.
+// One query row's softmax statistics in the form P needs: lse·log2(e), and
+// +inf for a row that sees no key or lies past the end, so that
+// exp2(s·scale_log2 − it) = 0 there (never −inf − −inf); D, 0 past the end.
+struct RowStats {
+  float lse_log2, delta;
+};
+__device__ __forceinline__ RowStats row_stats(const float *lse, const float *delta, int row, int seqlen_q) {
+  const bool inside = row < seqlen_q;
+  const float l = inside ? lse[row] : neg_inf();
+  return {l == neg_inf() ? pos_inf() : l * kLog2e, inside ? delta[row] : 0.f};
+}
+
+// The statistics of kBlockM query rows from m0 into shared memory.
 __device__ __forceinline__ void load_row_stats(float *lse_s, float *delta_s, const float *lse,
                                                const float *delta, int m0, int seqlen_q, int tid) {
   for (int r = tid; r < kBlockM; r += kThreads) {
-    const bool inside = m0 + r < seqlen_q;
-    const float l = inside ? lse[m0 + r] : neg_inf();
-    lse_s[r] = l == neg_inf() ? pos_inf() : l * kLog2e;
-    delta_s[r] = inside ? delta[m0 + r] : 0.f;
+    const RowStats st = row_stats(lse, delta, m0 + r, seqlen_q);
+    lse_s[r] = st.lse_log2;
+    delta_s[r] = st.delta;
   }
 }
 
-// D = rowsum(dO ∘ O) for each query row, in fp32 from the 16-bit values;
-// in atomic mode the row's fp32 dQ accumulator is zeroed here too.
-// Grid: (ceil(seqlen_q / rows), heads, batch), FAT_BWD_ROW_THREADS threads,
-// one warp per row.
+// The keys a query at key position pos sees: pos − left <= key <= pos +
+// right, a bound ignored when its flag is off. The flags are compile-time:
+// causal is right = 0 and no left, so its tests are the ones it always had;
+// local tests both bounds, an absent one (−1) becoming seqlen_q + seqlen_k,
+// which hides no key. Bounds are clamped to that too, so pos ± bound stays
+// in an int. (No run-time flags: at 255 registers each one is a spill.)
+struct KeyWindow {
+  static constexpr bool has_left = kIsLocal, has_right = kIsCausal || kIsLocal;
+  int left, right;
+};
+__device__ __forceinline__ KeyWindow key_window(const fat_fwd_params &p) {
+  const int widest = p.seqlen_q + p.seqlen_k;
+  KeyWindow w;
+  w.left = kIsLocal && p.window_left >= 0 ? min(p.window_left, widest) : widest;
+  w.right = kIsCausal ? 0 : kIsLocal && p.window_right >= 0 ? min(p.window_right, widest) : widest;
+  return w;
+}
+
+// Whether the window hides KEY from the query at key position POS.
+__device__ __forceinline__ bool hidden(const KeyWindow &w, int key, int pos) {
+  return (w.has_right && key > pos + w.right) || (w.has_left && key < pos - w.left);
+}
+
+// Whether some pair of keys [n0, n0 + kBlockN) x queries at positions
+// [pos0, pos0 + kBlockM) is hidden: the tile then needs the per-element test.
+__device__ __forceinline__ bool window_cuts(const KeyWindow &w, int n0, int pos0) {
+  return (w.has_right && n0 + kBlockN - 1 > pos0 + w.right) ||
+         (w.has_left && n0 < pos0 + kBlockM - 1 - w.left);
+}
+
+// D = rowsum(dO ∘ O) for each query row over the problem's head dim, in
+// fp32 from the 16-bit values; in atomic mode the row's fp32 dQ accumulator
+// is zeroed here too. Grid: (ceil(seqlen_q / rows), heads, batch),
+// FAT_BWD_ROW_THREADS threads, one warp per row.
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) {
   const fat_fwd_params &p = bp.fwd;
@@ -250,12 +308,26 @@ fat_bwd_preprocess(const fat_bwd_params bp) {
   const elem_t *d_o = at<elem_t>(bp.dout, batch * bp.do_batch_stride + row * bp.do_row_stride +
                                               head * bp.do_head_stride);
   float sum = 0.f;
-  for (int c = lane; c < kHeadDim; c += kWarpSize) sum += to_float(o[c]) * to_float(d_o[c]);
+  for (int c = lane; c < p.head_dim; c += kWarpSize) sum += to_float(o[c]) * to_float(d_o[c]);
   for (int off = kWarpSize / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   const long long r = ((long long)batch * p.heads + head) * p.seqlen_q + row;
   if (lane == 0) bp.delta[r] = sum;
   if constexpr (!kDqSeparate)
-    for (int c = lane; c < kHeadDim; c += kWarpSize) bp.dq_accum[r * kHeadDim + c] = 0.f;
+    for (int c = lane; c < p.head_dim; c += kWarpSize) bp.dq_accum[r * p.head_dim + c] = 0.f;
+}
+
+// Issues the cp.async copies of query tile m0 of one (batch, head): Q into
+// q_dst, dO into do_dst, rows past the end and columns past the head dim
+// zero-filled. The caller commits them as one group.
+__device__ __forceinline__ void load_query_tile(u32 q_dst, u32 do_dst, const fat_bwd_params &bp, int batch,
+                                                int head, int m0, int tid) {
+  const fat_fwd_params &p = bp.fwd;
+  load_rows<kBlockM>(q_dst, at<elem_t>(p.q, batch * p.q_batch_stride + head * p.q_head_stride +
+                                                (long long)m0 * p.q_row_stride),
+                     p.q_row_stride, p.seqlen_q - m0, p.head_dim, tid);
+  load_rows<kBlockM>(do_dst, at<elem_t>(bp.dout, batch * bp.do_batch_stride + head * bp.do_head_stride +
+                                                     (long long)m0 * bp.do_row_stride),
+                     bp.do_row_stride, p.seqlen_q - m0, p.head_dim, tid);
 }
 
 // dK and dV of kBlockN keys of one (batch, key head); in atomic mode also
@@ -266,12 +338,13 @@ fat_bwd_mma80(const fat_bwd_params bp) {
   const fat_fwd_params &p = bp.fwd;
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowM = kPitchM * sizeof(elem_t);
-  const u32 k_s = smem_u32(smem);                 // K_j   [kBlockN][kPitchD]
-  const u32 v_s = k_s + kBlockN * kRowD;          // V_j   [kBlockN][kPitchD]
-  const u32 q_s = v_s + kBlockN * kRowD;          // Q_i   [kBlockM][kPitchD]
-  const u32 do_s = q_s + kBlockM * kRowD;         // dO_i  [kBlockM][kPitchD]
-  const u32 pt_s = do_s + kBlockM * kRowD;        // Pᵀ    [kBlockN][kPitchM]
-  const u32 dst_s = pt_s + kBlockN * kRowM;       // dSᵀ   [kBlockN][kPitchM]
+  constexpr int kQueryBuffers = kPrefetch ? 2 : 1;     // the tile computed, and the one in flight
+  constexpr u32 kQueryBufferBytes = 2 * kBlockM * kRowD;  // Q_i then dO_i
+  const u32 k_s = smem_u32(smem);                      // K_j   [kBlockN][kPitchD]
+  const u32 v_s = k_s + kBlockN * kRowD;               // V_j   [kBlockN][kPitchD]
+  const u32 query_s = v_s + kBlockN * kRowD;           // kQueryBuffers x (Q_i, dO_i [kBlockM][kPitchD])
+  const u32 pt_s = query_s + kQueryBuffers * kQueryBufferBytes;  // Pᵀ [kBlockN][kPitchM]
+  const u32 dst_s = pt_s + kBlockN * kRowM;            // dSᵀ   [kBlockN][kPitchM]
   unsigned char *stats = smem + (dst_s + kBlockN * kRowM - k_s);
   float *lse_s = reinterpret_cast<float *>(stats);  // [kBlockM]
   float *delta_s = lse_s + kBlockM;                 // [kBlockM]
@@ -283,15 +356,16 @@ fat_bwd_mma80(const fat_bwd_params bp) {
   const int n0 = blockIdx.x * kBlockN;
   const int head_k = blockIdx.y, batch = blockIdx.z;
   const int group = p.heads / p.heads_k;
-  const int causal_offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment
+  const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
+  const KeyWindow window = key_window(p);
   const float scale_log2 = p.scale_log2;
 
   load_rows<kBlockN>(k_s, at<elem_t>(p.k, batch * p.k_batch_stride + head_k * p.k_head_stride +
                                               (long long)n0 * p.k_row_stride),
-                     p.k_row_stride, p.seqlen_k - n0, tid);
+                     p.k_row_stride, p.seqlen_k - n0, p.head_dim, tid);
   load_rows<kBlockN>(v_s, at<elem_t>(p.v, batch * p.v_batch_stride + head_k * p.v_head_stride +
                                               (long long)n0 * p.v_row_stride),
-                     p.v_row_stride, p.seqlen_k - n0, tid);
+                     p.v_row_stride, p.seqlen_k - n0, p.head_dim, tid);
   cp_async_commit();
 
   // Sᵀ and dPᵀ: kBlockN keys x kBlockM queries; dK and dV: kBlockN x kHeadDim.
@@ -304,93 +378,139 @@ fat_bwd_mma80(const fat_bwd_params bp) {
   zero(dk);
   zero(dv);
 
-  // The first query that sees key n0; blocks above it see none of the keys.
-  const int m_first = kIsCausal ? max(0, n0 - causal_offset) : 0;
-  const int m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
-  for (int hq = 0; hq < group; hq++) {
+  // Query rows [m_first, m_end) see at least one key of [n0, n_last]: the
+  // right bound hides the block from rows above m_first, the left bound from
+  // rows at or past m_end. The tiles outside are skipped.
+  const int n_last = min(n0 + kBlockN, p.seqlen_k) - 1;
+  const int m_first = window.has_right ? max(0, n0 - window.right - offset) : 0;
+  const int m_end = window.has_left ? min(p.seqlen_q, n_last + window.left - offset + 1) : p.seqlen_q;
+  const int mb_first = m_first / kBlockM;
+  const int mb_end = m_end > m_first ? (m_end + kBlockM - 1) / kBlockM : mb_first;
+  // The tiles, (query head of the group, query block) in that order, walked
+  // as one sequence so that the prefetch crosses from one head to the next.
+  const int n_tiles = group * (mb_end - mb_first);
+  int hq = 0, mb = mb_first;
+  RowStats next_stats = {0.f, 0.f};  // PREFETCH: the next tile's lse and D, in flight in registers
+  if (kPrefetch && n_tiles > 0) {
+    load_query_tile(query_s, query_s + kBlockM * kRowD, bp, batch, head_k * group, mb * kBlockM, tid);
+    cp_async_commit();
+    if (tid < kBlockM) {
+      const long long row0 = ((long long)batch * p.heads + head_k * group) * p.seqlen_q;
+      next_stats = row_stats(p.lse + row0, bp.delta + row0, mb * kBlockM + tid, p.seqlen_q);
+    }
+  }
+  for (int tile = 0; tile < n_tiles; tile++) {
     const int head = head_k * group + hq;
+    const int m0 = mb * kBlockM;
     const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;  // of lse, D, dq_accum
-    for (int mb = m_first / kBlockM; mb < m_blocks; mb++) {
-      const int m0 = mb * kBlockM;
-      __syncthreads();  // every warp is done with the previous Q, dO, Pᵀ, dSᵀ
-      load_rows<kBlockM>(q_s, at<elem_t>(p.q, batch * p.q_batch_stride + head * p.q_head_stride +
-                                                  (long long)m0 * p.q_row_stride),
-                         p.q_row_stride, p.seqlen_q - m0, tid);
-      load_rows<kBlockM>(do_s, at<elem_t>(bp.dout, batch * bp.do_batch_stride + head * bp.do_head_stride +
-                                                       (long long)m0 * bp.do_row_stride),
-                         bp.do_row_stride, p.seqlen_q - m0, tid);
+    const u32 q_s = query_s + (tile % kQueryBuffers) * kQueryBufferBytes;  // Q_i  [kBlockM][kPitchD]
+    const u32 do_s = q_s + kBlockM * kRowD;                                 // dO_i [kBlockM][kPitchD]
+    int hq_next = hq, mb_next = mb + 1;
+    if (mb_next == mb_end) {
+      hq_next++;
+      mb_next = mb_first;
+    }
+    __syncthreads();  // every warp is done with the previous Q, dO, Pᵀ, dSᵀ and row statistics
+    if constexpr (kPrefetch) {
+      // Tile i+1 into the other buffer (the one tile i−1 used), to land
+      // while tile i is computed; tile i's lse and D, loaded one tile ago,
+      // into shared memory.
+      const bool has_next = tile + 1 < n_tiles;
+      if (has_next) {
+        const u32 next_q_s = query_s + ((tile + 1) % kQueryBuffers) * kQueryBufferBytes;
+        load_query_tile(next_q_s, next_q_s + kBlockM * kRowD, bp, batch, head_k * group + hq_next,
+                        mb_next * kBlockM, tid);
+      }
+      cp_async_commit();  // possibly empty: the wait below then always leaves one group
+      if (tid < kBlockM) {
+        lse_s[tid] = next_stats.lse_log2;
+        delta_s[tid] = next_stats.delta;
+        if (has_next) {
+          const long long next_row0 = ((long long)batch * p.heads + head_k * group + hq_next) * p.seqlen_q;
+          next_stats = row_stats(p.lse + next_row0, bp.delta + next_row0, mb_next * kBlockM + tid, p.seqlen_q);
+        }
+      }
+      cp_async_wait_all_but_last();  // K, V and tile i landed
+    } else {
+      load_query_tile(q_s, do_s, bp, batch, head, m0, tid);
       cp_async_commit();
       load_row_stats(lse_s, delta_s, p.lse + row0, bp.delta + row0, m0, p.seqlen_q, tid);
       cp_async_wait_all();
-      __syncthreads();
+    }
+    __syncthreads();
 
-      // Sᵀ = K·Qᵀ,  dPᵀ = V·dOᵀ
-      float st[S1::kMT][S1::kNT][4], dpt[S1::kMT][S1::kNT][4];
-      zero(st);
-      zero(dpt);
-      warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(st, k_s + s1_m * kRowD, kRowD,
-                                                                 q_s + s1_n * kRowD, kRowD, lane);
-      warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(dpt, v_s + s1_m * kRowD, kRowD,
-                                                                 do_s + s1_n * kRowD, kRowD, lane);
+    // Sᵀ = K·Qᵀ,  dPᵀ = V·dOᵀ
+    float st[S1::kMT][S1::kNT][4], dpt[S1::kMT][S1::kNT][4];
+    zero(st);
+    zero(dpt);
+    warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(st, k_s + s1_m * kRowD, kRowD,
+                                                               q_s + s1_n * kRowD, kRowD, lane);
+    warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(dpt, v_s + s1_m * kRowD, kRowD,
+                                                               do_s + s1_n * kRowD, kRowD, lane);
 
-      // Pᵀ = exp2(Sᵀ·scale_log2 − lse·log2e), 0 where masked; dSᵀ = Pᵀ ∘ (dPᵀ − D).
-      // Both rounded to the element type into shared memory, [key][query].
-      const bool needs_mask = n0 + kBlockN > p.seqlen_k ||
-                              (kIsCausal && n0 + kBlockN - 1 > m0 + causal_offset);
+    // Pᵀ = exp2(Sᵀ·scale_log2 − lse·log2e), 0 where masked; dSᵀ = Pᵀ ∘ (dPᵀ − D).
+    // Both rounded to the element type into shared memory, [key][query].
+    const bool needs_mask = n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset);
 #pragma unroll
-      for (int mt = 0; mt < S1::kMT; mt++)
+    for (int mt = 0; mt < S1::kMT; mt++)
 #pragma unroll
-        for (int nt = 0; nt < S1::kNT; nt++)
+      for (int nt = 0; nt < S1::kNT; nt++)
 #pragma unroll
-          for (int h = 0; h < 2; h++) {  // key rows g and g+8
-            const int key = s1_m + mt * kMma + g + h * 8;
-            float pv[2], ds[2];
+        for (int h = 0; h < 2; h++) {  // key rows g and g+8
+          const int key = s1_m + mt * kMma + g + h * 8;
+          float pv[2], ds[2];
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-              const int query = s1_n + nt * kMmaN + 2 * t + e;
-              const bool masked = needs_mask && (n0 + key >= p.seqlen_k ||
-                                                 (kIsCausal && n0 + key > m0 + query + causal_offset));
-              pv[e] = masked ? 0.f : fast_exp2(st[mt][nt][2 * h + e] * scale_log2 - lse_s[query]);
-              ds[e] = pv[e] * (dpt[mt][nt][2 * h + e] - delta_s[query]);
-            }
-            const int off = key * kPitchM + s1_n + nt * kMmaN + 2 * t;
-            *reinterpret_cast<u32 *>(pt_ptr + off) = pack2(pv[0], pv[1]);
-            *reinterpret_cast<u32 *>(dst_ptr + off) = pack2(ds[0], ds[1]);
+          for (int e = 0; e < 2; e++) {
+            const int query = s1_n + nt * kMmaN + 2 * t + e;
+            const bool masked = needs_mask && (n0 + key >= p.seqlen_k ||
+                                               hidden(window, n0 + key, m0 + query + offset));
+            pv[e] = masked ? 0.f : fast_exp2(st[mt][nt][2 * h + e] * scale_log2 - lse_s[query]);
+            ds[e] = pv[e] * (dpt[mt][nt][2 * h + e] - delta_s[query]);
           }
-      __syncthreads();
-
-      // dV += Pᵀ·dO,  dK += dSᵀ·Q  (scale applied once, at the end)
-      warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, false, true>(dv, pt_s + s2_m * kRowM, kRowM,
-                                                               do_s + s2_n * sizeof(elem_t), kRowD, lane);
-      warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, false, true>(dk, dst_s + s2_m * kRowM, kRowM,
-                                                               q_s + s2_n * sizeof(elem_t), kRowD, lane);
-
-      if constexpr (!kDqSeparate) {
-        // dQ_i += scale · dS·K_j, added into fp32 with atomics: each warp
-        // takes (16 query rows, kDqCols columns) items in turn.
-        constexpr int kItemRows = kBlockM / kMma, kItems = kItemRows * (kHeadDim / kDqCols);
-        for (int item = warp; item < kItems; item += kWarps) {
-          const int qm = (item % kItemRows) * kMma, col0 = (item / kItemRows) * kDqCols;
-          float acc[1][kDqCols / kMmaN][4];
-          zero(acc);
-          warp_mma<1, kDqCols / kMmaN, kBlockN / kMma, true, true>(
-              acc, dst_s + qm * sizeof(elem_t), kRowM, k_s + col0 * sizeof(elem_t), kRowD, lane);
-#pragma unroll
-          for (int nt = 0; nt < kDqCols / kMmaN; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-              const int row = m0 + qm + g + (e / 2) * 8;
-              const int col = col0 + nt * kMmaN + 2 * t + (e % 2);
-              if (row < p.seqlen_q)
-                atomicAdd(bp.dq_accum + (row0 + row) * kHeadDim + col, acc[0][nt][e] * p.softmax_scale);
-            }
+          const int off = key * kPitchM + s1_n + nt * kMmaN + 2 * t;
+          *reinterpret_cast<u32 *>(pt_ptr + off) = pack2(pv[0], pv[1]);
+          *reinterpret_cast<u32 *>(dst_ptr + off) = pack2(ds[0], ds[1]);
         }
+    __syncthreads();
+
+    // dV += Pᵀ·dO,  dK += dSᵀ·Q  (scale applied once, at the end)
+    warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, false, true>(dv, pt_s + s2_m * kRowM, kRowM,
+                                                             do_s + s2_n * sizeof(elem_t), kRowD, lane);
+    warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, false, true>(dk, dst_s + s2_m * kRowM, kRowM,
+                                                             q_s + s2_n * sizeof(elem_t), kRowD, lane);
+
+    if constexpr (!kDqSeparate) {
+      // dQ_i += scale · dS·K_j, added into fp32 with atomics: each warp
+      // takes (16 query rows, kDqCols columns) items in turn, over the
+      // problem's head dim only (a bound rather than a skip inside the loop:
+      // one register fewer, which keeps the d128 default free of spills).
+      constexpr int kItemRows = kBlockM / kMma;
+      const int items = kItemRows * ((p.head_dim + kDqCols - 1) / kDqCols);
+      for (int item = warp; item < items; item += kWarps) {
+        const int qm = (item % kItemRows) * kMma, col0 = (item / kItemRows) * kDqCols;
+        float acc[1][kDqCols / kMmaN][4];
+        zero(acc);
+        warp_mma<1, kDqCols / kMmaN, kBlockN / kMma, true, true>(
+            acc, dst_s + qm * sizeof(elem_t), kRowM, k_s + col0 * sizeof(elem_t), kRowD, lane);
+        // This lane's first element; an 8-column tile is wholly in or past the head dim.
+        float *dq_lane = bp.dq_accum + (row0 + m0 + qm + g) * p.head_dim + col0 + 2 * t;
+#pragma unroll
+        for (int nt = 0; nt < kDqCols / kMmaN; nt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int row = m0 + qm + g + (e / 2) * 8;
+            if (row < p.seqlen_q && col0 + nt * kMmaN < p.head_dim)
+              atomicAdd(dq_lane + (e / 2) * 8 * p.head_dim + nt * kMmaN + e % 2, acc[0][nt][e] * p.softmax_scale);
+          }
       }
     }
+    hq = hq_next;
+    mb = mb_next;
   }
   cp_async_wait_all();  // K and V landed even when no query block was visited
 
-  // dK = scale · Σ dSᵀ·Q and dV in the element type, rows past the end dropped.
+  // dK = scale · Σ dSᵀ·Q and dV in the element type; rows past the end and
+  // columns past the head dim dropped (a column pair is wholly in or out).
   elem_t *dk_g = at<elem_t>(bp.dk, batch * bp.dk_batch_stride + head_k * bp.dk_head_stride);
   elem_t *dv_g = at<elem_t>(bp.dv, batch * bp.dv_batch_stride + head_k * bp.dv_head_stride);
 #pragma unroll
@@ -402,6 +522,7 @@ fat_bwd_mma80(const fat_bwd_params bp) {
 #pragma unroll
       for (int nt = 0; nt < S2::kNT; nt++) {
         const int col = s2_n + nt * kMmaN + 2 * t;
+        if (col >= p.head_dim) continue;
         *reinterpret_cast<u32 *>(dk_g + key * bp.dk_row_stride + col) =
             pack2(dk[mt][nt][2 * h] * p.softmax_scale, dk[mt][nt][2 * h + 1] * p.softmax_scale);
         *reinterpret_cast<u32 *>(dv_g + key * bp.dv_row_stride + col) =
@@ -433,16 +554,17 @@ fat_bwd_dq(const fat_bwd_params bp) {
     const int g = lane / 4, t = lane % 4;
     const int m0 = blockIdx.x * kBlockM, head = blockIdx.y, batch = blockIdx.z;
     const int head_k = head / (p.heads / p.heads_k);
-    const int causal_offset = p.seqlen_k - p.seqlen_q;
+    const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
+    const KeyWindow window = key_window(p);
     const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
     const float scale_log2 = p.scale_log2;
 
     load_rows<kBlockM>(q_s, at<elem_t>(p.q, batch * p.q_batch_stride + head * p.q_head_stride +
                                                 (long long)m0 * p.q_row_stride),
-                       p.q_row_stride, p.seqlen_q - m0, tid);
+                       p.q_row_stride, p.seqlen_q - m0, p.head_dim, tid);
     load_rows<kBlockM>(do_s, at<elem_t>(bp.dout, batch * bp.do_batch_stride + head * bp.do_head_stride +
                                                      (long long)m0 * bp.do_row_stride),
-                       bp.do_row_stride, p.seqlen_q - m0, tid);
+                       bp.do_row_stride, p.seqlen_q - m0, p.head_dim, tid);
     cp_async_commit();
     load_row_stats(lse_s, delta_s, p.lse + row0, bp.delta + row0, m0, p.seqlen_q, tid);
 
@@ -455,17 +577,23 @@ fat_bwd_dq(const fat_bwd_params bp) {
     float dq[S2::kMT][S2::kNT][4];
     zero(dq);
 
-    // Keys [0, n_end) are visible to at least one row of this block.
-    int n_end = p.seqlen_k;
-    if (kIsCausal) n_end = min(n_end, m0 + kBlockM + causal_offset);
-    const int n_tiles = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
+    // Keys [n_first, n_end) are visible to at least one row of this block:
+    // the right bound of its last row ends them, the left bound of its first
+    // row starts them. The key tiles outside are skipped.
+    const int n_first = window.has_left ? max(0, m0 + offset - window.left) : 0;
+    const int n_end = window.has_right ? min(p.seqlen_k, m0 + kBlockM - 1 + offset + window.right + 1)
+                                       : p.seqlen_k;
+    const int j_first = n_first / kBlockN;
+    const int j_end = n_end > n_first ? (n_end + kBlockN - 1) / kBlockN : j_first;
     const elem_t *k_g = at<elem_t>(p.k, batch * p.k_batch_stride + head_k * p.k_head_stride);
     const elem_t *v_g = at<elem_t>(p.v, batch * p.v_batch_stride + head_k * p.v_head_stride);
-    for (int j = 0; j < n_tiles; j++) {
+    for (int j = j_first; j < j_end; j++) {
       const int n0 = j * kBlockN;
       __syncthreads();  // every warp is done with the previous K, V and dS
-      load_rows<kBlockN>(k_s, k_g + (long long)n0 * p.k_row_stride, p.k_row_stride, p.seqlen_k - n0, tid);
-      load_rows<kBlockN>(v_s, v_g + (long long)n0 * p.v_row_stride, p.v_row_stride, p.seqlen_k - n0, tid);
+      load_rows<kBlockN>(k_s, k_g + (long long)n0 * p.k_row_stride, p.k_row_stride, p.seqlen_k - n0,
+                         p.head_dim, tid);
+      load_rows<kBlockN>(v_s, v_g + (long long)n0 * p.v_row_stride, p.v_row_stride, p.seqlen_k - n0,
+                         p.head_dim, tid);
       cp_async_commit();
       cp_async_wait_all();
       __syncthreads();
@@ -480,8 +608,7 @@ fat_bwd_dq(const fat_bwd_params bp) {
                                                                  v_s + s1_n * kRowD, kRowD, lane);
 
       // dS = P ∘ (dP − D), rounded into shared memory [query][key].
-      const bool needs_mask = n0 + kBlockN > p.seqlen_k ||
-                              (kIsCausal && n0 + kBlockN - 1 > m0 + causal_offset);
+      const bool needs_mask = n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset);
 #pragma unroll
       for (int mt = 0; mt < S1::kMT; mt++)
 #pragma unroll
@@ -494,7 +621,7 @@ fat_bwd_dq(const fat_bwd_params bp) {
             for (int e = 0; e < 2; e++) {
               const int key = s1_n + nt * kMmaN + 2 * t + e;
               const bool masked = needs_mask && (n0 + key >= p.seqlen_k ||
-                                                 (kIsCausal && n0 + key > m0 + query + causal_offset));
+                                                 hidden(window, n0 + key, m0 + query + offset));
               const float pv = masked ? 0.f : fast_exp2(s[mt][nt][2 * h + e] * scale_log2 - lse_s[query]);
               ds[e] = pv * (dp[mt][nt][2 * h + e] - delta_s[query]);
             }
@@ -509,6 +636,7 @@ fat_bwd_dq(const fat_bwd_params bp) {
     }
     cp_async_wait_all();  // Q and dO landed even when no key block was visited
 
+    // Rows past the end and columns past the head dim dropped.
     elem_t *dq_g = at<elem_t>(bp.dq, batch * bp.dq_batch_stride + head * bp.dq_head_stride);
 #pragma unroll
     for (int mt = 0; mt < S2::kMT; mt++)
@@ -517,15 +645,19 @@ fat_bwd_dq(const fat_bwd_params bp) {
         const int row = m0 + s2_m + mt * kMma + g + h * 8;
         if (row >= p.seqlen_q) continue;
 #pragma unroll
-        for (int nt = 0; nt < S2::kNT; nt++)
-          *reinterpret_cast<u32 *>(dq_g + row * bp.dq_row_stride + s2_n + nt * kMmaN + 2 * t) =
+        for (int nt = 0; nt < S2::kNT; nt++) {
+          const int col = s2_n + nt * kMmaN + 2 * t;
+          if (col >= p.head_dim) continue;
+          *reinterpret_cast<u32 *>(dq_g + row * bp.dq_row_stride + col) =
               pack2(dq[mt][nt][2 * h] * p.softmax_scale, dq[mt][nt][2 * h + 1] * p.softmax_scale);
+        }
       }
   }
 }
 
 // Atomic mode: dQ = dq_accum rounded to the element type (the scale is
-// already in). Grid as fat_bwd_preprocess. Compiled empty in separate mode.
+// already in), over the problem's head dim: dq_accum's rows are p.head_dim
+// floats apart. Grid as fat_bwd_preprocess. Compiled empty in separate mode.
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_convert_dq(const fat_bwd_params bp) {
   if constexpr (!kDqSeparate) {
@@ -535,10 +667,10 @@ fat_bwd_convert_dq(const fat_bwd_params bp) {
     const int row = blockIdx.x * kRows + threadIdx.x / kWarpSize;
     const int head = blockIdx.y, batch = blockIdx.z;
     if (row >= p.seqlen_q) return;
-    const float *acc = bp.dq_accum + (((long long)batch * p.heads + head) * p.seqlen_q + row) * kHeadDim;
+    const float *acc = bp.dq_accum + (((long long)batch * p.heads + head) * p.seqlen_q + row) * p.head_dim;
     elem_t *dq = at<elem_t>(bp.dq, batch * bp.dq_batch_stride + row * bp.dq_row_stride +
                                        head * bp.dq_head_stride);
-    for (int c = 2 * lane; c < kHeadDim; c += 2 * kWarpSize)
+    for (int c = 2 * lane; c < p.head_dim; c += 2 * kWarpSize)
       *reinterpret_cast<u32 *>(dq + c) = pack2(acc[c], acc[c + 1]);
   }
 }

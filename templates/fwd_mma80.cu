@@ -9,9 +9,23 @@
 //   P = exp2(S·scale_log2 - m_new·scale_log2)
 //   l = alpha·l + rowsum(P),    o = alpha·o + P·V
 // and at the end O = o / l, lse = m·scale + ln(l).
-// Causal masking compares absolute positions (bottom-right aligned: query i
-// sees key j iff j <= i + seqlen_k - seqlen_q); key tiles no row of the block
-// can see are never loaded. A row that sees no key gets O = 0, lse = -inf.
+// Masks compare absolute positions (bottom-right aligned: query i sits at
+// key position i + seqlen_k - seqlen_q; causal sees keys up to it, a local
+// window from window_left before it to window_right after it); key tiles no
+// row of the block can see are never loaded, so a window's time falls with
+// its width. A row that sees no key gets O = 0, lse = -inf.
+//
+// Beyond the square dense problem (templates/fat_abi.h has the contract):
+// variable-length batches (cu_seqlens), a per-sequence key count
+// (seqused_k), head dims below the template's (columns past p.head_dim are
+// loaded as zeros and never stored), a tanh soft-cap of the scores, and two
+// decoding schedules chosen when the source is generated:
+//   PACK_GQA  the query heads that share a K/V head are rows of one block
+//             (row r: position r / group, head r % group of the group), so
+//             each K/V tile is read once for all of them;
+//   SPLITS    the block's key tiles are divided among SPLITS blocks, each
+//             writing an fp32 partial output and its log-sum-exp; the second
+//             kernel, fat_fwd_mma80_combine, merges them (FlashDecoding).
 //
 // Parameters in double braces are substituted by generator/expand.lua; they change
 // speed, never results.
@@ -24,6 +38,9 @@ constexpr int kWarps = {{WARPS}};
 constexpr int kStages = {{STAGES}};    // K/V tiles in flight (1: FlashAttention-2's schedule)
 constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
+constexpr bool kIsLocal = {{IS_LOCAL}};
+constexpr bool kPackGqa = {{PACK_GQA}};
+constexpr int kSplits = {{SPLITS}};     // blocks the keys of one query block are divided among
 
 constexpr int kThreads = kWarps * 32;
 constexpr int kWarpRows = kBlockM / kWarps;  // query rows owned by one warp
@@ -48,6 +65,8 @@ static_assert(kBlockM % (16 * kWarps) == 0, "each warp owns whole 16-row tiles")
 static_assert(kBlockN % 16 == 0, "P·V consumes keys 16 at a time");
 static_assert(kHeadDim % 16 == 0, "the MMA k-step is 16");
 static_assert(kStages >= 1, "at least one K/V buffer");
+static_assert(kSplits >= 1 && kSplits <= 32, "the combine kernel gives each split one lane");
+static_assert(!(kIsCausal && kIsLocal), "causal is the local window (-1, 0), generated apart");
 
 typedef unsigned short elem_t;  // raw fp16 / bf16 bits
 typedef unsigned int u32;
@@ -111,13 +130,25 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return r;
 }
 
+// tanh on the special-function unit: one MUFU op, as FlashAttention does.
+// Its relative error (2^-11) moves a capped score of 5 by 2.4e-3 before the
+// exponential, below bf16's rounding of P; the exact form 1 - 2/(e^2x + 1)
+// costs two MUFU ops more per score and measured 2.5x the time of the
+// uncapped kernel on the H200 (notes/kernel-log.md).
+__device__ __forceinline__ float fast_tanh(float x) {
+  float r;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+
 // Copies kRows rows of one head (kHeadDim elements each) into a padded
-// shared-memory tile; rows at or past valid_rows are zero-filled. Each thread
-// walks one column chunk down the rows with a running pointer, so the loop
-// keeps one address live, not one per row it copies.
+// shared-memory tile; rows at or past valid_rows, and columns at or past
+// head_dim, are zero-filled. Each thread walks one column chunk down the rows
+// with a running pointer, so the loop keeps one address live, not one per row
+// it copies.
 template <int kRows>
 __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long row_stride,
-                                          int valid_rows, int tid) {
+                                          int valid_rows, int head_dim, int tid) {
   constexpr int kChunks = kRows * kChunksPerRow;
   if constexpr (kThreads % kChunksPerRow == 0) {
     constexpr int kRowsPerPass = kThreads / kChunksPerRow;
@@ -128,7 +159,7 @@ __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long
     for (int i = 0; i < (kRows + kRowsPerPass - 1) / kRowsPerPass; i++) {
       const int row = row0 + i * kRowsPerPass;
       if (kRows % kRowsPerPass == 0 || row < kRows) {
-        const bool inside = row < valid_rows;
+        const bool inside = row < valid_rows && col < head_dim;
         cp_async_16(dst + i * kRowsPerPass * kRowPitch * sizeof(elem_t), inside ? g : src, inside ? 16 : 0);
       }
       g += kRowsPerPass * row_stride;
@@ -139,7 +170,7 @@ __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long
       const int c = tid + i * kThreads;
       if (kChunks % kThreads == 0 || c < kChunks) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-        const bool inside = row < valid_rows;
+        const bool inside = row < valid_rows && col < head_dim;
         cp_async_16(tile + (row * kRowPitch + col) * sizeof(elem_t),
                     inside ? src + row * row_stride + col : src, inside ? 16 : 0);
       }
@@ -147,6 +178,47 @@ __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long
   }
 }
 
+// Where one sequence of the batch lives, for dense and variable-length
+// batches alike (templates/fat_abi.h).
+struct Sequence {
+  long long q_off, o_off, k_off, v_off;  // element offsets of its first row
+  int seqlen_q, seqlen_k;                 // its own lengths
+  int lse_row0;                           // its first row in lse's row dimension
+  int lse_rows;                           // lse's row dimension: seqlen_q, or total_q
+};
+
+__device__ __forceinline__ Sequence sequence_of(const fat_fwd_params &p, int batch) {
+  Sequence s;
+  if (p.cu_seqlens_q) {
+    const int q0 = p.cu_seqlens_q[batch];
+    s.seqlen_q = p.cu_seqlens_q[batch + 1] - q0;
+    s.q_off = q0 * p.q_row_stride;
+    s.o_off = q0 * p.o_row_stride;
+    s.lse_row0 = q0;
+    s.lse_rows = p.cu_seqlens_q[p.batch];
+  } else {
+    s.seqlen_q = p.seqlen_q;
+    s.q_off = batch * p.q_batch_stride;
+    s.o_off = batch * p.o_batch_stride;
+    s.lse_row0 = 0;
+    s.lse_rows = p.seqlen_q;
+  }
+  if (p.cu_seqlens_k) {
+    const int k0 = p.cu_seqlens_k[batch];
+    s.seqlen_k = p.cu_seqlens_k[batch + 1] - k0;
+    s.k_off = k0 * p.k_row_stride;
+    s.v_off = k0 * p.v_row_stride;
+  } else {
+    s.seqlen_k = p.seqlen_k;
+    s.k_off = batch * p.k_batch_stride;
+    s.v_off = batch * p.v_batch_stride;
+  }
+  if (p.seqused_k) s.seqlen_k = min(s.seqlen_k, p.seqused_k[batch]);
+  return s;
+}
+
+// Grid: (ceil(rows / kBlockM), kPackGqa ? heads_k : heads, batch · kSplits),
+// rows = seqlen_q · (kPackGqa ? heads / heads_k : 1).
 extern "C" __global__ void __launch_bounds__(kThreads)
 fat_fwd_mma80(const fat_fwd_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -162,40 +234,76 @@ fat_fwd_mma80(const fat_fwd_params p) {
   const int g = lane / 4, t = lane % 4;  // MMA fragment coordinates: row group, column pair
   // Causal blocks further down see more keys: launch them first.
   const int m_block = kIsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int head = blockIdx.y, batch = blockIdx.z;
-  const int head_k = head / (p.heads / p.heads_k);
+  const int batch = blockIdx.z / kSplits, split = blockIdx.z % kSplits;
+  const int group = p.heads / p.heads_k;
+  const int head_k = kPackGqa ? blockIdx.y : blockIdx.y / group;
+  const Sequence seq = sequence_of(p, batch);
+  // Rows of this block's (batch, head) or, packed, of its K/V head's group.
+  const int rows = kPackGqa ? seq.seqlen_q * group : seq.seqlen_q;
   const int m0 = m_block * kBlockM;
-  const int causal_offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment
+  if (m0 >= rows) return;  // a shorter sequence of a variable-length batch
+  const int row_end = min(m0 + kBlockM, rows);
+  // Query position and head of block row r.
+  auto position = [&](int r) { return kPackGqa ? (m0 + r) / group : m0 + r; };
+  auto head_of = [&](int r) { return kPackGqa ? head_k * group + (m0 + r) % group : (int)blockIdx.y; };
+  const int diag = seq.seqlen_k - seq.seqlen_q;  // bottom-right alignment
+  const int first_pos = position(0), last_pos = position(row_end - 1 - m0);
 
-  // Keys [0, n_end) are visible to at least one row of this block.
-  int n_end = p.seqlen_k;
-  if (kIsCausal) n_end = min(n_end, m0 + kBlockM + causal_offset);
-  const int n_tiles = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
+  // Keys [n_begin, n_end) are visible to at least one row of this block.
+  int n_begin = 0, n_end = seq.seqlen_k;
+  if (kIsCausal) n_end = min(n_end, last_pos + diag + 1);
+  if (kIsLocal && p.window_right >= 0) n_end = min(n_end, last_pos + diag + p.window_right + 1);
+  if (kIsLocal && p.window_left >= 0) n_begin = max(0, first_pos + diag - p.window_left);
+  int tile_begin = n_begin / kBlockN;
+  int tile_end = n_end > n_begin ? (n_end + kBlockN - 1) / kBlockN : tile_begin;
+  if constexpr (kSplits > 1) {  // this block's share of the key tiles
+    const int per_split = (tile_end - tile_begin + kSplits - 1) / kSplits;
+    tile_begin = min(tile_end, tile_begin + split * per_split);
+    tile_end = min(tile_end, tile_begin + per_split);
+  }
+  const int n_tiles = tile_end - tile_begin;
 
-  const elem_t *q_g = static_cast<const elem_t *>(p.q) + batch * p.q_batch_stride +
-                      head * p.q_head_stride + (long long)m0 * p.q_row_stride;
-  const elem_t *k_g = static_cast<const elem_t *>(p.k) + batch * p.k_batch_stride + head_k * p.k_head_stride;
-  const elem_t *v_g = static_cast<const elem_t *>(p.v) + batch * p.v_batch_stride + head_k * p.v_head_stride;
+  const elem_t *k_g = static_cast<const elem_t *>(p.k) + seq.k_off + head_k * p.k_head_stride;
+  const elem_t *v_g = static_cast<const elem_t *>(p.v) + seq.v_off + head_k * p.v_head_stride;
+  const int head_dim = p.head_dim;
 
-  auto load_k = [&](int tile) {
-    if (tile < n_tiles) {
-      const int n0 = tile * kBlockN;
-      load_tile<kBlockN>(k_base + (tile % kStages) * kTileBytesN, k_g + n0 * p.k_row_stride,
-                         p.k_row_stride, p.seqlen_k - n0, tid);
+  auto load_k = [&](int j) {  // the block's j-th key tile
+    if (j < n_tiles) {
+      const int n0 = (tile_begin + j) * kBlockN;
+      load_tile<kBlockN>(k_base + (j % kStages) * kTileBytesN, k_g + n0 * p.k_row_stride,
+                         p.k_row_stride, seq.seqlen_k - n0, head_dim, tid);
     }
     cp_async_commit();  // empty groups keep the wait counts uniform
   };
-  auto load_v = [&](int tile) {
-    if (tile < n_tiles) {
-      const int n0 = tile * kBlockN;
-      load_tile<kBlockN>(v_base + (tile % kStages) * kTileBytesN, v_g + n0 * p.v_row_stride,
-                         p.v_row_stride, p.seqlen_k - n0, tid);
+  auto load_v = [&](int j) {
+    if (j < n_tiles) {
+      const int n0 = (tile_begin + j) * kBlockN;
+      load_tile<kBlockN>(v_base + (j % kStages) * kTileBytesN, v_g + n0 * p.v_row_stride,
+                         p.v_row_stride, seq.seqlen_k - n0, head_dim, tid);
     }
     cp_async_commit();
   };
 
   // Prologue: Q with the first K tile in one group, then the tiles ahead.
-  load_tile<kBlockM>(q_base, q_g, p.q_row_stride, p.seqlen_q - m0, tid);
+  const elem_t *q_all = static_cast<const elem_t *>(p.q) + seq.q_off;
+  if constexpr (kPackGqa) {
+    // Each row has its own (position, head): one address per chunk. Q is
+    // loaded once per block, so the divisions do not matter.
+    constexpr int kChunks = kBlockM * kChunksPerRow;
+#pragma unroll
+    for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; i++) {
+      const int c = tid + i * kThreads;
+      if (kChunks % kThreads == 0 || c < kChunks) {
+        const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+        const bool inside = m0 + r < rows && col < head_dim;
+        const elem_t *src = q_all + (long long)position(r) * p.q_row_stride + head_of(r) * p.q_head_stride + col;
+        cp_async_16(q_base + (r * kRowPitch + col) * sizeof(elem_t), inside ? src : q_all, inside ? 16 : 0);
+      }
+    }
+  } else {
+    load_tile<kBlockM>(q_base, q_all + blockIdx.y * p.q_head_stride + (long long)m0 * p.q_row_stride,
+                       p.q_row_stride, rows - m0, head_dim, tid);
+  }
   load_k(0);
   if constexpr (kStages > 1) {
     load_v(0);
@@ -209,6 +317,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
   float o[kMTiles][kDTiles][4];            // unnormalised output
   float row_max[kMTiles][2];               // m, raw scores (rows g and g+8)
   float row_sum[kMTiles][2];               // l, this thread's partial sum
+  int row_pos[kMTiles][2];                 // query positions of those rows
 #pragma unroll
   for (int mt = 0; mt < kMTiles; mt++) {
 #pragma unroll
@@ -217,6 +326,8 @@ fat_fwd_mma80(const fat_fwd_params p) {
       for (int e = 0; e < 4; e++) o[mt][dt][e] = 0.f;
     row_max[mt][0] = row_max[mt][1] = neg_inf();
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    row_pos[mt][0] = position(warp_row0 + mt * 16 + g);
+    row_pos[mt][1] = position(warp_row0 + mt * 16 + g + 8);
   }
   u32 q_frag[kQInRegs ? kMTiles : 1][kQInRegs ? kKSteps : 1][4];
 
@@ -226,9 +337,13 @@ fat_fwd_mma80(const fat_fwd_params p) {
   const u32 kb_lane = ((lane % 8) + (lane / 16) * 8) * kPitchBytes + ((lane / 8) % 2) * 16;  // K as B
   const u32 vb_lane = ((lane % 8) + ((lane / 8) % 2) * 8) * kPitchBytes + (lane / 16) * 16;  // V as B, transposed
   const float scale_log2 = p.scale_log2;
+  const bool softcap = p.softcap_in != 0.f;
+  // The window's bounds as offsets from a row's position (unbounded: out of reach).
+  const int win_hi = kIsLocal && p.window_right >= 0 ? diag + p.window_right : 0x3fffffff;
+  const int win_lo = kIsLocal && p.window_left >= 0 ? diag - p.window_left : -0x3fffffff;
 
   for (int j = 0; j < n_tiles; j++) {
-    const int n0 = j * kBlockN;
+    const int n0 = (tile_begin + j) * kBlockN;
     const u32 k_tile = k_base + (j % kStages) * kTileBytesN + kb_lane;
     const u32 v_tile = v_base + (j % kStages) * kTileBytesN + vb_lane;
 
@@ -291,10 +406,21 @@ fat_fwd_mma80(const fat_fwd_params p) {
       load_k(j + 1);
     }
 
-    // Mask by absolute position: keys past the end, and keys after the
-    // query's diagonal. Only tiles that cross either boundary pay for it.
-    const bool needs_mask = n0 + kBlockN > p.seqlen_k ||
-                            (kIsCausal && n0 + kBlockN - 1 > m0 + causal_offset);
+    // Soft-cap, on the raw scores (fat_abi.h says why they stay raw).
+    if (softcap) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; nt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) s[mt][nt][e] = p.softcap_out * fast_tanh(s[mt][nt][e] * p.softcap_in);
+    }
+
+    // Mask by absolute position: keys past the end, after the query's
+    // diagonal, or outside its window. Only tiles that cross a boundary pay.
+    const bool needs_mask = n0 + kBlockN > seq.seqlen_k ||
+                            (kIsCausal && n0 + kBlockN - 1 > first_pos + diag) ||
+                            (kIsLocal && (n0 + kBlockN - 1 > first_pos + win_hi || n0 < last_pos + win_lo));
     if (needs_mask) {
 #pragma unroll
       for (int mt = 0; mt < kMTiles; mt++)
@@ -302,9 +428,11 @@ fat_fwd_mma80(const fat_fwd_params p) {
         for (int nt = 0; nt < kNTiles; nt++)
 #pragma unroll
           for (int e = 0; e < 4; e++) {
-            const int row = m0 + warp_row0 + mt * 16 + g + (e / 2) * 8;
+            const int pos = row_pos[mt][e / 2];
             const int col = n0 + nt * 8 + 2 * t + (e % 2);
-            if (col >= p.seqlen_k || (kIsCausal && col > row + causal_offset)) s[mt][nt][e] = neg_inf();
+            if (col >= seq.seqlen_k || (kIsCausal && col > pos + diag) ||
+                (kIsLocal && (col > pos + win_hi || col < pos + win_lo)))
+              s[mt][nt][e] = neg_inf();
           }
     }
 
@@ -367,11 +495,37 @@ fat_fwd_mma80(const fat_fwd_params p) {
     }
   }
 
+  cp_async_wait<0>();
+  if constexpr (kSplits > 1) {
+    // A partial: o / l and its log-sum-exp in fp32, straight from registers
+    // (the combine kernel reads it once). A split that saw no key of a row
+    // leaves o = 0 and lse = -inf, which the combine weighs as nothing.
+    const long long split_rows = ((long long)split * p.batch + batch) * p.heads;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; mt++) {
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float l = row_sum[mt][h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv_l = l > 0.f ? 1.f / l : 0.f;
+        const int r = warp_row0 + mt * 16 + g + h * 8;
+        if (m0 + r >= rows) continue;
+        const long long row = (split_rows + head_of(r)) * p.seqlen_q + row_pos[mt][h];
+        float *oa = p.o_accum + row * kHeadDim;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; dt++)
+          *reinterpret_cast<float2 *>(oa + dt * 8 + 2 * t) =
+              make_float2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
+        if (t == 0) p.lse_accum[row] = l > 0.f ? row_max[mt][h] * p.softmax_scale + logf(l) : neg_inf();
+      }
+    }
+    return;
+  }
+
   // Epilogue: O = o / l through shared memory (Q's tile, free now), so that
   // global stores are 16 bytes wide; lse = m·scale + ln(l), -inf if l = 0.
-  cp_async_wait<0>();
   __syncthreads();
-  float *lse_g = p.lse + ((long long)batch * p.heads + head) * p.seqlen_q;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; mt++) {
 #pragma unroll
@@ -385,22 +539,80 @@ fat_fwd_mma80(const fat_fwd_params p) {
       for (int dt = 0; dt < kDTiles; dt++)
         *reinterpret_cast<u32 *>(q_smem + r * kRowPitch + dt * 8 + 2 * t) =
             pack2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
-      if (t == 0 && m0 + r < p.seqlen_q)
-        lse_g[m0 + r] = l > 0.f ? row_max[mt][h] * p.softmax_scale + logf(l) : neg_inf();
+      if (t == 0 && m0 + r < rows)
+        p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head_of(r)) * seq.lse_rows +
+              seq.lse_row0 + row_pos[mt][h]] =
+            l > 0.f ? row_max[mt][h] * p.softmax_scale + logf(l) : neg_inf();
     }
   }
   __syncthreads();
-  elem_t *o_g = static_cast<elem_t *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
-                (long long)m0 * p.o_row_stride;
+  elem_t *o_all = static_cast<elem_t *>(p.o) + seq.o_off;
   constexpr int kOutChunks = kBlockM * kChunksPerRow;
 #pragma unroll
   for (int i = 0; i < (kOutChunks + kThreads - 1) / kThreads; i++) {
     const int c = tid + i * kThreads;
     if (kOutChunks % kThreads == 0 || c < kOutChunks) {
       const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-      if (m0 + row < p.seqlen_q)
-        *reinterpret_cast<uint4 *>(o_g + row * p.o_row_stride + col) =
+      if (m0 + row < rows && col < head_dim)
+        *reinterpret_cast<uint4 *>(o_all + (long long)position(row) * p.o_row_stride +
+                                   head_of(row) * p.o_head_stride + col) =
             *reinterpret_cast<const uint4 *>(q_smem + row * kRowPitch + col);
     }
   }
 }
+
+#if {{SPLITS}} > 1
+// Merges the kSplits partials of each query row (one warp per row, lane s
+// holding split s's log-sum-exp): lse = log Σ exp(lse_s), O = Σ exp(lse_s -
+// lse) · o_s, in fp32, rounded once. Grid: ceil(batch · heads · seqlen_q /
+// rows per block) blocks of FAT_FWD_COMBINE_THREADS threads.
+extern "C" __global__ void __launch_bounds__(FAT_FWD_COMBINE_THREADS)
+fat_fwd_mma80_combine(const fat_fwd_params p) {
+  constexpr int kRowsPerBlock = FAT_FWD_COMBINE_THREADS / 32;
+  const int lane = threadIdx.x % 32;
+  const long long row = (long long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+  const long long n_rows = (long long)p.batch * p.heads * p.seqlen_q;
+  if (row >= n_rows) return;
+  const int pos = (int)(row % p.seqlen_q);
+  const int head = (int)(row / p.seqlen_q % p.heads);
+  const int batch = (int)(row / p.seqlen_q / p.heads);
+  const Sequence seq = sequence_of(p, batch);
+  if (pos >= seq.seqlen_q) return;
+  const long long split_stride = n_rows;  // rows of one split's partials
+  const float lse_s = lane < kSplits ? p.lse_accum[lane * split_stride + row] : neg_inf();
+  float lse_max = lse_s;
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) lse_max = fmaxf(lse_max, __shfl_xor_sync(0xffffffffu, lse_max, off));
+  // Every split empty: the row saw no key (O = 0, lse = -inf).
+  const float w = lse_max == neg_inf() ? 0.f : __expf(lse_s - lse_max);
+  float sum = w;
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const float weight = sum > 0.f ? w / sum : 0.f;  // this lane's split's share
+  float weights[kSplits];  // every split's, in every lane, before lanes part ways below
+#pragma unroll
+  for (int s = 0; s < kSplits; s++) weights[s] = __shfl_sync(0xffffffffu, weight, s);
+  if (lane == 0)
+    p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head) * seq.lse_rows + seq.lse_row0 + pos] =
+        sum > 0.f ? lse_max + logf(sum) : neg_inf();
+  elem_t *o = static_cast<elem_t *>(p.o) + seq.o_off + (long long)pos * p.o_row_stride + head * p.o_head_stride;
+  for (int col = lane * 8; col < p.head_dim; col += 32 * 8) {
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int s = 0; s < kSplits; s++) {
+      const float ws = weights[s];
+      if (ws == 0.f) continue;  // also never reads an empty split's partial
+      const float4 *src = reinterpret_cast<const float4 *>(p.o_accum + (s * split_stride + row) * kHeadDim + col);
+      const float4 a = src[0], b = src[1];
+      acc[0] += ws * a.x; acc[1] += ws * a.y; acc[2] += ws * a.z; acc[3] += ws * a.w;
+      acc[4] += ws * b.x; acc[5] += ws * b.y; acc[6] += ws * b.z; acc[7] += ws * b.w;
+    }
+    uint4 out;
+    out.x = pack2(acc[0], acc[1]);
+    out.y = pack2(acc[2], acc[3]);
+    out.z = pack2(acc[4], acc[5]);
+    out.w = pack2(acc[6], acc[7]);
+    *reinterpret_cast<uint4 *>(o + col) = out;
+  }
+}
+#endif

@@ -6,9 +6,13 @@
 // of the exact function, to ~1e-15, far below tuner/tolerance.h's bounds:
 //   P  = exp(S·scale − lse),  D_i = Σ_j P_ij·dP_ij,  dP = dO·Vᵀ
 //   dS = P ∘ (dP − D),  dQ = scale·dS·K,  dK = scale·dSᵀ·Q,  dV = Pᵀ·dO
-// Same contract as the variants: bottom-right aligned causal mask, and a
-// row that sees no key (lse = −inf) contributes nothing and gets dQ = 0.
-// With grouped-query attention dK and dV sum over the heads of a group.
+// Same contract as the variants: masks bottom-right aligned (query i sits at
+// key position i + seqlen_k − seqlen_q; causal sees keys up to it, local the
+// keys from it − window_left to it + window_right, a bound of −1 dropped), and
+// a row that sees no key (lse = −inf) contributes nothing and gets dQ = 0.
+// Columns past the problem's head dim (the head_dim argument) are never read
+// or written. With grouped-query attention dK and dV sum over the heads of a
+// group.
 //
 // tuner/gpu_run.c compiles this file into one module with
 // templates/reference_fwd.cu, after templates/fat_abi.h and
@@ -28,6 +32,8 @@ typedef unsigned short elem16;  // raw fp16 / bf16 bits
 constexpr int kWarp = 32;
 constexpr int kMaxCols = 8;  // head-dim columns per lane: head dims up to 256
 constexpr unsigned kFull = 0xffffffffu;
+// The MASK argument of the kernels: tuner/types.h's fat_mask values.
+constexpr int kMaskNone = 0, kMaskCausal = 1, kMaskLocal = 2;
 
 __device__ __forceinline__ double ninf() { return __longlong_as_double(0xfff0000000000000ll); }
 
@@ -65,6 +71,18 @@ __device__ __forceinline__ double dot(const double (&a)[kMaxCols], const elem16 
   return warp_sum(acc);
 }
 
+// Keys [*first, *end) are the ones query row I sees under MASK. Computed in
+// 64 bits: a window bound may be as large as an int holds.
+__device__ __forceinline__ void visible_keys(const fat_fwd_params &p, int mask, long long i, long long *first,
+                                             long long *end) {
+  const long long pos = i + p.seqlen_k - p.seqlen_q;  // bottom-right alignment
+  *first = 0;
+  *end = p.seqlen_k;
+  if (mask == kMaskCausal) *end = min(*end, pos + 1);
+  if (mask == kMaskLocal && p.window_right >= 0) *end = min(*end, pos + p.window_right + 1);
+  if (mask == kMaskLocal && p.window_left >= 0) *first = max(0ll, pos - p.window_left);
+}
+
 }  // namespace fat_ref_bwd
 
 // O rounded to the dtype (nearest even) and lse to fp32: what a forward
@@ -88,9 +106,10 @@ extern "C" __global__ void fat_reference_bwd_round(const double *ref_o, unsigned
 }
 
 // D and dQ of one query row per warp. Grid: (ceil(seqlen_q / warps), heads,
-// batch). ref_delta in (batch, heads, seqlen_q); ref_dq in Q's layout.
+// batch). MASK: 0 none, 1 causal, 2 local (window from bp.fwd). ref_delta in
+// (batch, heads, seqlen_q); ref_dq in Q's layout.
 extern "C" __global__ void fat_reference_bwd_rows(const fat_bwd_params bp, int head_dim, int is_bf16,
-                                                  int is_causal, const double *ref_lse,
+                                                  int mask, const double *ref_lse,
                                                   double *ref_delta, double *ref_dq) {
   using namespace fat_ref_bwd;
   const fat_fwd_params &p = bp.fwd;
@@ -115,13 +134,13 @@ extern "C" __global__ void fat_reference_bwd_rows(const fat_bwd_params bp, int h
 
   double delta = 0.0;
   if (lse != ninf()) {
-    long long key_end = p.seqlen_k;
-    if (is_causal) key_end = min(key_end, (long long)i + p.seqlen_k - p.seqlen_q + 1);
-    for (long long j = 0; j < key_end; j++) {  // D = Σ_j P_j·dP_j
+    long long key_first, key_end;
+    visible_keys(p, mask, i, &key_first, &key_end);
+    for (long long j = key_first; j < key_end; j++) {  // D = Σ_j P_j·dP_j
       const double pj = exp(dot(q, k + j * p.k_row_stride, head_dim, bf16, lane) * scale - lse);
       delta += pj * dot(d_o, v + j * p.v_row_stride, head_dim, bf16, lane);
     }
-    for (long long j = 0; j < key_end; j++) {  // dQ = scale·Σ_j dS_j·K_j
+    for (long long j = key_first; j < key_end; j++) {  // dQ = scale·Σ_j dS_j·K_j
       const double pj = exp(dot(q, k + j * p.k_row_stride, head_dim, bf16, lane) * scale - lse);
       const double ds = pj * (dot(d_o, v + j * p.v_row_stride, head_dim, bf16, lane) - delta);
 #pragma unroll
@@ -142,9 +161,9 @@ extern "C" __global__ void fat_reference_bwd_rows(const fat_bwd_params bp, int h
 
 // dK and dV of one key row per warp, summed over the query heads of its
 // group. Needs fat_reference_bwd_rows' D. Grid: (ceil(seqlen_k / warps),
-// heads_k, batch). ref_dk, ref_dv in K's layout.
+// heads_k, batch). MASK as for the rows. ref_dk, ref_dv in K's layout.
 extern "C" __global__ void fat_reference_bwd_cols(const fat_bwd_params bp, int head_dim, int is_bf16,
-                                                  int is_causal, const double *ref_lse,
+                                                  int mask, const double *ref_lse,
                                                   const double *ref_delta, double *ref_dk,
                                                   double *ref_dv) {
   using namespace fat_ref_bwd;
@@ -164,14 +183,20 @@ extern "C" __global__ void fat_reference_bwd_cols(const fat_bwd_params bp, int h
 #pragma unroll
   for (int c = 0; c < kMaxCols; c++) dk[c] = dv[c] = 0.0;
 
-  // Query i sees key j iff j <= i + seqlen_k − seqlen_q.
-  const long long first = is_causal ? max(0ll, (long long)j - (p.seqlen_k - p.seqlen_q)) : 0;
+  // The queries that see key j: position i + seqlen_k − seqlen_q within
+  // [j − window_right, j + window_left] (causal: right bound 0, no left).
+  // In 64 bits: a window bound may be as large as an int holds.
+  const long long key = j, offset = (long long)p.seqlen_k - p.seqlen_q;
+  long long first = 0, end = p.seqlen_q;
+  if (mask == kMaskCausal) first = max(first, key - offset);
+  if (mask == kMaskLocal && p.window_right >= 0) first = max(first, key - p.window_right - offset);
+  if (mask == kMaskLocal && p.window_left >= 0) end = min(end, key + p.window_left - offset + 1);
   for (int hq = 0; hq < group; hq++) {
     const int h = kh * group + hq;
     const elem16 *q = (const elem16 *)p.q + b * p.q_batch_stride + h * p.q_head_stride;
     const elem16 *d_o = (const elem16 *)bp.dout + b * bp.do_batch_stride + h * bp.do_head_stride;
     const long long row0 = ((long long)b * p.heads + h) * p.seqlen_q;
-    for (long long i = first; i < p.seqlen_q; i++) {
+    for (long long i = first; i < end; i++) {
       const double lse = ref_lse[row0 + i];
       if (lse == ninf()) continue;
       const double pij = exp(dot(k, q + i * p.q_row_stride, head_dim, bf16, lane) * scale - lse);

@@ -3,12 +3,14 @@
 // converted exactly; scores, softmax and P·V are all accumulated in double,
 // so its error (~1e-15) is far below any tolerance in tuner/tolerance.h.
 //
-// Same contract as the variants: tensors addressed through fat_fwd_params'
-// strides, bottom-right aligned causal mask (query i sees key j iff
-// j <= i + seqlen_k - seqlen_q), and the empty-row policy: a row that sees no
-// key gets O = 0 and lse = -inf, and -inf - (-inf) is never computed.
-// Outputs are double: ref_o in O's layout (O's strides), ref_lse in
-// (batch, heads, seqlen_q).
+// Same contract as the variants (templates/fat_abi.h): tensors addressed
+// through fat_fwd_params' strides, dense or variable-length batches and
+// seqused_k, bottom-right aligned masks (query i sits at key position
+// i + seqlen_k - seqlen_q; causal sees keys up to it, local the window
+// [-window_left, +window_right] around it), the soft-cap, and the empty-row
+// policy: a row that sees no key gets O = 0 and lse = -inf, and
+// -inf - (-inf) is never computed. Outputs are double: ref_o in O's layout
+// (O's strides), ref_lse in lse's. head_dim is the problem's (p.head_dim).
 //
 // tuner/gpu_run.c compiles this file standalone with NVRTC, prepending
 // templates/fat_abi.h (the definition of fat_fwd_params) as the generator does
@@ -23,6 +25,9 @@
 // for any head dimension.
 
 typedef unsigned short elem_t;  // raw fp16 / bf16 bits
+
+#define LLONG_MIN (-0x7fffffffffffffffll - 1)
+#define LLONG_MAX 0x7fffffffffffffffll
 
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -57,8 +62,9 @@ __device__ __forceinline__ double warp_sum(double x) {
 //   p_s[rows][key_tile]     scores S, then probabilities P
 //   o_s[rows][d]            unnormalised output o
 //   m_s, l_s, alpha_s[rows] per-row softmax state
+// mask: 0 none, 1 causal, 2 local (tuner/types.h's fat_mask).
 extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_dim, int is_bf16,
-                                             int is_causal, double *ref_o, double *ref_lse,
+                                             int mask, double *ref_o, double *ref_lse,
                                              int rows, int key_tile) {
   extern __shared__ double smem[];
   const int d = head_dim;
@@ -77,16 +83,42 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
   const int h = blockIdx.y, b = blockIdx.z;
   const int kh = h / (p.heads / p.heads_k);  // grouped-query attention: heads share K/V
   const bool bf16 = is_bf16 != 0;
-  const elem_t *q = (const elem_t *)p.q + b * p.q_batch_stride + h * p.q_head_stride;
-  const elem_t *k = (const elem_t *)p.k + b * p.k_batch_stride + kh * p.k_head_stride;
-  const elem_t *v = (const elem_t *)p.v + b * p.v_batch_stride + kh * p.v_head_stride;
+  // This sequence's rows and lengths (variable-length batches pack them).
+  long long q_off = b * p.q_batch_stride, o_off = b * p.o_batch_stride;
+  long long k_off = b * p.k_batch_stride, v_off = b * p.v_batch_stride;
+  long long lse_off = ((long long)b * p.heads + h) * p.seqlen_q;
+  int seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
+  if (p.cu_seqlens_q) {
+    const int first = p.cu_seqlens_q[b];
+    seqlen_q = p.cu_seqlens_q[b + 1] - first;
+    q_off = first * p.q_row_stride;
+    o_off = first * p.o_row_stride;
+    lse_off = (long long)h * p.cu_seqlens_q[p.batch] + first;
+  }
+  if (p.cu_seqlens_k) {
+    const int first = p.cu_seqlens_k[b];
+    seqlen_k = p.cu_seqlens_k[b + 1] - first;
+    k_off = first * p.k_row_stride;
+    v_off = first * p.v_row_stride;
+  }
+  if (p.seqused_k) seqlen_k = min(seqlen_k, p.seqused_k[b]);
+  if (q0 >= seqlen_q) return;
+  const elem_t *q = (const elem_t *)p.q + q_off + h * p.q_head_stride;
+  const elem_t *k = (const elem_t *)p.k + k_off + kh * p.k_head_stride;
+  const elem_t *v = (const elem_t *)p.v + v_off + kh * p.v_head_stride;
   const double scale = (double)p.softmax_scale;
-  // Causal offset: query i sees keys j <= i + diag.
-  const long long diag = (long long)p.seqlen_k - p.seqlen_q;
+  // The soft-cap in the variants' terms: cap = softcap_out · softmax_scale.
+  const double cap = p.softcap_in != 0.f ? (double)p.softcap_out * p.softmax_scale : 0.0;
+  // Query i sits at key position i + diag.
+  const long long diag = (long long)seqlen_k - seqlen_q;
+  const bool is_causal = mask == 1, is_local = mask == 2;
+  const long long win_lo = is_local && p.window_left >= 0 ? diag - p.window_left : LLONG_MIN / 2;
+  const long long win_hi = is_causal ? diag : is_local && p.window_right >= 0 ? diag + p.window_right
+                                                                             : LLONG_MAX / 2;
 
   for (int i = tid; i < rows * d; i += nthreads) {
     int r = i / d, c = i % d;
-    q_s[i] = q0 + r < p.seqlen_q ? load_elem(q + (long long)(q0 + r) * p.q_row_stride + c, bf16) : 0.0;
+    q_s[i] = q0 + r < seqlen_q ? load_elem(q + (long long)(q0 + r) * p.q_row_stride + c, bf16) : 0.0;
     o_s[i] = 0.0;
   }
   for (int r = tid; r < rows; r += nthreads) {
@@ -96,9 +128,9 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
   }
 
   // Keys past the last one the block's last row may see are never loaded.
-  const int last_row = min(q0 + rows, p.seqlen_q) - 1;
-  long long key_end = p.seqlen_k;
-  if (is_causal && last_row + diag + 1 < key_end) key_end = last_row + diag + 1;
+  const int last_row = min(q0 + rows, seqlen_q) - 1;
+  long long key_end = seqlen_k;
+  if (last_row + win_hi + 1 < key_end) key_end = last_row + win_hi + 1;
 
   for (long long k0 = 0; k0 < key_end; k0 += key_tile) {
     const int n = (int)min((long long)key_tile, key_end - k0);
@@ -113,13 +145,14 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
     for (int i = tid; i < rows * key_tile; i += nthreads) {
       int r = i / key_tile, j = i % key_tile;
       long long qi = q0 + r, kj = k0 + j;
-      bool visible = qi < p.seqlen_q && j < n && (!is_causal || kj <= qi + diag);
+      bool visible = qi < seqlen_q && j < n && kj <= qi + win_hi && kj >= qi + win_lo;
       double s = neg_inf();
       if (visible) {
         double acc = 0.0;
         const double *qr = q_s + r * d, *kr = kv_s + j * kv_pitch;
         for (int c = 0; c < d; c++) acc = fma(qr[c], kr[c], acc);
         s = acc * scale;
+        if (cap > 0.0) s = cap * tanh(s / cap);
       }
       p_s[i] = s;
     }
@@ -175,14 +208,14 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
   for (int i = tid; i < rows * d; i += nthreads) {
     int r = i / d, c = i % d;
     long long qi = q0 + r;
-    if (qi >= p.seqlen_q) continue;
+    if (qi >= seqlen_q) continue;
     double l = l_s[r];
-    ref_o[b * p.o_batch_stride + qi * p.o_row_stride + h * p.o_head_stride + c] = l > 0.0 ? o_s[i] / l : 0.0;
+    ref_o[o_off + qi * p.o_row_stride + h * p.o_head_stride + c] = l > 0.0 ? o_s[i] / l : 0.0;
   }
   for (int r = tid; r < rows; r += nthreads) {
     long long qi = q0 + r;
-    if (qi >= p.seqlen_q) continue;
+    if (qi >= seqlen_q) continue;
     double l = l_s[r];
-    ref_lse[((long long)b * p.heads + h) * p.seqlen_q + qi] = l > 0.0 ? m_s[r] + log(l) : neg_inf();
+    ref_lse[lse_off + qi] = l > 0.0 ? m_s[r] + log(l) : neg_inf();
   }
 }

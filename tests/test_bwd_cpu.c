@@ -162,6 +162,7 @@ static void test_wire(void) {
   d.direction = FAT_BWD;
   d.block_q = 64;
   d.dq_separate = 1;
+  d.splits = 1; /* the forward's decoding schedule: unsplit, unpacked for the backward */
   fat_wbuf b = {0};
   fat_put_kernel(&b, &d);
   CHECK_WHY(!b.failed, "put failed");
@@ -170,11 +171,13 @@ static void test_wire(void) {
   fat_get_kernel(&r, &back);
   CHECK_WHY(fat_rbuf_done(&r) == 0, "round trip left bytes or overran");
   CHECK_WHY(back.direction == FAT_BWD && back.block_q == 64 && back.dq_separate == 1 &&
-            back.block_m == 32 && !strcmp(back.name, d.name) && back.cubin_size == 3,
-            "round trip: direction %d block_q %d dq_separate %d", back.direction, back.block_q,
-            back.dq_separate);
-  /* A direction that is neither fwd nor bwd is a garbled frame. */
-  b.data[b.len - 3 * 4] = 9;
+            back.block_m == 32 && !strcmp(back.name, d.name) && back.cubin_size == 3 &&
+            back.pack_gqa == 0 && back.splits == 1,
+            "round trip: direction %d block_q %d dq_separate %d pack_gqa %d splits %d",
+            back.direction, back.block_q, back.dq_separate, back.pack_gqa, back.splits);
+  /* A direction that is neither fwd nor bwd is a garbled frame; it is
+   * followed by block_q, dq_separate, pack_gqa and splits. */
+  b.data[b.len - 5 * 4] = 9;
   fat_rbuf bad = {b.data, b.len, 0, 0};
   fat_get_kernel(&bad, &back);
   CHECK_WHY(fat_rbuf_done(&bad) != 0, "direction 9 accepted");

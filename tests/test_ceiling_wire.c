@@ -92,15 +92,18 @@ static void test_kernel_kind(void) {
   k.block_m = 32, k.threads = 256, k.smem_bytes = 8448, k.dtype = FAT_BF16;
   k.mask = FAT_MASK_CAUSAL, k.head_dim = 128, k.cubin = fake_cubin, k.cubin_size = sizeof fake_cubin;
   k.kind = FAT_KERNEL_MATERIALIZE;
+  k.splits = 1;
   fat_put_kernel(&b, &k);
   fat_rbuf r = reader(&b);
   fat_get_kernel(&r, &got);
   CHECK(fat_rbuf_done(&r) == 0);
-  CHECK(got.kind == FAT_KERNEL_MATERIALIZE && got.block_m == 32 && got.smem_bytes == 8448);
+  CHECK(got.kind == FAT_KERNEL_MATERIALIZE && got.block_m == 32 && got.smem_bytes == 8448 &&
+        got.splits == 1 && got.pack_gqa == 0);
   CHECK_STR(got.entry, "fat_fwd_materialize");
-  /* The kind is the last field: overwrite it with a value that is no kind. */
+  /* The kind follows the cubin, before direction, block_q, dq_separate,
+   * pack_gqa and splits: overwrite it with a value that is no kind. */
   int32_t bogus = 7;
-  memcpy(b.data + b.len - sizeof bogus, &bogus, sizeof bogus);
+  memcpy(b.data + b.len - 6 * sizeof bogus, &bogus, sizeof bogus);
   r = reader(&b);
   fat_get_kernel(&r, &got);
   CHECK(fat_rbuf_done(&r) == -1);

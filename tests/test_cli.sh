@@ -21,14 +21,17 @@ expect() {
 }
 
 expect 2 "fatune: unknown option '--frobnicate' (see --help)" --frobnicate
-expect 2 "fatune: --head-dim: '0' is not a head dim fatune can tune (64, 96, 128, 192, 256)" --head-dim 0
-expect 2 "fatune: --head-dim: '1000' is not a head dim fatune can tune (64, 96, 128, 192, 256)" --head-dim 1000
+expect 2 "fatune: --head-dim: '0' is not a head dim fatune can tune (32, 64, 96, 128, 192, 256)" --head-dim 0
+expect 2 "fatune: --head-dim: '1000' is not a head dim fatune can tune (32, 64, 96, 128, 192, 256)" --head-dim 1000
+# Padded head dims run at run time on the next template up; only templates are tuned.
+expect 2 "fatune: --head-dim: '80' is not a head dim fatune can tune (32, 64, 96, 128, 192, 256)" --head-dim 80
 expect 2 "fatune: --head-dim: 'abc' is not a number" --head-dim abc
 expect 2 "fatune: --head-dim: '128' given twice" --head-dim 128,128
 expect 2 "fatune: --head-dim: empty list" --head-dim ""
 expect 2 "fatune: --head-dim: empty item in '64,,128'" --head-dim 64,,128
 expect 2 "fatune: --dtype: unknown dtype 'fp8' (fp16, bf16)" --dtype fp8
 expect 2 "fatune: --mask: unknown mask 'sliding' (none, causal)" --mask sliding
+expect 2 "fatune: --mask: mask 'local' is not tuned yet (the database keys no window); the runtime serves it with the family default" --mask none,local
 expect 2 "fatune: --seqlen: 0 is out of range [1, 1048576]" --seqlen 0
 expect 2 "fatune: --seqlen: -5 is out of range [1, 1048576]" --seqlen 512,-5
 expect 2 "fatune: --seqlen: 99999999999999999999 is out of range [1, 1048576]" --seqlen 99999999999999999999
@@ -88,7 +91,7 @@ fi
 
 # Help and version.
 if "$F" --help | grep -q '^Usage: fatune'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --help"; fi
-if [ "$("$F" --version)" = "fatune 0.1.0" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version"; fi
+if [ "$("$F" --version)" = "fatune 0.2.0" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version"; fi
 
 # --list: the query's variants, names stable, one default per (dtype, mask).
 n=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
@@ -106,15 +109,30 @@ expect 2 "fatune: --direction: unknown direction 'sideways' (fwd, bwd)" --direct
 expect 2 "fatune: --direction: 'fwd' given twice" --direction fwd,bwd,fwd
 expect 2 "fatune: --direction: empty list" --direction ""
 expect 2 "fatune: --direction given twice" --direction fwd --direction bwd
-# bf16 d128 causal on sm_90a: 12 atomic + 12 separate backward variants, the
-# default FlashAttention-2's 64 x 64 tiles with atomic dQ; fwd,bwd lists both.
+# The backward has no d32 template: named at once, and left out of its default list.
+expect 2 "fatune: --head-dim: 32 has no backward template (64, 96, 128, 192, 256)" --direction bwd --head-dim 32
+expect 2 "fatune: --head-dim: 32 has no backward template (64, 96, 128, 192, 256)" --direction fwd,bwd --head-dim 32,64
+if "$F" --list --direction bwd --arch sm_90a 2>/dev/null | grep -q '\.d32\.'; then
+  fail=$((fail + 1)); echo "FAIL: --direction bwd lists d32 variants"
+elif [ "$("$F" --list --direction bwd --arch sm_90a 2>/dev/null | grep -c '^bwd\.')" -gt 0 ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: --direction bwd without --head-dim lists nothing"
+fi
+# bf16 d128 causal on sm_90a: 22 atomic + 22 separate backward variants (12
+# each without PREFETCH, 10 with: family_bwd_mma80.lua drops it where few
+# accumulators leave room for many warps), the default FlashAttention-2's
+# 64 x 64 tiles with atomic dQ and no prefetch; fwd,bwd lists both.
 bwd=$("$F" --list --direction bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null)
 both=$("$F" --list --direction fwd,bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
 fwd=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
-if [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic' <<<"$bwd")" -eq 12 ] &&
+if [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic ' <<<"$bwd")" -eq 12 ] &&
+   [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic\.p1 ' <<<"$bwd")" -eq 10 ] &&
    [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.separate ' <<<"$bwd")" -eq 12 ] &&
-   grep -q '^bwd.mma80.bf16.d128.causal.m64n64w4.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4  [0-9a-f]\{64\}$' <<<"$bwd" &&
-   [ "$both" -eq $((fwd + 24)) ]; then
+   [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.separate\.p1 ' <<<"$bwd")" -eq 10 ] &&
+   [ "$(wc -l <<<"$bwd")" -eq 44 ] &&
+   grep -q '^bwd.mma80.bf16.d128.causal.m64n64w4.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=4  [0-9a-f]\{64\}$' <<<"$bwd" &&
+   [ "$both" -eq $((fwd + 44)) ]; then
   pass=$((pass + 1))
 else
   fail=$((fail + 1)); echo "FAIL: --list --direction bwd ($(wc -l <<<"$bwd") bwd lines, $both for fwd,bwd, $fwd fwd)"

@@ -14,12 +14,18 @@
 #include "sha256.h"
 #include "check.h"
 
-static const int HEAD_DIMS[] = {64, 96, 128, 192, 256};
-#define N_HEAD_DIMS 5
+/* The forward's head dims (mma80 and splitkv); the backward and the
+ * materialising baseline have all but the first. */
+static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
+#define N_HEAD_DIMS 6
+#define N_BWD_HEAD_DIMS 5  /* HEAD_DIMS + 1: 64..256 */
+#define N_MASKS 3          /* none, causal, local */
 #define MIN_CONFIGS 12 /* the floor per (head dim, dtype, mask) */
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
+#define SPLITKV_GRID 40 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x5 */
 #define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
-#define BWD_GRID 36    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE = 3x3x2x2 */
+#define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
+#define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
 #define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
@@ -54,9 +60,11 @@ static int head_dim_index(int d) {
 /* The whole forward space for ARCH, family by family: mma80 has >= 12 per
  * (d, dtype, mask), exactly one default each, the exact counts the
  * constraints allow (worked out by hand in generator/family_mma80.lua's
- * terms); the materialising baseline has one variant per tile, none a
- * default; nothing is left unsubstituted. */
-static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEAD_DIMS]) {
+ * terms); splitkv the exact counts its constraints allow and no default;
+ * the materialising baseline has one variant per tile for none and causal
+ * (no local, no d32), none a default; nothing is left unsubstituted. */
+static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEAD_DIMS],
+                              const int want_splitkv[N_HEAD_DIMS]) {
   char err[ERR_LEN];
   fat_gen_query q = {.direction = FAT_FWD, .arch = arch};
   fat_variant *v;
@@ -67,18 +75,23 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
     CHECK_WHY(0, "%s: %s", arch, err);
     return;
   }
-  int count[N_HEAD_DIMS][2][2] = {{{0}}}, defaults[N_HEAD_DIMS][2][2] = {{{0}}};
-  int baseline[N_HEAD_DIMS][2][2] = {{{0}}}, baseline_defaults = 0, other = 0;
+  int count[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, defaults[N_HEAD_DIMS][2][N_MASKS] = {{{0}}};
+  int splitkv[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, splitkv_defaults = 0;
+  int baseline[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, baseline_defaults = 0, other = 0;
   for (size_t i = 0; i < n; i++) {
     int d = head_dim_index(v[i].head_dim);
     CHECK_WHY(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
-    if (d < 0) continue;
+    CHECK_WHY((int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS, "%s: mask %d", v[i].name, (int)v[i].mask);
+    if (d < 0 || (int)v[i].mask < 0 || (int)v[i].mask >= N_MASKS) continue;
     if (strcmp(v[i].family, "materialize") == 0) {
       baseline[d][v[i].dtype][v[i].mask]++;
       baseline_defaults += v[i].is_default;
     } else if (strcmp(v[i].family, "mma80") == 0) {
       count[d][v[i].dtype][v[i].mask]++;
       defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
+    } else if (strcmp(v[i].family, "splitkv") == 0) {
+      splitkv[d][v[i].dtype][v[i].mask]++;
+      splitkv_defaults += v[i].is_default;
     } else {
       other++;
     }
@@ -87,21 +100,27 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   }
   for (int d = 0; d < N_HEAD_DIMS; d++)
     for (int t = 0; t < 2; t++)
-      for (int m = 0; m < 2; m++) {
+      for (int m = 0; m < N_MASKS; m++) {
         CHECK_WHY(count[d][t][m] >= MIN_CONFIGS, "%s d%d %s %s: %d configurations", arch, HEAD_DIMS[d],
                   fat_dtype_name(t), fat_mask_name(m), count[d][t][m]);
         CHECK_WHY(count[d][t][m] == want[d], "%s d%d: %d configurations, want %d", arch, HEAD_DIMS[d],
                   count[d][t][m], want[d]);
         CHECK_WHY(defaults[d][t][m] == 1, "%s d%d %s %s: %d defaults", arch, HEAD_DIMS[d], fat_dtype_name(t),
                   fat_mask_name(m), defaults[d][t][m]);
-        CHECK_WHY(baseline[d][t][m] == MATERIALIZE_TILES, "%s d%d %s %s: %d materialize variants", arch,
-                  HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), baseline[d][t][m]);
+        CHECK_WHY(splitkv[d][t][m] == want_splitkv[d], "%s d%d %s %s: %d splitkv variants, want %d", arch,
+                  HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), splitkv[d][t][m], want_splitkv[d]);
+        /* The baseline: d64 and up, none and causal only. */
+        const int want_baseline = d > 0 && m < MATERIALIZE_MASKS ? MATERIALIZE_TILES : 0;
+        CHECK_WHY(baseline[d][t][m] == want_baseline, "%s d%d %s %s: %d materialize variants, want %d",
+                  arch, HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), baseline[d][t][m], want_baseline);
       }
   CHECK_WHY(baseline_defaults == 0, "%s: %d materialize variants marked default", arch, baseline_defaults);
+  CHECK_WHY(splitkv_defaults == 0, "%s: %d splitkv variants marked default", arch, splitkv_defaults);
   CHECK_WHY(other == 0, "%s: %d variants of an unknown family", arch, other);
-  /* every configuration of mma80's 2x4x2x3 grid and of the baseline's tiles
-   * is either a variant or pruned */
-  CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * (MMA80_GRID + MATERIALIZE_TILES),
+  /* every configuration of mma80's 2x4x2x3 grid, of splitkv's 2x2x2x5 and
+   * of the baseline's tiles is either a variant or pruned */
+  CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * 2 * N_MASKS * (MMA80_GRID + SPLITKV_GRID) +
+                          (size_t)(N_HEAD_DIMS - 1) * 2 * MATERIALIZE_MASKS * MATERIALIZE_TILES,
             "%s: %zu variants + %zu pruned", arch, n, np);
   /* FlashAttention-2's choices survive: WARPS 4 up to d128, 8 above */
   const fat_variant *d128 = find(v, n, "fwd.mma80.fp16.d128.none.m128n64w4s1");
@@ -125,6 +144,18 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   }
   const fat_variant *mat16 = find(v, n, "fwd.materialize.fp16.d256.none.t16");
   CHECK_WHY(mat16 && mat16->smem_bytes == 2 * 16 * 17 * 4, "%s: fwd.materialize.fp16.d256.none.t16", arch);
+  /* d32 and the local mask: mma80's defaults exist; the baseline has neither. */
+  const fat_variant *d32 = find(v, n, "fwd.mma80.fp16.d32.none.m128n64w4s1");
+  CHECK_WHY(d32 && d32->is_default && d32->head_dim == 32, "%s: d32 default missing", arch);
+  const fat_variant *local = find(v, n, "fwd.mma80.bf16.d128.local.m128n64w4s1");
+  CHECK_WHY(local && local->is_default && local->mask == FAT_MASK_LOCAL, "%s: d128 local default missing",
+            arch);
+  if (local) CHECK_CONTAINS(local->source, "constexpr bool kIsLocal = 1;");
+  CHECK_WHY(find(v, n, "fwd.materialize.fp16.d64.local.t16") == NULL, "%s: a local materialize variant",
+            arch);
+  /* The splitkv family never keeps SPLITS 1 unpacked: that is mma80's schedule. */
+  CHECK_STR(find_reason(p, np, "fwd.splitkv.fp16.d64.none.m64n64w4s2.g0x1"),
+            "SPLITS 1 unpacked is the mma80 family's own schedule");
   free_variants(v, n);
   fat_pruned_free_all(p, np);
 }
@@ -169,6 +200,28 @@ static void test_names_and_hashes(fat_gen *g) {
     CHECK_CONTAINS(a->source, "typedef struct fat_fwd_params {");
     CHECK_WHY(strstr(a->source, "#include \"fat_abi.h\"") == NULL, "fat_abi.h include left in");
     CHECK_CONTAINS(a->source, "constexpr int kHeadDim = 128;");
+  }
+  /* mma80's schedule is fixed: one block per query block and head. */
+  if (a) {
+    CHECK_CONTAINS(a->source, "constexpr bool kPackGqa = 0;");
+    CHECK_CONTAINS(a->source, "constexpr int kSplits = 1;");
+  }
+  /* A decoding variant: mma80's template and entry, its tiles' resources,
+   * the schedule in its name, parameters and source. */
+  const fat_variant *sk = find(v, n, "fwd.splitkv.bf16.d128.local.m64n64w4s2.g1x8");
+  CHECK_WHY(sk != NULL, "fwd.splitkv.bf16.d128.local.m64n64w4s2.g1x8 missing");
+  if (sk) {
+    CHECK_STR(sk->params, "BLOCK_M=64 BLOCK_N=64 PACK_GQA=1 SPLITS=8 STAGES=2 WARPS=4");
+    CHECK_STR(sk->family, "splitkv");
+    CHECK_STR(sk->entry, "fat_fwd_mma80");
+    CHECK_WHY(sk->direction == FAT_FWD && sk->dtype == FAT_BF16 && sk->mask == FAT_MASK_LOCAL &&
+              !sk->is_default, "enums wrong");
+    /* (64 + 2*2*64) rows * (128 + 8) elements * 2 bytes */
+    CHECK_WHY(sk->head_dim == 128 && sk->block_m == 64 && sk->threads == 128 && sk->smem_bytes == 87040,
+              "d%d m%d t%d smem %d", sk->head_dim, sk->block_m, sk->threads, sk->smem_bytes);
+    CHECK_CONTAINS(sk->source, "constexpr bool kIsLocal = 1;");
+    CHECK_CONTAINS(sk->source, "constexpr bool kPackGqa = 1;");
+    CHECK_CONTAINS(sk->source, "constexpr int kSplits = 8;");
   }
   const fat_variant *b = find(v, n, "fwd.mma80.fp16.d64.none.m64n16w4s3");
   CHECK_WHY(b != NULL, "fwd.mma80.fp16.d64.none.m64n16w4s3 missing");
@@ -225,8 +278,11 @@ static void test_pruning(fat_gen *g) {
     CHECK_WHY(0, "%s", err);
     return;
   }
-  /* mma80's 18 and the materialising baseline's 2 tiles */
-  CHECK_WHY(n == 18 + MATERIALIZE_TILES && np == 30, "%zu variants, %zu pruned", n, np);
+  /* mma80's 18, splitkv's 9 (BLOCK_N 64, STAGES 2: the rest do not fit) and
+   * the materialising baseline's 2 tiles; mma80's 30 and splitkv's 31 pruned */
+  CHECK_WHY(n == 18 + 9 + MATERIALIZE_TILES && np == 30 + 31, "%zu variants, %zu pruned", n, np);
+  /* (64 + 2*3*64) * (256 + 8) * 2 = 236544 */
+  CHECK_STR(find_reason(p, np, "fwd.splitkv.fp16.d256.none.m64n64w4s3.g0x4"), "shared memory 236544 > 232448 bytes");
   /* (128 + 2*2*128) * (256 + 8) * 2 = 337920 */
   CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n128w8s2"), "shared memory 337920 > 232448 bytes");
   /* two 16-row tiles * (256/8*4 + 64/8*4) */
@@ -265,8 +321,8 @@ static void test_pruning(fat_gen *g) {
  * constraints allow; one default each (FlashAttention-2's 64x64 tiles with
  * atomic dQ); names, parameters and resources as documented; pruning
  * reasons that name the limit. */
-static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N_HEAD_DIMS],
-                           const int want_separate[N_HEAD_DIMS]) {
+static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N_BWD_HEAD_DIMS],
+                           const int want_separate[N_BWD_HEAD_DIMS]) {
   char err[ERR_LEN];
   fat_gen_query q = {.direction = FAT_BWD, .arch = arch};
   fat_variant *v;
@@ -276,9 +332,9 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
     CHECK_WHY(0, "%s bwd: %s", arch, err);
     return;
   }
-  int count[N_HEAD_DIMS][2][2][2] = {{{{0}}}}, defaults[N_HEAD_DIMS][2][2] = {{{0}}};
+  int count[N_BWD_HEAD_DIMS][2][N_MASKS][2] = {{{{0}}}}, defaults[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
   for (size_t i = 0; i < n; i++) {
-    int d = head_dim_index(v[i].head_dim);
+    int d = head_dim_index(v[i].head_dim) - 1; /* no d32 backward */
     int separate = strstr(v[i].name, ".separate") != NULL;
     CHECK_WHY(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
     CHECK_WHY(v[i].direction == FAT_BWD && !strcmp(v[i].family, "mma80") &&
@@ -287,22 +343,26 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
     CHECK_WHY(separate == (strstr(v[i].params, "DQ_MODE=separate") != NULL), "%s: params %s", v[i].name,
               v[i].params);
     CHECK_WHY(strstr(v[i].source, "{{") == NULL, "%s: '{{' left in the source", v[i].name);
-    if (d < 0) continue;
+    CHECK_WHY((strstr(v[i].name, ".p1") != NULL) == (strstr(v[i].params, "PREFETCH=1") != NULL),
+              "%s: params %s", v[i].name, v[i].params);
+    CHECK_WHY((int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS, "%s: mask %d", v[i].name, (int)v[i].mask);
+    if (d < 0 || (int)v[i].mask < 0 || (int)v[i].mask >= N_MASKS) continue;
     count[d][v[i].dtype][v[i].mask][separate]++;
     defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
     CHECK_WHY(!v[i].is_default || !separate, "%s: a separate-mode default", v[i].name);
   }
-  for (int d = 0; d < N_HEAD_DIMS; d++)
+  for (int d = 0; d < N_BWD_HEAD_DIMS; d++)
     for (int t = 0; t < 2; t++)
-      for (int m = 0; m < 2; m++) {
+      for (int m = 0; m < N_MASKS; m++) {
         CHECK_WHY(count[d][t][m][0] == want_atomic[d] && count[d][t][m][1] == want_separate[d],
-                  "%s bwd d%d: %d atomic + %d separate, want %d + %d", arch, HEAD_DIMS[d], count[d][t][m][0],
+                  "%s bwd d%d: %d atomic + %d separate, want %d + %d", arch, HEAD_DIMS[d + 1], count[d][t][m][0],
                   count[d][t][m][1], want_atomic[d], want_separate[d]);
         CHECK_WHY(count[d][t][m][0] >= BWD_MIN_CONFIGS && count[d][t][m][1] >= BWD_MIN_CONFIGS,
-                  "%s bwd d%d: fewer than %d configurations", arch, HEAD_DIMS[d], BWD_MIN_CONFIGS);
-        CHECK_WHY(defaults[d][t][m] == 1, "%s bwd d%d: %d defaults", arch, HEAD_DIMS[d], defaults[d][t][m]);
+                  "%s bwd d%d: fewer than %d configurations", arch, HEAD_DIMS[d + 1], BWD_MIN_CONFIGS);
+        CHECK_WHY(defaults[d][t][m] == 1, "%s bwd d%d: %d defaults", arch, HEAD_DIMS[d + 1], defaults[d][t][m]);
       }
-  CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * 2 * 2 * BWD_GRID, "%s bwd: %zu variants + %zu pruned", arch, n, np);
+  CHECK_WHY(n + np == (size_t)N_BWD_HEAD_DIMS * 2 * N_MASKS * BWD_GRID, "%s bwd: %zu variants + %zu pruned",
+            arch, n, np);
   /* d128: K, V, Q, dO tiles of 64 rows x (128 + 8) elements, Pᵀ and dSᵀ of
    * 64 x (64 + 8), lse and D of 64 rows: 69632 + 18432 + 512 bytes. block_m
    * is the key block. */
@@ -310,7 +370,7 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
   CHECK_WHY(def != NULL, "%s: bwd.mma80.bf16.d128.causal.m64n64w4.atomic missing", arch);
   if (def) {
     CHECK_WHY(def->is_default, "%s: d128 bwd default not marked", arch);
-    CHECK_STR(def->params, "BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4");
+    CHECK_STR(def->params, "BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=4");
     CHECK_WHY(def->smem_bytes == 88576 && def->threads == 128 && def->block_m == 64,
               "%s: d128 bwd resources smem %d threads %d block_m %d", arch, def->smem_bytes, def->threads,
               def->block_m);
@@ -318,6 +378,11 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
   }
   const fat_variant *d256 = find(v, n, "bwd.mma80.fp16.d256.none.m64n64w8.separate");
   CHECK_WHY(d256 && !d256->is_default && d256->threads == 256, "%s: d256 separate variant", arch);
+  /* PREFETCH doubles the Q and dO tiles: 2 x 64 x 136 x 2 more bytes. */
+  const fat_variant *p1 = find(v, n, "bwd.mma80.bf16.d128.local.m64n64w4.atomic.p1");
+  CHECK_WHY(p1 && !p1->is_default && p1->mask == FAT_MASK_LOCAL && p1->smem_bytes == 88576 + 34816,
+            "%s: bwd.mma80.bf16.d128.local.m64n64w4.atomic.p1: smem %d", arch, p1 ? p1->smem_bytes : -1);
+  if (p1) CHECK_STR(p1->params, "BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=1 WARPS=4");
   const struct { const char *name, *reason; } want[] = {
       /* 2x(64 keys x 256 columns) + 2x(64 x 64) fp32 over 128 threads */
       {"bwd.mma80.fp16.d256.none.m64n64w4.atomic", "accumulators 320 > 192 registers per thread"},
@@ -340,6 +405,13 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
     CHECK_WHY(got && !strcmp(got, "shared memory 187392 > 166912 bytes"), "sm_80 d256 m128n32w4: '%s'",
               got ? got : "(not pruned)");
   }
+  /* ... and with PREFETCH's second Q and dO: (64 + 2 x 256) rows x 264 + ... */
+  const char *got_p1 = NULL;
+  for (size_t i = 0; i < np; i++)
+    if (!strcmp(p[i].name, "bwd.mma80.fp16.d256.none.m128n32w4.atomic.p1")) got_p1 = p[i].reason;
+  char want_p1[64];
+  snprintf(want_p1, sizeof want_p1, "shared memory 322560 > %d bytes", !strcmp(arch, "sm_80") ? 166912 : 232448);
+  CHECK_WHY(got_p1 && !strcmp(got_p1, want_p1), "%s d256 m128n32w4.p1: '%s'", arch, got_p1 ? got_p1 : "(not pruned)");
   for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
   free(v);
   fat_pruned_free_all(p, np);
@@ -353,7 +425,7 @@ static void test_query_errors(fat_gen *g) {
   size_t n;
   fat_gen_query q = {.direction = FAT_FWD, .head_dims = d80, .n_head_dims = 1, .arch = "sm_80"};
   CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1 && n == 0 && v == NULL, "accepted d80");
-  CHECK_STR(err, "head dim 80 is not in the fwd space (64, 96, 128, 192, 256)");
+  CHECK_STR(err, "head dim 80 is not in the fwd space (32, 64, 96, 128, 192, 256)");
   q.n_head_dims = 0;
   q.arch = "sm_75";
   CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted sm_75");
@@ -368,9 +440,12 @@ static void test_query_errors(fat_gen *g) {
   int nd = fat_gen_head_dims(g, FAT_FWD, dims, 8, err, sizeof err);
   CHECK_WHY(nd == N_HEAD_DIMS, "%d head dims: %s", nd, nd < 0 ? err : "");
   for (int i = 0; i < nd && i < N_HEAD_DIMS; i++) CHECK_WHY(dims[i] == HEAD_DIMS[i], "head dim %d: %d", i, dims[i]);
-  CHECK_WHY(fat_gen_head_dims(g, FAT_BWD, dims, 8, err, sizeof err) == N_HEAD_DIMS, "bwd head dims");
+  nd = fat_gen_head_dims(g, FAT_BWD, dims, 8, err, sizeof err);
+  CHECK_WHY(nd == N_BWD_HEAD_DIMS, "%d bwd head dims", nd);
+  for (int i = 0; i < nd && i < N_BWD_HEAD_DIMS; i++)
+    CHECK_WHY(dims[i] == HEAD_DIMS[i + 1], "bwd head dim %d: %d", i, dims[i]);
   CHECK_WHY(fat_gen_head_dims(g, FAT_FWD, dims, 2, err, sizeof err) == -1, "cap 2 accepted");
-  CHECK_STR(err, "the space has 5 head dims, more than the 2 asked for");
+  CHECK_STR(err, "the space has 6 head dims, more than the 2 asked for");
 }
 
 /* fat_gen_open on a fixture folder fails with a message containing WANT. */
@@ -548,17 +623,23 @@ int main(void) {
     fprintf(stderr, "fat_gen_open(embedded): %s\n", err);
     return 1;
   }
-  /* per head dim 64..256; see family_mma80.lua's constraints */
-  const int want_sm80[N_HEAD_DIMS] = {33, 31, 30, 18, 13};
-  const int want_sm90a[N_HEAD_DIMS] = {33, 31, 31, 21, 18};
-  test_space_counts(g, "sm_80", want_sm80);
-  test_space_counts(g, "sm_90a", want_sm90a);
-  /* per head dim 64..256, atomic and separate; see family_bwd_mma80.lua's
-   * constraints (sm_90a's larger shared memory keeps more of d192, d256) */
-  const int bwd_atomic_sm80[N_HEAD_DIMS] = {15, 10, 12, 7, 5};
-  const int bwd_separate_sm80[N_HEAD_DIMS] = {15, 8, 12, 6, 5};
-  const int bwd_atomic_sm90a[N_HEAD_DIMS] = {15, 10, 12, 8, 7};
-  const int bwd_separate_sm90a[N_HEAD_DIMS] = {15, 8, 12, 7, 6};
+  /* per head dim 32..256; see family_mma80.lua's constraints */
+  const int want_sm80[N_HEAD_DIMS] = {33, 33, 31, 30, 18, 13};
+  const int want_sm90a[N_HEAD_DIMS] = {33, 33, 31, 31, 21, 18};
+  /* splitkv: 40 less SPLITS 1 unpacked (4) less STAGES 3 with BLOCK_N 128
+   * (9 more) is 27; shared memory leaves BLOCK_N 64 with STAGES 2 only
+   * (9) at d192 on sm_80 and d256 on sm_90a, and nothing at d256 on sm_80 */
+  const int splitkv_sm80[N_HEAD_DIMS] = {27, 27, 27, 27, 9, 0};
+  const int splitkv_sm90a[N_HEAD_DIMS] = {27, 27, 27, 27, 27, 9};
+  test_space_counts(g, "sm_80", want_sm80, splitkv_sm80);
+  test_space_counts(g, "sm_90a", want_sm90a, splitkv_sm90a);
+  /* per head dim 64..256, atomic and separate, PREFETCH 0 and 1; see
+   * family_bwd_mma80.lua's constraints (sm_90a's larger shared memory keeps
+   * more of d192, d256; PREFETCH only where accumulators are many) */
+  const int bwd_atomic_sm80[N_BWD_HEAD_DIMS] = {23, 17, 19, 10, 7};
+  const int bwd_separate_sm80[N_BWD_HEAD_DIMS] = {23, 14, 19, 9, 7};
+  const int bwd_atomic_sm90a[N_BWD_HEAD_DIMS] = {24, 18, 22, 12, 12};
+  const int bwd_separate_sm90a[N_BWD_HEAD_DIMS] = {24, 15, 22, 11, 11};
   test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80);
   test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a);
   test_names_and_hashes(g);

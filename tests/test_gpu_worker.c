@@ -52,7 +52,7 @@ static const char naive_body[] =
     "}\n"
     "extern \"C\" __global__ void naive_fwd(const fat_fwd_params p) {\n"
     "  const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, lane = threadIdx.x;\n"
-    "  if (MODE == 3) *(volatile int *)(unsigned long long)p.reserved = 1; /* reserved is 0 */\n"
+    "  if (MODE == 3) *(volatile int *)p.lse_accum = 1; /* lse_accum is NULL here */\n"
     "  if (MODE == 4) asm volatile(\"trap;\");\n"
     "  if (MODE == 5) while (!never_set) {}\n"
     "  if (MODE == 2 || i >= p.seqlen_q) return;\n"

@@ -57,7 +57,7 @@ check_run() {
 }
 
 export PKG_CONFIG_PATH="$PREFIX/$LIBDIR/pkgconfig"
-[ "$(pkg-config --modversion fatune)" = "0.1.0" ] || fail "pkg-config --modversion: $(pkg-config --modversion fatune)"
+[ "$(pkg-config --modversion fatune)" = "0.2.0" ] || fail "pkg-config --modversion: $(pkg-config --modversion fatune)"
 [ "$(pkg-config --variable=prefix fatune | xargs realpath)" = "$(realpath "$PREFIX")" ] \
   || fail "pkg-config prefix $(pkg-config --variable=prefix fatune) is not $PREFIX"
 # shellcheck disable=SC2046
@@ -79,7 +79,7 @@ mkdir -p "$WORK/cmake"
 cat > "$WORK/cmake/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.25)
 project(consumer C)
-find_package(fatune 0.1 REQUIRED)
+find_package(fatune 0.2 REQUIRED)
 add_executable(consumer_cmake ../consumer.c)
 target_link_libraries(consumer_cmake PRIVATE fatune::fatune)
 add_executable(consumer_cmake_static ../consumer.c)

@@ -24,6 +24,8 @@ static int n_bad;
 #define DK_AT 0x8000000
 #define DV_AT 0x9000000
 #define WS_AT 0xA000000
+#define CU_Q_AT 0xB000000 /* cu_seqlens_q */
+#define CU_K_AT 0xB001000 /* cu_seqlens_k */
 
 static fat_context *ctx;
 
@@ -89,7 +91,48 @@ int main(void) {
   a = good(), a.dtype = (fat_attn_dtype)7;
   CHECK_BAD(&a, "dtype 7: must be FAT_ATTN_FP16 or FAT_ATTN_BF16");
   a = good(), a.mask = (fat_attn_mask)-1;
-  CHECK_BAD(&a, "mask -1: must be FAT_ATTN_MASK_NONE or FAT_ATTN_MASK_CAUSAL");
+  CHECK_BAD(&a, "mask -1: must be FAT_ATTN_MASK_NONE, FAT_ATTN_MASK_CAUSAL or FAT_ATTN_MASK_LOCAL");
+  a = good(), a.mask = (fat_attn_mask)3;
+  CHECK_BAD(&a, "mask 3: must be FAT_ATTN_MASK_NONE, FAT_ATTN_MASK_CAUSAL or FAT_ATTN_MASK_LOCAL");
+
+  /* The local mask's window: each bound -1 (unbounded) or more. */
+  a = good(), a.mask = FAT_ATTN_MASK_LOCAL, a.window_left = 32, a.window_right = 0;
+  CHECK_OK(&a);
+  a = good(), a.mask = FAT_ATTN_MASK_LOCAL, a.window_left = -1, a.window_right = -1;
+  CHECK_OK(&a);
+  a = good(), a.mask = FAT_ATTN_MASK_LOCAL, a.window_left = -2, a.window_right = 0;
+  CHECK_BAD(&a, "window (-2, 0): each bound must be >= -1 (-1: unbounded)");
+  a = good(), a.mask = FAT_ATTN_MASK_LOCAL, a.window_left = 8, a.window_right = -5;
+  CHECK_BAD(&a, "window (8, -5): each bound must be >= -1 (-1: unbounded)");
+  a = good(), a.window_left = -2; /* read only for the local mask */
+  CHECK_OK(&a);
+
+  /* The soft-cap: 0 (none) or a finite positive cap. */
+  a = good(), a.softcap = 30.0f;
+  CHECK_OK(&a);
+  a = good(), a.softcap = -1.0f;
+  CHECK_BAD(&a, "softcap -1: must be finite and >= 0 (0: none)");
+  a = good(), a.softcap = INFINITY;
+  CHECK_BAD(&a, "softcap inf: must be finite and >= 0 (0: none)");
+  a = good(), a.softcap = NAN;
+  CHECK_BAD(&a, "softcap nan: must be finite and >= 0 (0: none)");
+
+  /* Variable-length batches: both offset arrays or neither, and the packed
+   * tensors' rows. */
+  a = good(), a.cu_seqlens_q = (const int *)CU_Q_AT;
+  CHECK_BAD(&a, "cu_seqlens_q 0xb000000 and cu_seqlens_k (nil): give both or neither");
+  a = good(), a.cu_seqlens_k = (const int *)CU_K_AT;
+  CHECK_BAD(&a, "cu_seqlens_q (nil) and cu_seqlens_k 0xb001000: give both or neither");
+  a = good(), a.cu_seqlens_q = (const int *)CU_Q_AT, a.cu_seqlens_k = (const int *)CU_K_AT;
+  a.total_k = 2 * a.seqlen_k;
+  CHECK_BAD(&a, "total_q 0, total_k 256: a variable-length batch needs the packed tensors' rows (>= 1)");
+  a.total_q = 2 * a.seqlen_q, a.total_k = 0;
+  CHECK_BAD(&a, "total_q 128, total_k 0: a variable-length batch needs the packed tensors' rows (>= 1)");
+  a.total_k = 2 * a.seqlen_k;
+  CHECK_OK(&a);
+  /* seqused_k alone is a dense batch with a padded K/V cache. */
+  a = good(), a.seqused_k = (const int *)CU_K_AT;
+  CHECK_OK(&a);
 
   /* Each dimension by name. */
   a = good(), a.batch = 0;
@@ -104,13 +147,28 @@ int main(void) {
   CHECK_BAD(&a, "seqlen_k 0: must be >= 1");
   a = good(), a.heads_k = 3;
   CHECK_BAD(&a, "heads_k 3 does not divide heads 4");
-  a = good(), a.head_dim = 80;
-  fat_attn_args_contiguous(&a);
-  expect(__LINE__, &a, FAT_ERR_UNSUPPORTED,
-         "head_dim 80 has no template (supported: 64, 96, 128, 192, 256)");
+  /* Head dims: any multiple of 8 up to 256 (the padded ones run on the
+   * next template up); nothing else. */
+  const int padded[] = {8, 32, 40, 80, 248, 256};
+  for (size_t i = 0; i < sizeof padded / sizeof padded[0]; i++) {
+    a = good(), a.head_dim = padded[i];
+    fat_attn_args_contiguous(&a);
+    CHECK_OK(&a);
+  }
   a = good(), a.head_dim = 0;
   expect(__LINE__, &a, FAT_ERR_UNSUPPORTED,
-         "head_dim 0 has no template (supported: 64, 96, 128, 192, 256)");
+         "head_dim 0 has no template (templates: 32, 64, 96, 128, 192, 256; any multiple of 8 up "
+         "to 256 runs on the next one up)");
+  a = good(), a.head_dim = 84;
+  fat_attn_args_contiguous(&a);
+  expect(__LINE__, &a, FAT_ERR_UNSUPPORTED,
+         "head_dim 84 has no template (templates: 32, 64, 96, 128, 192, 256; any multiple of 8 up "
+         "to 256 runs on the next one up)");
+  a = good(), a.head_dim = 264;
+  fat_attn_args_contiguous(&a);
+  expect(__LINE__, &a, FAT_ERR_UNSUPPORTED,
+         "head_dim 264 has no template (templates: 32, 64, 96, 128, 192, 256; any multiple of 8 "
+         "up to 256 runs on the next one up)");
 
   /* Null and misaligned pointers, per tensor. */
   a = good(), a.q = NULL;
@@ -233,6 +291,30 @@ int main(void) {
                     "outputs must not alias another tensor");
   b = good_bwd(), b.dout = b.fwd.q; /* inputs may share memory */
   CHECK_BWD_OK(&b);
+  /* The forward-only features are refused as unsupported, not as bad input. */
+  b = good_bwd(), b.fwd.softcap = 30.0f;
+  expect_bwd(__LINE__, &b, FAT_ERR_UNSUPPORTED, "softcap 30: the backward has no soft-cap (forward only)");
+  b = good_bwd(), b.fwd.cu_seqlens_q = (const int *)CU_Q_AT, b.fwd.cu_seqlens_k = (const int *)CU_K_AT;
+  b.fwd.total_q = 2 * b.fwd.seqlen_q, b.fwd.total_k = 2 * b.fwd.seqlen_k;
+  expect_bwd(__LINE__, &b, FAT_ERR_UNSUPPORTED,
+             "variable-length batches (cu_seqlens, seqused_k): the backward takes dense batches only");
+  b = good_bwd(), b.fwd.seqused_k = (const int *)CU_K_AT;
+  expect_bwd(__LINE__, &b, FAT_ERR_UNSUPPORTED,
+             "variable-length batches (cu_seqlens, seqused_k): the backward takes dense batches only");
+  /* The local mask has a backward. */
+  b = good_bwd(), b.fwd.mask = FAT_ATTN_MASK_LOCAL, b.fwd.window_left = 16, b.fwd.window_right = 0;
+  CHECK_BWD_OK(&b);
+  /* A padded head dim: the backward has no d32, so 32 and 40 run on d64,
+   * whose dQ accumulator rows are 64 wide. */
+  const int bwd_dims[][2] = {{32, 64}, {40, 64}, {80, 96}};
+  for (size_t i = 0; i < sizeof bwd_dims / sizeof bwd_dims[0]; i++) {
+    b = good_bwd(), b.fwd.head_dim = bwd_dims[i][0];
+    fat_attn_args_contiguous(&b.fwd);
+    fat_attn_bwd_args_contiguous(&b);
+    CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes), FAT_OK);
+    CHECK_INT((long long)b.workspace_bytes, 2048 + 2 * 4 * 64 * bwd_dims[i][1] * 4);
+    CHECK_BWD_OK(&b);
+  }
   b = good_bwd();
   CHECK_INT(fat_attention_bwd(ctx, &b, NULL, NULL), FAT_ERR_INVALID_ARGUMENT);
   CHECK_STR(fat_context_error(ctx),

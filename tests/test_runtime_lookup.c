@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "db.h"
 #include "fatune.h"
+#include "fat_abi.h"
 #include "gen.h"
 #include "sha256.h"
 #include "tune.h"
@@ -42,7 +43,9 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
   fat_tune_problem(dt, mk, hd, seqlen, seqlen_k, group, 0, &p);
   p.direction = dir;
   fat_variant v = {0};
-  snprintf(source, sizeof source, "// stand-in source of %s\n", vname);
+  /* Carries the ABI line, as every generated source does. */
+  snprintf(source, sizeof source, "// stand-in source of %s\n#define FAT_ABI_VERSION %d\n", vname,
+           FAT_ABI_VERSION);
   v.name = (char *)vname, v.family = "mma80", v.source = source, v.params = (char *)params;
   v.entry = dir == FAT_FWD ? "fat_fwd_mma80" : "fat_bwd_mma80";
   fat_sha256_hex(source, strlen(source), v.hash);
@@ -131,10 +134,19 @@ int main(void) {
   CHECK_INT(ch.origin, FAT_ORIGIN_TABLES);
   CHECK_INT(ch.match, FAT_MATCH_EXACT);
 
-  /* No exact bucket anywhere: the user's nearest comes first. */
+  /* No exact bucket anywhere: the nearest bucket of any database (a
+   * user's decoding winner must not serve a long prefill because it is the
+   * user's) ... */
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 700);
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.t512");
+  CHECK_INT(ch.origin, FAT_ORIGIN_TABLES);
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  /* ... and on a tie (4096 in both) the user's. */
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 3500);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.u4096");
+  CHECK_INT(ch.origin, FAT_ORIGIN_USER_DB);
   CHECK_INT(ch.match, FAT_MATCH_NEAREST);
   fat_context_close(c);
 
@@ -164,10 +176,41 @@ int main(void) {
   CHECK_INT(ch.bucket_seqlen, 0);
   CHECK_STR(ch.db_path, "");
 
-  /* Refusals name the bad value. */
+  /* The local mask has a built-in default of its own. */
+  a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_LOCAL, 128, 4096);
+  a.window_left = 256, a.window_right = 0;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d128.local.m128n64w4s1");
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK_INT(ch.match, FAT_MATCH_DEFAULT);
+
+  /* A head dim without a template of its own runs on the next one up: its
+   * tuned winners and its default are that template's. */
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 80, 1024);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d96.none.m128n64w4s1");
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 40, 1024);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d64.none.m128n64w4s1");
+  a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 40, 1024);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d64.causal.t1024");
+  CHECK_INT(ch.origin, FAT_ORIGIN_TABLES);
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 24, 1024);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d32.none.m128n64w4s1");
+
+  /* Refusals name the bad value. */
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 84, 1024);
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_UNSUPPORTED);
-  CHECK_STR(fat_context_error(c), "head_dim 80 has no template (supported: 64, 96, 128, 192, 256)");
+  CHECK_STR(fat_context_error(c), "head_dim 84 has no template (templates: 32, 64, 96, 128, 192, "
+                                  "256; any multiple of 8 up to 256 runs on the next one up)");
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 264, 1024);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_UNSUPPORTED);
+  CHECK_STR(fat_context_error(c), "head_dim 264 has no template (templates: 32, 64, 96, 128, 192, "
+                                  "256; any multiple of 8 up to 256 runs on the next one up)");
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 1024);
   a.heads_k = 3;
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
@@ -227,28 +270,33 @@ int main(void) {
   free(v);
   fat_gen_close(g);
   fat_context_close(c);
-  CHECK_INT(n_defaults, 20); /* 5 head dims x 2 dtypes x 2 masks */
-  /* Every forward key has a backward default too, and a deterministic one. */
+  CHECK_INT(n_defaults, 36); /* 6 head dims x 2 dtypes x 3 masks */
+  /* Every forward key has a backward default too, and a deterministic one;
+   * the backward has no d32 template, so d32 runs on d64. */
   c = offline("", missing, 1, H200_SMS, 0);
   int n_bwd = 0;
-  for (int hd = 0; hd < 5; hd++)
+  for (int hd = 0; hd < 6; hd++)
     for (int dt = 0; dt < 2; dt++)
-      for (int mk = 0; mk < 2; mk++)
+      for (int mk = 0; mk < 3; mk++)
         for (int det = 0; det < 2; det++) {
-          static const int dims[5] = {64, 96, 128, 192, 256};
+          static const int dims[6] = {32, 64, 96, 128, 192, 256};
+          char want_dim[16];
+          snprintf(want_dim, sizeof want_dim, ".d%d.", dims[hd] == 32 ? 64 : dims[hd]);
           fat_attn_bwd_args bb = {0};
           bb.fwd = problem((fat_attn_dtype)dt, (fat_attn_mask)mk, dims[hd], 512);
           bb.deterministic = det;
           n_bwd += fat_attention_bwd_select(c, &bb, &ch) == FAT_OK &&
                    ch.origin == FAT_ORIGIN_BUILTIN && !strncmp(ch.variant, "bwd.", 4) &&
+                   strstr(ch.variant, want_dim) && strstr(ch.variant, fat_mask_name((fat_mask)mk)) &&
                    (!det || strstr(ch.variant, ".separate"));
         }
-  CHECK_INT(n_bwd, 40);
+  CHECK_INT(n_bwd, 72);
   fat_context_close(c);
   int dims[8];
-  CHECK_INT(fat_supported_head_dims(dims, 8), 5);
-  CHECK_INT(dims[0], 64);
-  CHECK_INT(dims[4], 256);
+  CHECK_INT(fat_supported_head_dims(dims, 8), 6);
+  CHECK_INT(dims[0], 32);
+  CHECK_INT(dims[1], 64);
+  CHECK_INT(dims[5], 256);
 
   /* The backward: its winners are its own (the forward's key never sees
    * them), and the deterministic mode takes the fastest passed variant
@@ -299,9 +347,15 @@ int main(void) {
   CHECK_INT(fat_attention_bwd_workspace(c, &b, &ws), FAT_OK);
   CHECK_INT((long long)ws, 6656 + 16 * 101 * 96 * 4); /* and the fp32 dQ accumulator */
   CHECK_INT(fat_attention_bwd(c, &b, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
-  b.fwd.head_dim = 80;
+  b.fwd.head_dim = 80; /* on d96 */
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80.fp16.d96.none.m64n64w4.atomic");
+  CHECK_INT(fat_attention_bwd_workspace(c, &b, &ws), FAT_OK);
+  CHECK_INT((long long)ws, 6656 + 16 * 101 * 96 * 4); /* the accumulator is the template's width */
+  b.fwd.head_dim = 84;
   CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_ERR_UNSUPPORTED);
-  CHECK_STR(fat_context_error(c), "head_dim 80 has no template (supported: 64, 96, 128, 192, 256)");
+  CHECK_STR(fat_context_error(c), "head_dim 84 has no template (templates: 32, 64, 96, 128, 192, "
+                                  "256; any multiple of 8 up to 256 runs on the next one up)");
   CHECK_INT(fat_attention_bwd_select(c, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
   CHECK_STR(fat_context_error(c), "args is NULL");
   fat_context_close(c);

@@ -16,6 +16,12 @@
 #include "tables.h"
 #include "tune.h"
 #include "check.h"
+#include "fat_abi.h"
+
+/* The ABI line every generated source carries (the runtime requires it). */
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#define ABI_LINE "#define FAT_ABI_VERSION " STR(FAT_ABI_VERSION) "\n"
 
 static int n_hostile;
 
@@ -39,7 +45,7 @@ static void put_winner(fat_db *db, const char *vname, const char *source, const 
   fat_problem p;
   fat_bench_problem(FAT_FP16, FAT_MASK_NONE, 64, 1024, &p);
   fat_variant v = {0};
-  snprintf(stand_in, sizeof stand_in, "// stand-in source of %s\n", vname);
+  snprintf(stand_in, sizeof stand_in, "// stand-in source of %s\n" ABI_LINE, vname);
   v.name = (char *)vname, v.family = "mma80", v.entry = "fat_fwd_mma80";
   v.source = (char *)(source ? source : stand_in);
   v.params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4";
@@ -241,10 +247,10 @@ static void hostile_sql(void) {
   /* a source that is not what its hash names (the runtime compiles it) */
   t = replaced(good, "// stand-in source", "__global__ void steal() {} // stand-in source");
   char src_hash[65];
-  const char *src = "__global__ void steal() {} // stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n";
+  const char *src = "__global__ void steal() {} // stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n" ABI_LINE;
   fat_sha256_hex(src, strlen(src), src_hash);
   char good_hash[65];
-  const char *good_src = "// stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n";
+  const char *good_src = "// stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n" ABI_LINE;
   fat_sha256_hex(good_src, strlen(good_src), good_hash);
   snprintf(want, sizeof want, "t.sql: variant fwd.mma80.fp16.d64.none.m64n64w4s2: source_hash %s"
            " is not the hash of its source (%s)", good_hash, src_hash);

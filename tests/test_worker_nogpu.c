@@ -160,6 +160,7 @@ static void fill_kernel(fat_kernel_desc *k, const char *name) {
   k->head_dim = 128;
   k->cubin = fake_cubin;
   k->cubin_size = sizeof fake_cubin;
+  k->splits = 1; /* one block per query block and head: the unsplit schedule */
 }
 
 static void test_jobs_round_trip(void) {
@@ -168,23 +169,31 @@ static void test_jobs_round_trip(void) {
   static fat_interleave_job il, il2;
   fat_wbuf b = {0};
 
-  fill_kernel(&job.kernel, "fwd.mma80.bf16.d128.causal.m128n64w8s2");
+  /* A decoding variant, local mask: every field of the kernel, the shapes
+   * and the problem set to something other than its zero. */
+  fill_kernel(&job.kernel, "fwd.splitkv.bf16.d128.local.m64n64w4s2.g1x8");
+  job.kernel.mask = FAT_MASK_LOCAL;
+  job.kernel.pack_gqa = 1;
+  job.kernel.splits = 8;
   job.seed = UINT64_C(0xfeedfacecafebeef);
   job.n_shapes = 3;
-  job.shapes[0] = (fat_check_shape){1, 2, 2, 37, 53};
-  job.shapes[1] = (fat_check_shape){2, 4, 1, 64, 64};
-  job.shapes[2] = (fat_check_shape){1, 2, 2, 53, 37};
+  job.shapes[0] = (fat_check_shape){1, 2, 2, 37, 53, .window_left = 16, .window_right = -1,
+                                    .head_dim = 80, .softcap = 30.5f, .varlen = 1};
+  job.shapes[1] = (fat_check_shape){2, 4, 1, 64, 64, .window_left = -1, .window_right = 7};
+  job.shapes[2] = (fat_check_shape){1, 2, 2, 53, 37, .window_left = 3, .window_right = 5,
+                                    .head_dim = 120, .softcap = 0.125f};
   job.timed = 1;
-  job.problem = (fat_problem){FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 4, 16, 16, 4096, 4096};
+  job.problem = (fat_problem){FAT_FWD, FAT_BF16, FAT_MASK_LOCAL, 128, 4, 16, 16, 4096, 4096, 256, 0};
   job.opts = (fat_time_opts){20, 3, 1};
   fat_put_eval_job(&b, &job);
   fat_rbuf r = reader(&b);
   CHECK(fat_get_eval_job(&r, &job2) == 0);
-  CHECK_STR(job2.kernel.name, "fwd.mma80.bf16.d128.causal.m128n64w8s2");
+  CHECK_STR(job2.kernel.name, "fwd.splitkv.bf16.d128.local.m64n64w4s2.g1x8");
   CHECK_STR(job2.kernel.entry, "fat_fwd_mma80");
   CHECK(job2.kernel.block_m == 128 && job2.kernel.threads == 256 &&
         job2.kernel.smem_bytes == 98304 && job2.kernel.dtype == FAT_BF16 &&
-        job2.kernel.mask == FAT_MASK_CAUSAL && job2.kernel.head_dim == 128);
+        job2.kernel.mask == FAT_MASK_LOCAL && job2.kernel.head_dim == 128 &&
+        job2.kernel.pack_gqa == 1 && job2.kernel.splits == 8);
   CHECK(job2.kernel.cubin_size == sizeof fake_cubin &&
         memcmp(job2.kernel.cubin, fake_cubin, sizeof fake_cubin) == 0);
   /* The cubin is read in place, not copied. */
@@ -192,6 +201,11 @@ static void test_jobs_round_trip(void) {
   CHECK(job2.seed == job.seed && job2.n_shapes == 3 && job2.timed == 1);
   CHECK(memcmp(job2.shapes, job.shapes, 3 * sizeof job.shapes[0]) == 0);
   CHECK(memcmp(&job2.problem, &job.problem, sizeof job.problem) == 0);
+  CHECK(job2.shapes[0].window_left == 16 && job2.shapes[0].window_right == -1 &&
+        job2.shapes[0].head_dim == 80 && job2.shapes[0].softcap == 30.5f &&
+        job2.shapes[0].varlen == 1 && job2.shapes[2].softcap == 0.125f);
+  CHECK(job2.problem.mask == FAT_MASK_LOCAL && job2.problem.window_left == 256 &&
+        job2.problem.window_right == 0);
   CHECK(job2.opts.reps == 20 && job2.opts.warmup == 3 && job2.opts.flush_l2 == 1);
   /* Every truncation of the message is refused. */
   int refused = 0;
@@ -200,12 +214,34 @@ static void test_jobs_round_trip(void) {
     refused += fat_get_eval_job(&t, &job2) == -1;
   }
   CHECK(refused == (int)b.len);
-  /* A shape count beyond the array is refused, not trusted. */
-  size_t count_at = b.len - (sizeof(int32_t) * (1 + 9 + 3) + 3 * 5 * sizeof(int32_t)) - sizeof(int32_t);
+  /* A shape count beyond the array is refused, not trusted. After the count:
+   * 3 shapes of 9 int32 and an f64 (softcap), then timed, the problem's 11
+   * int32 and the 3 of the options. */
+  const size_t shape_bytes = 9 * sizeof(int32_t) + sizeof(double);
+  size_t count_at = b.len - (sizeof(int32_t) * (1 + 11 + 3) + 3 * shape_bytes) - sizeof(int32_t);
   int32_t huge = FAT_MAX_CHECK_SHAPES + 1;
   memcpy(b.data + count_at, &huge, sizeof huge);
   r = reader(&b);
   CHECK(fat_get_eval_job(&r, &job2) == -1);
+  fat_wbuf_free(&b);
+
+  /* A schedule the kernels do not have is a garbled frame: packing is 0 or
+   * 1, splits 1 to 32 (family_splitkv.lua's largest). */
+  const int bad_geometry[][2] = {{2, 1}, {-1, 1}, {0, 0}, {0, 33}, {1, -4}};
+  for (size_t i = 0; i < sizeof bad_geometry / sizeof bad_geometry[0]; i++) {
+    job.kernel.pack_gqa = bad_geometry[i][0];
+    job.kernel.splits = bad_geometry[i][1];
+    fat_put_eval_job(&b, &job);
+    r = reader(&b);
+    CHECK_WHY(fat_get_eval_job(&r, &job2) == -1, "pack_gqa %d splits %d accepted",
+              bad_geometry[i][0], bad_geometry[i][1]);
+    fat_wbuf_free(&b);
+  }
+  job.kernel.pack_gqa = 0;
+  job.kernel.splits = 32;
+  fat_put_eval_job(&b, &job);
+  r = reader(&b);
+  CHECK(fat_get_eval_job(&r, &job2) == 0 && job2.kernel.splits == 32 && job2.kernel.pack_gqa == 0);
   fat_wbuf_free(&b);
 
   res.n_checks = 2;
@@ -225,6 +261,8 @@ static void test_jobs_round_trip(void) {
   fill_kernel(&il.kernels[0], "a");
   fill_kernel(&il.kernels[1], "b");
   il.kernels[1].block_m = 64;
+  il.kernels[1].pack_gqa = 1;
+  il.kernels[1].splits = 16;
   il.problem = job.problem;
   il.opts = (fat_time_opts){30, 5, 0};
   il.seed = 42;
@@ -234,6 +272,9 @@ static void test_jobs_round_trip(void) {
   CHECK(il2.n == 2 && il2.seed == 42 && il2.opts.reps == 30 && il2.opts.flush_l2 == 0);
   CHECK_STR(il2.kernels[1].name, "b");
   CHECK(il2.kernels[0].block_m == 128 && il2.kernels[1].block_m == 64);
+  CHECK(il2.kernels[0].pack_gqa == 0 && il2.kernels[0].splits == 1 &&
+        il2.kernels[1].pack_gqa == 1 && il2.kernels[1].splits == 16);
+  CHECK(memcmp(&il2.problem, &job.problem, sizeof job.problem) == 0);
   fat_wbuf_free(&b);
 }
 

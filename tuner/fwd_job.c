@@ -28,6 +28,17 @@ int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, siz
   return 0;
 }
 
+void fat_varlen_lengths(const fat_check_shape *s, int b, int *len_q, int *len_k, int *used_k) {
+  /* Sequence 0 is the longest; the others shrink by uneven steps (never a
+   * multiple of a tile), down to a single query or key. */
+  const int cut_q = b == 0 ? 0 : (b * 37 + 11) % s->seqlen_q;
+  const int cut_k = b == 0 ? 0 : (b * 53 + 5) % s->seqlen_k;
+  *len_q = s->seqlen_q - cut_q;
+  *len_k = s->seqlen_k - cut_k;
+  /* Odd sequences use part of their keys: a K/V cache padded per sequence. */
+  *used_k = b % 2 ? *len_k - *len_k / 3 : *len_k;
+}
+
 fat_kernel_kind fat_kernel_kind_of_family(const char *family) {
   return family && strcmp(family, FAT_FAMILY_MATERIALIZE) == 0 ? FAT_KERNEL_MATERIALIZE
                                                                : FAT_KERNEL_FUSED;

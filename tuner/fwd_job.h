@@ -8,11 +8,22 @@
 #include <stdint.h>
 #include "types.h"
 
-/* One shape a variant is checked on; head_dim, dtype and mask are the
- * variant's own. */
+/* One shape a variant is checked on; dtype and mask are the variant's own.
+ * The fields after seqlen_k default to the plain problem when zero. */
 typedef struct fat_check_shape {
   int batch, heads, heads_k, seqlen_q, seqlen_k;
+  int window_left, window_right;  /* a local variant's window (-1: unbounded) */
+  int head_dim;   /* the problem's, a multiple of 8 below the template's; 0: the template's */
+  float softcap;  /* > 0: scores capped at cap · tanh(score / cap) */
+  int varlen;     /* 1: a variable-length batch: sequence b has seqlen_q - f(b)
+                     queries and seqlen_k - f'(b) keys (fat_varlen_lengths), packed,
+                     and odd sequences use only part of their keys (seqused_k) */
 } fat_check_shape;
+
+/* The lengths of sequence B of a variable-length check shape: its queries,
+ * its keys (rows in K and V) and the keys it uses. Sequence 0 has the full
+ * seqlen_q and seqlen_k; the others are shorter, down to one. */
+void fat_varlen_lengths(const fat_check_shape *s, int b, int *len_q, int *len_k, int *used_k);
 
 /* How a compiled variant is launched. */
 typedef enum fat_kernel_kind {
@@ -25,6 +36,12 @@ typedef enum fat_kernel_kind {
 #ifndef FAT_FAMILY_MATERIALIZE
 #define FAT_FAMILY_MATERIALIZE "materialize"
 #endif
+/* The decoding family (generator/family_splitkv.lua), and the longest
+ * seqlen_q it is timed on and may serve: its 64-row blocks and key splits
+ * are for few queries against many keys. */
+#define FAT_FAMILY_SPLITKV "splitkv"
+#define FAT_SPLITKV_MAX_SEQLEN_Q 128
+
 /* A materialize variant's kernels: its entry with these appended, launched
  * in this order, each taking (fat_fwd_params, float *workspace). */
 #define FAT_MATERIALIZE_SCORES_SUFFIX "_scores"    /* S = scale·Q·Kᵀ into the workspace */
@@ -56,6 +73,7 @@ typedef struct fat_kernel_desc {
   char name[FAT_KERNEL_NAME_MAX];    /* the variant's name, for messages */
   char entry[FAT_KERNEL_ENTRY_MAX];  /* kernel symbol in the cubin */
   int block_m, threads, smem_bytes;
+  int pack_gqa, splits;              /* forward decoding schedule (fwd_launch.h): 0, 1 for most */
   fat_dtype dtype;
   fat_mask mask;
   int head_dim;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bwd_launch.h"
+#include "fwd_launch.h"
 #include "compile.h"
 #include "embedded.h"
 #include "fwd_compare.h"
@@ -302,19 +303,50 @@ static int require_support(const fat_gpu *g, char *err, size_t errlen) {
 int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
                           int with_reference, fat_gpu_tensors *t, char *err, size_t errlen) {
   int rc = FAT_GPU_FAILED;
+  int *lengths = NULL;
   memset(t, 0, sizeof *t);
   if (fat_check_shape_validate(s, 0, err, errlen)) goto out;
   if (head_dim < 1) {
     snprintf(err, errlen, "head_dim %d is not positive", head_dim);
     goto out;
   }
+  /* The problem's head dim (tensors and scale) may be below the template's. */
+  const int dp = s->head_dim > 0 ? s->head_dim : head_dim;
+  if (dp > head_dim || dp % 8 != 0) {
+    snprintf(err, errlen, "head_dim %d: not a multiple of 8 at most the template's %d", dp, head_dim);
+    goto out;
+  }
   rc = FAT_GPU_OK;
-  const size_t d = (size_t)head_dim, e = fat_dtype_size(dtype);
+  const size_t d = (size_t)dp, e = fat_dtype_size(dtype);
+  long long total_q = (long long)s->batch * s->seqlen_q, total_k = (long long)s->batch * s->seqlen_k;
+  if (s->varlen) {
+    /* cu_seqlens_q, cu_seqlens_k (batch + 1 each) and seqused_k (batch). */
+    const int n_ints = 3 * s->batch + 2;
+    lengths = malloc((size_t)n_ints * sizeof *lengths);
+    if (!lengths) {
+      snprintf(err, errlen, "out of host memory");
+      rc = FAT_GPU_FAILED;
+      goto out;
+    }
+    int *cu_q = lengths, *cu_k = lengths + s->batch + 1, *used = lengths + 2 * s->batch + 2;
+    cu_q[0] = cu_k[0] = 0;
+    for (int b = 0; b < s->batch; b++) {
+      int lq, lk, uk;
+      fat_varlen_lengths(s, b, &lq, &lk, &uk);
+      cu_q[b + 1] = cu_q[b] + lq;
+      cu_k[b + 1] = cu_k[b] + lk;
+      used[b] = uk;
+    }
+    total_q = cu_q[s->batch];
+    total_k = cu_k[s->batch];
+    CU(g->cu.cuMemAlloc(&t->seqinfo, (size_t)n_ints * sizeof *lengths), "cuMemAlloc of cu_seqlens");
+    CU(g->cu.cuMemcpyHtoD(t->seqinfo, lengths, (size_t)n_ints * sizeof *lengths), "copying cu_seqlens");
+  }
   t->dtype = dtype;
-  t->head_dim = head_dim;
-  t->n_q = (size_t)s->batch * s->seqlen_q * s->heads * d;
-  t->n_kv = (size_t)s->batch * s->seqlen_k * s->heads_k * d;
-  t->n_rows = (size_t)s->batch * s->heads * s->seqlen_q;
+  t->head_dim = dp;
+  t->n_q = (size_t)total_q * s->heads * d;
+  t->n_kv = (size_t)total_k * s->heads_k * d;
+  t->n_rows = (size_t)total_q * s->heads;
   CU(g->cu.cuMemAlloc(&t->q, t->n_q * e), "cuMemAlloc of Q, %zu bytes", t->n_q * e);
   CU(g->cu.cuMemAlloc(&t->k, t->n_kv * e), "cuMemAlloc of K, %zu bytes", t->n_kv * e);
   CU(g->cu.cuMemAlloc(&t->v, t->n_kv * e), "cuMemAlloc of V, %zu bytes", t->n_kv * e);
@@ -331,10 +363,15 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
   p->v = (const void *)(uintptr_t)t->v;
   p->o = (void *)(uintptr_t)t->o;
   p->lse = (float *)(uintptr_t)t->lse;
-  /* Contiguous (batch, seqlen, heads, head_dim). */
-  p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = head_dim;
-  p->q_row_stride = p->o_row_stride = (long long)s->heads * head_dim;
-  p->k_row_stride = p->v_row_stride = (long long)s->heads_k * head_dim;
+  if (s->varlen) {
+    p->cu_seqlens_q = (const int *)(uintptr_t)t->seqinfo;
+    p->cu_seqlens_k = p->cu_seqlens_q + s->batch + 1;
+    p->seqused_k = p->cu_seqlens_k + s->batch + 1;
+  }
+  /* Contiguous (batch, seqlen, heads, head_dim); packed rows when varlen. */
+  p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = dp;
+  p->q_row_stride = p->o_row_stride = (long long)s->heads * dp;
+  p->k_row_stride = p->v_row_stride = (long long)s->heads_k * dp;
   p->q_batch_stride = p->o_batch_stride = (long long)s->seqlen_q * p->q_row_stride;
   p->k_batch_stride = p->v_batch_stride = (long long)s->seqlen_k * p->k_row_stride;
   p->batch = s->batch;
@@ -342,16 +379,24 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
   p->heads_k = s->heads_k;
   p->seqlen_q = s->seqlen_q;
   p->seqlen_k = s->seqlen_k;
-  p->softmax_scale = (float)(1.0 / sqrt((double)head_dim));
-  p->scale_log2 = (float)(1.0 / sqrt((double)head_dim) * LOG2_E);
-  p->reserved = 0;
+  p->head_dim = dp;
+  p->window_left = s->window_left;
+  p->window_right = s->window_right;
+  p->softmax_scale = (float)(1.0 / sqrt((double)dp));
+  p->scale_log2 = (float)(1.0 / sqrt((double)dp) * LOG2_E);
+  if (s->softcap > 0) {
+    p->softcap_in = p->softmax_scale / s->softcap;
+    p->softcap_out = s->softcap / p->softmax_scale;
+  }
 out:
+  free(lengths);
   if (rc != FAT_GPU_OK) fat_gpu_tensors_free(g, t);
   return rc;
 }
 
 void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t) {
-  CUdeviceptr *all[] = {&t->q, &t->k, &t->v, &t->o, &t->lse, &t->ref_o, &t->ref_lse, &t->workspace};
+  CUdeviceptr *all[] = {&t->q,     &t->k,       &t->v,         &t->o,      &t->lse,
+                        &t->ref_o, &t->ref_lse, &t->workspace, &t->seqinfo};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (*all[i]) {
       g->cu.cuMemFree(*all[i]);
@@ -427,10 +472,10 @@ int fat_gpu_reference(fat_gpu *g, fat_gpu_tensors *t, fat_mask mask, char *err, 
     }
   }
   size_t smem = reference_smem(rows, key_tile, d);
-  int is_bf16 = t->dtype == FAT_BF16, is_causal = mask == FAT_MASK_CAUSAL;
+  int is_bf16 = t->dtype == FAT_BF16, mask_mode = (int)mask;
   const fat_fwd_params *p = &t->params;
   unsigned grid_x = (unsigned)((p->seqlen_q + rows - 1) / rows);
-  void *args[] = {&t->params, &d, &is_bf16, &is_causal, &t->ref_o, &t->ref_lse, &rows, &key_tile};
+  void *args[] = {&t->params, &d, &is_bf16, &mask_mode, &t->ref_o, &t->ref_lse, &rows, &key_tile};
   rc = FAT_GPU_OK;
   CU(g->cu.cuFuncSetAttribute(g->ref_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
      "reference: %zu bytes of shared memory", smem);
@@ -501,6 +546,11 @@ int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k,
     goto out;
   }
   CU(g->cu.cuModuleGetFunction(&k->fn, k->module, d->entry), "entry %s of %s", d->entry, d->name);
+  if (d->splits > 1) {
+    char entry[FAT_KERNEL_ENTRY_MAX + 16];
+    snprintf(entry, sizeof entry, "%s%s", d->entry, FAT_FWD_COMBINE_SUFFIX);
+    CU(g->cu.cuModuleGetFunction(&k->combine_fn, k->module, entry), "entry %s of %s", entry, d->name);
+  }
   if (d->smem_bytes > DEFAULT_SMEM_LIMIT)
     CU(g->cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, d->smem_bytes),
        "%s asks for %d bytes of shared memory", d->name, d->smem_bytes);
@@ -512,18 +562,30 @@ out:
 void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k) {
   if (k->module) g->cu.cuModuleUnload(k->module);
   k->module = NULL;
-  k->fn = k->softmax_fn = k->pv_fn = NULL;
+  k->fn = k->softmax_fn = k->pv_fn = k->combine_fn = NULL;
   k->bwd_pre_fn = k->bwd_dq_fn = k->bwd_convert_fn = NULL;
+}
+
+/* The launch geometry of a fused forward variant. */
+static fat_fwd_geometry fwd_geometry(const fat_kernel_desc *d) {
+  fat_fwd_geometry geo = {d->block_m, d->threads, d->smem_bytes, d->pack_gqa,
+                          d->splits > 1 ? d->splits : 1, d->head_dim};
+  return geo;
 }
 
 int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t, char *err,
                              size_t errlen) {
   int rc = FAT_GPU_OK;
   size_t free_bytes = 0, total_bytes = 0;
-  if (k->desc.kind != FAT_KERNEL_MATERIALIZE) return FAT_GPU_OK;
   const fat_fwd_params *p = &t->params;
   const fat_check_shape s = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
-  const size_t need = fat_materialize_workspace_bytes(&s);
+  const fat_fwd_geometry geo = fwd_geometry(&k->desc);
+  size_t need = 0;
+  if (k->desc.direction == FAT_FWD && k->desc.kind == FAT_KERNEL_MATERIALIZE)
+    need = fat_materialize_workspace_bytes(&s);
+  else if (k->desc.direction == FAT_FWD)
+    need = fat_fwd_workspace_bytes(&geo, p->batch, p->heads, p->seqlen_q);
+  if (need == 0) return FAT_GPU_OK;
   if (t->workspace && t->workspace_bytes >= need) return FAT_GPU_OK;
   if (t->workspace) {
     g->cu.cuMemFree(t->workspace);
@@ -533,7 +595,7 @@ int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensor
   CU(g->cu.cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo");
   CUresult r = need <= free_bytes ? g->cu.cuMemAlloc(&t->workspace, need) : CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    snprintf(err, errlen, "does not fit: needs %zu bytes, %zu free (fp32 scores of %s, %dx%dx%dx%d)",
+    snprintf(err, errlen, "does not fit: needs %zu bytes, %zu free (workspace of %s, %dx%dx%dx%d)",
              need, free_bytes, k->desc.name, s.batch, s.heads, s.seqlen_q, s.seqlen_k);
     t->workspace = 0;
     return FAT_GPU_FAILED;
@@ -571,12 +633,10 @@ static CUresult launch_materialize(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_
 
 static CUresult launch_variant(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t) {
   if (k->desc.kind == FAT_KERNEL_MATERIALIZE) return launch_materialize(g, k, t);
-  const fat_fwd_params *p = &t->params;
-  unsigned grid_x = (unsigned)((p->seqlen_q + k->desc.block_m - 1) / k->desc.block_m);
-  void *args[] = {&t->params};
-  return g->cu.cuLaunchKernel(k->fn, grid_x, (unsigned)p->heads, (unsigned)p->batch,
-                              (unsigned)k->desc.threads, 1, 1, (unsigned)k->desc.smem_bytes,
-                              g->stream, args, NULL);
+  const fat_fwd_geometry geo = fwd_geometry(&k->desc);
+  const fat_fwd_kernels fns = {k->fn, k->combine_fn};
+  fat_fwd_set_workspace(&geo, &t->params, t->workspace);
+  return fat_fwd_launch(&g->cu, &fns, &geo, &t->params, g->stream);
 }
 
 int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s, uint64_t seed,
@@ -777,7 +837,9 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
                  size_t errlen) {
   int rc = FAT_GPU_FAILED;
   fat_gpu_tensors t;
-  const fat_check_shape shape = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
+  const fat_check_shape shape = {.batch = p->batch, .heads = p->heads, .heads_k = p->heads_k,
+                                 .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k,
+                                 .window_left = p->window_left, .window_right = p->window_right};
 
   memset(&t, 0, sizeof t);
   if (n >= 1 && k[0]->desc.direction == FAT_BWD) return time_bwd(g, k, n, p, o, seed, out, err, errlen);
@@ -999,7 +1061,7 @@ static int bwd_reference(fat_gpu *g, fat_gpu_bwd_tensors *t, fat_mask mask, int 
   if ((rc = fat_gpu_reference(g, &t->fwd, mask, err, errlen)) != FAT_GPU_OK) return rc;
   const fat_fwd_params *p = &t->params.fwd;
   unsigned long long n = t->fwd.n_q, rows = t->fwd.n_rows;
-  int is_bf16 = t->fwd.dtype == FAT_BF16, is_causal = mask == FAT_MASK_CAUSAL, d = t->fwd.head_dim;
+  int is_bf16 = t->fwd.dtype == FAT_BF16, mask_mode = (int)mask, d = t->fwd.head_dim;
   size_t blocks = (n + FILL_THREADS - 1) / FILL_THREADS;
   if (blocks > FILL_MAX_BLOCKS) blocks = FILL_MAX_BLOCKS;
   void *round_args[] = {&t->fwd.ref_o, &t->fwd.o, &n, &is_bf16, &t->fwd.ref_lse, &t->fwd.lse, &rows};
@@ -1008,8 +1070,8 @@ static int bwd_reference(fat_gpu *g, fat_gpu_bwd_tensors *t, fat_mask mask, int 
      "rounding the reference O and lse");
   if (gradients) {
     const unsigned warps = REF_BWD_THREADS / 32;
-    void *rows_args[] = {&t->params, &d, &is_bf16, &is_causal, &t->fwd.ref_lse, &t->ref_delta, &t->ref_dq};
-    void *cols_args[] = {&t->params, &d,          &is_bf16,    &is_causal,
+    void *rows_args[] = {&t->params, &d, &is_bf16, &mask_mode, &t->fwd.ref_lse, &t->ref_delta, &t->ref_dq};
+    void *cols_args[] = {&t->params, &d,          &is_bf16,    &mask_mode,
                          &t->fwd.ref_lse, &t->ref_delta, &t->ref_dk, &t->ref_dv};
     CU(g->cu.cuLaunchKernel(g->ref_bwd_rows_fn, ((unsigned)p->seqlen_q + warps - 1) / warps,
                             (unsigned)p->heads, (unsigned)p->batch, REF_BWD_THREADS, 1, 1, 0, g->stream,

@@ -75,7 +75,9 @@ typedef struct fat_gpu_tensors {
   size_t n_q, n_kv, n_rows;  /* elements of Q (and O), of K (and V), rows of lse */
   CUdeviceptr q, k, v, o, lse;
   CUdeviceptr ref_o, ref_lse; /* double; 0 unless allocated with the reference */
-  CUdeviceptr workspace;      /* fp32 scores of a materialize variant; 0 until one needs it */
+  CUdeviceptr workspace;      /* fp32 scores of a materialize variant, or the partials of a
+                                 split-KV one; 0 until one needs it */
+  CUdeviceptr seqinfo;        /* variable-length shapes: cu_seqlens_q, cu_seqlens_k, seqused_k */
   size_t workspace_bytes;
 } fat_gpu_tensors;
 
@@ -100,6 +102,7 @@ typedef struct fat_gpu_kernel {
   CUmodule module;
   CUfunction fn;         /* FAT_KERNEL_MATERIALIZE: the scores kernel */
   CUfunction softmax_fn, pv_fn;  /* FAT_KERNEL_MATERIALIZE only */
+  CUfunction combine_fn;         /* split-KV forward variants only (desc.splits > 1) */
   /* Backward variants (desc.direction FAT_BWD): fn is the key-block kernel. */
   CUfunction bwd_pre_fn, bwd_dq_fn, bwd_convert_fn;
 } fat_gpu_kernel;
@@ -111,8 +114,8 @@ int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k,
                         size_t errlen);
 void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k);
 
-/* Allocates T's score workspace when K is a materialize variant (nothing
- * otherwise). FAILED with err "does not fit: needs N bytes, M free (...)"
+/* Allocates T's workspace when K needs one: the scores of a materialize
+ * variant, the partials of a split-KV variant (nothing otherwise). FAILED with err "does not fit: needs N bytes, M free (...)"
  * when the device has not that much free memory. */
 int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t, char *err,
                              size_t errlen);

@@ -41,8 +41,12 @@ int main(int argc, char **argv) {
     return FAT_EXIT_FAILED;
   }
   n_known = fat_gen_head_dims(gen, FAT_FWD, known, MAX_HEAD_DIMS, err, sizeof err);
+  /* The backward has fewer templates (no 32): checked after parsing. */
+  int known_bwd[MAX_HEAD_DIMS];
+  const int n_known_bwd =
+      n_known < 0 ? n_known : fat_gen_head_dims(gen, FAT_BWD, known_bwd, MAX_HEAD_DIMS, err, sizeof err);
   fat_gen_close(gen);
-  if (n_known < 0) {
+  if (n_known < 0 || n_known_bwd < 0) {
     fprintf(stderr, "fatune: generator: %s\n", err);
     return FAT_EXIT_FAILED;
   }
@@ -61,10 +65,27 @@ int main(int argc, char **argv) {
   default:
     break;
   }
-  /* Empty lists mean everything the space has. */
+  /* Empty lists mean everything the space has: with the backward asked
+   * for, the head dims both directions have. */
+  int wants_bwd = 0;
+  for (int i = 0; i < o.n_directions; i++) wants_bwd |= o.directions[i] == FAT_BWD;
   if (o.n_head_dims == 0) {
-    memcpy(o.head_dims, known, (size_t)n_known * sizeof *known);
-    o.n_head_dims = n_known;
+    const int *dims = wants_bwd ? known_bwd : known;
+    o.n_head_dims = wants_bwd ? n_known_bwd : n_known;
+    memcpy(o.head_dims, dims, (size_t)o.n_head_dims * sizeof *dims);
+  } else if (wants_bwd) {
+    for (int i = 0; i < o.n_head_dims; i++) {
+      int found = 0;
+      for (int j = 0; j < n_known_bwd; j++) found |= known_bwd[j] == o.head_dims[i];
+      if (!found) {
+        char list[128] = "";
+        for (int j = 0; j < n_known_bwd; j++)
+          snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", j ? ", " : "", known_bwd[j]);
+        fprintf(stderr, "fatune: --head-dim: %d has no backward template (%s)\n", o.head_dims[i],
+                list);
+        return FAT_EXIT_USAGE;
+      }
+    }
   }
   if (o.n_dtypes == 0) {
     o.dtypes[0] = FAT_FP16;

@@ -88,7 +88,9 @@ void fat_problem_label(const fat_problem *p, char *out, size_t cap) {
   if (n > 0 && (size_t)n < cap && p->seqlen_k != p->seqlen_q)
     n += snprintf(out + n, cap - (size_t)n, "/k%d", p->seqlen_k);
   if (n > 0 && (size_t)n < cap && p->heads_k != p->heads)
-    snprintf(out + n, cap - (size_t)n, p->heads_k == 1 ? " mqa" : " gqa%d", p->heads / p->heads_k);
+    n += snprintf(out + n, cap - (size_t)n, p->heads_k == 1 ? " mqa" : " gqa%d", p->heads / p->heads_k);
+  if (n > 0 && (size_t)n < cap && p->mask == FAT_MASK_LOCAL)
+    snprintf(out + n, cap - (size_t)n, " w%d,%d", p->window_left, p->window_right);
 }
 
 /* The materialising baseline's fp32 scores are measured while both sides
@@ -109,14 +111,27 @@ static int short_len(int L) { return L < 77 ? L : 77; }
 int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
   const int group = p->heads / p->heads_k, h1 = group <= 4 ? 2 * group : group;
   const int hk1 = group <= 4 ? 2 : 1, Lq = p->seqlen_q, Lk = p->seqlen_k;
-  s[0] = (fat_check_shape){1, h1, hk1, Lq, Lk};
-  s[1] = (fat_check_shape){2, group <= 4 ? 3 * group : group, group <= 4 ? 3 : 1, odd_len(Lq),
-                           odd_len(Lk)};
+  const int wl = p->window_left, wr = p->window_right;
+  s[0] = (fat_check_shape){.batch = 1, .heads = h1, .heads_k = hk1, .seqlen_q = Lq, .seqlen_k = Lk,
+                           .window_left = wl, .window_right = wr};
+  s[1] = (fat_check_shape){.batch = 2, .heads = group <= 4 ? 3 * group : group,
+                           .heads_k = group <= 4 ? 3 : 1, .seqlen_q = odd_len(Lq),
+                           .seqlen_k = odd_len(Lk), .window_left = wl, .window_right = wr};
   /* Short: the shorter side at most 77 long, the longer up to 45 more. */
   const int sq = Lq <= Lk ? short_len(Lq) : (Lq < short_len(Lk) + 45 ? Lq : short_len(Lk) + 45);
   const int sk = Lk <= Lq ? short_len(Lk) : (Lk < sq + 45 ? Lk : sq + 45);
-  s[2] = (fat_check_shape){1, h1, hk1, sq, sk};
+  s[2] = (fat_check_shape){.batch = 1, .heads = h1, .heads_k = hk1, .seqlen_q = sq, .seqlen_k = sk,
+                           .window_left = wl, .window_right = wr};
   return FAT_TUNE_CHECK_SHAPES;
+}
+
+/* The splitkv family (generator/family_splitkv.lua) is timed only where its
+ * schedules can matter: few queries per block of keys, and packing only
+ * with more than one query head per K/V head. */
+int fat_family_applies(const fat_variant *v, const fat_problem *p) {
+  if (strcmp(v->family, FAT_FAMILY_SPLITKV) != 0) return 1;
+  if (p->seqlen_q > FAT_SPLITKV_MAX_SEQLEN_Q) return 0;
+  return !(strstr(v->params, "PACK_GQA=1") && p->heads == p->heads_k);
 }
 
 static void fmt_duration(double s, char *buf, size_t n) {
@@ -495,6 +510,7 @@ static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems)
               continue;
             if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE) && baseline_too_long(p.seqlen_q, p.seqlen_k))
               continue;
+            if (!fat_family_applies(v, &p)) continue;
             int checked = 0, passed = 0, timed = 0;
             if (fat_db_has_result(r->db, r->variant_ids[i], r->gpu_id, pid, &checked, &passed,
                                   &timed)) {

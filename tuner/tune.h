@@ -40,6 +40,10 @@ void fat_tune_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen_q
 struct fat_check_shape; /* fwd_job.h */
 int fat_check_shapes_for(const fat_problem *p, struct fat_check_shape *s);
 
+/* 0 when variant V's family is not timed on problem P (fat_family_applies
+ * says which: splitkv only on short query sides, packed only with groups). */
+int fat_family_applies(const fat_variant *v, const fat_problem *p);
+
 /* "fwd bf16 d128 causal s16/k65536 gqa4": the problem's key as the tuner's
  * progress and table show it (/k only when seqlen_k differs, gqa<group> or
  * mqa only when K/V heads are fewer). */

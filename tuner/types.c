@@ -5,7 +5,7 @@
 #include "types.h"
 
 static const char *const dtype_names[] = {"fp16", "bf16"};
-static const char *const mask_names[] = {"none", "causal"};
+static const char *const mask_names[] = {"none", "causal", "local"};
 static const char *const direction_names[] = {"fwd", "bwd"};
 
 #define NAME_OF(table, i) \
@@ -34,7 +34,7 @@ int fat_dtype_parse(const char *s, fat_dtype *out) {
 
 int fat_mask_parse(const char *s, fat_mask *out) {
   int i;
-  if (parse_name(s, mask_names, 2, &i)) return -1;
+  if (parse_name(s, mask_names, 3, &i)) return -1;
   *out = (fat_mask)i;
   return 0;
 }
@@ -51,9 +51,26 @@ size_t fat_dtype_size(fat_dtype d) {
   return 2;
 }
 
+/* Keys a query at position POS (of SK keys) sees through window [LO, HI]
+ * around it (-1: unbounded). */
+static double window_keys(long long pos, long long sk, int left, int right) {
+  long long lo = left < 0 ? 0 : pos - left, hi = right < 0 ? sk - 1 : pos + right;
+  if (lo < 0) lo = 0;
+  if (hi > sk - 1) hi = sk - 1;
+  return hi >= lo ? (double)(hi - lo + 1) : 0.0;
+}
+
 double fat_problem_flops(const fat_problem *p) {
   double f = 4.0 * p->batch * p->heads * (double)p->seqlen_q * p->seqlen_k * p->head_dim;
   if (p->mask == FAT_MASK_CAUSAL && p->seqlen_q == p->seqlen_k) f *= 0.5;
+  if (p->mask == FAT_MASK_LOCAL) {
+    /* The pairs the window lets through, counted row by row. */
+    double pairs = 0;
+    const long long diag = (long long)p->seqlen_k - p->seqlen_q;
+    for (long long i = 0; i < p->seqlen_q; i++)
+      pairs += window_keys(i + diag, p->seqlen_k, p->window_left, p->window_right);
+    f = 4.0 * p->batch * p->heads * pairs * p->head_dim;
+  }
   if (p->direction == FAT_BWD) f *= 2.5;
   return f;
 }
@@ -75,28 +92,31 @@ void fat_build_free(fat_build *b) {
   memset(b, 0, sizeof *b);
 }
 
-static int param_int(const char *params, const char *name, int *out) {
+/* The integer after "NAME=" in PARAMS (a canonical parameter string, names
+ * whole words): 0 with *OUT set, 1 when PARAMS does not name it, -1 when its
+ * value is not an integer in [MIN, 65536]. */
+static int param_int(const char *params, const char *name, int min, int *out) {
   size_t len = strlen(name);
   for (const char *p = params; (p = strstr(p, name)) != NULL; p += len) {
     if ((p == params || p[-1] == ' ') && p[len] == '=') {
       char *end;
       long v = strtol(p + len + 1, &end, 10);
-      if (end == p + len + 1 || (*end && *end != ' ') || v < 1 || v > 1 << 16) return -1;
+      if (end == p + len + 1 || (*end && *end != ' ') || v < min || v > 1 << 16) return -1;
       *out = (int)v;
       return 0;
     }
   }
-  return -1;
+  return 1;
 }
 
 int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq_separate,
                          char *err, size_t errlen) {
   if (!params) params = "";
-  if (param_int(params, "BLOCK_M", block_m)) {
+  if (param_int(params, "BLOCK_M", 1, block_m)) {
     snprintf(err, errlen, "backward parameters '%s': no positive BLOCK_M", params);
     return -1;
   }
-  if (param_int(params, "BLOCK_N", block_n)) {
+  if (param_int(params, "BLOCK_N", 1, block_n)) {
     snprintf(err, errlen, "backward parameters '%s': no positive BLOCK_N", params);
     return -1;
   }
@@ -115,4 +135,21 @@ int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq
   }
   snprintf(err, errlen, "backward parameters '%s': DQ_MODE is not atomic or separate", params);
   return -1;
+}
+
+int fat_fwd_params_parse(const char *params, int *pack_gqa, int *splits, char *err,
+                         size_t errlen) {
+  if (!params) params = "";
+  *pack_gqa = 0;
+  *splits = 1;
+  if (param_int(params, "PACK_GQA", 0, pack_gqa) < 0 || *pack_gqa > 1) {
+    snprintf(err, errlen, "forward parameters '%s': PACK_GQA is not 0 or 1", params);
+    return -1;
+  }
+  if (param_int(params, "SPLITS", 1, splits) < 0 || *splits > FAT_FWD_MAX_SPLITS) {
+    snprintf(err, errlen, "forward parameters '%s': SPLITS is not 1 .. %d", params,
+             FAT_FWD_MAX_SPLITS);
+    return -1;
+  }
+  return 0;
 }

@@ -5,12 +5,12 @@
 #include <stddef.h>
 
 typedef enum fat_dtype { FAT_FP16 = 0, FAT_BF16 = 1 } fat_dtype;
-typedef enum fat_mask { FAT_MASK_NONE = 0, FAT_MASK_CAUSAL = 1 } fat_mask;
+typedef enum fat_mask { FAT_MASK_NONE = 0, FAT_MASK_CAUSAL = 1, FAT_MASK_LOCAL = 2 } fat_mask;
 typedef enum fat_direction { FAT_FWD = 0, FAT_BWD = 1 } fat_direction;
 
 /* Names as they appear in variant names, the CLI and the database. */
 const char *fat_dtype_name(fat_dtype d);          /* "fp16", "bf16" */
-const char *fat_mask_name(fat_mask m);            /* "none", "causal" */
+const char *fat_mask_name(fat_mask m);            /* "none", "causal", "local" */
 const char *fat_direction_name(fat_direction d);  /* "fwd", "bwd" */
 int fat_dtype_parse(const char *s, fat_dtype *out);   /* 0 on success */
 int fat_mask_parse(const char *s, fat_mask *out);
@@ -22,6 +22,14 @@ size_t fat_dtype_size(fat_dtype d);               /* bytes per element: 2 */
  * what is missing or malformed. */
 int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq_separate,
                          char *err, size_t errlen);
+
+/* The decoding schedule of a forward variant from its parameter string
+ * (tuner/fwd_launch.h launches it): PACK_GQA (0 or 1) and SPLITS (1 ..
+ * FAT_FWD_MAX_SPLITS), 0 and 1 when the string does not name them (the
+ * mma80 family): 0, or -1 with err naming the bad value. */
+#define FAT_FWD_MAX_SPLITS 32  /* the combine kernel gives each split one lane */
+int fat_fwd_params_parse(const char *params, int *pack_gqa, int *splits, char *err,
+                         size_t errlen);
 
 /* One concrete kernel: a template family expanded with one set of parameters.
  * Produced by the generator (Lua); strings are heap-owned, freed by
@@ -86,10 +94,12 @@ typedef struct fat_problem {
   int head_dim;
   int batch, heads, heads_k;
   int seqlen_q, seqlen_k;
+  int window_left, window_right;  /* FAT_MASK_LOCAL's window (-1: unbounded); 0, 0 otherwise */
 } fat_problem;
 
 /* FLOPs by the FlashAttention papers' convention: forward 4*B*H*Sq*Sk*D,
- * halved for causal when Sq == Sk; backward 2.5x forward. */
+ * halved for causal when Sq == Sk; backward 2.5x forward. A local window
+ * counts the (query, key) pairs it lets through. */
 double fat_problem_flops(const fat_problem *p);
 
 /* Outcome of checking one variant against the reference on one shape. */

@@ -18,6 +18,7 @@
 #include "compile.h"
 #include "gpu_run.h"
 #include "worker.h"
+#include "fwd_launch.h"
 #include "worker_wire.h"
 
 extern char **environ;
@@ -629,6 +630,14 @@ static int describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d
       return -1;
     }
     d->block_q = block_m;
+  }
+  d->splits = 1;
+  if (v->direction == FAT_FWD) {
+    char why[MSG_MAX];
+    if (fat_fwd_params_parse(v->params, &d->pack_gqa, &d->splits, why, sizeof why)) {
+      set_msg(reason, reasonlen, "%s: %s", v->name, why);
+      return -1;
+    }
   }
   d->direction = v->direction;
   if (strlen(v->name) >= sizeof d->name || strlen(v->entry) >= sizeof d->entry) {

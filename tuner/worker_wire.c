@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "worker_wire.h"
+#include "fwd_launch.h"
 
 #define WBUF_MIN_CAP 256
 #define HEADER_BYTES 16  /* u32 magic, u32 type, u64 payload length */
@@ -184,6 +185,8 @@ void fat_put_problem(fat_wbuf *b, const fat_problem *x) {
   fat_put_i32(b, x->heads_k);
   fat_put_i32(b, x->seqlen_q);
   fat_put_i32(b, x->seqlen_k);
+  fat_put_i32(b, x->window_left);
+  fat_put_i32(b, x->window_right);
 }
 
 void fat_get_problem(fat_rbuf *b, fat_problem *x) {
@@ -196,6 +199,8 @@ void fat_get_problem(fat_rbuf *b, fat_problem *x) {
   x->heads_k = fat_get_i32(b);
   x->seqlen_q = fat_get_i32(b);
   x->seqlen_k = fat_get_i32(b);
+  x->window_left = fat_get_i32(b);
+  x->window_right = fat_get_i32(b);
 }
 
 void fat_put_shape(fat_wbuf *b, const fat_check_shape *x) {
@@ -204,6 +209,11 @@ void fat_put_shape(fat_wbuf *b, const fat_check_shape *x) {
   fat_put_i32(b, x->heads_k);
   fat_put_i32(b, x->seqlen_q);
   fat_put_i32(b, x->seqlen_k);
+  fat_put_i32(b, x->window_left);
+  fat_put_i32(b, x->window_right);
+  fat_put_i32(b, x->head_dim);
+  fat_put_f64(b, x->softcap);
+  fat_put_i32(b, x->varlen);
 }
 
 void fat_get_shape(fat_rbuf *b, fat_check_shape *x) {
@@ -212,6 +222,11 @@ void fat_get_shape(fat_rbuf *b, fat_check_shape *x) {
   x->heads_k = fat_get_i32(b);
   x->seqlen_q = fat_get_i32(b);
   x->seqlen_k = fat_get_i32(b);
+  x->window_left = fat_get_i32(b);
+  x->window_right = fat_get_i32(b);
+  x->head_dim = fat_get_i32(b);
+  x->softcap = (float)fat_get_f64(b);
+  x->varlen = fat_get_i32(b);
 }
 
 void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
@@ -228,6 +243,8 @@ void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
   fat_put_i32(b, x->direction);
   fat_put_i32(b, x->block_q);
   fat_put_i32(b, x->dq_separate);
+  fat_put_i32(b, x->pack_gqa);
+  fat_put_i32(b, x->splits);
 }
 
 void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
@@ -250,6 +267,10 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   int32_t dq_separate = fat_get_i32(b);
   if (dq_separate != 0 && dq_separate != 1) b->failed = 1;
   x->dq_separate = dq_separate == 1;
+  x->pack_gqa = fat_get_i32(b);
+  x->splits = fat_get_i32(b);
+  if (x->pack_gqa < 0 || x->pack_gqa > 1 || x->splits < 1 || x->splits > FAT_FWD_MAX_SPLITS)
+    b->failed = 1;
 }
 
 void fat_put_time_opts(fat_wbuf *b, const fat_time_opts *x) {

@@ -8,20 +8,47 @@ A thin ctypes binding, with no build step of its own:
     o.sum().backward()                            # q.grad, k.grad, v.grad by libfatune
     fatune.last_choice()                          # which variant ran, and why
 
-attention(q, k, v, causal=False, scale=None, deterministic=False)
+attention(q, k, v, causal=False, scale=None, deterministic=False,
+          window_size=(-1, -1), softcap=0.0)
     q (batch, seqlen_q, heads, head_dim), k and v (batch, seqlen_k, heads_k,
-    head_dim) with heads_k dividing heads (grouped-query), fp16 or bf16.
+    head_dim) with heads_k dividing heads (grouped-query), fp16 or bf16;
+    head_dim any multiple of 8 up to 256 (those without a template of their
+    own run on the next one up, padded inside the kernel, never copied).
     causal: bottom-right aligned (query i sees key j iff j <= i + seqlen_k -
     seqlen_q). scale multiplies q·kᵀ, None for 1/sqrt(head_dim).
+    window_size (left, right): FlashAttention's sliding window, query i sees
+    keys i + seqlen_k - seqlen_q - left .. i + seqlen_k - seqlen_q + right,
+    -1 for no bound on that side; causal=True sets right to 0. (-1, -1) is no
+    window; (-1, 0) is the causal mask itself, and runs its kernels.
+    softcap > 0: scores are soft-capped, softcap · tanh(score / softcap),
+    score the scaled q·kᵀ (Gemma 2). Forward only: the forward runs whatever
+    requires grad, and it is the backward (loss.backward()) that raises
+    NotImplementedError, since libfatune's backward has no soft-cap.
     deterministic: the backward uses only variants without atomics, so the
     gradients are bit-identical from run to run (slower); it does not change
     the forward. Differentiable in q, k and v (torch.autograd): the backward
     recomputes the probabilities from q, k and the forward's log-sum-exp, so
     it keeps O(seqlen) memory, plus a device workspace of about 4 * batch *
     heads * seqlen_q * (1 + head_dim) bytes from the torch caching allocator
-    while it runs. Not twice differentiable.
+    while it runs. Not twice differentiable. The forward, too, takes a
+    device workspace from the caching allocator when the variant it launches
+    needs one (split-KV decoding: few queries, many keys).
 attention_with_lse(...)  the same, also returning the fp32 log-sum-exp
     (batch, heads, seqlen_q); the lse carries no gradient.
+attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                 max_seqlen_k, scale=None, causal=False, window_size=(-1, -1),
+                 softcap=0.0, seqused_k=None)
+    flash_attn_varlen_func's packed batch: q (total_q, heads, head_dim), k
+    and v (total_k, heads_k, head_dim), sequence b's rows cu_seqlens_q[b] ..
+    cu_seqlens_q[b+1]-1 of q (cu_seqlens_k likewise of k and v): int32 CUDA
+    tensors of batch + 1 entries from 0, ascending; max_seqlen_* the longest
+    sequence. seqused_k (int32, batch entries) limits sequence b to its first
+    seqused_k[b] keys. Masks align each sequence bottom-right on its own
+    lengths. Returns out (total_q, heads, head_dim). The offsets are not read
+    on the host (no synchronisation): their values are the caller's promise.
+    Forward only: the backward raises NotImplementedError.
+attention_varlen_with_lse(...)  the same, also returning the fp32
+    log-sum-exp (heads, total_q).
 attention_bwd(dout, q, k, v, o, lse, ...)  the backward itself: (dq, dk, dv),
     into given tensors if dq, dk, dv are passed (dk, dv have heads_k heads).
 select(q, k, v, ...), select_bwd(q, k, v, ...)  the Choice a launch would make.
@@ -40,8 +67,8 @@ import threading
 
 from . import _abi
 
-__all__ = ["attention", "attention_with_lse", "attention_bwd", "last_choice", "select", "select_bwd",
-           "Choice", "FatuneError"]
+__all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse",
+           "attention_bwd", "last_choice", "select", "select_bwd", "Choice", "FatuneError"]
 
 FAT_OK = _abi.STATUS["FAT_OK"]
 _STATUS_NAMES = {v: k for k, v in _abi.STATUS.items()}
@@ -49,8 +76,12 @@ _STATUS_NAMES = {v: k for k, v in _abi.STATUS.items()}
 _CALLER_ERRORS = (_abi.STATUS["FAT_ERR_INVALID_ARGUMENT"], _abi.STATUS["FAT_ERR_UNSUPPORTED"])
 _FP16, _BF16 = _abi.DTYPE["FAT_ATTN_FP16"], _abi.DTYPE["FAT_ATTN_BF16"]
 _MASK_NONE, _MASK_CAUSAL = _abi.MASK["FAT_ATTN_MASK_NONE"], _abi.MASK["FAT_ATTN_MASK_CAUSAL"]
+_MASK_LOCAL = _abi.MASK["FAT_ATTN_MASK_LOCAL"]
 _ALIGN_BYTES = 16            # the kernels load 16 bytes at a time
 _STRIDE_MULTIPLE = 8         # elements of a 16-byte load
+_INT_MAX = 2**31 - 1         # the C API's int fields
+_DENSE = "(batch, seqlen, heads, head_dim)"
+_PACKED = "(total, heads, head_dim)"  # attention_varlen's q, k, v
 
 
 class FatuneError(RuntimeError):
@@ -146,24 +177,28 @@ def _raise(lib, ctx, st, api):
     raise FatuneError(st, msg)
 
 
-def _check_tensor(name, t, api="fatune.attention"):
-    """TypeError unless T is a tensor; ValueError unless it is a 4-d fp16/bf16
-    CUDA tensor the kernels can read: last dimension contiguous, the others'
-    strides multiples of 8 elements, data 16-byte aligned."""
+def _check_tensor(name, t, api="fatune.attention", layout=_DENSE):
+    """TypeError unless T is a tensor; ValueError unless it is an fp16/bf16
+    CUDA tensor of LAYOUT's dimensions the kernels can read: head_dim a
+    multiple of 8, last dimension contiguous, the others' strides multiples
+    of 8 elements, data 16-byte aligned."""
     import torch
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_cuda:
         raise ValueError(f"{name} is on {t.device}; {api} needs CUDA tensors")
-    if t.dim() != 4:
-        raise ValueError(f"{name} has {t.dim()} dimensions; expected 4: "
-                         "(batch, seqlen, heads, head_dim)")
+    ndim = layout.count(",") + 1
+    if t.dim() != ndim:
+        raise ValueError(f"{name} has {t.dim()} dimensions; expected {ndim}: {layout}")
     if t.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"{name} is {t.dtype}; {api} takes torch.float16 or torch.bfloat16")
     if 0 in t.shape:
         raise ValueError(f"{name} has shape {tuple(t.shape)}: every dimension must be >= 1")
-    if t.stride(3) != 1:
-        raise ValueError(f"{name} has stride {t.stride(3)} in its last dimension; it must be "
+    if t.shape[-1] % _STRIDE_MULTIPLE:
+        raise ValueError(f"{name} has head_dim {t.shape[-1]}; {api} takes multiples of "
+                         f"{_STRIDE_MULTIPLE} (the kernels load {_ALIGN_BYTES} bytes at a time)")
+    if t.stride(-1) != 1:
+        raise ValueError(f"{name} has stride {t.stride(-1)} in its last dimension; it must be "
                          "contiguous (stride 1)")
     if not _aligned(t):
         raise ValueError(f"{name} strides {tuple(t.stride())} must be multiples of "
@@ -171,7 +206,7 @@ def _check_tensor(name, t, api="fatune.attention"):
 
 
 def _aligned(t):
-    return all(s % _STRIDE_MULTIPLE == 0 for s in t.stride()[:3]) and t.data_ptr() % _ALIGN_BYTES == 0
+    return all(s % _STRIDE_MULTIPLE == 0 for s in t.stride()[:-1]) and t.data_ptr() % _ALIGN_BYTES == 0
 
 
 def _kernel_layout(t):
@@ -186,32 +221,79 @@ def _kernel_layout(t):
     for st, n in sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1):
         disjoint = disjoint and st >= span
         span = st * n
-    if t.stride(3) == 1 and _aligned(t) and disjoint:
+    if t.stride(-1) == 1 and _aligned(t) and disjoint:
         return t
     return t.clone(memory_format=torch.contiguous_format)
 
 
-def _check(q, k, v, causal, scale, api="fatune.attention"):
-    """Python-side refusals, before libfatune's own (fat_attention_check):
-    TypeError for a value of the wrong kind, ValueError for a wrong one."""
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {causal!r}")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+class _Options:
+    """The mask, scale and soft-cap of a call, checked, in fat_attn_args'
+    terms: mask one of FAT_ATTN_MASK_*, window_left/right -1 unless local."""
+
+    def __init__(self, causal, scale, window_size=(-1, -1), softcap=0.0):
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be a bool, got {causal!r}")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+            raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+        if scale is not None and not (scale > 0 and math.isfinite(scale)):
+            raise ValueError(f"scale {scale} must be positive and finite")
+        if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
+                or not all(_is_int(x) for x in window_size)):
+            raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
+        for side, x in zip(("left", "right"), window_size):
+            if not -1 <= x <= _INT_MAX:
+                raise ValueError(f"window_size {tuple(window_size)}: {side} bound {x} must be -1 "
+                                 f"(unbounded) or 0 .. {_INT_MAX}")
+        if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
+            raise TypeError(f"softcap must be a float, got {type(softcap).__name__}")
+        if not (softcap >= 0 and math.isfinite(softcap)):
+            raise ValueError(f"softcap {softcap} must be 0 (no cap) or positive and finite")
+        left, right = window_size
+        if causal:
+            right = 0  # FlashAttention's convention: causal bounds the window's right side
+        if (left, right) == (-1, -1):
+            self.mask = _MASK_NONE
+        elif (left, right) == (-1, 0):
+            self.mask = _MASK_CAUSAL  # the same mask, served by the causal kernels
+        else:
+            self.mask = _MASK_LOCAL
+        self.window = (left, right) if self.mask == _MASK_LOCAL else (-1, -1)
+        self.scale = scale
+        self.softcap = float(softcap)
+
+    def fill(self, a):
+        """Sets ARGS' (a fat_attn_args) mask, window, scale and soft-cap."""
+        a.mask = self.mask
+        a.window_left, a.window_right = self.window
+        a.softmax_scale = 0.0 if self.scale is None else float(self.scale)
+        a.softcap = self.softcap
+
+
+def _check(q, k, v, api="fatune.attention", layout=_DENSE):
+    """Python-side refusals of q, k and v, before libfatune's own
+    (fat_attention_check): TypeError for a value of the wrong kind, ValueError
+    for a wrong one. The options are _Options' to check."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        _check_tensor(name, t, api)
+        _check_tensor(name, t, api, layout)
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise ValueError(f"q, k and v must share a dtype: got {q.dtype}, {k.dtype}, {v.dtype}")
     if k.device != q.device or v.device != q.device:
         raise ValueError(f"q, k and v must be on one device: got {q.device}, {k.device}, {v.device}")
-    b, sq, h, d = q.shape
-    if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
+    if layout == _DENSE:
+        b, d = q.shape[0], q.shape[3]
+        if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
+            raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v "
+                             "must match, with q's batch and head_dim")
+    elif k.shape != v.shape or k.shape[2] != q.shape[2]:
         raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v "
-                         "must match, with q's batch and head_dim")
-    if h % k.shape[2]:
-        raise ValueError(f"k/v heads {k.shape[2]} do not divide q heads {h}")
-    if scale is not None and not (scale > 0 and math.isfinite(scale)):
-        raise ValueError(f"scale {scale} must be positive and finite")
+                         "must match, with q's head_dim")
+    h, hk = q.shape[-2], k.shape[-2]
+    if h % hk:
+        raise ValueError(f"k/v heads {hk} do not divide q heads {h}")
 
 
 def _check_like(name, t, like, like_name, api):
@@ -223,13 +305,16 @@ def _check_like(name, t, like, like_name, api):
 
 
 def _set_strides(a, name, t):
-    sb, sr, sh, _ = t.stride()
+    if t.dim() == 3:  # packed varlen rows: the batch stride is ignored
+        sb, (sr, sh, _) = 0, t.stride()
+    else:
+        sb, sr, sh, _ = t.stride()
     setattr(a, f"{name}_batch_stride", sb)
     setattr(a, f"{name}_row_stride", sr)
     setattr(a, f"{name}_head_stride", sh)
 
 
-def _args(q, k, v, o, lse, causal, scale):
+def _args(q, k, v, o, lse, opts):
     import torch
     a = _abi.fat_attn_args()
     a.q, a.k, a.v, a.o, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
@@ -238,14 +323,13 @@ def _args(q, k, v, o, lse, causal, scale):
     a.batch, a.seqlen_q, a.heads, a.head_dim = q.shape
     a.seqlen_k, a.heads_k = k.shape[1], k.shape[2]
     a.dtype = _BF16 if q.dtype == torch.bfloat16 else _FP16
-    a.mask = _MASK_CAUSAL if causal else _MASK_NONE
-    a.softmax_scale = 0.0 if scale is None else float(scale)
+    opts.fill(a)
     return a
 
 
-def _bwd_args(q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic):
+def _bwd_args(q, k, v, o, lse, dout, dq, dk, dv, opts, deterministic):
     a = _abi.fat_attn_bwd_args()
-    a.fwd = _args(q, k, v, o, lse, causal, scale)
+    a.fwd = _args(q, k, v, o, lse, opts)
     a.dout, a.dq, a.dk, a.dv = dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
     for name, t in (("do", dout), ("dq", dq), ("dk", dk), ("dv", dv)):
         _set_strides(a, name, t)
@@ -253,37 +337,58 @@ def _bwd_args(q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic):
     return a
 
 
-def _forward(q, k, v, causal, scale):
+def _launch_fwd(a, device, like, api):
+    """fat_attention_fwd of ARGS on DEVICE's current stream, with the forward
+    workspace the chosen variant needs from the torch caching allocator
+    (on LIKE's device)."""
+    import torch
+    lib = _load()
+    ctx = _context(device)
+    need = ctypes.c_size_t()
+    st = lib.fat_attention_fwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need))
+    if st != FAT_OK:
+        _raise(lib, ctx, st, api)
+    workspace = None
+    if need.value:
+        # On the current stream, which the launch uses: freed on return, it is
+        # reused only by work queued after the forward's. The allocator's
+        # blocks are aligned far beyond the 16 bytes asked for.
+        workspace = torch.empty(need.value, dtype=torch.uint8, device=like.device)
+        a.workspace, a.workspace_bytes = workspace.data_ptr(), need.value
+    st = lib.fat_attention_fwd(ctx, ctypes.byref(a), _stream(device), None)
+    if st != FAT_OK:
+        _raise(lib, ctx, st, api)
+    del workspace
+
+
+def _forward(q, k, v, opts):
     """(o, lse) by fat_attention_fwd, outside autograd."""
     import torch
-    _check(q, k, v, causal, scale)
-    lib = _load()
-    device = _device(q)
-    ctx = _context(device)
+    _check(q, k, v)
     b, sq, h, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
-    a = _args(q, k, v, o, lse, causal, scale)
-    st = lib.fat_attention_fwd(ctx, ctypes.byref(a), _stream(device), None)
-    if st != FAT_OK:
-        _raise(lib, ctx, st, "fatune.attention")
+    _launch_fwd(_args(q, k, v, o, lse, opts), _device(q), q, "fatune.attention")
     return o, lse
 
 
 def attention_bwd(dout, q, k, v, o, lse, causal=False, scale=None, deterministic=False,
-                  dq=None, dk=None, dv=None):
-    """The gradients (dq, dk, dv) of attention(q, k, v, causal, scale)
-    for the incoming gradient DOUT, given the forward's O and LSE (from
-    attention_with_lse), by fat_attention_bwd on the current stream. dq has
-    q's shape, dk and dv k's (heads_k heads: the gradients of a group's query
-    heads are summed). DQ, DK, DV, when given, are written (every element) and
-    returned; otherwise they are allocated in the layouts of q, k and v. DOUT
-    is copied first when the kernels cannot read it where it lies."""
+                  dq=None, dk=None, dv=None, window_size=(-1, -1)):
+    """The gradients (dq, dk, dv) of attention(q, k, v, causal, scale,
+    window_size=window_size) for the incoming gradient DOUT, given the
+    forward's O and LSE (from attention_with_lse), by fat_attention_bwd on
+    the current stream. dq has q's shape, dk and dv k's (heads_k heads: the
+    gradients of a group's query heads are summed). DQ, DK, DV, when given,
+    are written (every element) and returned; otherwise they are allocated in
+    the layouts of q, k and v. DOUT is copied first when the kernels cannot
+    read it where it lies. There is no soft-cap here: libfatune's backward
+    has none."""
     import torch
     api = "fatune.attention_bwd"
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    _check(q, k, v, causal, scale, api)
+    opts = _Options(causal, scale, window_size)
+    _check(q, k, v, api)
     _check_like("o", o, q, "q", api)
     if not isinstance(dout, torch.Tensor):
         raise TypeError(f"dout must be a torch.Tensor, got {type(dout).__name__}")
@@ -309,7 +414,7 @@ def attention_bwd(dout, q, k, v, o, lse, causal=False, scale=None, deterministic
     lib = _load()
     device = _device(q)
     ctx = _context(device)
-    a = _bwd_args(q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic)
+    a = _bwd_args(q, k, v, o, lse, dout, dq, dk, dv, opts, deterministic)
     need = ctypes.c_size_t()
     st = lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need))
     if st != FAT_OK:
@@ -324,66 +429,181 @@ def attention_bwd(dout, q, k, v, o, lse, causal=False, scale=None, deterministic
     return dq, dk, dv
 
 
-_function = None
+_functions = {}
 
 
-def _autograd_function():
-    """The torch.autograd.Function of attention, defined on first use so that
-    importing the package does not import torch."""
-    global _function
-    if _function is not None:
-        return _function
+def _autograd_functions():
+    """The torch.autograd.Functions of attention and of the forward-only
+    calls, defined on first use so that importing the package does not import
+    torch."""
+    if _functions:
+        return _functions
     import torch
     from torch.autograd.function import once_differentiable
 
     class Attention(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, causal, scale, deterministic):
-            o, lse = _forward(q, k, v, causal, scale)
+        def forward(ctx, q, k, v, opts, deterministic):
+            o, lse = _forward(q, k, v, opts)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal, ctx.softmax_scale, ctx.deterministic = causal, scale, deterministic
+            ctx.opts, ctx.deterministic = opts, deterministic
             ctx.mark_non_differentiable(lse)
             return o, lse
 
         @staticmethod
         @once_differentiable
         def backward(ctx, dout, _dlse):
+            opts = ctx.opts
+            if opts.softcap:
+                raise NotImplementedError(
+                    f"fatune.attention: softcap {opts.softcap:g} has no backward (libfatune's "
+                    "fat_attention_bwd has no soft-cap); train with softcap=0.0, or run the "
+                    "forward under torch.no_grad()")
             q, k, v, o, lse = ctx.saved_tensors
-            dq, dk, dv = attention_bwd(dout, q, k, v, o, lse, ctx.causal, ctx.softmax_scale,
-                                       ctx.deterministic)
-            return dq, dk, dv, None, None, None
+            causal = opts.mask == _MASK_CAUSAL
+            dq, dk, dv = attention_bwd(dout, q, k, v, o, lse, causal, opts.scale, ctx.deterministic,
+                                       window_size=opts.window)
+            return dq, dk, dv, None, None
 
-    _function = Attention
-    return Attention
+    class ForwardOnly(torch.autograd.Function):
+        """RUN(q, k, v) -> (o, lse) in a graph whose backward raises WHY."""
+
+        @staticmethod
+        def forward(ctx, why, run, q, k, v):
+            o, lse = run(q, k, v)
+            ctx.why = why
+            ctx.mark_non_differentiable(lse)
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, _dout, _dlse):
+            raise NotImplementedError(ctx.why)
+
+    _functions.update(attention=Attention, forward_only=ForwardOnly)
+    return _functions
 
 
-def attention_with_lse(q, k, v, causal=False, scale=None, deterministic=False):
+def _needs_graph(*tensors):
+    import torch
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                           for t in tensors)
+
+
+def attention_with_lse(q, k, v, causal=False, scale=None, deterministic=False, window_size=(-1, -1),
+                       softcap=0.0):
     """As attention(), also returning the fp32 log-sum-exp (batch, heads,
     seqlen_q), natural log, -inf for a row that sees no key. The lse is not
     differentiable: a loss through it gets no gradient from it."""
-    import torch
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    tensors = [t for t in (q, k, v) if isinstance(t, torch.Tensor)]
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return _autograd_function().apply(q, k, v, causal, scale, deterministic)
-    return _forward(q, k, v, causal, scale)  # no graph to record: skip autograd's cost
+    opts = _Options(causal, scale, window_size, softcap)
+    if _needs_graph(q, k, v):
+        return _autograd_functions()["attention"].apply(q, k, v, opts, deterministic)
+    return _forward(q, k, v, opts)  # no graph to record: skip autograd's cost
 
 
-def attention(q, k, v, causal=False, scale=None, deterministic=False):
-    """softmax(scale · q·kᵀ [causal mask]) · v for CUDA tensors in
-    PyTorch's (batch, seqlen, heads, head_dim) layout, fp16 or bf16;
-    scale defaults to 1/sqrt(head_dim); causal is bottom-right
-    aligned. k and v may have fewer heads (grouped-query). Differentiable in
-    q, k and v; deterministic=True makes the backward bit-reproducible.
-    Returns the output tensor; raises ValueError for a wrong dtype, device,
-    shape or a non-contiguous last dimension, TypeError for a non-tensor."""
-    return attention_with_lse(q, k, v, causal, scale, deterministic)[0]
+def attention(q, k, v, causal=False, scale=None, deterministic=False, window_size=(-1, -1), softcap=0.0):
+    """softmax(scale · q·kᵀ [soft-capped] [causal or window mask]) · v for
+    CUDA tensors in PyTorch's (batch, seqlen, heads, head_dim) layout, fp16
+    or bf16, head_dim a multiple of 8 up to 256; scale defaults to
+    1/sqrt(head_dim); causal and window_size (left, right; -1 unbounded)
+    are bottom-right aligned, causal=True making the right bound 0. k and v
+    may have fewer heads (grouped-query). Differentiable in q, k and v unless
+    softcap > 0 (then the backward raises NotImplementedError);
+    deterministic=True makes the backward bit-reproducible. Returns the
+    output tensor; raises ValueError for a wrong dtype, device, shape, window
+    or a non-contiguous last dimension, TypeError for a non-tensor."""
+    return attention_with_lse(q, k, v, causal, scale, deterministic, window_size, softcap)[0]
 
 
-def _selected(q, k, v, causal, select_fn, make_args, api):
+def _check_offsets(name, t, entries, device, api):
+    """T must be a contiguous int32 tensor of ENTRIES entries on DEVICE."""
     import torch
-    _check(q, k, v, causal, None, api)
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.int32 or t.dim() != 1 or t.device != device or t.stride(0) != 1:
+        raise ValueError(f"{name} is {t.dtype} {tuple(t.shape)} on {t.device}; {api} takes a "
+                         f"contiguous torch.int32 ({entries},) on {device}")
+    if t.numel() != entries:
+        raise ValueError(f"{name} has {t.numel()} entries; expected {entries}")
+
+
+def _forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, opts, seqused_k):
+    """(o, lse) of attention_varlen by fat_attention_fwd, outside autograd."""
+    import torch
+    api = "fatune.attention_varlen"
+    _check(q, k, v, api, _PACKED)
+    if not isinstance(cu_seqlens_q, torch.Tensor):
+        raise TypeError(f"cu_seqlens_q must be a torch.Tensor, got {type(cu_seqlens_q).__name__}")
+    if cu_seqlens_q.dim() != 1 or cu_seqlens_q.numel() < 2:
+        raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}; expected (batch + 1,) "
+                         "with batch >= 1")
+    batch = cu_seqlens_q.numel() - 1
+    _check_offsets("cu_seqlens_q", cu_seqlens_q, batch + 1, q.device, api)
+    _check_offsets("cu_seqlens_k", cu_seqlens_k, batch + 1, q.device, api)
+    if seqused_k is not None:
+        _check_offsets("seqused_k", seqused_k, batch, q.device, api)
+    for name, x in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if not _is_int(x):
+            raise TypeError(f"{name} must be an int, got {type(x).__name__}")
+        if not 1 <= x <= _INT_MAX:
+            raise ValueError(f"{name} {x} must be 1 .. {_INT_MAX}")
+    total_q, h, _ = q.shape
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty((h, total_q), dtype=torch.float32, device=q.device)
+    a = _abi.fat_attn_args()
+    a.q, a.k, a.v, a.o, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
+    for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+        _set_strides(a, name, t)
+    a.batch, a.heads, a.heads_k, a.head_dim = batch, h, k.shape[1], q.shape[2]
+    a.seqlen_q, a.seqlen_k = max_seqlen_q, max_seqlen_k
+    a.total_q, a.total_k = total_q, k.shape[0]
+    a.cu_seqlens_q, a.cu_seqlens_k = cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr()
+    a.seqused_k = seqused_k.data_ptr() if seqused_k is not None else None
+    a.dtype = _BF16 if q.dtype == torch.bfloat16 else _FP16
+    opts.fill(a)
+    _launch_fwd(a, _device(q), q, api)
+    return o, lse
+
+
+def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale=None,
+                              causal=False, window_size=(-1, -1), softcap=0.0, seqused_k=None):
+    """As attention_varlen(), also returning the fp32 log-sum-exp (heads,
+    total_q), natural log, -inf for a row that sees no key."""
+    opts = _Options(causal, scale, window_size, softcap)
+
+    def run(q, k, v):
+        return _forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, opts,
+                               seqused_k)
+    if _needs_graph(q, k, v):
+        why = ("fatune.attention_varlen has no backward (libfatune's fat_attention_bwd takes no "
+               "cu_seqlens); run it under torch.no_grad(), or use fatune.attention on padded tensors "
+               "to train")
+        return _autograd_functions()["forward_only"].apply(why, run, q, k, v)
+    return run(q, k, v)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale=None,
+                     causal=False, window_size=(-1, -1), softcap=0.0, seqused_k=None):
+    """flash_attn_varlen_func on libfatune: attention over a batch of
+    sequences of different lengths packed along the first dimension. q
+    (total_q, heads, head_dim), k and v (total_k, heads_k, head_dim), fp16 or
+    bf16; cu_seqlens_q and cu_seqlens_k contiguous int32 CUDA tensors of
+    batch + 1 offsets (0 first, ascending, the last the tensor's rows);
+    max_seqlen_q and max_seqlen_k the longest sequences (they size the
+    launch: a longer sequence is not computed whole). seqused_k, int32 of
+    batch entries, limits sequence b to its first seqused_k[b] keys. scale,
+    causal, window_size and softcap as attention()'s, each sequence's mask
+    aligned bottom-right on its own lengths. Returns out (total_q, heads,
+    head_dim). Forward only: a backward through it raises
+    NotImplementedError."""
+    return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                     scale, causal, window_size, softcap, seqused_k)[0]
+
+
+def _selected(q, k, v, select_fn, make_args, api):
+    import torch
+    _check(q, k, v, api)
     lib = _load()
     ctx = _context(_device(q))
     lse = torch.empty(1, device=q.device)  # only the shape is read
@@ -395,18 +615,20 @@ def _selected(q, k, v, causal, select_fn, make_args, api):
     return Choice(lib, c)
 
 
-def select(q, k, v, causal=False):
+def select(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0):
     """The Choice fatune's forward would make for these tensors, without launching."""
-    return _selected(q, k, v, causal, "fat_attention_select",
-                     lambda lse: _args(q, k, v, q, lse, causal, None), "fatune.select")
+    opts = _Options(causal, None, window_size, softcap)
+    return _selected(q, k, v, "fat_attention_select",
+                     lambda lse: _args(q, k, v, q, lse, opts), "fatune.select")
 
 
-def select_bwd(q, k, v, causal=False, deterministic=False):
+def select_bwd(q, k, v, causal=False, deterministic=False, window_size=(-1, -1)):
     """The Choice fatune's backward would make for these tensors, without launching."""
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    return _selected(q, k, v, causal, "fat_attention_bwd_select",
-                     lambda lse: _bwd_args(q, k, v, q, lse, q, q, k, v, causal, None, deterministic),
+    opts = _Options(causal, None, window_size)
+    return _selected(q, k, v, "fat_attention_bwd_select",
+                     lambda lse: _bwd_args(q, k, v, q, lse, q, q, k, v, opts, deterministic),
                      "fatune.select_bwd")
 
 

@@ -17,7 +17,7 @@ STATUS = {
     "FAT_ERR_OUT_OF_MEMORY": 8, "FAT_ERR_INTEGRITY": 9,
 }
 DTYPE = {"FAT_ATTN_FP16": 0, "FAT_ATTN_BF16": 1}                # enum fat_attn_dtype
-MASK = {"FAT_ATTN_MASK_NONE": 0, "FAT_ATTN_MASK_CAUSAL": 1}     # enum fat_attn_mask
+MASK = {"FAT_ATTN_MASK_NONE": 0, "FAT_ATTN_MASK_CAUSAL": 1, "FAT_ATTN_MASK_LOCAL": 2}  # enum fat_attn_mask
 ENUMS = {"fat_status": STATUS, "fat_attn_dtype": DTYPE, "fat_attn_mask": MASK}
 
 _STRIDES = ("batch", "row", "head")
@@ -29,7 +29,12 @@ class fat_attn_args(ctypes.Structure):
         (f"{t}_{s}_stride", ctypes.c_longlong) for t in ("q", "k", "v", "o") for s in _STRIDES] + [
         ("batch", ctypes.c_int), ("heads", ctypes.c_int), ("heads_k", ctypes.c_int),
         ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int), ("head_dim", ctypes.c_int),
-        ("dtype", ctypes.c_int), ("mask", ctypes.c_int), ("softmax_scale", ctypes.c_float)]
+        ("dtype", ctypes.c_int), ("mask", ctypes.c_int), ("softmax_scale", ctypes.c_float),
+        ("window_left", ctypes.c_int), ("window_right", ctypes.c_int), ("softcap", ctypes.c_float),
+        # Device int32 arrays (varlen offsets, used keys per sequence), or NULL.
+        ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+        ("seqused_k", ctypes.c_void_p), ("total_q", ctypes.c_int), ("total_k", ctypes.c_int),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t)]
 
 
 class fat_attn_bwd_args(ctypes.Structure):
@@ -72,6 +77,7 @@ PROTOTYPES = {
     "fat_attention_check": (_i, [_vp, _P(fat_attn_args)]),
     "fat_verify_cubin": (_i, [_vp, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p,
                               ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
+    "fat_attention_fwd_workspace": (_i, [_vp, _P(fat_attn_args), _P(ctypes.c_size_t)]),
     "fat_attention_fwd": (_i, [_vp, _P(fat_attn_args), _vp, _P(fat_choice)]),
     "fat_attn_bwd_args_contiguous": (None, [_P(fat_attn_bwd_args)]),
     "fat_attention_bwd_workspace": (_i, [_vp, _P(fat_attn_bwd_args), _P(ctypes.c_size_t)]),

@@ -1,12 +1,21 @@
 """fatune.attention against PyTorch's scaled_dot_product_attention in float64,
 on random inputs, for every bucket of the shipped tables that holds a winner
 for this GPU, plus the built-in default of every head dim, and the refusals
-with their messages; then its backward (loss.backward() through
-fatune.attention) against float64 autograd through an explicit softmax, on
-odd lengths, unequal query and key lengths and grouped-query heads, the
-deterministic mode's bit-identical gradients, the raw fatune.attention_bwd
-writing every element of given gradient tensors, and the backward's refusals.
-Needs a CUDA GPU and PyTorch; exits 77 (skipped) without.
+with their messages; then sliding windows (FlashAttention's bottom-right
+convention, causal=True bounding the right side), soft-capped scores, head
+dims without a template of their own (40, 80, 160: padded inside the kernel,
+never reading the columns past head_dim), decoding (seqlen_q 1 and 16 against
+4097 keys, grouped-query 4) and fatune.attention_varlen (packed sequences,
+seqused_k), each output and log-sum-exp against a float64 reference written
+here (by looping over the sequences for varlen); then its backward
+(loss.backward() through fatune.attention) against float64 autograd through
+the same reference, on odd lengths, unequal query and key lengths,
+grouped-query heads, windows and padded head dims, the deterministic mode's
+bit-identical gradients, the raw fatune.attention_bwd writing every element
+of given gradient tensors and nothing past them, the NotImplementedError of a
+backward through a soft-cap or varlen, and the refusals. Inputs are drawn
+fresh for every case. Needs a CUDA GPU and PyTorch; exits 77 (skipped)
+without.
 
     FATUNE_LIB=build/runtime/libfatune.so python3 python/tests/test_fatune.py [TABLES.db]
 """
@@ -21,6 +30,10 @@ TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2}  # relative L2 against fp64, as the tun
 # inputs. gradcheck's finite differences mean nothing in fp16/bf16, so the
 # gradients are compared with an fp64 reference instead.
 GRAD_TOLERANCE = {"fp16": 5e-3, "bf16": 2e-2}
+# Largest |lse - reference| on rows that see a key: fp32 accumulation of the
+# row sums, and the kernels' tanh approximation under a soft-cap (relative
+# error about 2^-11 of a score up to the cap).
+LSE_TOLERANCE = 1e-2
 HEADS = 2  # small: the fp64 reference materialises (heads, seqlen, seqlen)
 
 try:
@@ -53,22 +66,129 @@ def expect_raises(fn, want, kind=ValueError):
     expect(False, f"no {kind.__name__} (wanted {want!r})")
 
 
-def compare(dtype_name, causal, d, seqlen, heads_k=HEADS):
+def expect_raises_prefix(fn, want, kind=ValueError):
+    """As expect_raises, for a message of libfatune's whose start alone is
+    this binding's to promise: the API name and the bad value."""
+    try:
+        fn()
+    except kind as e:
+        expect(str(e).startswith(want), f"message {str(e)!r}, want it to start {want!r}")
+        return
+    expect(False, f"no {kind.__name__} (wanted {want!r}...)")
+
+
+def rel_l2(got, ref):
+    return ((got.double() - ref).norm() / ref.norm()).item()
+
+
+def grad_errors(got, refs):
+    """rel_l2 of each gradient. A gradient that is exactly zero (a window of
+    (0, 0) makes P = 1 on the diagonal, so dS, dQ and dK vanish) has no scale
+    of its own: its error is judged against the largest other reference,
+    as the tuner's checker does (tuner/fwd_compare.c)."""
+    scale = max(r.norm().item() for r in refs)
+    return [((g.double() - r).norm() / (r.norm() if r.norm().item() > 0 else scale)).item()
+            for g, r in zip(got, refs)]
+
+
+_seed = 0
+
+
+def inputs(dtype, b, sq, sk, h, hk, d, seed=None):
+    """q, k, v, dout (batch, seqlen, heads, head_dim), standard normal, drawn
+    from a seed of their own: SEED, else the next of a counter, so that no
+    two cases share inputs."""
+    global _seed
+    if seed is None:
+        _seed += 1
+        seed = 1_000_003 * _seed
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    make = lambda s, heads: torch.randn(b, s, heads, d, device="cuda", generator=g).to(dtype)
+    return make(sq, h), make(sk, hk), make(sk, hk), make(sq, h)
+
+
+def visible(sq, sk, window, device):
+    """(sq, sk) bool, query i sees key j: bottom-right aligned, query i sits
+    at key position i + sk - sq and sees keys position - left .. position +
+    right of WINDOW (left, right), a bound of -1 dropped. Causal is (-1, 0),
+    no mask (-1, -1)."""
+    pos = torch.arange(sq, device=device)[:, None] + (sk - sq)
+    j = torch.arange(sk, device=device)[None, :]
+    left, right = window
+    seen = torch.ones(sq, sk, dtype=torch.bool, device=device)
+    if left >= 0:
+        seen &= j >= pos - left
+    if right >= 0:
+        seen &= j <= pos + right
+    return seen
+
+
+def attend(q, k, v, scale, window=(-1, -1), softcap=0.0):
+    """(o, lse) of softmax(S) · V for (batch, seqlen, heads, head_dim) Q, K, V
+    in their own dtype (float64 here), differentiable: S = scale · Q·Kᵀ,
+    soft-capped to softcap · tanh(S / softcap) when softcap > 0, masked by
+    visible(WINDOW); lse (batch, heads, seqlen_q). A row that sees no key gives
+    o = 0 and lse = -inf, FlashAttention's convention and libfatune's, where a
+    softmax over -inf gives NaN."""
+    rep = q.shape[2] // k.shape[2]
+    kr, vr = k.repeat_interleave(rep, 2), v.repeat_interleave(rep, 2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, kr) * scale  # S = Q·Kᵀ · scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    s = s.masked_fill(~visible(q.shape[1], k.shape[1], window, q.device), float("-inf"))
+    m = s.amax(-1, keepdim=True).detach()
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = torch.exp(s - m)
+    l = e.sum(-1, keepdim=True)
+    p = e / torch.where(l > 0, l, torch.ones_like(l))  # P = softmax(S), 0 for a row seeing nothing
+    o = torch.einsum("bhqk,bkhd->bqhd", p, vr)      # O = P·V
+    return o, (m + torch.log(l)).squeeze(-1)        # log 0 = -inf for a row seeing nothing
+
+
+def effective_window(causal, window):
+    """FlashAttention's convention, which the binding follows: causal=True
+    bounds the window's right side at 0."""
+    return (window[0], 0) if causal else window
+
+
+def expect_close(what, dtype_name, o, lse, ro, rlse, variant):
+    """O and LSE against the reference RO and RLSE: relative L2 of the output
+    within TOLERANCE, every output finite, lse within LSE_TOLERANCE on the
+    rows that see a key and -inf on exactly the others."""
+    err = rel_l2(o, ro)
+    seen = torch.isfinite(rlse)
+    lse_err = (lse.double()[seen] - rlse[seen]).abs().max().item() if seen.any() else 0.0
+    pattern = torch.equal(torch.isneginf(lse), ~seen)
+    finite = torch.isfinite(o).all().item()
+    print(f"{what}: {variant} rel_l2 {err:.3g} lse {lse_err:.3g}")
+    expect(finite and pattern and err <= TOLERANCE[dtype_name] and lse_err <= LSE_TOLERANCE,
+           f"{what}: rel_l2 {err:.3g} (at most {TOLERANCE[dtype_name]}), lse error {lse_err:.3g} "
+           f"(at most {LSE_TOLERANCE}), -inf on the rows that see no key {pattern}, finite {finite}")
+
+
+def compare(dtype_name, causal, d, seqlen, heads_k=HEADS, seqlen_k=None, heads=HEADS):
+    seqlen_k = seqlen if seqlen_k is None else seqlen_k
     dtype = torch.float16 if dtype_name == "fp16" else torch.bfloat16
     g = torch.Generator(device="cuda").manual_seed(seqlen * 1000 + d)
-    q = torch.randn(1, seqlen, HEADS, d, device="cuda", generator=g).to(dtype)
-    k = torch.randn(1, seqlen, heads_k, d, device="cuda", generator=g).to(dtype)
-    v = torch.randn(1, seqlen, heads_k, d, device="cuda", generator=g).to(dtype)
+    q = torch.randn(1, seqlen, heads, d, device="cuda", generator=g).to(dtype)
+    k = torch.randn(1, seqlen_k, heads_k, d, device="cuda", generator=g).to(dtype)
+    v = torch.randn(1, seqlen_k, heads_k, d, device="cuda", generator=g).to(dtype)
     o = fatune.attention(q, k, v, causal=causal)
     choice = fatune.last_choice()
-    rep = HEADS // heads_k
+    rep = heads // heads_k
     qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
     kd, vd = kd.repeat_interleave(rep, 1), vd.repeat_interleave(rep, 1)
-    ref = F.scaled_dot_product_attention(qd, kd, vd, is_causal=causal).transpose(1, 2)
+    # Causal is bottom-right aligned; SDPA's is_causal is top-left.
+    mask = None
+    if causal:
+        i = torch.arange(seqlen, device="cuda")[:, None]
+        mask = torch.arange(seqlen_k, device="cuda")[None, :] <= i + seqlen_k - seqlen
+    ref = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=mask).transpose(1, 2)
     err = ((o.double() - ref).norm() / ref.norm()).item()
     ok = err <= TOLERANCE[dtype_name] and torch.isfinite(o).all().item()
-    print(f"{dtype_name} {'causal' if causal else 'none'} d{d} seqlen {seqlen}: {choice.variant} "
-          f"({choice.origin}, {choice.match}, {choice.load}) rel_l2 {err:.3g}")
+    print(f"{dtype_name} {'causal' if causal else 'none'} d{d} seqlen {seqlen}/{seqlen_k} "
+          f"group {rep}: {choice.variant} ({choice.origin}, {choice.match}, {choice.load}) "
+          f"rel_l2 {err:.3g}")
     expect(ok, f"rel_l2 {err:.3g} > {TOLERANCE[dtype_name]}")
     return choice
 
@@ -78,7 +198,8 @@ def shipped_buckets(path):
         return []
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     rows = db.execute(
-        "SELECT DISTINCT p.dtype, p.mask, p.head_dim, p.seqlen_q FROM winners w"
+        "SELECT DISTINCT p.dtype, p.mask, p.head_dim, p.seqlen_q, p.seqlen_k, p.heads / p.heads_k"
+        " FROM winners w"
         " JOIN problems p ON p.id = w.problem_id JOIN gpus g ON g.id = w.gpu_id"
         " WHERE g.name = ? AND p.direction = 'fwd' ORDER BY 1, 2, 3, 4",
         (torch.cuda.get_device_name(),)).fetchall()
@@ -89,13 +210,16 @@ def shipped_buckets(path):
 tables = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("FATUNE_TABLES", "")
 buckets = shipped_buckets(tables)
 print(f"{len(buckets)} shipped buckets for {torch.cuda.get_device_name()} in {tables or '(none)'}")
-for dt, mask, d, seqlen in buckets:
-    c = compare(dt, mask == "causal", d, seqlen)
+for dt, mask, d, seqlen, seqlen_k, group in buckets:
+    # The bucket's own key length and group (decoding buckets have 65536 keys
+    # shared by 4 query heads).
+    heads = max(HEADS, group)
+    c = compare(dt, mask == "causal", d, seqlen, heads_k=heads // group, seqlen_k=seqlen_k, heads=heads)
     expect(c.match == "exact bucket" and c.origin in ("shipped tables", "user database"),
-           f"{dt} {mask} d{d} {seqlen}: served by {c}")
+           f"{dt} {mask} d{d} {seqlen}/{seqlen_k} group {group}: served by {c}")
 # The built-in defaults (or winners) of every head dim, on a length off every tile,
 # with grouped-query heads.
-for d in (64, 96, 128, 192, 256):
+for d in (32, 64, 96, 128, 192, 256):
     for dt in ("fp16", "bf16"):
         compare(dt, d % 128 == 0, d, 333, heads_k=1)
 
@@ -112,9 +236,24 @@ expect_raises(lambda: fatune.attention(qt, qt, qt),
               "q has stride 2 in its last dimension; it must be contiguous (stride 1)")
 expect_raises(lambda: fatune.attention(q, q.bfloat16(), q),
               "q, k and v must share a dtype: got torch.float16, torch.bfloat16, torch.float16")
-q80 = torch.randn(1, 64, 2, 80, device="cuda", dtype=torch.float16)
-expect_raises(lambda: fatune.attention(q80, q80, q80),
-              "fatune.attention: head_dim 80 has no template (supported: 64, 96, 128, 192, 256)")
+q84 = torch.randn(1, 64, 2, 84, device="cuda", dtype=torch.float16)
+expect_raises(lambda: fatune.attention(q84, q84, q84),
+              "q has head_dim 84; fatune.attention takes multiples of 8 (the kernels load 16 bytes at a time)")
+q264 = torch.randn(1, 64, 2, 264, device="cuda", dtype=torch.float16)
+expect_raises_prefix(lambda: fatune.attention(q264, q264, q264), "fatune.attention: head_dim 264")
+expect_raises(lambda: fatune.attention(q, q, q, window_size=5),
+              "window_size must be a pair of ints (left, right), got 5", TypeError)
+expect_raises(lambda: fatune.attention(q, q, q, window_size=(1.5, 0)),
+              "window_size must be a pair of ints (left, right), got (1.5, 0)", TypeError)
+expect_raises(lambda: fatune.attention(q, q, q, window_size=(-2, 0)),
+              "window_size (-2, 0): left bound -2 must be -1 (unbounded) or 0 .. 2147483647")
+expect_raises(lambda: fatune.attention(q, q, q, window_size=(0, 2**31)),
+              "window_size (0, 2147483648): right bound 2147483648 must be -1 (unbounded) or 0 .. 2147483647")
+expect_raises(lambda: fatune.attention(q, q, q, softcap=-1.0),
+              "softcap -1.0 must be 0 (no cap) or positive and finite")
+expect_raises(lambda: fatune.attention(q, q, q, softcap=float("inf")),
+              "softcap inf must be 0 (no cap) or positive and finite")
+expect_raises(lambda: fatune.attention(q, q, q, softcap="50"), "softcap must be a float, got str", TypeError)
 expect_raises(lambda: fatune.attention([1], q, q), "q must be a torch.Tensor, got list", TypeError)
 expect_raises(lambda: fatune.attention(q, q, q, causal=1), "causal must be a bool, got 1", TypeError)
 expect_raises(lambda: fatune.attention(q, q, q, scale="1"),
@@ -132,56 +271,203 @@ s.synchronize()
 expect(torch.isfinite(o).all().item(), "output on a side stream")
 
 
+# ---- Windows, soft-cap, padded head dims, decoding -------------------------
+
+
+def check_fwd(what, dtype_name, q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None):
+    """fatune.attention_with_lse of Q, K, V against attend() in float64."""
+    try:
+        o, lse = fatune.attention_with_lse(q, k, v, causal=causal, scale=scale, window_size=window,
+                                           softcap=softcap)
+    except (ValueError, fatune.FatuneError) as e:  # one failure, not the end of the run
+        expect(False, f"{what}: {e}")
+        return
+    variant = fatune.last_choice().variant
+    ro, rlse = attend(q.double(), k.double(), v.double(), scale or q.shape[3] ** -0.5,
+                      effective_window(causal, window), softcap)
+    expect_close(what, dtype_name, o, lse, ro, rlse, variant)
+
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# (left, right): a causal window, a two-sided one, right only, left only, and
+# the diagonal alone. With seqlen_q > seqlen_k the first rows see no key.
+WINDOWS = ((64, 0), (32, 16), (-1, 8), (100, -1), (0, 0))
+for dt, dtype in DTYPES.items():
+    for d in (64, 128):
+        for sq, sk in ((333, 333), (77, 300), (300, 77)):
+            for window in WINDOWS:
+                q, k, v, _ = inputs(dtype, 1, sq, sk, 4, 2, d)
+                check_fwd(f"{dt} window {window} d{d} sq{sq} sk{sk} h4/2", dt, q, k, v, window=window)
+    # causal=True bounds the right side at 0 whatever the window says.
+    q, k, v, _ = inputs(dtype, 2, 333, 333, 4, 2, 128)
+    check_fwd(f"{dt} causal window (64, 50) d128 sq333 h4/2", dt, q, k, v, causal=True, window=(64, 50))
+
+# The masks a window comes down to: (-1, 0), or causal with no left bound, is
+# the causal mask and runs the causal variant; a bounded one runs neither the
+# causal nor the unmasked one.
+q, k, v, _ = inputs(torch.bfloat16, 1, 1024, 1024, 2, 2, 128)
+causal_variant = fatune.select(q, k, v, causal=True).variant
+none_variant = fatune.select(q, k, v).variant
+for how, kw in (("window (-1, 0)", dict(window_size=(-1, 0))),
+                ("causal, window (-1, 5)", dict(causal=True, window_size=(-1, 5)))):
+    got = fatune.select(q, k, v, **kw).variant
+    expect(got == causal_variant, f"{how}: selects {got}, the causal mask {causal_variant}")
+local_variant = fatune.select(q, k, v, window_size=(64, 0)).variant
+expect(local_variant not in (causal_variant, none_variant),
+       f"window (64, 0) selects {local_variant}, as the causal ({causal_variant}) or unmasked "
+       f"({none_variant}) problem does")
+
+# Soft-cap: 50 at the default scale barely bends N(0, 1) scores; 5 at scale 1
+# (scores of deviation sqrt(128)) bends most of them, which the reference
+# must show for the case to mean anything.
+for dt, dtype in DTYPES.items():
+    for cap, scale in ((50.0, None), (5.0, 1.0)):
+        for causal in (False, True):
+            q, k, v, _ = inputs(dtype, 2, 333, 333, 4, 2, 128)
+            check_fwd(f"{dt} softcap {cap:g} scale {scale} {'causal' if causal else 'none'} d128 sq333 h4/2",
+                      dt, q, k, v, causal=causal, softcap=cap, scale=scale)
+    q, k, v, _ = inputs(dtype, 1, 300, 300, 2, 2, 64)
+    check_fwd(f"{dt} softcap 5 window (64, 0) d64 sq300", dt, q, k, v, window=(64, 0), softcap=5.0, scale=1.0)
+q, k, v, _ = inputs(torch.float64, 1, 256, 256, 2, 2, 128)
+capped, uncapped = attend(q, k, v, 1.0, softcap=5.0)[0], attend(q, k, v, 1.0)[0]
+expect(rel_l2(capped, uncapped) > 10 * TOLERANCE["bf16"],
+       f"softcap 5 changes the reference by only {rel_l2(capped, uncapped):.3g}: the test cannot tell")
+
+# Head dims without a template of their own run on the next one up. The
+# tensors are slices of wider ones whose columns past head_dim are NaN: the
+# kernels must read them as zeros, never load them.
+for dt, dtype in DTYPES.items():
+    for d in (40, 80, 160):
+        for causal in (False, True):
+            for sq, sk in ((333, 333), (77, 300)):
+                wide = [t for t in inputs(dtype, 2, sq, sk, 4, 2, d + 16)[:3]]
+                for t in wide:
+                    t[..., d:] = float("nan")
+                q, k, v = (t[..., :d] for t in wide)
+                check_fwd(f"{dt} padded d{d} {'causal' if causal else 'none'} sq{sq} sk{sk} h4/2 (NaN past d)",
+                          dt, q, k, v, causal=causal)
+    q, k, v, _ = inputs(dtype, 1, 333, 333, 2, 2, 80)
+    check_fwd(f"{dt} padded d80 window (32, 16) sq333", dt, q, k, v, window=(32, 16))
+
+# Decoding: one or a few queries against a long K/V (split-KV variants with a
+# workspace), grouped-query 4, bottom-right aligned.
+for dt, dtype in DTYPES.items():
+    for sq in (1, 16):
+        for causal in (False, True):
+            q, k, v, _ = inputs(dtype, 2, sq, 4097, 8, 2, 128)
+            check_fwd(f"{dt} decode sq{sq} sk4097 h8/2 d128 {'causal' if causal else 'none'}", dt, q, k, v,
+                      causal=causal)
+        q, k, v, _ = inputs(dtype, 2, sq, 4097, 8, 2, 128)
+        check_fwd(f"{dt} decode sq{sq} sk4097 h8/2 d128 window (1024, 0)", dt, q, k, v, window=(1024, 0))
+    q, k, v, _ = inputs(dtype, 2, 1, 4097, 8, 2, 80)
+    check_fwd(f"{dt} decode sq1 sk4097 h8/2 d80 causal", dt, q, k, v, causal=True)
+
+
+# ---- Variable-length batches -----------------------------------------------
+
+
+def check_varlen(what, dtype_name, lens_q, lens_k, h, hk, d, causal=False, window=(-1, -1), softcap=0.0,
+                 used_k=None):
+    """fatune.attention_varlen_with_lse on packed sequences of lengths LENS_Q
+    and LENS_K (the first USED_K keys of each when given: seqused_k) against
+    attend() in float64 on each sequence alone."""
+    dtype = DTYPES[dtype_name]
+    q, _, _, _ = inputs(dtype, 1, sum(lens_q), 1, h, hk, d)
+    _, k, v, _ = inputs(dtype, 1, 1, sum(lens_k), h, hk, d)
+    q, k, v = q[0], k[0], v[0]
+    offsets = lambda lens: [sum(lens[:i]) for i in range(len(lens) + 1)]
+    cq, ck = offsets(lens_q), offsets(lens_k)
+    as_tensor = lambda xs: torch.tensor(xs, dtype=torch.int32, device="cuda")
+    try:
+        o, lse = fatune.attention_varlen_with_lse(
+            q, k, v, as_tensor(cq), as_tensor(ck), max(lens_q), max(lens_k), causal=causal,
+            window_size=window, softcap=softcap, seqused_k=as_tensor(used_k) if used_k else None)
+    except (ValueError, fatune.FatuneError) as e:
+        expect(False, f"{what}: {e}")
+        return
+    variant = fatune.last_choice().variant
+    ro, rlse = [], []
+    for b in range(len(lens_q)):
+        keys = slice(ck[b], ck[b] + (used_k[b] if used_k else lens_k[b]))
+        o_b, lse_b = attend(q[None, cq[b]:cq[b + 1]].double(), k[None, keys].double(), v[None, keys].double(),
+                            d ** -0.5, effective_window(causal, window), softcap)
+        ro.append(o_b[0])
+        rlse.append(lse_b[0])
+    expect(o.shape == q.shape and lse.shape == (h, q.shape[0]),
+           f"{what}: out {tuple(o.shape)}, lse {tuple(lse.shape)}; want {tuple(q.shape)}, {(h, q.shape[0])}")
+    expect_close(what, dtype_name, o, lse, torch.cat(ro, 0), torch.cat(rlse, 1), variant)
+
+
+SELF_LENS = [1, 77, 300, 128, 513]  # off every tile, one of a single row
+for dt in DTYPES:
+    for causal, window in ((False, (-1, -1)), (True, (-1, -1)), (False, (64, 0)), (False, (32, 16))):
+        check_varlen(f"{dt} varlen self {SELF_LENS} h4/2 d128 causal {causal} window {window}", dt,
+                     SELF_LENS, SELF_LENS, 4, 2, 128, causal=causal, window=window)
+    # Unequal lengths per sequence: decoding rows, and a sequence with more
+    # queries than keys whose first rows see nothing.
+    check_varlen(f"{dt} varlen cross q [1, 16, 77, 300] k [300, 16, 513, 77] h4/2 d128 causal", dt,
+                 [1, 16, 77, 300], [300, 16, 513, 77], 4, 2, 128, causal=True)
+    # A K/V cache padded per sequence to 600 rows, of which seqused_k are used.
+    check_varlen(f"{dt} varlen seqused_k [1, 257, 600] of 600 h8/2 d128 causal", dt,
+                 [1, 16, 77], [600, 600, 600], 8, 2, 128, causal=True, used_k=[1, 257, 600])
+    check_varlen(f"{dt} varlen self {SELF_LENS} h2/2 d80", dt, SELF_LENS, SELF_LENS, 2, 2, 80)
+    check_varlen(f"{dt} varlen self {SELF_LENS} h2/1 d64 softcap 30", dt, SELF_LENS, SELF_LENS, 2, 1, 64,
+                 softcap=30.0)
+
+# The varlen refusals.
+qp, kp = torch.randn(130, 2, 64, device="cuda", dtype=torch.float16), torch.randn(130, 2, 64, device="cuda",
+                                                                                   dtype=torch.float16)
+cu = torch.tensor([0, 50, 130], dtype=torch.int32, device="cuda")
+varlen = fatune.attention_varlen
+expect_raises(lambda: varlen(qp, kp, kp, cu.long(), cu, 80, 80),
+              "cu_seqlens_q is torch.int64 (3,) on cuda:0; fatune.attention_varlen takes a contiguous "
+              "torch.int32 (3,) on cuda:0")
+expect_raises(lambda: varlen(qp, kp, kp, cu, torch.tensor([0, 50, 100, 130], dtype=torch.int32, device="cuda"),
+                             80, 80), "cu_seqlens_k has 4 entries; expected 3")
+expect_raises(lambda: varlen(qp, kp, kp, cu, cu, 80, 80, seqused_k=cu), "seqused_k has 3 entries; expected 2")
+expect_raises(lambda: varlen(qp, kp, kp, cu.cpu(), cu, 80, 80),
+              "cu_seqlens_q is torch.int32 (3,) on cpu; fatune.attention_varlen takes a contiguous "
+              "torch.int32 (3,) on cuda:0")
+expect_raises(lambda: varlen(qp, kp, kp, cu[:1], cu, 80, 80),
+              "cu_seqlens_q has shape (1,); expected (batch + 1,) with batch >= 1")
+expect_raises(lambda: varlen(qp[None], kp, kp, cu, cu, 80, 80),
+              "q has 4 dimensions; expected 3: (total, heads, head_dim)")
+expect_raises(lambda: varlen(qp, kp[..., :32], kp[..., :32], cu, cu, 80, 80),
+              "shapes q (130, 2, 64), k (130, 2, 32), v (130, 2, 32): k and v must match, with q's head_dim")
+expect_raises(lambda: varlen(qp, kp, kp, cu, cu, 0, 80), "max_seqlen_q 0 must be 1 .. 2147483647")
+expect_raises(lambda: varlen(qp, kp, kp, cu, cu, 80, 80.0), "max_seqlen_k must be an int, got float", TypeError)
+expect_raises(lambda: varlen(qp, kp, kp, [0, 50, 130], cu, 80, 80), "cu_seqlens_q must be a torch.Tensor, got list",
+              TypeError)
+
+
 # ---- The backward ----------------------------------------------------------
 
 
-def reference_grads(q, k, v, dout, causal, scale):
-    """dq, dk, dv of softmax(scale · q·kᵀ [bottom-right causal]) · v in float64
-    autograd, written out rather than through SDPA: a row that sees no key
-    (seqlen_q > seqlen_k, causal) gives 0, as FlashAttention's convention and
-    libfatune's lse of -inf say, where a softmax over -inf gives NaN."""
+def reference_grads(q, k, v, dout, causal, scale, window=(-1, -1)):
+    """dq, dk, dv of attend() (float64 autograd through an explicit softmax,
+    not SDPA: a row that sees no key gives 0 there) for these inputs."""
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    rep = q.shape[2] // k.shape[2]
-    kr, vr = kd.repeat_interleave(rep, 2), vd.repeat_interleave(rep, 2)
-    s = torch.einsum("bqhd,bkhd->bhqk", qd, kr) * scale  # S = Q·Kᵀ · scale
-    sq, sk = q.shape[1], k.shape[1]
-    if causal:  # query i sees key j iff j <= i + sk - sq
-        i = torch.arange(sq, device=q.device)[:, None]
-        j = torch.arange(sk, device=q.device)[None, :]
-        s = s.masked_fill(j > i + sk - sq, float("-inf"))
-    m = s.amax(-1, keepdim=True).detach()
-    e = torch.exp(s - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
-    l = e.sum(-1, keepdim=True)
-    p = e / torch.where(l > 0, l, torch.ones_like(l))  # P = softmax(S), 0 for a row seeing nothing
-    o = torch.einsum("bhqk,bkhd->bqhd", p, vr)      # O = P·V
+    o, _ = attend(qd, kd, vd, scale, effective_window(causal, window))
     o.backward(dout.double())
     return qd.grad, kd.grad, vd.grad
 
 
-def rel_l2(got, ref):
-    return ((got.double() - ref).norm() / ref.norm()).item()
-
-
-def inputs(dtype, b, sq, sk, h, hk, d, seed):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    make = lambda s, heads: torch.randn(b, s, heads, d, device="cuda", generator=g).to(dtype)
-    return make(sq, h), make(sk, hk), make(sk, hk), make(sq, h)  # q, k, v, dout
-
-
-def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, deterministic=False, sum_loss=False):
+def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, deterministic=False, sum_loss=False,
+                window=(-1, -1)):
     """loss.backward() through fatune.attention against reference_grads.
     sum_loss: o.sum() as the loss, whose gradient reaches the backward as an
     expanded (stride 0) tensor that must be copied before the kernels read it."""
     dtype = torch.float16 if dtype_name == "fp16" else torch.bfloat16
-    q, k, v, dout = inputs(dtype, b, sq, sk, h, hk, d, seed=sq * 7919 + sk * 31 + d + h)
+    q, k, v, dout = inputs(dtype, b, sq, sk, h, hk, d)
     if sum_loss:
         dout = torch.ones_like(dout)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     what = (f"bwd {dtype_name} {'causal' if causal else 'none'} d{d} b{b} sq{sq} sk{sk} h{h}/{hk}"
             f"{' scale ' + str(scale) if scale else ''}{' deterministic' if deterministic else ''}"
-            f"{' sum-loss' if sum_loss else ''}")
+            f"{' sum-loss' if sum_loss else ''}{f' window {window}' if window != (-1, -1) else ''}")
     try:  # a refusal here is one failure, not the end of the run
-        o = fatune.attention(q, k, v, causal=causal, scale=scale, deterministic=deterministic)
+        o = fatune.attention(q, k, v, causal=causal, scale=scale, deterministic=deterministic,
+                             window_size=window)
         if sum_loss:
             o.sum().backward()
         else:
@@ -190,8 +476,8 @@ def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, determinist
         expect(False, f"{what}: {e}")
         return
     choice = fatune.last_choice()
-    refs = reference_grads(q, k, v, dout, causal, scale if scale is not None else d ** -0.5)
-    errs = [rel_l2(t.grad, r) for t, r in zip((q, k, v), refs)]
+    refs = reference_grads(q, k, v, dout, causal, scale if scale is not None else d ** -0.5, window)
+    errs = grad_errors([t.grad for t in (q, k, v)], refs)
     finite = all(torch.isfinite(t.grad).all().item() for t in (q, k, v))
     shapes = tuple(t.grad.shape for t in (q, k, v)) == tuple(t.shape for t in (q, k, v))
     print(f"{what}: {choice.variant} ({choice.origin}, {choice.match}, {choice.load}) rel_l2 "
@@ -199,7 +485,7 @@ def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, determinist
     tol = GRAD_TOLERANCE[dtype_name]
     expect(finite and shapes and max(errs) <= tol,
            f"{what}: rel_l2 {[f'{e:.3g}' for e in errs]} > {tol}, finite {finite}, shapes {shapes}")
-    sel = fatune.select_bwd(q, k, v, causal=causal, deterministic=deterministic)
+    sel = fatune.select_bwd(q, k, v, causal=causal, deterministic=deterministic, window_size=window)
     expect(sel.variant == choice.variant, f"{what}: select_bwd says {sel.variant}, ran {choice.variant}")
 
 
@@ -217,6 +503,20 @@ for dt in ("fp16", "bf16"):
     compare_bwd(dt, False, 64, 1, 300, 513, 4, 1)
     compare_bwd(dt, True, 64, 1, 256, 256, 2, 2, scale=0.5)
     compare_bwd(dt, True, 128, 1, 1000, 1000, 8, 2, deterministic=True)
+    # Sliding windows (the backward skips the key blocks outside them too),
+    # with unequal lengths whose first rows see nothing, and causal=True
+    # bounding the right side.
+    for window in ((64, 0), (32, 16), (0, 0)):
+        for d in (64, 128):
+            compare_bwd(dt, False, d, 2, 333, 333, 4, 2, window=window)
+        compare_bwd(dt, False, 128, 1, 300, 77, 2, 2, window=window)
+    compare_bwd(dt, True, 128, 1, 1000, 1000, 8, 2, window=(128, 7))
+    compare_bwd(dt, False, 128, 1, 1000, 1000, 8, 2, window=(256, 0), deterministic=True)
+    # Head dims padded inside the kernels, and the smallest template's.
+    for d in (32, 40, 80, 160):
+        for causal in (False, True):
+            compare_bwd(dt, causal, d, 2, 333, 333, 4, 2)
+    compare_bwd(dt, True, 80, 1, 77, 300, 2, 2, window=(64, 0))
 compare_bwd("bf16", False, 128, 1, 200, 200, 2, 2, sum_loss=True)
 
 # Deterministic mode: the same inputs twice give bit-identical gradients.
@@ -233,21 +533,24 @@ expect(all(same), f"deterministic gradients differ between two runs: {same}")
 # The raw backward writes every element of given gradient tensors, and none
 # outside them: NaN-filled, each a slice of a wider NaN tensor (strides that
 # are not the contiguous ones), fully finite afterwards, the rest still NaN.
-for dt, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
-    b, sq, sk, h, hk, d = 2, 77, 130, 4, 2, 64
-    q, k, v, dout = inputs(dtype, b, sq, sk, h, hk, d, seed=11)
+# At head dim 80 the kernel's template is 96 wide: columns 80..95 of the wide
+# tensors are where a padded store would land.
+for (dt, dtype), d in ((("fp16", torch.float16), 64), (("bf16", torch.bfloat16), 64),
+                       (("fp16", torch.float16), 80), (("bf16", torch.bfloat16), 80)):
+    b, sq, sk, h, hk = 2, 77, 130, 4, 2
+    q, k, v, dout = inputs(dtype, b, sq, sk, h, hk, d)
     o, lse = fatune.attention_with_lse(q, k, v, causal=True)
     wide = [torch.full((b, s, heads, 2 * d), float("nan"), device="cuda", dtype=dtype)
             for s, heads in ((sq, h), (sk, hk), (sk, hk))]
     given = [w[..., :d] for w in wide]
     got = fatune.attention_bwd(dout, q, k, v, o, lse, causal=True, dq=given[0], dk=given[1], dv=given[2])
-    expect(all(g is w for g, w in zip(got, given)), f"{dt}: attention_bwd did not return the given tensors")
-    expect(all(torch.isfinite(g).all().item() for g in given), f"{dt}: NaN left in the given dq, dk, dv")
-    expect(all(torch.isnan(w[..., d:]).all().item() for w in wide), f"{dt}: written outside dq, dk, dv")
+    expect(all(g is w for g, w in zip(got, given)), f"{dt} d{d}: attention_bwd did not return the given tensors")
+    expect(all(torch.isfinite(g).all().item() for g in given), f"{dt} d{d}: NaN left in the given dq, dk, dv")
+    expect(all(torch.isnan(w[..., d:]).all().item() for w in wide), f"{dt} d{d}: written outside dq, dk, dv")
     refs = reference_grads(q, k, v, dout, True, d ** -0.5)
-    errs = [rel_l2(g, r) for g, r in zip(given, refs)]
-    print(f"attention_bwd {dt} into NaN-filled strided dq, dk, dv: rel_l2 {[f'{e:.3g}' for e in errs]}")
-    expect(max(errs) <= GRAD_TOLERANCE[dt], f"{dt}: attention_bwd into given tensors: rel_l2 {errs}")
+    errs = grad_errors(given, refs)
+    print(f"attention_bwd {dt} d{d} into NaN-filled strided dq, dk, dv: rel_l2 {[f'{e:.3g}' for e in errs]}")
+    expect(max(errs) <= GRAD_TOLERANCE[dt], f"{dt} d{d}: attention_bwd into given tensors: rel_l2 {errs}")
 
 # The backward's refusals.
 q, k, v, dout = inputs(torch.float16, 1, 64, 64, 2, 2, 64, seed=3)
@@ -273,12 +576,33 @@ expect_raises(lambda: bwd(dout, q, k, v, o, lse, dk=torch.empty_like(q[:, :32]))
 expect_raises(lambda: bwd(dout.tolist(), q, k, v, o, lse), "dout must be a torch.Tensor, got list", TypeError)
 expect_raises(lambda: bwd(dout, q, k, v, o, lse, deterministic=1), "deterministic must be a bool, got 1",
               TypeError)
+expect_raises(lambda: bwd(dout, q, k, v, o, lse, window_size=(-3, 0)),
+              "window_size (-3, 0): left bound -3 must be -1 (unbounded) or 0 .. 2147483647")
 expect_raises(lambda: fatune.attention(q, k, v, deterministic="yes"),
               "deterministic must be a bool, got 'yes'", TypeError)
 expect_raises(lambda: fatune.attention(q.cpu().requires_grad_(), k, v),
               "q is on cpu; fatune.attention needs CUDA tensors")
-expect_raises(lambda: fatune.select_bwd(q80, q80, q80),
-              "fatune.select_bwd: head_dim 80 has no template (supported: 64, 96, 128, 192, 256)")
+expect_raises_prefix(lambda: fatune.select_bwd(q264, q264, q264), "fatune.select_bwd: head_dim 264")
+
+# Forward-only options: the forward runs with tensors that require grad, the
+# backward raises NotImplementedError naming why.
+q, k, v, dout = inputs(torch.bfloat16, 1, 128, 128, 2, 2, 64)
+q, k, v = (t.requires_grad_() for t in (q, k, v))
+o = fatune.attention(q, k, v, causal=True, softcap=5.0)
+expect(o.requires_grad and torch.isfinite(o).all().item(), "softcap forward with tensors requiring grad")
+expect_raises(lambda: o.backward(dout),
+              "fatune.attention: softcap 5 has no backward (libfatune's fat_attention_bwd has no soft-cap); "
+              "train with softcap=0.0, or run the forward under torch.no_grad()", NotImplementedError)
+cu = torch.tensor([0, 50, 128], dtype=torch.int32, device="cuda")
+o = fatune.attention_varlen(q[0], k[0], v[0], cu, cu, 78, 78, causal=True)
+expect(o.requires_grad and torch.isfinite(o).all().item(), "varlen forward with tensors requiring grad")
+expect_raises(lambda: o.backward(dout[0]),
+              "fatune.attention_varlen has no backward (libfatune's fat_attention_bwd takes no cu_seqlens); "
+              "run it under torch.no_grad(), or use fatune.attention on padded tensors to train",
+              NotImplementedError)
+with torch.no_grad():
+    o = fatune.attention(q, k, v, softcap=5.0)
+expect(not o.requires_grad, "softcap under torch.no_grad(): no graph")
 
 print("python binding:", "FAILED" if failures else "ok", f"({failures} failures)")
 sys.exit(1 if failures else 0)

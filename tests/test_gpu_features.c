@@ -1,0 +1,239 @@
+/* On a GPU: the forward's problem features against the fp64 reference,
+ * each on fresh random inputs with poisoned outputs (fat_gpu_check):
+ * sliding windows (bounded on either side, both, neither, the window that
+ * shows a row no key), head dims below their template's (40 on 64, 80 and
+ * 88 on 96, 200 on 256), the tanh soft-cap, variable-length batches with
+ * seqused_k, and the decoding schedules (packed grouped-query heads, keys
+ * split over blocks and merged by the combine kernel) at seqlen_q 1 and 16
+ * against 4097 and 65536 keys -- and the combination the issue names:
+ * causal-style window + grouped-query + uneven lengths + awkward head dim +
+ * variable lengths. Lengths 1, 17, 1000 and 4097 appear. Prints one row per
+ * check. Exits 77 (skipped) when no CUDA driver or device is present. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compile.h"
+#include "cuda_api.h"
+#include "fwd_launch.h"
+#include "gen.h"
+#include "gpu_run.h"
+#include "check.h"
+
+#define SKIP 77
+#define ERRLEN 4096
+#define TEST_SEED 20261130u
+
+static char err[ERRLEN];
+static fat_variant *space;
+static size_t n_space;
+
+static const fat_variant *variant(const char *name) {
+  for (size_t i = 0; i < n_space; i++)
+    if (!strcmp(space[i].name, name)) return &space[i];
+  return NULL;
+}
+
+/* Compiles the variant NAME for ARCH and loads it on G. 0 or -1 with err. */
+static int load(fat_gpu *g, const char *name, const char *arch, fat_build *b, fat_gpu_kernel *k) {
+  const fat_variant *v = variant(name);
+  fat_kernel_desc d;
+  memset(b, 0, sizeof *b);
+  if (!v) {
+    snprintf(err, sizeof err, "%s is not in the space", name);
+    return -1;
+  }
+  if (fat_compile_one(v->name, v->source, arch, b, err, sizeof err)) return -1;
+  if (!b->ok) {
+    snprintf(err, sizeof err, "%s: %.2000s", v->name, b->log ? b->log : "");
+    return -1;
+  }
+  memset(&d, 0, sizeof d);
+  snprintf(d.name, sizeof d.name, "%s", v->name);
+  snprintf(d.entry, sizeof d.entry, "%s", v->entry);
+  d.block_m = v->block_m;
+  d.threads = v->threads;
+  d.smem_bytes = v->smem_bytes;
+  d.dtype = v->dtype;
+  d.mask = v->mask;
+  d.head_dim = v->head_dim;
+  d.cubin = b->cubin;
+  d.cubin_size = b->cubin_size;
+  d.kind = FAT_KERNEL_FUSED;
+  d.direction = v->direction;
+  d.splits = 1;
+  if (v->direction == FAT_BWD) {
+    int block_n = 0;
+    if (fat_bwd_params_parse(v->params, &d.block_q, &block_n, &d.dq_separate, err, sizeof err))
+      return -1;
+  } else if (fat_fwd_params_parse(v->params, &d.pack_gqa, &d.splits, err, sizeof err)) {
+    return -1;
+  }
+  return fat_gpu_kernel_load(g, &d, k, err, sizeof err) == FAT_GPU_OK ? 0 : -1;
+}
+
+static unsigned seed_counter;
+
+/* Checks NAME on each shape; one printed row per shape. */
+static void check_variant(fat_gpu *g, const char *arch, const char *name, const fat_check_shape *s,
+                          int n) {
+  fat_build b;
+  fat_gpu_kernel k;
+  if (load(g, name, arch, &b, &k)) {
+    fprintf(stderr, "%s: %s\n", name, err);
+    check_record(0);
+    fat_build_free(&b);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    fat_check c;
+    char shape[160];
+    snprintf(shape, sizeof shape, "%dx%d/%dx%dx%d w%d,%d d%d cap%g%s", s[i].batch, s[i].heads,
+             s[i].heads_k, s[i].seqlen_q, s[i].seqlen_k, s[i].window_left, s[i].window_right,
+             s[i].head_dim, (double)s[i].softcap, s[i].varlen ? " varlen" : "");
+    int rc = fat_gpu_check(g, &k, &s[i], TEST_SEED + seed_counter++, &c, err, sizeof err);
+    if (rc != FAT_GPU_OK) {
+      fprintf(stderr, "%s on %s: %s\n", name, shape, err);
+      check_record(0);
+      continue;
+    }
+    printf("%-46s %-44s rel_l2 %.2e lse %.1e  %s\n", name, shape, c.rel_l2, c.lse_max_abs, c.reason);
+    CHECK(c.passed);
+  }
+  fat_gpu_kernel_unload(g, &k);
+  fat_build_free(&b);
+}
+
+#define N(a) ((int)(sizeof a / sizeof a[0]))
+#define SHAPE(b, h, hk, sq, sk) .batch = b, .heads = h, .heads_k = hk, .seqlen_q = sq, .seqlen_k = sk
+
+int main(void) {
+  fat_gpu *g = NULL;
+  fat_gpu_info info;
+  fat_build util, ref;
+  char arch[16];
+  memset(&util, 0, sizeof util);
+  memset(&ref, 0, sizeof ref);
+  if (fat_gpu_open(0, &g, &info, err, sizeof err)) {
+    printf("skipped: %s\n", err);
+    if (!strncmp(err, FAT_CUDA_NO_DRIVER, strlen(FAT_CUDA_NO_DRIVER)) ||
+        !strncmp(err, "no CUDA device", strlen("no CUDA device")))
+      return SKIP;
+    return 1;
+  }
+  printf("%s, sm_%d%d, %d SMs\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
+  fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
+  fat_gen *gen = fat_gen_open(NULL, err, sizeof err);
+  fat_gen_query q = {.direction = FAT_FWD, .arch = arch, .smem_limit = info.smem_per_block_optin};
+  fat_gen_query qb = {.direction = FAT_BWD, .arch = arch, .smem_limit = info.smem_per_block_optin};
+  fat_variant *bwd = NULL;
+  size_t n_bwd = 0;
+  if (!gen || fat_gen_variants(gen, &q, &space, &n_space, NULL, NULL, err, sizeof err) ||
+      fat_gen_variants(gen, &qb, &bwd, &n_bwd, NULL, NULL, err, sizeof err) ||
+      fat_gpu_compile_support(arch, &util, &ref, err, sizeof err) ||
+      fat_gpu_load_support(g, util.cubin, ref.cubin, err, sizeof err) != FAT_GPU_OK) {
+    fprintf(stderr, "setup: %s\n", err);
+    check_record(0);
+    goto out;
+  }
+  /* One space of both directions: variants are looked up by name. */
+  fat_variant *both = realloc(space, (n_space + n_bwd) * sizeof *both);
+  if (!both) {
+    fprintf(stderr, "out of memory\n");
+    check_record(0);
+    goto out;
+  }
+  space = both;
+  memcpy(space + n_space, bwd, n_bwd * sizeof *bwd);
+  n_space += n_bwd;
+  free(bwd);
+
+  /* Windows: causal-style (left, 0), both sides, right only, (0, 0) (the
+   * diagonal alone), one that shows the first rows nothing (300 queries
+   * over 45 keys, right bound 0: rows 0..254 sit before every key), and
+   * a long one whose skipped tiles matter. */
+  const fat_check_shape windows[] = {
+      {SHAPE(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
+      {SHAPE(2, 3, 3, 777, 1300), .window_left = 50, .window_right = 30},
+      {SHAPE(1, 2, 2, 17, 17), .window_left = -1, .window_right = 5},
+      {SHAPE(1, 2, 1, 129, 129), .window_left = 0, .window_right = 0},
+      {SHAPE(1, 2, 2, 300, 45), .window_left = 10, .window_right = 0},
+      {SHAPE(1, 2, 2, 4097, 4097), .window_left = 1024, .window_right = 0},
+  };
+  check_variant(g, arch, "fwd.mma80.bf16.d128.local.m128n64w4s1", windows, N(windows));
+  check_variant(g, arch, "fwd.mma80.fp16.d64.local.m64n32w4s2", windows, N(windows));
+  check_variant(g, arch, "fwd.mma80.bf16.d256.local.m128n64w8s1", windows, 3);
+
+  /* Head dims below the template's, no padded copy. */
+  const fat_check_shape pad80[] = {{SHAPE(2, 3, 3, 129, 257), .head_dim = 80},
+                                   {SHAPE(1, 4, 2, 1000, 1000), .head_dim = 88}};
+  const fat_check_shape pad40[] = {{SHAPE(2, 3, 3, 129, 257), .head_dim = 40}};
+  const fat_check_shape pad200[] = {{SHAPE(1, 2, 2, 300, 200), .head_dim = 200}};
+  check_variant(g, arch, "fwd.mma80.bf16.d96.none.m128n64w4s1", pad80, N(pad80));
+  check_variant(g, arch, "fwd.mma80.fp16.d96.causal.m128n64w4s1", pad80, N(pad80));
+  check_variant(g, arch, "fwd.mma80.bf16.d64.causal.m128n64w4s1", pad40, N(pad40));
+  check_variant(g, arch, "fwd.mma80.bf16.d256.none.m128n64w8s1", pad200, N(pad200));
+  /* The native 32. */
+  const fat_check_shape plain[] = {{SHAPE(2, 3, 3, 1000, 1000)}, {SHAPE(1, 4, 2, 17, 4097)}};
+  check_variant(g, arch, "fwd.mma80.bf16.d32.causal.m128n64w4s1", plain, N(plain));
+  check_variant(g, arch, "fwd.mma80.fp16.d32.none.m128n64w4s1", plain, N(plain));
+
+  /* Soft-cap (Gemma 2 uses 50 on its attention scores). */
+  const fat_check_shape capped[] = {{SHAPE(1, 4, 2, 500, 700), .softcap = 50.f},
+                                    {SHAPE(1, 2, 2, 300, 300), .softcap = 5.f}};
+  check_variant(g, arch, "fwd.mma80.bf16.d128.causal.m128n64w4s1", capped, N(capped));
+  check_variant(g, arch, "fwd.mma80.fp16.d128.none.m128n64w4s1", capped, N(capped));
+
+  /* Variable-length batches, with per-sequence key counts. */
+  const fat_check_shape varlen[] = {{SHAPE(3, 4, 2, 300, 500), .varlen = 1},
+                                    {SHAPE(4, 2, 2, 1000, 1000), .varlen = 1},
+                                    {SHAPE(3, 4, 4, 500, 77), .varlen = 1}};
+  check_variant(g, arch, "fwd.mma80.bf16.d128.none.m128n64w4s1", varlen, N(varlen));
+  check_variant(g, arch, "fwd.mma80.bf16.d128.causal.m128n64w4s1", varlen, N(varlen));
+  const fat_check_shape varlen_local[] = {
+      {SHAPE(3, 4, 2, 300, 500), .varlen = 1, .window_left = 64, .window_right = 8}};
+  check_variant(g, arch, "fwd.mma80.fp16.d64.local.m64n32w4s2", varlen_local, 1);
+
+  /* Decoding: one and 16 queries against long caches, grouped heads. */
+  const fat_check_shape decode[] = {{SHAPE(2, 8, 2, 1, 4097)},
+                                    {SHAPE(2, 8, 2, 16, 4097)},
+                                    {SHAPE(1, 8, 2, 1, 65536)},
+                                    {SHAPE(1, 8, 1, 16, 1000)},
+                                    {SHAPE(3, 8, 2, 16, 700), .varlen = 1}};
+  static const char *const decoders[] = {
+      "fwd.splitkv.bf16.d128.causal.m64n64w4s2.g1x8", "fwd.splitkv.bf16.d128.causal.m64n64w4s2.g0x16",
+      "fwd.splitkv.bf16.d128.none.m64n128w4s2.g1x1", "fwd.splitkv.fp16.d64.causal.m64n64w4s3.g1x32",
+      "fwd.mma80.bf16.d128.causal.m128n64w4s1"};
+  for (int i = 0; i < N(decoders); i++) check_variant(g, arch, decoders[i], decode, N(decode));
+
+  /* The combination: causal-style window, grouped-query heads, uneven
+   * lengths, head dim 88 on the 96 template, variable lengths, soft-cap. */
+  const fat_check_shape all[] = {
+      {SHAPE(3, 8, 2, 300, 1000), .window_left = 200, .window_right = 0, .head_dim = 88,
+       .varlen = 1, .softcap = 30.f},
+      {SHAPE(2, 8, 2, 1, 4097), .window_left = 1000, .window_right = 0, .head_dim = 88}};
+  check_variant(g, arch, "fwd.mma80.bf16.d96.local.m128n64w4s1", all, N(all));
+  check_variant(g, arch, "fwd.splitkv.bf16.d96.local.m64n64w4s2.g1x4", all, N(all));
+
+  /* The backward's share: windows and padded head dims (dQ, dK and dV
+   * against the fp64 gradients), both dQ strategies, with the prefetch. */
+  const fat_check_shape bwd_shapes[] = {
+      {SHAPE(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
+      {SHAPE(2, 3, 3, 300, 500), .window_left = 50, .window_right = 30},
+      {SHAPE(1, 2, 2, 300, 45), .window_left = 10, .window_right = 0},
+      {SHAPE(1, 4, 2, 257, 129), .window_left = -1, .window_right = 7, .head_dim = 88}};
+  check_variant(g, arch, "bwd.mma80.bf16.d96.local.m64n64w4.atomic", bwd_shapes, N(bwd_shapes));
+  check_variant(g, arch, "bwd.mma80.fp16.d96.local.m64n64w4.separate", bwd_shapes, N(bwd_shapes));
+  const fat_check_shape bwd_pad[] = {{SHAPE(2, 3, 3, 129, 257), .head_dim = 80},
+                                     {SHAPE(1, 4, 2, 1000, 1000), .head_dim = 40}};
+  check_variant(g, arch, "bwd.mma80.bf16.d128.causal.m64n128w8.atomic.p1", &bwd_pad[0], 1);
+  check_variant(g, arch, "bwd.mma80.bf16.d64.none.m32n128w4.atomic.p1", &bwd_pad[1], 1);
+  check_variant(g, arch, "bwd.mma80.bf16.d64.causal.m32n128w4.separate.p1", &bwd_pad[1], 1);
+out:
+  for (size_t i = 0; i < n_space; i++) fat_variant_free(&space[i]);
+  free(space);
+  if (gen) fat_gen_close(gen);
+  fat_build_free(&util);
+  fat_build_free(&ref);
+  fat_gpu_close(g);
+  return check_summary("test_gpu_features");
+}
