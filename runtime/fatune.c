@@ -1365,12 +1365,8 @@ static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
   p->seqused_k = a->seqused_k;
   p->window_left = a->mask == FAT_ATTN_MASK_LOCAL ? a->window_left : -1;
   p->window_right = a->mask == FAT_ATTN_MASK_LOCAL ? a->window_right : -1;
-  p->softmax_scale = a->softmax_scale > 0 ? a->softmax_scale : 1.0f / sqrtf((float)a->head_dim);
-  p->scale_log2 = p->softmax_scale * (float)M_LOG2E;
-  if (a->softcap > 0) {
-    p->softcap_in = p->softmax_scale / a->softcap;
-    p->softcap_out = a->softcap / p->softmax_scale;
-  }
+  fat_fwd_set_scale(p, a->softmax_scale > 0 ? a->softmax_scale : 1.0 / sqrt((double)a->head_dim),
+                    a->softcap);
 }
 
 static fat_fwd_geometry entry_geometry(const sel_entry *e) {

@@ -5,6 +5,15 @@
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap) {
+  const double log2_e = 1.4426950408889634;
+  p->softmax_scale = (float)scale;
+  p->scale_log2 = (float)(scale * log2_e);
+  /* The kernels cap raw scores: raw' = (cap / scale) tanh(raw scale / cap). */
+  p->softcap_in = softcap > 0 ? (float)(scale / softcap) : 0.f;
+  p->softcap_out = softcap > 0 ? (float)(softcap / scale) : 0.f;
+}
+
 size_t fat_fwd_workspace_bytes(const fat_fwd_geometry *g, int batch, int heads, int seqlen_q) {
   if (g->splits <= 1) return 0;
   const size_t rows = (size_t)g->splits * (size_t)batch * (size_t)heads * (size_t)seqlen_q;

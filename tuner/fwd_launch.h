@@ -28,6 +28,11 @@ typedef struct fat_fwd_geometry {
   int head_dim;      /* the template's: the row pitch of the fp32 partials */
 } fat_fwd_geometry;
 
+/* Sets P's softmax_scale to SCALE and what the kernels derive from it:
+ * scale_log2, and the soft-cap's softcap_in / softcap_out for a cap of
+ * SOFTCAP (> 0; 0: none), the one place that conversion is written. */
+void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap);
+
 /* Bytes of device workspace the variant needs for a problem of this
  * batch, heads and (longest) seqlen_q: 0 unless split; then the fp32
  * partial outputs and log-sum-exps, splits x batch x heads x seqlen_q rows,

@@ -43,7 +43,6 @@
 #define CLOCK_SPIN_NS 2000000ull        /* 2 ms: long enough to average the clock */
 #define FLUSH_L2_FACTOR 2               /* write twice the L2 to evict everything */
 #define FLUSH_MIN_BYTES (64u << 20)     /* if the driver reports no L2 size */
-#define LOG2_E 1.4426950408889634
 #define MS_PER_S 1e3
 #define FLOP_PER_TFLOP 1e12
 #define KHZ_PER_MHZ 1e3
@@ -382,12 +381,7 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
   p->head_dim = dp;
   p->window_left = s->window_left;
   p->window_right = s->window_right;
-  p->softmax_scale = (float)(1.0 / sqrt((double)dp));
-  p->scale_log2 = (float)(1.0 / sqrt((double)dp) * LOG2_E);
-  if (s->softcap > 0) {
-    p->softcap_in = p->softmax_scale / s->softcap;
-    p->softcap_out = s->softcap / p->softmax_scale;
-  }
+  fat_fwd_set_scale(p, 1.0 / sqrt((double)dp), s->softcap);
 out:
   free(lengths);
   if (rc != FAT_GPU_OK) fat_gpu_tensors_free(g, t);
