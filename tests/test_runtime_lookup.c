@@ -28,6 +28,10 @@ static fat_gpu_info gpu_of(const char *name, int sms) {
   return g;
 }
 
+/* The fat_fwd_params layout the stand-in sources say they were built
+ * against: today's, unless a test stores a winner of an older build. */
+static int stand_in_abi = FAT_ABI_VERSION;
+
 /* Stores variant VNAME of DIR with PARAMS, checked (PASSED or not) and
  * timed on (dtype, mask, head dim, seqlen bucket) on the GPU NAME/SMS, in
  * the database at PATH; the winner of its problem when WINNER. */
@@ -45,7 +49,7 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
   fat_variant v = {0};
   /* Carries the ABI line, as every generated source does. */
   snprintf(source, sizeof source, "// stand-in source of %s\n#define FAT_ABI_VERSION %d\n", vname,
-           FAT_ABI_VERSION);
+           stand_in_abi);
   v.name = (char *)vname, v.family = "mma80", v.source = source, v.params = (char *)params;
   v.entry = dir == FAT_FWD ? "fat_fwd_mma80" : "fat_bwd_mma80";
   fat_sha256_hex(source, strlen(source), v.hash);
@@ -393,6 +397,31 @@ int main(void) {
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_STR(ch.variant, "fwd.square.s1024g4");
   CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  fat_context_close(c);
+
+  /* A winner stored by a build with another fat_fwd_params layout (its
+   * source says FAT_ABI_VERSION 1) is never launched with today's block:
+   * passed over, the built-in default serves. */
+  char old_abi[256];
+  snprintf(old_abi, sizeof old_abi, "%s/old-abi.db", dir);
+  stand_in_abi = FAT_ABI_VERSION - 1;
+  put_winner(old_abi, H200, H200_SMS, "fwd.mma80.fp16.d256.causal.old", FAT_FP16, FAT_MASK_CAUSAL,
+             256, 2048, 1.0);
+  stand_in_abi = FAT_ABI_VERSION;
+  const char *const no_tables[] = {other};  /* a missing file: not the installed tables */
+  c = offline(old_abi, no_tables, 1, H200_SMS, 0);
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_CAUSAL, 256, 2048);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.match, FAT_MATCH_DEFAULT);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  fat_context_close(c);
+  /* The same winner with today's line serves. */
+  put_winner(old_abi, H200, H200_SMS, "fwd.mma80.fp16.d256.causal.new", FAT_FP16, FAT_MASK_CAUSAL,
+             256, 2048, 0.9);
+  c = offline(old_abi, no_tables, 1, H200_SMS, 0);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d256.causal.new");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
   fat_context_close(c);
 
   /* One message per code. */
