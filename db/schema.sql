@@ -1,4 +1,4 @@
--- fatune's tuning database, schema version 1 (PRAGMA user_version).
+-- fatune's tuning database, schema version 2 (PRAGMA user_version).
 --
 -- Why it looks like this: every compile, check and timing is kept as it is
 -- made (one row, one commit), so an interrupted run resumes and adding a
@@ -10,10 +10,15 @@
 -- the generator could not have produced is refused, never stored.
 --
 -- tuner/db.c applies this file in one transaction to a database whose
--- user_version is 0, and refuses any other version than the one below.
--- Changing a table means a new version number and a migration.
+-- user_version is 0, upgrades an older version with db/migrations/ (one
+-- file per version, each in one transaction), and refuses a newer one.
+-- Changing a table means a new version number and a migration, and
+-- tests/test_db_migrate.c proves the migrated schema is this one.
+--
+-- Version 2: problems carry the local mask's window (window_left,
+-- window_right), part of their key; 'local' is a mask.
 
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 
 -- The GPU a measurement was made on, with everything that can change a
 -- timing: a driver or NVRTC upgrade is a different row.
@@ -45,7 +50,7 @@ CREATE TABLE variants (
   family      TEXT    NOT NULL CHECK (length(family) > 0),
   direction   TEXT    NOT NULL CHECK (direction IN ('fwd', 'bwd')),
   dtype       TEXT    NOT NULL CHECK (dtype IN ('fp16', 'bf16')),
-  mask        TEXT    NOT NULL CHECK (mask IN ('none', 'causal')),
+  mask        TEXT    NOT NULL CHECK (mask IN ('none', 'causal', 'local')),
   -- Tensor-core k-steps and 16-byte loads need multiples of 8.
   head_dim    INTEGER NOT NULL CHECK (head_dim BETWEEN 8 AND 256 AND head_dim % 8 = 0),
   params      TEXT    NOT NULL,           -- canonical, sorted: "BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4"
@@ -85,19 +90,29 @@ CREATE TABLE builds (
 CREATE INDEX builds_by_variant ON builds (variant_id, arch);
 
 -- An attention problem a winner is chosen for. The benchmark shapes are the
--- buckets: the runtime maps a call to the nearest tuned seqlen.
+-- buckets: the runtime maps a call to the nearest tuned seqlen (and, for
+-- the local mask, the nearest window).
 CREATE TABLE problems (
   id        INTEGER PRIMARY KEY,
   direction TEXT    NOT NULL CHECK (direction IN ('fwd', 'bwd')),
   dtype     TEXT    NOT NULL CHECK (dtype IN ('fp16', 'bf16')),
-  mask      TEXT    NOT NULL CHECK (mask IN ('none', 'causal')),
+  mask      TEXT    NOT NULL CHECK (mask IN ('none', 'causal', 'local')),
   head_dim  INTEGER NOT NULL CHECK (head_dim BETWEEN 8 AND 256 AND head_dim % 8 = 0),
   batch     INTEGER NOT NULL CHECK (batch > 0),
   heads     INTEGER NOT NULL CHECK (heads > 0),
   heads_k   INTEGER NOT NULL CHECK (heads_k > 0 AND heads % heads_k = 0),  -- grouped-query: heads_k divides heads
   seqlen_q  INTEGER NOT NULL CHECK (seqlen_q > 0),
   seqlen_k  INTEGER NOT NULL CHECK (seqlen_k > 0),
-  UNIQUE (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k)
+  -- The local mask's window: a query sees the keys from its position -
+  -- window_left to its position + window_right, -1 unbounded on that side.
+  -- 0, 0 for the other masks, so that each of their problems has one key.
+  window_left  INTEGER NOT NULL DEFAULT 0 CHECK (window_left >= -1),
+  window_right INTEGER NOT NULL DEFAULT 0 CHECK (window_right >= -1),
+  CHECK (mask = 'local' OR (window_left = 0 AND window_right = 0)),
+  -- A window unbounded on both sides is no mask: tune mask 'none'.
+  CHECK (mask <> 'local' OR window_left >= 0 OR window_right >= 0),
+  UNIQUE (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k,
+          window_left, window_right)
 );
 
 -- One reference check of a variant on one GPU, for one problem (the shape
@@ -197,7 +212,7 @@ SELECT t.id AS timing_id, v.name AS variant, v.source_hash,
        g.name AS gpu, g.cc_major, g.cc_minor, g.sm_count, g.driver_version,
        g.nvrtc_major, g.nvrtc_minor, t.sm_clock_mhz,
        p.direction, p.dtype, p.mask, p.head_dim, p.batch, p.heads, p.heads_k,
-       p.seqlen_q, p.seqlen_k,
+       p.seqlen_q, p.seqlen_k, p.window_left, p.window_right,
        t.reps, t.median_ms, t.min_ms, t.p10_ms, t.p90_ms, t.max_ms, t.tflops,
        t.retired, t.created_at
 FROM timings t
@@ -245,8 +260,9 @@ CREATE INDEX external_timings_by_problem ON external_timings (gpu_id, problem_id
 -- applied to a version-1 database made before it: tuner/db.c runs this part
 -- on every open that finds the table missing and fills it from the cubins
 -- already stored there (the user's own builds, trusted as the database is).
--- Older fatune builds ignore the table, so PRAGMA user_version stays 1: a
--- build they store gets no hash, and is recompiled rather than trusted.
+-- Older fatune builds ignore the table, so it came without a new
+-- PRAGMA user_version (it is part of version 1 and later): a build they
+-- store gets no hash, and is recompiled rather than trusted.
 -- A table file cannot vouch for a cubin whose bytes it does not match: import
 -- checks every row here against its cubin.
 CREATE TABLE IF NOT EXISTS build_hashes (

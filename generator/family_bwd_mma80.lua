@@ -16,7 +16,6 @@ local ROW_PAD = 8             -- elements of padding per shared-memory row: conf
 local ELEMENT_BYTES = 2       -- fp16 and bf16
 local FLOAT_BYTES = 4         -- lse and D of a query tile, staged as fp32
 local ROW_STATS = 2           -- ... two of them (lse, D)
-local DQ_COLS = 32            -- atomic mode sums dQ 32 head-dim columns at a time
 local ACCUMULATOR_BUDGET = 192 -- registers of 255; the rest hold fragments and addresses
 -- At or below this many accumulators per thread ptxas keeps the key-block
 -- kernel at <= 128 registers (58-135 seen for d64 and d128 on sm_90a,
@@ -63,10 +62,10 @@ function family.default(head_dim)
 end
 
 -- The key-block kernel: K, V (BLOCK_N rows), Q, dO (BLOCK_M rows; twice
--- with PREFETCH), Pᵀ and dSᵀ (BLOCK_N x BLOCK_M), lse and D of the query tile.
+-- with PREFETCH), P and dS (BLOCK_M x BLOCK_N), lse and D of the query tile.
 local function smem_main(c)
   return (2 * c.BLOCK_N + 2 * c.BLOCK_M * (1 + c.PREFETCH)) * (c.HEAD_DIM + ROW_PAD) * ELEMENT_BYTES
-         + 2 * c.BLOCK_N * (c.BLOCK_M + ROW_PAD) * ELEMENT_BYTES
+         + 2 * c.BLOCK_M * (c.BLOCK_N + ROW_PAD) * ELEMENT_BYTES
          + ROW_STATS * c.BLOCK_M * FLOAT_BYTES
 end
 
@@ -89,15 +88,27 @@ function family.resources(c)
 end
 
 -- How WARPS warps split an M x N product (templates/bwd_mma80.cu's
--- WarpSplit): nil when they can, else why not.
+-- WarpSplit, which picks the grid with the fewest shared-memory loads):
+-- nil when some grid of wm x (warps / wm) warps can, else why not.
 local function split(what, m, n, warps)
-  local wm = math.min(warps, m // MMA_M)
-  local wn = warps // wm
-  if (m // MMA_M) % wm ~= 0 or wm * wn ~= warps then
-    return ("%s: %d rows do not split over %d warps"):format(what, m, warps)
+  for wm = 1, warps do
+    local wn = warps // wm
+    if warps % wm == 0 and (m // MMA_M) % wm == 0 and n % (2 * MMA_N * wn) == 0 then return nil end
   end
-  if n % (2 * MMA_N * wn) ~= 0 then
-    return ("%s: %d columns do not split into 16-column pairs over %d warps"):format(what, n, wn)
+  return ("%s: %d x %d does not split into whole 16 x 16 tiles over %d warps"):format(what, m, n, warps)
+end
+
+-- Atomic dQ (BLOCK_M x head dim) is summed in column slices no wider than
+-- BLOCK_N (its accumulators then take half the registers S's and dP's did): the
+-- fewest passes whose slices are whole 16-column steps the warps can split,
+-- as the template's dq_passes(); nil when there are none.
+local function dq_passes(c)
+  for passes = 1, c.HEAD_DIM // MMA_M do
+    local cols = c.HEAD_DIM // passes
+    if c.HEAD_DIM % passes == 0 and cols % MMA_M == 0 and cols <= c.BLOCK_N and
+       not split("dQ", c.BLOCK_M, cols, c.WARPS) then
+      return passes
+    end
   end
 end
 
@@ -115,15 +126,16 @@ family.constraints = {
       return ("head dim %d is not a multiple of %d"):format(c.HEAD_DIM, MMA_M)
     end
   end,
-  -- Atomic dQ walks the head dim DQ_COLS columns at a time.
+  -- Atomic dQ is summed in column slices the warps split evenly.
   function(c)
-    if c.DQ_MODE == "atomic" and c.HEAD_DIM % DQ_COLS ~= 0 then
-      return ("atomic dQ needs a head dim that is a multiple of %d, not %d"):format(DQ_COLS, c.HEAD_DIM)
+    if c.DQ_MODE == "atomic" and not dq_passes(c) then
+      return ("atomic dQ: no slice of head dim %d of at most %d columns splits over %d warps"):format(
+        c.HEAD_DIM, c.BLOCK_N, c.WARPS)
     end
   end,
-  -- The warps must split Sᵀ (keys x queries) and dK/dV (keys x head dim) evenly ...
+  -- The warps must split S (queries x keys) and dK/dV (keys x head dim) evenly ...
   function(c)
-    return split("S", c.BLOCK_N, c.BLOCK_M, c.WARPS) or split("dK", c.BLOCK_N, c.HEAD_DIM, c.WARPS)
+    return split("S", c.BLOCK_M, c.BLOCK_N, c.WARPS) or split("dK", c.BLOCK_N, c.HEAD_DIM, c.WARPS)
   end,
   -- ... and, for the separate dQ pass, S (queries x keys) and dQ (queries x head dim).
   function(c)
@@ -134,7 +146,7 @@ family.constraints = {
   end,
   -- The block must fit the shared memory one block may opt into.
   constraints.fits_shared_memory(family),
-  -- dK and dV live in registers for the whole kernel, beside Sᵀ and dPᵀ of
+  -- dK and dV live in registers for the whole kernel, beside S and dP of
   -- one query tile; past the budget ptxas spills to local memory.
   function(c)
     local acc = 2 * accumulators(c.BLOCK_N, c.HEAD_DIM, c.WARPS)

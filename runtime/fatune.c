@@ -68,6 +68,7 @@ typedef struct kernel {
 typedef struct sel_entry {
   struct sel_entry *next;
   int direction, deterministic, dtype, mask, head_dim, seqlen_q, seqlen_k, group;  /* the key */
+  int window_left, window_right;  /* ... and the local mask's window (0, 0 for the others) */
   fat_choice choice;
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
@@ -441,36 +442,53 @@ static sqlite3 *open_ro(fat_context *c, int i) {
   return h;
 }
 
-static const char *const WINNER_SQL =
-    "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"
-    " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k"
-    " FROM winners w JOIN gpus g ON g.id = w.gpu_id"
-    " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"
-    " JOIN timings t ON t.id = w.timing_id"
-    " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"
-    " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
-    /* Families of one fused kernel; the materialising baseline never wins. */
-    " AND v.family IN ('mma80', 'splitkv') AND instr(v.source, ?9) > 0"
-    " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, w.chosen_at DESC";
+/* The first schema version whose problems carry a window. A user's
+ * database of an older one is read as it is (the tuner upgrades it on its
+ * next write): its problems read as window 0, 0, and it has no local one. */
+#define WINDOW_SCHEMA_VERSION 2
+
+/* The winners of a key, bucket by bucket (a bucket's rows adjacent, its
+ * newest winner first). WINDOW: the problem's window columns, or "0, 0"
+ * for a database without them; either way result columns 13 and 14, which
+ * the ORDER BY names by number. */
+#define WINNER_SELECT(window)                                                                  \
+  "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
+  " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
+  " FROM winners w JOIN gpus g ON g.id = w.gpu_id"                                             \
+  " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"             \
+  " JOIN timings t ON t.id = w.timing_id"                                                      \
+  " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
+  " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
+  /* Families of one fused kernel; the materialising baseline never wins. */                   \
+  " AND v.family IN ('mma80', 'splitkv') AND instr(v.source, ?9) > 0"                          \
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, w.chosen_at DESC"
 
 /* The deterministic backward: the fastest live timing, per bucket, of a
  * variant without atomics that passed every live check on this GPU and
  * problem -- the winner among those the tuner measured, which `fatune
- * export` ships beside the overall winner. Same columns as WINNER_SQL. */
-static const char *const DETERMINISTIC_SQL =
-    "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"
-    " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k"
-    " FROM timings t JOIN gpus g ON g.id = t.gpu_id"
-    " JOIN problems p ON p.id = t.problem_id JOIN variants v ON v.id = t.variant_id"
-    " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"
-    " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"
-    " AND v.family = 'mma80' AND t.retired = 0 AND instr(v.source, ?9) > 0"
-    " AND ' ' || v.params || ' ' LIKE '% DQ_MODE=separate %'"
-    " AND EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id = t.gpu_id"
-    "   AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 1)"
-    " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="
-    "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 0)"
-    " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, t.median_ms, t.id";
+ * export` ships beside the overall winner. Same columns as WINNER_SELECT. */
+#define DETERMINISTIC_SELECT(window)                                                           \
+  "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
+  " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
+  " FROM timings t JOIN gpus g ON g.id = t.gpu_id"                                             \
+  " JOIN problems p ON p.id = t.problem_id JOIN variants v ON v.id = t.variant_id"             \
+  " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
+  " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
+  " AND v.family = 'mma80' AND t.retired = 0 AND instr(v.source, ?9) > 0"                      \
+  " AND ' ' || v.params || ' ' LIKE '% DQ_MODE=separate %'"                                    \
+  " AND EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="       \
+  "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 1)"            \
+  " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="   \
+  "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 0)"            \
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, t.median_ms, t.id"
+
+#define NO_WINDOW_COLUMNS "0, 0"
+#define WINDOW_COLUMNS "p.window_left, p.window_right"
+/* By [deterministic][the database has window columns]. */
+static const char *const LOOKUP_SQL[2][2] = {
+    {WINNER_SELECT(NO_WINDOW_COLUMNS), WINNER_SELECT(WINDOW_COLUMNS)},
+    {DETERMINISTIC_SELECT(NO_WINDOW_COLUMNS), DETERMINISTIC_SELECT(WINDOW_COLUMNS)},
+};
 
 /* The line every source built against today's fat_fwd_params carries:
  * winners stored by a build with another layout are passed over. */
@@ -481,22 +499,56 @@ static const char *const DETERMINISTIC_SQL =
 /* A tuned problem's key beyond (dtype, mask, head dim), and a call's. */
 typedef struct bucket {
   int seqlen_q, seqlen_k;
-  int group;  /* query heads per K/V head */
+  int group;                      /* query heads per K/V head */
+  int window_left, window_right;  /* the local mask's window (-1: unbounded); 0, 0 otherwise */
 } bucket;
+
+/* The keys one query row sees through B's window: L + R + 1, an unbounded
+ * side counting as seqlen_k, at most seqlen_k. 1 for the window 0, 0 of
+ * the masks other than local, so that their window term is 0. */
+static double visible_keys(bucket b) {
+  const double sk = b.seqlen_k;
+  const double left = b.window_left < 0 ? sk : b.window_left;
+  const double right = b.window_right < 0 ? sk : b.window_right;
+  return fmin(sk, left + right + 1);
+}
 
 /* Distance between a tuned bucket and a call: the ratios of the lengths,
  * so that 3000 is nearer 4096 than 2048 the way the cost of attention
- * grows, queries and keys alike; a different group size counts by its
- * ratio too, at half weight (the kernel is the same, only the K/V reuse
- * differs). 0 for an exact match. */
+ * grows, queries and keys alike; for a window, the ratio of the keys a
+ * query sees (the work per row, which the window bounds); a different group
+ * size counts by its ratio too, at half weight (the kernel is the same,
+ * only the K/V reuse differs). 0 for an exact match. */
 static double bucket_distance(bucket b, bucket call) {
   return fabs(log((double)b.seqlen_q / call.seqlen_q)) +
          fabs(log((double)b.seqlen_k / call.seqlen_k)) +
+         fabs(log(visible_keys(b) / visible_keys(call))) +
          0.5 * fabs(log((double)b.group / call.group));
 }
 
 static int same_bucket(bucket a, bucket b) {
-  return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.group == b.group;
+  return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.group == b.group &&
+         a.window_left == b.window_left && a.window_right == b.window_right;
+}
+
+/* The window in A's problem key: the local mask's own, 0, 0 for the
+ * other masks (whose window fields are not read: they may hold anything). */
+static int key_window_left(const fat_attn_args *a) {
+  return a->mask == FAT_ATTN_MASK_LOCAL ? a->window_left : 0;
+}
+static int key_window_right(const fat_attn_args *a) {
+  return a->mask == FAT_ATTN_MASK_LOCAL ? a->window_right : 0;
+}
+
+/* PRAGMA user_version of H; 0 when it cannot be read. */
+static int schema_version(sqlite3 *h) {
+  sqlite3_stmt *s = NULL;
+  int v = 0;
+  if (sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    v = sqlite3_column_int(s, 0);
+  sqlite3_finalize(s);
+  return v;
 }
 
 /* Looks for a winner of (KEY, dtype, mask, head_dim) on this GPU in
@@ -510,7 +562,8 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
   double best = INFINITY;
   *found = 0;
   if (!h) return FAT_OK;
-  const char *sql = key.direction == FAT_BWD && key.deterministic ? DETERMINISTIC_SQL : WINNER_SQL;
+  const char *sql = LOOKUP_SQL[key.direction == FAT_BWD && key.deterministic]
+                              [schema_version(h) >= WINDOW_SCHEMA_VERSION];
   if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
     /* A database without fatune's tables has nothing for us. */
     st = fail(c, FAT_ERR_DATABASE, "%s: not a fatune database: %s", c->dbs[i], sqlite3_errmsg(h));
@@ -528,7 +581,8 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
   int step;
   bucket last = {-1, -1, -1};
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    bucket b = {sqlite3_column_int(s, 8), sqlite3_column_int(s, 10), sqlite3_column_int(s, 11)};
+    bucket b = {sqlite3_column_int(s, 8), sqlite3_column_int(s, 10), sqlite3_column_int(s, 11),
+                sqlite3_column_int(s, 12), sqlite3_column_int(s, 13)};
     if (b.seqlen_q < 1 || b.seqlen_k < 1 || b.group < 1) continue; /* the schema forbids these */
     if (same_bucket(b, last)) continue; /* an older winner (a slower timing) of the bucket */
     last = b;
@@ -655,7 +709,8 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
   int have_nearest = 0;
   for (int i = 0; i < c->n_dbs; i++) {
     int found = 0;
-    const bucket call = {a->seqlen_q, a->seqlen_k, a->heads / a->heads_k};
+    const bucket call = {a->seqlen_q, a->seqlen_k, a->heads / a->heads_k, key_window_left(a),
+                         key_window_right(a)};
     if ((st = find_winner(c, i, key, a->dtype, a->mask, tdim, call, out, &found)))
       return st;
     if (found && out->choice.match == FAT_MATCH_EXACT) break;
@@ -1048,9 +1103,10 @@ void fat_attn_args_contiguous(fat_attn_args *a) {
 
 static unsigned bucket_of(sel_key k, const fat_attn_args *a) {
   uint32_t h = 2166136261u; /* FNV-1a over the key */
-  int key[9] = {k.direction, k.deterministic, a->dtype,    a->mask,         a->head_dim,
-                a->seqlen_q, a->seqlen_k,     k.no_workspace, a->heads / a->heads_k};
-  for (int i = 0; i < 9; i++) {
+  const int key[] = {k.direction, k.deterministic, a->dtype,       a->mask,
+                     a->head_dim, a->seqlen_q,      a->seqlen_k,    k.no_workspace,
+                     a->heads / a->heads_k, key_window_left(a), key_window_right(a)};
+  for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;
   }
@@ -1282,7 +1338,8 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   while (e && !(e->direction == key.direction && e->deterministic == key.deterministic &&
                 e->no_workspace == key.no_workspace && e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
                 e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q &&
-                e->seqlen_k == a->seqlen_k && e->group == group))
+                e->seqlen_k == a->seqlen_k && e->group == group &&
+                e->window_left == key_window_left(a) && e->window_right == key_window_right(a)))
     e = e->next;
   if (e) {
     *out = e;
@@ -1310,6 +1367,8 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->seqlen_q = a->seqlen_q;
   e->seqlen_k = a->seqlen_k;
   e->group = group;
+  e->window_left = key_window_left(a);
+  e->window_right = key_window_right(a);
   e->choice = sel.choice;
   e->choice.loaded = 1;
   e->choice.load = k->load;

@@ -9,7 +9,7 @@
 # then run there, from the repository root, with build/ carried:
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
 # Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0, or on: DECODE=1
-# (tune the decoding problem), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
+# (tune the decoding problem), WINDOWS=1 (tune sliding windows), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
 # only test_gpu_a and test_gpu_b (faults: the fault-isolation script); HEAD_DIMS "" tunes
 # no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS, BWD_DTYPES) tunes the backward too,
 # TUNE_TIMEOUT=S stops each tuning after S seconds; SANITIZE=1
@@ -93,6 +93,9 @@ if [ "${TUNE:-1}" = 1 ]; then
   # DECODE=1: issue 4's decoding problem (batch 8, 32 query heads over 8
   # K/V heads, 65536 keys), where the splitkv family competes.
   [ "${DECODE:-0}" = 1 ] && tune fwd 128 1,16 "--dtype bf16 --seqlen-k 65536 --gqa 4 --batch 8"
+  # WINDOWS=1: sliding windows (left 256, 1024, 4096; right 0) over 4096 and
+  # 16384 queries, the mask issue's windowed problem among them.
+  [ "${WINDOWS:-0}" = 1 ] && tune fwd 128 4096,16384 "--dtype bf16 --mask local --window 256,0:1024,0:4096,0"
 fi
 
 if [ "${FEATURES:-0}" = 1 ]; then

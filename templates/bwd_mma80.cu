@@ -54,15 +54,12 @@ constexpr int kThreads = kWarps * kWarpSize;
 constexpr int kMma = 16;       // m16n8k16: rows of A and the k-step
 constexpr int kMmaN = 8;       // ... columns of one accumulator tile
 constexpr int kChunk = 8;      // elements of one 16-byte copy
-constexpr int kDqCols = 32;    // dQ columns one warp sums per pass in atomic mode (16 registers)
 constexpr float kLog2e = 1.4426950408889634f;
 // Shared-memory rows are padded by one 16-byte chunk so that the 8 rows an
 // ldmatrix phase reads fall into 8 different bank groups.
 constexpr int kPitchD = kHeadDim + kChunk;  // Q, dO, K, V tiles (elements)
-constexpr int kPitchM = kBlockM + kChunk;   // Pᵀ and dSᵀ tiles: [key][query]
-constexpr int kPitchN = kBlockN + kChunk;   // dS tile of the dQ pass: [query][key]
+constexpr int kPitchN = kBlockN + kChunk;   // P and dS tiles: [query][key]
 
-static_assert(kHeadDim % kDqCols == 0, "atomic dQ walks the head dim 32 columns at a time");
 static_assert(kBlockM % kMma == 0 && kBlockN % kMma == 0, "tiles are whole MMA tiles");
 static_assert(FAT_BWD_ROW_THREADS % kWarpSize == 0, "one warp per row");
 static_assert(kBlockM <= kThreads, "one thread per query row holds a prefetched lse and D");
@@ -71,22 +68,58 @@ static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
 typedef unsigned short elem_t;  // raw fp16 / bf16 bits
 typedef unsigned int u32;
 
-constexpr int cmin(int a, int b) { return a < b ? a : b; }
-
 // How kWarps warps share one kM x kN product: a kWM x kWN grid of warps,
 // each owning kMT 16-row tiles and kNT 8-column tiles (an even number: B is
-// loaded two tiles at a time) of the result. kValid is false when the
-// shape does not split so; each kernel asserts it for the products it runs
-// (the dQ pass's split only matters in separate mode).
-template <int kM, int kN>
+// loaded two tiles at a time) of the result. Every k-step a warp loads kMT
+// A tiles and kNT / 2 B pairs from shared memory for kMT x kNT MMAs, and
+// that product is fixed by the shape, so the split with the fewest loads
+// is the one whose warp tile is most nearly square (ties go to more warps
+// over the rows: fewer A fragments held). Shared memory, not the tensor
+// cores, is what a lopsided split runs out of first: 16 x 64 warp tiles
+// load 5 x 512 bytes per 8 MMAs, 32 x 32 ones 4 x 512. kValid is false
+// when no grid splits the shape; each kernel asserts it for the products
+// it runs (the dQ pass's split only matters in separate mode).
+// kRowsFirst keeps the split this template had before, as many warps over
+// the rows as there are 16-row tiles: the deterministic dQ pass holds S, dP
+// and dQ at once, and there the squarer tiles spilled (180 bytes at
+// m64n64w4 d128, against 12).
+constexpr bool split_fits(int m, int n, int wm) {
+  return wm >= 1 && kWarps % wm == 0 && (m / kMma) % wm == 0 && n % (2 * kMmaN * (kWarps / wm)) == 0;
+}
+constexpr int split_loads(int m, int n, int wm) { return m / kMma / wm + n / kMmaN / (kWarps / wm) / 2; }
+constexpr int split_rows(int m, int n, bool rows_first) {  // kWM of the split, 0 if none fits
+  const int most = m / kMma < kWarps ? m / kMma : kWarps;
+  if (rows_first && split_fits(m, n, most)) return most;
+  int best = 0;
+  for (int wm = kWarps; wm >= 1; wm--)
+    if (split_fits(m, n, wm) && (best == 0 || split_loads(m, n, wm) < split_loads(m, n, best))) best = wm;
+  return best;
+}
+template <int kM, int kN, bool kRowsFirst = false>
 struct WarpSplit {
-  static constexpr int kWM = cmin(kWarps, kM / kMma);
+  static constexpr bool kValid = split_rows(kM, kN, kRowsFirst) > 0;
+  static constexpr int kWM = kValid ? split_rows(kM, kN, kRowsFirst) : 1;
   static constexpr int kWN = kWarps / kWM;
-  static constexpr bool kValid = kWM * kWN == kWarps && (kM / kMma) % kWM == 0 &&
-                                 kN % (2 * kMmaN * kWN) == 0;
   static constexpr int kMT = kValid ? kM / kMma / kWM : 1;
   static constexpr int kNT = kValid ? kN / kMmaN / kWN : 2;
 };
+
+// Atomic mode sums dQ = dS·K (kBlockM x kHeadDim) in kDqPasses slices of
+// kDqCols columns: the fewest passes whose accumulators per thread are at
+// most half those of S and dP (cols <= kBlockN; those are dead by then,
+// and at their full count ptxas spilled beside dK and dV), in whole
+// 16-column steps that the warps can split. 0 when none can.
+constexpr int dq_passes() {
+  for (int passes = 1; passes <= kHeadDim / kMma; passes++) {
+    const int cols = kHeadDim / passes;
+    if (kHeadDim % passes == 0 && cols % kMma == 0 && cols <= kBlockN && split_rows(kBlockM, cols, false) > 0)
+      return passes;
+  }
+  return 0;
+}
+constexpr int kDqPasses = dq_passes();
+constexpr int kDqCols = kDqPasses > 0 ? kHeadDim / kDqPasses : kHeadDim;
+static_assert(kDqSeparate || kDqPasses > 0, "the warps split atomic dQ's column slices evenly");
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000u); }
@@ -153,6 +186,18 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
   return r;
+}
+
+// *addr += a, *(addr + 1) += b in global memory, unordered (dQ's fp32
+// sums; addr 8-byte aligned). sm_90 adds both with one vector reduction,
+// half the requests to L2 of two scalar ones.
+__device__ __forceinline__ void red_add2(float *addr, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(a), "f"(b) : "memory");
+#else
+  atomicAdd(addr, a);
+  atomicAdd(addr + 1, b);
+#endif
 }
 
 template <typename T>
@@ -222,20 +267,37 @@ __device__ __forceinline__ void zero(float (&c)[kMT][kNT][4]) {
 
 // Copies kRows rows of kHeadDim elements into a padded shared tile; rows at
 // or past valid_rows and columns at or past cols (the problem's head dim, a
-// multiple of kChunk) are zero-filled: they then contribute nothing.
+// multiple of kChunk) are zero-filled: they then contribute nothing. Where
+// the threads cover whole rows each thread keeps one column and steps its
+// source pointer by a fixed number of rows (one add a copy: the copies of a
+// query tile are on the backward's per-tile path); else each copy derives
+// its row and column.
 template <int kRows>
 __device__ __forceinline__ void load_rows(u32 tile, const elem_t *src, long long row_stride,
                                           int valid_rows, int cols, int tid) {
   constexpr int kChunksPerRow = kHeadDim / kChunk;
   constexpr int kChunks = kRows * kChunksPerRow;
+  if constexpr (kThreads % kChunksPerRow == 0 && kChunks % kThreads == 0) {
+    constexpr int kRowStep = kThreads / kChunksPerRow;
+    const int row0 = tid / kChunksPerRow, col = (tid % kChunksPerRow) * kChunk;
+    const elem_t *s = src + row0 * row_stride + col;
+    const long long step = kRowStep * row_stride;
+    const u32 dst = tile + (row0 * kPitchD + col) * sizeof(elem_t);
 #pragma unroll
-  for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; i++) {
-    const int c = tid + i * kThreads;
-    if (kChunks % kThreads == 0 || c < kChunks) {
-      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * kChunk;
-      const bool inside = row < valid_rows && col < cols;
-      cp_async_16(tile + (row * kPitchD + col) * sizeof(elem_t),
-                  inside ? src + row * row_stride + col : src, inside ? 16 : 0);
+    for (int i = 0; i < kChunks / kThreads; i++, s += step) {
+      const bool inside = row0 + i * kRowStep < valid_rows && col < cols;
+      cp_async_16(dst + i * kRowStep * kPitchD * sizeof(elem_t), inside ? s : src, inside ? 16 : 0);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; i++) {
+      const int c = tid + i * kThreads;
+      if (kChunks % kThreads == 0 || c < kChunks) {
+        const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * kChunk;
+        const bool inside = row < valid_rows && col < cols;
+        cp_async_16(tile + (row * kPitchD + col) * sizeof(elem_t),
+                    inside ? src + row * row_stride + col : src, inside ? 16 : 0);
+      }
     }
   }
 }
@@ -337,19 +399,19 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 fat_bwd_mma80(const fat_bwd_params bp) {
   const fat_fwd_params &p = bp.fwd;
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowM = kPitchM * sizeof(elem_t);
+  constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowN = kPitchN * sizeof(elem_t);
   constexpr int kQueryBuffers = kPrefetch ? 2 : 1;     // the tile computed, and the one in flight
   constexpr u32 kQueryBufferBytes = 2 * kBlockM * kRowD;  // Q_i then dO_i
   const u32 k_s = smem_u32(smem);                      // K_j   [kBlockN][kPitchD]
   const u32 v_s = k_s + kBlockN * kRowD;               // V_j   [kBlockN][kPitchD]
   const u32 query_s = v_s + kBlockN * kRowD;           // kQueryBuffers x (Q_i, dO_i [kBlockM][kPitchD])
-  const u32 pt_s = query_s + kQueryBuffers * kQueryBufferBytes;  // Pᵀ [kBlockN][kPitchM]
-  const u32 dst_s = pt_s + kBlockN * kRowM;            // dSᵀ   [kBlockN][kPitchM]
-  unsigned char *stats = smem + (dst_s + kBlockN * kRowM - k_s);
+  const u32 p_s = query_s + kQueryBuffers * kQueryBufferBytes;  // P  [kBlockM][kPitchN]
+  const u32 ds_s = p_s + kBlockM * kRowN;              // dS    [kBlockM][kPitchN]
+  unsigned char *stats = smem + (ds_s + kBlockM * kRowN - k_s);
   float *lse_s = reinterpret_cast<float *>(stats);  // [kBlockM]
   float *delta_s = lse_s + kBlockM;                 // [kBlockM]
-  elem_t *pt_ptr = reinterpret_cast<elem_t *>(smem + (pt_s - k_s));
-  elem_t *dst_ptr = reinterpret_cast<elem_t *>(smem + (dst_s - k_s));
+  elem_t *p_ptr = reinterpret_cast<elem_t *>(smem + (p_s - k_s));
+  elem_t *ds_ptr = reinterpret_cast<elem_t *>(smem + (ds_s - k_s));
 
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
@@ -368,10 +430,12 @@ fat_bwd_mma80(const fat_bwd_params bp) {
                      p.v_row_stride, p.seqlen_k - n0, p.head_dim, tid);
   cp_async_commit();
 
-  // Sᵀ and dPᵀ: kBlockN keys x kBlockM queries; dK and dV: kBlockN x kHeadDim.
-  using S1 = WarpSplit<kBlockN, kBlockM>;
+  // S and dP: kBlockM queries x kBlockN keys, queries as rows as in
+  // FlashAttention-2: a thread's accumulators then span 2·kMT queries, not
+  // kNT, so it holds their lse and D in registers. dK and dV: kBlockN x kHeadDim.
+  using S1 = WarpSplit<kBlockM, kBlockN>;
   using S2 = WarpSplit<kBlockN, kHeadDim>;
-  static_assert(S1::kValid && S2::kValid, "warps split Sᵀ and dK/dV evenly");
+  static_assert(S1::kValid && S2::kValid, "warps split S and dK/dV evenly");
   const int s1_m = (warp % S1::kWM) * S1::kMT * kMma, s1_n = (warp / S1::kWM) * S1::kNT * kMmaN;
   const int s2_m = (warp % S2::kWM) * S2::kMT * kMma, s2_n = (warp / S2::kWM) * S2::kNT * kMmaN;
   float dk[S2::kMT][S2::kNT][4], dv[S2::kMT][S2::kNT][4];
@@ -410,7 +474,7 @@ fat_bwd_mma80(const fat_bwd_params bp) {
       hq_next++;
       mb_next = mb_first;
     }
-    __syncthreads();  // every warp is done with the previous Q, dO, Pᵀ, dSᵀ and row statistics
+    __syncthreads();  // every warp is done with the previous Q, dO, P, dS and row statistics
     if constexpr (kPrefetch) {
       // Tile i+1 into the other buffer (the one tile i−1 used), to land
       // while tile i is computed; tile i's lse and D, loaded one tile ago,
@@ -439,69 +503,91 @@ fat_bwd_mma80(const fat_bwd_params bp) {
     }
     __syncthreads();
 
-    // Sᵀ = K·Qᵀ,  dPᵀ = V·dOᵀ
-    float st[S1::kMT][S1::kNT][4], dpt[S1::kMT][S1::kNT][4];
-    zero(st);
-    zero(dpt);
-    warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(st, k_s + s1_m * kRowD, kRowD,
-                                                               q_s + s1_n * kRowD, kRowD, lane);
-    warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(dpt, v_s + s1_m * kRowD, kRowD,
-                                                               do_s + s1_n * kRowD, kRowD, lane);
+    // S = Q·Kᵀ,  dP = dO·Vᵀ
+    float s[S1::kMT][S1::kNT][4], dp[S1::kMT][S1::kNT][4];
+    zero(s);
+    zero(dp);
+    warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(s, q_s + s1_m * kRowD, kRowD,
+                                                               k_s + s1_n * kRowD, kRowD, lane);
+    warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(dp, do_s + s1_m * kRowD, kRowD,
+                                                               v_s + s1_n * kRowD, kRowD, lane);
 
-    // Pᵀ = exp2(Sᵀ·scale_log2 − lse·log2e), 0 where masked; dSᵀ = Pᵀ ∘ (dPᵀ − D).
-    // Both rounded to the element type into shared memory, [key][query].
+    // P = exp2(S·scale_log2 − lse·log2e), 0 where masked; dS = P ∘ (dP − D).
+    // Both rounded to the element type into shared memory, [query][key].
     const bool needs_mask = n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset);
 #pragma unroll
     for (int mt = 0; mt < S1::kMT; mt++)
 #pragma unroll
-      for (int nt = 0; nt < S1::kNT; nt++)
+      for (int h = 0; h < 2; h++) {  // query rows g and g+8
+        const int query = s1_m + mt * kMma + g + h * 8;
+        const float lse_q = lse_s[query], delta_q = delta_s[query];
 #pragma unroll
-        for (int h = 0; h < 2; h++) {  // key rows g and g+8
-          const int key = s1_m + mt * kMma + g + h * 8;
+        for (int nt = 0; nt < S1::kNT; nt++) {
           float pv[2], ds[2];
 #pragma unroll
           for (int e = 0; e < 2; e++) {
-            const int query = s1_n + nt * kMmaN + 2 * t + e;
+            const int key = s1_n + nt * kMmaN + 2 * t + e;
             const bool masked = needs_mask && (n0 + key >= p.seqlen_k ||
                                                hidden(window, n0 + key, m0 + query + offset));
-            pv[e] = masked ? 0.f : fast_exp2(st[mt][nt][2 * h + e] * scale_log2 - lse_s[query]);
-            ds[e] = pv[e] * (dpt[mt][nt][2 * h + e] - delta_s[query]);
+            pv[e] = masked ? 0.f : fast_exp2(s[mt][nt][2 * h + e] * scale_log2 - lse_q);
+            ds[e] = pv[e] * (dp[mt][nt][2 * h + e] - delta_q);
           }
-          const int off = key * kPitchM + s1_n + nt * kMmaN + 2 * t;
-          *reinterpret_cast<u32 *>(pt_ptr + off) = pack2(pv[0], pv[1]);
-          *reinterpret_cast<u32 *>(dst_ptr + off) = pack2(ds[0], ds[1]);
+          const int off = query * kPitchN + s1_n + nt * kMmaN + 2 * t;
+          *reinterpret_cast<u32 *>(p_ptr + off) = pack2(pv[0], pv[1]);
+          *reinterpret_cast<u32 *>(ds_ptr + off) = pack2(ds[0], ds[1]);
         }
+      }
     __syncthreads();
 
-    // dV += Pᵀ·dO,  dK += dSᵀ·Q  (scale applied once, at the end)
-    warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, false, true>(dv, pt_s + s2_m * kRowM, kRowM,
-                                                             do_s + s2_n * sizeof(elem_t), kRowD, lane);
-    warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, false, true>(dk, dst_s + s2_m * kRowM, kRowM,
-                                                             q_s + s2_n * sizeof(elem_t), kRowD, lane);
+    // dV += Pᵀ·dO,  dK += dSᵀ·Q  (scale applied once, at the end); Pᵀ and
+    // dSᵀ are read transposed from their [query][key] tiles.
+    warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dv, p_s + s2_m * sizeof(elem_t), kRowN,
+                                                            do_s + s2_n * sizeof(elem_t), kRowD, lane);
+    warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dk, ds_s + s2_m * sizeof(elem_t), kRowN,
+                                                            q_s + s2_n * sizeof(elem_t), kRowD, lane);
 
     if constexpr (!kDqSeparate) {
-      // dQ_i += scale · dS·K_j, added into fp32 with atomics: each warp
-      // takes (16 query rows, kDqCols columns) items in turn, over the
-      // problem's head dim only (a bound rather than a skip inside the loop:
-      // one register fewer, which keeps the d128 default free of spills).
-      constexpr int kItemRows = kBlockM / kMma;
-      const int items = kItemRows * ((p.head_dim + kDqCols - 1) / kDqCols);
-      for (int item = warp; item < items; item += kWarps) {
-        const int qm = (item % kItemRows) * kMma, col0 = (item / kItemRows) * kDqCols;
-        float acc[1][kDqCols / kMmaN][4];
+      // dQ_i += dS·K_j, added into fp32 with atomics, kDqCols columns a
+      // pass (the scale is applied once, by fat_bwd_convert_dq). A whole
+      // tile of the full head dim adds without a bound test; else rows past
+      // the end, passes past the problem's head dim and the columns past it
+      // (zeros: K's padding) are left out.
+      using S3 = WarpSplit<kBlockM, kDqCols>;
+      const int s3_m = (warp % S3::kWM) * S3::kMT * kMma, s3_n = (warp / S3::kWM) * S3::kNT * kMmaN;
+      // This lane's first element; its accumulator (mt, h, nt) lies
+      // (mt·16 + h·8)·head_dim + nt·8 floats on.
+      float *dq_lane = bp.dq_accum + (row0 + m0 + s3_m + g) * p.head_dim + s3_n + 2 * t;
+      const bool whole = m0 + kBlockM <= p.seqlen_q && p.head_dim == kHeadDim;
+      const int passes = whole ? kDqPasses : min(kDqPasses, (p.head_dim + kDqCols - 1) / kDqCols);
+      for (int pass = 0; pass < passes; pass++) {
+        const int col0 = pass * kDqCols;
+        float acc[S3::kMT][S3::kNT][4];
         zero(acc);
-        warp_mma<1, kDqCols / kMmaN, kBlockN / kMma, true, true>(
-            acc, dst_s + qm * sizeof(elem_t), kRowM, k_s + col0 * sizeof(elem_t), kRowD, lane);
-        // This lane's first element; an 8-column tile is wholly in or past the head dim.
-        float *dq_lane = bp.dq_accum + (row0 + m0 + qm + g) * p.head_dim + col0 + 2 * t;
+        warp_mma<S3::kMT, S3::kNT, kBlockN / kMma, false, true>(acc, ds_s + s3_m * kRowN, kRowN,
+                                                                 k_s + (col0 + s3_n) * sizeof(elem_t), kRowD, lane);
+        if (whole) {
 #pragma unroll
-        for (int nt = 0; nt < kDqCols / kMmaN; nt++)
+          for (int mt = 0; mt < S3::kMT; mt++)
 #pragma unroll
-          for (int e = 0; e < 4; e++) {
-            const int row = m0 + qm + g + (e / 2) * 8;
-            if (row < p.seqlen_q && col0 + nt * kMmaN < p.head_dim)
-              atomicAdd(dq_lane + (e / 2) * 8 * p.head_dim + nt * kMmaN + e % 2, acc[0][nt][e] * p.softmax_scale);
-          }
+            for (int h = 0; h < 2; h++) {
+              float *dq_row = dq_lane + (mt * kMma + h * 8) * p.head_dim + col0;
+#pragma unroll
+              for (int nt = 0; nt < S3::kNT; nt++)
+                red_add2(dq_row + nt * kMmaN, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+            }
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < S3::kMT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+              if (m0 + s3_m + mt * kMma + g + h * 8 >= p.seqlen_q) continue;
+              float *dq_row = dq_lane + (mt * kMma + h * 8) * p.head_dim + col0;
+#pragma unroll
+              for (int nt = 0; nt < S3::kNT; nt++)  // a column pair is wholly in or past the head dim
+                if (col0 + s3_n + nt * kMmaN + 2 * t < p.head_dim)
+                  red_add2(dq_row + nt * kMmaN, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+            }
+        }
       }
     }
     hq = hq_next;
@@ -569,8 +655,8 @@ fat_bwd_dq(const fat_bwd_params bp) {
     load_row_stats(lse_s, delta_s, p.lse + row0, bp.delta + row0, m0, p.seqlen_q, tid);
 
     // S and dP: kBlockM queries x kBlockN keys; dQ: kBlockM x kHeadDim.
-    using S1 = WarpSplit<kBlockM, kBlockN>;
-    using S2 = WarpSplit<kBlockM, kHeadDim>;
+    using S1 = WarpSplit<kBlockM, kBlockN, true>;
+    using S2 = WarpSplit<kBlockM, kHeadDim, true>;
     static_assert(!kDqSeparate || (S1::kValid && S2::kValid), "warps split S and dQ evenly");
     const int s1_m = (warp % S1::kWM) * S1::kMT * kMma, s1_n = (warp / S1::kWM) * S1::kNT * kMmaN;
     const int s2_m = (warp % S2::kWM) * S2::kMT * kMma, s2_n = (warp / S2::kWM) * S2::kNT * kMmaN;
@@ -655,8 +741,8 @@ fat_bwd_dq(const fat_bwd_params bp) {
   }
 }
 
-// Atomic mode: dQ = dq_accum rounded to the element type (the scale is
-// already in), over the problem's head dim: dq_accum's rows are p.head_dim
+// Atomic mode: dQ = scale · dq_accum rounded to the element type, over the
+// problem's head dim: dq_accum's rows are p.head_dim
 // floats apart. Grid as fat_bwd_preprocess. Compiled empty in separate mode.
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_convert_dq(const fat_bwd_params bp) {
@@ -671,6 +757,6 @@ fat_bwd_convert_dq(const fat_bwd_params bp) {
     elem_t *dq = at<elem_t>(bp.dq, batch * bp.dq_batch_stride + row * bp.dq_row_stride +
                                        head * bp.dq_head_stride);
     for (int c = 2 * lane; c < p.head_dim; c += 2 * kWarpSize)
-      *reinterpret_cast<u32 *>(dq + c) = pack2(acc[c], acc[c + 1]);
+      *reinterpret_cast<u32 *>(dq + c) = pack2(acc[c] * p.softmax_scale, acc[c + 1] * p.softmax_scale);
   }
 }

@@ -30,8 +30,19 @@ expect 2 "fatune: --head-dim: '128' given twice" --head-dim 128,128
 expect 2 "fatune: --head-dim: empty list" --head-dim ""
 expect 2 "fatune: --head-dim: empty item in '64,,128'" --head-dim 64,,128
 expect 2 "fatune: --dtype: unknown dtype 'fp8' (fp16, bf16)" --dtype fp8
-expect 2 "fatune: --mask: unknown mask 'sliding' (none, causal)" --mask sliding
-expect 2 "fatune: --mask: mask 'local' is not tuned yet (the database keys no window); the runtime serves it with the family default" --mask none,local
+expect 2 "fatune: --mask: unknown mask 'sliding' (none, causal, local)" --mask sliding
+# The local mask's windows: LEFT,RIGHT each, ':'-separated; only with local, and local needs one.
+expect 2 "fatune: --mask local needs --window LEFT,RIGHT (e.g. --window 256,0; -1 for no bound on a side)" --mask none,local
+expect 2 "fatune: --window applies to the local mask only: add local to --mask" --window 256,0
+expect 2 "fatune: --window applies to the local mask only: add local to --mask" --mask none,causal --window 256,0
+expect 2 "fatune: --window: '256' is not a window: give LEFT,RIGHT (keys seen before and after a query's position, -1 for no bound), e.g. 256,0" --mask local --window 256
+expect 2 "fatune: --window: '1,2,3' is not a window: give LEFT,RIGHT (keys seen before and after a query's position, -1 for no bound), e.g. 256,0" --mask local --window 1,2,3
+expect 2 "fatune: --window: -2 is out of range [-1, 1048576]" --mask local --window -2,0
+expect 2 "fatune: --window: 'x' is not a number" --mask local --window 256,x
+expect 2 "fatune: --window: '-1,-1' bounds neither side: that is --mask none" --mask local --window 256,0:-1,-1
+expect 2 "fatune: --window: '256,0' given twice" --mask local --window 256,0:1024,-1:256,0
+expect 2 "fatune: --window: empty item in '256,0::1024,0'" --mask local --window 256,0::1024,0
+expect 2 "fatune: --window given twice" --mask local --window 256,0 --window 1024,0
 expect 2 "fatune: --seqlen: 0 is out of range [1, 1048576]" --seqlen 0
 expect 2 "fatune: --seqlen: -5 is out of range [1, 1048576]" --seqlen 512,-5
 expect 2 "fatune: --seqlen: 99999999999999999999 is out of range [1, 1048576]" --seqlen 99999999999999999999
@@ -87,6 +98,20 @@ if [ "$("$F" --list --head-dim 64,128,256 --dtype fp16,bf16 --mask none,causal -
   pass=$((pass + 1))
 else
   fail=$((fail + 1)); echo "FAIL: --head-dim 64,128,256 (want 12 defaults)"
+fi
+
+# Local windows with the other masks: one default per (head dim, dtype, mask).
+if [ "$("$F" --list --head-dim 128 --dtype fp16 --mask none,causal,local --window=256,0:-1,0 --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 3 ] &&
+   "$F" --list --head-dim 128 --dtype fp16 --mask local --window 256,0 --arch sm_90a 2>/dev/null |
+     grep -q '^fwd.mma80.fp16.d128.local.m128n64w4s1 (default)'; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: --mask none,causal,local --window 256,0:-1,0 (want 3 defaults, the local one named)"
+fi
+if "$F" --help | grep -q "^  --window LIST      the local mask's windows L,R, ':'-separated"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: --help names --window"
 fi
 
 # Help and version.

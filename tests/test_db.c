@@ -1,5 +1,5 @@
 /* Proves the tuning database keeps what the tuner relies on: the schema is
- * created at version 1 in WAL mode; every row round-trips (a cubin byte for
+ * created at version 2 in WAL mode; every row round-trips (a cubin byte for
  * byte); each put is committed before it returns; a re-run sees what was
  * measured for the same source hash and nothing for another; a variant that
  * failed a check never wins however fast; --retune forgets without deleting;
@@ -125,7 +125,7 @@ static void test_schema_created(void) {
              " WHERE type = 'table' ORDER BY name)", text, sizeof text);
   CHECK_STR(text, "build_hashes,builds,ceilings,checks,external_timings,gpus,problems,timings,variants,winners");
   text_of(h, "PRAGMA user_version", text, sizeof text);
-  CHECK_STR(text, "1");
+  CHECK_STR(text, "2");
   text_of(h, "PRAGMA journal_mode", text, sizeof text);
   CHECK_STR(text, "wal");
   text_of(h, "PRAGMA foreign_keys", text, sizeof text);
@@ -464,7 +464,7 @@ static void test_bad_rows_refused(void) {
                                " head_dim BETWEEN 8 AND 256 AND head_dim % 8 = 0");
   fat_problem p = test_problem(0);
   CHECK_INT(fat_db_put_problem(db, &p, &id), -1);
-  CHECK_STR(fat_db_errmsg(db), "cannot store problem fwd bf16 causal d128 b4 h16/16 sq0 sk0:"
+  CHECK_STR(fat_db_errmsg(db), "cannot store problem fwd bf16 causal d128 b4 h16/16 sq0 sk0 w0,0:"
                                " CHECK constraint failed: seqlen_q > 0");
   /* Foreign keys are on: a check for a variant that does not exist. */
   fat_check c = check_result(1, 0.001);
@@ -515,18 +515,18 @@ static void test_open_refusals(void) {
   /* A database written by a newer fatune is refused, untouched. */
   const char *future = new_path("future.db");
   REQUIRE(sqlite3_open(future, &h) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(h, "CREATE TABLE gpus (id INTEGER PRIMARY KEY); PRAGMA user_version = 2",
+  REQUIRE(sqlite3_exec(h, "CREATE TABLE gpus (id INTEGER PRIMARY KEY); PRAGMA user_version = 3",
                        NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(h);
   h = NULL;
   CHECK_INT(fat_db_open(future, &db, err, sizeof err), -1);
   CHECK(db == NULL);
   snprintf(want, sizeof want,
-           "database %s has schema version 2, newer than this fatune's 1: use a newer fatune or"
+           "database %s has schema version 3, newer than this fatune's 2: use a newer fatune or"
            " another database",
            future);
   CHECK_STR(err, want);
-  CHECK_INT(peek_int(future, "PRAGMA user_version"), 2);
+  CHECK_INT(peek_int(future, "PRAGMA user_version"), 3);
 out:
   sqlite3_close(h);
   fat_db_close(db);

@@ -189,6 +189,23 @@ static void test_causal_rectangular(void) {
 out:;
 }
 
+/* A local window (the report's roofline places tuned local problems):
+ * the FLOPs count the pairs it lets through, 1 + 2 + ... + 100 for the
+ * first 100 rows and 101 for each of the other 900: 95,950 pairs. The
+ * bytes are those of the full problem. */
+static void test_local_window(void) {
+  char err[ERRLEN] = "";
+  fat_io_model m;
+  fat_problem p = shape(1, 1, 1, 1000, 1000, 64, FAT_MASK_LOCAL);
+  p.window_left = 100, p.window_right = 0;
+  REQUIRE(fat_io_model_compute(&p, &m, err, sizeof err) == 0);
+  CHECK_INT(m.flops, 4LL * 95950 * 64);
+  CHECK_DBL((double)m.flops, fat_problem_flops(&p));
+  CHECK_INT(m.lower_bound_bytes, 4LL * 1000 * 64 * 2);
+  CHECK_DBL(m.intensity, 4.0 * 95950 * 64 / (4.0 * 1000 * 64 * 2));
+out:;
+}
+
 /* Grouped-query: 32 query heads, 8 K/V heads, N = 2048, d = 128. Q and O
  * are 32·2048·128·2 = 16 MiB each, K and V 8·2048·128·2 = 4 MiB each. */
 static void test_gqa(void) {
@@ -500,6 +517,7 @@ int main(void) {
   test_print_one_head_8192();
   test_causal_square();
   test_causal_rectangular();
+  test_local_window();
   test_gqa();
   test_floors_by_hand();
   test_with_database();

@@ -1,12 +1,30 @@
-/* The problems the tuner builds from its options (fat_tune_problem), the
- * shapes it checks each variant on (fat_check_shapes_for) and the label it
- * prints: the benchmark shapes unchanged, grouped-query heads that divide,
- * uneven lengths that keep their longer side, decoding shapes. */
+/* The problems the tuner builds from its options (fat_tune_problem,
+ * fat_tune_problems), the shapes it checks each variant on
+ * (fat_check_shapes_for) and the label it prints: the benchmark shapes
+ * unchanged, grouped-query heads that divide, uneven lengths that keep
+ * their longer side, decoding shapes, and local windows carried from
+ * --window into every problem and check shape of the local mask (and into
+ * no other). */
 #include <stdio.h>
 #include <string.h>
 #include "fwd_job.h"
+#include "options.h"
 #include "tune.h"
 #include "check.h"
+
+/* The problems of a command line (fat_options_parse, then the defaults
+ * main() fills in for what it leaves empty), into OUT; their number. */
+static size_t problems_of(int argc, char **argv, fat_problem *out, size_t cap) {
+  static const int known[] = {64, 128};
+  fat_options o;
+  char err[256];
+  if (fat_options_parse(argc, argv, known, 2, &o, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return 0;
+  }
+  size_t n = fat_tune_problems(&o, NULL);
+  return n <= cap ? fat_tune_problems(&o, out) : 0;
+}
 
 static void expect_problem(int line, const fat_problem *p, int batch, int heads, int heads_k,
                            int sq, int sk) {
@@ -81,5 +99,39 @@ int main(void) {
   EXPECT_SHAPE(&s[1], 2, 3, 3, 3089, 785);
   EXPECT_SHAPE(&s[2], 1, 2, 2, 122, 77);
   for (int i = 0; i < 3; i++) CHECK(s[i].seqlen_q > s[i].seqlen_k);
+
+  /* Windows: each --window is a problem of the local mask, in the order
+   * given, after the masks before it; the other masks' problems keep the
+   * window 0, 0. Every check shape of a local problem has its window. */
+  char *argv[] = {"fatune", "--head-dim", "64", "--dtype", "bf16", "--seqlen", "1024,4096",
+                  "--mask", "none,local", "--window", "256,0:1024,-1"};
+  fat_problem q[8];
+  CHECK_INT(problems_of(11, argv, q, 8), 6);
+  static const struct {
+    fat_mask mask;
+    int seqlen, left, right;
+  } want[6] = {{FAT_MASK_NONE, 1024, 0, 0},     {FAT_MASK_NONE, 4096, 0, 0},
+               {FAT_MASK_LOCAL, 1024, 256, 0},  {FAT_MASK_LOCAL, 4096, 256, 0},
+               {FAT_MASK_LOCAL, 1024, 1024, -1}, {FAT_MASK_LOCAL, 4096, 1024, -1}};
+  for (int i = 0; i < 6; i++) {
+    CHECK_INT(q[i].mask, want[i].mask);
+    CHECK_INT(q[i].seqlen_q, want[i].seqlen);
+    CHECK_INT(q[i].window_left, want[i].left);
+    CHECK_INT(q[i].window_right, want[i].right);
+    CHECK_INT(q[i].direction, FAT_FWD);
+  }
+  CHECK_INT(fat_check_shapes_for(&q[4], s), 3);
+  for (int i = 0; i < 3; i++) CHECK(s[i].window_left == 1024 && s[i].window_right == -1);
+  fat_problem_label(&q[4], label, sizeof label);
+  CHECK_STR(label, "fwd bf16 d64 local s1024 w1024,-1");
+  fat_problem_label(&q[0], label, sizeof label);
+  CHECK_STR(label, "fwd bf16 d64 none s1024");
+  /* Both directions, both windows: 2 x (1 + 2) x 2 lengths. */
+  char *both[] = {"fatune", "--head-dim", "64", "--dtype", "bf16", "--seqlen", "1024,4096",
+                  "--mask", "local,causal", "--window", "256,0:1024,-1", "--direction", "fwd,bwd"};
+  fat_problem r[16];
+  CHECK_INT(problems_of(13, both, r, 16), 12);
+  CHECK(r[6].direction == FAT_BWD && r[6].mask == FAT_MASK_LOCAL && r[6].window_left == 256);
+  CHECK(r[11].direction == FAT_BWD && r[11].mask == FAT_MASK_CAUSAL && r[11].window_left == 0);
   return check_summary("test_problem");
 }

@@ -143,6 +143,15 @@ fail:
 
 /* ------------------------------------------------------------ helpers */
 
+static void remove_db(const char *path) {
+  char p[300];
+  remove(path);
+  snprintf(p, sizeof p, "%s-wal", path);
+  remove(p);
+  snprintf(p, sizeof p, "%s-shm", path);
+  remove(p);
+}
+
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "rb");
   char *buf = NULL;
@@ -312,6 +321,48 @@ out:
   fat_db_close(fx.db);
 }
 
+/* Local windows are groups of their own, named with their window: two
+ * lengths of one window share a chart, another window of the same shape
+ * gets its own, and each table row says which window it is. */
+static void test_local_windows(void) {
+  fixture fx = {0};
+  char path[300], err[ERRLEN], *html = NULL;
+  size_t n_html = 0;
+  fat_gpu_info g = {.name = FIXTURE_GPU, .cc_major = 9, .sm_count = 132, .driver_version = 13000,
+                    .nvrtc_major = 13};
+  static const struct {
+    int seq, left, right;
+  } problems[] = {{2048, 256, 0}, {4096, 256, 0}, {4096, 1024, -1}};
+  snprintf(path, sizeof path, "%s/local.db", tmpdir);
+  REQUIRE(fat_db_open(path, &fx.db, err, sizeof err) == 0);
+  REQUIRE(fat_db_put_gpu(fx.db, &g, &fx.gpu) == 0);
+  for (int i = 0; i < 3; i++) {
+    fat_problem p = {FAT_FWD, FAT_FP16, FAT_MASK_LOCAL, 64, TOKENS / problems[i].seq, HIDDEN / 64,
+                     HIDDEN / 64, problems[i].seq, problems[i].seq, problems[i].left,
+                     problems[i].right};
+    sqlite3_int64 pid, vid, tid;
+    char name[64];
+    snprintf(name, sizeof name, "fwd.mma80.fp16.d64.local.w%d.s%d", problems[i].left,
+             problems[i].seq);
+    REQUIRE(fat_db_put_problem(fx.db, &p, &pid) == 0);
+    REQUIRE(fx_timed(&fx, &p, pid, name, "mma80", 0, 1, 200.0, &vid, &tid) == 0);
+    REQUIRE(fat_db_set_winner(fx.db, fx.gpu, pid, vid, tid) == 0);
+  }
+  FILE *f = open_memstream(&html, &n_html);
+  CHECK_INT(fat_report_write(fx.db, fx.gpu, "local.db", f, NULL, err, sizeof err), 0);
+  fclose(f);
+  CHECK_INT(count(html, "<h2>forward, fp16, head dim 64, local window 256,0</h2>"), 1);
+  CHECK_INT(count(html, "<h2>forward, fp16, head dim 64, local window 1024,-1</h2>"), 1);
+  CHECK_INT(count(html, "<svg"), 3);  /* the two windows and the roofline */
+  CHECK_INT(count(html, "<tr><td class=\"shape\">fp16 d64 local w256,0</td>"), 2);
+  CHECK_INT(count(html, "<tr><td class=\"shape\">fp16 d64 local w1024,-1</td>"), 1);
+  CHECK(strstr(html, "no mask") == NULL);
+out:
+  free(html);
+  fat_db_close(fx.db);
+  remove_db(path);
+}
+
 static void test_refusals(void) {
   char want[600], missing[300], empty[300], err[ERRLEN];
   fat_db *db = NULL;
@@ -366,15 +417,6 @@ out:
   fat_db_close(db);
 }
 
-static void remove_db(const char *path) {
-  char p[300];
-  remove(path);
-  snprintf(p, sizeof p, "%s-wal", path);
-  remove(p);
-  snprintf(p, sizeof p, "%s-shm", path);
-  remove(p);
-}
-
 int main(void) {
   char p[300];
   if (!mkdtemp(tmpdir)) {
@@ -390,6 +432,7 @@ int main(void) {
   }
   snprintf(html_path, sizeof html_path, "%s/report.html", tmpdir);
   test_report_of_fixture();
+  test_local_windows();
   test_refusals();
   if (!keep_db || !*keep_db) remove_db(db_path);
   snprintf(p, sizeof p, "%s/empty.db", tmpdir);

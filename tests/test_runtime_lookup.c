@@ -2,8 +2,10 @@
  * offline contexts (no GPU needed): lookup order (user database, then
  * tables, then the built-in default; an exact bucket anywhere before a
  * nearest one), nearest-bucket choice by seqlen ratio with ties to the
- * larger bucket, the GPU key, refusals with their exact messages, and that
- * the built-in defaults are what the generator produces today. */
+ * larger bucket, local windows by the ratio of the keys a query sees, the
+ * GPU key, a user database of schema version 1 read as it is, refusals
+ * with their exact messages, and that the built-in defaults are what the
+ * generator produces today. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,8 @@ static fat_gpu_info gpu_of(const char *name, int sms) {
 /* The fat_fwd_params layout the stand-in sources say they were built
  * against: today's, unless a test stores a winner of an older build. */
 static int stand_in_abi = FAT_ABI_VERSION;
+/* The window {left, right} of the local problems stored (0, 0 for the others). */
+static int stand_in_window[2];
 
 /* Stores variant VNAME of DIR with PARAMS, checked (PASSED or not) and
  * timed on (dtype, mask, head dim, seqlen bucket) on the GPU NAME/SMS, in
@@ -46,6 +50,7 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
   fat_problem p;
   fat_tune_problem(dt, mk, hd, seqlen, seqlen_k, group, 0, &p);
   p.direction = dir;
+  if (mk == FAT_MASK_LOCAL) p.window_left = stand_in_window[0], p.window_right = stand_in_window[1];
   fat_variant v = {0};
   /* Carries the ABI line, as every generated source does. */
   snprintf(source, sizeof source, "// stand-in source of %s\n#define FAT_ABI_VERSION %d\n", vname,
@@ -87,6 +92,45 @@ static fat_attn_args problem(fat_attn_dtype dt, fat_attn_mask mk, int hd, int se
   a.batch = 1, a.heads = 16, a.heads_k = 16, a.seqlen_q = a.seqlen_k = seqlen;
   a.head_dim = hd, a.dtype = dt, a.mask = mk;
   return a;
+}
+
+/* A forward winner of the local mask with window (LEFT, RIGHT). */
+static void put_local_winner(const char *path, const char *vname, int seqlen, int left, int right,
+                             double ms) {
+  stand_in_window[0] = left, stand_in_window[1] = right;
+  put_winner(path, H200, H200_SMS, vname, FAT_FP16, FAT_MASK_LOCAL, 64, seqlen, ms);
+  stand_in_window[0] = stand_in_window[1] = 0;
+}
+
+/* A database at PATH as a schema-1 fatune left it (tests/data/schema_v1.sql),
+ * with one winner: VNAME for fp16 none d64 at 4096 on the H200. */
+static void make_schema1_db(const char *path, const char *vname) {
+  char schema_path[4096], rows[2048], *schema = NULL, *msg = NULL;
+  const char *src = getenv("FATUNE_SOURCE_DIR");
+  REQUIRE_EXIT(src);
+  snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v1.sql", src);
+  FILE *f = fopen(schema_path, "rb");
+  REQUIRE_EXIT(f && (schema = calloc(1, 1 << 20)) && fread(schema, 1, (1 << 20) - 1, f) > 0);
+  fclose(f);
+  snprintf(rows, sizeof rows,
+           "INSERT INTO gpus VALUES (1, '%s', 9, 0, %d, 13000, 13, 0, 1, 232448, 1, 1, 1, '');"
+           "INSERT INTO variants VALUES (1, '%s', 'mma80', 'fwd', 'fp16', 'none', 64,"
+           " 'BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4', 'fat_fwd_mma80', 64, 128, 40960,"
+           " replace(hex(zeroblob(32)), '0', 'e'), '#define FAT_ABI_VERSION %d', 0, '');"
+           "INSERT INTO problems VALUES (1, 'fwd', 'fp16', 'none', 64, 4, 32, 32, 4096, 4096);"
+           "INSERT INTO checks VALUES (1, 1, 1, 1, 1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, 'ok',"
+           " 0, '');"
+           "INSERT INTO timings VALUES (1, 1, 1, 1, 20, 1.0, 0.9, 1.2, 0.95, 1.05, 1, 1755, 0, '');"
+           "INSERT INTO winners VALUES (1, 1, 1, 1, '');",
+           H200, H200_SMS, vname, FAT_ABI_VERSION);
+  sqlite3 *h = NULL;
+  REQUIRE_EXIT(sqlite3_open(path, &h) == SQLITE_OK);
+  int rc = sqlite3_exec(h, schema, NULL, NULL, &msg);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(h, rows, NULL, NULL, &msg);
+  if (rc) fprintf(stderr, "schema-1 database: %s\n", msg);
+  REQUIRE_EXIT(rc == SQLITE_OK);
+  sqlite3_close(h);
+  free(schema);
 }
 
 static fat_context *offline(const char *user, const char *const *tables, int n, int sms,
@@ -423,6 +467,92 @@ int main(void) {
   CHECK_STR(ch.variant, "fwd.mma80.fp16.d256.causal.new");
   CHECK_INT(ch.match, FAT_MATCH_EXACT);
   fat_context_close(c);
+
+  /* Local windows: a window is part of the bucket. The nearest is the
+   * nearest by lengths and by the keys one query sees (L + R + 1, an
+   * unbounded side as seqlen_k, at most seqlen_k), both by ratio. */
+  char local_db[256];
+  snprintf(local_db, sizeof local_db, "%s/local.db", dir);
+  put_local_winner(local_db, "fwd.local.s4096.w256", 4096, 256, 0, 0.3);
+  put_local_winner(local_db, "fwd.local.s4096.w1024", 4096, 1024, 0, 0.6);
+  put_local_winner(local_db, "fwd.local.s16384.w1024", 16384, 1024, 0, 2.0);
+  const char *const local_tables[] = {local_db};
+  c = offline("", local_tables, 1, H200_SMS, 0);
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_LOCAL, 64, 4096);
+  a.window_left = 256, a.window_right = 0;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.local.s4096.w256");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  CHECK_INT(ch.origin, FAT_ORIGIN_TABLES);
+  a.window_left = 1024;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.local.s4096.w1024");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  a.window_left = 300; /* 301 keys: ln(301/257) = 0.16 from w256, ln(1025/301) = 1.23 from w1024 */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.local.s4096.w256");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  a.window_left = 700; /* 701 keys: ln(701/257) = 1.00, ln(1025/701) = 0.38 */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.local.s4096.w1024");
+  a.window_left = 128, a.window_right = 128; /* 257 keys, on both sides: not exact, no nearer */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.local.s4096.w256");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  a.window_left = -1, a.window_right = 0; /* unbounded left: all 4096 keys, nearest 1025 */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.local.s4096.w1024");
+  a.window_left = 100000; /* wider than the sequence: 4096 keys as well */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.local.s4096.w1024");
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_LOCAL, 64, 12000); /* lengths decide: 16384 */
+  a.window_left = 1024, a.window_right = 0;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.local.s16384.w1024");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  CHECK_INT(ch.bucket_seqlen, 16384);
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_LOCAL, 64, 8192); /* both: 1.39 + 0 beats 1.39 + 1.38 */
+  a.window_left = 256, a.window_right = 0;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.local.s4096.w256");
+  /* Other masks of the key never see a local winner, whatever their
+   * (unread) window fields hold; a local call of another key gets its
+   * family default. */
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64, 4096);
+  a.window_left = 256, a.window_right = 0;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d64.none.m128n64w4s1");
+  a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_LOCAL, 64, 4096);
+  a.window_left = 256, a.window_right = 0;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d64.local.m128n64w4s1");
+  fat_context_close(c);
+
+  /* A user database a schema-1 fatune wrote serves its winners as it is
+   * (the runtime reads, never upgrades it); it has no local one. */
+  char v1_db[256];
+  snprintf(v1_db, sizeof v1_db, "%s/schema1.db", dir);
+  make_schema1_db(v1_db, "fwd.mma80.fp16.d64.none.v1");
+  c = offline(v1_db, no_tables, 1, H200_SMS, 0);
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64, 4096);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d64.none.v1");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  CHECK_INT(ch.origin, FAT_ORIGIN_USER_DB);
+  a.mask = FAT_ATTN_MASK_LOCAL, a.window_left = 256, a.window_right = 0;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  fat_context_close(c);
+  sqlite3 *v1h = NULL;
+  sqlite3_stmt *v1s = NULL;
+  REQUIRE_EXIT(sqlite3_open_v2(v1_db, &v1h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+               sqlite3_prepare_v2(v1h, "PRAGMA user_version", -1, &v1s, NULL) == SQLITE_OK &&
+               sqlite3_step(v1s) == SQLITE_ROW);
+  CHECK_INT(sqlite3_column_int(v1s, 0), 1);
+  sqlite3_finalize(v1s);
+  sqlite3_close(v1h);
 
   /* One message per code. */
   CHECK_STR(fat_strerror(FAT_OK), "success");

@@ -1,8 +1,11 @@
 /* Shipped tables (tuner/tables.c) on databases built here: export -> import
  * -> export is byte-identical; importing or merging twice adds nothing; the
- * exported text is one INSERT per line with blobs as X'hex'; an import that
- * tries anything but INSERT into fatune's tables is refused with its reason;
- * the command line's usage errors. */
+ * exported text is one INSERT per line with blobs as X'hex'; local windows
+ * travel as part of the problem key; a table exported by a schema-1 fatune
+ * (no window columns) still imports, and a schema-1 database still merges,
+ * both to what today's export gives; an import that tries anything but
+ * INSERT into fatune's tables is refused with its reason; the command
+ * line's usage errors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,8 @@
  * checks and a fractional timing: everything export must carry exactly. */
 /* When set, the next put_variant stores this source instead of its own. */
 static const char *source_override;
+/* When set, the next put_variant's problem has this window {left, right}. */
+static const int *window_override;
 
 static void put_variant(fat_db *db, const char *gpu, fat_direction dir, const char *vname,
                         const char *params, fat_mask mk, int seqlen, double ms, int passed,
@@ -31,6 +36,7 @@ static void put_variant(fat_db *db, const char *gpu, fat_direction dir, const ch
   fat_problem p;
   fat_bench_problem(FAT_BF16, mk, 128, seqlen, &p);
   p.direction = dir;
+  if (window_override) p.window_left = window_override[0], p.window_right = window_override[1];
   fat_variant v = {0};
   snprintf(source, sizeof source, "// '%s'\n\textern \"C\" __global__ void f() {}\r\n", vname);
   v.name = (char *)vname, v.family = "mma80", v.entry = "f", v.source = source;
@@ -89,6 +95,52 @@ static long long import_text(const char *path, const char *text, char *err, size
   if (fat_tables_import(db, text, "t.sql", &added, err, errlen)) added = -1;
   fat_db_close(db);
   return added;
+}
+
+/* TEXT as a schema-1 fatune exported it: problems without window columns
+ * (every window 0, 0), the header naming version 1. */
+static char *as_schema1_export(const char *text) {
+  static const char *const cols = ", window_left, window_right", *vals = ", 0, 0);\n";
+  char *out = malloc(strlen(text) + 1), *w = out;
+  REQUIRE_EXIT(out);
+  for (const char *l = text; *l;) {
+    const char *nl = strchr(l, '\n');
+    size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
+    memcpy(w, l, len);
+    w[len] = 0;
+    char *c = strstr(w, cols), *v = strstr(w, vals), *h = strstr(w, "schema version 2;");
+    if (!strncmp(w, "INSERT INTO problems ", 21)) {
+      REQUIRE_EXIT(c && v);
+      memmove(v, v + 6, strlen(v + 6) + 1);  /* ", 0, 0);" -> ");" */
+      memmove(c, c + strlen(cols), strlen(c + strlen(cols)) + 1);
+    }
+    if (h) h[strlen("schema version ")] = '1';
+    w += strlen(w);
+    l += len;
+  }
+  return out;
+}
+
+/* A schema-1 database at PATH holding the rows of the schema-1 table TEXT
+ * (its INSERTs run as they are, as that fatune's own import would have). */
+static void make_schema1_db(const char *path, const char *text) {
+  char schema_path[4096], *schema = NULL;
+  const char *src = getenv("FATUNE_SOURCE_DIR");
+  REQUIRE_EXIT(src);
+  snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v1.sql", src);
+  FILE *f = fopen(schema_path, "rb");
+  size_t n = 0;
+  REQUIRE_EXIT(f && (schema = calloc(1, 1 << 20)) && (n = fread(schema, 1, (1 << 20) - 1, f)) > 0);
+  fclose(f);
+  sqlite3 *h = NULL;
+  char *msg = NULL;
+  REQUIRE_EXIT(sqlite3_open(path, &h) == SQLITE_OK);
+  int rc = sqlite3_exec(h, schema, NULL, NULL, &msg);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(h, text, NULL, NULL, &msg);
+  if (rc) fprintf(stderr, "schema-1 database: %s\n", msg);
+  REQUIRE_EXIT(rc == SQLITE_OK);
+  sqlite3_close(h);
+  free(schema);
 }
 
 static int count_lines(const char *s, const char *prefix) {
@@ -224,6 +276,61 @@ int main(void) {
   char *long_sql2 = export_text(d, H200);
   CHECK_STR(long_sql2, long_sql);
   free(long_sql), free(long_sql2), free(long_src);
+
+  /* Local windows travel: two windows of one shape are two problems,
+   * exported with their windows, and come back the same. */
+  static const int w256[2] = {256, 0}, w1024[2] = {1024, -1};
+  snprintf(d, sizeof d, "%s/local.db", dir);
+  REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
+  window_override = w256;
+  put_winner(db, H200, "fwd.mma80.bf16.d128.local.w256", FAT_MASK_LOCAL, 4096, 0.4);
+  window_override = w1024;
+  put_winner(db, H200, "fwd.mma80.bf16.d128.local.w1024", FAT_MASK_LOCAL, 4096, 0.9);
+  window_override = NULL;
+  fat_db_close(db);
+  char *local = export_text(d, H200);
+  CHECK(strstr(local, "database schema version 2;") != NULL);
+  CHECK_INT(count_lines(local, "INSERT INTO problems "), 2);
+  CHECK(strstr(local, "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads, "
+                      "heads_k, seqlen_q, seqlen_k, window_left, window_right) VALUES (1, 'fwd', "
+                      "'bf16', 'local', 128, 4, 16, 16, 4096, 4096, 256, 0);\n") != NULL);
+  CHECK(strstr(local, "VALUES (2, 'fwd', 'bf16', 'local', 128, 4, 16, 16, 4096, 4096, 1024, -1);\n")
+        != NULL);
+  snprintf(d, sizeof d, "%s/local2.db", dir);
+  CHECK_INT(import_text(d, local, err, sizeof err), 1 + 2 + 2 + 2 + 2 + 4 + 2 + 2);
+  char *local2 = export_text(d, H200);
+  CHECK_STR(local2, local);
+  free(local), free(local2);
+
+  /* A table exported by a schema-1 fatune imports (its problems get the
+   * window 0, 0), and today's export of the result is today's format. */
+  char *v1_text = as_schema1_export(first);
+  CHECK(strstr(v1_text, "window") == NULL);
+  CHECK_INT(count_lines(v1_text, "INSERT INTO problems "), 2);
+  snprintf(d, sizeof d, "%s/from-v1-table.db", dir);
+  CHECK_INT(import_text(d, v1_text, err, sizeof err), 2 + 1 + 2 + 2 + 2 + 4 + 2 + 2);
+  char *from_v1 = export_text(d, H200);
+  CHECK_STR(from_v1, first);
+  free(from_v1);
+  /* So does a schema-1 database merge, read as it is and left at version 1. */
+  char v1_db[256];
+  snprintf(v1_db, sizeof v1_db, "%s/schema1.db", dir);
+  make_schema1_db(v1_db, v1_text);
+  snprintf(d, sizeof d, "%s/from-v1-db.db", dir);
+  REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
+  CHECK_INT(fat_tables_merge(db, v1_db, &added, err, sizeof err), 0);
+  CHECK_INT(added, 2 + 1 + 2 + 2 + 2 + 4 + 2 + 2);
+  fat_db_close(db);
+  from_v1 = export_text(d, H200);
+  CHECK_STR(from_v1, first);
+  free(from_v1), free(v1_text);
+  sqlite3 *v1h = NULL;
+  REQUIRE_EXIT(sqlite3_open_v2(v1_db, &v1h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+  REQUIRE_EXIT(sqlite3_prepare_v2(v1h, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK);
+  REQUIRE_EXIT(sqlite3_step(s) == SQLITE_ROW);
+  CHECK_INT(sqlite3_column_int(s, 0), 1);
+  sqlite3_finalize(s);
+  sqlite3_close(v1h);
 
   /* The command line. */
   char *bad[] = {"export", "--db", b};

@@ -15,6 +15,8 @@
 #include "sha256.h"
 
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"
+/* The upgrade from version N - 1 to N (db/migrations/N.sql). */
+#define FAT_DB_MIGRATION_PATH "db/migrations/%d.sql"
 #define FAT_DB_ERR_MAX 512
 /* Where schema.sql's idempotent appended part begins (db/schema.sql says why). */
 #define FAT_DB_APPENDED_MARKER "-- ---- Appended: cubin integrity"
@@ -76,8 +78,9 @@ static const char *const stmt_sql[ST_COUNT] = {
     " created_at = excluded.created_at",
   [ST_PUT_PROBLEM] =
     "INSERT INTO problems (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q,"
-    " seqlen_k) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-    " ON CONFLICT (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k)"
+    " seqlen_k, window_left, window_right) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    " ON CONFLICT (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k,"
+    " window_left, window_right)"
     " DO UPDATE SET head_dim = excluded.head_dim" /* no-op, so that RETURNING reports the row */
     " RETURNING id",
   [ST_PUT_CHECK] =
@@ -150,15 +153,16 @@ static const char *const stmt_sql[ST_COUNT] = {
     "  (SELECT count(*) FROM passing_all s WHERE s.problem_id = p.id),"
     "  (SELECT count(*) FROM verdict f WHERE f.problem_id = p.id AND f.all_passed = 0),"
     "  (SELECT min(s.median_ms) FROM passing_all s WHERE s.problem_id = p.id"
-    "    AND s.family = '" FAT_FAMILY_MATERIALIZE "')"
+    "    AND s.family = '" FAT_FAMILY_MATERIALIZE "'),"
+    "  p.window_left, p.window_right"
     " FROM winners w"
     " JOIN problems p ON p.id = w.problem_id"
     " JOIN variants vw ON vw.id = w.variant_id"
     " JOIN timings tw ON tw.id = w.timing_id"
     " LEFT JOIN verdict d ON d.variant_id = w.variant_id AND d.problem_id = w.problem_id"
     " WHERE w.gpu_id = ?1"
-    " ORDER BY p.direction = 'bwd', p.dtype, p.mask, p.head_dim, p.seqlen_q, p.seqlen_k,"
-    "  p.batch, p.heads, p.heads_k",
+    " ORDER BY p.direction = 'bwd', p.dtype, p.mask, p.head_dim, p.window_left,"
+    "  p.window_right, p.seqlen_q, p.seqlen_k, p.batch, p.heads, p.heads_k",
   [ST_PUT_BUILD_HASH] =
     "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES (?1, ?2)"
     " ON CONFLICT (build_key) DO UPDATE SET cubin_sha256 = excluded.cubin_sha256",
@@ -356,7 +360,89 @@ out:
   return ret;
 }
 
-/* Checks the file is ours, at our version, creating the schema when empty. */
+/* Fails the upgrade when a row references a parent row that is missing
+ * (PRAGMA foreign_key_check, run inside the upgrade's transaction). */
+static int check_foreign_keys(fat_db *db, int from) {
+  sqlite3_stmt *s = NULL;
+  int ret = -1, rc = sqlite3_prepare_v2(db->h, "PRAGMA foreign_key_check", -1, &s, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW)
+    snprintf(db->err, sizeof db->err,
+             "cannot upgrade database %s from schema version %d: row %lld of %s references a "
+             "missing row of %s", db->path, from, (long long)sqlite3_column_int64(s, 1),
+             (const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 2));
+  else if (rc != SQLITE_DONE)
+    fail(db, "cannot check the foreign keys of %s", db->path);
+  else
+    ret = 0;
+  sqlite3_finalize(s);
+  return ret;
+}
+
+/* Runs db/migrations/(FROM + 1).sql on a database of version FROM, in one
+ * transaction with the write lock; *VERSION gets the version found under
+ * the lock, then the one reached (another process may have upgraded the
+ * file meanwhile: then nothing is run). The caller turns foreign keys off
+ * and legacy_alter_table on (the migration file says why). */
+static int migrate_once(fat_db *db, int *version) {
+  int ret = -1, in_tx = 0, from = *version;
+  char path[64], *msg = NULL;
+  if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK) {
+    fail(db, "cannot lock database %s", db->path);
+    goto out;
+  }
+  in_tx = 1;
+  if (read_user_version(db, version)) goto out;
+  if ((from = *version) < FAT_DB_SCHEMA_VERSION) {
+    snprintf(path, sizeof path, FAT_DB_MIGRATION_PATH, from + 1);
+    const fat_embedded_file *m = fat_embedded_find(path);
+    if (!m) {
+      snprintf(db->err, sizeof db->err, "cannot upgrade database %s from schema version %d: %s "
+               "is not embedded in this build", db->path, from, path);
+      goto out;
+    }
+    if (sqlite3_exec(db->h, m->data, NULL, NULL, &msg) != SQLITE_OK) {
+      snprintf(db->err, sizeof db->err, "cannot upgrade database %s from schema version %d (%s): %s",
+               db->path, from, path, msg ? msg : sqlite3_errmsg(db->h));
+      goto out;
+    }
+    if (check_foreign_keys(db, from) || read_user_version(db, version)) goto out;
+    /* Each step must raise the version, or the caller would loop. */
+    if (*version != from + 1) {
+      snprintf(db->err, sizeof db->err, "cannot upgrade database %s: %s left schema version %d, "
+               "not %d", db->path, path, *version, from + 1);
+      goto out;
+    }
+  }
+  if (exec(db, "COMMIT") != SQLITE_OK) {
+    fail(db, "cannot commit the upgrade of %s from schema version %d", db->path, from);
+    goto out;
+  }
+  in_tx = 0;
+  ret = 0;
+out:
+  sqlite3_free(msg);
+  if (in_tx) exec(db, "ROLLBACK");
+  return ret;
+}
+
+/* Upgrades a database of schema VERSION (1 or more, older than this
+ * build's) to FAT_DB_SCHEMA_VERSION, one version per transaction: a failed
+ * step leaves the file at the last version reached, never half-upgraded. */
+static int migrate(fat_db *db, int version) {
+  int ret = 0;
+  /* Both are no-ops inside a transaction: set before each BEGIN. */
+  if (exec(db, "PRAGMA foreign_keys = OFF") != SQLITE_OK ||
+      exec(db, "PRAGMA legacy_alter_table = ON") != SQLITE_OK)
+    return fail(db, "cannot prepare the upgrade of %s", db->path);
+  while (ret == 0 && version < FAT_DB_SCHEMA_VERSION) ret = migrate_once(db, &version);
+  if (exec(db, "PRAGMA legacy_alter_table = OFF") != SQLITE_OK && ret == 0)
+    ret = fail(db, "cannot finish the upgrade of %s", db->path);
+  return ret;
+}
+
+/* Checks the file is ours, creating the schema when empty and upgrading
+ * an older version. */
 static int check_schema(fat_db *db) {
   int version = 0;
   if (read_user_version(db, &version)) return -1;
@@ -367,12 +453,13 @@ static int check_schema(fat_db *db) {
              db->path, version, FAT_DB_SCHEMA_VERSION);
     return -1;
   }
-  if (version < 0 || (version > 0 && version != FAT_DB_SCHEMA_VERSION)) {
+  if (version < 0) {
     snprintf(db->err, sizeof db->err, "database %s has unknown schema version %d (this fatune reads %d)",
              db->path, version, FAT_DB_SCHEMA_VERSION);
     return -1;
   }
   if (version == FAT_DB_SCHEMA_VERSION) return 0;
+  if (version > 0) return migrate(db, version);
   int objects = count_schema_objects(db);
   if (objects < 0) return -1;
   if (objects > 0) {
@@ -670,11 +757,14 @@ int fat_db_put_problem(fat_db *db, const fat_problem *p, sqlite3_int64 *id) {
   sqlite3_bind_int(s, 7, p->heads_k);
   sqlite3_bind_int(s, 8, p->seqlen_q);
   sqlite3_bind_int(s, 9, p->seqlen_k);
+  sqlite3_bind_int(s, 10, p->window_left);
+  sqlite3_bind_int(s, 11, p->window_right);
   int ret = 0;
   if (step_returning_id(s, id) != SQLITE_OK)
-    ret = fail(db, "cannot store problem %s %s %s d%d b%d h%d/%d sq%d sk%d",
+    ret = fail(db, "cannot store problem %s %s %s d%d b%d h%d/%d sq%d sk%d w%d,%d",
                fat_direction_name(p->direction), fat_dtype_name(p->dtype), fat_mask_name(p->mask),
-               p->head_dim, p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k);
+               p->head_dim, p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k,
+               p->window_left, p->window_right);
   release(s);
   return ret;
 }
@@ -896,6 +986,8 @@ int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, 
     row->n_passing = sqlite3_column_int(s, 18);
     row->n_failed = sqlite3_column_int(s, 19);
     row->materialize_ms = column_real(s, 20);
+    row->problem.window_left = sqlite3_column_int(s, 21);
+    row->problem.window_right = sqlite3_column_int(s, 22);
   }
   if (rc != SQLITE_DONE) {
     fail(db, "cannot read results of gpu %lld", (long long)gpu_id);

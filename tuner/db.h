@@ -17,15 +17,17 @@
 #include "types.h"
 
 /* The schema version this build reads and writes (PRAGMA user_version). */
-#define FAT_DB_SCHEMA_VERSION 1
+#define FAT_DB_SCHEMA_VERSION 2
 /* How long a writer waits for another process holding the lock. */
 #define FAT_DB_BUSY_TIMEOUT_MS 10000
 
 typedef struct fat_db fat_db;
 
 /* Opens PATH, creating it (the file, not its folder) and applying the schema
- * when new (and schema.sql's appended build_hashes table to an older
- * version-1 file, hashing the cubins it holds). Refuses a file that is not SQLite ("not a fatune database: PATH:
+ * when new, upgrading an older schema version in place (db/migrations/, one
+ * transaction per version, every row and id kept), and adding schema.sql's
+ * appended build_hashes table to a file made before it (hashing the cubins
+ * it holds). Refuses a file that is not SQLite ("not a fatune database: PATH:
  * file is not a database"), an SQLite file of another program, a newer or
  * unknown schema version, and a path it cannot open for writing ("cannot open
  * database PATH: ..."). On failure *DB is NULL and ERR holds the reason. */
@@ -56,7 +58,9 @@ int fat_db_find_build(fat_db *db, const char *key, fat_build *out, int *found);
 int fat_db_put_build(fat_db *db, sqlite3_int64 variant_id, const fat_build *b,
                      const char *options, const char *nvrtc_version);
 
-/* Inserts the problem or finds it by its full shape. */
+/* Inserts the problem or finds it by its full shape (the window included:
+ * a local problem's own, 0, 0 for the other masks -- the schema refuses
+ * anything else). */
 int fat_db_put_problem(fat_db *db, const fat_problem *p, sqlite3_int64 *id);
 
 /* Records one reference check. A failing check also unseats the variant if it
@@ -121,7 +125,7 @@ typedef struct fat_db_summary_row {
                                    NAN if none timed; never in slowest_ms or default_ms */
 } fat_db_summary_row;
 
-/* Every winner on GPU_ID, ordered by direction, dtype, mask, head dim,
+/* Every winner on GPU_ID, ordered by direction, dtype, mask, head dim, window,
  * seqlens. *ROWS is heap (free), *N its length. */
 int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, size_t *n);
 

@@ -36,7 +36,8 @@ typedef struct fat_io_model {
   uint64_t q_bytes, k_bytes, v_bytes, o_bytes;  /* K and V with heads_k heads */
   uint64_t lower_bound_bytes;  /* Q, K, V read once and O written once */
   uint64_t materialise_bytes;  /* scores_traffic + lower_bound_bytes */
-  uint64_t flops;              /* fat_problem_flops: 4·B·H·Sq·Sk·D, halved for causal when Sq = Sk */
+  uint64_t flops;              /* fat_problem_flops: 4·B·H·Sq·Sk·D, halved for causal when Sq = Sk;
+                                  a local window's pairs instead of Sq·Sk */
   double ratio;                /* materialise_bytes / lower_bound_bytes */
   double intensity;            /* flops / lower_bound_bytes: the roofline's x */
 } fat_io_model;

@@ -1217,7 +1217,9 @@ static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat
                     size_t errlen) {
   int rc = FAT_GPU_FAILED;
   fat_gpu_bwd_tensors t;
-  const fat_check_shape shape = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
+  const fat_check_shape shape = {.batch = p->batch, .heads = p->heads, .heads_k = p->heads_k,
+                                 .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k,
+                                 .window_left = p->window_left, .window_right = p->window_right};
   const float lse_value = BWD_TIMING_LSE;
   unsigned lse_bits;
 

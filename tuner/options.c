@@ -29,7 +29,10 @@ const char *fat_options_usage(void) {
          "  --gpu N            CUDA device index (default 0)\n"
          "  --head-dim LIST    head dims to tune, e.g. 128 or 64,128 (default: all)\n"
          "  --dtype LIST       fp16, bf16 (default: both)\n"
-         "  --mask LIST        none, causal (default: both)\n"
+         "  --mask LIST        none, causal, local (default: none,causal)\n"
+         "  --window LIST      the local mask's windows L,R, ':'-separated (256,0:1024,0):\n"
+         "                     a query sees L keys before its position and R after, -1\n"
+         "                     for no bound; each window is tuned as problems of its own\n"
          "  --direction LIST   fwd, bwd or fwd,bwd: forward and/or backward kernels (default fwd)\n"
          "  --seqlen LIST      problem buckets; batch = 16384 tokens / seqlen, heads =\n"
          "                     2048 / head dim (default 512,1024,2048,4096,8192,16384)\n"
@@ -55,14 +58,16 @@ const char *fat_options_usage(void) {
          "compilation done, nothing checked or timed).\n";
 }
 
-/* Splits S at commas into at most FAT_MAX_LIST items, each handed to EACH.
- * Empty lists and empty items are refused; so are duplicates, compared as
- * ELEM_SIZE-byte entries of OUT (0: the caller checks them itself). */
+/* Splits S at SEP (',' for lists of numbers and names) into at most
+ * FAT_MAX_LIST items, each handed to EACH. Empty lists and empty items are
+ * refused; so are duplicates, compared as ELEM_SIZE-byte entries of OUT (0:
+ * the caller checks them itself). */
 typedef int (*item_fn)(const char *flag, const char *item, void *out, int index, char *err,
                        size_t errlen);
 
-static int parse_list(const char *flag, const char *s, item_fn each, void *out, int *n,
-                      size_t elem_size, char *err, size_t errlen) {
+static int parse_list_sep(const char *flag, const char *s, char sep, item_fn each, void *out,
+                          int *n, size_t elem_size, char *err, size_t errlen) {
+  const char seps[2] = {sep, 0}, doubled[3] = {sep, sep, 0};
   char buf[1024];
   if (!*s) {
     snprintf(err, errlen, "%s: empty list", flag);
@@ -76,11 +81,11 @@ static int parse_list(const char *flag, const char *s, item_fn each, void *out, 
   *n = 0;
   char *save = NULL, *p = buf;
   size_t len = strlen(buf);
-  if (buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,")) {
+  if (buf[0] == sep || buf[len - 1] == sep || strstr(buf, doubled)) {
     snprintf(err, errlen, "%s: empty item in '%s'", flag, s);
     return -1;
   }
-  for (char *item = strtok_r(p, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+  for (char *item = strtok_r(p, seps, &save); item; item = strtok_r(NULL, seps, &save)) {
     if (*n >= FAT_MAX_LIST) {
       snprintf(err, errlen, "%s: more than %d items", flag, FAT_MAX_LIST);
       return -1;
@@ -95,6 +100,11 @@ static int parse_list(const char *flag, const char *s, item_fn each, void *out, 
     (*n)++;
   }
   return 0;
+}
+
+static int parse_list(const char *flag, const char *s, item_fn each, void *out, int *n,
+                      size_t elem_size, char *err, size_t errlen) {
+  return parse_list_sep(flag, s, ',', each, out, n, elem_size, err, errlen);
 }
 
 typedef struct head_dim_ctx {
@@ -130,17 +140,49 @@ static int each_dtype(const char *flag, const char *item, void *out, int index, 
 
 static int each_mask(const char *flag, const char *item, void *out, int index, char *err,
                      size_t errlen) {
-  fat_mask m;
-  if (fat_mask_parse(item, &m) == 0 && m == FAT_MASK_LOCAL) {
-    /* Schema version 1 keys problems without a window: the runtime serves
-     * local windows with the family default until it keys them. */
-    snprintf(err, errlen, "%s: mask 'local' is not tuned yet (the database keys no window); "
-             "the runtime serves it with the family default", flag);
+  if (fat_mask_parse(item, (fat_mask *)out + index) == 0) return 0;
+  snprintf(err, errlen, "%s: unknown mask '%s' (none, causal, local)", flag, item);
+  return -1;
+}
+
+/* One window, "LEFT,RIGHT": each bound -1 (none) up to the longest
+ * sequence, at least one of them bounded. */
+static int each_window(const char *flag, const char *item, void *out, int index, char *err,
+                       size_t errlen) {
+  fat_window *w = (fat_window *)out + index;
+  char left[32];
+  const char *comma = strchr(item, ',');
+  if (!comma || strchr(comma + 1, ',') || (size_t)(comma - item) >= sizeof left) {
+    snprintf(err, errlen, "%s: '%s' is not a window: give LEFT,RIGHT (keys seen before and "
+             "after a query's position, -1 for no bound), e.g. 256,0", flag, item);
     return -1;
   }
-  if (fat_mask_parse(item, (fat_mask *)out + index) == 0) return 0;
-  snprintf(err, errlen, "%s: unknown mask '%s' (none, causal)", flag, item);
-  return -1;
+  memcpy(left, item, (size_t)(comma - item));
+  left[comma - item] = 0;
+  if (fat_cli_parse_int(flag, left, -1, FAT_MAX_SEQLEN, &w->left, err, errlen) ||
+      fat_cli_parse_int(flag, comma + 1, -1, FAT_MAX_SEQLEN, &w->right, err, errlen))
+    return -1;
+  if (w->left == -1 && w->right == -1) {
+    snprintf(err, errlen, "%s: '%s' bounds neither side: that is --mask none", flag, item);
+    return -1;
+  }
+  return 0;
+}
+
+/* --window belongs to the local mask, and the local mask needs one. */
+static int check_windows(const fat_options *o, char *err, size_t errlen) {
+  int local = 0;
+  for (int i = 0; i < o->n_masks; i++) local |= o->masks[i] == FAT_MASK_LOCAL;
+  if (local && o->n_windows == 0) {
+    snprintf(err, errlen, "--mask local needs --window LEFT,RIGHT (e.g. --window 256,0; -1 for "
+             "no bound on a side)");
+    return -1;
+  }
+  if (!local && o->n_windows > 0) {
+    snprintf(err, errlen, "--window applies to the local mask only: add local to --mask");
+    return -1;
+  }
+  return 0;
 }
 
 static int each_direction(const char *flag, const char *item, void *out, int index, char *err,
@@ -190,7 +232,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
   static const char *const valued[] = {"--gpu",  "--head-dim", "--dtype",   "--mask",
                                        "--seqlen", "--db",     "--jobs",    "--reps",
                                        "--timeout", "--arch",  "--templates", "--direction",
-                                       "--seqlen-k", "--gqa", "--batch"};
+                                       "--seqlen-k", "--gqa", "--batch", "--window"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
   int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
 
@@ -260,6 +302,9 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     } else if (!strcmp(flag, "--mask")) {
       rc = parse_list(flag, value, each_mask, o->masks, &o->n_masks, sizeof(fat_mask), err,
                       errlen);
+    } else if (!strcmp(flag, "--window")) {
+      rc = parse_list_sep(flag, value, ':', each_window, o->windows, &o->n_windows,
+                          sizeof(fat_window), err, errlen);
     } else if (!strcmp(flag, "--direction")) {
       /* Two directions at most: a third item is a duplicate, and says so. */
       fat_direction dirs[FAT_MAX_LIST];
@@ -304,6 +349,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     snprintf(err, errlen, "--quiet and --verbose contradict each other");
     return -1;
   }
+  if (check_windows(o, err, errlen)) return -1;
   if (o->n_directions == 0) {
     o->directions[0] = FAT_FWD;
     o->n_directions = 1;

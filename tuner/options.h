@@ -33,6 +33,12 @@ typedef enum fat_command {
   FAT_CMD_VERSION,
 } fat_command;
 
+/* One --window: the keys a query sees on each side of its position, -1
+ * for no bound on that side (fat_problem's window_left, window_right). */
+typedef struct fat_window {
+  int left, right;
+} fat_window;
+
 typedef struct fat_options {
   fat_command command;
   int gpu;                               /* --gpu: CUDA device index */
@@ -42,6 +48,8 @@ typedef struct fat_options {
   int n_dtypes;
   fat_mask masks[FAT_MAX_LIST];          /* --mask */
   int n_masks;
+  fat_window windows[FAT_MAX_LIST];      /* --window: the local mask's problems, one per window */
+  int n_windows;                         /* 0 unless --mask has local (which needs one) */
   int seqlens[FAT_MAX_LIST];             /* --seqlen: the problem buckets (queries) */
   int n_seqlens;
   int seqlens_k[FAT_MAX_LIST];           /* --seqlen-k: keys per bucket; none: as many as queries */

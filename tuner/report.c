@@ -87,9 +87,10 @@ static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
   int rc, ret = -1;
   if (sqlite3_prepare_v2(fat_db_handle(db),
                          "SELECT id, direction, dtype, mask, head_dim, batch, heads, heads_k,"
-                         " seqlen_q, seqlen_k FROM problems"
+                         " seqlen_q, seqlen_k, window_left, window_right FROM problems"
                          /* same_group's key first, so that each group is one run */
-                         " ORDER BY direction = 'bwd', dtype, mask, head_dim, heads / heads_k,"
+                         " ORDER BY direction = 'bwd', dtype, mask, head_dim, window_left,"
+                         " window_right, heads / heads_k,"
                          " seqlen_k != seqlen_q, CASE WHEN seqlen_k = seqlen_q THEN 0 ELSE"
                          " seqlen_k END, seqlen_q, seqlen_k, batch, heads, heads_k",
                          -1, &s, NULL) != SQLITE_OK) {
@@ -119,6 +120,8 @@ static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
     r->p.heads_k = sqlite3_column_int(s, 7);
     r->p.seqlen_q = sqlite3_column_int(s, 8);
     r->p.seqlen_k = sqlite3_column_int(s, 9);
+    r->p.window_left = sqlite3_column_int(s, 10);
+    r->p.window_right = sqlite3_column_int(s, 11);
     for (int k = 0; k < MAX_SERIES; k++) r->ms[k] = NAN;
   }
   if (rc != SQLITE_DONE) {
@@ -322,29 +325,43 @@ static void put_name(FILE *f, const char *name) {
   }
 }
 
-/* A chart draws one group: the same direction, dtype, mask, head dim and
- * query heads per K/V head, and either square problems (seqlen_k =
- * seqlen_q) or one fixed seqlen_k (decoding shapes), against seqlen_q. */
+/* A chart draws one group: the same direction, dtype, mask (and local
+ * window), head dim and query heads per K/V head, and either square
+ * problems (seqlen_k = seqlen_q) or one fixed seqlen_k (decoding shapes),
+ * against seqlen_q. */
 static int keys_of(const fat_problem *p) { return p->seqlen_k == p->seqlen_q ? 0 : p->seqlen_k; }
 
 static int same_group(const fat_problem *a, const fat_problem *b) {
   return a->direction == b->direction && a->dtype == b->dtype && a->mask == b->mask &&
+         a->window_left == b->window_left && a->window_right == b->window_right &&
          a->head_dim == b->head_dim && a->heads / a->heads_k == b->heads / b->heads_k &&
          keys_of(a) == keys_of(b);
 }
 
+/* The mask in words: "no mask", "causal", "local window 256,0" (the keys
+ * seen before and after a query, as --window takes them). */
+static void mask_words(FILE *f, const fat_problem *p) {
+  if (p->mask == FAT_MASK_LOCAL)
+    fprintf(f, "local window %d,%d", p->window_left, p->window_right);
+  else
+    fputs(p->mask == FAT_MASK_CAUSAL ? "causal" : "no mask", f);
+}
+
 static void group_title(FILE *f, const fat_problem *p) {
-  fprintf(f, "%s, %s, head dim %d, %s", p->direction == FAT_FWD ? "forward" : "backward",
-          fat_dtype_name(p->dtype), p->head_dim, p->mask == FAT_MASK_CAUSAL ? "causal" : "no mask");
+  fprintf(f, "%s, %s, head dim %d, ", p->direction == FAT_FWD ? "forward" : "backward",
+          fat_dtype_name(p->dtype), p->head_dim);
+  mask_words(f, p);
   if (p->heads_k == 1 && p->heads > 1) fputs(", one K/V head", f);
   else if (p->heads_k != p->heads) fprintf(f, ", %d query heads per K/V head", p->heads / p->heads_k);
   if (keys_of(p)) fprintf(f, ", %d keys", p->seqlen_k);
 }
 
-/* The group in few words, for legends and table cells: "fp16 d128 causal". */
+/* The group in few words, for legends and table cells: "fp16 d128 causal",
+ * "bf16 d128 local w256,0". */
 static void group_short(FILE *f, const fat_problem *p) {
   fprintf(f, "%s%s d%d%s", p->direction == FAT_BWD ? "bwd " : "", fat_dtype_name(p->dtype),
           p->head_dim, p->mask == FAT_MASK_CAUSAL ? " causal" : "");
+  if (p->mask == FAT_MASK_LOCAL) fprintf(f, " local w%d,%d", p->window_left, p->window_right);
   if (p->heads_k != p->heads) fprintf(f, " g%d", p->heads / p->heads_k);
   if (keys_of(p)) fprintf(f, " k%d", p->seqlen_k);
 }

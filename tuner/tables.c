@@ -61,7 +61,8 @@ static const char *const EXPORT_SELECT_SQL =
     "CREATE TEMP TABLE x_variants AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY name,"
     "  source_hash) AS new FROM main.variants WHERE id IN (SELECT variant_id FROM temp.x_picks);"
     "CREATE TEMP TABLE x_problems AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY direction,"
-    "  dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k) AS new FROM main.problems"
+    "  dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, window_left,"
+    "  window_right) AS new FROM main.problems"
     "  WHERE id IN (SELECT problem_id FROM main.winners WHERE gpu_id IN (SELECT old FROM"
     "  temp.x_gpus));"
     "CREATE TEMP TABLE x_builds AS SELECT b.id AS old, ROW_NUMBER() OVER (ORDER BY b.key) AS new"
@@ -116,11 +117,14 @@ static const export_table EXPORT_TABLES[] = {
     {"build_hashes", "build_key, cubin_sha256",
      "SELECT h.build_key, h.cubin_sha256 FROM main.build_hashes h JOIN main.builds t ON t.key ="
      " h.build_key JOIN temp.x_builds x ON x.old = t.id ORDER BY x.new"},
+    /* A table of schema version 1 has no window columns: they default to
+     * 0, 0, the window of every problem but a local one. */
     {"problems",
-     "id, direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k",
+     "id, direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, "
+     "window_left, window_right",
      "SELECT x.new, t.direction, t.dtype, t.mask, t.head_dim, t.batch, t.heads, t.heads_k,"
-     " t.seqlen_q, t.seqlen_k FROM main.problems t JOIN temp.x_problems x ON x.old = t.id"
-     " ORDER BY x.new"},
+     " t.seqlen_q, t.seqlen_k, t.window_left, t.window_right FROM main.problems t"
+     " JOIN temp.x_problems x ON x.old = t.id ORDER BY x.new"},
     {"checks",
      "id, variant_id, gpu_id, problem_id, batch, heads, seqlen_q, seqlen_k, rel_l2, max_abs, "
      "lse_max_abs, nonfinite, passed, reason, retired, created_at",
@@ -286,18 +290,20 @@ static const char *const MERGE_SQL =
     " SELECT name, family, direction, dtype, mask, head_dim, params, entry, block_m, threads,"
     " smem_bytes, source_hash, source, is_default, created_at FROM src.variants ORDER BY id;"
     "INSERT OR IGNORE INTO main.problems (direction, dtype, mask, head_dim, batch, heads, heads_k,"
-    " seqlen_q, seqlen_k) SELECT direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q,"
-    " seqlen_k FROM src.problems ORDER BY id;"
+    " seqlen_q, seqlen_k, window_left, window_right) SELECT direction, dtype, mask, head_dim,"
+    " batch, heads, heads_k, seqlen_q, seqlen_k, window_left, window_right FROM temp.m_src_problems"
+    " ORDER BY id;"
     "CREATE TEMP TABLE m_gpus AS SELECT s.id AS sid, m.id AS mid FROM src.gpus s JOIN main.gpus m"
     " ON m.name = s.name AND m.cc_major = s.cc_major AND m.cc_minor = s.cc_minor AND m.sm_count ="
     " s.sm_count AND m.driver_version = s.driver_version AND m.nvrtc_major = s.nvrtc_major AND"
     " m.nvrtc_minor = s.nvrtc_minor;"
     "CREATE TEMP TABLE m_variants AS SELECT s.id AS sid, m.id AS mid FROM src.variants s"
     " JOIN main.variants m ON m.name = s.name AND m.source_hash = s.source_hash;"
-    "CREATE TEMP TABLE m_problems AS SELECT s.id AS sid, m.id AS mid FROM src.problems s"
+    "CREATE TEMP TABLE m_problems AS SELECT s.id AS sid, m.id AS mid FROM temp.m_src_problems s"
     " JOIN main.problems m ON m.direction = s.direction AND m.dtype = s.dtype AND m.mask = s.mask"
     " AND m.head_dim = s.head_dim AND m.batch = s.batch AND m.heads = s.heads AND m.heads_k ="
-    " s.heads_k AND m.seqlen_q = s.seqlen_q AND m.seqlen_k = s.seqlen_k;"
+    " s.heads_k AND m.seqlen_q = s.seqlen_q AND m.seqlen_k = s.seqlen_k AND m.window_left ="
+    " s.window_left AND m.window_right = s.window_right;"
     "INSERT OR IGNORE INTO main.builds (key, variant_id, arch, options, nvrtc_version, ok, cubin,"
     " registers, smem_static, stack_frame, spill_stores, spill_loads, compile_ms, log, created_at)"
     " SELECT b.key, v.mid, b.arch, b.options, b.nvrtc_version, b.ok, b.cubin, b.registers,"
@@ -349,11 +355,25 @@ static const char *const MERGE_HASHES_SQL =
 
 static const char *const MERGE_CLEANUP_SQL =
     "DROP TABLE IF EXISTS temp.m_gpus; DROP TABLE IF EXISTS temp.m_variants;"
-    "DROP TABLE IF EXISTS temp.m_problems; DROP TABLE IF EXISTS temp.m_timings;";
+    "DROP TABLE IF EXISTS temp.m_problems; DROP TABLE IF EXISTS temp.m_timings;"
+    "DROP TABLE IF EXISTS temp.m_src_problems;";
 
-/* Checks that PATH is a fatune database of this schema version (opening it
- * read-only: a merge never writes its source). */
-static int check_source_db(const char *path, char *err, size_t errlen) {
+/* The source's problems as MERGE_SQL reads them (temp.m_src_problems), by
+ * the source's schema version: a version-1 database, which a merge reads
+ * but never upgrades, has no window columns and no local problem. */
+static const char *const MERGE_SRC_PROBLEMS_SQL[FAT_DB_SCHEMA_VERSION + 1] = {
+  [1] = "CREATE TEMP TABLE m_src_problems AS SELECT id, direction, dtype, mask, head_dim, batch,"
+        " heads, heads_k, seqlen_q, seqlen_k, 0 AS window_left, 0 AS window_right"
+        " FROM src.problems;",
+  [2] = "CREATE TEMP TABLE m_src_problems AS SELECT id, direction, dtype, mask, head_dim, batch,"
+        " heads, heads_k, seqlen_q, seqlen_k, window_left, window_right FROM src.problems;",
+};
+#define MERGE_OLDEST_SOURCE 1
+_Static_assert(FAT_DB_SCHEMA_VERSION == 2, "MERGE_SRC_PROBLEMS_SQL needs the new version's problems");
+
+/* Checks that PATH is a fatune database of a schema version a merge reads
+ * (opening it read-only: a merge never writes its source); *VERSION gets it. */
+static int check_source_db(const char *path, int *version, char *err, size_t errlen) {
   sqlite3 *h = NULL;
   sqlite3_stmt *s = NULL;
   int rc = -1;
@@ -367,9 +387,10 @@ static int check_source_db(const char *path, char *err, size_t errlen) {
     set_err(err, errlen, "not a fatune database: %s: %s", path, h ? sqlite3_errmsg(h) : "?");
     goto out;
   }
-  if (sqlite3_column_int(s, 0) != FAT_DB_SCHEMA_VERSION) {
-    set_err(err, errlen, "%s: schema version %d, this fatune reads %d", path,
-            sqlite3_column_int(s, 0), FAT_DB_SCHEMA_VERSION);
+  *version = sqlite3_column_int(s, 0);
+  if (*version < MERGE_OLDEST_SOURCE || *version > FAT_DB_SCHEMA_VERSION) {
+    set_err(err, errlen, "%s: schema version %d, this fatune reads %d to %d", path, *version,
+            MERGE_OLDEST_SOURCE, FAT_DB_SCHEMA_VERSION);
     goto out;
   }
   rc = 0;
@@ -412,9 +433,9 @@ static int src_has_hashes(sqlite3 *h) {
 int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, size_t errlen) {
   sqlite3 *h = fat_db_handle(db);
   sqlite3_stmt *s = NULL;
-  int rc = -1, attached = 0, in_tx = 0;
+  int rc = -1, attached = 0, in_tx = 0, version = 0;
   char *msg = NULL;
-  if (check_source_db(path, err, errlen)) return -1;
+  if (check_source_db(path, &version, err, errlen)) return -1;
   long long before, after;
   if (count_rows(h, &before)) goto sqlfail;
   if (sqlite3_prepare_v2(h, "ATTACH DATABASE ?1 AS src", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
@@ -424,7 +445,9 @@ int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, 
   sqlite3_exec(h, MERGE_CLEANUP_SQL, NULL, NULL, NULL);
   if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
   in_tx = 1;
-  if (sqlite3_exec(h, MERGE_SQL, NULL, NULL, &msg) != SQLITE_OK) goto execfail;
+  if (sqlite3_exec(h, MERGE_SRC_PROBLEMS_SQL[version], NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(h, MERGE_SQL, NULL, NULL, &msg) != SQLITE_OK)
+    goto execfail;
   if (src_has_hashes(h) && sqlite3_exec(h, MERGE_HASHES_SQL, NULL, NULL, &msg) != SQLITE_OK)
     goto execfail;
   if (sqlite3_exec(h, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) goto execfail;

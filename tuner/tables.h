@@ -57,7 +57,8 @@ int fat_tables_import_ex(fat_db *db, const char *sql, const char *name,
                          const fat_import_options *opts, long long *added, char *err,
                          size_t errlen);
 
-/* Merges the fatune database at PATH into DB (read, never written). */
+/* Merges the fatune database at PATH into DB (read, never written: one of
+ * an older schema version is read as it is, not upgraded). */
 int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, size_t errlen);
 
 /* Compares every winner variant in DB with what generator G produces for it

@@ -463,78 +463,110 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
   return 0;
 }
 
-static int tune_problems(run *r, sqlite3_int64 *problem_ids, size_t *n_problems) {
-  const fat_options *o = r->o;
-  *n_problems = 0;
-  const int n_keys = o->n_seqlens_k ? o->n_seqlens_k : 1;
-  /* Count the evaluations first, for the ETA. */
-  for (size_t i = 0; i < r->n_variants; i++) {
-    if (!r->builds[i].ok) continue;
-    for (int si = 0; si < o->n_seqlens; si++)
-      for (int ki = 0; ki < n_keys; ki++)
-        r->evals_total += o->n_gqa * (strcmp(r->variants[i].family, FAT_FAMILY_MATERIALIZE) ||
-                                      !baseline_too_long(o->seqlens[si], o->n_seqlens_k ?
-                                                         o->seqlens_k[ki] : o->seqlens[si]));
+/* The windows MASK is tuned with: --window's for the local mask, the one
+ * window (0, 0) of every other mask's problems. Returns their number. */
+static int windows_of(const fat_options *o, fat_mask mask, const fat_window **w) {
+  static const fat_window no_window = {0, 0};
+  if (mask != FAT_MASK_LOCAL) {
+    *w = &no_window;
+    return 1;
   }
+  *w = o->windows;
+  return o->n_windows;
+}
+
+size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
+  size_t n = 0;
+  const int n_keys = o->n_seqlens_k ? o->n_seqlens_k : 1;
+  const fat_window *windows;
   for (int ri = 0; ri < o->n_directions; ri++)
   for (int di = 0; di < o->n_dtypes; di++)
     for (int mi = 0; mi < o->n_masks; mi++)
+      for (int wi = 0; wi < windows_of(o, o->masks[mi], &windows); wi++)
       for (int hi = 0; hi < o->n_head_dims; hi++)
         for (int gi = 0; gi < o->n_gqa; gi++)
         for (int si = 0; si < o->n_seqlens; si++)
-        for (int ki = 0; ki < n_keys; ki++) {
-          fat_problem p;
+        for (int ki = 0; ki < n_keys; ki++, n++) {
+          if (!out) continue;
+          fat_problem *p = &out[n];
           fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si],
                            o->n_seqlens_k ? o->seqlens_k[ki] : o->seqlens[si], o->gqa[gi],
-                           o->batch, &p);
+                           o->batch, p);
+          p->window_left = windows[wi].left;
+          p->window_right = windows[wi].right;
           /* The backward is tuned on the forward's shapes; its FLOPs are
            * 2.5x (fat_problem_flops). */
-          p.direction = o->directions[ri];
-          sqlite3_int64 pid;
-          if (fat_db_put_problem(r->db, &p, &pid)) {
-            fprintf(r->log, "fatune: storing problem: %s\n", fat_db_errmsg(r->db));
-            return -1;
-          }
-          problem_ids[(*n_problems)++] = pid;
-          if (o->retune && fat_db_forget(r->db, r->gpu_id, pid, NULL)) {
-            fprintf(r->log, "fatune: --retune: %s\n", fat_db_errmsg(r->db));
-            return -1;
-          }
-          if (fat_interrupted()) goto interrupted;
-          fat_problem_label(&p, r->stage, sizeof r->stage);
-          if (!r->tty && !o->quiet) fprintf(r->log, "fatune: tuning %s\n", r->stage);
-          for (size_t i = 0; i < r->n_variants; i++) {
-            const fat_variant *v = &r->variants[i];
-            if (v->direction != p.direction || v->dtype != p.dtype || v->mask != p.mask ||
-                v->head_dim != p.head_dim || !r->builds[i].ok)
-              continue;
-            if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE) && baseline_too_long(p.seqlen_q, p.seqlen_k))
-              continue;
-            if (!fat_family_applies(v, &p)) continue;
-            int checked = 0, passed = 0, timed = 0;
-            if (fat_db_has_result(r->db, r->variant_ids[i], r->gpu_id, pid, &checked, &passed,
-                                  &timed)) {
-              fprintf(r->log, "fatune: reading results: %s\n", fat_db_errmsg(r->db));
-              return -1;
-            }
-            if (checked && (!passed || timed)) {
-              r->evals_skipped++;  /* measured before, same source hash */
-              progress(r, 0);
-              continue;
-            }
-            /* A problem left half-measured gets no winner: resume finishes it. */
-            if (fat_interrupted()) goto interrupted;
-            if (evaluate(r, i, &p, pid)) return -1;
-            progress(r, 0);
-          }
-          if (choose_winner(r, &p, pid)) return -1;
+          p->direction = o->directions[ri];
         }
+  return n;
+}
+
+/* Whether variant I is checked and timed on problem P: its own key, a
+ * build, and a family that applies to the shape. */
+static int runs_on(const run *r, size_t i, const fat_problem *p) {
+  const fat_variant *v = &r->variants[i];
+  if (v->direction != p->direction || v->dtype != p->dtype || v->mask != p->mask ||
+      v->head_dim != p->head_dim || !r->builds[i].ok)
+    return 0;
+  if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE) && baseline_too_long(p->seqlen_q, p->seqlen_k))
+    return 0;
+  return fat_family_applies(v, p);
+}
+
+/* Stores problem P (*PID gets its id), checks and times every variant that
+ * runs on it -- resuming what the database already holds -- and chooses
+ * its winner. Returns 0, 1 when interrupted before P was finished (a
+ * problem left half-measured gets no winner: resume finishes it), -1 when
+ * the run cannot go on. */
+static int tune_problem(run *r, const fat_problem *p, sqlite3_int64 *pid) {
+  if (fat_db_put_problem(r->db, p, pid)) {
+    fprintf(r->log, "fatune: storing problem: %s\n", fat_db_errmsg(r->db));
+    return -1;
+  }
+  if (r->o->retune && fat_db_forget(r->db, r->gpu_id, *pid, NULL)) {
+    fprintf(r->log, "fatune: --retune: %s\n", fat_db_errmsg(r->db));
+    return -1;
+  }
+  if (fat_interrupted()) return 1;
+  fat_problem_label(p, r->stage, sizeof r->stage);
+  if (!r->tty && !r->o->quiet) fprintf(r->log, "fatune: tuning %s\n", r->stage);
+  for (size_t i = 0; i < r->n_variants; i++) {
+    if (!runs_on(r, i, p)) continue;
+    int checked = 0, passed = 0, timed = 0;
+    if (fat_db_has_result(r->db, r->variant_ids[i], r->gpu_id, *pid, &checked, &passed, &timed)) {
+      fprintf(r->log, "fatune: reading results: %s\n", fat_db_errmsg(r->db));
+      return -1;
+    }
+    if (checked && (!passed || timed)) {
+      r->evals_skipped++;  /* measured before, same source hash */
+      progress(r, 0);
+      continue;
+    }
+    if (fat_interrupted()) return 1;
+    if (evaluate(r, i, p, *pid)) return -1;
+    progress(r, 0);
+  }
+  return choose_winner(r, p, *pid);
+}
+
+/* Tunes the N PROBLEMS in order; PROBLEM_IDS gets the ids of those
+ * finished, *N_DONE their number. */
+static int tune_problems(run *r, const fat_problem *problems, size_t n, sqlite3_int64 *problem_ids,
+                         size_t *n_done) {
+  *n_done = 0;
+  /* Count the evaluations first, for the ETA. */
+  for (size_t k = 0; k < n; k++)
+    for (size_t i = 0; i < r->n_variants; i++) r->evals_total += runs_on(r, i, &problems[k]);
+  for (size_t k = 0; k < n; k++) {
+    int rc = tune_problem(r, &problems[k], &problem_ids[*n_done]);
+    if (rc < 0) return -1;
+    if (rc > 0) {
+      r->interrupted = 1;
+      break;
+    }
+    (*n_done)++;
+  }
   end_progress(r);
-  return 0;
-interrupted:
-  end_progress(r);
-  r->interrupted = 1;
-  (*n_problems)--;  /* the problem in hand was not finished */
   return 0;
 }
 
@@ -656,6 +688,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   r.t0 = now_s();
   fat_interrupt_install();
   sqlite3_int64 *problem_ids = NULL;
+  fat_problem *problems = NULL;
 
   r.gen = fat_gen_open(o->source_dir[0] ? o->source_dir : NULL, err, sizeof err);
   if (!r.gen) {
@@ -737,12 +770,13 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     fprintf(log, "fatune: tuning on %s (compute capability %d.%d, %d SMs)\n", r.gpu.name,
             r.gpu.cc_major, r.gpu.cc_minor, r.gpu.sm_count);
   if (ensure_ceilings(&r)) goto out;
-  problem_ids = calloc((size_t)o->n_directions * o->n_dtypes * o->n_masks * o->n_head_dims *
-                           o->n_gqa * o->n_seqlens * (o->n_seqlens_k ? o->n_seqlens_k : 1) + 1,
-                       sizeof *problem_ids);
+  const size_t n_query = fat_tune_problems(o, NULL);
+  problems = calloc(n_query + 1, sizeof *problems);
+  problem_ids = calloc(n_query + 1, sizeof *problem_ids);
   size_t n_problems = 0;
-  if (!problem_ids) goto out;
-  if (tune_problems(&r, problem_ids, &n_problems)) goto out;
+  if (!problems || !problem_ids) goto out;
+  fat_tune_problems(o, problems);
+  if (tune_problems(&r, problems, n_query, problem_ids, &n_problems)) goto out;
   if (!o->quiet)
     fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
             r.evals_done, r.eval_failed, r.evals_skipped, now_s() - r.t0);
@@ -755,6 +789,7 @@ interrupted:
   fprintf(log, "fatune: interrupted\n");
   status = FAT_EXIT_INTERRUPTED;
 out:
+  free(problems);
   free(problem_ids);
   if (r.worker) fat_worker_stop(r.worker);
   for (size_t i = 0; i < r.n_variants; i++) {

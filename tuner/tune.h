@@ -32,6 +32,13 @@ void fat_bench_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen,
 void fat_tune_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen_q, int seqlen_k,
                       int group, int batch, fat_problem *p);
 
+/* The problems of the query O in tuning order: one per direction, dtype,
+ * mask -- and for the local mask, per --window --, head dim, group and
+ * lengths (fat_tune_problem's shapes; the window 0, 0 for the other masks).
+ * Fills OUT when not NULL (room for the count: call with NULL first).
+ * Returns their number. */
+size_t fat_tune_problems(const fat_options *o, fat_problem *out);
+
 /* The shapes every variant is checked on for problem P, into S (room for
  * FAT_TUNE_CHECK_SHAPES): P's own lengths, odd ones and short ones, each
  * with P's query-to-K/V head ratio and the same side (queries or keys) the
@@ -46,7 +53,7 @@ int fat_family_applies(const fat_variant *v, const fat_problem *p);
 
 /* "fwd bf16 d128 causal s16/k65536 gqa4": the problem's key as the tuner's
  * progress and table show it (/k only when seqlen_k differs, gqa<group> or
- * mqa only when K/V heads are fewer). */
+ * mqa only when K/V heads are fewer, " w256,0" for a local window). */
 void fat_problem_label(const fat_problem *p, char *out, size_t cap);
 
 /* Runs the tuner for O (command FAT_CMD_TUNE or FAT_CMD_LIST). OUT gets the

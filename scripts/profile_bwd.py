@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""One backward pass of fatune.attention and one of PyTorch SDPA's
+FLASH_ATTENTION backend (FlashAttention-2) on the same tensors, for Nsight
+Compute to profile side by side:
+
+    ncu --kernel-name regex:'fat_bwd_mma80|flash_bwd_dq_dk_dv' --launch-count 2 \\
+        --section WarpStateStats --section SchedulerStats ... \\
+        python3 scripts/profile_bwd.py --head-dim 128 --seqlen 4096
+
+Each library runs a forward (outside the kernels ncu selects) and then one
+backward; nothing is timed here: ncu measures. The shape is FlashAttention's
+benchmark shape at --seqlen (batch x seqlen = 16384 tokens, heads x head dim
+= 2048), bf16.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--seqlen", type=int, default=4096)
+    ap.add_argument("--causal", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import fatune
+
+    d, s = args.head_dim, args.seqlen
+    b, h = max(1, 16384 // s), 2048 // d
+    torch.manual_seed(0)
+    # SDPA's layout (batch, heads, seqlen, head dim); fatune's (batch, seqlen, heads, head dim).
+    q, k, v, dout = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    leaf = [t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+    o = fatune.attention(*leaf, causal=args.causal)
+    torch.autograd.grad(o, leaf, dout.transpose(1, 2).contiguous())
+    torch.cuda.synchronize()
+
+    leaf = [t.clone().requires_grad_() for t in (q, k, v)]
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        o = torch.nn.functional.scaled_dot_product_attention(*leaf, is_causal=args.causal)
+        torch.autograd.grad(o, leaf, dout)
+    torch.cuda.synchronize()
+    print(f"profiled bf16 d{d} s{s} b{b} h{h} {'causal' if args.causal else 'none'}: fatune, then FLASH_ATTENTION")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+/* Proves the upgrade of a version-1 database (db/migrations/2.sql, run by
+ * fat_db_open): a real version-1 file, made from the frozen copy of the old
+ * schema (tests/data/schema_v1.sql) and filled with rows whose ids have
+ * gaps, opens at version 2 with every row and id kept and every reference
+ * intact; its schema is then, object for object, the schema a new database
+ * gets; a local problem (the reason for version 2) can be stored, with the
+ * window CHECKs in force; and a file whose upgrade cannot succeed (a row
+ * referencing a missing parent) is refused with the row named and left at
+ * version 1, untouched. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "db.h"
+#include "check.h"
+
+#define ERRLEN 1024
+#define TEXT_CAP 65536
+
+static char tmpdir[] = "/tmp/fatune_test_migrate.XXXXXX";
+
+/* 64 copies of hex digit C: a stand-in source hash or build key. */
+#define HEX64(c) "replace(hex(zeroblob(32)), '0', '" c "')"
+
+/* Rows of every table that references problems or variants, with ids far
+ * from 1..n so that a renumbering copy would show. The cubin's hash is the
+ * sha256 of its 4 bytes. */
+static const char *const V1_ROWS =
+    "INSERT INTO gpus (id, name, cc_major, cc_minor, sm_count, driver_version, nvrtc_major,"
+    " nvrtc_minor, mem_bytes, smem_per_block_optin, l2_bytes, clock_khz, mem_clock_khz)"
+    " VALUES (4, 'NVIDIA H200', 9, 0, 132, 13000, 13, 0, 1, 232448, 1, 1980000, 3201000);"
+    "INSERT INTO variants (id, name, family, direction, dtype, mask, head_dim, params, entry,"
+    " block_m, threads, smem_bytes, source_hash, source, is_default) VALUES"
+    " (5, 'fwd.mma80.bf16.d128.causal.a', 'mma80', 'fwd', 'bf16', 'causal', 128, 'P=1', 'f',"
+    "  128, 128, 49152, " HEX64("a") ", 'source a', 1),"
+    " (9, 'fwd.mma80.fp16.d64.none.b', 'mma80', 'fwd', 'fp16', 'none', 64, 'P=2', 'f',"
+    "  64, 128, 40960, " HEX64("b") ", 'source b', 0);"
+    "INSERT INTO builds (id, key, variant_id, arch, options, nvrtc_version, ok, cubin, registers,"
+    " smem_static, stack_frame, spill_stores, spill_loads, compile_ms) VALUES"
+    " (11, " HEX64("c") ", 9, 'sm_90a', '', '13.0', 1, X'7f454c46', 168, 0, 0, 0, 0, 812.5);"
+    "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES (" HEX64("c") ","
+    " '3bdbb4fe8397cd2b842430b39ccff01a8663c751945ef5e9a09e267fb8b1d359');"
+    "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads, heads_k,"
+    " seqlen_q, seqlen_k) VALUES (7, 'fwd', 'bf16', 'causal', 128, 4, 16, 16, 4096, 4096),"
+    " (3, 'fwd', 'fp16', 'none', 64, 16, 32, 32, 1024, 1024);"
+    "INSERT INTO checks (id, variant_id, gpu_id, problem_id, batch, heads, seqlen_q, seqlen_k,"
+    " rel_l2, max_abs, lse_max_abs, nonfinite, passed, reason) VALUES"
+    " (21, 5, 4, 7, 1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, 'ok'),"
+    " (22, 9, 4, 3, 1, 2, 256, 256, 0.003, 0.02, 1e-5, 0, 1, 'ok');"
+    "INSERT INTO timings (id, variant_id, gpu_id, problem_id, reps, median_ms, min_ms, max_ms,"
+    " p10_ms, p90_ms, tflops, sm_clock_mhz) VALUES"
+    " (31, 5, 4, 7, 20, 2.0, 1.9, 2.2, 1.95, 2.1, 300, 1755),"
+    " (32, 9, 4, 3, 20, 0.5, 0.4, 0.6, 0.45, 0.55, 200, 1755);"
+    "INSERT INTO winners (gpu_id, problem_id, variant_id, timing_id) VALUES (4, 7, 5, 31),"
+    " (4, 3, 9, 32);"
+    "INSERT INTO external_timings (id, gpu_id, problem_id, source, median_ms, tflops) VALUES"
+    " (41, 4, 7, 'sdpa_flash', 2.5, 250);";
+
+static char *read_all(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  if (buf) buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* A version-1 database at PATH, as a version-1 fatune left it (WAL mode),
+ * holding V1_ROWS and then EXTRA (written with foreign keys off). */
+static void make_v1(const char *path, const char *extra) {
+  char schema_path[4096];
+  const char *src = getenv("FATUNE_SOURCE_DIR");
+  REQUIRE_EXIT(src);
+  snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v1.sql", src);
+  char *schema = read_all(schema_path);
+  REQUIRE_EXIT(schema);
+  sqlite3 *h = NULL;
+  char *msg = NULL;
+  REQUIRE_EXIT(sqlite3_open(path, &h) == SQLITE_OK);
+  int rc = sqlite3_exec(h, schema, NULL, NULL, &msg);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(h, "PRAGMA journal_mode = WAL", NULL, NULL, &msg);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(h, V1_ROWS, NULL, NULL, &msg);
+  if (rc == SQLITE_OK && extra) rc = sqlite3_exec(h, extra, NULL, NULL, &msg);
+  if (rc != SQLITE_OK) fprintf(stderr, "make_v1: %s\n", msg);
+  REQUIRE_EXIT(rc == SQLITE_OK);
+  sqlite3_free(msg);
+  sqlite3_close(h);
+  free(schema);
+}
+
+/* The rows of SQL, one line each, columns '|'-separated, into OUT. */
+static void rows_of(sqlite3 *h, const char *sql, char *out, size_t cap) {
+  sqlite3_stmt *s = NULL;
+  size_t used = 0;
+  out[0] = 0;
+  if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
+    snprintf(out, cap, "(%s)", sqlite3_errmsg(h));
+    return;
+  }
+  while (sqlite3_step(s) == SQLITE_ROW && used < cap)
+    for (int c = 0; c < sqlite3_column_count(s) && used < cap; c++) {
+      const char *t = (const char *)sqlite3_column_text(s, c);
+      used += (size_t)snprintf(out + used, cap - used, "%s%s", t ? t : "NULL",
+                               c + 1 < sqlite3_column_count(s) ? "|" : "\n");
+    }
+  sqlite3_finalize(s);
+}
+
+/* Every row of every table references what it did before the upgrade. */
+static void test_rows_and_ids_kept(const char *path) {
+  char err[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_v1(path, NULL);
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
+  REQUIRE(db);
+  sqlite3 *h = fat_db_handle(db);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "2\n");
+  rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right FROM problems"
+             " ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "3|none|64|1024|0|0\n7|causal|128|4096|0|0\n");
+  rows_of(h, "SELECT id, name, is_default, source_hash = replace(hex(zeroblob(32)), '0', substr(source, 8))"
+             " FROM variants ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "5|fwd.mma80.bf16.d128.causal.a|1|1\n9|fwd.mma80.fp16.d64.none.b|0|1\n");
+  rows_of(h, "SELECT id, variant_id, hex(cubin) FROM builds", got, sizeof got);
+  CHECK_STR(got, "11|9|7F454C46\n");
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
+          got, sizeof got);
+  CHECK_STR(got, "4|3|9|32\n4|7|5|31\n");
+  rows_of(h, "SELECT id, variant_id, problem_id FROM checks ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "21|5|7\n22|9|3\n");
+  rows_of(h, "SELECT id, problem_id FROM external_timings", got, sizeof got);
+  CHECK_STR(got, "41|7\n");
+  rows_of(h, "SELECT count(*) FROM build_hashes", got, sizeof got);
+  CHECK_STR(got, "1\n");
+  /* The view reads the new tables, windows included. */
+  rows_of(h, "SELECT timing_id, variant, mask, window_left, window_right FROM timing_conditions"
+             " ORDER BY timing_id", got, sizeof got);
+  CHECK_STR(got, "31|fwd.mma80.bf16.d128.causal.a|causal|0|0\n"
+                 "32|fwd.mma80.fp16.d64.none.b|none|0|0\n");
+  rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
+  CHECK_STR(got, "");
+  rows_of(h, "PRAGMA foreign_keys", got, sizeof got);
+  CHECK_STR(got, "1\n");
+  /* A version-1 problem is found again under its old id. */
+  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 4, 16, 16, 4096, 4096, 0, 0};
+  sqlite3_int64 id = -1;
+  CHECK_INT(fat_db_put_problem(db, &p, &id), 0);
+  CHECK_INT(id, 7);
+out:
+  fat_db_close(db);
+}
+
+/* The upgraded schema is the one a new database gets: same objects, same
+ * SQL text (comments included), same table of contents. */
+static void test_schema_matches_new(const char *upgraded, const char *fresh) {
+  char err[ERRLEN], *want = malloc(TEXT_CAP), *got = malloc(TEXT_CAP);
+  fat_db *db = NULL;
+  static const char *const objects =
+      "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name";
+  REQUIRE(want && got);
+  REQUIRE(fat_db_open(fresh, &db, err, sizeof err) == 0);
+  rows_of(fat_db_handle(db), objects, want, TEXT_CAP);
+  fat_db_close(db);
+  REQUIRE(fat_db_open(upgraded, &db, err, sizeof err) == 0);
+  rows_of(fat_db_handle(db), objects, got, TEXT_CAP);
+  CHECK(strstr(want, "window_left  INTEGER NOT NULL DEFAULT 0") != NULL);
+  CHECK_STR(got, want);
+out:
+  fat_db_close(db);
+  free(want);
+  free(got);
+}
+
+/* What version 2 is for: local problems and variants, with their windows
+ * checked by the schema. */
+static void test_local_problem_stored(const char *path) {
+  char err[ERRLEN];
+  fat_db *db = NULL;
+  sqlite3_int64 id = -1, again = -1;
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_LOCAL, 128, 1, 16, 16, 16384, 16384, 1024, 0};
+  CHECK_INT(fat_db_put_problem(db, &p, &id), 0);
+  CHECK(id > 7);
+  p.window_left = 256;  /* another window: another problem */
+  CHECK_INT(fat_db_put_problem(db, &p, &again), 0);
+  CHECK(again != id && again > 7);
+  p.window_left = 1024;
+  CHECK_INT(fat_db_put_problem(db, &p, &again), 0);
+  CHECK_INT(again, id);
+  p.window_left = p.window_right = -1;
+  CHECK_INT(fat_db_put_problem(db, &p, &again), -1);
+  CHECK_STR(fat_db_errmsg(db), "cannot store problem fwd bf16 local d128 b1 h16/16 sq16384 "
+                               "sk16384 w-1,-1: CHECK constraint failed: mask <> 'local' OR "
+                               "window_left >= 0 OR window_right >= 0");
+  p.mask = FAT_MASK_CAUSAL, p.window_left = 256, p.window_right = 0;
+  CHECK_INT(fat_db_put_problem(db, &p, &again), -1);
+  CHECK_STR(fat_db_errmsg(db), "cannot store problem fwd bf16 causal d128 b1 h16/16 sq16384 "
+                               "sk16384 w256,0: CHECK constraint failed: mask = 'local' OR "
+                               "(window_left = 0 AND window_right = 0)");
+  p.mask = FAT_MASK_LOCAL, p.window_left = -2;
+  CHECK_INT(fat_db_put_problem(db, &p, &again), -1);
+  CHECK_STR(fat_db_errmsg(db), "cannot store problem fwd bf16 local d128 b1 h16/16 sq16384 "
+                               "sk16384 w-2,0: CHECK constraint failed: window_left >= -1");
+  fat_variant v = {0};
+  v.name = "fwd.mma80.bf16.d128.local.m128n64w4s1", v.family = "mma80", v.params = "P=3";
+  v.entry = "f", v.source = "source c";
+  memset(v.hash, 'd', 64);
+  v.direction = FAT_FWD, v.dtype = FAT_BF16, v.mask = FAT_MASK_LOCAL, v.head_dim = 128;
+  v.block_m = 128, v.threads = 128, v.smem_bytes = 49152;
+  CHECK_INT(fat_db_put_variant(db, &v, &id), 0);
+  CHECK(id > 9);
+out:
+  fat_db_close(db);
+}
+
+/* An upgrade that cannot keep every reference is rolled back whole: the
+ * file stays at version 1 with its own tables, and says which row. */
+static void test_broken_file_untouched(const char *path) {
+  char err[ERRLEN], want[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_v1(path, "INSERT INTO checks (id, variant_id, gpu_id, problem_id, batch, heads, seqlen_q,"
+                " seqlen_k, rel_l2, max_abs, lse_max_abs, nonfinite, passed, reason)"
+                " VALUES (23, 5, 4, 99, 1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, 'ok')");
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), -1);
+  CHECK(db == NULL);
+  snprintf(want, sizeof want, "cannot upgrade database %s from schema version 1: row 23 of checks "
+           "references a missing row of problems", path);
+  CHECK_STR(err, want);
+  sqlite3 *h = NULL;
+  REQUIRE(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "1\n");
+  rows_of(h, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type ="
+             " 'table' ORDER BY name)", got, sizeof got);
+  CHECK_STR(got, "build_hashes,builds,ceilings,checks,external_timings,gpus,problems,timings,"
+                 "variants,winners\n");
+  rows_of(h, "SELECT count(*) FROM sqlite_schema WHERE sql LIKE '%window_left%'", got, sizeof got);
+  CHECK_STR(got, "0\n");
+  rows_of(h, "SELECT group_concat(id) FROM (SELECT id FROM problems ORDER BY id)", got, sizeof got);
+  CHECK_STR(got, "3,7\n");
+out:
+  sqlite3_close(h);
+}
+
+int main(void) {
+  char upgraded[256], fresh[256], broken[256];
+  REQUIRE_EXIT(mkdtemp(tmpdir));
+  snprintf(upgraded, sizeof upgraded, "%s/v1.db", tmpdir);
+  snprintf(fresh, sizeof fresh, "%s/new.db", tmpdir);
+  snprintf(broken, sizeof broken, "%s/broken.db", tmpdir);
+  test_rows_and_ids_kept(upgraded);
+  test_schema_matches_new(upgraded, fresh);
+  test_local_problem_stored(upgraded);
+  test_broken_file_untouched(broken);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);
+  return check_summary("test_db_migrate");
+}
