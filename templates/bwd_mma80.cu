@@ -354,6 +354,103 @@ __device__ __forceinline__ bool window_cuts(const KeyWindow &w, int n0, int pos0
          (w.has_left && n0 < pos0 + kBlockM - 1 - w.left);
 }
 
+// S = Q·Kᵀ and dP = dO·Vᵀ of the kBlockM queries at q_s, do_s (rows m0
+// on) against the kBlockN keys at k_s, v_s (keys n0 on), split over the
+// warps as Split; then P = exp2(S·scale_log2 − lse·log2e), 0 where masked,
+// and dS = P ∘ (dP − D), rounded to the element type into the [query][key]
+// tiles ds_ptr and, when kStoreP, p_ptr. Queries are the rows, as in
+// FlashAttention-2: a thread's accumulators span 2·kMT queries, whose lse
+// and D it reads once. Both the key-block kernel and the separate dQ pass
+// start from this.
+template <class Split, bool kStoreP>
+__device__ __forceinline__ void probabilities(const fat_fwd_params &p, const KeyWindow &window, int m0, int n0,
+                                              u32 q_s, u32 do_s, u32 k_s, u32 v_s, const float *lse_s,
+                                              const float *delta_s, elem_t *p_ptr, elem_t *ds_ptr, int warp,
+                                              int lane) {
+  constexpr u32 kRowD = kPitchD * sizeof(elem_t);
+  const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
+  const int s_m = (warp % Split::kWM) * Split::kMT * kMma, s_n = (warp / Split::kWM) * Split::kNT * kMmaN;
+  const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
+  float s[Split::kMT][Split::kNT][4], dp[Split::kMT][Split::kNT][4];
+  zero(s);
+  zero(dp);
+  warp_mma<Split::kMT, Split::kNT, kHeadDim / kMma, false, false>(s, q_s + s_m * kRowD, kRowD, k_s + s_n * kRowD,
+                                                                   kRowD, lane);
+  warp_mma<Split::kMT, Split::kNT, kHeadDim / kMma, false, false>(dp, do_s + s_m * kRowD, kRowD,
+                                                                   v_s + s_n * kRowD, kRowD, lane);
+  const bool needs_mask = n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset);
+#pragma unroll
+  for (int mt = 0; mt < Split::kMT; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {  // query rows g and g+8
+      const int query = s_m + mt * kMma + g + h * 8;
+      const float lse_q = lse_s[query], delta_q = delta_s[query];
+#pragma unroll
+      for (int nt = 0; nt < Split::kNT; nt++) {
+        float pv[2], ds[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int key = s_n + nt * kMmaN + 2 * t + e;
+          const bool masked =
+              needs_mask && (n0 + key >= p.seqlen_k || hidden(window, n0 + key, m0 + query + offset));
+          pv[e] = masked ? 0.f : fast_exp2(s[mt][nt][2 * h + e] * p.scale_log2 - lse_q);
+          ds[e] = pv[e] * (dp[mt][nt][2 * h + e] - delta_q);
+        }
+        const int off = query * kPitchN + s_n + nt * kMmaN + 2 * t;
+        if constexpr (kStoreP) *reinterpret_cast<u32 *>(p_ptr + off) = pack2(pv[0], pv[1]);
+        *reinterpret_cast<u32 *>(ds_ptr + off) = pack2(ds[0], ds[1]);
+      }
+    }
+}
+
+// Atomic mode, one query tile: dQ_i += dS·K_j into the fp32 dq_tile (the
+// tile's first row; the scale comes in fat_bwd_convert_dq) with
+// reductions, kDqCols columns a pass, then dK += dSᵀ·Q. In that order, as
+// FlashAttention-2 has it, so that the reductions drain while the dK
+// products run: issued last, they left each warp in one burst and every
+// warp waited on the load/store queue and then at the next tile's barrier
+// (ncu, d128: lg_throttle 0.60 and barrier 1.26 cycles per issued
+// instruction, FA2 0.01 and 0.24). kWhole: all kBlockM rows exist and the
+// problem's head dim is kHeadDim, so nothing is tested and the block is
+// straight-line code the scheduler can interleave; else rows at or past
+// rows, passes past the head dim and the columns past it (zeros: K's
+// padding) are left out.
+template <bool kWhole, class S2>
+__device__ __forceinline__ void add_dq_then_dk(float (&dk)[S2::kMT][S2::kNT][4], float *dq_tile,
+                                               const fat_fwd_params &p, int rows, u32 ds_s, u32 k_s, u32 q_s,
+                                               int warp, int lane) {
+  constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowN = kPitchN * sizeof(elem_t);
+  using S3 = WarpSplit<kBlockM, kDqCols>;
+  const int g = lane / 4, t = lane % 4;
+  const int s3_m = (warp % S3::kWM) * S3::kMT * kMma, s3_n = (warp / S3::kWM) * S3::kNT * kMmaN;
+  // This lane's first element; its accumulator (mt, h, nt) of pass k lies
+  // (mt·16 + h·8)·head_dim + k·kDqCols + nt·8 floats on.
+  float *dq_lane = dq_tile + (s3_m + g) * p.head_dim + s3_n + 2 * t;
+  const int passes = kWhole ? kDqPasses : min(kDqPasses, (p.head_dim + kDqCols - 1) / kDqCols);
+#pragma unroll 1  // unrolled, two passes' fragments spilled at m64n64w4 d128
+  for (int pass = 0; pass < passes; pass++) {
+    const int col0 = pass * kDqCols;
+    float acc[S3::kMT][S3::kNT][4];
+    zero(acc);
+    warp_mma<S3::kMT, S3::kNT, kBlockN / kMma, false, true>(acc, ds_s + s3_m * kRowN, kRowN,
+                                                             k_s + (col0 + s3_n) * sizeof(elem_t), kRowD, lane);
+#pragma unroll
+    for (int mt = 0; mt < S3::kMT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        if (!kWhole && s3_m + mt * kMma + g + h * 8 >= rows) continue;
+        float *dq_row = dq_lane + (mt * kMma + h * 8) * p.head_dim + col0;
+#pragma unroll
+        for (int nt = 0; nt < S3::kNT; nt++)  // a column pair is wholly in or past the head dim
+          if (kWhole || col0 + s3_n + nt * kMmaN + 2 * t < p.head_dim)
+            red_add2(dq_row + nt * kMmaN, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+      }
+  }
+  const int s2_m = (warp % S2::kWM) * S2::kMT * kMma, s2_n = (warp / S2::kWM) * S2::kNT * kMmaN;
+  warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dk, ds_s + s2_m * sizeof(elem_t), kRowN,
+                                                          q_s + s2_n * sizeof(elem_t), kRowD, lane);
+}
+
 // D = rowsum(dO ∘ O) for each query row over the problem's head dim, in
 // fp32 from the 16-bit values; in atomic mode the row's fp32 dQ accumulator
 // is zeroed here too. Grid: (ceil(seqlen_q / rows), heads, batch),
@@ -420,7 +517,6 @@ fat_bwd_mma80(const fat_bwd_params bp) {
   const int group = p.heads / p.heads_k;
   const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
   const KeyWindow window = key_window(p);
-  const float scale_log2 = p.scale_log2;
 
   load_rows<kBlockN>(k_s, at<elem_t>(p.k, batch * p.k_batch_stride + head_k * p.k_head_stride +
                                               (long long)n0 * p.k_row_stride),
@@ -436,7 +532,6 @@ fat_bwd_mma80(const fat_bwd_params bp) {
   using S1 = WarpSplit<kBlockM, kBlockN>;
   using S2 = WarpSplit<kBlockN, kHeadDim>;
   static_assert(S1::kValid && S2::kValid, "warps split S and dK/dV evenly");
-  const int s1_m = (warp % S1::kWM) * S1::kMT * kMma, s1_n = (warp / S1::kWM) * S1::kNT * kMmaN;
   const int s2_m = (warp % S2::kWM) * S2::kMT * kMma, s2_n = (warp / S2::kWM) * S2::kNT * kMmaN;
   float dk[S2::kMT][S2::kNT][4], dv[S2::kMT][S2::kNT][4];
   zero(dk);
@@ -503,92 +598,23 @@ fat_bwd_mma80(const fat_bwd_params bp) {
     }
     __syncthreads();
 
-    // S = Q·Kᵀ,  dP = dO·Vᵀ
-    float s[S1::kMT][S1::kNT][4], dp[S1::kMT][S1::kNT][4];
-    zero(s);
-    zero(dp);
-    warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(s, q_s + s1_m * kRowD, kRowD,
-                                                               k_s + s1_n * kRowD, kRowD, lane);
-    warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(dp, do_s + s1_m * kRowD, kRowD,
-                                                               v_s + s1_n * kRowD, kRowD, lane);
-
-    // P = exp2(S·scale_log2 − lse·log2e), 0 where masked; dS = P ∘ (dP − D).
-    // Both rounded to the element type into shared memory, [query][key].
-    const bool needs_mask = n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset);
-#pragma unroll
-    for (int mt = 0; mt < S1::kMT; mt++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) {  // query rows g and g+8
-        const int query = s1_m + mt * kMma + g + h * 8;
-        const float lse_q = lse_s[query], delta_q = delta_s[query];
-#pragma unroll
-        for (int nt = 0; nt < S1::kNT; nt++) {
-          float pv[2], ds[2];
-#pragma unroll
-          for (int e = 0; e < 2; e++) {
-            const int key = s1_n + nt * kMmaN + 2 * t + e;
-            const bool masked = needs_mask && (n0 + key >= p.seqlen_k ||
-                                               hidden(window, n0 + key, m0 + query + offset));
-            pv[e] = masked ? 0.f : fast_exp2(s[mt][nt][2 * h + e] * scale_log2 - lse_q);
-            ds[e] = pv[e] * (dp[mt][nt][2 * h + e] - delta_q);
-          }
-          const int off = query * kPitchN + s1_n + nt * kMmaN + 2 * t;
-          *reinterpret_cast<u32 *>(p_ptr + off) = pack2(pv[0], pv[1]);
-          *reinterpret_cast<u32 *>(ds_ptr + off) = pack2(ds[0], ds[1]);
-        }
-      }
+    probabilities<S1, true>(p, window, m0, n0, q_s, do_s, k_s, v_s, lse_s, delta_s, p_ptr, ds_ptr, warp, lane);
     __syncthreads();
 
-    // dV += Pᵀ·dO,  dK += dSᵀ·Q  (scale applied once, at the end); Pᵀ and
-    // dSᵀ are read transposed from their [query][key] tiles.
+    // dV += Pᵀ·dO and dK += dSᵀ·Q (the scale applied once, at the end),
+    // with dQ's share between them in atomic mode; Pᵀ and dSᵀ are read
+    // transposed from their [query][key] tiles.
     warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dv, p_s + s2_m * sizeof(elem_t), kRowN,
                                                             do_s + s2_n * sizeof(elem_t), kRowD, lane);
-    warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dk, ds_s + s2_m * sizeof(elem_t), kRowN,
-                                                            q_s + s2_n * sizeof(elem_t), kRowD, lane);
-
-    if constexpr (!kDqSeparate) {
-      // dQ_i += dS·K_j, added into fp32 with atomics, kDqCols columns a
-      // pass (the scale is applied once, by fat_bwd_convert_dq). A whole
-      // tile of the full head dim adds without a bound test; else rows past
-      // the end, passes past the problem's head dim and the columns past it
-      // (zeros: K's padding) are left out.
-      using S3 = WarpSplit<kBlockM, kDqCols>;
-      const int s3_m = (warp % S3::kWM) * S3::kMT * kMma, s3_n = (warp / S3::kWM) * S3::kNT * kMmaN;
-      // This lane's first element; its accumulator (mt, h, nt) lies
-      // (mt·16 + h·8)·head_dim + nt·8 floats on.
-      float *dq_lane = bp.dq_accum + (row0 + m0 + s3_m + g) * p.head_dim + s3_n + 2 * t;
-      const bool whole = m0 + kBlockM <= p.seqlen_q && p.head_dim == kHeadDim;
-      const int passes = whole ? kDqPasses : min(kDqPasses, (p.head_dim + kDqCols - 1) / kDqCols);
-      for (int pass = 0; pass < passes; pass++) {
-        const int col0 = pass * kDqCols;
-        float acc[S3::kMT][S3::kNT][4];
-        zero(acc);
-        warp_mma<S3::kMT, S3::kNT, kBlockN / kMma, false, true>(acc, ds_s + s3_m * kRowN, kRowN,
-                                                                 k_s + (col0 + s3_n) * sizeof(elem_t), kRowD, lane);
-        if (whole) {
-#pragma unroll
-          for (int mt = 0; mt < S3::kMT; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-              float *dq_row = dq_lane + (mt * kMma + h * 8) * p.head_dim + col0;
-#pragma unroll
-              for (int nt = 0; nt < S3::kNT; nt++)
-                red_add2(dq_row + nt * kMmaN, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
-            }
-        } else {
-#pragma unroll
-          for (int mt = 0; mt < S3::kMT; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-              if (m0 + s3_m + mt * kMma + g + h * 8 >= p.seqlen_q) continue;
-              float *dq_row = dq_lane + (mt * kMma + h * 8) * p.head_dim + col0;
-#pragma unroll
-              for (int nt = 0; nt < S3::kNT; nt++)  // a column pair is wholly in or past the head dim
-                if (col0 + s3_n + nt * kMmaN + 2 * t < p.head_dim)
-                  red_add2(dq_row + nt * kMmaN, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
-            }
-        }
-      }
+    if constexpr (kDqSeparate) {
+      warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dk, ds_s + s2_m * sizeof(elem_t), kRowN,
+                                                              q_s + s2_n * sizeof(elem_t), kRowD, lane);
+    } else {
+      float *dq_tile = bp.dq_accum + (row0 + m0) * p.head_dim;
+      if (m0 + kBlockM <= p.seqlen_q && p.head_dim == kHeadDim)
+        add_dq_then_dk<true, S2>(dk, dq_tile, p, kBlockM, ds_s, k_s, q_s, warp, lane);
+      else
+        add_dq_then_dk<false, S2>(dk, dq_tile, p, p.seqlen_q - m0, ds_s, k_s, q_s, warp, lane);
     }
     hq = hq_next;
     mb = mb_next;
@@ -643,7 +669,6 @@ fat_bwd_dq(const fat_bwd_params bp) {
     const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
     const KeyWindow window = key_window(p);
     const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
-    const float scale_log2 = p.scale_log2;
 
     load_rows<kBlockM>(q_s, at<elem_t>(p.q, batch * p.q_batch_stride + head * p.q_head_stride +
                                                 (long long)m0 * p.q_row_stride),
@@ -658,7 +683,6 @@ fat_bwd_dq(const fat_bwd_params bp) {
     using S1 = WarpSplit<kBlockM, kBlockN, true>;
     using S2 = WarpSplit<kBlockM, kHeadDim, true>;
     static_assert(!kDqSeparate || (S1::kValid && S2::kValid), "warps split S and dQ evenly");
-    const int s1_m = (warp % S1::kWM) * S1::kMT * kMma, s1_n = (warp / S1::kWM) * S1::kNT * kMmaN;
     const int s2_m = (warp % S2::kWM) * S2::kMT * kMma, s2_n = (warp / S2::kWM) * S2::kNT * kMmaN;
     float dq[S2::kMT][S2::kNT][4];
     zero(dq);
@@ -684,36 +708,8 @@ fat_bwd_dq(const fat_bwd_params bp) {
       cp_async_wait_all();
       __syncthreads();
 
-      // S = Q·Kᵀ,  dP = dO·Vᵀ
-      float s[S1::kMT][S1::kNT][4], dp[S1::kMT][S1::kNT][4];
-      zero(s);
-      zero(dp);
-      warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(s, q_s + s1_m * kRowD, kRowD,
-                                                                 k_s + s1_n * kRowD, kRowD, lane);
-      warp_mma<S1::kMT, S1::kNT, kHeadDim / kMma, false, false>(dp, do_s + s1_m * kRowD, kRowD,
-                                                                 v_s + s1_n * kRowD, kRowD, lane);
-
-      // dS = P ∘ (dP − D), rounded into shared memory [query][key].
-      const bool needs_mask = n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset);
-#pragma unroll
-      for (int mt = 0; mt < S1::kMT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < S1::kNT; nt++)
-#pragma unroll
-          for (int h = 0; h < 2; h++) {  // query rows g and g+8
-            const int query = s1_m + mt * kMma + g + h * 8;
-            float ds[2];
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-              const int key = s1_n + nt * kMmaN + 2 * t + e;
-              const bool masked = needs_mask && (n0 + key >= p.seqlen_k ||
-                                                 hidden(window, n0 + key, m0 + query + offset));
-              const float pv = masked ? 0.f : fast_exp2(s[mt][nt][2 * h + e] * scale_log2 - lse_s[query]);
-              ds[e] = pv * (dp[mt][nt][2 * h + e] - delta_s[query]);
-            }
-            *reinterpret_cast<u32 *>(ds_ptr + query * kPitchN + s1_n + nt * kMmaN + 2 * t) =
-                pack2(ds[0], ds[1]);
-          }
+      probabilities<S1, false>(p, window, m0, n0, q_s, do_s, k_s, v_s, lse_s, delta_s, nullptr, ds_ptr, warp,
+                               lane);
       __syncthreads();
 
       // dQ += dS·K_j
