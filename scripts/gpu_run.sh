@@ -9,7 +9,8 @@
 # then run there, from the repository root, with build/ carried:
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
 # Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0, or on: DECODE=1
-# (tune the decoding problem), WINDOWS=1 (tune sliding windows), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
+# (tune the decoding problem), WINDOWS=1 (tune sliding windows), PROFILE=1 (ncu of the
+# backward against FA2, PROFILE_HEAD_DIM), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
 # only test_gpu_a and test_gpu_b (faults: the fault-isolation script); HEAD_DIMS "" tunes
 # no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS, BWD_DTYPES) tunes the backward too,
 # TUNE_TIMEOUT=S stops each tuning after S seconds; SANITIZE=1
@@ -134,6 +135,20 @@ if [ "${SANITIZE:-0}" = 1 ] && [ -x "$B/sanitize_winners" ]; then
       >"$OUT/sanitizer-$tool.log" 2>&1 && echo "$tool: clean" \
       || { echo "$tool: FAILED"; tail -20 "$OUT/sanitizer-$tool.log"; failures=$((failures + 1)); }
   done
+fi
+
+if [ "${PROFILE:-0}" = 1 ]; then
+  # One backward of fatune (the run's database serves) and one of SDPA's
+  # FLASH_ATTENTION backend under Nsight Compute, and their stall reasons
+  # side by side (notes/kernel-log.md reads them). The clocks are left alone.
+  d=${PROFILE_HEAD_DIM:-128}
+  section "ncu: backward d$d s4096, fatune against FlashAttention-2"
+  FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB" timeout 300 \
+    ncu --clock-control none --kernel-name regex:'fat_bwd_mma80|flash_bwd_dq_dk_dv' --launch-count 2 \
+    --section SpeedOfLight --section WarpStateStats --section InstructionStats --section SourceCounters \
+    -o "$OUT/profile_bwd_d$d" python3 scripts/profile_bwd.py --head-dim "$d" --seqlen 4096 \
+    && ncu -i "$OUT/profile_bwd_d$d.ncu-rep" --page raw --csv >"$OUT/profile_bwd_d$d.csv" \
+    && python3 scripts/ncu_stalls.py "$OUT/profile_bwd_d$d.csv" || failures=$((failures + 1))
 fi
 
 # The device tool brings back files of at most 16 MiB: compress and split.

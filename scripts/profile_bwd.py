@@ -7,6 +7,9 @@ Compute to profile side by side:
         --section WarpStateStats --section SchedulerStats ... \\
         python3 scripts/profile_bwd.py --head-dim 128 --seqlen 4096
 
+(`PROFILE=1 scripts/gpu_run.sh` does this and prints scripts/ncu_stalls.py's
+table of the two kernels' stall reasons.)
+
 Each library runs a forward (outside the kernels ncu selects) and then one
 backward; nothing is timed here: ncu measures. The shape is FlashAttention's
 benchmark shape at --seqlen (batch x seqlen = 16384 tokens, heads x head dim
