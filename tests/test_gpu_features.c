@@ -18,8 +18,8 @@
 #include "gen.h"
 #include "gpu_run.h"
 #include "check.h"
+#include "gpu_test.h"
 
-#define SKIP 77
 #define ERRLEN 4096
 #define TEST_SEED 20261130u
 
@@ -113,13 +113,7 @@ int main(void) {
   char arch[16];
   memset(&util, 0, sizeof util);
   memset(&ref, 0, sizeof ref);
-  if (fat_gpu_open(0, &g, &info, err, sizeof err)) {
-    printf("skipped: %s\n", err);
-    if (!strncmp(err, FAT_CUDA_NO_DRIVER, strlen(FAT_CUDA_NO_DRIVER)) ||
-        !strncmp(err, "no CUDA device", strlen("no CUDA device")))
-      return SKIP;
-    return 1;
-  }
+  if (fat_gpu_open(0, &g, &info, err, sizeof err)) return gpu_open_failed(err);
   printf("%s, sm_%d%d, %d SMs\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
   fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
   fat_gen *gen = fat_gen_open(NULL, err, sizeof err);

@@ -18,8 +18,8 @@
 #include "gen.h"
 #include "worker.h"
 #include "check.h"
+#include "gpu_test.h"
 
-#define SKIP 77
 #define ERRLEN 4096
 #define TEST_REPS 5
 #define TEST_TIMEOUT_S 120.0
@@ -123,13 +123,7 @@ int main(void) {
   fat_worker_options_default(&opts);
   opts.timeout_base_s = TEST_TIMEOUT_S;
   opts.time.reps = TEST_REPS;
-  if (fat_worker_start(0, &opts, &w, &info, err, sizeof err)) {
-    printf("skipped: %s\n", err);
-    if (!strncmp(err, FAT_CUDA_NO_DRIVER, strlen(FAT_CUDA_NO_DRIVER)) ||
-        !strncmp(err, "no CUDA device", strlen("no CUDA device")))
-      return SKIP;
-    return 1;
-  }
+  if (fat_worker_start(0, &opts, &w, &info, err, sizeof err)) return gpu_open_failed(err);
   printf("%s, sm_%d%d, %d SMs\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
   fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
   if (compile_named(arch, names, c, N_NAMES)) {

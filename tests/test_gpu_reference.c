@@ -15,9 +15,9 @@
 #include "fwd_compare.h"
 #include "gpu_run.h"
 #include "check.h"
+#include "gpu_test.h"
 
 #define ERRLEN 4096
-#define SKIP 77
 #define AGREE 1e-12         /* GPU and CPU both accumulate in double */
 #define MEAN_TOL 0.1        /* of a few thousand N(0,1) draws */
 #define STD_TOL 0.1
@@ -231,13 +231,7 @@ int main(void) {
   fat_gpu_info info;
   fat_build util, ref;
   char arch[16];
-  if (fat_gpu_open(0, &g, &info, err, sizeof err)) {
-    printf("skipped: %s\n", err);
-    if (!strncmp(err, FAT_CUDA_NO_DRIVER, strlen(FAT_CUDA_NO_DRIVER)) ||
-        !strncmp(err, "no CUDA device", strlen("no CUDA device")))
-      return SKIP;
-    return 1;
-  }
+  if (fat_gpu_open(0, &g, &info, err, sizeof err)) return gpu_open_failed(err);
   printf("%s, sm_%d%d, %d SMs\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
   fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
   MUST(fat_gpu_compile_support(arch, &util, &ref, err, sizeof err));

@@ -20,9 +20,9 @@
 #include "embedded.h"
 #include "worker.h"
 #include "check.h"
+#include "gpu_test.h"
 
 #define ERRLEN 4096
-#define SKIP 77
 #define HEAD_DIM 64
 #define N_SHAPES 3
 #define TEST_TIMEOUT_S 5.0   /* the watchdog, short for the test */
@@ -212,13 +212,7 @@ int main(void) {
   fat_worker_options_default(&opts);
   opts.timeout_base_s = TEST_TIMEOUT_S;
   opts.time.reps = TEST_REPS;
-  if (fat_worker_start(0, &opts, &w, &info, err, sizeof err)) {
-    printf("skipped: %s\n", err);
-    if (!strncmp(err, FAT_CUDA_NO_DRIVER, strlen(FAT_CUDA_NO_DRIVER)) ||
-        !strncmp(err, "no CUDA device", strlen("no CUDA device")))
-      return SKIP;
-    return 1;
-  }
+  if (fat_worker_start(0, &opts, &w, &info, err, sizeof err)) return gpu_open_failed(err);
   printf("%s: sm_%d%d, %d SMs, driver %d, L2 %d bytes, smem opt-in %d, clock %d kHz\n", info.name,
          info.cc_major, info.cc_minor, info.sm_count, info.driver_version, info.l2_bytes,
          info.smem_per_block_optin, info.clock_khz);
