@@ -10,7 +10,7 @@
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
 # Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0, or on: DECODE=1
 # (tune the decoding problem), WINDOWS=1 (tune sliding windows), PROFILE=1 (ncu of the
-# backward against FA2, PROFILE_HEAD_DIM), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
+# backward against FA2, PROFILE_HEAD_DIMS="64 128"), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
 # only test_gpu_a and test_gpu_b (faults: the fault-isolation script); HEAD_DIMS "" tunes
 # no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS, BWD_DTYPES) tunes the backward too,
 # TUNE_TIMEOUT=S stops each tuning after S seconds; SANITIZE=1
@@ -33,6 +33,11 @@ exec > >(tee "$OUT/gpu_run.log") 2>&1
 DB="$OUT/fatune.db"
 failures=0
 section() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+# scripts/gpu_pack.sh carries the shipped tables compressed.
+if [ -f "$B/runtime/fatune_tables.db.gz" ] && [ ! -f "$B/runtime/fatune_tables.db" ]; then
+  gunzip -k "$B/runtime/fatune_tables.db.gz"
+fi
 
 section "machine"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
@@ -141,14 +146,22 @@ if [ "${PROFILE:-0}" = 1 ]; then
   # One backward of fatune (the run's database serves) and one of SDPA's
   # FLASH_ATTENTION backend under Nsight Compute, and their stall reasons
   # side by side (notes/kernel-log.md reads them). The clocks are left alone.
-  d=${PROFILE_HEAD_DIM:-128}
-  section "ncu: backward d$d s4096, fatune against FlashAttention-2"
-  FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB" timeout 300 \
-    ncu --clock-control none --kernel-name regex:'fat_bwd_mma80|flash_bwd_dq_dk_dv' --launch-count 2 \
-    --section SpeedOfLight --section WarpStateStats --section InstructionStats --section SourceCounters \
-    -o "$OUT/profile_bwd_d$d" python3 scripts/profile_bwd.py --head-dim "$d" --seqlen 4096 \
-    && ncu -i "$OUT/profile_bwd_d$d.ncu-rep" --page raw --csv >"$OUT/profile_bwd_d$d.csv" \
-    && python3 scripts/ncu_stalls.py "$OUT/profile_bwd_d$d.csv" || failures=$((failures + 1))
+  for d in ${PROFILE_HEAD_DIMS:-128}; do
+    section "ncu: backward d$d s4096, fatune against FlashAttention-2"
+    FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB" timeout 300 \
+      ncu --clock-control none --kernel-name regex:'fat_bwd_mma80|flash_bwd_dq_dk_dv' --launch-count 2 \
+      --section SpeedOfLight --section WarpStateStats --section InstructionStats --section SourceCounters \
+      -o "$OUT/profile_bwd_d$d" python3 scripts/profile_bwd.py --head-dim "$d" --seqlen 4096 \
+      && ncu -i "$OUT/profile_bwd_d$d.ncu-rep" --page raw --csv >"$OUT/profile_bwd_d$d.csv" \
+      && python3 scripts/ncu_stalls.py "$OUT/profile_bwd_d$d.csv" || failures=$((failures + 1))
+    # Per-instruction SASS with executed counts, stall samples and shared-memory
+    # wavefronts, one file per kernel (scripts/ncu_sass.py sums them by opcode).
+    for k in fat_bwd_mma80 flash_bwd_dq_dk_dv; do
+      ncu -i "$OUT/profile_bwd_d$d.ncu-rep" --kernel-name regex:"$k" --page source --csv --print-source sass \
+        >"$OUT/source_${k}_d$d.csv" && python3 scripts/ncu_sass.py "$OUT/source_${k}_d$d.csv" ||
+        failures=$((failures + 1))
+    done
+  done
 fi
 
 # The device tool brings back files of at most 16 MiB: compress and split.

@@ -121,6 +121,30 @@ constexpr int kDqPasses = dq_passes();
 constexpr int kDqCols = kDqPasses > 0 ? kHeadDim / kDqPasses : kHeadDim;
 static_assert(kDqSeparate || kDqPasses > 0, "the warps split atomic dQ's column slices evenly");
 
+// Atomic mode's fp32 accumulator is (batch, heads, seqlen_q, head_dim) in
+// memory, but within a whole tile (kBlockM rows, all of them inside, and
+// head_dim = kHeadDim) the order of its kBlockM·kHeadDim floats is this
+// template's own: pass-major, then each warp's accumulator fragments in
+// 128-float blocks, so that one warp's reduction covers 512 contiguous
+// bytes. In row-major order a warp's reduction touched 8 rows, 8 cache
+// lines for 256 bytes, and dQ's reductions took four times the L1
+// wavefronts of FlashAttention-2's (which permutes its accumulator too).
+// Block (warp, mt, h, np) holds rows g + 8h of 16-row tile mt, columns of
+// 8-column tiles 2np and 2np+1: lane g·4 + t's four floats are (row g+8h,
+// columns 2t, 2t+1) of each. fat_bwd_convert_dq reads it back through
+// dq_whole_offset(); partial tiles stay row-major.
+using DqSplit = WarpSplit<kBlockM, kDqCols>;
+static_assert(kDqSeparate || DqSplit::kNT % 2 == 0, "a lane adds two 8-column tiles at once");
+__device__ __forceinline__ int dq_whole_offset(int row, int col) {
+  using S = DqSplit;
+  const int pass = col / kDqCols, c = col % kDqCols;
+  const int warp = row / (S::kMT * kMma) + c / (S::kNT * kMmaN) * S::kWM;
+  const int mt = row / kMma % S::kMT, h = row / 8 % 2, g = row % 8;
+  const int nt = c / kMmaN % S::kNT, t = c / 2 % 4, e = c % 2;
+  const int block = ((warp * S::kMT + mt) * 2 + h) * (S::kNT / 2) + nt / 2;
+  return pass * kBlockM * kDqCols + (block * kWarpSize + g * 4 + t) * 4 + (nt % 2) * 2 + e;
+}
+
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000u); }
 
@@ -182,6 +206,12 @@ __device__ __forceinline__ float to_float(elem_t x) {
   return f;
 }
 
+// a.lo·b.lo + a.hi·b.hi of two packed pairs, in fp32.
+__device__ __forceinline__ float dot2(u32 a, u32 b) {
+  return to_float((elem_t)(a & 0xffffu)) * to_float((elem_t)(b & 0xffffu)) +
+         to_float((elem_t)(a >> 16)) * to_float((elem_t)(b >> 16));
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
@@ -197,6 +227,19 @@ __device__ __forceinline__ void red_add2(float *addr, float a, float b) {
 #else
   atomicAdd(addr, a);
   atomicAdd(addr + 1, b);
+#endif
+}
+
+// The same for four floats at a 16-byte aligned addr.
+__device__ __forceinline__ void red_add4(float *addr, float a, float b, float c, float d) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+#else
+  atomicAdd(addr, a);
+  atomicAdd(addr + 1, b);
+  atomicAdd(addr + 2, c);
+  atomicAdd(addr + 3, d);
 #endif
 }
 
@@ -308,17 +351,28 @@ __device__ __forceinline__ void load_rows(u32 tile, const elem_t *src, long long
 struct RowStats {
   float lse_log2, delta;
 };
-__device__ __forceinline__ RowStats row_stats(const float *lse, const float *delta, int row, int seqlen_q) {
+// The same as stored: lse and D, −inf and 0 past the end. The prefetch
+// loads these a tile ahead and converts them only when it stores them:
+// converted at once, the loading warps waited on global memory just before
+// the next barrier, and every other warp at it (ncu, d128: 5 % of the
+// stall samples).
+struct RawRowStats {
+  float lse, delta;
+};
+__device__ __forceinline__ RawRowStats raw_row_stats(const float *lse, const float *delta, int row,
+                                                     int seqlen_q) {
   const bool inside = row < seqlen_q;
-  const float l = inside ? lse[row] : neg_inf();
-  return {l == neg_inf() ? pos_inf() : l * kLog2e, inside ? delta[row] : 0.f};
+  return {inside ? lse[row] : neg_inf(), inside ? delta[row] : 0.f};
+}
+__device__ __forceinline__ RowStats row_stats(RawRowStats r) {
+  return {r.lse == neg_inf() ? pos_inf() : r.lse * kLog2e, r.delta};
 }
 
 // The statistics of kBlockM query rows from m0 into shared memory.
 __device__ __forceinline__ void load_row_stats(float *lse_s, float *delta_s, const float *lse,
                                                const float *delta, int m0, int seqlen_q, int tid) {
   for (int r = tid; r < kBlockM; r += kThreads) {
-    const RowStats st = row_stats(lse, delta, m0 + r, seqlen_q);
+    const RowStats st = row_stats(raw_row_stats(lse, delta, m0 + r, seqlen_q));
     lse_s[r] = st.lse_log2;
     delta_s[r] = st.delta;
   }
@@ -378,7 +432,25 @@ __device__ __forceinline__ void probabilities(const fat_fwd_params &p, const Key
                                                                    kRowD, lane);
   warp_mma<Split::kMT, Split::kNT, kHeadDim / kMma, false, false>(dp, do_s + s_m * kRowD, kRowD,
                                                                    v_s + s_n * kRowD, kRowD, lane);
-  const bool needs_mask = n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset);
+  // Hidden pairs and keys past the end get S = −inf, so P = exp2(−inf) = 0,
+  // in a pass of their own that only tiles crossing a bound take: tested
+  // inside the loop below, the mask's registers spilled around every tile
+  // (up to 184 bytes in the causal variants).
+  if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
+#pragma unroll
+    for (int mt = 0; mt < Split::kMT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int pos = m0 + s_m + mt * kMma + g + h * 8 + offset;
+#pragma unroll
+        for (int nt = 0; nt < Split::kNT; nt++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int key = n0 + s_n + nt * kMmaN + 2 * t + e;
+            if (key >= p.seqlen_k || hidden(window, key, pos)) s[mt][nt][2 * h + e] = neg_inf();
+          }
+      }
+  }
 #pragma unroll
   for (int mt = 0; mt < Split::kMT; mt++)
 #pragma unroll
@@ -390,10 +462,7 @@ __device__ __forceinline__ void probabilities(const fat_fwd_params &p, const Key
         float pv[2], ds[2];
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          const int key = s_n + nt * kMmaN + 2 * t + e;
-          const bool masked =
-              needs_mask && (n0 + key >= p.seqlen_k || hidden(window, n0 + key, m0 + query + offset));
-          pv[e] = masked ? 0.f : fast_exp2(s[mt][nt][2 * h + e] * p.scale_log2 - lse_q);
+          pv[e] = fast_exp2(s[mt][nt][2 * h + e] * p.scale_log2 - lse_q);
           ds[e] = pv[e] * (dp[mt][nt][2 * h + e] - delta_q);
         }
         const int off = query * kPitchN + s_n + nt * kMmaN + 2 * t;
@@ -411,21 +480,25 @@ __device__ __forceinline__ void probabilities(const fat_fwd_params &p, const Key
 // warp waited on the load/store queue and then at the next tile's barrier
 // (ncu, d128: lg_throttle 0.60 and barrier 1.26 cycles per issued
 // instruction, FA2 0.01 and 0.24). kWhole: all kBlockM rows exist and the
-// problem's head dim is kHeadDim, so nothing is tested and the block is
-// straight-line code the scheduler can interleave; else rows at or past
-// rows, passes past the head dim and the columns past it (zeros: K's
-// padding) are left out.
+// problem's head dim is kHeadDim, so the tile is stored in
+// dq_whole_offset()'s order, one 16-byte reduction per lane and pair of
+// 8-column tiles, nothing tested, straight-line code the scheduler can
+// interleave; else the tile is row-major and rows at or past rows, passes
+// past the head dim and the columns past it (zeros: K's padding) are left
+// out.
 template <bool kWhole, class S2>
 __device__ __forceinline__ void add_dq_then_dk(float (&dk)[S2::kMT][S2::kNT][4], float *dq_tile,
                                                const fat_fwd_params &p, int rows, u32 ds_s, u32 k_s, u32 q_s,
                                                int warp, int lane) {
   constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowN = kPitchN * sizeof(elem_t);
-  using S3 = WarpSplit<kBlockM, kDqCols>;
+  using S3 = DqSplit;
   const int g = lane / 4, t = lane % 4;
   const int s3_m = (warp % S3::kWM) * S3::kMT * kMma, s3_n = (warp / S3::kWM) * S3::kNT * kMmaN;
-  // This lane's first element; its accumulator (mt, h, nt) of pass k lies
-  // (mt·16 + h·8)·head_dim + k·kDqCols + nt·8 floats on.
-  float *dq_lane = dq_tile + (s3_m + g) * p.head_dim + s3_n + 2 * t;
+  // Row-major: this lane's first element; its accumulator (mt, h, nt) of
+  // pass k lies (mt·16 + h·8)·head_dim + k·kDqCols + nt·8 floats on.
+  // Whole: this lane's four floats of the warp's first block.
+  float *dq_lane = kWhole ? dq_tile + warp * S3::kMT * S3::kNT * kMma * kMmaN + lane * 4
+                          : dq_tile + (s3_m + g) * p.head_dim + s3_n + 2 * t;
   const int passes = kWhole ? kDqPasses : min(kDqPasses, (p.head_dim + kDqCols - 1) / kDqCols);
 #pragma unroll 1  // unrolled, two passes' fragments spilled at m64n64w4 d128
   for (int pass = 0; pass < passes; pass++) {
@@ -434,17 +507,29 @@ __device__ __forceinline__ void add_dq_then_dk(float (&dk)[S2::kMT][S2::kNT][4],
     zero(acc);
     warp_mma<S3::kMT, S3::kNT, kBlockN / kMma, false, true>(acc, ds_s + s3_m * kRowN, kRowN,
                                                              k_s + (col0 + s3_n) * sizeof(elem_t), kRowD, lane);
+    if constexpr (kWhole) {
+      float *dq_pass = dq_lane + pass * kBlockM * kDqCols;
 #pragma unroll
-    for (int mt = 0; mt < S3::kMT; mt++)
+      for (int mt = 0; mt < S3::kMT; mt++)
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        if (!kWhole && s3_m + mt * kMma + g + h * 8 >= rows) continue;
-        float *dq_row = dq_lane + (mt * kMma + h * 8) * p.head_dim + col0;
+        for (int h = 0; h < 2; h++)
 #pragma unroll
-        for (int nt = 0; nt < S3::kNT; nt++)  // a column pair is wholly in or past the head dim
-          if (kWhole || col0 + s3_n + nt * kMmaN + 2 * t < p.head_dim)
-            red_add2(dq_row + nt * kMmaN, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
-      }
+          for (int np = 0; np < S3::kNT / 2; np++)
+            red_add4(dq_pass + (((mt * 2 + h) * (S3::kNT / 2) + np) * kWarpSize) * 4, acc[mt][2 * np][2 * h],
+                     acc[mt][2 * np][2 * h + 1], acc[mt][2 * np + 1][2 * h], acc[mt][2 * np + 1][2 * h + 1]);
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < S3::kMT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          if (s3_m + mt * kMma + g + h * 8 >= rows) continue;
+          float *dq_row = dq_lane + (mt * kMma + h * 8) * p.head_dim + col0;
+#pragma unroll
+          for (int nt = 0; nt < S3::kNT; nt++)  // a column pair is wholly in or past the head dim
+            if (col0 + s3_n + nt * kMmaN + 2 * t < p.head_dim)
+              red_add2(dq_row + nt * kMmaN, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+        }
+    }
   }
   const int s2_m = (warp % S2::kWM) * S2::kMT * kMma, s2_n = (warp / S2::kWM) * S2::kNT * kMmaN;
   warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dk, ds_s + s2_m * sizeof(elem_t), kRowN,
@@ -466,13 +551,21 @@ fat_bwd_preprocess(const fat_bwd_params bp) {
   const elem_t *o = at<elem_t>(p.o, batch * p.o_batch_stride + row * p.o_row_stride + head * p.o_head_stride);
   const elem_t *d_o = at<elem_t>(bp.dout, batch * bp.do_batch_stride + row * bp.do_row_stride +
                                               head * bp.do_head_stride);
+  // 16 bytes a lane (strides are multiples of 8 elements and the tensors
+  // 16-byte aligned: fat_attention_bwd checks); one element a lane left
+  // most of each request unused, and this kernel and fat_bwd_convert_dq
+  // took about 0.3 ms of a 5 ms backward more than FlashAttention-2's.
   float sum = 0.f;
-  for (int c = lane; c < p.head_dim; c += kWarpSize) sum += to_float(o[c]) * to_float(d_o[c]);
+  for (int c = lane * kChunk; c < p.head_dim; c += kWarpSize * kChunk) {
+    const uint4 a = *reinterpret_cast<const uint4 *>(o + c), b = *reinterpret_cast<const uint4 *>(d_o + c);
+    sum += dot2(a.x, b.x) + dot2(a.y, b.y) + dot2(a.z, b.z) + dot2(a.w, b.w);
+  }
   for (int off = kWarpSize / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   const long long r = ((long long)batch * p.heads + head) * p.seqlen_q + row;
   if (lane == 0) bp.delta[r] = sum;
   if constexpr (!kDqSeparate)
-    for (int c = lane; c < p.head_dim; c += kWarpSize) bp.dq_accum[r * p.head_dim + c] = 0.f;
+    for (int c = lane * 4; c < p.head_dim; c += kWarpSize * 4)
+      *reinterpret_cast<float4 *>(bp.dq_accum + r * p.head_dim + c) = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // Issues the cp.async copies of query tile m0 of one (batch, head): Q into
@@ -512,8 +605,17 @@ fat_bwd_mma80(const fat_bwd_params bp) {
 
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
-  const int n0 = blockIdx.x * kBlockN;
-  const int head_k = blockIdx.y, batch = blockIdx.z;
+  // Causal: a key block sees fewer query tiles the later it starts. Thread
+  // blocks start in the order of their linear index, which is mapped key
+  // block slowest, so every (batch, key head)'s first key block runs first
+  // and the lightest ones last (longest first), rather than one (batch,
+  // head) after another, which left the last one's heaviest block to run
+  // on alone at the end.
+  const int heads_k = gridDim.y, pairs = heads_k * gridDim.z;
+  const int linear = blockIdx.x + gridDim.x * (blockIdx.y + heads_k * blockIdx.z);
+  const int n0 = (kIsCausal ? linear / pairs : (int)blockIdx.x) * kBlockN;
+  const int head_k = kIsCausal ? linear % pairs % heads_k : (int)blockIdx.y;
+  const int batch = kIsCausal ? linear % pairs / heads_k : (int)blockIdx.z;
   const int group = p.heads / p.heads_k;
   const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
   const KeyWindow window = key_window(p);
@@ -549,13 +651,13 @@ fat_bwd_mma80(const fat_bwd_params bp) {
   // as one sequence so that the prefetch crosses from one head to the next.
   const int n_tiles = group * (mb_end - mb_first);
   int hq = 0, mb = mb_first;
-  RowStats next_stats = {0.f, 0.f};  // PREFETCH: the next tile's lse and D, in flight in registers
+  RawRowStats next_stats = {0.f, 0.f};  // PREFETCH: the next tile's lse and D, in flight in registers
   if (kPrefetch && n_tiles > 0) {
     load_query_tile(query_s, query_s + kBlockM * kRowD, bp, batch, head_k * group, mb * kBlockM, tid);
     cp_async_commit();
     if (tid < kBlockM) {
       const long long row0 = ((long long)batch * p.heads + head_k * group) * p.seqlen_q;
-      next_stats = row_stats(p.lse + row0, bp.delta + row0, mb * kBlockM + tid, p.seqlen_q);
+      next_stats = raw_row_stats(p.lse + row0, bp.delta + row0, mb * kBlockM + tid, p.seqlen_q);
     }
   }
   for (int tile = 0; tile < n_tiles; tile++) {
@@ -571,24 +673,25 @@ fat_bwd_mma80(const fat_bwd_params bp) {
     }
     __syncthreads();  // every warp is done with the previous Q, dO, P, dS and row statistics
     if constexpr (kPrefetch) {
-      // Tile i+1 into the other buffer (the one tile i−1 used), to land
-      // while tile i is computed; tile i's lse and D, loaded one tile ago,
-      // into shared memory.
+      // Tile i's lse and D, loaded one tile ago, into shared memory, and
+      // tile i+1's loaded; then tile i+1's Q and dO into the other buffer
+      // (the one tile i−1 used), to land while tile i is computed.
       const bool has_next = tile + 1 < n_tiles;
+      if (tid < kBlockM) {
+        const RowStats st = row_stats(next_stats);
+        lse_s[tid] = st.lse_log2;
+        delta_s[tid] = st.delta;
+        if (has_next) {
+          const long long next_row0 = ((long long)batch * p.heads + head_k * group + hq_next) * p.seqlen_q;
+          next_stats = raw_row_stats(p.lse + next_row0, bp.delta + next_row0, mb_next * kBlockM + tid, p.seqlen_q);
+        }
+      }
       if (has_next) {
         const u32 next_q_s = query_s + ((tile + 1) % kQueryBuffers) * kQueryBufferBytes;
         load_query_tile(next_q_s, next_q_s + kBlockM * kRowD, bp, batch, head_k * group + hq_next,
                         mb_next * kBlockM, tid);
       }
       cp_async_commit();  // possibly empty: the wait below then always leaves one group
-      if (tid < kBlockM) {
-        lse_s[tid] = next_stats.lse_log2;
-        delta_s[tid] = next_stats.delta;
-        if (has_next) {
-          const long long next_row0 = ((long long)batch * p.heads + head_k * group + hq_next) * p.seqlen_q;
-          next_stats = row_stats(p.lse + next_row0, bp.delta + next_row0, mb_next * kBlockM + tid, p.seqlen_q);
-        }
-      }
       cp_async_wait_all_but_last();  // K, V and tile i landed
     } else {
       load_query_tile(q_s, do_s, bp, batch, head, m0, tid);
@@ -664,7 +767,14 @@ fat_bwd_dq(const fat_bwd_params bp) {
 
     const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
     const int g = lane / 4, t = lane % 4;
-    const int m0 = blockIdx.x * kBlockM, head = blockIdx.y, batch = blockIdx.z;
+    // Causal: the later a query block, the more key tiles it sees; the
+    // linear block index is mapped query block slowest and last first
+    // (longest first, as in fat_bwd_mma80).
+    const int blocks = gridDim.x, heads = gridDim.y, pairs = heads * gridDim.z;
+    const int linear = blockIdx.x + blocks * (blockIdx.y + heads * blockIdx.z);
+    const int m0 = (kIsCausal ? blocks - 1 - linear / pairs : (int)blockIdx.x) * kBlockM;
+    const int head = kIsCausal ? linear % pairs % heads : (int)blockIdx.y;
+    const int batch = kIsCausal ? linear % pairs / heads : (int)blockIdx.z;
     const int head_k = head / (p.heads / p.heads_k);
     const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
     const KeyWindow window = key_window(p);
@@ -738,8 +848,9 @@ fat_bwd_dq(const fat_bwd_params bp) {
 }
 
 // Atomic mode: dQ = scale · dq_accum rounded to the element type, over the
-// problem's head dim: dq_accum's rows are p.head_dim
-// floats apart. Grid as fat_bwd_preprocess. Compiled empty in separate mode.
+// problem's head dim: dq_accum's rows are p.head_dim floats apart, and a
+// whole tile's floats are in dq_whole_offset()'s order. Grid as
+// fat_bwd_preprocess. Compiled empty in separate mode.
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_convert_dq(const fat_bwd_params bp) {
   if constexpr (!kDqSeparate) {
@@ -749,10 +860,27 @@ fat_bwd_convert_dq(const fat_bwd_params bp) {
     const int row = blockIdx.x * kRows + threadIdx.x / kWarpSize;
     const int head = blockIdx.y, batch = blockIdx.z;
     if (row >= p.seqlen_q) return;
-    const float *acc = bp.dq_accum + (((long long)batch * p.heads + head) * p.seqlen_q + row) * p.head_dim;
+    const float *slab = bp.dq_accum + ((long long)batch * p.heads + head) * p.seqlen_q * p.head_dim;
+    const bool whole = p.head_dim == kHeadDim && row < p.seqlen_q / kBlockM * kBlockM;
+    const float *tile = slab + (long long)(row / kBlockM) * kBlockM * kHeadDim;
+    const float *acc = slab + (long long)row * p.head_dim;
     elem_t *dq = at<elem_t>(bp.dq, batch * bp.dq_batch_stride + row * bp.dq_row_stride +
                                        head * bp.dq_head_stride);
-    for (int c = 2 * lane; c < p.head_dim; c += 2 * kWarpSize)
-      *reinterpret_cast<u32 *>(dq + c) = pack2(acc[c] * p.softmax_scale, acc[c + 1] * p.softmax_scale);
+    const float scale = p.softmax_scale;
+    if (whole) {
+      // One lane's 16 bytes in dq_whole_offset()'s order are columns c, c+1,
+      // c+8 and c+9 of a 16-column group: q is the (group, t) pair.
+      for (int q = lane; q < kHeadDim / 4; q += kWarpSize) {
+        const int c = q / 4 * 16 + q % 4 * 2;
+        const float4 v = *reinterpret_cast<const float4 *>(tile + dq_whole_offset(row % kBlockM, c));
+        *reinterpret_cast<u32 *>(dq + c) = pack2(v.x * scale, v.y * scale);
+        *reinterpret_cast<u32 *>(dq + c + 8) = pack2(v.z * scale, v.w * scale);
+      }
+    } else {
+      for (int c = 4 * lane; c < p.head_dim; c += 4 * kWarpSize) {
+        const float4 v = *reinterpret_cast<const float4 *>(acc + c);
+        *reinterpret_cast<uint2 *>(dq + c) = make_uint2(pack2(v.x * scale, v.y * scale), pack2(v.z * scale, v.w * scale));
+      }
+    }
   }
 }
