@@ -99,13 +99,13 @@ local function split(what, m, n, warps)
 end
 
 -- Atomic dQ (BLOCK_M x head dim) is summed in column slices no wider than
--- BLOCK_N (its accumulators then take half the registers S's and dP's did): the
--- fewest passes whose slices are whole 16-column steps the warps can split,
--- as the template's dq_passes(); nil when there are none.
+-- 2 x BLOCK_N (its accumulators then take at most the registers S's and dP's
+-- did): the fewest passes whose slices are whole 16-column steps the warps
+-- can split, as the template's dq_passes(); nil when there are none.
 local function dq_passes(c)
   for passes = 1, c.HEAD_DIM // MMA_M do
     local cols = c.HEAD_DIM // passes
-    if c.HEAD_DIM % passes == 0 and cols % MMA_M == 0 and cols <= c.BLOCK_N and
+    if c.HEAD_DIM % passes == 0 and cols % MMA_M == 0 and cols <= 2 * c.BLOCK_N and
        not split("dQ", c.BLOCK_M, cols, c.WARPS) then
       return passes
     end
@@ -130,7 +130,7 @@ family.constraints = {
   function(c)
     if c.DQ_MODE == "atomic" and not dq_passes(c) then
       return ("atomic dQ: no slice of head dim %d of at most %d columns splits over %d warps"):format(
-        c.HEAD_DIM, c.BLOCK_N, c.WARPS)
+        c.HEAD_DIM, 2 * c.BLOCK_N, c.WARPS)
     end
   end,
   -- The warps must split S (queries x keys) and dK/dV (keys x head dim) evenly ...

@@ -106,13 +106,16 @@ struct WarpSplit {
 
 // Atomic mode sums dQ = dS·K (kBlockM x kHeadDim) in kDqPasses slices of
 // kDqCols columns: the fewest passes whose accumulators per thread are at
-// most half those of S and dP (cols <= kBlockN; those are dead by then,
-// and at their full count ptxas spilled beside dK and dV), in whole
-// 16-column steps that the warps can split. 0 when none can.
+// most those of S and dP (cols <= 2·kBlockN; those are dead by then), in
+// whole 16-column steps that the warps can split. 0 when none can. Each
+// pass loads dS again: at most half of S and dP's count (the rule until
+// b5) made d256 take four passes and 14 % more ldmatrix than
+// FlashAttention-2, which sums its dQ in one; wider, ptxas spilled beside
+// dK and dV.
 constexpr int dq_passes() {
   for (int passes = 1; passes <= kHeadDim / kMma; passes++) {
     const int cols = kHeadDim / passes;
-    if (kHeadDim % passes == 0 && cols % kMma == 0 && cols <= kBlockN && split_rows(kBlockM, cols, false) > 0)
+    if (kHeadDim % passes == 0 && cols % kMma == 0 && cols <= 2 * kBlockN && split_rows(kBlockM, cols, false) > 0)
       return passes;
   }
   return 0;

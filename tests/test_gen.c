@@ -388,7 +388,7 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
       {"bwd.mma80.fp16.d256.none.m64n64w4.atomic", "accumulators 320 > 192 registers per thread"},
       /* 32 rows give 2 row tiles, so 8 warps split the columns at least 4 ways */
       {"bwd.mma80.fp16.d96.none.m32n32w8.atomic",
-       "atomic dQ: no slice of head dim 96 of at most 32 columns splits over 8 warps; "
+       "atomic dQ: no slice of head dim 96 of at most 64 columns splits over 8 warps; "
        "S: 32 x 32 does not split into whole 16 x 16 tiles over 8 warps"},
       {"bwd.mma80.fp16.d96.none.m32n64w8.separate", "dQ: 32 x 96 does not split into whole 16 x 16 tiles over 8 warps"},
   };
