@@ -34,9 +34,11 @@ DB="$OUT/fatune.db"
 failures=0
 section() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
-# scripts/gpu_pack.sh carries the shipped tables compressed.
-if [ -f "$B/runtime/fatune_tables.db.gz" ] && [ ! -f "$B/runtime/fatune_tables.db" ]; then
-  gunzip -k "$B/runtime/fatune_tables.db.gz"
+# scripts/gpu_pack.sh leaves out the soname link and the shipped tables'
+# database: made here, from the tree's db/tables/*.sql as the build does.
+[ -e "$B/runtime/libfatune.so.0" ] || ln -s libfatune.so "$B/runtime/libfatune.so.0"
+if [ ! -f "$B/runtime/fatune_tables.db" ]; then
+  "$B/runtime/build_tables" "$B/runtime/fatune_tables.db" db/tables/*.sql
 fi
 
 section "machine"

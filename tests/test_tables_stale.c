@@ -16,15 +16,16 @@
 
 #define REPORT_CAP 65536
 
-/* V as the winner of its (dtype, mask, head dim) at seqlen 1024 on a GPU. */
-static void put_winner(fat_db *db, const fat_variant *v) {
+/* V as the winner of its (dtype, mask, head dim) at SEQLEN on a GPU, timed
+ * at MS. */
+static void put_winner(fat_db *db, const fat_variant *v, int seqlen, double ms) {
   fat_gpu_info g = {0};
   snprintf(g.name, sizeof g.name, "NVIDIA H200");
   g.cc_major = 9, g.sm_count = 132, g.driver_version = 13000, g.nvrtc_major = 13;
   fat_problem p;
-  fat_bench_problem(v->dtype, v->mask, v->head_dim, 1024, &p);
+  fat_bench_problem(v->dtype, v->mask, v->head_dim, seqlen, &p);
   fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, "ok"};
-  fat_timing t = {20, 1.0, 0.9, 1.2, 0.95, 1.05, 1.0, 1755};
+  fat_timing t = {20, ms, 0.9 * ms, 1.2 * ms, 0.95 * ms, 1.05 * ms, 1.0 / ms, 1755};
   sqlite3_int64 gid, pid, vid, tid;
   REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
   REQUIRE_EXIT(fat_db_put_problem(db, &p, &pid) == 0);
@@ -32,6 +33,19 @@ static void put_winner(fat_db *db, const fat_variant *v) {
   REQUIRE_EXIT(fat_db_put_check(db, vid, gid, pid, &c) == 0);
   REQUIRE_EXIT(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
   REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
+}
+
+/* The names of DB's winners, sorted, one per line. */
+static void winner_names(fat_db *db, char *out, size_t cap) {
+  sqlite3_stmt *s = NULL;
+  size_t used = 0;
+  out[0] = 0;
+  REQUIRE_EXIT(sqlite3_prepare_v2(fat_db_handle(db),
+                                  "SELECT v.name FROM winners w JOIN variants v ON v.id ="
+                                  " w.variant_id ORDER BY v.name", -1, &s, NULL) == SQLITE_OK);
+  while (sqlite3_step(s) == SQLITE_ROW && used < cap)
+    used += (size_t)snprintf(out + used, cap - used, "%s\n", (const char *)sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
 }
 
 static char *read_all(const char *path) {
@@ -79,7 +93,7 @@ int main(void) {
     fat_db *d = NULL;
     snprintf(path, sizeof path, "%s/made%d.db", dir, i);
     REQUIRE_EXIT(fat_db_open(path, &d, err, sizeof err) == 0);
-    put_winner(d, &v[i]);
+    put_winner(d, &v[i], 1024, 1.0);
     int stale = fat_tables_stale(d, g, report, REPORT_CAP, err, sizeof err);
     fat_db_close(d);
     if (i == 0) {
@@ -95,6 +109,48 @@ int main(void) {
       CHECK_STR(report, "stale: fwd.mma80.fp16.d64.none.m999n64w4s1: the generator no longer "
                         "produces this variant\n");
     }
+  }
+
+  /* Retiring: the changed and the vanished variant lose their winners (and
+   * their live checks and timings), today's keeps its own; a second run
+   * finds nothing. */
+  fat_db *rdb = NULL;
+  long long n_variants = -1, n_winners = -1;
+  char names[1024];
+  snprintf(path, sizeof path, "%s/retire.db", dir);
+  REQUIRE_EXIT(fat_db_open(path, &rdb, err, sizeof err) == 0);
+  for (int i = 0; i < 3; i++) put_winner(rdb, &v[i], 1024 << i, 1.0);
+  CHECK_INT(fat_tables_retire_stale(rdb, g, &n_variants, &n_winners, err, sizeof err), 0);
+  CHECK_INT(n_variants, 2);
+  CHECK_INT(n_winners, 2);
+  CHECK_INT(fat_tables_stale(rdb, g, report, REPORT_CAP, err, sizeof err), 0);
+  winner_names(rdb, names, sizeof names);
+  snprintf(want, sizeof want, "%s\n", v[0].name);
+  CHECK_STR(names, want);
+  CHECK_INT(fat_tables_retire_stale(rdb, g, &n_variants, &n_winners, err, sizeof err), 0);
+  CHECK_INT(n_variants, 0);
+  CHECK_INT(n_winners, 0);
+  fat_db_close(rdb);
+
+  /* Why it exists: merge keeps the faster of two winners, and a winner
+   * timed before a template change (v[1], 0.5 ms) beats today's (v[0],
+   * 1.0 ms) for the same problem. Retired first, today's comes in. */
+  char newer[256];
+  snprintf(newer, sizeof newer, "%s/newer.db", dir);
+  REQUIRE_EXIT(fat_db_open(newer, &rdb, err, sizeof err) == 0);
+  put_winner(rdb, &v[0], 1024, 1.0);
+  fat_db_close(rdb);
+  for (int retire_first = 0; retire_first < 2; retire_first++) {
+    long long added = 0;
+    snprintf(path, sizeof path, "%s/older%d.db", dir, retire_first);
+    REQUIRE_EXIT(fat_db_open(path, &rdb, err, sizeof err) == 0);
+    put_winner(rdb, &v[1], 1024, 0.5);
+    if (retire_first) CHECK_INT(fat_tables_retire_stale(rdb, g, NULL, NULL, err, sizeof err), 0);
+    CHECK_INT(fat_tables_merge(rdb, newer, &added, err, sizeof err), 0);
+    winner_names(rdb, names, sizeof names);
+    snprintf(want, sizeof want, "%s\n", v[retire_first ? 0 : 1].name);
+    CHECK_STR(names, want);
+    fat_db_close(rdb);
   }
   for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
   free(v);

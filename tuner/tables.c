@@ -833,6 +833,141 @@ out:
   return rc;
 }
 
+/* ---- retiring stale variants ------------------------------------------- */
+
+/* The generator's variants of one (direction, dtype, mask, head dim) over
+ * the stale check's architectures, generated once for all the database's
+ * variants of that group (thousands after a few tunes). */
+typedef struct gen_group {
+  fat_variant *v;
+  size_t n;
+} gen_group;
+
+static void group_free(gen_group *gg) {
+  for (size_t i = 0; i < gg->n; i++) fat_variant_free(&gg->v[i]);
+  free(gg->v);
+  gg->v = NULL;
+  gg->n = 0;
+}
+
+static int group_load(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int hd,
+                      gen_group *gg, char *err, size_t errlen) {
+  group_free(gg);
+  for (int a = 0; a < N_STALE_ARCHS; a++) {
+    fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                       .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = STALE_ARCHS[a]};
+    fat_variant *v = NULL;
+    size_t n = 0;
+    if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, errlen)) return -1;
+    fat_variant *all = realloc(gg->v, (gg->n + n) * sizeof *all);
+    if (!all && gg->n + n) {
+      for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+      free(v);
+      set_err(err, errlen, "out of memory");
+      return -1;
+    }
+    if (n) memcpy(all + gg->n, v, n * sizeof *v);
+    gg->v = all;
+    gg->n += n;
+    free(v);
+  }
+  return 0;
+}
+
+static const char *group_hash(const gen_group *gg, const char *name) {
+  for (size_t i = 0; i < gg->n; i++)
+    if (!strcmp(gg->v[i].name, name)) return gg->v[i].hash;
+  return NULL;
+}
+
+int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long long *n_winners,
+                            char *err, size_t errlen) {
+  sqlite3 *h = fat_db_handle(db);
+  sqlite3_stmt *s = NULL, *retire[3] = {NULL, NULL, NULL};
+  static const char *const RETIRE_SQL[3] = {
+      "UPDATE checks SET retired = 1 WHERE variant_id = ?1 AND retired = 0",
+      "UPDATE timings SET retired = 1 WHERE variant_id = ?1 AND retired = 0",
+      "DELETE FROM winners WHERE variant_id = ?1"};
+  gen_group gg = {0};
+  sqlite3_int64 *stale = NULL;
+  size_t variants = 0, cap = 0;
+  long long winners = 0;
+  int rc = -1, in_tx = 0, step, have_group = 0;
+  char group_key[64] = "";
+  /* Variants anything live still refers to, grouped for the generator. */
+  if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) goto sqlfail;
+  in_tx = 1;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT v.id, v.name, v.source_hash, v.direction, v.dtype, v.mask,"
+                         " v.head_dim FROM variants v WHERE"
+                         " EXISTS (SELECT 1 FROM timings t WHERE t.variant_id = v.id AND t.retired = 0)"
+                         " OR EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = v.id AND c.retired = 0)"
+                         " OR EXISTS (SELECT 1 FROM winners w WHERE w.variant_id = v.id)"
+                         " ORDER BY v.direction, v.dtype, v.mask, v.head_dim, v.name",
+                         -1, &s, NULL) != SQLITE_OK)
+    goto sqlfail;
+  for (int i = 0; i < 3; i++)
+    if (sqlite3_prepare_v2(h, RETIRE_SQL[i], -1, &retire[i], NULL) != SQLITE_OK) goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(s, 1);
+    const char *hash = (const char *)sqlite3_column_text(s, 2);
+    const char *dir_s = (const char *)sqlite3_column_text(s, 3);
+    const char *dt_s = (const char *)sqlite3_column_text(s, 4);
+    const char *mk_s = (const char *)sqlite3_column_text(s, 5);
+    const int hd = sqlite3_column_int(s, 6);
+    fat_direction dir;
+    fat_dtype dt;
+    fat_mask mk;
+    if (fat_direction_parse(dir_s, &dir) || fat_dtype_parse(dt_s, &dt) || fat_mask_parse(mk_s, &mk)) {
+      set_err(err, errlen, "retire stale: %s: unknown direction, dtype or mask", name);
+      goto out;
+    }
+    char key[64];
+    snprintf(key, sizeof key, "%s %s %s %d", dir_s, dt_s, mk_s, hd);
+    if (!have_group || strcmp(key, group_key)) {
+      if (group_load(g, dir, dt, mk, hd, &gg, err, errlen)) goto out;
+      snprintf(group_key, sizeof group_key, "%s", key);
+      have_group = 1;
+    }
+    const char *now = group_hash(&gg, name);
+    if (now && !strcmp(now, hash)) continue;
+    if (variants == cap) {  /* retired after the walk, not under its cursor */
+      size_t more = cap ? 2 * cap : 64;
+      sqlite3_int64 *grown = realloc(stale, more * sizeof *grown);
+      if (!grown) {
+        set_err(err, errlen, "out of memory");
+        goto out;
+      }
+      stale = grown;
+      cap = more;
+    }
+    stale[variants++] = sqlite3_column_int64(s, 0);
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  for (size_t k = 0; k < variants; k++)
+    for (int i = 0; i < 3; i++) {
+      sqlite3_reset(retire[i]);
+      sqlite3_bind_int64(retire[i], 1, stale[k]);
+      if (sqlite3_step(retire[i]) != SQLITE_DONE) goto sqlfail;
+      if (i == 2) winners += sqlite3_changes(h);
+    }
+  if (sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto sqlfail;
+  in_tx = 0;
+  if (n_variants) *n_variants = (long long)variants;
+  if (n_winners) *n_winners = winners;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "retire stale: %s", sqlite3_errmsg(h));
+out:
+  free(stale);
+  sqlite3_finalize(s);
+  for (int i = 0; i < 3; i++) sqlite3_finalize(retire[i]);
+  if (in_tx) sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+  group_free(&gg);
+  return rc;
+}
+
 /* ---- command line ------------------------------------------------------ */
 
 static const char *const USAGE =
@@ -840,7 +975,11 @@ static const char *const USAGE =
     "       fatune import [--db PATH] [--recompile] FILE.sql...\n"
     "         (refuses a file whose sources differ from what this fatune generates;\n"
     "          --recompile keeps no cubin from the file: they are compiled from source)\n"
-    "       fatune merge [--db PATH] OTHER.db...\n";
+    "       fatune merge [--db PATH] OTHER.db...\n"
+    "       fatune retire-stale [--db PATH]\n"
+    "         (retires the checks and timings, and deletes the winners, of every variant\n"
+    "          whose source this fatune no longer generates: run it on a database of\n"
+    "          older tunes before merging a re-tune into it after a template change)\n";
 
 static char *read_file(const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
@@ -893,7 +1032,8 @@ int fat_tables_main(int argc, char **argv) {
   int n_files = 0, status = EXIT_FAILED, recompile = 0;
   fat_db *db = NULL;
   fat_gen *gen = NULL;
-  if (strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge")) {
+  if (strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") &&
+      strcmp(cmd, "retire-stale")) {
     fprintf(stderr, "fatune: unknown table command '%s'\n%s", cmd, USAGE);
     return EXIT_USAGE;
   }
@@ -926,8 +1066,13 @@ int fat_tables_main(int argc, char **argv) {
       files[n_files++] = a;
     }
   }
-  int is_export = !strcmp(cmd, "export");
-  if (is_export ? (!gpu || n_files) : (n_files == 0 || gpu || out_path)) {
+  int is_export = !strcmp(cmd, "export"), is_retire = !strcmp(cmd, "retire-stale");
+  if (is_retire && (n_files || gpu || out_path)) {
+    fprintf(stderr, "fatune retire-stale: takes only --db\n%s", USAGE);
+    status = EXIT_USAGE;
+    goto out;
+  }
+  if (!is_retire && (is_export ? (!gpu || n_files) : (n_files == 0 || gpu || out_path))) {
     fprintf(stderr, "fatune %s: %s\n%s", cmd,
             is_export ? (gpu ? "export takes no file arguments (use -o)" : "--gpu-name is required")
                       : (n_files ? "--gpu-name and -o belong to export" : "no input files"),
@@ -941,6 +1086,21 @@ int fat_tables_main(int argc, char **argv) {
   }
   if (fat_db_open(db_path, &db, err, sizeof err)) {
     fprintf(stderr, "fatune %s: %s\n", cmd, err);
+    goto out;
+  }
+  if (is_retire) {
+    long long variants = 0, winners = 0;
+    if (!(gen = fat_gen_open(NULL, err, sizeof err))) {
+      fprintf(stderr, "fatune retire-stale: the generator: %s\n", err);
+      goto out;
+    }
+    if (fat_tables_retire_stale(db, gen, &variants, &winners, err, sizeof err)) {
+      fprintf(stderr, "fatune retire-stale: %s\n", err);
+      goto out;
+    }
+    fprintf(stderr, "fatune retire-stale: %s: %lld stale variants retired, %lld winners deleted\n",
+            db_path, variants, winners);
+    status = EXIT_OK;
     goto out;
   }
   if (is_export) {

@@ -67,4 +67,16 @@ int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, 
  *   "stale: NAME: the generator no longer produces this variant\n".
  * Returns the number of stale variants, or -1 with err. */
 int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err, size_t errlen);
+
+/* Retires what DB knows of every variant whose source generator G no
+ * longer produces (its source_hash differs, or the name is gone): its live
+ * checks and timings are marked retired and its winners deleted, so that a
+ * later merge puts today's winners in their place (merge keeps the faster
+ * of two winners, and a stale one timed before a template change may be
+ * faster) and export picks no stale variant for the deterministic backward.
+ * Builds stay (a cache key names a compile exactly). *N_VARIANTS gets the
+ * variants retired, *N_WINNERS the winners deleted (either may be NULL).
+ * Returns 0, or -1 with err (nothing changed). */
+int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long long *n_winners,
+                            char *err, size_t errlen);
 #endif
