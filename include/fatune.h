@@ -162,6 +162,8 @@ typedef struct fat_choice {
   int bucket_seqlen;      /* the tuned bucket used (its seqlen_q); 0 for the default */
   int bucket_seqlen_k;    /* ... its seqlen_k; 0 for the default */
   int bucket_group;       /* ... its query heads per K/V head; 0 for the default */
+  int bucket_window_left; /* ... its local window (-1: unbounded); 0 for other masks and */
+  int bucket_window_right; /*    the default: a local call may be served by a nearby window */
   double tuned_ms;        /* the winner's median on its bucket; 0 for the default */
   int loaded;             /* 1 once the module is loaded in this context (then `load` is set) */
   fat_load load;

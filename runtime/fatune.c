@@ -630,6 +630,8 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     out->choice.bucket_seqlen = b.seqlen_q;
     out->choice.bucket_seqlen_k = b.seqlen_k;
     out->choice.bucket_group = b.group;
+    out->choice.bucket_window_left = b.window_left;
+    out->choice.bucket_window_right = b.window_right;
     out->choice.tuned_ms = sqlite3_column_double(s, 9);
     out->choice.origin = i == 0 ? FAT_ORIGIN_USER_DB : FAT_ORIGIN_TABLES;
     out->choice.match = same_bucket(b, call) ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;

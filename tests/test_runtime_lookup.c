@@ -492,6 +492,8 @@ int main(void) {
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_STR(ch.variant, "fwd.local.s4096.w256");
   CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  CHECK_INT(ch.bucket_window_left, 256); /* the window that serves, not the call's */
+  CHECK_INT(ch.bucket_window_right, 0);
   a.window_left = 700; /* 701 keys: ln(701/257) = 1.00, ln(1025/701) = 0.38 */
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_STR(ch.variant, "fwd.local.s4096.w1024");
@@ -502,6 +504,7 @@ int main(void) {
   a.window_left = -1, a.window_right = 0; /* unbounded left: all 4096 keys, nearest 1025 */
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_STR(ch.variant, "fwd.local.s4096.w1024");
+  CHECK_INT(ch.bucket_window_left, 1024);
   a.window_left = 100000; /* wider than the sequence: 4096 keys as well */
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_STR(ch.variant, "fwd.local.s4096.w1024");
@@ -528,6 +531,8 @@ int main(void) {
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
   CHECK_STR(ch.variant, "fwd.mma80.bf16.d64.local.m128n64w4s1");
+  CHECK_INT(ch.bucket_window_left, 0); /* the default has no bucket */
+  CHECK_INT(ch.bucket_window_right, 0);
   fat_context_close(c);
 
   /* A user database a schema-1 fatune wrote serves its winners as it is

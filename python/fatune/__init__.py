@@ -95,7 +95,8 @@ class FatuneError(RuntimeError):
 class Choice:
     """The variant that served a problem: name, origin ('user database', 'shipped
     tables', 'built-in default'), match ('exact bucket', 'nearest bucket',
-    'default'), bucket_seqlen, bucket_seqlen_k and bucket_group (the tuned
+    'default'), bucket_seqlen, bucket_seqlen_k, bucket_group and bucket_window
+    ((left, right) of a local mask, -1 unbounded; (0, 0) otherwise: the tuned
     problem's key), tuned_ms, load ('stored cubin', 'compiled with
     NVRTC'), db_path, note (why no stored cubin served, '' when one did)."""
 
@@ -107,6 +108,7 @@ class Choice:
         self.bucket_seqlen = c.bucket_seqlen
         self.bucket_seqlen_k = c.bucket_seqlen_k
         self.bucket_group = c.bucket_group
+        self.bucket_window = (c.bucket_window_left, c.bucket_window_right)
         self.tuned_ms = c.tuned_ms
         self.load = lib.fat_load_name(c.load).decode() if c.loaded else None
         self.db_path = c.db_path.decode()

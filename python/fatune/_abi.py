@@ -49,6 +49,7 @@ class fat_choice(ctypes.Structure):
     _fields_ = [("variant", ctypes.c_char * 128), ("source_hash", ctypes.c_char * 65),
                 ("origin", ctypes.c_int), ("match", ctypes.c_int), ("bucket_seqlen", ctypes.c_int),
                 ("bucket_seqlen_k", ctypes.c_int), ("bucket_group", ctypes.c_int),
+                ("bucket_window_left", ctypes.c_int), ("bucket_window_right", ctypes.c_int),
                 ("tuned_ms", ctypes.c_double), ("loaded", ctypes.c_int), ("load", ctypes.c_int),
                 ("db_path", ctypes.c_char * 512), ("note", ctypes.c_char * 256)]
 
