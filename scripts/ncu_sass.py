@@ -14,7 +14,11 @@ backward and on FlashAttention-2's.
 import argparse
 import collections
 import csv
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ncu_stalls  # noqa: E402  (its number(): ncu's CSV figures)
 
 REASONS = ["stall_barrier", "stall_lg", "stall_mio", "stall_short_sb", "stall_long_sb", "stall_math",
            "stall_wait", "stall_not_selected", "stall_selected", "stall_dispatch", "stall_branch_resolving",
@@ -22,10 +26,8 @@ REASONS = ["stall_barrier", "stall_lg", "stall_mio", "stall_short_sb", "stall_lo
 
 
 def number(x):
-    try:
-        return float(x.replace(",", ""))
-    except ValueError:
-        return 0.0
+    """ncu's figure as a float ("1,234.5"), 0 where the cell is empty or text."""
+    return ncu_stalls.number(x) or 0.0
 
 
 def opcode(sass):

@@ -536,6 +536,17 @@ static int import_authorizer(void *user, int action, const char *a1, const char 
   return SQLITE_DENY;
 }
 
+/* The generator's variants of one (DIR, DT, MK, HD) for the stale check's
+ * architecture A (*V: free each, then the array). Returns 0 or -1 with err. */
+static int stale_arch_variants(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int hd,
+                               int a, fat_variant **v, size_t *n, char *err, size_t errlen) {
+  fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                     .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = STALE_ARCHS[a]};
+  *v = NULL;
+  *n = 0;
+  return fat_gen_variants(g, &q, v, n, NULL, NULL, err, errlen);
+}
+
 /* What the generator produces today for variant NAME of (DIR, DT, MK, HD):
  * its source hash in NOW, or "" when no architecture's space has it.
  * Returns 0, or -1 with err when the generator fails. */
@@ -544,11 +555,9 @@ static int regenerated_hash(fat_gen *g, const char *name, fat_direction dir, fat
                             size_t errlen) {
   now[0] = 0;
   for (int a = 0; a < N_STALE_ARCHS && !now[0]; a++) {
-    fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
-                       .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = STALE_ARCHS[a]};
-    fat_variant *v = NULL;
-    size_t n = 0;
-    if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, errlen)) return -1;
+    fat_variant *v;
+    size_t n;
+    if (stale_arch_variants(g, dir, dt, mk, hd, a, &v, &n, err, errlen)) return -1;
     for (size_t i = 0; i < n; i++)
       if (!strcmp(v[i].name, name)) snprintf(now, FAT_SHA256_HEX_CHARS + 1, "%s", v[i].hash);
     for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
@@ -854,11 +863,9 @@ static int group_load(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, 
                       gen_group *gg, char *err, size_t errlen) {
   group_free(gg);
   for (int a = 0; a < N_STALE_ARCHS; a++) {
-    fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
-                       .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = STALE_ARCHS[a]};
-    fat_variant *v = NULL;
-    size_t n = 0;
-    if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, errlen)) return -1;
+    fat_variant *v;
+    size_t n;
+    if (stale_arch_variants(g, dir, dt, mk, hd, a, &v, &n, err, errlen)) return -1;
     fat_variant *all = realloc(gg->v, (gg->n + n) * sizeof *all);
     if (!all && gg->n + n) {
       for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
