@@ -13,6 +13,7 @@ local MMA_M = 16              -- m16n8k16: rows of one MMA tile, and its k-step
 local MMA_N = 8               -- ... columns of one accumulator tile
 local FLOATS_PER_TILE = 4     -- fp32 accumulators one thread holds of a 16x8 tile
 local ROW_PAD = 8             -- elements of padding per shared-memory row: conflict-free ldmatrix
+local SWIZZLE_DIM = 64        -- head dims that are multiples of this are swizzled instead of padded
 local ELEMENT_BYTES = 2       -- fp16 and bf16
 local FLOAT_BYTES = 4         -- lse and D of a query tile, staged as fp32
 local ROW_STATS = 2           -- ... two of them (lse, D)
@@ -61,17 +62,23 @@ function family.default(head_dim)
   return {BLOCK_M = 64, BLOCK_N = 64, WARPS = head_dim <= 128 and 4 or 8, DQ_MODE = "atomic", PREFETCH = 0}
 end
 
+-- Elements a row of a Q, dO, K or V tile takes in shared memory: rows of
+-- whole 128-byte lines are swizzled (the template's kSwizzleD), others padded.
+local function pitch_d(head_dim)
+  return head_dim % SWIZZLE_DIM == 0 and head_dim or head_dim + ROW_PAD
+end
+
 -- The key-block kernel: K, V (BLOCK_N rows), Q, dO (BLOCK_M rows; twice
 -- with PREFETCH), P and dS (BLOCK_M x BLOCK_N), lse and D of the query tile.
 local function smem_main(c)
-  return (2 * c.BLOCK_N + 2 * c.BLOCK_M * (1 + c.PREFETCH)) * (c.HEAD_DIM + ROW_PAD) * ELEMENT_BYTES
+  return (2 * c.BLOCK_N + 2 * c.BLOCK_M * (1 + c.PREFETCH)) * pitch_d(c.HEAD_DIM) * ELEMENT_BYTES
          + 2 * c.BLOCK_M * (c.BLOCK_N + ROW_PAD) * ELEMENT_BYTES
          + ROW_STATS * c.BLOCK_M * FLOAT_BYTES
 end
 
 -- The separate dQ pass: Q, dO, K, V, dS (BLOCK_M x BLOCK_N), lse and D.
 local function smem_dq(c)
-  return (2 * c.BLOCK_M + 2 * c.BLOCK_N) * (c.HEAD_DIM + ROW_PAD) * ELEMENT_BYTES
+  return (2 * c.BLOCK_M + 2 * c.BLOCK_N) * pitch_d(c.HEAD_DIM) * ELEMENT_BYTES
          + c.BLOCK_M * (c.BLOCK_N + ROW_PAD) * ELEMENT_BYTES
          + ROW_STATS * c.BLOCK_M * FLOAT_BYTES
 end

@@ -10,7 +10,8 @@
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
 # Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0, or on: DECODE=1
 # (tune the decoding problem), WINDOWS=1 (tune sliding windows), PROFILE=1 (ncu of the
-# backward against FA2, PROFILE_HEAD_DIMS="64 128"), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
+# backward against FA2, PROFILE_HEAD_DIMS="64 128"), HOST=1 (scripts/bwd_overhead.py:
+# where a backward call's time goes, HOST_HEAD_DIMS, HOST_SEQLENS), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
 # only test_gpu_a and test_gpu_b (faults: the fault-isolation script); HEAD_DIMS "" tunes
 # no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS, BWD_DTYPES) tunes the backward too,
 # TUNE_TIMEOUT=S stops each tuning after S seconds; SANITIZE=1
@@ -126,6 +127,13 @@ if [ "${RUNTIME:-1}" = 1 ]; then
   python3 python/tests/test_fatune.py "$B/runtime/fatune_tables.db" || failures=$((failures + 1))
   python3 scripts/bench_runtime.py --head-dims "${BENCH_HEAD_DIMS:-64,128,256}" \
     --out "$OUT/bench_runtime.json" || failures=$((failures + 1))
+fi
+
+if [ "${HOST:-0}" = 1 ]; then
+  section "backward: host time, queued time and per-kernel times against FA2"
+  FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB" PYTHONUNBUFFERED=1 \
+    python3 scripts/bwd_overhead.py ${HOST_HEAD_DIMS:+--head-dims "$HOST_HEAD_DIMS"} \
+    ${HOST_SEQLENS:+--seqlens "$HOST_SEQLENS"} || failures=$((failures + 1))
 fi
 
 if [ "${SANITIZE:-0}" = 1 ] && [ -x "$B/sanitize_winners" ]; then

@@ -55,10 +55,19 @@ constexpr int kMma = 16;       // m16n8k16: rows of A and the k-step
 constexpr int kMmaN = 8;       // ... columns of one accumulator tile
 constexpr int kChunk = 8;      // elements of one 16-byte copy
 constexpr float kLog2e = 1.4426950408889634f;
-// Shared-memory rows are padded by one 16-byte chunk so that the 8 rows an
-// ldmatrix phase reads fall into 8 different bank groups.
-constexpr int kPitchD = kHeadDim + kChunk;  // Q, dO, K, V tiles (elements)
-constexpr int kPitchN = kBlockN + kChunk;   // P and dS tiles: [query][key]
+// The 8 rows an ldmatrix phase reads must fall into 8 different bank
+// groups. Q, dO, K and V tiles ([row][head dim]) whose rows are whole
+// 128-byte lines (head dims that are multiples of 64) get that from a
+// swizzle: chunk c (16 bytes) of row r is stored at chunk c ^ (r % 8) of
+// the row, rows unpadded, so each 128-byte line a cp.async brings also
+// lands on one 128-byte line of shared memory. Padded by a chunk instead,
+// each line straddled two, and ncu counted 2.3 times the ideal
+// shared-memory wavefronts for the copies (d256, b6). Other head dims (96),
+// and the P and dS tiles that the threads write themselves, are padded by
+// one chunk a row.
+constexpr bool kSwizzleD = kHeadDim % 64 == 0;
+constexpr int kPitchD = kSwizzleD ? kHeadDim : kHeadDim + kChunk;  // Q, dO, K, V tiles (elements)
+constexpr int kPitchN = kBlockN + kChunk;                          // P and dS tiles: [query][key]
 
 static_assert(kBlockM % kMma == 0 && kBlockN % kMma == 0, "tiles are whole MMA tiles");
 static_assert(FAT_BWD_ROW_THREADS % kWarpSize == 0, "one warp per row");
@@ -255,43 +264,76 @@ __device__ __forceinline__ const T *at(const void *base, long long offset) {
   return static_cast<const T *>(base) + offset;
 }
 
+// One lane's ldmatrix addresses in one operand tile: the 16-byte column
+// chunk chunk0 + step of its row, row being the row's address and x its
+// index modulo 8. The step is known at compile time; chunk0 (the operand's
+// first chunk plus the lane's 0 or 1) only at run time. Padded tiles: the
+// chunk lies at row + 16·(chunk0 + step), an immediate offset from one
+// register. Swizzled tiles (kSwizzleD): at row + 16·((chunk0 + step) ^ x).
+// When chunk0's low three bits and the step's share none (the operand's
+// first chunk is a multiple of kSpan, the chunks the warp reads, and kSpan
+// is a power of two or a multiple of 8), that is the address of step 0
+// with 16·(step % 8) xor'ed in and 128·(step / 8) added: one register and
+// an xor by an immediate per load, the rows being 128-byte aligned. Else
+// each load computes its chunk.
+template <bool kSwizzled, int kSpan>
+struct LaneAddr {
+  static constexpr bool kXorSteps = kSpan % 8 == 0 || (kSpan & (kSpan - 1)) == 0;
+  u32 base;      // step 0's address
+  u32 row;       // the row (for the general case)
+  int chunk0, x;
+  __device__ __forceinline__ LaneAddr(u32 row_, int chunk0_, int x_) : row(row_), chunk0(chunk0_), x(x_) {
+    base = row_ + 16 * (kSwizzled ? chunk0_ ^ x_ : chunk0_);
+  }
+  // row_offset: a multiple of 8 rows (128-byte aligned when swizzled).
+  __device__ __forceinline__ u32 at(u32 row_offset, int step) const {
+    if constexpr (!kSwizzled) return base + row_offset + 16 * step;
+    else if constexpr (kXorSteps) return (base ^ (16 * (step % 8))) + row_offset + 128 * (step / 8);
+    else return row + row_offset + 16 * ((chunk0 + step) ^ x);
+  }
+};
+
 // c += A·B over kKSteps k-steps of 16, one warp, operands in shared memory.
-// A is kMT 16-row tiles starting at byte address a: stored [m][k] (row
-// pitch a_pitch bytes), or [k][m] when kATrans. B is kNT 8-column tiles
-// starting at b: stored [n][k], or [k][n] when kBTrans. ldmatrix's .trans
-// turns a stored transpose into the fragment the MMA wants, so every
-// product of the backward is this one routine.
-template <int kMT, int kNT, int kKSteps, bool kATrans, bool kBTrans>
-__device__ __forceinline__ void warp_mma(float (&c)[kMT][kNT][4], u32 a, u32 a_pitch, u32 b,
-                                         u32 b_pitch, int lane) {
+// A is kMT 16-row tiles of the tile at byte address a (its row 0, row pitch
+// a_pitch bytes), from its column chunk a_chunk: stored [m][k], or [k][m]
+// when kATrans. B is kNT 8-column tiles of the tile at b from chunk
+// b_chunk: stored [n][k], or [k][n] when kBTrans. kASwizzled, kBSwizzled:
+// the tile is in kSwizzleD's order (the row offsets here are multiples of
+// 8). a_chunk and b_chunk are multiples of the chunks the warp reads of
+// that operand (LaneAddr's kSpan). ldmatrix's .trans turns a stored transpose into the fragment the MMA
+// wants, so every product of the backward is this one routine.
+template <int kMT, int kNT, int kKSteps, bool kATrans, bool kBTrans, bool kASwizzled, bool kBSwizzled>
+__device__ __forceinline__ void warp_mma(float (&c)[kMT][kNT][4], u32 a, u32 a_pitch, int a_chunk, u32 b,
+                                         u32 b_pitch, int b_chunk, int lane) {
   static_assert(kNT % 2 == 0, "B is loaded two 8-column tiles at a time");
-  // This lane's row address for ldmatrix: x4 loads four 8x8 matrices, lanes
-  // 8i..8i+7 addressing the rows of matrix i.
-  const u32 a_lane = kATrans ? a + ((lane % 8) + (lane / 16) * 8) * a_pitch + ((lane / 8) % 2) * 16
-                             : a + (lane % 16) * a_pitch + (lane / 16) * 16;
-  const u32 b_lane = kBTrans ? b + ((lane % 8) + ((lane / 8) % 2) * 8) * b_pitch + (lane / 16) * 16
-                             : b + ((lane % 8) + (lane / 16) * 8) * b_pitch + ((lane / 8) % 2) * 16;
-  const u32 a_tile_step = kATrans ? kMma * sizeof(elem_t) : kMma * a_pitch;
-  const u32 a_k_step = kATrans ? kMma * a_pitch : kMma * sizeof(elem_t);
-  const u32 b_pair_step = kBTrans ? 2 * kMmaN * sizeof(elem_t) : 2 * kMmaN * b_pitch;
-  const u32 b_k_step = kBTrans ? kMma * b_pitch : kMma * sizeof(elem_t);
+  // This lane's row and column chunk for ldmatrix: x4 loads four 8x8
+  // matrices, lanes 8i..8i+7 addressing the rows of matrix i. Every row is
+  // lane % 8 modulo 8.
+  const LaneAddr<kASwizzled, kATrans ? 2 * kMT : 2 * kKSteps> a_lane(
+      a + (kATrans ? (lane % 8) + (lane / 16) * 8 : lane % 16) * a_pitch,
+      a_chunk + (kATrans ? (lane / 8) % 2 : lane / 16), lane % 8);
+  const LaneAddr<kBSwizzled, kBTrans ? kNT : 2 * kKSteps> b_lane(
+      b + (kBTrans ? (lane % 8) + ((lane / 8) % 2) * 8 : (lane % 8) + (lane / 16) * 8) * b_pitch,
+      b_chunk + (kBTrans ? lane / 16 : (lane / 8) % 2), lane % 8);
+  // A 16-row step is 16 rows down (a multiple of 8: the swizzle's x stays);
+  // a 16-column step is two chunks on.
 #pragma unroll
   for (int ks = 0; ks < kKSteps; ks++) {
     u32 frag_a[kMT][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; mt++) {
       if constexpr (kATrans)
-        ldmatrix_x4_trans(frag_a[mt], a_lane + mt * a_tile_step + ks * a_k_step);
+        ldmatrix_x4_trans(frag_a[mt], a_lane.at(ks * kMma * a_pitch, 2 * mt));
       else
-        ldmatrix_x4(frag_a[mt], a_lane + mt * a_tile_step + ks * a_k_step);
+        ldmatrix_x4(frag_a[mt], a_lane.at(mt * kMma * a_pitch, 2 * ks));
     }
 #pragma unroll
     for (int np = 0; np < kNT / 2; np++) {
       u32 frag_b[4];
       if constexpr (kBTrans)
-        ldmatrix_x4_trans(frag_b, b_lane + np * b_pair_step + ks * b_k_step);
+        ldmatrix_x4_trans(frag_b, b_lane.at(ks * kMma * b_pitch, 2 * np));
       else
-        ldmatrix_x4(frag_b, b_lane + np * b_pair_step + ks * b_k_step);
+        ldmatrix_x4(frag_b, b_lane.at(np * 2 * kMmaN * b_pitch, 2 * ks));
 #pragma unroll
       for (int mt = 0; mt < kMT; mt++) {
         mma_16816(c[mt][2 * np], frag_a[mt], frag_b[0], frag_b[1]);
@@ -311,7 +353,14 @@ __device__ __forceinline__ void zero(float (&c)[kMT][kNT][4]) {
       for (int e = 0; e < 4; e++) c[mt][nt][e] = 0.f;
 }
 
-// Copies kRows rows of kHeadDim elements into a padded shared tile; rows at
+// Byte offset of element column col (a multiple of kChunk) of tile row
+// row in a Q, dO, K or V tile.
+__device__ __forceinline__ u32 d_offset(int row, int col) {
+  const int chunk = col / kChunk;
+  return (u32)(row * kPitchD * (int)sizeof(elem_t) + (kSwizzleD ? chunk ^ (row % 8) : chunk) * 16);
+}
+
+// Copies kRows rows of kHeadDim elements into a Q, dO, K or V tile; rows at
 // or past valid_rows and columns at or past cols (the problem's head dim, a
 // multiple of kChunk) are zero-filled: they then contribute nothing. Where
 // the threads cover whole rows each thread keeps one column and steps its
@@ -328,11 +377,14 @@ __device__ __forceinline__ void load_rows(u32 tile, const elem_t *src, long long
     const int row0 = tid / kChunksPerRow, col = (tid % kChunksPerRow) * kChunk;
     const elem_t *s = src + row0 * row_stride + col;
     const long long step = kRowStep * row_stride;
-    const u32 dst = tile + (row0 * kPitchD + col) * sizeof(elem_t);
+    // Steps of 8 rows keep the swizzle's row % 8: one offset for all copies.
+    const u32 dst = tile + d_offset(row0, col);
 #pragma unroll
     for (int i = 0; i < kChunks / kThreads; i++, s += step) {
       const bool inside = row0 + i * kRowStep < valid_rows && col < cols;
-      cp_async_16(dst + i * kRowStep * kPitchD * sizeof(elem_t), inside ? s : src, inside ? 16 : 0);
+      const u32 d = kRowStep % 8 == 0 ? dst + i * kRowStep * kPitchD * sizeof(elem_t)
+                                      : tile + d_offset(row0 + i * kRowStep, col);
+      cp_async_16(d, inside ? s : src, inside ? 16 : 0);
     }
   } else {
 #pragma unroll
@@ -341,8 +393,7 @@ __device__ __forceinline__ void load_rows(u32 tile, const elem_t *src, long long
       if (kChunks % kThreads == 0 || c < kChunks) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * kChunk;
         const bool inside = row < valid_rows && col < cols;
-        cp_async_16(tile + (row * kPitchD + col) * sizeof(elem_t),
-                    inside ? src + row * row_stride + col : src, inside ? 16 : 0);
+        cp_async_16(tile + d_offset(row, col), inside ? src + row * row_stride + col : src, inside ? 16 : 0);
       }
     }
   }
@@ -431,14 +482,14 @@ __device__ __forceinline__ void probabilities(const fat_fwd_params &p, const Key
   float s[Split::kMT][Split::kNT][4], dp[Split::kMT][Split::kNT][4];
   zero(s);
   zero(dp);
-  warp_mma<Split::kMT, Split::kNT, kHeadDim / kMma, false, false>(s, q_s + s_m * kRowD, kRowD, k_s + s_n * kRowD,
-                                                                   kRowD, lane);
-  warp_mma<Split::kMT, Split::kNT, kHeadDim / kMma, false, false>(dp, do_s + s_m * kRowD, kRowD,
-                                                                   v_s + s_n * kRowD, kRowD, lane);
+  warp_mma<Split::kMT, Split::kNT, kHeadDim / kMma, false, false, kSwizzleD, kSwizzleD>(
+      s, q_s + s_m * kRowD, kRowD, 0, k_s + s_n * kRowD, kRowD, 0, lane);
+  warp_mma<Split::kMT, Split::kNT, kHeadDim / kMma, false, false, kSwizzleD, kSwizzleD>(
+      dp, do_s + s_m * kRowD, kRowD, 0, v_s + s_n * kRowD, kRowD, 0, lane);
   // Hidden pairs and keys past the end get S = −inf, so P = exp2(−inf) = 0,
   // in a pass of their own that only tiles crossing a bound take: tested
   // inside the loop below, the mask's registers spilled around every tile
-  // (up to 184 bytes in the causal variants).
+  // (up to 236 bytes in the causal variants).
   if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
 #pragma unroll
     for (int mt = 0; mt < Split::kMT; mt++)
@@ -508,8 +559,8 @@ __device__ __forceinline__ void add_dq_then_dk(float (&dk)[S2::kMT][S2::kNT][4],
     const int col0 = pass * kDqCols;
     float acc[S3::kMT][S3::kNT][4];
     zero(acc);
-    warp_mma<S3::kMT, S3::kNT, kBlockN / kMma, false, true>(acc, ds_s + s3_m * kRowN, kRowN,
-                                                             k_s + (col0 + s3_n) * sizeof(elem_t), kRowD, lane);
+    warp_mma<S3::kMT, S3::kNT, kBlockN / kMma, false, true, false, kSwizzleD>(
+        acc, ds_s + s3_m * kRowN, kRowN, 0, k_s, kRowD, (col0 + s3_n) / kChunk, lane);
     if constexpr (kWhole) {
       float *dq_pass = dq_lane + pass * kBlockM * kDqCols;
 #pragma unroll
@@ -535,8 +586,30 @@ __device__ __forceinline__ void add_dq_then_dk(float (&dk)[S2::kMT][S2::kNT][4],
     }
   }
   const int s2_m = (warp % S2::kWM) * S2::kMT * kMma, s2_n = (warp / S2::kWM) * S2::kNT * kMmaN;
-  warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dk, ds_s + s2_m * sizeof(elem_t), kRowN,
-                                                          q_s + s2_n * sizeof(elem_t), kRowD, lane);
+  warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true, false, kSwizzleD>(dk, ds_s, kRowN, s2_m / kChunk, q_s,
+                                                                           kRowD, s2_n / kChunk, lane);
+}
+
+// This thread block's (block, head, batch). Causal: the blocks of one
+// (batch, head) differ in work, and thread blocks start in the order of
+// their linear index; that index is mapped block slowest, so that every
+// (batch, head)'s heaviest block runs first and the lightest ones last
+// (longest first), rather than one (batch, head) after another, which left
+// the last one's heaviest block to run on alone at the end. The heaviest is
+// block 0 for key blocks, the last one for query blocks (kLastHeaviest).
+struct BlockCoords {
+  int block, head, batch;
+};
+template <bool kLastHeaviest>
+__device__ __forceinline__ BlockCoords block_coords() {
+  if constexpr (kIsCausal) {
+    const int blocks = gridDim.x, heads = gridDim.y, pairs = heads * gridDim.z;
+    const int linear = blockIdx.x + blocks * (blockIdx.y + heads * blockIdx.z);
+    const int order = linear / pairs;
+    return {kLastHeaviest ? blocks - 1 - order : order, linear % pairs % heads, linear % pairs / heads};
+  } else {
+    return {(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z};
+  }
 }
 
 // D = rowsum(dO ∘ O) for each query row over the problem's head dim, in
@@ -556,8 +629,10 @@ fat_bwd_preprocess(const fat_bwd_params bp) {
                                               head * bp.do_head_stride);
   // 16 bytes a lane (strides are multiples of 8 elements and the tensors
   // 16-byte aligned: fat_attention_bwd checks); one element a lane left
-  // most of each request unused, and this kernel and fat_bwd_convert_dq
-  // took about 0.3 ms of a 5 ms backward more than FlashAttention-2's.
+  // most of each request unused. Measured since (torch.profiler, bf16,
+  // 16384 rows x 2048 wide): 67 µs at d128 against FlashAttention-2's 68,
+  // but 110 against 73 at d64, where a warp's one 128-byte row leaves three
+  // quarters of its lanes idle (so does fat_bwd_convert_dq's: 84 against 64).
   float sum = 0.f;
   for (int c = lane * kChunk; c < p.head_dim; c += kWarpSize * kChunk) {
     const uint4 a = *reinterpret_cast<const uint4 *>(o + c), b = *reinterpret_cast<const uint4 *>(d_o + c);
@@ -591,7 +666,7 @@ __device__ __forceinline__ void load_query_tile(u32 q_dst, u32 do_dst, const fat
 extern "C" __global__ void __launch_bounds__(kThreads)
 fat_bwd_mma80(const fat_bwd_params bp) {
   const fat_fwd_params &p = bp.fwd;
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem[];  // whole lines: the swizzle's xor
   constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowN = kPitchN * sizeof(elem_t);
   constexpr int kQueryBuffers = kPrefetch ? 2 : 1;     // the tile computed, and the one in flight
   constexpr u32 kQueryBufferBytes = 2 * kBlockM * kRowD;  // Q_i then dO_i
@@ -608,17 +683,9 @@ fat_bwd_mma80(const fat_bwd_params bp) {
 
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
-  // Causal: a key block sees fewer query tiles the later it starts. Thread
-  // blocks start in the order of their linear index, which is mapped key
-  // block slowest, so every (batch, key head)'s first key block runs first
-  // and the lightest ones last (longest first), rather than one (batch,
-  // head) after another, which left the last one's heaviest block to run
-  // on alone at the end.
-  const int heads_k = gridDim.y, pairs = heads_k * gridDim.z;
-  const int linear = blockIdx.x + gridDim.x * (blockIdx.y + heads_k * blockIdx.z);
-  const int n0 = (kIsCausal ? linear / pairs : (int)blockIdx.x) * kBlockN;
-  const int head_k = kIsCausal ? linear % pairs % heads_k : (int)blockIdx.y;
-  const int batch = kIsCausal ? linear % pairs / heads_k : (int)blockIdx.z;
+  // Causal: a key block sees fewer query tiles the later it starts.
+  const BlockCoords coords = block_coords<false>();
+  const int n0 = coords.block * kBlockN, head_k = coords.head, batch = coords.batch;
   const int group = p.heads / p.heads_k;
   const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
   const KeyWindow window = key_window(p);
@@ -710,11 +777,11 @@ fat_bwd_mma80(const fat_bwd_params bp) {
     // dV += Pᵀ·dO and dK += dSᵀ·Q (the scale applied once, at the end),
     // with dQ's share between them in atomic mode; Pᵀ and dSᵀ are read
     // transposed from their [query][key] tiles.
-    warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dv, p_s + s2_m * sizeof(elem_t), kRowN,
-                                                            do_s + s2_n * sizeof(elem_t), kRowD, lane);
+    warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true, false, kSwizzleD>(dv, p_s, kRowN, s2_m / kChunk, do_s,
+                                                                             kRowD, s2_n / kChunk, lane);
     if constexpr (kDqSeparate) {
-      warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true>(dk, ds_s + s2_m * sizeof(elem_t), kRowN,
-                                                              q_s + s2_n * sizeof(elem_t), kRowD, lane);
+      warp_mma<S2::kMT, S2::kNT, kBlockM / kMma, true, true, false, kSwizzleD>(dk, ds_s, kRowN, s2_m / kChunk, q_s,
+                                                                               kRowD, s2_n / kChunk, lane);
     } else {
       float *dq_tile = bp.dq_accum + (row0 + m0) * p.head_dim;
       if (m0 + kBlockM <= p.seqlen_q && p.head_dim == kHeadDim)
@@ -757,7 +824,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 fat_bwd_dq(const fat_bwd_params bp) {
   if constexpr (kDqSeparate) {
     const fat_fwd_params &p = bp.fwd;
-    extern __shared__ __align__(16) unsigned char smem[];
+    extern __shared__ __align__(128) unsigned char smem[];  // whole lines: the swizzle's xor
     constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowN = kPitchN * sizeof(elem_t);
     const u32 q_s = smem_u32(smem);                 // Q_i   [kBlockM][kPitchD]
     const u32 do_s = q_s + kBlockM * kRowD;         // dO_i  [kBlockM][kPitchD]
@@ -770,14 +837,9 @@ fat_bwd_dq(const fat_bwd_params bp) {
 
     const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
     const int g = lane / 4, t = lane % 4;
-    // Causal: the later a query block, the more key tiles it sees; the
-    // linear block index is mapped query block slowest and last first
-    // (longest first, as in fat_bwd_mma80).
-    const int blocks = gridDim.x, heads = gridDim.y, pairs = heads * gridDim.z;
-    const int linear = blockIdx.x + blocks * (blockIdx.y + heads * blockIdx.z);
-    const int m0 = (kIsCausal ? blocks - 1 - linear / pairs : (int)blockIdx.x) * kBlockM;
-    const int head = kIsCausal ? linear % pairs % heads : (int)blockIdx.y;
-    const int batch = kIsCausal ? linear % pairs / heads : (int)blockIdx.z;
+    // Causal: the later a query block, the more key tiles it sees.
+    const BlockCoords coords = block_coords<true>();
+    const int m0 = coords.block * kBlockM, head = coords.head, batch = coords.batch;
     const int head_k = head / (p.heads / p.heads_k);
     const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
     const KeyWindow window = key_window(p);
@@ -826,8 +888,8 @@ fat_bwd_dq(const fat_bwd_params bp) {
       __syncthreads();
 
       // dQ += dS·K_j
-      warp_mma<S2::kMT, S2::kNT, kBlockN / kMma, false, true>(dq, ds_s + s2_m * kRowN, kRowN,
-                                                               k_s + s2_n * sizeof(elem_t), kRowD, lane);
+      warp_mma<S2::kMT, S2::kNT, kBlockN / kMma, false, true, false, kSwizzleD>(
+          dq, ds_s + s2_m * kRowN, kRowN, 0, k_s, kRowD, s2_n / kChunk, lane);
     }
     cp_async_wait_all();  // Q and dO landed even when no key block was visited
 

@@ -450,6 +450,9 @@ def _autograd_functions():
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.opts, ctx.deterministic = opts, deterministic
             ctx.mark_non_differentiable(lse)
+            # lse gets no gradient: without this autograd would allocate and
+            # zero one for every backward (a kernel and an allocation).
+            ctx.set_materialize_grads(False)
             return o, lse
 
         @staticmethod
@@ -461,6 +464,8 @@ def _autograd_functions():
                     f"fatune.attention: softcap {opts.softcap:g} has no backward (libfatune's "
                     "fat_attention_bwd has no soft-cap); train with softcap=0.0, or run the "
                     "forward under torch.no_grad()")
+            if dout is None:  # only the non-differentiable lse reached the loss
+                return None, None, None, None, None
             q, k, v, o, lse = ctx.saved_tensors
             causal = opts.mask == _MASK_CAUSAL
             dq, dk, dv = attention_bwd(dout, q, k, v, o, lse, causal, opts.scale, ctx.deterministic,
