@@ -5,7 +5,12 @@ backends, on the same tensors in one process, at FlashAttention's benchmark
 shapes (batch x seqlen = 16384 tokens, heads x head_dim = 2048), forward and
 backward. Times are CUDA-event medians over --reps (--bwd-reps) calls after
 warm-up; TFLOP/s by the FlashAttention convention: forward 4·B·H·S²·D,
-halved for causal, backward 2.5 times the forward's. Also reports which
+halved for causal, backward 2.5 times the forward's. Each call is timed
+twice: alone ("call": the GPU idle at the first event, so the host's work
+before the first launch counts, as for a call nothing else is queued
+before) and queued behind a sleep kernel ("queued": the host has launched
+everything before the GPU reaches the first event, as in a training step
+whose host runs ahead; the GPU's time alone). Also reports which
 variant fatune ran and why, and the first call's latency in this process
 (context open + module load).
 
@@ -41,6 +46,7 @@ GRAD_TOLERANCE = {"fp16": 5e-3, "bf16": 2e-2}  # relative L2 of dq, dk, dv, as p
 CHECK_HEADS = 2  # the gradient check's heads: the float32 reference materialises (heads, seqlen, seqlen)
 WARMUP = 3
 MIB = 1 << 20
+SLEEP_MS = 3.0  # the sleep kernel before a queued call: longer than the host's part of any call
 
 
 def fmt_ms(x):
@@ -85,18 +91,37 @@ def main():
         return 77
     import fatune
 
-    def timed(fn, reps):
+    # The sleep kernel's cycles per ms: the SM clock is not known ahead.
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1000)
+    a.record()
+    torch.cuda._sleep(10_000_000)
+    b.record()
+    b.synchronize()
+    sleep_cycles = int(SLEEP_MS * 10_000_000 / a.elapsed_time(b))
+
+    def timed(fn, reps, queued=False):
+        """Median ms between events around FN; QUEUED: behind a sleep kernel."""
         for _ in range(WARMUP):
             fn()
         ts = []
         for _ in range(reps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if queued:
+                torch.cuda._sleep(sleep_cycles)
             a.record()
             fn()
             b.record()
             b.synchronize()
             ts.append(a.elapsed_time(b))
         return statistics.median(ts)
+
+    def timed_both(fn, reps):
+        return timed(fn, reps), timed(fn, reps, queued=True)
+
+    def ratios(ms):
+        """÷flash and ÷cudnn: their time over fatune's (above 1: fatune faster)."""
+        return {k2: (ms[k2] / ms["fatune"] if ms.get(k2) else None) for k2 in ("flash", "cudnn")}
 
     sdpa_backends = (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
     head_dims = [int(x) for x in o.head_dims.split(",")]
@@ -109,7 +134,8 @@ def main():
 
     def forward():
         nonlocal first
-        print(f"{'forward':<34} {'fatune':>9} {'flash':>9} {'cudnn':>9}  TFLOP/s f/fl/cu   variant (origin, match)")
+        print(f"{'forward':<34} {'fatune':>9} {'flash':>9} {'cudnn':>9}  TFLOP/s f/fl/cu   "
+              f"{'÷fl':>5} {'÷cu':>5}  queued: {'÷fl':>5} {'÷cu':>5}  variant (origin, match)")
         for dt in o.dtypes.split(","):
             dtype = dtypes[dt]
             for mask in masks:
@@ -124,25 +150,31 @@ def main():
                             fatune.attention(q, k, v, causal=causal)
                             torch.cuda.synchronize()
                             first = (time.perf_counter() - t0) * 1e3
-                        ms = {"fatune": timed(lambda: fatune.attention(q, k, v, causal=causal), o.reps)}
+                        ms, mq = {}, {}
+                        ms["fatune"], mq["fatune"] = timed_both(lambda: fatune.attention(q, k, v, causal=causal),
+                                                                o.reps)
                         choice = fatune.last_choice()
                         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
                         for name, be in sdpa_backends:
                             try:
                                 with sdpa_kernel(be):
-                                    ms[name] = timed(lambda: F.scaled_dot_product_attention(
+                                    ms[name], mq[name] = timed_both(lambda: F.scaled_dot_product_attention(
                                         qt, kt, vt, is_causal=causal), o.reps)
                             except RuntimeError as e:
-                                ms[name] = None
+                                ms[name] = mq[name] = None
                                 print(f"  {name} unavailable: {str(e).splitlines()[0][:80]}")
                         flops = 4.0 * b * h * s * s * d / (2 if causal else 1)
                         tf = {k2: (flops / (m * 1e-3) / 1e12 if m else None) for k2, m in ms.items()}
+                        ratio, ratio_q = ratios(ms), ratios(mq)
                         print(f"{dt} {mask:<6} d{d:<3} s{s:<5} b{b:<3} h{h:<3}   {fmt_ms(ms['fatune'])} "
                               f"{fmt_ms(ms['flash'])} {fmt_ms(ms['cudnn'])}  {fmt_num(tf['fatune'])}/"
                               f"{fmt_num(tf['flash'])}/{fmt_num(tf['cudnn'])}   "
+                              f"{fmt_num(ratio['flash'], '5.2f'):>5} {fmt_num(ratio['cudnn'], '5.2f'):>5}  "
+                              f"queued: {fmt_num(ratio_q['flash'], '5.2f'):>5} {fmt_num(ratio_q['cudnn'], '5.2f'):>5}  "
                               f"{choice.variant} ({choice.origin}, {choice.match})")
                         rows.append({"direction": "fwd", "dtype": dt, "mask": mask, "head_dim": d, "seqlen": s,
-                                     "batch": b, "heads": h, "ms": ms, "tflops": tf, "variant": choice.variant,
+                                     "batch": b, "heads": h, "ms": ms, "ms_queued": mq, "tflops": tf,
+                                     "speed_ratio": ratio, "speed_ratio_queued": ratio_q, "variant": choice.variant,
                                      "origin": choice.origin, "match": choice.match, "load": choice.load})
 
     def rel_l2(got, ref):
@@ -165,7 +197,7 @@ def main():
     def backward():
         nonlocal failures
         print(f"{'backward':<34} {'fatune':>9} {'flash':>9} {'cudnn':>9}  TFLOP/s f/fl/cu   "
-              f"{'÷fl':>5} {'÷cu':>5}  variant (origin, match)")
+              f"{'÷fl':>5} {'÷cu':>5}  queued: {'÷fl':>5} {'÷cu':>5}  variant (origin, match)")
         for dt in o.bwd_dtypes.split(","):
             dtype = dtypes[dt]
             for mask in masks:
@@ -195,28 +227,31 @@ def main():
                         q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(4))
                         q, k, v = (t.requires_grad_() for t in (q, k, v))
                         out = fatune.attention(q, k, v, causal=causal)
-                        ms = {"fatune": timed(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True),
-                                              o.bwd_reps)}
+                        ms, mq = {}, {}
+                        ms["fatune"], mq["fatune"] = timed_both(
+                            lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), o.bwd_reps)
                         choice = fatune.last_choice()
                         qt, kt, vt, dot = (t.transpose(1, 2) for t in (q, k, v, dout))
                         for name, be in sdpa_backends:
                             try:
                                 with sdpa_kernel(be):
                                     ot = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                                ms[name] = timed(lambda: torch.autograd.grad(ot, (q, k, v), dot, retain_graph=True),
-                                                 o.bwd_reps)
+                                ms[name], mq[name] = timed_both(
+                                    lambda: torch.autograd.grad(ot, (q, k, v), dot, retain_graph=True), o.bwd_reps)
                             except RuntimeError as e:
-                                ms[name] = None
+                                ms[name] = mq[name] = None
                                 print(f"  {name} unavailable: {str(e).splitlines()[0][:80]}")
                         flops = BWD_FLOPS_PER_FWD * 4.0 * b * h * s * s * d / (2 if causal else 1)
                         tf = {k2: (flops / (m * 1e-3) / 1e12 if m else None) for k2, m in ms.items()}
-                        ratio = {k2: (ms[k2] / ms["fatune"] if ms[k2] else None) for k2 in ("flash", "cudnn")}
+                        ratio, ratio_q = ratios(ms), ratios(mq)
                         note = "" if checked == choice.variant else f"; checked {checked}"
                         print(f"{what}   {fmt_ms(ms['fatune'])} {fmt_ms(ms['flash'])} {fmt_ms(ms['cudnn'])}  "
                               f"{fmt_num(tf['fatune'])}/{fmt_num(tf['flash'])}/{fmt_num(tf['cudnn'])}   "
                               f"{fmt_num(ratio['flash'], '5.2f'):>5} {fmt_num(ratio['cudnn'], '5.2f'):>5}  "
+                              f"queued: {fmt_num(ratio_q['flash'], '5.2f'):>5} {fmt_num(ratio_q['cudnn'], '5.2f'):>5}  "
                               f"{choice.variant} ({choice.origin}, {choice.match}{note})")
-                        row.update({"ms": ms, "tflops": tf, "speed_ratio": ratio, "variant": choice.variant,
+                        row.update({"ms": ms, "ms_queued": mq, "tflops": tf, "speed_ratio": ratio,
+                                    "speed_ratio_queued": ratio_q, "variant": choice.variant,
                                     "checked_variant": checked, "origin": choice.origin, "match": choice.match,
                                     "load": choice.load})
 

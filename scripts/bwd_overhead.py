@@ -158,7 +158,7 @@ def parts(torch, fatune, d, s, sleep_cycles):
     ctx = F._context(dev)
     opts = F._Options(False, None)
     dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
-    a = F._bwd_args(q, k, v, out, lse, dout, dq, dk, dv, opts, False)
+    a = F._bwd_args(F._args(q, k, v, out, lse, opts), dout, dq, dk, dv, False)
     need = ctypes.c_size_t()
     assert lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need)) == F.FAT_OK
     ws = torch.empty(need.value, dtype=torch.uint8, device=q.device)
@@ -171,7 +171,7 @@ def parts(torch, fatune, d, s, sleep_cycles):
         "_kernel_layout(dout)": lambda: F._kernel_layout(dout),
         "3 torch.empty_like": lambda: [torch.empty_like(t) for t in (q, k, v)],
         "torch.empty(workspace)": lambda: torch.empty(need.value, dtype=torch.uint8, device=q.device),
-        "_bwd_args": lambda: F._bwd_args(q, k, v, out, lse, dout, dq, dk, dv, opts, False),
+        "_args + _bwd_args": lambda: F._bwd_args(F._args(q, k, v, out, lse, opts), dout, dq, dk, dv, False),
         "_context + _stream": lambda: (F._context(dev), F._stream(dev)),
         "fat_attention_bwd_workspace": lambda: lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a),
                                                                                 ctypes.byref(need)),

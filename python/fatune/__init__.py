@@ -329,9 +329,10 @@ def _args(q, k, v, o, lse, opts):
     return a
 
 
-def _bwd_args(q, k, v, o, lse, dout, dq, dk, dv, opts, deterministic):
+def _bwd_args(fwd, dout, dq, dk, dv, deterministic):
+    """fat_attn_bwd_args of the forward whose fat_attn_args is FWD."""
     a = _abi.fat_attn_bwd_args()
-    a.fwd = _args(q, k, v, o, lse, opts)
+    a.fwd = fwd
     a.dout, a.dq, a.dk, a.dv = dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
     for name, t in (("do", dout), ("dq", dq), ("dk", dk), ("dv", dv)):
         _set_strides(a, name, t)
@@ -364,14 +365,18 @@ def _launch_fwd(a, device, like, api):
 
 
 def _forward(q, k, v, opts):
-    """(o, lse) by fat_attention_fwd, outside autograd."""
+    """(o, lse, args) by fat_attention_fwd, outside autograd; args is the
+    checked fat_attn_args of the call, without the forward's workspace (the
+    backward starts from it)."""
     import torch
     _check(q, k, v)
     b, sq, h, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
-    _launch_fwd(_args(q, k, v, o, lse, opts), _device(q), q, "fatune.attention")
-    return o, lse
+    a = _args(q, k, v, o, lse, opts)
+    _launch_fwd(a, _device(q), q, "fatune.attention")
+    a.workspace, a.workspace_bytes = None, 0
+    return o, lse, a
 
 
 def attention_bwd(dout, q, k, v, o, lse, causal=False, scale=None, deterministic=False,
@@ -404,19 +409,31 @@ def attention_bwd(dout, q, k, v, o, lse, causal=False, scale=None, deterministic
             or not lse.is_contiguous()):
         raise ValueError(f"lse is {lse.dtype} {tuple(lse.shape)} on {lse.device}; it must be the "
                          f"forward's contiguous torch.float32 {(b, h, sq)} on {q.device}")
-    dout = _kernel_layout(dout)
-    grads = []
     for name, g, like, like_name in (("dq", dq, q, "q"), ("dk", dk, k, "k"), ("dv", dv, v, "v")):
-        if g is None:
-            g = torch.empty_like(like)  # like's strides when it is dense, else contiguous
-        else:
+        if g is not None:
             _check_like(name, g, like, like_name, api)
-        grads.append(g)
-    dq, dk, dv = grads
+    return _backward(_args(q, k, v, o, lse, opts), dout, q, k, v, deterministic, dq, dk, dv, api)
+
+
+def _backward(fwd, dout, q, k, v, deterministic, dq=None, dk=None, dv=None, api="fatune.attention"):
+    """fat_attention_bwd for the forward whose (checked) fat_attn_args is
+    FWD, on q, k, v (its tensors); DOUT of q's shape, dtype and device; the
+    gradients DQ, DK, DV written where given (checked), else allocated in
+    the layouts of q, k, v. Autograd's backward comes here straight from
+    the forward's arguments: every microsecond before the first launch is
+    one the GPU waits when nothing else is queued."""
+    import torch
+    dout = _kernel_layout(dout)
+    if dq is None:
+        dq = torch.empty_like(q)  # q's strides when it is dense, else contiguous
+    if dk is None:
+        dk = torch.empty_like(k)
+    if dv is None:
+        dv = torch.empty_like(v)
     lib = _load()
     device = _device(q)
     ctx = _context(device)
-    a = _bwd_args(q, k, v, o, lse, dout, dq, dk, dv, opts, deterministic)
+    a = _bwd_args(fwd, dout, dq, dk, dv, deterministic)
     need = ctypes.c_size_t()
     st = lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need))
     if st != FAT_OK:
@@ -446,9 +463,9 @@ def _autograd_functions():
     class Attention(torch.autograd.Function):
         @staticmethod
         def forward(ctx, q, k, v, opts, deterministic):
-            o, lse = _forward(q, k, v, opts)
+            o, lse, args = _forward(q, k, v, opts)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.opts, ctx.deterministic = opts, deterministic
+            ctx.opts, ctx.deterministic, ctx.args = opts, deterministic, args
             ctx.mark_non_differentiable(lse)
             # lse gets no gradient: without this autograd would allocate and
             # zero one for every backward (a kernel and an allocation).
@@ -466,10 +483,10 @@ def _autograd_functions():
                     "forward under torch.no_grad()")
             if dout is None:  # only the non-differentiable lse reached the loss
                 return None, None, None, None, None
+            # Unpacked for autograd's check that none was changed in place
+            # since the forward; ctx.args holds their pointers, checked then.
             q, k, v, o, lse = ctx.saved_tensors
-            causal = opts.mask == _MASK_CAUSAL
-            dq, dk, dv = attention_bwd(dout, q, k, v, o, lse, causal, opts.scale, ctx.deterministic,
-                                       window_size=opts.window)
+            dq, dk, dv = _backward(ctx.args, dout, q, k, v, ctx.deterministic)
             return dq, dk, dv, None, None
 
     class ForwardOnly(torch.autograd.Function):
@@ -506,7 +523,7 @@ def attention_with_lse(q, k, v, causal=False, scale=None, deterministic=False, w
     opts = _Options(causal, scale, window_size, softcap)
     if _needs_graph(q, k, v):
         return _autograd_functions()["attention"].apply(q, k, v, opts, deterministic)
-    return _forward(q, k, v, opts)  # no graph to record: skip autograd's cost
+    return _forward(q, k, v, opts)[:2]  # no graph to record: skip autograd's cost
 
 
 def attention(q, k, v, causal=False, scale=None, deterministic=False, window_size=(-1, -1), softcap=0.0):
@@ -635,7 +652,7 @@ def select_bwd(q, k, v, causal=False, deterministic=False, window_size=(-1, -1))
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     opts = _Options(causal, None, window_size)
     return _selected(q, k, v, "fat_attention_bwd_select",
-                     lambda lse: _bwd_args(q, k, v, q, lse, q, q, k, v, opts, deterministic),
+                     lambda lse: _bwd_args(_args(q, k, v, q, lse, opts), q, q, k, v, deterministic),
                      "fatune.select_bwd")
 
 
