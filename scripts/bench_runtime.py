@@ -34,11 +34,11 @@ import argparse
 import gc
 import json
 import os
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import cuda_timing  # noqa: E402  (beside this script)
 TOKENS = 16384
 MODEL_WIDTH = 2048
 BWD_FLOPS_PER_FWD = 2.5  # FlashAttention's convention: the backward's 5 matmuls to the forward's 2
@@ -46,7 +46,6 @@ GRAD_TOLERANCE = {"fp16": 5e-3, "bf16": 2e-2}  # relative L2 of dq, dk, dv, as p
 CHECK_HEADS = 2  # the gradient check's heads: the float32 reference materialises (heads, seqlen, seqlen)
 WARMUP = 3
 MIB = 1 << 20
-SLEEP_MS = 3.0  # the sleep kernel before a queued call: longer than the host's part of any call
 
 
 def fmt_ms(x):
@@ -91,33 +90,12 @@ def main():
         return 77
     import fatune
 
-    # The sleep kernel's cycles per ms: the SM clock is not known ahead.
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(1000)
-    a.record()
-    torch.cuda._sleep(10_000_000)
-    b.record()
-    b.synchronize()
-    sleep_cycles = int(SLEEP_MS * 10_000_000 / a.elapsed_time(b))
-
-    def timed(fn, reps, queued=False):
-        """Median ms between events around FN; QUEUED: behind a sleep kernel."""
-        for _ in range(WARMUP):
-            fn()
-        ts = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            if queued:
-                torch.cuda._sleep(sleep_cycles)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(a.elapsed_time(b))
-        return statistics.median(ts)
+    sleep = cuda_timing.sleep_cycles(torch)
 
     def timed_both(fn, reps):
-        return timed(fn, reps), timed(fn, reps, queued=True)
+        """Median ms of FN called alone and queued (cuda_timing)."""
+        return (cuda_timing.timed(torch, fn, reps, WARMUP)[0],
+                cuda_timing.timed(torch, fn, reps, WARMUP, sleep)[0])
 
     def ratios(ms):
         """÷flash and ÷cudnn: their time over fatune's (above 1: fatune faster)."""

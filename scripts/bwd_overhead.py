@@ -24,15 +24,16 @@ checks the gradients of the same calls before it times them.
 """
 import argparse
 import os
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import cuda_timing  # noqa: E402  (beside this script)
+from cuda_timing import host_us  # noqa: E402
+
 TOKENS = 16384
 MODEL_WIDTH = 2048
 WARMUP = 3
-SLEEP_MS = 3.0  # the sleep kernel before a queued call: longer than any host time seen
 
 
 def main():
@@ -57,33 +58,11 @@ def main():
         return 77
     import fatune
 
-    # Cycles of the sleep kernel: the SM clock is not known ahead, so measure it.
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(1000)
-    a.record()
-    torch.cuda._sleep(10_000_000)
-    b.record()
-    b.synchronize()
-    cycles_per_ms = 10_000_000 / a.elapsed_time(b)
-    sleep_cycles = int(SLEEP_MS * cycles_per_ms)
+    sleep_cycles = cuda_timing.sleep_cycles(torch)
 
     def timed(fn, queued):
         """Median device ms of FN between two events, and median host µs."""
-        for _ in range(WARMUP):
-            fn()
-        dev, host = [], []
-        for _ in range(o.reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            if queued:
-                torch.cuda._sleep(sleep_cycles)
-            a.record()
-            t0 = time.perf_counter()
-            fn()
-            host.append((time.perf_counter() - t0) * 1e6)
-            b.record()
-            b.synchronize()
-            dev.append(a.elapsed_time(b))
-        return statistics.median(dev), statistics.median(host)
+        return cuda_timing.timed(torch, fn, o.reps, WARMUP, sleep_cycles if queued else 0)
 
     def kernels(fn):
         """(name, device µs) of each kernel of one call of FN, in launch order."""
@@ -99,7 +78,7 @@ def main():
         return out
 
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, sleep kernel "
-          f"{cycles_per_ms / 1e6:.2f} GHz")
+          f"{sleep_cycles / cuda_timing.SLEEP_MS / 1e6:.2f} GHz")
     print(f"{'bf16 backward':<30} {'sync ms':>8} {'queued':>8} {'host µs':>8}   fatune/flash: "
           "sync, queued")
     summary = []
@@ -181,11 +160,8 @@ def parts(torch, fatune, d, s, sleep_cycles):
     }
     print(f"\nhost µs of the steps of fatune.attention_bwd, none d{d} s{s} (mean of 200)")
     for name, fn in steps.items():
-        fn()
-        t0 = time.perf_counter()
-        for _ in range(200):
-            fn()
-        print(f"  {name:<36} {(time.perf_counter() - t0) / 200 * 1e6:7.1f}")
+        print(f"  {name:<36} {host_us(fn):7.1f}")
+
     class Noop(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -197,15 +173,8 @@ def parts(torch, fatune, d, s, sleep_cycles):
 
     xq = q.detach().requires_grad_()
     y = Noop.apply(xq)
-    steps2 = {
-        "autograd.grad, a no-op Function": lambda: torch.autograd.grad(y, xq, dout, retain_graph=True),
-    }
-    for name, fn in steps2.items():
-        fn()
-        t0 = time.perf_counter()
-        for _ in range(200):
-            fn()
-        print(f"  {name:<36} {(time.perf_counter() - t0) / 200 * 1e6:7.1f}")
+    print(f"  {'autograd.grad, a no-op Function':<36} "
+          f"{host_us(lambda: torch.autograd.grad(y, xq, dout, retain_graph=True)):7.1f}")
     # Inside and around the binding when autograd calls it: the module's
     # _backward (which Attention.backward calls) wrapped in a clock; then
     # replaced by one that launches nothing, for autograd's own part.
@@ -224,29 +193,17 @@ def parts(torch, fatune, d, s, sleep_cycles):
 
     F._backward = idle
     try:
-        grad = lambda: torch.autograd.grad(y, xs, dout, retain_graph=True)
-        grad()
-        t0 = time.perf_counter()
-        for _ in range(200):
-            grad()
         print(f"  {'autograd.grad, _backward launching nothing':<36} "
-              f"{(time.perf_counter() - t0) / 200 * 1e6:7.1f}")
+              f"{host_us(lambda: torch.autograd.grad(y, xs, dout, retain_graph=True)):7.1f}")
     finally:
         F._backward = real
     F._backward = clocked
     try:
         grad = lambda: torch.autograd.grad(y, xs, dout, retain_graph=True)
-        grad()
-        torch.cuda.synchronize()
-        inner.clear()
-        torch.cuda._sleep(sleep_cycles * 10)
-        t0 = time.perf_counter()
-        for _ in range(10):
-            grad()
-        t = (time.perf_counter() - t0) / 10 * 1e6
-        torch.cuda.synchronize()
+        t = cuda_timing.queued_host_us(torch, grad, sleep_cycles)
+        inside = sum(inner[1:]) / len(inner[1:]) * 1e6  # the first call's is not in t
         print(f"  {'autograd.grad through fatune':<36} {t:7.1f}  (mean of 10, queued; inside "
-              f"_backward {sum(inner) / len(inner) * 1e6:.1f})")
+              f"_backward {inside:.1f})")
         from torch.profiler import ProfilerActivity, profile
         for name, fn in (("fatune", grad), ("flash", None)):
             if fn is None:
@@ -273,15 +230,7 @@ def parts(torch, fatune, d, s, sleep_cycles):
         "fatune.attention_bwd": lambda: F.attention_bwd(dout, q, k, v, out, lse),
     }
     for name, fn in launching.items():
-        fn()
-        torch.cuda.synchronize()
-        torch.cuda._sleep(sleep_cycles * 10)
-        t0 = time.perf_counter()
-        for _ in range(10):
-            fn()
-        t = (time.perf_counter() - t0) / 10 * 1e6
-        torch.cuda.synchronize()
-        print(f"  {name:<36} {t:7.1f}  (mean of 10, queued)")
+        print(f"  {name:<36} {cuda_timing.queued_host_us(torch, fn, sleep_cycles):7.1f}  (mean of 10, queued)")
 
 
 if __name__ == "__main__":
