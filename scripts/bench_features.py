@@ -57,6 +57,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import cuda_timing  # noqa: E402  (beside this script)
 SKIP = 77
 ROWS = "abcdef"
 TOLERANCE = 2e-2            # relative L2 of bf16 outputs against float64, as python/tests/test_fatune.py
@@ -105,17 +106,12 @@ def main():
     reps = o.reps or (10 if o.quick else 30)
     warmup = o.warmup or (2 if o.quick else 5)
     check_rows = CHECK_ROWS_QUICK if o.quick else CHECK_ROWS
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.nn.attention.bias import causal_lower_right
-    except ImportError as e:
-        print(f"skipped: {e}")
+    torch = cuda_timing.cuda_torch()
+    if torch is None:
         return SKIP
-    if not torch.cuda.is_available():
-        print("skipped: no CUDA device")
-        return SKIP
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
     import fatune
 
     dtype = torch.bfloat16

@@ -78,16 +78,11 @@ def main():
     if o.bwd_reps < 10:
         print(f"bench_runtime.py: --bwd-reps {o.bwd_reps}: at least 10", file=sys.stderr)
         return 2
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print(f"skipped: {e}")
+    torch = cuda_timing.cuda_torch()
+    if torch is None:
         return 77
-    if not torch.cuda.is_available():
-        print("skipped: no CUDA device")
-        return 77
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     import fatune
 
     sleep = cuda_timing.sleep_cycles(torch)

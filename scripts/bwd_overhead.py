@@ -45,17 +45,12 @@ def main():
     ap.add_argument("--parts", action="store_true", help="host µs of each step of one call "
                     "(the first head dim and length, no mask)")
     o = ap.parse_args()
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.profiler import ProfilerActivity, profile
-    except ImportError as e:
-        print(f"skipped: {e}")
+    torch = cuda_timing.cuda_torch()
+    if torch is None:
         return 77
-    if not torch.cuda.is_available():
-        print("skipped: no CUDA device")
-        return 77
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
     import fatune
 
     sleep_cycles = cuda_timing.sleep_cycles(torch)

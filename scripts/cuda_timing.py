@@ -14,6 +14,20 @@ import time
 SLEEP_MS = 3.0  # longer than the host's part of any call these scripts time
 
 
+def cuda_torch():
+    """torch, when it imports and sees a CUDA device; else None, having
+    printed why (the script then exits 77: skipped)."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"skipped: {e}")
+        return None
+    if not torch.cuda.is_available():
+        print("skipped: no CUDA device")
+        return None
+    return torch
+
+
 def sleep_cycles(torch, ms=SLEEP_MS):
     """Cycles of torch.cuda._sleep that take about MS on this GPU (its SM
     clock is not known ahead: measured)."""
