@@ -107,7 +107,6 @@ def main():
                           + ", ".join(f"{n[:40]} {t:.0f}" for n, t in ks))
                 f, fl = res["fatune"], res["flash"]
                 summary.append((what, f[0] / fl[0], f[1] / fl[1], f[2], fl[2], res["fatune direct"][2]))
-                del q, k, v, dout, out, lse, ot
     if o.parts:
         parts(torch, fatune, int(o.head_dims.split(",")[0]), int(o.seqlens.split(",")[0]), sleep_cycles)
     print(f"\n{'bf16 backward':<30} {'flash/fatune sync':>18} {'queued':>7}  host µs fatune / "
