@@ -461,6 +461,7 @@ static sqlite3 *open_ro(fat_context *c, int i) {
   " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
   /* Families of one fused kernel; the materialising baseline never wins. */                   \
   " AND v.family IN ('mma80', 'splitkv') AND instr(v.source, ?9) > 0"                          \
+  " AND instr(v.source, ?10) > 0"                                                              \
   " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, w.chosen_at DESC"
 
 /* The deterministic backward: the fastest live timing, per bucket, of a
@@ -475,6 +476,7 @@ static sqlite3 *open_ro(fat_context *c, int i) {
   " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
   " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
   " AND v.family = 'mma80' AND t.retired = 0 AND instr(v.source, ?9) > 0"                      \
+  " AND instr(v.source, ?10) > 0"                                                              \
   " AND ' ' || v.params || ' ' LIKE '% DQ_MODE=separate %'"                                    \
   " AND EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="       \
   "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 1)"            \
@@ -491,10 +493,13 @@ static const char *const LOOKUP_SQL[2][2] = {
 };
 
 /* The line every source built against today's fat_fwd_params carries:
- * winners stored by a build with another layout are passed over. */
+ * winners stored by a build with another layout are passed over. A
+ * backward source must also carry today's launch of its per-row kernels
+ * (FAT_ABI_BWD_VERSION); for the forward the second marker is the first. */
 #define ABI_STR2(x) #x
 #define ABI_STR(x) ABI_STR2(x)
 #define ABI_MARKER "#define FAT_ABI_VERSION " ABI_STR(FAT_ABI_VERSION)
+#define BWD_ABI_MARKER "#define FAT_ABI_BWD_VERSION " ABI_STR(FAT_ABI_BWD_VERSION)
 
 /* A tuned problem's key beyond (dtype, mask, head dim), and a call's. */
 typedef struct bucket {
@@ -578,6 +583,7 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
   sqlite3_bind_int(s, 7, head_dim);
   sqlite3_bind_text(s, 8, fat_direction_name((fat_direction)key.direction), -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 9, ABI_MARKER, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 10, key.direction == FAT_BWD ? BWD_ABI_MARKER : ABI_MARKER, -1, SQLITE_STATIC);
   int step;
   bucket last = {-1, -1, -1};
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {

@@ -70,7 +70,7 @@ constexpr int kPitchD = kSwizzleD ? kHeadDim : kHeadDim + kChunk;  // Q, dO, K, 
 constexpr int kPitchN = kBlockN + kChunk;                          // P and dS tiles: [query][key]
 
 static_assert(kBlockM % kMma == 0 && kBlockN % kMma == 0, "tiles are whole MMA tiles");
-static_assert(FAT_BWD_ROW_THREADS % kWarpSize == 0, "one warp per row");
+static_assert(FAT_BWD_ROW_THREADS % kWarpSize == 0, "the per-row kernels' blocks are whole warps");
 static_assert(kBlockM <= kThreads, "one thread per query row holds a prefetched lse and D");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
 
@@ -612,16 +612,29 @@ __device__ __forceinline__ BlockCoords block_coords() {
   }
 }
 
+// The per-row kernels' thread: FAT_BWD_ROW_LANES(head_dim) lanes (a power
+// of two, aligned within the warp) share one query row; mask is theirs, for
+// the shuffles (a group whose row is past the end leaves as one).
+struct RowThread {
+  int row, lane, lanes;
+  unsigned mask;
+};
+__device__ __forceinline__ RowThread row_thread(const fat_fwd_params &p) {
+  const int lanes = FAT_BWD_ROW_LANES(p.head_dim);
+  const int group_first = (int)(threadIdx.x % kWarpSize) & ~(lanes - 1);
+  return {(int)(blockIdx.x * (FAT_BWD_ROW_THREADS / lanes) + threadIdx.x / lanes), (int)(threadIdx.x % lanes),
+          lanes, (lanes == kWarpSize ? 0xffffffffu : (1u << lanes) - 1u) << group_first};
+}
+
 // D = rowsum(dO ∘ O) for each query row over the problem's head dim, in
 // fp32 from the 16-bit values; in atomic mode the row's fp32 dQ accumulator
 // is zeroed here too. Grid: (ceil(seqlen_q / rows), heads, batch),
-// FAT_BWD_ROW_THREADS threads, one warp per row.
+// FAT_BWD_ROW_THREADS threads, FAT_BWD_ROW_LANES(head_dim) lanes a row.
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) {
   const fat_fwd_params &p = bp.fwd;
-  constexpr int kRows = FAT_BWD_ROW_THREADS / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  const int row = blockIdx.x * kRows + threadIdx.x / kWarpSize;
+  const RowThread rt = row_thread(p);
+  const int row = rt.row, lane = rt.lane;
   const int head = blockIdx.y, batch = blockIdx.z;
   if (row >= p.seqlen_q) return;
   const elem_t *o = at<elem_t>(p.o, batch * p.o_batch_stride + row * p.o_row_stride + head * p.o_head_stride);
@@ -629,20 +642,17 @@ fat_bwd_preprocess(const fat_bwd_params bp) {
                                               head * bp.do_head_stride);
   // 16 bytes a lane (strides are multiples of 8 elements and the tensors
   // 16-byte aligned: fat_attention_bwd checks); one element a lane left
-  // most of each request unused. Measured since (torch.profiler, bf16,
-  // 16384 rows x 2048 wide): 67 µs at d128 against FlashAttention-2's 68,
-  // but 110 against 73 at d64, where a warp's one 128-byte row leaves three
-  // quarters of its lanes idle (so does fat_bwd_convert_dq's: 84 against 64).
+  // most of each request unused.
   float sum = 0.f;
-  for (int c = lane * kChunk; c < p.head_dim; c += kWarpSize * kChunk) {
+  for (int c = lane * kChunk; c < p.head_dim; c += rt.lanes * kChunk) {
     const uint4 a = *reinterpret_cast<const uint4 *>(o + c), b = *reinterpret_cast<const uint4 *>(d_o + c);
     sum += dot2(a.x, b.x) + dot2(a.y, b.y) + dot2(a.z, b.z) + dot2(a.w, b.w);
   }
-  for (int off = kWarpSize / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  for (int off = rt.lanes / 2; off > 0; off /= 2) sum += __shfl_xor_sync(rt.mask, sum, off);
   const long long r = ((long long)batch * p.heads + head) * p.seqlen_q + row;
   if (lane == 0) bp.delta[r] = sum;
   if constexpr (!kDqSeparate)
-    for (int c = lane * 4; c < p.head_dim; c += kWarpSize * 4)
+    for (int c = lane * 4; c < p.head_dim; c += rt.lanes * 4)
       *reinterpret_cast<float4 *>(bp.dq_accum + r * p.head_dim + c) = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
@@ -920,9 +930,8 @@ extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_convert_dq(const fat_bwd_params bp) {
   if constexpr (!kDqSeparate) {
     const fat_fwd_params &p = bp.fwd;
-    constexpr int kRows = FAT_BWD_ROW_THREADS / kWarpSize;
-    const int lane = threadIdx.x % kWarpSize;
-    const int row = blockIdx.x * kRows + threadIdx.x / kWarpSize;
+    const RowThread rt = row_thread(p);
+    const int row = rt.row, lane = rt.lane;
     const int head = blockIdx.y, batch = blockIdx.z;
     if (row >= p.seqlen_q) return;
     const float *slab = bp.dq_accum + ((long long)batch * p.heads + head) * p.seqlen_q * p.head_dim;
@@ -935,14 +944,14 @@ fat_bwd_convert_dq(const fat_bwd_params bp) {
     if (whole) {
       // One lane's 16 bytes in dq_whole_offset()'s order are columns c, c+1,
       // c+8 and c+9 of a 16-column group: q is the (group, t) pair.
-      for (int q = lane; q < kHeadDim / 4; q += kWarpSize) {
+      for (int q = lane; q < kHeadDim / 4; q += rt.lanes) {
         const int c = q / 4 * 16 + q % 4 * 2;
         const float4 v = *reinterpret_cast<const float4 *>(tile + dq_whole_offset(row % kBlockM, c));
         *reinterpret_cast<u32 *>(dq + c) = pack2(v.x * scale, v.y * scale);
         *reinterpret_cast<u32 *>(dq + c + 8) = pack2(v.z * scale, v.w * scale);
       }
     } else {
-      for (int c = 4 * lane; c < p.head_dim; c += 4 * kWarpSize) {
+      for (int c = 4 * lane; c < p.head_dim; c += 4 * rt.lanes) {
         const float4 v = *reinterpret_cast<const float4 *>(acc + c);
         *reinterpret_cast<uint2 *>(dq + c) = make_uint2(pack2(v.x * scale, v.y * scale), pack2(v.z * scale, v.w * scale));
       }

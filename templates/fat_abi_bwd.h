@@ -14,9 +14,20 @@
 #error "include fat_abi.h before fat_abi_bwd.h"
 #endif
 
-/* Threads of the per-row kernels (preprocess and dq conversion): one warp
- * per query row, so a block covers FAT_BWD_ROW_THREADS / 32 rows. */
+/* Threads of the per-row kernels (preprocess and dq conversion), and the
+ * lanes that share one query row of the problem's head dim: 16 bytes of O
+ * and of dO a lane, so a block covers FAT_BWD_ROW_THREADS /
+ * FAT_BWD_ROW_LANES(head_dim) rows (the host's grid.x divides seqlen_q by
+ * that). A power of two, at most a warp. With a warp a row, at head dim 64
+ * three quarters of the lanes idled and both kernels were bound by their
+ * number of blocks (110 and 84 µs against FlashAttention-2's 73 and 64,
+ * 16384 rows x 32 heads). */
 #define FAT_BWD_ROW_THREADS 128
+#define FAT_BWD_ROW_LANES(head_dim) ((head_dim) <= 64 ? 8 : (head_dim) <= 128 ? 16 : 32)
+/* Changes when the per-row kernels' launch does: the runtime launches only
+ * stored backward variants whose source carries today's line. 1: rows of
+ * FAT_BWD_ROW_LANES lanes (before it there was no line: a warp a row). */
+#define FAT_ABI_BWD_VERSION 1
 
 typedef struct fat_bwd_params {
   fat_fwd_params fwd;  /* q, k, v, o (read), lse (read), shapes, scales */

@@ -13,6 +13,7 @@
 #include "db.h"
 #include "fatune.h"
 #include "fat_abi.h"
+#include "fat_abi_bwd.h"
 #include "gen.h"
 #include "sha256.h"
 #include "tune.h"
@@ -33,6 +34,8 @@ static fat_gpu_info gpu_of(const char *name, int sms) {
 /* The fat_fwd_params layout the stand-in sources say they were built
  * against: today's, unless a test stores a winner of an older build. */
 static int stand_in_abi = FAT_ABI_VERSION;
+/* ... and the backward's per-row launch (0: a source from before its line). */
+static int stand_in_bwd_abi = FAT_ABI_BWD_VERSION;
 /* The window {left, right} of the local problems stored (0, 0 for the others). */
 static int stand_in_window[2];
 
@@ -43,7 +46,7 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
                             const char *vname, const char *params, fat_dtype dt, fat_mask mk,
                             int hd, int seqlen, int seqlen_k, int group, double ms, int passed,
                             int winner) {
-  char err[1024], source[256];
+  char err[1024], source[256], bwd_line[64] = "";
   fat_db *db = NULL;
   REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
   fat_gpu_info g = gpu_of(name, sms);
@@ -52,9 +55,11 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
   p.direction = dir;
   if (mk == FAT_MASK_LOCAL) p.window_left = stand_in_window[0], p.window_right = stand_in_window[1];
   fat_variant v = {0};
-  /* Carries the ABI line, as every generated source does. */
-  snprintf(source, sizeof source, "// stand-in source of %s\n#define FAT_ABI_VERSION %d\n", vname,
-           stand_in_abi);
+  /* Carries the ABI lines, as every generated source does. */
+  if (dir == FAT_BWD && stand_in_bwd_abi)
+    snprintf(bwd_line, sizeof bwd_line, "#define FAT_ABI_BWD_VERSION %d\n", stand_in_bwd_abi);
+  snprintf(source, sizeof source, "// stand-in source of %s\n#define FAT_ABI_VERSION %d\n%s", vname,
+           stand_in_abi, bwd_line);
   v.name = (char *)vname, v.family = "mma80", v.source = source, v.params = (char *)params;
   v.entry = dir == FAT_FWD ? "fat_fwd_mma80" : "fat_bwd_mma80";
   fat_sha256_hex(source, strlen(source), v.hash);
@@ -406,6 +411,27 @@ int main(void) {
                                   "256; any multiple of 8 up to 256 runs on the next one up)");
   CHECK_INT(fat_attention_bwd_select(c, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
   CHECK_STR(fat_context_error(c), "args is NULL");
+  fat_context_close(c);
+
+  /* A backward winner stored before the per-row kernels' launch had its
+   * line (FAT_ABI_BWD_VERSION) would be launched with a grid it does not
+   * cover: passed over, the built-in default serves. */
+  char old_bwd[256];
+  snprintf(old_bwd, sizeof old_bwd, "%s/old-bwd-abi.db", dir);
+  stand_in_bwd_abi = 0;
+  put_variant(old_bwd, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d64.none.old", ATOMIC, FAT_BF16,
+              FAT_MASK_NONE, 64, 1024, 1.0, 1, 1);
+  stand_in_bwd_abi = FAT_ABI_BWD_VERSION;
+  put_variant(old_bwd, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d64.causal.today", ATOMIC, FAT_BF16,
+              FAT_MASK_CAUSAL, 64, 1024, 1.0, 1, 1);
+  c = offline(old_bwd, missing, 1, H200_SMS, 0);  /* nor the installed tables */
+  b = (fat_attn_bwd_args){0};
+  b.fwd = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_NONE, 64, 1024);
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  b.fwd = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 64, 1024);
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80.bf16.d64.causal.today");
   fat_context_close(c);
 
   /* Keys beyond seqlen_q: decoding shapes (few queries, many keys) and

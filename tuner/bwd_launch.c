@@ -1,13 +1,12 @@
 /* The backward's launch sequence (bwd_launch.h). */
 #include "bwd_launch.h"
 
-#define WARP_THREADS 32
 
 CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_bwd_geometry *g,
                         fat_bwd_params *p, CUstream stream) {
   const fat_fwd_params *f = &p->fwd;
-  /* The per-row kernels: one warp per query row. */
-  const unsigned rows_per_block = FAT_BWD_ROW_THREADS / WARP_THREADS;
+  /* The per-row kernels: FAT_BWD_ROW_LANES lanes per query row. */
+  const unsigned rows_per_block = FAT_BWD_ROW_THREADS / FAT_BWD_ROW_LANES(f->head_dim);
   const unsigned row_blocks = ((unsigned)f->seqlen_q + rows_per_block - 1) / rows_per_block;
   const unsigned key_blocks = (unsigned)((f->seqlen_k + g->block_n - 1) / g->block_n);
   const unsigned query_blocks = (unsigned)((f->seqlen_q + g->block_q - 1) / g->block_q);

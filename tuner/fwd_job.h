@@ -126,7 +126,7 @@ int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, siz
  * cubin, launched in this order, each taking one fat_bwd_params by value:
  *   FAT_BWD_PREPROCESS_ENTRY  D = rowsum(dO ∘ O), zeroes dq_accum; grid
  *                             (ceil(seqlen_q / rows), heads, batch) of
- *                             FAT_BWD_ROW_THREADS threads, rows = threads / 32
+ *                             FAT_BWD_ROW_THREADS threads, rows = threads / FAT_BWD_ROW_LANES(head_dim)
  *   the variant's entry       dK, dV (and atomic dQ); grid (ceil(seqlen_k /
  *                             block_m), heads_k, batch), threads, smem_bytes
  *   FAT_BWD_DQ_ENTRY          separate mode: dQ; grid (ceil(seqlen_q /
