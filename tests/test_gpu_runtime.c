@@ -414,6 +414,15 @@ int main(void) {
   double e1 = rel_error(&t1);
   printf("table winner %s from its cubin: rel_l2 %.3g\n", ch.variant, e1);
   EXPECT(e1 < REL_L2_TOLERANCE);
+  /* Selecting a launched problem answers from the launch's cache entry:
+   * the variant that runs, loaded, without a database read or a hash. */
+  fat_choice sel_ch;
+  t0 = now_s();
+  for (int i = 0; i < 100; i++) EXPECT_INT(fat_attention_select(c, &t1.a, &sel_ch), FAT_OK);
+  printf("fat_attention_select of a launched problem: %.1f us a call\n", (now_s() - t0) * 1e4);
+  EXPECT_STR(sel_ch.variant, ch.variant);
+  EXPECT_INT(sel_ch.loaded, 1);
+  EXPECT_INT(sel_ch.load, FAT_LOAD_STORED_CUBIN);
 
   /* 2. The hot path against a bare cuLaunchKernel of the same kernel. */
   tensors th;
@@ -554,6 +563,10 @@ int main(void) {
              bwd_cases[i].HK, bwd_cases[i].S, e[0], e[1], e[2], tol);
       EXPECT(e[0] < tol && e[1] < tol && e[2] < tol);
       EXPECT(!det || strstr(ch.variant, ".separate") != NULL);
+      fat_choice sel_ch;  /* from the launch's cache entry, as for the forward */
+      EXPECT_INT(fat_attention_bwd_select(c, &g.b, &sel_ch), FAT_OK);
+      EXPECT_STR(sel_ch.variant, ch.variant);
+      EXPECT_INT(sel_ch.loaded, 1);
       if (det) {
         /* Bit for bit, run to run. */
         uint16_t *first[3] = {g.gq, g.gk, g.gv};
