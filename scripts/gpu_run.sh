@@ -22,7 +22,7 @@
 # SDPA comparison to some head dims.
 # Output goes to $OUT (the device tool's folder) or ./gpu-out: the full log,
 # the database (gzip, split into 15 MiB parts: cat fatune.db.gz.part* | gunzip),
-# the benchmark rows (JSON).
+# the benchmark rows (JSON); past 8 files the rest in rest.tgz (fit_out.sh).
 set -u -o pipefail
 HEAD_DIMS=${1-128}  # "" tunes no forward
 SEQLENS=${2:-512,1024,2048,4096,8192,16384}
@@ -178,9 +178,10 @@ if [ "${PROFILE:-0}" = 1 ]; then
     failures=$((failures + 1))
 fi
 
-# The device tool brings back files of at most 16 MiB: compress and split.
-if [ -f "$DB" ]; then
-  gzip -f "$DB" && rm -f "$DB-wal" "$DB-shm" && split -b 15m -d "$DB.gz" "$DB.gz.part" && rm -f "$DB.gz"
-fi
+# The device tool brings back at most 8 files of 16 MiB: databases gzipped
+# and split, extra files archived (scripts/fit_out.sh; a command that writes
+# more under $OUT after this script runs it again at its end).
+section "packing $OUT"
+scripts/fit_out.sh "$OUT" || failures=$((failures + 1))
 section "done: $failures failures"
 exit $((failures > 0))
