@@ -1,4 +1,4 @@
--- fatune's tuning database, schema version 2 (PRAGMA user_version).
+-- fatune's tuning database, schema version 3 (PRAGMA user_version).
 --
 -- Why it looks like this: every compile, check and timing is kept as it is
 -- made (one row, one commit), so an interrupted run resumes and adding a
@@ -17,8 +17,10 @@
 --
 -- Version 2: problems carry the local mask's window (window_left,
 -- window_right), part of their key; 'local' is a mask.
+-- Version 3: problems carry a variable-length profile (lengths), part of
+-- their key.
 
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 -- The GPU a measurement was made on, with everything that can change a
 -- timing: a driver or NVRTC upgrade is a different row.
@@ -108,11 +110,20 @@ CREATE TABLE problems (
   -- 0, 0 for the other masks, so that each of their problems has one key.
   window_left  INTEGER NOT NULL DEFAULT 0 CHECK (window_left >= -1),
   window_right INTEGER NOT NULL DEFAULT 0 CHECK (window_right >= -1),
+  -- A variable-length profile: the packed batch's sequence lengths, queries
+  -- and keys alike, comma-separated ("538,2092,3976"); batch is their
+  -- number and seqlen_q = seqlen_k their longest. '' for a dense batch.
+  lengths      TEXT    NOT NULL DEFAULT ''
+               CHECK (lengths = '' OR (lengths GLOB '[1-9]*' AND lengths NOT GLOB '*[^0-9,]*'
+                      AND lengths NOT GLOB '*,' AND lengths NOT GLOB '*,,*'
+                      AND lengths NOT GLOB '*,0*')),
   CHECK (mask = 'local' OR (window_left = 0 AND window_right = 0)),
   -- A window unbounded on both sides is no mask: tune mask 'none'.
   CHECK (mask <> 'local' OR window_left >= 0 OR window_right >= 0),
+  CHECK (lengths = '' OR (seqlen_q = seqlen_k
+                          AND batch = length(lengths) - length(replace(lengths, ',', '')) + 1)),
   UNIQUE (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k,
-          window_left, window_right)
+          window_left, window_right, lengths)
 );
 
 -- One reference check of a variant on one GPU, for one problem (the shape
@@ -212,7 +223,7 @@ SELECT t.id AS timing_id, v.name AS variant, v.source_hash,
        g.name AS gpu, g.cc_major, g.cc_minor, g.sm_count, g.driver_version,
        g.nvrtc_major, g.nvrtc_minor, t.sm_clock_mhz,
        p.direction, p.dtype, p.mask, p.head_dim, p.batch, p.heads, p.heads_k,
-       p.seqlen_q, p.seqlen_k, p.window_left, p.window_right,
+       p.seqlen_q, p.seqlen_k, p.window_left, p.window_right, p.lengths,
        t.reps, t.median_ms, t.min_ms, t.p10_ms, t.p90_ms, t.max_ms, t.tflops,
        t.retired, t.created_at
 FROM timings t

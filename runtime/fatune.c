@@ -69,6 +69,7 @@ typedef struct sel_entry {
   struct sel_entry *next;
   int direction, deterministic, dtype, mask, head_dim, seqlen_q, seqlen_k, group;  /* the key */
   int window_left, window_right;  /* ... and the local mask's window (0, 0 for the others) */
+  int varlen_mean;                /* ... and a packed batch's mean length step (varlen_mean_step) */
   fat_choice choice;
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
@@ -442,15 +443,17 @@ static sqlite3 *open_ro(fat_context *c, int i) {
   return h;
 }
 
-/* The first schema version whose problems carry a window. A user's
- * database of an older one is read as it is (the tuner upgrades it on its
- * next write): its problems read as window 0, 0, and it has no local one. */
+/* The first schema versions whose problems carry a window, and a
+ * variable-length profile. A user's database of an older one is read as it
+ * is (the tuner upgrades it on its next write): its problems read as
+ * window 0, 0 and dense, and it has no local or variable-length one. */
 #define WINDOW_SCHEMA_VERSION 2
+#define LENGTHS_SCHEMA_VERSION 3
 
 /* The winners of a key, bucket by bucket (a bucket's rows adjacent, its
- * newest winner first). WINDOW: the problem's window columns, or "0, 0"
- * for a database without them; either way result columns 13 and 14, which
- * the ORDER BY names by number. */
+ * newest winner first). WINDOW: the problem's window and lengths columns,
+ * or constants for a database without them; either way result columns 13,
+ * 14 and 15, which the ORDER BY names by number. */
 #define WINNER_SELECT(window)                                                                  \
   "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
   " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
@@ -462,7 +465,7 @@ static sqlite3 *open_ro(fat_context *c, int i) {
   /* Families of one fused kernel; the materialising baseline never wins. */                   \
   " AND v.family IN ('mma80', 'splitkv') AND instr(v.source, ?9) > 0"                          \
   " AND instr(v.source, ?10) > 0"                                                              \
-  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, w.chosen_at DESC"
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, w.chosen_at DESC"
 
 /* The deterministic backward: the fastest live timing, per bucket, of a
  * variant without atomics that passed every live check on this GPU and
@@ -482,14 +485,16 @@ static sqlite3 *open_ro(fat_context *c, int i) {
   "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 1)"            \
   " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="   \
   "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 0)"            \
-  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, t.median_ms, t.id"
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, t.median_ms, t.id"
 
-#define NO_WINDOW_COLUMNS "0, 0"
-#define WINDOW_COLUMNS "p.window_left, p.window_right"
-/* By [deterministic][the database has window columns]. */
-static const char *const LOOKUP_SQL[2][2] = {
-    {WINNER_SELECT(NO_WINDOW_COLUMNS), WINNER_SELECT(WINDOW_COLUMNS)},
-    {DETERMINISTIC_SELECT(NO_WINDOW_COLUMNS), DETERMINISTIC_SELECT(WINDOW_COLUMNS)},
+#define V1_COLUMNS "0, 0, ''"
+#define V2_COLUMNS "p.window_left, p.window_right, ''"
+#define V3_COLUMNS "p.window_left, p.window_right, p.lengths"
+/* By [deterministic][the database's columns: none, windows, windows and lengths]. */
+static const char *const LOOKUP_SQL[2][3] = {
+    {WINNER_SELECT(V1_COLUMNS), WINNER_SELECT(V2_COLUMNS), WINNER_SELECT(V3_COLUMNS)},
+    {DETERMINISTIC_SELECT(V1_COLUMNS), DETERMINISTIC_SELECT(V2_COLUMNS),
+     DETERMINISTIC_SELECT(V3_COLUMNS)},
 };
 
 /* The line every source built against today's fat_fwd_params carries:
@@ -503,10 +508,52 @@ static const char *const LOOKUP_SQL[2][2] = {
 
 /* A tuned problem's key beyond (dtype, mask, head dim), and a call's. */
 typedef struct bucket {
-  int seqlen_q, seqlen_k;
+  int seqlen_q, seqlen_k;         /* a packed batch's: its longest sequence */
   int group;                      /* query heads per K/V head */
   int window_left, window_right;  /* the local mask's window (-1: unbounded); 0, 0 otherwise */
+  int sequences;                  /* a packed batch of variable lengths: its sequences; 0 dense */
+  double mean;                    /* ... and their mean length (a dense bucket: seqlen_q) */
+  int mean_step;                  /* ... in quarter octaves (mean_step_of) */
 } bucket;
+
+static int mean_step_of(double mean) { return (int)lround(4.0 * log2(mean > 1.0 ? mean : 1.0)); }
+
+/* A packed call's mean length, in steps of a quarter octave: the lookup
+ * cache keys on it (not on the exact token count, which differs from call
+ * to call), and the distance reads the step's length. */
+static int varlen_mean_step(const fat_attn_args *a) { return mean_step_of((double)a->total_q / a->batch); }
+
+/* The mean length step in A's cache key: 0 for a dense call. */
+static int key_varlen_mean(const fat_attn_args *a) {
+  return a->cu_seqlens_q ? 1 + varlen_mean_step(a) : 0;
+}
+
+/* The bucket of call A (its group and window as its problem key has them). */
+static bucket call_bucket(const fat_attn_args *a, int window_left, int window_right) {
+  bucket b = {a->seqlen_q, a->seqlen_k, a->heads / a->heads_k, window_left, window_right, 0,
+              a->seqlen_q, 0};
+  if (a->cu_seqlens_q) {
+    b.sequences = a->batch;
+    b.mean_step = varlen_mean_step(a);
+    b.mean = exp2(b.mean_step / 4.0);
+  }
+  return b;
+}
+
+/* The sequences and mean length of a stored profile ("538,3976,2092");
+ * 0 sequences for "" or text the schema would not have let in. */
+static void profile_of(const char *lengths, bucket *b) {
+  long long sum = 0;
+  int n = 0;
+  for (const char *c = lengths ? lengths : ""; *c;) {
+    char *end;
+    long v = strtol(c, &end, 10);
+    if (end == c || v < 1 || (*end && *end != ',')) return;
+    sum += v, n++;
+    c = *end ? end + 1 : end;
+  }
+  if (n) b->sequences = n, b->mean = (double)sum / n, b->mean_step = mean_step_of(b->mean);
+}
 
 /* The keys one query row sees through B's window: L + R + 1, an unbounded
  * side counting as seqlen_k, at most seqlen_k. 1 for the window 0, 0 of
@@ -525,15 +572,20 @@ static double visible_keys(bucket b) {
  * size counts by its ratio too, at half weight (the kernel is the same,
  * only the K/V reuse differs). 0 for an exact match. */
 static double bucket_distance(bucket b, bucket call) {
-  return fabs(log((double)b.seqlen_q / call.seqlen_q)) +
-         fabs(log((double)b.seqlen_k / call.seqlen_k)) +
-         fabs(log(visible_keys(b) / visible_keys(call))) +
-         0.5 * fabs(log((double)b.group / call.group));
+  double d = fabs(log((double)b.seqlen_q / call.seqlen_q)) +
+             fabs(log((double)b.seqlen_k / call.seqlen_k)) +
+             fabs(log(visible_keys(b) / visible_keys(call))) +
+             0.5 * fabs(log((double)b.group / call.group));
+  /* A packed call also weighs the mean length, where most of its work is
+   * (a dense bucket's mean is its length). */
+  if (call.sequences) d += fabs(log(b.mean / call.mean));
+  return d;
 }
 
 static int same_bucket(bucket a, bucket b) {
   return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.group == b.group &&
-         a.window_left == b.window_left && a.window_right == b.window_right;
+         a.window_left == b.window_left && a.window_right == b.window_right &&
+         a.sequences == b.sequences && a.mean_step == b.mean_step;
 }
 
 /* The window in A's problem key: the local mask's own, 0, 0 for the
@@ -567,8 +619,9 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
   double best = INFINITY;
   *found = 0;
   if (!h) return FAT_OK;
+  const int version = schema_version(h);
   const char *sql = LOOKUP_SQL[key.direction == FAT_BWD && key.deterministic]
-                              [schema_version(h) >= WINDOW_SCHEMA_VERSION];
+                              [version >= LENGTHS_SCHEMA_VERSION ? 2 : version >= WINDOW_SCHEMA_VERSION];
   if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
     /* A database without fatune's tables has nothing for us. */
     st = fail(c, FAT_ERR_DATABASE, "%s: not a fatune database: %s", c->dbs[i], sqlite3_errmsg(h));
@@ -588,8 +641,12 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
   bucket last = {-1, -1, -1};
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
     bucket b = {sqlite3_column_int(s, 8), sqlite3_column_int(s, 10), sqlite3_column_int(s, 11),
-                sqlite3_column_int(s, 12), sqlite3_column_int(s, 13)};
+                sqlite3_column_int(s, 12), sqlite3_column_int(s, 13), 0, 0, 0};
     if (b.seqlen_q < 1 || b.seqlen_k < 1 || b.group < 1) continue; /* the schema forbids these */
+    b.mean = b.seqlen_q;
+    profile_of((const char *)sqlite3_column_text(s, 14), &b);
+    /* A profile's winner ran on a packed batch: it serves packed calls only. */
+    if (b.sequences && !call.sequences) continue;
     if (same_bucket(b, last)) continue; /* an older winner (a slower timing) of the bucket */
     last = b;
     double d = bucket_distance(b, call);
@@ -717,8 +774,7 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
   int have_nearest = 0;
   for (int i = 0; i < c->n_dbs; i++) {
     int found = 0;
-    const bucket call = {a->seqlen_q, a->seqlen_k, a->heads / a->heads_k, key_window_left(a),
-                         key_window_right(a)};
+    const bucket call = call_bucket(a, key_window_left(a), key_window_right(a));
     if ((st = find_winner(c, i, key, a->dtype, a->mask, tdim, call, out, &found)))
       return st;
     if (found && out->choice.match == FAT_MATCH_EXACT) break;
@@ -1119,7 +1175,8 @@ static unsigned bucket_of(sel_key k, const fat_attn_args *a) {
   uint32_t h = 2166136261u; /* FNV-1a over the key */
   const int key[] = {k.direction, k.deterministic, a->dtype,       a->mask,
                      a->head_dim, a->seqlen_q,      a->seqlen_k,    k.no_workspace,
-                     a->heads / a->heads_k, key_window_left(a), key_window_right(a)};
+                     a->heads / a->heads_k, key_window_left(a), key_window_right(a),
+                     key_varlen_mean(a)};
   for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;
@@ -1350,7 +1407,8 @@ static sel_entry *cached_entry(fat_context *c, sel_key key, const fat_attn_args 
                 e->no_workspace == key.no_workspace && e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
                 e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q &&
                 e->seqlen_k == a->seqlen_k && e->group == group &&
-                e->window_left == key_window_left(a) && e->window_right == key_window_right(a)))
+                e->window_left == key_window_left(a) && e->window_right == key_window_right(a) &&
+                e->varlen_mean == key_varlen_mean(a)))
     e = e->next;
   return e;
 }
@@ -1391,6 +1449,7 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->group = group;
   e->window_left = key_window_left(a);
   e->window_right = key_window_right(a);
+  e->varlen_mean = key_varlen_mean(a);
   e->choice = sel.choice;
   e->choice.loaded = 1;
   e->choice.load = k->load;

@@ -113,15 +113,22 @@ def device_arch():
     return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
 
 
+def dense_only(db, alias):
+    """The SQL condition that keeps dense problems: a database of schema
+    version 3 or newer also holds variable-length profiles."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    return f"{alias}.lengths = ''" if version >= 3 else "1"
+
+
 def kernels_from_db(path, gpu_name):
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    rows = db.execute("""
+    rows = db.execute(f"""
         SELECT v.name, v.dtype, v.head_dim, v.mask, p.seqlen_q, b.cubin, v.entry, v.block_m,
                v.threads, v.smem_bytes
         FROM winners w JOIN variants v ON v.id = w.variant_id JOIN problems p ON p.id = w.problem_id
         JOIN gpus g ON g.id = w.gpu_id
         JOIN builds b ON b.variant_id = v.id AND b.ok = 1 AND b.arch = ?
-        WHERE g.name = ? AND v.direction = 'fwd'
+        WHERE g.name = ? AND v.direction = 'fwd' AND {dense_only(db, "p")}
         GROUP BY w.gpu_id, w.problem_id
         ORDER BY v.head_dim, v.dtype, v.mask, p.seqlen_q""", (device_arch(), gpu_name)).fetchall()
     for (name, dtype, d, mask, seqlen, cubin, entry, block_m, threads, smem) in rows:
@@ -150,9 +157,10 @@ class ExternalTimings:
     def put(self, label, dtype, d, causal, b, h, s, ms, tflops):
         if self.gpu_id is None or not math.isfinite(ms) or ms <= 0:
             return
-        row = self.db.execute("""
-            SELECT id FROM problems WHERE direction = 'fwd' AND dtype = ? AND mask = ? AND head_dim = ?
-              AND batch = ? AND heads = ? AND heads_k = ? AND seqlen_q = ? AND seqlen_k = ?""",
+        row = self.db.execute(f"""
+            SELECT id FROM problems p WHERE direction = 'fwd' AND dtype = ? AND mask = ? AND head_dim = ?
+              AND batch = ? AND heads = ? AND heads_k = ? AND seqlen_q = ? AND seqlen_k = ?
+              AND {dense_only(self.db, "p")}""",
             (dtype, "causal" if causal else "none", d, b, h, h, s, s)).fetchone()
         if not row:
             return

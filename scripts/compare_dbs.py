@@ -13,9 +13,11 @@ import argparse
 import sqlite3
 import sys
 
+# LENGTHS: the problem's variable-length profile ('' when dense; the column
+# exists from schema version 3).
 QUERY = """
 select p.direction, p.dtype, p.mask, p.head_dim, p.batch, p.heads, p.seqlen_q, p.seqlen_k,
-       v.name, min(t.median_ms)
+       {lengths}, v.name, min(t.median_ms)
 from timings t join variants v on v.id = t.variant_id join problems p on p.id = t.problem_id
 where t.retired = 0
 group by p.id, v.name
@@ -24,8 +26,9 @@ group by p.id, v.name
 
 def load(path):
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    lengths = "p.lengths" if db.execute("PRAGMA user_version").fetchone()[0] >= 3 else "''"
     out = {}
-    for *problem, name, ms in db.execute(QUERY):
+    for *problem, name, ms in db.execute(QUERY.format(lengths=lengths)):
         out.setdefault(tuple(problem), {})[name] = ms
     return out
 
@@ -39,8 +42,9 @@ def main():
     a, b = load(o.a), load(o.b)
     for problem in sorted(set(a) & set(b)):
         ta, tb = a[problem], b[problem]
-        d, dt, mask, hd, bsz, h, sq, sk = problem
-        print(f"\n{d} {dt} {mask} d{hd} b{bsz} h{h} s{sq}/{sk}: {'A ms':>8} {'B ms':>8} {'B/A':>6}")
+        d, dt, mask, hd, bsz, h, sq, sk, lengths = problem
+        varlen = f" varlen {lengths}" if lengths else ""
+        print(f"\n{d} {dt} {mask} d{hd} b{bsz} h{h} s{sq}/{sk}{varlen}: {'A ms':>8} {'B ms':>8} {'B/A':>6}")
         both = sorted(set(ta) & set(tb), key=lambda n: tb[n])
         for name in both[:o.top]:
             print(f"  {name.split('.', 4)[-1]:<40} {ta[name]:8.3f} {tb[name]:8.3f} {tb[name] / ta[name]:6.3f}")

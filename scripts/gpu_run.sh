@@ -9,7 +9,8 @@
 # then run there, from the repository root, with build/ carried:
 #   scripts/gpu_run.sh [HEAD_DIMS] [SEQLENS]      (defaults: 128 and the six buckets)
 # Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0, or on: DECODE=1
-# (tune the decoding problem), WINDOWS=1 (tune sliding windows), PROFILE=1 (ncu of the
+# (tune the decoding problem), WINDOWS=1 (tune sliding windows), VARLEN=1 (tune a
+# variable-length profile), PROFILE=1 (ncu of the
 # backward against FA2, PROFILE_HEAD_DIMS="64 128"), HOST=1 (scripts/bwd_overhead.py:
 # where a backward call's time goes, HOST_HEAD_DIMS, HOST_SEQLENS), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
 # only test_gpu_a and test_gpu_b (faults: the fault-isolation script); HEAD_DIMS "" tunes
@@ -89,7 +90,7 @@ if [ "${TUNE:-1}" = 1 ]; then
     # (DB_IN) resumes.
     local rc=0
     timeout -s INT "${TUNE_TIMEOUT:-0}" "$B/fatune" --gpu 0 --direction "$1" --head-dim "$2" \
-      --seqlen "$3" --db "$DB" ${4:-} || rc=$?
+      ${3:+--seqlen "$3"} --db "$DB" ${4:-} || rc=$?
     case $rc in
       0) ;;
       124|130) echo "tuning stopped by TUNE_TIMEOUT=${TUNE_TIMEOUT:-0}: resume with DB_IN" ;;
@@ -105,6 +106,9 @@ if [ "${TUNE:-1}" = 1 ]; then
   # WINDOWS=1: sliding windows (left 256, 1024, 4096; right 0) over 4096 and
   # 16384 queries, the mask issue's windowed problem among them.
   [ "${WINDOWS:-0}" = 1 ] && tune fwd 128 4096,16384 "--dtype bf16 --mask local --window 256,0:1024,0:4096,0"
+  # VARLEN=1: the variable-length batch of bench_features.py's row f (eight
+  # sequences, 538 to 3976 tokens) as a profile of its own.
+  [ "${VARLEN:-0}" = 1 ] && tune fwd 128 "" "--dtype bf16 --mask causal --varlen 3976,2092,538,3777,3879,2599,2919,812"
 fi
 
 if [ "${FEATURES:-0}" = 1 ]; then

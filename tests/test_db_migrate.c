@@ -1,12 +1,13 @@
-/* Proves the upgrade of a version-1 database (db/migrations/2.sql, run by
- * fat_db_open): a real version-1 file, made from the frozen copy of the old
- * schema (tests/data/schema_v1.sql) and filled with rows whose ids have
- * gaps, opens at version 2 with every row and id kept and every reference
- * intact; its schema is then, object for object, the schema a new database
- * gets; a local problem (the reason for version 2) can be stored, with the
- * window CHECKs in force; and a file whose upgrade cannot succeed (a row
- * referencing a missing parent) is refused with the row named and left at
- * version 1, untouched. */
+/* Proves the upgrades of a version-1 database (db/migrations/2.sql and
+ * 3.sql, run by fat_db_open one after the other): a real version-1 file,
+ * made from the frozen copy of the old schema (tests/data/schema_v1.sql)
+ * and filled with rows whose ids have gaps, opens at version 3 with every
+ * row and id kept and every reference intact; its schema is then, object
+ * for object, the schema a new database gets; a local problem (the reason
+ * for version 2) and a variable-length profile (version 3) can be stored,
+ * with their CHECKs in force; and a file whose upgrade cannot succeed (a
+ * row referencing a missing parent) is refused with the row named and left
+ * at version 1, untouched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,10 +123,10 @@ static void test_rows_and_ids_kept(const char *path) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "2\n");
-  rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right FROM problems"
-             " ORDER BY id", got, sizeof got);
-  CHECK_STR(got, "3|none|64|1024|0|0\n7|causal|128|4096|0|0\n");
+  CHECK_STR(got, "3\n");
+  rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right, '[' || lengths || ']'"
+             " FROM problems ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "3|none|64|1024|0|0|[]\n7|causal|128|4096|0|0|[]\n");
   rows_of(h, "SELECT id, name, is_default, source_hash = replace(hex(zeroblob(32)), '0', substr(source, 8))"
              " FROM variants ORDER BY id", got, sizeof got);
   CHECK_STR(got, "5|fwd.mma80.bf16.d128.causal.a|1|1\n9|fwd.mma80.fp16.d64.none.b|0|1\n");
@@ -140,11 +141,11 @@ static void test_rows_and_ids_kept(const char *path) {
   CHECK_STR(got, "41|7\n");
   rows_of(h, "SELECT count(*) FROM build_hashes", got, sizeof got);
   CHECK_STR(got, "1\n");
-  /* The view reads the new tables, windows included. */
-  rows_of(h, "SELECT timing_id, variant, mask, window_left, window_right FROM timing_conditions"
-             " ORDER BY timing_id", got, sizeof got);
-  CHECK_STR(got, "31|fwd.mma80.bf16.d128.causal.a|causal|0|0\n"
-                 "32|fwd.mma80.fp16.d64.none.b|none|0|0\n");
+  /* The view reads the new tables, windows and lengths included. */
+  rows_of(h, "SELECT timing_id, variant, mask, window_left, window_right, '[' || lengths || ']'"
+             " FROM timing_conditions ORDER BY timing_id", got, sizeof got);
+  CHECK_STR(got, "31|fwd.mma80.bf16.d128.causal.a|causal|0|0|[]\n"
+                 "32|fwd.mma80.fp16.d64.none.b|none|0|0|[]\n");
   rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
   CHECK_STR(got, "");
   rows_of(h, "PRAGMA foreign_keys", got, sizeof got);
@@ -172,6 +173,7 @@ static void test_schema_matches_new(const char *upgraded, const char *fresh) {
   REQUIRE(fat_db_open(upgraded, &db, err, sizeof err) == 0);
   rows_of(fat_db_handle(db), objects, got, TEXT_CAP);
   CHECK(strstr(want, "window_left  INTEGER NOT NULL DEFAULT 0") != NULL);
+  CHECK(strstr(want, "lengths      TEXT    NOT NULL DEFAULT ''") != NULL);
   CHECK_STR(got, want);
 out:
   fat_db_close(db);
@@ -221,6 +223,41 @@ out:
   fat_db_close(db);
 }
 
+/* What version 3 is for: a variable-length profile, a problem of its own
+ * beside the dense one of the same batch and longest length, its lengths
+ * checked by the schema. */
+static void test_varlen_problem_stored(const char *path) {
+  char err[ERRLEN];
+  fat_db *db = NULL;
+  sqlite3_int64 dense = -1, id = -1, again = -1;
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 3, 16, 16, 3976, 3976, 0, 0};
+  CHECK_INT(fat_db_put_problem(db, &p, &dense), 0);
+  p.n_lengths = 3, p.lengths[0] = 538, p.lengths[1] = 3976, p.lengths[2] = 2092;
+  CHECK_INT(fat_db_put_problem(db, &p, &id), 0);
+  CHECK(id != dense);
+  CHECK_INT(fat_db_put_problem(db, &p, &again), 0);
+  CHECK_INT(again, id);
+  sqlite3 *h = fat_db_handle(db);
+  char got[TEXT_CAP];
+  snprintf(err, sizeof err, "SELECT lengths FROM problems WHERE id = %lld", (long long)id);
+  rows_of(h, err, got, sizeof got);
+  CHECK_STR(got, "538,3976,2092\n");
+  p.batch = 2;  /* three lengths make a batch of three */
+  CHECK_INT(fat_db_put_problem(db, &p, &again), -1);
+  CHECK(strstr(fat_db_errmsg(db), "lengths 538,3976,2092: CHECK constraint failed: lengths = '' OR"));
+  /* Malformed text never reaches the table. */
+  static const char *const bad[] = {"0,12", "12,", ",12", "12,,3", "12,03", "1 2", "x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(err, sizeof err, "INSERT INTO problems (direction, dtype, mask, head_dim, batch, heads,"
+             " heads_k, seqlen_q, seqlen_k, lengths) VALUES ('fwd', 'bf16', 'none', 128, 2, 16, 16,"
+             " 12, 12, '%s')", bad[i]);
+    CHECK((sqlite3_exec(h, err, NULL, NULL, NULL) & 0xff) == SQLITE_CONSTRAINT);
+  }
+out:
+  fat_db_close(db);
+}
+
 /* An upgrade that cannot keep every reference is rolled back whole: the
  * file stays at version 1 with its own tables, and says which row. */
 static void test_broken_file_untouched(const char *path) {
@@ -259,6 +296,7 @@ int main(void) {
   test_rows_and_ids_kept(upgraded);
   test_schema_matches_new(upgraded, fresh);
   test_local_problem_stored(upgraded);
+  test_varlen_problem_stored(upgraded);
   test_broken_file_untouched(broken);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -2,9 +2,10 @@
  * fat_tune_problems), the shapes it checks each variant on
  * (fat_check_shapes_for) and the label it prints: the benchmark shapes
  * unchanged, grouped-query heads that divide, uneven lengths that keep
- * their longer side, decoding shapes, and local windows carried from
+ * their longer side, decoding shapes, local windows carried from
  * --window into every problem and check shape of the local mask (and into
- * no other). */
+ * no other), and --varlen's profiles: problems of their own, checked on
+ * packed shapes, their FLOPs counted sequence by sequence. */
 #include <stdio.h>
 #include <string.h>
 #include "fwd_job.h"
@@ -133,5 +134,48 @@ int main(void) {
   CHECK_INT(problems_of(13, both, r, 16), 12);
   CHECK(r[6].direction == FAT_BWD && r[6].mask == FAT_MASK_LOCAL && r[6].window_left == 256);
   CHECK(r[11].direction == FAT_BWD && r[11].mask == FAT_MASK_CAUSAL && r[11].window_left == 0);
+
+  /* Profiles: each --varlen is a problem per mask (and dtype, head dim,
+   * group), its batch the number of sequences, its lengths the longest. */
+  char *vl[] = {"fatune", "--head-dim", "128", "--dtype", "bf16", "--mask", "none,causal",
+                "--varlen", "538,3976,2092:1024,1024"};
+  fat_problem v[4];
+  CHECK_INT(problems_of(9, vl, v, 4), 4);
+  EXPECT_PROBLEM(&v[0], 3, 16, 16, 3976, 3976);
+  CHECK(v[0].n_lengths == 3 && v[0].lengths[0] == 538 && v[0].lengths[2] == 2092);
+  EXPECT_PROBLEM(&v[1], 2, 16, 16, 1024, 1024);
+  CHECK(v[1].mask == FAT_MASK_NONE && v[2].mask == FAT_MASK_CAUSAL && v[3].n_lengths == 2);
+  fat_problem_label(&v[2], label, sizeof label);
+  CHECK_STR(label, "fwd bf16 d128 causal s3976 varlen 3x2202");
+  /* FLOPs: each sequence at its own length (causal halves each square). */
+  const double pairs = 538.0 * 538 + 3976.0 * 3976 + 2092.0 * 2092;
+  CHECK(fat_problem_flops(&v[0]) == 4.0 * 16 * pairs * 128);
+  CHECK(fat_problem_flops(&v[2]) == 0.5 * 4.0 * 16 * pairs * 128);
+  /* The dense problem of the same batch and length counts every sequence long. */
+  fat_tune_problem(FAT_BF16, FAT_MASK_NONE, 128, 3976, 3976, 1, 3, &p);
+  CHECK(fat_problem_flops(&p) == 4.0 * 16 * 3 * 3976.0 * 3976 * 128);
+  /* Checked packed: every shape variable-length, with more sequences. */
+  CHECK_INT(fat_check_shapes_for(&v[0], s), 3);
+  for (int i = 0; i < 3; i++) CHECK(s[i].varlen == 1 && s[i].batch >= 3 && s[i].n_lengths == 0);
+  /* --varlen gives lengths and batch itself, for the forward only. */
+  static const int known[] = {64, 128};
+  fat_options o;
+  char err[256];
+  char *clash[] = {"fatune", "--varlen", "12,3", "--seqlen", "1024"};
+  CHECK_INT(fat_options_parse(5, clash, known, 2, &o, err, sizeof err), -1);
+  CHECK_STR(err, "--varlen gives its problems' lengths and batch: leave out --seqlen, --seqlen-k "
+                 "and --batch");
+  char *bwd[] = {"fatune", "--varlen", "12,3", "--direction", "fwd,bwd"};
+  CHECK_INT(fat_options_parse(5, bwd, known, 2, &o, err, sizeof err), -1);
+  CHECK_STR(err, "--varlen: the backward takes dense batches only (--direction fwd)");
+  static const char *const bad[] = {"12,", "0,4", "4,,4", "4:", "x", "4,2000000"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *one[] = {"fatune", "--varlen", (char *)bad[i]};
+    CHECK_INT(fat_options_parse(3, one, known, 2, &o, err, sizeof err), -1);
+    CHECK(strncmp(err, "--varlen: ", 10) == 0);
+  }
+  char *twice[] = {"fatune", "--varlen", "12,3:4:12,3"};
+  CHECK_INT(fat_options_parse(3, twice, known, 2, &o, err, sizeof err), -1);
+  CHECK_STR(err, "--varlen: '12,3' given twice");
   return check_summary("test_problem");
 }

@@ -38,6 +38,8 @@ static int stand_in_abi = FAT_ABI_VERSION;
 static int stand_in_bwd_abi = FAT_ABI_BWD_VERSION;
 /* The window {left, right} of the local problems stored (0, 0 for the others). */
 static int stand_in_window[2];
+/* When set, the problems stored are this variable-length profile. */
+static const char *stand_in_lengths;
 
 /* Stores variant VNAME of DIR with PARAMS, checked (PASSED or not) and
  * timed on (dtype, mask, head dim, seqlen bucket) on the GPU NAME/SMS, in
@@ -54,6 +56,10 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
   fat_tune_problem(dt, mk, hd, seqlen, seqlen_k, group, 0, &p);
   p.direction = dir;
   if (mk == FAT_MASK_LOCAL) p.window_left = stand_in_window[0], p.window_right = stand_in_window[1];
+  if (stand_in_lengths) {
+    REQUIRE_EXIT(fat_lengths_parse(stand_in_lengths, p.lengths, &p.n_lengths, err, sizeof err) == 0);
+    fat_lengths_apply(&p);
+  }
   fat_variant v = {0};
   /* Carries the ABI lines, as every generated source does. */
   if (dir == FAT_BWD && stand_in_bwd_abi)
@@ -584,6 +590,39 @@ int main(void) {
   CHECK_INT(sqlite3_column_int(v1s, 0), 1);
   sqlite3_finalize(v1s);
   sqlite3_close(v1h);
+
+  /* Variable-length profiles: a profile's winner serves packed calls only,
+   * the nearest by longest and mean length (here 538, 3976, 2092: longest
+   * 3976, mean 2202); a packed call far from every profile gets the dense
+   * winner nearest by both. */
+  char vl_db[256];
+  snprintf(vl_db, sizeof vl_db, "%s/varlen.db", dir);
+  put_winner(vl_db, H200, H200_SMS, "fwd.dense.s1024", FAT_BF16, FAT_MASK_CAUSAL, 128, 1024, 0.3);
+  put_winner(vl_db, H200, H200_SMS, "fwd.dense.s4096", FAT_BF16, FAT_MASK_CAUSAL, 128, 4096, 1.0);
+  stand_in_lengths = "538,3976,2092";
+  put_winner(vl_db, H200, H200_SMS, "fwd.varlen.p3", FAT_BF16, FAT_MASK_CAUSAL, 128, 3976, 0.5);
+  stand_in_lengths = NULL;
+  c = offline(vl_db, no_tables, 1, H200_SMS, 0);
+  a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 3976); /* dense: never the profile */
+  a.batch = 3;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.dense.s4096");
+  int cu[4] = {0};                  /* the runtime reads only that it is set */
+  a.cu_seqlens_q = a.cu_seqlens_k = cu;
+  a.total_q = a.total_k = 538 + 3976 + 2092;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.varlen.p3");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT); /* same sequences, longest and mean step */
+  CHECK_INT(ch.bucket_seqlen, 3976);
+  a.total_q = a.total_k = 3 * 1500;     /* another mean: still the nearest */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.varlen.p3");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  a.seqlen_q = a.seqlen_k = 1000;       /* short sequences, mean 300: the dense s1024 */
+  a.batch = 8, a.total_q = a.total_k = 8 * 300;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.dense.s1024");
+  fat_context_close(c);
 
   /* One message per code. */
   CHECK_STR(fat_strerror(FAT_OK), "success");

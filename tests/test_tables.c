@@ -24,6 +24,8 @@
 static const char *source_override;
 /* When set, the next put_variant's problem has this window {left, right}. */
 static const int *window_override;
+/* When set, the next put_variant's problem is this variable-length profile. */
+static const char *lengths_override;
 
 static void put_variant(fat_db *db, const char *gpu, fat_direction dir, const char *vname,
                         const char *params, fat_mask mk, int seqlen, double ms, int passed,
@@ -37,6 +39,11 @@ static void put_variant(fat_db *db, const char *gpu, fat_direction dir, const ch
   fat_bench_problem(FAT_BF16, mk, 128, seqlen, &p);
   p.direction = dir;
   if (window_override) p.window_left = window_override[0], p.window_right = window_override[1];
+  if (lengths_override) {
+    char why[256];
+    REQUIRE_EXIT(fat_lengths_parse(lengths_override, p.lengths, &p.n_lengths, why, sizeof why) == 0);
+    fat_lengths_apply(&p);
+  }
   fat_variant v = {0};
   snprintf(source, sizeof source, "// '%s'\n\textern \"C\" __global__ void f() {}\r\n", vname);
   v.name = (char *)vname, v.family = "mma80", v.entry = "f", v.source = source;
@@ -97,10 +104,13 @@ static long long import_text(const char *path, const char *text, char *err, size
   return added;
 }
 
-/* TEXT as a schema-1 fatune exported it: problems without window columns
- * (every window 0, 0), the header naming version 1. */
-static char *as_schema1_export(const char *text) {
-  static const char *const cols = ", window_left, window_right", *vals = ", 0, 0);\n";
+/* TEXT as a fatune of schema VERSION (1 or 2) exported it: problems
+ * without the lengths column (version 2: every problem dense), and for
+ * version 1 without the window columns either (every window 0, 0); the
+ * header naming the version. */
+static char *as_old_export(const char *text, int version) {
+  static const char *const lengths_col = ", lengths", *lengths_val = ", '');\n";
+  static const char *const window_cols = ", window_left, window_right", *window_vals = ", 0, 0);\n";
   char *out = malloc(strlen(text) + 1), *w = out;
   REQUIRE_EXIT(out);
   for (const char *l = text; *l;) {
@@ -108,13 +118,20 @@ static char *as_schema1_export(const char *text) {
     size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
     memcpy(w, l, len);
     w[len] = 0;
-    char *c = strstr(w, cols), *v = strstr(w, vals), *h = strstr(w, "schema version 2;");
+    char *h = strstr(w, "schema version 3;");
     if (!strncmp(w, "INSERT INTO problems ", 21)) {
+      char *c = strstr(w, lengths_col), *v = strstr(w, lengths_val);
       REQUIRE_EXIT(c && v);
-      memmove(v, v + 6, strlen(v + 6) + 1);  /* ", 0, 0);" -> ");" */
-      memmove(c, c + strlen(cols), strlen(c + strlen(cols)) + 1);
+      memmove(v, v + 4, strlen(v + 4) + 1);  /* ", '');" -> ");" */
+      memmove(c, c + strlen(lengths_col), strlen(c + strlen(lengths_col)) + 1);
+      if (version == 1) {
+        c = strstr(w, window_cols), v = strstr(w, window_vals);
+        REQUIRE_EXIT(c && v);
+        memmove(v, v + 6, strlen(v + 6) + 1);  /* ", 0, 0);" -> ");" */
+        memmove(c, c + strlen(window_cols), strlen(c + strlen(window_cols)) + 1);
+      }
     }
-    if (h) h[strlen("schema version ")] = '1';
+    if (h) h[strlen("schema version ")] = (char)('0' + version);
     w += strlen(w);
     l += len;
   }
@@ -289,12 +306,12 @@ int main(void) {
   window_override = NULL;
   fat_db_close(db);
   char *local = export_text(d, H200);
-  CHECK(strstr(local, "database schema version 2;") != NULL);
+  CHECK(strstr(local, "database schema version 3;") != NULL);
   CHECK_INT(count_lines(local, "INSERT INTO problems "), 2);
   CHECK(strstr(local, "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads, "
-                      "heads_k, seqlen_q, seqlen_k, window_left, window_right) VALUES (1, 'fwd', "
-                      "'bf16', 'local', 128, 4, 16, 16, 4096, 4096, 256, 0);\n") != NULL);
-  CHECK(strstr(local, "VALUES (2, 'fwd', 'bf16', 'local', 128, 4, 16, 16, 4096, 4096, 1024, -1);\n")
+                      "heads_k, seqlen_q, seqlen_k, window_left, window_right, lengths) VALUES (1, "
+                      "'fwd', 'bf16', 'local', 128, 4, 16, 16, 4096, 4096, 256, 0, '');\n") != NULL);
+  CHECK(strstr(local, "VALUES (2, 'fwd', 'bf16', 'local', 128, 4, 16, 16, 4096, 4096, 1024, -1, '');\n")
         != NULL);
   snprintf(d, sizeof d, "%s/local2.db", dir);
   CHECK_INT(import_text(d, local, err, sizeof err), 1 + 2 + 2 + 2 + 2 + 4 + 2 + 2);
@@ -302,9 +319,52 @@ int main(void) {
   CHECK_STR(local2, local);
   free(local), free(local2);
 
-  /* A table exported by a schema-1 fatune imports (its problems get the
-   * window 0, 0), and today's export of the result is today's format. */
-  char *v1_text = as_schema1_export(first);
+  /* Variable-length profiles travel: a profile is a problem of its own
+   * beside the dense one of its batch and longest length, exported with
+   * its lengths, and comes back the same (merged too). */
+  snprintf(d, sizeof d, "%s/varlen.db", dir);
+  REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
+  put_winner(db, H200, "fwd.mma80.bf16.d128.causal.dense", FAT_MASK_CAUSAL, 3976, 0.8);
+  lengths_override = "538,3976,2092";
+  put_winner(db, H200, "fwd.mma80.bf16.d128.causal.varlen", FAT_MASK_CAUSAL, 3976, 0.5);
+  lengths_override = NULL;
+  fat_db_close(db);
+  char *varlen = export_text(d, H200);
+  CHECK_INT(count_lines(varlen, "INSERT INTO problems "), 2);
+  CHECK(strstr(varlen, "'bf16', 'causal', 128, 3, 16, 16, 3976, 3976, 0, 0, '538,3976,2092');\n")
+        != NULL);
+  snprintf(d, sizeof d, "%s/varlen2.db", dir);
+  CHECK(import_text(d, varlen, err, sizeof err) > 0);
+  char *varlen2 = export_text(d, H200);
+  CHECK_STR(varlen2, varlen);
+  char src_path[256];
+  snprintf(src_path, sizeof src_path, "%s/varlen.db", dir);
+  snprintf(d, sizeof d, "%s/varlen3.db", dir);
+  REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
+  CHECK_INT(fat_tables_merge(db, src_path, &added, err, sizeof err), 0);
+  fat_db_close(db);
+  char *varlen3 = export_text(d, H200);
+  CHECK_STR(varlen3, varlen);
+  /* A profile whose longest is not its seqlen is refused at import. */
+  char *at = strstr(varlen, "'538,3976,2092'");
+  REQUIRE_EXIT(at);
+  memcpy(at, "'538,3977,2092'", 15);
+  snprintf(d, sizeof d, "%s/varlen4.db", dir);
+  CHECK_INT(import_text(d, varlen, err, sizeof err), -1);
+  CHECK(strstr(err, "seqlen_q 3976 is not its profile's longest, 3977") != NULL);
+  free(varlen), free(varlen2), free(varlen3);
+
+  /* A table exported by a schema-2 fatune imports (its problems are
+   * dense), and today's export of the result is today's format. */
+  char *v2_text = as_old_export(first, 2);
+  CHECK(strstr(v2_text, "lengths") == NULL && strstr(v2_text, "schema version 2;") != NULL);
+  snprintf(d, sizeof d, "%s/from-v2-table.db", dir);
+  CHECK_INT(import_text(d, v2_text, err, sizeof err), 2 + 1 + 2 + 2 + 2 + 4 + 2 + 2);
+  char *from_v2 = export_text(d, H200);
+  CHECK_STR(from_v2, first);
+  free(from_v2), free(v2_text);
+  /* So does one of a schema-1 fatune (its problems get the window 0, 0). */
+  char *v1_text = as_old_export(first, 1);
   CHECK(strstr(v1_text, "window") == NULL);
   CHECK_INT(count_lines(v1_text, "INSERT INTO problems "), 2);
   snprintf(d, sizeof d, "%s/from-v1-table.db", dir);

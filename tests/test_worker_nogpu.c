@@ -179,7 +179,8 @@ static void test_jobs_round_trip(void) {
   job.n_shapes = 3;
   job.shapes[0] = (fat_check_shape){1, 2, 2, 37, 53, .window_left = 16, .window_right = -1,
                                     .head_dim = 80, .softcap = 30.5f, .varlen = 1};
-  job.shapes[1] = (fat_check_shape){2, 4, 1, 64, 64, .window_left = -1, .window_right = 7};
+  job.shapes[1] = (fat_check_shape){2, 4, 1, 64, 64, .window_left = -1, .window_right = 7,
+                                    .varlen = 1, .n_lengths = 2, .lengths = {17, 64}};
   job.shapes[2] = (fat_check_shape){1, 2, 2, 53, 37, .window_left = 3, .window_right = 5,
                                     .head_dim = 120, .softcap = 0.125f};
   job.timed = 1;
@@ -214,13 +215,28 @@ static void test_jobs_round_trip(void) {
     refused += fat_get_eval_job(&t, &job2) == -1;
   }
   CHECK(refused == (int)b.len);
+  CHECK(job2.shapes[1].n_lengths == 2 && job2.shapes[1].lengths[0] == 17 &&
+        job2.shapes[1].lengths[1] == 64 && job2.problem.n_lengths == 0);
   /* A shape count beyond the array is refused, not trusted. After the count:
-   * 3 shapes of 9 int32 and an f64 (softcap), then timed, the problem's 11
-   * int32 and the 3 of the options. */
-  const size_t shape_bytes = 9 * sizeof(int32_t) + sizeof(double);
-  size_t count_at = b.len - (sizeof(int32_t) * (1 + 11 + 3) + 3 * shape_bytes) - sizeof(int32_t);
+   * 3 shapes of 10 int32 and an f64 (softcap), the second with its 2
+   * lengths, then timed, the problem's 12 int32 and the 3 of the options. */
+  const size_t shape_bytes = 10 * sizeof(int32_t) + sizeof(double);
+  size_t count_at = b.len - (sizeof(int32_t) * (1 + 12 + 3 + 2) + 3 * shape_bytes) - sizeof(int32_t);
   int32_t huge = FAT_MAX_CHECK_SHAPES + 1;
+  int32_t was;
+  memcpy(&was, b.data + count_at, sizeof was);
+  CHECK(was == 3);
   memcpy(b.data + count_at, &huge, sizeof huge);
+  r = reader(&b);
+  CHECK(fat_get_eval_job(&r, &job2) == -1);
+  memcpy(b.data + count_at, &was, sizeof was);
+  /* So is a profile longer than FAT_VARLEN_MAX: the second shape's count
+   * follows its 9 int32 and the f64. */
+  const size_t lengths_at = count_at + sizeof(int32_t) + shape_bytes + 9 * sizeof(int32_t) + sizeof(double);
+  memcpy(&was, b.data + lengths_at, sizeof was);
+  CHECK(was == 2);
+  huge = FAT_VARLEN_MAX + 1;
+  memcpy(b.data + lengths_at, &huge, sizeof huge);
   r = reader(&b);
   CHECK(fat_get_eval_job(&r, &job2) == -1);
   fat_wbuf_free(&b);

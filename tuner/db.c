@@ -78,9 +78,10 @@ static const char *const stmt_sql[ST_COUNT] = {
     " created_at = excluded.created_at",
   [ST_PUT_PROBLEM] =
     "INSERT INTO problems (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q,"
-    " seqlen_k, window_left, window_right) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    " seqlen_k, window_left, window_right, lengths)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
     " ON CONFLICT (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k,"
-    " window_left, window_right)"
+    " window_left, window_right, lengths)"
     " DO UPDATE SET head_dim = excluded.head_dim" /* no-op, so that RETURNING reports the row */
     " RETURNING id",
   [ST_PUT_CHECK] =
@@ -154,7 +155,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     "  (SELECT count(*) FROM verdict f WHERE f.problem_id = p.id AND f.all_passed = 0),"
     "  (SELECT min(s.median_ms) FROM passing_all s WHERE s.problem_id = p.id"
     "    AND s.family = '" FAT_FAMILY_MATERIALIZE "'),"
-    "  p.window_left, p.window_right"
+    "  p.window_left, p.window_right, p.lengths"
     " FROM winners w"
     " JOIN problems p ON p.id = w.problem_id"
     " JOIN variants vw ON vw.id = w.variant_id"
@@ -162,7 +163,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     " LEFT JOIN verdict d ON d.variant_id = w.variant_id AND d.problem_id = w.problem_id"
     " WHERE w.gpu_id = ?1"
     " ORDER BY p.direction = 'bwd', p.dtype, p.mask, p.head_dim, p.window_left,"
-    "  p.window_right, p.seqlen_q, p.seqlen_k, p.batch, p.heads, p.heads_k",
+    "  p.window_right, p.lengths <> '', p.seqlen_q, p.seqlen_k, p.batch, p.heads, p.heads_k,"
+    "  p.lengths",
   [ST_PUT_BUILD_HASH] =
     "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES (?1, ?2)"
     " ON CONFLICT (build_key) DO UPDATE SET cubin_sha256 = excluded.cubin_sha256",
@@ -759,12 +761,15 @@ int fat_db_put_problem(fat_db *db, const fat_problem *p, sqlite3_int64 *id) {
   sqlite3_bind_int(s, 9, p->seqlen_k);
   sqlite3_bind_int(s, 10, p->window_left);
   sqlite3_bind_int(s, 11, p->window_right);
+  char lengths[FAT_LENGTHS_TEXT_CAP];
+  fat_lengths_text(p, lengths);
+  sqlite3_bind_text(s, 12, lengths, -1, SQLITE_TRANSIENT);
   int ret = 0;
   if (step_returning_id(s, id) != SQLITE_OK)
-    ret = fail(db, "cannot store problem %s %s %s d%d b%d h%d/%d sq%d sk%d w%d,%d",
+    ret = fail(db, "cannot store problem %s %s %s d%d b%d h%d/%d sq%d sk%d w%d,%d%s%.60s",
                fat_direction_name(p->direction), fat_dtype_name(p->dtype), fat_mask_name(p->mask),
                p->head_dim, p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k,
-               p->window_left, p->window_right);
+               p->window_left, p->window_right, lengths[0] ? " lengths " : "", lengths);
   release(s);
   return ret;
 }
@@ -988,6 +993,13 @@ int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, 
     row->materialize_ms = column_real(s, 20);
     row->problem.window_left = sqlite3_column_int(s, 21);
     row->problem.window_right = sqlite3_column_int(s, 22);
+    const char *lengths = (const char *)sqlite3_column_text(s, 23);
+    char why[160];
+    if (fat_lengths_parse(lengths ? lengths : "", row->problem.lengths, &row->problem.n_lengths, why,
+                          sizeof why)) {
+      fail(db, "problem %lld: %s", (long long)row->problem_id, why);
+      goto out;
+    }
   }
   if (rc != SQLITE_DONE) {
     fail(db, "cannot read results of gpu %lld", (long long)gpu_id);

@@ -17,7 +17,7 @@
 #include "types.h"
 
 /* The schema version this build reads and writes (PRAGMA user_version). */
-#define FAT_DB_SCHEMA_VERSION 2
+#define FAT_DB_SCHEMA_VERSION 3
 /* How long a writer waits for another process holding the lock. */
 #define FAT_DB_BUSY_TIMEOUT_MS 10000
 

@@ -25,10 +25,31 @@ int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, siz
              s->heads, s->heads_k);
     return -1;
   }
+  if (s->n_lengths != 0) {
+    int longest = 0;
+    for (int b = 0; b < s->n_lengths && b < FAT_VARLEN_MAX; b++)
+      if (s->lengths[b] > longest) longest = s->lengths[b];
+    if (!s->varlen || s->n_lengths != s->batch || s->n_lengths > FAT_VARLEN_MAX ||
+        s->seqlen_q != s->seqlen_k || longest != s->seqlen_q) {
+      snprintf(err, errlen, "check shape %d: a profile of %d lengths (longest %d) does not match "
+               "varlen %d, batch %d, seqlen_q %d, seqlen_k %d", index, s->n_lengths, longest,
+               s->varlen, s->batch, s->seqlen_q, s->seqlen_k);
+      return -1;
+    }
+    for (int b = 0; b < s->n_lengths; b++)
+      if (s->lengths[b] < 1) {
+        snprintf(err, errlen, "check shape %d: sequence %d has length %d", index, b, s->lengths[b]);
+        return -1;
+      }
+  }
   return 0;
 }
 
 void fat_varlen_lengths(const fat_check_shape *s, int b, int *len_q, int *len_k, int *used_k) {
+  if (s->n_lengths > 0) {
+    *len_q = *len_k = *used_k = s->lengths[b];
+    return;
+  }
   /* Sequence 0 is the longest; the others shrink by uneven steps (never a
    * multiple of a tile), down to a single query or key. */
   const int cut_q = b == 0 ? 0 : (b * 37 + 11) % s->seqlen_q;
@@ -51,9 +72,16 @@ size_t fat_materialize_workspace_bytes(const fat_check_shape *s) {
 
 size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize) {
   const size_t e = fat_dtype_size(p->dtype), d = (size_t)p->head_dim;
-  const size_t q_o = 2 * (size_t)p->batch * p->seqlen_q * p->heads * d * e;
-  const size_t k_v = 2 * (size_t)p->batch * p->seqlen_k * p->heads_k * d * e;
-  const size_t lse = (size_t)p->batch * p->heads * p->seqlen_q * sizeof(float);
+  /* Rows of Q (and of K): a packed profile holds its sequences' tokens. */
+  size_t rows_q = (size_t)p->batch * p->seqlen_q, rows_k = (size_t)p->batch * p->seqlen_k;
+  if (p->n_lengths > 0) {
+    rows_q = 0;
+    for (int b = 0; b < p->n_lengths; b++) rows_q += (size_t)p->lengths[b];
+    rows_k = rows_q;
+  }
+  const size_t q_o = 2 * rows_q * p->heads * d * e;
+  const size_t k_v = 2 * rows_k * p->heads_k * d * e;
+  const size_t lse = rows_q * p->heads * sizeof(float);
   fat_check_shape s = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
   return q_o + k_v + lse + (materialize ? fat_materialize_workspace_bytes(&s) : 0);
 }

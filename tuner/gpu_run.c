@@ -831,9 +831,11 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
                  size_t errlen) {
   int rc = FAT_GPU_FAILED;
   fat_gpu_tensors t;
-  const fat_check_shape shape = {.batch = p->batch, .heads = p->heads, .heads_k = p->heads_k,
-                                 .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k,
-                                 .window_left = p->window_left, .window_right = p->window_right};
+  fat_check_shape shape = {.batch = p->batch, .heads = p->heads, .heads_k = p->heads_k,
+                           .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k,
+                           .window_left = p->window_left, .window_right = p->window_right,
+                           .varlen = p->n_lengths > 0, .n_lengths = p->n_lengths};
+  memcpy(shape.lengths, p->lengths, (size_t)p->n_lengths * sizeof *p->lengths);
 
   memset(&t, 0, sizeof t);
   if (n >= 1 && k[0]->desc.direction == FAT_BWD) return time_bwd(g, k, n, p, o, seed, out, err, errlen);
@@ -1227,6 +1229,10 @@ static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat
   if (o->reps < 1 || o->warmup < 0) {
     snprintf(err, errlen, "timing needs at least one variant and one repetition (got %d variants, "
              "%d reps, %d warm-up)", n, o->reps, o->warmup);
+    return FAT_GPU_FAILED;
+  }
+  if (p->n_lengths > 0) {
+    snprintf(err, errlen, "the backward takes dense batches only, not a variable-length profile");
     return FAT_GPU_FAILED;
   }
   for (int i = 0; i < n; i++)

@@ -40,6 +40,9 @@ const char *fat_options_usage(void) {
          "                     as queries); causal is bottom-right aligned\n"
          "  --gqa LIST         query heads per K/V head, or mqa for one K/V head (default 1)\n"
          "  --batch N          batch of every problem (default: 16384 tokens / longer seqlen)\n"
+         "  --varlen LIST      variable-length problems instead of --seqlen: each the sequence\n"
+         "                     lengths of a packed batch (flash_attn_varlen_func's), ':'-\n"
+         "                     separated (538,2092,3976:1024,1024,512); forward only\n"
          "  --db PATH          database (default $FATUNE_DB, else\n"
          "                     $XDG_CACHE_HOME/fatune/fatune.db or ~/.cache/fatune/fatune.db)\n"
          "  --jobs J           compile threads (default: number of CPUs)\n"
@@ -68,7 +71,7 @@ typedef int (*item_fn)(const char *flag, const char *item, void *out, int index,
 static int parse_list_sep(const char *flag, const char *s, char sep, item_fn each, void *out,
                           int *n, size_t elem_size, char *err, size_t errlen) {
   const char seps[2] = {sep, 0}, doubled[3] = {sep, sep, 0};
-  char buf[1024];
+  char buf[FAT_MAX_LIST * FAT_LENGTHS_TEXT_CAP / 4]; /* --varlen's profiles are the longest */
   if (!*s) {
     snprintf(err, errlen, "%s: empty list", flag);
     return -1;
@@ -169,6 +172,40 @@ static int each_window(const char *flag, const char *item, void *out, int index,
   return 0;
 }
 
+/* One --varlen profile, "L1,L2,...": each length 1 .. FAT_MAX_SEQLEN. */
+static int each_varlen(const char *flag, const char *item, void *out, int index, char *err,
+                       size_t errlen) {
+  fat_varlen_profile *v = (fat_varlen_profile *)out + index;
+  char why[256];
+  if (fat_lengths_parse(item, v->lengths, &v->n, why, sizeof why)) {
+    snprintf(err, errlen, "%s: %s", flag, why);
+    return -1;
+  }
+  for (int b = 0; b < v->n; b++)
+    if (v->lengths[b] > FAT_MAX_SEQLEN) {
+      snprintf(err, errlen, "%s: length %d is over %d", flag, v->lengths[b], FAT_MAX_SEQLEN);
+      return -1;
+    }
+  return 0;
+}
+
+/* --varlen gives the lengths (and the batch) of its problems, which only
+ * the forward takes. */
+static int check_varlen(const fat_options *o, int shape_given, char *err, size_t errlen) {
+  if (o->n_varlens == 0) return 0;
+  if (shape_given) {
+    snprintf(err, errlen, "--varlen gives its problems' lengths and batch: leave out --seqlen, "
+             "--seqlen-k and --batch");
+    return -1;
+  }
+  for (int i = 0; i < o->n_directions; i++)
+    if (o->directions[i] == FAT_BWD) {
+      snprintf(err, errlen, "--varlen: the backward takes dense batches only (--direction fwd)");
+      return -1;
+    }
+  return 0;
+}
+
 /* --window belongs to the local mask, and the local mask needs one. */
 static int check_windows(const fat_options *o, char *err, size_t errlen) {
   int local = 0;
@@ -232,7 +269,8 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
   static const char *const valued[] = {"--gpu",  "--head-dim", "--dtype",   "--mask",
                                        "--seqlen", "--db",     "--jobs",    "--reps",
                                        "--timeout", "--arch",  "--templates", "--direction",
-                                       "--seqlen-k", "--gqa", "--batch", "--window"};
+                                       "--seqlen-k", "--gqa", "--batch", "--window",
+                                       "--varlen"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
   int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
 
@@ -305,6 +343,9 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     } else if (!strcmp(flag, "--window")) {
       rc = parse_list_sep(flag, value, ':', each_window, o->windows, &o->n_windows,
                           sizeof(fat_window), err, errlen);
+    } else if (!strcmp(flag, "--varlen")) {
+      rc = parse_list_sep(flag, value, ':', each_varlen, o->varlens, &o->n_varlens,
+                          sizeof(fat_varlen_profile), err, errlen);
     } else if (!strcmp(flag, "--direction")) {
       /* Two directions at most: a third item is a duplicate, and says so. */
       fat_direction dirs[FAT_MAX_LIST];
@@ -354,6 +395,12 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     o->directions[0] = FAT_FWD;
     o->n_directions = 1;
   }
+  int shape_given = 0; /* --seqlen, --seqlen-k or --batch */
+  for (int k = 0; k < N_VALUED; k++)
+    if (seen[k] && (!strcmp(valued[k], "--seqlen") || !strcmp(valued[k], "--seqlen-k") ||
+                    !strcmp(valued[k], "--batch")))
+      shape_given = 1;
+  if (check_varlen(o, shape_given, err, errlen)) return -1;
   if (o->n_seqlens == 0) {
     memcpy(o->seqlens, default_seqlens, sizeof default_seqlens);
     o->n_seqlens = N_DEFAULT_SEQLENS;

@@ -87,10 +87,10 @@ static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
   int rc, ret = -1;
   if (sqlite3_prepare_v2(fat_db_handle(db),
                          "SELECT id, direction, dtype, mask, head_dim, batch, heads, heads_k,"
-                         " seqlen_q, seqlen_k, window_left, window_right FROM problems"
+                         " seqlen_q, seqlen_k, window_left, window_right, lengths FROM problems"
                          /* same_group's key first, so that each group is one run */
                          " ORDER BY direction = 'bwd', dtype, mask, head_dim, window_left,"
-                         " window_right, heads / heads_k,"
+                         " window_right, lengths <> '', heads / heads_k,"
                          " seqlen_k != seqlen_q, CASE WHEN seqlen_k = seqlen_q THEN 0 ELSE"
                          " seqlen_k END, seqlen_q, seqlen_k, batch, heads, heads_k",
                          -1, &s, NULL) != SQLITE_OK) {
@@ -122,6 +122,8 @@ static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
     r->p.seqlen_k = sqlite3_column_int(s, 9);
     r->p.window_left = sqlite3_column_int(s, 10);
     r->p.window_right = sqlite3_column_int(s, 11);
+    const char *lengths = (const char *)sqlite3_column_text(s, 12);
+    if (fat_lengths_parse(lengths ? lengths : "", r->p.lengths, &r->p.n_lengths, err, errlen)) goto out;
     for (int k = 0; k < MAX_SERIES; k++) r->ms[k] = NAN;
   }
   if (rc != SQLITE_DONE) {
@@ -326,16 +328,16 @@ static void put_name(FILE *f, const char *name) {
 }
 
 /* A chart draws one group: the same direction, dtype, mask (and local
- * window), head dim and query heads per K/V head, and either square
- * problems (seqlen_k = seqlen_q) or one fixed seqlen_k (decoding shapes),
- * against seqlen_q. */
+ * window), head dim and query heads per K/V head, dense or variable-length
+ * profiles, and either square problems (seqlen_k = seqlen_q) or one fixed
+ * seqlen_k (decoding shapes), against seqlen_q (a profile's longest). */
 static int keys_of(const fat_problem *p) { return p->seqlen_k == p->seqlen_q ? 0 : p->seqlen_k; }
 
 static int same_group(const fat_problem *a, const fat_problem *b) {
   return a->direction == b->direction && a->dtype == b->dtype && a->mask == b->mask &&
          a->window_left == b->window_left && a->window_right == b->window_right &&
          a->head_dim == b->head_dim && a->heads / a->heads_k == b->heads / b->heads_k &&
-         keys_of(a) == keys_of(b);
+         (a->n_lengths > 0) == (b->n_lengths > 0) && keys_of(a) == keys_of(b);
 }
 
 /* The mask in words: "no mask", "causal", "local window 256,0" (the keys
@@ -354,6 +356,7 @@ static void group_title(FILE *f, const fat_problem *p) {
   if (p->heads_k == 1 && p->heads > 1) fputs(", one K/V head", f);
   else if (p->heads_k != p->heads) fprintf(f, ", %d query heads per K/V head", p->heads / p->heads_k);
   if (keys_of(p)) fprintf(f, ", %d keys", p->seqlen_k);
+  if (p->n_lengths) fputs(", variable lengths (by the longest sequence)", f);
 }
 
 /* The group in few words, for legends and table cells: "fp16 d128 causal",
@@ -364,6 +367,7 @@ static void group_short(FILE *f, const fat_problem *p) {
   if (p->mask == FAT_MASK_LOCAL) fprintf(f, " local w%d,%d", p->window_left, p->window_right);
   if (p->heads_k != p->heads) fprintf(f, " g%d", p->heads / p->heads_k);
   if (keys_of(p)) fprintf(f, " k%d", p->seqlen_k);
+  if (p->n_lengths) fputs(" varlen", f);
 }
 
 /* A step of 1, 2 or 5 times a power of ten giving about Y_TICKS steps to HI. */
@@ -544,8 +548,9 @@ static int roofline_chart(FILE *f, const rp_data *d) {
   for (size_t i = 0; i < d->n; i++) {
     const rp_problem *r = &d->probs[i];
     fat_io_model m;
-    /* The lower bound and its intensity are the forward pass's. */
-    if (!r->has_winner || r->p.direction != FAT_FWD ||
+    /* The lower bound and its intensity are the forward pass's, of a dense
+     * batch (the IO model has no packed one). */
+    if (!r->has_winner || r->p.direction != FAT_FWD || r->p.n_lengths ||
         fat_io_model_compute(&r->p, &m, err, sizeof err))
       continue;
     xlo = fmin(xlo, m.intensity);
@@ -611,7 +616,7 @@ static int roofline_chart(FILE *f, const rp_data *d) {
     for (size_t j = i; j < end; j++) {
       const rp_problem *r = &d->probs[j];
       fat_io_model m;
-      if (!r->has_winner || r->p.direction != FAT_FWD ||
+      if (!r->has_winner || r->p.direction != FAT_FWD || r->p.n_lengths ||
           fat_io_model_compute(&r->p, &m, err, sizeof err))
         continue;
       any = 1;

@@ -62,7 +62,7 @@ static const char *const EXPORT_SELECT_SQL =
     "  source_hash) AS new FROM main.variants WHERE id IN (SELECT variant_id FROM temp.x_picks);"
     "CREATE TEMP TABLE x_problems AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY direction,"
     "  dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, window_left,"
-    "  window_right) AS new FROM main.problems"
+    "  window_right, lengths) AS new FROM main.problems"
     "  WHERE id IN (SELECT problem_id FROM main.winners WHERE gpu_id IN (SELECT old FROM"
     "  temp.x_gpus));"
     "CREATE TEMP TABLE x_builds AS SELECT b.id AS old, ROW_NUMBER() OVER (ORDER BY b.key) AS new"
@@ -118,12 +118,13 @@ static const export_table EXPORT_TABLES[] = {
      "SELECT h.build_key, h.cubin_sha256 FROM main.build_hashes h JOIN main.builds t ON t.key ="
      " h.build_key JOIN temp.x_builds x ON x.old = t.id ORDER BY x.new"},
     /* A table of schema version 1 has no window columns: they default to
-     * 0, 0, the window of every problem but a local one. */
+     * 0, 0, the window of every problem but a local one; one of version 2
+     * has no lengths, which default to '' (dense). */
     {"problems",
      "id, direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, "
-     "window_left, window_right",
+     "window_left, window_right, lengths",
      "SELECT x.new, t.direction, t.dtype, t.mask, t.head_dim, t.batch, t.heads, t.heads_k,"
-     " t.seqlen_q, t.seqlen_k, t.window_left, t.window_right FROM main.problems t"
+     " t.seqlen_q, t.seqlen_k, t.window_left, t.window_right, t.lengths FROM main.problems t"
      " JOIN temp.x_problems x ON x.old = t.id ORDER BY x.new"},
     {"checks",
      "id, variant_id, gpu_id, problem_id, batch, heads, seqlen_q, seqlen_k, rel_l2, max_abs, "
@@ -290,8 +291,9 @@ static const char *const MERGE_SQL =
     " SELECT name, family, direction, dtype, mask, head_dim, params, entry, block_m, threads,"
     " smem_bytes, source_hash, source, is_default, created_at FROM src.variants ORDER BY id;"
     "INSERT OR IGNORE INTO main.problems (direction, dtype, mask, head_dim, batch, heads, heads_k,"
-    " seqlen_q, seqlen_k, window_left, window_right) SELECT direction, dtype, mask, head_dim,"
-    " batch, heads, heads_k, seqlen_q, seqlen_k, window_left, window_right FROM temp.m_src_problems"
+    " seqlen_q, seqlen_k, window_left, window_right, lengths) SELECT direction, dtype, mask,"
+    " head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, window_left, window_right, lengths"
+    " FROM temp.m_src_problems"
     " ORDER BY id;"
     "CREATE TEMP TABLE m_gpus AS SELECT s.id AS sid, m.id AS mid FROM src.gpus s JOIN main.gpus m"
     " ON m.name = s.name AND m.cc_major = s.cc_major AND m.cc_minor = s.cc_minor AND m.sm_count ="
@@ -303,7 +305,7 @@ static const char *const MERGE_SQL =
     " JOIN main.problems m ON m.direction = s.direction AND m.dtype = s.dtype AND m.mask = s.mask"
     " AND m.head_dim = s.head_dim AND m.batch = s.batch AND m.heads = s.heads AND m.heads_k ="
     " s.heads_k AND m.seqlen_q = s.seqlen_q AND m.seqlen_k = s.seqlen_k AND m.window_left ="
-    " s.window_left AND m.window_right = s.window_right;"
+    " s.window_left AND m.window_right = s.window_right AND m.lengths = s.lengths;"
     "INSERT OR IGNORE INTO main.builds (key, variant_id, arch, options, nvrtc_version, ok, cubin,"
     " registers, smem_static, stack_frame, spill_stores, spill_loads, compile_ms, log, created_at)"
     " SELECT b.key, v.mid, b.arch, b.options, b.nvrtc_version, b.ok, b.cubin, b.registers,"
@@ -360,16 +362,20 @@ static const char *const MERGE_CLEANUP_SQL =
 
 /* The source's problems as MERGE_SQL reads them (temp.m_src_problems), by
  * the source's schema version: a version-1 database, which a merge reads
- * but never upgrades, has no window columns and no local problem. */
+ * but never upgrades, has no window columns and no local problem; one of
+ * version 2 has no lengths, and only dense problems. */
 static const char *const MERGE_SRC_PROBLEMS_SQL[FAT_DB_SCHEMA_VERSION + 1] = {
   [1] = "CREATE TEMP TABLE m_src_problems AS SELECT id, direction, dtype, mask, head_dim, batch,"
-        " heads, heads_k, seqlen_q, seqlen_k, 0 AS window_left, 0 AS window_right"
+        " heads, heads_k, seqlen_q, seqlen_k, 0 AS window_left, 0 AS window_right, '' AS lengths"
         " FROM src.problems;",
   [2] = "CREATE TEMP TABLE m_src_problems AS SELECT id, direction, dtype, mask, head_dim, batch,"
-        " heads, heads_k, seqlen_q, seqlen_k, window_left, window_right FROM src.problems;",
+        " heads, heads_k, seqlen_q, seqlen_k, window_left, window_right, '' AS lengths"
+        " FROM src.problems;",
+  [3] = "CREATE TEMP TABLE m_src_problems AS SELECT id, direction, dtype, mask, head_dim, batch,"
+        " heads, heads_k, seqlen_q, seqlen_k, window_left, window_right, lengths FROM src.problems;",
 };
 #define MERGE_OLDEST_SOURCE 1
-_Static_assert(FAT_DB_SCHEMA_VERSION == 2, "MERGE_SRC_PROBLEMS_SQL needs the new version's problems");
+_Static_assert(FAT_DB_SCHEMA_VERSION == 3, "MERGE_SRC_PROBLEMS_SQL needs the new version's problems");
 
 /* Checks that PATH is a fatune database of a schema version a merge reads
  * (opening it read-only: a merge never writes its source); *VERSION gets it. */
@@ -620,6 +626,28 @@ static int validate_import(sqlite3 *h, const char *name, const fat_import_option
             sqlite3_column_text(s, 0), (long long)sqlite3_column_int64(s, 1),
             (long long)FAT_TABLES_MAX_CUBIN_BYTES);
     goto out;
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  sqlite3_finalize(s);
+  /* A profile fatune can read back: at most FAT_VARLEN_MAX lengths, each
+   * within FAT_VARLEN_MAX_LENGTH (the schema checks only its form), the
+   * longest being its seqlen. */
+  if (sqlite3_prepare_v2(h, "SELECT id, lengths, seqlen_q FROM main.problems WHERE lengths <> ''"
+                            " ORDER BY id", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    fat_problem p = {0};
+    const long long id = sqlite3_column_int64(s, 0);
+    if (fat_lengths_parse((const char *)sqlite3_column_text(s, 1), p.lengths, &p.n_lengths, e2,
+                          sizeof e2)) {
+      set_err(err, errlen, "%s: problem %lld: %s", name, id, e2);
+      goto out;
+    }
+    fat_lengths_apply(&p);
+    if (p.seqlen_q != sqlite3_column_int(s, 2)) {
+      set_err(err, errlen, "%s: problem %lld: seqlen_q %d is not its profile's longest, %d", name,
+              id, sqlite3_column_int(s, 2), p.seqlen_q);
+      goto out;
+    }
   }
   if (step != SQLITE_DONE) goto sqlfail;
   sqlite3_finalize(s);

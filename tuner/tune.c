@@ -90,7 +90,12 @@ void fat_problem_label(const fat_problem *p, char *out, size_t cap) {
   if (n > 0 && (size_t)n < cap && p->heads_k != p->heads)
     n += snprintf(out + n, cap - (size_t)n, p->heads_k == 1 ? " mqa" : " gqa%d", p->heads / p->heads_k);
   if (n > 0 && (size_t)n < cap && p->mask == FAT_MASK_LOCAL)
-    snprintf(out + n, cap - (size_t)n, " w%d,%d", p->window_left, p->window_right);
+    n += snprintf(out + n, cap - (size_t)n, " w%d,%d", p->window_left, p->window_right);
+  if (n > 0 && (size_t)n < cap && p->n_lengths > 0) {
+    long long tokens = 0;
+    for (int b = 0; b < p->n_lengths; b++) tokens += p->lengths[b];
+    snprintf(out + n, cap - (size_t)n, " varlen %dx%lld", p->n_lengths, tokens / p->n_lengths);
+  }
 }
 
 /* The materialising baseline's fp32 scores are measured while both sides
@@ -122,6 +127,14 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
   const int sk = Lk <= Lq ? short_len(Lk) : (Lk < sq + 45 ? Lk : sq + 45);
   s[2] = (fat_check_shape){.batch = 1, .heads = h1, .heads_k = hk1, .seqlen_q = sq, .seqlen_k = sk,
                            .window_left = wl, .window_right = wr};
+  /* A variable-length profile is checked packed: sequences of uneven
+   * lengths (fat_varlen_lengths) up to each shape's, some using only part
+   * of their keys. */
+  if (p->n_lengths > 0)
+    for (int i = 0; i < FAT_TUNE_CHECK_SHAPES; i++) {
+      s[i].varlen = 1;
+      s[i].batch += 2;
+    }
   return FAT_TUNE_CHECK_SHAPES;
 }
 
@@ -129,6 +142,8 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
  * schedules can matter: few queries per block of keys, and packing only
  * with more than one query head per K/V head. */
 int fat_family_applies(const fat_variant *v, const fat_problem *p) {
+  /* A packed batch of variable lengths runs on the one fused kernel. */
+  if (p->n_lengths > 0) return !strcmp(v->family, FAT_FAMILY_MMA80);
   if (strcmp(v->family, FAT_FAMILY_SPLITKV) != 0) return 1;
   if (p->seqlen_q > FAT_SPLITKV_MAX_SEQLEN_Q) return 0;
   return !(strstr(v->params, "PACK_GQA=1") && p->heads == p->heads_k);
@@ -477,7 +492,9 @@ static int windows_of(const fat_options *o, fat_mask mask, const fat_window **w)
 
 size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
   size_t n = 0;
-  const int n_keys = o->n_seqlens_k ? o->n_seqlens_k : 1;
+  /* Dense problems by --seqlen (and --seqlen-k), or one per --varlen profile. */
+  const int n_lens = o->n_varlens ? o->n_varlens : o->n_seqlens;
+  const int n_keys = o->n_seqlens_k && !o->n_varlens ? o->n_seqlens_k : 1;
   const fat_window *windows;
   for (int ri = 0; ri < o->n_directions; ri++)
   for (int di = 0; di < o->n_dtypes; di++)
@@ -485,13 +502,21 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
       for (int wi = 0; wi < windows_of(o, o->masks[mi], &windows); wi++)
       for (int hi = 0; hi < o->n_head_dims; hi++)
         for (int gi = 0; gi < o->n_gqa; gi++)
-        for (int si = 0; si < o->n_seqlens; si++)
+        for (int si = 0; si < n_lens; si++)
         for (int ki = 0; ki < n_keys; ki++, n++) {
           if (!out) continue;
           fat_problem *p = &out[n];
-          fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si],
-                           o->n_seqlens_k ? o->seqlens_k[ki] : o->seqlens[si], o->gqa[gi],
-                           o->batch, p);
+          if (o->n_varlens) {
+            const fat_varlen_profile *v = &o->varlens[si];
+            fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], 1, 1, o->gqa[gi], 1, p);
+            p->n_lengths = v->n;
+            memcpy(p->lengths, v->lengths, (size_t)v->n * sizeof *v->lengths);
+            fat_lengths_apply(p);
+          } else {
+            fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si],
+                             o->n_seqlens_k ? o->seqlens_k[ki] : o->seqlens[si], o->gqa[gi],
+                             o->batch, p);
+          }
           p->window_left = windows[wi].left;
           p->window_right = windows[wi].right;
           /* The backward is tuned on the forward's shapes; its FLOPs are

@@ -60,19 +60,66 @@ static double window_keys(long long pos, long long sk, int left, int right) {
   return hi >= lo ? (double)(hi - lo + 1) : 0.0;
 }
 
-double fat_problem_flops(const fat_problem *p) {
-  double f = 4.0 * p->batch * p->heads * (double)p->seqlen_q * p->seqlen_k * p->head_dim;
-  if (p->mask == FAT_MASK_CAUSAL && p->seqlen_q == p->seqlen_k) f *= 0.5;
+/* The (query, key) pairs one sequence of SQ queries and SK keys counts
+ * under P's mask. */
+static double sequence_pairs(const fat_problem *p, int sq, int sk) {
   if (p->mask == FAT_MASK_LOCAL) {
     /* The pairs the window lets through, counted row by row. */
     double pairs = 0;
-    const long long diag = (long long)p->seqlen_k - p->seqlen_q;
-    for (long long i = 0; i < p->seqlen_q; i++)
-      pairs += window_keys(i + diag, p->seqlen_k, p->window_left, p->window_right);
-    f = 4.0 * p->batch * p->heads * pairs * p->head_dim;
+    const long long diag = (long long)sk - sq;
+    for (long long i = 0; i < sq; i++) pairs += window_keys(i + diag, sk, p->window_left, p->window_right);
+    return pairs;
   }
-  if (p->direction == FAT_BWD) f *= 2.5;
-  return f;
+  const double pairs = (double)sq * sk;
+  return p->mask == FAT_MASK_CAUSAL && sq == sk ? 0.5 * pairs : pairs;
+}
+
+double fat_problem_flops(const fat_problem *p) {
+  double pairs = 0;
+  if (p->n_lengths > 0)
+    for (int b = 0; b < p->n_lengths; b++) pairs += sequence_pairs(p, p->lengths[b], p->lengths[b]);
+  else
+    pairs = p->batch * sequence_pairs(p, p->seqlen_q, p->seqlen_k);
+  const double f = 4.0 * p->heads * pairs * p->head_dim;
+  return p->direction == FAT_BWD ? 2.5 * f : f;
+}
+
+void fat_lengths_text(const fat_problem *p, char *out) {
+  size_t n = 0;
+  out[0] = '\0';
+  for (int b = 0; b < p->n_lengths && n < FAT_LENGTHS_TEXT_CAP; b++)
+    n += (size_t)snprintf(out + n, FAT_LENGTHS_TEXT_CAP - n, b ? ",%d" : "%d", p->lengths[b]);
+}
+
+int fat_lengths_parse(const char *text, int *lengths, int *n, char *err, size_t errlen) {
+  *n = 0;
+  for (const char *c = text; *c;) {
+    char *end;
+    long v = strtol(c, &end, 10);
+    if (end == c || (*end && *end != ',') || !(*c >= '0' && *c <= '9') || v < 1 ||
+        v > FAT_VARLEN_MAX_LENGTH || (*end == ',' && !end[1])) {
+      snprintf(err, errlen, "'%.60s': a varlen profile is a comma-separated list of sequence "
+               "lengths, each 1 to %d", text, FAT_VARLEN_MAX_LENGTH);
+      return -1;
+    }
+    if (*n == FAT_VARLEN_MAX) {
+      snprintf(err, errlen, "'%.40s...': more than %d sequences in a varlen profile", text,
+               FAT_VARLEN_MAX);
+      return -1;
+    }
+    lengths[(*n)++] = (int)v;
+    c = *end ? end + 1 : end;
+  }
+  return 0;
+}
+
+void fat_lengths_apply(fat_problem *p) {
+  if (p->n_lengths < 1) return;
+  int longest = 0;
+  for (int b = 0; b < p->n_lengths; b++)
+    if (p->lengths[b] > longest) longest = p->lengths[b];
+  p->batch = p->n_lengths;
+  p->seqlen_q = p->seqlen_k = longest;
 }
 
 void fat_variant_free(fat_variant *v) {
