@@ -41,6 +41,10 @@ expect 2 "fatune: --window: -2 is out of range [-1, 1048576]" --mask local --win
 expect 2 "fatune: --window: 'x' is not a number" --mask local --window 256,x
 expect 2 "fatune: --window: '-1,-1' bounds neither side: that is --mask none" --mask local --window 256,0:-1,-1
 expect 2 "fatune: --window: '256,0' given twice" --mask local --window 256,0:1024,-1:256,0
+# Variable-length profiles: lengths and batch are theirs, the forward's only.
+expect 2 "fatune: --varlen gives its problems' lengths and batch: leave out --seqlen, --seqlen-k and --batch" --varlen 538,3976 --batch 4
+expect 2 "fatune: --varlen: the backward takes dense batches only (--direction fwd)" --varlen 538,3976 --direction bwd
+expect 2 "fatune: --varlen: '538,0': a varlen profile is a comma-separated list of sequence lengths, each 1 to 1048576" --varlen 538,0
 expect 2 "fatune: --window: empty item in '256,0::1024,0'" --mask local --window 256,0::1024,0
 expect 2 "fatune: --window given twice" --mask local --window 256,0 --window 1024,0
 expect 2 "fatune: --seqlen: 0 is out of range [1, 1048576]" --seqlen 0

@@ -73,13 +73,14 @@ static char *read_all(const char *path) {
   return buf;
 }
 
-/* A version-1 database at PATH, as a version-1 fatune left it (WAL mode),
- * holding V1_ROWS and then EXTRA (written with foreign keys off). */
-static void make_v1(const char *path, const char *extra) {
+/* A database of schema VERSION (1 or 2) at PATH, as that fatune left it
+ * (WAL mode), holding V1_ROWS and then EXTRA (written with foreign keys
+ * off). */
+static void make_old(const char *path, int version, const char *extra) {
   char schema_path[4096];
   const char *src = getenv("FATUNE_SOURCE_DIR");
   REQUIRE_EXIT(src);
-  snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v1.sql", src);
+  snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v%d.sql", src, version);
   char *schema = read_all(schema_path);
   REQUIRE_EXIT(schema);
   sqlite3 *h = NULL;
@@ -89,7 +90,7 @@ static void make_v1(const char *path, const char *extra) {
   if (rc == SQLITE_OK) rc = sqlite3_exec(h, "PRAGMA journal_mode = WAL", NULL, NULL, &msg);
   if (rc == SQLITE_OK) rc = sqlite3_exec(h, V1_ROWS, NULL, NULL, &msg);
   if (rc == SQLITE_OK && extra) rc = sqlite3_exec(h, extra, NULL, NULL, &msg);
-  if (rc != SQLITE_OK) fprintf(stderr, "make_v1: %s\n", msg);
+  if (rc != SQLITE_OK) fprintf(stderr, "make_old: %s\n", msg);
   REQUIRE_EXIT(rc == SQLITE_OK);
   sqlite3_free(msg);
   sqlite3_close(h);
@@ -118,7 +119,7 @@ static void rows_of(sqlite3 *h, const char *sql, char *out, size_t cap) {
 static void test_rows_and_ids_kept(const char *path) {
   char err[ERRLEN], got[TEXT_CAP];
   fat_db *db = NULL;
-  make_v1(path, NULL);
+  make_old(path, 1, NULL);
   CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
@@ -263,7 +264,7 @@ out:
 static void test_broken_file_untouched(const char *path) {
   char err[ERRLEN], want[ERRLEN], got[TEXT_CAP];
   fat_db *db = NULL;
-  make_v1(path, "INSERT INTO checks (id, variant_id, gpu_id, problem_id, batch, heads, seqlen_q,"
+  make_old(path, 1, "INSERT INTO checks (id, variant_id, gpu_id, problem_id, batch, heads, seqlen_q,"
                 " seqlen_k, rel_l2, max_abs, lse_max_abs, nonfinite, passed, reason)"
                 " VALUES (23, 5, 4, 99, 1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, 'ok')");
   CHECK_INT(fat_db_open(path, &db, err, sizeof err), -1);
@@ -287,17 +288,48 @@ out:
   sqlite3_close(h);
 }
 
+/* A version-2 database (tests/data/schema_v2.sql) with a local problem
+ * upgrades to version 3 by 3.sql alone: its windows and ids kept, every
+ * problem dense, its schema the new one. */
+static void test_v2_upgrade(const char *path, const char *fresh) {
+  char err[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_old(path, 2, "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads,"
+                    " heads_k, seqlen_q, seqlen_k, window_left, window_right) VALUES"
+                    " (12, 'fwd', 'bf16', 'local', 128, 1, 16, 16, 16384, 16384, 1024, 0)");
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
+  REQUIRE(db);
+  sqlite3 *h = fat_db_handle(db);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "3\n");
+  rows_of(h, "SELECT id, mask, window_left, window_right, '[' || lengths || ']' FROM problems"
+             " ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "3|none|0|0|[]\n7|causal|0|0|[]\n12|local|1024|0|[]\n");
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
+          got, sizeof got);
+  CHECK_STR(got, "4|3|9|32\n4|7|5|31\n");
+  rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
+  CHECK_STR(got, "");
+  fat_db_close(db);
+  db = NULL;
+  test_schema_matches_new(path, fresh);
+out:
+  fat_db_close(db);
+}
+
 int main(void) {
-  char upgraded[256], fresh[256], broken[256];
+  char upgraded[256], fresh[256], broken[256], v2[256];
   REQUIRE_EXIT(mkdtemp(tmpdir));
   snprintf(upgraded, sizeof upgraded, "%s/v1.db", tmpdir);
   snprintf(fresh, sizeof fresh, "%s/new.db", tmpdir);
   snprintf(broken, sizeof broken, "%s/broken.db", tmpdir);
+  snprintf(v2, sizeof v2, "%s/v2.db", tmpdir);
   test_rows_and_ids_kept(upgraded);
   test_schema_matches_new(upgraded, fresh);
   test_local_problem_stored(upgraded);
   test_varlen_problem_stored(upgraded);
   test_broken_file_untouched(broken);
+  test_v2_upgrade(v2, fresh);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -113,13 +113,14 @@ static void put_local_winner(const char *path, const char *vname, int seqlen, in
   stand_in_window[0] = stand_in_window[1] = 0;
 }
 
-/* A database at PATH as a schema-1 fatune left it (tests/data/schema_v1.sql),
- * with one winner: VNAME for fp16 none d64 at 4096 on the H200. */
-static void make_schema1_db(const char *path, const char *vname) {
+/* A database at PATH as a fatune of schema VERSION (1 or 2) left it
+ * (tests/data/schema_v<VERSION>.sql), with one winner: VNAME for fp16 none
+ * d64 at 4096 on the H200. */
+static void make_old_db(const char *path, int version, const char *vname) {
   char schema_path[4096], rows[2048], *schema = NULL, *msg = NULL;
   const char *src = getenv("FATUNE_SOURCE_DIR");
   REQUIRE_EXIT(src);
-  snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v1.sql", src);
+  snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v%d.sql", src, version);
   FILE *f = fopen(schema_path, "rb");
   REQUIRE_EXIT(f && (schema = calloc(1, 1 << 20)) && fread(schema, 1, (1 << 20) - 1, f) > 0);
   fclose(f);
@@ -128,7 +129,8 @@ static void make_schema1_db(const char *path, const char *vname) {
            "INSERT INTO variants VALUES (1, '%s', 'mma80', 'fwd', 'fp16', 'none', 64,"
            " 'BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4', 'fat_fwd_mma80', 64, 128, 40960,"
            " replace(hex(zeroblob(32)), '0', 'e'), '#define FAT_ABI_VERSION %d', 0, '');"
-           "INSERT INTO problems VALUES (1, 'fwd', 'fp16', 'none', 64, 4, 32, 32, 4096, 4096);"
+           "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads, heads_k,"
+           " seqlen_q, seqlen_k) VALUES (1, 'fwd', 'fp16', 'none', 64, 4, 32, 32, 4096, 4096);"
            "INSERT INTO checks VALUES (1, 1, 1, 1, 1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, 'ok',"
            " 0, '');"
            "INSERT INTO timings VALUES (1, 1, 1, 1, 20, 1.0, 0.9, 1.2, 0.95, 1.05, 1, 1755, 0, '');"
@@ -138,7 +140,7 @@ static void make_schema1_db(const char *path, const char *vname) {
   REQUIRE_EXIT(sqlite3_open(path, &h) == SQLITE_OK);
   int rc = sqlite3_exec(h, schema, NULL, NULL, &msg);
   if (rc == SQLITE_OK) rc = sqlite3_exec(h, rows, NULL, NULL, &msg);
-  if (rc) fprintf(stderr, "schema-1 database: %s\n", msg);
+  if (rc) fprintf(stderr, "schema-%d database: %s\n", version, msg);
   REQUIRE_EXIT(rc == SQLITE_OK);
   sqlite3_close(h);
   free(schema);
@@ -571,7 +573,7 @@ int main(void) {
    * (the runtime reads, never upgrades it); it has no local one. */
   char v1_db[256];
   snprintf(v1_db, sizeof v1_db, "%s/schema1.db", dir);
-  make_schema1_db(v1_db, "fwd.mma80.fp16.d64.none.v1");
+  make_old_db(v1_db, 1, "fwd.mma80.fp16.d64.none.v1");
   c = offline(v1_db, no_tables, 1, H200_SMS, 0);
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64, 4096);
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
@@ -590,6 +592,22 @@ int main(void) {
   CHECK_INT(sqlite3_column_int(v1s, 0), 1);
   sqlite3_finalize(v1s);
   sqlite3_close(v1h);
+
+  /* So does one of schema 2 (windows, no lengths): its problems are dense. */
+  char v2_db[256];
+  snprintf(v2_db, sizeof v2_db, "%s/schema2.db", dir);
+  make_old_db(v2_db, 2, "fwd.mma80.fp16.d64.none.v2");
+  c = offline(v2_db, no_tables, 1, H200_SMS, 0);
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64, 4096);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d64.none.v2");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  int cu2[2] = {0};
+  a.cu_seqlens_q = a.cu_seqlens_k = cu2, a.total_q = a.total_k = 4 * 4096;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK); /* packed: the nearest dense one */
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d64.none.v2");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  fat_context_close(c);
 
   /* Variable-length profiles: a profile's winner serves packed calls only,
    * the nearest by longest and mean length (here 538, 3976, 2092: longest

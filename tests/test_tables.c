@@ -138,13 +138,14 @@ static char *as_old_export(const char *text, int version) {
   return out;
 }
 
-/* A schema-1 database at PATH holding the rows of the schema-1 table TEXT
- * (its INSERTs run as they are, as that fatune's own import would have). */
-static void make_schema1_db(const char *path, const char *text) {
+/* A database of schema VERSION (1 or 2) at PATH holding the rows of TEXT,
+ * a table of that version (its INSERTs run as they are, as that fatune's
+ * own import would have). */
+static void make_old_db(const char *path, int version, const char *text) {
   char schema_path[4096], *schema = NULL;
   const char *src = getenv("FATUNE_SOURCE_DIR");
   REQUIRE_EXIT(src);
-  snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v1.sql", src);
+  snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v%d.sql", src, version);
   FILE *f = fopen(schema_path, "rb");
   size_t n = 0;
   REQUIRE_EXIT(f && (schema = calloc(1, 1 << 20)) && (n = fread(schema, 1, (1 << 20) - 1, f)) > 0);
@@ -154,7 +155,7 @@ static void make_schema1_db(const char *path, const char *text) {
   REQUIRE_EXIT(sqlite3_open(path, &h) == SQLITE_OK);
   int rc = sqlite3_exec(h, schema, NULL, NULL, &msg);
   if (rc == SQLITE_OK) rc = sqlite3_exec(h, text, NULL, NULL, &msg);
-  if (rc) fprintf(stderr, "schema-1 database: %s\n", msg);
+  if (rc) fprintf(stderr, "schema-%d database: %s\n", version, msg);
   REQUIRE_EXIT(rc == SQLITE_OK);
   sqlite3_close(h);
   free(schema);
@@ -362,6 +363,18 @@ int main(void) {
   CHECK_INT(import_text(d, v2_text, err, sizeof err), 2 + 1 + 2 + 2 + 2 + 4 + 2 + 2);
   char *from_v2 = export_text(d, H200);
   CHECK_STR(from_v2, first);
+  free(from_v2);
+  /* So does a schema-2 database merge, read as it is and left at version 2. */
+  char v2_db[256];
+  snprintf(v2_db, sizeof v2_db, "%s/schema2.db", dir);
+  make_old_db(v2_db, 2, v2_text);
+  snprintf(d, sizeof d, "%s/from-v2-db.db", dir);
+  REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
+  CHECK_INT(fat_tables_merge(db, v2_db, &added, err, sizeof err), 0);
+  CHECK_INT(added, 2 + 1 + 2 + 2 + 2 + 4 + 2 + 2);
+  fat_db_close(db);
+  from_v2 = export_text(d, H200);
+  CHECK_STR(from_v2, first);
   free(from_v2), free(v2_text);
   /* So does one of a schema-1 fatune (its problems get the window 0, 0). */
   char *v1_text = as_old_export(first, 1);
@@ -375,7 +388,7 @@ int main(void) {
   /* So does a schema-1 database merge, read as it is and left at version 1. */
   char v1_db[256];
   snprintf(v1_db, sizeof v1_db, "%s/schema1.db", dir);
-  make_schema1_db(v1_db, v1_text);
+  make_old_db(v1_db, 1, v1_text);
   snprintf(d, sizeof d, "%s/from-v1-db.db", dir);
   REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
   CHECK_INT(fat_tables_merge(db, v1_db, &added, err, sizeof err), 0);
