@@ -84,7 +84,7 @@ fi
 
 if [ "${TUNE:-1}" = 1 ]; then
   tune() {  # tune DIRECTION HEAD_DIMS SEQLENS [MORE OPTIONS]
-    section "tune: fatune --gpu 0 --direction $1 --head-dim $2 --seqlen $3 ${4:-}"
+    section "tune: fatune --gpu 0 --direction $1 --head-dim $2 ${3:+--seqlen $3 }${4:-}"
     # TUNE_TIMEOUT (seconds) interrupts the tuner as Ctrl-C would: it stops
     # after the current variant, keeps what it measured, and a later call
     # (DB_IN) resumes.
