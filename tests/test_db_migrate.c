@@ -234,7 +234,7 @@ static void test_varlen_problem_stored(const char *path) {
   REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
   fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 3, 16, 16, 3976, 3976, 0, 0};
   CHECK_INT(fat_db_put_problem(db, &p, &dense), 0);
-  p.n_lengths = 3, p.lengths[0] = 538, p.lengths[1] = 3976, p.lengths[2] = 2092;
+  p.lengths.n = 3, p.lengths.v[0] = 538, p.lengths.v[1] = 3976, p.lengths.v[2] = 2092;
   CHECK_INT(fat_db_put_problem(db, &p, &id), 0);
   CHECK(id != dense);
   CHECK_INT(fat_db_put_problem(db, &p, &again), 0);

@@ -142,9 +142,9 @@ int main(void) {
   fat_problem v[4];
   CHECK_INT(problems_of(9, vl, v, 4), 4);
   EXPECT_PROBLEM(&v[0], 3, 16, 16, 3976, 3976);
-  CHECK(v[0].n_lengths == 3 && v[0].lengths[0] == 538 && v[0].lengths[2] == 2092);
+  CHECK(v[0].lengths.n == 3 && v[0].lengths.v[0] == 538 && v[0].lengths.v[2] == 2092);
   EXPECT_PROBLEM(&v[1], 2, 16, 16, 1024, 1024);
-  CHECK(v[1].mask == FAT_MASK_NONE && v[2].mask == FAT_MASK_CAUSAL && v[3].n_lengths == 2);
+  CHECK(v[1].mask == FAT_MASK_NONE && v[2].mask == FAT_MASK_CAUSAL && v[3].lengths.n == 2);
   fat_problem_label(&v[2], label, sizeof label);
   CHECK_STR(label, "fwd bf16 d128 causal s3976 varlen 3x2202");
   /* FLOPs: each sequence at its own length (causal halves each square). */
@@ -156,7 +156,7 @@ int main(void) {
   CHECK(fat_problem_flops(&p) == 4.0 * 16 * 3 * 3976.0 * 3976 * 128);
   /* Checked packed: every shape variable-length, with more sequences. */
   CHECK_INT(fat_check_shapes_for(&v[0], s), 3);
-  for (int i = 0; i < 3; i++) CHECK(s[i].varlen == 1 && s[i].batch >= 3 && s[i].n_lengths == 0);
+  for (int i = 0; i < 3; i++) CHECK(s[i].varlen == 1 && s[i].batch >= 3 && s[i].lengths.n == 0);
   /* --varlen gives lengths and batch itself, for the forward only. */
   static const int known[] = {64, 128};
   fat_options o;

@@ -57,7 +57,7 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
   p.direction = dir;
   if (mk == FAT_MASK_LOCAL) p.window_left = stand_in_window[0], p.window_right = stand_in_window[1];
   if (stand_in_lengths) {
-    REQUIRE_EXIT(fat_lengths_parse(stand_in_lengths, p.lengths, &p.n_lengths, err, sizeof err) == 0);
+    REQUIRE_EXIT(fat_lengths_parse(stand_in_lengths, &p.lengths, err, sizeof err) == 0);
     fat_lengths_apply(&p);
   }
   fat_variant v = {0};

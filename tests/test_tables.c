@@ -41,7 +41,7 @@ static void put_variant(fat_db *db, const char *gpu, fat_direction dir, const ch
   if (window_override) p.window_left = window_override[0], p.window_right = window_override[1];
   if (lengths_override) {
     char why[256];
-    REQUIRE_EXIT(fat_lengths_parse(lengths_override, p.lengths, &p.n_lengths, why, sizeof why) == 0);
+    REQUIRE_EXIT(fat_lengths_parse(lengths_override, &p.lengths, why, sizeof why) == 0);
     fat_lengths_apply(&p);
   }
   fat_variant v = {0};

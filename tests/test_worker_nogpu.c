@@ -180,7 +180,7 @@ static void test_jobs_round_trip(void) {
   job.shapes[0] = (fat_check_shape){1, 2, 2, 37, 53, .window_left = 16, .window_right = -1,
                                     .head_dim = 80, .softcap = 30.5f, .varlen = 1};
   job.shapes[1] = (fat_check_shape){2, 4, 1, 64, 64, .window_left = -1, .window_right = 7,
-                                    .varlen = 1, .n_lengths = 2, .lengths = {17, 64}};
+                                    .varlen = 1, .lengths = {2, {17, 64}}};
   job.shapes[2] = (fat_check_shape){1, 2, 2, 53, 37, .window_left = 3, .window_right = 5,
                                     .head_dim = 120, .softcap = 0.125f};
   job.timed = 1;
@@ -215,8 +215,8 @@ static void test_jobs_round_trip(void) {
     refused += fat_get_eval_job(&t, &job2) == -1;
   }
   CHECK(refused == (int)b.len);
-  CHECK(job2.shapes[1].n_lengths == 2 && job2.shapes[1].lengths[0] == 17 &&
-        job2.shapes[1].lengths[1] == 64 && job2.problem.n_lengths == 0);
+  CHECK(job2.shapes[1].lengths.n == 2 && job2.shapes[1].lengths.v[0] == 17 &&
+        job2.shapes[1].lengths.v[1] == 64 && job2.problem.lengths.n == 0);
   /* A shape count beyond the array is refused, not trusted. After the count:
    * 3 shapes of 10 int32 and an f64 (softcap), the second with its 2
    * lengths, then timed, the problem's 12 int32 and the 3 of the options. */

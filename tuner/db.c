@@ -995,7 +995,7 @@ int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, 
     row->problem.window_right = sqlite3_column_int(s, 22);
     const char *lengths = (const char *)sqlite3_column_text(s, 23);
     char why[160];
-    if (fat_lengths_parse(lengths ? lengths : "", row->problem.lengths, &row->problem.n_lengths, why,
+    if (fat_lengths_parse(lengths ? lengths : "", &row->problem.lengths, why,
                           sizeof why)) {
       fail(db, "problem %lld: %s", (long long)row->problem_id, why);
       goto out;

@@ -25,20 +25,20 @@ int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, siz
              s->heads, s->heads_k);
     return -1;
   }
-  if (s->n_lengths != 0) {
+  if (s->lengths.n != 0) {
     int longest = 0;
-    for (int b = 0; b < s->n_lengths && b < FAT_VARLEN_MAX; b++)
-      if (s->lengths[b] > longest) longest = s->lengths[b];
-    if (!s->varlen || s->n_lengths != s->batch || s->n_lengths > FAT_VARLEN_MAX ||
+    for (int b = 0; b < s->lengths.n && b < FAT_VARLEN_MAX; b++)
+      if (s->lengths.v[b] > longest) longest = s->lengths.v[b];
+    if (!s->varlen || s->lengths.n != s->batch || s->lengths.n > FAT_VARLEN_MAX ||
         s->seqlen_q != s->seqlen_k || longest != s->seqlen_q) {
       snprintf(err, errlen, "check shape %d: a profile of %d lengths (longest %d) does not match "
-               "varlen %d, batch %d, seqlen_q %d, seqlen_k %d", index, s->n_lengths, longest,
+               "varlen %d, batch %d, seqlen_q %d, seqlen_k %d", index, s->lengths.n, longest,
                s->varlen, s->batch, s->seqlen_q, s->seqlen_k);
       return -1;
     }
-    for (int b = 0; b < s->n_lengths; b++)
-      if (s->lengths[b] < 1) {
-        snprintf(err, errlen, "check shape %d: sequence %d has length %d", index, b, s->lengths[b]);
+    for (int b = 0; b < s->lengths.n; b++)
+      if (s->lengths.v[b] < 1) {
+        snprintf(err, errlen, "check shape %d: sequence %d has length %d", index, b, s->lengths.v[b]);
         return -1;
       }
   }
@@ -46,8 +46,8 @@ int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, siz
 }
 
 void fat_varlen_lengths(const fat_check_shape *s, int b, int *len_q, int *len_k, int *used_k) {
-  if (s->n_lengths > 0) {
-    *len_q = *len_k = *used_k = s->lengths[b];
+  if (s->lengths.n > 0) {
+    *len_q = *len_k = *used_k = s->lengths.v[b];
     return;
   }
   /* Sequence 0 is the longest; the others shrink by uneven steps (never a
@@ -74,9 +74,9 @@ size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize) {
   const size_t e = fat_dtype_size(p->dtype), d = (size_t)p->head_dim;
   /* Rows of Q (and of K): a packed profile holds its sequences' tokens. */
   size_t rows_q = (size_t)p->batch * p->seqlen_q, rows_k = (size_t)p->batch * p->seqlen_k;
-  if (p->n_lengths > 0) {
+  if (p->lengths.n > 0) {
     rows_q = 0;
-    for (int b = 0; b < p->n_lengths; b++) rows_q += (size_t)p->lengths[b];
+    for (int b = 0; b < p->lengths.n; b++) rows_q += (size_t)p->lengths.v[b];
     rows_k = rows_q;
   }
   const size_t q_o = 2 * rows_q * p->heads * d * e;

@@ -18,15 +18,14 @@ typedef struct fat_check_shape {
   int varlen;     /* 1: a variable-length batch: sequence b has seqlen_q - f(b)
                      queries and seqlen_k - f'(b) keys (fat_varlen_lengths), packed,
                      and odd sequences use only part of their keys (seqused_k) */
-  int n_lengths;  /* varlen with a profile's lengths instead: batch of them, queries
-                     and keys alike, seqlen_q = seqlen_k their longest */
-  int lengths[FAT_VARLEN_MAX];
+  fat_lengths lengths; /* varlen with a profile's lengths instead (lengths.n = batch,
+                          the longest = seqlen_q = seqlen_k); n = 0: the formula's */
 } fat_check_shape;
 
 /* The lengths of sequence B of a variable-length check shape: its queries,
  * its keys (rows in K and V) and the keys it uses. Sequence 0 has the full
  * seqlen_q and seqlen_k; the others are shorter, down to one. A shape with
- * a profile (n_lengths) has its lengths, every key used. */
+ * a profile (lengths.n > 0) has its lengths, every key used. */
 void fat_varlen_lengths(const fat_check_shape *s, int b, int *len_q, int *len_k, int *used_k);
 
 /* How a compiled variant is launched. */

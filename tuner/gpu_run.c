@@ -834,8 +834,7 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
   fat_check_shape shape = {.batch = p->batch, .heads = p->heads, .heads_k = p->heads_k,
                            .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k,
                            .window_left = p->window_left, .window_right = p->window_right,
-                           .varlen = p->n_lengths > 0, .n_lengths = p->n_lengths};
-  memcpy(shape.lengths, p->lengths, (size_t)p->n_lengths * sizeof *p->lengths);
+                           .varlen = p->lengths.n > 0, .lengths = p->lengths};
 
   memset(&t, 0, sizeof t);
   if (n >= 1 && k[0]->desc.direction == FAT_BWD) return time_bwd(g, k, n, p, o, seed, out, err, errlen);
@@ -1231,7 +1230,7 @@ static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat
              "%d reps, %d warm-up)", n, o->reps, o->warmup);
     return FAT_GPU_FAILED;
   }
-  if (p->n_lengths > 0) {
+  if (p->lengths.n > 0) {
     snprintf(err, errlen, "the backward takes dense batches only, not a variable-length profile");
     return FAT_GPU_FAILED;
   }

@@ -175,15 +175,15 @@ static int each_window(const char *flag, const char *item, void *out, int index,
 /* One --varlen profile, "L1,L2,...": each length 1 .. FAT_MAX_SEQLEN. */
 static int each_varlen(const char *flag, const char *item, void *out, int index, char *err,
                        size_t errlen) {
-  fat_varlen_profile *v = (fat_varlen_profile *)out + index;
+  fat_lengths *v = (fat_lengths *)out + index;
   char why[256];
-  if (fat_lengths_parse(item, v->lengths, &v->n, why, sizeof why)) {
+  if (fat_lengths_parse(item, v, why, sizeof why)) {
     snprintf(err, errlen, "%s: %s", flag, why);
     return -1;
   }
   for (int b = 0; b < v->n; b++)
-    if (v->lengths[b] > FAT_MAX_SEQLEN) {
-      snprintf(err, errlen, "%s: length %d is over %d", flag, v->lengths[b], FAT_MAX_SEQLEN);
+    if (v->v[b] > FAT_MAX_SEQLEN) {
+      snprintf(err, errlen, "%s: length %d is over %d", flag, v->v[b], FAT_MAX_SEQLEN);
       return -1;
     }
   return 0;
@@ -345,7 +345,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
                           sizeof(fat_window), err, errlen);
     } else if (!strcmp(flag, "--varlen")) {
       rc = parse_list_sep(flag, value, ':', each_varlen, o->varlens, &o->n_varlens,
-                          sizeof(fat_varlen_profile), err, errlen);
+                          sizeof(fat_lengths), err, errlen);
     } else if (!strcmp(flag, "--direction")) {
       /* Two directions at most: a third item is a duplicate, and says so. */
       fat_direction dirs[FAT_MAX_LIST];

@@ -39,12 +39,6 @@ typedef struct fat_window {
   int left, right;
 } fat_window;
 
-/* One --varlen profile: the sequence lengths of a packed batch. */
-typedef struct fat_varlen_profile {
-  int n;
-  int lengths[FAT_VARLEN_MAX];
-} fat_varlen_profile;
-
 typedef struct fat_options {
   fat_command command;
   int gpu;                               /* --gpu: CUDA device index */
@@ -63,7 +57,7 @@ typedef struct fat_options {
   int gqa[FAT_MAX_LIST];                 /* --gqa: query heads per K/V head, or FAT_GQA_MQA */
   int n_gqa;                             /* default: {1} */
   int batch;                             /* --batch; 0: 16384 tokens / the longer seqlen */
-  fat_varlen_profile varlens[FAT_MAX_LIST]; /* --varlen: variable-length problems, one a profile */
+  fat_lengths varlens[FAT_MAX_LIST];     /* --varlen: variable-length problems, one a profile */
   int n_varlens;                         /* 0: dense problems (--seqlen) */
   char db_path[4096];                    /* --db; "" until fat_options_default_db fills it */
   char arch[16];                         /* --arch; "" means: the GPU's, or sm_90a without one */

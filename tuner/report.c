@@ -123,7 +123,7 @@ static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
     r->p.window_left = sqlite3_column_int(s, 10);
     r->p.window_right = sqlite3_column_int(s, 11);
     const char *lengths = (const char *)sqlite3_column_text(s, 12);
-    if (fat_lengths_parse(lengths ? lengths : "", r->p.lengths, &r->p.n_lengths, err, errlen)) goto out;
+    if (fat_lengths_parse(lengths ? lengths : "", &r->p.lengths, err, errlen)) goto out;
     for (int k = 0; k < MAX_SERIES; k++) r->ms[k] = NAN;
   }
   if (rc != SQLITE_DONE) {
@@ -337,7 +337,7 @@ static int same_group(const fat_problem *a, const fat_problem *b) {
   return a->direction == b->direction && a->dtype == b->dtype && a->mask == b->mask &&
          a->window_left == b->window_left && a->window_right == b->window_right &&
          a->head_dim == b->head_dim && a->heads / a->heads_k == b->heads / b->heads_k &&
-         (a->n_lengths > 0) == (b->n_lengths > 0) && keys_of(a) == keys_of(b);
+         (a->lengths.n > 0) == (b->lengths.n > 0) && keys_of(a) == keys_of(b);
 }
 
 /* The mask in words: "no mask", "causal", "local window 256,0" (the keys
@@ -356,7 +356,7 @@ static void group_title(FILE *f, const fat_problem *p) {
   if (p->heads_k == 1 && p->heads > 1) fputs(", one K/V head", f);
   else if (p->heads_k != p->heads) fprintf(f, ", %d query heads per K/V head", p->heads / p->heads_k);
   if (keys_of(p)) fprintf(f, ", %d keys", p->seqlen_k);
-  if (p->n_lengths) fputs(", variable lengths (by the longest sequence)", f);
+  if (p->lengths.n) fputs(", variable lengths (by the longest sequence)", f);
 }
 
 /* The group in few words, for legends and table cells: "fp16 d128 causal",
@@ -367,7 +367,7 @@ static void group_short(FILE *f, const fat_problem *p) {
   if (p->mask == FAT_MASK_LOCAL) fprintf(f, " local w%d,%d", p->window_left, p->window_right);
   if (p->heads_k != p->heads) fprintf(f, " g%d", p->heads / p->heads_k);
   if (keys_of(p)) fprintf(f, " k%d", p->seqlen_k);
-  if (p->n_lengths) fputs(" varlen", f);
+  if (p->lengths.n) fputs(" varlen", f);
 }
 
 /* A step of 1, 2 or 5 times a power of ten giving about Y_TICKS steps to HI. */
@@ -550,7 +550,7 @@ static int roofline_chart(FILE *f, const rp_data *d) {
     fat_io_model m;
     /* The lower bound and its intensity are the forward pass's, of a dense
      * batch (the IO model has no packed one). */
-    if (!r->has_winner || r->p.direction != FAT_FWD || r->p.n_lengths ||
+    if (!r->has_winner || r->p.direction != FAT_FWD || r->p.lengths.n ||
         fat_io_model_compute(&r->p, &m, err, sizeof err))
       continue;
     xlo = fmin(xlo, m.intensity);
@@ -616,7 +616,7 @@ static int roofline_chart(FILE *f, const rp_data *d) {
     for (size_t j = i; j < end; j++) {
       const rp_problem *r = &d->probs[j];
       fat_io_model m;
-      if (!r->has_winner || r->p.direction != FAT_FWD || r->p.n_lengths ||
+      if (!r->has_winner || r->p.direction != FAT_FWD || r->p.lengths.n ||
           fat_io_model_compute(&r->p, &m, err, sizeof err))
         continue;
       any = 1;

@@ -637,7 +637,7 @@ static int validate_import(sqlite3 *h, const char *name, const fat_import_option
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
     fat_problem p = {0};
     const long long id = sqlite3_column_int64(s, 0);
-    if (fat_lengths_parse((const char *)sqlite3_column_text(s, 1), p.lengths, &p.n_lengths, e2,
+    if (fat_lengths_parse((const char *)sqlite3_column_text(s, 1), &p.lengths, e2,
                           sizeof e2)) {
       set_err(err, errlen, "%s: problem %lld: %s", name, id, e2);
       goto out;

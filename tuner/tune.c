@@ -91,10 +91,10 @@ void fat_problem_label(const fat_problem *p, char *out, size_t cap) {
     n += snprintf(out + n, cap - (size_t)n, p->heads_k == 1 ? " mqa" : " gqa%d", p->heads / p->heads_k);
   if (n > 0 && (size_t)n < cap && p->mask == FAT_MASK_LOCAL)
     n += snprintf(out + n, cap - (size_t)n, " w%d,%d", p->window_left, p->window_right);
-  if (n > 0 && (size_t)n < cap && p->n_lengths > 0) {
+  if (n > 0 && (size_t)n < cap && p->lengths.n > 0) {
     long long tokens = 0;
-    for (int b = 0; b < p->n_lengths; b++) tokens += p->lengths[b];
-    snprintf(out + n, cap - (size_t)n, " varlen %dx%lld", p->n_lengths, tokens / p->n_lengths);
+    for (int b = 0; b < p->lengths.n; b++) tokens += p->lengths.v[b];
+    snprintf(out + n, cap - (size_t)n, " varlen %dx%lld", p->lengths.n, tokens / p->lengths.n);
   }
 }
 
@@ -130,7 +130,7 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
   /* A variable-length profile is checked packed: sequences of uneven
    * lengths (fat_varlen_lengths) up to each shape's, some using only part
    * of their keys. */
-  if (p->n_lengths > 0)
+  if (p->lengths.n > 0)
     for (int i = 0; i < FAT_TUNE_CHECK_SHAPES; i++) {
       s[i].varlen = 1;
       s[i].batch += 2;
@@ -143,7 +143,7 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
  * with more than one query head per K/V head. */
 int fat_family_applies(const fat_variant *v, const fat_problem *p) {
   /* A packed batch of variable lengths runs on the one fused kernel. */
-  if (p->n_lengths > 0) return !strcmp(v->family, FAT_FAMILY_MMA80);
+  if (p->lengths.n > 0) return !strcmp(v->family, FAT_FAMILY_MMA80);
   if (strcmp(v->family, FAT_FAMILY_SPLITKV) != 0) return 1;
   if (p->seqlen_q > FAT_SPLITKV_MAX_SEQLEN_Q) return 0;
   return !(strstr(v->params, "PACK_GQA=1") && p->heads == p->heads_k);
@@ -507,10 +507,8 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
           if (!out) continue;
           fat_problem *p = &out[n];
           if (o->n_varlens) {
-            const fat_varlen_profile *v = &o->varlens[si];
             fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], 1, 1, o->gqa[gi], 1, p);
-            p->n_lengths = v->n;
-            memcpy(p->lengths, v->lengths, (size_t)v->n * sizeof *v->lengths);
+            p->lengths = o->varlens[si];
             fat_lengths_apply(p);
           } else {
             fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si],

@@ -76,8 +76,8 @@ static double sequence_pairs(const fat_problem *p, int sq, int sk) {
 
 double fat_problem_flops(const fat_problem *p) {
   double pairs = 0;
-  if (p->n_lengths > 0)
-    for (int b = 0; b < p->n_lengths; b++) pairs += sequence_pairs(p, p->lengths[b], p->lengths[b]);
+  if (p->lengths.n > 0)
+    for (int b = 0; b < p->lengths.n; b++) pairs += sequence_pairs(p, p->lengths.v[b], p->lengths.v[b]);
   else
     pairs = p->batch * sequence_pairs(p, p->seqlen_q, p->seqlen_k);
   const double f = 4.0 * p->heads * pairs * p->head_dim;
@@ -87,12 +87,12 @@ double fat_problem_flops(const fat_problem *p) {
 void fat_lengths_text(const fat_problem *p, char *out) {
   size_t n = 0;
   out[0] = '\0';
-  for (int b = 0; b < p->n_lengths && n < FAT_LENGTHS_TEXT_CAP; b++)
-    n += (size_t)snprintf(out + n, FAT_LENGTHS_TEXT_CAP - n, b ? ",%d" : "%d", p->lengths[b]);
+  for (int b = 0; b < p->lengths.n && n < FAT_LENGTHS_TEXT_CAP; b++)
+    n += (size_t)snprintf(out + n, FAT_LENGTHS_TEXT_CAP - n, b ? ",%d" : "%d", p->lengths.v[b]);
 }
 
-int fat_lengths_parse(const char *text, int *lengths, int *n, char *err, size_t errlen) {
-  *n = 0;
+int fat_lengths_parse(const char *text, fat_lengths *out, char *err, size_t errlen) {
+  out->n = 0;
   for (const char *c = text; *c;) {
     char *end;
     long v = strtol(c, &end, 10);
@@ -102,23 +102,23 @@ int fat_lengths_parse(const char *text, int *lengths, int *n, char *err, size_t 
                "lengths, each 1 to %d", text, FAT_VARLEN_MAX_LENGTH);
       return -1;
     }
-    if (*n == FAT_VARLEN_MAX) {
+    if (out->n == FAT_VARLEN_MAX) {
       snprintf(err, errlen, "'%.40s...': more than %d sequences in a varlen profile", text,
                FAT_VARLEN_MAX);
       return -1;
     }
-    lengths[(*n)++] = (int)v;
+    out->v[out->n++] = (int)v;
     c = *end ? end + 1 : end;
   }
   return 0;
 }
 
 void fat_lengths_apply(fat_problem *p) {
-  if (p->n_lengths < 1) return;
+  if (p->lengths.n < 1) return;
   int longest = 0;
-  for (int b = 0; b < p->n_lengths; b++)
-    if (p->lengths[b] > longest) longest = p->lengths[b];
-  p->batch = p->n_lengths;
+  for (int b = 0; b < p->lengths.n; b++)
+    if (p->lengths.v[b] > longest) longest = p->lengths.v[b];
+  p->batch = p->lengths.n;
   p->seqlen_q = p->seqlen_k = longest;
 }
 

@@ -91,6 +91,13 @@ typedef struct fat_gpu_info {
 /* Characters of a profile's text ("538,2092,3976"), its terminator included. */
 #define FAT_LENGTHS_TEXT_CAP (FAT_VARLEN_MAX * 8)
 
+/* A variable-length profile (flash_attn_varlen_func's packed batch): the
+ * lengths of its n sequences, queries and keys alike. n = 0: a dense batch. */
+typedef struct fat_lengths {
+  int n;
+  int v[FAT_VARLEN_MAX];
+} fat_lengths;
+
 /* One attention problem: what a winner is chosen for. */
 typedef struct fat_problem {
   fat_direction direction;
@@ -100,11 +107,9 @@ typedef struct fat_problem {
   int batch, heads, heads_k;
   int seqlen_q, seqlen_k;
   int window_left, window_right;  /* FAT_MASK_LOCAL's window (-1: unbounded); 0, 0 otherwise */
-  /* A variable-length profile (flash_attn_varlen_func's packed batch): the
-   * lengths of its n_lengths sequences, queries and keys alike; then batch
-   * = n_lengths and seqlen_q = seqlen_k = the longest. 0: a dense batch. */
-  int n_lengths;
-  int lengths[FAT_VARLEN_MAX];
+  /* A variable-length profile; then batch = lengths.n and seqlen_q =
+   * seqlen_k = the longest (fat_lengths_apply). */
+  fat_lengths lengths;
 } fat_problem;
 
 /* FLOPs by the FlashAttention papers' convention: forward 4*B*H*Sq*Sk*D,
@@ -116,12 +121,11 @@ double fat_problem_flops(const fat_problem *p);
 /* P's profile as stored ("538,2092,3976"; "" for a dense batch) into OUT of
  * FAT_LENGTHS_TEXT_CAP characters. */
 void fat_lengths_text(const fat_problem *p, char *out);
-/* Parses TEXT (as fat_lengths_text writes it, or "" for none) into *N
- * lengths (an array of FAT_VARLEN_MAX): 0, or -1 with ERR set (not a
- * comma-separated list of lengths 1 .. FAT_VARLEN_MAX_LENGTH, or more than
- * FAT_VARLEN_MAX of them). */
+/* Parses TEXT (as fat_lengths_text writes it, or "" for none) into OUT:
+ * 0, or -1 with ERR set (not a comma-separated list of lengths 1 ..
+ * FAT_VARLEN_MAX_LENGTH, or more than FAT_VARLEN_MAX of them). */
 #define FAT_VARLEN_MAX_LENGTH (1 << 20)
-int fat_lengths_parse(const char *text, int *lengths, int *n, char *err, size_t errlen);
+int fat_lengths_parse(const char *text, fat_lengths *out, char *err, size_t errlen);
 /* Sets P's batch, seqlen_q and seqlen_k from its profile (no-op when dense). */
 void fat_lengths_apply(fat_problem *p);
 

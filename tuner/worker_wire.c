@@ -99,20 +99,20 @@ int fat_rbuf_done(const fat_rbuf *b) { return b->failed || b->pos != b->len ? -1
 
 /* A variable-length profile: its count, then that many lengths. A count
  * outside 0 .. FAT_VARLEN_MAX fails the buffer (and reads none). */
-static void put_lengths(fat_wbuf *b, int n, const int *lengths) {
-  fat_put_i32(b, n);
-  for (int i = 0; i < n && i < FAT_VARLEN_MAX; i++) fat_put_i32(b, lengths[i]);
+static void put_lengths(fat_wbuf *b, const fat_lengths *x) {
+  fat_put_i32(b, x->n);
+  for (int i = 0; i < x->n && i < FAT_VARLEN_MAX; i++) fat_put_i32(b, x->v[i]);
 }
 
-static void get_lengths(fat_rbuf *b, int *n, int *lengths) {
-  memset(lengths, 0, FAT_VARLEN_MAX * sizeof *lengths);
-  *n = fat_get_i32(b);
-  if (*n < 0 || *n > FAT_VARLEN_MAX) {
+static void get_lengths(fat_rbuf *b, fat_lengths *x) {
+  memset(x, 0, sizeof *x);
+  const int n = fat_get_i32(b);
+  if (n < 0 || n > FAT_VARLEN_MAX) {
     b->failed = 1;
-    *n = 0;
     return;
   }
-  for (int i = 0; i < *n; i++) lengths[i] = fat_get_i32(b);
+  x->n = n;
+  for (int i = 0; i < n; i++) x->v[i] = fat_get_i32(b);
 }
 
 void fat_put_gpu_info(fat_wbuf *b, const fat_gpu_info *x) {
@@ -205,7 +205,7 @@ void fat_put_problem(fat_wbuf *b, const fat_problem *x) {
   fat_put_i32(b, x->seqlen_k);
   fat_put_i32(b, x->window_left);
   fat_put_i32(b, x->window_right);
-  put_lengths(b, x->n_lengths, x->lengths);
+  put_lengths(b, &x->lengths);
 }
 
 void fat_get_problem(fat_rbuf *b, fat_problem *x) {
@@ -220,7 +220,7 @@ void fat_get_problem(fat_rbuf *b, fat_problem *x) {
   x->seqlen_k = fat_get_i32(b);
   x->window_left = fat_get_i32(b);
   x->window_right = fat_get_i32(b);
-  get_lengths(b, &x->n_lengths, x->lengths);
+  get_lengths(b, &x->lengths);
 }
 
 void fat_put_shape(fat_wbuf *b, const fat_check_shape *x) {
@@ -234,7 +234,7 @@ void fat_put_shape(fat_wbuf *b, const fat_check_shape *x) {
   fat_put_i32(b, x->head_dim);
   fat_put_f64(b, x->softcap);
   fat_put_i32(b, x->varlen);
-  put_lengths(b, x->n_lengths, x->lengths);
+  put_lengths(b, &x->lengths);
 }
 
 void fat_get_shape(fat_rbuf *b, fat_check_shape *x) {
@@ -248,7 +248,7 @@ void fat_get_shape(fat_rbuf *b, fat_check_shape *x) {
   x->head_dim = fat_get_i32(b);
   x->softcap = (float)fat_get_f64(b);
   x->varlen = fat_get_i32(b);
-  get_lengths(b, &x->n_lengths, x->lengths);
+  get_lengths(b, &x->lengths);
 }
 
 void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
