@@ -569,45 +569,40 @@ int main(void) {
   CHECK_INT(ch.bucket_window_right, 0);
   fat_context_close(c);
 
-  /* A user database a schema-1 fatune wrote serves its winners as it is
-   * (the runtime reads, never upgrades it); it has no local one. */
-  char v1_db[256];
-  snprintf(v1_db, sizeof v1_db, "%s/schema1.db", dir);
-  make_old_db(v1_db, 1, "fwd.mma80.fp16.d64.none.v1");
-  c = offline(v1_db, no_tables, 1, H200_SMS, 0);
-  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64, 4096);
-  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  CHECK_STR(ch.variant, "fwd.mma80.fp16.d64.none.v1");
-  CHECK_INT(ch.match, FAT_MATCH_EXACT);
-  CHECK_INT(ch.origin, FAT_ORIGIN_USER_DB);
-  a.mask = FAT_ATTN_MASK_LOCAL, a.window_left = 256, a.window_right = 0;
-  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
-  fat_context_close(c);
-  sqlite3 *v1h = NULL;
-  sqlite3_stmt *v1s = NULL;
-  REQUIRE_EXIT(sqlite3_open_v2(v1_db, &v1h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-               sqlite3_prepare_v2(v1h, "PRAGMA user_version", -1, &v1s, NULL) == SQLITE_OK &&
-               sqlite3_step(v1s) == SQLITE_ROW);
-  CHECK_INT(sqlite3_column_int(v1s, 0), 1);
-  sqlite3_finalize(v1s);
-  sqlite3_close(v1h);
-
-  /* So does one of schema 2 (windows, no lengths): its problems are dense. */
-  char v2_db[256];
-  snprintf(v2_db, sizeof v2_db, "%s/schema2.db", dir);
-  make_old_db(v2_db, 2, "fwd.mma80.fp16.d64.none.v2");
-  c = offline(v2_db, no_tables, 1, H200_SMS, 0);
-  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64, 4096);
-  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
-  CHECK_STR(ch.variant, "fwd.mma80.fp16.d64.none.v2");
-  CHECK_INT(ch.match, FAT_MATCH_EXACT);
-  int cu2[2] = {0};
-  a.cu_seqlens_q = a.cu_seqlens_k = cu2, a.total_q = a.total_k = 4 * 4096;
-  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK); /* packed: the nearest dense one */
-  CHECK_STR(ch.variant, "fwd.mma80.fp16.d64.none.v2");
-  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
-  fat_context_close(c);
+  /* A user database a fatune of schema 1 or 2 wrote serves its winners as
+   * it is (the runtime reads, never upgrades it): a schema-1 one has no
+   * local winner, and neither has a profile (a packed call gets the
+   * nearest dense winner). */
+  for (int version = 1; version <= 2; version++) {
+    char old_db[256], vname[64];
+    snprintf(old_db, sizeof old_db, "%s/schema%d.db", dir, version);
+    snprintf(vname, sizeof vname, "fwd.mma80.fp16.d64.none.v%d", version);
+    make_old_db(old_db, version, vname);
+    c = offline(old_db, no_tables, 1, H200_SMS, 0);
+    a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64, 4096);
+    CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+    CHECK_STR(ch.variant, vname);
+    CHECK_INT(ch.match, FAT_MATCH_EXACT);
+    CHECK_INT(ch.origin, FAT_ORIGIN_USER_DB);
+    int cu_old[2] = {0};
+    a.cu_seqlens_q = a.cu_seqlens_k = cu_old, a.total_q = a.total_k = 4 * 4096;
+    CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+    CHECK_STR(ch.variant, vname);
+    CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+    a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_LOCAL, 64, 4096);
+    a.window_left = 256, a.window_right = 0;
+    CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+    CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+    fat_context_close(c);
+    sqlite3 *oh = NULL;
+    sqlite3_stmt *os = NULL;
+    REQUIRE_EXIT(sqlite3_open_v2(old_db, &oh, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+                 sqlite3_prepare_v2(oh, "PRAGMA user_version", -1, &os, NULL) == SQLITE_OK &&
+                 sqlite3_step(os) == SQLITE_ROW);
+    CHECK_INT(sqlite3_column_int(os, 0), version);
+    sqlite3_finalize(os);
+    sqlite3_close(oh);
+  }
 
   /* Variable-length profiles: a profile's winner serves packed calls only,
    * the nearest by longest and mean length (here 538, 3976, 2092: longest
