@@ -540,19 +540,19 @@ static bucket call_bucket(const fat_attn_args *a, int window_left, int window_ri
   return b;
 }
 
-/* The sequences and mean length of a stored profile ("538,3976,2092");
- * 0 sequences for "" or text the schema would not have let in. */
-static void profile_of(const char *lengths, bucket *b) {
-  long long sum = 0;
-  int n = 0;
-  for (const char *c = lengths ? lengths : ""; *c;) {
-    char *end;
-    long v = strtol(c, &end, 10);
-    if (end == c || v < 1 || (*end && *end != ',')) return;
-    sum += v, n++;
-    c = *end ? end + 1 : end;
+/* The sequences and mean length of a stored profile ("538,3976,2092", or
+ * "" for a dense problem) into B; -1 for text fatune would not have
+ * stored (fat_lengths_parse refuses it). */
+static int profile_of(const char *text, bucket *b) {
+  fat_lengths l;
+  char why[160];
+  if (fat_lengths_parse(text ? text : "", &l, why, sizeof why)) return -1;
+  if (l.n) {
+    b->sequences = l.n;
+    b->mean = (double)fat_lengths_tokens(&l) / l.n;
+    b->mean_step = mean_step_of(b->mean);
   }
-  if (n) b->sequences = n, b->mean = (double)sum / n, b->mean_step = mean_step_of(b->mean);
+  return 0;
 }
 
 /* The keys one query row sees through B's window: L + R + 1, an unbounded
@@ -644,7 +644,7 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
                 sqlite3_column_int(s, 12), sqlite3_column_int(s, 13), 0, 0, 0};
     if (b.seqlen_q < 1 || b.seqlen_k < 1 || b.group < 1) continue; /* the schema forbids these */
     b.mean = b.seqlen_q;
-    profile_of((const char *)sqlite3_column_text(s, 14), &b);
+    if (profile_of((const char *)sqlite3_column_text(s, 14), &b)) continue;
     /* A profile's winner ran on a packed batch: it serves packed calls only. */
     if (b.sequences && !call.sequences) continue;
     if (same_bucket(b, last)) continue; /* an older winner (a slower timing) of the bucket */

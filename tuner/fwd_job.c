@@ -26,11 +26,10 @@ int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, siz
     return -1;
   }
   if (s->lengths.n != 0) {
-    int longest = 0;
-    for (int b = 0; b < s->lengths.n && b < FAT_VARLEN_MAX; b++)
-      if (s->lengths.v[b] > longest) longest = s->lengths.v[b];
-    if (!s->varlen || s->lengths.n != s->batch || s->lengths.n > FAT_VARLEN_MAX ||
-        s->seqlen_q != s->seqlen_k || longest != s->seqlen_q) {
+    const int longest = s->lengths.n > 0 && s->lengths.n <= FAT_VARLEN_MAX
+                            ? fat_lengths_longest(&s->lengths) : 0;
+    if (!s->varlen || s->lengths.n != s->batch || longest != s->seqlen_q ||
+        s->seqlen_q != s->seqlen_k) {
       snprintf(err, errlen, "check shape %d: a profile of %d lengths (longest %d) does not match "
                "varlen %d, batch %d, seqlen_q %d, seqlen_k %d", index, s->lengths.n, longest,
                s->varlen, s->batch, s->seqlen_q, s->seqlen_k);
@@ -74,11 +73,7 @@ size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize) {
   const size_t e = fat_dtype_size(p->dtype), d = (size_t)p->head_dim;
   /* Rows of Q (and of K): a packed profile holds its sequences' tokens. */
   size_t rows_q = (size_t)p->batch * p->seqlen_q, rows_k = (size_t)p->batch * p->seqlen_k;
-  if (p->lengths.n > 0) {
-    rows_q = 0;
-    for (int b = 0; b < p->lengths.n; b++) rows_q += (size_t)p->lengths.v[b];
-    rows_k = rows_q;
-  }
+  if (p->lengths.n > 0) rows_q = rows_k = (size_t)fat_lengths_tokens(&p->lengths);
   const size_t q_o = 2 * rows_q * p->heads * d * e;
   const size_t k_v = 2 * rows_k * p->heads_k * d * e;
   const size_t lse = rows_q * p->heads * sizeof(float);

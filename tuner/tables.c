@@ -635,17 +635,15 @@ static int validate_import(sqlite3 *h, const char *name, const fat_import_option
   if (sqlite3_prepare_v2(h, "SELECT id, lengths, seqlen_q FROM main.problems WHERE lengths <> ''"
                             " ORDER BY id", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    fat_problem p = {0};
+    fat_lengths l;
     const long long id = sqlite3_column_int64(s, 0);
-    if (fat_lengths_parse((const char *)sqlite3_column_text(s, 1), &p.lengths, e2,
-                          sizeof e2)) {
+    if (fat_lengths_parse((const char *)sqlite3_column_text(s, 1), &l, e2, sizeof e2)) {
       set_err(err, errlen, "%s: problem %lld: %s", name, id, e2);
       goto out;
     }
-    fat_lengths_apply(&p);
-    if (p.seqlen_q != sqlite3_column_int(s, 2)) {
+    if (fat_lengths_longest(&l) != sqlite3_column_int(s, 2)) {
       set_err(err, errlen, "%s: problem %lld: seqlen_q %d is not its profile's longest, %d", name,
-              id, sqlite3_column_int(s, 2), p.seqlen_q);
+              id, sqlite3_column_int(s, 2), fat_lengths_longest(&l));
       goto out;
     }
   }

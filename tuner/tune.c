@@ -91,11 +91,9 @@ void fat_problem_label(const fat_problem *p, char *out, size_t cap) {
     n += snprintf(out + n, cap - (size_t)n, p->heads_k == 1 ? " mqa" : " gqa%d", p->heads / p->heads_k);
   if (n > 0 && (size_t)n < cap && p->mask == FAT_MASK_LOCAL)
     n += snprintf(out + n, cap - (size_t)n, " w%d,%d", p->window_left, p->window_right);
-  if (n > 0 && (size_t)n < cap && p->lengths.n > 0) {
-    long long tokens = 0;
-    for (int b = 0; b < p->lengths.n; b++) tokens += p->lengths.v[b];
-    snprintf(out + n, cap - (size_t)n, " varlen %dx%lld", p->lengths.n, tokens / p->lengths.n);
-  }
+  if (n > 0 && (size_t)n < cap && p->lengths.n > 0)
+    snprintf(out + n, cap - (size_t)n, " varlen %dx%lld", p->lengths.n,
+             fat_lengths_tokens(&p->lengths) / p->lengths.n);
 }
 
 /* The materialising baseline's fp32 scores are measured while both sides

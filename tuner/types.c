@@ -113,13 +113,23 @@ int fat_lengths_parse(const char *text, fat_lengths *out, char *err, size_t errl
   return 0;
 }
 
+long long fat_lengths_tokens(const fat_lengths *l) {
+  long long tokens = 0;
+  for (int b = 0; b < l->n; b++) tokens += l->v[b];
+  return tokens;
+}
+
+int fat_lengths_longest(const fat_lengths *l) {
+  int longest = 0;
+  for (int b = 0; b < l->n; b++)
+    if (l->v[b] > longest) longest = l->v[b];
+  return longest;
+}
+
 void fat_lengths_apply(fat_problem *p) {
   if (p->lengths.n < 1) return;
-  int longest = 0;
-  for (int b = 0; b < p->lengths.n; b++)
-    if (p->lengths.v[b] > longest) longest = p->lengths.v[b];
   p->batch = p->lengths.n;
-  p->seqlen_q = p->seqlen_k = longest;
+  p->seqlen_q = p->seqlen_k = fat_lengths_longest(&p->lengths);
 }
 
 void fat_variant_free(fat_variant *v) {

@@ -128,6 +128,10 @@ void fat_lengths_text(const fat_problem *p, char *out);
 int fat_lengths_parse(const char *text, fat_lengths *out, char *err, size_t errlen);
 /* Sets P's batch, seqlen_q and seqlen_k from its profile (no-op when dense). */
 void fat_lengths_apply(fat_problem *p);
+/* A profile's tokens (the sum of its lengths), and its longest length (0
+ * for none). */
+long long fat_lengths_tokens(const fat_lengths *l);
+int fat_lengths_longest(const fat_lengths *l);
 
 /* Outcome of checking one variant against the reference on one shape. */
 typedef struct fat_check {
