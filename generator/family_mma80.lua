@@ -49,8 +49,11 @@ function family.default(head_dim)
 end
 
 -- Q tile plus STAGES buffers each of K and V, rows padded for ldmatrix.
+-- Rows of whole 128-byte lines (head dims that are multiples of 64) are
+-- swizzled, not padded (the template's kSwizzle).
 function family.smem_bytes(c)
-  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * (c.HEAD_DIM + SMEM_ROW_PAD) * ELEMENT_BYTES
+  local pitch = c.HEAD_DIM % 64 == 0 and c.HEAD_DIM or c.HEAD_DIM + SMEM_ROW_PAD
+  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * pitch * ELEMENT_BYTES
 end
 
 function family.resources(c)

@@ -243,6 +243,17 @@ def main():
             ms = timed(run)
             row["ms"][name], row["tflops"][name] = ms, flops / (ms * 1e-3) / 1e12
 
+    def record_choice(row):
+        """The variant that served the last call and the tuned problem it was
+        chosen for: a variable-length profile shows as a bucket at its
+        longest sequence, a dense problem at its seqlen."""
+        c = fatune.last_choice()
+        row["variant"] = c.variant
+        row["choice"] = dict(origin=c.origin, match=c.match, bucket_seqlen=c.bucket_seqlen,
+                             bucket_seqlen_k=c.bucket_seqlen_k, tuned_ms=c.tuned_ms)
+        row["notes"].append(f"served by {c.variant} ({c.origin}, {c.match}, tuned at "
+                            f"seqlen {c.bucket_seqlen}/{c.bucket_seqlen_k}: {c.tuned_ms:.3f} ms)")
+
     def fatune_dense(row, q, k, v, window, softcap, pairs):
         """Runs fatune once, checks it on the slice, then times it. False if
         the check failed (the row is then FAILED)."""
@@ -250,7 +261,7 @@ def main():
         kw = dict(causal=causal, window_size=(-1, -1) if causal else window, softcap=softcap)
         out = fatune.attention(q, k, v, **kw)
         torch.cuda.synchronize()
-        row["variant"] = fatune.last_choice().variant
+        record_choice(row)
         err, rel = check_dense(out, q, k, v, window, softcap)
         del out
         row["check"] = f"max {err:.1e} rel {rel:.1e}"
@@ -406,7 +417,7 @@ def main():
             return fatune.attention_varlen(q, k, v, cu_t, cu_t, longest, longest, causal=True)
         out = run_varlen()
         torch.cuda.synchronize()
-        row["variant"] = fatune.last_choice().variant
+        record_choice(row)
         err, rel = check(out)
         del out
         row["check"], row["check_max_abs"], row["check_rel_l2"] = f"max {err:.1e} rel {rel:.1e}", err, rel

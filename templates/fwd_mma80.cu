@@ -49,11 +49,17 @@ constexpr int kKSteps = kHeadDim / 16;       // k-steps of S = Q·Kᵀ
 constexpr int kNTiles = kBlockN / 8;         // 8-column tiles of S
 constexpr int kPSteps = kBlockN / 16;        // k-steps of O += P·V
 constexpr int kDTiles = kHeadDim / 8;        // 8-column tiles of O
-// Shared-memory rows are padded by one 16-byte chunk: the row pitch is then
-// an odd number of chunks, so the 8 rows an ldmatrix phase reads hit 8
-// different bank groups.
-constexpr int kRowPitch = kHeadDim + 8;      // elements
-constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks of one row
+// The 8 rows an ldmatrix phase reads must hit 8 different bank groups.
+// Where a row is whole 128-byte lines (head dims that are multiples of 64)
+// the tiles are swizzled, as the backward's since its b7: chunk c (16
+// bytes) of row r is stored at chunk c ^ (r % 8), rows unpadded, so each
+// 128-byte line a cp.async brings also lands on one line of shared memory
+// (padded by a chunk, it straddled two, and the copies took about 2.3
+// times the ideal shared-memory wavefronts). Other head dims pad each row
+// by one chunk: an odd number of chunks a row.
+constexpr bool kSwizzle = kHeadDim % 64 == 0;
+constexpr int kRowPitch = kSwizzle ? kHeadDim : kHeadDim + 8;  // elements
+constexpr int kChunksPerRow = kHeadDim / 8;                    // 16-byte chunks of one row
 // Keep Q's MMA fragments in registers when they fit beside the accumulators;
 // otherwise reload them from shared memory at every k-step.
 constexpr int kAccumRegs = kMTiles * (kDTiles * 4 + kNTiles * 4);
@@ -141,8 +147,37 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return r;
 }
 
-// Copies kRows rows of one head (kHeadDim elements each) into a padded
-// shared-memory tile; rows at or past valid_rows, and columns at or past
+// A row's softmax denominator l: the partial sums of the quad of lanes
+// that hold the row's columns, added.
+__device__ __forceinline__ float quad_sum(float partial) {
+  partial += __shfl_xor_sync(0xffffffffu, partial, 1);
+  return partial + __shfl_xor_sync(0xffffffffu, partial, 2);
+}
+
+// The log-sum-exp of a row with denominator l and raw max m: m·scale +
+// ln l; -inf for a row that saw no key (l = 0), whose output is zeros.
+__device__ __forceinline__ float row_lse(float l, float m, float softmax_scale) {
+  return l > 0.f ? m * softmax_scale + logf(l) : neg_inf();
+}
+
+// Byte offset of element column col (a multiple of 8) of tile row row.
+__device__ __forceinline__ u32 tile_offset(int row, int col) {
+  const int chunk = col / 8;
+  return (u32)(row * kRowPitch * (int)sizeof(elem_t) + (kSwizzle ? chunk ^ (row % 8) : chunk) * 16);
+}
+
+// A lane's ldmatrix address for column chunk step (known at compile time)
+// past its own chunk, lane_addr being its address for step 0 in a tile
+// that starts on a 128-byte boundary. Swizzled: the lane's chunk (0 or 1)
+// and the steps (even) share no bits below 8, so the step's low bits are
+// an xor and the rest an add: one register for every step.
+__device__ __forceinline__ u32 lane_step(u32 lane_addr, int step) {
+  if constexpr (kSwizzle) return (lane_addr ^ (16 * (step % 8))) + 128 * (step / 8);
+  return lane_addr + 16 * step;
+}
+
+// Copies kRows rows of one head (kHeadDim elements each) into a shared-memory
+// tile (tile_offset's layout); rows at or past valid_rows, and columns at or past
 // head_dim, are zero-filled. Each thread walks one column chunk down the rows
 // with a running pointer, so the loop keeps one address live, not one per row
 // it copies.
@@ -154,13 +189,16 @@ __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long
     constexpr int kRowsPerPass = kThreads / kChunksPerRow;
     const int row0 = tid / kChunksPerRow, col = (tid % kChunksPerRow) * 8;
     const elem_t *g = src + row0 * row_stride + col;
-    const u32 dst = tile + (row0 * kRowPitch + col) * sizeof(elem_t);
+    // Passes of 8 rows keep the swizzle's row % 8: one offset for all.
+    const u32 dst = tile + tile_offset(row0, col);
 #pragma unroll
     for (int i = 0; i < (kRows + kRowsPerPass - 1) / kRowsPerPass; i++) {
       const int row = row0 + i * kRowsPerPass;
       if (kRows % kRowsPerPass == 0 || row < kRows) {
         const bool inside = row < valid_rows && col < head_dim;
-        cp_async_16(dst + i * kRowsPerPass * kRowPitch * sizeof(elem_t), inside ? g : src, inside ? 16 : 0);
+        const u32 d = kRowsPerPass % 8 == 0 ? dst + i * kRowsPerPass * kRowPitch * sizeof(elem_t)
+                                            : tile + tile_offset(row, col);
+        cp_async_16(d, inside ? g : src, inside ? 16 : 0);
       }
       g += kRowsPerPass * row_stride;
     }
@@ -171,8 +209,7 @@ __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long
       if (kChunks % kThreads == 0 || c < kChunks) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
         const bool inside = row < valid_rows && col < head_dim;
-        cp_async_16(tile + (row * kRowPitch + col) * sizeof(elem_t),
-                    inside ? src + row * row_stride + col : src, inside ? 16 : 0);
+        cp_async_16(tile + tile_offset(row, col), inside ? src + row * row_stride + col : src, inside ? 16 : 0);
       }
     }
   }
@@ -221,7 +258,7 @@ __device__ __forceinline__ Sequence sequence_of(const fat_fwd_params &p, int bat
 // rows = seqlen_q · (kPackGqa ? heads / heads_k : 1).
 extern "C" __global__ void __launch_bounds__(kThreads)
 fat_fwd_mma80(const fat_fwd_params p) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem[];  // whole lines: the swizzle's xor
   // Shared-memory addresses as 32-bit offsets, so that every operand address
   // below is one base register plus a constant.
   constexpr u32 kTileBytesN = kBlockN * kRowPitch * sizeof(elem_t);
@@ -297,7 +334,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
         const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
         const bool inside = m0 + r < rows && col < head_dim;
         const elem_t *src = q_all + (long long)position(r) * p.q_row_stride + head_of(r) * p.q_head_stride + col;
-        cp_async_16(q_base + (r * kRowPitch + col) * sizeof(elem_t), inside ? src : q_all, inside ? 16 : 0);
+        cp_async_16(q_base + tile_offset(r, col), inside ? src : q_all, inside ? 16 : 0);
       }
     }
   } else {
@@ -331,11 +368,13 @@ fat_fwd_mma80(const fat_fwd_params p) {
   }
   u32 q_frag[kQInRegs ? kMTiles : 1][kQInRegs ? kKSteps : 1][4];
 
-  // This lane's ldmatrix row addresses (bytes), before the tile's base.
+  // This lane's ldmatrix addresses (bytes) for column step 0, K's and V's
+  // before their tile's base; every row a lane addresses is lane % 8
+  // modulo 8 (warp_row0 is a multiple of 16).
   constexpr u32 kPitchBytes = kRowPitch * sizeof(elem_t);
-  const u32 q_lane = q_base + (warp_row0 + lane % 16) * kPitchBytes + (lane / 16) * 16;  // Q as row-major A
-  const u32 kb_lane = ((lane % 8) + (lane / 16) * 8) * kPitchBytes + ((lane / 8) % 2) * 16;  // K as B
-  const u32 vb_lane = ((lane % 8) + ((lane / 8) % 2) * 8) * kPitchBytes + (lane / 16) * 16;  // V as B, transposed
+  const u32 q_lane = q_base + tile_offset(warp_row0 + lane % 16, (lane / 16) * 8);            // Q as row-major A
+  const u32 kb_lane = tile_offset((lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8);        // K as B
+  const u32 vb_lane = tile_offset((lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8);        // V as B, transposed
   const float scale_log2 = p.scale_log2;
   const bool softcap = p.softcap_in != 0.f;
   // The window's bounds as offsets from a row's position (unbounded: out of reach).
@@ -366,7 +405,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
         for (int mt = 0; mt < kMTiles; mt++)
 #pragma unroll
           for (int ks = 0; ks < kKSteps; ks++)
-            ldmatrix_x4(q_frag[mt][ks], q_lane + mt * 16 * kPitchBytes + ks * 32);
+            ldmatrix_x4(q_frag[mt][ks], lane_step(q_lane, 2 * ks) + mt * 16 * kPitchBytes);
       }
     }
 
@@ -387,13 +426,13 @@ fat_fwd_mma80(const fat_fwd_params p) {
 #pragma unroll
           for (int e = 0; e < 4; e++) a[mt][e] = q_frag[mt][ks][e];
         } else {
-          ldmatrix_x4(a[mt], q_lane + mt * 16 * kPitchBytes + ks * 32);
+          ldmatrix_x4(a[mt], lane_step(q_lane, 2 * ks) + mt * 16 * kPitchBytes);
         }
       }
 #pragma unroll
       for (int np = 0; np < kNTiles / 2; np++) {
         u32 b[4];
-        ldmatrix_x4(b, k_tile + np * 16 * kPitchBytes + ks * 32);
+        ldmatrix_x4(b, lane_step(k_tile, 2 * ks) + np * 16 * kPitchBytes);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; mt++) {
           mma_16816(s[mt][2 * np], a[mt], b[0], b[1]);
@@ -485,7 +524,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
 #pragma unroll
       for (int dp = 0; dp < kDTiles / 2; dp++) {
         u32 b[4];
-        ldmatrix_x4_trans(b, v_tile + kk * 16 * kPitchBytes + dp * 32);
+        ldmatrix_x4_trans(b, lane_step(v_tile, 2 * dp) + kk * 16 * kPitchBytes);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; mt++) {
           mma_16816(o[mt][2 * dp], p_frag[mt][kk], b[0], b[1]);
@@ -505,10 +544,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
     for (int mt = 0; mt < kMTiles; mt++) {
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        float l = row_sum[mt][h];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float inv_l = l > 0.f ? 1.f / l : 0.f;
+        const float l = quad_sum(row_sum[mt][h]), inv_l = l > 0.f ? 1.f / l : 0.f;
         const int r = warp_row0 + mt * 16 + g + h * 8;
         if (m0 + r >= rows) continue;
         const long long row = (split_rows + head_of(r)) * p.seqlen_q + row_pos[mt][h];
@@ -517,7 +553,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
         for (int dt = 0; dt < kDTiles; dt++)
           *reinterpret_cast<float2 *>(oa + dt * 8 + 2 * t) =
               make_float2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
-        if (t == 0) p.lse_accum[row] = l > 0.f ? row_max[mt][h] * p.softmax_scale + logf(l) : neg_inf();
+        if (t == 0) p.lse_accum[row] = row_lse(l, row_max[mt][h], p.softmax_scale);
       }
     }
     return;
@@ -530,19 +566,15 @@ fat_fwd_mma80(const fat_fwd_params p) {
   for (int mt = 0; mt < kMTiles; mt++) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      float l = row_sum[mt][h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv_l = l > 0.f ? 1.f / l : 0.f;
+      const float l = quad_sum(row_sum[mt][h]), inv_l = l > 0.f ? 1.f / l : 0.f;
       const int r = warp_row0 + mt * 16 + g + h * 8;
 #pragma unroll
       for (int dt = 0; dt < kDTiles; dt++)
-        *reinterpret_cast<u32 *>(q_smem + r * kRowPitch + dt * 8 + 2 * t) =
+        *reinterpret_cast<u32 *>(reinterpret_cast<unsigned char *>(q_smem) + tile_offset(r, dt * 8) + 4 * t) =
             pack2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
       if (t == 0 && m0 + r < rows)
         p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head_of(r)) * seq.lse_rows +
-              seq.lse_row0 + row_pos[mt][h]] =
-            l > 0.f ? row_max[mt][h] * p.softmax_scale + logf(l) : neg_inf();
+              seq.lse_row0 + row_pos[mt][h]] = row_lse(l, row_max[mt][h], p.softmax_scale);
     }
   }
   __syncthreads();
@@ -556,7 +588,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
       if (m0 + row < rows && col < head_dim)
         *reinterpret_cast<uint4 *>(o_all + (long long)position(row) * p.o_row_stride +
                                    head_of(row) * p.o_head_stride + col) =
-            *reinterpret_cast<const uint4 *>(q_smem + row * kRowPitch + col);
+            *reinterpret_cast<const uint4 *>(reinterpret_cast<unsigned char *>(q_smem) + tile_offset(row, col));
     }
   }
 }

@@ -186,8 +186,8 @@ static void test_names_and_hashes(fat_gen *g) {
     CHECK_WHY(a->direction == FAT_FWD && a->dtype == FAT_BF16 && a->mask == FAT_MASK_CAUSAL, "enums wrong");
     CHECK_WHY(a->head_dim == 128 && a->block_m == 128 && a->threads == 128, "d%d m%d t%d", a->head_dim,
               a->block_m, a->threads);
-    /* (128 + 2*2*64) rows * (128 + 8) elements * 2 bytes */
-    CHECK_WHY(a->smem_bytes == 104448, "smem %d", a->smem_bytes);
+    /* (128 + 2*2*64) rows * 128 elements (swizzled, unpadded) * 2 bytes */
+    CHECK_WHY(a->smem_bytes == 98304, "smem %d", a->smem_bytes);
     CHECK_WHY(!a->is_default, "not the default");
     const char *header = "// fwd.mma80.bf16.d128.causal.m128n64w4s2\n"
                          "// from templates/fwd_mma80.cu with BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4\n"
@@ -216,8 +216,8 @@ static void test_names_and_hashes(fat_gen *g) {
     CHECK_STR(sk->entry, "fat_fwd_mma80");
     CHECK_WHY(sk->direction == FAT_FWD && sk->dtype == FAT_BF16 && sk->mask == FAT_MASK_LOCAL &&
               !sk->is_default, "enums wrong");
-    /* (64 + 2*2*64) rows * (128 + 8) elements * 2 bytes */
-    CHECK_WHY(sk->head_dim == 128 && sk->block_m == 64 && sk->threads == 128 && sk->smem_bytes == 87040,
+    /* (64 + 2*2*64) rows * 128 elements * 2 bytes */
+    CHECK_WHY(sk->head_dim == 128 && sk->block_m == 64 && sk->threads == 128 && sk->smem_bytes == 81920,
               "d%d m%d t%d smem %d", sk->head_dim, sk->block_m, sk->threads, sk->smem_bytes);
     CHECK_CONTAINS(sk->source, "constexpr bool kIsLocal = 1;");
     CHECK_CONTAINS(sk->source, "constexpr bool kPackGqa = 1;");
@@ -227,7 +227,7 @@ static void test_names_and_hashes(fat_gen *g) {
   CHECK_WHY(b != NULL, "fwd.mma80.fp16.d64.none.m64n16w4s3 missing");
   if (b) {
     CHECK_STR(b->params, "BLOCK_M=64 BLOCK_N=16 STAGES=3 WARPS=4");
-    CHECK_WHY(b->smem_bytes == (64 + 2 * 3 * 16) * (64 + 8) * 2, "smem %d", b->smem_bytes);
+    CHECK_WHY(b->smem_bytes == (64 + 2 * 3 * 16) * 64 * 2, "smem %d", b->smem_bytes);
   }
 
   names = calloc(n, sizeof *names);
@@ -278,18 +278,18 @@ static void test_pruning(fat_gen *g) {
     CHECK_WHY(0, "%s", err);
     return;
   }
-  /* mma80's 18, splitkv's 9 (BLOCK_N 64, STAGES 2: the rest do not fit) and
-   * the materialising baseline's 2 tiles; mma80's 30 and splitkv's 31 pruned */
-  CHECK_WHY(n == 18 + 9 + MATERIALIZE_TILES && np == 30 + 31, "%zu variants, %zu pruned", n, np);
-  /* (64 + 2*3*64) * (256 + 8) * 2 = 236544 */
-  CHECK_STR(find_reason(p, np, "fwd.splitkv.fp16.d256.none.m64n64w4s3.g0x4"), "shared memory 236544 > 232448 bytes");
-  /* (128 + 2*2*128) * (256 + 8) * 2 = 337920 */
-  CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n128w8s2"), "shared memory 337920 > 232448 bytes");
+  /* mma80's 19, splitkv's 18 (BLOCK_N 64: the rest do not fit) and the
+   * materialising baseline's 2 tiles; mma80's 29 and splitkv's 22 pruned */
+  CHECK_WHY(n == 19 + 18 + MATERIALIZE_TILES && np == 29 + 22, "%zu variants, %zu pruned", n, np);
+  /* (64 + 2*2*128) * 256 * 2 = 294912 */
+  CHECK_STR(find_reason(p, np, "fwd.splitkv.fp16.d256.none.m64n128w4s2.g0x4"), "shared memory 294912 > 232448 bytes");
+  /* (128 + 2*2*128) * 256 * 2 = 327680 */
+  CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n128w8s2"), "shared memory 327680 > 232448 bytes");
   /* two 16-row tiles * (256/8*4 + 64/8*4) */
   CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n64w4s1"), "accumulators 320 > 192 registers per thread");
   CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m64n128w8s3"),
             "BLOCK_M 64 is not a multiple of 16*WARPS = 128; rows per warp BLOCK_M/WARPS = 8 is not 16 or 32; "
-            "shared memory 439296 > 232448 bytes; STAGES 3 needs BLOCK_N <= 64, not 128");
+            "shared memory 425984 > 232448 bytes; STAGES 3 needs BLOCK_N <= 64, not 128");
   CHECK_WHY(find(v, n, "fwd.mma80.fp16.d256.none.m128n128w8s2") == NULL, "pruned variant generated");
   free_variants(v, n);
   fat_pruned_free_all(p, np);
@@ -297,18 +297,18 @@ static void test_pruning(fat_gen *g) {
   /* sm_80's smaller limit, and an explicit limit from the GPU */
   q.arch = "sm_80";
   if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) == 0) {
-    CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n128w8s2"), "shared memory 337920 > 166912 bytes");
+    CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d256.none.m128n128w8s2"), "shared memory 327680 > 166912 bytes");
     free_variants(v, n);
     fat_pruned_free_all(p, np);
   } else {
     CHECK_WHY(0, "%s", err);
   }
   q.head_dims = d128;
-  q.smem_limit = 65536;
+  q.smem_limit = 61440;
   if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) == 0) {
-    /* (128 + 2*64) * 136 * 2 = 69632: the default itself no longer fits */
-    CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d128.none.m128n64w4s1"), "shared memory 69632 > 65536 bytes");
-    for (size_t i = 0; i < n; i++) CHECK_WHY(v[i].smem_bytes <= 65536, "%s: %d", v[i].name, v[i].smem_bytes);
+    /* (128 + 2*64) * 128 * 2 = 65536: the default itself no longer fits */
+    CHECK_STR(find_reason(p, np, "fwd.mma80.fp16.d128.none.m128n64w4s1"), "shared memory 65536 > 61440 bytes");
+    for (size_t i = 0; i < n; i++) CHECK_WHY(v[i].smem_bytes <= 61440, "%s: %d", v[i].name, v[i].smem_bytes);
     free_variants(v, n);
     fat_pruned_free_all(p, np);
   } else {
@@ -626,13 +626,14 @@ int main(void) {
     return 1;
   }
   /* per head dim 32..256; see family_mma80.lua's constraints */
-  const int want_sm80[N_HEAD_DIMS] = {33, 33, 31, 30, 18, 13};
-  const int want_sm90a[N_HEAD_DIMS] = {33, 33, 31, 31, 21, 18};
+  const int want_sm80[N_HEAD_DIMS] = {33, 33, 31, 31, 18, 16};
+  const int want_sm90a[N_HEAD_DIMS] = {33, 33, 31, 31, 21, 19};
   /* splitkv: 40 less SPLITS 1 unpacked (4) less STAGES 3 with BLOCK_N 128
    * (9 more) is 27; shared memory leaves BLOCK_N 64 with STAGES 2 only
-   * (9) at d192 on sm_80 and d256 on sm_90a, and nothing at d256 on sm_80 */
-  const int splitkv_sm80[N_HEAD_DIMS] = {27, 27, 27, 27, 9, 0};
-  const int splitkv_sm90a[N_HEAD_DIMS] = {27, 27, 27, 27, 27, 9};
+   * (9) at d192 and d256 on sm_80, and BLOCK_N 64 (18) at d256 on sm_90a
+   * (the tiles of head dims that are multiples of 64 are unpadded) */
+  const int splitkv_sm80[N_HEAD_DIMS] = {27, 27, 27, 27, 9, 9};
+  const int splitkv_sm90a[N_HEAD_DIMS] = {27, 27, 27, 27, 27, 18};
   test_space_counts(g, "sm_80", want_sm80, splitkv_sm80);
   test_space_counts(g, "sm_90a", want_sm90a, splitkv_sm90a);
   /* per head dim 64..256, atomic and separate, PREFETCH 0 and 1; see
