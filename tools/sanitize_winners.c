@@ -74,10 +74,18 @@ int main(int argc, char **argv) {
     d.cubin = sqlite3_column_blob(st, 9);
     d.cubin_size = (size_t)sqlite3_column_bytes(st, 9);
     fat_direction_parse((const char *)sqlite3_column_text(st, 10), &d.direction);
-    int block_n;
-    if (d.direction == FAT_BWD &&
-        fat_bwd_params_parse((const char *)sqlite3_column_text(st, 11), &d.block_q, &block_n,
-                             &d.dq_separate, err, sizeof err)) {
+    /* The launch parameters the variant's name does not carry: the
+     * backward's block and dQ mode, the forward's decoding schedule (a
+     * split-KV variant writes its partial results to a workspace sized by
+     * its splits: without them it would write through a null pointer). */
+    const char *params = (const char *)sqlite3_column_text(st, 11);
+    int block_n, bad;
+    d.splits = 1;
+    if (d.direction == FAT_BWD)
+      bad = fat_bwd_params_parse(params, &d.block_q, &block_n, &d.dq_separate, err, sizeof err);
+    else
+      bad = fat_fwd_params_parse(params, &d.pack_gqa, &d.splits, err, sizeof err);
+    if (bad) {
       printf("%-52s %s\n", d.name, err);
       failed++;
       continue;
