@@ -11,7 +11,7 @@
 # Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0, or on: DECODE=1
 # (tune the decoding problem), WINDOWS=1 (tune sliding windows), VARLEN=1 (tune a
 # variable-length profile), PROFILE=1 (ncu of the
-# backward against FA2, PROFILE_HEAD_DIMS="64 128"), HOST=1 (scripts/bwd_overhead.py:
+# backward against FA2, PROFILE_HEAD_DIMS="64 128", PROFILE_SEQLEN, PROFILE_CAUSAL=1), HOST=1 (scripts/bwd_overhead.py:
 # where a backward call's time goes, HOST_HEAD_DIMS, HOST_SEQLENS), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
 # only test_gpu_a and test_gpu_b (faults: the fault-isolation script); HEAD_DIMS "" tunes
 # no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS, BWD_DTYPES) tunes the backward too,
@@ -160,17 +160,24 @@ if [ "${PROFILE:-0}" = 1 ]; then
   # One backward of fatune (the run's database serves) and one of SDPA's
   # FLASH_ATTENTION backend under Nsight Compute, and their stall reasons
   # side by side (notes/kernel-log.md reads them). The clocks are left alone.
+  # PROFILE_SEQLEN (default 4096) and PROFILE_CAUSAL=1 pick the problem; a
+  # separate-dQ winner's second kernel (fat_bwd_dq) is profiled too.
+  ps=${PROFILE_SEQLEN:-4096}
+  pc=(); [ "${PROFILE_CAUSAL:-0}" = 1 ] && pc=(--causal)
   for d in ${PROFILE_HEAD_DIMS:-128}; do
-    section "ncu: backward d$d s4096, fatune against FlashAttention-2"
+    section "ncu: backward d$d s$ps ${pc[*]}, fatune against FlashAttention-2"
     FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB" timeout 300 \
-      ncu --clock-control none --kernel-name regex:'fat_bwd_mma80|flash_bwd_dq_dk_dv' --launch-count 2 \
+      ncu --clock-control none --kernel-name regex:'fat_bwd_mma80|fat_bwd_dq$|flash_bwd_dq_dk_dv' \
+      --launch-count 3 \
       --section SpeedOfLight --section WarpStateStats --section InstructionStats --section SourceCounters \
-      -o "$OUT/profile_bwd_d$d" python3 scripts/profile_bwd.py --head-dim "$d" --seqlen 4096 \
+      -o "$OUT/profile_bwd_d$d" python3 scripts/profile_bwd.py --head-dim "$d" --seqlen "$ps" "${pc[@]}" \
       && ncu -i "$OUT/profile_bwd_d$d.ncu-rep" --page raw --csv >"$OUT/profile_bwd_d$d.csv" \
       && python3 scripts/ncu_stalls.py "$OUT/profile_bwd_d$d.csv" || failures=$((failures + 1))
     # Per-instruction SASS with executed counts, stall samples and shared-memory
     # wavefronts, one file per kernel (scripts/ncu_sass.py sums them by opcode).
-    for k in fat_bwd_mma80 flash_bwd_dq_dk_dv; do
+    for k in fat_bwd_mma80 fat_bwd_dq flash_bwd_dq_dk_dv; do
+      # An atomic winner has no fat_bwd_dq: the raw page lists what was profiled.
+      grep -q "$k" "$OUT/profile_bwd_d$d.csv" 2>/dev/null || continue
       ncu -i "$OUT/profile_bwd_d$d.ncu-rep" --kernel-name regex:"$k" --page source --csv --print-source sass \
         >"$OUT/source_${k}_d$d.csv" && python3 scripts/ncu_sass.py "$OUT/source_${k}_d$d.csv" ||
         failures=$((failures + 1))
