@@ -109,6 +109,23 @@ static inline const char *check_or_null(const char *s) { return s ? s : "(null)"
     }                                                                          \
   } while (0)
 
+/* The whole file at PATH as a NUL-terminated heap string (the caller frees
+ * it), or NULL when it cannot be opened or read in full. */
+static inline char *check_read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  long n = -1;
+  if (!f) return NULL;
+  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+      (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  if (buf) buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
 /* Prints "NAME: N passed, M failed" on stdout (ctest and CI read it as the
  * last line) and returns the exit status: 1 when anything failed. */
 static inline int check_summary(const char *name) {

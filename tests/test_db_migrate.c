@@ -57,21 +57,6 @@ static const char *const V1_ROWS =
     "INSERT INTO external_timings (id, gpu_id, problem_id, source, median_ms, tflops) VALUES"
     " (41, 4, 7, 'sdpa_flash', 2.5, 250);";
 
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  if (buf) buf[n] = 0;
-  fclose(f);
-  return buf;
-}
 
 /* A database of schema VERSION (1 or 2) at PATH, as that fatune left it
  * (WAL mode), holding V1_ROWS and then EXTRA (written with foreign keys
@@ -81,7 +66,7 @@ static void make_old(const char *path, int version, const char *extra) {
   const char *src = getenv("FATUNE_SOURCE_DIR");
   REQUIRE_EXIT(src);
   snprintf(schema_path, sizeof schema_path, "%s/tests/data/schema_v%d.sql", src, version);
-  char *schema = read_all(schema_path);
+  char *schema = check_read_file(schema_path);
   REQUIRE_EXIT(schema);
   sqlite3 *h = NULL;
   char *msg = NULL;

@@ -28,21 +28,6 @@
 #define TOLERANCE 2e-3 /* max |error| over max |reference|; a wrong map gives O(1) */
 #define ERRLEN 4096
 
-static char *read_source(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  const long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  if (s) s[n] = 0;
-  fclose(f);
-  return s;
-}
 
 /* bf16 bits of X (round to nearest even) and the value they hold. */
 static uint16_t to_bf16(float x, float *held) {
@@ -100,7 +85,7 @@ int main(void) {
   char err[ERRLEN], path[4096];
   const char *dir = getenv("FATUNE_SOURCE_DIR");
   snprintf(path, sizeof path, "%s/tests/data/wgmma_probe.cu", dir ? dir : ".");
-  char *source = read_source(path);
+  char *source = check_read_file(path);
   REQUIRE_EXIT(source != NULL);
 
   /* Everywhere: the probe compiles for sm_90a, without spills. */

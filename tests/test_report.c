@@ -152,19 +152,6 @@ static void remove_db(const char *path) {
   remove(p);
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  long n;
-  if (!f) return NULL;
-  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-      (buf = malloc((size_t)n + 1))) {
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = '\0';
-  }
-  fclose(f);
-  return buf;
-}
 
 static int count(const char *hay, const char *needle) {
   int n = 0;
@@ -222,7 +209,7 @@ static void test_report_of_fixture(void) {
   run_free(&r);
   snprintf(tmp, sizeof tmp, "%s.tmp", html_path);
   CHECK(access(tmp, F_OK) != 0);
-  REQUIRE((html = slurp(html_path)) != NULL);
+  REQUIRE((html = check_read_file(html_path)) != NULL);
   const char *keep = getenv("FATUNE_KEEP_REPORT");
   if (keep && *keep) {
     FILE *k = fopen(keep, "w");

@@ -48,18 +48,6 @@ static void winner_names(fat_db *db, char *out, size_t cap) {
   sqlite3_finalize(s);
 }
 
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "rb");
-  REQUIRE_EXIT(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  REQUIRE_EXIT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
-  buf[n] = 0;
-  fclose(f);
-  return buf;
-}
 
 int main(void) {
   char dir[] = "/tmp/fatune-stale-XXXXXX", path[256], err[1024], want[1024];
@@ -167,7 +155,8 @@ int main(void) {
     char file[8192], dbp[300];
     snprintf(file, sizeof file, "%s/%s", tables_dir, e->d_name);
     snprintf(dbp, sizeof dbp, "%s/shipped%d.db", dir, n_tables);
-    char *text = read_all(file);
+    char *text = check_read_file(file);
+    REQUIRE_EXIT(text);
     fat_db *sdb = NULL;
     REQUIRE_EXIT(fat_db_open(dbp, &sdb, err, sizeof err) == 0);
     long long added = 0;
