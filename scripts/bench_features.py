@@ -24,7 +24,9 @@ Rows:
 
 Times are CUDA-event medians over --reps calls of the public Python API
 (fatune.attention, F.scaled_dot_product_attention: each call's allocation of
-its output is inside), after warm-up, L2 flushed before each. TFLOP/s count
+its output is inside), after warm-up, L2 flushed before each, each call made
+alone (the host's latency before its first launch inside) and again queued
+behind a sleep kernel (the GPU's time alone: the "queued" ratios). TFLOP/s count
 the visible (unmasked) query-key pairs only, 4 * head_dim FLOPs each, the
 same count for every column of a row: a kernel that computes masked tiles
 gets no credit for them. Causal is bottom-right aligned throughout: SDPA
@@ -132,6 +134,35 @@ def main():
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
+    sleep = cuda_timing.sleep_cycles(torch)
+
+    def timed_queued(fn):
+        """As timed, each call queued behind a sleep kernel after the flush:
+        the host has launched it before the GPU reaches the first event, so
+        the events hold the GPU's time alone, without the host's latency
+        before the first launch (cuda_timing.py)."""
+        for _ in range(warmup):
+            fn()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
+            flush.zero_()
+            torch.cuda._sleep(sleep)
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+    def store(row, name, fn, flops):
+        """Times FN both ways into ROW under NAME: ms and TFLOP/s of a call
+        made alone (the host's latency inside), ms_queued of the GPU's time.
+        Returns the call's ms."""
+        ms = timed(fn)
+        row["ms"][name], row["tflops"][name] = ms, flops / (ms * 1e-3) / 1e12
+        row.setdefault("ms_queued", {})[name] = timed_queued(fn)
+        return ms
+
     # ---- the float64 reference on a slice ----------------------------------
 
     def slice_rows(sq):
@@ -194,11 +225,15 @@ def main():
         ms, tf = row["ms"], row["tflops"]
         ratio = {b: (ms[b] / ms["fatune"] if ms.get(b) and ms.get("fatune") else None) for b in ("flash", "cudnn")}
         row["speedup"] = ratio
+        mq = row.get("ms_queued") or {}
+        row["speedup_queued"] = {b: (mq[b] / mq["fatune"] if mq.get(b) and mq.get("fatune") else None)
+                                 for b in ("flash", "cudnn")}
         check = row.get("check") or ""
         print(f"{row['row']:<3} {row['case']:<44} {fmt(ms.get('fatune'), '9.3f')} {fmt(ms.get('flash'), '9.3f')} "
               f"{fmt(ms.get('cudnn'), '9.3f')}   {fmt(tf.get('fatune'), '.0f')}/{fmt(tf.get('flash'), '.0f')}/"
               f"{fmt(tf.get('cudnn'), '.0f')}   {fmt(ratio['flash'], '5.2f'):>5} {fmt(ratio['cudnn'], '5.2f'):>5}  "
-              f"{check:<16} {row.get('variant', '')}", flush=True)
+              f"{check:<16} {row.get('variant', '')}  queued {fmt(row['speedup_queued']['flash'], '.2f')}/"
+              f"{fmt(row['speedup_queued']['cudnn'], '.2f')}", flush=True)
         for n in row["notes"]:
             print(f"      {n}", flush=True)
 
@@ -240,8 +275,7 @@ def main():
                 row["ms"][name] = row["tflops"][name] = None
                 row["notes"].append(f"{name}: n/a, wrong on the check slice (rel_l2 {rel:.2e}, max {err:.2e})")
                 continue
-            ms = timed(run)
-            row["ms"][name], row["tflops"][name] = ms, flops / (ms * 1e-3) / 1e12
+            store(row, name, run, flops)
 
     def record_choice(row):
         """The variant that served the last call and the tuned problem it was
@@ -270,9 +304,7 @@ def main():
             row["status"] = "FAILED"
             row["check"] = "FAILED " + row["check"]
             return False
-        ms = timed(lambda: fatune.attention(q, k, v, **kw))
-        flops = 4.0 * q.shape[3] * pairs * q.shape[0] * q.shape[2]
-        row["ms"]["fatune"], row["tflops"]["fatune"] = ms, flops / (ms * 1e-3) / 1e12
+        store(row, "fatune", lambda: fatune.attention(q, k, v, **kw), 4.0 * q.shape[3] * pairs * q.shape[0] * q.shape[2])
         return True
 
     def dense_case(letter, case, b, sq, sk, h, hk, d, window=NONE, softcap=0.0, mask_sdpa=False):
@@ -321,8 +353,12 @@ def main():
             t_ratio = causal["ms"]["fatune"] / win["ms"]["fatune"]
             p_ratio = causal["visible_pairs"] / win["visible_pairs"]
             win["time_ratio_causal_over_window"], win["pair_ratio_causal_over_window"] = t_ratio, p_ratio
-            win["notes"].append(f"time(causal)/time(window) {t_ratio:.2f}, visible pairs causal/window "
-                                f"{p_ratio:.2f} (the window's time follows its pairs when the ratios agree)")
+            cq, wq = causal.get("ms_queued", {}).get("fatune"), win.get("ms_queued", {}).get("fatune")
+            q_ratio = cq / wq if cq and wq else None
+            win["time_ratio_queued"] = q_ratio
+            win["notes"].append(f"time(causal)/time(window) {t_ratio:.2f} (queued: {fmt(q_ratio, '.2f')}), "
+                                f"visible pairs causal/window {p_ratio:.2f} (the window's time follows its "
+                                "pairs when the ratios agree)")
         report(win)
 
     copy = {}
@@ -422,8 +458,7 @@ def main():
         del out
         row["check"], row["check_max_abs"], row["check_rel_l2"] = f"max {err:.1e} rel {rel:.1e}", err, rel
         if rel <= TOLERANCE:
-            ms = timed(run_varlen)
-            row["ms"]["fatune"], row["tflops"]["fatune"] = ms, flops / (ms * 1e-3) / 1e12
+            store(row, "fatune", run_varlen, flops)
         else:
             row["status"], row["check"] = "FAILED", "FAILED " + row["check"]
         # SDPA, one call per sequence (what a caller without varlen does).
@@ -445,8 +480,7 @@ def main():
                 row["ms"][name] = row["tflops"][name] = None
                 row["notes"].append(f"{name} loop: n/a, wrong on the check slice (rel_l2 {rel:.2e})")
                 continue
-            ms = timed(loop)
-            row["ms"][name], row["tflops"][name] = ms, flops / (ms * 1e-3) / 1e12
+            store(row, name, loop, flops)
         row["notes"].append(f"lengths {lens}; SDPA columns loop over the {VARLEN_SEQS} sequences")
         # fatune dense on the batch padded to the longest (the padding computed, not credited).
         qp, kp, vp = (torch.zeros(len(lens), longest, h, d, device="cuda", dtype=dtype) for _ in range(3))
@@ -460,8 +494,7 @@ def main():
         torch.cuda.synchronize()
         err, rel = check(torch.cat([padded[i, :n] for i, n in enumerate(lens)]))
         if rel <= TOLERANCE:
-            ms = timed(lambda: fatune.attention(qp, kp, vp, causal=True))
-            row["ms"]["fatune_padded"], row["tflops"]["fatune_padded"] = ms, flops / (ms * 1e-3) / 1e12
+            ms = store(row, "fatune_padded", lambda: fatune.attention(qp, kp, vp, causal=True), flops)
             note = f"fatune dense padded to {longest}: {ms:.3f} ms, {row['tflops']['fatune_padded']:.0f} TFLOP/s"
             if row["ms"].get("fatune"):
                 note += f"; padded/varlen time {ms / row['ms']['fatune']:.2f}"
@@ -513,20 +546,23 @@ def write_outputs(folder, rows, run):
         f"# fatune features against SDPA: {run['gpu']}",
         "",
         f"torch {run['torch']}, cuDNN {run['cudnn']}; bf16; ms = median of {run['reps']} calls of the public API "
-        "(L2 flushed); TFLOP/s on the visible pairs only; speedup = SDPA time / fatune time; "
-        "causal is bottom-right aligned. Generated by scripts/bench_features.py.",
+        "(L2 flushed), each made alone (the host's latency before its first launch inside); TFLOP/s on "
+        "the visible pairs only; speedup = SDPA time / fatune time; queued: the same calls queued behind "
+        "a sleep kernel, the GPU's time alone; causal is bottom-right aligned. Generated by "
+        "scripts/bench_features.py.",
         "",
         "| row | case | fatune ms | fatune TFLOP/s | FA2 ms | FA2 TFLOP/s | cuDNN ms | cuDNN TFLOP/s "
-        "| ÷FA2 | ÷cuDNN | check | variant |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|",
+        "| ÷FA2 | ÷cuDNN | queued ÷FA2 | queued ÷cuDNN | check | variant |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|",
     ]
     for r in rows:
-        sp = r.get("speedup") or {}
+        sp, sq = r.get("speedup") or {}, r.get("speedup_queued") or {}
         status = r.get("check", "") if r["status"] != "ERROR" else "ERROR: " + r.get("error", "")[:80]
         lines.append(
             f"| {r['row']} | {r['case']} | {cell(r, 'fatune', 'ms')} | {cell(r, 'fatune', 'tf')} "
             f"| {cell(r, 'flash', 'ms')} | {cell(r, 'flash', 'tf')} | {cell(r, 'cudnn', 'ms')} "
             f"| {cell(r, 'cudnn', 'tf')} | {fmt(sp.get('flash'), '.2f')} | {fmt(sp.get('cudnn'), '.2f')} "
+            f"| {fmt(sq.get('flash'), '.2f')} | {fmt(sq.get('cudnn'), '.2f')} "
             f"| {status.replace('|', '/')} | {r.get('variant', '')} |")
     lines += ["", "## Notes", ""]
     if run.get("copy"):
