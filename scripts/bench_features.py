@@ -120,34 +120,22 @@ def main():
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     backends = (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
 
-    def timed(fn):
-        """Median device time of FN in ms, L2 flushed before each call."""
-        for _ in range(warmup):
-            fn()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            flush.zero_()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
-
     sleep = cuda_timing.sleep_cycles(torch)
 
-    def timed_queued(fn):
-        """As timed, each call queued behind a sleep kernel after the flush:
-        the host has launched it before the GPU reaches the first event, so
-        the events hold the GPU's time alone, without the host's latency
-        before the first launch (cuda_timing.py)."""
+    def timed(fn, queued=False):
+        """Median device time of FN in ms, L2 flushed before each call.
+        QUEUED puts each call behind a sleep kernel after the flush: the host
+        has launched it before the GPU reaches the first event, so the events
+        hold the GPU's time alone, without the host's latency before the
+        first launch (cuda_timing.py)."""
         for _ in range(warmup):
             fn()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for i in range(reps):
             flush.zero_()
-            torch.cuda._sleep(sleep)
+            if queued:
+                torch.cuda._sleep(sleep)
             starts[i].record()
             fn()
             ends[i].record()
@@ -160,7 +148,7 @@ def main():
         Returns the call's ms."""
         ms = timed(fn)
         row["ms"][name], row["tflops"][name] = ms, flops / (ms * 1e-3) / 1e12
-        row.setdefault("ms_queued", {})[name] = timed_queued(fn)
+        row.setdefault("ms_queued", {})[name] = timed(fn, queued=True)
         return ms
 
     # ---- the float64 reference on a slice ----------------------------------
