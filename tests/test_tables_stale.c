@@ -13,8 +13,19 @@
 #include "tables.h"
 #include "tune.h"
 #include "check.h"
+#include "compile.h"
+#include "nvrtc_api.h"
 
 #define REPORT_CAP 65536
+
+/* NVRTC's version as the builds table records it ("13.0"). */
+static const char *nvrtc_version(void) {
+  static char v[32];
+  const fat_nvrtc *nv = fat_nvrtc_get(NULL, 0);
+  REQUIRE_EXIT(nv);
+  snprintf(v, sizeof v, "%d.%d", nv->major, nv->minor);
+  return v;
+}
 
 /* V as the winner of its (dtype, mask, head dim) at SEQLEN on a GPU, timed
  * at MS. */
@@ -33,6 +44,27 @@ static void put_winner(fat_db *db, const fat_variant *v, int seqlen, double ms) 
   REQUIRE_EXIT(fat_db_put_check(db, vid, gid, pid, &c) == 0);
   REQUIRE_EXIT(fat_db_put_timing(db, vid, gid, pid, &t, &tid) == 0);
   REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
+}
+
+/* A build of V's source compiled here for ARCH, stored for V's row. */
+static void put_build(fat_db *db, const fat_variant *v, const char *arch) {
+  char err[1024];
+  sqlite3_int64 vid;
+  fat_build b;
+  REQUIRE_EXIT(fat_db_put_variant(db, v, &vid) == 0);
+  REQUIRE_EXIT(fat_compile_one(v->name, v->source, arch, &b, err, sizeof err) == 0 && b.ok);
+  REQUIRE_EXIT(fat_db_put_build(db, vid, &b, fat_compile_options(), nvrtc_version()) == 0);
+  fat_build_free(&b);
+}
+
+/* The value of one SQL query on DB as text ("" for no row). */
+static void query_text(fat_db *db, const char *sql, char *out, size_t cap) {
+  sqlite3_stmt *s = NULL;
+  out[0] = 0;
+  REQUIRE_EXIT(sqlite3_prepare_v2(fat_db_handle(db), sql, -1, &s, NULL) == SQLITE_OK);
+  if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+    snprintf(out, cap, "%s", (const char *)sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
 }
 
 /* The names of DB's winners, sorted, one per line. */
@@ -66,7 +98,7 @@ int main(void) {
                      .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = "sm_90a"};
   fat_variant *v = NULL;
   size_t n = 0;
-  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 3);
+  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 5);
   char old_hash[65];
   snprintf(old_hash, sizeof old_hash, "%s", v[1].hash);
   char *changed = malloc(strlen(v[1].source) + 32);
@@ -139,6 +171,58 @@ int main(void) {
     snprintf(want, sizeof want, "%s\n", v[retire_first ? 0 : 1].name);
     CHECK_STR(names, want);
     fat_db_close(rdb);
+  }
+
+  /* Rehash: v[1]'s stored source differs from today's by a comment (the
+   * same machine code), another variant's by its code (today's v[3] under
+   * the source of v[4]). Each is a winner with a build of its stored
+   * source. v[1] is carried over -- same row, winner and timing, today's
+   * hash and build key; the other stays stale; a second run does nothing. */
+  {
+    fat_variant other = v[3];
+    char other_hash[65];
+    other.source = v[4].source;
+    fat_sha256_hex(other.source, strlen(other.source), other_hash);
+    memcpy(other.hash, other_hash, sizeof other.hash);
+    fat_db *hdb = NULL;
+    long long carried = -1, left = -1;
+    char got[256], key[65];
+    snprintf(path, sizeof path, "%s/rehash.db", dir);
+    REQUIRE_EXIT(fat_db_open(path, &hdb, err, sizeof err) == 0);
+    put_winner(hdb, &v[0], 1024, 1.0);
+    put_winner(hdb, &v[1], 2048, 0.75);
+    put_winner(hdb, &other, 4096, 2.0);
+    put_build(hdb, &v[1], "sm_90a");
+    put_build(hdb, &other, "sm_90a");
+    CHECK_INT(fat_tables_stale(hdb, g, report, REPORT_CAP, err, sizeof err), 2);
+    CHECK_INT(fat_tables_rehash(hdb, g, &carried, &left, err, sizeof err), 0);
+    CHECK_INT(carried, 1);
+    CHECK_INT(left, 1);
+    CHECK_INT(fat_tables_stale(hdb, g, report, REPORT_CAP, err, sizeof err), 1);
+    snprintf(want, sizeof want, "stale: %s: table source_hash %s, generator gives %s\n",
+             other.name, other_hash, v[3].hash);
+    CHECK_STR(report, want);
+    snprintf(want, sizeof want,
+             "SELECT v.source_hash || ' ' || t.median_ms FROM winners w JOIN variants v ON v.id ="
+             " w.variant_id JOIN timings t ON t.id = w.timing_id WHERE v.name = '%s'", v[1].name);
+    query_text(hdb, want, got, sizeof got);
+    snprintf(want, sizeof want, "%s 0.75", old_hash);
+    CHECK_STR(got, want);
+    /* Its build now answers to today's key, its cubin hash with it. */
+    char *today = strndup(v[1].source, strlen(v[1].source) - strlen("// an older template\n"));
+    REQUIRE_EXIT(today && fat_build_key(today, "sm_90a", key, err, sizeof err) == 0);
+    snprintf(want, sizeof want,
+             "SELECT b.key FROM builds b JOIN variants v ON v.id = b.variant_id"
+             " JOIN build_hashes h ON h.build_key = b.key WHERE v.name = '%s'", v[1].name);
+    query_text(hdb, want, got, sizeof got);
+    CHECK_STR(got, key);
+    query_text(hdb, "SELECT count(*) FROM pragma_foreign_key_check", got, sizeof got);
+    CHECK_STR(got, "0");
+    free(today);
+    CHECK_INT(fat_tables_rehash(hdb, g, &carried, &left, err, sizeof err), 0);
+    CHECK_INT(carried, 0);
+    CHECK_INT(left, 1);
+    fat_db_close(hdb);
   }
   for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
   free(v);

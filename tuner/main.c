@@ -23,7 +23,8 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "explain")) return fat_explain_main(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "report")) return fat_report_main(argc - 1, argv + 1);
   if (argc > 1 && (!strcmp(argv[1], "export") || !strcmp(argv[1], "import") ||
-                   !strcmp(argv[1], "merge") || !strcmp(argv[1], "retire-stale")))
+                   !strcmp(argv[1], "merge") || !strcmp(argv[1], "retire-stale") ||
+                   !strcmp(argv[1], "rehash")))
     return fat_tables_main(argc - 1, argv + 1);
 
   /* The head dims the CLI accepts are the ones the space has. */

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "compile.h"
+#include "nvrtc_api.h"
 #include "options.h"
 #include "sha256.h"
 #include "tables.h"
@@ -1001,6 +1003,263 @@ out:
   return rc;
 }
 
+/* ---- carrying measurements over a source-only change ------------------ */
+
+/* A stale variant REHASH may carry over: its id and its (direction, dtype,
+ * mask, head dim) group, for the generator. */
+typedef struct rehash_item {
+  sqlite3_int64 id;
+  char *name, *key;
+  fat_direction dir;
+  fat_dtype dt;
+  fat_mask mk;
+  int hd;
+} rehash_item;
+
+/* 1 when variant ID's stored shape (family, parameters, entry, launch
+ * geometry) is NOW's; 0 when not; -1 on an SQL error. */
+static int same_shape(sqlite3 *h, sqlite3_int64 id, const fat_variant *now) {
+  sqlite3_stmt *s = NULL;
+  int same = -1;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT family = ?2 AND params = ?3 AND entry = ?4 AND block_m = ?5"
+                         " AND threads = ?6 AND smem_bytes = ?7 FROM variants WHERE id = ?1",
+                         -1, &s, NULL) != SQLITE_OK)
+    return -1;
+  sqlite3_bind_int64(s, 1, id);
+  sqlite3_bind_text(s, 2, now->family, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, now->params, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, now->entry, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 5, now->block_m);
+  sqlite3_bind_int(s, 6, now->threads);
+  sqlite3_bind_int(s, 7, now->smem_bytes);
+  if (sqlite3_step(s) == SQLITE_ROW) same = sqlite3_column_int(s, 0);
+  sqlite3_finalize(s);
+  return same;
+}
+
+/* Compiles NOW's source for every stored build of variant ID and compares
+ * the cubins byte for byte. 1: every build (at least one) is identical and
+ * was made with today's options and NVRTC; 0: not; -1 with err: NVRTC or
+ * SQL failed. */
+static int same_machine_code(sqlite3 *h, sqlite3_int64 id, const fat_variant *now,
+                             const char *nvrtc_version, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int same = 1, builds = 0, step;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT arch, options, nvrtc_version, cubin FROM builds"
+                         " WHERE variant_id = ?1 AND ok = 1 ORDER BY id",
+                         -1, &s, NULL) != SQLITE_OK) {
+    set_err(err, errlen, "rehash: %s", sqlite3_errmsg(h));
+    return -1;
+  }
+  sqlite3_bind_int64(s, 1, id);
+  while (same == 1 && (step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *arch = (const char *)sqlite3_column_text(s, 0);
+    builds++;
+    if (strcmp((const char *)sqlite3_column_text(s, 1), fat_compile_options()) ||
+        strcmp((const char *)sqlite3_column_text(s, 2), nvrtc_version)) {
+      same = 0;  /* another compiler or options: nothing to compare with */
+      break;
+    }
+    fat_build b;
+    if (fat_compile_one(now->name, now->source, arch, &b, err, errlen)) {
+      same = -1;
+      break;
+    }
+    const int n = sqlite3_column_bytes(s, 3);
+    same = b.ok && b.cubin_size == (size_t)n && !memcmp(b.cubin, sqlite3_column_blob(s, 3), (size_t)n);
+    fat_build_free(&b);
+  }
+  sqlite3_finalize(s);
+  return same == 1 && builds == 0 ? 0 : same;
+}
+
+/* Points variant ID and its builds at NOW's source: the variant's source and
+ * hash, each build's cache key (and its build_hashes row, which names the
+ * key). Ids stay, so checks, timings and winners stay with it. */
+static int carry_over(sqlite3 *h, sqlite3_int64 id, const fat_variant *now, char *err,
+                      size_t errlen) {
+  sqlite3_stmt *up = NULL, *sel = NULL, *hash_get = NULL, *hash_del = NULL, *build_up = NULL,
+               *hash_put = NULL;
+  int rc = -1, step;
+  if (sqlite3_prepare_v2(h, "UPDATE variants SET source = ?2, source_hash = ?3 WHERE id = ?1", -1,
+                         &up, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h, "SELECT id, key, arch FROM builds WHERE variant_id = ?1 AND ok = 1",
+                         -1, &sel, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h, "SELECT cubin_sha256 FROM build_hashes WHERE build_key = ?1", -1,
+                         &hash_get, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h, "DELETE FROM build_hashes WHERE build_key = ?1", -1, &hash_del,
+                         NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h, "UPDATE builds SET key = ?2 WHERE id = ?1", -1, &build_up, NULL) !=
+          SQLITE_OK ||
+      sqlite3_prepare_v2(h, "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES (?1, ?2)",
+                         -1, &hash_put, NULL) != SQLITE_OK)
+    goto sqlfail;
+  sqlite3_bind_int64(up, 1, id);
+  sqlite3_bind_text(up, 2, now->source, -1, SQLITE_STATIC);
+  sqlite3_bind_text(up, 3, now->hash, -1, SQLITE_STATIC);
+  if (sqlite3_step(up) != SQLITE_DONE) goto sqlfail;
+  sqlite3_bind_int64(sel, 1, id);
+  while ((step = sqlite3_step(sel)) == SQLITE_ROW) {
+    const sqlite3_int64 bid = sqlite3_column_int64(sel, 0);
+    char old_key[FAT_SHA256_HEX_CHARS + 1], key[65], sha[FAT_SHA256_HEX_CHARS + 1] = "";
+    snprintf(old_key, sizeof old_key, "%s", (const char *)sqlite3_column_text(sel, 1));
+    if (fat_build_key(now->source, (const char *)sqlite3_column_text(sel, 2), key, err, errlen))
+      goto out;
+    sqlite3_reset(hash_get);
+    sqlite3_bind_text(hash_get, 1, old_key, -1, SQLITE_TRANSIENT);
+    if ((step = sqlite3_step(hash_get)) == SQLITE_ROW)
+      snprintf(sha, sizeof sha, "%s", (const char *)sqlite3_column_text(hash_get, 0));
+    else if (step != SQLITE_DONE)
+      goto sqlfail;
+    sqlite3_reset(hash_del);
+    sqlite3_bind_text(hash_del, 1, old_key, -1, SQLITE_TRANSIENT);
+    sqlite3_reset(build_up);
+    sqlite3_bind_int64(build_up, 1, bid);
+    sqlite3_bind_text(build_up, 2, key, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(hash_del) != SQLITE_DONE || sqlite3_step(build_up) != SQLITE_DONE) goto sqlfail;
+    if (sha[0]) {
+      sqlite3_reset(hash_put);
+      sqlite3_bind_text(hash_put, 1, key, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(hash_put, 2, sha, -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(hash_put) != SQLITE_DONE) goto sqlfail;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "rehash: %s", sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(up);
+  sqlite3_finalize(sel);
+  sqlite3_finalize(hash_get);
+  sqlite3_finalize(hash_del);
+  sqlite3_finalize(build_up);
+  sqlite3_finalize(hash_put);
+  return rc;
+}
+
+int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n_left,
+                      char *err, size_t errlen) {
+  sqlite3 *h = fat_db_handle(db);
+  sqlite3_stmt *s = NULL, *taken = NULL;
+  gen_group gg = {0};
+  rehash_item *items = NULL;
+  size_t n = 0, cap = 0;
+  long long carried = 0, left = 0;
+  int rc = -1, in_tx = 0, step;
+  char group_key[64] = "", nvrtc_version[32];
+  const fat_nvrtc *nv = fat_nvrtc_get(err, errlen);
+  if (!nv) return -1;
+  snprintf(nvrtc_version, sizeof nvrtc_version, "%d.%d", nv->major, nv->minor);
+  if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) goto sqlfail;
+  in_tx = 1;
+  /* The live variants, as retire-stale walks them; the stale ones are
+   * collected first and changed after the walk, not under its cursor. */
+  if (sqlite3_prepare_v2(h,
+                         "SELECT v.id, v.name, v.source_hash, v.direction, v.dtype, v.mask,"
+                         " v.head_dim FROM variants v WHERE"
+                         " EXISTS (SELECT 1 FROM timings t WHERE t.variant_id = v.id AND t.retired = 0)"
+                         " OR EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = v.id AND c.retired = 0)"
+                         " OR EXISTS (SELECT 1 FROM winners w WHERE w.variant_id = v.id)"
+                         " ORDER BY v.direction, v.dtype, v.mask, v.head_dim, v.name",
+                         -1, &s, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h, "SELECT 1 FROM variants WHERE name = ?1 AND source_hash = ?2", -1,
+                         &taken, NULL) != SQLITE_OK)
+    goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    rehash_item it = {.id = sqlite3_column_int64(s, 0)};
+    const char *name = (const char *)sqlite3_column_text(s, 1);
+    const char *hash = (const char *)sqlite3_column_text(s, 2);
+    const char *dir_s = (const char *)sqlite3_column_text(s, 3);
+    const char *dt_s = (const char *)sqlite3_column_text(s, 4);
+    const char *mk_s = (const char *)sqlite3_column_text(s, 5);
+    it.hd = sqlite3_column_int(s, 6);
+    if (fat_direction_parse(dir_s, &it.dir) || fat_dtype_parse(dt_s, &it.dt) ||
+        fat_mask_parse(mk_s, &it.mk)) {
+      set_err(err, errlen, "rehash: %s: unknown direction, dtype or mask", name);
+      goto out;
+    }
+    char key[64];
+    snprintf(key, sizeof key, "%s %s %s %d", dir_s, dt_s, mk_s, it.hd);
+    if (strcmp(key, group_key)) {
+      if (group_load(g, it.dir, it.dt, it.mk, it.hd, &gg, err, errlen)) goto out;
+      snprintf(group_key, sizeof group_key, "%s", key);
+    }
+    const char *now = group_hash(&gg, name);
+    if (now && !strcmp(now, hash)) continue;
+    if (!now) {  /* the space no longer has it: nothing to compare with */
+      left++;
+      continue;
+    }
+    if (n == cap) {
+      size_t more = cap ? 2 * cap : 64;
+      rehash_item *grown = realloc(items, more * sizeof *grown);
+      if (!grown) {
+        set_err(err, errlen, "out of memory");
+        goto out;
+      }
+      items = grown;
+      cap = more;
+    }
+    it.name = strdup(name);
+    it.key = strdup(key);
+    items[n++] = it;
+    if (!it.name || !it.key) {
+      set_err(err, errlen, "out of memory");
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  group_key[0] = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(items[i].key, group_key)) {
+      if (group_load(g, items[i].dir, items[i].dt, items[i].mk, items[i].hd, &gg, err, errlen))
+        goto out;
+      snprintf(group_key, sizeof group_key, "%s", items[i].key);
+    }
+    const fat_variant *now = NULL;
+    for (size_t k = 0; k < gg.n && !now; k++)
+      if (!strcmp(gg.v[k].name, items[i].name)) now = &gg.v[k];
+    int same = same_shape(h, items[i].id, now);
+    if (same < 0) goto sqlfail;
+    sqlite3_reset(taken);
+    sqlite3_bind_text(taken, 1, now->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(taken, 2, now->hash, -1, SQLITE_STATIC);
+    if ((step = sqlite3_step(taken)) == SQLITE_ROW) same = 0;  /* today's source has a row of its own */
+    else if (step != SQLITE_DONE) goto sqlfail;
+    if (same) same = same_machine_code(h, items[i].id, now, nvrtc_version, err, errlen);
+    if (same < 0) goto out;
+    if (!same) {
+      left++;
+      continue;
+    }
+    if (carry_over(h, items[i].id, now, err, errlen)) goto out;
+    carried++;
+  }
+  if (sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto sqlfail;
+  in_tx = 0;
+  if (n_carried) *n_carried = carried;
+  if (n_left) *n_left = left;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "rehash: %s", sqlite3_errmsg(h));
+out:
+  for (size_t i = 0; i < n; i++) {
+    free(items[i].name);
+    free(items[i].key);
+  }
+  free(items);
+  sqlite3_finalize(s);
+  sqlite3_finalize(taken);
+  if (in_tx) sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+  group_free(&gg);
+  return rc;
+}
+
 /* ---- command line ------------------------------------------------------ */
 
 static const char *const USAGE =
@@ -1012,7 +1271,12 @@ static const char *const USAGE =
     "       fatune retire-stale [--db PATH]\n"
     "         (retires the checks and timings, and deletes the winners, of every variant\n"
     "          whose source this fatune no longer generates: run it on a database of\n"
-    "          older tunes before merging a re-tune into it after a template change)\n";
+    "          older tunes before merging a re-tune into it after a template change)\n"
+    "       fatune rehash [--db PATH]\n"
+    "         (after a change to the templates' text that leaves the machine code as it\n"
+    "          was: keeps the measurements of every stale variant whose source, compiled\n"
+    "          today, gives its stored cubins byte for byte, under today's source; run it\n"
+    "          before retire-stale)\n";
 
 static char *read_file(const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
@@ -1066,7 +1330,7 @@ int fat_tables_main(int argc, char **argv) {
   fat_db *db = NULL;
   fat_gen *gen = NULL;
   if (strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") &&
-      strcmp(cmd, "retire-stale")) {
+      strcmp(cmd, "retire-stale") && strcmp(cmd, "rehash")) {
     fprintf(stderr, "fatune: unknown table command '%s'\n%s", cmd, USAGE);
     return EXIT_USAGE;
   }
@@ -1099,9 +1363,10 @@ int fat_tables_main(int argc, char **argv) {
       files[n_files++] = a;
     }
   }
-  int is_export = !strcmp(cmd, "export"), is_retire = !strcmp(cmd, "retire-stale");
+  int is_export = !strcmp(cmd, "export"), is_rehash = !strcmp(cmd, "rehash");
+  int is_retire = is_rehash || !strcmp(cmd, "retire-stale");  /* both walk the stale variants */
   if (is_retire && (n_files || gpu || out_path)) {
-    fprintf(stderr, "fatune retire-stale: takes only --db\n%s", USAGE);
+    fprintf(stderr, "fatune %s: takes only --db\n%s", cmd, USAGE);
     status = EXIT_USAGE;
     goto out;
   }
@@ -1121,12 +1386,24 @@ int fat_tables_main(int argc, char **argv) {
     fprintf(stderr, "fatune %s: %s\n", cmd, err);
     goto out;
   }
-  if (is_retire) {
-    long long variants = 0, winners = 0;
-    if (!(gen = fat_gen_open(NULL, err, sizeof err))) {
-      fprintf(stderr, "fatune retire-stale: the generator: %s\n", err);
+  if (is_retire && !(gen = fat_gen_open(NULL, err, sizeof err))) {
+    fprintf(stderr, "fatune %s: the generator: %s\n", cmd, err);
+    goto out;
+  }
+  if (is_rehash) {
+    long long carried = 0, left = 0;
+    if (fat_tables_rehash(db, gen, &carried, &left, err, sizeof err)) {
+      fprintf(stderr, "fatune rehash: %s\n", err);
       goto out;
     }
+    fprintf(stderr,
+            "fatune rehash: %s: %lld stale variants carried over (same machine code), %lld left"
+            " stale\n", db_path, carried, left);
+    status = EXIT_OK;
+    goto out;
+  }
+  if (is_retire) {
+    long long variants = 0, winners = 0;
     if (fat_tables_retire_stale(db, gen, &variants, &winners, err, sizeof err)) {
       fprintf(stderr, "fatune retire-stale: %s\n", err);
       goto out;

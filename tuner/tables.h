@@ -79,4 +79,17 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
  * Returns 0, or -1 with err (nothing changed). */
 int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long long *n_winners,
                             char *err, size_t errlen);
+
+/* Carries the measurements of each stale variant of DB over to the source
+ * generator G gives it today, where only the source text changed: same
+ * family, parameters and launch geometry, and for every stored build a
+ * compile of today's source (same architecture, options and NVRTC) that
+ * is byte for byte the stored cubin. Such a variant keeps its row -- its
+ * checks, timings and winners, which were measured on that very machine
+ * code -- with today's source, hash and build keys. The others stay stale
+ * (re-tune them, or retire-stale). *N_CARRIED and *N_LEFT (may be NULL)
+ * get the counts. Needs NVRTC, not a GPU. Returns 0, or -1 with err
+ * (nothing changed). */
+int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n_left, char *err,
+                      size_t errlen);
 #endif
