@@ -109,6 +109,9 @@ if [ "${TUNE:-1}" = 1 ]; then
   # VARLEN=1: the variable-length batch of bench_features.py's row f (eight
   # sequences, 538 to 3976 tokens) as a profile of its own.
   [ "${VARLEN:-0}" = 1 ] && tune fwd 128 "" "--dtype bf16 --mask causal --varlen 3976,2092,538,3777,3879,2599,2919,812"
+  # Each problem's fastest variant of each family side by side (one run:
+  # the same GPU, clocks and inputs for all).
+  [ -f "$DB" ] && { python3 scripts/family_best.py "$DB" >"$OUT/family_best.txt" && tail -4 "$OUT/family_best.txt"; }
 fi
 
 if [ "${FEATURES:-0}" = 1 ]; then

@@ -74,27 +74,7 @@ static_assert(kStages >= 1, "at least one K/V buffer");
 static_assert(kSplits >= 1 && kSplits <= 32, "the combine kernel gives each split one lane");
 static_assert(!(kIsCausal && kIsLocal), "causal is the local window (-1, 0), generated apart");
 
-typedef unsigned short elem_t;  // raw fp16 / bf16 bits
-typedef unsigned int u32;
-
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
-
-__device__ __forceinline__ u32 smem_u32(const void *p) {
-  u32 r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
-// 16-byte asynchronous copy global → shared; bytes = 0 zero-fills the chunk
-// without reading global memory (rows past the end of a sequence).
-__device__ __forceinline__ void cp_async_16(u32 dst, const void *src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
+#include "fwd_common.cuh"
 
 __device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -118,46 +98,6 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const u32 (&a)[4], u32 
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-}
-
-// Two fp32 values rounded to the element type, lo in the low half.
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-  u32 r;
-  if constexpr (kIsBf16)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-  return r;
-}
-
-// tanh on the special-function unit: one MUFU op, as FlashAttention does.
-// Its relative error (2^-11) moves a capped score of 5 by 2.4e-3 before the
-// exponential, below bf16's rounding of P; the exact form 1 - 2/(e^2x + 1)
-// costs two MUFU ops more per score and measured 2.5x the time of the
-// uncapped kernel on the H200 (notes/kernel-log.md).
-__device__ __forceinline__ float fast_tanh(float x) {
-  float r;
-  asm("tanh.approx.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-  return r;
-}
-
-// A row's softmax denominator l: the partial sums of the quad of lanes
-// that hold the row's columns, added.
-__device__ __forceinline__ float quad_sum(float partial) {
-  partial += __shfl_xor_sync(0xffffffffu, partial, 1);
-  return partial + __shfl_xor_sync(0xffffffffu, partial, 2);
-}
-
-// The log-sum-exp of a row with denominator l and raw max m: m·scale +
-// ln l; -inf for a row that saw no key (l = 0), whose output is zeros.
-__device__ __forceinline__ float row_lse(float l, float m, float softmax_scale) {
-  return l > 0.f ? m * softmax_scale + logf(l) : neg_inf();
 }
 
 // Byte offset of element column col (a multiple of 8) of tile row row.
@@ -213,45 +153,6 @@ __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long
       }
     }
   }
-}
-
-// Where one sequence of the batch lives, for dense and variable-length
-// batches alike (templates/fat_abi.h).
-struct Sequence {
-  long long q_off, o_off, k_off, v_off;  // element offsets of its first row
-  int seqlen_q, seqlen_k;                 // its own lengths
-  int lse_row0;                           // its first row in lse's row dimension
-  int lse_rows;                           // lse's row dimension: seqlen_q, or total_q
-};
-
-__device__ __forceinline__ Sequence sequence_of(const fat_fwd_params &p, int batch) {
-  Sequence s;
-  if (p.cu_seqlens_q) {
-    const int q0 = p.cu_seqlens_q[batch];
-    s.seqlen_q = p.cu_seqlens_q[batch + 1] - q0;
-    s.q_off = q0 * p.q_row_stride;
-    s.o_off = q0 * p.o_row_stride;
-    s.lse_row0 = q0;
-    s.lse_rows = p.cu_seqlens_q[p.batch];
-  } else {
-    s.seqlen_q = p.seqlen_q;
-    s.q_off = batch * p.q_batch_stride;
-    s.o_off = batch * p.o_batch_stride;
-    s.lse_row0 = 0;
-    s.lse_rows = p.seqlen_q;
-  }
-  if (p.cu_seqlens_k) {
-    const int k0 = p.cu_seqlens_k[batch];
-    s.seqlen_k = p.cu_seqlens_k[batch + 1] - k0;
-    s.k_off = k0 * p.k_row_stride;
-    s.v_off = k0 * p.v_row_stride;
-  } else {
-    s.seqlen_k = p.seqlen_k;
-    s.k_off = batch * p.k_batch_stride;
-    s.v_off = batch * p.v_batch_stride;
-  }
-  if (p.seqused_k) s.seqlen_k = min(s.seqlen_k, p.seqused_k[batch]);
-  return s;
 }
 
 // Grid: (ceil(rows / kBlockM), kPackGqa ? heads_k : heads, batch · kSplits),

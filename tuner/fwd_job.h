@@ -39,8 +39,10 @@ typedef enum fat_kernel_kind {
 #ifndef FAT_FAMILY_MATERIALIZE
 #define FAT_FAMILY_MATERIALIZE "materialize"
 #endif
-/* The forward's fused family (generator/family_mma80.lua). */
+/* The forward's fused families: mma.sync (generator/family_mma80.lua) and
+ * Hopper's wgmma (generator/family_wgmma90.lua). */
 #define FAT_FAMILY_MMA80 "mma80"
+#define FAT_FAMILY_WGMMA90 "wgmma90"
 /* The decoding family (generator/family_splitkv.lua), and the longest
  * seqlen_q it is timed on and may serve: its 64-row blocks and key splits
  * are for few queries against many keys. */

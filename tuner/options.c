@@ -20,6 +20,7 @@ const char *fat_options_usage(void) {
          "       fatune explain [options]    IO of attention for a shape: materialising vs fused\n"
          "       fatune report [options]     one self-contained HTML page of a database\n"
          "       fatune export|import|merge  move winner tables between databases and machines\n"
+         "       fatune retire-stale|rehash  bring a database's winners up to today's templates\n"
          "       (each subcommand answers --help)\n"
          "\n"
          "Generates FlashAttention kernels, compiles them with NVRTC, checks each against\n"

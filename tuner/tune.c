@@ -140,8 +140,10 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
  * schedules can matter: few queries per block of keys, and packing only
  * with more than one query head per K/V head. */
 int fat_family_applies(const fat_variant *v, const fat_problem *p) {
-  /* A packed batch of variable lengths runs on the one fused kernel. */
-  if (p->lengths.n > 0) return !strcmp(v->family, FAT_FAMILY_MMA80);
+  /* A packed batch of variable lengths runs on a fused kernel of one pass
+   * (the runtime serves a packed call the nearest dense winner too). */
+  if (p->lengths.n > 0)
+    return !strcmp(v->family, FAT_FAMILY_MMA80) || !strcmp(v->family, FAT_FAMILY_WGMMA90);
   if (strcmp(v->family, FAT_FAMILY_SPLITKV) != 0) return 1;
   if (p->seqlen_q > FAT_SPLITKV_MAX_SEQLEN_Q) return 0;
   return !(strstr(v->params, "PACK_GQA=1") && p->heads == p->heads_k);

@@ -201,7 +201,9 @@ def shipped_buckets(path):
         "SELECT DISTINCT p.dtype, p.mask, p.head_dim, p.seqlen_q, p.seqlen_k, p.heads / p.heads_k"
         " FROM winners w"
         " JOIN problems p ON p.id = w.problem_id JOIN gpus g ON g.id = w.gpu_id"
-        " WHERE g.name = ? AND p.direction = 'fwd' ORDER BY 1, 2, 3, 4",
+        # Dense buckets: a variable-length profile (lengths) serves packed
+        # calls only, and bench_features.py's row f checks that it does.
+        " WHERE g.name = ? AND p.direction = 'fwd' AND p.lengths = '' ORDER BY 1, 2, 3, 4",
         (torch.cuda.get_device_name(),)).fetchall()
     db.close()
     return rows

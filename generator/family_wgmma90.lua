@@ -1,0 +1,58 @@
+-- The "wgmma90" family: the forward on Hopper's warpgroup matrix products
+-- (templates/fwd_wgmma90.cu, notes/wgmma-forward.md), sm_90a only. Its
+-- layouts are checked by tests/test_gpu_wgmma.c. Head dims that are whole
+-- 64-column slabs (64, 128, 192, 256; the others run padded on mma80); dense
+-- and variable-length batches, GQA, windows and the soft-cap as mma80 has
+-- them, no decoding schedules.
+
+local constraints = fat.require("constraints")
+local ROWS_PER_WARPGROUP = 64  -- wgmma's M
+local THREADS_PER_WARPGROUP = 128
+local ELEMENT_BYTES = 2
+local ALIGNMENT_SLACK = 1024   -- the template rounds its tiles up to 1024 bytes
+local family = {
+  name = "wgmma90",
+  direction = "fwd",
+  template = "fwd_wgmma90.cu",
+  entry = "fat_fwd_wgmma90",
+  archs = {"sm_90a"},
+  head_dims = {64, 128, 192, 256},
+  dtypes = {"fp16", "bf16"},
+  masks = {"none", "causal", "local"},
+  params = {
+    {name = "BLOCK_M", values = {64, 128}},   -- query rows per block: 64 per warpgroup
+    {name = "BLOCK_N", values = {64, 128}},   -- keys per K/V tile: S's N
+    {name = "STAGES", values = {1, 2}},       -- K/V tiles in flight
+    {name = "OVERLAP", values = {0, 1}},      -- softmax of tile j + 1 beside P·V of tile j
+  },
+  fixed = {PACK_GQA = 0, SPLITS = 1},
+}
+
+function family.tag(c)
+  return ("m%dn%ds%d%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.OVERLAP == 1 and "o" or "")
+end
+
+-- No fixed choice of its own: mma80's default (FlashAttention-2's tiles) is
+-- the baseline of every problem, this family's variants among the contenders.
+function family.default()
+  return {}
+end
+
+-- Q, STAGES K and V tiles, unpadded (swizzled), and the alignment slack.
+function family.smem_bytes(c)
+  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * c.HEAD_DIM * ELEMENT_BYTES + ALIGNMENT_SLACK
+end
+
+function family.resources(c)
+  return {threads = THREADS_PER_WARPGROUP * c.BLOCK_M // ROWS_PER_WARPGROUP, block_m = c.BLOCK_M,
+          smem_bytes = family.smem_bytes(c)}
+end
+
+family.constraints = {
+  constraints.fits_shared_memory(family),
+  function(c)
+    if c.OVERLAP == 1 and c.STAGES ~= 2 then return "OVERLAP keeps two K/V buffers: STAGES 2" end
+  end,
+}
+
+return family
