@@ -1,22 +1,25 @@
 -- The "wgmma90" family: the forward on Hopper's warpgroup matrix products
 -- (templates/fwd_wgmma90.cu, notes/wgmma-forward.md), sm_90a only. Its
--- layouts are checked by tests/test_gpu_wgmma.c. Head dims that are whole
--- 64-column slabs (64, 128, 192, 256; the others run padded on mma80); dense
--- and variable-length batches, GQA, windows and the soft-cap as mma80 has
--- them, no decoding schedules.
+-- layouts are checked by tests/test_gpu_wgmma.c. Its tiles are whole
+-- 64-column slabs: head dims 64, 128, 192 and 256, and 96 on the 128-column
+-- template (columns past the head dim load as zeros and are never stored,
+-- as for any head dim a call pads up to a tuned one); dense and
+-- variable-length batches, GQA, windows and the soft-cap as mma80 has them,
+-- no decoding schedules.
 
 local constraints = fat.require("constraints")
 local ROWS_PER_WARPGROUP = 64  -- wgmma's M
 local THREADS_PER_WARPGROUP = 128
 local ELEMENT_BYTES = 2
 local ALIGNMENT_SLACK = 1024   -- the template rounds its tiles up to 1024 bytes
+local SLAB = 64                -- columns of one 128-byte swizzled slab
 local family = {
   name = "wgmma90",
   direction = "fwd",
   template = "fwd_wgmma90.cu",
   entry = "fat_fwd_wgmma90",
   archs = {"sm_90a"},
-  head_dims = {64, 128, 192, 256},
+  head_dims = {64, 96, 128, 192, 256},
   dtypes = {"fp16", "bf16"},
   masks = {"none", "causal", "local"},
   params = {
@@ -32,6 +35,11 @@ function family.tag(c)
   return ("m%dn%ds%d%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.OVERLAP == 1 and "o" or "")
 end
 
+-- The template's HEAD_DIM for head dim D: whole slabs.
+function family.template_head_dim(d)
+  return (d + SLAB - 1) // SLAB * SLAB
+end
+
 -- No fixed choice of its own: mma80's default (FlashAttention-2's tiles) is
 -- the baseline of every problem, this family's variants among the contenders.
 function family.default()
@@ -40,7 +48,8 @@ end
 
 -- Q, STAGES K and V tiles, unpadded (swizzled), and the alignment slack.
 function family.smem_bytes(c)
-  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * c.HEAD_DIM * ELEMENT_BYTES + ALIGNMENT_SLACK
+  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * family.template_head_dim(c.HEAD_DIM) * ELEMENT_BYTES +
+         ALIGNMENT_SLACK
 end
 
 function family.resources(c)

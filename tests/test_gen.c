@@ -126,7 +126,7 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   CHECK_WHY(wgmma_defaults == 0, "%s: %d wgmma90 variants marked default", arch, wgmma_defaults);
   CHECK_WHY(other == 0, "%s: %d variants of an unknown family", arch, other);
   /* every configuration of mma80's 2x4x2x3 grid, of splitkv's 2x2x2x5, of
-   * wgmma90's 2x2x2x2 (sm_90a's head dims that are multiples of 64) and of
+   * wgmma90's 2x2x2x2 (sm_90a's d64 to d256, d32 aside) and of
    * the baseline's tiles is either a variant or pruned */
   size_t wgmma_grid = 0;
   for (int d = 0; d < N_HEAD_DIMS; d++) wgmma_grid += want_wgmma[d] ? (size_t)2 * N_MASKS * WGMMA90_GRID : 0;
@@ -649,11 +649,11 @@ int main(void) {
    * (the tiles of head dims that are multiples of 64 are unpadded) */
   const int splitkv_sm80[N_HEAD_DIMS] = {27, 27, 27, 27, 9, 9};
   const int splitkv_sm90a[N_HEAD_DIMS] = {27, 27, 27, 27, 27, 18};
-  /* wgmma90: sm_90a only, head dims 64, 128, 192, 256; OVERLAP only with
-   * STAGES 2 (4 of 16 pruned), then shared memory prunes more at d192 and
-   * d256 */
+  /* wgmma90: sm_90a only, head dims 64, 128, 192, 256 and 96 (on the d128
+   * template: its shared memory); OVERLAP only with STAGES 2 (4 of 16
+   * pruned), then shared memory prunes more at d192 and d256 */
   const int wgmma_sm80[N_HEAD_DIMS] = {0, 0, 0, 0, 0, 0};
-  const int wgmma_sm90a[N_HEAD_DIMS] = {0, 12, 0, 12, 10, 8};
+  const int wgmma_sm90a[N_HEAD_DIMS] = {0, 12, 12, 12, 10, 8};
   test_space_counts(g, "sm_80", want_sm80, splitkv_sm80, wgmma_sm80);
   test_space_counts(g, "sm_90a", want_sm90a, splitkv_sm90a, wgmma_sm90a);
   /* per head dim 64..256, atomic and separate, PREFETCH 0 and 1; see

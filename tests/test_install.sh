@@ -45,13 +45,14 @@ int main(void) {
 }
 C
 # What the consumer must print: the built-in bf16 causal d96 default, or a
-# winner read from the installed tables (when they hold one for the H200).
+# winner of any family read from the installed tables (when they hold one
+# for the H200).
 check_run() {
   local out
   out=$("$@") || fail "$1 failed: $out"
   case "$out" in
     fwd.mma80.bf16.d96.causal.m128n64w4s1) ;;
-    "fwd.mma80.bf16.d96.causal."*" from $PREFIX/$LIBDIR/../share/fatune/fatune_tables.db") ;;
+    "fwd."*".bf16.d96.causal."*" from $PREFIX/$LIBDIR/../share/fatune/fatune_tables.db") ;;
     *) fail "$1 printed '$out'" ;;
   esac
 }
@@ -73,7 +74,7 @@ ldd "$WORK/consumer_static" | grep -q libfatune && fail "the static consumer lin
 # point it at the installed ones explicitly.
 out=$(FATUNE_TABLES="$PREFIX/share/fatune/fatune_tables.db" "$WORK/consumer_static") \
   || fail "static consumer: $out"
-case "$out" in fwd.mma80.bf16.d96.causal.*) ;; *) fail "static consumer printed '$out'" ;; esac
+case "$out" in fwd.*.bf16.d96.causal.*) ;; *) fail "static consumer printed '$out'" ;; esac
 
 mkdir -p "$WORK/cmake"
 cat > "$WORK/cmake/CMakeLists.txt" <<'CM'
