@@ -880,6 +880,17 @@ typedef struct gen_group {
   size_t n;
 } gen_group;
 
+/* Variants anything live still refers to (a live timing or check, or a
+ * winner), grouped by (direction, dtype, mask, head dim) for the
+ * generator: what retire-stale and rehash walk. */
+static const char *const LIVE_VARIANTS_SQL =
+    "SELECT v.id, v.name, v.source_hash, v.direction, v.dtype, v.mask, v.head_dim"
+    " FROM variants v WHERE"
+    " EXISTS (SELECT 1 FROM timings t WHERE t.variant_id = v.id AND t.retired = 0)"
+    " OR EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = v.id AND c.retired = 0)"
+    " OR EXISTS (SELECT 1 FROM winners w WHERE w.variant_id = v.id)"
+    " ORDER BY v.direction, v.dtype, v.mask, v.head_dim, v.name";
+
 static void group_free(gen_group *gg) {
   for (size_t i = 0; i < gg->n; i++) fat_variant_free(&gg->v[i]);
   free(gg->v);
@@ -929,17 +940,9 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
   long long winners = 0;
   int rc = -1, in_tx = 0, step, have_group = 0;
   char group_key[64] = "";
-  /* Variants anything live still refers to, grouped for the generator. */
   if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) goto sqlfail;
   in_tx = 1;
-  if (sqlite3_prepare_v2(h,
-                         "SELECT v.id, v.name, v.source_hash, v.direction, v.dtype, v.mask,"
-                         " v.head_dim FROM variants v WHERE"
-                         " EXISTS (SELECT 1 FROM timings t WHERE t.variant_id = v.id AND t.retired = 0)"
-                         " OR EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = v.id AND c.retired = 0)"
-                         " OR EXISTS (SELECT 1 FROM winners w WHERE w.variant_id = v.id)"
-                         " ORDER BY v.direction, v.dtype, v.mask, v.head_dim, v.name",
-                         -1, &s, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(h, LIVE_VARIANTS_SQL, -1, &s, NULL) != SQLITE_OK)
     goto sqlfail;
   for (int i = 0; i < 3; i++)
     if (sqlite3_prepare_v2(h, RETIRE_SQL[i], -1, &retire[i], NULL) != SQLITE_OK) goto sqlfail;
@@ -1158,14 +1161,7 @@ int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n
   in_tx = 1;
   /* The live variants, as retire-stale walks them; the stale ones are
    * collected first and changed after the walk, not under its cursor. */
-  if (sqlite3_prepare_v2(h,
-                         "SELECT v.id, v.name, v.source_hash, v.direction, v.dtype, v.mask,"
-                         " v.head_dim FROM variants v WHERE"
-                         " EXISTS (SELECT 1 FROM timings t WHERE t.variant_id = v.id AND t.retired = 0)"
-                         " OR EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = v.id AND c.retired = 0)"
-                         " OR EXISTS (SELECT 1 FROM winners w WHERE w.variant_id = v.id)"
-                         " ORDER BY v.direction, v.dtype, v.mask, v.head_dim, v.name",
-                         -1, &s, NULL) != SQLITE_OK ||
+  if (sqlite3_prepare_v2(h, LIVE_VARIANTS_SQL, -1, &s, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(h, "SELECT 1 FROM variants WHERE name = ?1 AND source_hash = ?2", -1,
                          &taken, NULL) != SQLITE_OK)
     goto sqlfail;
