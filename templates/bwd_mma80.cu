@@ -74,8 +74,7 @@ static_assert(FAT_BWD_ROW_THREADS % kWarpSize == 0, "the per-row kernels' blocks
 static_assert(kBlockM <= kThreads, "one thread per query row holds a prefetched lse and D");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
 
-typedef unsigned short elem_t;  // raw fp16 / bf16 bits
-typedef unsigned int u32;
+#include "fat_device.cuh"
 
 // How kWarps warps share one kM x kN product: a kWM x kWN grid of warps,
 // each owning kMT 16-row tiles and kNT 8-column tiles (an even number: B is
@@ -157,58 +156,12 @@ __device__ __forceinline__ int dq_whole_offset(int row, int col) {
   return pass * kBlockM * kDqCols + (block * kWarpSize + g * 4 + t) * 4 + (nt % 2) * 2 + e;
 }
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000u); }
 
-__device__ __forceinline__ u32 smem_u32(const void *p) {
-  u32 r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
-// 16-byte asynchronous copy global → shared; bytes = 0 zero-fills.
-__device__ __forceinline__ void cp_async_16(u32 dst, const void *src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 // All but the most recent group landed (the prefetched tile may still fly).
 __device__ __forceinline__ void cp_async_wait_all_but_last() {
   asm volatile("cp.async.wait_group 1;\n" ::);
-}
-
-__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-// c += a·b for one m16n8k16 tile, fp32 accumulators.
-__device__ __forceinline__ void mma_16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  if constexpr (kIsBf16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-// Two fp32 values rounded to the element type, lo in the low half.
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-  u32 r;
-  if constexpr (kIsBf16)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
 }
 
 __device__ __forceinline__ float to_float(elem_t x) {
@@ -222,12 +175,6 @@ __device__ __forceinline__ float to_float(elem_t x) {
 __device__ __forceinline__ float dot2(u32 a, u32 b) {
   return to_float((elem_t)(a & 0xffffu)) * to_float((elem_t)(b & 0xffffu)) +
          to_float((elem_t)(a >> 16)) * to_float((elem_t)(b >> 16));
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-  return r;
 }
 
 // *addr += a, *(addr + 1) += b in global memory, unordered (dQ's fp32

@@ -1,46 +1,15 @@
-// What the forward templates share (fwd_mma80.cu, fwd_wgmma90.cu): element
-// types, asynchronous copies, the exponential and rounding helpers, the
-// row statistics' epilogue and where a sequence of the batch lives. The
+// What the forward templates share (fwd_mma80.cu, fwd_wgmma90.cu) beyond
+// fat_device.cuh: the copies' wait, the soft-cap's tanh, the row
+// statistics' epilogue and where a sequence of the batch lives. The
 // including template defines kIsBf16 first. generator/expand.lua inlines
 // this file into each variant's source.
 #pragma once
 
-typedef unsigned short elem_t;  // raw fp16 / bf16 bits
-typedef unsigned int u32;
+#include "fat_device.cuh"
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
-
-__device__ __forceinline__ u32 smem_u32(const void *p) {
-  u32 r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
-// 16-byte asynchronous copy global → shared; bytes = 0 zero-fills the chunk
-// without reading global memory (rows past the end of a sequence).
-__device__ __forceinline__ void cp_async_16(u32 dst, const void *src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
-// Two fp32 values rounded to the element type, lo in the low half.
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-  u32 r;
-  if constexpr (kIsBf16)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-  return r;
 }
 
 // tanh on the special-function unit: one MUFU op, as FlashAttention does.
