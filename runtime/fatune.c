@@ -463,7 +463,7 @@ static sqlite3 *open_ro(fat_context *c, int i) {
   " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
   " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
   /* Families of one fused kernel; the materialising baseline never wins. */                   \
-  " AND v.family IN ('mma80', 'splitkv', 'wgmma90') AND instr(v.source, ?9) > 0"                          \
+  " AND v.family IN ('mma80', 'splitkv', 'wgmma90') AND instr(v.source, ?9) > 0"               \
   " AND instr(v.source, ?10) > 0"                                                              \
   " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, w.chosen_at DESC"
 
