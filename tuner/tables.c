@@ -920,10 +920,16 @@ static int group_load(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, 
   return 0;
 }
 
-static const char *group_hash(const gen_group *gg, const char *name) {
+/* The group's variant NAME as the generator gives it today, or NULL. */
+static const fat_variant *group_find(const gen_group *gg, const char *name) {
   for (size_t i = 0; i < gg->n; i++)
-    if (!strcmp(gg->v[i].name, name)) return gg->v[i].hash;
+    if (!strcmp(gg->v[i].name, name)) return &gg->v[i];
   return NULL;
+}
+
+static const char *group_hash(const gen_group *gg, const char *name) {
+  const fat_variant *v = group_find(gg, name);
+  return v ? v->hash : NULL;
 }
 
 int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long long *n_winners,
@@ -1048,7 +1054,7 @@ static int same_shape(sqlite3 *h, sqlite3_int64 id, const fat_variant *now) {
 static int same_machine_code(sqlite3 *h, sqlite3_int64 id, const fat_variant *now,
                              const char *nvrtc_version, char *err, size_t errlen) {
   sqlite3_stmt *s = NULL;
-  int same = 1, builds = 0, step;
+  int same = 1, builds = 0, step = SQLITE_DONE;
   if (sqlite3_prepare_v2(h,
                          "SELECT arch, options, nvrtc_version, cubin FROM builds"
                          " WHERE variant_id = ?1 AND ok = 1 ORDER BY id",
@@ -1073,6 +1079,10 @@ static int same_machine_code(sqlite3 *h, sqlite3_int64 id, const fat_variant *no
     const int n = sqlite3_column_bytes(s, 3);
     same = b.ok && b.cubin_size == (size_t)n && !memcmp(b.cubin, sqlite3_column_blob(s, 3), (size_t)n);
     fat_build_free(&b);
+  }
+  if (same == 1 && step != SQLITE_DONE) {  /* the walk itself failed */
+    set_err(err, errlen, "rehash: %s", sqlite3_errmsg(h));
+    same = -1;
   }
   sqlite3_finalize(s);
   return same == 1 && builds == 0 ? 0 : same;
@@ -1216,9 +1226,7 @@ int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n
         goto out;
       snprintf(group_key, sizeof group_key, "%s", items[i].key);
     }
-    const fat_variant *now = NULL;
-    for (size_t k = 0; k < gg.n && !now; k++)
-      if (!strcmp(gg.v[k].name, items[i].name)) now = &gg.v[k];
+    const fat_variant *now = group_find(&gg, items[i].name);
     int same = same_shape(h, items[i].id, now);
     if (same < 0) goto sqlfail;
     sqlite3_reset(taken);
