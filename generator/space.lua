@@ -12,6 +12,7 @@ local families = {
   fat.require("family_wgmma90"),  -- forward, wgmma (sm_90a): Hopper's warpgroup products
   fat.require("family_materialize"),  -- forward baseline: scores in device memory, never a winner
   fat.require("family_bwd_mma80"),  -- backward, mma.sync m16n8k16, dQ by atomics or a second pass
+  fat.require("family_bwd_wgmma90"),  -- backward, wgmma (sm_90a), dQ by atomics
 }
 
 -- Largest dynamic shared memory one block may opt into (bytes): A100 163 KiB,

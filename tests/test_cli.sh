@@ -150,8 +150,9 @@ else
 fi
 # bf16 d128 causal on sm_90a: 22 atomic + 22 separate backward variants (12
 # each without PREFETCH, 10 with: family_bwd_mma80.lua drops it where few
-# accumulators leave room for many warps), the default FlashAttention-2's
-# 64 x 64 tiles with atomic dQ and no prefetch; fwd,bwd lists both.
+# accumulators leave room for many warps) and 4 of the wgmma90 family, the
+# default FlashAttention-2's 64 x 64 tiles with atomic dQ and no prefetch;
+# fwd,bwd lists both.
 bwd=$("$F" --list --direction bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null)
 both=$("$F" --list --direction fwd,bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
 fwd=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
@@ -159,9 +160,10 @@ if [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic ' <<<"$bwd")" -eq 1
    [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic\.p1 ' <<<"$bwd")" -eq 10 ] &&
    [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.separate ' <<<"$bwd")" -eq 12 ] &&
    [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.separate\.p1 ' <<<"$bwd")" -eq 10 ] &&
-   [ "$(wc -l <<<"$bwd")" -eq 44 ] &&
+   [ "$(grep -c '^bwd\.wgmma90\.bf16\.d128\.causal\.m64n\(64\|128\)s[12] ' <<<"$bwd")" -eq 4 ] &&
+   [ "$(wc -l <<<"$bwd")" -eq 48 ] &&
    grep -q '^bwd.mma80.bf16.d128.causal.m64n64w4.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=4  [0-9a-f]\{64\}$' <<<"$bwd" &&
-   [ "$both" -eq $((fwd + 44)) ]; then
+   [ "$both" -eq $((fwd + 48)) ]; then
   pass=$((pass + 1))
 else
   fail=$((fail + 1)); echo "FAIL: --list --direction bwd ($(wc -l <<<"$bwd") bwd lines, $both for fwd,bwd, $fwd fwd)"

@@ -27,6 +27,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
+#define BWD_WGMMA_GRID 8  /* backward wgmma90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
 #define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
@@ -337,7 +338,7 @@ static void test_pruning(fat_gen *g) {
  * atomic dQ); names, parameters and resources as documented; pruning
  * reasons that name the limit. */
 static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N_BWD_HEAD_DIMS],
-                           const int want_separate[N_BWD_HEAD_DIMS]) {
+                           const int want_separate[N_BWD_HEAD_DIMS], const int want_wgmma[N_BWD_HEAD_DIMS]) {
   char err[ERR_LEN];
   fat_gen_query q = {.direction = FAT_BWD, .arch = arch};
   fat_variant *v;
@@ -348,10 +349,22 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
     return;
   }
   int count[N_BWD_HEAD_DIMS][2][N_MASKS][2] = {{{{0}}}}, defaults[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
+  int wgmma[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
+  size_t n_wgmma = 0;
   for (size_t i = 0; i < n; i++) {
     int d = head_dim_index(v[i].head_dim) - 1; /* no d32 backward */
     int separate = strstr(v[i].name, ".separate") != NULL;
     CHECK_WHY(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
+    /* Hopper's family: atomic dQ only, never the default, sm_90a only. */
+    if (!strcmp(v[i].family, "wgmma90")) {
+      CHECK_WHY(!strcmp(arch, "sm_90a") && v[i].direction == FAT_BWD &&
+                    !strcmp(v[i].entry, "fat_bwd_wgmma90") && !v[i].is_default &&
+                    strstr(v[i].params, "DQ_MODE=atomic") && strstr(v[i].source, "{{") == NULL,
+                "%s on %s: entry %s params %s", v[i].name, arch, v[i].entry, v[i].params);
+      if (d >= 0 && (int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS) wgmma[d][v[i].dtype][v[i].mask]++;
+      n_wgmma++;
+      continue;
+    }
     CHECK_WHY(v[i].direction == FAT_BWD && !strcmp(v[i].family, "mma80") &&
               !strcmp(v[i].entry, "fat_bwd_mma80"),
               "%s: direction %d family %s entry %s", v[i].name, v[i].direction, v[i].family, v[i].entry);
@@ -375,9 +388,16 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
         CHECK_WHY(count[d][t][m][0] >= BWD_MIN_CONFIGS && count[d][t][m][1] >= BWD_MIN_CONFIGS,
                   "%s bwd d%d: fewer than %d configurations", arch, HEAD_DIMS[d + 1], BWD_MIN_CONFIGS);
         CHECK_WHY(defaults[d][t][m] == 1, "%s bwd d%d: %d defaults", arch, HEAD_DIMS[d + 1], defaults[d][t][m]);
+        CHECK_WHY(wgmma[d][t][m] == want_wgmma[d], "%s bwd wgmma90 d%d: %d, want %d", arch, HEAD_DIMS[d + 1],
+                  wgmma[d][t][m], want_wgmma[d]);
       }
-  CHECK_WHY(n + np == (size_t)N_BWD_HEAD_DIMS * 2 * N_MASKS * BWD_GRID, "%s bwd: %zu variants + %zu pruned",
-            arch, n, np);
+  /* wgmma90's grid: BLOCK_M x BLOCK_N x STAGES = 2x2x2 over head dims 64, 96, 128. */
+  size_t wgmma_grid = !strcmp(arch, "sm_90a") ? 3 * 2 * N_MASKS * BWD_WGMMA_GRID : 0;
+  size_t np_wgmma = 0;
+  for (size_t i = 0; i < np; i++) np_wgmma += strncmp(p[i].name, "bwd.wgmma90.", 12) == 0;
+  CHECK_WHY(n - n_wgmma + np - np_wgmma == (size_t)N_BWD_HEAD_DIMS * 2 * N_MASKS * BWD_GRID &&
+                n_wgmma + np_wgmma == wgmma_grid,
+            "%s bwd: %zu variants + %zu pruned (wgmma90 %zu + %zu)", arch, n, np, n_wgmma, np_wgmma);
   /* d128: K, V, Q, dO tiles of 64 rows x 128 elements (swizzled, unpadded),
    * P and dS of 64 x (64 + 8), lse and D of 64 rows: 65536 + 18432 + 512
    * bytes. block_m is the key block. */
@@ -666,8 +686,12 @@ int main(void) {
   const int bwd_separate_sm80[N_BWD_HEAD_DIMS] = {23, 14, 20, 10, 7};
   const int bwd_atomic_sm90a[N_BWD_HEAD_DIMS] = {24, 15, 22, 12, 12};
   const int bwd_separate_sm90a[N_BWD_HEAD_DIMS] = {24, 15, 22, 11, 11};
-  test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80);
-  test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a);
+  /* wgmma90 (sm_90a): d64 loses BLOCK_M 64 with two warpgroups (dQ's
+   * 32-column slices), d96 and d128 BLOCK_M 128 (accumulators) */
+  const int bwd_wgmma_sm80[N_BWD_HEAD_DIMS] = {0, 0, 0, 0, 0};
+  const int bwd_wgmma_sm90a[N_BWD_HEAD_DIMS] = {6, 4, 4, 0, 0};
+  test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80);
+  test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a);
   test_names_and_hashes(g);
   test_pruning(g);
   test_query_errors(g);
