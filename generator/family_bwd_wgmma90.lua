@@ -8,13 +8,10 @@
 -- (zero columns, never stored).
 
 local constraints = fat.require("constraints")
-local KEYS_PER_WARPGROUP = 64   -- wgmma's M: every product's rows are a warpgroup's keys
-local THREADS_PER_WARPGROUP = 128
-local ELEMENT_BYTES = 2
+local tiles = fat.require("wgmma_tiles")
+local KEYS_PER_WARPGROUP = tiles.ROWS_PER_WARPGROUP  -- every product's rows are a warpgroup's keys
 local FLOAT_BYTES = 4
 local ROW_STATS = 2             -- lse and D of the query tile
-local ALIGNMENT_SLACK = 1024    -- the template rounds its tiles up to 1024 bytes
-local SLAB = 64                 -- columns of one 128-byte swizzled slab
 -- Accumulators a thread may hold at once: Sᵀ and dPᵀ (BLOCK_M / 2 each)
 -- beside dK and dV (head dim / 2 each); the rest of the 255 registers hold
 -- addresses and the A fragments.
@@ -43,10 +40,7 @@ function family.tag(c)
   return ("m%dn%ds%d"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES)
 end
 
--- The template's HEAD_DIM for head dim D: whole slabs.
-function family.template_head_dim(d)
-  return (d + SLAB - 1) // SLAB * SLAB
-end
+family.template_head_dim = tiles.template_head_dim
 
 -- No fixed choice of its own: mma80's default is every problem's baseline.
 function family.default()
@@ -56,21 +50,21 @@ end
 -- K and V (BLOCK_N rows), STAGES Q and dO tiles (BLOCK_M rows), dSᵀ
 -- (BLOCK_N x BLOCK_M), the tile's lse and D, and the alignment slack.
 function family.smem_bytes(c)
-  local d = family.template_head_dim(c.HEAD_DIM)
-  return (2 * c.BLOCK_N + 2 * c.STAGES * c.BLOCK_M) * d * ELEMENT_BYTES + c.BLOCK_N * c.BLOCK_M * ELEMENT_BYTES +
-         ROW_STATS * c.BLOCK_M * FLOAT_BYTES + ALIGNMENT_SLACK
+  local d = tiles.template_head_dim(c.HEAD_DIM)
+  return (2 * c.BLOCK_N + 2 * c.STAGES * c.BLOCK_M) * d * tiles.ELEMENT_BYTES +
+         c.BLOCK_N * c.BLOCK_M * tiles.ELEMENT_BYTES + ROW_STATS * c.BLOCK_M * FLOAT_BYTES + tiles.ALIGNMENT_SLACK
 end
 
 -- block_m is the key block: grid.x of the main kernel is ceil(seqlen_k / BLOCK_N).
 function family.resources(c)
-  return {threads = THREADS_PER_WARPGROUP * c.BLOCK_N // KEYS_PER_WARPGROUP, block_m = c.BLOCK_N,
+  return {threads = tiles.THREADS_PER_WARPGROUP * c.BLOCK_N // KEYS_PER_WARPGROUP, block_m = c.BLOCK_N,
           smem_bytes = family.smem_bytes(c)}
 end
 
 family.constraints = {
   constraints.fits_shared_memory(family),
   function(c)
-    local acc = c.BLOCK_M + family.template_head_dim(c.HEAD_DIM)
+    local acc = c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM)
     if acc > ACCUMULATOR_BUDGET then
       return ("accumulators %d > %d registers per thread"):format(acc, ACCUMULATOR_BUDGET)
     end
@@ -80,9 +74,9 @@ family.constraints = {
   -- must be whole 64-column slabs of K.
   function(c)
     local warpgroups, row_blocks = c.BLOCK_N // KEYS_PER_WARPGROUP, c.BLOCK_M // KEYS_PER_WARPGROUP
-    if warpgroups > row_blocks and family.template_head_dim(c.HEAD_DIM) // (warpgroups // row_blocks) % SLAB ~= 0 then
-      return ("dQ: %d warpgroups split %d columns into slices narrower than a slab"):format(
-        warpgroups, family.template_head_dim(c.HEAD_DIM))
+    local d = tiles.template_head_dim(c.HEAD_DIM)
+    if warpgroups > row_blocks and d // (warpgroups // row_blocks) % tiles.SLAB ~= 0 then
+      return ("dQ: %d warpgroups split %d columns into slices narrower than a slab"):format(warpgroups, d)
     end
   end,
 }

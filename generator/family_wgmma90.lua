@@ -8,11 +8,7 @@
 -- no decoding schedules.
 
 local constraints = fat.require("constraints")
-local ROWS_PER_WARPGROUP = 64  -- wgmma's M
-local THREADS_PER_WARPGROUP = 128
-local ELEMENT_BYTES = 2
-local ALIGNMENT_SLACK = 1024   -- the template rounds its tiles up to 1024 bytes
-local SLAB = 64                -- columns of one 128-byte swizzled slab
+local tiles = fat.require("wgmma_tiles")
 local family = {
   name = "wgmma90",
   direction = "fwd",
@@ -35,10 +31,7 @@ function family.tag(c)
   return ("m%dn%ds%d%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.OVERLAP == 1 and "o" or "")
 end
 
--- The template's HEAD_DIM for head dim D: whole slabs.
-function family.template_head_dim(d)
-  return (d + SLAB - 1) // SLAB * SLAB
-end
+family.template_head_dim = tiles.template_head_dim
 
 -- No fixed choice of its own: mma80's default (FlashAttention-2's tiles) is
 -- the baseline of every problem, this family's variants among the contenders.
@@ -48,12 +41,12 @@ end
 
 -- Q, STAGES K and V tiles, unpadded (swizzled), and the alignment slack.
 function family.smem_bytes(c)
-  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * family.template_head_dim(c.HEAD_DIM) * ELEMENT_BYTES +
-         ALIGNMENT_SLACK
+  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * tiles.template_head_dim(c.HEAD_DIM) * tiles.ELEMENT_BYTES +
+         tiles.ALIGNMENT_SLACK
 end
 
 function family.resources(c)
-  return {threads = THREADS_PER_WARPGROUP * c.BLOCK_M // ROWS_PER_WARPGROUP, block_m = c.BLOCK_M,
+  return {threads = tiles.THREADS_PER_WARPGROUP * c.BLOCK_M // tiles.ROWS_PER_WARPGROUP, block_m = c.BLOCK_M,
           smem_bytes = family.smem_bytes(c)}
 end
 
