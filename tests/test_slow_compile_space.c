@@ -4,6 +4,9 @@
  *
  * Knobs, for quick local runs and for CI:
  *   FATUNE_COMPILE_SAMPLE=N     compile only every N-th variant (default 1: all)
+ *   FATUNE_COMPILE_SAMPLE_OFFSET=K  ... those whose index is K modulo N
+ *                               (default 0): CI rotates K by commit, so that
+ *                               successive commits cover the whole space
  *   FATUNE_COMPILE_CACHE_DIR=D  keep cubins in D keyed by fat_build_key and
  *                               skip compiling those already there */
 #include <errno.h>
@@ -141,7 +144,7 @@ static void show_failure(const fat_variant *v, const fat_build *b, const char *w
   }
 }
 
-static int run_arch(fat_gen *g, const char *arch, size_t sample, const char *cache_dir,
+static int run_arch(fat_gen *g, const char *arch, size_t sample, size_t offset, const char *cache_dir,
                     summary *s) {
   int rc = -1;
   char err[ERR_MAX];
@@ -189,7 +192,7 @@ static int run_arch(fat_gen *g, const char *arch, size_t sample, const char *cac
     goto out;
   }
   for (size_t i = 0; i < n; i++) {
-    if (i % sample != 0) {
+    if (i % sample != offset) {
       skip[i] = 1;
       continue;
     }
@@ -212,7 +215,7 @@ static int run_arch(fat_gen *g, const char *arch, size_t sample, const char *cac
   }
 
   for (size_t i = 0; i < n; i++) {
-    if (i % sample != 0) continue;
+    if (i % sample != offset) continue;
     const fat_build *b = &builds[i];
     if (!b->ok) {
       show_failure(&v[i], b, "compile error");
@@ -253,16 +256,16 @@ out:
 
 /* ---- the knobs -------------------------------------------------------- */
 
-/* FATUNE_COMPILE_SAMPLE: a positive integer, 1 when unset. */
-static int parse_sample(size_t *out) {
-  const char *s = getenv("FATUNE_COMPILE_SAMPLE");
-  *out = 1;
+/* Environment variable NAME: an integer in [lo, INT_MAX], DEFAULT when unset. */
+static int parse_knob(const char *name, long long lo, size_t def, size_t *out) {
+  const char *s = getenv(name);
+  *out = def;
   if (!s || !*s) return 0;
   char *end;
   errno = 0;
   long long v = strtoll(s, &end, 10);
-  if (errno || *end || v < 1 || v > INT_MAX) {
-    fprintf(stderr, "FAIL FATUNE_COMPILE_SAMPLE=%s: expected a positive integer\n", s);
+  if (errno || *end || v < lo || v > INT_MAX) {
+    fprintf(stderr, "FAIL %s=%s: expected an integer >= %lld\n", name, s, lo);
     return -1;
   }
   *out = (size_t)v;
@@ -275,8 +278,11 @@ int main(void) {
   fat_gen *g = NULL;
   summary sums[N_ARCHS];
   memset(sums, 0, sizeof sums);
-  size_t sample;
-  if (parse_sample(&sample) != 0) goto out;
+  size_t sample, offset;
+  if (parse_knob("FATUNE_COMPILE_SAMPLE", 1, 1, &sample) != 0 ||
+      parse_knob("FATUNE_COMPILE_SAMPLE_OFFSET", 0, 0, &offset) != 0)
+    goto out;
+  offset %= sample;
   const char *cache_dir = getenv("FATUNE_COMPILE_CACHE_DIR");
   if (cache_dir && !*cache_dir) cache_dir = NULL;
   if (cache_dir && mkdir(cache_dir, 0777) != 0 && errno != EEXIST) {
@@ -294,13 +300,13 @@ int main(void) {
     fprintf(stderr, "FAIL opening the generator: %s\n", err);
     goto out;
   }
-  printf("NVRTC %d.%d (%s), options: %s, sampling every %zu%s%s\n", nv->major, nv->minor,
-         nv->path, fat_compile_options(), sample, cache_dir ? ", cache " : "",
+  printf("NVRTC %d.%d (%s), options: %s, sampling every %zu from %zu%s%s\n", nv->major, nv->minor,
+         nv->path, fat_compile_options(), sample, offset, cache_dir ? ", cache " : "",
          cache_dir ? cache_dir : "");
 
   int broken = 0;
   for (size_t a = 0; a < N_ARCHS; a++)
-    if (run_arch(g, archs[a], sample, cache_dir, &sums[a]) != 0) broken = 1;
+    if (run_arch(g, archs[a], sample, offset, cache_dir, &sums[a]) != 0) broken = 1;
 
   printf("\n%-7s %8s %8s %8s %7s %6s %10s %8s %11s  %s\n", "arch", "variants", "sampled",
          "compiled", "cached", "failed", "compile_s", "max_regs", "with_spills", "most registers");
