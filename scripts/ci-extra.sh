@@ -40,6 +40,10 @@ else
   san_result="FAILED"; fail=1
 fi
 findings=$(grep -cE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:' "$B-asan/ctest.log" || true)
+# What a failing test printed (ctest writes it after the test's status line,
+# up to the next test's), so that CI's log says why and not only which.
+awk '/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /{show = ($0 ~ /\*\*\*|Failed|Timeout|Exception/)}
+     /^[0-9]+% tests passed/{show = 0} show' "$B-asan/ctest.log" | tail -n 200
 tail -n 15 "$B-asan/ctest.log"
 echo "sanitizer run: $san_result, $findings findings"
 

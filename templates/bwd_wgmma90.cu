@@ -21,6 +21,13 @@
 // Masks are bottom-right aligned, tiles no pair of which is visible are
 // skipped, a row that sees no key gets zero gradients (bwd_common.cuh).
 //
+// Past head dim 128, a warpgroup's dK and dV (a head dim's worth of
+// accumulators each) no longer fit its registers beside Sᵀ: two
+// warpgroups share the 64 keys, each owning half of dK's and dV's columns.
+// The first computes Sᵀ and Pᵀ, the second dPᵀ and dSᵀ (from Pᵀ, passed
+// through shared memory in the element type), and both take dV's and
+// dK's products for their columns with Pᵀ and dSᵀ from shared memory.
+//
 // The template's head dim is whole 64-column slabs; a problem's head dim
 // below it (96 on the 128 template) loads zero columns, which add nothing,
 // and no gradient is written there. Tiles are 64-column slabs of 128-byte
@@ -49,21 +56,31 @@ static_assert(kDqMode_{{DQ_MODE}}, "atomic dQ only: the deterministic mode is mm
 constexpr int kWarpSize = 32;
 constexpr int kChunk = 8;  // elements of one 16-byte copy
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kWarpgroups = kBlockN / 64;
+// Enumerators, not constexpr variables: NVRTC writes every constexpr
+// variable at namespace scope into the cubin, so a new one would change
+// every variant's cubin and `fatune rehash` (which compares cubins byte
+// for byte) could not carry the shipped winners over.
+enum : int {
+  kDSplit = kHeadDim > 128 ? 2 : 1,  // warpgroups sharing 64 keys
+  kKeyGroups = kBlockN / 64,
+  kDCols = kHeadDim / kDSplit,       // dK and dV columns of a warpgroup
+};
+constexpr int kWarpgroups = kKeyGroups * kDSplit;
 constexpr int kThreads = 128 * kWarpgroups;
 constexpr int kRowBlocks = kBlockM / 64;                  // dQ's 64-row products per tile
 constexpr unsigned kTileBytes = kBlockM * kHeadDim * 2;   // a Q or dO tile
 constexpr unsigned kKVBytes = kBlockN * kHeadDim * 2;     // K or V
 constexpr unsigned kDsBytes = kBlockN * kBlockM * 2;      // dSᵀ: [key][query]
+enum : unsigned { kPBytes = kDSplit > 1 ? kDsBytes : 0 };  // Pᵀ, where the warpgroups split
 constexpr int kSRegs = kBlockM / 2;                       // Sᵀ (and dPᵀ) accumulators a thread
-constexpr int kDRegs = kHeadDim / 2;                      // dK (and dV) accumulators a thread
+constexpr int kDRegs = kDCols / 2;                        // dK (and dV) accumulators a thread
 constexpr int kPSteps = kBlockM / 16;                     // k-steps of dV and dK
 // dV's product issued before dSᵀ is computed needs Sᵀ (as P), dPᵀ, P's A
 // fragments, dK and dV in registers at once. Where they exceed 208 (d64
 // with 128-query tiles: 224) ptxas spilled, and the early issue measured 8 %
 // slower there; at 208 (d128, 64-query tiles) 3-9 % faster (H200,
 // notes/kernel-log.md w2).
-constexpr bool kEarlyDv = kSRegs * 2 + kBlockM / 4 + kDRegs * 2 <= 208;
+constexpr bool kEarlyDv = kDSplit == 1 && kSRegs * 2 + kBlockM / 4 + kDRegs * 2 <= 208;
 // dQ (kBlockM x kHeadDim) over the warpgroups: whole 64-row blocks each,
 // and where there are more warpgroups than row blocks, column slices.
 constexpr int kDqSplit = kWarpgroups > kRowBlocks ? kWarpgroups / kRowBlocks : 1;
@@ -72,8 +89,9 @@ constexpr int kDqTasks = kRowBlocks > kWarpgroups ? kRowBlocks / kWarpgroups : 1
 
 static_assert(kBlockM == 64 || kBlockM == 128, "Sᵀ's N: 64 or 128 queries");
 static_assert(kBlockN == 64 || kBlockN == 128, "one or two warpgroups of 64 keys");
-static_assert(kHeadDim == 64 || kHeadDim == 128, "dQ's N (a slice of the head dim): 64 or 128");
-static_assert(kDqN % 64 == 0, "dQ's column slices are whole slabs of K");
+static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "whole slabs, halves of 256 whole slabs");
+static_assert(kDSplit == 1 || kKeyGroups == 1, "a split pair's meetings are the block's barriers");
+static_assert(kDqN % 64 == 0 && kDqN <= 128, "dQ's column slices: whole slabs of K, N at most 128");
 static_assert(kStages == 1 || kStages == 2, "one query tile, or one in flight beside it");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
 
@@ -98,8 +116,8 @@ extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
 
 // Grid: (ceil(seqlen_k / kBlockN), heads_k, batch), kThreads threads.
-// Dynamic shared memory: K, V, kStages (Q, dO) tiles, dSᵀ, the tile's lse
-// and D, and 1 KiB to align the tiles.
+// Dynamic shared memory: K, V, kStages (Q, dO) tiles, dSᵀ, Pᵀ (split
+// warpgroups only), the tile's lse and D, and 1 KiB to align the tiles.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 fat_bwd_wgmma90(const fat_bwd_params bp) {
   const fat_fwd_params &p = bp.fwd;
@@ -108,10 +126,12 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
   const u32 v_s = k_s + kKVBytes;                       // V
   const u32 query_s = v_s + kKVBytes;                   // kStages x (Q, dO) [kBlockM queries]
   const u32 ds_s = query_s + kStages * 2 * kTileBytes;  // dSᵀ [kBlockN keys][kBlockM queries]
-  float *lse_s = reinterpret_cast<float *>(smem + (ds_s + kDsBytes - smem_u32(smem)));  // [kBlockM]
+  const u32 p_s = ds_s + kDsBytes;                      // Pᵀ, as dSᵀ
+  float *lse_s = reinterpret_cast<float *>(smem + (p_s + kPBytes - smem_u32(smem)));  // [kBlockM]
   float *delta_s = lse_s + kBlockM;                                                      // [kBlockM]
 
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize, wg = warp / 4;
+  const int kg = wg / kDSplit, half = wg % kDSplit;  // key group; half of dK's and dV's columns
   const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
   // Causal: a key block sees fewer query tiles the later it starts.
   const BlockCoords coords = block_coords<false>();
@@ -160,7 +180,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
   for (int i = 0; i < kDRegs; i++) dk[i] = dv[i] = 0.f;
   // This thread's keys (accumulator rows) within the block: row_key and
   // row_key + 8, 16 of its warpgroup's 64 per warp.
-  const int row_key = 64 * wg + 16 * (warp % 4) + g;
+  const int row_key = 64 * kg + 16 * (warp % 4) + g;
   const float scale_log2 = p.scale_log2;
 
   int hq = 0, mb = mb_first;
@@ -197,112 +217,202 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
     tiles_landed();  // also publishes lse_s, delta_s
 
     const u32 q_t = query_s + (tile % kStages) * 2 * kTileBytes, do_t = q_t + kTileBytes;
-    // Sᵀ and dPᵀ: this warpgroup's 64 keys x kBlockM queries; k-step ks is
-    // slab ks / 4, 32 bytes further per step in it. Two groups: P needs only Sᵀ.
-    float s[kSRegs], dp[kSRegs];
+    if constexpr (kDSplit == 1) {
+      // Sᵀ and dPᵀ: this warpgroup's 64 keys x kBlockM queries; k-step ks is
+      // slab ks / 4, 32 bytes further per step in it. Two groups: P needs only Sᵀ.
+      float s[kSRegs], dp[kSRegs];
 #pragma unroll
-    for (int i = 0; i < kSRegs; i++) s[i] = dp[i] = 0.f;
-    pin(s);
-    pin(dp);
-    {
-      const u64 dk_a = descriptor(k_s + wg * 64 * 128, 16, 1024), dq_b = descriptor(q_t, 16, 1024);
-      const u64 dv_a = descriptor(v_s + wg * 64 * 128, 16, 1024), ddo_b = descriptor(do_t, 16, 1024);
-      wgmma_fence();
+      for (int i = 0; i < kSRegs; i++) s[i] = dp[i] = 0.f;
+      pin(s);
+      pin(dp);
+      {
+        const u64 dk_a = descriptor(k_s + wg * 64 * 128, 16, 1024), dq_b = descriptor(q_t, 16, 1024);
+        const u64 dv_a = descriptor(v_s + wg * 64 * 128, 16, 1024), ddo_b = descriptor(do_t, 16, 1024);
+        wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < kHeadDim / 16; ks++) {
-        const u32 in_slab = (ks % 4) * 32;
-        wgmma_ss<kBlockM>(s, desc_add(dk_a, (ks / 4) * kBlockN * 128 + in_slab),
-                          desc_add(dq_b, (ks / 4) * kBlockM * 128 + in_slab));
+        for (int ks = 0; ks < kHeadDim / 16; ks++) {
+          const u32 in_slab = (ks % 4) * 32;
+          wgmma_ss<kBlockM>(s, desc_add(dk_a, (ks / 4) * kBlockN * 128 + in_slab),
+                            desc_add(dq_b, (ks / 4) * kBlockM * 128 + in_slab));
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < kHeadDim / 16; ks++) {
+          const u32 in_slab = (ks % 4) * 32;
+          wgmma_ss<kBlockM>(dp, desc_add(dv_a, (ks / 4) * kBlockN * 128 + in_slab),
+                            desc_add(ddo_b, (ks / 4) * kBlockM * 128 + in_slab));
+        }
+        wgmma_commit();
       }
-      wgmma_commit();
-#pragma unroll
-      for (int ks = 0; ks < kHeadDim / 16; ks++) {
-        const u32 in_slab = (ks % 4) * 32;
-        wgmma_ss<kBlockM>(dp, desc_add(dv_a, (ks / 4) * kBlockN * 128 + in_slab),
-                          desc_add(ddo_b, (ks / 4) * kBlockM * 128 + in_slab));
-      }
-      wgmma_commit();
-    }
 
-    // Accumulator i: key row_key + 8·((i % 4) / 2), query m0 + 8·(i / 4) +
-    // 2t + i % 2. Hidden pairs and keys past the end get S = −inf (P = 0);
-    // queries past the end have lse = +inf (P = 0).
-    wgmma_wait<1>();
-    pin(s);
-    if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
+      // Accumulator i: key row_key + 8·((i % 4) / 2), query m0 + 8·(i / 4) +
+      // 2t + i % 2. Hidden pairs and keys past the end get S = −inf (P = 0);
+      // queries past the end have lse = +inf (P = 0).
+      wgmma_wait<1>();
+      pin(s);
+      if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
 #pragma unroll
-      for (int i = 0; i < kSRegs; i++) {
-        const int key = n0 + row_key + 8 * ((i % 4) / 2);
-        const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
-        if (key >= p.seqlen_k || hidden(window, key, pos)) s[i] = neg_inf();
+        for (int i = 0; i < kSRegs; i++) {
+          const int key = n0 + row_key + 8 * ((i % 4) / 2);
+          const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
+          if (key >= p.seqlen_k || hidden(window, key, pos)) s[i] = neg_inf();
+        }
       }
-    }
-    // Pᵀ and dSᵀ = Pᵀ ∘ (dPᵀ − D) as the A fragments of dV's and dK's
-    // products (k-step kk: the 8-query tiles 2kk and 2kk + 1), dSᵀ also
-    // into ds_s: row row_key (+ 8), chunk nt of its slab, the 128-byte
-    // swizzle (row % 8 = g). Then dV += Pᵀ·dO and dK += dSᵀ·Q: K = the
-    // tile's queries, 16 rows (2048 bytes) a k-step; N = the head dim, one
-    // slab (kBlockM rows) per 64 columns. kEarlyDv issues dV's product as
-    // soon as P is rounded, while dPᵀ may still be computed (groups retire
-    // in order), so that dSᵀ's arithmetic runs beside it.
-    const u64 ddo_b = descriptor(do_t, kBlockM * 128, 1024), dq_b = descriptor(q_t, kBlockM * 128, 1024);
-    u32 pa[kPSteps][4], da[kPSteps][4];
+      // Pᵀ and dSᵀ = Pᵀ ∘ (dPᵀ − D) as the A fragments of dV's and dK's
+      // products (k-step kk: the 8-query tiles 2kk and 2kk + 1), dSᵀ also
+      // into ds_s: row row_key (+ 8), chunk nt of its slab, the 128-byte
+      // swizzle (row % 8 = g). Then dV += Pᵀ·dO and dK += dSᵀ·Q: K = the
+      // tile's queries, 16 rows (2048 bytes) a k-step; N = the head dim, one
+      // slab (kBlockM rows) per 64 columns. kEarlyDv issues dV's product as
+      // soon as P is rounded, while dPᵀ may still be computed (groups retire
+      // in order), so that dSᵀ's arithmetic runs beside it.
+      const u64 ddo_b = descriptor(do_t, kBlockM * 128, 1024), dq_b = descriptor(q_t, kBlockM * 128, 1024);
+      u32 pa[kPSteps][4], da[kPSteps][4];
 #pragma unroll
-    for (int nt = 0; nt < kBlockM / 8; nt++) {
-      const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * nt + 2 * t);
+      for (int nt = 0; nt < kBlockM / 8; nt++) {
+        const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * nt + 2 * t);
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int i = 4 * nt + 2 * h;
-        s[i] = fast_exp2(s[i] * scale_log2 - lse.x);
-        s[i + 1] = fast_exp2(s[i + 1] * scale_log2 - lse.y);
-        if constexpr (kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(s[i], s[i + 1]);
+        for (int h = 0; h < 2; h++) {
+          const int i = 4 * nt + 2 * h;
+          s[i] = fast_exp2(s[i] * scale_log2 - lse.x);
+          s[i + 1] = fast_exp2(s[i + 1] * scale_log2 - lse.y);
+          if constexpr (kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(s[i], s[i + 1]);
+        }
       }
-    }
-    if constexpr (kEarlyDv) {
+      if constexpr (kEarlyDv) {
+        pin(pa);
+        pin(dv);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kDCols>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
+        wgmma_commit();
+        wgmma_wait<1>();  // dPᵀ
+      } else {
+        wgmma_wait<0>();
+      }
+      pin(dp);
+#pragma unroll
+      for (int nt = 0; nt < kBlockM / 8; nt++) {
+        const float2 delta = *reinterpret_cast<const float2 *>(delta_s + 8 * nt + 2 * t);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int i = 4 * nt + 2 * h;
+          const u32 ds2 = pack2(s[i] * (dp[i] - delta.x), s[i + 1] * (dp[i + 1] - delta.y));
+          if constexpr (!kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(s[i], s[i + 1]);
+          da[nt / 2][h + 2 * (nt % 2)] = ds2;
+          const u32 at_s = ds_s + (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
+          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at_s), "r"(ds2) : "memory");
+        }
+      }
+      if constexpr (!kEarlyDv) {
+        pin(pa);
+        pin(dv);
+      }
+      pin(da);
+      pin(dk);
+      wgmma_fence();
+      if constexpr (!kEarlyDv) {
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kDCols>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
+      }
+#pragma unroll
+      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kDCols>(dk, da[kk], desc_add(dq_b, kk * 2048));
+      wgmma_commit();
+      tiles_landed();  // every warpgroup's dSᵀ written and visible to the tensor cores
+      wgmma_wait<0>();  // the A fragments are free
       pin(pa);
+      pin(da);
+      pin(dv);
+      pin(dk);
+    } else {
+      // The pair's first warpgroup computes Sᵀ = K·Qᵀ, the second dPᵀ = V·dOᵀ
+      // (the layouts as above).
+      float x[kSRegs];
+#pragma unroll
+      for (int i = 0; i < kSRegs; i++) x[i] = 0.f;
+      pin(x);
+      {
+        const u64 a = descriptor((half == 0 ? k_s : v_s) + kg * 64 * 128, 16, 1024);
+        const u64 b = descriptor(half == 0 ? q_t : do_t, 16, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kHeadDim / 16; ks++) {
+          const u32 in_slab = (ks % 4) * 32;
+          wgmma_ss<kBlockM>(x, desc_add(a, (ks / 4) * kBlockN * 128 + in_slab),
+                            desc_add(b, (ks / 4) * kBlockM * 128 + in_slab));
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(x);
+      }
+      // Pᵀ (masked as above) into p_s in the element type, laid out as dSᵀ.
+      if (half == 0) {
+        if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
+#pragma unroll
+          for (int i = 0; i < kSRegs; i++) {
+            const int key = n0 + row_key + 8 * ((i % 4) / 2);
+            const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
+            if (key >= p.seqlen_k || hidden(window, key, pos)) x[i] = neg_inf();
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < kBlockM / 8; nt++) {
+          const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * nt + 2 * t);
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int i = 4 * nt + 2 * h;
+            const u32 p2 = pack2(fast_exp2(x[i] * scale_log2 - lse.x), fast_exp2(x[i + 1] * scale_log2 - lse.y));
+            const u32 at_s = p_s + (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
+            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at_s), "r"(p2) : "memory");
+          }
+        }
+      }
+      tiles_landed();  // Pᵀ written and visible to the tensor cores and the other warpgroup
+      // dV += Pᵀ·dO over this warpgroup's columns: A = Pᵀ K-major (as K in
+      // Sᵀ's product), B = dO's column half N-major (as in the RS products).
+      const u32 col_slabs = half * (kDCols / 64) * kBlockM * 128;
+      const u64 p_a = descriptor(p_s + kg * 64 * 128, 16, 1024);
+      const u64 ddo_b = descriptor(do_t + col_slabs, kBlockM * 128, 1024);
       pin(dv);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
+      for (int kk = 0; kk < kPSteps; kk++)
+        wgmma_ss<kDCols, false, true>(dv, desc_add(p_a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32),
+                                      desc_add(ddo_b, kk * 2048));
       wgmma_commit();
-      wgmma_wait<1>();  // dPᵀ
-    } else {
-      wgmma_wait<0>();
-    }
-    pin(dp);
+      // dSᵀ = Pᵀ ∘ (dPᵀ − D) from the rounded Pᵀ, into ds_s, while dV's
+      // product runs.
+      if (half == 1) {
 #pragma unroll
-    for (int nt = 0; nt < kBlockM / 8; nt++) {
-      const float2 delta = *reinterpret_cast<const float2 *>(delta_s + 8 * nt + 2 * t);
+        for (int nt = 0; nt < kBlockM / 8; nt++) {
+          const float2 delta = *reinterpret_cast<const float2 *>(delta_s + 8 * nt + 2 * t);
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int i = 4 * nt + 2 * h;
-        const u32 ds2 = pack2(s[i] * (dp[i] - delta.x), s[i + 1] * (dp[i + 1] - delta.y));
-        if constexpr (!kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(s[i], s[i + 1]);
-        da[nt / 2][h + 2 * (nt % 2)] = ds2;
-        const u32 at_s = ds_s + (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
-        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at_s), "r"(ds2) : "memory");
+          for (int h = 0; h < 2; h++) {
+            const int i = 4 * nt + 2 * h;
+            const u32 off = (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
+            u32 p2;
+            asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(p2) : "r"(p_s + off) : "memory");
+            const u32 ds2 = pack2(to_float((elem_t)(p2 & 0xffffu)) * (x[i] - delta.x),
+                                  to_float((elem_t)(p2 >> 16)) * (x[i + 1] - delta.y));
+            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ds_s + off), "r"(ds2) : "memory");
+          }
+        }
       }
-    }
-    if constexpr (!kEarlyDv) {
-      pin(pa);
+      tiles_landed();  // dSᵀ written and visible to the tensor cores
+      // dK += dSᵀ·Q over this warpgroup's columns (as dV's).
+      const u64 ds_a = descriptor(ds_s + kg * 64 * 128, 16, 1024);
+      const u64 q_b = descriptor(q_t + col_slabs, kBlockM * 128, 1024);
+      pin(dk);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kPSteps; kk++)
+        wgmma_ss<kDCols, false, true>(dk, desc_add(ds_a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32),
+                                      desc_add(q_b, kk * 2048));
+      wgmma_commit();
+      wgmma_wait<0>();
       pin(dv);
+      pin(dk);
     }
-    pin(da);
-    pin(dk);
-    wgmma_fence();
-    if constexpr (!kEarlyDv) {
-#pragma unroll
-      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
-    }
-#pragma unroll
-    for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dk, da[kk], desc_add(dq_b, kk * 2048));
-    wgmma_commit();
-    tiles_landed();  // every warpgroup's dSᵀ written and visible to the tensor cores
-    wgmma_wait<0>();  // the A fragments are free
-    pin(pa);
-    pin(da);
-    pin(dv);
-    pin(dk);
 
     // dQ += dS·K over the block's kBlockN keys: A = dS, stored [key][query]
     // (MN-major, one slab per 64 queries); B = K, [key][column] (MN-major);
@@ -359,7 +469,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
   cp_async_wait_all();  // K and V landed even when no query tile was visited
 
   // dK = scale · Σ dSᵀ·Q and dV in the element type: key row_key + 8h,
-  // columns 8·dt + 2t and + 1; keys past the end and columns past the head
+  // columns half·kDCols + 8·dt + 2t and + 1; keys past the end and columns past the head
   // dim dropped (a column pair is wholly in or out).
   elem_t *dk_g = at<elem_t>(bp.dk, batch * bp.dk_batch_stride + head_k * bp.dk_head_stride);
   elem_t *dv_g = at<elem_t>(bp.dv, batch * bp.dv_batch_stride + head_k * bp.dv_head_stride);
@@ -368,8 +478,8 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
     const int key = n0 + row_key + 8 * h;
     if (key >= p.seqlen_k) continue;
 #pragma unroll
-    for (int dt = 0; dt < kHeadDim / 8; dt++) {
-      const int col = 8 * dt + 2 * t;
+    for (int dt = 0; dt < kDCols / 8; dt++) {
+      const int col = half * kDCols + 8 * dt + 2 * t;
       if (col >= p.head_dim) continue;
       const int i = 4 * dt + 2 * h;
       *reinterpret_cast<u32 *>(dk_g + key * bp.dk_row_stride + col) =

@@ -115,8 +115,8 @@ __device__ __forceinline__ void wgmma_wait() {
 #define FAT_D128 FAT_D96, FAT_D8(96), FAT_D8(104), FAT_D8(112), FAT_D8(120)
 
 // One k-step, both operands in shared memory (descriptors da, db): TRANS
-// "0, 0" for both K-major, "1, 1" for both MN-major (A stored [k][m], B
-// [k][n]: 16-bit types only).
+// is A's and B's transpose flag, 0 for K-major, 1 for MN-major (A stored
+// [k][m], B [k][n]: 16-bit types only).
 #define FAT_WGMMA_SS(N, ACC, TAIL, OPS, TRANS)                                            \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                \
                "wgmma.mma_async.sync.aligned.m64n" N "k16.f32." FAT_ELEM "." FAT_ELEM " {" \
@@ -130,14 +130,17 @@ __device__ __forceinline__ void wgmma_wait() {
                : OPS : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
 
 // d += A·B for one k-step of m64nNk16, A and B in shared memory: K-major,
-// or both MN-major when kMNMajor.
-template <int N, bool kMNMajor = false>
+// or MN-major where kMNMajorA (A) and kMNMajorB (B, by default as A).
+template <int N, bool kMNMajorA = false, bool kMNMajorB = kMNMajorA>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 da, u64 db) {
-  if constexpr (N == 64 && !kMNMajor) FAT_WGMMA_SS("64", FAT_ACC32, "%32, %33", FAT_D32, "0, 0");
-  else if constexpr (N == 128 && !kMNMajor) FAT_WGMMA_SS("128", FAT_ACC64, "%64, %65", FAT_D64, "0, 0");
-  else if constexpr (N == 64) FAT_WGMMA_SS("64", FAT_ACC32, "%32, %33", FAT_D32, "1, 1");
-  else if constexpr (N == 128) FAT_WGMMA_SS("128", FAT_ACC64, "%64, %65", FAT_D64, "1, 1");
-  else static_assert(N == 64, "N: 64 or 128");
+  static_assert(N == 64 || N == 128, "N: 64 or 128");
+  static_assert(kMNMajorB || !kMNMajorA, "A MN-major with B K-major is not used");
+  if constexpr (N == 64 && !kMNMajorA && !kMNMajorB) FAT_WGMMA_SS("64", FAT_ACC32, "%32, %33", FAT_D32, "0, 0");
+  else if constexpr (N == 128 && !kMNMajorA && !kMNMajorB) FAT_WGMMA_SS("128", FAT_ACC64, "%64, %65", FAT_D64, "0, 0");
+  else if constexpr (N == 64 && kMNMajorA) FAT_WGMMA_SS("64", FAT_ACC32, "%32, %33", FAT_D32, "1, 1");
+  else if constexpr (N == 128 && kMNMajorA) FAT_WGMMA_SS("128", FAT_ACC64, "%64, %65", FAT_D64, "1, 1");
+  else if constexpr (N == 64) FAT_WGMMA_SS("64", FAT_ACC32, "%32, %33", FAT_D32, "0, 1");
+  else FAT_WGMMA_SS("128", FAT_ACC64, "%64, %65", FAT_D64, "0, 1");
 }
 
 // d += A·B for one k-step of m64nNk16, A from registers, B N-major.

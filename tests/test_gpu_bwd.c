@@ -253,9 +253,9 @@ int main(void) {
   check_variant(g, arch, "bwd.mma80.fp16.d192.none.m64n64w8.separate", &shapes[0], 1);
   check_variant(g, arch, "bwd.mma80.bf16.d256.causal.m64n64w8.separate", &shapes[2], 1);
   check_variant(g, arch, "bwd.mma80.bf16.d256.none.m64n64w8.atomic", &shapes[0], 1);
-  /* Hopper's wgmma family: every configuration at bf16 d64 and d128,
-   * causal and not, on all four shapes; fp16, the padded d96 and a
-   * sliding window once each. */
+  /* Hopper's wgmma family: every configuration at bf16 d64, d128 and
+   * d256 (two warpgroups sharing the keys), causal and not, on all four
+   * shapes; fp16, the padded d96 and sliding windows once each. */
   if (!strcmp(arch, "sm_90a")) {
     const fat_check_shape window = {1, 4, 2, 333, 300, 70, 9};
     for (size_t i = 0; i < n_space; i++) {
@@ -263,7 +263,7 @@ int main(void) {
       if (strcmp(v->family, "wgmma90") != 0) continue;
       if (v->dtype == FAT_BF16 && v->head_dim != 96 && v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, shapes, n_shapes);
-      else if (v->mask == FAT_MASK_LOCAL && v->head_dim == 128)
+      else if (v->mask == FAT_MASK_LOCAL && v->head_dim >= 128)
         check_variant(g, arch, v->name, &window, 1);
       else if (v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, &shapes[v->mask == FAT_MASK_CAUSAL ? 2 : 3], 1);
