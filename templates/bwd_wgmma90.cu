@@ -112,6 +112,32 @@ __device__ __forceinline__ int dq_whole_offset(int row, int col) {
   return (block * kWarpSize + g * 4 + t) * 4 + (nt % 2) * 2 + e;
 }
 
+// acc += A·Bᵀ over the head dim for a warpgroup's 64 keys (A: rows of a
+// kBlockN-row tile) and a tile's kBlockM queries (B): both K-major; k-step
+// ks is slab ks / 4, 32 bytes further per step in it. Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ.
+__device__ __forceinline__ void keys_by_queries(float (&acc)[kSRegs], u64 a, u64 b) {
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ks++) {
+    const u32 in_slab = (ks % 4) * 32;
+    wgmma_ss<kBlockM>(acc, desc_add(a, (ks / 4) * kBlockN * 128 + in_slab), desc_add(b, (ks / 4) * kBlockM * 128 + in_slab));
+  }
+}
+
+// Issues acc += A·B over a tile's kBlockM queries for a split warpgroup's
+// kDCols columns, one commit group: A = Pᵀ or dSᵀ at a_tile (the
+// warpgroup's 64 keys of a [key][query] tile, K-major as K in Sᵀ's
+// product), B = dO's or Q's column slabs from b_tile (N-major), 16 queries
+// (2048 bytes) a k-step.
+__device__ __forceinline__ void keys_by_columns(float (&acc)[kDRegs], u32 a_tile, u32 b_tile) {
+  const u64 a = descriptor(a_tile, 16, 1024), b = descriptor(b_tile, kBlockM * 128, 1024);
+  pin(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kPSteps; kk++)
+    wgmma_ss<kDCols, false, true>(acc, desc_add(a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32), desc_add(b, kk * 2048));
+  wgmma_commit();
+}
+
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
 
@@ -182,6 +208,25 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
   // row_key + 8, 16 of its warpgroup's 64 per warp.
   const int row_key = 64 * kg + 16 * (warp % 4) + g;
   const float scale_log2 = p.scale_log2;
+  // Accumulator i of Sᵀ: key row_key + 8·((i % 4) / 2), query m0 + 8·(i /
+  // 4) + 2t + i % 2. Hidden pairs and keys past the end get S = −inf (P =
+  // 0); queries past the end have lse = +inf (P = 0).
+  auto mask_scores = [&](float (&x)[kSRegs], int m0) {
+    if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
+#pragma unroll
+      for (int i = 0; i < kSRegs; i++) {
+        const int key = n0 + row_key + 8 * ((i % 4) / 2);
+        const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
+        if (key >= p.seqlen_k || hidden(window, key, pos)) x[i] = neg_inf();
+      }
+    }
+  };
+  // Where accumulators 4nt + 2h and + 1 (key row_key + 8h, queries 8nt + 2t
+  // and + 1) sit in a [key][query] tile (dSᵀ, Pᵀ): one slab per 64 queries,
+  // the 128-byte swizzle (row % 8 = g).
+  auto kq_offset = [&](int nt, int h) -> u32 {
+    return (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
+  };
 
   int hq = 0, mb = mb_first;
   RawRowStats next_stats = {0.f, 0.f};
@@ -218,8 +263,8 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
 
     const u32 q_t = query_s + (tile % kStages) * 2 * kTileBytes, do_t = q_t + kTileBytes;
     if constexpr (kDSplit == 1) {
-      // Sᵀ and dPᵀ: this warpgroup's 64 keys x kBlockM queries; k-step ks is
-      // slab ks / 4, 32 bytes further per step in it. Two groups: P needs only Sᵀ.
+      // Sᵀ and dPᵀ: this warpgroup's 64 keys x kBlockM queries, two groups
+      // (P needs only Sᵀ).
       float s[kSRegs], dp[kSRegs];
 #pragma unroll
       for (int i = 0; i < kSRegs; i++) s[i] = dp[i] = 0.f;
@@ -229,35 +274,15 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
         const u64 dk_a = descriptor(k_s + wg * 64 * 128, 16, 1024), dq_b = descriptor(q_t, 16, 1024);
         const u64 dv_a = descriptor(v_s + wg * 64 * 128, 16, 1024), ddo_b = descriptor(do_t, 16, 1024);
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < kHeadDim / 16; ks++) {
-          const u32 in_slab = (ks % 4) * 32;
-          wgmma_ss<kBlockM>(s, desc_add(dk_a, (ks / 4) * kBlockN * 128 + in_slab),
-                            desc_add(dq_b, (ks / 4) * kBlockM * 128 + in_slab));
-        }
+        keys_by_queries(s, dk_a, dq_b);
         wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < kHeadDim / 16; ks++) {
-          const u32 in_slab = (ks % 4) * 32;
-          wgmma_ss<kBlockM>(dp, desc_add(dv_a, (ks / 4) * kBlockN * 128 + in_slab),
-                            desc_add(ddo_b, (ks / 4) * kBlockM * 128 + in_slab));
-        }
+        keys_by_queries(dp, dv_a, ddo_b);
         wgmma_commit();
       }
 
-      // Accumulator i: key row_key + 8·((i % 4) / 2), query m0 + 8·(i / 4) +
-      // 2t + i % 2. Hidden pairs and keys past the end get S = −inf (P = 0);
-      // queries past the end have lse = +inf (P = 0).
       wgmma_wait<1>();
       pin(s);
-      if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
-#pragma unroll
-        for (int i = 0; i < kSRegs; i++) {
-          const int key = n0 + row_key + 8 * ((i % 4) / 2);
-          const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
-          if (key >= p.seqlen_k || hidden(window, key, pos)) s[i] = neg_inf();
-        }
-      }
+      mask_scores(s, m0);
       // Pᵀ and dSᵀ = Pᵀ ∘ (dPᵀ − D) as the A fragments of dV's and dK's
       // products (k-step kk: the 8-query tiles 2kk and 2kk + 1), dSᵀ also
       // into ds_s: row row_key (+ 8), chunk nt of its slab, the 128-byte
@@ -300,7 +325,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
           const u32 ds2 = pack2(s[i] * (dp[i] - delta.x), s[i + 1] * (dp[i + 1] - delta.y));
           if constexpr (!kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(s[i], s[i + 1]);
           da[nt / 2][h + 2 * (nt % 2)] = ds2;
-          const u32 at_s = ds_s + (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
+          const u32 at_s = ds_s + kq_offset(nt, h);
           asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at_s), "r"(ds2) : "memory");
         }
       }
@@ -335,26 +360,14 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
         const u64 a = descriptor((half == 0 ? k_s : v_s) + kg * 64 * 128, 16, 1024);
         const u64 b = descriptor(half == 0 ? q_t : do_t, 16, 1024);
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < kHeadDim / 16; ks++) {
-          const u32 in_slab = (ks % 4) * 32;
-          wgmma_ss<kBlockM>(x, desc_add(a, (ks / 4) * kBlockN * 128 + in_slab),
-                            desc_add(b, (ks / 4) * kBlockM * 128 + in_slab));
-        }
+        keys_by_queries(x, a, b);
         wgmma_commit();
         wgmma_wait<0>();
         pin(x);
       }
       // Pᵀ (masked as above) into p_s in the element type, laid out as dSᵀ.
       if (half == 0) {
-        if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
-#pragma unroll
-          for (int i = 0; i < kSRegs; i++) {
-            const int key = n0 + row_key + 8 * ((i % 4) / 2);
-            const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
-            if (key >= p.seqlen_k || hidden(window, key, pos)) x[i] = neg_inf();
-          }
-        }
+        mask_scores(x, m0);
 #pragma unroll
         for (int nt = 0; nt < kBlockM / 8; nt++) {
           const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * nt + 2 * t);
@@ -362,7 +375,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
           for (int h = 0; h < 2; h++) {
             const int i = 4 * nt + 2 * h;
             const u32 p2 = pack2(fast_exp2(x[i] * scale_log2 - lse.x), fast_exp2(x[i + 1] * scale_log2 - lse.y));
-            const u32 at_s = p_s + (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
+            const u32 at_s = p_s + kq_offset(nt, h);
             asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at_s), "r"(p2) : "memory");
           }
         }
@@ -371,15 +384,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
       // dV += Pᵀ·dO over this warpgroup's columns: A = Pᵀ K-major (as K in
       // Sᵀ's product), B = dO's column half N-major (as in the RS products).
       const u32 col_slabs = half * (kDCols / 64) * kBlockM * 128;
-      const u64 p_a = descriptor(p_s + kg * 64 * 128, 16, 1024);
-      const u64 ddo_b = descriptor(do_t + col_slabs, kBlockM * 128, 1024);
-      pin(dv);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kPSteps; kk++)
-        wgmma_ss<kDCols, false, true>(dv, desc_add(p_a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32),
-                                      desc_add(ddo_b, kk * 2048));
-      wgmma_commit();
+      keys_by_columns(dv, p_s + kg * 64 * 128, do_t + col_slabs);
       // dSᵀ = Pᵀ ∘ (dPᵀ − D) from the rounded Pᵀ, into ds_s, while dV's
       // product runs.
       if (half == 1) {
@@ -389,7 +394,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
 #pragma unroll
           for (int h = 0; h < 2; h++) {
             const int i = 4 * nt + 2 * h;
-            const u32 off = (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
+            const u32 off = kq_offset(nt, h);
             u32 p2;
             asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(p2) : "r"(p_s + off) : "memory");
             const u32 ds2 = pack2(to_float((elem_t)(p2 & 0xffffu)) * (x[i] - delta.x),
@@ -400,15 +405,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
       }
       tiles_landed();  // dSᵀ written and visible to the tensor cores
       // dK += dSᵀ·Q over this warpgroup's columns (as dV's).
-      const u64 ds_a = descriptor(ds_s + kg * 64 * 128, 16, 1024);
-      const u64 q_b = descriptor(q_t + col_slabs, kBlockM * 128, 1024);
-      pin(dk);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kPSteps; kk++)
-        wgmma_ss<kDCols, false, true>(dk, desc_add(ds_a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32),
-                                      desc_add(q_b, kk * 2048));
-      wgmma_commit();
+      keys_by_columns(dk, ds_s + kg * 64 * 128, q_t + col_slabs);
       wgmma_wait<0>();
       pin(dv);
       pin(dk);
