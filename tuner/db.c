@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "db.h"
 #include "embedded.h"
 #include "fwd_job.h"
@@ -477,11 +478,42 @@ static int check_schema(fat_db *db) {
   return create_schema(db);
 }
 
+static double monotonic_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* PRAGMA journal_mode = WAL. The change takes the write lock, and SQLite
+ * does not call the busy handler for it: while another connection holds
+ * that lock on a database still in rollback mode (a second tuner creating
+ * the schema, any writer between the schema's commit and this switch) the
+ * pragma fails at once with SQLITE_BUSY. Retried here, with the busy
+ * timeout's deadline. Returns 0, or -1 with err set. */
+static int use_wal(fat_db *db, const char *path, char *err, size_t errlen) {
+  const double deadline = monotonic_s() + FAT_DB_BUSY_TIMEOUT_MS / 1000.0;
+  for (int wait_ms = 1;; wait_ms = wait_ms < 50 ? wait_ms * 2 : 100) {
+    sqlite3_stmt *s = NULL;
+    char mode[16] = "unknown";
+    int rc = sqlite3_prepare_v2(db->h, "PRAGMA journal_mode = WAL", -1, &s, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW && sqlite3_column_text(s, 0))
+      snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW && strcmp(mode, "wal") == 0) return 0;
+    const int busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+    if (!busy || monotonic_s() >= deadline) {
+      snprintf(err, errlen, "cannot use write-ahead logging on %s: journal mode is %s (%s)%s", path, mode,
+               sqlite3_errmsg(db->h), busy ? ": the write lock stayed taken past the busy timeout" : "");
+      return -1;
+    }
+    sqlite3_sleep(wait_ms);
+  }
+}
+
 int fat_db_open(const char *path, fat_db **out, char *err, size_t errlen) {
   int ret = -1;
   fat_db *db = NULL;
-  sqlite3_stmt *s = NULL;
-  const char *mode = NULL;
   *out = NULL;
   if (!path || !*path) {
     snprintf(err, errlen, "cannot open database: empty path");
@@ -515,16 +547,7 @@ int fat_db_open(const char *path, fat_db **out, char *err, size_t errlen) {
   /* WAL: a reader (the runtime) never blocks the tuner's commits, and a
    * crash loses at most the result being written. synchronous=NORMAL is
    * crash-safe in WAL mode (only a power cut can lose the last commits). */
-  if (sqlite3_prepare_v2(db->h, "PRAGMA journal_mode = WAL", -1, &s, NULL) == SQLITE_OK &&
-      sqlite3_step(s) == SQLITE_ROW)
-    mode = (const char *)sqlite3_column_text(s, 0);
-  if (!mode || strcmp(mode, "wal") != 0) {
-    snprintf(err, errlen, "cannot use write-ahead logging on %s: journal mode is %s (%s)", path,
-             mode ? mode : "unknown", sqlite3_errmsg(db->h));
-    goto out;
-  }
-  sqlite3_finalize(s);
-  s = NULL;
+  if (use_wal(db, path, err, errlen)) goto out;
   if (exec(db, "PRAGMA synchronous = NORMAL") != SQLITE_OK ||
       exec(db, "PRAGMA foreign_keys = ON") != SQLITE_OK) {
     snprintf(err, errlen, "cannot configure database %s: %s", path, sqlite3_errmsg(db->h));
@@ -535,7 +558,6 @@ int fat_db_open(const char *path, fat_db **out, char *err, size_t errlen) {
   db = NULL;
   ret = 0;
 out:
-  sqlite3_finalize(s);
   fat_db_close(db);
   return ret;
 }
