@@ -157,7 +157,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
   float *delta_s = lse_s + kBlockM;                                                      // [kBlockM]
 
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize, wg = warp / 4;
-  const int kg = wg / kDSplit, half = wg % kDSplit;  // key group; half of dK's and dV's columns
+  const int kg = wg / kDSplit, col_half = wg % kDSplit;  // key group; which half of dK's and dV's columns
   const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
   // Causal: a key block sees fewer query tiles the later it starts.
   const BlockCoords coords = block_coords<false>();
@@ -357,8 +357,8 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
       for (int i = 0; i < kSRegs; i++) x[i] = 0.f;
       pin(x);
       {
-        const u64 a = descriptor((half == 0 ? k_s : v_s) + kg * 64 * 128, 16, 1024);
-        const u64 b = descriptor(half == 0 ? q_t : do_t, 16, 1024);
+        const u64 a = descriptor((col_half == 0 ? k_s : v_s) + kg * 64 * 128, 16, 1024);
+        const u64 b = descriptor(col_half == 0 ? q_t : do_t, 16, 1024);
         wgmma_fence();
         keys_by_queries(x, a, b);
         wgmma_commit();
@@ -366,7 +366,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
         pin(x);
       }
       // Pᵀ (masked as above) into p_s in the element type, laid out as dSᵀ.
-      if (half == 0) {
+      if (col_half == 0) {
         mask_scores(x, m0);
 #pragma unroll
         for (int nt = 0; nt < kBlockM / 8; nt++) {
@@ -383,11 +383,11 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
       tiles_landed();  // Pᵀ written and visible to the tensor cores and the other warpgroup
       // dV += Pᵀ·dO over this warpgroup's columns: A = Pᵀ K-major (as K in
       // Sᵀ's product), B = dO's column half N-major (as in the RS products).
-      const u32 col_slabs = half * (kDCols / 64) * kBlockM * 128;
+      const u32 col_slabs = col_half * (kDCols / 64) * kBlockM * 128;
       keys_by_columns(dv, p_s + kg * 64 * 128, do_t + col_slabs);
       // dSᵀ = Pᵀ ∘ (dPᵀ − D) from the rounded Pᵀ, into ds_s, while dV's
       // product runs.
-      if (half == 1) {
+      if (col_half == 1) {
 #pragma unroll
         for (int nt = 0; nt < kBlockM / 8; nt++) {
           const float2 delta = *reinterpret_cast<const float2 *>(delta_s + 8 * nt + 2 * t);
@@ -466,8 +466,8 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
   cp_async_wait_all();  // K and V landed even when no query tile was visited
 
   // dK = scale · Σ dSᵀ·Q and dV in the element type: key row_key + 8h,
-  // columns half·kDCols + 8·dt + 2t and + 1; keys past the end and columns past the head
-  // dim dropped (a column pair is wholly in or out).
+  // columns col_half·kDCols + 8·dt + 2t and + 1; keys past the end and
+  // columns past the head dim dropped (a column pair is wholly in or out).
   elem_t *dk_g = at<elem_t>(bp.dk, batch * bp.dk_batch_stride + head_k * bp.dk_head_stride);
   elem_t *dv_g = at<elem_t>(bp.dv, batch * bp.dv_batch_stride + head_k * bp.dv_head_stride);
 #pragma unroll
@@ -476,7 +476,7 @@ fat_bwd_wgmma90(const fat_bwd_params bp) {
     if (key >= p.seqlen_k) continue;
 #pragma unroll
     for (int dt = 0; dt < kDCols / 8; dt++) {
-      const int col = half * kDCols + 8 * dt + 2 * t;
+      const int col = col_half * kDCols + 8 * dt + 2 * t;
       if (col >= p.head_dim) continue;
       const int i = 4 * dt + 2 * h;
       *reinterpret_cast<u32 *>(dk_g + key * bp.dk_row_stride + col) =
