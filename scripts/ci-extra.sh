@@ -33,9 +33,9 @@ cmake --build "$B-asan" -j"$jobs" >/dev/null
 # packaging test and runs in the plain suite.
 # intercept_tls_get_addr=0: with it on (the default), LeakSanitizer's
 # stop-the-world tracer crashed ("Tracer caught signal 11") at the exit of
-# about one tuner process a run once NVRTC had been loaded (dlopen, dynamic
-# TLS), in test_concurrent and test_crash; in four runs of this suite,
-# every run had one, and none in runs with it off. Off, LSan no longer
+# a tuner that had loaded NVRTC (dlopen, dynamic TLS), in test_concurrent
+# or test_crash, in each of three full runs of this suite (two by hand, one
+# rehearsal of CI); in four runs with it off, never. Off, LSan no longer
 # follows dlopen'ed libraries' dynamic TLS blocks: fatune keeps nothing in
 # thread-local storage, so its own leaks are found as before.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86:intercept_tls_get_addr=0
