@@ -689,7 +689,9 @@ int main(void) {
   const int bwd_atomic_sm90a[N_BWD_HEAD_DIMS] = {24, 15, 22, 12, 12};
   const int bwd_separate_sm90a[N_BWD_HEAD_DIMS] = {24, 15, 22, 11, 11};
   /* wgmma90 (sm_90a): d64 loses BLOCK_M 64 with two warpgroups (dQ's
-   * 32-column slices), d96 and d128 BLOCK_M 128 (accumulators) */
+   * 32-column slices), d96 and d128 BLOCK_M 128 (accumulators); d256
+   * (two warpgroups per 64 keys) keeps only BLOCK_M 64, BLOCK_N 64 (256
+   * threads), both stage counts; d192 has none */
   const int bwd_wgmma_sm80[N_BWD_HEAD_DIMS] = {0, 0, 0, 0, 0};
   const int bwd_wgmma_sm90a[N_BWD_HEAD_DIMS] = {6, 4, 4, 0, 2};
   test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80);
