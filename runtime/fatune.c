@@ -74,8 +74,9 @@ typedef struct sel_entry {
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
   int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h) */
+  int block_n;               /* forward: > 0 for a variant that takes tensor maps, its key tile */
   int template_dim;          /* the template's head dim (>= the problem's) */
-  int no_workspace;
+  int no_workspace, no_tma;
   const kernel *k;
 } sel_entry;
 
@@ -85,6 +86,8 @@ typedef struct sel_key {
   int deterministic;  /* backward: only variants without atomics */
   int no_workspace;   /* forward: the caller's workspace is too small for the tuned
                          variant; only variants that need none */
+  int no_tma;         /* forward: the call's tensors are none a tensor map can describe
+                         (fat_fwd_tma_describable); only variants that load without */
 } sel_key;
 
 /* What select_variant finds, beyond the public choice: how to launch and
@@ -96,6 +99,7 @@ typedef struct selection {
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;        /* backward only */
   int pack_gqa, splits;            /* forward only */
+  int block_n;                     /* forward: a tensor-map variant's key tile, else 0 */
   int direction, dtype, mask, head_dim;  /* the key's (for storing a compiled build); head_dim
                                             is the template's */
   const fat_default_variant *def;  /* non-NULL for the built-in default */
@@ -463,7 +467,7 @@ static sqlite3 *open_ro(fat_context *c, int i) {
   " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
   " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
   /* Families of one fused kernel; the materialising baseline never wins. */                   \
-  " AND v.family IN ('mma80', 'splitkv', 'wgmma90') AND instr(v.source, ?9) > 0"               \
+  " AND v.family IN ('mma80', 'splitkv', 'wgmma90', 'ws90') AND instr(v.source, ?9) > 0"       \
   " AND instr(v.source, ?10) > 0"                                                              \
   " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, w.chosen_at DESC"
 
@@ -653,23 +657,16 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     if (d > best) continue;
     int smem = sqlite3_column_int(s, 7);
     if (smem > c->smem_optin) continue; /* cannot run here (should not happen on its own GPU) */
-    int block_q = 0, block_n = 0, dq_separate = 0;
+    fat_kernel_desc sched;
     char why[256];
-    if (key.direction == FAT_BWD &&
-        fat_bwd_params_parse((const char *)sqlite3_column_text(s, 4), &block_q, &block_n,
-                             &dq_separate, why, sizeof why)) {
+    if (fat_kernel_schedule(&sched, (fat_direction)key.direction, (const char *)sqlite3_column_text(s, 3),
+                            (const char *)sqlite3_column_text(s, 4), why, sizeof why)) {
       logf_(c, "%s: %s: skipped", c->dbs[i], why);
       continue;
     }
-    if (key.deterministic && !dq_separate) continue;
-    int pack_gqa = 0, splits = 1;
-    if (key.direction == FAT_FWD &&
-        fat_fwd_params_parse((const char *)sqlite3_column_text(s, 4), &pack_gqa, &splits, why,
-                               sizeof why)) {
-      logf_(c, "%s: %s: skipped", c->dbs[i], why);
-      continue;
-    }
-    if (key.no_workspace && splits > 1) continue;
+    if (key.deterministic && !sched.dq_separate) continue;
+    if (key.no_workspace && sched.splits > 1) continue;
+    if (key.no_tma && sched.kind == FAT_KERNEL_FUSED_TMA) continue;
     /* The decoding family's tiles are for short query sides: its winners
      * serve calls of that kind only, however near their bucket. */
     if (!strcmp((const char *)sqlite3_column_text(s, 3), FAT_FAMILY_SPLITKV) &&
@@ -677,10 +674,11 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
       continue;
     best = d;
     memset(out, 0, sizeof *out);
-    out->block_q = block_q;
-    out->dq_separate = dq_separate;
-    out->pack_gqa = pack_gqa;
-    out->splits = splits;
+    out->block_q = sched.block_q;
+    out->dq_separate = sched.dq_separate;
+    out->pack_gqa = sched.pack_gqa;
+    out->splits = sched.splits;
+    out->block_n = sched.block_n;
     snprintf(out->choice.variant, sizeof out->choice.variant, "%s", sqlite3_column_text(s, 0));
     snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s",
              sqlite3_column_text(s, 1));
@@ -805,17 +803,15 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
   out->block_m = def->block_m;
   out->threads = def->threads;
   out->smem_bytes = def->smem_bytes;
-  if (key.direction == FAT_BWD) {
-    int block_n;
-    char why[256];
-    if (fat_bwd_params_parse(def->params, &out->block_q, &block_n, &out->dq_separate, why,
-                             sizeof why))
-      return fail(c, FAT_ERR_UNSUPPORTED, "built-in default %s: %s", def->name, why);
-  } else {
-    char why[256];
-    if (fat_fwd_params_parse(def->params, &out->pack_gqa, &out->splits, why, sizeof why))
-      return fail(c, FAT_ERR_UNSUPPORTED, "built-in default %s: %s", def->name, why);
-  }
+  fat_kernel_desc sched;
+  char why[256];
+  if (fat_kernel_schedule(&sched, (fat_direction)key.direction, def->family, def->params, why, sizeof why))
+    return fail(c, FAT_ERR_UNSUPPORTED, "built-in default %s: %s", def->name, why);
+  out->block_q = sched.block_q;
+  out->dq_separate = sched.dq_separate;
+  out->pack_gqa = sched.pack_gqa;
+  out->splits = sched.splits;
+  out->block_n = sched.block_n;
   out->choice.origin = FAT_ORIGIN_BUILTIN;
   out->choice.match = FAT_MATCH_DEFAULT;
   out->def = def;
@@ -1176,7 +1172,7 @@ static unsigned bucket_of(sel_key k, const fat_attn_args *a) {
   const int key[] = {k.direction, k.deterministic, a->dtype,       a->mask,
                      a->head_dim, a->seqlen_q,      a->seqlen_k,    k.no_workspace,
                      a->heads / a->heads_k, key_window_left(a), key_window_right(a),
-                     key_varlen_mean(a)};
+                     key_varlen_mean(a), k.no_tma};
   for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;
@@ -1404,7 +1400,7 @@ static sel_entry *cached_entry(fat_context *c, sel_key key, const fat_attn_args 
   const int group = a->heads / a->heads_k;
   sel_entry *e = c->sels[bucket_of(key, a)];
   while (e && !(e->direction == key.direction && e->deterministic == key.deterministic &&
-                e->no_workspace == key.no_workspace && e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
+                e->no_workspace == key.no_workspace && e->no_tma == key.no_tma && e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
                 e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q &&
                 e->seqlen_k == a->seqlen_k && e->group == group &&
                 e->window_left == key_window_left(a) && e->window_right == key_window_right(a) &&
@@ -1438,7 +1434,9 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->direction = key.direction;
   e->deterministic = key.deterministic;
   e->no_workspace = key.no_workspace;
+  e->no_tma = key.no_tma;
   e->pack_gqa = sel.pack_gqa;
+  e->block_n = sel.block_n;
   e->splits = sel.splits > 1 ? sel.splits : 1;
   e->template_dim = sel.head_dim;
   e->dtype = a->dtype;
@@ -1453,10 +1451,19 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->choice = sel.choice;
   e->choice.loaded = 1;
   e->choice.load = k->load;
-  snprintf(e->choice.note, sizeof e->choice.note, "%s%s%.100s",
-           key.no_workspace ? "the tuned variant needs more workspace than given "
-                              "(fat_attention_fwd_workspace); this one needs none" : "",
-           key.no_workspace && k->note[0] ? "; " : "", k->note);
+  /* Why this variant and not the tuned one, then why no stored cubin. */
+  const char *why[3] = {
+      key.no_workspace ? "the tuned variant needs more workspace than given "
+                         "(fat_attention_fwd_workspace); this one needs none" : "",
+      key.no_tma ? "tensor maps cannot describe these tensors (FATUNE_LOG=1 says why); "
+                   "this variant loads without" : "",
+      k->note};
+  size_t used = 0;
+  for (int i = 0; i < 3; i++)
+    if (why[i][0] && used < sizeof e->choice.note) {
+      int n = snprintf(e->choice.note + used, sizeof e->choice.note - used, "%s%s", used ? "; " : "", why[i]);
+      used += n > 0 ? (size_t)n : 0;
+    }
   e->block_m = sel.block_m;
   e->threads = sel.threads;
   e->smem_bytes = sel.smem_bytes;
@@ -1510,8 +1517,9 @@ static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
 }
 
 static fat_fwd_geometry entry_geometry(const sel_entry *e) {
-  fat_fwd_geometry g = {e->block_m, e->threads, e->smem_bytes, e->pack_gqa, e->splits,
-                        e->template_dim};
+  fat_fwd_geometry g = {.block_m = e->block_m, .threads = e->threads, .smem_bytes = e->smem_bytes,
+                        .pack_gqa = e->pack_gqa, .splits = e->splits, .head_dim = e->template_dim,
+                        .block_n = e->block_n, .bf16 = e->dtype == FAT_ATTN_BF16};
   return g;
 }
 
@@ -1556,25 +1564,34 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
                              fat_choice *ran) {
   const sel_entry *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
-  fat_status st = prepare_launch(c, (sel_key){FAT_FWD, 0, 0}, a, a, check_fwd, stream, &e);
-  if (st) return st;
-  /* The hot path: entries are never changed once published. */
-  fat_fwd_geometry g = entry_geometry(e);
-  size_t need = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
-  if (need > 0 && (!a->workspace || a->workspace_bytes < need)) {
-    /* Too little scratch for the tuned split: the best variant without. */
-    const sel_entry *plain = NULL;
-    if ((st = prepare_launch(c, (sel_key){FAT_FWD, 0, 1}, a, a, check_fwd, stream, &plain)))
-      return st;
-    e = plain;
-    g = entry_geometry(e);
-  }
   fat_fwd_params p;
   fwd_params(a, &p);
+  const fat_fwd_rows rows = {a->cu_seqlens_q ? a->total_q : 0, a->cu_seqlens_k ? a->total_k : 0};
+  /* The hot path: entries are never changed once published. The tuned
+   * variant, or the best one that can run the call: one that needs no
+   * scratch when the caller's is too small for the tuned split, one that
+   * loads without tensor maps when they cannot describe the tensors. */
+  sel_key key = {.direction = FAT_FWD};
+  fat_fwd_geometry g;
+  for (;;) {
+    fat_status st = prepare_launch(c, key, a, a, check_fwd, stream, &e);
+    if (st) return st;
+    g = entry_geometry(e);
+    size_t need = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
+    char why[256];
+    if (!key.no_workspace && need > 0 && (!a->workspace || a->workspace_bytes < need)) {
+      key.no_workspace = 1;
+    } else if (!key.no_tma && g.block_n > 0 && fat_fwd_tma_describable(&p, &rows, why, sizeof why)) {
+      logf_(c, "%s: %s", e->choice.variant, why);
+      key.no_tma = 1;
+    } else {
+      break;
+    }
+  }
   fat_fwd_set_workspace(&g, &p, (CUdeviceptr)(uintptr_t)a->workspace);
   const fat_fwd_kernels fns = {e->k->fn, e->k->combine_fn};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
-  if (r == CUDA_SUCCESS) r = fat_fwd_launch(&c->cu, &fns, &g, &p, (CUstream)stream);
+  if (r == CUDA_SUCCESS) r = fat_fwd_launch(&c->cu, &fns, &g, &p, &rows, (CUstream)stream);
   return finish_launch(c, e, r, ran);
 }
 
@@ -1594,9 +1611,11 @@ fat_status fat_attention_fwd_workspace(fat_context *c, const fat_attn_args *a, s
     st = lookup_entry(c, (sel_key){FAT_FWD, 0, 0}, a, &e);
   if (st == FAT_OK) {
     const fat_fwd_geometry g = e ? entry_geometry(e)
-                                 : (fat_fwd_geometry){sel.block_m, sel.threads, sel.smem_bytes,
-                                                      sel.pack_gqa, sel.splits > 1 ? sel.splits : 1,
-                                                      sel.head_dim};
+                                 : (fat_fwd_geometry){.block_m = sel.block_m, .threads = sel.threads,
+                                                      .smem_bytes = sel.smem_bytes, .pack_gqa = sel.pack_gqa,
+                                                      .splits = sel.splits > 1 ? sel.splits : 1,
+                                                      .head_dim = sel.head_dim, .block_n = sel.block_n,
+                                                      .bf16 = a->dtype == FAT_ATTN_BF16};
     *bytes = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
   }
   pthread_mutex_unlock(&c->lock);

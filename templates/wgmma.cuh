@@ -153,3 +153,91 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const u32 (&a)[4], u
     FAT_WGMMA_RS("256", FAT_ACC128, "{%128, %129, %130, %131}, %132", FAT_D128);
   else static_assert(N == 64, "O's N: the head dim, 64 to 256");
 }
+// ---- S = Q·Kᵀ of any tile width (the warp-specialised forward) ------------
+// The accumulator operands of products of 8 to 128 registers (m64n16 to
+// m64n256) in steps of 8, and their operand lists: read-write (FAT_RWn,
+// accumulate) and write-only (FAT_WOn: the first k-step, D = A·B).
+#define FAT_ACC8 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define FAT_ACC16 FAT_ACC8 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define FAT_ACC24 FAT_ACC16 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define FAT_ACC40 FAT_ACC32 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define FAT_ACC48 FAT_ACC40 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define FAT_ACC56 FAT_ACC48 ", %48, %49, %50, %51, %52, %53, %54, %55"
+#define FAT_ACC72 FAT_ACC64 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define FAT_ACC80 FAT_ACC72 ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define FAT_ACC88 FAT_ACC80 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define FAT_ACC104 FAT_ACC96 ", %96, %97, %98, %99, %100, %101, %102, %103"
+#define FAT_ACC112 FAT_ACC104 ", %104, %105, %106, %107, %108, %109, %110, %111"
+#define FAT_ACC120 FAT_ACC112 ", %112, %113, %114, %115, %116, %117, %118, %119"
+#define FAT_W8(i)                                                                               \
+  "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), "=f"(d[i + 4]), "=f"(d[i + 5]), \
+      "=f"(d[i + 6]), "=f"(d[i + 7])
+#define FAT_RW8 FAT_D8(0)
+#define FAT_RW16 FAT_RW8, FAT_D8(8)
+#define FAT_RW24 FAT_RW16, FAT_D8(16)
+#define FAT_RW32 FAT_RW24, FAT_D8(24)
+#define FAT_RW40 FAT_RW32, FAT_D8(32)
+#define FAT_RW48 FAT_RW40, FAT_D8(40)
+#define FAT_RW56 FAT_RW48, FAT_D8(48)
+#define FAT_RW64 FAT_RW56, FAT_D8(56)
+#define FAT_RW72 FAT_RW64, FAT_D8(64)
+#define FAT_RW80 FAT_RW72, FAT_D8(72)
+#define FAT_RW88 FAT_RW80, FAT_D8(80)
+#define FAT_RW96 FAT_RW88, FAT_D8(88)
+#define FAT_RW104 FAT_RW96, FAT_D8(96)
+#define FAT_RW112 FAT_RW104, FAT_D8(104)
+#define FAT_RW120 FAT_RW112, FAT_D8(112)
+#define FAT_RW128 FAT_RW120, FAT_D8(120)
+#define FAT_WO8 FAT_W8(0)
+#define FAT_WO16 FAT_WO8, FAT_W8(8)
+#define FAT_WO24 FAT_WO16, FAT_W8(16)
+#define FAT_WO32 FAT_WO24, FAT_W8(24)
+#define FAT_WO40 FAT_WO32, FAT_W8(32)
+#define FAT_WO48 FAT_WO40, FAT_W8(40)
+#define FAT_WO56 FAT_WO48, FAT_W8(48)
+#define FAT_WO64 FAT_WO56, FAT_W8(56)
+#define FAT_WO72 FAT_WO64, FAT_W8(64)
+#define FAT_WO80 FAT_WO72, FAT_W8(72)
+#define FAT_WO88 FAT_WO80, FAT_W8(80)
+#define FAT_WO96 FAT_WO88, FAT_W8(88)
+#define FAT_WO104 FAT_WO96, FAT_W8(96)
+#define FAT_WO112 FAT_WO104, FAT_W8(104)
+#define FAT_WO120 FAT_WO112, FAT_W8(112)
+#define FAT_WO128 FAT_WO120, FAT_W8(120)
+
+// One k-step of S, A and B K-major in shared memory: accumulate when SCALE
+// is 1, D = A·B when 0.
+#define FAT_WGMMA_S(N, ACC, OPS, DA, DB, SCALE)                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " #SCALE ", 0;\n"                         \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." FAT_ELEM "." FAT_ELEM " {" \
+               ACC "}, %" #DA ", %" #DB ", p, 1, 1, 0, 0;\n}\n"                            \
+               : OPS : "l"(da), "l"(db))
+#define FAT_S_CASE(N, C, C1)                                                     \
+  if constexpr (kN == N) {                                                       \
+    if constexpr (kAccumulate) FAT_WGMMA_S(N, FAT_ACC##C, FAT_RW##C, C, C1, 1); \
+    else FAT_WGMMA_S(N, FAT_ACC##C, FAT_WO##C, C, C1, 0);                       \
+  }
+
+// d (+)= A·B for one k-step of m64nNk16, A and B K-major in shared memory,
+// N any multiple of 16 up to 256: S = Q·Kᵀ of a kN-key tile.
+template <int kN, bool kAccumulate>
+__device__ __forceinline__ void wgmma_s(float (&d)[kN / 2], u64 da, u64 db) {
+  static_assert(kN % 16 == 0 && kN >= 16 && kN <= 256, "S's N: a multiple of 16 up to 256");
+  FAT_S_CASE(16, 8, 9)
+  FAT_S_CASE(32, 16, 17)
+  FAT_S_CASE(48, 24, 25)
+  FAT_S_CASE(64, 32, 33)
+  FAT_S_CASE(80, 40, 41)
+  FAT_S_CASE(96, 48, 49)
+  FAT_S_CASE(112, 56, 57)
+  FAT_S_CASE(128, 64, 65)
+  FAT_S_CASE(144, 72, 73)
+  FAT_S_CASE(160, 80, 81)
+  FAT_S_CASE(176, 88, 89)
+  FAT_S_CASE(192, 96, 97)
+  FAT_S_CASE(208, 104, 105)
+  FAT_S_CASE(224, 112, 113)
+  FAT_S_CASE(240, 120, 121)
+  FAT_S_CASE(256, 128, 129)
+}
+#undef FAT_S_CASE

@@ -64,10 +64,7 @@ static int load(fat_gpu *g, const fat_variant *v, const char *arch, fat_build *b
   d.head_dim = v->head_dim;
   d.cubin = b->cubin;
   d.cubin_size = b->cubin_size;
-  d.kind = FAT_KERNEL_FUSED;
-  d.direction = FAT_BWD;
-  int block_n = 0;
-  if (fat_bwd_params_parse(v->params, &d.block_q, &block_n, &d.dq_separate, why, sizeof why)) {
+  if (fat_kernel_schedule(&d, FAT_BWD, v->family, v->params, why, sizeof why)) {
     snprintf(err, sizeof err, "%s", why);
     return -1;
   }

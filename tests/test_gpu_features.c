@@ -58,16 +58,7 @@ static int load(fat_gpu *g, const char *name, const char *arch, fat_build *b, fa
   d.head_dim = v->head_dim;
   d.cubin = b->cubin;
   d.cubin_size = b->cubin_size;
-  d.kind = FAT_KERNEL_FUSED;
-  d.direction = v->direction;
-  d.splits = 1;
-  if (v->direction == FAT_BWD) {
-    int block_n = 0;
-    if (fat_bwd_params_parse(v->params, &d.block_q, &block_n, &d.dq_separate, err, sizeof err))
-      return -1;
-  } else if (fat_fwd_params_parse(v->params, &d.pack_gqa, &d.splits, err, sizeof err)) {
-    return -1;
-  }
+  if (fat_kernel_schedule(&d, v->direction, v->family, v->params, err, sizeof err)) return -1;
   return fat_gpu_kernel_load(g, &d, k, err, sizeof err) == FAT_GPU_OK ? 0 : -1;
 }
 

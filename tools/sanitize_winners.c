@@ -70,22 +70,15 @@ int main(int argc, char **argv) {
     fat_dtype_parse((const char *)sqlite3_column_text(st, 5), &d.dtype);
     fat_mask_parse((const char *)sqlite3_column_text(st, 6), &d.mask);
     d.head_dim = sqlite3_column_int(st, 7);
-    d.kind = fat_kernel_kind_of_family((const char *)sqlite3_column_text(st, 8));
     d.cubin = sqlite3_column_blob(st, 9);
     d.cubin_size = (size_t)sqlite3_column_bytes(st, 9);
-    fat_direction_parse((const char *)sqlite3_column_text(st, 10), &d.direction);
-    /* The launch parameters the variant's name does not carry: the
-     * backward's block and dQ mode, the forward's decoding schedule (a
-     * split-KV variant writes its partial results to a workspace sized by
-     * its splits: without them it would write through a null pointer). */
-    const char *params = (const char *)sqlite3_column_text(st, 11);
-    int block_n, bad;
-    d.splits = 1;
-    if (d.direction == FAT_BWD)
-      bad = fat_bwd_params_parse(params, &d.block_q, &block_n, &d.dq_separate, err, sizeof err);
-    else
-      bad = fat_fwd_params_parse(params, &d.pack_gqa, &d.splits, err, sizeof err);
-    if (bad) {
+    fat_direction direction = FAT_FWD;
+    fat_direction_parse((const char *)sqlite3_column_text(st, 10), &direction);
+    /* The launch parameters the variant's name does not carry (a split-KV
+     * variant writes its partial results to a workspace sized by its
+     * splits: without them it would write through a null pointer). */
+    if (fat_kernel_schedule(&d, direction, (const char *)sqlite3_column_text(st, 8),
+                            (const char *)sqlite3_column_text(st, 11), err, sizeof err)) {
       printf("%-52s %s\n", d.name, err);
       failed++;
       continue;

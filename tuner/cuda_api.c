@@ -55,6 +55,7 @@ static int resolve_all(fat_cuda *cu, char *err, size_t errlen) {
   RESOLVE(cuFuncSetAttribute);
   RESOLVE(cuFuncGetAttribute);
   RESOLVE(cuLaunchKernel);
+  RESOLVE(cuTensorMapEncodeTiled);
   RESOLVE(cuEventCreate);
   RESOLVE(cuEventRecord);
   RESOLVE(cuEventSynchronize);

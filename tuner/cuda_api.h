@@ -45,6 +45,7 @@ typedef struct fat_cuda {
   FAT_CUDA_FN(cuFuncSetAttribute);
   FAT_CUDA_FN(cuFuncGetAttribute);
   FAT_CUDA_FN(cuLaunchKernel);
+  FAT_CUDA_FN(cuTensorMapEncodeTiled);  /* the TMA families' tensor maps (fwd_launch.c) */
   FAT_CUDA_FN(cuEventCreate);
   FAT_CUDA_FN(cuEventRecord);
   FAT_CUDA_FN(cuEventSynchronize);

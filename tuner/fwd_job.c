@@ -1,6 +1,6 @@
-/* Validation of the forward job's pieces, and the launch kind and memory
- * arithmetic of the materialising baseline (see fwd_job.h); the backward
- * check's verdict and its peak memory. */
+/* Validation of the forward job's pieces and the memory arithmetic of the
+ * materialising baseline (see fwd_job.h); the backward check's verdict and
+ * its peak memory. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,11 +57,6 @@ void fat_varlen_lengths(const fat_check_shape *s, int b, int *len_q, int *len_k,
   *len_k = s->seqlen_k - cut_k;
   /* Odd sequences use part of their keys: a K/V cache padded per sequence. */
   *used_k = b % 2 ? *len_k - *len_k / 3 : *len_k;
-}
-
-fat_kernel_kind fat_kernel_kind_of_family(const char *family) {
-  return family && strcmp(family, FAT_FAMILY_MATERIALIZE) == 0 ? FAT_KERNEL_MATERIALIZE
-                                                               : FAT_KERNEL_FUSED;
 }
 
 size_t fat_materialize_workspace_bytes(const fat_check_shape *s) {

@@ -32,6 +32,8 @@ void fat_varlen_lengths(const fat_check_shape *s, int b, int *len_q, int *len_k,
 typedef enum fat_kernel_kind {
   FAT_KERNEL_FUSED = 0,        /* one kernel, the launch contract below */
   FAT_KERNEL_MATERIALIZE = 1,  /* the materialising baseline: three kernels over a workspace */
+  FAT_KERNEL_FUSED_TMA = 2,    /* one kernel that also takes tensor maps of q, k and v
+                                  (fwd_launch.h); sm_90 and newer */
 } fat_kernel_kind;
 
 /* The family whose variants are FAT_KERNEL_MATERIALIZE (generator/
@@ -39,10 +41,13 @@ typedef enum fat_kernel_kind {
 #ifndef FAT_FAMILY_MATERIALIZE
 #define FAT_FAMILY_MATERIALIZE "materialize"
 #endif
-/* The forward's fused families: mma.sync (generator/family_mma80.lua) and
- * Hopper's wgmma (generator/family_wgmma90.lua). */
+/* The forward's fused families: mma.sync (generator/family_mma80.lua),
+ * Hopper's wgmma (generator/family_wgmma90.lua) and the warp-specialised
+ * wgmma with the tensor copy engine (generator/family_ws90.lua), whose
+ * variants are FAT_KERNEL_FUSED_TMA. */
 #define FAT_FAMILY_MMA80 "mma80"
 #define FAT_FAMILY_WGMMA90 "wgmma90"
+#define FAT_FAMILY_WS90 "ws90"
 /* The decoding family (generator/family_splitkv.lua), and the longest
  * seqlen_q it is timed on and may serve: its 64-row blocks and key splits
  * are for few queries against many keys. */
@@ -56,9 +61,6 @@ typedef enum fat_kernel_kind {
 #define FAT_MATERIALIZE_PV_SUFFIX "_pv"            /* O = P·V */
 /* Rows of the workspace one softmax block handles (one warp each). */
 #define FAT_MATERIALIZE_SOFTMAX_ROWS 8
-
-/* The launch kind of a variant of FAMILY. */
-fat_kernel_kind fat_kernel_kind_of_family(const char *family);
 
 /* Bytes of the materialising baseline's fp32 score workspace for SHAPE:
  * batch·heads·seqlen_q·seqlen_k·4. */
@@ -81,6 +83,7 @@ typedef struct fat_kernel_desc {
   char entry[FAT_KERNEL_ENTRY_MAX];  /* kernel symbol in the cubin */
   int block_m, threads, smem_bytes;
   int pack_gqa, splits;              /* forward decoding schedule (fwd_launch.h): 0, 1 for most */
+  int block_n;                       /* FAT_KERNEL_FUSED_TMA: keys per K/V tile (the maps' box) */
   fat_dtype dtype;
   fat_mask mask;
   int head_dim;

@@ -1,7 +1,124 @@
 /* The forward's launch (fwd_launch.h). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include "fwd_launch.h"
 
 #define WORKSPACE_ALIGN 256
+#define ELEMENT_BYTES 2          /* fp16 and bf16 */
+#define TMA_ALIGN 16             /* bytes: a map's base and its strides */
+#define TMA_MAX_STRIDE (1ll << 40)
+#define TMA_MAX_EXTENT (1ll << 32)
+
+/* One of q, k, v as a tensor map sees it: (head_dim, rows, heads, batch),
+ * innermost first, strides in elements; a packed batch has no batch
+ * dimension (its rows are every sequence's). */
+typedef struct tma_tensor {
+  const char *name;
+  const void *base;
+  long long rows, heads, batch;
+  long long row_stride, head_stride, batch_stride;
+  int packed;
+} tma_tensor;
+
+static void tma_tensors(const fat_fwd_params *p, const fat_fwd_rows *rows, tma_tensor t[3]) {
+  const int packed_q = p->cu_seqlens_q != NULL, packed_k = p->cu_seqlens_k != NULL;
+  const long long rq = packed_q ? rows->total_q : p->seqlen_q, rk = packed_k ? rows->total_k : p->seqlen_k;
+  t[0] = (tma_tensor){"q", p->q, rq, p->heads, p->batch, p->q_row_stride, p->q_head_stride,
+                      p->q_batch_stride, packed_q};
+  t[1] = (tma_tensor){"k", p->k, rk, p->heads_k, p->batch, p->k_row_stride, p->k_head_stride,
+                      p->k_batch_stride, packed_k};
+  t[2] = (tma_tensor){"v", p->v, rk, p->heads_k, p->batch, p->v_row_stride, p->v_head_stride,
+                      p->v_batch_stride, packed_k};
+}
+
+/* The (extent, stride) pairs of T's outer dimensions; a dimension of extent
+ * 1 is never stepped, and the map is given a stride it accepts instead. */
+static int tma_dims(const tma_tensor *t, long long extent[3], long long stride[3]) {
+  const long long e[3] = {t->rows, t->heads, t->batch};
+  const long long s[3] = {t->row_stride, t->head_stride, t->batch_stride};
+  const int n = t->packed ? 2 : 3;
+  for (int i = 0; i < n; i++) {
+    extent[i] = e[i];
+    stride[i] = e[i] == 1 ? TMA_ALIGN / ELEMENT_BYTES : s[i];
+  }
+  return n;
+}
+
+int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_rows *rows, char *err,
+                            size_t errlen) {
+  static const char *const dim_names[3] = {"rows", "heads", "batch"};
+  static const char *const stride_names[3] = {"row_stride", "head_stride", "batch_stride"};
+  tma_tensor t[3];
+  tma_tensors(p, rows, t);
+  if (p->head_dim < 1) {
+    snprintf(err, errlen, "head_dim %d is no tensor map's extent", p->head_dim);  /* below 2^32 as an int */
+    return -1;
+  }
+  for (int i = 0; i < 3; i++) {
+    long long extent[3], stride[3];
+    const int n = tma_dims(&t[i], extent, stride);
+    if ((uintptr_t)t[i].base % TMA_ALIGN) {
+      snprintf(err, errlen, "%s at %p is not %d-byte aligned (tensor maps need it)", t[i].name,
+               t[i].base, TMA_ALIGN);
+      return -1;
+    }
+    for (int d = 0; d < n; d++) {
+      if (extent[d] < 1 || extent[d] >= TMA_MAX_EXTENT) {
+        snprintf(err, errlen, "%s has %lld %s: a tensor map's extent is 1 .. 2^32 - 1", t[i].name,
+                 extent[d], dim_names[d]);
+        return -1;
+      }
+      if (stride[d] < 0 || stride[d] * ELEMENT_BYTES % TMA_ALIGN ||
+          stride[d] >= TMA_MAX_STRIDE / ELEMENT_BYTES) {
+        snprintf(err, errlen,
+                 "%s's %s %lld: a tensor map's strides are multiples of %d bytes below 2^40",
+                 t[i].name, stride_names[d], stride[d], TMA_ALIGN);
+        return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+/* The map of T, in boxes of FAT_TMA_BOX_COLUMNS columns by BOX_ROWS rows,
+ * with the swizzle of the templates' tiles (wgmma's 128-byte one); rows and
+ * columns past its extents load as zeros. */
+static CUresult encode_map(const fat_cuda *cu, CUtensorMap *map, const tma_tensor *t, int head_dim,
+                           int bf16, int box_rows) {
+  long long extent[3], stride[3];
+  const int n = tma_dims(t, extent, stride);
+  cuuint64_t dims[4] = {(cuuint64_t)head_dim}, strides[3];
+  cuuint32_t box[4] = {FAT_TMA_BOX_COLUMNS, (cuuint32_t)box_rows, 1, 1}, steps[4] = {1, 1, 1, 1};
+  for (int d = 0; d < n; d++) {
+    dims[d + 1] = (cuuint64_t)extent[d];
+    strides[d] = (cuuint64_t)(stride[d] * ELEMENT_BYTES);
+  }
+  return cu->cuTensorMapEncodeTiled(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                    (cuuint32_t)(n + 1), (void *)t->base, dims, strides, box, steps,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+fat_kernel_kind fat_kernel_kind_of_family(const char *family) {
+  if (family && strcmp(family, FAT_FAMILY_MATERIALIZE) == 0) return FAT_KERNEL_MATERIALIZE;
+  if (family && strcmp(family, FAT_FAMILY_WS90) == 0) return FAT_KERNEL_FUSED_TMA;
+  return FAT_KERNEL_FUSED;
+}
+
+int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char *family,
+                        const char *params, char *err, size_t errlen) {
+  int block_n = 0;
+  d->direction = direction;
+  d->kind = fat_kernel_kind_of_family(family);
+  d->pack_gqa = d->block_q = d->dq_separate = d->block_n = 0;
+  d->splits = 1;
+  /* A backward variant's block_m is its key block; its query tile and dQ
+   * strategy are in its parameters. */
+  if (direction == FAT_BWD) return fat_bwd_params_parse(params, &d->block_q, &block_n, &d->dq_separate, err, errlen);
+  if (fat_fwd_params_parse(params, &d->pack_gqa, &d->splits, err, errlen)) return -1;
+  return d->kind == FAT_KERNEL_FUSED_TMA ? fat_fwd_tile_parse(params, &d->block_n, err, errlen) : 0;
+}
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -33,14 +150,27 @@ void fat_fwd_set_workspace(const fat_fwd_geometry *g, fat_fwd_params *p, CUdevic
 }
 
 CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_fwd_geometry *g,
-                        fat_fwd_params *p, CUstream stream) {
+                        fat_fwd_params *p, const fat_fwd_rows *rows, CUstream stream) {
   const int group = p->heads_k > 0 ? p->heads / p->heads_k : 1;
-  const long long rows = (long long)p->seqlen_q * (g->pack_gqa ? group : 1);
-  const unsigned grid_x = (unsigned)((rows + g->block_m - 1) / g->block_m);
+  const long long query_rows = (long long)p->seqlen_q * (g->pack_gqa ? group : 1);
+  const unsigned grid_x = (unsigned)((query_rows + g->block_m - 1) / g->block_m);
   const unsigned grid_y = (unsigned)(g->pack_gqa ? p->heads_k : p->heads);
   const unsigned grid_z = (unsigned)p->batch * (unsigned)g->splits;
-  void *args[] = {p};
+  CUtensorMap maps[3];
+  void *args[] = {p, &maps[0], &maps[1], &maps[2]};
   if (g->splits > 1 && (!k->combine || !p->o_accum || !p->lse_accum)) return CUDA_ERROR_INVALID_VALUE;
+  if (g->block_n > 0) {
+    /* q in boxes of a query block, k and v of a key tile. */
+    const fat_fwd_rows none = {0, 0};
+    char why[256];
+    tma_tensor t[3];
+    if (fat_fwd_tma_describable(p, rows ? rows : &none, why, sizeof why)) return CUDA_ERROR_INVALID_VALUE;
+    tma_tensors(p, rows ? rows : &none, t);
+    for (int i = 0; i < 3; i++) {
+      CUresult e = encode_map(cu, &maps[i], &t[i], p->head_dim, g->bf16, i == 0 ? g->block_m : g->block_n);
+      if (e != CUDA_SUCCESS) return e;
+    }
+  }
   CUresult r = cu->cuLaunchKernel(k->main, grid_x, grid_y, grid_z, (unsigned)g->threads, 1, 1,
                                   (unsigned)g->smem_bytes, stream, args, NULL);
   if (r == CUDA_SUCCESS && g->splits > 1) {

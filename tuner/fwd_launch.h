@@ -1,12 +1,14 @@
 /* The launch of a fused forward variant (templates/fwd_mma80.cu), written
  * once for the tuner (gpu_run.c) and the runtime (runtime/fatune.c): its
- * grid, and for split-KV variants the workspace of partials and the combine
- * kernel that follows. */
+ * grid, for split-KV variants the workspace of partials and the combine
+ * kernel that follows, and for the variants that load through the tensor
+ * copy engine (templates/fwd_ws90.cu) the tensor maps of q, k and v. */
 #ifndef FAT_FWD_LAUNCH_H
 #define FAT_FWD_LAUNCH_H
 #include <stddef.h>
 #include "cuda_api.h"
 #include "fat_abi.h"
+#include "fwd_job.h"
 #include "types.h"
 
 /* A split variant's second kernel: its entry with this appended. */
@@ -26,7 +28,38 @@ typedef struct fat_fwd_geometry {
   int pack_gqa;      /* 1: the rows of a block are (position, head of the group) pairs */
   int splits;        /* blocks the keys of one query block are divided among */
   int head_dim;      /* the template's: the row pitch of the fp32 partials */
+  int block_n;       /* > 0: the kernel takes tensor maps of q, k and v after P, in boxes of
+                        64 columns by block_m (q) and block_n (k, v) rows; 0: P alone */
+  int bf16;          /* with block_n: the maps' element type, 1 bf16, 0 fp16 */
 } fat_fwd_geometry;
+
+/* Columns of one tensor-map box: a 128-byte swizzled slab of 16-bit elements. */
+#define FAT_TMA_BOX_COLUMNS 64
+
+/* The rows of a call's tensors, which P does not carry: a packed batch's q
+ * and o have total_q rows, its k and v total_k (cu_seqlens_*[batch]); 0
+ * for a dense batch. */
+typedef struct fat_fwd_rows {
+  long long total_q, total_k;
+} fat_fwd_rows;
+
+/* 0 when the tensor maps of P's q, k and v can describe them (bases
+ * 16-byte aligned, strides multiples of 16 bytes below 2^40, extents below
+ * 2^32), else -1 with err naming the first that cannot: the runtime then
+ * serves the call with a family that loads without them. */
+int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_rows *rows, char *err,
+                            size_t errlen);
+
+/* The launch kind of a variant of FAMILY (fwd_job.h's fat_kernel_kind). */
+fat_kernel_kind fat_kernel_kind_of_family(const char *family);
+
+/* The part of D its name and resources do not say, from the variant's
+ * DIRECTION, FAMILY and canonical PARAMS: the launch kind, the backward's
+ * query tile and dQ mode, the forward's decoding schedule and a tensor-map
+ * variant's key tile. 0, or -1 with err naming the bad parameter. Every
+ * caller that turns a stored variant into a launch asks this one function. */
+int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char *family,
+                        const char *params, char *err, size_t errlen);
 
 /* Sets P's softmax_scale to SCALE and what the kernels derive from it:
  * scale_log2, and the soft-cap's softcap_in / softcap_out for a cap of
@@ -45,7 +78,9 @@ void fat_fwd_set_workspace(const fat_fwd_geometry *g, fat_fwd_params *p, CUdevic
 
 /* Launches the variant (and its combine kernel) for P on STREAM; the first
  * failure's result. CUDA_ERROR_INVALID_VALUE when a split variant has no
- * workspace or no combine kernel. */
+ * workspace or no combine kernel, or when a tensor-map variant's tensors
+ * are none the maps can describe (fat_fwd_tma_describable). ROWS: the
+ * call's packed rows (only tensor-map variants read it). */
 CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_fwd_geometry *g,
-                        fat_fwd_params *p, CUstream stream);
+                        fat_fwd_params *p, const fat_fwd_rows *rows, CUstream stream);
 #endif

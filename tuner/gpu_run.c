@@ -338,6 +338,7 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
     }
     total_q = cu_q[s->batch];
     total_k = cu_k[s->batch];
+    t->rows = (fat_fwd_rows){total_q, total_k};
     CU(g->cu.cuMemAlloc(&t->seqinfo, (size_t)n_ints * sizeof *lengths), "cuMemAlloc of cu_seqlens");
     CU(g->cu.cuMemcpyHtoD(t->seqinfo, lengths, (size_t)n_ints * sizeof *lengths), "copying cu_seqlens");
   }
@@ -563,7 +564,8 @@ void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k) {
 /* The launch geometry of a fused forward variant. */
 static fat_fwd_geometry fwd_geometry(const fat_kernel_desc *d) {
   fat_fwd_geometry geo = {d->block_m, d->threads, d->smem_bytes, d->pack_gqa,
-                          d->splits > 1 ? d->splits : 1, d->head_dim};
+                          d->splits > 1 ? d->splits : 1, d->head_dim,
+                          d->kind == FAT_KERNEL_FUSED_TMA ? d->block_n : 0, d->dtype == FAT_BF16};
   return geo;
 }
 
@@ -630,7 +632,30 @@ static CUresult launch_variant(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tens
   const fat_fwd_geometry geo = fwd_geometry(&k->desc);
   const fat_fwd_kernels fns = {k->fn, k->combine_fn};
   fat_fwd_set_workspace(&geo, &t->params, t->workspace);
-  return fat_fwd_launch(&g->cu, &fns, &geo, &t->params, g->stream);
+  return fat_fwd_launch(&g->cu, &fns, &geo, &t->params, &t->rows, g->stream);
+}
+
+/* A variable-length shape's K and V rows past each sequence's seqused_k
+ * (a cache's stale rows) set to NaN: a kernel that lets them into a row's
+ * output -- even times a zero probability -- fails the check. */
+static int poison_unused_keys(fat_gpu *g, const fat_check_shape *s, fat_gpu_tensors *t, char *err,
+                              size_t errlen) {
+  int rc = FAT_GPU_OK;
+  if (!s->varlen) return rc;
+  const size_t row_bytes = (size_t)s->heads_k * (size_t)t->head_dim * fat_dtype_size(t->dtype);
+  size_t k0 = 0;
+  for (int b = 0; b < s->batch; b++) {
+    int lq, lk, uk;
+    fat_varlen_lengths(s, b, &lq, &lk, &uk);
+    if (uk < lk) {
+      const size_t at = (k0 + (size_t)uk) * row_bytes, bytes = (size_t)(lk - uk) * row_bytes;
+      CU(g->cu.cuMemsetD8Async(t->k + at, POISON_BYTE, bytes, g->stream), "poisoning unused K rows");
+      CU(g->cu.cuMemsetD8Async(t->v + at, POISON_BYTE, bytes, g->stream), "poisoning unused V rows");
+    }
+    k0 += (size_t)lk;
+  }
+out:
+  return rc;
 }
 
 int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s, uint64_t seed,
@@ -652,6 +677,7 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   if ((rc = fat_gpu_tensors_alloc(g, s, d->head_dim, d->dtype, 1, &t, err, errlen)) != FAT_GPU_OK)
     return rc;
   if ((rc = fat_gpu_fill_random(g, &t, seed, err, errlen)) != FAT_GPU_OK) goto out;
+  if ((rc = poison_unused_keys(g, s, &t, err, errlen)) != FAT_GPU_OK) goto out;
   /* Poisoned outputs: anything the variant fails to write reads as NaN. */
   CU(g->cu.cuMemsetD8Async(t.o, POISON_BYTE, t.n_q * fat_dtype_size(d->dtype), g->stream),
      "poisoning O");

@@ -17,6 +17,7 @@
 #include "types.h"
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
+#include "fwd_launch.h"
 
 typedef enum fat_gpu_status {
   FAT_GPU_OK = 0,
@@ -79,6 +80,7 @@ typedef struct fat_gpu_tensors {
                                  split-KV one; 0 until one needs it */
   CUdeviceptr seqinfo;        /* variable-length shapes: cu_seqlens_q, cu_seqlens_k, seqused_k */
   size_t workspace_bytes;
+  fat_fwd_rows rows;          /* variable-length shapes: the packed rows of q and of k (tensor maps) */
 } fat_gpu_tensors;
 
 int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,

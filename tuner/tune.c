@@ -143,7 +143,8 @@ int fat_family_applies(const fat_variant *v, const fat_problem *p) {
   /* A packed batch of variable lengths runs on a fused kernel of one pass
    * (the runtime serves a packed call the nearest dense winner too). */
   if (p->lengths.n > 0)
-    return !strcmp(v->family, FAT_FAMILY_MMA80) || !strcmp(v->family, FAT_FAMILY_WGMMA90);
+    return !strcmp(v->family, FAT_FAMILY_MMA80) || !strcmp(v->family, FAT_FAMILY_WGMMA90) ||
+           !strcmp(v->family, FAT_FAMILY_WS90);
   if (strcmp(v->family, FAT_FAMILY_SPLITKV) != 0) return 1;
   if (p->seqlen_q > FAT_SPLITKV_MAX_SEQLEN_Q) return 0;
   return !(strstr(v->params, "PACK_GQA=1") && p->heads == p->heads_k);

@@ -194,6 +194,15 @@ int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq
   return -1;
 }
 
+int fat_fwd_tile_parse(const char *params, int *block_n, char *err, size_t errlen) {
+  if (!params) params = "";
+  if (param_int(params, "BLOCK_N", 1, block_n) || *block_n > 256) {
+    snprintf(err, errlen, "forward parameters '%s': no BLOCK_N of 1 .. 256", params);
+    return -1;
+  }
+  return 0;
+}
+
 int fat_fwd_params_parse(const char *params, int *pack_gqa, int *splits, char *err,
                          size_t errlen) {
   if (!params) params = "";

@@ -620,26 +620,11 @@ static int describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d
     set_msg(reason, reasonlen, "%s has no cubin (compilation failed or was not run)", v->name);
     return -1;
   }
-  if (v->direction == FAT_BWD) {
-    /* A backward variant's query tile and dQ strategy are in its
-     * parameters; block_m is its key block. */
-    char why[MSG_MAX];
-    int block_m = 0, block_n = 0;
-    if (fat_bwd_params_parse(v->params, &block_m, &block_n, &d->dq_separate, why, sizeof why)) {
-      set_msg(reason, reasonlen, "%s: %s", v->name, why);
-      return -1;
-    }
-    d->block_q = block_m;
+  char why[MSG_MAX];
+  if (fat_kernel_schedule(d, v->direction, v->family, v->params, why, sizeof why)) {
+    set_msg(reason, reasonlen, "%s: %s", v->name, why);
+    return -1;
   }
-  d->splits = 1;
-  if (v->direction == FAT_FWD) {
-    char why[MSG_MAX];
-    if (fat_fwd_params_parse(v->params, &d->pack_gqa, &d->splits, why, sizeof why)) {
-      set_msg(reason, reasonlen, "%s: %s", v->name, why);
-      return -1;
-    }
-  }
-  d->direction = v->direction;
   if (strlen(v->name) >= sizeof d->name || strlen(v->entry) >= sizeof d->entry) {
     set_msg(reason, reasonlen, "variant name or entry longer than %zu bytes: %s", sizeof d->entry - 1,
             v->name);
@@ -655,7 +640,6 @@ static int describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d
   d->head_dim = v->head_dim;
   d->cubin = b->cubin;
   d->cubin_size = b->cubin_size;
-  d->kind = fat_kernel_kind_of_family(v->family);
   return 0;
 }
 

@@ -267,6 +267,7 @@ void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
   fat_put_i32(b, x->dq_separate);
   fat_put_i32(b, x->pack_gqa);
   fat_put_i32(b, x->splits);
+  fat_put_i32(b, x->block_n);
 }
 
 void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
@@ -280,8 +281,10 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   x->head_dim = fat_get_i32(b);
   x->cubin = fat_get_bytes(b, &x->cubin_size);
   int32_t kind = fat_get_i32(b);
-  if (kind != FAT_KERNEL_FUSED && kind != FAT_KERNEL_MATERIALIZE) b->failed = 1;
-  x->kind = kind == FAT_KERNEL_MATERIALIZE ? FAT_KERNEL_MATERIALIZE : FAT_KERNEL_FUSED;
+  if (kind != FAT_KERNEL_FUSED && kind != FAT_KERNEL_MATERIALIZE && kind != FAT_KERNEL_FUSED_TMA)
+    b->failed = 1;
+  x->kind = kind == FAT_KERNEL_MATERIALIZE || kind == FAT_KERNEL_FUSED_TMA ? (fat_kernel_kind)kind
+                                                                           : FAT_KERNEL_FUSED;
   int32_t direction = fat_get_i32(b);
   if (direction != FAT_FWD && direction != FAT_BWD) b->failed = 1;
   x->direction = direction == FAT_BWD ? FAT_BWD : FAT_FWD;
@@ -292,6 +295,9 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   x->pack_gqa = fat_get_i32(b);
   x->splits = fat_get_i32(b);
   if (x->pack_gqa < 0 || x->pack_gqa > 1 || x->splits < 1 || x->splits > FAT_FWD_MAX_SPLITS)
+    b->failed = 1;
+  x->block_n = fat_get_i32(b);
+  if (x->kind == FAT_KERNEL_FUSED_TMA ? x->block_n < 1 || x->block_n > 256 : x->block_n != 0)
     b->failed = 1;
 }
 

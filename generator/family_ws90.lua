@@ -1,0 +1,113 @@
+-- The "ws90" family: the warp-specialised forward on Hopper (templates/
+-- fwd_ws90.cu), sm_90a only. A producer warp loads Q, K and V with the
+-- tensor copy engine through rings of mbarriers; one to three consumer
+-- warpgroups compute on wgmma, their registers traded for the producer's
+-- (setmaxnreg). Head dims as wgmma90's: whole 64-column slabs, d96 on the
+-- 128-column template; dense and variable-length batches, GQA, windows and
+-- the soft-cap; no decoding schedules. The runtime launches it with three
+-- tensor maps (tuner/fwd_launch.c) and serves a call whose tensors they
+-- cannot describe with another family.
+
+local constraints = fat.require("constraints")
+local tiles = fat.require("wgmma_tiles")
+
+-- What a block may hold (the resource model the constraints below apply):
+-- Registers a consumer thread has (the template's kConsumerRegs): with two
+-- or three consumers, what setmaxnreg gives them (FlashAttention-3's
+-- split of the 65,536 of an SM); a lone consumer keeps the launch's 255.
+local CONSUMER_REGISTERS = {[1] = 255, [2] = 240, [3] = 160}
+-- Registers a consumer thread needs beyond its accumulators (row
+-- statistics, addresses, loop state, the softmax's temporaries); from
+-- ptxas's reports of the first builds.
+local REGISTER_OVERHEAD = 32
+-- Static shared memory of the template: 1 + 4·STAGES mbarriers of 8 bytes.
+local BARRIER_BYTES = 8
+
+-- Key tiles per template head dim: FlashAttention-3's choice for it and
+-- the neighbours worth timing against it (smaller for causal blocks, the
+-- largest that fits). BLOCK_N outside a head dim's list is not generated.
+local BLOCK_N = {
+  [64] = {128, 160, 192},
+  [128] = {112, 128, 176},
+  [192] = {96, 112},
+  [256] = {64, 80},
+}
+
+local family = {
+  name = "ws90",
+  direction = "fwd",
+  template = "fwd_ws90.cu",
+  entry = "fat_fwd_ws90",
+  archs = {"sm_90a"},
+  head_dims = {64, 96, 128, 192, 256},
+  dtypes = {"fp16", "bf16"},
+  masks = {"none", "causal", "local"},
+  params = {
+    -- Query rows per block, 64 per consumer warpgroup. The template takes
+    -- one to three; with P from registers three leave too few registers
+    -- for a useful tile (BLOCK_N 64 at d64), and one has no pingpong.
+    {name = "BLOCK_M", values = {128}},
+    {name = "BLOCK_N", values = {64, 80, 96, 112, 128, 160, 176, 192}},  -- keys per K/V tile
+    {name = "STAGES", values = {2}},                 -- K and V buffers of each ring
+    {name = "OVERLAP", values = {0, 1}},             -- softmax of tile j beside P·V of tile j - 1
+    {name = "PINGPONG", values = {0, 1}},            -- consumers take turns to issue their products
+  },
+  fixed = {PACK_GQA = 0, SPLITS = 1},
+}
+
+function family.tag(c)
+  return ("m%dn%ds%d%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.OVERLAP == 1 and "o" or "",
+                                 c.PINGPONG == 1 and "p" or "")
+end
+
+family.template_head_dim = tiles.template_head_dim
+
+-- No fixed choice of its own (mma80's default is every problem's baseline).
+function family.default()
+  return {}
+end
+
+local function consumers(c)
+  return c.BLOCK_M // tiles.ROWS_PER_WARPGROUP
+end
+
+-- Q, STAGES K and V tiles (swizzled, unpadded), the alignment slack and
+-- the barriers.
+function family.smem_bytes(c)
+  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * tiles.template_head_dim(c.HEAD_DIM) * tiles.ELEMENT_BYTES +
+         tiles.ALIGNMENT_SLACK + (1 + 4 * c.STAGES) * BARRIER_BYTES
+end
+
+function family.resources(c)
+  return {threads = tiles.THREADS_PER_WARPGROUP * (consumers(c) + 1), block_m = c.BLOCK_M,
+          smem_bytes = family.smem_bytes(c)}
+end
+
+-- A consumer thread's accumulators: S (BLOCK_N / 2 fp32), O (head dim / 2
+-- fp32) and P rounded for P·V (BLOCK_N / 4 registers of two elements).
+function family.accumulator_registers(c)
+  return c.BLOCK_N // 2 + tiles.template_head_dim(c.HEAD_DIM) // 2 + c.BLOCK_N // 4
+end
+
+family.constraints = {
+  function(c)
+    local list = BLOCK_N[tiles.template_head_dim(c.HEAD_DIM)]
+    for _, n in ipairs(list) do if n == c.BLOCK_N then return nil end end
+    return ("BLOCK_N %d is not among head dim %d's key tiles (%s)"):format(
+      c.BLOCK_N, tiles.template_head_dim(c.HEAD_DIM), table.concat(list, ", "))
+  end,
+  constraints.fits_shared_memory(family),
+  function(c)
+    local have = CONSUMER_REGISTERS[consumers(c)]
+    local need = family.accumulator_registers(c) + REGISTER_OVERHEAD
+    if need > have then
+      return ("registers: %d accumulators + %d > the %d a consumer thread has"):format(
+        family.accumulator_registers(c), REGISTER_OVERHEAD, have)
+    end
+  end,
+  function(c)
+    if c.PINGPONG == 1 and consumers(c) < 2 then return "PINGPONG needs two consumer warpgroups: BLOCK_M 128" end
+  end,
+}
+
+return family

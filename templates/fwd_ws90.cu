@@ -1,0 +1,448 @@
+// FlashAttention forward on Hopper, warp-specialised (sm_90a): one producer
+// warp streams Q, K and V into shared memory with the tensor copy engine
+// (TMA), consumer warpgroups of 64 query rows each compute on Hopper's
+// warpgroup products (wgmma). FlashAttention-3's structure; the layouts and
+// the online softmax are fwd_wgmma90.cu's (notes/wgmma-forward.md).
+//
+// Roles (kConsumers + 1 warpgroups of 128 threads):
+//   producer   warpgroup 0 gives its registers up (setmaxnreg) and one of
+//              its threads issues every copy: Q once, then K and V tile by
+//              tile through rings of kStages buffers, each buffer with a
+//              full barrier (the copy engine counts its bytes in) and an
+//              empty one (each consumer warp arrives once it has read it).
+//   consumers  warpgroups 1 .. kConsumers take the registers and own rows
+//              64·(w - 1) .. of the block's queries.
+// Key tiles run from the last to the first: those a mask cuts (the key
+// sequence's end, the causal diagonal, a window's right edge) come first,
+// then the unmasked ones in a loop free of mask code, then those a window's
+// left edge cuts. Key tiles no row of the block sees are never loaded.
+//
+// One consumer's schedule, tile j (S(j) = Q·K(j)ᵀ, P(j) its softmax):
+//   region 0      issue S(0); wait for it; softmax(0) → P(0)
+//   region j      issue S(j) and O += P(j - 1)·V(j - 1), both from shared
+//                 memory but P from registers;
+//                 OVERLAP 1: wait for S(j) only, softmax(j) while the
+//                 tensor cores still run P·V, then wait for P·V;
+//                 OVERLAP 0: wait for both, then softmax(j);
+//                 then rescale O and round P(j) into registers
+//   region n      issue O += P(n - 1)·V(n - 1); wait for it
+// PINGPONG 1: the consumers take turns to issue their regions (named
+// barriers, a token passed from warpgroup to warpgroup), so one's softmax
+// runs while the others' products keep the tensor cores busy.
+//
+// Masks compare absolute positions, bottom-right aligned; a row that sees no
+// key gets O = 0 and lse = -inf. O leaves through shared memory (each
+// consumer's own rows of the Q tile, free once its last S is done) in 16-byte
+// stores. Tiles are 64-column slabs of 128-byte rows in wgmma's 128-byte
+// swizzle, which is the copy engine's CU_TENSOR_MAP_SWIZZLE_128B.
+// Parameters in double braces are substituted by generator/expand.lua; they
+// change speed, never results.
+#include "fat_abi.h"
+
+constexpr int kHeadDim = {{HEAD_DIM}};
+constexpr int kBlockM = {{BLOCK_M}};      // query rows per block: 64 per consumer warpgroup
+constexpr int kBlockN = {{BLOCK_N}};      // keys per K/V tile
+constexpr int kStages = {{STAGES}};       // K and V buffers of each ring
+constexpr bool kOverlap = {{OVERLAP}};    // the schedule, above
+constexpr bool kPingpong = {{PINGPONG}};  // consumers take turns to issue
+constexpr bool kIsBf16 = {{IS_BF16}};
+constexpr bool kIsCausal = {{IS_CAUSAL}};
+constexpr bool kIsLocal = {{IS_LOCAL}};
+#if {{IS_BF16}}
+#define FAT_ELEM "bf16"
+#else
+#define FAT_ELEM "f16"
+#endif
+
+#include "fwd_common.cuh"
+
+constexpr int kConsumers = kBlockM / 64;
+constexpr int kThreads = 128 * (kConsumers + 1);
+constexpr int kConsumerThreads = 128 * kConsumers;
+constexpr int kKSteps = kHeadDim / 16;  // k-steps of S = Q·Kᵀ
+constexpr int kPSteps = kBlockN / 16;   // k-steps of O += P·V
+constexpr int kSRegs = kBlockN / 2;     // S accumulators a thread
+constexpr int kORegs = kHeadDim / 2;    // O accumulators a thread
+constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks of a row
+constexpr unsigned kQBytes = kBlockM * kHeadDim * 2;
+constexpr unsigned kKVBytes = kBlockN * kHeadDim * 2;
+// Registers a thread once the warpgroups have traded (65,536 a block, one
+// block an SM): the producer keeps what one issuing thread needs,
+// FlashAttention-3's figures. One consumer needs no trade.
+constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
+constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+// Named barriers (0 is __syncthreads): the pingpong token of consumer w is
+// kTurnBarrier + w; kZeroBarrier meets all consumers; consumer w's
+// epilogue meets at kStoreBarrier + w.
+enum { kTurnBarrier = 1, kZeroBarrier = 4, kStoreBarrier = 5 };
+
+static_assert(kConsumers >= 1 && kConsumers <= 3, "one to three consumer warpgroups");
+static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "S's N and P·V's k-steps: multiples of 16");
+static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "whole 64-column slabs; wgmma's N <= 256");
+static_assert(kStages >= 2, "a ring of at least two buffers");
+static_assert(!kPingpong || kConsumers >= 2, "the pingpong needs two consumers");
+static_assert(kConsumers == 1 || 128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536,
+              "the traded registers fit the SM's");
+static_assert(!(kIsCausal && kIsLocal), "causal is the local window (-1, 0), generated apart");
+
+#include "wgmma.cuh"
+#include "tma.cuh"
+
+// Grid: (ceil(seqlen_q / kBlockM), heads, batch). Dynamic shared memory:
+// Q, kStages K and V tiles, and 1 KiB to align them. The tensor maps (host:
+// tuner/fwd_launch.c) describe q, k and v as (head_dim, rows, heads, batch),
+// or (head_dim, total rows, heads) for a packed batch, in boxes of 64
+// columns by kBlockM (Q) or kBlockN (K, V) rows.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
+             const __grid_constant__ TensorMap k_map, const __grid_constant__ TensorMap v_map) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) u64 barriers[1 + 4 * kStages];
+  const u32 q_tile = (smem_u32(smem) + 1023u) & ~1023u;
+  const u32 k_tiles = q_tile + kQBytes;               // kStages tiles
+  const u32 v_tiles = k_tiles + kStages * kKVBytes;   // kStages tiles
+  const u32 q_full = smem_u32(&barriers[0]);
+  auto k_full = [&](int s) { return smem_u32(&barriers[1 + s]); };
+  auto k_empty = [&](int s) { return smem_u32(&barriers[1 + kStages + s]); };
+  auto v_full = [&](int s) { return smem_u32(&barriers[1 + 2 * kStages + s]); };
+  auto v_empty = [&](int s) { return smem_u32(&barriers[1 + 3 * kStages + s]); };
+
+  const int m_block = kIsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest first
+  const int batch = blockIdx.z, head = blockIdx.y;
+  const int head_k = head / (p.heads / p.heads_k);
+  // Only the lengths stay live through the main loop; the epilogue looks
+  // the sequence up again (registers are what the consumers run short of).
+  const int seqlen_q = sequence_of(p, batch).seqlen_q, seqlen_k = sequence_of(p, batch).seqlen_k;
+  const int m0 = m_block * kBlockM;
+  if (m0 >= seqlen_q) return;
+  const int row_end = min(m0 + kBlockM, seqlen_q);
+  const int diag = seqlen_k - seqlen_q;  // bottom-right alignment
+  const int first_pos = m0, last_pos = row_end - 1;
+  const int win_hi = kIsLocal && p.window_right >= 0 ? diag + p.window_right : 0x3fffffff;
+  const int win_lo = kIsLocal && p.window_left >= 0 ? diag - p.window_left : -0x3fffffff;
+
+  // The key tiles some row of the block sees, and those every row sees
+  // without a mask: keys below no_mask_end are visible to the block's first
+  // row on the right, keys from no_mask_begin to its last row on the left.
+  int n_begin = 0, n_end = seqlen_k;
+  if (kIsCausal) n_end = min(n_end, last_pos + diag + 1);
+  if (kIsLocal && p.window_right >= 0) n_end = min(n_end, last_pos + win_hi + 1);
+  if (kIsLocal && p.window_left >= 0) n_begin = max(0, first_pos + win_lo);
+  const int tile_begin = n_begin / kBlockN;
+  const int tile_end = n_end > n_begin ? (n_end + kBlockN - 1) / kBlockN : tile_begin;
+  const int n_tiles = tile_end - tile_begin;
+  int no_mask_end = seqlen_k;
+  if (kIsCausal) no_mask_end = min(no_mask_end, first_pos + diag + 1);
+  if (kIsLocal && p.window_right >= 0) no_mask_end = min(no_mask_end, first_pos + win_hi + 1);
+  const int no_mask_begin = kIsLocal && p.window_left >= 0 ? last_pos + win_lo : 0;
+  // In processing order j = 0 .. n_tiles - 1 (tile tile_end - 1 - j), the
+  // tiles j < unmasked_hi are cut on the right, j >= unmasked_lo on the left.
+  const int unmasked_hi = min(max(tile_end - max(no_mask_end, 0) / kBlockN, 0), n_tiles);
+  const int first_unmasked_tile = no_mask_begin > 0 ? (no_mask_begin + kBlockN - 1) / kBlockN : 0;
+  const int unmasked_lo = min(max(tile_end - first_unmasked_tile, unmasked_hi), n_tiles);
+  auto tile_n0 = [&](int j) { return (tile_end - 1 - j) * kBlockN; };
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < kStages; s++) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(k_empty(s), 4 * kConsumers);  // one arrival a consumer warp
+      mbar_init(v_empty(s), 4 * kConsumers);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  const bool packed_q = p.cu_seqlens_q != nullptr, packed_k = p.cu_seqlens_k != nullptr;
+  const int q_row0 = packed_q ? p.cu_seqlens_q[batch] : 0;  // the sequence's rows in a packed tensor
+  const int k_row0 = packed_k ? p.cu_seqlens_k[batch] : 0;
+
+  if (threadIdx.x < 128) {
+    // ---- producer -------------------------------------------------------
+    if constexpr (kConsumers > 1) regs_release<kProducerRegs>();
+    if (threadIdx.x != 0 || n_tiles == 0) return;
+    tma_prefetch(q_map);
+    tma_prefetch(k_map);
+    tma_prefetch(v_map);
+    // One tile of MAP: its 64-column slabs, ROWS rows each, from row ROW.
+    auto load = [&](const TensorMap &map, u32 dst, u32 bar, int rows, int row, int h, bool packed,
+                    u64 policy) {
+#pragma unroll
+      for (int slab = 0; slab < kHeadDim / 64; slab++) {
+        if (packed)
+          tma_load_3d(dst + slab * rows * 128, map, bar, slab * 64, row, h, policy);
+        else
+          tma_load_4d(dst + slab * rows * 128, map, bar, slab * 64, row, h, batch, policy);
+      }
+    };
+    mbar_arrive_expect(q_full, kQBytes);
+    load(q_map, q_tile, q_full, kBlockM, q_row0 + m0, head, packed_q, kEvictFirst);
+    // Buffer j % kStages holds tile j; its (j / kStages)-th use waits for
+    // the consumers to have released the previous one.
+    auto load_k = [&](int j) {
+      const int s = j % kStages, use = j / kStages;
+      mbar_wait(k_empty(s), (use & 1) ^ 1);
+      mbar_arrive_expect(k_full(s), kKVBytes);
+      load(k_map, k_tiles + s * kKVBytes, k_full(s), kBlockN, k_row0 + tile_n0(j), head_k, packed_k,
+           kEvictLast);
+    };
+    auto load_v = [&](int j) {
+      const int s = j % kStages, use = j / kStages;
+      mbar_wait(v_empty(s), (use & 1) ^ 1);
+      mbar_arrive_expect(v_full(s), kKVBytes);
+      load(v_map, v_tiles + s * kKVBytes, v_full(s), kBlockN, k_row0 + tile_n0(j), head_k, packed_k,
+           kEvictLast);
+    };
+    // The order the consumers read them in: K(j + 1) before V(j).
+    load_k(0);
+    for (int j = 1; j < n_tiles; j++) {
+      load_k(j);
+      load_v(j - 1);
+    }
+    load_v(n_tiles - 1);
+    return;
+  }
+
+  // ---- consumers ----------------------------------------------------------
+  if constexpr (kConsumers > 1) regs_claim<kConsumerRegs>();
+  const int w = threadIdx.x / 128 - 1;          // this consumer warpgroup
+  const int ctid = threadIdx.x - 128;           // thread among the consumers
+  const int wtid = threadIdx.x % 128;           // thread in the warpgroup
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row0 = 64 * w + 16 * ((threadIdx.x / 32) % 4) + g;  // rows row0 and row0 + 8
+  const int row_pos[2] = {m0 + row0, m0 + row0 + 8};
+  // The keys row h sees: col_begin[h] <= key < col_end[h].
+  int col_begin[2], col_end[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    col_end[h] = seqlen_k;
+    if (kIsCausal) col_end[h] = min(col_end[h], row_pos[h] + diag + 1);
+    if (kIsLocal && p.window_right >= 0) col_end[h] = min(col_end[h], row_pos[h] + win_hi + 1);
+    col_begin[h] = kIsLocal && p.window_left >= 0 ? row_pos[h] + win_lo : 0;
+  }
+  float o[kORegs];
+  float row_max[2] = {neg_inf(), neg_inf()}, row_sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < kORegs; i++) o[i] = 0.f;
+  const float scale_log2 = p.scale_log2;
+  const bool softcap = p.softcap_in != 0.f;
+  const u32 q_rows = q_tile + w * 64 * 128;  // this warpgroup's rows start 64w rows into each slab
+
+  // The pingpong token before and after region r of 0 .. n_tiles:
+  // consumer 0 holds it first, and the last consumer keeps it at the end.
+  auto turn_take = [&](int r) {
+    if constexpr (kPingpong)
+      if (w > 0 || r > 0) named_sync(kTurnBarrier + w, 256);
+  };
+  auto turn_pass = [&](int r) {
+    if constexpr (kPingpong)
+      if (w < kConsumers - 1 || r < n_tiles) named_arrive(kTurnBarrier + (w + 1) % kConsumers, 256);
+  };
+  // One arrival of this warp on an empty barrier, once its products have
+  // read the buffer.
+  auto release = [&](u32 bar) {
+    if (lane == 0) mbar_arrive(bar);
+  };
+
+  // S = Q·Kᵀ of tile j (buffer s), issued, not waited for: k-step ks is
+  // slab ks / 4, 32 bytes further per step in it; the first one overwrites.
+  auto issue_s = [&](float (&s_acc)[kSRegs], int s) {
+    const u64 dq = descriptor(q_rows, 16, 1024), dk = descriptor(k_tiles + s * kKVBytes, 16, 1024);
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ks++) {
+      const u32 in_slab = (ks % 4) * 32;
+      const u64 a = desc_add(dq, (ks / 4) * kBlockM * 128 + in_slab);
+      const u64 b = desc_add(dk, (ks / 4) * kBlockN * 128 + in_slab);
+      if (ks == 0)
+        wgmma_s<kBlockN, false>(s_acc, a, b);
+      else
+        wgmma_s<kBlockN, true>(s_acc, a, b);
+    }
+    wgmma_commit();
+  };
+  // O += P·V of buffer s: 16 keys (two 8-row groups) a k-step, the next 64
+  // columns one slab (kBlockN rows) further.
+  auto issue_pv = [&](const u32 (&a)[kPSteps][4], int s) {
+    const u64 dv = descriptor(v_tiles + s * kKVBytes, kBlockN * 128, 1024);
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(o, a[kk], desc_add(dv, kk * 2048));
+    wgmma_commit();
+  };
+  // The soft-cap, the mask (when MASKED) and the online softmax of tile j's
+  // scores, in place: s_acc becomes P in fp32, the row maxima and sums move
+  // on, and alpha[h] is what row h's O must be multiplied by.
+  auto softmax = [&](float (&s_acc)[kSRegs], int j, bool masked, float (&alpha)[2]) {
+    if (softcap) {
+#pragma unroll
+      for (int i = 0; i < kSRegs; i++) s_acc[i] = p.softcap_out * fast_tanh(s_acc[i] * p.softcap_in);
+    }
+    if (masked) {
+      // Accumulator i: row row_pos[(i % 4) / 2], key n0 + 2t + 8·(i / 4) + i % 2:
+      // the row's bounds less n0 + 2t against constants.
+      const int base = tile_n0(j) + 2 * t;
+      const int end[2] = {col_end[0] - base, col_end[1] - base};
+      const int begin[2] = {col_begin[0] - base, col_begin[1] - base};
+#pragma unroll
+      for (int i = 0; i < kSRegs; i++) {
+        const int h = (i % 4) / 2, at = 8 * (i / 4) + i % 2;
+        if (at >= end[h] || (kIsLocal && at < begin[h])) s_acc[i] = neg_inf();
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float tile_max = neg_inf();
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; nt++)
+        tile_max = fmaxf(tile_max, fmaxf(s_acc[4 * nt + 2 * h], s_acc[4 * nt + 2 * h + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_old = row_max[h], m_new = fmaxf(m_old, tile_max);
+      row_max[h] = m_new;
+      const float m_scaled = m_new == neg_inf() ? 0.f : m_new * scale_log2;
+      alpha[h] = fast_exp2(m_old * scale_log2 - m_scaled);
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; nt++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          float &x = s_acc[4 * nt + 2 * h + e];
+          x = fast_exp2(fmaf(x, scale_log2, -m_scaled));
+          sum += x;
+        }
+      }
+      row_sum[h] = row_sum[h] * alpha[h] + sum;
+    }
+  };
+  // P rounded into the A fragments of P·V: k-step kk takes the 8-key tiles
+  // 2kk and 2kk + 1.
+  auto round_p = [&](const float (&s_acc)[kSRegs], u32 (&a)[kPSteps][4]) {
+#pragma unroll
+    for (int nt = 0; nt < kBlockN / 8; nt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) a[nt / 2][h + 2 * (nt % 2)] = pack2(s_acc[4 * nt + 2 * h], s_acc[4 * nt + 2 * h + 1]);
+  };
+  auto rescale_o = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 8; dt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) o[4 * dt + e] *= alpha[e / 2];
+  };
+  // Keys past a packed or cache-limited sequence's end are another
+  // sequence's rows (or stale cache) that the copy engine loaded: P is 0
+  // there, but 0 · NaN is not, so the first tile's V rows past the end are
+  // zeroed by all consumers together before any P·V reads them.
+  auto clear_tail_v = [&](int s) {
+    const int valid = seqlen_k - tile_n0(0);
+    if (!(packed_k || p.seqused_k) || valid >= kBlockN) return;
+    const u32 v = v_tiles + s * kKVBytes;
+    for (int i = ctid; i < (kBlockN - valid) * kChunks; i += kConsumerThreads) {
+      const int r = valid + i / kChunks, c = i % kChunks;
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(v + slab_offset<kBlockN>(r, c)), "r"(0u)
+                   : "memory");
+    }
+    fence_async_shared();
+    named_sync(kZeroBarrier, kConsumerThreads);
+  };
+
+  float s[kSRegs], alpha[2];
+  u32 a[kPSteps][4];
+  if (n_tiles > 0) {
+    mbar_wait(q_full, 0);
+    // Region 0: S(0), its softmax and P(0).
+    mbar_wait(k_full(0), 0);
+    turn_take(0);
+    wgmma_fence();
+    issue_s(s, 0);
+    turn_pass(0);
+    wgmma_wait<0>();
+    pin(s);
+    release(k_empty(0));
+    softmax(s, 0, unmasked_hi > 0 || unmasked_lo == 0, alpha);  // O is still zero: no rescale
+    round_p(s, a);
+    // Region j: S(j) with P·V of j - 1 (buffers sk and sv, uses uk, uv).
+    auto region = [&](int j, bool masked) {
+      const int sk = j % kStages, sv = (j - 1) % kStages;
+      mbar_wait(k_full(sk), (j / kStages) & 1);
+      mbar_wait(v_full(sv), ((j - 1) / kStages) & 1);
+      turn_take(j);
+      wgmma_fence();
+      issue_s(s, sk);
+      issue_pv(a, sv);
+      turn_pass(j);
+      if constexpr (kOverlap) {
+        wgmma_wait<1>();  // S(j); P·V may still run
+        pin(s);
+        release(k_empty(sk));
+        softmax(s, j, masked, alpha);
+        wgmma_wait<0>();
+        pin(o);
+        pin(a);
+      } else {
+        wgmma_wait<0>();
+        pin(s);
+        pin(o);
+        pin(a);
+        release(k_empty(sk));
+        softmax(s, j, masked, alpha);
+      }
+      release(v_empty(sv));
+      rescale_o(alpha);
+      round_p(s, a);
+    };
+    // The first tile's V before any P·V reads it (out of the loop: its
+    // code would cost the loop registers).
+    mbar_wait(v_full(0), 0);
+    clear_tail_v(0);
+    int j = 1;
+    for (; j < unmasked_hi; j++) region(j, true);
+    for (; j < unmasked_lo; j++) region(j, false);
+    for (; j < n_tiles; j++) region(j, true);
+    // Region n: the last P·V.
+    const int sv = (n_tiles - 1) % kStages;
+    mbar_wait(v_full(sv), ((n_tiles - 1) / kStages) & 1);
+    turn_take(n_tiles);
+    wgmma_fence();
+    issue_pv(a, sv);
+    turn_pass(n_tiles);
+    wgmma_wait<0>();
+    pin(o);
+    release(v_empty(sv));
+  }
+
+  // O = o / l through this warpgroup's rows of the Q tile (its last S is
+  // done), then out in 16-byte rows; lse from the row statistics.
+  const Sequence seq = sequence_of(p, batch);
+  named_sync(kStoreBarrier + w, 128);  // every warp of this warpgroup is past its last S
+  float inv_l[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const float l = quad_sum(row_sum[h]);
+    inv_l[h] = l > 0.f ? 1.f / l : 0.f;
+    const int pos = row_pos[h];
+    if (t == 0 && pos < seqlen_q)
+      p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head) * seq.lse_rows + seq.lse_row0 + pos] =
+          row_lse(l, row_max[h], p.softmax_scale);
+  }
+#pragma unroll
+  for (int dt = 0; dt < kHeadDim / 8; dt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const u32 at = q_tile + slab_offset<kBlockM>(row0 + 8 * h, dt) + 4 * t;
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at),
+                   "r"(pack2(o[4 * dt + 2 * h] * inv_l[h], o[4 * dt + 2 * h + 1] * inv_l[h]))
+                   : "memory");
+    }
+  named_sync(kStoreBarrier + w, 128);
+  elem_t *o_head = static_cast<elem_t *>(p.o) + seq.o_off + head * p.o_head_stride;
+  for (int i = wtid; i < 64 * kChunks; i += 128) {
+    const int r = 64 * w + i / kChunks, c = i % kChunks;
+    const int pos = m0 + r;
+    if (pos >= seqlen_q || c * 8 >= p.head_dim) continue;
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(q_tile + slab_offset<kBlockM>(r, c)));
+    *reinterpret_cast<uint4 *>(o_head + (long long)pos * p.o_row_stride + c * 8) = v;
+  }
+}

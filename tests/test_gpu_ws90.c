@@ -1,0 +1,185 @@
+/* On a GPU: the warp-specialised forward (generator/family_ws90.lua,
+ * templates/fwd_ws90.cu) against the fp64 reference, each check on fresh
+ * random inputs with poisoned outputs (fat_gpu_check; a variable-length
+ * batch's unused cache rows are NaN): every combination of its schedule
+ * parameters (key tile, OVERLAP, PINGPONG) at bf16 d128 for every mask, and
+ * at d64, d192, d256 for none and causal, a sample at fp16 and d96 (the
+ * 128-column template); on lengths 1, 17, 1000 and 4097, causal with
+ * seqlen_q above and below seqlen_k (rows that see no key), grouped and
+ * multi-query heads, variable lengths with seqused_k, sliding windows,
+ * head dims below the template's and the soft-cap. Prints one row per
+ * check and a count per variant. Exits 77 (skipped) when no CUDA driver or
+ * device is present. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compile.h"
+#include "cuda_api.h"
+#include "fwd_launch.h"
+#include "gen.h"
+#include "gpu_run.h"
+#include "check.h"
+#include "gpu_test.h"
+
+#define ERRLEN 4096
+#define TEST_SEED 20261201u
+#define COMPILE_JOBS 16
+
+#define N(a) ((int)(sizeof a / sizeof a[0]))
+#define SHAPE(b, h, hk, sq, sk) .batch = b, .heads = h, .heads_k = hk, .seqlen_q = sq, .seqlen_k = sk
+
+static char err[ERRLEN];
+
+/* Shapes every variant runs, whatever its mask. */
+static const fat_check_shape common[] = {
+    {SHAPE(1, 2, 2, 1, 1)},                    /* one query, one key */
+    {SHAPE(2, 3, 3, 17, 17)},                  /* one partial tile */
+    {SHAPE(1, 4, 2, 1000, 1000)},              /* grouped heads, a partial last tile */
+    {SHAPE(1, 2, 1, 4097, 4097)},              /* multi-query, one row past a tile */
+    {SHAPE(2, 2, 2, 300, 1000)},               /* fewer queries than keys */
+    {SHAPE(1, 2, 2, 1000, 300)},               /* more: causal's first rows see nothing */
+    {SHAPE(3, 4, 2, 300, 500), .varlen = 1},   /* packed, seqused_k, NaN past it */
+    {SHAPE(4, 2, 2, 1000, 1000), .varlen = 1},
+    {SHAPE(1, 4, 2, 500, 700), .softcap = 50.f},
+};
+/* A head dim below the template's (no padded copy), per template. */
+static int padded_head_dim(int template_dim) { return template_dim == 64 ? 40 : template_dim - 24; }
+
+/* Windows for the local variants: causal-style, both sides, right only,
+ * the diagonal alone, one that shows the first rows nothing, a long one. */
+static const fat_check_shape windows[] = {
+    {SHAPE(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
+    {SHAPE(2, 3, 3, 777, 1300), .window_left = 50, .window_right = 30},
+    {SHAPE(1, 2, 2, 17, 17), .window_left = -1, .window_right = 5},
+    {SHAPE(1, 2, 1, 129, 129), .window_left = 0, .window_right = 0},
+    {SHAPE(1, 2, 2, 300, 45), .window_left = 10, .window_right = 0},
+    {SHAPE(1, 2, 2, 4097, 4097), .window_left = 1024, .window_right = 0},
+    {SHAPE(3, 4, 2, 300, 500), .varlen = 1, .window_left = 64, .window_right = 8},
+};
+
+/* Whether the ws90 variant V is among those this test runs. */
+static int tested(const fat_variant *v) {
+  if (strcmp(v->family, "ws90") != 0) return 0;
+  const int d = v->head_dim;
+  if (v->dtype == FAT_BF16 && d == 128) return 1;                       /* every mask */
+  if (v->dtype == FAT_BF16 && (d == 64 || d == 192 || d == 256)) return v->mask != FAT_MASK_LOCAL;
+  /* fp16 and d96: one tile, both schedules on. */
+  if ((v->dtype == FAT_FP16 && d == 128) || (v->dtype == FAT_BF16 && d == 96))
+    return v->mask != FAT_MASK_LOCAL && strstr(v->name, ".m128n128s2op") != NULL;
+  return 0;
+}
+
+static unsigned seed_counter;
+
+/* Checks the built variant V on N shapes; one row per check. */
+static void check_on(fat_gpu *g, const fat_variant *v, const fat_build *b, const fat_check_shape *s,
+                     int n) {
+  fat_kernel_desc d;
+  fat_gpu_kernel k;
+  memset(&d, 0, sizeof d);
+  snprintf(d.name, sizeof d.name, "%s", v->name);
+  snprintf(d.entry, sizeof d.entry, "%s", v->entry);
+  d.block_m = v->block_m;
+  d.threads = v->threads;
+  d.smem_bytes = v->smem_bytes;
+  d.dtype = v->dtype;
+  d.mask = v->mask;
+  d.head_dim = v->head_dim;
+  d.cubin = b->cubin;
+  d.cubin_size = b->cubin_size;
+  if (fat_kernel_schedule(&d, v->direction, v->family, v->params, err, sizeof err) ||
+      fat_gpu_kernel_load(g, &d, &k, err, sizeof err) != FAT_GPU_OK) {
+    fprintf(stderr, "%s: %s\n", v->name, err);
+    check_record(0);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    fat_check c;
+    char shape[160];
+    snprintf(shape, sizeof shape, "%dx%d/%dx%dx%d w%d,%d d%d cap%g%s", s[i].batch, s[i].heads,
+             s[i].heads_k, s[i].seqlen_q, s[i].seqlen_k, s[i].window_left, s[i].window_right,
+             s[i].head_dim, (double)s[i].softcap, s[i].varlen ? " varlen" : "");
+    if (fat_gpu_check(g, &k, &s[i], TEST_SEED + seed_counter++, &c, err, sizeof err) != FAT_GPU_OK) {
+      fprintf(stderr, "%s on %s: %s\n", v->name, shape, err);
+      check_record(0);
+      continue;
+    }
+    printf("%-44s %-40s rel_l2 %.2e lse %.1e  %s\n", v->name, shape, c.rel_l2, c.lse_max_abs, c.reason);
+    CHECK(c.passed);
+  }
+  fat_gpu_kernel_unload(g, &k);
+}
+
+int main(void) {
+  fat_gpu *g = NULL;
+  fat_gpu_info info;
+  fat_build util, ref;
+  fat_variant *space = NULL, *pick = NULL;
+  fat_build *builds = NULL;
+  size_t n_space = 0, n_pick = 0;
+  char arch[16];
+  memset(&util, 0, sizeof util);
+  memset(&ref, 0, sizeof ref);
+  if (fat_gpu_open(0, &g, &info, err, sizeof err)) return gpu_open_failed(err);
+  printf("%s, sm_%d%d, %d SMs\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
+  fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
+  if (strcmp(arch, "sm_90a") != 0) {
+    printf("skipped: ws90 is an sm_90a family; this GPU compiles for %s\n", arch);
+    fat_gpu_close(g);
+    return SKIP;
+  }
+  fat_gen *gen = fat_gen_open(NULL, err, sizeof err);
+  fat_gen_query q = {.direction = FAT_FWD, .arch = arch, .smem_limit = info.smem_per_block_optin};
+  if (!gen || fat_gen_variants(gen, &q, &space, &n_space, NULL, NULL, err, sizeof err) ||
+      fat_gpu_compile_support(arch, &util, &ref, err, sizeof err) ||
+      fat_gpu_load_support(g, util.cubin, ref.cubin, err, sizeof err) != FAT_GPU_OK) {
+    fprintf(stderr, "setup: %s\n", err);
+    check_record(0);
+    goto out;
+  }
+  pick = calloc(n_space, sizeof *pick);
+  builds = calloc(n_space, sizeof *builds);
+  if (!pick || !builds) {
+    fprintf(stderr, "out of memory\n");
+    check_record(0);
+    goto out;
+  }
+  for (size_t i = 0; i < n_space; i++)
+    if (tested(&space[i])) pick[n_pick++] = space[i]; /* shallow: space owns the strings */
+  /* 12 configurations at bf16 d128 for three masks, 12 at d64 and 8 at
+   * d192 and d256 for two, 1 at fp16 d128 and bf16 d96 for two */
+  CHECK_WHY(n_pick == 36 + 24 + 16 + 16 + 2 + 2, "%zu ws90 variants picked", n_pick);
+  if (fat_compile_all(pick, n_pick, arch, COMPILE_JOBS, NULL, builds, NULL, NULL, err, sizeof err)) {
+    fprintf(stderr, "compile: %s\n", err);
+    check_record(0);
+    goto out;
+  }
+  for (size_t i = 0; i < n_pick; i++) {
+    const fat_variant *v = &pick[i];
+    if (!builds[i].ok) {
+      fprintf(stderr, "%s: %.2000s\n", v->name, builds[i].log ? builds[i].log : "");
+      check_record(0);
+      continue;
+    }
+    if (builds[i].spill_stores || builds[i].stack_frame)
+      printf("%s: %d bytes spilled, %d of stack\n", v->name, builds[i].spill_stores, builds[i].stack_frame);
+    const fat_check_shape padded = {SHAPE(2, 3, 3, 129, 257), .head_dim = padded_head_dim(v->head_dim)};
+    if (v->mask == FAT_MASK_LOCAL) {
+      check_on(g, v, &builds[i], windows, N(windows));
+    } else {
+      check_on(g, v, &builds[i], common, N(common));
+      check_on(g, v, &builds[i], &padded, 1);
+    }
+  }
+out:
+  for (size_t i = 0; builds && i < n_pick; i++) fat_build_free(&builds[i]);
+  free(builds);
+  free(pick);
+  for (size_t i = 0; i < n_space; i++) fat_variant_free(&space[i]);
+  free(space);
+  if (gen) fat_gen_close(gen);
+  fat_build_free(&util);
+  fat_build_free(&ref);
+  fat_gpu_close(g);
+  return check_summary("test_gpu_ws90");
+}
