@@ -13,8 +13,11 @@
  *      theirs, and --keep-cubins keeps one only where this machine's NVRTC
  *      compiles it byte for byte;
  *   5. a failed build never comes in, so no tune takes it from the cache;
- * and what the build's tables do with a stale variant (left out, or kept
- * for rehash). */
+ * what the build's tables do with a stale variant (left out, or kept for
+ * rehash); and, for a database written by hand, the runtime: it serves no
+ * winner whose variant is not its problem's, and compiles no stored source
+ * that does not hash to its source_hash (passed over, with a note), which
+ * stale, retire-stale and rehash count stale. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -573,6 +576,53 @@ static void stale_in_the_build(void) {
   free(v);
 }
 
+/* ---- the runtime and the stale check, on a database altered in place ------ */
+
+static void altered_in_place(void) {
+  char path[256], want[ERRLEN], err[ERRLEN], report[4096];
+  size_t n;
+  fat_variant *v = space_of(FAT_FWD, FAT_FP16, FAT_MASK_NONE, 64, &n);
+  /* As tuned: served, its cubin loaded. */
+  db_of(new_db(path, sizeof path), &v[0]);
+  fat_choice ch = offline_choice(path, FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64);
+  CHECK_STR(ch.variant, v[0].name);
+  CHECK_INT(ch.load, FAT_LOAD_STORED_CUBIN);
+  /* The issue's problem edit, made in the database itself: the bf16 causal
+   * d128 call is not served the fp16 none d64 kernel. */
+  tamper(path, "UPDATE problems SET dtype = 'bf16', mask = 'causal', head_dim = 128");
+  ch = offline_choice(path, FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK(strcmp(ch.variant, v[0].name) != 0);
+  /* Code appended to the source under its old hash: passed over, and said. */
+  db_of(new_db(path, sizeof path), &v[0]);
+  tamper(path, "UPDATE variants SET source = source || '__global__ void steal() {}'");
+  ch = offline_choice(path, FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK(strcmp(ch.variant, v[0].name) != 0);
+  snprintf(want, sizeof want, "%s: variant %s: its source does not hash to its source_hash; passed"
+           " over; ", path, v[0].name);
+  CHECK_WHY(!strncmp(ch.note, want, strlen(want)), "note \"%s\"", ch.note);
+  /* ... and the stale check, retire-stale and rehash see it. */
+  fat_db *db = NULL;
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
+  CHECK_INT(fat_tables_stale(db, gen, report, sizeof report, err, sizeof err), 1);
+  snprintf(want, sizeof want, "stale: %s: its source does not hash to its source_hash %s\n",
+           v[0].name, v[0].hash);
+  CHECK_STR(report, want);
+  long long carried = -1, left = -1, retired = -1, winners = -1;
+  if (fat_nvrtc_get(NULL, 0)) {
+    CHECK_INT(fat_tables_rehash(db, gen, &carried, &left, err, sizeof err), 0);
+    CHECK_INT(carried, 0);
+    CHECK_INT(left, 1);
+  }
+  CHECK_INT(fat_tables_retire_stale(db, gen, &retired, &winners, err, sizeof err), 0);
+  CHECK_INT(retired, 1);
+  CHECK_INT(winners, 1);
+  fat_db_close(db);
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
+}
+
 int main(void) {
   char err[ERRLEN];
   REQUIRE_EXIT(mkdtemp(dir));
@@ -583,6 +633,7 @@ int main(void) {
   merge_checks_as_import_does();
   cubins_by_provenance();
   stale_in_the_build();
+  altered_in_place();
   fat_trust_close(checked.trust);
   fat_gen_close(gen);
   char cmd[512];

@@ -882,6 +882,16 @@ out:
 
 /* ---- stale check --------------------------------------------------------- */
 
+/* 1 when the source in column COL of row S hashes to HASH: a source
+ * altered under its hash (the runtime refuses to compile it) counts stale. */
+static int source_hashes_to(sqlite3_stmt *s, int col, const char *hash) {
+  char hex[FAT_SHA256_HEX_CHARS + 1];
+  const char *src = (const char *)sqlite3_column_text(s, col);
+  if (!src || !hash) return 0;
+  fat_sha256_hex(src, (size_t)sqlite3_column_bytes(s, col), hex);
+  return !strcmp(hex, hash);
+}
+
 /* The generator's variants of one (DIR, DT, MK, HD) for the stale check's
  * architecture A (*V: free each, then the array). Returns 0 or -1 with err. */
 static int stale_arch_variants(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int hd,
@@ -921,7 +931,7 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
   if (report && cap) report[0] = 0;
   if (sqlite3_prepare_v2(h,
                          "SELECT DISTINCT v.name, v.source_hash, v.direction, v.dtype, v.mask,"
-                         " v.head_dim FROM main.winners w JOIN main.variants v ON v.id ="
+                         " v.head_dim, v.source FROM main.winners w JOIN main.variants v ON v.id ="
                          " w.variant_id ORDER BY v.name, v.source_hash",
                          -1, &s, NULL) != SQLITE_OK) {
     set_err(err, errlen, "stale check: %s", sqlite3_errmsg(h));
@@ -942,13 +952,17 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
       goto out;
     }
     char now[FAT_SHA256_HEX_CHARS + 1] = "", e2[ERRLEN];
+    const int altered = !source_hashes_to(s, 6, hash);
     /* A generator failure counts the variant stale (as before): nothing
      * today produces it. */
     if (regenerated_hash(g, name, dir, dt, mk, hd, now, e2, sizeof e2)) now[0] = 0;
-    if (!strcmp(now, hash)) continue;
+    if (!strcmp(now, hash) && !altered) continue;
     n_stale++;
     if (report && used < cap) {
-      int k = now[0] ? snprintf(report + used, cap - used,
+      int k = altered ? snprintf(report + used, cap - used,
+                                 "stale: %s: its source does not hash to its source_hash %s\n",
+                                 name, hash)
+            : now[0] ? snprintf(report + used, cap - used,
                                 "stale: %s: table source_hash %s, generator gives %s\n", name,
                                 hash, now)
                      : snprintf(report + used, cap - used,
@@ -981,7 +995,7 @@ typedef struct gen_group {
  * winner), grouped by (direction, dtype, mask, head dim) for the
  * generator: what retire-stale and rehash walk. */
 static const char *const LIVE_VARIANTS_SQL =
-    "SELECT v.id, v.name, v.source_hash, v.direction, v.dtype, v.mask, v.head_dim"
+    "SELECT v.id, v.name, v.source_hash, v.direction, v.dtype, v.mask, v.head_dim, v.source"
     " FROM variants v WHERE"
     " EXISTS (SELECT 1 FROM timings t WHERE t.variant_id = v.id AND t.retired = 0)"
     " OR EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = v.id AND c.retired = 0)"
@@ -1071,7 +1085,7 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
       have_group = 1;
     }
     const char *now = group_hash(&gg, name);
-    if (now && !strcmp(now, hash)) continue;
+    if (now && !strcmp(now, hash) && source_hashes_to(s, 7, hash)) continue;
     if (variants == cap) {  /* retired after the walk, not under its cursor */
       size_t more = cap ? 2 * cap : 64;
       sqlite3_int64 *grown = realloc(stale, more * sizeof *grown);
@@ -1292,8 +1306,12 @@ int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n
       snprintf(group_key, sizeof group_key, "%s", key);
     }
     const char *now = group_hash(&gg, name);
-    if (now && !strcmp(now, hash)) continue;
-    if (!now) {  /* the space no longer has it: nothing to compare with */
+    const int altered = !source_hashes_to(s, 7, hash);
+    if (now && !strcmp(now, hash) && !altered) continue;
+    /* The space no longer has it, or its stored source is not the one its
+     * hash names (its builds were made from who knows what): nothing to
+     * compare with. */
+    if (!now || altered) {
       left++;
       continue;
     }

@@ -72,13 +72,16 @@ int fat_tables_merge(fat_db *db, const char *path, const fat_import_options *opt
 
 /* Compares every winner variant in DB with what generator G produces for it
  * today. Each stale one adds a line to REPORT (CAP bytes, may be NULL):
- *   "stale: NAME: table source_hash H1, generator gives H2\n" or
- *   "stale: NAME: the generator no longer produces this variant\n".
+ *   "stale: NAME: table source_hash H1, generator gives H2\n",
+ *   "stale: NAME: the generator no longer produces this variant\n" or
+ *   "stale: NAME: its source does not hash to its source_hash H\n" (altered
+ *   in place: the runtime refuses to compile it).
  * Returns the number of stale variants, or -1 with err. */
 int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err, size_t errlen);
 
 /* Retires what DB knows of every variant whose source generator G no
- * longer produces (its source_hash differs, or the name is gone): its live
+ * longer produces (its source_hash differs, the name is gone, or its stored
+ * source does not hash to its source_hash): its live
  * checks and timings are marked retired and its winners deleted, so that a
  * later merge puts today's winners in their place (merge keeps the faster
  * of two winners, and a stale one timed before a template change may be
@@ -96,7 +99,8 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
  * is byte for byte the stored cubin. Such a variant keeps its row -- its
  * checks, timings and winners, which were measured on that very machine
  * code -- with today's source, hash and build keys. The others stay stale
- * (re-tune them, or retire-stale). *N_CARRIED and *N_LEFT (may be NULL)
+ * (re-tune them, or retire-stale), and so does one whose stored source does
+ * not hash to its source_hash (its builds were made from another text). *N_CARRIED and *N_LEFT (may be NULL)
  * get the counts. Needs NVRTC, not a GPU. Returns 0, or -1 with err
  * (nothing changed). */
 int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n_left, char *err,
