@@ -133,6 +133,35 @@ else
   fail=$((fail + 1)); echo "FAIL: --list ($n variants, $defaults defaults)"
 fi
 
+# The table commands: an empty --db is no path (it once meant the default
+# database, which a merge then wrote into), and a repeated one is refused,
+# not last-wins; so for their other valued flags. The default database is
+# kept under $tmp, and never made.
+export XDG_CACHE_HOME="$tmp/cache"
+for args in "merge $tmp/other.db" "export --gpu-name X" "import $tmp/t.sql" retire-stale rehash; do
+  cmd=${args%% *}
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db: empty path" $args --db ""
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db: empty path" $args --db=
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db given twice" $args --db "$tmp/a.db" --db "$tmp/b.db"
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db needs a value" $args --db
+done
+expect 2 "fatune export: --gpu-name: empty name" export --gpu-name ""
+expect 2 "fatune export: --gpu-name given twice" export --gpu-name X --gpu-name Y
+expect 2 "fatune export: -o: empty path" export --gpu-name X -o ""
+expect 2 "fatune export: -o given twice" export --gpu-name X -o "$tmp/x.sql" -o "$tmp/y.sql"
+for f in "$tmp/cache/fatune/fatune.db" "$tmp/a.db" "$tmp/b.db"; do
+  if [ -e "$f" ]; then
+    fail=$((fail + 1)); echo "FAIL: a refused table command made $f"
+  else
+    pass=$((pass + 1))
+  fi
+done
+unset XDG_CACHE_HOME
+
 # --direction: fwd (the default), bwd, or both; refusals name the value.
 expect 2 "fatune: --direction: unknown direction 'sideways' (fwd, bwd)" --direction sideways
 expect 2 "fatune: --direction: 'fwd' given twice" --direction fwd,bwd,fwd

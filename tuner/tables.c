@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "cli_args.h"
 #include "compile.h"
 #include "nvrtc_api.h"
 #include "options.h"
@@ -1459,23 +1460,31 @@ int fat_tables_main(int argc, char **argv) {
     return EXIT_USAGE;
   }
   if (!(files = calloc((size_t)argc + 1, sizeof *files))) return EXIT_FAILED;
+  /* Each valued flag once, never empty: an empty --db is no path (it is
+   * not the default database), and a second one is not last-wins. */
+  static const char *const VALUED[] = {"--db", "--gpu-name", "-o"};
+  int seen[3] = {0};
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has_value = i + 1 < argc;
+    const char *a = argv[i], *v;
+    int k, got;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(USAGE, stdout);
       status = 0;
       goto out;
     }
-    if (!strcmp(a, "--db") || !strcmp(a, "--gpu-name") || !strcmp(a, "-o")) {
-      if (!has_value) {
-        fprintf(stderr, "fatune %s: %s needs a value\n%s", cmd, a, USAGE);
-        status = EXIT_USAGE;
-        goto out;
-      }
-      const char *v = argv[++i];
-      if (!strcmp(a, "--db")) snprintf(db_path, sizeof db_path, "%s", v);
-      else if (!strcmp(a, "--gpu-name")) gpu = v;
+    if ((got = fat_cli_valued(argc, argv, &i, VALUED, 3, seen, &k, &v, err, sizeof err)) < 0 ||
+        (got && !*v) || (got && k == 0 && strlen(v) >= sizeof db_path)) {
+      if (got > 0 && !*v)
+        snprintf(err, sizeof err, "%s: empty %s", VALUED[k], k == 1 ? "name" : "path");
+      else if (got > 0)
+        snprintf(err, sizeof err, "%s: path longer than %zu bytes", VALUED[k], sizeof db_path - 1);
+      fprintf(stderr, "fatune %s: %s\n%s", cmd, err, USAGE);
+      status = EXIT_USAGE;
+      goto out;
+    }
+    if (got) {
+      if (k == 0) snprintf(db_path, sizeof db_path, "%s", v);
+      else if (k == 1) gpu = v;
       else out_path = v;
     } else if (!strcmp(a, "--recompile") && !strcmp(cmd, "import")) {
       keep_cubins = 0;  /* what it always asked for is now the default */
