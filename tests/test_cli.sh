@@ -161,6 +161,22 @@ for f in "$tmp/cache/fatune/fatune.db" "$tmp/a.db" "$tmp/b.db"; do
   fi
 done
 unset XDG_CACHE_HOME
+# export -o PATH replaces only a regular file (a link, FIFO or device there
+# once became a regular file, or blocked), and leaves what is there as it was.
+echo keep >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/link.sql"
+mkfifo "$tmp/fifo.sql"
+mkdir "$tmp/dir.sql"
+for target in link fifo dir; do
+  expect 1 "fatune export: $tmp/$target.sql exists and is not a regular file: not replaced" \
+    export --db "$tmp/e.db" --gpu-name X -o "$tmp/$target.sql"
+done
+if [ "$(cat "$tmp/victim")" = keep ] && [ -L "$tmp/link.sql" ] && [ -p "$tmp/fifo.sql" ] &&
+   [ -d "$tmp/dir.sql" ] && [ -z "$(find "$tmp" -maxdepth 1 -name '*.tmp')" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: a refused export -o changed what was there"
+fi
 
 # --direction: fwd (the default), bwd, or both; refusals name the value.
 expect 2 "fatune: --direction: unknown direction 'sideways' (fwd, bwd)" --direction sideways

@@ -471,6 +471,27 @@ int main(void) {
   CHECK_INT((long long)fread(from_cli, 1, strlen(first) + 1, f), (long long)strlen(first));
   fclose(f);
   CHECK_STR(from_cli, first);
+  /* Its temporary file is its own: a link planted at the name an export
+   * once wrote through (PATH.tmp) is neither followed nor replaced, and
+   * none is left behind, whether the export succeeds or fails. */
+  char victim[300], planted[320], find[1024];
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  snprintf(planted, sizeof planted, "%s.tmp", out_path);
+  f = fopen(victim, "w");
+  REQUIRE_EXIT(f && fputs("keep\n", f) >= 0 && fclose(f) == 0);
+  REQUIRE_EXIT(symlink(victim, planted) == 0);
+  CHECK_INT(fat_tables_main(7, exp), 0);
+  char *kept = check_read_file(victim);
+  CHECK_STR(kept, "keep\n");
+  free(kept);
+  char *again = check_read_file(out_path);
+  CHECK_STR(again, first);
+  free(again);
+  char *unknown_gpu[] = {"export", "--db", b, "--gpu-name", "NVIDIA B200", "-o", out_path};
+  CHECK_INT(fat_tables_main(7, unknown_gpu), 1);
+  unlink(planted);
+  snprintf(find, sizeof find, "test -z \"$(find %s -name '*.tmp')\"", dir);
+  CHECK_INT(system(find), 0);
   /* `fatune import` checks each variant against the generator (these are
    * today's) and keeps no cubin: the runtime compiles the sources. */
   char *imp[] = {"import", "--db", c, out_path};

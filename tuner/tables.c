@@ -4,6 +4,7 @@
  * both fill a scratch database, have trust.c judge it, and merge what it
  * leaves: one path for a stranger's rows. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1422,20 +1423,46 @@ static char *read_file(const char *path, char *err, size_t errlen) {
   return buf;
 }
 
-/* Writes the export to PATH through a temporary name: a failed export
- * leaves the previous table in place. */
+/* Attempts at a fresh temporary name before export gives up. */
+#define TEMP_TRIES 100
+
+/* Writes the export to PATH through a temporary file in PATH's folder,
+ * renamed over PATH when complete: a failed export leaves the previous
+ * table in place. The temporary is made with O_EXCL | O_NOFOLLOW (a link
+ * planted where it is to be is never followed), and a PATH that exists as
+ * anything but a regular file (a link, a FIFO, a device, a folder) is
+ * refused, not replaced. */
 static int export_to(fat_db *db, const char *gpu, const char *path, char *err, size_t errlen) {
-  char tmp[PATH_CAP];
+  char tmp[PATH_CAP + 64];
+  struct stat st;
+  int fd = -1;
   if (!path) return fat_tables_export(db, gpu, stdout, err, errlen);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
+  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    set_err(err, errlen, "%s exists and is not a regular file: not replaced", path);
+    return -1;
+  }
+  const char *slash = strrchr(path, '/');
+  const int dir_len = slash ? (int)(slash - path) + 1 : 0;
+  for (int i = 0; fd < 0 && i < TEMP_TRIES; i++) {
+    snprintf(tmp, sizeof tmp, "%.*s.%s.%ld.%d.tmp", dir_len, path, slash ? slash + 1 : path,
+             (long)getpid(), i);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    set_err(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    return -1;
+  }
+  FILE *f = fdopen(fd, "w");
   if (!f) {
     set_err(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
     return -1;
   }
   int rc = fat_tables_export(db, gpu, f, err, errlen);
   if (fclose(f) && rc == 0) {
-    set_err(err, errlen, "cannot write %s", tmp);
+    set_err(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     rc = -1;
   }
   if (rc == 0 && rename(tmp, path)) {
