@@ -47,7 +47,8 @@ typedef enum fat_status {
   FAT_ERR_COMPILE,           /* NVRTC refused a stored kernel source */
   FAT_ERR_DATABASE,          /* a table or the user database could not be read or written */
   FAT_ERR_OUT_OF_MEMORY,     /* a host allocation failed */
-  FAT_ERR_INTEGRITY,         /* a stored cubin's bytes do not hash to its recorded sha256 */
+  FAT_ERR_INTEGRITY,         /* a stored cubin's bytes, or a stored source, do not hash to
+                                their recorded sha256 */
 } fat_status;
 
 /* "invalid argument", "unsupported problem", ... for S; never NULL. */
@@ -169,7 +170,9 @@ typedef struct fat_choice {
   fat_load load;
   char db_path[512];      /* the database it came from; "" for the built-in default */
   char note[256];         /* why no stored cubin serves (one was refused, or none is
-                             stored for this GPU's architecture); "" when one does */
+                             stored for this GPU's architecture), and why a nearer
+                             stored winner was passed over (its source does not hash
+                             to its source_hash); "" when a cubin serves as tuned */
 } fat_choice;
 
 typedef struct fat_context fat_context;

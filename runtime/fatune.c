@@ -105,6 +105,7 @@ typedef struct selection {
   const fat_default_variant *def;  /* non-NULL for the built-in default */
   int db_index;                    /* which database (-1: built-in) */
   double distance;                 /* bucket_distance of the tuned bucket to the call */
+  char passed_over[256];           /* why a nearer stored winner was not taken ("" none) */
 } selection;
 
 struct fat_context {
@@ -148,7 +149,7 @@ const char *fat_strerror(fat_status s) {
   case FAT_ERR_COMPILE: return "kernel compilation failed";
   case FAT_ERR_DATABASE: return "database error";
   case FAT_ERR_OUT_OF_MEMORY: return "out of memory";
-  case FAT_ERR_INTEGRITY: return "stored cubin failed its integrity check";
+  case FAT_ERR_INTEGRITY: return "stored cubin or source failed its integrity check";
   }
   return "unknown status";
 }
@@ -457,15 +458,20 @@ static sqlite3 *open_ro(fat_context *c, int i) {
 /* The winners of a key, bucket by bucket (a bucket's rows adjacent, its
  * newest winner first). WINDOW: the problem's window and lengths columns,
  * or constants for a database without them; either way result columns 13,
- * 14 and 15, which the ORDER BY names by number. */
+ * 14 and 15, which the ORDER BY names by number; the source is the 16th.
+ * The variant must be of its problem's key (import refuses any other). */
+#define VARIANT_OF_PROBLEM                                                                     \
+  " AND v.direction = p.direction AND v.dtype = p.dtype AND v.mask = p.mask"                   \
+  " AND v.head_dim = p.head_dim"
 #define WINNER_SELECT(window)                                                                  \
   "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
   " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
-  " FROM winners w JOIN gpus g ON g.id = w.gpu_id"                                             \
+  ", v.source FROM winners w JOIN gpus g ON g.id = w.gpu_id"                                   \
   " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"             \
   " JOIN timings t ON t.id = w.timing_id"                                                      \
   " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
   " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
+  VARIANT_OF_PROBLEM                                                                           \
   /* Families of one fused kernel; the materialising baseline never wins. */                   \
   " AND v.family IN ('mma80', 'splitkv', 'wgmma90', 'ws90') AND instr(v.source, ?9) > 0"       \
   " AND instr(v.source, ?10) > 0"                                                              \
@@ -478,10 +484,11 @@ static sqlite3 *open_ro(fat_context *c, int i) {
 #define DETERMINISTIC_SELECT(window)                                                           \
   "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
   " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
-  " FROM timings t JOIN gpus g ON g.id = t.gpu_id"                                             \
+  ", v.source FROM timings t JOIN gpus g ON g.id = t.gpu_id"                                   \
   " JOIN problems p ON p.id = t.problem_id JOIN variants v ON v.id = t.variant_id"             \
   " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
   " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
+  VARIANT_OF_PROBLEM                                                                           \
   " AND v.family = 'mma80' AND t.retired = 0 AND instr(v.source, ?9) > 0"                      \
   " AND instr(v.source, ?10) > 0"                                                              \
   " AND ' ' || v.params || ' ' LIKE '% DQ_MODE=separate %'"                                    \
@@ -612,11 +619,25 @@ static int schema_version(sqlite3 *h) {
   return v;
 }
 
+/* 1 when the stored source of row S (column SOURCE_COL) hashes to its
+ * source_hash (column 1): what is compiled is what was checked. */
+#define SOURCE_COL 15
+static int source_matches(sqlite3_stmt *s) {
+  char hex[FAT_SHA256_HEX_CHARS + 1];
+  const char *src = (const char *)sqlite3_column_text(s, SOURCE_COL);
+  const char *hash = (const char *)sqlite3_column_text(s, 1);
+  if (!src || !hash) return 0;
+  fat_sha256_hex(src, (size_t)sqlite3_column_bytes(s, SOURCE_COL), hex);
+  return !strcmp(hex, hash);
+}
+
 /* Looks for a winner of (KEY, dtype, mask, head_dim) on this GPU in
  * database I; *FOUND = 1 with OUT filled (nearest bucket; ties go to the
- * larger). */
+ * larger). A winner whose source does not hash to its source_hash is
+ * passed over, and PASSED_OVER (CAP bytes) says so when it is still "". */
 static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int mask,
-                              int head_dim, bucket call, selection *out, int *found) {
+                              int head_dim, bucket call, selection *out, int *found,
+                              char *passed_over, size_t cap) {
   sqlite3 *h = open_ro(c, i);
   sqlite3_stmt *s = NULL;
   fat_status st = FAT_OK;
@@ -672,6 +693,15 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     if (!strcmp((const char *)sqlite3_column_text(s, 3), FAT_FAMILY_SPLITKV) &&
         call.seqlen_q > FAT_SPLITKV_MAX_SEQLEN_Q)
       continue;
+    if (!source_matches(s)) {
+      if (!passed_over[0] &&
+          snprintf(passed_over, cap, "%s: variant %s: its source does not hash to its "
+                   "source_hash; passed over", c->dbs[i], sqlite3_column_text(s, 0)) < 0)
+        passed_over[0] = 0;
+      logf_(c, "%s: variant %s: its source does not hash to its source_hash; passed over",
+            c->dbs[i], sqlite3_column_text(s, 0));
+      continue;
+    }
     best = d;
     memset(out, 0, sizeof *out);
     out->block_q = sched.block_q;
@@ -770,10 +800,12 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
    * one; among nearest ones the nearest, the earlier database on a tie. */
   selection nearest;
   int have_nearest = 0;
+  char passed_over[sizeof out->passed_over] = "";
   for (int i = 0; i < c->n_dbs; i++) {
     int found = 0;
     const bucket call = call_bucket(a, key_window_left(a), key_window_right(a));
-    if ((st = find_winner(c, i, key, a->dtype, a->mask, tdim, call, out, &found)))
+    if ((st = find_winner(c, i, key, a->dtype, a->mask, tdim, call, out, &found, passed_over,
+                          sizeof passed_over)))
       return st;
     if (found && out->choice.match == FAT_MATCH_EXACT) break;
     if (found && (!have_nearest || out->distance < nearest.distance)) {
@@ -783,6 +815,7 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
     memset(out, 0, sizeof *out);
   }
   if (!out->choice.variant[0] && have_nearest) *out = nearest;
+  memcpy(out->passed_over, passed_over, sizeof passed_over);
   out->direction = key.direction;
   out->dtype = a->dtype;
   out->mask = a->mask;
@@ -826,6 +859,18 @@ static void find_cubin(fat_context *c, const selection *sel, void **cubin, char 
                        size_t cap);
 static sel_entry *cached_entry(fat_context *c, sel_key key, const fat_attn_args *a);
 
+/* OUT (CAP bytes): the non-empty ones of the N_PARTS PARTS, joined by "; ". */
+static void join_notes(char *out, size_t cap, const char *const *parts, size_t n_parts) {
+  size_t used = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < n_parts; i++) {
+    if (!parts[i][0] || used + 1 >= cap) continue;
+    int n = snprintf(out + used, cap - used, "%s%s", used ? "; " : "", parts[i]);
+    if (n < 0) break;
+    used += (size_t)n < cap - used ? (size_t)n : cap - used - 1;
+  }
+}
+
 /* fat_attention_select and fat_attention_bwd_select. */
 static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args *a,
                                 fat_choice *out) {
@@ -842,7 +887,10 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
   } else if (st == FAT_OK && (st = select_variant(c, key, a, &sel)) == FAT_OK) {
     /* How a launch would get the module: the same integrity check. */
     void *cubin = NULL;
-    find_cubin(c, &sel, &cubin, sel.choice.note, sizeof sel.choice.note);
+    char cubin_note[sizeof sel.choice.note];
+    find_cubin(c, &sel, &cubin, cubin_note, sizeof cubin_note);
+    const char *notes[] = {sel.passed_over, cubin_note};
+    join_notes(sel.choice.note, sizeof sel.choice.note, notes, 2);
     sel.choice.load = cubin ? FAT_LOAD_STORED_CUBIN : FAT_LOAD_COMPILED;
     sel.choice.loaded = 0;
     free(cubin);
@@ -1035,6 +1083,16 @@ static fat_status compile_variant(fat_context *c, const selection *sel, void **c
   memset(&b, 0, sizeof b);
   if (!src) return fail(c, FAT_ERR_DATABASE, "%s: the source of %s is missing",
                         sel->choice.db_path, sel->choice.variant);
+  /* What is compiled is what was checked: the source its hash names (the
+   * selection passed over any other; the file may have changed since). */
+  char hex[FAT_SHA256_HEX_CHARS + 1];
+  fat_sha256_hex(src, strlen(src), hex);
+  if (strcmp(hex, sel->choice.source_hash)) {
+    st = fail(c, FAT_ERR_INTEGRITY, "%s: the stored source of %s does not hash to its source_hash "
+              "%s; not compiled", sel->def ? "built-in" : sel->choice.db_path, sel->choice.variant,
+              sel->choice.source_hash);
+    goto out;
+  }
   if (!fat_nvrtc_get(e, sizeof e)) {
     st = fail(c, FAT_ERR_NO_NVRTC, "%s has no stored cubin for %s and NVRTC is unavailable: %s",
               sel->choice.variant, c->arch, e);
@@ -1452,18 +1510,13 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->choice.loaded = 1;
   e->choice.load = k->load;
   /* Why this variant and not the tuned one, then why no stored cubin. */
-  const char *why[3] = {
+  const char *notes[] = {
       key.no_workspace ? "the tuned variant needs more workspace than given "
                          "(fat_attention_fwd_workspace); this one needs none" : "",
       key.no_tma ? "tensor maps cannot describe these tensors (FATUNE_LOG=1 says why); "
                    "this variant loads without" : "",
-      k->note};
-  size_t used = 0;
-  for (int i = 0; i < 3; i++)
-    if (why[i][0] && used < sizeof e->choice.note) {
-      int n = snprintf(e->choice.note + used, sizeof e->choice.note - used, "%s%s", used ? "; " : "", why[i]);
-      used += n > 0 ? (size_t)n : 0;
-    }
+      sel.passed_over, k->note};
+  join_notes(e->choice.note, sizeof e->choice.note, notes, sizeof notes / sizeof notes[0]);
   e->block_m = sel.block_m;
   e->threads = sel.threads;
   e->smem_bytes = sel.smem_bytes;

@@ -133,6 +133,51 @@ else
   fail=$((fail + 1)); echo "FAIL: --list ($n variants, $defaults defaults)"
 fi
 
+# The table commands: an empty --db is no path (it once meant the default
+# database, which a merge then wrote into), and a repeated one is refused,
+# not last-wins; so for their other valued flags. The default database is
+# kept under $tmp, and never made.
+export XDG_CACHE_HOME="$tmp/cache"
+for args in "merge $tmp/other.db" "export --gpu-name X" "import $tmp/t.sql" retire-stale rehash; do
+  cmd=${args%% *}
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db: empty path" $args --db ""
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db: empty path" $args --db=
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db given twice" $args --db "$tmp/a.db" --db "$tmp/b.db"
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db needs a value" $args --db
+done
+expect 2 "fatune export: --gpu-name: empty name" export --gpu-name ""
+expect 2 "fatune export: --gpu-name given twice" export --gpu-name X --gpu-name Y
+expect 2 "fatune export: -o: empty path" export --gpu-name X -o ""
+expect 2 "fatune export: -o given twice" export --gpu-name X -o "$tmp/x.sql" -o "$tmp/y.sql"
+for f in "$tmp/cache/fatune/fatune.db" "$tmp/a.db" "$tmp/b.db"; do
+  if [ -e "$f" ]; then
+    fail=$((fail + 1)); echo "FAIL: a refused table command made $f"
+  else
+    pass=$((pass + 1))
+  fi
+done
+unset XDG_CACHE_HOME
+# export -o PATH replaces only a regular file (a link, FIFO or device there
+# once became a regular file, or blocked), and leaves what is there as it was.
+echo keep >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/link.sql"
+mkfifo "$tmp/fifo.sql"
+mkdir "$tmp/dir.sql"
+for target in link fifo dir; do
+  expect 1 "fatune export: $tmp/$target.sql exists and is not a regular file: not replaced" \
+    export --db "$tmp/e.db" --gpu-name X -o "$tmp/$target.sql"
+done
+if [ "$(cat "$tmp/victim")" = keep ] && [ -L "$tmp/link.sql" ] && [ -p "$tmp/fifo.sql" ] &&
+   [ -d "$tmp/dir.sql" ] && [ -z "$(find "$tmp" -maxdepth 1 -name '*.tmp')" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: a refused export -o changed what was there"
+fi
+
 # --direction: fwd (the default), bwd, or both; refusals name the value.
 expect 2 "fatune: --direction: unknown direction 'sideways' (fwd, bwd)" --direction sideways
 expect 2 "fatune: --direction: 'fwd' given twice" --direction fwd,bwd,fwd

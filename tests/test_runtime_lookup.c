@@ -124,18 +124,22 @@ static void make_old_db(const char *path, int version, const char *vname) {
   FILE *f = fopen(schema_path, "rb");
   REQUIRE_EXIT(f && (schema = calloc(1, 1 << 20)) && fread(schema, 1, (1 << 20) - 1, f) > 0);
   fclose(f);
+  /* The source its hash names: the runtime passes over any other. */
+  char source[64], hash[65];
+  snprintf(source, sizeof source, "#define FAT_ABI_VERSION %d", FAT_ABI_VERSION);
+  fat_sha256_hex(source, strlen(source), hash);
   snprintf(rows, sizeof rows,
            "INSERT INTO gpus VALUES (1, '%s', 9, 0, %d, 13000, 13, 0, 1, 232448, 1, 1, 1, '');"
            "INSERT INTO variants VALUES (1, '%s', 'mma80', 'fwd', 'fp16', 'none', 64,"
            " 'BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4', 'fat_fwd_mma80', 64, 128, 40960,"
-           " replace(hex(zeroblob(32)), '0', 'e'), '#define FAT_ABI_VERSION %d', 0, '');"
+           " '%s', '%s', 0, '');"
            "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads, heads_k,"
            " seqlen_q, seqlen_k) VALUES (1, 'fwd', 'fp16', 'none', 64, 4, 32, 32, 4096, 4096);"
            "INSERT INTO checks VALUES (1, 1, 1, 1, 1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, 'ok',"
            " 0, '');"
            "INSERT INTO timings VALUES (1, 1, 1, 1, 20, 1.0, 0.9, 1.2, 0.95, 1.05, 1, 1755, 0, '');"
            "INSERT INTO winners VALUES (1, 1, 1, 1, '');",
-           H200, H200_SMS, vname, FAT_ABI_VERSION);
+           H200, H200_SMS, vname, hash, source);
   sqlite3 *h = NULL;
   REQUIRE_EXIT(sqlite3_open(path, &h) == SQLITE_OK);
   int rc = sqlite3_exec(h, schema, NULL, NULL, &msg);

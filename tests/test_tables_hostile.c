@@ -34,28 +34,21 @@ static const unsigned char CUBIN[CUBIN_BYTES] = {0x7f, 'E', 'L', 'F', 0, 1, 0xff
 static char dir[] = "/tmp/fatune-hostile-XXXXXX";
 static int n_db;
 
-/* VNAME (source SOURCE, NULL: a stand-in) as the checked, timed winner of
- * fp16 none d64 at seqlen 1024 on the H200, with a cubin built for ARCH. */
-static void put_winner(fat_db *db, const char *vname, const char *source, const char *arch) {
-  char stand_in[256];
+/* V as the checked, timed winner of its (dtype, mask, head dim) at seqlen
+ * 1024 on the H200, with a cubin built for ARCH. */
+static void put_result(fat_db *db, const fat_variant *vp, const char *arch) {
   fat_gpu_info g = {0};
   snprintf(g.name, sizeof g.name, H200);
   g.cc_major = 9, g.sm_count = H200_SMS, g.driver_version = 13000, g.nvrtc_major = 13;
   g.smem_per_block_optin = 232448;
   fat_problem p;
-  fat_bench_problem(FAT_FP16, FAT_MASK_NONE, 64, 1024, &p);
-  fat_variant v = {0};
-  snprintf(stand_in, sizeof stand_in, "// stand-in source of %s\n" ABI_LINE, vname);
-  v.name = (char *)vname, v.family = "mma80", v.entry = "fat_fwd_mma80";
-  v.source = (char *)(source ? source : stand_in);
-  v.params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4";
-  fat_sha256_hex(v.source, strlen(v.source), v.hash);
-  v.direction = FAT_FWD, v.dtype = FAT_FP16, v.mask = FAT_MASK_NONE, v.head_dim = 64;
-  v.block_m = 64, v.threads = 128, v.smem_bytes = 40960;
+  fat_bench_problem(vp->dtype, vp->mask, vp->head_dim, 1024, &p);
+  p.direction = vp->direction;
+  fat_variant v = *vp;
   fat_build b = {0};
   snprintf(b.arch, sizeof b.arch, "%s", arch);
   char keytext[512];
-  snprintf(keytext, sizeof keytext, "%s/%s", vname, arch);
+  snprintf(keytext, sizeof keytext, "%s/%s", v.name, arch);
   fat_sha256_hex(keytext, strlen(keytext), b.key);
   b.ok = 1, b.cubin = (unsigned char *)CUBIN, b.cubin_size = CUBIN_BYTES, b.registers = 96;
   b.compile_ms = 500, b.log = "";
@@ -71,24 +64,54 @@ static void put_winner(fat_db *db, const char *vname, const char *source, const 
   REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
 }
 
+/* VNAME (source SOURCE, NULL: a stand-in) as the checked, timed winner of
+ * fp16 none d64 at seqlen 1024 on the H200, with a cubin built for ARCH. */
+static void put_winner(fat_db *db, const char *vname, const char *source, const char *arch) {
+  char stand_in[256];
+  fat_variant v = {0};
+  snprintf(stand_in, sizeof stand_in, "// stand-in source of %s\n" ABI_LINE, vname);
+  v.name = (char *)vname, v.family = "mma80", v.entry = "fat_fwd_mma80";
+  v.source = (char *)(source ? source : stand_in);
+  v.params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4";
+  fat_sha256_hex(v.source, strlen(v.source), v.hash);
+  v.direction = FAT_FWD, v.dtype = FAT_FP16, v.mask = FAT_MASK_NONE, v.head_dim = 64;
+  v.block_m = 64, v.threads = 128, v.smem_bytes = 40960;
+  put_result(db, &v, arch);
+}
+
 static const char *new_db(char *path, size_t cap) {
   snprintf(path, cap, "%s/db%d.db", dir, n_db++);
   return path;
+}
+
+/* The exported text of database DB (closed here). */
+static char *export_of(fat_db *db) {
+  char err[ERRLEN];
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  REQUIRE_EXIT(fat_tables_export(db, H200, f, err, sizeof err) == 0);
+  fclose(f);
+  fat_db_close(db);
+  return buf;
 }
 
 /* The exported text of a fresh database holding one winner. */
 static char *table_of(const char *vname, const char *source, const char *arch) {
   char path[256], err[ERRLEN];
   fat_db *db = NULL;
-  char *buf = NULL;
-  size_t len = 0;
   REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
   put_winner(db, vname, source, arch);
-  FILE *f = open_memstream(&buf, &len);
-  REQUIRE_EXIT(fat_tables_export(db, H200, f, err, sizeof err) == 0);
-  fclose(f);
-  fat_db_close(db);
-  return buf;
+  return export_of(db);
+}
+
+/* The same of today's variant V. */
+static char *table_of_real(const fat_variant *v) {
+  char path[256], err[ERRLEN];
+  fat_db *db = NULL;
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  put_result(db, v, "sm_90a");
+  return export_of(db);
 }
 
 static long long rows_in(const char *path) {
@@ -109,16 +132,18 @@ static long long rows_in(const char *path) {
   return n;
 }
 
-/* Imports TEXT as "t.sql" into a fresh database with OPTS; expects the
- * refusal WANT and a database left empty. */
+/* What every import here is checked against: today's generator. */
+static fat_import_options checked;
+
+/* Imports TEXT as "t.sql" into a fresh database with OPTS (NULL: CHECKED);
+ * expects the refusal WANT and a database left empty. */
 static void expect_refused(int line, const char *text, const fat_import_options *opts,
                            const char *want) {
   char path[256], err[ERRLEN] = "";
   fat_db *db = NULL;
-  long long added = -1;
   n_hostile++;
   REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
-  int rc = fat_tables_import_ex(db, text, "t.sql", opts, &added, err, sizeof err);
+  int rc = fat_tables_import(db, text, "t.sql", opts ? opts : &checked, NULL, err, sizeof err);
   fat_db_close(db);
   /* check_record rather than CHECK: a failure names the caller's LINE. */
   if (!check_record(rc == -1 && !strcmp(err, want)))
@@ -151,7 +176,7 @@ static char *table_text(const char *body) {
   return t;
 }
 
-static void hostile_sql(void) {
+static void hostile_sql(fat_gen *g) {
   char want[ERRLEN], key[65];
   const char *guard = ": a table may only INSERT into fatune's tables";
   const char *problem_row =
@@ -300,15 +325,26 @@ static void hostile_sql(void) {
   REFUSED(big, NULL, want);
   free(big);
 
-  /* The good table itself imports, and --recompile keeps no build of it. */
-  char path[256], err[ERRLEN];
-  fat_db *db = NULL;
-  long long added = -1;
-  fat_import_options recompile = {.recompile = 1};
-  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
-  CHECK_INT(fat_tables_import_ex(db, good, "t.sql", &recompile, &added, err, sizeof err), 0);
-  CHECK_INT(added, 1 + 1 + 1 + 1 + 1 + 1); /* gpu, variant, problem, check, timing, winner */
-  fat_db_close(db);
+  /* Parsed and stored, the good table is refused only by the generator
+   * check: a stand-in source is not today's of its variant. */
+  int hd = 64;
+  fat_dtype dt = FAT_FP16;
+  fat_mask mk = FAT_MASK_NONE;
+  fat_gen_query q = {.direction = FAT_FWD, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                     .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = "sm_90a"};
+  fat_variant *v = NULL;
+  size_t n = 0;
+  char err[ERRLEN];
+  const char *today = NULL;
+  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0);
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(v[i].name, "fwd.mma80.fp16.d64.none.m64n64w4s2")) today = v[i].hash;
+  REQUIRE_EXIT(today);
+  snprintf(want, sizeof want, "t.sql: variant fwd.mma80.fp16.d64.none.m64n64w4s2: table "
+           "source_hash %s, generator gives %s; refusing a stale table", good_hash, today);
+  REFUSED(good, NULL, want);
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
   free(good);
 }
 
@@ -321,19 +357,10 @@ static void hostile_names_and_sources(fat_gen *g) {
   CHECK(strstr(t, "'x''); DROP TABLE winners; --'") != NULL);
   fat_db *db = NULL;
   long long added = -1;
-  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
-  CHECK_INT(fat_tables_import(db, t, "t.sql", &added, err, sizeof err), 0);
-  sqlite3_stmt *s = NULL;
-  REQUIRE_EXIT(sqlite3_prepare_v2(fat_db_handle(db), "SELECT v.name FROM winners w JOIN variants v"
-                                  " ON v.id = w.variant_id", -1, &s, NULL) == SQLITE_OK);
-  REQUIRE_EXIT(sqlite3_step(s) == SQLITE_ROW);
-  CHECK_STR((const char *)sqlite3_column_text(s, 0), evil);
-  sqlite3_finalize(s);
-  fat_db_close(db);
-  fat_import_options checked = {.gen = g};
+  /* The name came through as the string it is, to be named in the refusal. */
   snprintf(want, sizeof want, "t.sql: variant %s: the generator does not produce this variant; "
            "refusing the table", evil);
-  REFUSED(t, &checked, want);
+  REFUSED(t, NULL, want);
   free(t);
 
   /* A real variant of today with its source edited (hash recomputed). */
@@ -345,12 +372,17 @@ static void hostile_names_and_sources(fat_gen *g) {
   fat_variant *v = NULL;
   size_t n = 0;
   REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 1);
-  t = table_of(v[0].name, v[0].source, "sm_90a");
+  t = table_of_real(&v[0]);
   /* An empty file is refused before any database is touched. */
-  CHECK_INT(fat_tables_import_ex(NULL, "", "x", NULL, NULL, err, sizeof err), -1);
+  CHECK_INT(fat_tables_import(NULL, "", "x", &checked, NULL, err, sizeof err), -1);
   CHECK_STR(err, "x: not a fatune table (first line must start '-- fatune tables 1')");
+  /* Today's variant itself imports, and no build of it comes in. */
+  fat_tables_report r;
   REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
-  CHECK_INT(fat_tables_import_ex(db, t, "t.sql", &checked, &added, err, sizeof err), 0);
+  CHECK_INT(fat_tables_import(db, t, "t.sql", &checked, &r, err, sizeof err), 0);
+  added = r.added;
+  CHECK_INT(added, 1 + 1 + 1 + 1 + 1 + 1); /* gpu, variant, problem, check, timing, winner */
+  CHECK_INT(r.trust.builds_dropped, 1);
   fat_db_close(db);
   free(t);
   size_t len = strlen(v[0].source);
@@ -362,7 +394,7 @@ static void hostile_names_and_sources(fat_gen *g) {
   t = table_of(v[0].name, edited, "sm_90a");
   snprintf(want, sizeof want, "t.sql: variant %s: table source_hash %s, generator gives %s; "
            "refusing a stale table", v[0].name, edited_hash, v[0].hash);
-  REFUSED(t, &checked, want);
+  REFUSED(t, NULL, want);
   free(t);
   free(edited);
   for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
@@ -476,10 +508,13 @@ int main(void) {
   REQUIRE_EXIT(mkdtemp(dir));
   fat_gen *g = fat_gen_open(NULL, err, sizeof err);
   REQUIRE_EXIT(g);
-  hostile_sql();
+  checked.trust = fat_trust_open(g);
+  REQUIRE_EXIT(checked.trust);
+  hostile_sql(g);
   hostile_names_and_sources(g);
   verify_cubin();
   runtime_cubin_choice();
+  fat_trust_close(checked.trust);
   fat_gen_close(g);
   printf("%d hostile table files refused with their messages\n", n_hostile);
   char cmd[512];

@@ -88,6 +88,8 @@ int main(void) {
   REQUIRE_EXIT(report && src && mkdtemp(dir));
   fat_gen *g = fat_gen_open(NULL, err, sizeof err);
   REQUIRE_EXIT(g);
+  fat_trust *trust = fat_trust_open(g);
+  REQUIRE_EXIT(trust);
 
   /* The detector: three d64 fp16 variants of today, one left as it is, one
    * with a changed source, one renamed to a configuration that does not exist. */
@@ -161,12 +163,13 @@ int main(void) {
   put_winner(rdb, &v[0], 1024, 1.0);
   fat_db_close(rdb);
   for (int retire_first = 0; retire_first < 2; retire_first++) {
-    long long added = 0;
     snprintf(path, sizeof path, "%s/older%d.db", dir, retire_first);
     REQUIRE_EXIT(fat_db_open(path, &rdb, err, sizeof err) == 0);
     put_winner(rdb, &v[1], 1024, 0.5);
     if (retire_first) CHECK_INT(fat_tables_retire_stale(rdb, g, NULL, NULL, err, sizeof err), 0);
-    CHECK_INT(fat_tables_merge(rdb, newer, &added, err, sizeof err), 0);
+    const fat_import_options checked = {.trust = trust};
+    fat_tables_report r;
+    CHECK_INT(fat_tables_merge(rdb, newer, &checked, &r, err, sizeof err), 0);
     winner_names(rdb, names, sizeof names);
     snprintf(want, sizeof want, "%s\n", v[retire_first ? 0 : 1].name);
     CHECK_STR(names, want);
@@ -243,8 +246,13 @@ int main(void) {
     REQUIRE_EXIT(text);
     fat_db *sdb = NULL;
     REQUIRE_EXIT(fat_db_open(dbp, &sdb, err, sizeof err) == 0);
-    long long added = 0;
-    int rc = fat_tables_import(sdb, text, e->d_name, &added, err, sizeof err);
+    /* Stale variants kept, as build_tables --keep-stale keeps them, for
+     * the report below to name every one. */
+    const fat_import_options keep = {.trust = trust, .cubins = FAT_CUBINS_SHIPPED,
+                                     .stale = FAT_STALE_KEEP};
+    fat_tables_report r;
+    int rc = fat_tables_import(sdb, text, e->d_name, &keep, &r, err, sizeof err);
+    const long long added = r.added;
     CHECK_WHY(rc == 0, "import gave %d: %s", rc, err);
     int stale = fat_tables_stale(sdb, g, report, REPORT_CAP, err, sizeof err);
     CHECK_WHY(stale == 0, "%s: %d stale entries (re-tune and re-export):\n%s", e->d_name, stale, report);
@@ -256,6 +264,7 @@ int main(void) {
   if (d) closedir(d);
   printf("%d shipped table(s) checked\n", n_tables);
 
+  fat_trust_close(trust);
   fat_gen_close(g);
   free(report);
   char cmd[512];

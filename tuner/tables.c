@@ -1,12 +1,17 @@
 /* `fatune export`, `fatune import`, `fatune merge`: tuning results moved
  * between machines and shipped with the release as text SQL (tables.h says
- * why the format and the import path look as they do). */
+ * why the format and the import path look as they do). Import and merge
+ * both fill a scratch database, have trust.c judge it, and merge what it
+ * leaves: one path for a stranger's rows. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include "cli_args.h"
 #include "compile.h"
 #include "nvrtc_api.h"
 #include "options.h"
@@ -276,9 +281,9 @@ out:
   return rc;
 }
 
-/* ---- merge ------------------------------------------------------------- */
+/* ---- merging a judged scratch database -------------------------------- */
 
-/* Rows of the attached database `src` brought into main by natural keys;
+/* Rows of the attached scratch database `src` brought into main by natural keys;
  * a row main already has is skipped, so merging twice adds nothing. A
  * winner comes in where main has none for its (GPU, problem), or where its
  * timing is faster than main's winner's; never one main has seen fail. */
@@ -295,15 +300,14 @@ static const char *const MERGE_SQL =
     "INSERT OR IGNORE INTO main.problems (direction, dtype, mask, head_dim, batch, heads, heads_k,"
     " seqlen_q, seqlen_k, window_left, window_right, lengths) SELECT direction, dtype, mask,"
     " head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, window_left, window_right, lengths"
-    " FROM temp.m_src_problems"
-    " ORDER BY id;"
+    " FROM src.problems ORDER BY id;"
     "CREATE TEMP TABLE m_gpus AS SELECT s.id AS sid, m.id AS mid FROM src.gpus s JOIN main.gpus m"
     " ON m.name = s.name AND m.cc_major = s.cc_major AND m.cc_minor = s.cc_minor AND m.sm_count ="
     " s.sm_count AND m.driver_version = s.driver_version AND m.nvrtc_major = s.nvrtc_major AND"
     " m.nvrtc_minor = s.nvrtc_minor;"
     "CREATE TEMP TABLE m_variants AS SELECT s.id AS sid, m.id AS mid FROM src.variants s"
     " JOIN main.variants m ON m.name = s.name AND m.source_hash = s.source_hash;"
-    "CREATE TEMP TABLE m_problems AS SELECT s.id AS sid, m.id AS mid FROM temp.m_src_problems s"
+    "CREATE TEMP TABLE m_problems AS SELECT s.id AS sid, m.id AS mid FROM src.problems s"
     " JOIN main.problems m ON m.direction = s.direction AND m.dtype = s.dtype AND m.mask = s.mask"
     " AND m.head_dim = s.head_dim AND m.batch = s.batch AND m.heads = s.heads AND m.heads_k ="
     " s.heads_k AND m.seqlen_q = s.seqlen_q AND m.seqlen_k = s.seqlen_k AND m.window_left ="
@@ -349,8 +353,7 @@ static const char *const MERGE_SQL =
     "   AND c.problem_id = p.mid AND c.retired = 0 AND c.passed = 1);";
 
 /* A cubin's hash comes in only where main's build under that key holds the
- * very cubin it hashes (a build main already had keeps its own). A source
- * database from before build_hashes has none to give. */
+ * very cubin it hashes (a build main already had keeps its own). */
 static const char *const MERGE_HASHES_SQL =
     "INSERT OR IGNORE INTO main.build_hashes (build_key, cubin_sha256)"
     " SELECT h.build_key, h.cubin_sha256 FROM src.build_hashes h"
@@ -359,54 +362,9 @@ static const char *const MERGE_HASHES_SQL =
 
 static const char *const MERGE_CLEANUP_SQL =
     "DROP TABLE IF EXISTS temp.m_gpus; DROP TABLE IF EXISTS temp.m_variants;"
-    "DROP TABLE IF EXISTS temp.m_problems; DROP TABLE IF EXISTS temp.m_timings;"
-    "DROP TABLE IF EXISTS temp.m_src_problems;";
+    "DROP TABLE IF EXISTS temp.m_problems; DROP TABLE IF EXISTS temp.m_timings;";
 
-/* The source's problems as MERGE_SQL reads them (temp.m_src_problems), by
- * the source's schema version: a version-1 database, which a merge reads
- * but never upgrades, has no window columns and no local problem; one of
- * version 2 has no lengths, and only dense problems. */
-static const char *const MERGE_SRC_PROBLEMS_SQL[FAT_DB_SCHEMA_VERSION + 1] = {
-  [1] = "CREATE TEMP TABLE m_src_problems AS SELECT id, direction, dtype, mask, head_dim, batch,"
-        " heads, heads_k, seqlen_q, seqlen_k, 0 AS window_left, 0 AS window_right, '' AS lengths"
-        " FROM src.problems;",
-  [2] = "CREATE TEMP TABLE m_src_problems AS SELECT id, direction, dtype, mask, head_dim, batch,"
-        " heads, heads_k, seqlen_q, seqlen_k, window_left, window_right, '' AS lengths"
-        " FROM src.problems;",
-  [3] = "CREATE TEMP TABLE m_src_problems AS SELECT id, direction, dtype, mask, head_dim, batch,"
-        " heads, heads_k, seqlen_q, seqlen_k, window_left, window_right, lengths FROM src.problems;",
-};
-#define MERGE_OLDEST_SOURCE 1
-_Static_assert(FAT_DB_SCHEMA_VERSION == 3, "MERGE_SRC_PROBLEMS_SQL needs the new version's problems");
-
-/* Checks that PATH is a fatune database of a schema version a merge reads
- * (opening it read-only: a merge never writes its source); *VERSION gets it. */
-static int check_source_db(const char *path, int *version, char *err, size_t errlen) {
-  sqlite3 *h = NULL;
-  sqlite3_stmt *s = NULL;
-  int rc = -1;
-  if (access(path, R_OK)) {
-    set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
-    return -1;
-  }
-  if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-      sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK ||
-      sqlite3_step(s) != SQLITE_ROW) {
-    set_err(err, errlen, "not a fatune database: %s: %s", path, h ? sqlite3_errmsg(h) : "?");
-    goto out;
-  }
-  *version = sqlite3_column_int(s, 0);
-  if (*version < MERGE_OLDEST_SOURCE || *version > FAT_DB_SCHEMA_VERSION) {
-    set_err(err, errlen, "%s: schema version %d, this fatune reads %d to %d", path, *version,
-            MERGE_OLDEST_SOURCE, FAT_DB_SCHEMA_VERSION);
-    goto out;
-  }
-  rc = 0;
-out:
-  sqlite3_finalize(s);
-  sqlite3_close(h);
-  return rc;
-}
+#define MERGE_OLDEST_SOURCE 1  /* the oldest schema version a merge reads */
 
 /* Rows in main's tables that a merge can add to. */
 static int count_rows(sqlite3 *h, long long *n) {
@@ -427,48 +385,37 @@ static int count_rows(sqlite3 *h, long long *n) {
   return rc;
 }
 
-/* Whether the attached source database has a build_hashes table. */
-static int src_has_hashes(sqlite3 *h) {
-  sqlite3_stmt *s = NULL;
-  int has = 0;
-  if (sqlite3_prepare_v2(h, "SELECT 1 FROM src.sqlite_schema WHERE type = 'table' AND name ="
-                            " 'build_hashes'", -1, &s, NULL) == SQLITE_OK)
-    has = sqlite3_step(s) == SQLITE_ROW;
-  sqlite3_finalize(s);
-  return has;
-}
-
-int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, size_t errlen) {
+/* Merges the judged scratch database at STAGE (of this schema version,
+ * fatune's own file) into DB by natural keys; *ADDED gets the new rows. */
+static int merge_scratch(fat_db *db, const char *stage, long long *added, char *err,
+                         size_t errlen) {
   sqlite3 *h = fat_db_handle(db);
   sqlite3_stmt *s = NULL;
-  int rc = -1, attached = 0, in_tx = 0, version = 0;
+  int rc = -1, attached = 0, in_tx = 0;
   char *msg = NULL;
-  if (check_source_db(path, &version, err, errlen)) return -1;
   long long before, after;
   if (count_rows(h, &before)) goto sqlfail;
   if (sqlite3_prepare_v2(h, "ATTACH DATABASE ?1 AS src", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
-  sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 1, stage, -1, SQLITE_STATIC);
   if (sqlite3_step(s) != SQLITE_DONE) goto sqlfail;
   attached = 1;
   sqlite3_exec(h, MERGE_CLEANUP_SQL, NULL, NULL, NULL);
   if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
   in_tx = 1;
-  if (sqlite3_exec(h, MERGE_SRC_PROBLEMS_SQL[version], NULL, NULL, &msg) != SQLITE_OK ||
-      sqlite3_exec(h, MERGE_SQL, NULL, NULL, &msg) != SQLITE_OK)
-    goto execfail;
-  if (src_has_hashes(h) && sqlite3_exec(h, MERGE_HASHES_SQL, NULL, NULL, &msg) != SQLITE_OK)
+  if (sqlite3_exec(h, MERGE_SQL, NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(h, MERGE_HASHES_SQL, NULL, NULL, &msg) != SQLITE_OK)
     goto execfail;
   if (sqlite3_exec(h, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
   in_tx = 0;
   if (count_rows(h, &after)) goto sqlfail;
-  if (added) *added = after - before;
+  *added = after - before;
   rc = 0;
   goto out;
 sqlfail:
-  set_err(err, errlen, "merge %s: %s", path, sqlite3_errmsg(h));
+  set_err(err, errlen, "%s", sqlite3_errmsg(h));
   goto out;
 execfail:
-  set_err(err, errlen, "merge %s: %s", path, msg ? msg : sqlite3_errmsg(h));
+  set_err(err, errlen, "%s", msg ? msg : sqlite3_errmsg(h));
 out:
   sqlite3_free(msg);
   sqlite3_finalize(s);
@@ -478,11 +425,81 @@ out:
   return rc;
 }
 
-/* ---- import ------------------------------------------------------------ */
+/* ---- the scratch database both import and merge fill ------------------- */
 
+/* The tables a scratch database receives, in the order their rows load
+ * (each refers only to those before it). */
 static const char *const IMPORT_TABLES[] = {"gpus",   "variants", "builds",  "build_hashes",
                                             "problems", "checks", "timings", "winners"};
 #define N_IMPORT_TABLES (sizeof IMPORT_TABLES / sizeof IMPORT_TABLES[0])
+
+/* A fresh fatune database of this schema version under $TMPDIR (STAGE: its
+ * path), opened in *SDB. Returns 0, or -1 with err. */
+static int scratch_open(const char *name, char stage[PATH_CAP], fat_db **sdb, char *err,
+                        size_t errlen) {
+  const char *tmpdir = getenv("TMPDIR");
+  char e2[ERRLEN];
+  int fd;
+  *sdb = NULL;
+  snprintf(stage, PATH_CAP, "%s/fatune-import-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  if ((fd = mkstemp(stage)) < 0) {
+    set_err(err, errlen, "cannot create a scratch database in %s: %s", stage, strerror(errno));
+    stage[0] = 0;
+    return -1;
+  }
+  close(fd);
+  if (fat_db_open(stage, sdb, e2, sizeof e2)) {
+    set_err(err, errlen, "%s: scratch database: %s", name, e2);
+    return -1;
+  }
+  return 0;
+}
+
+/* Removes the scratch database at STAGE and WAL mode's side files. */
+static void scratch_remove(const char *stage) {
+  char side[PATH_CAP + sizeof "-wal"];
+  if (!stage[0]) return;
+  unlink(stage);
+  snprintf(side, sizeof side, "%s-wal", stage);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", stage);
+  unlink(side);
+}
+
+/* The end both paths share: judges the rows of scratch SDB (in an open
+ * transaction) by the trust rule, applies the cubin policy, commits, and
+ * merges what is left into DB. SDB is closed either way. */
+static int judge_and_merge(fat_db *db, fat_db *sdb, const char *stage, const char *name,
+                           const fat_import_options *o, fat_tables_report *r, char *err,
+                           size_t errlen) {
+  sqlite3 *sh = fat_db_handle(sdb);
+  char *msg = NULL, e2[ERRLEN];
+  int rc = -1;
+  if (fat_trust_check(o->trust, sh, name, o->stale, &r->trust, err, errlen) ||
+      fat_trust_cubins(sh, name, o->cubins, &r->trust, err, errlen)) {
+    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
+    goto out;
+  }
+  if (sqlite3_exec(sh, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+    set_err(err, errlen, "%s: scratch database: %s", name, msg ? msg : sqlite3_errmsg(sh));
+    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
+    goto out;
+  }
+  fat_db_close(sdb);
+  sdb = NULL;
+  if (merge_scratch(db, stage, &r->added, e2, sizeof e2)) {
+    set_err(err, errlen, "%s: %s", name, e2);
+    goto out;
+  }
+  rc = 0;
+out:
+  sqlite3_free(msg);
+  fat_db_close(sdb);
+  return rc;
+}
+
+/* ---- import ------------------------------------------------------------ */
+
 /* Functions a table file may call: char() splices newlines, the rest are
  * what the schema's constraints and defaults evaluate. */
 static const char *const IMPORT_FUNCTIONS[] = {"char", "length", "strftime", "glob"};
@@ -544,6 +561,339 @@ static int import_authorizer(void *user, int action, const char *a1, const char 
   return SQLITE_DENY;
 }
 
+
+static const fat_tables_report NO_REPORT;
+
+int fat_tables_import(fat_db *db, const char *sql, const char *name, const fat_import_options *o,
+                      fat_tables_report *r, char *err, size_t errlen) {
+  char stage[PATH_CAP] = "";
+  fat_db *sdb = NULL;
+  fat_tables_report scratch_report;
+  char *msg = NULL;
+  int rc = -1;
+  import_guard guard = {{0}};
+  if (!r) r = &scratch_report;
+  *r = NO_REPORT;
+  if (strncmp(sql, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC))) {
+    set_err(err, errlen, "%s: not a fatune table (first line must start '%s')", name,
+            FAT_TABLES_MAGIC);
+    return -1;
+  }
+  if (!o || !o->trust) {
+    set_err(err, errlen, "%s: no generator to check its variants against", name);
+    return -1;
+  }
+  if (scratch_open(name, stage, &sdb, err, errlen)) goto out;
+  sqlite3 *sh = fat_db_handle(sdb);
+  /* Defensive mode: no writable_schema, no direct writes to the schema or
+   * shadow tables, whatever the file manages to say. */
+  sqlite3_db_config(sh, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+  sqlite3_db_config(sh, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+  if (sqlite3_exec(sh, "BEGIN", NULL, NULL, &msg) != SQLITE_OK) {
+    set_err(err, errlen, "%s: %s", name, msg ? msg : "scratch database failure");
+    goto out;
+  }
+  sqlite3_set_authorizer(sh, import_authorizer, &guard);
+  int erc = sqlite3_exec(sh, sql, NULL, NULL, &msg);
+  sqlite3_set_authorizer(sh, NULL, NULL);
+  if (erc != SQLITE_OK) {
+    if (guard.refused[0])
+      set_err(err, errlen, "%s: refused %s: a table may only INSERT into fatune's tables", name,
+              guard.refused);
+    else
+      set_err(err, errlen, "%s: %s", name, msg ? msg : sqlite3_errmsg(sh));
+    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
+    goto out;
+  }
+  size_t len = strlen(sql), end_len = strlen(FAT_TABLES_END);
+  if (len < end_len || strcmp(sql + len - end_len, FAT_TABLES_END)) {
+    set_err(err, errlen, "%s: truncated: the file does not end with the line '%.*s'", name,
+            (int)end_len - 1, FAT_TABLES_END);
+    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
+    goto out;
+  }
+  rc = judge_and_merge(db, sdb, stage, name, o, r, err, errlen);
+  sdb = NULL;
+out:
+  sqlite3_free(msg);
+  fat_db_close(sdb);
+  scratch_remove(stage);
+  return rc;
+}
+
+/* ---- merge ------------------------------------------------------------- */
+
+/* Tables SQLite itself may have made in a database (ANALYZE's statistics,
+ * AUTOINCREMENT's counters): allowed beside fatune's own. */
+static const char *const SQLITE_OWN_TABLES[] = {"sqlite_stat1", "sqlite_stat2", "sqlite_stat3",
+                                                "sqlite_stat4", "sqlite_sequence"};
+#define N_SQLITE_OWN_TABLES (sizeof SQLITE_OWN_TABLES / sizeof SQLITE_OWN_TABLES[0])
+
+/* Every object of source SRC's schema is one a fatune database has, of the
+ * same kind, as REF (a fresh scratch database) has it: a table, index,
+ * view or trigger of another name, or a view where fatune has a table (a
+ * view is code), refuses the source. Its views and triggers never run:
+ * the source is read-only and only its tables are read. */
+static int check_source_objects(sqlite3 *src, sqlite3 *ref, const char *path, char *err,
+                                size_t errlen) {
+  sqlite3_stmt *s = NULL, *q = NULL;
+  int rc = -1, step;
+  if (sqlite3_prepare_v2(src, "SELECT type, name FROM main.sqlite_schema ORDER BY rowid", -1, &s,
+                         NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(ref, "SELECT type FROM main.sqlite_schema WHERE name = ?1", -1, &q,
+                         NULL) != SQLITE_OK) {
+    set_err(err, errlen, "not a fatune database: %s: %s", path, sqlite3_errmsg(src));
+    goto out;
+  }
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(s, 0);
+    const char *name = (const char *)sqlite3_column_text(s, 1);
+    if (!type || !name) continue;
+    if (!strcmp(type, "table") && in_list(name, SQLITE_OWN_TABLES, N_SQLITE_OWN_TABLES)) continue;
+    sqlite3_reset(q);
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(q) != SQLITE_ROW) {
+      set_err(err, errlen, "%s: %s '%s' is not fatune's: refusing the database", path, type, name);
+      goto out;
+    }
+    const char *want = (const char *)sqlite3_column_text(q, 0);
+    if (strcmp(type, want)) {
+      set_err(err, errlen, "%s: '%s' is a %s, fatune's is a %s: refusing the database", path,
+              name, type, want);
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) {
+    set_err(err, errlen, "not a fatune database: %s: %s", path, sqlite3_errmsg(src));
+    goto out;
+  }
+  rc = 0;
+out:
+  sqlite3_finalize(s);
+  sqlite3_finalize(q);
+  return rc;
+}
+
+/* Opens PATH read-only (a merge never writes its source) as a fatune
+ * database of a schema version a merge reads, whose schema is fatune's
+ * (REF: a fresh one to compare with). *SRC gets the connection. */
+static int open_source(const char *path, sqlite3 *ref, sqlite3 **src, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  struct stat st;
+  int version, rc = -1;
+  *src = NULL;
+  if (access(path, R_OK)) {
+    set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    return -1;
+  }
+  if (stat(path, &st) || !S_ISREG(st.st_mode)) {
+    set_err(err, errlen, "%s: not a regular file", path);
+    return -1;
+  }
+  if (sqlite3_open_v2(path, src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    set_err(err, errlen, "not a fatune database: %s: %s", path,
+            *src ? sqlite3_errmsg(*src) : "out of memory");
+    goto out;
+  }
+  /* Nothing in its schema runs with more trust than the rows: no function
+   * a view or trigger names unless it is harmless, no schema writes, and
+   * no value longer than the largest a row may hold. */
+  sqlite3_db_config(*src, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+  sqlite3_db_config(*src, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+  sqlite3_limit(*src, SQLITE_LIMIT_LENGTH, (int)FAT_TABLES_MAX_CUBIN_BYTES + 1);
+  sqlite3_busy_timeout(*src, FAT_DB_BUSY_TIMEOUT_MS);
+  if (sqlite3_prepare_v2(*src, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK ||
+      sqlite3_step(s) != SQLITE_ROW) {
+    set_err(err, errlen, "not a fatune database: %s: %s", path, sqlite3_errmsg(*src));
+    goto out;
+  }
+  version = sqlite3_column_int(s, 0);
+  if (version < MERGE_OLDEST_SOURCE || version > FAT_DB_SCHEMA_VERSION) {
+    set_err(err, errlen, "%s: schema version %d, this fatune reads %d to %d", path, version,
+            MERGE_OLDEST_SOURCE, FAT_DB_SCHEMA_VERSION);
+    goto out;
+  }
+  if (check_source_objects(*src, ref, path, err, errlen)) goto out;
+  rc = 0;
+out:
+  sqlite3_finalize(s);
+  if (rc) {
+    sqlite3_close(*src);
+    *src = NULL;
+  }
+  return rc;
+}
+
+/* The columns of TABLE in database H (heap, NULL-terminated list of heap
+ * strings), or NULL on failure. */
+static char **table_columns(sqlite3 *h, const char *table) {
+  char sql[128];
+  sqlite3_stmt *s = NULL;
+  char **cols = NULL;
+  size_t n = 0;
+  snprintf(sql, sizeof sql, "PRAGMA main.table_info(%s)", table);
+  if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) return NULL;
+  if (!(cols = calloc(1, sizeof *cols))) goto out;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    char **grown = realloc(cols, (n + 2) * sizeof *cols);
+    if (!grown) break;
+    cols = grown;
+    cols[n] = strdup((const char *)sqlite3_column_text(s, 1));
+    cols[++n] = NULL;
+  }
+out:
+  sqlite3_finalize(s);
+  return cols;
+}
+
+static int has_column(char *const *cols, const char *name) {
+  for (size_t i = 0; cols[i]; i++)
+    if (!strcmp(cols[i], name)) return 1;
+  return 0;
+}
+
+static void columns_free(char **cols) {
+  for (size_t i = 0; cols && cols[i]; i++) free(cols[i]);
+  free(cols);
+}
+
+/* Copies TABLE's rows from SRC into scratch SH: the columns both have (an
+ * older source lacks some, which take their defaults), named as the
+ * scratch's schema names them. The scratch's constraints and triggers
+ * judge each row as they judge an imported file's INSERT. */
+static int copy_table(sqlite3 *src, sqlite3 *sh, const char *path, const char *table, char *err,
+                      size_t errlen) {
+  char **ours = table_columns(sh, table), **theirs = table_columns(src, table);
+  char *select = NULL, *insert = NULL;
+  size_t cap = 0;
+  sqlite3_stmt *from = NULL, *to = NULL;
+  int rc = -1, n = 0, step;
+  if (!ours || !theirs) {
+    set_err(err, errlen, "%s: cannot read the columns of %s", path, table);
+    goto out;
+  }
+  if (!theirs[0]) {  /* a table an older schema has not yet got (build_hashes) */
+    rc = 0;
+    goto out;
+  }
+  for (size_t i = 0; ours[i]; i++) cap += strlen(ours[i]) + 8;
+  cap += strlen(table) + 64;
+  select = malloc(cap), insert = malloc(2 * cap);
+  if (!select || !insert) {
+    set_err(err, errlen, "out of memory");
+    goto out;
+  }
+  strcpy(select, "SELECT ");
+  snprintf(insert, 2 * cap, "INSERT INTO main.\"%s\" (", table);
+  for (size_t i = 0; ours[i]; i++) n += has_column(theirs, ours[i]);
+  if (n == 0) {  /* nothing in common: nothing to bring */
+    rc = 0;
+    goto out;
+  }
+  n = 0;
+  for (size_t i = 0; ours[i]; i++) {
+    if (!has_column(theirs, ours[i])) continue;
+    strcat(select, n ? ", \"" : "\"");
+    strcat(select, ours[i]);
+    strcat(select, "\"");
+    strcat(insert, n ? ", \"" : "\"");
+    strcat(insert, ours[i]);
+    strcat(insert, "\"");
+    n++;
+  }
+  /* The rowid last, to name a refused row by it. */
+  snprintf(select + strlen(select), cap - strlen(select), ", rowid FROM main.\"%s\" ORDER BY rowid",
+           table);
+  strcat(insert, ") VALUES (");
+  for (int i = 0; i < n; i++) strcat(insert, i ? ", ?" : "?");
+  strcat(insert, ")");
+  if (sqlite3_prepare_v2(src, select, -1, &from, NULL) != SQLITE_OK) {
+    set_err(err, errlen, "%s: %s: %s", path, table, sqlite3_errmsg(src));
+    goto out;
+  }
+  if (sqlite3_prepare_v2(sh, insert, -1, &to, NULL) != SQLITE_OK) {
+    set_err(err, errlen, "%s: %s: %s", path, table, sqlite3_errmsg(sh));
+    goto out;
+  }
+  while ((step = sqlite3_step(from)) == SQLITE_ROW) {
+    sqlite3_reset(to);
+    for (int c = 0; c < n; c++) sqlite3_bind_value(to, c + 1, sqlite3_column_value(from, c));
+    if (sqlite3_step(to) != SQLITE_DONE) {
+      set_err(err, errlen, "%s: %s row %lld: %s", path, table,
+              (long long)sqlite3_column_int64(from, n), sqlite3_errmsg(sh));
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) {
+    set_err(err, errlen, "%s: %s: %s", path, table, sqlite3_errmsg(src));
+    goto out;
+  }
+  rc = 0;
+out:
+  sqlite3_finalize(from);
+  sqlite3_finalize(to);
+  free(select);
+  free(insert);
+  columns_free(ours);
+  columns_free(theirs);
+  return rc;
+}
+
+int fat_tables_merge(fat_db *db, const char *path, const fat_import_options *o,
+                     fat_tables_report *r, char *err, size_t errlen) {
+  char stage[PATH_CAP] = "";
+  fat_db *sdb = NULL;
+  sqlite3 *src = NULL;
+  fat_tables_report scratch_report;
+  int rc = -1;
+  if (!r) r = &scratch_report;
+  *r = NO_REPORT;
+  if (!o || !o->trust) {
+    set_err(err, errlen, "%s: no generator to check its variants against", path);
+    return -1;
+  }
+  if (scratch_open(path, stage, &sdb, err, errlen)) goto out;
+  sqlite3 *sh = fat_db_handle(sdb);
+  if (open_source(path, sh, &src, err, errlen)) goto out;
+  if (sqlite3_exec(sh, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+    set_err(err, errlen, "%s: scratch database: %s", path, sqlite3_errmsg(sh));
+    goto out;
+  }
+  /* One read transaction: the rows come from one state of the source. */
+  if (sqlite3_exec(src, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+    set_err(err, errlen, "%s: %s", path, sqlite3_errmsg(src));
+    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
+    goto out;
+  }
+  for (size_t t = 0; t < N_IMPORT_TABLES; t++)
+    if (copy_table(src, sh, path, IMPORT_TABLES[t], err, errlen)) {
+      sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
+      goto out;
+    }
+  sqlite3_exec(src, "COMMIT", NULL, NULL, NULL);
+  sqlite3_close(src);
+  src = NULL;
+  rc = judge_and_merge(db, sdb, stage, path, o, r, err, errlen);
+  sdb = NULL;
+out:
+  sqlite3_close(src);
+  fat_db_close(sdb);
+  scratch_remove(stage);
+  return rc;
+}
+
+/* ---- stale check --------------------------------------------------------- */
+
+/* 1 when the source in column COL of row S hashes to HASH: a source
+ * altered under its hash (the runtime refuses to compile it) counts stale. */
+static int source_hashes_to(sqlite3_stmt *s, int col, const char *hash) {
+  char hex[FAT_SHA256_HEX_CHARS + 1];
+  const char *src = (const char *)sqlite3_column_text(s, col);
+  if (!src || !hash) return 0;
+  fat_sha256_hex(src, (size_t)sqlite3_column_bytes(s, col), hex);
+  return !strcmp(hex, hash);
+}
+
 /* The generator's variants of one (DIR, DT, MK, HD) for the stale check's
  * architecture A (*V: free each, then the array). Returns 0 or -1 with err. */
 static int stale_arch_variants(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int hd,
@@ -574,247 +924,6 @@ static int regenerated_hash(fat_gen *g, const char *name, fat_direction dir, fat
   return 0;
 }
 
-/* Every column of every imported table holds the storage class its
- * declaration names (SQLite would keep 'many' in an INTEGER column, and
- * 'many' >= 0 is true, so the CHECKs alone do not catch it). */
-static int check_types(sqlite3 *h, const char *name, char *err, size_t errlen) {
-  char sql[512];
-  for (size_t t = 0; t < N_IMPORT_TABLES; t++) {
-    sqlite3_stmt *info = NULL;
-    snprintf(sql, sizeof sql, "PRAGMA main.table_info(%s)", IMPORT_TABLES[t]);
-    if (sqlite3_prepare_v2(h, sql, -1, &info, NULL) != SQLITE_OK) {
-      set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
-      return -1;
-    }
-    while (sqlite3_step(info) == SQLITE_ROW) {
-      const char *col = (const char *)sqlite3_column_text(info, 1);
-      const char *decl = (const char *)sqlite3_column_text(info, 2);
-      const char *want = !strcmp(decl, "INTEGER") ? "integer" : !strcmp(decl, "REAL") ? "real"
-                         : !strcmp(decl, "TEXT") ? "text" : !strcmp(decl, "BLOB") ? "blob" : NULL;
-      sqlite3_stmt *q = NULL;
-      if (!want) continue;
-      snprintf(sql, sizeof sql, "SELECT rowid, typeof(\"%s\") FROM main.%s WHERE typeof(\"%s\")"
-               " NOT IN ('%s', 'null') ORDER BY rowid LIMIT 1", col, IMPORT_TABLES[t], col, want);
-      int bad = sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW;
-      if (bad)
-        set_err(err, errlen, "%s: %s row %lld: %s holds %s, declared %s", name, IMPORT_TABLES[t],
-                (long long)sqlite3_column_int64(q, 0), col, sqlite3_column_text(q, 1), decl);
-      sqlite3_finalize(q);
-      if (bad) {
-        sqlite3_finalize(info);
-        return -1;
-      }
-    }
-    sqlite3_finalize(info);
-  }
-  return 0;
-}
-
-/* The rows of the scratch database are what they claim: types as declared,
- * no cubin over the cap, every source hashing to its source_hash, every
- * cubin hash matching its cubin, and (with a generator) every variant's
- * source what the generator produces for its name today. */
-static int validate_import(sqlite3 *h, const char *name, const fat_import_options *o,
-                           char *err, size_t errlen) {
-  sqlite3_stmt *s = NULL;
-  int rc = -1, step;
-  char hex[FAT_SHA256_HEX_CHARS + 1], e2[ERRLEN];
-  if (check_types(h, name, err, errlen)) return -1;
-  if (sqlite3_prepare_v2(h, "SELECT key, length(cubin) FROM main.builds WHERE length(cubin) > ?1"
-                            " ORDER BY id LIMIT 1", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
-  sqlite3_bind_int64(s, 1, FAT_TABLES_MAX_CUBIN_BYTES);
-  if ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    set_err(err, errlen, "%s: build %s: cubin of %lld bytes is over the %lld-byte cap", name,
-            sqlite3_column_text(s, 0), (long long)sqlite3_column_int64(s, 1),
-            (long long)FAT_TABLES_MAX_CUBIN_BYTES);
-    goto out;
-  }
-  if (step != SQLITE_DONE) goto sqlfail;
-  sqlite3_finalize(s);
-  /* A profile fatune can read back: at most FAT_VARLEN_MAX lengths, each
-   * within FAT_VARLEN_MAX_LENGTH (the schema checks only its form), the
-   * longest being its seqlen. */
-  if (sqlite3_prepare_v2(h, "SELECT id, lengths, seqlen_q FROM main.problems WHERE lengths <> ''"
-                            " ORDER BY id", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
-  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    fat_lengths l;
-    const long long id = sqlite3_column_int64(s, 0);
-    if (fat_lengths_parse((const char *)sqlite3_column_text(s, 1), &l, e2, sizeof e2)) {
-      set_err(err, errlen, "%s: problem %lld: %s", name, id, e2);
-      goto out;
-    }
-    if (fat_lengths_longest(&l) != sqlite3_column_int(s, 2)) {
-      set_err(err, errlen, "%s: problem %lld: seqlen_q %d is not its profile's longest, %d", name,
-              id, sqlite3_column_int(s, 2), fat_lengths_longest(&l));
-      goto out;
-    }
-  }
-  if (step != SQLITE_DONE) goto sqlfail;
-  sqlite3_finalize(s);
-  if (sqlite3_prepare_v2(h, "SELECT name, source_hash, source FROM main.variants ORDER BY id",
-                         -1, &s, NULL) != SQLITE_OK) goto sqlfail;
-  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    const char *src = (const char *)sqlite3_column_text(s, 2);
-    fat_sha256_hex(src, (size_t)sqlite3_column_bytes(s, 2), hex);
-    if (strcmp(hex, (const char *)sqlite3_column_text(s, 1))) {
-      set_err(err, errlen, "%s: variant %s: source_hash %s is not the hash of its source (%s)",
-              name, sqlite3_column_text(s, 0), sqlite3_column_text(s, 1), hex);
-      goto out;
-    }
-  }
-  if (step != SQLITE_DONE) goto sqlfail;
-  sqlite3_finalize(s);
-  if (sqlite3_prepare_v2(h, "SELECT h.build_key, h.cubin_sha256, b.cubin FROM main.build_hashes h"
-                            " LEFT JOIN main.builds b ON b.key = h.build_key ORDER BY h.build_key",
-                         -1, &s, NULL) != SQLITE_OK) goto sqlfail;
-  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    if (sqlite3_column_type(s, 2) != SQLITE_BLOB) {
-      set_err(err, errlen, "%s: build_hashes %s: no build with a cubin has this key", name,
-              sqlite3_column_text(s, 0));
-      goto out;
-    }
-    fat_sha256_hex(sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2), hex);
-    if (strcmp(hex, (const char *)sqlite3_column_text(s, 1))) {
-      set_err(err, errlen, "%s: build %s: cubin sha256 %s does not match its stored hash %s", name,
-              sqlite3_column_text(s, 0), hex, sqlite3_column_text(s, 1));
-      goto out;
-    }
-  }
-  if (step != SQLITE_DONE) goto sqlfail;
-  sqlite3_finalize(s);
-  s = NULL;
-  if (o && o->gen) {
-    if (sqlite3_prepare_v2(h, "SELECT name, source_hash, direction, dtype, mask, head_dim FROM"
-                              " main.variants ORDER BY name, source_hash", -1, &s, NULL) != SQLITE_OK)
-      goto sqlfail;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-      const char *vname = (const char *)sqlite3_column_text(s, 0);
-      fat_direction dir;
-      fat_dtype dt;
-      fat_mask mk;
-      /* The schema's CHECKs admit only names that parse. */
-      if (fat_direction_parse((const char *)sqlite3_column_text(s, 2), &dir) ||
-          fat_dtype_parse((const char *)sqlite3_column_text(s, 3), &dt) ||
-          fat_mask_parse((const char *)sqlite3_column_text(s, 4), &mk)) {
-        set_err(err, errlen, "%s: variant %s: unknown direction, dtype or mask", name, vname);
-        goto out;
-      }
-      if (regenerated_hash(o->gen, vname, dir, dt, mk, sqlite3_column_int(s, 5), hex, e2, sizeof e2)) {
-        set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, vname, e2);
-        goto out;
-      }
-      if (!hex[0]) {
-        set_err(err, errlen, "%s: variant %s: the generator does not produce this variant; "
-                "refusing the table", name, vname);
-        goto out;
-      }
-      if (strcmp(hex, (const char *)sqlite3_column_text(s, 1))) {
-        set_err(err, errlen, "%s: variant %s: table source_hash %s, generator gives %s; "
-                "refusing a stale table", name, vname, sqlite3_column_text(s, 1), hex);
-        goto out;
-      }
-    }
-    if (step != SQLITE_DONE) goto sqlfail;
-  }
-  rc = 0;
-  goto out;
-sqlfail:
-  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
-out:
-  sqlite3_finalize(s);
-  return rc;
-}
-
-int fat_tables_import(fat_db *db, const char *sql, const char *name, long long *added,
-                      char *err, size_t errlen) {
-  return fat_tables_import_ex(db, sql, name, NULL, added, err, errlen);
-}
-
-int fat_tables_import_ex(fat_db *db, const char *sql, const char *name,
-                         const fat_import_options *opts, long long *added, char *err,
-                         size_t errlen) {
-  char stage[PATH_CAP], e2[ERRLEN];
-  fat_db *sdb = NULL;
-  char *msg = NULL;
-  int rc = -1, fd = -1;
-  import_guard guard = {{0}};
-  const char *tmpdir = getenv("TMPDIR");
-  if (strncmp(sql, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC))) {
-    set_err(err, errlen, "%s: not a fatune table (first line must start '%s')", name,
-            FAT_TABLES_MAGIC);
-    return -1;
-  }
-  snprintf(stage, sizeof stage, "%s/fatune-import-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-  if ((fd = mkstemp(stage)) < 0) {
-    set_err(err, errlen, "cannot create a scratch database in %s: %s", stage, strerror(errno));
-    return -1;
-  }
-  close(fd);
-  if (fat_db_open(stage, &sdb, e2, sizeof e2)) {
-    set_err(err, errlen, "%s: scratch database: %s", name, e2);
-    goto out;
-  }
-  sqlite3 *sh = fat_db_handle(sdb);
-  /* Defensive mode: no writable_schema, no direct writes to the schema or
-   * shadow tables, whatever the file manages to say. */
-  sqlite3_db_config(sh, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-  sqlite3_db_config(sh, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
-  if (sqlite3_exec(sh, "BEGIN", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
-  sqlite3_set_authorizer(sh, import_authorizer, &guard);
-  int erc = sqlite3_exec(sh, sql, NULL, NULL, &msg);
-  sqlite3_set_authorizer(sh, NULL, NULL);
-  if (erc != SQLITE_OK) {
-    if (guard.refused[0])
-      set_err(err, errlen, "%s: refused %s: a table may only INSERT into fatune's tables", name,
-              guard.refused);
-    else
-      set_err(err, errlen, "%s: %s", name, msg ? msg : sqlite3_errmsg(sh));
-    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
-    goto out;
-  }
-  sqlite3_free(msg);
-  msg = NULL;
-  size_t len = strlen(sql), end_len = strlen(FAT_TABLES_END);
-  if (len < end_len || strcmp(sql + len - end_len, FAT_TABLES_END)) {
-    set_err(err, errlen, "%s: truncated: the file does not end with the line '%.*s'", name,
-            (int)end_len - 1, FAT_TABLES_END);
-    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
-    goto out;
-  }
-  if (validate_import(sh, name, opts, err, errlen)) {
-    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
-    goto out;
-  }
-  /* --recompile: no blob from the file is kept; the runtime compiles the
-   * (checked) sources and stores its own cubins. */
-  if (opts && opts->recompile &&
-      sqlite3_exec(sh, "DELETE FROM main.build_hashes; DELETE FROM main.builds", NULL, NULL, &msg) !=
-          SQLITE_OK)
-    goto execfail;
-  if (sqlite3_exec(sh, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) goto execfail;
-  fat_db_close(sdb);
-  sdb = NULL;
-  if (fat_tables_merge(db, stage, added, e2, sizeof e2)) {
-    set_err(err, errlen, "%s: %s", name, e2);
-    goto out;
-  }
-  rc = 0;
-  goto out;
-execfail:
-  set_err(err, errlen, "%s: %s", name, msg ? msg : "scratch database failure");
-out:
-  sqlite3_free(msg);
-  fat_db_close(sdb);
-  unlink(stage);
-  char side[PATH_CAP + sizeof "-wal"];  /* WAL mode's side files */
-  snprintf(side, sizeof side, "%s-wal", stage);
-  unlink(side);
-  snprintf(side, sizeof side, "%s-shm", stage);
-  unlink(side);
-  return rc;
-}
-
-/* ---- stale check --------------------------------------------------------- */
 
 int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err, size_t errlen) {
   sqlite3 *h = fat_db_handle(db);
@@ -824,7 +933,7 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
   if (report && cap) report[0] = 0;
   if (sqlite3_prepare_v2(h,
                          "SELECT DISTINCT v.name, v.source_hash, v.direction, v.dtype, v.mask,"
-                         " v.head_dim FROM main.winners w JOIN main.variants v ON v.id ="
+                         " v.head_dim, v.source FROM main.winners w JOIN main.variants v ON v.id ="
                          " w.variant_id ORDER BY v.name, v.source_hash",
                          -1, &s, NULL) != SQLITE_OK) {
     set_err(err, errlen, "stale check: %s", sqlite3_errmsg(h));
@@ -845,13 +954,17 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
       goto out;
     }
     char now[FAT_SHA256_HEX_CHARS + 1] = "", e2[ERRLEN];
+    const int altered = !source_hashes_to(s, 6, hash);
     /* A generator failure counts the variant stale (as before): nothing
      * today produces it. */
     if (regenerated_hash(g, name, dir, dt, mk, hd, now, e2, sizeof e2)) now[0] = 0;
-    if (!strcmp(now, hash)) continue;
+    if (!strcmp(now, hash) && !altered) continue;
     n_stale++;
     if (report && used < cap) {
-      int k = now[0] ? snprintf(report + used, cap - used,
+      int k = altered ? snprintf(report + used, cap - used,
+                                 "stale: %s: its source does not hash to its source_hash %s\n",
+                                 name, hash)
+            : now[0] ? snprintf(report + used, cap - used,
                                 "stale: %s: table source_hash %s, generator gives %s\n", name,
                                 hash, now)
                      : snprintf(report + used, cap - used,
@@ -884,7 +997,7 @@ typedef struct gen_group {
  * winner), grouped by (direction, dtype, mask, head dim) for the
  * generator: what retire-stale and rehash walk. */
 static const char *const LIVE_VARIANTS_SQL =
-    "SELECT v.id, v.name, v.source_hash, v.direction, v.dtype, v.mask, v.head_dim"
+    "SELECT v.id, v.name, v.source_hash, v.direction, v.dtype, v.mask, v.head_dim, v.source"
     " FROM variants v WHERE"
     " EXISTS (SELECT 1 FROM timings t WHERE t.variant_id = v.id AND t.retired = 0)"
     " OR EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = v.id AND c.retired = 0)"
@@ -974,7 +1087,7 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
       have_group = 1;
     }
     const char *now = group_hash(&gg, name);
-    if (now && !strcmp(now, hash)) continue;
+    if (now && !strcmp(now, hash) && source_hashes_to(s, 7, hash)) continue;
     if (variants == cap) {  /* retired after the walk, not under its cursor */
       size_t more = cap ? 2 * cap : 64;
       sqlite3_int64 *grown = realloc(stale, more * sizeof *grown);
@@ -1195,8 +1308,12 @@ int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n
       snprintf(group_key, sizeof group_key, "%s", key);
     }
     const char *now = group_hash(&gg, name);
-    if (now && !strcmp(now, hash)) continue;
-    if (!now) {  /* the space no longer has it: nothing to compare with */
+    const int altered = !source_hashes_to(s, 7, hash);
+    if (now && !strcmp(now, hash) && !altered) continue;
+    /* The space no longer has it, or its stored source is not the one its
+     * hash names (its builds were made from who knows what): nothing to
+     * compare with. */
+    if (!now || altered) {
       left++;
       continue;
     }
@@ -1268,10 +1385,14 @@ out:
 
 static const char *const USAGE =
     "usage: fatune export [--db PATH] --gpu-name NAME [-o FILE.sql]\n"
-    "       fatune import [--db PATH] [--recompile] FILE.sql...\n"
-    "         (refuses a file whose sources differ from what this fatune generates;\n"
-    "          --recompile keeps no cubin from the file: they are compiled from source)\n"
-    "       fatune merge [--db PATH] OTHER.db...\n"
+    "       fatune import [--db PATH] [--keep-cubins] FILE.sql...\n"
+    "       fatune merge [--db PATH] [--keep-cubins] OTHER.db...\n"
+    "         (both refuse a file or database whose variants are not what this fatune's\n"
+    "          generator produces, field by field, or whose results put a variant on a\n"
+    "          problem it does not serve; no cubin comes in: the runtime compiles the\n"
+    "          checked sources. --keep-cubins compiles each cubin again here and keeps it\n"
+    "          where it comes out byte for byte (same NVRTC version and options); import\n"
+    "          also accepts --recompile, the default)\n"
     "       fatune retire-stale [--db PATH]\n"
     "         (retires the checks and timings, and deletes the winners, of every variant\n"
     "          whose source this fatune no longer generates: run it on a database of\n"
@@ -1302,20 +1423,46 @@ static char *read_file(const char *path, char *err, size_t errlen) {
   return buf;
 }
 
-/* Writes the export to PATH through a temporary name: a failed export
- * leaves the previous table in place. */
+/* Attempts at a fresh temporary name before export gives up. */
+#define TEMP_TRIES 100
+
+/* Writes the export to PATH through a temporary file in PATH's folder,
+ * renamed over PATH when complete: a failed export leaves the previous
+ * table in place. The temporary is made with O_EXCL | O_NOFOLLOW (a link
+ * planted where it is to be is never followed), and a PATH that exists as
+ * anything but a regular file (a link, a FIFO, a device, a folder) is
+ * refused, not replaced. */
 static int export_to(fat_db *db, const char *gpu, const char *path, char *err, size_t errlen) {
-  char tmp[PATH_CAP];
+  char tmp[PATH_CAP + 64];
+  struct stat st;
+  int fd = -1;
   if (!path) return fat_tables_export(db, gpu, stdout, err, errlen);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
+  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    set_err(err, errlen, "%s exists and is not a regular file: not replaced", path);
+    return -1;
+  }
+  const char *slash = strrchr(path, '/');
+  const int dir_len = slash ? (int)(slash - path) + 1 : 0;
+  for (int i = 0; fd < 0 && i < TEMP_TRIES; i++) {
+    snprintf(tmp, sizeof tmp, "%.*s.%s.%ld.%d.tmp", dir_len, path, slash ? slash + 1 : path,
+             (long)getpid(), i);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    set_err(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    return -1;
+  }
+  FILE *f = fdopen(fd, "w");
   if (!f) {
     set_err(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
     return -1;
   }
   int rc = fat_tables_export(db, gpu, f, err, errlen);
   if (fclose(f) && rc == 0) {
-    set_err(err, errlen, "cannot write %s", tmp);
+    set_err(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     rc = -1;
   }
   if (rc == 0 && rename(tmp, path)) {
@@ -1330,35 +1477,46 @@ int fat_tables_main(int argc, char **argv) {
   char err[ERRLEN], db_path[PATH_CAP] = "";
   const char *gpu = NULL, *out_path = NULL, *cmd = argc > 0 ? argv[0] : "";
   const char **files = NULL;
-  int n_files = 0, status = EXIT_FAILED, recompile = 0;
+  int n_files = 0, status = EXIT_FAILED, keep_cubins = 0;
   fat_db *db = NULL;
   fat_gen *gen = NULL;
+  fat_trust *trust = NULL;
   if (strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") &&
       strcmp(cmd, "retire-stale") && strcmp(cmd, "rehash")) {
     fprintf(stderr, "fatune: unknown table command '%s'\n%s", cmd, USAGE);
     return EXIT_USAGE;
   }
   if (!(files = calloc((size_t)argc + 1, sizeof *files))) return EXIT_FAILED;
+  /* Each valued flag once, never empty: an empty --db is no path (it is
+   * not the default database), and a second one is not last-wins. */
+  static const char *const VALUED[] = {"--db", "--gpu-name", "-o"};
+  int seen[3] = {0};
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has_value = i + 1 < argc;
+    const char *a = argv[i], *v;
+    int k, got;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(USAGE, stdout);
       status = 0;
       goto out;
     }
-    if (!strcmp(a, "--db") || !strcmp(a, "--gpu-name") || !strcmp(a, "-o")) {
-      if (!has_value) {
-        fprintf(stderr, "fatune %s: %s needs a value\n%s", cmd, a, USAGE);
-        status = EXIT_USAGE;
-        goto out;
-      }
-      const char *v = argv[++i];
-      if (!strcmp(a, "--db")) snprintf(db_path, sizeof db_path, "%s", v);
-      else if (!strcmp(a, "--gpu-name")) gpu = v;
+    if ((got = fat_cli_valued(argc, argv, &i, VALUED, 3, seen, &k, &v, err, sizeof err)) < 0 ||
+        (got && !*v) || (got && k == 0 && strlen(v) >= sizeof db_path)) {
+      if (got > 0 && !*v)
+        snprintf(err, sizeof err, "%s: empty %s", VALUED[k], k == 1 ? "name" : "path");
+      else if (got > 0)
+        snprintf(err, sizeof err, "%s: path longer than %zu bytes", VALUED[k], sizeof db_path - 1);
+      fprintf(stderr, "fatune %s: %s\n%s", cmd, err, USAGE);
+      status = EXIT_USAGE;
+      goto out;
+    }
+    if (got) {
+      if (k == 0) snprintf(db_path, sizeof db_path, "%s", v);
+      else if (k == 1) gpu = v;
       else out_path = v;
     } else if (!strcmp(a, "--recompile") && !strcmp(cmd, "import")) {
-      recompile = 1;
+      keep_cubins = 0;  /* what it always asked for is now the default */
+    } else if (!strcmp(a, "--keep-cubins") && (!strcmp(cmd, "import") || !strcmp(cmd, "merge"))) {
+      keep_cubins = 1;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "fatune %s: unknown option '%s'\n%s", cmd, a, USAGE);
       status = EXIT_USAGE;
@@ -1425,31 +1583,45 @@ int fat_tables_main(int argc, char **argv) {
     status = EXIT_OK;
     goto out;
   }
+  /* Each variant is checked against the generator, generated once for all
+   * the files. */
+  if (!(gen = fat_gen_open(NULL, err, sizeof err))) {
+    fprintf(stderr, "fatune %s: the generator: %s\n", cmd, err);
+    goto out;
+  }
+  if (!(trust = fat_trust_open(gen))) {
+    fprintf(stderr, "fatune %s: out of memory\n", cmd);
+    goto out;
+  }
+  const fat_import_options io = {.trust = trust,
+                                 .cubins = keep_cubins ? FAT_CUBINS_RECOMPILE : FAT_CUBINS_DROP};
   for (int i = 0; i < n_files; i++) {
-    long long added = 0;
+    fat_tables_report r;
     int rc;
     if (!strcmp(cmd, "import")) {
-      /* Each variant is regenerated by name: a table carrying a source this
-       * fatune would not produce is refused whole. */
-      if (!gen && !(gen = fat_gen_open(NULL, err, sizeof err))) {
-        fprintf(stderr, "fatune import: the generator: %s\n", err);
-        goto out;
-      }
-      fat_import_options io = {.gen = gen, .recompile = recompile};
       char *text = read_file(files[i], err, sizeof err);
-      rc = text ? fat_tables_import_ex(db, text, files[i], &io, &added, err, sizeof err) : -1;
+      rc = text ? fat_tables_import(db, text, files[i], &io, &r, err, sizeof err) : -1;
       free(text);
     } else {
-      rc = fat_tables_merge(db, files[i], &added, err, sizeof err);
+      rc = fat_tables_merge(db, files[i], &io, &r, err, sizeof err);
     }
     if (rc) {
       fprintf(stderr, "fatune %s: %s\n", cmd, err);
       goto out;
     }
-    fprintf(stderr, "fatune %s: %s: %lld new rows into %s\n", cmd, files[i], added, db_path);
+    fprintf(stderr, "fatune %s: %s: %lld new rows into %s", cmd, files[i], r.added, db_path);
+    if (keep_cubins)
+      fprintf(stderr, " (%lld cubins kept, compiled here byte for byte; %lld builds left out)\n",
+              r.trust.builds_kept, r.trust.builds_dropped);
+    else if (r.trust.builds_dropped)
+      fprintf(stderr, " (%lld builds left out: the runtime compiles the checked sources)\n",
+              r.trust.builds_dropped);
+    else
+      fputc('\n', stderr);
   }
   status = EXIT_OK;
 out:
+  fat_trust_close(trust);
   fat_gen_close(gen);
   fat_db_close(db);
   free(files);

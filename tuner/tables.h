@@ -4,14 +4,17 @@
  * files and `fatune merge` another machine's database into a database, both
  * without duplicates. An imported file is never executed as given: its
  * statements run in a scratch database under an authorizer that allows only
- * INSERT into fatune's tables, and only then are its rows merged by natural
- * keys (variant name and source hash, build key, GPU and problem key). */
+ * INSERT into fatune's tables; another database is opened read-only and its
+ * rows copied into one. Either scratch database is judged by the trust rule
+ * (trust.h) before its rows are merged by natural keys (variant name and
+ * source hash, build key, GPU and problem key). */
 #ifndef FAT_TABLES_H
 #define FAT_TABLES_H
 #include <stddef.h>
 #include <stdio.h>
 #include "db.h"
 #include "gen.h"
+#include "trust.h"
 
 /* First line of every exported table; import refuses a file without it. */
 #define FAT_TABLES_MAGIC "-- fatune tables 1"
@@ -34,42 +37,51 @@ int fat_tables_export(fat_db *db, const char *gpu_name, FILE *out, char *err, si
 /* The largest cubin a table may carry; a bigger one refuses the file. */
 #define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
 
-/* How far an import trusts its file beyond the checks it always makes. */
+/* How an import or a merge treats what it brings (trust.h). TRUST is
+ * required: every variant is checked against the generator. */
 typedef struct fat_import_options {
-  fat_gen *gen;   /* non-NULL: refuse the file when a variant's source is not what
-                     the generator produces for its name today (a stale table) */
-  int recompile;  /* 1: keep no build or cubin from the file; the runtime compiles
-                     the imported sources with NVRTC and stores its own */
+  fat_trust *trust;
+  fat_cubins cubins;  /* default FAT_CUBINS_DROP: the runtime compiles the checked sources */
+  fat_stale stale;    /* default FAT_STALE_REFUSE */
 } fat_import_options;
 
-/* Loads the table text SQL (NAME: its file name, for messages) into DB.
- * *ADDED (may be NULL) gets the number of rows that were new. The file's
- * statements run in a scratch database under the authorizer (only INSERT
- * into fatune's tables); then its rows must hold their declared types, no
- * cubin may exceed FAT_TABLES_MAX_CUBIN_BYTES, every source must hash to its
- * source_hash and every build_hashes row must hash its cubin -- else the
- * whole file is refused with a message naming the row, and DB is untouched.
- * fat_tables_import is fat_tables_import_ex with OPTS NULL (no generator
- * check: `fatune import` passes one). */
-int fat_tables_import(fat_db *db, const char *sql, const char *name, long long *added,
-                      char *err, size_t errlen);
-int fat_tables_import_ex(fat_db *db, const char *sql, const char *name,
-                         const fat_import_options *opts, long long *added, char *err,
-                         size_t errlen);
+/* What an import or a merge did. */
+typedef struct fat_tables_report {
+  long long added;         /* rows new to the database */
+  fat_trust_report trust;  /* builds kept and left out, stale variants */
+} fat_tables_report;
 
-/* Merges the fatune database at PATH into DB (read, never written: one of
- * an older schema version is read as it is, not upgraded). */
-int fat_tables_merge(fat_db *db, const char *path, long long *added, char *err, size_t errlen);
+/* Loads the table text SQL (NAME: its file name, for messages) into DB. The
+ * file's statements run in a scratch database under the authorizer (only
+ * INSERT into fatune's tables), the file must end with FAT_TABLES_END, and
+ * its rows must pass fat_trust_check; OPTS says what becomes of stale
+ * variants and of cubins. Anything else refuses the whole file with a
+ * message naming the row, and DB is untouched. R (may be NULL) gets what
+ * was done. Returns 0, or -1 with err. */
+int fat_tables_import(fat_db *db, const char *sql, const char *name, const fat_import_options *opts,
+                      fat_tables_report *r, char *err, size_t errlen);
+
+/* Merges the fatune database at PATH into DB: the same rule as an import.
+ * PATH is opened read-only (one of an older schema version is read as it
+ * is, never upgraded) and refused unless it is a regular file whose schema
+ * holds only fatune's own tables, indexes, views and triggers (by name and
+ * kind; none of its views or triggers runs); its rows are copied into a
+ * scratch database, judged by fat_trust_check, and merged from there. */
+int fat_tables_merge(fat_db *db, const char *path, const fat_import_options *opts,
+                     fat_tables_report *r, char *err, size_t errlen);
 
 /* Compares every winner variant in DB with what generator G produces for it
  * today. Each stale one adds a line to REPORT (CAP bytes, may be NULL):
- *   "stale: NAME: table source_hash H1, generator gives H2\n" or
- *   "stale: NAME: the generator no longer produces this variant\n".
+ *   "stale: NAME: table source_hash H1, generator gives H2\n",
+ *   "stale: NAME: the generator no longer produces this variant\n" or
+ *   "stale: NAME: its source does not hash to its source_hash H\n" (altered
+ *   in place: the runtime refuses to compile it).
  * Returns the number of stale variants, or -1 with err. */
 int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err, size_t errlen);
 
 /* Retires what DB knows of every variant whose source generator G no
- * longer produces (its source_hash differs, or the name is gone): its live
+ * longer produces (its source_hash differs, the name is gone, or its stored
+ * source does not hash to its source_hash): its live
  * checks and timings are marked retired and its winners deleted, so that a
  * later merge puts today's winners in their place (merge keeps the faster
  * of two winners, and a stale one timed before a template change may be
@@ -87,7 +99,8 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
  * is byte for byte the stored cubin. Such a variant keeps its row -- its
  * checks, timings and winners, which were measured on that very machine
  * code -- with today's source, hash and build keys. The others stay stale
- * (re-tune them, or retire-stale). *N_CARRIED and *N_LEFT (may be NULL)
+ * (re-tune them, or retire-stale), and so does one whose stored source does
+ * not hash to its source_hash (its builds were made from another text). *N_CARRIED and *N_LEFT (may be NULL)
  * get the counts. Needs NVRTC, not a GPU. Returns 0, or -1 with err
  * (nothing changed). */
 int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n_left, char *err,

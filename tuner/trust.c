@@ -1,0 +1,726 @@
+/* The trust rule for rows from elsewhere (trust.h says what it is); the one
+ * place it is written. tables.c loads a table file or another database into
+ * a scratch database and calls these two functions on it before anything
+ * reaches the target. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compile.h"
+#include "nvrtc_api.h"
+#include "sha256.h"
+#include "tables.h"
+#include "trust.h"
+
+#define ERRLEN 1024
+#define N_DIRECTIONS 2
+#define MAX_HEAD_DIMS 64
+#define ARCH_CAP 32
+/* Architectures the generator is asked for, each a space of its own (its
+ * shared-memory limit prunes differently): a name is looked up in each in
+ * turn, and the first that has it says what the variant is. */
+static const char *const TRUST_ARCHS[] = {"sm_90a", "sm_80"};
+#define N_TRUST_ARCHS (sizeof TRUST_ARCHS / sizeof TRUST_ARCHS[0])
+
+/* The tables a scratch database holds, in the order their rows are loaded. */
+static const char *const TRUST_TABLES[] = {"gpus",     "variants", "builds",  "build_hashes",
+                                           "problems", "checks",   "timings", "winners"};
+#define N_TRUST_TABLES (sizeof TRUST_TABLES / sizeof TRUST_TABLES[0])
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- the generator's space, by name --------------------------------------- */
+
+/* One variant as the generator gives it, less its source (its hash names it). */
+typedef struct known_variant {
+  char *name, *family, *params, *entry;
+  char hash[FAT_SHA256_HEX_CHARS + 1];
+  fat_direction direction;
+  fat_dtype dtype;
+  fat_mask mask;
+  int head_dim, block_m, threads, smem_bytes;
+} known_variant;
+
+/* One (direction, architecture) of the space, sorted by name. */
+typedef struct known_space {
+  int loaded;
+  known_variant *v;
+  size_t n;
+} known_space;
+
+struct fat_trust {
+  fat_gen *g;
+  known_space spaces[N_DIRECTIONS][N_TRUST_ARCHS];
+  int head_dims[N_DIRECTIONS][MAX_HEAD_DIMS];  /* the space's, ascending */
+  int n_head_dims[N_DIRECTIONS];               /* -1 until asked */
+};
+
+fat_trust *fat_trust_open(fat_gen *g) {
+  fat_trust *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->g = g;
+  for (int d = 0; d < N_DIRECTIONS; d++) t->n_head_dims[d] = -1;
+  return t;
+}
+
+static void known_free(known_variant *k) {
+  free(k->name);
+  free(k->family);
+  free(k->params);
+  free(k->entry);
+}
+
+void fat_trust_close(fat_trust *t) {
+  if (!t) return;
+  for (int d = 0; d < N_DIRECTIONS; d++)
+    for (size_t a = 0; a < N_TRUST_ARCHS; a++) {
+      known_space *s = &t->spaces[d][a];
+      for (size_t i = 0; i < s->n; i++) known_free(&s->v[i]);
+      free(s->v);
+    }
+  free(t);
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const known_variant *)a)->name, ((const known_variant *)b)->name);
+}
+
+/* Expands (DIR, architecture A) once: the whole space, all head dims,
+ * dtypes and masks, at the architecture's own shared-memory limit. */
+static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size_t errlen) {
+  known_space *s = &t->spaces[dir][a];
+  fat_gen_query q = {.direction = dir, .arch = TRUST_ARCHS[a]};
+  fat_variant *v = NULL;
+  size_t n = 0;
+  if (s->loaded) return 0;
+  if (fat_gen_variants(t->g, &q, &v, &n, NULL, NULL, err, errlen)) return -1;
+  s->v = calloc(n ? n : 1, sizeof *s->v);
+  for (size_t i = 0; i < n; i++) {
+    if (s->v) {
+      known_variant *k = &s->v[i];
+      /* The strings move over; the source, the bulk of it, is freed. */
+      k->name = v[i].name, k->family = v[i].family, k->params = v[i].params;
+      k->entry = v[i].entry;
+      v[i].name = v[i].family = v[i].params = v[i].entry = NULL;
+      memcpy(k->hash, v[i].hash, sizeof k->hash);
+      k->direction = v[i].direction, k->dtype = v[i].dtype, k->mask = v[i].mask;
+      k->head_dim = v[i].head_dim, k->block_m = v[i].block_m, k->threads = v[i].threads;
+      k->smem_bytes = v[i].smem_bytes;
+    }
+    fat_variant_free(&v[i]);
+  }
+  free(v);
+  if (!s->v) {
+    set_err(err, errlen, "out of memory");
+    return -1;
+  }
+  s->n = n;
+  qsort(s->v, n, sizeof *s->v, by_name);
+  s->loaded = 1;
+  return 0;
+}
+
+/* The generator's variant NAME: first in DIR's spaces, then in the other
+ * direction's (so that a row claiming the wrong direction is told which
+ * field is wrong). *OUT is NULL when no space has it. 0, or -1 with err. */
+static int known_find(fat_trust *t, fat_direction dir, const char *name, const known_variant **out,
+                      char *err, size_t errlen) {
+  const known_variant key = {.name = (char *)name};
+  *out = NULL;
+  for (int pass = 0; pass < N_DIRECTIONS; pass++) {
+    const fat_direction d = pass == 0 ? dir : (dir == FAT_FWD ? FAT_BWD : FAT_FWD);
+    for (size_t a = 0; a < N_TRUST_ARCHS; a++) {
+      if (space_load(t, d, a, err, errlen)) return -1;
+      const known_space *s = &t->spaces[d][a];
+      if ((*out = bsearch(&key, s->v, s->n, sizeof *s->v, by_name))) return 0;
+    }
+  }
+  return 0;
+}
+
+/* The head dim of the template that serves HEAD_DIM in DIR: the space's
+ * smallest at least HEAD_DIM (the kernels zero the padding), 0 for none. */
+static int template_dim(fat_trust *t, fat_direction dir, int head_dim, int *out, char *err,
+                        size_t errlen) {
+  if (t->n_head_dims[dir] < 0) {
+    int n = fat_gen_head_dims(t->g, dir, t->head_dims[dir], MAX_HEAD_DIMS, err, errlen);
+    if (n < 0) return -1;
+    t->n_head_dims[dir] = n;
+  }
+  *out = 0;
+  for (int i = 0; i < t->n_head_dims[dir]; i++) {
+    const int d = t->head_dims[dir][i];
+    if (d >= head_dim && (!*out || d < *out)) *out = d;
+  }
+  return 0;
+}
+
+/* ---- the rows' own consistency -------------------------------------------- */
+
+/* Every column of every table holds the storage class its declaration names
+ * (SQLite would keep 'many' in an INTEGER column, and 'many' >= 0 is true,
+ * so the CHECKs alone do not catch it). */
+static int check_types(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  char sql[512];
+  for (size_t t = 0; t < N_TRUST_TABLES; t++) {
+    sqlite3_stmt *info = NULL;
+    snprintf(sql, sizeof sql, "PRAGMA main.table_info(%s)", TRUST_TABLES[t]);
+    if (sqlite3_prepare_v2(h, sql, -1, &info, NULL) != SQLITE_OK) {
+      set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+      return -1;
+    }
+    while (sqlite3_step(info) == SQLITE_ROW) {
+      const char *col = (const char *)sqlite3_column_text(info, 1);
+      const char *decl = (const char *)sqlite3_column_text(info, 2);
+      const char *want = !strcmp(decl, "INTEGER") ? "integer" : !strcmp(decl, "REAL") ? "real"
+                         : !strcmp(decl, "TEXT") ? "text" : !strcmp(decl, "BLOB") ? "blob" : NULL;
+      sqlite3_stmt *q = NULL;
+      if (!want) continue;
+      snprintf(sql, sizeof sql, "SELECT rowid, typeof(\"%s\") FROM main.%s WHERE typeof(\"%s\")"
+               " NOT IN ('%s', 'null') ORDER BY rowid LIMIT 1", col, TRUST_TABLES[t], col, want);
+      int bad = sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW;
+      if (bad)
+        set_err(err, errlen, "%s: %s row %lld: %s holds %s, declared %s", name, TRUST_TABLES[t],
+                (long long)sqlite3_column_int64(q, 0), col, sqlite3_column_text(q, 1), decl);
+      sqlite3_finalize(q);
+      if (bad) {
+        sqlite3_finalize(info);
+        return -1;
+      }
+    }
+    sqlite3_finalize(info);
+  }
+  return 0;
+}
+
+/* No cubin over the cap; every variable-length profile one fatune can read
+ * back (at most FAT_VARLEN_MAX lengths, each within FAT_VARLEN_MAX_LENGTH:
+ * the schema checks only its form), its longest being its seqlen; every
+ * source hashing to its source_hash; every build_hashes row to its cubin. */
+static int check_contents(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  char hex[FAT_SHA256_HEX_CHARS + 1], e2[ERRLEN];
+  if (sqlite3_prepare_v2(h, "SELECT key, length(cubin) FROM main.builds WHERE length(cubin) > ?1"
+                            " ORDER BY id LIMIT 1", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  sqlite3_bind_int64(s, 1, FAT_TABLES_MAX_CUBIN_BYTES);
+  if ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    set_err(err, errlen, "%s: build %s: cubin of %lld bytes is over the %lld-byte cap", name,
+            sqlite3_column_text(s, 0), (long long)sqlite3_column_int64(s, 1),
+            (long long)FAT_TABLES_MAX_CUBIN_BYTES);
+    goto out;
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  sqlite3_finalize(s);
+  if (sqlite3_prepare_v2(h, "SELECT id, lengths, seqlen_q FROM main.problems WHERE lengths <> ''"
+                            " ORDER BY id", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    fat_lengths l;
+    const long long id = sqlite3_column_int64(s, 0);
+    if (fat_lengths_parse((const char *)sqlite3_column_text(s, 1), &l, e2, sizeof e2)) {
+      set_err(err, errlen, "%s: problem %lld: %s", name, id, e2);
+      goto out;
+    }
+    if (fat_lengths_longest(&l) != sqlite3_column_int(s, 2)) {
+      set_err(err, errlen, "%s: problem %lld: seqlen_q %d is not its profile's longest, %d", name,
+              id, sqlite3_column_int(s, 2), fat_lengths_longest(&l));
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  sqlite3_finalize(s);
+  if (sqlite3_prepare_v2(h, "SELECT name, source_hash, source FROM main.variants ORDER BY id",
+                         -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *src = (const char *)sqlite3_column_text(s, 2);
+    fat_sha256_hex(src, (size_t)sqlite3_column_bytes(s, 2), hex);
+    if (strcmp(hex, (const char *)sqlite3_column_text(s, 1))) {
+      set_err(err, errlen, "%s: variant %s: source_hash %s is not the hash of its source (%s)",
+              name, sqlite3_column_text(s, 0), sqlite3_column_text(s, 1), hex);
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  sqlite3_finalize(s);
+  if (sqlite3_prepare_v2(h, "SELECT h.build_key, h.cubin_sha256, b.cubin FROM main.build_hashes h"
+                            " LEFT JOIN main.builds b ON b.key = h.build_key ORDER BY h.build_key",
+                         -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    if (sqlite3_column_type(s, 2) != SQLITE_BLOB) {
+      set_err(err, errlen, "%s: build_hashes %s: no build with a cubin has this key", name,
+              sqlite3_column_text(s, 0));
+      goto out;
+    }
+    fat_sha256_hex(sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2), hex);
+    if (strcmp(hex, (const char *)sqlite3_column_text(s, 1))) {
+      set_err(err, errlen, "%s: build %s: cubin sha256 %s does not match its stored hash %s", name,
+              sqlite3_column_text(s, 0), hex, sqlite3_column_text(s, 1));
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
+/* ---- each variant against the generator ----------------------------------- */
+
+/* A variant row as check_variants reads it, and the columns it names. */
+#define VARIANT_SQL                                                                         \
+  "SELECT id, name, source_hash, family, direction, dtype, mask, head_dim, params, entry,"  \
+  " block_m, threads, smem_bytes FROM main.variants ORDER BY name, source_hash"
+enum { V_ID, V_NAME, V_HASH, V_FAMILY, V_DIRECTION, V_DTYPE, V_MASK, V_HEAD_DIM, V_PARAMS,
+       V_ENTRY, V_BLOCK_M, V_THREADS, V_SMEM_BYTES };
+
+/* The first field of the stored row S that is not K's, as "block_m 16 is
+ * not the generator's 64" in WHY; "" when every field agrees. */
+static void first_difference(sqlite3_stmt *s, const known_variant *k, char *why, size_t cap) {
+  const struct { int col; const char *name, *text; long long num; } fields[] = {
+      {V_FAMILY, "family", k->family, 0},
+      {V_DIRECTION, "direction", fat_direction_name(k->direction), 0},
+      {V_DTYPE, "dtype", fat_dtype_name(k->dtype), 0},
+      {V_MASK, "mask", fat_mask_name(k->mask), 0},
+      {V_HEAD_DIM, "head_dim", NULL, k->head_dim},
+      {V_PARAMS, "params", k->params, 0},
+      {V_ENTRY, "entry", k->entry, 0},
+      {V_BLOCK_M, "block_m", NULL, k->block_m},
+      {V_THREADS, "threads", NULL, k->threads},
+      {V_SMEM_BYTES, "smem_bytes", NULL, k->smem_bytes},
+  };
+  why[0] = 0;
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    const int c = fields[i].col;
+    if (fields[i].text && strcmp((const char *)sqlite3_column_text(s, c), fields[i].text)) {
+      snprintf(why, cap, "%s '%s' is not the generator's '%s'", fields[i].name,
+               (const char *)sqlite3_column_text(s, c), fields[i].text);
+      return;
+    }
+    if (!fields[i].text && sqlite3_column_int64(s, c) != fields[i].num) {
+      snprintf(why, cap, "%s %lld is not the generator's %lld", fields[i].name,
+               (long long)sqlite3_column_int64(s, c), fields[i].num);
+      return;
+    }
+  }
+}
+
+static void note_stale(fat_trust_report *r, const char *vname, const char *hash,
+                       const known_variant *k) {
+  size_t used = strlen(r->stale_lines), cap = sizeof r->stale_lines;
+  r->stale++;
+  if (used + 1 >= cap) return;
+  if (k)
+    snprintf(r->stale_lines + used, cap - used, "stale: %s: table source_hash %s, generator gives %s\n",
+             vname, hash, k->hash);
+  else
+    snprintf(r->stale_lines + used, cap - used,
+             "stale: %s: the generator no longer produces this variant\n", vname);
+}
+
+/* What refers to a variant, deleted before it (foreign keys are on). */
+static const char *const LEAVE_OUT_SQL =
+    "DELETE FROM main.winners WHERE variant_id = ?1;"
+    "DELETE FROM main.timings WHERE variant_id = ?1;"
+    "DELETE FROM main.checks WHERE variant_id = ?1;"
+    "DELETE FROM main.build_hashes WHERE build_key IN (SELECT key FROM main.builds WHERE"
+    " variant_id = ?1);"
+    "DELETE FROM main.builds WHERE variant_id = ?1;"
+    "DELETE FROM main.variants WHERE id = ?1;";
+
+static int leave_out(sqlite3 *h, sqlite3_int64 id) {
+  const char *tail = LEAVE_OUT_SQL;
+  while (tail && *tail) {
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(h, tail, -1, &s, &tail) != SQLITE_OK) return -1;
+    if (!s) break;
+    sqlite3_bind_int64(s, 1, id);
+    const int step = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (step != SQLITE_DONE) return -1;
+  }
+  return 0;
+}
+
+static int check_variants(fat_trust *t, sqlite3 *h, const char *name, fat_stale stale,
+                          fat_trust_report *r, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  sqlite3_int64 *out = NULL;
+  size_t n_out = 0, cap = 0;
+  int rc = -1, step;
+  char e2[ERRLEN], why[512];
+  if (sqlite3_prepare_v2(h, VARIANT_SQL, -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *vname = (const char *)sqlite3_column_text(s, V_NAME);
+    const char *hash = (const char *)sqlite3_column_text(s, V_HASH);
+    const known_variant *k;
+    fat_direction dir;
+    /* The schema's CHECK admits only directions that parse. */
+    if (fat_direction_parse((const char *)sqlite3_column_text(s, V_DIRECTION), &dir)) dir = FAT_FWD;
+    if (known_find(t, dir, vname, &k, e2, sizeof e2)) {
+      set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, vname, e2);
+      goto out;
+    }
+    if (!k || strcmp(k->hash, hash)) {
+      if (stale == FAT_STALE_REFUSE) {
+        if (!k)
+          set_err(err, errlen, "%s: variant %s: the generator does not produce this variant; "
+                  "refusing the table", name, vname);
+        else
+          set_err(err, errlen, "%s: variant %s: table source_hash %s, generator gives %s; "
+                  "refusing a stale table", name, vname, hash, k->hash);
+        goto out;
+      }
+      note_stale(r, vname, hash, k);
+      if (stale == FAT_STALE_KEEP) continue;
+      if (n_out == cap) {  /* left out after the walk, not under its cursor */
+        size_t more = cap ? 2 * cap : 16;
+        sqlite3_int64 *grown = realloc(out, more * sizeof *grown);
+        if (!grown) {
+          set_err(err, errlen, "out of memory");
+          goto out;
+        }
+        out = grown, cap = more;
+      }
+      out[n_out++] = sqlite3_column_int64(s, V_ID);
+      continue;
+    }
+    /* The same source: every other field must be the generator's too (the
+     * launch reads them, not the source). */
+    first_difference(s, k, why, sizeof why);
+    if (why[0]) {
+      set_err(err, errlen, "%s: variant %s: %s; refusing the table", name, vname, why);
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  sqlite3_finalize(s);
+  s = NULL;
+  for (size_t i = 0; i < n_out; i++)
+    if (leave_out(h, out[i])) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  free(out);
+  sqlite3_finalize(s);
+  return rc;
+}
+
+/* ---- each result against its problem ------------------------------------- */
+
+/* Every row that puts a variant on a problem: the winners (what the runtime
+ * serves), the timings (the deterministic backward is served from them) and
+ * the checks; each with its variant's and its problem's key. */
+static const char *const RESULTS_SQL =
+    "SELECT 'winners', w.rowid, v.name, v.direction, v.dtype, v.mask, v.head_dim, p.id,"
+    " p.direction, p.dtype, p.mask, p.head_dim FROM main.winners w"
+    " JOIN main.variants v ON v.id = w.variant_id JOIN main.problems p ON p.id = w.problem_id"
+    " UNION ALL SELECT 'timings', t.id, v.name, v.direction, v.dtype, v.mask, v.head_dim, p.id,"
+    " p.direction, p.dtype, p.mask, p.head_dim FROM main.timings t"
+    " JOIN main.variants v ON v.id = t.variant_id JOIN main.problems p ON p.id = t.problem_id"
+    " UNION ALL SELECT 'checks', c.id, v.name, v.direction, v.dtype, v.mask, v.head_dim, p.id,"
+    " p.direction, p.dtype, p.mask, p.head_dim FROM main.checks c"
+    " JOIN main.variants v ON v.id = c.variant_id JOIN main.problems p ON p.id = c.problem_id";
+enum { R_TABLE, R_ROW, R_VARIANT, R_V_KEY /* 3 columns: direction, dtype, mask */,
+       R_V_HEAD_DIM = R_V_KEY + 3, R_PROBLEM, R_P_KEY, R_P_HEAD_DIM = R_P_KEY + 3 };
+
+static int check_results(fat_trust *t, sqlite3 *h, const char *name, char *err, size_t errlen) {
+  static const char *const fields[3] = {"direction", "dtype", "mask"};
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  char e2[ERRLEN];
+  if (sqlite3_prepare_v2(h, RESULTS_SQL, -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *table = (const char *)sqlite3_column_text(s, R_TABLE);
+    const long long row = sqlite3_column_int64(s, R_ROW);
+    const long long problem = sqlite3_column_int64(s, R_PROBLEM);
+    const char *vname = (const char *)sqlite3_column_text(s, R_VARIANT);
+    for (int f = 0; f < 3; f++) {
+      const char *of_variant = (const char *)sqlite3_column_text(s, R_V_KEY + f);
+      const char *of_problem = (const char *)sqlite3_column_text(s, R_P_KEY + f);
+      if (strcmp(of_variant, of_problem)) {
+        set_err(err, errlen, "%s: %s row %lld: variant %s has %s %s, its problem %lld has %s",
+                name, table, row, vname, fields[f], of_variant, problem, of_problem);
+        goto out;
+      }
+    }
+    fat_direction dir;
+    int tdim;
+    const int vdim = sqlite3_column_int(s, R_V_HEAD_DIM), pdim = sqlite3_column_int(s, R_P_HEAD_DIM);
+    if (fat_direction_parse((const char *)sqlite3_column_text(s, R_P_KEY), &dir)) dir = FAT_FWD;
+    if (template_dim(t, dir, pdim, &tdim, e2, sizeof e2)) {
+      set_err(err, errlen, "%s: the generator failed: %s", name, e2);
+      goto out;
+    }
+    if (vdim == tdim) continue;
+    if (!tdim)
+      set_err(err, errlen, "%s: %s row %lld: variant %s has head_dim %d, its problem %lld has %d,"
+              " which no %s template serves", name, table, row, vname, vdim, problem, pdim,
+              fat_direction_name(dir));
+    else if (tdim == pdim)
+      set_err(err, errlen, "%s: %s row %lld: variant %s has head_dim %d, its problem %lld has %d",
+              name, table, row, vname, vdim, problem, pdim);
+    else
+      set_err(err, errlen, "%s: %s row %lld: variant %s has head_dim %d, its problem %lld has %d,"
+              " which runs on the head_dim %d template", name, table, row, vname, vdim, problem,
+              pdim, tdim);
+    goto out;
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
+int fat_trust_check(fat_trust *t, sqlite3 *h, const char *name, fat_stale stale,
+                    fat_trust_report *r, char *err, size_t errlen) {
+  if (!t) {
+    set_err(err, errlen, "%s: no generator to check its variants against", name);
+    return -1;
+  }
+  if (check_types(h, name, err, errlen) || check_contents(h, name, err, errlen) ||
+      check_variants(t, h, name, stale, r, err, errlen) || check_results(t, h, name, err, errlen))
+    return -1;
+  return 0;
+}
+
+/* ---- cubins by provenance --------------------------------------------------- */
+
+/* Runs SQL (no parameters); the rows it changed, or -1. */
+static long long exec_changes(sqlite3 *h, const char *sql) {
+  if (sqlite3_exec(h, sql, NULL, NULL, NULL) != SQLITE_OK) return -1;
+  return sqlite3_changes(h);
+}
+
+/* Deletes build ID through DROP, counting it in R. */
+static int drop_build(sqlite3_stmt *drop, sqlite3_int64 id, fat_trust_report *r) {
+  sqlite3_reset(drop);
+  sqlite3_bind_int64(drop, 1, id);
+  if (sqlite3_step(drop) != SQLITE_DONE) return -1;
+  r->builds_dropped++;
+  return 0;
+}
+
+/* FAT_CUBINS_RECOMPILE for the builds of one architecture ARCH: each made by
+ * NVRTC_VERSION with today's options is compiled here, and kept as this
+ * machine's build (its key, resource usage and log) where its cubin comes
+ * out byte for byte; the others go. */
+static int recompile_arch(sqlite3 *h, const char *name, const char *arch,
+                          const char *nvrtc_version, fat_trust_report *r, char *err,
+                          size_t errlen) {
+  sqlite3_stmt *s = NULL, *keep = NULL, *hash = NULL, *drop = NULL;
+  fat_variant *v = NULL;
+  fat_build *b = NULL;
+  sqlite3_int64 *ids = NULL;
+  size_t n = 0, cap = 0;
+  int rc = -1, step;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT b.id, v.name, v.source, b.options = ?2 AND b.nvrtc_version = ?3"
+                         " FROM main.builds b JOIN main.variants v ON v.id = b.variant_id"
+                         " WHERE b.arch = ?1 AND b.ok = 1 ORDER BY b.id", -1, &s, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h,
+                         "UPDATE OR IGNORE main.builds SET key = ?2, registers = ?3, smem_static = ?4,"
+                         " stack_frame = ?5, spill_stores = ?6, spill_loads = ?7, compile_ms = ?8,"
+                         " log = ?9 WHERE id = ?1", -1, &keep, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h, "INSERT INTO main.build_hashes (build_key, cubin_sha256) VALUES (?1, ?2)",
+                         -1, &hash, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(h, "DELETE FROM main.builds WHERE id = ?1", -1, &drop, NULL) != SQLITE_OK)
+    goto sqlfail;
+  sqlite3_bind_text(s, 1, arch, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, fat_compile_options(), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, nvrtc_version, -1, SQLITE_STATIC);
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    if (n == cap) {
+      size_t more = cap ? 2 * cap : 16;
+      fat_variant *gv = realloc(v, more * sizeof *gv);
+      if (gv) v = gv;
+      sqlite3_int64 *gi = realloc(ids, more * sizeof *gi);
+      if (gi) ids = gi;
+      if (!gv || !gi) {
+        set_err(err, errlen, "out of memory");
+        goto out;
+      }
+      cap = more;
+    }
+    memset(&v[n], 0, sizeof v[n]);
+    ids[n] = sqlite3_column_int64(s, 0);
+    /* Another compiler or options: nothing here reproduces it (dropped below). */
+    if (sqlite3_column_int(s, 3)) {
+      v[n].name = strdup((const char *)sqlite3_column_text(s, 1));
+      v[n].source = strdup((const char *)sqlite3_column_text(s, 2));
+      if (!v[n].name || !v[n].source) {
+        n++;
+        set_err(err, errlen, "out of memory");
+        goto out;
+      }
+    }
+    n++;
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  sqlite3_finalize(s);
+  s = NULL;
+  if (n == 0) {
+    rc = 0;
+    goto out;
+  }
+  if (!(b = calloc(n, sizeof *b))) {
+    set_err(err, errlen, "out of memory");
+    goto out;
+  }
+  /* Only the reproducible ones go to NVRTC: the others are marked cached. */
+  unsigned char *skip = calloc(n, 1);
+  if (!skip) {
+    set_err(err, errlen, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) skip[i] = v[i].source == NULL;
+  /* jobs 0: one thread per core. */
+  int crc = fat_compile_all(v, n, arch, 0, skip, b, NULL, NULL, err, errlen);
+  free(skip);
+  if (crc) goto out;
+  if (sqlite3_prepare_v2(h, "SELECT cubin FROM main.builds WHERE id = ?1", -1, &s, NULL) != SQLITE_OK)
+    goto sqlfail;
+  for (size_t i = 0; i < n; i++) {
+    char key[FAT_SHA256_HEX_CHARS + 1], sha[FAT_SHA256_HEX_CHARS + 1], e2[ERRLEN];
+    sqlite3_reset(s);
+    sqlite3_bind_int64(s, 1, ids[i]);
+    if (sqlite3_step(s) != SQLITE_ROW) goto sqlfail;
+    const size_t len = (size_t)sqlite3_column_bytes(s, 0);
+    const int same = v[i].source && b[i].ok && b[i].cubin_size == len &&
+                     !memcmp(b[i].cubin, sqlite3_column_blob(s, 0), len);
+    if (!same) {
+      if (drop_build(drop, ids[i], r)) goto sqlfail;
+      continue;
+    }
+    if (fat_build_key(v[i].source, arch, key, e2, sizeof e2)) {
+      set_err(err, errlen, "%s: %s", name, e2);
+      goto out;
+    }
+    fat_sha256_hex(b[i].cubin, b[i].cubin_size, sha);
+    sqlite3_reset(keep);
+    sqlite3_bind_int64(keep, 1, ids[i]);
+    sqlite3_bind_text(keep, 2, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(keep, 3, b[i].registers);
+    sqlite3_bind_int(keep, 4, b[i].smem_static);
+    sqlite3_bind_int(keep, 5, b[i].stack_frame);
+    sqlite3_bind_int(keep, 6, b[i].spill_stores);
+    sqlite3_bind_int(keep, 7, b[i].spill_loads);
+    sqlite3_bind_double(keep, 8, b[i].compile_ms);
+    sqlite3_bind_text(keep, 9, b[i].log ? b[i].log : "", -1, SQLITE_STATIC);
+    if (sqlite3_step(keep) != SQLITE_DONE) goto sqlfail;
+    if (sqlite3_changes(h) == 0) {
+      /* Another build already has this machine's key (two names, one
+       * source): that one stands for both. */
+      if (drop_build(drop, ids[i], r)) goto sqlfail;
+      continue;
+    }
+    sqlite3_reset(hash);
+    sqlite3_bind_text(hash, 1, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(hash, 2, sha, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(hash) != SQLITE_DONE) goto sqlfail;
+    r->builds_kept++;
+  }
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  for (size_t i = 0; i < n; i++) {
+    free(v[i].name);
+    free(v[i].source);
+    if (b) fat_build_free(&b[i]);
+  }
+  free(v);
+  free(b);
+  free(ids);
+  sqlite3_finalize(s);
+  sqlite3_finalize(keep);
+  sqlite3_finalize(hash);
+  sqlite3_finalize(drop);
+  return rc;
+}
+
+int fat_trust_cubins(sqlite3 *h, const char *name, fat_cubins cubins, fat_trust_report *r,
+                     char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  long long n;
+  char done[ARCH_CAP] = "", version[32];
+  /* Never a failed build, whatever the policy. */
+  if ((n = exec_changes(h, "DELETE FROM main.builds WHERE ok = 0")) < 0) goto sqlfail;
+  r->builds_dropped += n;
+  if (cubins == FAT_CUBINS_SHIPPED) {
+    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM main.builds", -1, &s, NULL) != SQLITE_OK ||
+        sqlite3_step(s) != SQLITE_ROW)
+      goto sqlfail;
+    r->builds_kept += sqlite3_column_int64(s, 0);
+    rc = 0;
+    goto out;
+  }
+  /* The recorded hashes go: a kept build gets the hash of this machine's
+   * compile (the same bytes). */
+  if (exec_changes(h, "DELETE FROM main.build_hashes") < 0) goto sqlfail;
+  if (cubins == FAT_CUBINS_DROP) {
+    if ((n = exec_changes(h, "DELETE FROM main.builds")) < 0) goto sqlfail;
+    r->builds_dropped += n;
+    rc = 0;
+    goto out;
+  }
+  const fat_nvrtc *nv = fat_nvrtc_get(err, errlen);
+  if (!nv) {
+    char e2[ERRLEN];
+    snprintf(e2, sizeof e2, "%s", err);
+    set_err(err, errlen, "%s: keeping cubins needs NVRTC to compile them again: %s", name, e2);
+    goto out;
+  }
+  snprintf(version, sizeof version, "%d.%d", nv->major, nv->minor);
+  /* One architecture at a time, each looked up after the last is done. */
+  for (;;) {
+    char arch[ARCH_CAP] = "";
+    if (sqlite3_prepare_v2(h, "SELECT arch FROM main.builds WHERE arch > ?1 ORDER BY arch LIMIT 1",
+                           -1, &s, NULL) != SQLITE_OK)
+      goto sqlfail;
+    sqlite3_bind_text(s, 1, done, -1, SQLITE_STATIC);
+    if ((step = sqlite3_step(s)) == SQLITE_ROW)
+      snprintf(arch, sizeof arch, "%s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    s = NULL;
+    if (step == SQLITE_DONE) break;
+    if (step != SQLITE_ROW) goto sqlfail;
+    snprintf(done, sizeof done, "%s", arch);
+    if (!fat_arch_valid(arch)) {  /* the schema admits any sm_<n>; NVRTC may not */
+      if (sqlite3_prepare_v2(h, "DELETE FROM main.builds WHERE arch = ?1", -1, &s, NULL) != SQLITE_OK)
+        goto sqlfail;
+      sqlite3_bind_text(s, 1, arch, -1, SQLITE_STATIC);
+      if (sqlite3_step(s) != SQLITE_DONE) goto sqlfail;
+      r->builds_dropped += sqlite3_changes(h);
+      sqlite3_finalize(s);
+      s = NULL;
+      continue;
+    }
+    if (recompile_arch(h, name, arch, version, r, err, errlen)) goto out;
+  }
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
