@@ -145,7 +145,7 @@ function space.generate(query)
         for _, dtype in ipairs(dtypes) do
           for _, mask in ipairs(masks) do if contains(f.masks, mask) then
             each_config(f, function(c)
-              c.HEAD_DIM = d
+              c.HEAD_DIM, c.MASK = d, mask
               local name = ("%s.%s.%s.d%d.%s.%s"):format(f.direction, f.name, dtype, d, mask, f.tag(c))
               assert(not names[name], "two configurations are both named " .. name)
               names[name] = true

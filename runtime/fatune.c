@@ -75,6 +75,7 @@ typedef struct sel_entry {
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
   int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h) */
   int block_n;               /* forward: > 0 for a variant that takes tensor maps, its key tile */
+  int persistent;            /* forward: resident blocks, at most one an SM */
   int template_dim;          /* the template's head dim (>= the problem's) */
   int no_workspace, no_tma;
   const kernel *k;
@@ -100,6 +101,7 @@ typedef struct selection {
   int block_q, dq_separate;        /* backward only */
   int pack_gqa, splits;            /* forward only */
   int block_n;                     /* forward: a tensor-map variant's key tile, else 0 */
+  int persistent;                  /* forward: a persistent variant */
   int direction, dtype, mask, head_dim;  /* the key's (for storing a compiled build); head_dim
                                             is the template's */
   const fat_default_variant *def;  /* non-NULL for the built-in default */
@@ -709,6 +711,8 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     out->pack_gqa = sched.pack_gqa;
     out->splits = sched.splits;
     out->block_n = sched.block_n;
+  out->persistent = sched.persistent;
+    out->persistent = sched.persistent;
     snprintf(out->choice.variant, sizeof out->choice.variant, "%s", sqlite3_column_text(s, 0));
     snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s",
              sqlite3_column_text(s, 1));
@@ -845,6 +849,7 @@ static fat_status select_variant(fat_context *c, sel_key key, const fat_attn_arg
   out->pack_gqa = sched.pack_gqa;
   out->splits = sched.splits;
   out->block_n = sched.block_n;
+  out->persistent = sched.persistent;
   out->choice.origin = FAT_ORIGIN_BUILTIN;
   out->choice.match = FAT_MATCH_DEFAULT;
   out->def = def;
@@ -1495,6 +1500,7 @@ static fat_status lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->no_tma = key.no_tma;
   e->pack_gqa = sel.pack_gqa;
   e->block_n = sel.block_n;
+  e->persistent = sel.persistent;
   e->splits = sel.splits > 1 ? sel.splits : 1;
   e->template_dim = sel.head_dim;
   e->dtype = a->dtype;
@@ -1572,7 +1578,8 @@ static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
 static fat_fwd_geometry entry_geometry(const sel_entry *e) {
   fat_fwd_geometry g = {.block_m = e->block_m, .threads = e->threads, .smem_bytes = e->smem_bytes,
                         .pack_gqa = e->pack_gqa, .splits = e->splits, .head_dim = e->template_dim,
-                        .block_n = e->block_n, .bf16 = e->dtype == FAT_ATTN_BF16};
+                        .block_n = e->block_n, .bf16 = e->dtype == FAT_ATTN_BF16,
+                        .persistent = e->persistent};
   return g;
 }
 
@@ -1619,7 +1626,7 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   fat_fwd_params p;
   fwd_params(a, &p);
-  const fat_fwd_rows rows = {a->cu_seqlens_q ? a->total_q : 0, a->cu_seqlens_k ? a->total_k : 0};
+  const fat_fwd_call call = {a->cu_seqlens_q ? a->total_q : 0, a->cu_seqlens_k ? a->total_k : 0, c->sm_count};
   /* The hot path: entries are never changed once published. The tuned
    * variant, or the best one that can run the call: one that needs no
    * scratch when the caller's is too small for the tuned split, one that
@@ -1634,7 +1641,7 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
     char why[256];
     if (!key.no_workspace && need > 0 && (!a->workspace || a->workspace_bytes < need)) {
       key.no_workspace = 1;
-    } else if (!key.no_tma && g.block_n > 0 && fat_fwd_tma_describable(&p, &rows, why, sizeof why)) {
+    } else if (!key.no_tma && g.block_n > 0 && fat_fwd_tma_describable(&p, &call, why, sizeof why)) {
       logf_(c, "%s: %s", e->choice.variant, why);
       key.no_tma = 1;
     } else {
@@ -1644,7 +1651,7 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
   fat_fwd_set_workspace(&g, &p, (CUdeviceptr)(uintptr_t)a->workspace);
   const fat_fwd_kernels fns = {e->k->fn, e->k->combine_fn};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
-  if (r == CUDA_SUCCESS) r = fat_fwd_launch(&c->cu, &fns, &g, &p, &rows, (CUstream)stream);
+  if (r == CUDA_SUCCESS) r = fat_fwd_launch(&c->cu, &fns, &g, &p, &call, (CUstream)stream);
   return finish_launch(c, e, r, ran);
 }
 

@@ -30,11 +30,15 @@
 // barriers, a token passed from warpgroup to warpgroup), so one's softmax
 // runs while the others' products keep the tensor cores busy.
 //
+// PERSISTENT 1: one block an SM loops over query blocks; the producer
+// loads the next block's Q (once every consumer is past its last S: the
+// q_empty barrier) and K while the consumers finish this one.
+//
 // Masks compare absolute positions, bottom-right aligned; a row that sees no
-// key gets O = 0 and lse = -inf. O leaves through shared memory (each
-// consumer's own rows of the Q tile, free once its last S is done) in 16-byte
-// stores. Tiles are 64-column slabs of 128-byte rows in wgmma's 128-byte
-// swizzle, which is the copy engine's CU_TENSOR_MAP_SWIZZLE_128B.
+// key gets O = 0 and lse = -inf. O goes straight from the accumulators to
+// device memory, so nothing but Q holds the Q tile. Tiles are 64-column
+// slabs of 128-byte rows in wgmma's 128-byte swizzle, which is the copy
+// engine's CU_TENSOR_MAP_SWIZZLE_128B.
 // Parameters in double braces are substituted by generator/expand.lua; they
 // change speed, never results.
 #include "fat_abi.h"
@@ -45,6 +49,7 @@ constexpr int kBlockN = {{BLOCK_N}};      // keys per K/V tile
 constexpr int kStages = {{STAGES}};       // K and V buffers of each ring
 constexpr bool kOverlap = {{OVERLAP}};    // the schedule, above
 constexpr bool kPingpong = {{PINGPONG}};  // consumers take turns to issue
+constexpr bool kPersistent = {{PERSISTENT}};  // one block an SM, looping over query blocks
 constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
@@ -72,9 +77,8 @@ constexpr unsigned kKVBytes = kBlockN * kHeadDim * 2;
 constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
 constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
 // Named barriers (0 is __syncthreads): the pingpong token of consumer w is
-// kTurnBarrier + w; kZeroBarrier meets all consumers; consumer w's
-// epilogue meets at kStoreBarrier + w.
-enum { kTurnBarrier = 1, kZeroBarrier = 4, kStoreBarrier = 5 };
+// kTurnBarrier + w; kZeroBarrier meets all consumers.
+enum { kTurnBarrier = 1, kZeroBarrier = 4 };
 
 static_assert(kConsumers >= 1 && kConsumers <= 3, "one to three consumer warpgroups");
 static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "S's N and P·V's k-steps: multiples of 16");
@@ -88,119 +92,153 @@ static_assert(!(kIsCausal && kIsLocal), "causal is the local window (-1, 0), gen
 #include "wgmma.cuh"
 #include "tma.cuh"
 
-// Grid: (ceil(seqlen_q / kBlockM), heads, batch). Dynamic shared memory:
-// Q, kStages K and V tiles, and 1 KiB to align them. The tensor maps (host:
-// tuner/fwd_launch.c) describe q, k and v as (head_dim, rows, heads, batch),
-// or (head_dim, total rows, heads) for a packed batch, in boxes of 64
-// columns by kBlockM (Q) or kBlockN (K, V) rows.
+// The work of one query block, which producer and consumers derive alike
+// from its index: blocks are numbered with the query block fastest (the
+// launch order of a grid (m_blocks, heads, batch): the blocks running at
+// once share their head's K and V in L2), causal ones longest first.
+struct Block {
+  int m_block, head, batch, head_k;
+  int seqlen_q, seqlen_k;     // the sequence's
+  int m0;                     // its first query row; m0 >= seqlen_q: no rows (a short sequence)
+  int tile_end, n_tiles;      // key tiles tile_end - n_tiles .. tile_end - 1, the last first
+  int unmasked_hi, unmasked_lo;  // in that order, j < unmasked_hi and j >= unmasked_lo need masks
+  __device__ int tile_n0(int j) const { return (tile_end - 1 - j) * kBlockN; }
+};
+
+__device__ __forceinline__ Block block_of(const fat_fwd_params &p, int index, int m_blocks) {
+  Block b;
+  const int bh = index / m_blocks, m_index = index - bh * m_blocks;
+  b.m_block = kIsCausal ? m_blocks - 1 - m_index : m_index;
+  b.head = bh % p.heads;
+  b.batch = bh / p.heads;
+  b.head_k = b.head / (p.heads / p.heads_k);
+  const Sequence seq = sequence_of(p, b.batch);
+  b.seqlen_q = seq.seqlen_q;
+  b.seqlen_k = seq.seqlen_k;
+  b.m0 = b.m_block * kBlockM;
+  const int last_pos = min(b.m0 + kBlockM, b.seqlen_q) - 1, first_pos = b.m0;
+  const int diag = b.seqlen_k - b.seqlen_q;  // bottom-right alignment
+  // The keys some row of the block sees, and those every row sees without
+  // a mask: keys below no_mask_end are visible to the first row on the
+  // right, keys from no_mask_begin to the last row on the left.
+  int n_begin = 0, n_end = b.seqlen_k, no_mask_end = b.seqlen_k, no_mask_begin = 0;
+  if (kIsCausal) {
+    n_end = min(n_end, last_pos + diag + 1);
+    no_mask_end = min(no_mask_end, first_pos + diag + 1);
+  }
+  if (kIsLocal && p.window_right >= 0) {
+    n_end = min(n_end, last_pos + diag + p.window_right + 1);
+    no_mask_end = min(no_mask_end, first_pos + diag + p.window_right + 1);
+  }
+  if (kIsLocal && p.window_left >= 0) {
+    n_begin = max(0, first_pos + diag - p.window_left);
+    no_mask_begin = last_pos + diag - p.window_left;
+  }
+  const int tile_begin = n_begin / kBlockN;
+  b.tile_end = n_end > n_begin ? (n_end + kBlockN - 1) / kBlockN : tile_begin;
+  b.n_tiles = b.m0 < b.seqlen_q ? b.tile_end - tile_begin : 0;
+  b.unmasked_hi = min(max(b.tile_end - max(no_mask_end, 0) / kBlockN, 0), b.n_tiles);
+  const int first_unmasked_tile = no_mask_begin > 0 ? (no_mask_begin + kBlockN - 1) / kBlockN : 0;
+  b.unmasked_lo = min(max(b.tile_end - first_unmasked_tile, b.unmasked_hi), b.n_tiles);
+  return b;
+}
+
+// Grid: (m_blocks, heads, batch), m_blocks = ceil(seqlen_q / kBlockM), one
+// query block each; PERSISTENT: at most one block an SM, each taking every
+// gridDim.x-th query block in turn (the producer loads the next one's Q
+// and K while the consumers finish this one). Dynamic shared memory: Q,
+// kStages K and V tiles, and 1 KiB to align them. The tensor maps (host:
+// tuner/fwd_launch.c) describe q, k and v as (head_dim, rows, heads,
+// batch), or (head_dim, total rows, heads) for a packed batch, in boxes of
+// 64 columns by kBlockM (Q) or kBlockN (K, V) rows.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
              const __grid_constant__ TensorMap k_map, const __grid_constant__ TensorMap v_map) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) u64 barriers[1 + 4 * kStages];
+  __shared__ __align__(8) u64 barriers[2 + 4 * kStages];
   const u32 q_tile = (smem_u32(smem) + 1023u) & ~1023u;
   const u32 k_tiles = q_tile + kQBytes;               // kStages tiles
   const u32 v_tiles = k_tiles + kStages * kKVBytes;   // kStages tiles
-  const u32 q_full = smem_u32(&barriers[0]);
-  auto k_full = [&](int s) { return smem_u32(&barriers[1 + s]); };
-  auto k_empty = [&](int s) { return smem_u32(&barriers[1 + kStages + s]); };
-  auto v_full = [&](int s) { return smem_u32(&barriers[1 + 2 * kStages + s]); };
-  auto v_empty = [&](int s) { return smem_u32(&barriers[1 + 3 * kStages + s]); };
-
-  const int m_block = kIsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest first
-  const int batch = blockIdx.z, head = blockIdx.y;
-  const int head_k = head / (p.heads / p.heads_k);
-  // Only the lengths stay live through the main loop; the epilogue looks
-  // the sequence up again (registers are what the consumers run short of).
-  const int seqlen_q = sequence_of(p, batch).seqlen_q, seqlen_k = sequence_of(p, batch).seqlen_k;
-  const int m0 = m_block * kBlockM;
-  if (m0 >= seqlen_q) return;
-  const int row_end = min(m0 + kBlockM, seqlen_q);
-  const int diag = seqlen_k - seqlen_q;  // bottom-right alignment
-  const int first_pos = m0, last_pos = row_end - 1;
-  const int win_hi = kIsLocal && p.window_right >= 0 ? diag + p.window_right : 0x3fffffff;
-  const int win_lo = kIsLocal && p.window_left >= 0 ? diag - p.window_left : -0x3fffffff;
-
-  // The key tiles some row of the block sees, and those every row sees
-  // without a mask: keys below no_mask_end are visible to the block's first
-  // row on the right, keys from no_mask_begin to its last row on the left.
-  int n_begin = 0, n_end = seqlen_k;
-  if (kIsCausal) n_end = min(n_end, last_pos + diag + 1);
-  if (kIsLocal && p.window_right >= 0) n_end = min(n_end, last_pos + win_hi + 1);
-  if (kIsLocal && p.window_left >= 0) n_begin = max(0, first_pos + win_lo);
-  const int tile_begin = n_begin / kBlockN;
-  const int tile_end = n_end > n_begin ? (n_end + kBlockN - 1) / kBlockN : tile_begin;
-  const int n_tiles = tile_end - tile_begin;
-  int no_mask_end = seqlen_k;
-  if (kIsCausal) no_mask_end = min(no_mask_end, first_pos + diag + 1);
-  if (kIsLocal && p.window_right >= 0) no_mask_end = min(no_mask_end, first_pos + win_hi + 1);
-  const int no_mask_begin = kIsLocal && p.window_left >= 0 ? last_pos + win_lo : 0;
-  // In processing order j = 0 .. n_tiles - 1 (tile tile_end - 1 - j), the
-  // tiles j < unmasked_hi are cut on the right, j >= unmasked_lo on the left.
-  const int unmasked_hi = min(max(tile_end - max(no_mask_end, 0) / kBlockN, 0), n_tiles);
-  const int first_unmasked_tile = no_mask_begin > 0 ? (no_mask_begin + kBlockN - 1) / kBlockN : 0;
-  const int unmasked_lo = min(max(tile_end - first_unmasked_tile, unmasked_hi), n_tiles);
-  auto tile_n0 = [&](int j) { return (tile_end - 1 - j) * kBlockN; };
-
+  const u32 q_full = smem_u32(&barriers[0]), q_empty = smem_u32(&barriers[1]);
+  auto k_full = [&](int s) { return smem_u32(&barriers[2 + s]); };
+  auto k_empty = [&](int s) { return smem_u32(&barriers[2 + kStages + s]); };
+  auto v_full = [&](int s) { return smem_u32(&barriers[2 + 2 * kStages + s]); };
+  auto v_empty = [&](int s) { return smem_u32(&barriers[2 + 3 * kStages + s]); };
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, 4 * kConsumers);  // one arrival a consumer warp
     for (int s = 0; s < kStages; s++) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), 4 * kConsumers);  // one arrival a consumer warp
+      mbar_init(k_empty(s), 4 * kConsumers);
       mbar_init(v_empty(s), 4 * kConsumers);
     }
     mbar_init_fence();
   }
   __syncthreads();
 
+  const int m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
+  const int n_blocks = m_blocks * p.heads * p.batch;
+  const int first = kPersistent ? blockIdx.x : blockIdx.x + m_blocks * (blockIdx.y + p.heads * blockIdx.z);
+  const int stride = kPersistent ? gridDim.x : n_blocks;
   const bool packed_q = p.cu_seqlens_q != nullptr, packed_k = p.cu_seqlens_k != nullptr;
-  const int q_row0 = packed_q ? p.cu_seqlens_q[batch] : 0;  // the sequence's rows in a packed tensor
-  const int k_row0 = packed_k ? p.cu_seqlens_k[batch] : 0;
+  // Both sides count the K/V tiles and the Q tiles this block has passed
+  // through the rings: tile j of a query block is ring slot kv + j, in
+  // buffer slot % kStages, its (slot / kStages)-th use.
 
   if (threadIdx.x < 128) {
     // ---- producer -------------------------------------------------------
     if constexpr (kConsumers > 1) regs_release<kProducerRegs>();
-    if (threadIdx.x != 0 || n_tiles == 0) return;
+    if (threadIdx.x != 0) return;
     tma_prefetch(q_map);
     tma_prefetch(k_map);
     tma_prefetch(v_map);
-    // One tile of MAP: its 64-column slabs, ROWS rows each, from row ROW.
-    auto load = [&](const TensorMap &map, u32 dst, u32 bar, int rows, int row, int h, bool packed,
-                    u64 policy) {
+    int kv = 0, qn = 0;
+    for (int index = first; index < n_blocks; index += stride) {
+      const Block b = block_of(p, index, m_blocks);
+      if (b.n_tiles == 0) continue;
+      const int q_row0 = packed_q ? p.cu_seqlens_q[b.batch] : 0;  // the sequence's rows in a packed tensor
+      const int k_row0 = packed_k ? p.cu_seqlens_k[b.batch] : 0;
+      // One tile of MAP: its 64-column slabs, ROWS rows each, from row ROW.
+      auto load = [&](const TensorMap &map, u32 dst, u32 bar, int rows, int row, int h, bool packed,
+                      u64 policy) {
 #pragma unroll
-      for (int slab = 0; slab < kHeadDim / 64; slab++) {
-        if (packed)
-          tma_load_3d(dst + slab * rows * 128, map, bar, slab * 64, row, h, policy);
-        else
-          tma_load_4d(dst + slab * rows * 128, map, bar, slab * 64, row, h, batch, policy);
+        for (int slab = 0; slab < kHeadDim / 64; slab++) {
+          if (packed)
+            tma_load_3d(dst + slab * rows * 128, map, bar, slab * 64, row, h, policy);
+          else
+            tma_load_4d(dst + slab * rows * 128, map, bar, slab * 64, row, h, b.batch, policy);
+        }
+      };
+      // Q once the consumers are past the last query block's last S.
+      mbar_wait(q_empty, (qn & 1) ^ 1);
+      qn++;
+      mbar_arrive_expect(q_full, kQBytes);
+      load(q_map, q_tile, q_full, kBlockM, q_row0 + b.m0, b.head, packed_q, kEvictFirst);
+      // A buffer's next use waits for the consumers to release its last.
+      auto load_k = [&](int j) {
+        const int slot = kv + j, s = slot % kStages;
+        mbar_wait(k_empty(s), ((slot / kStages) & 1) ^ 1);
+        mbar_arrive_expect(k_full(s), kKVBytes);
+        load(k_map, k_tiles + s * kKVBytes, k_full(s), kBlockN, k_row0 + b.tile_n0(j), b.head_k, packed_k,
+             kEvictLast);
+      };
+      auto load_v = [&](int j) {
+        const int slot = kv + j, s = slot % kStages;
+        mbar_wait(v_empty(s), ((slot / kStages) & 1) ^ 1);
+        mbar_arrive_expect(v_full(s), kKVBytes);
+        load(v_map, v_tiles + s * kKVBytes, v_full(s), kBlockN, k_row0 + b.tile_n0(j), b.head_k, packed_k,
+             kEvictLast);
+      };
+      // The order the consumers read them in: K(j + 1) before V(j).
+      load_k(0);
+      for (int j = 1; j < b.n_tiles; j++) {
+        load_k(j);
+        load_v(j - 1);
       }
-    };
-    mbar_arrive_expect(q_full, kQBytes);
-    load(q_map, q_tile, q_full, kBlockM, q_row0 + m0, head, packed_q, kEvictFirst);
-    // Buffer j % kStages holds tile j; its (j / kStages)-th use waits for
-    // the consumers to have released the previous one.
-    auto load_k = [&](int j) {
-      const int s = j % kStages, use = j / kStages;
-      mbar_wait(k_empty(s), (use & 1) ^ 1);
-      mbar_arrive_expect(k_full(s), kKVBytes);
-      load(k_map, k_tiles + s * kKVBytes, k_full(s), kBlockN, k_row0 + tile_n0(j), head_k, packed_k,
-           kEvictLast);
-    };
-    auto load_v = [&](int j) {
-      const int s = j % kStages, use = j / kStages;
-      mbar_wait(v_empty(s), (use & 1) ^ 1);
-      mbar_arrive_expect(v_full(s), kKVBytes);
-      load(v_map, v_tiles + s * kKVBytes, v_full(s), kBlockN, k_row0 + tile_n0(j), head_k, packed_k,
-           kEvictLast);
-    };
-    // The order the consumers read them in: K(j + 1) before V(j).
-    load_k(0);
-    for (int j = 1; j < n_tiles; j++) {
-      load_k(j);
-      load_v(j - 1);
+      load_v(b.n_tiles - 1);
+      kv += b.n_tiles;
     }
-    load_v(n_tiles - 1);
     return;
   }
 
@@ -208,241 +246,236 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
   if constexpr (kConsumers > 1) regs_claim<kConsumerRegs>();
   const int w = threadIdx.x / 128 - 1;          // this consumer warpgroup
   const int ctid = threadIdx.x - 128;           // thread among the consumers
-  const int wtid = threadIdx.x % 128;           // thread in the warpgroup
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int row0 = 64 * w + 16 * ((threadIdx.x / 32) % 4) + g;  // rows row0 and row0 + 8
-  const int row_pos[2] = {m0 + row0, m0 + row0 + 8};
-  // The keys row h sees: col_begin[h] <= key < col_end[h].
-  int col_begin[2], col_end[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    col_end[h] = seqlen_k;
-    if (kIsCausal) col_end[h] = min(col_end[h], row_pos[h] + diag + 1);
-    if (kIsLocal && p.window_right >= 0) col_end[h] = min(col_end[h], row_pos[h] + win_hi + 1);
-    col_begin[h] = kIsLocal && p.window_left >= 0 ? row_pos[h] + win_lo : 0;
-  }
-  float o[kORegs];
-  float row_max[2] = {neg_inf(), neg_inf()}, row_sum[2] = {0.f, 0.f};
-#pragma unroll
-  for (int i = 0; i < kORegs; i++) o[i] = 0.f;
+  const int row0 = 64 * w + 16 * ((threadIdx.x / 32) % 4) + g;  // rows row0 and row0 + 8 of a block
   const float scale_log2 = p.scale_log2;
   const bool softcap = p.softcap_in != 0.f;
   const u32 q_rows = q_tile + w * 64 * 128;  // this warpgroup's rows start 64w rows into each slab
-
-  // The pingpong token before and after region r of 0 .. n_tiles:
-  // consumer 0 holds it first, and the last consumer keeps it at the end.
-  auto turn_take = [&](int r) {
-    if constexpr (kPingpong)
-      if (w > 0 || r > 0) named_sync(kTurnBarrier + w, 256);
-  };
-  auto turn_pass = [&](int r) {
-    if constexpr (kPingpong)
-      if (w < kConsumers - 1 || r < n_tiles) named_arrive(kTurnBarrier + (w + 1) % kConsumers, 256);
-  };
   // One arrival of this warp on an empty barrier, once its products have
   // read the buffer.
   auto release = [&](u32 bar) {
     if (lane == 0) mbar_arrive(bar);
   };
-
-  // S = Q·Kᵀ of tile j (buffer s), issued, not waited for: k-step ks is
-  // slab ks / 4, 32 bytes further per step in it; the first one overwrites.
-  auto issue_s = [&](float (&s_acc)[kSRegs], int s) {
-    const u64 dq = descriptor(q_rows, 16, 1024), dk = descriptor(k_tiles + s * kKVBytes, 16, 1024);
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ks++) {
-      const u32 in_slab = (ks % 4) * 32;
-      const u64 a = desc_add(dq, (ks / 4) * kBlockM * 128 + in_slab);
-      const u64 b = desc_add(dk, (ks / 4) * kBlockN * 128 + in_slab);
-      if (ks == 0)
-        wgmma_s<kBlockN, false>(s_acc, a, b);
-      else
-        wgmma_s<kBlockN, true>(s_acc, a, b);
-    }
-    wgmma_commit();
-  };
-  // O += P·V of buffer s: 16 keys (two 8-row groups) a k-step, the next 64
-  // columns one slab (kBlockN rows) further.
-  auto issue_pv = [&](const u32 (&a)[kPSteps][4], int s) {
-    const u64 dv = descriptor(v_tiles + s * kKVBytes, kBlockN * 128, 1024);
-#pragma unroll
-    for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(o, a[kk], desc_add(dv, kk * 2048));
-    wgmma_commit();
-  };
-  // The soft-cap, the mask (when MASKED) and the online softmax of tile j's
-  // scores, in place: s_acc becomes P in fp32, the row maxima and sums move
-  // on, and alpha[h] is what row h's O must be multiplied by.
-  auto softmax = [&](float (&s_acc)[kSRegs], int j, bool masked, float (&alpha)[2]) {
-    if (softcap) {
-#pragma unroll
-      for (int i = 0; i < kSRegs; i++) s_acc[i] = p.softcap_out * fast_tanh(s_acc[i] * p.softcap_in);
-    }
-    if (masked) {
-      // Accumulator i: row row_pos[(i % 4) / 2], key n0 + 2t + 8·(i / 4) + i % 2:
-      // the row's bounds less n0 + 2t against constants.
-      const int base = tile_n0(j) + 2 * t;
-      const int end[2] = {col_end[0] - base, col_end[1] - base};
-      const int begin[2] = {col_begin[0] - base, col_begin[1] - base};
-#pragma unroll
-      for (int i = 0; i < kSRegs; i++) {
-        const int h = (i % 4) / 2, at = 8 * (i / 4) + i % 2;
-        if (at >= end[h] || (kIsLocal && at < begin[h])) s_acc[i] = neg_inf();
-      }
-    }
+  int kv = 0, qn = 0;
+  for (int index = first; index < n_blocks; index += stride) {
+    const Block b = block_of(p, index, m_blocks);
+    if (b.m0 >= b.seqlen_q) continue;
+    const int row_pos[2] = {b.m0 + row0, b.m0 + row0 + 8};
+    // The keys row h sees: col_begin[h] <= key < col_end[h].
+    const int diag = b.seqlen_k - b.seqlen_q;
+    int col_begin[2], col_end[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      float tile_max = neg_inf();
+      col_end[h] = b.seqlen_k;
+      if (kIsCausal) col_end[h] = min(col_end[h], row_pos[h] + diag + 1);
+      if (kIsLocal && p.window_right >= 0) col_end[h] = min(col_end[h], row_pos[h] + diag + p.window_right + 1);
+      col_begin[h] = kIsLocal && p.window_left >= 0 ? row_pos[h] + diag - p.window_left : 0;
+    }
+    float o[kORegs];
+    float row_max[2] = {neg_inf(), neg_inf()}, row_sum[2] = {0.f, 0.f};
 #pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; nt++)
-        tile_max = fmaxf(tile_max, fmaxf(s_acc[4 * nt + 2 * h], s_acc[4 * nt + 2 * h + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float m_old = row_max[h], m_new = fmaxf(m_old, tile_max);
-      row_max[h] = m_new;
-      const float m_scaled = m_new == neg_inf() ? 0.f : m_new * scale_log2;
-      alpha[h] = fast_exp2(m_old * scale_log2 - m_scaled);
-      float sum = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; nt++) {
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          float &x = s_acc[4 * nt + 2 * h + e];
-          x = fast_exp2(fmaf(x, scale_log2, -m_scaled));
-          sum += x;
+    for (int i = 0; i < kORegs; i++) o[i] = 0.f;
+
+    // The pingpong token before and after region r of 0 .. n_tiles:
+    // consumer 0 holds it first, and the last consumer keeps it at the end.
+    auto turn_take = [&](int r) {
+      if constexpr (kPingpong)
+        if (w > 0 || r > 0) named_sync(kTurnBarrier + w, 256);
+    };
+    auto turn_pass = [&](int r) {
+      if constexpr (kPingpong)
+        if (w < kConsumers - 1 || r < b.n_tiles) named_arrive(kTurnBarrier + (w + 1) % kConsumers, 256);
+    };
+    // S = Q·Kᵀ of tile j (buffer s), issued, not waited for: k-step ks is
+    // slab ks / 4, 32 bytes further per step in it; the first one overwrites.
+    auto issue_s = [&](float (&s_acc)[kSRegs], int s) {
+      const u64 dq = descriptor(q_rows, 16, 1024), dk = descriptor(k_tiles + s * kKVBytes, 16, 1024);
+  #pragma unroll
+      for (int ks = 0; ks < kKSteps; ks++) {
+        const u32 in_slab = (ks % 4) * 32;
+        const u64 a = desc_add(dq, (ks / 4) * kBlockM * 128 + in_slab);
+        const u64 b = desc_add(dk, (ks / 4) * kBlockN * 128 + in_slab);
+        if (ks == 0)
+          wgmma_s<kBlockN, false>(s_acc, a, b);
+        else
+          wgmma_s<kBlockN, true>(s_acc, a, b);
+      }
+      wgmma_commit();
+    };
+    // O += P·V of buffer s: 16 keys (two 8-row groups) a k-step, the next 64
+    // columns one slab (kBlockN rows) further.
+    auto issue_pv = [&](const u32 (&a)[kPSteps][4], int s) {
+      const u64 dv = descriptor(v_tiles + s * kKVBytes, kBlockN * 128, 1024);
+  #pragma unroll
+      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(o, a[kk], desc_add(dv, kk * 2048));
+      wgmma_commit();
+    };
+    // The soft-cap, the mask (when MASKED) and the online softmax of tile j's
+    // scores, in place: s_acc becomes P in fp32, the row maxima and sums move
+    // on, and alpha[h] is what row h's O must be multiplied by.
+    auto softmax = [&](float (&s_acc)[kSRegs], int j, bool masked, float (&alpha)[2]) {
+      if (softcap) {
+  #pragma unroll
+        for (int i = 0; i < kSRegs; i++) s_acc[i] = p.softcap_out * fast_tanh(s_acc[i] * p.softcap_in);
+      }
+      if (masked) {
+        // Accumulator i: row row_pos[(i % 4) / 2], key n0 + 2t + 8·(i / 4) + i % 2:
+        // the row's bounds less n0 + 2t against constants.
+        const int base = b.tile_n0(j) + 2 * t;
+        const int end[2] = {col_end[0] - base, col_end[1] - base};
+        const int begin[2] = {col_begin[0] - base, col_begin[1] - base};
+  #pragma unroll
+        for (int i = 0; i < kSRegs; i++) {
+          const int h = (i % 4) / 2, at = 8 * (i / 4) + i % 2;
+          if (at >= end[h] || (kIsLocal && at < begin[h])) s_acc[i] = neg_inf();
         }
       }
-      row_sum[h] = row_sum[h] * alpha[h] + sum;
-    }
-  };
-  // P rounded into the A fragments of P·V: k-step kk takes the 8-key tiles
-  // 2kk and 2kk + 1.
-  auto round_p = [&](const float (&s_acc)[kSRegs], u32 (&a)[kPSteps][4]) {
-#pragma unroll
-    for (int nt = 0; nt < kBlockN / 8; nt++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) a[nt / 2][h + 2 * (nt % 2)] = pack2(s_acc[4 * nt + 2 * h], s_acc[4 * nt + 2 * h + 1]);
-  };
-  auto rescale_o = [&](const float (&alpha)[2]) {
-#pragma unroll
-    for (int dt = 0; dt < kHeadDim / 8; dt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) o[4 * dt + e] *= alpha[e / 2];
-  };
-  // Keys past a packed or cache-limited sequence's end are another
-  // sequence's rows (or stale cache) that the copy engine loaded: P is 0
-  // there, but 0 · NaN is not, so the first tile's V rows past the end are
-  // zeroed by all consumers together before any P·V reads them.
-  auto clear_tail_v = [&](int s) {
-    const int valid = seqlen_k - tile_n0(0);
-    if (!(packed_k || p.seqused_k) || valid >= kBlockN) return;
-    const u32 v = v_tiles + s * kKVBytes;
-    for (int i = ctid; i < (kBlockN - valid) * kChunks; i += kConsumerThreads) {
-      const int r = valid + i / kChunks, c = i % kChunks;
-      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(v + slab_offset<kBlockN>(r, c)), "r"(0u)
-                   : "memory");
-    }
-    fence_async_shared();
-    named_sync(kZeroBarrier, kConsumerThreads);
-  };
-
-  float s[kSRegs], alpha[2];
-  u32 a[kPSteps][4];
-  if (n_tiles > 0) {
-    mbar_wait(q_full, 0);
-    // Region 0: S(0), its softmax and P(0).
-    mbar_wait(k_full(0), 0);
-    turn_take(0);
-    wgmma_fence();
-    issue_s(s, 0);
-    turn_pass(0);
-    wgmma_wait<0>();
-    pin(s);
-    release(k_empty(0));
-    softmax(s, 0, unmasked_hi > 0 || unmasked_lo == 0, alpha);  // O is still zero: no rescale
-    round_p(s, a);
-    // Region j: S(j) with P·V of j - 1 (buffers sk and sv, uses uk, uv).
-    auto region = [&](int j, bool masked) {
-      const int sk = j % kStages, sv = (j - 1) % kStages;
-      mbar_wait(k_full(sk), (j / kStages) & 1);
-      mbar_wait(v_full(sv), ((j - 1) / kStages) & 1);
-      turn_take(j);
-      wgmma_fence();
-      issue_s(s, sk);
-      issue_pv(a, sv);
-      turn_pass(j);
-      if constexpr (kOverlap) {
-        wgmma_wait<1>();  // S(j); P·V may still run
-        pin(s);
-        release(k_empty(sk));
-        softmax(s, j, masked, alpha);
-        wgmma_wait<0>();
-        pin(o);
-        pin(a);
-      } else {
-        wgmma_wait<0>();
-        pin(s);
-        pin(o);
-        pin(a);
-        release(k_empty(sk));
-        softmax(s, j, masked, alpha);
+  #pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float tile_max = neg_inf();
+  #pragma unroll
+        for (int nt = 0; nt < kBlockN / 8; nt++)
+          tile_max = fmaxf(tile_max, fmaxf(s_acc[4 * nt + 2 * h], s_acc[4 * nt + 2 * h + 1]));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        const float m_old = row_max[h], m_new = fmaxf(m_old, tile_max);
+        row_max[h] = m_new;
+        const float m_scaled = m_new == neg_inf() ? 0.f : m_new * scale_log2;
+        alpha[h] = fast_exp2(m_old * scale_log2 - m_scaled);
+        float sum = 0.f;
+  #pragma unroll
+        for (int nt = 0; nt < kBlockN / 8; nt++) {
+  #pragma unroll
+          for (int e = 0; e < 2; e++) {
+            float &x = s_acc[4 * nt + 2 * h + e];
+            x = fast_exp2(fmaf(x, scale_log2, -m_scaled));
+            sum += x;
+          }
+        }
+        row_sum[h] = row_sum[h] * alpha[h] + sum;
       }
-      release(v_empty(sv));
-      rescale_o(alpha);
-      round_p(s, a);
     };
-    // The first tile's V before any P·V reads it (out of the loop: its
-    // code would cost the loop registers).
-    mbar_wait(v_full(0), 0);
-    clear_tail_v(0);
-    int j = 1;
-    for (; j < unmasked_hi; j++) region(j, true);
-    for (; j < unmasked_lo; j++) region(j, false);
-    for (; j < n_tiles; j++) region(j, true);
-    // Region n: the last P·V.
-    const int sv = (n_tiles - 1) % kStages;
-    mbar_wait(v_full(sv), ((n_tiles - 1) / kStages) & 1);
-    turn_take(n_tiles);
-    wgmma_fence();
-    issue_pv(a, sv);
-    turn_pass(n_tiles);
-    wgmma_wait<0>();
-    pin(o);
-    release(v_empty(sv));
-  }
+    // P rounded into the A fragments of P·V: k-step kk takes the 8-key tiles
+    // 2kk and 2kk + 1.
+    auto round_p = [&](const float (&s_acc)[kSRegs], u32 (&a)[kPSteps][4]) {
+  #pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; nt++)
+  #pragma unroll
+        for (int h = 0; h < 2; h++) a[nt / 2][h + 2 * (nt % 2)] = pack2(s_acc[4 * nt + 2 * h], s_acc[4 * nt + 2 * h + 1]);
+    };
+    auto rescale_o = [&](const float (&alpha)[2]) {
+  #pragma unroll
+      for (int dt = 0; dt < kHeadDim / 8; dt++)
+  #pragma unroll
+        for (int e = 0; e < 4; e++) o[4 * dt + e] *= alpha[e / 2];
+    };
+    // Keys past a packed or cache-limited sequence's end are another
+    // sequence's rows (or stale cache) that the copy engine loaded: P is 0
+    // there, but 0 · NaN is not, so the first tile's V rows past the end are
+    // zeroed by all consumers together before any P·V reads them.
+    auto clear_tail_v = [&](int s) {
+      const int valid = b.seqlen_k - b.tile_n0(0);
+      if (!(packed_k || p.seqused_k) || valid >= kBlockN) return;
+      const u32 v = v_tiles + s * kKVBytes;
+      for (int i = ctid; i < (kBlockN - valid) * kChunks; i += kConsumerThreads) {
+        const int r = valid + i / kChunks, c = i % kChunks;
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(v + slab_offset<kBlockN>(r, c)),
+                     "r"(0u)
+                     : "memory");
+      }
+      fence_async_shared();
+      named_sync(kZeroBarrier, kConsumerThreads);
+    };
+    auto stage = [&](int j) { return (kv + j) % kStages; };
+    auto parity = [&](int j) { return ((kv + j) / kStages) & 1; };
 
-  // O = o / l through this warpgroup's rows of the Q tile (its last S is
-  // done), then out in 16-byte rows; lse from the row statistics.
-  const Sequence seq = sequence_of(p, batch);
-  named_sync(kStoreBarrier + w, 128);  // every warp of this warpgroup is past its last S
-  float inv_l[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const float l = quad_sum(row_sum[h]);
-    inv_l[h] = l > 0.f ? 1.f / l : 0.f;
-    const int pos = row_pos[h];
-    if (t == 0 && pos < seqlen_q)
-      p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head) * seq.lse_rows + seq.lse_row0 + pos] =
-          row_lse(l, row_max[h], p.softmax_scale);
-  }
-#pragma unroll
-  for (int dt = 0; dt < kHeadDim / 8; dt++)
+    float s[kSRegs], alpha[2];
+    u32 a[kPSteps][4];
+    if (b.n_tiles > 0) {
+      mbar_wait(q_full, qn & 1);
+      // Region 0: S(0), its softmax and P(0).
+      mbar_wait(k_full(stage(0)), parity(0));
+      turn_take(0);
+      wgmma_fence();
+      issue_s(s, stage(0));
+      turn_pass(0);
+      wgmma_wait<0>();
+      pin(s);
+      release(k_empty(stage(0)));
+      if (b.n_tiles == 1) release(q_empty);  // this warp's last S is done
+      softmax(s, 0, b.unmasked_hi > 0 || b.unmasked_lo == 0, alpha);  // O is still zero: no rescale
+      round_p(s, a);
+      // Region j: S(j) with P·V of j - 1.
+      auto region = [&](int j, bool masked) {
+        const int sk = stage(j), sv = stage(j - 1);
+        mbar_wait(k_full(sk), parity(j));
+        mbar_wait(v_full(sv), parity(j - 1));
+        turn_take(j);
+        wgmma_fence();
+        issue_s(s, sk);
+        issue_pv(a, sv);
+        turn_pass(j);
+        if constexpr (kOverlap) {
+          wgmma_wait<1>();  // S(j); P·V may still run
+          pin(s);
+          release(k_empty(sk));
+          if (j == b.n_tiles - 1) release(q_empty);
+          softmax(s, j, masked, alpha);
+          wgmma_wait<0>();
+          pin(o);
+          pin(a);
+        } else {
+          wgmma_wait<0>();
+          pin(s);
+          pin(o);
+          pin(a);
+          release(k_empty(sk));
+          if (j == b.n_tiles - 1) release(q_empty);
+          softmax(s, j, masked, alpha);
+        }
+        release(v_empty(sv));
+        rescale_o(alpha);
+        round_p(s, a);
+      };
+      // The first tile's V before any P·V reads it (out of the loop: its
+      // code would cost the loop registers).
+      mbar_wait(v_full(stage(0)), parity(0));
+      clear_tail_v(stage(0));
+      int j = 1;
+      for (; j < b.unmasked_hi; j++) region(j, true);
+      for (; j < b.unmasked_lo; j++) region(j, false);
+      for (; j < b.n_tiles; j++) region(j, true);
+      // Region n: the last P·V.
+      const int sv = stage(b.n_tiles - 1);
+      mbar_wait(v_full(sv), parity(b.n_tiles - 1));
+      turn_take(b.n_tiles);
+      wgmma_fence();
+      issue_pv(a, sv);
+      turn_pass(b.n_tiles);
+      wgmma_wait<0>();
+      pin(o);
+      release(v_empty(sv));
+      kv += b.n_tiles;
+      qn++;
+    }
+
+    // O = o / l straight from the accumulators (row row_pos[h], columns
+    // 8·dt + 2t and + 1 of the head), lse from the row statistics.
+    const Sequence seq = sequence_of(p, b.batch);
+    elem_t *o_head = static_cast<elem_t *>(p.o) + seq.o_off + b.head * p.o_head_stride;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const u32 at = q_tile + slab_offset<kBlockM>(row0 + 8 * h, dt) + 4 * t;
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at),
-                   "r"(pack2(o[4 * dt + 2 * h] * inv_l[h], o[4 * dt + 2 * h + 1] * inv_l[h]))
-                   : "memory");
+      const float l = quad_sum(row_sum[h]), inv_l = l > 0.f ? 1.f / l : 0.f;
+      const int pos = row_pos[h];
+      if (pos >= b.seqlen_q) continue;
+      elem_t *dst = o_head + (long long)pos * p.o_row_stride;
+#pragma unroll
+      for (int dt = 0; dt < kHeadDim / 8; dt++)
+        if (8 * dt + 2 * t < p.head_dim)
+          *reinterpret_cast<u32 *>(dst + 8 * dt + 2 * t) = pack2(o[4 * dt + 2 * h] * inv_l, o[4 * dt + 2 * h + 1] * inv_l);
+      if (t == 0)
+        p.lse[((long long)b.batch * (p.cu_seqlens_q ? 0 : p.heads) + b.head) * seq.lse_rows + seq.lse_row0 + pos] =
+            row_lse(l, row_max[h], p.softmax_scale);
     }
-  named_sync(kStoreBarrier + w, 128);
-  elem_t *o_head = static_cast<elem_t *>(p.o) + seq.o_off + head * p.o_head_stride;
-  for (int i = wtid; i < 64 * kChunks; i += 128) {
-    const int r = 64 * w + i / kChunks, c = i % kChunks;
-    const int pos = m0 + r;
-    if (pos >= seqlen_q || c * 8 >= p.head_dim) continue;
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(q_tile + slab_offset<kBlockM>(r, c)));
-    *reinterpret_cast<uint4 *>(o_head + (long long)pos * p.o_row_stride + c * 8) = v;
   }
 }

@@ -24,7 +24,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
 #define SPLITKV_GRID 40 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x5 */
 #define WGMMA90_GRID 16 /* BLOCK_M x BLOCK_N x STAGES x OVERLAP = 2x2x2x2, sm_90a, d64..d256 by 64 */
-#define WS90_GRID 32    /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG = 1x8x1x2x2, sm_90a */
+#define WS90_GRID 64    /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT = 1x8x1x2x2x2, sm_90a */
 #define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
@@ -104,7 +104,8 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
     } else if (strcmp(v[i].family, "ws90") == 0) {
       ws[d][v[i].dtype][v[i].mask]++;
       ws_defaults += v[i].is_default;
-      CHECK_WHY(!strcmp(v[i].entry, "fat_fwd_ws90") && v[i].threads == 384 && v[i].block_m == 128,
+      CHECK_WHY(!strcmp(v[i].entry, "fat_fwd_ws90") && v[i].threads == 384 && v[i].block_m == 128 &&
+                    (v[i].mask == FAT_MASK_NONE || !strstr(v[i].params, "PERSISTENT=1")),
                 "%s: entry %s, %d threads, block_m %d", v[i].name, v[i].entry, v[i].threads, v[i].block_m);
     } else {
       other++;
@@ -125,8 +126,10 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
                   HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), splitkv[d][t][m], want_splitkv[d]);
         CHECK_WHY(wgmma[d][t][m] == want_wgmma[d], "%s d%d %s %s: %d wgmma90 variants, want %d", arch,
                   HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), wgmma[d][t][m], want_wgmma[d]);
-        CHECK_WHY(ws[d][t][m] == want_ws[d], "%s d%d %s %s: %d ws90 variants, want %d", arch,
-                  HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), ws[d][t][m], want_ws[d]);
+        /* PERSISTENT only without a mask */
+        const int ws_want = m == FAT_MASK_NONE ? want_ws[d] : want_ws[d] / 2;
+        CHECK_WHY(ws[d][t][m] == ws_want, "%s d%d %s %s: %d ws90 variants, want %d", arch,
+                  HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), ws[d][t][m], ws_want);
         /* The baseline: d64 and up, none and causal only. */
         const int want_baseline = d > 0 && m < MATERIALIZE_MASKS ? MATERIALIZE_TILES : 0;
         CHECK_WHY(baseline[d][t][m] == want_baseline, "%s d%d %s %s: %d materialize variants, want %d",
@@ -305,16 +308,16 @@ static void test_pruning(fat_gen *g) {
     return;
   }
   /* mma80's 19, splitkv's 18 (BLOCK_N 64: the rest do not fit), wgmma90's
-   * 8, ws90's 8 and the materialising baseline's 2 tiles; mma80's 29,
-   * splitkv's 22, wgmma90's 8 and ws90's 24 pruned */
-  CHECK_WHY(n == 19 + 18 + 8 + 8 + MATERIALIZE_TILES && np == 29 + 22 + 8 + 24, "%zu variants, %zu pruned", n, np);
-  /* (128 + 2*2*96) * 256 * 2 + 1024 + 9 barriers of 8 bytes = 263240,
+   * 8, ws90's 16 and the materialising baseline's 2 tiles; mma80's 29,
+   * splitkv's 22, wgmma90's 8 and ws90's 48 pruned */
+  CHECK_WHY(n == 19 + 18 + 8 + 16 + MATERIALIZE_TILES && np == 29 + 22 + 8 + 48, "%zu variants, %zu pruned", n, np);
+  /* (128 + 2*2*96) * 256 * 2 + 1024 + 10 barriers of 8 bytes = 263248,
    * and BLOCK_N 96 is in no list at d256 (its 48 + 128 + 24 accumulators
    * would fit); at BLOCK_N 112, 56 + 128 + 28 do not */
   CHECK_STR(find_reason(p, np, "fwd.ws90.fp16.d256.none.m128n96s2op"),
-            "BLOCK_N 96 is not among head dim 256's key tiles (64, 80); shared memory 263240 > 232448 bytes");
+            "BLOCK_N 96 is not among head dim 256's key tiles (64, 80); shared memory 263248 > 232448 bytes");
   CHECK_STR(find_reason(p, np, "fwd.ws90.fp16.d256.none.m128n112s2"),
-            "BLOCK_N 112 is not among head dim 256's key tiles (64, 80); shared memory 296008 > 232448 bytes; "
+            "BLOCK_N 112 is not among head dim 256's key tiles (64, 80); shared memory 296016 > 232448 bytes; "
             "registers: 212 accumulators + 32 > the 240 a consumer thread has");
   /* (64 + 2*2*128) * 256 * 2 + 1024 bytes of alignment slack = 295936 */
   CHECK_STR(find_reason(p, np, "fwd.wgmma90.fp16.d256.none.m64n128s2"), "shared memory 295936 > 232448 bytes");
@@ -698,11 +701,12 @@ int main(void) {
    * pruned), then shared memory prunes more at d192 and d256 */
   const int wgmma_sm80[N_HEAD_DIMS] = {0, 0, 0, 0, 0, 0};
   const int wgmma_sm90a[N_HEAD_DIMS] = {0, 12, 12, 12, 10, 8};
-  /* ws90: sm_90a only, each head dim's key tiles (3 up to d128, 2 above)
-   * times OVERLAP and PINGPONG; its register and shared-memory rules leave
-   * all of them (they prune the tiles the lists leave out) */
+  /* ws90 without a mask: sm_90a only, each head dim's key tiles (3 up to
+   * d128, 2 above) times OVERLAP, PINGPONG and PERSISTENT; its register and
+   * shared-memory rules leave all of them (they prune the tiles the lists
+   * leave out); causal and local have half (no PERSISTENT) */
   const int ws_sm80[N_HEAD_DIMS] = {0, 0, 0, 0, 0, 0};
-  const int ws_sm90a[N_HEAD_DIMS] = {0, 12, 12, 12, 8, 8};
+  const int ws_sm90a[N_HEAD_DIMS] = {0, 24, 24, 24, 16, 16};
   test_space_counts(g, "sm_80", want_sm80, splitkv_sm80, wgmma_sm80, ws_sm80);
   test_space_counts(g, "sm_90a", want_sm90a, splitkv_sm90a, wgmma_sm90a, ws_sm90a);
   /* per head dim 64..256, atomic and separate, PREFETCH 0 and 1; see

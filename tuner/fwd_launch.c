@@ -21,9 +21,9 @@ typedef struct tma_tensor {
   int packed;
 } tma_tensor;
 
-static void tma_tensors(const fat_fwd_params *p, const fat_fwd_rows *rows, tma_tensor t[3]) {
+static void tma_tensors(const fat_fwd_params *p, const fat_fwd_call *call, tma_tensor t[3]) {
   const int packed_q = p->cu_seqlens_q != NULL, packed_k = p->cu_seqlens_k != NULL;
-  const long long rq = packed_q ? rows->total_q : p->seqlen_q, rk = packed_k ? rows->total_k : p->seqlen_k;
+  const long long rq = packed_q ? call->total_q : p->seqlen_q, rk = packed_k ? call->total_k : p->seqlen_k;
   t[0] = (tma_tensor){"q", p->q, rq, p->heads, p->batch, p->q_row_stride, p->q_head_stride,
                       p->q_batch_stride, packed_q};
   t[1] = (tma_tensor){"k", p->k, rk, p->heads_k, p->batch, p->k_row_stride, p->k_head_stride,
@@ -45,12 +45,12 @@ static int tma_dims(const tma_tensor *t, long long extent[3], long long stride[3
   return n;
 }
 
-int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_rows *rows, char *err,
+int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, char *err,
                             size_t errlen) {
   static const char *const dim_names[3] = {"rows", "heads", "batch"};
   static const char *const stride_names[3] = {"row_stride", "head_stride", "batch_stride"};
   tma_tensor t[3];
-  tma_tensors(p, rows, t);
+  tma_tensors(p, call, t);
   if (p->head_dim < 1) {
     snprintf(err, errlen, "head_dim %d is no tensor map's extent", p->head_dim);  /* below 2^32 as an int */
     return -1;
@@ -111,13 +111,14 @@ int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char 
   int block_n = 0;
   d->direction = direction;
   d->kind = fat_kernel_kind_of_family(family);
-  d->pack_gqa = d->block_q = d->dq_separate = d->block_n = 0;
+  d->pack_gqa = d->block_q = d->dq_separate = d->block_n = d->persistent = 0;
   d->splits = 1;
   /* A backward variant's block_m is its key block; its query tile and dQ
    * strategy are in its parameters. */
   if (direction == FAT_BWD) return fat_bwd_params_parse(params, &d->block_q, &block_n, &d->dq_separate, err, errlen);
   if (fat_fwd_params_parse(params, &d->pack_gqa, &d->splits, err, errlen)) return -1;
-  return d->kind == FAT_KERNEL_FUSED_TMA ? fat_fwd_tile_parse(params, &d->block_n, err, errlen) : 0;
+  return d->kind == FAT_KERNEL_FUSED_TMA ? fat_fwd_tma_parse(params, &d->block_n, &d->persistent, err, errlen)
+                                          : 0;
 }
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -150,22 +151,31 @@ void fat_fwd_set_workspace(const fat_fwd_geometry *g, fat_fwd_params *p, CUdevic
 }
 
 CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_fwd_geometry *g,
-                        fat_fwd_params *p, const fat_fwd_rows *rows, CUstream stream) {
+                        fat_fwd_params *p, const fat_fwd_call *call, CUstream stream) {
+  const fat_fwd_call none = {0, 0, 0};
+  if (!call) call = &none;
   const int group = p->heads_k > 0 ? p->heads / p->heads_k : 1;
   const long long query_rows = (long long)p->seqlen_q * (g->pack_gqa ? group : 1);
-  const unsigned grid_x = (unsigned)((query_rows + g->block_m - 1) / g->block_m);
-  const unsigned grid_y = (unsigned)(g->pack_gqa ? p->heads_k : p->heads);
-  const unsigned grid_z = (unsigned)p->batch * (unsigned)g->splits;
+  unsigned grid_x = (unsigned)((query_rows + g->block_m - 1) / g->block_m);
+  unsigned grid_y = (unsigned)(g->pack_gqa ? p->heads_k : p->heads);
+  unsigned grid_z = (unsigned)p->batch * (unsigned)g->splits;
+  if (g->persistent) {
+    /* The kernel numbers the query blocks as this grid would and takes
+     * every gridDim.x-th: at most one block an SM, each resident. */
+    const unsigned long long blocks = (unsigned long long)grid_x * grid_y * grid_z;
+    if (call->sm_count < 1) return CUDA_ERROR_INVALID_VALUE;
+    grid_x = blocks < (unsigned long long)call->sm_count ? (unsigned)blocks : (unsigned)call->sm_count;
+    grid_y = grid_z = 1;
+  }
   CUtensorMap maps[3];
   void *args[] = {p, &maps[0], &maps[1], &maps[2]};
   if (g->splits > 1 && (!k->combine || !p->o_accum || !p->lse_accum)) return CUDA_ERROR_INVALID_VALUE;
   if (g->block_n > 0) {
     /* q in boxes of a query block, k and v of a key tile. */
-    const fat_fwd_rows none = {0, 0};
     char why[256];
     tma_tensor t[3];
-    if (fat_fwd_tma_describable(p, rows ? rows : &none, why, sizeof why)) return CUDA_ERROR_INVALID_VALUE;
-    tma_tensors(p, rows ? rows : &none, t);
+    if (fat_fwd_tma_describable(p, call, why, sizeof why)) return CUDA_ERROR_INVALID_VALUE;
+    tma_tensors(p, call, t);
     for (int i = 0; i < 3; i++) {
       CUresult e = encode_map(cu, &maps[i], &t[i], p->head_dim, g->bf16, i == 0 ? g->block_m : g->block_n);
       if (e != CUDA_SUCCESS) return e;

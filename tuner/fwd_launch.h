@@ -31,23 +31,27 @@ typedef struct fat_fwd_geometry {
   int block_n;       /* > 0: the kernel takes tensor maps of q, k and v after P, in boxes of
                         64 columns by block_m (q) and block_n (k, v) rows; 0: P alone */
   int bf16;          /* with block_n: the maps' element type, 1 bf16, 0 fp16 */
+  int persistent;    /* 1: at most one block an SM (fat_fwd_call's sm_count), each looping over
+                        the query blocks; 0: one block a query block */
 } fat_fwd_geometry;
 
 /* Columns of one tensor-map box: a 128-byte swizzled slab of 16-bit elements. */
 #define FAT_TMA_BOX_COLUMNS 64
 
-/* The rows of a call's tensors, which P does not carry: a packed batch's q
- * and o have total_q rows, its k and v total_k (cu_seqlens_*[batch]); 0
- * for a dense batch. */
-typedef struct fat_fwd_rows {
+/* What a launch needs of the call and its GPU beyond P: the rows of a
+ * packed batch's q and o (total_q) and k and v (total_k, cu_seqlens_*[batch];
+ * 0 for a dense batch), which the tensor maps span, and the GPU's SMs,
+ * which bound a persistent grid. */
+typedef struct fat_fwd_call {
   long long total_q, total_k;
-} fat_fwd_rows;
+  int sm_count;
+} fat_fwd_call;
 
 /* 0 when the tensor maps of P's q, k and v can describe them (bases
  * 16-byte aligned, strides multiples of 16 bytes below 2^40, extents below
  * 2^32), else -1 with err naming the first that cannot: the runtime then
  * serves the call with a family that loads without them. */
-int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_rows *rows, char *err,
+int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, char *err,
                             size_t errlen);
 
 /* The launch kind of a variant of FAMILY (fwd_job.h's fat_kernel_kind). */
@@ -79,8 +83,10 @@ void fat_fwd_set_workspace(const fat_fwd_geometry *g, fat_fwd_params *p, CUdevic
 /* Launches the variant (and its combine kernel) for P on STREAM; the first
  * failure's result. CUDA_ERROR_INVALID_VALUE when a split variant has no
  * workspace or no combine kernel, or when a tensor-map variant's tensors
- * are none the maps can describe (fat_fwd_tma_describable). ROWS: the
- * call's packed rows (only tensor-map variants read it). */
+ * are none the maps can describe (fat_fwd_tma_describable), or when a
+ * persistent variant is given no SM count. CALL: the call's packed rows and
+ * its GPU's SMs (read by tensor-map and persistent variants; NULL for
+ * neither). */
 CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_fwd_geometry *g,
-                        fat_fwd_params *p, const fat_fwd_rows *rows, CUstream stream);
+                        fat_fwd_params *p, const fat_fwd_call *call, CUstream stream);
 #endif

@@ -338,7 +338,8 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
     }
     total_q = cu_q[s->batch];
     total_k = cu_k[s->batch];
-    t->rows = (fat_fwd_rows){total_q, total_k};
+    t->call.total_q = total_q;
+    t->call.total_k = total_k;
     CU(g->cu.cuMemAlloc(&t->seqinfo, (size_t)n_ints * sizeof *lengths), "cuMemAlloc of cu_seqlens");
     CU(g->cu.cuMemcpyHtoD(t->seqinfo, lengths, (size_t)n_ints * sizeof *lengths), "copying cu_seqlens");
   }
@@ -565,7 +566,8 @@ void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k) {
 static fat_fwd_geometry fwd_geometry(const fat_kernel_desc *d) {
   fat_fwd_geometry geo = {d->block_m, d->threads, d->smem_bytes, d->pack_gqa,
                           d->splits > 1 ? d->splits : 1, d->head_dim,
-                          d->kind == FAT_KERNEL_FUSED_TMA ? d->block_n : 0, d->dtype == FAT_BF16};
+                          d->kind == FAT_KERNEL_FUSED_TMA ? d->block_n : 0, d->dtype == FAT_BF16,
+                          d->persistent};
   return geo;
 }
 
@@ -632,7 +634,8 @@ static CUresult launch_variant(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tens
   const fat_fwd_geometry geo = fwd_geometry(&k->desc);
   const fat_fwd_kernels fns = {k->fn, k->combine_fn};
   fat_fwd_set_workspace(&geo, &t->params, t->workspace);
-  return fat_fwd_launch(&g->cu, &fns, &geo, &t->params, &t->rows, g->stream);
+  t->call.sm_count = g->info.sm_count;
+  return fat_fwd_launch(&g->cu, &fns, &geo, &t->params, &t->call, g->stream);
 }
 
 /* A variable-length shape's K and V rows past each sequence's seqused_k

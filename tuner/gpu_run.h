@@ -80,7 +80,7 @@ typedef struct fat_gpu_tensors {
                                  split-KV one; 0 until one needs it */
   CUdeviceptr seqinfo;        /* variable-length shapes: cu_seqlens_q, cu_seqlens_k, seqused_k */
   size_t workspace_bytes;
-  fat_fwd_rows rows;          /* variable-length shapes: the packed rows of q and of k (tensor maps) */
+  fat_fwd_call call;          /* the packed rows of q and k of a variable-length shape, the SMs */
 } fat_gpu_tensors;
 
 int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,

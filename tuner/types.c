@@ -194,10 +194,15 @@ int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq
   return -1;
 }
 
-int fat_fwd_tile_parse(const char *params, int *block_n, char *err, size_t errlen) {
+int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, char *err, size_t errlen) {
   if (!params) params = "";
   if (param_int(params, "BLOCK_N", 1, block_n) || *block_n > 256) {
     snprintf(err, errlen, "forward parameters '%s': no BLOCK_N of 1 .. 256", params);
+    return -1;
+  }
+  *persistent = 0;
+  if (param_int(params, "PERSISTENT", 0, persistent) < 0 || *persistent > 1) {
+    snprintf(err, errlen, "forward parameters '%s': PERSISTENT is not 0 or 1", params);
     return -1;
   }
   return 0;

@@ -31,10 +31,11 @@ int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq
 int fat_fwd_params_parse(const char *params, int *pack_gqa, int *splits, char *err,
                          size_t errlen);
 
-/* The key tile of a forward variant that loads K and V through tensor maps
+/* The schedule of a forward variant that loads through tensor maps
  * (FAT_KERNEL_FUSED_TMA): BLOCK_N of its parameter string, 1 .. 256 (a
- * copy box's rows): 0, or -1 with err naming what is missing or bad. */
-int fat_fwd_tile_parse(const char *params, int *block_n, char *err, size_t errlen);
+ * copy box's rows), and PERSISTENT, 0 or 1 (0 when absent): 0, or -1 with
+ * err naming what is missing or bad. */
+int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, char *err, size_t errlen);
 
 /* One concrete kernel: a template family expanded with one set of parameters.
  * Produced by the generator (Lua); strings are heap-owned, freed by

@@ -268,6 +268,7 @@ void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
   fat_put_i32(b, x->pack_gqa);
   fat_put_i32(b, x->splits);
   fat_put_i32(b, x->block_n);
+  fat_put_i32(b, x->persistent);
 }
 
 void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
@@ -297,8 +298,10 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   if (x->pack_gqa < 0 || x->pack_gqa > 1 || x->splits < 1 || x->splits > FAT_FWD_MAX_SPLITS)
     b->failed = 1;
   x->block_n = fat_get_i32(b);
+  x->persistent = fat_get_i32(b);
   if (x->kind == FAT_KERNEL_FUSED_TMA ? x->block_n < 1 || x->block_n > 256 : x->block_n != 0)
     b->failed = 1;
+  if (x->persistent != 0 && (x->kind != FAT_KERNEL_FUSED_TMA || x->persistent != 1)) b->failed = 1;
 }
 
 void fat_put_time_opts(fat_wbuf *b, const fat_time_opts *x) {

@@ -1,0 +1,120 @@
+/* The forward launch's CPU side (tuner/fwd_launch.h): which tensors the
+ * tensor-map families can take (fat_fwd_tma_describable, with its exact
+ * refusals), the launch description a stored variant's family and
+ * parameters give (fat_kernel_schedule), and a tensor-map variant's
+ * description across the worker's wire. No GPU needed. */
+#include <stdint.h>
+#include <string.h>
+#include "check.h"
+#include "fwd_launch.h"
+#include "worker_wire.h"
+
+#define ERRLEN 256
+
+/* Contiguous (batch, seqlen, heads, head_dim) tensors at 16-byte aligned
+ * (never dereferenced) addresses. */
+static fat_fwd_params dense(int batch, int heads, int heads_k, int sq, int sk, int d) {
+  fat_fwd_params p;
+  memset(&p, 0, sizeof p);
+  p.q = (const void *)(uintptr_t)0x10000000;
+  p.k = (const void *)(uintptr_t)0x20000000;
+  p.v = (const void *)(uintptr_t)0x30000000;
+  p.batch = batch, p.heads = heads, p.heads_k = heads_k, p.seqlen_q = sq, p.seqlen_k = sk, p.head_dim = d;
+  p.q_head_stride = p.k_head_stride = p.v_head_stride = d;
+  p.q_row_stride = (long long)heads * d;
+  p.k_row_stride = p.v_row_stride = (long long)heads_k * d;
+  p.q_batch_stride = p.q_row_stride * sq;
+  p.k_batch_stride = p.v_batch_stride = p.k_row_stride * sk;
+  return p;
+}
+
+static void test_describable(void) {
+  char err[ERRLEN];
+  const fat_fwd_call dense_call = {0, 0, 132};
+  fat_fwd_params p = dense(2, 16, 4, 1000, 777, 96);
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == 0);
+  /* A batch of one: its batch stride is never stepped, any value serves. */
+  p = dense(1, 8, 8, 17, 17, 64);
+  p.q_batch_stride = 3;
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == 0);
+  /* What the maps refuse, each by name. */
+  p = dense(2, 8, 8, 64, 64, 64);
+  p.k = (const void *)(uintptr_t)0x20000008;
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == -1);
+  CHECK_STR(err, "k at 0x20000008 is not 16-byte aligned (tensor maps need it)");
+  p = dense(2, 8, 8, 64, 64, 64);
+  p.v_row_stride = 516;
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == -1);
+  CHECK_STR(err, "v's row_stride 516: a tensor map's strides are multiples of 16 bytes below 2^40");
+  p = dense(2, 8, 8, 64, 64, 64);
+  p.q_batch_stride = 1ll << 39;
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == -1);
+  CHECK_STR(err, "q's batch_stride 549755813888: a tensor map's strides are multiples of 16 bytes below 2^40");
+  /* A packed batch spans its total rows and has no batch dimension. */
+  p = dense(3, 4, 2, 300, 500, 128);
+  p.cu_seqlens_q = p.cu_seqlens_k = (const int *)(uintptr_t)0x40000000;
+  p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = 0;
+  const fat_fwd_call packed = {650, 0, 132};
+  CHECK(fat_fwd_tma_describable(&p, &packed, err, sizeof err) == -1);
+  CHECK_STR(err, "k has 0 rows: a tensor map's extent is 1 .. 2^32 - 1");
+  const fat_fwd_call packed_ok = {650, 1200, 132};
+  CHECK(fat_fwd_tma_describable(&p, &packed_ok, err, sizeof err) == 0);
+}
+
+static void test_schedule(void) {
+  char err[ERRLEN];
+  fat_kernel_desc d;
+  memset(&d, 0, sizeof d);
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "ws90",
+                            "BLOCK_M=128 BLOCK_N=176 OVERLAP=1 PERSISTENT=1 PINGPONG=1 STAGES=2", err,
+                            sizeof err) == 0);
+  CHECK(d.kind == FAT_KERNEL_FUSED_TMA && d.block_n == 176 && d.persistent == 1 && d.splits == 1 &&
+        d.pack_gqa == 0 && d.direction == FAT_FWD);
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "ws90", "BLOCK_M=128 BLOCK_N=112 OVERLAP=0 PINGPONG=0 STAGES=2",
+                            err, sizeof err) == 0);
+  CHECK(d.block_n == 112 && d.persistent == 0);
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "ws90", "BLOCK_M=128 BLOCK_N=512 STAGES=2", err, sizeof err) == -1);
+  CHECK_STR(err, "forward parameters 'BLOCK_M=128 BLOCK_N=512 STAGES=2': no BLOCK_N of 1 .. 256");
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "ws90", "BLOCK_N=64 PERSISTENT=2", err, sizeof err) == -1);
+  CHECK_STR(err, "forward parameters 'BLOCK_N=64 PERSISTENT=2': PERSISTENT is not 0 or 1");
+  /* Families that take P alone keep no tensor-map fields. */
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "wgmma90", "BLOCK_M=64 BLOCK_N=128 OVERLAP=0 STAGES=2", err,
+                            sizeof err) == 0);
+  CHECK(d.kind == FAT_KERNEL_FUSED && d.block_n == 0 && d.persistent == 0);
+  CHECK(fat_kernel_schedule(&d, FAT_BWD, "mma80", "BLOCK_M=64 BLOCK_N=128 DQ_MODE=separate WARPS=8", err,
+                            sizeof err) == 0);
+  CHECK(d.direction == FAT_BWD && d.block_q == 64 && d.dq_separate == 1 && d.block_n == 0);
+}
+
+static void test_wire(void) {
+  static const unsigned char cubin[] = {1, 2, 3};
+  fat_kernel_desc d, back;
+  memset(&d, 0, sizeof d);
+  snprintf(d.name, sizeof d.name, "fwd.ws90.bf16.d128.none.m128n176s2opr");
+  snprintf(d.entry, sizeof d.entry, "fat_fwd_ws90");
+  d.block_m = 128, d.threads = 384, d.smem_bytes = 214096, d.head_dim = 128, d.dtype = FAT_BF16;
+  d.cubin = cubin, d.cubin_size = sizeof cubin, d.kind = FAT_KERNEL_FUSED_TMA, d.splits = 1;
+  d.block_n = 176, d.persistent = 1;
+  fat_wbuf b = {0};
+  fat_put_kernel(&b, &d);
+  fat_rbuf r = {b.data, b.len, 0, 0};
+  fat_get_kernel(&r, &back);
+  CHECK(fat_rbuf_done(&r) == 0);
+  CHECK(back.kind == FAT_KERNEL_FUSED_TMA && back.block_n == 176 && back.persistent == 1);
+  /* A persistent flag on a kind that takes P alone is a garbled frame. */
+  d.kind = FAT_KERNEL_FUSED, d.block_n = 0;
+  fat_wbuf b2 = {0};
+  fat_put_kernel(&b2, &d);
+  fat_rbuf r2 = {b2.data, b2.len, 0, 0};
+  fat_get_kernel(&r2, &back);
+  CHECK(fat_rbuf_done(&r2) != 0);
+  fat_wbuf_free(&b);
+  fat_wbuf_free(&b2);
+}
+
+int main(void) {
+  test_describable();
+  test_schedule();
+  test_wire();
+  return check_summary("test_fwd_launch");
+}
