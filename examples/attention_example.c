@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How a C program uses libfatune: open a context, describe the tensors,
  * launch, ask which variant ran. It draws random fp16 inputs, runs
  * fatune's forward pass and compares it with a double-precision attention

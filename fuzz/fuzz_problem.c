@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the problem validator (fat_attention_check), the
  * gate every fat_attention_fwd passes before it selects or launches: the
  * input bytes fill a fat_attn_args -- small shapes mostly, but any sign,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libfatune: the public C API of fatune's runtime. A program opens a context
  * for one GPU, describes an attention problem by its tensors, and launches
  * the variant the tuner found fastest for that problem on that GPU -- from the

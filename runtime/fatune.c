@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libfatune: choose, load and launch the tuned variant for an attention
  * problem (include/fatune.h is the contract). One function, select_variant,
  * decides which kernel serves a problem; fat_attention_select (the

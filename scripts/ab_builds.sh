@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A host-side change A/B'd in one device call: the same backward tuning run
 # and the same runtime benchmark from two packed build folders (OLD, NEW),
 # alternating, so both meet the same GPU, clocks and temperature. For

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Packs what scripts/gpu_run.sh needs from a build into a small folder to
 # carry to the GPU machine (the device tool carries at most 64 MiB, the
 # working tree included; a whole build folder with its object files comes

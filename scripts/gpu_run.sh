@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Everything fatune does on a GPU, in one call, for the lent GPU machine:
 # the binary runs, the gpu-labelled tests (fault isolation included), a
 # tuning run, and the benchmark against PyTorch's SDPA backends on the same

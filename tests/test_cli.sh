@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The fatune command line: every refusal exits 2 and names the bad value;
 # help and version exit 0. Needs no GPU. $1 is the fatune binary.
 set -u

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libfatune on a GPU, end to end:
  *  - a table holding a winner with a cubin for this GPU is launched from
  *    the cubin (asked: load == stored cubin, no NVRTC) and matches a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The install tree of libfatune: `cmake --install` into a scratch prefix must
 # give the header, both libraries, the table database, a pkg-config file and
 # a CMake package; a tiny consumer is then built against it with pkg-config

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bad input to the C API, without a GPU (issue 6, "bad input, everywhere"):
  * fat_attention_check -- what fat_attention_fwd runs before it selects or
  * launches -- on an offline H200 context, one bad value at a time, each

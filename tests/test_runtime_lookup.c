@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime's one selection function, on databases built here, through
  * offline contexts (no GPU needed): lookup order (user database, then
  * tables, then the built-in default; an exact bucket anywhere before a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hostile table files and stored cubins (issue 6, "untrusted tables"): each
  * file below is what an attacker or a damaged download could hand `fatune
  * import`, and each is refused whole with its exact message, leaving the

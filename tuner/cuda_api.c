@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Loading the CUDA driver with dlopen and naming its errors. The worker
  * process is the only caller in the tuner; see cuda_api.h for why. */
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA driver API, loaded at run time with dlopen and never linked, so
  * that fatune starts, generates and compiles on a machine with no GPU and
  * says exactly what it looked for when a step needs one. Only the worker

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fatune command: parses the command line and hands the run to the
  * pipeline (tune.c) or to a subcommand. Usage errors go to stderr naming the
  * bad value, with exit status 2; help goes to stdout. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """fatune for PyTorch: the tuned FlashAttention of libfatune on CUDA tensors,
 forward and backward.
 

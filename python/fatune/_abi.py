@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The C ABI of include/fatune.h in ctypes: its structs, the enum values the
 binding passes or reads, and the prototypes of its functions. Kept apart from
 the binding so that it imports without PyTorch or libfatune:

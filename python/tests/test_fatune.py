@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """fatune.attention against PyTorch's scaled_dot_product_attention in float64,
 on random inputs, for every bucket of the shipped tables that holds a winner
 for this GPU, plus the built-in default of every head dim, and the refusals

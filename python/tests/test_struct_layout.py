@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ctypes mirror of include/fatune.h (python/fatune/_abi.py) against the
 header itself, on the CPU: a C program compiled against the header prints the
 size and alignment of every struct and the offset and size of every field,
