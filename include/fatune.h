@@ -183,7 +183,12 @@ typedef struct fat_context_options {
                                  (and compiled cubins are not stored) */
   const char *const *tables;  /* read-only table databases, searched in order after the
                                  user's; NULL: $FATUNE_TABLES (':'-separated) if set, else
-                                 the tables installed with the library */
+                                 the installed fatune_tables.db, found alike from a shared
+                                 and a static link: beside the library (or the program
+                                 linked with libfatune.a), then <datadir>/fatune of that
+                                 folder's install tree, then the install prefix's, compiled
+                                 in. None found: FATUNE_LOG says so, and only the user's
+                                 database and the built-in defaults serve */
   int n_tables;
   int no_builtin;             /* 1: refuse rather than fall back to the untuned default */
   /* Offline: when gpu_name is set, no driver is loaded and the context only

@@ -31,6 +31,7 @@
 #include "nvrtc_api.h"
 #include "sha256.h"
 #include "tables.h"
+#include "tables_path.h"
 #include "types.h"
 
 #define ERR_CAP 1024
@@ -41,16 +42,12 @@
 #define MIN_CC_MAJOR 8              /* the mma80 family needs Ampere or newer */
 #define ALIGN_BYTES 16              /* kernels load and store 16 bytes at a time */
 #define STRIDE_MULTIPLE 8           /* elements of 2 bytes per 16-byte access */
-#define TABLES_FILE "fatune_tables.db"
 #define N_TENSORS 5                 /* q, k, v, o, lse */
 #define N_BWD_SPANS (N_TENSORS + 5) /* and the backward's dout, dq, dk, dv, workspace */
 #define N_STRIDED 4                 /* q, k, v, o have (batch, row, head) strides */
 #define ELEM_BYTES 2                /* fp16 and bf16 */
 #define LSE_BYTES 4                 /* fp32 */
 #define KEY_PREFIX 12               /* hex digits of a build key shown in a message */
-/* Where the tables are found relative to the loaded library: next to it in
- * the build tree, in <prefix>/share/fatune when installed. */
-#define TABLES_INSTALLED_REL "/../share/fatune/" TABLES_FILE
 
 /* One loaded module, by variant source hash (a hash names a source exactly). */
 typedef struct kernel {
@@ -274,21 +271,6 @@ static int default_user_db(char *out, size_t cap) {
   return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
-/* The installed tables, found from where this library was loaded. */
-static int installed_tables(char *out, size_t cap) {
-  Dl_info info;
-  if (!dladdr((void *)&installed_tables, &info) || !info.dli_fname) return -1;
-  char dir[PATH_CAP];
-  snprintf(dir, sizeof dir, "%s", info.dli_fname);
-  char *slash = strrchr(dir, '/');
-  if (slash) *slash = 0;
-  else snprintf(dir, sizeof dir, ".");
-  snprintf(out, cap, "%s/%s", dir, TABLES_FILE);
-  if (access(out, R_OK) == 0) return 0;
-  snprintf(out, cap, "%s%s", dir, TABLES_INSTALLED_REL);
-  return access(out, R_OK) == 0 ? 0 : -1;
-}
-
 static fat_status add_db(fat_context *c, const char *path) {
   if (c->n_dbs > MAX_TABLES)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "more than %d table databases", MAX_TABLES);
@@ -341,10 +323,21 @@ fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts) 
   } else if (getenv("FATUNE_TABLES") && *getenv("FATUNE_TABLES")) {
     char list[PATH_CAP], *save = NULL;
     snprintf(list, sizeof list, "%s", getenv("FATUNE_TABLES"));
-    for (char *t = strtok_r(list, ":", &save); t; t = strtok_r(NULL, ":", &save))
+    for (char *t = strtok_r(list, ":", &save); t; t = strtok_r(NULL, ":", &save)) {
+      if (access(t, R_OK)) logf_(c, "warning: FATUNE_TABLES names %s, which cannot be read", t);
       if ((st = add_db(c, t))) goto out;
-  } else if (installed_tables(path, sizeof path) == 0) {
-    if ((st = add_db(c, path))) goto out;
+    }
+  } else {
+    /* The same search from a shared and a static link (tables_path.h). */
+    char looked[PATH_CAP];
+    if (fat_tables_installed(path, sizeof path, looked, sizeof looked) == 0) {
+      logf_(c, "shipped tables: %s", path);
+      if ((st = add_db(c, path))) goto out;
+    } else {
+      logf_(c, "warning: no shipped tables found (looked for %s); set FATUNE_TABLES to "
+            "fatune_tables.db: until then only the user database and the built-in defaults serve",
+            looked);
+    }
   }
 
   if (opts->gpu_name) {
