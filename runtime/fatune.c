@@ -199,6 +199,46 @@ static void logf_(fat_context *c, const char *fmt, ...) {
 
 const char *fat_context_error(const fat_context *ctx) { return ctx ? ctx->err : "no context"; }
 
+/* ---- versions and struct sizes ------------------------------------------ */
+
+unsigned fat_version_number(void) { return FATUNE_VERSION_NUMBER; }
+const char *fat_version_string(void) { return FATUNE_VERSION_STRING; }
+
+/* Every public struct's struct_size against this library's sizeof
+ * (fatune.h): a struct of another release's layout is refused by name
+ * before any other field is read or written. */
+static fat_status check_size(fat_context *c, const char *type, size_t got, size_t want,
+                             const char *init) {
+  if (got == want) return FAT_OK;
+  return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s.struct_size %zu: this libfatune (%s) has "
+              "sizeof(%s) %zu; initialise it with %s, built against this library's fatune.h",
+              type, got, FATUNE_VERSION_STRING, type, want, init);
+}
+#define CHECK_SIZE(c, type, p, init) check_size((c), #type, (p)->struct_size, sizeof(type), init)
+
+/* A choice the library fills, of the caller's struct_size checked first. */
+static void put_choice(fat_choice *out, const fat_choice *in) {
+  *out = *in;
+  out->struct_size = sizeof *out;
+}
+
+/* The caller's RAN of fat_attention_fwd / _bwd (may be NULL): checked
+ * before anything is launched, so that no launch goes unreported. */
+static fat_status check_ran(fat_context *c, const fat_choice *ran) {
+  if (!ran) return FAT_OK;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = CHECK_SIZE(c, fat_choice, ran, "FAT_CHOICE_INIT");
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* A backward's struct sizes, its own and its forward's; the lock is held. */
+static fat_status check_bwd_size(fat_context *c, const fat_attn_bwd_args *a) {
+  if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  fat_status st = CHECK_SIZE(c, fat_attn_bwd_args, a, "FAT_ATTN_BWD_ARGS_INIT");
+  return st ? st : CHECK_SIZE(c, fat_attn_args, &a->fwd, "FAT_ATTN_ARGS_INIT");
+}
+
 /* ---- supported problems --------------------------------------------------- */
 
 int fat_supported_head_dims(int *out, int cap) {
@@ -301,6 +341,8 @@ fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts) 
   pthread_mutex_init(&c->lock, NULL);
   const char *lg = getenv("FATUNE_LOG");
   c->log = lg && *lg && strcmp(lg, "0");
+  if (opts != &none && (st = CHECK_SIZE(c, fat_context_options, opts, "FAT_CONTEXT_OPTIONS_INIT")))
+    goto out;
   c->no_builtin = opts->no_builtin;
 
   /* Databases: the user's first (it may not exist yet), then the tables. */
@@ -706,6 +748,8 @@ out:
 
 static fat_status check_problem(fat_context *c, const fat_attn_args *a) {
   if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  fat_status st = CHECK_SIZE(c, fat_attn_args, a, "FAT_ATTN_ARGS_INIT");
+  if (st) return st;
   if (a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "dtype %d: must be FAT_ATTN_FP16 or FAT_ATTN_BF16",
                 (int)a->dtype);
@@ -830,13 +874,15 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
   selection sel;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
-  fat_status st = out ? check_problem(c, a) : fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL");
+  fat_status st = !out ? fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL")
+                  : CHECK_SIZE(c, fat_choice, out, "FAT_CHOICE_INIT");
+  if (!st) st = check_problem(c, a);
   /* A problem this context has launched is served by its cache entry: that
    * is what the next launch runs, and answering from it spares the
    * database read and the cubin's hash (milliseconds for a large cubin). */
   const sel_entry *e = st ? NULL : cached_entry(c, key, a);
   if (e) {
-    *out = e->choice;
+    put_choice(out, &e->choice);
   } else if (st == FAT_OK && (st = select_variant(c, key, a, &sel)) == FAT_OK) {
     /* How a launch would get the module: the same integrity check. */
     void *cubin = NULL;
@@ -844,7 +890,7 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
     sel.choice.load = cubin ? FAT_LOAD_STORED_CUBIN : FAT_LOAD_COMPILED;
     sel.choice.loaded = 0;
     free(cubin);
-    *out = sel.choice;
+    put_choice(out, &sel.choice);
   }
   pthread_mutex_unlock(&c->lock);
   return st;
@@ -855,12 +901,11 @@ fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choi
 }
 
 fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, fat_choice *out) {
-  if (c && !a) {
-    pthread_mutex_lock(&c->lock);
-    fat_status st = fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
-    pthread_mutex_unlock(&c->lock);
-    return st;
-  }
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = check_bwd_size(c, a);
+  pthread_mutex_unlock(&c->lock);
+  if (st) return st;
   return select_public(c, (sel_key){FAT_BWD, a && a->deterministic, 0}, a ? &a->fwd : NULL, out);
 }
 
@@ -1156,7 +1201,7 @@ static long long stride_product(long long x, long long y) {
 }
 
 void fat_attn_args_contiguous(fat_attn_args *a) {
-  if (!a) return;
+  if (!a || a->struct_size != sizeof *a) return;
   long long d = a->head_dim;
   a->q_head_stride = a->k_head_stride = a->v_head_stride = a->o_head_stride = d;
   a->q_row_stride = a->o_row_stride = stride_product(d, a->heads);
@@ -1538,7 +1583,7 @@ static fat_status finish_launch(fat_context *c, const sel_entry *e, CUresult r, 
   } else {
     c->last = e->choice;
     c->has_last = 1;
-    if (ran) *ran = e->choice;
+    if (ran) put_choice(ran, &e->choice);
   }
   pthread_mutex_unlock(&c->lock);
   return st;
@@ -1550,8 +1595,9 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
                              fat_choice *ran) {
   const sel_entry *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
-  fat_status st = prepare_launch(c, (sel_key){FAT_FWD, 0, 0}, a, a, check_fwd, stream, &e);
+  fat_status st = check_ran(c, ran);
   if (st) return st;
+  if ((st = prepare_launch(c, (sel_key){FAT_FWD, 0, 0}, a, a, check_fwd, stream, &e))) return st;
   /* The hot path: entries are never changed once published. */
   fat_fwd_geometry g = entry_geometry(e);
   size_t need = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
@@ -1614,7 +1660,7 @@ static void bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_
 }
 
 void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *a) {
-  if (!a) return;
+  if (!a || a->struct_size != sizeof *a || a->fwd.struct_size != sizeof a->fwd) return;
   fat_attn_args_contiguous(&a->fwd);
   const fat_attn_args *f = &a->fwd;
   a->do_batch_stride = a->dq_batch_stride = f->q_batch_stride;
@@ -1629,9 +1675,8 @@ fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *
   size_t delta, accum;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
-  fat_status st = !a ? fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL")
-                  : !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL")
-                           : check_problem(c, &a->fwd);
+  fat_status st = check_bwd_size(c, a);
+  if (!st) st = !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL") : check_problem(c, &a->fwd);
   if (!st) {
     bwd_workspace_parts(&a->fwd, a->deterministic, &delta, &accum);
     *bytes = delta + accum;
@@ -1643,12 +1688,12 @@ fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *
 /* Everything about A that needs no GPU; the lock is held. */
 static fat_status check_bwd_args(fat_context *c, const void *args) {
   const fat_attn_bwd_args *a = args;
-  if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  fat_status st = check_bwd_size(c, a);
+  if (st) return st;
   const fat_attn_args *f = &a->fwd;
   /* The written ones first: dq, dk, dv, workspace; then dout and the forward's. */
   span t[N_BWD_SPANS];
-  fat_status st = check_problem(c, f);
-  if (st) return st;
+  if ((st = check_problem(c, f))) return st;
   if (a->deterministic != 0 && a->deterministic != 1)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "deterministic %d: must be 0 or 1", a->deterministic);
   if (f->softcap > 0)
@@ -1700,9 +1745,14 @@ fat_status fat_attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *s
                              fat_choice *ran) {
   const sel_entry *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
-  sel_key key = {FAT_BWD, a && a->deterministic};
-  fat_status st = prepare_launch(c, key, a ? &a->fwd : NULL, a, check_bwd_args, stream, &e);
+  fat_status st = check_ran(c, ran);
   if (st) return st;
+  pthread_mutex_lock(&c->lock);
+  st = check_bwd_size(c, a);  /* before deterministic is read */
+  pthread_mutex_unlock(&c->lock);
+  if (st) return st;
+  sel_key key = {FAT_BWD, a->deterministic};
+  if ((st = prepare_launch(c, key, &a->fwd, a, check_bwd_args, stream, &e))) return st;
   const fat_attn_args *f = &a->fwd;
   fat_bwd_params p;
   memset(&p, 0, sizeof p);
@@ -1739,8 +1789,9 @@ fat_status fat_context_last_choice(fat_context *c, fat_choice *out) {
   pthread_mutex_lock(&c->lock);
   fat_status st = FAT_OK;
   if (!out) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL");
-  else if (!c->has_last) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "no launch has succeeded yet");
-  else *out = c->last;
+  else st = CHECK_SIZE(c, fat_choice, out, "FAT_CHOICE_INIT");
+  if (!st && !c->has_last) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "no launch has succeeded yet");
+  if (!st) put_choice(out, &c->last);
   pthread_mutex_unlock(&c->lock);
   return st;
 }

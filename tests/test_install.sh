@@ -47,17 +47,24 @@ cat > "$WORK/consumer.c" <<'C'
 #include <stdio.h>
 #include <string.h>
 #include <fatune.h>
-/* Prints "variant | origin | database" of an H200's bf16 causal d96 call. */
+/* Prints "variant | origin | database" of an H200's bf16 causal d96 call,
+ * once the library is the header's version. */
 int main(void) {
-  fat_context_options o = {0};
+  if (fat_version_number() != FATUNE_VERSION_NUMBER ||
+      strcmp(fat_version_string(), FATUNE_VERSION_STRING)) {
+    printf("libfatune %s (%u) under the header of %s\n", fat_version_string(), fat_version_number(),
+           FATUNE_VERSION_STRING);
+    return 1;
+  }
+  fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
   fat_context *c = NULL;
   o.user_db = "";
   o.gpu_name = "NVIDIA H200", o.gpu_cc_major = 9, o.gpu_sm_count = 132;
   if (fat_context_open(&c, &o)) { printf("open: %s\n", fat_context_error(c)); return 1; }
-  fat_attn_args a = {0};
+  fat_attn_args a = FAT_ATTN_ARGS_INIT;
   a.batch = 1, a.heads = a.heads_k = 8, a.seqlen_q = a.seqlen_k = 777, a.head_dim = 96;
   a.dtype = FAT_ATTN_BF16, a.mask = FAT_ATTN_MASK_CAUSAL;
-  fat_choice ch;
+  fat_choice ch = FAT_CHOICE_INIT;
   fat_status st = fat_attention_select(c, &a, &ch);
   if (st == FAT_OK) printf("%s | %s | %s\n", ch.variant, fat_origin_name(ch.origin), ch.db_path);
   else printf("%s: %s\n", fat_strerror(st), fat_context_error(c));
@@ -133,10 +140,10 @@ if [ ! -e "$COMPILED_IN" ]; then
 fi
 
 mkdir -p "$WORK/cmake"
-cat > "$WORK/cmake/CMakeLists.txt" <<'CM'
+cat > "$WORK/cmake/CMakeLists.txt" <<CM
 cmake_minimum_required(VERSION 3.25)
 project(consumer C)
-find_package(fatune 0.2 REQUIRED)
+find_package(fatune ${VERSION%.*} REQUIRED)
 add_executable(consumer_cmake ../consumer.c)
 target_link_libraries(consumer_cmake PRIVATE fatune::fatune)
 add_executable(consumer_cmake_static ../consumer.c)

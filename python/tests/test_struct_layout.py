@@ -9,7 +9,10 @@ added to the header without its mirror fails here rather than as a crash.
 Needs a C compiler ($CC, else cc); exits 77 (skipped) without one. No PyTorch,
 no GPU, no libfatune.
 
-    python3 python/tests/test_struct_layout.py [INCLUDE_DIR]
+    python3 python/tests/test_struct_layout.py [INCLUDE_DIR [SOVERSION]]
+
+With SOVERSION (FATUNE_SOVERSION, as ctest passes it), _abi.SONAME must be
+libfatune.so.SOVERSION; _abi.VERSION must be the header's version.
 """
 import ctypes
 import importlib.util
@@ -26,10 +29,18 @@ ROOT = os.path.join(HERE, "..", "..")
 INCLUDE = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "include")
 HEADER = os.path.join(INCLUDE, "fatune.h")
 
-# _abi.py by its path, not through the package: its __init__ is the binding.
-spec = importlib.util.spec_from_file_location("fatune_abi", os.path.join(ROOT, "python", "fatune", "_abi.py"))
-abi = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(abi)
+
+def load(name, *path):
+    """The module at ROOT/PATH, by its path: _abi.py's package __init__ is
+    the binding, and the header reader is tests/abi_layout.py's."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, *path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+abi = load("fatune_abi", "python", "fatune", "_abi.py")
+header_declarations = load("fatune_abi_layout", "tests", "abi_layout.py").header_declarations
 
 failures = 0
 
@@ -39,30 +50,6 @@ def expect(cond, what):
     if not cond:
         failures += 1
         print("FAIL:", what)
-
-
-def header_declarations(text):
-    """{struct: [field, ...]}, {enum: [enumerator, ...]}, {function: n_params}
-    of the header, from its text without comments."""
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    text = re.sub(r"//[^\n]*", " ", text)
-    structs = {}
-    for name, body, alias in re.findall(r"typedef\s+struct\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", text, re.S):
-        assert name == alias, f"struct {name} typedef'd as {alias}"
-        fields = []
-        for decl in filter(None, (d.strip() for d in body.split(";"))):
-            # "long long a, b, c" / "char v[128]" / "const char *const *t": each
-            # declarator's name is its last identifier once array bounds are gone.
-            for piece in re.sub(r"\[[^\]]*\]", "", decl).split(","):
-                fields.append(re.findall(r"\w+", piece)[-1])
-        structs[name] = fields
-    enums = {}
-    for name, body, alias in re.findall(r"typedef\s+enum\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", text, re.S):
-        enums[name] = [re.match(r"\s*(\w+)", e).group(1) for e in body.split(",") if e.strip()]
-    functions = {}
-    for name, params in re.findall(r"FAT_API\s[^;{}]*?(\w+)\s*\(([^)]*)\)\s*;", text):
-        functions[name] = 0 if params.strip() in ("", "void") else params.count(",") + 1
-    return structs, enums, functions
 
 
 def c_program(structs, enums):
@@ -95,9 +82,9 @@ for e, values in abi.ENUMS.items():
 expect(set(functions) == set(abi.PROTOTYPES),
        f"functions only in fatune.h {sorted(set(functions) - set(abi.PROTOTYPES))}, "
        f"only in _abi.py {sorted(set(abi.PROTOTYPES) - set(functions))}")
-for fn, n in sorted(functions.items()):
+for fn, (_, params) in sorted(functions.items()):
     if fn in abi.PROTOTYPES:
-        got = len(abi.PROTOTYPES[fn][1])
+        n, got = len(params), len(abi.PROTOTYPES[fn][1])
         expect(got == n, f"{fn}: {n} parameters in fatune.h, {got} in _abi.py")
 
 with tempfile.TemporaryDirectory(prefix="fatune_layout_") as tmp:
@@ -142,6 +129,14 @@ for e, values in abi.ENUMS.items():
         got = c_enum.get(v, (None,))[0]
         expect(got == want, f"{v} is {got} in C, {want} in _abi.py")
 print(f"{len(functions)} functions, {sum(len(v) for v in abi.ENUMS.values())} enumerators")
+with open(HEADER) as f:
+    header_text = f.read()
+version = tuple(int(re.search(rf"#define FATUNE_VERSION_{part} (\d+)", header_text).group(1))
+                for part in ("MAJOR", "MINOR", "PATCH"))
+expect(tuple(abi.VERSION) == version, f"_abi.VERSION {abi.VERSION}, fatune.h's version {version}")
+if len(sys.argv) > 2:
+    expect(abi.SONAME == f"libfatune.so.{sys.argv[2]}",
+           f"_abi.SONAME {abi.SONAME}, the build's soname libfatune.so.{sys.argv[2]}")
 
 print("struct layout:", "FAILED" if failures else "ok", f"({failures} failures)")
 sys.exit(1 if failures else 0)
