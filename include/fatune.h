@@ -10,9 +10,13 @@
  * context keeps the message of its last failure (fat_context_error). Set
  * FATUNE_LOG=1 to have the library log its choices on stderr.
  *
- * Threads: several host threads may launch through one context at once. The
- * device's primary context is made current on the calling thread, as the
- * CUDA runtime (and hence PyTorch) does.
+ * Threads: several host threads may launch through one context at once.
+ * Kernels run in the device's primary context (the CUDA runtime's, and
+ * hence PyTorch's): the calls that load, launch or unload
+ * (fat_attention_fwd, fat_attention_fwd_workspace, fat_attention_bwd,
+ * fat_context_close) make it current on the calling thread while they run
+ * and put the thread's own current context back before they return, on
+ * success and on failure alike.
  *
  * Link with -lfatune (or pkg-config --libs fatune, or find_package(fatune)).
  * The library loads libcuda and NVRTC at run time (dlopen): it links against

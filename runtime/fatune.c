@@ -443,15 +443,47 @@ out:
   return st;
 }
 
+/* ---- the caller's CUDA context -------------------------------------------- */
+
+/* The context current on the calling thread when a call began. A call that
+ * loads, launches or unloads makes the device's primary context current
+ * (the modules live there); the caller's is put back on every exit, so that
+ * a program driving contexts of its own (other GPUs, a context of its own
+ * on this one) finds the one it left. */
+typedef struct saved_ctx {
+  CUcontext ctx;
+  int saved;  /* 0: nothing to restore (offline, or the driver did not say) */
+} saved_ctx;
+
+static saved_ctx save_current(const fat_context *c) {
+  saved_ctx s = {NULL, 0};
+  if (c->retained && c->cu.cuCtxGetCurrent(&s.ctx) == CUDA_SUCCESS) s.saved = 1;
+  return s;
+}
+
+/* Nothing to do when the caller's was the primary context: the calls only
+ * ever make that one current. */
+static void restore_current(fat_context *c, saved_ctx s) {
+  if (!s.saved || s.ctx == c->pctx) return;
+  CUresult r = c->cu.cuCtxSetCurrent(s.ctx);
+  if (r != CUDA_SUCCESS) {
+    char t[256];
+    logf_(c, "warning: restoring the caller's CUDA context %p: %s", (void *)s.ctx,
+          fat_cuda_result_text(&c->cu, r, t, sizeof t));
+  }
+}
+
 void fat_context_close(fat_context *c) {
   if (!c) return;
   if (c->retained) {
+    const saved_ctx caller = save_current(c);
     c->cu.cuCtxSetCurrent(c->pctx);
     for (kernel *k = c->kernels, *n; k; k = n) {
       n = k->next;
       if (k->module) c->cu.cuModuleUnload(k->module);
       free(k);
     }
+    restore_current(c, caller);  /* before the release, which may end the primary context */
     c->cu.cuDevicePrimaryCtxRelease(c->dev);
   }
   for (int b = 0; b < SEL_BUCKETS; b++)
@@ -1591,8 +1623,8 @@ static fat_status finish_launch(fat_context *c, const sel_entry *e, CUresult r, 
 
 static fat_status check_fwd(fat_context *c, const void *args) { return check_args(c, args); }
 
-fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
-                             fat_choice *ran) {
+static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
+                               fat_choice *ran) {
   const sel_entry *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   fat_status st = check_ran(c, ran);
@@ -1618,7 +1650,7 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
   return finish_launch(c, e, r, ran);
 }
 
-fat_status fat_attention_fwd_workspace(fat_context *c, const fat_attn_args *a, size_t *bytes) {
+static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a, size_t *bytes) {
   selection sel;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
@@ -1741,8 +1773,8 @@ fat_status fat_attention_bwd_check(fat_context *c, const fat_attn_bwd_args *a) {
   return st;
 }
 
-fat_status fat_attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *stream,
-                             fat_choice *ran) {
+static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *stream,
+                               fat_choice *ran) {
   const sel_entry *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   fat_status st = check_ran(c, ran);
@@ -1793,5 +1825,35 @@ fat_status fat_context_last_choice(fat_context *c, fat_choice *out) {
   if (!st && !c->has_last) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "no launch has succeeded yet");
   if (!st) put_choice(out, &c->last);
   pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* ---- entry points that make the primary context current --------------------- */
+
+/* Each restores the caller's current context on every exit (save_current). */
+
+fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
+                             fat_choice *ran) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  const saved_ctx caller = save_current(c);
+  const fat_status st = attention_fwd(c, a, stream, ran);
+  restore_current(c, caller);
+  return st;
+}
+
+fat_status fat_attention_fwd_workspace(fat_context *c, const fat_attn_args *a, size_t *bytes) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  const saved_ctx caller = save_current(c);
+  const fat_status st = attention_fwd_workspace(c, a, bytes);
+  restore_current(c, caller);
+  return st;
+}
+
+fat_status fat_attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *stream,
+                             fat_choice *ran) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  const saved_ctx caller = save_current(c);
+  const fat_status st = attention_bwd(c, a, stream, ran);
+  restore_current(c, caller);
   return st;
 }

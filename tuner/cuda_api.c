@@ -40,6 +40,7 @@ static int resolve_all(fat_cuda *cu, char *err, size_t errlen) {
   RESOLVE(cuDevicePrimaryCtxRetain);
   RESOLVE(cuDevicePrimaryCtxRelease);
   RESOLVE(cuCtxSetCurrent);
+  RESOLVE(cuCtxGetCurrent);
   RESOLVE(cuCtxSynchronize);
   RESOLVE(cuMemGetInfo);
   RESOLVE(cuMemAlloc);

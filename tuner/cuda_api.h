@@ -30,6 +30,7 @@ typedef struct fat_cuda {
   FAT_CUDA_FN(cuDevicePrimaryCtxRetain);
   FAT_CUDA_FN(cuDevicePrimaryCtxRelease);
   FAT_CUDA_FN(cuCtxSetCurrent);
+  FAT_CUDA_FN(cuCtxGetCurrent);  /* libfatune restores the caller's context with it */
   FAT_CUDA_FN(cuCtxSynchronize);
   FAT_CUDA_FN(cuMemGetInfo);
   FAT_CUDA_FN(cuMemAlloc);
