@@ -41,7 +41,7 @@ static void note(char *looked, size_t cap, const char *path) {
 
 int fat_tables_installed(char *out, size_t cap, char *looked, size_t looked_cap) {
   static const char *const relative[] = {
-      FAT_TABLES_FILE, "runtime/" FAT_TABLES_FILE, FAT_TABLES_FROM_BINDIR, FAT_TABLES_FROM_LIBDIR};
+      FAT_TABLES_FILE, ("runtime/" FAT_TABLES_FILE), FAT_TABLES_FROM_BINDIR, FAT_TABLES_FROM_LIBDIR};
   char dir[PATH_MAX], candidate[PATH_MAX + 64];
   if (looked && looked_cap) looked[0] = 0;
   if (image_dir(dir, sizeof dir) == 0) {
