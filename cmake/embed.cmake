@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Writes OUT: a C file holding each of FILES as a byte array, indexed by its
 # path relative to ROOT (fat_embedded_files[], ended by a NULL path).
 string(REPLACE "|" ";" FILES "${FILES}")

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How a C program uses libfatune: open a context, describe the tensors,
  * launch, ask which variant ran. It draws random fp16 inputs, runs
  * fatune's forward pass and compares it with a double-precision attention
@@ -132,7 +133,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   /* 2. The problem: contiguous (batch, seqlen, heads, head_dim) tensors. */
-  fat_attn_args a = {0};
+  fat_attn_args a = FAT_ATTN_ARGS_INIT;
   a.q = (void *)(uintptr_t)dq;
   a.k = (void *)(uintptr_t)dk;
   a.v = (void *)(uintptr_t)dv;
@@ -147,7 +148,7 @@ int main(int argc, char **argv) {
   a.mask = causal ? FAT_ATTN_MASK_CAUSAL : FAT_ATTN_MASK_NONE;
   fat_attn_args_contiguous(&a);
   /* 3. Launch on the default stream, and learn what ran. */
-  fat_choice ran;
+  fat_choice ran = FAT_CHOICE_INIT;
   if ((st = fat_attention_fwd(ctx, &a, NULL, &ran))) {
     fprintf(stderr, "attention_example: %s: %s\n", fat_strerror(st), fat_context_error(ctx));
     goto out;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the table importer (fat_tables_import): the input is
  * the text of a table file. Import runs untrusted SQL under an authorizer;
  * whatever the bytes, it must not crash, must refuse with a message, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the command-line parser (fat_options_parse): the
  * input is split at NUL bytes into argv. The parser must never crash, read
  * out of bounds or leave an error message empty when it refuses. */

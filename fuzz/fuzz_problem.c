@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the problem validator (fat_attention_check), the
  * gate every fat_attention_fwd passes before it selects or launches: the
  * input bytes fill a fat_attn_args -- small shapes mostly, but any sign,
@@ -33,7 +34,7 @@ static int shape(const uint8_t **p, size_t *left) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!ctx) {
-    fat_context_options o = {0};
+    fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
     const char *none[1] = {"/nonexistent/fatune_tables.db"};
     o.user_db = "", o.tables = none, o.n_tables = 1;
     o.gpu_name = "NVIDIA H200", o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = 132;
@@ -41,8 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   const uint8_t *p = data;
   size_t left = size;
-  fat_attn_args a;
-  memset(&a, 0, sizeof a);
+  fat_attn_args a = FAT_ATTN_ARGS_INIT;
   a.batch = shape(&p, &left);
   a.heads = shape(&p, &left);
   a.heads_k = shape(&p, &left);
@@ -64,6 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.lse = (float *)(uintptr_t)take(&p, &left, 8);
   uint32_t bits = (uint32_t)take(&p, &left, 4);
   memcpy(&a.softmax_scale, &bits, sizeof bits);
+  /* Flag bit 64: a struct_size of another layout, to be refused. */
+  if (flags & 64) a.struct_size = (size_t)take(&p, &left, 2);
 
   fat_status st = fat_attention_check(ctx, flags & 2 ? NULL : &a);
   if (st != FAT_OK && st != FAT_ERR_INVALID_ARGUMENT && st != FAT_ERR_UNSUPPORTED) abort();
@@ -72,8 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* The backward's validator on the same forward arguments, with the rest
    * of the input for its gradients, strides and workspace. */
   if (!(flags & 4)) return 0;
-  fat_attn_bwd_args b;
-  memset(&b, 0, sizeof b);
+  fat_attn_bwd_args b = FAT_ATTN_BWD_ARGS_INIT;
   b.fwd = a;
   if (flags & 8) fat_attn_bwd_args_contiguous(&b);
   long long *bstrides[12] = {&b.do_batch_stride, &b.do_row_stride, &b.do_head_stride,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libfatune: the public C API of fatune's runtime. A program opens a context
  * for one GPU, describes an attention problem by its tensors, and launches
  * the variant the tuner found fastest for that problem on that GPU -- from the
@@ -9,9 +10,13 @@
  * context keeps the message of its last failure (fat_context_error). Set
  * FATUNE_LOG=1 to have the library log its choices on stderr.
  *
- * Threads: several host threads may launch through one context at once. The
- * device's primary context is made current on the calling thread, as the
- * CUDA runtime (and hence PyTorch) does.
+ * Threads: several host threads may launch through one context at once.
+ * Kernels run in the device's primary context (the CUDA runtime's, and
+ * hence PyTorch's): the calls that load, launch or unload
+ * (fat_attention_fwd, fat_attention_fwd_workspace, fat_attention_bwd,
+ * fat_context_close) make it current on the calling thread while they run
+ * and put the thread's own current context back before they return, on
+ * success and on failure alike.
  *
  * Link with -lfatune (or pkg-config --libs fatune, or find_package(fatune)).
  * The library loads libcuda and NVRTC at run time (dlopen): it links against
@@ -30,10 +35,45 @@ extern "C" {
 #define FAT_API
 #endif
 
-/* Before 1.0 a minor version may change the ABI (0.2 grew fat_attn_args):
- * rebuild against the header of the library you link. */
+/* The version of this header. Before 1.0 a minor version may change the
+ * ABI; the soname (libfatune.so.N) changes whenever it does, and every
+ * public struct starts with its struct_size (below), so that a program
+ * built against another release's header is refused by name rather than
+ * misread. fat_version_number() is the library's own, to compare with
+ * FATUNE_VERSION_NUMBER at run time (as zstd's ZSTD_versionNumber and
+ * SQLite's sqlite3_libversion_number). */
 #define FATUNE_VERSION_MAJOR 0
-#define FATUNE_VERSION_MINOR 2
+#define FATUNE_VERSION_MINOR 3
+#define FATUNE_VERSION_PATCH 0
+#define FATUNE_VERSION_NUMBER \
+  (FATUNE_VERSION_MAJOR * 10000 + FATUNE_VERSION_MINOR * 100 + FATUNE_VERSION_PATCH)
+#define FATUNE_STRINGIFY_(x) #x
+#define FATUNE_STRINGIFY(x) FATUNE_STRINGIFY_(x)
+#define FATUNE_VERSION_STRING                                                       \
+  FATUNE_STRINGIFY(FATUNE_VERSION_MAJOR) "." FATUNE_STRINGIFY(FATUNE_VERSION_MINOR) "." \
+      FATUNE_STRINGIFY(FATUNE_VERSION_PATCH)
+
+/* The library's FATUNE_VERSION_NUMBER (300 for 0.3.0) and
+ * FATUNE_VERSION_STRING ("0.3.0"), which may differ from the header's a
+ * program was built with. */
+FAT_API unsigned fat_version_number(void);
+FAT_API const char *fat_version_string(void);
+
+/* Struct sizes. Each public struct's first field is struct_size, which the
+ * caller sets to sizeof the struct as its header declares it -- the _INIT
+ * macros below do, zeroing the rest:
+ *     fat_attn_args a = FAT_ATTN_ARGS_INIT;
+ * Every call that reads or writes a struct first compares its struct_size
+ * with the library's own sizeof and refuses another size with
+ * FAT_ERR_INVALID_ARGUMENT ("fat_attn_args.struct_size 0: ..."), writing
+ * nothing into it: a struct of another release's layout is never misread.
+ * (C++ before C++20 has no designated initialisers: there the macros list
+ * struct_size alone, which -Wmissing-field-initializers remarks on.) */
+#ifdef __cplusplus
+#define FAT_STRUCT_INIT_(type) {sizeof(type)}
+#else
+#define FAT_STRUCT_INIT_(type) {.struct_size = sizeof(type)}
+#endif
 
 /* Result codes of every call. fat_strerror names them; the context's
  * fat_context_error says what exactly went wrong. */
@@ -72,6 +112,7 @@ typedef enum fat_attn_mask {
  * the last dimension must be contiguous, pointers 16-byte aligned and
  * strides multiples of 8 elements (the kernels load 16 bytes at a time). */
 typedef struct fat_attn_args {
+  size_t struct_size;  /* sizeof(fat_attn_args): FAT_ATTN_ARGS_INIT */
   const void *q;  /* (batch, seqlen_q, heads, head_dim) */
   const void *k;  /* (batch, seqlen_k, heads_k, head_dim) */
   const void *v;  /* (batch, seqlen_k, heads_k, head_dim) */
@@ -126,9 +167,12 @@ typedef struct fat_attn_args {
   size_t workspace_bytes;
 } fat_attn_args;
 
+#define FAT_ATTN_ARGS_INIT FAT_STRUCT_INIT_(fat_attn_args)
+
 /* Fills the strides of ARGS for contiguous (batch, seqlen, heads, head_dim)
  * tensors, from its shape fields (set those first). A stride that would
- * overflow is set to -1, which fat_attention_check refuses by name. */
+ * overflow is set to -1, which fat_attention_check refuses by name. ARGS of
+ * another struct_size is left as it is (the next call refuses it). */
 FAT_API void fat_attn_args_contiguous(fat_attn_args *args);
 
 /* Where the chosen variant came from. */
@@ -156,6 +200,7 @@ typedef enum fat_load {
 
 /* The variant that serves (or served) a problem, and why. */
 typedef struct fat_choice {
+  size_t struct_size;     /* sizeof(fat_choice), set by the caller: FAT_CHOICE_INIT */
   char variant[128];      /* "fwd.mma80.bf16.d128.causal.m128n64w4s2" */
   char source_hash[65];   /* sha256 of its source, hex */
   fat_origin origin;
@@ -175,17 +220,25 @@ typedef struct fat_choice {
                              to its source_hash); "" when a cubin serves as tuned */
 } fat_choice;
 
+#define FAT_CHOICE_INIT FAT_STRUCT_INIT_(fat_choice)
+
 typedef struct fat_context fat_context;
 
-/* What a context reads. Zero-initialise, then set what differs. */
+/* What a context reads. FAT_CONTEXT_OPTIONS_INIT, then set what differs. */
 typedef struct fat_context_options {
+  size_t struct_size;         /* sizeof(fat_context_options): FAT_CONTEXT_OPTIONS_INIT */
   int device;                 /* CUDA device ordinal */
   const char *user_db;        /* NULL: $FATUNE_DB, else $XDG_CACHE_HOME/fatune/fatune.db,
                                  else ~/.cache/fatune/fatune.db; "": no user database
                                  (and compiled cubins are not stored) */
   const char *const *tables;  /* read-only table databases, searched in order after the
                                  user's; NULL: $FATUNE_TABLES (':'-separated) if set, else
-                                 the tables installed with the library */
+                                 the installed fatune_tables.db, found alike from a shared
+                                 and a static link: beside the library (or the program
+                                 linked with libfatune.a), then <datadir>/fatune of that
+                                 folder's install tree, then the install prefix's, compiled
+                                 in. None found: FATUNE_LOG says so, and only the user's
+                                 database and the built-in defaults serve */
   int n_tables;
   int no_builtin;             /* 1: refuse rather than fall back to the untuned default */
   /* Offline: when gpu_name is set, no driver is loaded and the context only
@@ -194,6 +247,8 @@ typedef struct fat_context_options {
   const char *gpu_name;       /* as cuDeviceGetName gives it: "NVIDIA H200" */
   int gpu_cc_major, gpu_cc_minor, gpu_sm_count;
 } fat_context_options;
+
+#define FAT_CONTEXT_OPTIONS_INIT FAT_STRUCT_INIT_(fat_context_options)
 
 /* Opens a context on OPTS->device (OPTS may be NULL: device 0, defaults).
  * Loads the driver and retains the device's primary context; databases are
@@ -289,6 +344,7 @@ FAT_API fat_status fat_attention_fwd(fat_context *ctx, const fat_attn_args *args
  * workspace of its own below). lse carries no
  * gradient (there is no dlse input). */
 typedef struct fat_attn_bwd_args {
+  size_t struct_size; /* sizeof(fat_attn_bwd_args): FAT_ATTN_BWD_ARGS_INIT (fwd has its own) */
   fat_attn_args fwd;  /* q, k, v, o and lse read (not written); shape, dtype, mask, scale */
   const void *dout;   /* (batch, seqlen_q, heads, head_dim) */
   void *dq;           /* (batch, seqlen_q, heads, head_dim), written */
@@ -309,8 +365,16 @@ typedef struct fat_attn_bwd_args {
   size_t workspace_bytes;
 } fat_attn_bwd_args;
 
+#ifdef __cplusplus
+#define FAT_ATTN_BWD_ARGS_INIT {sizeof(fat_attn_bwd_args), FAT_ATTN_ARGS_INIT}
+#else
+#define FAT_ATTN_BWD_ARGS_INIT \
+  {.struct_size = sizeof(fat_attn_bwd_args), .fwd = FAT_ATTN_ARGS_INIT}
+#endif
+
 /* Fills the forward strides (fat_attn_args_contiguous) and those of dO, dQ,
- * dK and dV for contiguous tensors, from ARGS->fwd's shape fields. */
+ * dK and dV for contiguous tensors, from ARGS->fwd's shape fields; nothing
+ * when ARGS or ARGS->fwd has another struct_size. */
 FAT_API void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *args);
 
 /* The workspace bytes fat_attention_bwd needs for ARGS (only the shape and

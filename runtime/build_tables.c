@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Build-time tool: turns the shipped text tables (the .sql files of db/tables) into the
  * read-only table database that installs with libfatune:
  *   build_tables [--keep-stale] OUT.db [TABLE.sql...]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The built-in default variants, one per (direction, head dim, dtype, mask)
  * and, for the backward, a second one without atomics (deterministic): the
  * family's fixed configuration that the tuner measures every winner against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libfatune: choose, load and launch the tuned variant for an attention
  * problem (include/fatune.h is the contract). One function, select_variant,
  * decides which kernel serves a problem; fat_attention_select (the
@@ -30,6 +31,7 @@
 #include "nvrtc_api.h"
 #include "sha256.h"
 #include "tables.h"
+#include "tables_path.h"
 #include "types.h"
 
 #define ERR_CAP 1024
@@ -40,16 +42,12 @@
 #define MIN_CC_MAJOR 8              /* the mma80 family needs Ampere or newer */
 #define ALIGN_BYTES 16              /* kernels load and store 16 bytes at a time */
 #define STRIDE_MULTIPLE 8           /* elements of 2 bytes per 16-byte access */
-#define TABLES_FILE "fatune_tables.db"
 #define N_TENSORS 5                 /* q, k, v, o, lse */
 #define N_BWD_SPANS (N_TENSORS + 5) /* and the backward's dout, dq, dk, dv, workspace */
 #define N_STRIDED 4                 /* q, k, v, o have (batch, row, head) strides */
 #define ELEM_BYTES 2                /* fp16 and bf16 */
 #define LSE_BYTES 4                 /* fp32 */
 #define KEY_PREFIX 12               /* hex digits of a build key shown in a message */
-/* Where the tables are found relative to the loaded library: next to it in
- * the build tree, in <prefix>/share/fatune when installed. */
-#define TABLES_INSTALLED_REL "/../share/fatune/" TABLES_FILE
 
 /* One loaded module, by variant source hash (a hash names a source exactly). */
 typedef struct kernel {
@@ -208,6 +206,46 @@ static void logf_(fat_context *c, const char *fmt, ...) {
 
 const char *fat_context_error(const fat_context *ctx) { return ctx ? ctx->err : "no context"; }
 
+/* ---- versions and struct sizes ------------------------------------------ */
+
+unsigned fat_version_number(void) { return FATUNE_VERSION_NUMBER; }
+const char *fat_version_string(void) { return FATUNE_VERSION_STRING; }
+
+/* Every public struct's struct_size against this library's sizeof
+ * (fatune.h): a struct of another release's layout is refused by name
+ * before any other field is read or written. */
+static fat_status check_size(fat_context *c, const char *type, size_t got, size_t want,
+                             const char *init) {
+  if (got == want) return FAT_OK;
+  return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s.struct_size %zu: this libfatune (%s) has "
+              "sizeof(%s) %zu; initialise it with %s, built against this library's fatune.h",
+              type, got, FATUNE_VERSION_STRING, type, want, init);
+}
+#define CHECK_SIZE(c, type, p, init) check_size((c), #type, (p)->struct_size, sizeof(type), init)
+
+/* A choice the library fills, of the caller's struct_size checked first. */
+static void put_choice(fat_choice *out, const fat_choice *in) {
+  *out = *in;
+  out->struct_size = sizeof *out;
+}
+
+/* The caller's RAN of fat_attention_fwd / _bwd (may be NULL): checked
+ * before anything is launched, so that no launch goes unreported. */
+static fat_status check_ran(fat_context *c, const fat_choice *ran) {
+  if (!ran) return FAT_OK;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = CHECK_SIZE(c, fat_choice, ran, "FAT_CHOICE_INIT");
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* A backward's struct sizes, its own and its forward's; the lock is held. */
+static fat_status check_bwd_size(fat_context *c, const fat_attn_bwd_args *a) {
+  if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  fat_status st = CHECK_SIZE(c, fat_attn_bwd_args, a, "FAT_ATTN_BWD_ARGS_INIT");
+  return st ? st : CHECK_SIZE(c, fat_attn_args, &a->fwd, "FAT_ATTN_ARGS_INIT");
+}
+
 /* ---- supported problems --------------------------------------------------- */
 
 int fat_supported_head_dims(int *out, int cap) {
@@ -280,21 +318,6 @@ static int default_user_db(char *out, size_t cap) {
   return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
-/* The installed tables, found from where this library was loaded. */
-static int installed_tables(char *out, size_t cap) {
-  Dl_info info;
-  if (!dladdr((void *)&installed_tables, &info) || !info.dli_fname) return -1;
-  char dir[PATH_CAP];
-  snprintf(dir, sizeof dir, "%s", info.dli_fname);
-  char *slash = strrchr(dir, '/');
-  if (slash) *slash = 0;
-  else snprintf(dir, sizeof dir, ".");
-  snprintf(out, cap, "%s/%s", dir, TABLES_FILE);
-  if (access(out, R_OK) == 0) return 0;
-  snprintf(out, cap, "%s%s", dir, TABLES_INSTALLED_REL);
-  return access(out, R_OK) == 0 ? 0 : -1;
-}
-
 static fat_status add_db(fat_context *c, const char *path) {
   if (c->n_dbs > MAX_TABLES)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "more than %d table databases", MAX_TABLES);
@@ -325,6 +348,8 @@ fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts) 
   pthread_mutex_init(&c->lock, NULL);
   const char *lg = getenv("FATUNE_LOG");
   c->log = lg && *lg && strcmp(lg, "0");
+  if (opts != &none && (st = CHECK_SIZE(c, fat_context_options, opts, "FAT_CONTEXT_OPTIONS_INIT")))
+    goto out;
   c->no_builtin = opts->no_builtin;
 
   /* Databases: the user's first (it may not exist yet), then the tables. */
@@ -347,10 +372,21 @@ fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts) 
   } else if (getenv("FATUNE_TABLES") && *getenv("FATUNE_TABLES")) {
     char list[PATH_CAP], *save = NULL;
     snprintf(list, sizeof list, "%s", getenv("FATUNE_TABLES"));
-    for (char *t = strtok_r(list, ":", &save); t; t = strtok_r(NULL, ":", &save))
+    for (char *t = strtok_r(list, ":", &save); t; t = strtok_r(NULL, ":", &save)) {
+      if (access(t, R_OK)) logf_(c, "warning: FATUNE_TABLES names %s, which cannot be read", t);
       if ((st = add_db(c, t))) goto out;
-  } else if (installed_tables(path, sizeof path) == 0) {
-    if ((st = add_db(c, path))) goto out;
+    }
+  } else {
+    /* The same search from a shared and a static link (tables_path.h). */
+    char looked[PATH_CAP];
+    if (fat_tables_installed(path, sizeof path, looked, sizeof looked) == 0) {
+      logf_(c, "shipped tables: %s", path);
+      if ((st = add_db(c, path))) goto out;
+    } else {
+      logf_(c, "warning: no shipped tables found (looked for %s); set FATUNE_TABLES to "
+            "fatune_tables.db: until then only the user database and the built-in defaults serve",
+            looked);
+    }
   }
 
   if (opts->gpu_name) {
@@ -414,15 +450,47 @@ out:
   return st;
 }
 
+/* ---- the caller's CUDA context -------------------------------------------- */
+
+/* The context current on the calling thread when a call began. A call that
+ * loads, launches or unloads makes the device's primary context current
+ * (the modules live there); the caller's is put back on every exit, so that
+ * a program driving contexts of its own (other GPUs, a context of its own
+ * on this one) finds the one it left. */
+typedef struct saved_ctx {
+  CUcontext ctx;
+  int saved;  /* 0: nothing to restore (offline, or the driver did not say) */
+} saved_ctx;
+
+static saved_ctx save_current(const fat_context *c) {
+  saved_ctx s = {NULL, 0};
+  if (c->retained && c->cu.cuCtxGetCurrent(&s.ctx) == CUDA_SUCCESS) s.saved = 1;
+  return s;
+}
+
+/* Nothing to do when the caller's was the primary context: the calls only
+ * ever make that one current. */
+static void restore_current(fat_context *c, saved_ctx s) {
+  if (!s.saved || s.ctx == c->pctx) return;
+  CUresult r = c->cu.cuCtxSetCurrent(s.ctx);
+  if (r != CUDA_SUCCESS) {
+    char t[256];
+    logf_(c, "warning: restoring the caller's CUDA context %p: %s", (void *)s.ctx,
+          fat_cuda_result_text(&c->cu, r, t, sizeof t));
+  }
+}
+
 void fat_context_close(fat_context *c) {
   if (!c) return;
   if (c->retained) {
+    const saved_ctx caller = save_current(c);
     c->cu.cuCtxSetCurrent(c->pctx);
     for (kernel *k = c->kernels, *n; k; k = n) {
       n = k->next;
       if (k->module) c->cu.cuModuleUnload(k->module);
       free(k);
     }
+    restore_current(c, caller);  /* before the release, which may end the primary context */
     c->cu.cuDevicePrimaryCtxRelease(c->dev);
   }
   for (int b = 0; b < SEL_BUCKETS; b++)
@@ -744,6 +812,8 @@ out:
 
 static fat_status check_problem(fat_context *c, const fat_attn_args *a) {
   if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  fat_status st = CHECK_SIZE(c, fat_attn_args, a, "FAT_ATTN_ARGS_INIT");
+  if (st) return st;
   if (a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "dtype %d: must be FAT_ATTN_FP16 or FAT_ATTN_BF16",
                 (int)a->dtype);
@@ -882,13 +952,15 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
   selection sel;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
-  fat_status st = out ? check_problem(c, a) : fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL");
+  fat_status st = !out ? fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL")
+                  : CHECK_SIZE(c, fat_choice, out, "FAT_CHOICE_INIT");
+  if (!st) st = check_problem(c, a);
   /* A problem this context has launched is served by its cache entry: that
    * is what the next launch runs, and answering from it spares the
    * database read and the cubin's hash (milliseconds for a large cubin). */
   const sel_entry *e = st ? NULL : cached_entry(c, key, a);
   if (e) {
-    *out = e->choice;
+    put_choice(out, &e->choice);
   } else if (st == FAT_OK && (st = select_variant(c, key, a, &sel)) == FAT_OK) {
     /* How a launch would get the module: the same integrity check. */
     void *cubin = NULL;
@@ -899,7 +971,7 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
     sel.choice.load = cubin ? FAT_LOAD_STORED_CUBIN : FAT_LOAD_COMPILED;
     sel.choice.loaded = 0;
     free(cubin);
-    *out = sel.choice;
+    put_choice(out, &sel.choice);
   }
   pthread_mutex_unlock(&c->lock);
   return st;
@@ -910,12 +982,11 @@ fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choi
 }
 
 fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, fat_choice *out) {
-  if (c && !a) {
-    pthread_mutex_lock(&c->lock);
-    fat_status st = fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
-    pthread_mutex_unlock(&c->lock);
-    return st;
-  }
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = check_bwd_size(c, a);
+  pthread_mutex_unlock(&c->lock);
+  if (st) return st;
   return select_public(c, (sel_key){FAT_BWD, a && a->deterministic, 0}, a ? &a->fwd : NULL, out);
 }
 
@@ -1221,7 +1292,7 @@ static long long stride_product(long long x, long long y) {
 }
 
 void fat_attn_args_contiguous(fat_attn_args *a) {
-  if (!a) return;
+  if (!a || a->struct_size != sizeof *a) return;
   long long d = a->head_dim;
   a->q_head_stride = a->k_head_stride = a->v_head_stride = a->o_head_stride = d;
   a->q_row_stride = a->o_row_stride = stride_product(d, a->heads);
@@ -1612,7 +1683,7 @@ static fat_status finish_launch(fat_context *c, const sel_entry *e, CUresult r, 
   } else {
     c->last = e->choice;
     c->has_last = 1;
-    if (ran) *ran = e->choice;
+    if (ran) put_choice(ran, &e->choice);
   }
   pthread_mutex_unlock(&c->lock);
   return st;
@@ -1620,22 +1691,24 @@ static fat_status finish_launch(fat_context *c, const sel_entry *e, CUresult r, 
 
 static fat_status check_fwd(fat_context *c, const void *args) { return check_args(c, args); }
 
-fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
-                             fat_choice *ran) {
+static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
+                               fat_choice *ran) {
   const sel_entry *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
-  fat_fwd_params p;
-  fwd_params(a, &p);
-  const fat_fwd_call call = {a->cu_seqlens_q ? a->total_q : 0, a->cu_seqlens_k ? a->total_k : 0, c->sm_count};
+  fat_status st = check_ran(c, ran);
+  if (st) return st;
   /* The hot path: entries are never changed once published. The tuned
    * variant, or the best one that can run the call: one that needs no
    * scratch when the caller's is too small for the tuned split, one that
    * loads without tensor maps when they cannot describe the tensors. */
   sel_key key = {.direction = FAT_FWD};
+  fat_fwd_params p;
+  fat_fwd_call call;
   fat_fwd_geometry g;
   for (;;) {
-    fat_status st = prepare_launch(c, key, a, a, check_fwd, stream, &e);
-    if (st) return st;
+    if ((st = prepare_launch(c, key, a, a, check_fwd, stream, &e))) return st;
+    fwd_params(a, &p);  /* A is checked now */
+    call = (fat_fwd_call){a->cu_seqlens_q ? a->total_q : 0, a->cu_seqlens_k ? a->total_k : 0, c->sm_count};
     g = entry_geometry(e);
     size_t need = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
     char why[256];
@@ -1655,7 +1728,7 @@ fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *strea
   return finish_launch(c, e, r, ran);
 }
 
-fat_status fat_attention_fwd_workspace(fat_context *c, const fat_attn_args *a, size_t *bytes) {
+static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a, size_t *bytes) {
   selection sel;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
@@ -1699,7 +1772,7 @@ static void bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_
 }
 
 void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *a) {
-  if (!a) return;
+  if (!a || a->struct_size != sizeof *a || a->fwd.struct_size != sizeof a->fwd) return;
   fat_attn_args_contiguous(&a->fwd);
   const fat_attn_args *f = &a->fwd;
   a->do_batch_stride = a->dq_batch_stride = f->q_batch_stride;
@@ -1714,9 +1787,8 @@ fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *
   size_t delta, accum;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
-  fat_status st = !a ? fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL")
-                  : !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL")
-                           : check_problem(c, &a->fwd);
+  fat_status st = check_bwd_size(c, a);
+  if (!st) st = !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL") : check_problem(c, &a->fwd);
   if (!st) {
     bwd_workspace_parts(&a->fwd, a->deterministic, &delta, &accum);
     *bytes = delta + accum;
@@ -1728,12 +1800,12 @@ fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *
 /* Everything about A that needs no GPU; the lock is held. */
 static fat_status check_bwd_args(fat_context *c, const void *args) {
   const fat_attn_bwd_args *a = args;
-  if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  fat_status st = check_bwd_size(c, a);
+  if (st) return st;
   const fat_attn_args *f = &a->fwd;
   /* The written ones first: dq, dk, dv, workspace; then dout and the forward's. */
   span t[N_BWD_SPANS];
-  fat_status st = check_problem(c, f);
-  if (st) return st;
+  if ((st = check_problem(c, f))) return st;
   if (a->deterministic != 0 && a->deterministic != 1)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "deterministic %d: must be 0 or 1", a->deterministic);
   if (f->softcap > 0)
@@ -1781,13 +1853,18 @@ fat_status fat_attention_bwd_check(fat_context *c, const fat_attn_bwd_args *a) {
   return st;
 }
 
-fat_status fat_attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *stream,
-                             fat_choice *ran) {
+static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *stream,
+                               fat_choice *ran) {
   const sel_entry *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
-  sel_key key = {FAT_BWD, a && a->deterministic};
-  fat_status st = prepare_launch(c, key, a ? &a->fwd : NULL, a, check_bwd_args, stream, &e);
+  fat_status st = check_ran(c, ran);
   if (st) return st;
+  pthread_mutex_lock(&c->lock);
+  st = check_bwd_size(c, a);  /* before deterministic is read */
+  pthread_mutex_unlock(&c->lock);
+  if (st) return st;
+  sel_key key = {FAT_BWD, a->deterministic};
+  if ((st = prepare_launch(c, key, &a->fwd, a, check_bwd_args, stream, &e))) return st;
   const fat_attn_args *f = &a->fwd;
   fat_bwd_params p;
   memset(&p, 0, sizeof p);
@@ -1824,8 +1901,39 @@ fat_status fat_context_last_choice(fat_context *c, fat_choice *out) {
   pthread_mutex_lock(&c->lock);
   fat_status st = FAT_OK;
   if (!out) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL");
-  else if (!c->has_last) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "no launch has succeeded yet");
-  else *out = c->last;
+  else st = CHECK_SIZE(c, fat_choice, out, "FAT_CHOICE_INIT");
+  if (!st && !c->has_last) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "no launch has succeeded yet");
+  if (!st) put_choice(out, &c->last);
   pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* ---- entry points that make the primary context current --------------------- */
+
+/* Each restores the caller's current context on every exit (save_current). */
+
+fat_status fat_attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
+                             fat_choice *ran) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  const saved_ctx caller = save_current(c);
+  const fat_status st = attention_fwd(c, a, stream, ran);
+  restore_current(c, caller);
+  return st;
+}
+
+fat_status fat_attention_fwd_workspace(fat_context *c, const fat_attn_args *a, size_t *bytes) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  const saved_ctx caller = save_current(c);
+  const fat_status st = attention_fwd_workspace(c, a, bytes);
+  restore_current(c, caller);
+  return st;
+}
+
+fat_status fat_attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *stream,
+                             fat_choice *ran) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  const saved_ctx caller = save_current(c);
+  const fat_status st = attention_bwd(c, a, stream, ran);
+  restore_current(c, caller);
   return st;
 }

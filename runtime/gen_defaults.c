@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Build-time tool: expands the generator's default variants (is_default = 1,
  * every head dim, dtype and mask of both directions, and for the backward a
  * deterministic one as well) into a C file for the runtime,

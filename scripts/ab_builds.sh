@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A host-side change A/B'd in one device call: the same backward tuning run
 # and the same runtime benchmark from two packed build folders (OLD, NEW),
 # alternating, so both meet the same GPU, clocks and temperature. For
@@ -18,7 +19,8 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/ab_builds.log") 2>&1
 section() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 for b in "$OLD" "$NEW"; do
-  [ -e "$b/runtime/libfatune.so.0" ] || ln -s libfatune.so "$b/runtime/libfatune.so.0"
+  soname=$(grep -ao 'libfatune\.so\.[0-9]*' "$b/runtime/libfatune.so" | head -1)  # its DT_SONAME
+  [ -e "$b/runtime/$soname" ] || ln -s libfatune.so "$b/runtime/$soname"
   [ -f "$b/runtime/fatune_tables.db" ] || "$b/runtime/build_tables" "$b/runtime/fatune_tables.db" db/tables/*.sql
 done
 tmp=$(mktemp -d)

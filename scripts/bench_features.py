@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The problems users bring (issue 4), timed: fatune.attention and
 fatune.attention_varlen against PyTorch's scaled_dot_product_attention with
 the FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends, on the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The forward against the best peer, as issue 19 measures it: fatune.attention
 (the tuned winner through libfatune) beside scaled_dot_product_attention
 pinned to CUDNN_ATTENTION and to FLASH_ATTENTION (FlashAttention-2), on the

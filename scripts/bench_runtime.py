@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """fatune.attention (the tuned winner through libfatune) against PyTorch's
 scaled_dot_product_attention with the FLASH_ATTENTION and CUDNN_ATTENTION
 backends, on the same tensors in one process, at FlashAttention's benchmark

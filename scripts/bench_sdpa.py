@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Times fatune's forward kernels against PyTorch's scaled_dot_product_attention
 (FLASH_ATTENTION = FlashAttention-2, and CUDNN_ATTENTION) on the same tensors,
 in the same process, and prints TFLOP/s and the ratios.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Where a backward call's time goes, fatune.attention against SDPA's
 FLASH_ATTENTION backend (FlashAttention-2) on the same tensors, at
 FlashAttention's benchmark shapes (batch x seqlen = 16384 tokens,

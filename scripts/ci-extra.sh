@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The reliability checks beyond the main suite (issue 6), run by CI after
 # scripts/test.sh: the CPU test suite built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (every finding fails the run), libFuzzer runs of

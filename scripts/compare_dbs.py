@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Two tuning databases side by side: for every problem both measured, each
 variant's median ms in A and in B (matched by name) and B/A, then the
 fastest of each. For an A/B of a template change measured in one call:

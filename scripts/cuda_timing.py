@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Timing shared by the benchmark scripts (bench_runtime.py,
 bwd_overhead.py): CUDA-event medians of a call made alone or queued behind
 a sleep kernel, and the host's microseconds.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Each problem of a tuning database, the fastest checked variant of each
 kernel family side by side, and how many of each family's variants failed
 their check: how a new family compares with the ones it joins, read from one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Launch fatune's compiled forward kernels on PyTorch tensors, through the
 CUDA driver API (ctypes over libcuda), so that benchmark scripts can time the
 stored winners beside scaled_dot_product_attention in one process.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Makes a device call's output folder fit what the device tool brings back:
 # at most 8 files of at most 16 MiB each, 64 MiB in all, no deeper than two
 # folders. Past the eighth file the rest are dropped without a word, and a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Packs what scripts/gpu_run.sh needs from a build into a small folder to
 # carry to the GPU machine (the device tool carries at most 64 MiB, the
 # working tree included; a whole build folder with its object files comes
@@ -18,7 +19,7 @@ cp "$B"/tests/test_gpu_* "$O/tests/"
 cp -L "$B/runtime/libfatune.so" "$B/runtime/attention_example" "$B/runtime/build_tables" "$O/runtime/"
 # The tree the device tool carries holds the shipped tables as SQL (45 MB),
 # so the pack leaves out what the device can make: the soname link
-# libfatune.so.0 and the tables database (scripts/gpu_run.sh makes both),
+# libfatune.so.N and the tables database (scripts/gpu_run.sh makes both),
 # and the binaries' symbols.
 strip "$O/fatune" "$O/sanitize_winners" "$O"/tests/* "$O"/runtime/*
 if [ $# -ge 3 ]; then

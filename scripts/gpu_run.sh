@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Everything fatune does on a GPU, in one call, for the lent GPU machine:
 # the binary runs, the gpu-labelled tests (fault isolation included), a
 # tuning run, and the benchmark against PyTorch's SDPA backends on the same
@@ -38,7 +39,8 @@ section() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
 # scripts/gpu_pack.sh leaves out the soname link and the shipped tables'
 # database: made here, from the tree's db/tables/*.sql as the build does.
-[ -e "$B/runtime/libfatune.so.0" ] || ln -s libfatune.so "$B/runtime/libfatune.so.0"
+soname=$(grep -ao 'libfatune\.so\.[0-9]*' "$B/runtime/libfatune.so" | head -1)  # its DT_SONAME
+[ -e "$B/runtime/$soname" ] || ln -s libfatune.so "$B/runtime/$soname"
 if [ ! -f "$B/runtime/fatune_tables.db" ]; then
   "$B/runtime/build_tables" "$B/runtime/fatune_tables.db" db/tables/*.sql
 fi

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs what fatune's build and tests need and the machine lacks: a C
 # compiler, CMake, Lua 5.4 and SQLite development files (Debian/Ubuntu
 # packages), and Chromium for the report rendering test. The CUDA toolkit

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Sums Nsight Compute's per-instruction source page by opcode.
 
     ncu -i rep.ncu-rep --kernel-name regex:K --page source --csv --print-source sass > k.csv

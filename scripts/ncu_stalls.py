@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Side-by-side table of the kernels in an Nsight Compute raw-page export:
 duration, instructions, cycles per issued instruction and what the warps
 stalled on (cycles per issued instruction, per reason), one column per

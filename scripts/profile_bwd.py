@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """One backward pass of fatune.attention and one of PyTorch SDPA's
 FLASH_ATTENTION backend (FlashAttention-2) on the same tensors, for Nsight
 Compute to profile side by side:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fresh machine → installed, built, and the main job run:
 #   scripts/setup.sh [fatune arguments]      (default: --gpu 0 --head-dim 128)
 # Installs what is missing (Debian/Ubuntu packages; needs root or sudo), builds

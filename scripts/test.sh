@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds and runs the whole test suite: CPU tests, the slow test that compiles
 # every variant of the space with NVRTC for sm_80 and sm_90a, and the gpu
 # tests (shown as skipped where no driver is found).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The assertion macros of the C tests, written once. Each test used to carry
  * its own copy of the same few (CHECK, CHECK_INT, CHECK_STR, REQUIRE...) with
  * its own failure counter and summary line. Every macro here records a pass

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the GPU tests share beyond check.h: their exit status when the
  * machine has no GPU, and the decision that leads to it. Header-only. */
 #ifndef FAT_TESTS_GPU_TEST_H

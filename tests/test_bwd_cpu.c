@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backward's CPU side, without a GPU: the verdict and exact reasons of
  * fat_compare_bwd, the parsing of a backward variant's parameters, the
  * peak-memory arithmetic (linear in the sequence length, never N²), the

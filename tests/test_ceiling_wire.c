@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests, without a GPU, of what the ceilings job and the materialising
  * baseline add to the worker: the new messages keep the old message numbers
  * and survive a round trip field by field, truncated or malformed ones are

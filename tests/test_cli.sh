@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The fatune command line: every refusal exits 2 and names the bad value;
 # help and version exit 0. Needs no GPU. $1 is the fatune binary.
 set -u
@@ -120,7 +121,14 @@ fi
 
 # Help and version.
 if "$F" --help | grep -q '^Usage: fatune'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --help"; fi
-if [ "$("$F" --version)" = "fatune 0.2.0" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version"; fi
+# The version, and the shipped tables found as libfatune finds them: from the
+# build tree's fatune, the build's runtime/fatune_tables.db.
+want_version="fatune 0.3.0
+shipped tables: $(cd "$(dirname "$F")" && pwd -P)/runtime/fatune_tables.db"
+got_version=$(env -u FATUNE_TABLES "$F" --version)
+if [ "$got_version" = "$want_version" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version printed '$got_version'"; fi
+got_version=$(FATUNE_TABLES=/nonexistent/a.db "$F" --version | tail -1)
+if [ "$got_version" = "shipped tables: none found (looked for /nonexistent/a.db)" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version with a missing FATUNE_TABLES printed '$got_version'"; fi
 
 # --list: the query's variants, names stable, one default per (dtype, mask).
 n=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)

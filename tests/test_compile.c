@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The compile module against the real NVRTC of the toolkit (no GPU needed):
  * architecture names, the ptxas report parser on verbatim logs, cubins for
  * sm_80 and sm_90a, compile errors reported as answers, the cache key's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Two tuners on one fresh database at once, while a third process holds the
 # write lock for a while: both tuners must finish (no-GPU status 3, no
 # storage error), the lock holder must not make either fail (the busy

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Crash safety without a GPU: the tuner is killed with SIGKILL at seeded
 # random points while it compiles and commits builds one by one. After every
 # kill the database must pass PRAGMA integrity_check and still hold every

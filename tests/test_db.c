@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Proves the tuning database keeps what the tuner relies on: the schema is
  * created at version 2 in WAL mode; every row round-trips (a cubin byte for
  * byte); each put is committed before it returns; a re-run sees what was

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Proves the upgrades of a version-1 database (db/migrations/2.sql and
  * 3.sql, run by fat_db_open one after the other): a real version-1 file,
  * made from the frozen copy of the old schema (tests/data/schema_v1.sql)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Proves `fatune explain` counts what the issue says it counts: for one head
  * at N = 8192, d = 128, fp16 the exact score elements, bytes, materialising
  * traffic, lower bound, ratio and FLOPs, both in the computed struct and in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The forward launch's CPU side (tuner/fwd_launch.h): which tensors the
  * tensor-map families can take (fat_fwd_tma_describable, with its exact
  * refusals), the launch description a stored variant's family and

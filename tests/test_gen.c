@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the generator (tuner/gen.c and the generator/ scripts): the space has what
  * the tuner needs on both architectures, names and hashes are stable, pruning
  * says why with exact figures, the template engine inlines and substitutes

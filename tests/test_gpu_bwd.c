@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* On a GPU: the backward variants' gradients against the fp64 reference.
  * For head dims 64 and 128, bf16 and fp16, causal and not, each dQ strategy
  * (atomic and separate) of the 64x64 configuration passes on a small odd

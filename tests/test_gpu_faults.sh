@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fault isolation, on a GPU: the faulty family (tests/data/faults: an
 # out-of-bounds write, a trap, a hang) is tuned alongside the real space.
 # The tuner must finish with status 0, record the oob and trap variants as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* On a GPU: the forward's problem features against the fp64 reference,
  * each on fresh random inputs with poisoned outputs (fat_gpu_check):
  * sliding windows (bounded on either side, both, neither, the window that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* On a GPU, through the worker as the tuner drives it: the materialising
  * baseline passes the reference check (a causal shape with seqlen_q !=
  * seqlen_k whose first rows see no key, grouped-query and ragged shapes),

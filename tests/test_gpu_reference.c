@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the worker's GPU building blocks in this process (no fork): the
  * fp64 reference kernel against a plain CPU implementation in double on
  * small random shapes (causal and not, seqlen_q != seqlen_k, grouped-query

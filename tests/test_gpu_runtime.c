@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libfatune on a GPU, end to end:
  *  - a table holding a winner with a cubin for this GPU is launched from
  *    the cubin (asked: load == stored cubin, no NVRTC) and matches a
@@ -131,6 +132,7 @@ static void make(tensors *t, int B, int H, int HK, int S, int D, int bf16, int c
   REQUIRE(cu->cuMemcpyHtoD(t->dk, t->k, t->nk * 2) == CUDA_SUCCESS);
   REQUIRE(cu->cuMemcpyHtoD(t->dv, t->v, t->nk * 2) == CUDA_SUCCESS);
   fat_attn_args *a = &t->a;
+  a->struct_size = sizeof *a;
   a->q = (void *)(uintptr_t)t->dq, a->k = (void *)(uintptr_t)t->dk;
   a->v = (void *)(uintptr_t)t->dv, a->o = (void *)(uintptr_t)t->dout;
   a->lse = (float *)(uintptr_t)t->dlse;
@@ -204,6 +206,7 @@ static void make_grads(grads *g, tensors *t, int deterministic, unsigned seed) {
   REQUIRE(cu->cuMemAlloc(&g->d_dk, t->nk * 2) == CUDA_SUCCESS);
   REQUIRE(cu->cuMemAlloc(&g->d_dv, t->nk * 2) == CUDA_SUCCESS);
   REQUIRE(cu->cuMemcpyHtoD(g->d_dout, g->dout, t->nq * 2) == CUDA_SUCCESS);
+  g->b.struct_size = sizeof g->b;
   g->b.fwd = t->a;
   g->b.dout = (void *)(uintptr_t)g->d_dout, g->b.dq = (void *)(uintptr_t)g->d_dq;
   g->b.dk = (void *)(uintptr_t)g->d_dk, g->b.dv = (void *)(uintptr_t)g->d_dv;
@@ -361,7 +364,7 @@ static void *worker(void *p) {
 }
 
 static fat_context *open_ctx(const char *user, const char *table) {
-  fat_context_options o = {0};
+  fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
   const char *tables[1] = {table};
   o.user_db = user;
   o.tables = tables;
@@ -399,7 +402,7 @@ int main(void) {
   tensors t1;
   make(&t1, 2, 8, 2, 1000, 128, 0, 0, 11);
   fat_context *c = open_ctx(user, table);
-  fat_choice ch;
+  fat_choice ch = FAT_CHOICE_INIT;
   double t0 = now_s();
   st = fat_attention_fwd(c, &t1.a, NULL, &ch);
   double first_cubin_ms = (now_s() - t0) * 1e3;
@@ -416,7 +419,7 @@ int main(void) {
   EXPECT(e1 < REL_L2_TOLERANCE);
   /* Selecting a launched problem answers from the launch's cache entry:
    * the variant that runs, loaded, without a database read or a hash. */
-  fat_choice sel_ch;
+  fat_choice sel_ch = FAT_CHOICE_INIT;
   t0 = now_s();
   for (int i = 0; i < 100; i++) EXPECT_INT(fat_attention_select(c, &t1.a, &sel_ch), FAT_OK);
   printf("fat_attention_select of a launched problem: %.1f us a call\n", (now_s() - t0) * 1e4);
@@ -563,7 +566,7 @@ int main(void) {
              bwd_cases[i].HK, bwd_cases[i].S, e[0], e[1], e[2], tol);
       EXPECT(e[0] < tol && e[1] < tol && e[2] < tol);
       EXPECT(!det || strstr(ch.variant, ".separate") != NULL);
-      fat_choice sel_ch;  /* from the launch's cache entry, as for the forward */
+      fat_choice sel_ch = FAT_CHOICE_INIT;  /* from the launch's cache entry, as for the forward */
       EXPECT_INT(fat_attention_bwd_select(c, &g.b, &sel_ch), FAT_OK);
       EXPECT_STR(sel_ch.variant, ch.variant);
       EXPECT_INT(sel_ch.loaded, 1);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The groundwork of a wgmma forward family (notes/wgmma-forward.md): the
  * shared-memory layout, the matrix descriptors and the fragment maps that
  * note derives from the PTX ISA, checked on the GPU before any kernel is

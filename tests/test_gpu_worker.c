@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the GPU worker process end to end: a correct naive forward kernel
  * (written here to the launch contract, block_m 1, 32 threads) passes every
  * check and gets timed; wrong kernels fail the check with the right reason

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* On a GPU: the warp-specialised forward (generator/family_ws90.lua,
  * templates/fwd_ws90.cu) against the fp64 reference, each check on fresh
  * random inputs with poisoned outputs (fat_gpu_check; a variable-length

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The problems the tuner builds from its options (fat_tune_problem,
  * fat_tune_problems), the shapes it checks each variant on
  * (fat_check_shapes_for) and the label it prints: the benchmark shapes

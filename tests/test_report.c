@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Proves `fatune report` turns a database into one self-contained page: on a
  * fixture built here (a GPU with measured ceilings; fp16 problems at two head
  * dims and three seqlens with winners, default configurations, a

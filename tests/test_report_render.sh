@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Proves the page `fatune report` writes renders in a real browser: headless
 # Chromium parses it and the rendered DOM holds the charts, a series path
 # with a non-empty d for every series of the fixture, the roofs and every

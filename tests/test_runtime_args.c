@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: MIT */
 /* Bad input to the C API, without a GPU (issue 6, "bad input, everywhere"):
  * fat_attention_check -- what fat_attention_fwd runs before it selects or
  * launches -- on an offline H200 context, one bad value at a time, each
- * refused with its status and the exact message naming the value. The
+ * refused with its status and the exact message naming the value; and
+ * every public struct of another struct_size refused by name. The
  * pointers are never dereferenced, so made-up addresses serve. */
 #include <math.h>
 #include <stdint.h>
@@ -31,7 +33,7 @@ static fat_context *ctx;
 
 /* batch 2, 4 query heads over 2 K/V heads, seqlen 64 x 128, d64, contiguous. */
 static fat_attn_args good(void) {
-  fat_attn_args a = {0};
+  fat_attn_args a = FAT_ATTN_ARGS_INIT;
   a.q = (const void *)Q_AT, a.k = (const void *)K_AT, a.v = (const void *)V_AT;
   a.o = (void *)O_AT, a.lse = (float *)LSE_AT;
   a.batch = 2, a.heads = 4, a.heads_k = 2, a.seqlen_q = 64, a.seqlen_k = 128, a.head_dim = 64;
@@ -53,7 +55,7 @@ static void expect(int line, const fat_attn_args *a, fat_status want, const char
 
 /* The backward of good(): its gradients and a workspace of the size asked for. */
 static fat_attn_bwd_args good_bwd(void) {
-  fat_attn_bwd_args b = {0};
+  fat_attn_bwd_args b = FAT_ATTN_BWD_ARGS_INIT;
   b.fwd = good();
   b.dout = (const void *)DO_AT, b.dq = (void *)DQ_AT, b.dk = (void *)DK_AT, b.dv = (void *)DV_AT;
   fat_attn_bwd_args_contiguous(&b);
@@ -72,8 +74,97 @@ static void expect_bwd(int line, const fat_attn_bwd_args *b, fat_status want, co
 #define CHECK_BWD_OK(b) expect_bwd(__LINE__, b, FAT_OK, NULL)
 #define CHECK_BWD_BAD(b, msg) expect_bwd(__LINE__, b, FAT_ERR_INVALID_ARGUMENT, msg)
 
+/* The library's version is the header's, in zstd's and SQLite's form. */
+static void check_versions(void) {
+  char want[32];
+  snprintf(want, sizeof want, "%d.%d.%d", FATUNE_VERSION_MAJOR, FATUNE_VERSION_MINOR,
+           FATUNE_VERSION_PATCH);
+  CHECK_STR(FATUNE_VERSION_STRING, want);
+  CHECK_STR(fat_version_string(), want);
+  CHECK_INT(FATUNE_VERSION_NUMBER,
+            FATUNE_VERSION_MAJOR * 10000 + FATUNE_VERSION_MINOR * 100 + FATUNE_VERSION_PATCH);
+  CHECK_INT(fat_version_number(), FATUNE_VERSION_NUMBER);
+}
+
+/* The refusal of a struct of another size, as fatune.h words it. */
+static const char *size_message(const char *type, size_t got, size_t want, const char *init) {
+  static char msg[512];
+  snprintf(msg, sizeof msg, "%s.struct_size %zu: this libfatune (%s) has sizeof(%s) %zu; "
+           "initialise it with %s, built against this library's fatune.h", type, got,
+           FATUNE_VERSION_STRING, type, want, init);
+  return msg;
+}
+
+/* Every public struct of another struct_size -- zero, as from `= {0}`, or
+ * a shorter struct of an older header -- is refused by name, and nothing
+ * is written into it. OPTS: the context's (good) options. */
+static void check_struct_sizes(const fat_context_options *opts) {
+  const size_t args_size = sizeof(fat_attn_args), bwd_size = sizeof(fat_attn_bwd_args);
+  const size_t choice_size = sizeof(fat_choice), opts_size = sizeof(fat_context_options);
+  fat_attn_args a = good();
+  a.struct_size = 0;
+  CHECK_BAD(&a, size_message("fat_attn_args", 0, args_size, "FAT_ATTN_ARGS_INIT"));
+  a.struct_size = args_size - 16; /* a shorter struct, as an older header declares it */
+  CHECK_BAD(&a, size_message("fat_attn_args", args_size - 16, args_size, "FAT_ATTN_ARGS_INIT"));
+  a.q_row_stride = 7;
+  fat_attn_args_contiguous(&a);
+  CHECK_INT(a.q_row_stride, 7);
+
+  fat_choice ch = FAT_CHOICE_INIT;
+  a = good();
+  CHECK_INT(fat_attention_select(ctx, &a, &ch), FAT_OK);
+  CHECK_INT((long long)ch.struct_size, (long long)choice_size);
+  fat_choice old = {0};
+  snprintf(old.variant, sizeof old.variant, "untouched");
+  CHECK_INT(fat_attention_select(ctx, &a, &old), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(ctx), size_message("fat_choice", 0, choice_size, "FAT_CHOICE_INIT"));
+  CHECK_STR(old.variant, "untouched");
+  CHECK_INT(fat_context_last_choice(ctx, &old), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(ctx), size_message("fat_choice", 0, choice_size, "FAT_CHOICE_INIT"));
+  /* A launch checks its RAN before anything else, even on this offline context. */
+  CHECK_INT(fat_attention_fwd(ctx, &a, NULL, &old), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(ctx), size_message("fat_choice", 0, choice_size, "FAT_CHOICE_INIT"));
+  CHECK_STR(old.variant, "untouched");
+  n_bad += 4;
+
+  fat_attn_bwd_args b = good_bwd();
+  b.struct_size = 0;
+  expect_bwd(__LINE__, &b, FAT_ERR_INVALID_ARGUMENT,
+             size_message("fat_attn_bwd_args", 0, bwd_size, "FAT_ATTN_BWD_ARGS_INIT"));
+  CHECK_INT(fat_attention_bwd_select(ctx, &b, &ch), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(ctx),
+            size_message("fat_attn_bwd_args", 0, bwd_size, "FAT_ATTN_BWD_ARGS_INIT"));
+  size_t bytes = 12345;
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &bytes), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_INT((long long)bytes, 12345);
+  CHECK_INT(fat_attention_bwd(ctx, &b, NULL, NULL), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(ctx),
+            size_message("fat_attn_bwd_args", 0, bwd_size, "FAT_ATTN_BWD_ARGS_INIT"));
+  b.do_row_stride = 7;
+  fat_attn_bwd_args_contiguous(&b);
+  CHECK_INT(b.do_row_stride, 7);
+  b = good_bwd();
+  b.fwd.struct_size = 0; /* the embedded forward is checked too */
+  expect_bwd(__LINE__, &b, FAT_ERR_INVALID_ARGUMENT,
+             size_message("fat_attn_args", 0, args_size, "FAT_ATTN_ARGS_INIT"));
+  b.do_row_stride = 7;
+  fat_attn_bwd_args_contiguous(&b);
+  CHECK_INT(b.do_row_stride, 7);
+  n_bad += 3;
+
+  fat_context_options o = *opts;
+  fat_context *c = NULL;
+  o.struct_size = opts_size - 8;
+  CHECK_INT(fat_context_open(&c, &o), FAT_ERR_INVALID_ARGUMENT);
+  REQUIRE_EXIT(c != NULL);
+  CHECK_STR(fat_context_error(c), size_message("fat_context_options", opts_size - 8, opts_size,
+                                               "FAT_CONTEXT_OPTIONS_INIT"));
+  fat_context_close(c);
+  n_bad++;
+}
+
 int main(void) {
-  fat_context_options o = {0};
+  fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
   o.user_db = "", o.tables = NULL, o.n_tables = 0;
   const char *none[1] = {"/nonexistent/tables.db"};
   o.tables = none, o.n_tables = 1;
@@ -86,6 +177,9 @@ int main(void) {
   CHECK_INT(fat_attention_check(NULL, &a), FAT_ERR_INVALID_ARGUMENT);
   n_bad++;
   CHECK_BAD(NULL, "args is NULL");
+
+  check_versions();
+  check_struct_sizes(&o);
 
   /* Enums out of range. */
   a = good(), a.dtype = (fat_attn_dtype)7;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime's one selection function, on databases built here, through
  * offline contexts (no GPU needed): lookup order (user database, then
  * tables, then the built-in default; an exact bucket anywhere before a
@@ -99,7 +100,7 @@ static void put_winner(const char *path, const char *name, int sms, const char *
 }
 
 static fat_attn_args problem(fat_attn_dtype dt, fat_attn_mask mk, int hd, int seqlen) {
-  fat_attn_args a = {0};
+  fat_attn_args a = FAT_ATTN_ARGS_INIT;
   a.batch = 1, a.heads = 16, a.heads_k = 16, a.seqlen_q = a.seqlen_k = seqlen;
   a.head_dim = hd, a.dtype = dt, a.mask = mk;
   return a;
@@ -152,7 +153,7 @@ static void make_old_db(const char *path, int version, const char *vname) {
 
 static fat_context *offline(const char *user, const char *const *tables, int n, int sms,
                             int no_builtin) {
-  fat_context_options o = {0};
+  fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
   fat_context *c = NULL;
   o.user_db = user, o.tables = tables, o.n_tables = n, o.no_builtin = no_builtin;
   o.gpu_name = H200, o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = sms;
@@ -179,7 +180,7 @@ int main(void) {
 
   const char *const both[] = {tables};
   fat_context *c = offline(user, both, 1, H200_SMS, 0);
-  fat_choice ch;
+  fat_choice ch = FAT_CHOICE_INIT;
   fat_attn_args a;
 
   /* The user's exact bucket beats the tables' exact bucket. */
@@ -347,7 +348,7 @@ int main(void) {
           static const int dims[6] = {32, 64, 96, 128, 192, 256};
           char want_dim[16];
           snprintf(want_dim, sizeof want_dim, ".d%d.", dims[hd] == 32 ? 64 : dims[hd]);
-          fat_attn_bwd_args bb = {0};
+          fat_attn_bwd_args bb = FAT_ATTN_BWD_ARGS_INIT;
           bb.fwd = problem((fat_attn_dtype)dt, (fat_attn_mask)mk, dims[hd], 512);
           bb.deterministic = det;
           n_bwd += fat_attention_bwd_select(c, &bb, &ch) == FAT_OK &&
@@ -377,7 +378,7 @@ int main(void) {
   put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.causal.sep-failed", SEPARATE,
               FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 2.5, 0, 0);
   c = offline("", both, 1, H200_SMS, 0);
-  fat_attn_bwd_args b = {0};
+  fat_attn_bwd_args b = FAT_ATTN_BWD_ARGS_INIT;
   b.fwd = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 2048);
   CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
   CHECK_STR(ch.variant, "bwd.mma80.bf16.d128.causal.atomic");
@@ -437,7 +438,7 @@ int main(void) {
   put_variant(old_bwd, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d64.causal.today", ATOMIC, FAT_BF16,
               FAT_MASK_CAUSAL, 64, 1024, 1.0, 1, 1);
   c = offline(old_bwd, missing, 1, H200_SMS, 0);  /* nor the installed tables */
-  b = (fat_attn_bwd_args){0};
+  b = (fat_attn_bwd_args)FAT_ATTN_BWD_ARGS_INIT;
   b.fwd = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_NONE, 64, 1024);
   CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
   CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);

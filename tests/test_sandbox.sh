@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The Lua sandbox, through the command line: a user template folder
 # (--templates) whose generator tries to run commands, read or load files
 # outside its folder, load bytecode, print, exhaust memory, produce huge

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SHA-256 against the FIPS 180-2 appendix vectors, every padding boundary
  * (55/56/63/64/65 bytes: where the length field moves to an extra block), and
  * the incremental API fed in every chunk size against the one-shot digest.

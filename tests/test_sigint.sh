@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # SIGINT stops the tuner cleanly: sent during compilation (no GPU), the
 # tuner lets the variants in flight finish and commits them, prints its
 # summary and then "fatune: interrupted" as the last line of stderr, and

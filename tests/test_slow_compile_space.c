@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Every variant of the search space, forward and backward, compiles with
  * NVRTC for sm_80 and sm_90a, on a machine without a GPU. Spills are allowed (they are a
  * tuning signal, not an error) but are listed; a compile failure fails.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the pure arithmetic behind checking and timing: percentiles of
  * repeated timings (tuner/stats.c) on known arrays of odd and even length,
  * the exact decoding of fp16/bf16 bits, and the forward checker's verdicts

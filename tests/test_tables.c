@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shipped tables (tuner/tables.c) on databases built here: export -> import
  * -> export is byte-identical; importing or merging twice adds nothing; the
  * exported text is one INSERT per line with blobs as X'hex'; local windows

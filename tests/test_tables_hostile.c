@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hostile table files and stored cubins (issue 6, "untrusted tables"): each
  * file below is what an attacker or a damaged download could hand `fatune
  * import`, and each is refused whole with its exact message, leaving the
@@ -432,17 +433,16 @@ static void verify_cubin(void) {
 
 /* What an offline H200 context would load for the one winner of TABLE. */
 static fat_choice offline_choice(const char *table) {
-  fat_context_options o = {0};
+  fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
   fat_context *c = NULL;
-  fat_choice ch;
+  fat_choice ch = FAT_CHOICE_INIT;
   const char *tables[1] = {table};
   o.user_db = "", o.tables = tables, o.n_tables = 1;
   o.gpu_name = H200, o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = H200_SMS;
   REQUIRE_EXIT(fat_context_open(&c, &o) == FAT_OK);
-  fat_attn_args a = {0};
+  fat_attn_args a = FAT_ATTN_ARGS_INIT;
   a.batch = 1, a.heads = a.heads_k = 16, a.seqlen_q = a.seqlen_k = 1024, a.head_dim = 64;
   a.dtype = FAT_ATTN_FP16, a.mask = FAT_ATTN_MASK_NONE;
-  memset(&ch, 0, sizeof ch);
   if (fat_attention_select(c, &a, &ch)) fprintf(stderr, "select: %s\n", fat_context_error(c));
   fat_context_close(c);
   return ch;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A shipped table must never drift from the templates: every winner in
  * shipped table (db/tables, one .sql per GPU model) must have the source hash the generator gives its
  * variant today. The detector itself is shown to fire first, on a database

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trust model of issue 21 (tuner/trust.h, db/tables/README.md "Trust"):
  * each hole the issue found, made again here with today's variants, and
  * refused with its exact message by import and merge alike, leaving the
@@ -204,17 +205,16 @@ static char *edited(const char *text, const char *line, const char *from, const 
 /* What an offline H200 context over the user database USER_DB (no tables)
  * would run for a forward of (DT, MK, HD) at seqlen 1024. */
 static fat_choice offline_choice(const char *user_db, fat_attn_dtype dt, fat_attn_mask mk, int hd) {
-  fat_context_options o = {0};
+  fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
   fat_context *c = NULL;
-  fat_choice ch;
+  fat_choice ch = FAT_CHOICE_INIT;
   const char *no_tables[1] = {""};
   o.user_db = user_db, o.tables = no_tables, o.n_tables = 1;
   o.gpu_name = H200, o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = H200_SMS;
   REQUIRE_EXIT(fat_context_open(&c, &o) == FAT_OK);
-  fat_attn_args a = {0};
+  fat_attn_args a = FAT_ATTN_ARGS_INIT;
   a.batch = 16, a.heads = a.heads_k = 2048 / hd, a.seqlen_q = a.seqlen_k = 1024, a.head_dim = hd;
   a.dtype = dt, a.mask = mk;
-  memset(&ch, 0, sizeof ch);
   if (fat_attention_select(c, &a, &ch)) fprintf(stderr, "select: %s\n", fat_context_error(c));
   fat_context_close(c);
   return ch;

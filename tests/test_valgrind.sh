@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # valgrind (memcheck) on the command line's no-GPU paths: help, version,
 # --list, refused flags, a corrupt database, a broken template folder, and a
 # compile-only run resumed from its build cache (no GPU, no NVRTC work under

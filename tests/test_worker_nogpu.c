@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the GPU worker that need no GPU: that a missing driver is
  * reported with the exact message and leaves no process behind; that
  * CUresults are named and classified; that every message of the worker

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Runs every stored winner of this GPU, forward and backward, once on small
  * and boundary shapes, in this process, checked against the fp64 reference
  * (the backward's gradients against the fp64 reference gradients): the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How a build-cache key is made from its parts, apart from compile.c's
  * fat_build_key (which needs NVRTC for its version) so the layout can be
  * tested, and reproduced by anything that must find a cached cubin. */

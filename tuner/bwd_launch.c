@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backward's launch sequence (bwd_launch.h). */
 #include "bwd_launch.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The launch sequence of a backward variant (templates/bwd_mma80.cu), written
  * once for the tuner (gpu_run.c) and the runtime (runtime/fatune.c): the
  * order and grids that fwd_job.h documents. */

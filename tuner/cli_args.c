@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared command-line parsing (cli_args.h). */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pieces every fatune command line shares (the tuner's options, explain,
  * ...): strict integers with overflow checks and one reader for flags that
  * take a value, so that each refusal reads the same wherever it is made. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NVRTC compilation of generated variants. One variant is one NVRTC program;
  * a pool of threads compiles many at once because NVRTC is single-threaded
  * per program and a tuning space holds hundreds. Resource usage comes from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NVRTC compilation of variants: one thread per compilation, resource usage
  * read from ptxas's verbose report, results keyed for the build cache.
  * NVRTC is loaded at run time (nvrtc_api.h); nothing here needs a GPU. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Loading the CUDA driver with dlopen and naming its errors. The worker
  * process is the only caller in the tuner; see cuda_api.h for why. */
 #include <dlfcn.h>
@@ -39,6 +40,7 @@ static int resolve_all(fat_cuda *cu, char *err, size_t errlen) {
   RESOLVE(cuDevicePrimaryCtxRetain);
   RESOLVE(cuDevicePrimaryCtxRelease);
   RESOLVE(cuCtxSetCurrent);
+  RESOLVE(cuCtxGetCurrent);
   RESOLVE(cuCtxSynchronize);
   RESOLVE(cuMemGetInfo);
   RESOLVE(cuMemAlloc);

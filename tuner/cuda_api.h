@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA driver API, loaded at run time with dlopen and never linked, so
  * that fatune starts, generates and compiles on a machine with no GPU and
  * says exactly what it looked for when a step needs one. Only the worker
@@ -29,6 +30,7 @@ typedef struct fat_cuda {
   FAT_CUDA_FN(cuDevicePrimaryCtxRetain);
   FAT_CUDA_FN(cuDevicePrimaryCtxRelease);
   FAT_CUDA_FN(cuCtxSetCurrent);
+  FAT_CUDA_FN(cuCtxGetCurrent);  /* libfatune restores the caller's context with it */
   FAT_CUDA_FN(cuCtxSynchronize);
   FAT_CUDA_FN(cuMemGetInfo);
   FAT_CUDA_FN(cuMemAlloc);

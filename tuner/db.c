@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tuning database: opening (and creating) it safely, and the few
  * statements the tuner needs. Each put is a single statement in autocommit
  * mode, so it is committed (WAL) before the function returns; the statements

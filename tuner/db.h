@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tuning database (SQLite, schema in db/schema.sql): where every build,
  * check and timing is committed the moment it is made, so an interrupted run
  * loses nothing and a re-run measures only what is missing.

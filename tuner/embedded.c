@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lookup in the table of files that cmake/embed.cmake compiled in. */
 #include <string.h>
 #include "embedded.h"

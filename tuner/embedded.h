@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Files compiled into the binary (generator scripts, kernel templates, the
  * database schema), so that the build folder alone runs anywhere. */
 #ifndef FAT_EMBEDDED_H

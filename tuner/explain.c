@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fatune explain`: counts bytes and FLOPs of one attention shape, and sets
  * them against the GPU's measured ceilings and the tuned winner stored in
  * the database (explain.h says what each number means and does not mean). */

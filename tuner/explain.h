@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fatune explain`: the IO arithmetic of one attention shape, so that the
  * claim "FlashAttention is IO-aware" can be checked by measurement rather
  * than taken on faith. For a shape it counts the score matrix, the bytes a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The forward checker's arithmetic and verdict (see fwd_compare.h). */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Judging one forward output against the fp64 reference, on the host: the
  * numbers in fat_check and the verdict by tolerance.h. Pure CPU code, so
  * every verdict and every reason string is tested without a GPU. */

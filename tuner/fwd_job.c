@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Validation of the forward job's pieces and the memory arithmetic of the
  * materialising baseline (see fwd_job.h); the backward check's verdict and
  * its peak memory. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What one forward job of the tuning worker is made of: the shapes a variant
  * is checked on, the launch description of a compiled variant, and how it is
  * timed. Shared by the parent's API (worker.h), the wire format

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The forward's launch (fwd_launch.h). */
 #include <stdint.h>
 #include <stdio.h>

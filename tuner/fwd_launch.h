@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The launch of a fused forward variant (templates/fwd_mma80.cu), written
  * once for the tuner (gpu_run.c) and the runtime (runtime/fatune.c): its
  * grid, for split-KV variants the workspace of partials and the combine

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The generator's Lua host. Modelled on lua.c and lauxlib.c: every entry runs
  * its whole body in protected mode under a traceback message handler, and
  * the scripts see the standard string/table/math/utf8 libraries, a trimmed

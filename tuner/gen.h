@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The generator: an embedded Lua 5.4 state that runs the generator/ scripts to turn
  * the search space and the kernel templates into concrete variants.
  * Lua sees only the `fat` table documented in generator/API.md; every error in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The worker's GPU work (see gpu_run.h): device setup, support kernels,
  * random inputs, the fp64 reference, checking and timing of variants. */
 #include <math.h>

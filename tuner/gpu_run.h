@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Everything the tuning worker does on the GPU, as plain in-process calls:
  * open a device, load the support kernels, draw random inputs, run the fp64
  * reference, check a variant against it, time variants. worker.c runs these

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SIGINT handling (interrupt.h): a flag set by the handler, which then
  * restores the default action so that a second ^C ends the process. */
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SIGINT for long runs: the first ^C asks the run to stop after the variant
  * in hand (every result so far is already committed), the second one kills
  * the process as usual. Long loops poll fat_interrupted(). */

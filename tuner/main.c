@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fatune command: parses the command line and hands the run to the
  * pipeline (tune.c) or to a subcommand. Usage errors go to stderr naming the
  * bad value, with exit status 2; help goes to stdout. */
@@ -9,6 +10,7 @@
 #include "options.h"
 #include "report.h"
 #include "tables.h"
+#include "tables_path.h"
 #include "tune.h"
 
 #define ERRLEN 1024
@@ -60,9 +62,16 @@ int main(int argc, char **argv) {
   case FAT_CMD_HELP:
     fputs(fat_options_usage(), stdout);
     return FAT_EXIT_OK;
-  case FAT_CMD_VERSION:
+  case FAT_CMD_VERSION: {
+    /* The tables found as libfatune finds them: where this command lies. */
+    char tables[4096], looked[4096];
     printf("fatune %s\n", FAT_VERSION);
+    if (fat_tables_default(tables, sizeof tables, looked, sizeof looked) == 0)
+      printf("shipped tables: %s\n", tables);
+    else
+      printf("shipped tables: none found (looked for %s)\n", looked);
     return FAT_EXIT_OK;
+  }
   default:
     break;
   }

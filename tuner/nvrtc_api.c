@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Finds NVRTC at run time and resolves the handful of functions the compiler
  * module calls. Loading happens once per process (pthread_once) because
  * dlopen of NVRTC is slow and compile threads all ask for it at once. */

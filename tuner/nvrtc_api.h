@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NVRTC loaded at run time with dlopen, never linked: fatune must start,
  * generate and explain on a machine without the CUDA toolkit's libraries,
  * and say exactly what it looked for when compiling needs them.

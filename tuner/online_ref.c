@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The online softmax recurrence of one query row on the CPU, in double
  * precision, written to read like the kernels' inner loop (m, l, o, alpha)
  * so that a test of this file is a test of the algorithm they implement.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A CPU reference, in double precision, of the online softmax recurrence the
  * kernels run for one query row: the running max m, denominator l and
  * unnormalised output o, with l and o rescaled by alpha = exp(m_old - m_new)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Parsing of the fatune command line (options.h): strict numbers with
  * overflow checks, comma-separated lists, each flag at most once, and a
  * message naming the flag and value for every refusal. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fatune command line: one struct of options and the parser that fills
  * it. Parsing never prints and never exits: a bad flag comes back as a
  * message naming the flag and the value, which main() prints to stderr with

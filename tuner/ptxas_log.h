@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading resource usage out of ptxas's verbose report (--ptxas-options=-v),
  * which NVRTC returns in the program log. Kept apart from compile.c so tests
  * can feed it exact log text without compiling anything. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fatune report`: reads one GPU's results from the database and writes them
  * as a single HTML page with inline SVG charts (report.h says what is on
  * it). Nothing on the page reaches the network: no fonts, scripts, images or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fatune report`: one self-contained HTML file (inline SVG, no network, no
  * script) that shows what a tuning database holds for one GPU: per problem
  * group (direction, dtype, mask, head dim) TFLOP/s against sequence length

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SHA-256 (FIPS 180-4), the one hash fatune uses: variant content hashes,
  * build-cache keys and template hashes are all SHA-256 in lowercase hex.
  * Written here rather than linked so the binary needs no crypto library. */

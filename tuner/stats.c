@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Percentiles and spread of repeated measurements (see stats.h). */
 #include <math.h>
 #include <stdlib.h>

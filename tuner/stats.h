@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Summary statistics of repeated timings. Pure functions, no GPU: the
  * worker calls them on event times, tests call them on known arrays. */
 #ifndef FAT_STATS_H

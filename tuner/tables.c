@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fatune export`, `fatune import`, `fatune merge`: tuning results moved
  * between machines and shipped with the release as text SQL (tables.h says
  * why the format and the import path look as they do). Import and merge

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shipped tables: a tuning database's winners for one GPU model as a text
  * SQL file (db/tables/<gpu>.sql), deterministic and readable in a diff, and
  * the way back in. `fatune export` writes one; `fatune import` loads table

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How far a variant's forward output may stray from the fp64 reference, per
  * dtype: the one place these numbers live. u is the unit roundoff of the
  * storage type (bf16: 8 significant bits, u = 2^-8 ≈ 3.9e-3; fp16: 11 bits,

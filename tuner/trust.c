@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trust rule for rows from elsewhere (trust.h says what it is); the one
  * place it is written. tables.c loads a table file or another database into
  * a scratch database and calls these two functions on it before anything

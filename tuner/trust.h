@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What fatune believes of rows it did not make: the one rule for a table
  * file (`fatune import`, and the build's runtime/build_tables) and another
  * machine's database (`fatune merge`), both loaded first into a scratch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tuning pipeline (tune.h): the one place that strings the generator,
  * the compiler, the GPU worker and the database together. Order matters:
  * the worker is forked before any compile thread exists, every result is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One tuning run, start to end: generate → compile (cached) → check → time →
  * store → choose winners → print the table. Every result is committed to the
  * database as it is made, so a run stopped anywhere resumes where it stopped.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Names, arithmetic and parameter parsing for the shared vocabulary in types.h. */
 #include <stdio.h>
 #include <stdlib.h>

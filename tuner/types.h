@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tuner's shared vocabulary: what a variant, a build, a problem, a check
  * and a timing are. Every module speaks in these types; none owns them. */
 #ifndef FAT_TYPES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tuner's GPU worker: a child process that owns the CUDA context and
  * does every check and timing, so that a variant that faults or hangs kills
  * only the worker. The parent (the tuner) never initialises CUDA; it sends

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Frames and message encodings of the worker protocol (see worker_wire.h). */
 #include <errno.h>
 #include <poll.h>

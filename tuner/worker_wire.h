@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The wire format between the tuner and its worker process: length-prefixed
  * binary frames over a socket pair, and the encoding of every message. Both
  * ends are the same binary on the same machine, but fields are still written

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """fatune for PyTorch: the tuned FlashAttention of libfatune on CUDA tensors,
 forward and backward.
 
@@ -125,7 +126,7 @@ def _library_path():
         return env
     here = os.path.dirname(os.path.abspath(__file__))
     local = os.path.join(here, "..", "..", "build", "runtime", "libfatune.so")
-    return local if os.path.exists(local) else "libfatune.so.0"
+    return local if os.path.exists(local) else _abi.SONAME
 
 
 _lib = None
@@ -137,8 +138,19 @@ def _load():
     global _lib
     if _lib is not None:
         return _lib
-    lib = ctypes.CDLL(_library_path())
+    path = _library_path()
+    lib = ctypes.CDLL(path)
+    # The structs declared here are those of one release's header: a library
+    # of another minor version refuses them (struct_size); say why up front.
+    want = "%d.%d" % _abi.VERSION[:2]
+    if not hasattr(lib, "fat_version_number"):
+        raise OSError(f"{path} is a libfatune older than 0.3 (it has no fat_version_number); this "
+                      f"binding is for libfatune {want} ({_abi.SONAME})")
     _abi.declare(lib)
+    got = lib.fat_version_number()
+    if got // 100 != _abi.VERSION[0] * 100 + _abi.VERSION[1]:
+        raise OSError(f"{path} is libfatune {lib.fat_version_string().decode()}; this binding is for "
+                      f"libfatune {want} ({_abi.SONAME}): point FATUNE_LIB at that library")
     _lib = lib
     return lib
 

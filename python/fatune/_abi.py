@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The C ABI of include/fatune.h in ctypes: its structs, the enum values the
 binding passes or reads, and the prototypes of its functions. Kept apart from
 the binding so that it imports without PyTorch or libfatune:
@@ -9,6 +10,11 @@ declared here.
 The classes carry the C names, so the test finds each one's C twin by name.
 """
 import ctypes
+
+# The library this mirror is of: its soname (FATUNE_SOVERSION in
+# CMakeLists.txt) and the header version whose structs are declared here.
+SONAME = "libfatune.so.1"
+VERSION = (0, 3, 0)
 
 # enum fat_status.
 STATUS = {
@@ -23,8 +29,24 @@ ENUMS = {"fat_status": STATUS, "fat_attn_dtype": DTYPE, "fat_attn_mask": MASK}
 _STRIDES = ("batch", "row", "head")
 
 
-class fat_attn_args(ctypes.Structure):
-    _fields_ = [("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+class _Sized(ctypes.Structure):
+    """A public struct: struct_size, its first field, is set to ctypes'
+    sizeof on construction (the C header's _INIT macros), as libfatune
+    requires; nested public structs get theirs the same way."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(self)
+        for name, kind in self._fields_:
+            if isinstance(kind, type) and issubclass(kind, _Sized) and name not in kwargs:
+                getattr(self, name).struct_size = ctypes.sizeof(kind)
+
+
+_SIZE = ("struct_size", ctypes.c_size_t)
+
+
+class fat_attn_args(_Sized):
+    _fields_ = [_SIZE, ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
                 ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p)] + [
         (f"{t}_{s}_stride", ctypes.c_longlong) for t in ("q", "k", "v", "o") for s in _STRIDES] + [
         ("batch", ctypes.c_int), ("heads", ctypes.c_int), ("heads_k", ctypes.c_int),
@@ -37,16 +59,16 @@ class fat_attn_args(ctypes.Structure):
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t)]
 
 
-class fat_attn_bwd_args(ctypes.Structure):
-    _fields_ = [("fwd", fat_attn_args), ("dout", ctypes.c_void_p), ("dq", ctypes.c_void_p),
+class fat_attn_bwd_args(_Sized):
+    _fields_ = [_SIZE, ("fwd", fat_attn_args), ("dout", ctypes.c_void_p), ("dq", ctypes.c_void_p),
                 ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p)] + [
         (f"{t}_{s}_stride", ctypes.c_longlong) for t in ("do", "dq", "dk", "dv") for s in _STRIDES] + [
         ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t)]
 
 
-class fat_choice(ctypes.Structure):
-    _fields_ = [("variant", ctypes.c_char * 128), ("source_hash", ctypes.c_char * 65),
+class fat_choice(_Sized):
+    _fields_ = [_SIZE, ("variant", ctypes.c_char * 128), ("source_hash", ctypes.c_char * 65),
                 ("origin", ctypes.c_int), ("match", ctypes.c_int), ("bucket_seqlen", ctypes.c_int),
                 ("bucket_seqlen_k", ctypes.c_int), ("bucket_group", ctypes.c_int),
                 ("bucket_window_left", ctypes.c_int), ("bucket_window_right", ctypes.c_int),
@@ -54,8 +76,8 @@ class fat_choice(ctypes.Structure):
                 ("db_path", ctypes.c_char * 512), ("note", ctypes.c_char * 256)]
 
 
-class fat_context_options(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_int), ("user_db", ctypes.c_char_p),
+class fat_context_options(_Sized):
+    _fields_ = [_SIZE, ("device", ctypes.c_int), ("user_db", ctypes.c_char_p),
                 ("tables", ctypes.POINTER(ctypes.c_char_p)), ("n_tables", ctypes.c_int),
                 ("no_builtin", ctypes.c_int), ("gpu_name", ctypes.c_char_p),
                 ("gpu_cc_major", ctypes.c_int), ("gpu_cc_minor", ctypes.c_int),
@@ -69,6 +91,8 @@ _P, _vp, _i = ctypes.POINTER, ctypes.c_void_p, ctypes.c_int
 # name: (restype, argtypes) of every FAT_API function; the context is an
 # opaque pointer, a stream a CUstream (void *).
 PROTOTYPES = {
+    "fat_version_number": (ctypes.c_uint, []),
+    "fat_version_string": (ctypes.c_char_p, []),
     "fat_strerror": (ctypes.c_char_p, [_i]),
     "fat_attn_args_contiguous": (None, [_P(fat_attn_args)]),
     "fat_context_open": (_i, [_P(_vp), _P(fat_context_options)]),

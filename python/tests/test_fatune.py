@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """fatune.attention against PyTorch's scaled_dot_product_attention in float64,
 on random inputs, for every bucket of the shipped tables that holds a winner
 for this GPU, plus the built-in default of every head dim, and the refusals
@@ -17,11 +18,21 @@ backward through a soft-cap or varlen, and the refusals. Inputs are drawn
 fresh for every case. Needs a CUDA GPU and PyTorch; exits 77 (skipped)
 without.
 
+Each part is a test function: pytest runs them (python3 -m pytest python/tests),
+each skipped without PyTorch or a CUDA device; run as a script (as ctest and
+scripts/gpu_run.sh do) it runs them all and exits 77 (skipped) without.
+
     FATUNE_LIB=build/runtime/libfatune.so python3 python/tests/test_fatune.py [TABLES.db]
+    FATUNE_LIB=build/runtime/libfatune.so python3 -m pytest python/tests/test_fatune.py
+
+TABLES.db (or $FATUNE_TABLES, else the build tree's build/runtime/fatune_tables.db)
+names the shipped tables whose buckets test_shipped_buckets checks one by one.
 """
+import functools
 import os
 import sqlite3
 import sys
+import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 SKIP = 77
@@ -40,14 +51,44 @@ try:
     import torch
     import torch.nn.functional as F
 except ImportError:
-    print("skipped: no PyTorch")
-    sys.exit(SKIP)
-if not torch.cuda.is_available():
-    print("skipped: no CUDA device")
-    sys.exit(SKIP)
-import fatune  # noqa: E402
+    torch = F = None
+try:
+    import pytest
+except ImportError:
+    pytest = None
+import fatune  # noqa: E402  (importing the binding needs neither PyTorch nor libfatune)
 
+
+def unavailable():
+    """Why these tests cannot run here, or None."""
+    if torch is None:
+        return "no PyTorch"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    return None
+
+
+if pytest is not None:
+    pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+BUILD_TABLES = os.path.join(ROOT, "build", "runtime", "fatune_tables.db")
+# The shipped tables whose buckets test_shipped_buckets checks (main() sets it
+# from its argument).
+TABLES = os.environ.get("FATUNE_TABLES") or (BUILD_TABLES if os.path.exists(BUILD_TABLES) else "")
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16} if torch else {}
 failures = 0
+
+
+def case(fn):
+    """A test: it fails (under pytest) when any of its expect()s did, each
+    printed as it failed; a script run counts them all."""
+    @functools.wraps(fn)
+    def run():
+        before = failures
+        fn()
+        assert failures == before, f"{failures - before} expectation(s) failed in {fn.__name__}: see FAIL lines"
+    return run
 
 
 def expect(cond, what):
@@ -209,68 +250,79 @@ def shipped_buckets(path):
     return rows
 
 
-tables = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("FATUNE_TABLES", "")
-buckets = shipped_buckets(tables)
-print(f"{len(buckets)} shipped buckets for {torch.cuda.get_device_name()} in {tables or '(none)'}")
-for dt, mask, d, seqlen, seqlen_k, group in buckets:
-    # The bucket's own key length and group (decoding buckets have 65536 keys
-    # shared by 4 query heads).
-    heads = max(HEADS, group)
-    c = compare(dt, mask == "causal", d, seqlen, heads_k=heads // group, seqlen_k=seqlen_k, heads=heads)
-    expect(c.match == "exact bucket" and c.origin in ("shipped tables", "user database"),
-           f"{dt} {mask} d{d} {seqlen}/{seqlen_k} group {group}: served by {c}")
-# The built-in defaults (or winners) of every head dim, on a length off every tile,
-# with grouped-query heads.
-for d in (32, 64, 96, 128, 192, 256):
-    for dt in ("fp16", "bf16"):
-        compare(dt, d % 128 == 0, d, 333, heads_k=1)
 
-# Refusals.
-q = torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.float16)
-expect_raises(lambda: fatune.attention(q.float(), q.float(), q.float()),
-              "q is torch.float32; fatune.attention takes torch.float16 or torch.bfloat16")
-expect_raises(lambda: fatune.attention(q.cpu(), q, q),
-              "q is on cpu; fatune.attention needs CUDA tensors")
-expect_raises(lambda: fatune.attention(q[0], q, q),
-              "q has 3 dimensions; expected 4: (batch, seqlen, heads, head_dim)")
-qt = torch.randn(1, 64, 64, 2, device="cuda", dtype=torch.float16).transpose(2, 3)
-expect_raises(lambda: fatune.attention(qt, qt, qt),
-              "q has stride 2 in its last dimension; it must be contiguous (stride 1)")
-expect_raises(lambda: fatune.attention(q, q.bfloat16(), q),
-              "q, k and v must share a dtype: got torch.float16, torch.bfloat16, torch.float16")
-q84 = torch.randn(1, 64, 2, 84, device="cuda", dtype=torch.float16)
-expect_raises(lambda: fatune.attention(q84, q84, q84),
-              "q has head_dim 84; fatune.attention takes multiples of 8 (the kernels load 16 bytes at a time)")
-q264 = torch.randn(1, 64, 2, 264, device="cuda", dtype=torch.float16)
-expect_raises_prefix(lambda: fatune.attention(q264, q264, q264), "fatune.attention: head_dim 264")
-expect_raises(lambda: fatune.attention(q, q, q, window_size=5),
-              "window_size must be a pair of ints (left, right), got 5", TypeError)
-expect_raises(lambda: fatune.attention(q, q, q, window_size=(1.5, 0)),
-              "window_size must be a pair of ints (left, right), got (1.5, 0)", TypeError)
-expect_raises(lambda: fatune.attention(q, q, q, window_size=(-2, 0)),
-              "window_size (-2, 0): left bound -2 must be -1 (unbounded) or 0 .. 2147483647")
-expect_raises(lambda: fatune.attention(q, q, q, window_size=(0, 2**31)),
-              "window_size (0, 2147483648): right bound 2147483648 must be -1 (unbounded) or 0 .. 2147483647")
-expect_raises(lambda: fatune.attention(q, q, q, softcap=-1.0),
-              "softcap -1.0 must be 0 (no cap) or positive and finite")
-expect_raises(lambda: fatune.attention(q, q, q, softcap=float("inf")),
-              "softcap inf must be 0 (no cap) or positive and finite")
-expect_raises(lambda: fatune.attention(q, q, q, softcap="50"), "softcap must be a float, got str", TypeError)
-expect_raises(lambda: fatune.attention([1], q, q), "q must be a torch.Tensor, got list", TypeError)
-expect_raises(lambda: fatune.attention(q, q, q, causal=1), "causal must be a bool, got 1", TypeError)
-expect_raises(lambda: fatune.attention(q, q, q, scale="1"),
-              "scale must be a float or None, got str", TypeError)
-expect_raises(lambda: fatune.attention(q[:, :0], q, q),
-              "q has shape (1, 0, 2, 64): every dimension must be >= 1")
-expect_raises(lambda: fatune.attention(q, q[:, :, :1].expand(1, 64, 3, 64).contiguous(),
-                                       q[:, :, :1].expand(1, 64, 3, 64).contiguous()),
-              "k/v heads 3 do not divide q heads 2")
-# The current stream is used: a launch on a side stream is ordered on it.
-s = torch.cuda.Stream()
-with torch.cuda.stream(s):
-    o = fatune.attention(q, q, q)
-s.synchronize()
-expect(torch.isfinite(o).all().item(), "output on a side stream")
+@case
+def test_shipped_buckets():
+    """Every forward bucket the shipped tables hold for this GPU, served exactly."""
+    tables = TABLES
+    buckets = shipped_buckets(tables)
+    print(f"{len(buckets)} shipped buckets for {torch.cuda.get_device_name()} in {tables or '(none)'}")
+    for dt, mask, d, seqlen, seqlen_k, group in buckets:
+        # The bucket's own key length and group (decoding buckets have 65536 keys
+        # shared by 4 query heads).
+        heads = max(HEADS, group)
+        c = compare(dt, mask == "causal", d, seqlen, heads_k=heads // group, seqlen_k=seqlen_k, heads=heads)
+        expect(c.match == "exact bucket" and c.origin in ("shipped tables", "user database"),
+               f"{dt} {mask} d{d} {seqlen}/{seqlen_k} group {group}: served by {c}")
+
+
+@case
+def test_builtin_defaults():
+    """The built-in defaults (or winners) of every head dim, on a length off every tile,
+    with grouped-query heads."""
+    for d in (32, 64, 96, 128, 192, 256):
+        for dt in ("fp16", "bf16"):
+            compare(dt, d % 128 == 0, d, 333, heads_k=1)
+
+
+@case
+def test_refusals():
+    """The forward's refusals, with their messages; a launch on a side stream."""
+    q = torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.float16)
+    expect_raises(lambda: fatune.attention(q.float(), q.float(), q.float()),
+                  "q is torch.float32; fatune.attention takes torch.float16 or torch.bfloat16")
+    expect_raises(lambda: fatune.attention(q.cpu(), q, q),
+                  "q is on cpu; fatune.attention needs CUDA tensors")
+    expect_raises(lambda: fatune.attention(q[0], q, q),
+                  "q has 3 dimensions; expected 4: (batch, seqlen, heads, head_dim)")
+    qt = torch.randn(1, 64, 64, 2, device="cuda", dtype=torch.float16).transpose(2, 3)
+    expect_raises(lambda: fatune.attention(qt, qt, qt),
+                  "q has stride 2 in its last dimension; it must be contiguous (stride 1)")
+    expect_raises(lambda: fatune.attention(q, q.bfloat16(), q),
+                  "q, k and v must share a dtype: got torch.float16, torch.bfloat16, torch.float16")
+    q84 = torch.randn(1, 64, 2, 84, device="cuda", dtype=torch.float16)
+    expect_raises(lambda: fatune.attention(q84, q84, q84),
+                  "q has head_dim 84; fatune.attention takes multiples of 8 (the kernels load 16 bytes at a time)")
+    q264 = torch.randn(1, 64, 2, 264, device="cuda", dtype=torch.float16)
+    expect_raises_prefix(lambda: fatune.attention(q264, q264, q264), "fatune.attention: head_dim 264")
+    expect_raises(lambda: fatune.attention(q, q, q, window_size=5),
+                  "window_size must be a pair of ints (left, right), got 5", TypeError)
+    expect_raises(lambda: fatune.attention(q, q, q, window_size=(1.5, 0)),
+                  "window_size must be a pair of ints (left, right), got (1.5, 0)", TypeError)
+    expect_raises(lambda: fatune.attention(q, q, q, window_size=(-2, 0)),
+                  "window_size (-2, 0): left bound -2 must be -1 (unbounded) or 0 .. 2147483647")
+    expect_raises(lambda: fatune.attention(q, q, q, window_size=(0, 2**31)),
+                  "window_size (0, 2147483648): right bound 2147483648 must be -1 (unbounded) or 0 .. 2147483647")
+    expect_raises(lambda: fatune.attention(q, q, q, softcap=-1.0),
+                  "softcap -1.0 must be 0 (no cap) or positive and finite")
+    expect_raises(lambda: fatune.attention(q, q, q, softcap=float("inf")),
+                  "softcap inf must be 0 (no cap) or positive and finite")
+    expect_raises(lambda: fatune.attention(q, q, q, softcap="50"), "softcap must be a float, got str", TypeError)
+    expect_raises(lambda: fatune.attention([1], q, q), "q must be a torch.Tensor, got list", TypeError)
+    expect_raises(lambda: fatune.attention(q, q, q, causal=1), "causal must be a bool, got 1", TypeError)
+    expect_raises(lambda: fatune.attention(q, q, q, scale="1"),
+                  "scale must be a float or None, got str", TypeError)
+    expect_raises(lambda: fatune.attention(q[:, :0], q, q),
+                  "q has shape (1, 0, 2, 64): every dimension must be >= 1")
+    expect_raises(lambda: fatune.attention(q, q[:, :, :1].expand(1, 64, 3, 64).contiguous(),
+                                           q[:, :, :1].expand(1, 64, 3, 64).contiguous()),
+                  "k/v heads 3 do not divide q heads 2")
+    # The current stream is used: a launch on a side stream is ordered on it.
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        o = fatune.attention(q, q, q)
+    s.synchronize()
+    expect(torch.isfinite(o).all().item(), "output on a side stream")
 
 
 # ---- Windows, soft-cap, padded head dims, decoding -------------------------
@@ -289,80 +341,95 @@ def check_fwd(what, dtype_name, q, k, v, causal=False, window=(-1, -1), softcap=
                       effective_window(causal, window), softcap)
     expect_close(what, dtype_name, o, lse, ro, rlse, variant)
 
-
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # (left, right): a causal window, a two-sided one, right only, left only, and
 # the diagonal alone. With seqlen_q > seqlen_k the first rows see no key.
 WINDOWS = ((64, 0), (32, 16), (-1, 8), (100, -1), (0, 0))
-for dt, dtype in DTYPES.items():
-    for d in (64, 128):
-        for sq, sk in ((333, 333), (77, 300), (300, 77)):
-            for window in WINDOWS:
-                q, k, v, _ = inputs(dtype, 1, sq, sk, 4, 2, d)
-                check_fwd(f"{dt} window {window} d{d} sq{sq} sk{sk} h4/2", dt, q, k, v, window=window)
-    # causal=True bounds the right side at 0 whatever the window says.
-    q, k, v, _ = inputs(dtype, 2, 333, 333, 4, 2, 128)
-    check_fwd(f"{dt} causal window (64, 50) d128 sq333 h4/2", dt, q, k, v, causal=True, window=(64, 50))
 
-# The masks a window comes down to: (-1, 0), or causal with no left bound, is
-# the causal mask and runs the causal variant; a bounded one runs neither the
-# causal nor the unmasked one.
-q, k, v, _ = inputs(torch.bfloat16, 1, 1024, 1024, 2, 2, 128)
-causal_variant = fatune.select(q, k, v, causal=True).variant
-none_variant = fatune.select(q, k, v).variant
-for how, kw in (("window (-1, 0)", dict(window_size=(-1, 0))),
-                ("causal, window (-1, 5)", dict(causal=True, window_size=(-1, 5)))):
-    got = fatune.select(q, k, v, **kw).variant
-    expect(got == causal_variant, f"{how}: selects {got}, the causal mask {causal_variant}")
-local_variant = fatune.select(q, k, v, window_size=(64, 0)).variant
-expect(local_variant not in (causal_variant, none_variant),
-       f"window (64, 0) selects {local_variant}, as the causal ({causal_variant}) or unmasked "
-       f"({none_variant}) problem does")
 
-# Soft-cap: 50 at the default scale barely bends N(0, 1) scores; 5 at scale 1
-# (scores of deviation sqrt(128)) bends most of them, which the reference
-# must show for the case to mean anything.
-for dt, dtype in DTYPES.items():
-    for cap, scale in ((50.0, None), (5.0, 1.0)):
-        for causal in (False, True):
-            q, k, v, _ = inputs(dtype, 2, 333, 333, 4, 2, 128)
-            check_fwd(f"{dt} softcap {cap:g} scale {scale} {'causal' if causal else 'none'} d128 sq333 h4/2",
-                      dt, q, k, v, causal=causal, softcap=cap, scale=scale)
-    q, k, v, _ = inputs(dtype, 1, 300, 300, 2, 2, 64)
-    check_fwd(f"{dt} softcap 5 window (64, 0) d64 sq300", dt, q, k, v, window=(64, 0), softcap=5.0, scale=1.0)
-q, k, v, _ = inputs(torch.float64, 1, 256, 256, 2, 2, 128)
-capped, uncapped = attend(q, k, v, 1.0, softcap=5.0)[0], attend(q, k, v, 1.0)[0]
-expect(rel_l2(capped, uncapped) > 10 * TOLERANCE["bf16"],
-       f"softcap 5 changes the reference by only {rel_l2(capped, uncapped):.3g}: the test cannot tell")
+@case
+def test_windows():
+    """Sliding windows against the float64 reference, causal=True bounding the right side."""
+    for dt, dtype in DTYPES.items():
+        for d in (64, 128):
+            for sq, sk in ((333, 333), (77, 300), (300, 77)):
+                for window in WINDOWS:
+                    q, k, v, _ = inputs(dtype, 1, sq, sk, 4, 2, d)
+                    check_fwd(f"{dt} window {window} d{d} sq{sq} sk{sk} h4/2", dt, q, k, v, window=window)
+        # causal=True bounds the right side at 0 whatever the window says.
+        q, k, v, _ = inputs(dtype, 2, 333, 333, 4, 2, 128)
+        check_fwd(f"{dt} causal window (64, 50) d128 sq333 h4/2", dt, q, k, v, causal=True, window=(64, 50))
 
-# Head dims without a template of their own run on the next one up. The
-# tensors are slices of wider ones whose columns past head_dim are NaN: the
-# kernels must read them as zeros, never load them.
-for dt, dtype in DTYPES.items():
-    for d in (40, 80, 160):
-        for causal in (False, True):
-            for sq, sk in ((333, 333), (77, 300)):
-                wide = [t for t in inputs(dtype, 2, sq, sk, 4, 2, d + 16)[:3]]
-                for t in wide:
-                    t[..., d:] = float("nan")
-                q, k, v = (t[..., :d] for t in wide)
-                check_fwd(f"{dt} padded d{d} {'causal' if causal else 'none'} sq{sq} sk{sk} h4/2 (NaN past d)",
-                          dt, q, k, v, causal=causal)
-    q, k, v, _ = inputs(dtype, 1, 333, 333, 2, 2, 80)
-    check_fwd(f"{dt} padded d80 window (32, 16) sq333", dt, q, k, v, window=(32, 16))
 
-# Decoding: one or a few queries against a long K/V (split-KV variants with a
-# workspace), grouped-query 4, bottom-right aligned.
-for dt, dtype in DTYPES.items():
-    for sq in (1, 16):
-        for causal in (False, True):
+@case
+def test_window_masks():
+    """The masks a window comes down to: (-1, 0), or causal with no left bound, is
+    the causal mask and runs the causal variant; a bounded one runs neither the
+    causal nor the unmasked one."""
+    q, k, v, _ = inputs(torch.bfloat16, 1, 1024, 1024, 2, 2, 128)
+    causal_variant = fatune.select(q, k, v, causal=True).variant
+    none_variant = fatune.select(q, k, v).variant
+    for how, kw in (("window (-1, 0)", dict(window_size=(-1, 0))),
+                    ("causal, window (-1, 5)", dict(causal=True, window_size=(-1, 5)))):
+        got = fatune.select(q, k, v, **kw).variant
+        expect(got == causal_variant, f"{how}: selects {got}, the causal mask {causal_variant}")
+    local_variant = fatune.select(q, k, v, window_size=(64, 0)).variant
+    expect(local_variant not in (causal_variant, none_variant),
+           f"window (64, 0) selects {local_variant}, as the causal ({causal_variant}) or unmasked "
+           f"({none_variant}) problem does")
+
+
+@case
+def test_softcap():
+    """Soft-cap: 50 at the default scale barely bends N(0, 1) scores; 5 at scale 1
+    (scores of deviation sqrt(128)) bends most of them, which the reference
+    must show for the case to mean anything."""
+    for dt, dtype in DTYPES.items():
+        for cap, scale in ((50.0, None), (5.0, 1.0)):
+            for causal in (False, True):
+                q, k, v, _ = inputs(dtype, 2, 333, 333, 4, 2, 128)
+                check_fwd(f"{dt} softcap {cap:g} scale {scale} {'causal' if causal else 'none'} d128 sq333 h4/2",
+                          dt, q, k, v, causal=causal, softcap=cap, scale=scale)
+        q, k, v, _ = inputs(dtype, 1, 300, 300, 2, 2, 64)
+        check_fwd(f"{dt} softcap 5 window (64, 0) d64 sq300", dt, q, k, v, window=(64, 0), softcap=5.0, scale=1.0)
+    q, k, v, _ = inputs(torch.float64, 1, 256, 256, 2, 2, 128)
+    capped, uncapped = attend(q, k, v, 1.0, softcap=5.0)[0], attend(q, k, v, 1.0)[0]
+    expect(rel_l2(capped, uncapped) > 10 * TOLERANCE["bf16"],
+           f"softcap 5 changes the reference by only {rel_l2(capped, uncapped):.3g}: the test cannot tell")
+
+
+@case
+def test_padded_head_dims():
+    """Head dims without a template of their own run on the next one up. The
+    tensors are slices of wider ones whose columns past head_dim are NaN: the
+    kernels must read them as zeros, never load them."""
+    for dt, dtype in DTYPES.items():
+        for d in (40, 80, 160):
+            for causal in (False, True):
+                for sq, sk in ((333, 333), (77, 300)):
+                    wide = [t for t in inputs(dtype, 2, sq, sk, 4, 2, d + 16)[:3]]
+                    for t in wide:
+                        t[..., d:] = float("nan")
+                    q, k, v = (t[..., :d] for t in wide)
+                    check_fwd(f"{dt} padded d{d} {'causal' if causal else 'none'} sq{sq} sk{sk} h4/2 (NaN past d)",
+                              dt, q, k, v, causal=causal)
+        q, k, v, _ = inputs(dtype, 1, 333, 333, 2, 2, 80)
+        check_fwd(f"{dt} padded d80 window (32, 16) sq333", dt, q, k, v, window=(32, 16))
+
+
+@case
+def test_decoding():
+    """Decoding: one or a few queries against a long K/V (split-KV variants with a
+    workspace), grouped-query 4, bottom-right aligned."""
+    for dt, dtype in DTYPES.items():
+        for sq in (1, 16):
+            for causal in (False, True):
+                q, k, v, _ = inputs(dtype, 2, sq, 4097, 8, 2, 128)
+                check_fwd(f"{dt} decode sq{sq} sk4097 h8/2 d128 {'causal' if causal else 'none'}", dt, q, k, v,
+                          causal=causal)
             q, k, v, _ = inputs(dtype, 2, sq, 4097, 8, 2, 128)
-            check_fwd(f"{dt} decode sq{sq} sk4097 h8/2 d128 {'causal' if causal else 'none'}", dt, q, k, v,
-                      causal=causal)
-        q, k, v, _ = inputs(dtype, 2, sq, 4097, 8, 2, 128)
-        check_fwd(f"{dt} decode sq{sq} sk4097 h8/2 d128 window (1024, 0)", dt, q, k, v, window=(1024, 0))
-    q, k, v, _ = inputs(dtype, 2, 1, 4097, 8, 2, 80)
-    check_fwd(f"{dt} decode sq1 sk4097 h8/2 d80 causal", dt, q, k, v, causal=True)
+            check_fwd(f"{dt} decode sq{sq} sk4097 h8/2 d128 window (1024, 0)", dt, q, k, v, window=(1024, 0))
+        q, k, v, _ = inputs(dtype, 2, 1, 4097, 8, 2, 80)
+        check_fwd(f"{dt} decode sq1 sk4097 h8/2 d80 causal", dt, q, k, v, causal=True)
 
 
 # ---- Variable-length batches -----------------------------------------------
@@ -401,45 +468,53 @@ def check_varlen(what, dtype_name, lens_q, lens_k, h, hk, d, causal=False, windo
 
 
 SELF_LENS = [1, 77, 300, 128, 513]  # off every tile, one of a single row
-for dt in DTYPES:
-    for causal, window in ((False, (-1, -1)), (True, (-1, -1)), (False, (64, 0)), (False, (32, 16))):
-        check_varlen(f"{dt} varlen self {SELF_LENS} h4/2 d128 causal {causal} window {window}", dt,
-                     SELF_LENS, SELF_LENS, 4, 2, 128, causal=causal, window=window)
-    # Unequal lengths per sequence: decoding rows, and a sequence with more
-    # queries than keys whose first rows see nothing.
-    check_varlen(f"{dt} varlen cross q [1, 16, 77, 300] k [300, 16, 513, 77] h4/2 d128 causal", dt,
-                 [1, 16, 77, 300], [300, 16, 513, 77], 4, 2, 128, causal=True)
-    # A K/V cache padded per sequence to 600 rows, of which seqused_k are used.
-    check_varlen(f"{dt} varlen seqused_k [1, 257, 600] of 600 h8/2 d128 causal", dt,
-                 [1, 16, 77], [600, 600, 600], 8, 2, 128, causal=True, used_k=[1, 257, 600])
-    check_varlen(f"{dt} varlen self {SELF_LENS} h2/2 d80", dt, SELF_LENS, SELF_LENS, 2, 2, 80)
-    check_varlen(f"{dt} varlen self {SELF_LENS} h2/1 d64 softcap 30", dt, SELF_LENS, SELF_LENS, 2, 1, 64,
-                 softcap=30.0)
 
-# The varlen refusals.
-qp, kp = torch.randn(130, 2, 64, device="cuda", dtype=torch.float16), torch.randn(130, 2, 64, device="cuda",
-                                                                                   dtype=torch.float16)
-cu = torch.tensor([0, 50, 130], dtype=torch.int32, device="cuda")
-varlen = fatune.attention_varlen
-expect_raises(lambda: varlen(qp, kp, kp, cu.long(), cu, 80, 80),
-              "cu_seqlens_q is torch.int64 (3,) on cuda:0; fatune.attention_varlen takes a contiguous "
-              "torch.int32 (3,) on cuda:0")
-expect_raises(lambda: varlen(qp, kp, kp, cu, torch.tensor([0, 50, 100, 130], dtype=torch.int32, device="cuda"),
-                             80, 80), "cu_seqlens_k has 4 entries; expected 3")
-expect_raises(lambda: varlen(qp, kp, kp, cu, cu, 80, 80, seqused_k=cu), "seqused_k has 3 entries; expected 2")
-expect_raises(lambda: varlen(qp, kp, kp, cu.cpu(), cu, 80, 80),
-              "cu_seqlens_q is torch.int32 (3,) on cpu; fatune.attention_varlen takes a contiguous "
-              "torch.int32 (3,) on cuda:0")
-expect_raises(lambda: varlen(qp, kp, kp, cu[:1], cu, 80, 80),
-              "cu_seqlens_q has shape (1,); expected (batch + 1,) with batch >= 1")
-expect_raises(lambda: varlen(qp[None], kp, kp, cu, cu, 80, 80),
-              "q has 4 dimensions; expected 3: (total, heads, head_dim)")
-expect_raises(lambda: varlen(qp, kp[..., :32], kp[..., :32], cu, cu, 80, 80),
-              "shapes q (130, 2, 64), k (130, 2, 32), v (130, 2, 32): k and v must match, with q's head_dim")
-expect_raises(lambda: varlen(qp, kp, kp, cu, cu, 0, 80), "max_seqlen_q 0 must be 1 .. 2147483647")
-expect_raises(lambda: varlen(qp, kp, kp, cu, cu, 80, 80.0), "max_seqlen_k must be an int, got float", TypeError)
-expect_raises(lambda: varlen(qp, kp, kp, [0, 50, 130], cu, 80, 80), "cu_seqlens_q must be a torch.Tensor, got list",
-              TypeError)
+
+@case
+def test_varlen():
+    """Packed sequences against the reference on each sequence alone."""
+    for dt in DTYPES:
+        for causal, window in ((False, (-1, -1)), (True, (-1, -1)), (False, (64, 0)), (False, (32, 16))):
+            check_varlen(f"{dt} varlen self {SELF_LENS} h4/2 d128 causal {causal} window {window}", dt,
+                         SELF_LENS, SELF_LENS, 4, 2, 128, causal=causal, window=window)
+        # Unequal lengths per sequence: decoding rows, and a sequence with more
+        # queries than keys whose first rows see nothing.
+        check_varlen(f"{dt} varlen cross q [1, 16, 77, 300] k [300, 16, 513, 77] h4/2 d128 causal", dt,
+                     [1, 16, 77, 300], [300, 16, 513, 77], 4, 2, 128, causal=True)
+        # A K/V cache padded per sequence to 600 rows, of which seqused_k are used.
+        check_varlen(f"{dt} varlen seqused_k [1, 257, 600] of 600 h8/2 d128 causal", dt,
+                     [1, 16, 77], [600, 600, 600], 8, 2, 128, causal=True, used_k=[1, 257, 600])
+        check_varlen(f"{dt} varlen self {SELF_LENS} h2/2 d80", dt, SELF_LENS, SELF_LENS, 2, 2, 80)
+        check_varlen(f"{dt} varlen self {SELF_LENS} h2/1 d64 softcap 30", dt, SELF_LENS, SELF_LENS, 2, 1, 64,
+                     softcap=30.0)
+
+
+@case
+def test_varlen_refusals():
+    """attention_varlen's refusals, with their messages."""
+    qp, kp = torch.randn(130, 2, 64, device="cuda", dtype=torch.float16), torch.randn(130, 2, 64, device="cuda",
+                                                                                       dtype=torch.float16)
+    cu = torch.tensor([0, 50, 130], dtype=torch.int32, device="cuda")
+    varlen = fatune.attention_varlen
+    expect_raises(lambda: varlen(qp, kp, kp, cu.long(), cu, 80, 80),
+                  "cu_seqlens_q is torch.int64 (3,) on cuda:0; fatune.attention_varlen takes a contiguous "
+                  "torch.int32 (3,) on cuda:0")
+    expect_raises(lambda: varlen(qp, kp, kp, cu, torch.tensor([0, 50, 100, 130], dtype=torch.int32, device="cuda"),
+                                 80, 80), "cu_seqlens_k has 4 entries; expected 3")
+    expect_raises(lambda: varlen(qp, kp, kp, cu, cu, 80, 80, seqused_k=cu), "seqused_k has 3 entries; expected 2")
+    expect_raises(lambda: varlen(qp, kp, kp, cu.cpu(), cu, 80, 80),
+                  "cu_seqlens_q is torch.int32 (3,) on cpu; fatune.attention_varlen takes a contiguous "
+                  "torch.int32 (3,) on cuda:0")
+    expect_raises(lambda: varlen(qp, kp, kp, cu[:1], cu, 80, 80),
+                  "cu_seqlens_q has shape (1,); expected (batch + 1,) with batch >= 1")
+    expect_raises(lambda: varlen(qp[None], kp, kp, cu, cu, 80, 80),
+                  "q has 4 dimensions; expected 3: (total, heads, head_dim)")
+    expect_raises(lambda: varlen(qp, kp[..., :32], kp[..., :32], cu, cu, 80, 80),
+                  "shapes q (130, 2, 64), k (130, 2, 32), v (130, 2, 32): k and v must match, with q's head_dim")
+    expect_raises(lambda: varlen(qp, kp, kp, cu, cu, 0, 80), "max_seqlen_q 0 must be 1 .. 2147483647")
+    expect_raises(lambda: varlen(qp, kp, kp, cu, cu, 80, 80.0), "max_seqlen_k must be an int, got float", TypeError)
+    expect_raises(lambda: varlen(qp, kp, kp, [0, 50, 130], cu, 80, 80), "cu_seqlens_q must be a torch.Tensor, got list",
+                  TypeError)
 
 
 # ---- The backward ----------------------------------------------------------
@@ -491,120 +566,162 @@ def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, determinist
     expect(sel.variant == choice.variant, f"{what}: select_bwd says {sel.variant}, ran {choice.variant}")
 
 
-for dt in ("fp16", "bf16"):
-    for d in (64, 128):
-        for causal in (False, True):
-            compare_bwd(dt, causal, d, 2, 77, 77, 2, 2)        # a length off every tile
-            compare_bwd(dt, causal, d, 1, 1000, 1000, 8, 2)    # grouped-query, 4 heads a group
-    for d in (96, 192, 256):
-        compare_bwd(dt, d % 128 == 0, d, 1, 333, 333, 4, 2)
-    # Unequal lengths: causal with fewer queries (each sees a prefix longer than
-    # itself) and with fewer keys (the first rows see nothing: dq 0 there).
-    compare_bwd(dt, True, 128, 1, 77, 1000, 2, 2)
-    compare_bwd(dt, True, 128, 1, 1000, 77, 2, 2)
-    compare_bwd(dt, False, 64, 1, 300, 513, 4, 1)
-    compare_bwd(dt, True, 64, 1, 256, 256, 2, 2, scale=0.5)
-    compare_bwd(dt, True, 128, 1, 1000, 1000, 8, 2, deterministic=True)
-    # Sliding windows (the backward skips the key blocks outside them too),
-    # with unequal lengths whose first rows see nothing, and causal=True
-    # bounding the right side.
-    for window in ((64, 0), (32, 16), (0, 0)):
+
+@case
+def test_backward():
+    """loss.backward() through fatune.attention against float64 autograd."""
+    for dt in ("fp16", "bf16"):
         for d in (64, 128):
-            compare_bwd(dt, False, d, 2, 333, 333, 4, 2, window=window)
-        compare_bwd(dt, False, 128, 1, 300, 77, 2, 2, window=window)
-    compare_bwd(dt, True, 128, 1, 1000, 1000, 8, 2, window=(128, 7))
-    compare_bwd(dt, False, 128, 1, 1000, 1000, 8, 2, window=(256, 0), deterministic=True)
-    # Head dims padded inside the kernels, and the smallest template's.
-    for d in (32, 40, 80, 160):
-        for causal in (False, True):
-            compare_bwd(dt, causal, d, 2, 333, 333, 4, 2)
-    compare_bwd(dt, True, 80, 1, 77, 300, 2, 2, window=(64, 0))
-compare_bwd("bf16", False, 128, 1, 200, 200, 2, 2, sum_loss=True)
+            for causal in (False, True):
+                compare_bwd(dt, causal, d, 2, 77, 77, 2, 2)        # a length off every tile
+                compare_bwd(dt, causal, d, 1, 1000, 1000, 8, 2)    # grouped-query, 4 heads a group
+        for d in (96, 192, 256):
+            compare_bwd(dt, d % 128 == 0, d, 1, 333, 333, 4, 2)
+        # Unequal lengths: causal with fewer queries (each sees a prefix longer than
+        # itself) and with fewer keys (the first rows see nothing: dq 0 there).
+        compare_bwd(dt, True, 128, 1, 77, 1000, 2, 2)
+        compare_bwd(dt, True, 128, 1, 1000, 77, 2, 2)
+        compare_bwd(dt, False, 64, 1, 300, 513, 4, 1)
+        compare_bwd(dt, True, 64, 1, 256, 256, 2, 2, scale=0.5)
+        compare_bwd(dt, True, 128, 1, 1000, 1000, 8, 2, deterministic=True)
+        # Sliding windows (the backward skips the key blocks outside them too),
+        # with unequal lengths whose first rows see nothing, and causal=True
+        # bounding the right side.
+        for window in ((64, 0), (32, 16), (0, 0)):
+            for d in (64, 128):
+                compare_bwd(dt, False, d, 2, 333, 333, 4, 2, window=window)
+            compare_bwd(dt, False, 128, 1, 300, 77, 2, 2, window=window)
+        compare_bwd(dt, True, 128, 1, 1000, 1000, 8, 2, window=(128, 7))
+        compare_bwd(dt, False, 128, 1, 1000, 1000, 8, 2, window=(256, 0), deterministic=True)
+        # Head dims padded inside the kernels, and the smallest template's.
+        for d in (32, 40, 80, 160):
+            for causal in (False, True):
+                compare_bwd(dt, causal, d, 2, 333, 333, 4, 2)
+        compare_bwd(dt, True, 80, 1, 77, 300, 2, 2, window=(64, 0))
+    compare_bwd("bf16", False, 128, 1, 200, 200, 2, 2, sum_loss=True)
 
-# Deterministic mode: the same inputs twice give bit-identical gradients.
-q, k, v, dout = inputs(torch.bfloat16, 2, 1000, 1000, 8, 2, 128, seed=5)
-grads = []
-for _ in range(2):
-    qq, kk, vv = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    fatune.attention(qq, kk, vv, causal=True, deterministic=True).backward(dout)
-    grads.append((qq.grad, kk.grad, vv.grad))
-same = [torch.equal(a, b) for a, b in zip(*grads)]
-print(f"deterministic backward twice: dq, dk, dv bit-identical {same}")
-expect(all(same), f"deterministic gradients differ between two runs: {same}")
 
-# The raw backward writes every element of given gradient tensors, and none
-# outside them: NaN-filled, each a slice of a wider NaN tensor (strides that
-# are not the contiguous ones), fully finite afterwards, the rest still NaN.
-# At head dim 80 the kernel's template is 96 wide: columns 80..95 of the wide
-# tensors are where a padded store would land.
-for (dt, dtype), d in ((("fp16", torch.float16), 64), (("bf16", torch.bfloat16), 64),
-                       (("fp16", torch.float16), 80), (("bf16", torch.bfloat16), 80)):
-    b, sq, sk, h, hk = 2, 77, 130, 4, 2
-    q, k, v, dout = inputs(dtype, b, sq, sk, h, hk, d)
-    o, lse = fatune.attention_with_lse(q, k, v, causal=True)
-    wide = [torch.full((b, s, heads, 2 * d), float("nan"), device="cuda", dtype=dtype)
-            for s, heads in ((sq, h), (sk, hk), (sk, hk))]
-    given = [w[..., :d] for w in wide]
-    got = fatune.attention_bwd(dout, q, k, v, o, lse, causal=True, dq=given[0], dk=given[1], dv=given[2])
-    expect(all(g is w for g, w in zip(got, given)), f"{dt} d{d}: attention_bwd did not return the given tensors")
-    expect(all(torch.isfinite(g).all().item() for g in given), f"{dt} d{d}: NaN left in the given dq, dk, dv")
-    expect(all(torch.isnan(w[..., d:]).all().item() for w in wide), f"{dt} d{d}: written outside dq, dk, dv")
-    refs = reference_grads(q, k, v, dout, True, d ** -0.5)
-    errs = grad_errors(given, refs)
-    print(f"attention_bwd {dt} d{d} into NaN-filled strided dq, dk, dv: rel_l2 {[f'{e:.3g}' for e in errs]}")
-    expect(max(errs) <= GRAD_TOLERANCE[dt], f"{dt} d{d}: attention_bwd into given tensors: rel_l2 {errs}")
+@case
+def test_deterministic_backward():
+    """Deterministic mode: the same inputs twice give bit-identical gradients."""
+    q, k, v, dout = inputs(torch.bfloat16, 2, 1000, 1000, 8, 2, 128, seed=5)
+    grads = []
+    for _ in range(2):
+        qq, kk, vv = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        fatune.attention(qq, kk, vv, causal=True, deterministic=True).backward(dout)
+        grads.append((qq.grad, kk.grad, vv.grad))
+    same = [torch.equal(a, b) for a, b in zip(*grads)]
+    print(f"deterministic backward twice: dq, dk, dv bit-identical {same}")
+    expect(all(same), f"deterministic gradients differ between two runs: {same}")
 
-# The backward's refusals.
-q, k, v, dout = inputs(torch.float16, 1, 64, 64, 2, 2, 64, seed=3)
-o, lse = fatune.attention_with_lse(q, k, v)
-bwd = fatune.attention_bwd
-expect_raises(lambda: bwd(dout.float(), q, k, v, o, lse),
-              "dout is torch.float32 (1, 64, 2, 64) on cuda:0; it must match q: "
-              "torch.float16 (1, 64, 2, 64) on cuda:0")
-expect_raises(lambda: bwd(dout.cpu(), q, k, v, o, lse),
-              "dout is torch.float16 (1, 64, 2, 64) on cpu; it must match q: "
-              "torch.float16 (1, 64, 2, 64) on cuda:0")
-expect_raises(lambda: bwd(dout, q.cpu(), k, v, o, lse),
-              "q is on cpu; fatune.attention_bwd needs CUDA tensors")
-expect_raises(lambda: bwd(dout, q, k, v, o.bfloat16(), lse),
-              "o is torch.bfloat16 (1, 64, 2, 64) on cuda:0; it must match q: "
-              "torch.float16 (1, 64, 2, 64) on cuda:0")
-expect_raises(lambda: bwd(dout, q, k, v, o, lse.half()),
-              "lse is torch.float16 (1, 2, 64) on cuda:0; it must be the forward's contiguous "
-              "torch.float32 (1, 2, 64) on cuda:0")
-expect_raises(lambda: bwd(dout, q, k, v, o, lse, dk=torch.empty_like(q[:, :32])),
-              "dk is torch.float16 (1, 32, 2, 64) on cuda:0; it must match k: "
-              "torch.float16 (1, 64, 2, 64) on cuda:0")
-expect_raises(lambda: bwd(dout.tolist(), q, k, v, o, lse), "dout must be a torch.Tensor, got list", TypeError)
-expect_raises(lambda: bwd(dout, q, k, v, o, lse, deterministic=1), "deterministic must be a bool, got 1",
-              TypeError)
-expect_raises(lambda: bwd(dout, q, k, v, o, lse, window_size=(-3, 0)),
-              "window_size (-3, 0): left bound -3 must be -1 (unbounded) or 0 .. 2147483647")
-expect_raises(lambda: fatune.attention(q, k, v, deterministic="yes"),
-              "deterministic must be a bool, got 'yes'", TypeError)
-expect_raises(lambda: fatune.attention(q.cpu().requires_grad_(), k, v),
-              "q is on cpu; fatune.attention needs CUDA tensors")
-expect_raises_prefix(lambda: fatune.select_bwd(q264, q264, q264), "fatune.select_bwd: head_dim 264")
 
-# Forward-only options: the forward runs with tensors that require grad, the
-# backward raises NotImplementedError naming why.
-q, k, v, dout = inputs(torch.bfloat16, 1, 128, 128, 2, 2, 64)
-q, k, v = (t.requires_grad_() for t in (q, k, v))
-o = fatune.attention(q, k, v, causal=True, softcap=5.0)
-expect(o.requires_grad and torch.isfinite(o).all().item(), "softcap forward with tensors requiring grad")
-expect_raises(lambda: o.backward(dout),
-              "fatune.attention: softcap 5 has no backward (libfatune's fat_attention_bwd has no soft-cap); "
-              "train with softcap=0.0, or run the forward under torch.no_grad()", NotImplementedError)
-cu = torch.tensor([0, 50, 128], dtype=torch.int32, device="cuda")
-o = fatune.attention_varlen(q[0], k[0], v[0], cu, cu, 78, 78, causal=True)
-expect(o.requires_grad and torch.isfinite(o).all().item(), "varlen forward with tensors requiring grad")
-expect_raises(lambda: o.backward(dout[0]),
-              "fatune.attention_varlen has no backward (libfatune's fat_attention_bwd takes no cu_seqlens); "
-              "run it under torch.no_grad(), or use fatune.attention on padded tensors to train",
-              NotImplementedError)
-with torch.no_grad():
-    o = fatune.attention(q, k, v, softcap=5.0)
-expect(not o.requires_grad, "softcap under torch.no_grad(): no graph")
+@case
+def test_attention_bwd_into_given_tensors():
+    """The raw backward writes every element of given gradient tensors, and none
+    outside them: NaN-filled, each a slice of a wider NaN tensor (strides that
+    are not the contiguous ones), fully finite afterwards, the rest still NaN.
+    At head dim 80 the kernel's template is 96 wide: columns 80..95 of the wide
+    tensors are where a padded store would land."""
+    for (dt, dtype), d in ((("fp16", torch.float16), 64), (("bf16", torch.bfloat16), 64),
+                           (("fp16", torch.float16), 80), (("bf16", torch.bfloat16), 80)):
+        b, sq, sk, h, hk = 2, 77, 130, 4, 2
+        q, k, v, dout = inputs(dtype, b, sq, sk, h, hk, d)
+        o, lse = fatune.attention_with_lse(q, k, v, causal=True)
+        wide = [torch.full((b, s, heads, 2 * d), float("nan"), device="cuda", dtype=dtype)
+                for s, heads in ((sq, h), (sk, hk), (sk, hk))]
+        given = [w[..., :d] for w in wide]
+        got = fatune.attention_bwd(dout, q, k, v, o, lse, causal=True, dq=given[0], dk=given[1], dv=given[2])
+        expect(all(g is w for g, w in zip(got, given)), f"{dt} d{d}: attention_bwd did not return the given tensors")
+        expect(all(torch.isfinite(g).all().item() for g in given), f"{dt} d{d}: NaN left in the given dq, dk, dv")
+        expect(all(torch.isnan(w[..., d:]).all().item() for w in wide), f"{dt} d{d}: written outside dq, dk, dv")
+        refs = reference_grads(q, k, v, dout, True, d ** -0.5)
+        errs = grad_errors(given, refs)
+        print(f"attention_bwd {dt} d{d} into NaN-filled strided dq, dk, dv: rel_l2 {[f'{e:.3g}' for e in errs]}")
+        expect(max(errs) <= GRAD_TOLERANCE[dt], f"{dt} d{d}: attention_bwd into given tensors: rel_l2 {errs}")
 
-print("python binding:", "FAILED" if failures else "ok", f"({failures} failures)")
-sys.exit(1 if failures else 0)
+
+@case
+def test_backward_refusals():
+    """The backward's refusals, with their messages."""
+    q264 = torch.randn(1, 64, 2, 264, device="cuda", dtype=torch.float16)
+    q, k, v, dout = inputs(torch.float16, 1, 64, 64, 2, 2, 64, seed=3)
+    o, lse = fatune.attention_with_lse(q, k, v)
+    bwd = fatune.attention_bwd
+    expect_raises(lambda: bwd(dout.float(), q, k, v, o, lse),
+                  "dout is torch.float32 (1, 64, 2, 64) on cuda:0; it must match q: "
+                  "torch.float16 (1, 64, 2, 64) on cuda:0")
+    expect_raises(lambda: bwd(dout.cpu(), q, k, v, o, lse),
+                  "dout is torch.float16 (1, 64, 2, 64) on cpu; it must match q: "
+                  "torch.float16 (1, 64, 2, 64) on cuda:0")
+    expect_raises(lambda: bwd(dout, q.cpu(), k, v, o, lse),
+                  "q is on cpu; fatune.attention_bwd needs CUDA tensors")
+    expect_raises(lambda: bwd(dout, q, k, v, o.bfloat16(), lse),
+                  "o is torch.bfloat16 (1, 64, 2, 64) on cuda:0; it must match q: "
+                  "torch.float16 (1, 64, 2, 64) on cuda:0")
+    expect_raises(lambda: bwd(dout, q, k, v, o, lse.half()),
+                  "lse is torch.float16 (1, 2, 64) on cuda:0; it must be the forward's contiguous "
+                  "torch.float32 (1, 2, 64) on cuda:0")
+    expect_raises(lambda: bwd(dout, q, k, v, o, lse, dk=torch.empty_like(q[:, :32])),
+                  "dk is torch.float16 (1, 32, 2, 64) on cuda:0; it must match k: "
+                  "torch.float16 (1, 64, 2, 64) on cuda:0")
+    expect_raises(lambda: bwd(dout.tolist(), q, k, v, o, lse), "dout must be a torch.Tensor, got list", TypeError)
+    expect_raises(lambda: bwd(dout, q, k, v, o, lse, deterministic=1), "deterministic must be a bool, got 1",
+                  TypeError)
+    expect_raises(lambda: bwd(dout, q, k, v, o, lse, window_size=(-3, 0)),
+                  "window_size (-3, 0): left bound -3 must be -1 (unbounded) or 0 .. 2147483647")
+    expect_raises(lambda: fatune.attention(q, k, v, deterministic="yes"),
+                  "deterministic must be a bool, got 'yes'", TypeError)
+    expect_raises(lambda: fatune.attention(q.cpu().requires_grad_(), k, v),
+                  "q is on cpu; fatune.attention needs CUDA tensors")
+    expect_raises_prefix(lambda: fatune.select_bwd(q264, q264, q264), "fatune.select_bwd: head_dim 264")
+
+
+@case
+def test_forward_only_options():
+    """Forward-only options: the forward runs with tensors that require grad, the
+    backward raises NotImplementedError naming why."""
+    q, k, v, dout = inputs(torch.bfloat16, 1, 128, 128, 2, 2, 64)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    o = fatune.attention(q, k, v, causal=True, softcap=5.0)
+    expect(o.requires_grad and torch.isfinite(o).all().item(), "softcap forward with tensors requiring grad")
+    expect_raises(lambda: o.backward(dout),
+                  "fatune.attention: softcap 5 has no backward (libfatune's fat_attention_bwd has no soft-cap); "
+                  "train with softcap=0.0, or run the forward under torch.no_grad()", NotImplementedError)
+    cu = torch.tensor([0, 50, 128], dtype=torch.int32, device="cuda")
+    o = fatune.attention_varlen(q[0], k[0], v[0], cu, cu, 78, 78, causal=True)
+    expect(o.requires_grad and torch.isfinite(o).all().item(), "varlen forward with tensors requiring grad")
+    expect_raises(lambda: o.backward(dout[0]),
+                  "fatune.attention_varlen has no backward (libfatune's fat_attention_bwd takes no cu_seqlens); "
+                  "run it under torch.no_grad(), or use fatune.attention on padded tensors to train",
+                  NotImplementedError)
+    with torch.no_grad():
+        o = fatune.attention(q, k, v, softcap=5.0)
+    expect(not o.requires_grad, "softcap under torch.no_grad(): no graph")
+
+
+def main(argv):
+    """The script: every test in order, each failure printed; 77 when they
+    cannot run here."""
+    global TABLES, failures
+    why = unavailable()
+    if why:
+        print(f"skipped: {why}")
+        return SKIP
+    if argv:
+        TABLES = argv[0]
+    tests = [f for name, f in globals().items() if name.startswith("test_") and callable(f)]
+    tests.sort(key=lambda f: f.__wrapped__.__code__.co_firstlineno)
+    for t in tests:
+        try:
+            t()
+        except AssertionError:
+            pass  # its expectations are counted in failures
+        except Exception:  # one test's crash, not the end of the run
+            traceback.print_exc()
+            failures += 1
+    print("python binding:", "FAILED" if failures else "ok", f"({failures} failures)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
