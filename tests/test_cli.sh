@@ -32,6 +32,10 @@ expect 2 "fatune: --head-dim: empty list" --head-dim ""
 expect 2 "fatune: --head-dim: empty item in '64,,128'" --head-dim 64,,128
 expect 2 "fatune: --dtype: unknown dtype 'fp8' (fp16, bf16)" --dtype fp8
 expect 2 "fatune: --mask: unknown mask 'sliding' (none, causal, local)" --mask sliding
+expect 2 "fatune: --family: 'a b' is no family name (letters, digits and '_', at most 31)" --family "a b"
+expect 2 "fatune: --family: 'ws90' given twice" --family ws90,ws90
+expect 1 "fatune: --family nope: no variant of that family in this query for sm_80" --arch sm_80 --family nope --list
+expect 1 "fatune: --family ws90: no variant of that family in this query for sm_80" --arch sm_80 --family ws90 --list
 # The local mask's windows: LEFT,RIGHT each, ':'-separated; only with local, and local needs one.
 expect 2 "fatune: --mask local needs --window LEFT,RIGHT (e.g. --window 256,0; -1 for no bound on a side)" --mask none,local
 expect 2 "fatune: --window applies to the local mask only: add local to --mask" --window 256,0

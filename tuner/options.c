@@ -2,6 +2,7 @@
 /* Parsing of the fatune command line (options.h): strict numbers with
  * overflow checks, comma-separated lists, each flag at most once, and a
  * message naming the flag and value for every refusal. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@ const char *fat_options_usage(void) {
          "  --head-dim LIST    head dims to tune, e.g. 128 or 64,128 (default: all)\n"
          "  --dtype LIST       fp16, bf16 (default: both)\n"
          "  --mask LIST        none, causal, local (default: none,causal)\n"
+         "  --family LIST      only these template families' variants, e.g. ws90 (default: all)\n"
          "  --window LIST      the local mask's windows L,R, ':'-separated (256,0:1024,0):\n"
          "                     a query sees L keys before its position and R after, -1\n"
          "                     for no bound; each window is tuned as problems of its own\n"
@@ -141,6 +143,24 @@ static int each_dtype(const char *flag, const char *item, void *out, int index, 
   if (fat_dtype_parse(item, (fat_dtype *)out + index) == 0) return 0;
   snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16)", flag, item);
   return -1;
+}
+
+/* A family name as the generator spells them: letters, digits and '_'
+ * (whether the space has it is asked when the space is generated). */
+static int each_family(const char *flag, const char *item, void *out, int index, char *err,
+                       size_t errlen) {
+  char(*families)[32] = out;
+  size_t len = strlen(item);
+  int ok = len > 0 && len < sizeof families[0];
+  for (size_t i = 0; ok && i < len; i++) ok = isalnum((unsigned char)item[i]) || item[i] == '_';
+  if (!ok) {
+    snprintf(err, errlen, "%s: '%s' is no family name (letters, digits and '_', at most %zu)", flag, item,
+             sizeof families[0] - 1);
+    return -1;
+  }
+  memset(families[index], 0, sizeof families[0]);  /* whole, for the duplicate check */
+  memcpy(families[index], item, len);
+  return 0;
 }
 
 static int each_mask(const char *flag, const char *item, void *out, int index, char *err,
@@ -272,7 +292,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
                                        "--seqlen", "--db",     "--jobs",    "--reps",
                                        "--timeout", "--arch",  "--templates", "--direction",
                                        "--seqlen-k", "--gqa", "--batch", "--window",
-                                       "--varlen"};
+                                       "--varlen", "--family"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
   int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
 
@@ -338,6 +358,9 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
           }
     } else if (!strcmp(flag, "--dtype")) {
       rc = parse_list(flag, value, each_dtype, o->dtypes, &o->n_dtypes, sizeof(fat_dtype), err,
+                      errlen);
+    } else if (!strcmp(flag, "--family")) {
+      rc = parse_list(flag, value, each_family, o->families, &o->n_families, sizeof o->families[0], err,
                       errlen);
     } else if (!strcmp(flag, "--mask")) {
       rc = parse_list(flag, value, each_mask, o->masks, &o->n_masks, sizeof(fat_mask), err,

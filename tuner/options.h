@@ -66,6 +66,8 @@ typedef struct fat_options {
   int jobs;                              /* --jobs: compile threads; 0 = online CPUs */
   int reps;                              /* --reps: timed repetitions per variant */
   int timeout_s;                         /* --timeout: watchdog for one job on the GPU */
+  char families[FAT_MAX_LIST][32];       /* --family: only these template families' variants */
+  int n_families;                        /* 0: every family */
   int retune;                            /* --retune: re-measure what the DB already has */
   int verbose;                           /* -v: one row per variant; -vv: pruned ones too */
   int quiet;                             /* -q: only the final table and errors */

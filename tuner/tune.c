@@ -212,6 +212,16 @@ static int generate_direction(run *r, fat_direction direction);
 static int generate(run *r) {
   for (int i = 0; i < r->o->n_directions; i++)
     if (generate_direction(r, r->o->directions[i])) return -1;
+  /* A --family that gave no variant is a typo or another query's family. */
+  for (int f = 0; f < r->o->n_families; f++) {
+    int found = 0;
+    for (size_t i = 0; i < r->n_variants && !found; i++) found = !strcmp(r->variants[i].family, r->o->families[f]);
+    if (!found) {
+      fprintf(r->log, "fatune: --family %s: no variant of that family in this query for %s\n", r->o->families[f],
+              r->arch);
+      return -1;
+    }
+  }
   return 0;
 }
 
@@ -234,6 +244,19 @@ static int generate_direction(run *r, fat_direction direction) {
   if (fat_gen_variants(r->gen, &q, &more, &n_more, &pruned, &n_pruned, err, sizeof err)) {
     fprintf(r->log, "fatune: generator: %s\n", err);
     return -1;
+  }
+  /* --family: the variants of those families only. */
+  if (r->o->n_families > 0) {
+    size_t kept = 0;
+    for (size_t i = 0; i < n_more; i++) {
+      int wanted = 0;
+      for (int f = 0; f < r->o->n_families && !wanted; f++) wanted = !strcmp(more[i].family, r->o->families[f]);
+      if (wanted)
+        more[kept++] = more[i];
+      else
+        fat_variant_free(&more[i]);
+    }
+    n_more = kept;
   }
   if (r->n_variants == 0) {
     free(r->variants);
