@@ -21,3 +21,12 @@ if [ ! -f "$cuda/include/nvrtc.h" ]; then
   echo "install-deps: install the CUDA toolkit 12 or 13, or set CUDA_ROOT." >&2
   exit 1
 fi
+# cuobjdump (and the nvdisasm it calls) reads the shipped winners' machine
+# code on the CPU (tests/test_sass_winners.sh); the toolkit at $cuda may
+# lack them: then NVIDIA's PyPI packages, into fatune's cache folder.
+tools=$HOME/.cache/fatune/tools
+if [ ! -x "$cuda/bin/cuobjdump" ] && ! command -v cuobjdump >/dev/null && [ ! -x "$tools/nvidia/cu13/bin/nvdisasm" ]; then
+  python3 -m pip install -q --disable-pip-version-check --target "$tools" nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm ||
+    python3 -m pip install -q --disable-pip-version-check --break-system-packages --target "$tools" nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm ||
+    echo "install-deps: could not install cuobjdump (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm); test_sass_winners will skip" >&2
+fi

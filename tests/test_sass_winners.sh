@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The machine code of the shipped tables' Hopper forward winners, read on
+# the CPU (cuobjdump, no GPU): every wgmma90 and ws90 winner's sm_90a cubin issues
+# the warpgroup products (HGMMA) and keeps nothing in local memory (no
+# LDL or STL: no spills, no register array moved to the stack); every ws90
+# winner also loads through the tensor copy engine (UTMALDG) and trades
+# registers between its warpgroups (USETMAXREG). (The backward's wgmma90
+# winners at d96 and d128 still spill: notes/next-session.md.) Run from the build folder
+# (runtime/fatune_tables.db); $1 is the fatune binary (unused).
+# cuobjdump: $FATUNE_CUOBJDUMP, the CUDA toolkit's, the PATH's, or the one
+# scripts/install-deps.sh installs from PyPI (nvidia-cuda-cuobjdump). Without
+# one the test skips (77), unless FATUNE_REQUIRE_CUOBJDUMP=1 (CI) makes that
+# a failure.
+set -u
+tables=runtime/fatune_tables.db
+tool=""
+for c in "${FATUNE_CUOBJDUMP:-}" "${CUDA_ROOT:-/usr/local/cuda}/bin/cuobjdump" "$(command -v cuobjdump || true)" \
+         "$HOME/.cache/fatune/tools/nvidia/cu13/bin/cuobjdump"; do
+  if [ -n "$c" ] && [ -x "$c" ]; then tool=$c; break; fi
+done
+if [ -z "$tool" ]; then
+  echo "no cuobjdump (set FATUNE_CUOBJDUMP, or run scripts/install-deps.sh)"
+  [ "${FATUNE_REQUIRE_CUOBJDUMP:-0}" = 1 ] && exit 1
+  exit 77
+fi
+[ -f "$tables" ] || { echo "FAIL: no $tables (the build makes it)"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# One cubin file per distinct winner variant: NAME.cubin.
+python3 - "$tables" "$tmp" <<'PY' || exit 1
+import sqlite3, sys
+db, out = sys.argv[1], sys.argv[2]
+con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+rows = con.execute(
+    "SELECT DISTINCT v.name, b.cubin FROM winners w JOIN variants v ON v.id = w.variant_id"
+    " JOIN builds b ON b.variant_id = v.id"
+    " WHERE v.direction = 'fwd' AND v.family IN ('wgmma90', 'ws90') AND b.arch = 'sm_90a' AND b.ok = 1"
+    " AND b.cubin IS NOT NULL").fetchall()
+for name, cubin in rows:
+    open(f"{out}/{name}.cubin", "wb").write(cubin)
+print(f"{len(rows)} Hopper forward winners' cubins")
+PY
+pass=0 fail=0 ws=0
+for f in "$tmp"/*.cubin; do
+  [ -e "$f" ] || continue
+  name=$(basename "$f" .cubin)
+  sass=$("$tool" --dump-sass "$f" 2>&1) || { echo "FAIL: $name: cuobjdump: $sass"; fail=$((fail + 1)); continue; }
+  why=()
+  grep -q 'HGMMA' <<<"$sass" || why+=("no HGMMA")
+  grep -qE '\b(LDL|STL)(\.[A-Z0-9]+)*\b' <<<"$sass" && why+=("local memory (LDL/STL)")
+  case $name in
+    fwd.ws90.*)
+      ws=$((ws + 1))
+      grep -q 'UTMALDG' <<<"$sass" || why+=("no TMA load (UTMALDG)")
+      grep -q 'USETMAXREG' <<<"$sass" || why+=("no register trade (USETMAXREG)")
+      ;;
+  esac
+  if [ ${#why[@]} -eq 0 ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL: %s: %s\n' "$name" "$(IFS=,; echo "${why[*]}")"
+  fi
+done
+# The table ships ws90 winners (the H200's forward): none would mean the
+# query above or the table lost them.
+[ "$ws" -gt 0 ] || { echo "FAIL: no ws90 winner in $tables"; fail=$((fail + 1)); }
+echo "$pass passed, $fail failed ($ws ws90 winners)"
+[ "$fail" -eq 0 ]
