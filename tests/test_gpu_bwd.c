@@ -54,18 +54,7 @@ static int load(fat_gpu *g, const fat_variant *v, const char *arch, fat_build *b
     snprintf(err, sizeof err, "%s: %.2000s", v->name, b->log ? b->log : "");
     return -1;
   }
-  memset(&d, 0, sizeof d);
-  snprintf(d.name, sizeof d.name, "%s", v->name);
-  snprintf(d.entry, sizeof d.entry, "%s", v->entry);
-  d.block_m = v->block_m;
-  d.threads = v->threads;
-  d.smem_bytes = v->smem_bytes;
-  d.dtype = v->dtype;
-  d.mask = v->mask;
-  d.head_dim = v->head_dim;
-  d.cubin = b->cubin;
-  d.cubin_size = b->cubin_size;
-  if (fat_kernel_schedule(&d, FAT_BWD, v->family, v->params, why, sizeof why)) {
+  if (fat_kernel_describe(v, b, &d, why, sizeof why)) {
     snprintf(err, sizeof err, "%s", why);
     return -1;
   }

@@ -48,18 +48,7 @@ static int load(fat_gpu *g, const char *name, const char *arch, fat_build *b, fa
     snprintf(err, sizeof err, "%s: %.2000s", v->name, b->log ? b->log : "");
     return -1;
   }
-  memset(&d, 0, sizeof d);
-  snprintf(d.name, sizeof d.name, "%s", v->name);
-  snprintf(d.entry, sizeof d.entry, "%s", v->entry);
-  d.block_m = v->block_m;
-  d.threads = v->threads;
-  d.smem_bytes = v->smem_bytes;
-  d.dtype = v->dtype;
-  d.mask = v->mask;
-  d.head_dim = v->head_dim;
-  d.cubin = b->cubin;
-  d.cubin_size = b->cubin_size;
-  if (fat_kernel_schedule(&d, v->direction, v->family, v->params, err, sizeof err)) return -1;
+  if (fat_kernel_describe(v, b, &d, err, sizeof err)) return -1;
   return fat_gpu_kernel_load(g, &d, k, err, sizeof err) == FAT_GPU_OK ? 0 : -1;
 }
 

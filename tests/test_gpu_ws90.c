@@ -80,18 +80,7 @@ static void check_on(fat_gpu *g, const fat_variant *v, const fat_build *b, const
                      int n) {
   fat_kernel_desc d;
   fat_gpu_kernel k;
-  memset(&d, 0, sizeof d);
-  snprintf(d.name, sizeof d.name, "%s", v->name);
-  snprintf(d.entry, sizeof d.entry, "%s", v->entry);
-  d.block_m = v->block_m;
-  d.threads = v->threads;
-  d.smem_bytes = v->smem_bytes;
-  d.dtype = v->dtype;
-  d.mask = v->mask;
-  d.head_dim = v->head_dim;
-  d.cubin = b->cubin;
-  d.cubin_size = b->cubin_size;
-  if (fat_kernel_schedule(&d, v->direction, v->family, v->params, err, sizeof err) ||
+  if (fat_kernel_describe(v, b, &d, err, sizeof err) ||
       fat_gpu_kernel_load(g, &d, &k, err, sizeof err) != FAT_GPU_OK) {
     fprintf(stderr, "%s: %s\n", v->name, err);
     check_record(0);

@@ -122,6 +122,39 @@ int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char 
                                           : 0;
 }
 
+int fat_kernel_describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d, char *err,
+                        size_t errlen) {
+  memset(d, 0, sizeof *d);
+  if (!v || !b || !v->name || !v->entry) {
+    snprintf(err, errlen, "variant without a name or entry point");
+    return -1;
+  }
+  if (!b->ok || !b->cubin || !b->cubin_size) {
+    snprintf(err, errlen, "%s has no cubin (compilation failed or was not run)", v->name);
+    return -1;
+  }
+  char why[256];
+  if (fat_kernel_schedule(d, v->direction, v->family, v->params, why, sizeof why)) {
+    snprintf(err, errlen, "%s: %s", v->name, why);
+    return -1;
+  }
+  if (strlen(v->name) >= sizeof d->name || strlen(v->entry) >= sizeof d->entry) {
+    snprintf(err, errlen, "variant name or entry longer than %zu bytes: %s", sizeof d->entry - 1, v->name);
+    return -1;
+  }
+  snprintf(d->name, sizeof d->name, "%s", v->name);
+  snprintf(d->entry, sizeof d->entry, "%s", v->entry);
+  d->block_m = v->block_m;
+  d->threads = v->threads;
+  d->smem_bytes = v->smem_bytes;
+  d->dtype = v->dtype;
+  d->mask = v->mask;
+  d->head_dim = v->head_dim;
+  d->cubin = b->cubin;
+  d->cubin_size = b->cubin_size;
+  return 0;
+}
+
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap) {

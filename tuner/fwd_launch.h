@@ -66,6 +66,14 @@ fat_kernel_kind fat_kernel_kind_of_family(const char *family);
 int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char *family,
                         const char *params, char *err, size_t errlen);
 
+/* D, the launch description of variant V built into B: its name, entry,
+ * resources and cubin (not copied: B must outlive D), and what
+ * fat_kernel_schedule reads from its family and parameters. 0, or -1 with
+ * err naming the variant and what is wrong (no cubin, a name too long, a
+ * bad parameter). The worker and the GPU tests describe variants with it. */
+int fat_kernel_describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d, char *err,
+                        size_t errlen);
+
 /* Sets P's softmax_scale to SCALE and what the kernels derive from it:
  * scale_log2, and the soft-cap's softcap_in / softcap_out for a cap of
  * SOFTCAP (> 0; 0: none), the one place that conversion is written. */

@@ -608,41 +608,6 @@ static int watchdog_ms(const fat_worker *w, double estimate_s) {
   return ms > INT32_MAX ? INT32_MAX : (int)ms;
 }
 
-/* The launch description of V built into B; -1 with reason when they
- * cannot be run. */
-static int describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d, char *reason,
-                    size_t reasonlen) {
-  memset(d, 0, sizeof *d);
-  if (!v || !b || !v->name || !v->entry) {
-    set_msg(reason, reasonlen, "variant without a name or entry point");
-    return -1;
-  }
-  if (!b->ok || !b->cubin || !b->cubin_size) {
-    set_msg(reason, reasonlen, "%s has no cubin (compilation failed or was not run)", v->name);
-    return -1;
-  }
-  char why[MSG_MAX];
-  if (fat_kernel_schedule(d, v->direction, v->family, v->params, why, sizeof why)) {
-    set_msg(reason, reasonlen, "%s: %s", v->name, why);
-    return -1;
-  }
-  if (strlen(v->name) >= sizeof d->name || strlen(v->entry) >= sizeof d->entry) {
-    set_msg(reason, reasonlen, "variant name or entry longer than %zu bytes: %s", sizeof d->entry - 1,
-            v->name);
-    return -1;
-  }
-  snprintf(d->name, sizeof d->name, "%s", v->name);
-  snprintf(d->entry, sizeof d->entry, "%s", v->entry);
-  d->block_m = v->block_m;
-  d->threads = v->threads;
-  d->smem_bytes = v->smem_bytes;
-  d->dtype = v->dtype;
-  d->mask = v->mask;
-  d->head_dim = v->head_dim;
-  d->cubin = b->cubin;
-  d->cubin_size = b->cubin_size;
-  return 0;
-}
 
 static int validate_problem(const fat_problem *p, const fat_variant *v, char *reason,
                             size_t reasonlen) {
@@ -690,7 +655,7 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
     set_msg(reason, reasonlen, "out of host memory for a job");
     goto out;
   }
-  if (require_alive(w, reason, reasonlen) || describe(v, b, &job->kernel, reason, reasonlen))
+  if (require_alive(w, reason, reasonlen) || fat_kernel_describe(v, b, &job->kernel, reason, reasonlen))
     goto out;
   if (n_shapes < 0 || n_shapes > FAT_MAX_CHECK_SHAPES) {
     set_msg(reason, reasonlen, "%d check shapes (at most %d)", n_shapes, FAT_MAX_CHECK_SHAPES);
@@ -760,7 +725,7 @@ int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
     goto out;
   }
   for (int i = 0; i < n; i++)
-    if (describe(v[i], b[i], &job->kernels[i], reason, reasonlen) ||
+    if (fat_kernel_describe(v[i], b[i], &job->kernels[i], reason, reasonlen) ||
         validate_problem(problem, v[i], reason, reasonlen))
       goto out;
   job->n = n;
