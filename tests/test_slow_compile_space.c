@@ -8,6 +8,12 @@
  *   FATUNE_COMPILE_SAMPLE_OFFSET=K  ... those whose index is K modulo N
  *                               (default 0): CI rotates K by commit, so that
  *                               successive commits cover the whole space
+ *   FATUNE_COMPILE_COVER=1      instead: one variant of every (family,
+ *                               direction, head dim, dtype, mask) on each
+ *                               architecture, the (K + g)-th of group g, so
+ *                               every template, head dim, dtype and mask
+ *                               compiles and the parameter values the groups
+ *                               pick differ from group to group (and with K)
  *   FATUNE_COMPILE_CACHE_DIR=D  keep cubins in D keyed by fat_build_key and
  *                               skip compiling those already there */
 #include <errno.h>
@@ -133,6 +139,13 @@ typedef struct summary {
   const char *max_registers_name;
 } summary;
 
+/* Whether A and B are of one group of the covering sample: the same
+ * family, direction, head dim, dtype and mask. */
+static int same_group(const fat_variant *a, const fat_variant *b) {
+  return !strcmp(a->family, b->family) && a->direction == b->direction && a->head_dim == b->head_dim &&
+         a->dtype == b->dtype && a->mask == b->mask;
+}
+
 /* Prints the first lines of a failed build's log. */
 static void show_failure(const fat_variant *v, const fat_build *b, const char *why) {
   fprintf(stderr, "FAIL %s [%s]: %s\n", v->name, b->arch, why);
@@ -145,8 +158,9 @@ static void show_failure(const fat_variant *v, const fat_build *b, const char *w
   }
 }
 
-static int run_arch(fat_gen *g, const char *arch, size_t sample, size_t offset, const char *cache_dir,
-                    summary *s) {
+/* Compiles ARCH's sample of both directions' spaces, summing into S. */
+static int run_arch(fat_gen *g, const char *arch, size_t sample, size_t offset, int cover,
+                    const char *cache_dir, summary *s) {
   int rc = -1;
   char err[ERR_MAX];
   fat_variant *v = NULL;
@@ -192,11 +206,18 @@ static int run_arch(fat_gen *g, const char *arch, size_t sample, size_t offset, 
     fprintf(stderr, "FAIL out of memory for %zu builds\n", n);
     goto out;
   }
+  /* The variants to compile: every SAMPLE-th, or one a group. The
+   * generator emits a group's variants one after the other. */
+  for (size_t i = 0, group = 0; i < n;) {
+    size_t end = i + 1;
+    while (end < n && same_group(&v[i], &v[end])) end++;
+    for (size_t j = i; j < end; j++)
+      skip[j] = cover ? j != i + (offset + group) % (end - i) : j % sample != offset;
+    i = end;
+    group++;
+  }
   for (size_t i = 0; i < n; i++) {
-    if (i % sample != offset) {
-      skip[i] = 1;
-      continue;
-    }
+    if (skip[i]) continue;
     s->sampled++;
     char key[65];
     if (cache_dir && fat_build_key(v[i].source, arch, key, err, sizeof err) == 0 &&
@@ -216,7 +237,7 @@ static int run_arch(fat_gen *g, const char *arch, size_t sample, size_t offset, 
   }
 
   for (size_t i = 0; i < n; i++) {
-    if (i % sample != offset) continue;
+    if (skip[i] && !from_cache[i]) continue;
     const fat_build *b = &builds[i];
     if (!b->ok) {
       show_failure(&v[i], b, "compile error");
@@ -279,11 +300,16 @@ int main(void) {
   fat_gen *g = NULL;
   summary sums[N_ARCHS];
   memset(sums, 0, sizeof sums);
-  size_t sample, offset;
+  size_t sample, offset, cover;
   if (parse_knob("FATUNE_COMPILE_SAMPLE", 1, 1, &sample) != 0 ||
-      parse_knob("FATUNE_COMPILE_SAMPLE_OFFSET", 0, 0, &offset) != 0)
+      parse_knob("FATUNE_COMPILE_SAMPLE_OFFSET", 0, 0, &offset) != 0 ||
+      parse_knob("FATUNE_COMPILE_COVER", 0, 0, &cover) != 0)
     goto out;
-  offset %= sample;
+  if (cover > 1) {
+    fprintf(stderr, "FAIL FATUNE_COMPILE_COVER=%zu: expected 0 or 1\n", cover);
+    goto out;
+  }
+  if (!cover) offset %= sample;
   const char *cache_dir = getenv("FATUNE_COMPILE_CACHE_DIR");
   if (cache_dir && !*cache_dir) cache_dir = NULL;
   if (cache_dir && mkdir(cache_dir, 0777) != 0 && errno != EEXIST) {
@@ -301,13 +327,17 @@ int main(void) {
     fprintf(stderr, "FAIL opening the generator: %s\n", err);
     goto out;
   }
-  printf("NVRTC %d.%d (%s), options: %s, sampling every %zu from %zu%s%s\n", nv->major, nv->minor,
-         nv->path, fat_compile_options(), sample, offset, cache_dir ? ", cache " : "",
-         cache_dir ? cache_dir : "");
+  if (cover)
+    printf("NVRTC %d.%d (%s), options: %s, one variant a group from %zu%s%s\n", nv->major, nv->minor,
+           nv->path, fat_compile_options(), offset, cache_dir ? ", cache " : "", cache_dir ? cache_dir : "");
+  else
+    printf("NVRTC %d.%d (%s), options: %s, sampling every %zu from %zu%s%s\n", nv->major, nv->minor,
+           nv->path, fat_compile_options(), sample, offset, cache_dir ? ", cache " : "",
+           cache_dir ? cache_dir : "");
 
   int broken = 0;
   for (size_t a = 0; a < N_ARCHS; a++)
-    if (run_arch(g, archs[a], sample, offset, cache_dir, &sums[a]) != 0) broken = 1;
+    if (run_arch(g, archs[a], sample, offset, (int)cover, cache_dir, &sums[a]) != 0) broken = 1;
 
   printf("\n%-7s %8s %8s %8s %7s %6s %10s %8s %11s  %s\n", "arch", "variants", "sampled",
          "compiled", "cached", "failed", "compile_s", "max_regs", "with_spills", "most registers");
