@@ -436,15 +436,44 @@ void fat_context_close(fat_context *c) {
 
 /* ---- selection ------------------------------------------------------------ */
 
-/* Opens database I read-only; NULL (not an error) when the file is absent. */
+/* 1 when H's main database holds no schema object at all (a file created
+ * and never written, or emptied). */
+static int schema_empty(sqlite3 *h) {
+  sqlite3_stmt *s = NULL;
+  int empty = 0;
+  if (sqlite3_prepare_v2(h, "SELECT count(*) FROM main.sqlite_schema", -1, &s, NULL) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    empty = sqlite3_column_int(s, 0) == 0;
+  sqlite3_finalize(s);
+  return empty;
+}
+
+static int schema_version(sqlite3 *h);
+
+/* Opens database I read-only; NULL (not an error) when there is nothing to
+ * read: no such file; not a regular file (a FIFO would block open() until
+ * a writer came, a device reads as anything); or a file with no schema yet
+ * (zero bytes: a tuner killed between creating the file and committing its
+ * schema), which the next level serves. */
 static sqlite3 *open_ro(fat_context *c, int i) {
   sqlite3 *h = NULL;
-  if (!c->dbs[i][0] || access(c->dbs[i], R_OK)) return NULL;
+  struct stat st;
+  if (!c->dbs[i][0] || stat(c->dbs[i], &st)) return NULL;
+  if (!S_ISREG(st.st_mode)) {
+    logf_(c, "%s: not a regular file: skipped", c->dbs[i]);
+    return NULL;
+  }
+  if (access(c->dbs[i], R_OK)) return NULL;
   if (sqlite3_open_v2(c->dbs[i], &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
     sqlite3_close(h);
     return NULL;
   }
   sqlite3_busy_timeout(h, FAT_DB_BUSY_TIMEOUT_MS);
+  if (schema_version(h) == 0 && schema_empty(h)) {
+    logf_(c, "%s: no fatune schema yet (an empty file): skipped", c->dbs[i]);
+    sqlite3_close(h);
+    return NULL;
+  }
   return h;
 }
 

@@ -96,6 +96,26 @@ expect 2 "fatune: --db: not a fatune database: $tmp/corrupt.db: file is not a da
   --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db "$tmp/corrupt.db"
 expect 2 "fatune: --db: cannot open database /nonexistent-dir/x.db: unable to open database file (No such file or directory)" \
   --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db /nonexistent-dir/x.db
+# Paths that are no database file: a FIFO (open() would wait for a writer
+# forever), devices (SQLite left a -journal beside /dev/null as root), a
+# folder, and SQLite's in-memory name (every result would be lost).
+mkfifo "$tmp/fifo.db"
+expect 2 "fatune: --db: cannot open database $tmp/fifo.db: not a regular file" \
+  --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db "$tmp/fifo.db"
+for dev in /dev/null /dev/full; do
+  journal_before=$([ -e "$dev-journal" ] && echo yes)
+  expect 2 "fatune: --db: cannot open database $dev: not a regular file" \
+    --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db "$dev"
+  if [ -z "$journal_before" ] && [ -e "$dev-journal" ]; then
+    fail=$((fail + 1)); echo "FAIL: --db $dev left $dev-journal"
+  else
+    pass=$((pass + 1))
+  fi
+done
+expect 2 "fatune: --db: cannot open database $tmp: it is a folder" \
+  --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db "$tmp"
+expect 2 "fatune: --db: cannot open database :memory:: an in-memory database keeps nothing; give a file" \
+  --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db :memory:
 
 # Valid lists are accepted (the list of three head dims reaches --list).
 if [ "$("$F" --list --head-dim 64,128,256 --dtype fp16,bf16 --mask none,causal --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 12 ]; then

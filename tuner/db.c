@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include "db.h"
 #include "embedded.h"
@@ -517,6 +518,22 @@ int fat_db_open(const char *path, fat_db **out, char *err, size_t errlen) {
   *out = NULL;
   if (!path || !*path) {
     snprintf(err, errlen, "cannot open database: empty path");
+    goto out;
+  }
+  /* SQLite's name for a database that lives and dies with the connection:
+   * every result would be lost (WAL cannot even be set on it). */
+  if (!strcmp(path, ":memory:")) {
+    snprintf(err, errlen, "cannot open database :memory:: an in-memory database keeps nothing; "
+             "give a file");
+    goto out;
+  }
+  /* Only a regular file (or a name not yet taken): a FIFO blocks open()
+   * until some writer comes, and a device (/dev/null, /dev/full) is no
+   * database -- SQLite would also leave its -journal beside it. */
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "cannot open database %s: %s", path,
+             S_ISDIR(st.st_mode) ? "it is a folder" : "not a regular file");
     goto out;
   }
   db = calloc(1, sizeof *db);
