@@ -187,6 +187,7 @@ echo keep >"$tmp/victim"
 ln -s "$tmp/victim" "$tmp/link.sql"
 mkfifo "$tmp/fifo.sql"
 mkdir "$tmp/dir.sql"
+"$F" retire-stale --db "$tmp/e.db" 2>/dev/null   # an empty database to export from
 for target in link fifo dir; do
   expect 1 "fatune export: $tmp/$target.sql exists and is not a regular file: not replaced" \
     export --db "$tmp/e.db" --gpu-name X -o "$tmp/$target.sql"
@@ -197,6 +198,92 @@ if [ "$(cat "$tmp/victim")" = keep ] && [ -L "$tmp/link.sql" ] && [ -p "$tmp/fif
 else
   fail=$((fail + 1)); echo "FAIL: a refused export -o changed what was there"
 fi
+
+# One exit-status rule for every subcommand (--help says it): an unusable
+# --db is a usage error (2) for the table commands as for tune, report and
+# explain.
+for args in "merge $tmp/other.db" "export --gpu-name X" "import $tmp/t.sql" retire-stale rehash; do
+  cmd=${args%% *}
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db: not a fatune database: $tmp/corrupt.db: file is not a database" $args --db "$tmp/corrupt.db"
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db: cannot open database /dev/null: not a regular file" $args --db /dev/null
+done
+expect 2 "fatune report: --db: not a fatune database: $tmp/corrupt.db: file is not a database" report --db "$tmp/corrupt.db"
+expect 2 "fatune explain: --db: not a fatune database: $tmp/corrupt.db: file is not a database" explain --seqlen 512 --head-dim 64 --db "$tmp/corrupt.db"
+for sub in "" explain report export import merge retire-stale rehash; do
+  # shellcheck disable=SC2086
+  if "$F" $sub --help | grep -qx "nothing checked or timed); 130 interrupted (^C: what was done is kept)."; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL: fatune $sub --help does not state the exit statuses"
+  fi
+done
+# Commands that only read open the database read-only: export of a name
+# that is no database creates none (it once made typo.db), and neither
+# --list nor explain makes the cache folder of a default database.
+expect 2 "fatune export: --db: no database at $tmp/typo.db (No such file or directory)" \
+  export --db "$tmp/typo.db" --gpu-name X
+expect 2 "fatune report: --db: no database at $tmp/typo.db" report --db "$tmp/typo.db"
+if [ -e "$tmp/typo.db" ]; then fail=$((fail + 1)); echo "FAIL: export or report made typo.db"; else pass=$((pass + 1)); fi
+: >"$tmp/zero.db"
+expect 2 "fatune export: --db: not a fatune database: $tmp/zero.db: an empty file (no fatune schema yet)" \
+  export --db "$tmp/zero.db" --gpu-name X
+if [ ! -s "$tmp/zero.db" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: export wrote into zero.db"; fi
+XDG_CACHE_HOME="$tmp/cache2" FATUNE_DB= "$F" --list --head-dim 64 --arch sm_80 >/dev/null 2>&1
+XDG_CACHE_HOME="$tmp/cache2" FATUNE_DB= "$F" explain --seqlen 512 --head-dim 64 >/dev/null 2>&1
+XDG_CACHE_HOME="$tmp/cache2" FATUNE_DB= "$F" export --gpu-name X >/dev/null 2>&1
+if [ -e "$tmp/cache2" ]; then fail=$((fail + 1)); echo "FAIL: --list, explain or export made $tmp/cache2"; else pass=$((pass + 1)); fi
+# Output that cannot be written is a failure, named (once exit 0).
+if [ -w /dev/full ]; then
+  for args in "--list --head-dim 64 --arch sm_80" --help --version "explain --seqlen 512 --head-dim 64" "import --help"; do
+    # shellcheck disable=SC2086
+    msg=$("$F" $args 2>&1 >/dev/full | grep -v '^fatune: [0-9]* variants'); rc=$?
+    # shellcheck disable=SC2086
+    "$F" $args >/dev/full 2>/dev/null; rc=$?
+    who="fatune"; case "$args" in explain*) who="fatune explain";; esac
+    if [ "$rc" -eq 1 ] && [ "$msg" = "$who: cannot write the output: No space left on device" ]; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1)); printf 'FAIL: fatune %s >/dev/full: %d "%s"\n' "$args" "$rc" "$msg"
+    fi
+  done
+fi
+# Numbers are the whole string: leading white space is no more a number
+# than trailing.
+expect 2 "fatune: --gpu: ' 1' is not a number" --gpu " 1"
+expect 2 "fatune: --gpu: '1 ' is not a number" --gpu "1 "
+
+# import reads a table from standard input ('-') and from a pipe, and
+# refuses a folder by name (it once read one after a malloc of 2^63 bytes).
+# A scratch database left by an import that was killed (its pid gone) is
+# swept by the next one; a live process's is left alone.
+SHIPPED="$(dirname "$0")/../db/tables/nvidia-h200.sql"
+mkdir -p "$tmp/scratch"
+sh -c 'exit 0' & dead=$!; wait "$dead"
+: >"$tmp/scratch/fatune-import-$dead-AbC123"; : >"$tmp/scratch/fatune-import-$dead-AbC123-wal"
+: >"$tmp/scratch/fatune-import-$$-XyZ789"
+msg=$(TMPDIR="$tmp/scratch" "$F" import --db "$tmp/stdin.db" - <"$SHIPPED" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ "$msg" = "fatune import: (stdin): 1543 new rows into $tmp/stdin.db (96 builds left out: the runtime compiles the checked sources)" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); printf 'FAIL: import - <table: %d "%s"\n' "$rc" "$msg"
+fi
+if [ "$(ls "$tmp/scratch")" = "fatune-import-$$-XyZ789" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: scratch folder after an import: $(ls "$tmp/scratch" | tr '\n' ' ')"
+fi
+msg=$(cat "$SHIPPED" | "$F" import --db "$tmp/pipe.db" /dev/stdin 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ "$msg" = "fatune import: /dev/stdin: 1543 new rows into $tmp/pipe.db (96 builds left out: the runtime compiles the checked sources)" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); printf 'FAIL: import /dev/stdin from a pipe: %d "%s"\n' "$rc" "$msg"
+fi
+expect 1 "fatune import: cannot read $tmp/scratch: it is a folder" import --db "$tmp/dir.db" "$tmp/scratch"
+expect 1 "fatune merge: $tmp/scratch: not a regular file" merge --db "$tmp/dir.db" "$tmp/scratch"
+printf -- '-- fatune tables 1\nINSERT\000 INTO gpus;\n-- end of fatune tables\n' >"$tmp/nul.sql"
+expect 1 "fatune import: $tmp/nul.sql:2: a NUL byte: not a table file" import --db "$tmp/dir.db" "$tmp/nul.sql"
 
 # --direction: fwd (the default), bwd, or both; refusals name the value.
 expect 2 "fatune: --direction: unknown direction 'sideways' (fwd, bwd)" --direction sideways

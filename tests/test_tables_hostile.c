@@ -187,7 +187,7 @@ static void hostile_sql(fat_gen *g) {
   /* SQL injection, unquoted: the file closes the string itself. */
   snprintf(body, sizeof body, "%s DROP TABLE winners; --');\n", problem_row);
   t = table_text(body);
-  snprintf(want, sizeof want, "t.sql: refused DELETE FROM 'sqlite_master'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused DELETE FROM 'sqlite_master'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   /* ATTACH of another path: refused, and nothing is created there. */
@@ -195,49 +195,49 @@ static void hostile_sql(fat_gen *g) {
   snprintf(other, sizeof other, "%s/x", dir);
   snprintf(body, sizeof body, "ATTACH DATABASE '%s' AS y;\n", other);
   t = table_text(body);
-  snprintf(want, sizeof want, "t.sql: refused ATTACH '%s'%s", other, guard);
+  snprintf(want, sizeof want, "t.sql:2: refused ATTACH '%s'%s", other, guard);
   REFUSED(t, NULL, want);
   CHECK(access(other, F_OK) != 0);
   free(t);
   /* Schema tampering. */
   t = table_text("PRAGMA writable_schema = 1;\n");
-  snprintf(want, sizeof want, "t.sql: refused PRAGMA 'writable_schema'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused PRAGMA 'writable_schema'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   t = table_text("CREATE TRIGGER evil AFTER INSERT ON gpus BEGIN DELETE FROM winners; END;\n");
-  snprintf(want, sizeof want, "t.sql: refused CREATE TRIGGER 'evil'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused CREATE TRIGGER 'evil'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   t = table_text("INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES"
                  " ('table', 'x', 'x', 0, 'CREATE TABLE x (a)');\n");
-  snprintf(want, sizeof want, "t.sql: refused INSERT INTO 'sqlite_master'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused INSERT INTO 'sqlite_master'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   /* Writes outside the scratch database's own tables: a temp table cannot
    * be made, so there is none to write to; copying rows is a SELECT. */
   t = table_text("CREATE TEMP TABLE problems (a);\n");
-  snprintf(want, sizeof want, "t.sql: refused INSERT INTO 'sqlite_temp_master'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused INSERT INTO 'sqlite_temp_master'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   snprintf(body, sizeof body, "%s\nINSERT INTO temp.problems VALUES (1);\n", problem_row);
   t = table_text(body);
-  REFUSED(t, NULL, "t.sql: no such table: temp.problems");
+  REFUSED(t, NULL, "t.sql:3: no such table: temp.problems");
   free(t);
   snprintf(body, sizeof body, "%s\nINSERT INTO problems SELECT * FROM problems;\n", problem_row);
   t = table_text(body);
-  snprintf(want, sizeof want, "t.sql: refused SELECT%s", guard);
+  snprintf(want, sizeof want, "t.sql:3: refused SELECT%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   /* An upsert is an UPDATE in disguise. */
   snprintf(body, sizeof body, "%s\n%.*s ON CONFLICT DO UPDATE SET batch = 2;\n", problem_row,
            (int)strlen(problem_row) - 1, problem_row);
   t = table_text(body);
-  snprintf(want, sizeof want, "t.sql: refused UPDATE 'problems'%s", guard);
+  snprintf(want, sizeof want, "t.sql:3: refused UPDATE 'problems'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   /* A transaction of its own (COMMIT would escape the rollback). */
   t = table_text("COMMIT;\n");
-  snprintf(want, sizeof want, "t.sql: refused transaction 'COMMIT'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused transaction 'COMMIT'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
 
@@ -250,21 +250,21 @@ static void hostile_sql(fat_gen *g) {
   free(t);
   /* a cubin given as text, and an empty one */
   t = replaced(good, "X'7f454c460001ff'", "X''");
-  REFUSED(t, NULL, "t.sql: CHECK constraint failed: (ok = 1) = (cubin IS NOT NULL AND length(cubin) > 0)");
+  REFUSED(t, NULL, "t.sql:8: CHECK constraint failed: (ok = 1) = (cubin IS NOT NULL AND length(cubin) > 0)");
   free(t);
   t = replaced(good, "'13.0', 1, X'7f454c460001ff', 96,", "'13.0', 1, '7f454c460001ff', 96,");
   REFUSED(t, NULL, "t.sql: builds row 1: cubin holds text, declared BLOB");
   free(t);
   /* a negative size */
   t = replaced(good, ", 64, 128, 40960, '", ", 64, 128, -40960, '");
-  REFUSED(t, NULL, "t.sql: CHECK constraint failed: smem_bytes >= 0");
+  REFUSED(t, NULL, "t.sql:7: CHECK constraint failed: smem_bytes >= 0");
   free(t);
   /* truncated in the middle of a statement, and between two */
   const char *cut = strstr(good, "INSERT INTO winners");
   REQUIRE_EXIT(cut);
   size_t at = (size_t)(cut - good) + strlen("INSERT INTO winners (gpu_id, problem_id");
   t = strndup(good, at);
-  REFUSED(t, NULL, "t.sql: incomplete input");
+  REFUSED(t, NULL, "t.sql: truncated: the file does not end with the line '-- end of fatune tables'");
   free(t);
   t = strndup(good, (size_t)(cut - good));
   REFUSED(t, NULL, "t.sql: truncated: the file does not end with the line '-- end of fatune tables'");
@@ -295,7 +295,7 @@ static void hostile_sql(fat_gen *g) {
   snprintf(body, sizeof body, "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES ('%s', '%s');\n",
            cubin_hash, cubin_hash);
   t = table_text(body);
-  REFUSED(t, NULL, "t.sql: FOREIGN KEY constraint failed");
+  REFUSED(t, NULL, "t.sql:2: FOREIGN KEY constraint failed");
   free(t);
   /* an oversized cubin: one byte over the cap, in a build of its own */
   size_t n_hex = (size_t)FAT_TABLES_MAX_CUBIN_BYTES * 2 + 2;
@@ -503,6 +503,84 @@ static void runtime_cubin_choice(void) {
   CHECK_STR(ch.note, want);
 }
 
+/* TEXT with every "\n" made "\r\n" (heap). */
+static char *crlf(const char *text) {
+  size_t n = 0;
+  for (const char *c = text; *c; c++) n += 1 + (*c == '\n');
+  char *out = malloc(n + 1), *w = out;
+  REQUIRE_EXIT(out);
+  for (const char *c = text; *c; c++) {
+    if (*c == '\n') *w++ = '\r';
+    *w++ = *c;
+  }
+  *w = 0;
+  return out;
+}
+
+/* Imports TEXT into a fresh database; the rows it added, or -1 with ERR. */
+static long long imported(const char *text, char *err, size_t errlen) {
+  char path[256];
+  fat_db *db = NULL;
+  fat_tables_report r;
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, errlen) == 0);
+  const int rc = fat_tables_import(db, text, "t.sql", &checked, &r, err, errlen);
+  fat_db_close(db);
+  return rc ? -1 : r.added;
+}
+
+/* What editors and transfers do to a text file is no refusal: CR LF line
+ * ends, a byte order mark, blank lines after the end line. A file that is
+ * cut, or holds a statement SQLite cannot read, is refused naming its line,
+ * and a mangled blob is quoted at its start, not whole. */
+static void table_text_forms(fat_gen *g) {
+  char err[ERRLEN], want[ERRLEN];
+  int hd = 64;
+  fat_dtype dt = FAT_FP16;
+  fat_mask mk = FAT_MASK_NONE;
+  fat_gen_query q = {.direction = FAT_FWD, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                     .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = "sm_90a"};
+  fat_variant *v = NULL;
+  size_t n = 0;
+  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 1);
+  char *good = table_of_real(&v[0]);
+  const long long rows = imported(good, err, sizeof err);
+  CHECK_WHY(rows == 6, "the table as exported: %lld rows (%s)", rows, err);
+  char *t = crlf(good);
+  CHECK_WHY(imported(t, err, sizeof err) == rows, "CR LF: %s", err);
+  free(t);
+  size_t len = strlen(good);
+  t = malloc(len + 16);
+  REQUIRE_EXIT(t);
+  snprintf(t, len + 16, "%s\n\n", good);
+  CHECK_WHY(imported(t, err, sizeof err) == rows, "blank lines after the end: %s", err);
+  snprintf(t, len + 16, "\xef\xbb\xbf%s", good);
+  CHECK_WHY(imported(t, err, sizeof err) == rows, "byte order mark: %s", err);
+  free(t);
+  /* A statement SQLite cannot parse: its line. */
+  t = replaced(good, "INSERT INTO timings", "INSERT INTO timings VALUES (;\nINSERT INTO timings");
+  long line = 1;
+  for (const char *c = t; c < strstr(t, "VALUES (;"); c++) line += *c == '\n';
+  snprintf(want, sizeof want, "t.sql:%ld: near \";\": syntax error", line);
+  REFUSED(t, NULL, want);
+  free(t);
+  /* A blob of 301 hex digits (one cut off): the message quotes its start. */
+  char blob[400] = "X'";
+  memset(blob + 2, 'a', 301);
+  strcpy(blob + 303, "'");
+  char *u = replaced(good, "VALUES (", blob);
+  line = 1;
+  for (const char *c = u; c < strstr(u, blob); c++) line += *c == '\n';
+  char msg[512];
+  snprintf(msg, sizeof msg, "unrecognized token: \"%s\"", blob);
+  snprintf(want, sizeof want, "t.sql:%ld: %.160s... (%zu more characters)", line, msg,
+           strlen(msg) - 160);
+  REFUSED(u, NULL, want);
+  free(u);
+  free(good);
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
+}
+
 int main(void) {
   char err[ERRLEN];
   REQUIRE_EXIT(mkdtemp(dir));
@@ -512,6 +590,7 @@ int main(void) {
   REQUIRE_EXIT(checked.trust);
   hostile_sql(g);
   hostile_names_and_sources(g);
+  table_text_forms(g);
   verify_cubin();
   runtime_cubin_choice();
   fat_trust_close(checked.trust);

@@ -57,9 +57,7 @@ const char *fat_options_usage(void) {
          "  -q, --quiet        only the final table and errors\n"
          "  -h, --help         this text\n"
          "  -V, --version      the version\n"
-         "\n"
-         "Exit status: 0 done, 1 run-time failure, 2 bad usage, 3 no GPU (generation and\n"
-         "compilation done, nothing checked or timed).\n";
+         "\n" FAT_EXIT_STATUS_HELP;
 }
 
 /* Splits S at SEP (',' for lists of numbers and names) into at most
@@ -117,22 +115,41 @@ typedef struct head_dim_ctx {
   int n_known;
 } head_dim_ctx;
 
+/* The refusal of head dim D, which the space (KNOWN, N_KNOWN) lacks. */
+static void not_a_head_dim(const char *flag, const char *item, const int *known, int n_known,
+                           char *err, size_t errlen) {
+  char list[128] = "";
+  for (int i = 0; i < n_known; i++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "", known[i]);
+  snprintf(err, errlen, "%s: '%s' is not a head dim fatune can tune (%s)", flag, item, list);
+}
+
 static int each_head_dim(const char *flag, const char *item, void *out, int index, char *err,
                          size_t errlen) {
   head_dim_ctx *c = out;
   int d;
   if (fat_cli_parse_int(flag, item, INT_MIN, INT_MAX, &d, err, errlen)) return -1;
+  c->out[index] = d;
+  if (!c->known) return 0; /* checked later, against the space (fat_options_check_head_dims) */
   for (int i = 0; i < c->n_known; i++)
-    if (c->known[i] == d) {
-      c->out[index] = d;
-      return 0;
-    }
-  char known[128] = "";
-  for (int i = 0; i < c->n_known; i++)
-    snprintf(known + strlen(known), sizeof known - strlen(known), "%s%d", i ? ", " : "",
-             c->known[i]);
-  snprintf(err, errlen, "%s: '%s' is not a head dim fatune can tune (%s)", flag, item, known);
+    if (c->known[i] == d) return 0;
+  not_a_head_dim(flag, item, c->known, c->n_known, err, errlen);
   return -1;
+}
+
+int fat_options_check_head_dims(const fat_options *o, const int *known, int n_known, char *err,
+                                size_t errlen) {
+  for (int i = 0; i < o->n_head_dims; i++) {
+    int found = 0;
+    for (int j = 0; j < n_known; j++) found |= known[j] == o->head_dims[i];
+    if (!found) {
+      char item[16];
+      snprintf(item, sizeof item, "%d", o->head_dims[i]);
+      not_a_head_dim("--head-dim", item, known, n_known, err, errlen);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 static int each_dtype(const char *flag, const char *item, void *out, int index, char *err,
@@ -431,7 +448,7 @@ static int make_parent_dirs(char *path, char *err, size_t errlen) {
   return 0;
 }
 
-int fat_options_default_db(char *out, size_t cap, char *err, size_t errlen) {
+int fat_options_default_db(char *out, size_t cap, int make_folder, char *err, size_t errlen) {
   const char *env = getenv("FATUNE_DB"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   int n;
   if (env && *env) n = snprintf(out, cap, "%s", env);
@@ -445,5 +462,5 @@ int fat_options_default_db(char *out, size_t cap, char *err, size_t errlen) {
     snprintf(err, errlen, "database path too long");
     return -1;
   }
-  return make_parent_dirs(out, err, errlen);
+  return make_folder ? make_parent_dirs(out, err, errlen) : 0;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "explain.h"
 #include "options.h"
+#include "cli_args.h"
 #include "report.h"
 
 #define ERRLEN 512
@@ -799,7 +800,8 @@ const char *fat_report_usage(void) {
          "  --db PATH          database (default $FATUNE_DB, else the cache folder's fatune.db)\n"
          "  -o, --output FILE  the page to write (default " FAT_REPORT_DEFAULT_OUTPUT ")\n"
          "  --gpu-name NAME    which GPU of the database (default: its only one)\n"
-         "  -h, --help         this text\n";
+         "  -h, --help         this text\n"
+         "\n" FAT_EXIT_STATUS_HELP;
 }
 
 int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
@@ -855,7 +857,7 @@ int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
     }
     strcpy(dst, value);
   }
-  if (!seen_db && fat_options_default_db(db_path, sizeof db_path, err, sizeof err)) {
+  if (!seen_db && fat_options_default_db(db_path, sizeof db_path, 0, err, sizeof err)) {
     fprintf(errf, "fatune report: %s\n", err);
     goto out;
   }
@@ -910,4 +912,6 @@ out:
   return status;
 }
 
-int fat_report_main(int argc, char **argv) { return fat_report_run(argc, argv, stdout, stderr); }
+int fat_report_main(int argc, char **argv) {
+  return fat_exit_flushed(stdout, "fatune report", fat_report_run(argc, argv, stdout, stderr));
+}

@@ -3,8 +3,10 @@
  * why the format and the import path look as they do). Import and merge
  * both fill a scratch database, have trust.c judge it, and merge what it
  * leaves: one path for a stranger's rows. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 #include "cli_args.h"
 #include "compile.h"
+#include "interrupt.h"
 #include "nvrtc_api.h"
 #include "options.h"
 #include "sha256.h"
@@ -283,6 +286,16 @@ out:
 
 /* ---- merging a judged scratch database -------------------------------- */
 
+/* How often (SQLite virtual-machine steps) an import or a merge looks for ^C. */
+#define INTERRUPT_CHECK_STEPS 10000
+
+/* Stops a statement once SIGINT has arrived (the command's handler). */
+static int interrupt_progress(void *unused) {
+  (void)unused;
+  return fat_interrupted();
+}
+
+
 /* Rows of the attached scratch database `src` brought into main by natural keys;
  * a row main already has is skipped, so merging twice adds nothing. A
  * winner comes in where main has none for its (GPU, problem), or where its
@@ -394,6 +407,7 @@ static int merge_scratch(fat_db *db, const char *stage, long long *added, char *
   int rc = -1, attached = 0, in_tx = 0;
   char *msg = NULL;
   long long before, after;
+  sqlite3_progress_handler(h, INTERRUPT_CHECK_STEPS, interrupt_progress, NULL);
   if (count_rows(h, &before)) goto sqlfail;
   if (sqlite3_prepare_v2(h, "ATTACH DATABASE ?1 AS src", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
   sqlite3_bind_text(s, 1, stage, -1, SQLITE_STATIC);
@@ -412,16 +426,20 @@ static int merge_scratch(fat_db *db, const char *stage, long long *added, char *
   rc = 0;
   goto out;
 sqlfail:
-  set_err(err, errlen, "%s", sqlite3_errmsg(h));
-  goto out;
 execfail:
-  set_err(err, errlen, "%s", msg ? msg : sqlite3_errmsg(h));
+  /* The target is what failed here (the scratch database is read): its
+   * lock, its disk, its constraints. */
+  set_err(err, errlen, "cannot merge into %s: %s%s", fat_db_path(db),
+          msg ? msg : sqlite3_errmsg(h),
+          (sqlite3_errcode(h) & 0xff) == SQLITE_BUSY
+              ? " (another process held its write lock past the busy timeout)" : "");
 out:
   sqlite3_free(msg);
   sqlite3_finalize(s);
   if (in_tx) sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
   sqlite3_exec(h, MERGE_CLEANUP_SQL, NULL, NULL, NULL);
   if (attached) sqlite3_exec(h, "DETACH DATABASE src", NULL, NULL, NULL);
+  sqlite3_progress_handler(h, 0, NULL, NULL);
   return rc;
 }
 
@@ -433,21 +451,84 @@ static const char *const IMPORT_TABLES[] = {"gpus",   "variants", "builds",  "bu
                                             "problems", "checks", "timings", "winners"};
 #define N_IMPORT_TABLES (sizeof IMPORT_TABLES / sizeof IMPORT_TABLES[0])
 
+/* Scratch databases are named SCRATCH_PREFIX<pid>-XXXXXX under $TMPDIR:
+ * the pid says whether the process that made one is still alive. */
+#define SCRATCH_PREFIX "fatune-import-"
+/* The side files SQLite may keep beside a database. */
+static const char *const SCRATCH_SIDES[] = {"-wal", "-shm", "-journal"};
+#define N_SCRATCH_SIDES (sizeof SCRATCH_SIDES / sizeof SCRATCH_SIDES[0])
+
+static const char *scratch_dir(void) {
+  const char *tmpdir = getenv("TMPDIR");
+  return tmpdir && *tmpdir ? tmpdir : "/tmp";
+}
+
+/* Removes the scratch database at STAGE and its side files. Only calls
+ * that are async-signal-safe: the signal handler below uses it. */
+static void scratch_remove(const char *stage) {
+  char side[PATH_CAP + 16];
+  const size_t n = strlen(stage);
+  if (!n || n >= PATH_CAP) return;
+  unlink(stage);
+  for (size_t i = 0; i < N_SCRATCH_SIDES; i++) {
+    memcpy(side, stage, n);
+    strcpy(side + n, SCRATCH_SIDES[i]);
+    unlink(side);
+  }
+}
+
+/* The scratch database in use, for the handler of a signal that ends the
+ * process (SIGTERM, SIGHUP, or a second ^C): it is removed first. */
+static char live_stage[PATH_CAP];
+static volatile sig_atomic_t live_stage_set;
+
+static void remove_and_die(int sig) {
+  if (live_stage_set) scratch_remove(live_stage);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* A scratch database left by a process that no longer exists (a kill -9,
+ * a crash): this user's regular files named SCRATCH_PREFIX<pid>-... in
+ * DIR whose pid is gone are removed, with their side files. */
+static void sweep_stale_scratch(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  if (!d) return;
+  while ((e = readdir(d))) {
+    char path[PATH_CAP], *end;
+    struct stat st;
+    if (strncmp(e->d_name, SCRATCH_PREFIX, strlen(SCRATCH_PREFIX))) continue;
+    const long pid = strtol(e->d_name + strlen(SCRATCH_PREFIX), &end, 10);
+    if (end == e->d_name + strlen(SCRATCH_PREFIX) || *end != '-' || pid <= 0 ||
+        strchr(end, '.') || strstr(end, "-wal") || strstr(end, "-shm") || strstr(end, "-journal"))
+      continue;
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+    if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != getuid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  /* alive, or not ours to judge */
+    scratch_remove(path);
+  }
+  closedir(d);
+}
+
 /* A fresh fatune database of this schema version under $TMPDIR (STAGE: its
  * path), opened in *SDB. Returns 0, or -1 with err. */
 static int scratch_open(const char *name, char stage[PATH_CAP], fat_db **sdb, char *err,
                         size_t errlen) {
-  const char *tmpdir = getenv("TMPDIR");
   char e2[ERRLEN];
   int fd;
   *sdb = NULL;
-  snprintf(stage, PATH_CAP, "%s/fatune-import-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  sweep_stale_scratch(scratch_dir());
+  snprintf(stage, PATH_CAP, "%s/" SCRATCH_PREFIX "%ld-XXXXXX", scratch_dir(), (long)getpid());
   if ((fd = mkstemp(stage)) < 0) {
-    set_err(err, errlen, "cannot create a scratch database in %s: %s", stage, strerror(errno));
+    set_err(err, errlen, "cannot create a scratch database in %s: %s", scratch_dir(),
+            strerror(errno));
     stage[0] = 0;
     return -1;
   }
   close(fd);
+  snprintf(live_stage, sizeof live_stage, "%s", stage);
+  live_stage_set = 1;
   if (fat_db_open(stage, sdb, e2, sizeof e2)) {
     set_err(err, errlen, "%s: scratch database: %s", name, e2);
     return -1;
@@ -455,15 +536,11 @@ static int scratch_open(const char *name, char stage[PATH_CAP], fat_db **sdb, ch
   return 0;
 }
 
-/* Removes the scratch database at STAGE and WAL mode's side files. */
-static void scratch_remove(const char *stage) {
-  char side[PATH_CAP + sizeof "-wal"];
-  if (!stage[0]) return;
-  unlink(stage);
-  snprintf(side, sizeof side, "%s-wal", stage);
-  unlink(side);
-  snprintf(side, sizeof side, "%s-shm", stage);
-  unlink(side);
+/* Removes STAGE (scratch_remove) and forgets it. */
+static void scratch_done(char stage[PATH_CAP]) {
+  live_stage_set = 0;
+  scratch_remove(stage);
+  stage[0] = 0;
 }
 
 /* The end both paths share: judges the rows of scratch SDB (in an open
@@ -564,6 +641,90 @@ static int import_authorizer(void *user, int action, const char *a1, const char 
 
 static const fat_tables_report NO_REPORT;
 
+/* A UTF-8 byte order mark, which some editors put before the first line. */
+#define UTF8_BOM "\xef\xbb\xbf"
+/* Longest SQLite message quoted whole: a cut or mangled blob makes one of
+ * its whole hex token. */
+#define MAX_QUOTED_MESSAGE 160
+/* The text after white space and SQL comments at P. */
+static const char *skip_space(const char *p) {
+  for (;;) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') p++;
+    if (p[0] == '-' && p[1] == '-') {
+      while (*p && *p != '\n') p++;
+    } else if (p[0] == '/' && p[1] == '*') {
+      const char *e = strstr(p + 2, "*/");
+      p = e ? e + 2 : p + strlen(p);
+    } else {
+      return p;
+    }
+  }
+}
+
+/* Counts lines up to P: *AT (a position at or before P) moves there and
+ * *LINE is the line of P. */
+static void count_lines(const char **at, const char *p, long *line) {
+  for (; *at < p; (*at)++) *line += **at == '\n';
+}
+
+/* 1 when TEXT's last line that is not blank is FAT_TABLES_END's (CR LF line
+ * ends and blank lines after it allowed). */
+static int ends_with_end_line(const char *text) {
+  const size_t want = strlen(FAT_TABLES_END) - 1; /* without its newline */
+  size_t n = strlen(text);
+  while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' ' ||
+                   text[n - 1] == '\t'))
+    n--;
+  return n > want && text[n - want - 1] == '\n' && !strncmp(text + n - want, FAT_TABLES_END, want);
+}
+
+/* NAME:LINE: MSG, a long message cut to its start. */
+static void set_line_err(char *err, size_t errlen, const char *name, long line, const char *msg) {
+  const size_t n = strlen(msg);
+  if (n > MAX_QUOTED_MESSAGE)
+    set_err(err, errlen, "%s:%ld: %.*s... (%zu more characters)", name, line,
+            MAX_QUOTED_MESSAGE, msg, n - MAX_QUOTED_MESSAGE);
+  else
+    set_err(err, errlen, "%s:%ld: %s", name, line, msg);
+}
+
+/* Runs the statements of TEXT on SH one by one under the authorizer,
+ * naming the line of the first that fails. Returns 0 or -1 with err. */
+static int run_table_text(sqlite3 *sh, const char *text, const char *name, import_guard *guard,
+                          char *err, size_t errlen) {
+  const char *tail = text, *counted = text;
+  long line = 1;
+  for (;;) {
+    const char *start = skip_space(tail), *next = NULL;
+    sqlite3_stmt *st = NULL;
+    if (!*start) return 0;
+    count_lines(&counted, start, &line);
+    int rc = sqlite3_prepare_v2(sh, start, -1, &st, &next);
+    if (rc == SQLITE_OK && st) {
+      while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      }
+      if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    } else if (rc != SQLITE_OK) {
+      /* The line of the token SQLite stopped at, when it says. */
+      const int off = sqlite3_error_offset(sh);
+      if (off >= 0) count_lines(&counted, start + off, &line);
+    }
+    if (rc != SQLITE_OK) {
+      char why[ERRLEN];
+      if (guard->refused[0])
+        snprintf(why, sizeof why, "refused %s: a table may only INSERT into fatune's tables",
+                 guard->refused);
+      else
+        snprintf(why, sizeof why, "%s", sqlite3_errmsg(sh));
+      set_line_err(err, errlen, name, line, why);
+      sqlite3_finalize(st);
+      return -1;
+    }
+    sqlite3_finalize(st);
+    tail = next;
+  }
+}
+
 int fat_tables_import(fat_db *db, const char *sql, const char *name, const fat_import_options *o,
                       fat_tables_report *r, char *err, size_t errlen) {
   char stage[PATH_CAP] = "";
@@ -574,9 +735,17 @@ int fat_tables_import(fat_db *db, const char *sql, const char *name, const fat_i
   import_guard guard = {{0}};
   if (!r) r = &scratch_report;
   *r = NO_REPORT;
+  if (!strncmp(sql, UTF8_BOM, strlen(UTF8_BOM))) sql += strlen(UTF8_BOM);
   if (strncmp(sql, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC))) {
     set_err(err, errlen, "%s: not a fatune table (first line must start '%s')", name,
             FAT_TABLES_MAGIC);
+    return -1;
+  }
+  /* A file cut anywhere, between two statements or inside one (a blob's
+   * hex, a source), is refused as what it is, before any row is read. */
+  if (!ends_with_end_line(sql)) {
+    set_err(err, errlen, "%s: truncated: the file does not end with the line '%.*s'", name,
+            (int)strlen(FAT_TABLES_END) - 1, FAT_TABLES_END);
     return -1;
   }
   if (!o || !o->trust) {
@@ -589,26 +758,15 @@ int fat_tables_import(fat_db *db, const char *sql, const char *name, const fat_i
    * shadow tables, whatever the file manages to say. */
   sqlite3_db_config(sh, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
   sqlite3_db_config(sh, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+  sqlite3_progress_handler(sh, INTERRUPT_CHECK_STEPS, interrupt_progress, NULL);
   if (sqlite3_exec(sh, "BEGIN", NULL, NULL, &msg) != SQLITE_OK) {
     set_err(err, errlen, "%s: %s", name, msg ? msg : "scratch database failure");
     goto out;
   }
   sqlite3_set_authorizer(sh, import_authorizer, &guard);
-  int erc = sqlite3_exec(sh, sql, NULL, NULL, &msg);
+  int erc = run_table_text(sh, sql, name, &guard, err, errlen);
   sqlite3_set_authorizer(sh, NULL, NULL);
-  if (erc != SQLITE_OK) {
-    if (guard.refused[0])
-      set_err(err, errlen, "%s: refused %s: a table may only INSERT into fatune's tables", name,
-              guard.refused);
-    else
-      set_err(err, errlen, "%s: %s", name, msg ? msg : sqlite3_errmsg(sh));
-    sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
-    goto out;
-  }
-  size_t len = strlen(sql), end_len = strlen(FAT_TABLES_END);
-  if (len < end_len || strcmp(sql + len - end_len, FAT_TABLES_END)) {
-    set_err(err, errlen, "%s: truncated: the file does not end with the line '%.*s'", name,
-            (int)end_len - 1, FAT_TABLES_END);
+  if (erc) {
     sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
     goto out;
   }
@@ -617,7 +775,7 @@ int fat_tables_import(fat_db *db, const char *sql, const char *name, const fat_i
 out:
   sqlite3_free(msg);
   fat_db_close(sdb);
-  scratch_remove(stage);
+  scratch_done(stage);
   return rc;
 }
 
@@ -702,6 +860,7 @@ static int open_source(const char *path, sqlite3 *ref, sqlite3 **src, char *err,
   sqlite3_db_config(*src, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
   sqlite3_limit(*src, SQLITE_LIMIT_LENGTH, (int)FAT_TABLES_MAX_CUBIN_BYTES + 1);
   sqlite3_busy_timeout(*src, FAT_DB_BUSY_TIMEOUT_MS);
+  sqlite3_progress_handler(*src, INTERRUPT_CHECK_STEPS, interrupt_progress, NULL);
   if (sqlite3_prepare_v2(*src, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK ||
       sqlite3_step(s) != SQLITE_ROW) {
     set_err(err, errlen, "not a fatune database: %s: %s", path, sqlite3_errmsg(*src));
@@ -854,6 +1013,7 @@ int fat_tables_merge(fat_db *db, const char *path, const fat_import_options *o,
   }
   if (scratch_open(path, stage, &sdb, err, errlen)) goto out;
   sqlite3 *sh = fat_db_handle(sdb);
+  sqlite3_progress_handler(sh, INTERRUPT_CHECK_STEPS, interrupt_progress, NULL);
   if (open_source(path, sh, &src, err, errlen)) goto out;
   if (sqlite3_exec(sh, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
     set_err(err, errlen, "%s: scratch database: %s", path, sqlite3_errmsg(sh));
@@ -878,7 +1038,7 @@ int fat_tables_merge(fat_db *db, const char *path, const fat_import_options *o,
 out:
   sqlite3_close(src);
   fat_db_close(sdb);
-  scratch_remove(stage);
+  scratch_done(stage);
   return rc;
 }
 
@@ -1403,24 +1563,69 @@ static const char *const USAGE =
     "          today, gives its stored cubins byte for byte, under today's source; run it\n"
     "          before retire-stale)\n";
 
+/* The largest table file import reads (the H200's is 17 MB). */
+#define MAX_TABLE_FILE_BYTES ((size_t)1 << 30)
+#define READ_CHUNK ((size_t)1 << 16)
+
+/* The text of table file PATH ("-": standard input), read to its end
+ * whatever it is -- a file, a pipe, a FIFO, a terminal -- never more than
+ * MAX_TABLE_FILE_BYTES; a folder, a NUL byte (no text file has one) and a
+ * read error are refused by name. Heap string, or NULL with err. */
 static char *read_file(const char *path, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
+  const int std_in = !strcmp(path, "-");
+  struct stat st;
   char *buf = NULL;
-  long n;
-  if (!f) {
+  size_t n = 0, cap = 0;
+  FILE *f = NULL;
+  if (!std_in && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    set_err(err, errlen, "cannot read %s: it is a folder", path);
+    return NULL;
+  }
+  if (!(f = std_in ? stdin : fopen(path, "rb"))) {
     set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
     return NULL;
   }
-  if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) ||
-      !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    set_err(err, errlen, "cannot read %s", path);
-    free(buf);
-    fclose(f);
-    return NULL;
+  for (;;) {
+    if (cap - n < READ_CHUNK + 1) {
+      size_t more = cap ? 2 * cap : 4 * READ_CHUNK;
+      char *grown = more <= MAX_TABLE_FILE_BYTES + READ_CHUNK + 1 ? realloc(buf, more) : NULL;
+      if (!grown) {
+        if (more > MAX_TABLE_FILE_BYTES + READ_CHUNK + 1)
+          set_err(err, errlen, "cannot read %s: more than the %zu bytes a table file may have",
+                  path, MAX_TABLE_FILE_BYTES);
+        else
+          set_err(err, errlen, "cannot read %s: out of memory", path);
+        goto fail;
+      }
+      buf = grown, cap = more;
+    }
+    size_t got = fread(buf + n, 1, READ_CHUNK, f);
+    n += got;
+    if (n > MAX_TABLE_FILE_BYTES) {
+      set_err(err, errlen, "cannot read %s: more than the %zu bytes a table file may have", path,
+              MAX_TABLE_FILE_BYTES);
+      goto fail;
+    }
+    if (got < READ_CHUNK) break;
+  }
+  if (ferror(f)) {
+    set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    goto fail;
   }
   buf[n] = 0;
-  fclose(f);
+  const char *nul = memchr(buf, 0, n);
+  if (nul) {
+    long line = 1;
+    for (const char *p = buf; p < nul; p++) line += *p == '\n';
+    set_err(err, errlen, "%s:%ld: a NUL byte: not a table file", std_in ? "(stdin)" : path, line);
+    goto fail;
+  }
+  if (!std_in) fclose(f);
   return buf;
+fail:
+  if (f && !std_in) fclose(f);
+  free(buf);
+  return NULL;
 }
 
 /* Attempts at a fresh temporary name before export gives up. */
@@ -1496,7 +1701,8 @@ int fat_tables_main(int argc, char **argv) {
     int k, got;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(USAGE, stdout);
-      status = 0;
+      fputs("\n" FAT_EXIT_STATUS_HELP, stdout);
+      status = fat_exit_flushed(stdout, "fatune", EXIT_OK);
       goto out;
     }
     if ((got = fat_cli_valued(argc, argv, &i, VALUED, 3, seen, &k, &v, err, sizeof err)) < 0 ||
@@ -1540,12 +1746,13 @@ int fat_tables_main(int argc, char **argv) {
     status = EXIT_USAGE;
     goto out;
   }
-  if (!db_path[0] && fat_options_default_db(db_path, sizeof db_path, err, sizeof err)) {
-    fprintf(stderr, "fatune %s: %s\n", cmd, err);
-    goto out;
-  }
-  if (fat_db_open(db_path, &db, err, sizeof err)) {
-    fprintf(stderr, "fatune %s: %s\n", cmd, err);
+  /* An unusable --db is a usage error, as for every fatune command; export
+   * only reads it (nothing is created, or written). */
+  if ((!db_path[0] &&
+       fat_options_default_db(db_path, sizeof db_path, !is_export, err, sizeof err)) ||
+      (is_export ? fat_db_open_readonly : fat_db_open)(db_path, &db, err, sizeof err)) {
+    fprintf(stderr, "fatune %s: --db: %s\n", cmd, err);
+    status = EXIT_USAGE;
     goto out;
   }
   if (is_retire && !(gen = fat_gen_open(NULL, err, sizeof err))) {
@@ -1580,7 +1787,7 @@ int fat_tables_main(int argc, char **argv) {
       fprintf(stderr, "fatune export: %s\n", err);
       goto out;
     }
-    status = EXIT_OK;
+    status = out_path ? EXIT_OK : fat_exit_flushed(stdout, "fatune export", EXIT_OK);
     goto out;
   }
   /* Each variant is checked against the generator, generated once for all
@@ -1595,21 +1802,30 @@ int fat_tables_main(int argc, char **argv) {
   }
   const fat_import_options io = {.trust = trust,
                                  .cubins = keep_cubins ? FAT_CUBINS_RECOMPILE : FAT_CUBINS_DROP};
-  for (int i = 0; i < n_files; i++) {
+  /* ^C stops the file in hand (nothing of it reaches the database) and
+   * exits 130; a signal that ends the process removes the scratch database
+   * first, and one that cannot be caught leaves it for the next import to
+   * sweep. */
+  fat_interrupt_install();
+  signal(SIGTERM, remove_and_die);
+  signal(SIGHUP, remove_and_die);
+  for (int i = 0; i < n_files && !fat_interrupted(); i++) {
     fat_tables_report r;
     int rc;
+    const char *name = strcmp(files[i], "-") ? files[i] : "(stdin)";
     if (!strcmp(cmd, "import")) {
       char *text = read_file(files[i], err, sizeof err);
-      rc = text ? fat_tables_import(db, text, files[i], &io, &r, err, sizeof err) : -1;
+      rc = text ? fat_tables_import(db, text, name, &io, &r, err, sizeof err) : -1;
       free(text);
     } else {
       rc = fat_tables_merge(db, files[i], &io, &r, err, sizeof err);
     }
+    if (rc && fat_interrupted()) break;
     if (rc) {
       fprintf(stderr, "fatune %s: %s\n", cmd, err);
       goto out;
     }
-    fprintf(stderr, "fatune %s: %s: %lld new rows into %s", cmd, files[i], r.added, db_path);
+    fprintf(stderr, "fatune %s: %s: %lld new rows into %s", cmd, name, r.added, db_path);
     if (keep_cubins)
       fprintf(stderr, " (%lld cubins kept, compiled here byte for byte; %lld builds left out)\n",
               r.trust.builds_kept, r.trust.builds_dropped);
@@ -1618,6 +1834,11 @@ int fat_tables_main(int argc, char **argv) {
               r.trust.builds_dropped);
     else
       fputc('\n', stderr);
+  }
+  if (fat_interrupted()) {
+    fprintf(stderr, "fatune %s: interrupted\n", cmd);
+    status = FAT_EXIT_INTERRUPTED;
+    goto out;
   }
   status = EXIT_OK;
 out:

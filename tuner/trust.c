@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compile.h"
+#include "interrupt.h"
 #include "nvrtc_api.h"
 #include "sha256.h"
 #include "tables.h"
@@ -594,6 +595,10 @@ static int recompile_arch(sqlite3 *h, const char *name, const char *arch,
   int crc = fat_compile_all(v, n, arch, 0, skip, b, NULL, NULL, err, errlen);
   free(skip);
   if (crc) goto out;
+  if (fat_interrupted()) {  /* the pool stopped handing out work: nothing is decided */
+    set_err(err, errlen, "%s: interrupted", name);
+    goto out;
+  }
   if (sqlite3_prepare_v2(h, "SELECT cubin FROM main.builds WHERE id = ?1", -1, &s, NULL) != SQLITE_OK)
     goto sqlfail;
   for (size_t i = 0; i < n; i++) {
