@@ -173,6 +173,8 @@ expect 2 "fatune export: --gpu-name: empty name" export --gpu-name ""
 expect 2 "fatune export: --gpu-name given twice" export --gpu-name X --gpu-name Y
 expect 2 "fatune export: -o: empty path" export --gpu-name X -o ""
 expect 2 "fatune export: -o given twice" export --gpu-name X -o "$tmp/x.sql" -o "$tmp/y.sql"
+# A GPU name is one line: a newline would add lines to the export's header.
+expect 2 "fatune export: --gpu-name: byte 2 is 0x0a, a control character" export --gpu-name "$(printf 'A\nB')"
 for f in "$tmp/cache/fatune/fatune.db" "$tmp/a.db" "$tmp/b.db"; do
   if [ -e "$f" ]; then
     fail=$((fail + 1)); echo "FAIL: a refused table command made $f"

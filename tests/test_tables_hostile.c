@@ -581,6 +581,113 @@ static void table_text_forms(fat_gen *g) {
   free(v);
 }
 
+/* Rows that are well-formed and false, refused by their bounds: a passed
+ * check with an infinite or out-of-tolerance error, timings no GPU can
+ * make (which would win every merge), reps past the tuner's, a compute
+ * capability or a GPU name no GPU has (a newline would add lines to an
+ * export's header, a NUL cut the name). A GPU row nothing refers to is
+ * left out, not merged. The exported header cannot gain a line either. */
+static void hostile_measurements(fat_gen *g) {
+  char err[ERRLEN];
+  int hd = 64;
+  fat_dtype dt = FAT_FP16;
+  fat_mask mk = FAT_MASK_NONE;
+  fat_gen_query q = {.direction = FAT_FWD, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                     .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = "sm_90a"};
+  fat_variant *v = NULL;
+  size_t n = 0;
+  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 1);
+  char *good = table_of_real(&v[0]);
+  static const char *const check_values = "256, 256, 0.002, 0.01, 1.0000000000000001e-05, 0, 1, 'ok'";
+  static const char *const timing_values =
+      "20, 1, 0.90000000000000002, 1.2, 0.94999999999999996, 1.05, 1, 1755";
+  REQUIRE_EXIT(strstr(good, check_values) && strstr(good, timing_values) &&
+               strstr(good, "'NVIDIA H200', 9, 0, 132,"));
+  const struct { const char *from, *to, *want; } cases[] = {
+      {check_values, "256, 256, 1e999, 0.01, 1.0000000000000001e-05, 0, 1, 'ok'",
+       "t.sql: checks row 1: passed with rel_l2 inf over the fwd fp16 tolerance 0.002"},
+      {check_values, "256, 256, 0.5, 0.01, 1.0000000000000001e-05, 0, 1, 'ok'",
+       "t.sql: checks row 1: passed with rel_l2 0.5 over the fwd fp16 tolerance 0.002"},
+      {check_values, "256, 256, 0.002, 1e999, 1.0000000000000001e-05, 0, 1, 'ok'",
+       "t.sql: checks row 1: passed with max_abs is not finite"},
+      {check_values, "256, 256, 0.002, 0.01, 0.5, 0, 1, 'ok'",
+       "t.sql: checks row 1: passed with lse_max_abs 0.5 over the tolerance 0.002"},
+      {timing_values, "20, 1e-300, 1e-300, 1e-300, 1e-300, 1e-300, 1, 1755",
+       "t.sql: timings row 1: median_ms 1e-300 is outside [0.001, 3.6e+06]"},
+      {timing_values, "20, 0.001, 0.001, 0.001, 0.001, 0.001, 1, 1755",
+       "t.sql: timings row 1: median_ms 0.001 puts its problem at 1.37e+05 TFLOP/s, more than "
+       "10000"},
+      {timing_values, "9223372036854775807, 1, 0.90000000000000002, 1.2, 0.94999999999999996, "
+       "1.05, 1, 1755", "t.sql: timings row 1: reps 9223372036854775807 is outside [20, 10000]"},
+      {timing_values, "20, 1, 0.90000000000000002, 1.2, 0.94999999999999996, 1.05, 1e999, 1755",
+       "t.sql: timings row 1: tflops inf is more than 10000"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA H200', 2147483648, 0, 132,",
+       "t.sql: gpus row 1: cc_major 2147483648 is outside [1, 99]"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA H200', 9, -5, 132,",
+       "t.sql: CHECK constraint failed: cc_minor >= 0"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA H200', 9, 12, 132,",
+       "t.sql: gpus row 1: cc_minor 12 is outside [0, 9]"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA' || char(10) || '-- H200', 9, 0, 132,",
+       "t.sql: gpus row 1: byte 7 of the name is 0x0a, a control character"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA' || char(0) || 'H200', 9, 0, 132,",
+       "t.sql: gpus row 1: byte 7 of the name is 0x00, a control character"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *t = replaced(good, cases[i].from, cases[i].to);
+    /* The CHECK constraint's refusal names its line (the gpus row's, 6). */
+    if (strstr(cases[i].want, "CHECK constraint")) {
+      char want[ERRLEN];
+      snprintf(want, sizeof want, "t.sql:6: %s", cases[i].want + strlen("t.sql: "));
+      REFUSED(t, NULL, want);
+    } else {
+      REFUSED(t, NULL, cases[i].want);
+    }
+    free(t);
+  }
+  /* A name longer than any GPU's. */
+  char long_name[400] = "'";
+  memset(long_name + 1, 'x', 300);
+  strcpy(long_name + 301, "', 9, 0, 132,");
+  char *t = replaced(good, "'NVIDIA H200', 9, 0, 132,", long_name);
+  REFUSED(t, NULL, "t.sql: gpus row 1: a name of 300 bytes, more than 255");
+  free(t);
+  /* A second GPU row that nothing refers to: left out. */
+  const char *gpu_row = strstr(good, "INSERT INTO gpus ");
+  REQUIRE_EXIT(gpu_row);
+  const char *eol = strchr(gpu_row, '\n');
+  char *idle = strndup(gpu_row, (size_t)(eol - gpu_row + 1));
+  REQUIRE_EXIT(idle);
+  char *idle2 = replaced(idle, "VALUES (1, 'NVIDIA H200'", "VALUES (2, 'NVIDIA B200'");
+  size_t len = strlen(good) + strlen(idle2) + 1;
+  t = malloc(len);
+  REQUIRE_EXIT(t);
+  snprintf(t, len, "%.*s%s%s", (int)(eol + 1 - good), good, idle2, eol + 1);
+  CHECK_WHY(imported(t, err, sizeof err) == 6, "an idle GPU row: %s", err);
+  free(t), free(idle), free(idle2);
+  free(good);
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
+  /* Export writes a control character of a name as \xNN: its header gains
+   * no line. */
+  char path[256];
+  fat_db *db = NULL;
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  put_winner(db, "fwd.mma80.fp16.d64.none.m64n64w4s2", NULL, "sm_90a");
+  REQUIRE_EXIT(sqlite3_exec(fat_db_handle(db), "UPDATE gpus SET name = 'NVIDIA' || char(10) ||"
+                            " 'INSERT INTO winners'", NULL, NULL, NULL) == SQLITE_OK);
+  char *buf = NULL;
+  size_t blen = 0;
+  FILE *f = open_memstream(&buf, &blen);
+  REQUIRE_EXIT(f);
+  CHECK_INT(fat_tables_export(db, "NVIDIA\nINSERT INTO winners", f, err, sizeof err), 0);
+  fclose(f);
+  const char *header = FAT_TABLES_MAGIC ": the tuned winners for NVIDIA\\x0aINSERT INTO winners\n"
+                       "-- Generated by fatune ";
+  CHECK(buf && !strncmp(buf, header, strlen(header)));
+  free(buf);
+  fat_db_close(db);
+}
+
 int main(void) {
   char err[ERRLEN];
   REQUIRE_EXIT(mkdtemp(dir));
@@ -591,6 +698,7 @@ int main(void) {
   hostile_sql(g);
   hostile_names_and_sources(g);
   table_text_forms(g);
+  hostile_measurements(g);
   verify_cubin();
   runtime_cubin_choice();
   fat_trust_close(checked.trust);
