@@ -194,8 +194,8 @@ typedef struct progress_log {
   int mismatched;             /* V and B did not point at the same index */
 } progress_log;
 
-static void on_progress(void *user, size_t done, size_t total, const fat_variant *v,
-                        const fat_build *b) {
+static int on_progress(void *user, size_t done, size_t total, const fat_variant *v,
+                       const fat_build *b) {
   progress_log *p = user;
   size_t i = (size_t)(v - p->variants);
   if (b != &p->builds[i]) p->mismatched = 1;
@@ -205,6 +205,7 @@ static void on_progress(void *user, size_t done, size_t total, const fat_variant
   }
   p->total = total;
   p->calls++;
+  return 0;
 }
 
 static void make_variants(fat_variant *v, char sources[N_POOL][256], char names[N_POOL][32]) {

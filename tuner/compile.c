@@ -305,7 +305,10 @@ static void *worker(void *arg) {
       p->failed = 1;
     } else {
       p->done++;
-      if (p->progress) p->progress(p->user, p->done, p->total, v, &p->builds[i]);
+      if (p->progress && p->progress(p->user, p->done, p->total, v, &p->builds[i]) && !p->failed) {
+        snprintf(p->err, sizeof p->err, "stopped after %s", v->name);
+        p->failed = 1;
+      }
     }
     pthread_mutex_unlock(&p->lock);
   }

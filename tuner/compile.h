@@ -31,9 +31,12 @@ int fat_compile_one(const char *name, const char *source, const char *arch,
  * variant i's result. SKIP, when not NULL, marks builds already cached
  * (skip[i] != 0: left untouched). PROGRESS, when not NULL, is called from the
  * compiling threads (serialised by a lock) after each build with the number
- * done so far. Returns 0, or -1 with err set when NVRTC is unavailable. */
-typedef void (*fat_compile_progress)(void *user, size_t done, size_t total,
-                                     const fat_variant *v, const fat_build *b);
+ * done so far; it returns 0 to go on, or -1 to stop the run (a build it could
+ * not store: the caller says why), which then hands out no more work and
+ * returns -1 with "stopped after VARIANT". Returns 0, or -1 with err set
+ * when NVRTC is unavailable. */
+typedef int (*fat_compile_progress)(void *user, size_t done, size_t total,
+                                    const fat_variant *v, const fat_build *b);
 int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int jobs,
                     const unsigned char *skip, fat_build *builds,
                     fat_compile_progress progress, void *user, char *err, size_t errlen);
