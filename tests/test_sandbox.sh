@@ -87,6 +87,17 @@ expect 1 "$LOOP"
 space "local s = string.rep('a', 100000) s:find('.-.-.-.-b')"
 FATUNE_GEN_TIMEOUT_S=2 expect 1 "fatune: generator: a generator script ran for more than 2 s inside a library function (string.find, string.rep, ... on huge input); stopped"
 
+# Finalizers run with hooks off -- in a collection, or in lua_close where
+# no watchdog ran, which once hung fatune forever: setmetatable refuses a
+# metatable with __gc, however it was built.
+GC="$P bad argument #2 to 'setmetatable' (finalizers (__gc) are not available to generator scripts)"
+space "setmetatable({}, {__gc = function() while true do end end})"
+FATUNE_GEN_TIMEOUT_S=5 expect 1 "$GC"
+space "local mt = {} mt.__gc = function() while true do end end setmetatable({}, mt)"
+FATUNE_GEN_TIMEOUT_S=5 expect 1 "$GC"
+space "local s = setmetatable({}, {__index = function() return 1 end}) assert(s.x == 1) error('metatables still work')"
+expect 1 "$P metatables still work"
+
 # Huge output: a source past the cap, too many variants, a huge template file.
 valid_space() {  # a space whose generate returns VARIANTS (Lua expression)
   space "return {head_dims = function() return {64} end, generate = function()
