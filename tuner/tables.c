@@ -803,8 +803,8 @@ static int check_source_objects(sqlite3 *src, sqlite3 *ref, const char *path, ch
                                 size_t errlen) {
   sqlite3_stmt *s = NULL, *q = NULL;
   int rc = -1, step;
-  if (sqlite3_prepare_v2(src, "SELECT type, name FROM main.sqlite_schema ORDER BY rowid", -1, &s,
-                         NULL) != SQLITE_OK ||
+  if (sqlite3_prepare_v2(src, "SELECT type, name, sql LIKE 'CREATE VIRTUAL TABLE%' FROM"
+                         " main.sqlite_schema ORDER BY rowid", -1, &s, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ref, "SELECT type FROM main.sqlite_schema WHERE name = ?1", -1, &q,
                          NULL) != SQLITE_OK) {
     set_err(err, errlen, "not a fatune database: %s: %s", path, sqlite3_errmsg(src));
@@ -814,6 +814,11 @@ static int check_source_objects(sqlite3 *src, sqlite3 *ref, const char *path, ch
     const char *type = (const char *)sqlite3_column_text(s, 0);
     const char *name = (const char *)sqlite3_column_text(s, 1);
     if (!type || !name) continue;
+    /* A virtual table is read through its module's code, not from the file. */
+    if (sqlite3_column_int(s, 2)) {
+      set_err(err, errlen, "%s: '%s' is a virtual table: refusing the database", path, name);
+      goto out;
+    }
     if (!strcmp(type, "table") && in_list(name, SQLITE_OWN_TABLES, N_SQLITE_OWN_TABLES)) continue;
     sqlite3_reset(q);
     sqlite3_bind_text(q, 1, name, -1, SQLITE_TRANSIENT);
@@ -831,6 +836,29 @@ static int check_source_objects(sqlite3 *src, sqlite3 *ref, const char *path, ch
   if (step != SQLITE_DONE) {
     set_err(err, errlen, "not a fatune database: %s: %s", path, sqlite3_errmsg(src));
     goto out;
+  }
+  /* A generated column is computed as it is read: an expression of the
+   * file's (a 60 MB string per row, say), not a value stored in it. Without
+   * them everything read is bytes of the file, so the file bounds it. */
+  for (size_t t = 0; t < N_IMPORT_TABLES; t++) {
+    char sql[128];
+    sqlite3_finalize(q);
+    q = NULL;
+    snprintf(sql, sizeof sql, "PRAGMA main.table_xinfo(%s)", IMPORT_TABLES[t]);
+    if (sqlite3_prepare_v2(src, sql, -1, &q, NULL) != SQLITE_OK) {
+      set_err(err, errlen, "not a fatune database: %s: %s", path, sqlite3_errmsg(src));
+      goto out;
+    }
+    while ((step = sqlite3_step(q)) == SQLITE_ROW)
+      if (sqlite3_column_int(q, 6) != 0) { /* hidden: 2 and 3 are generated columns */
+        set_err(err, errlen, "%s: column '%s' of %s is generated, not stored: refusing the "
+                "database", path, (const char *)sqlite3_column_text(q, 1), IMPORT_TABLES[t]);
+        goto out;
+      }
+    if (step != SQLITE_DONE) {
+      set_err(err, errlen, "not a fatune database: %s: %s", path, sqlite3_errmsg(src));
+      goto out;
+    }
   }
   rc = 0;
 out:
