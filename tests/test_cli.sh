@@ -55,7 +55,19 @@ expect 2 "fatune: --gpu given twice" --gpu 0 --gpu 1
 expect 2 "fatune: --gpu needs a value" --gpu
 expect 2 "fatune: --jobs: 0 is out of range [1, 256]" --jobs 0
 expect 2 "fatune: --reps: 5 is out of range [20, 10000]" --reps 5
-expect 2 "fatune: --arch: unknown architecture 'sm_75' (sm_80, sm_86, sm_89, sm_90a, ...)" --arch sm_75
+ARCHS="sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100, sm_103, sm_120"
+expect 2 "fatune: --arch: 'sm_75' is not an architecture fatune generates for ($ARCHS)" --arch sm_75
+# ... only what the generator knows: sm_90 passed the old name check, then
+# the generator refused it with exit 1 (and so every GPU of 8.6, 8.9, 10.x).
+expect 2 "fatune: --arch: 'sm_90' is not an architecture fatune generates for ($ARCHS)" --arch sm_90
+expect 2 "fatune: --arch: 'sm_121' is not an architecture fatune generates for ($ARCHS)" --arch sm_121
+for a in sm_86 sm_87 sm_89 sm_100 sm_103 sm_120; do
+  if "$F" --list --head-dim 64 --dtype fp16 --mask none --arch "$a" 2>/dev/null | grep -q '^fwd.mma80.fp16.d64.none.m128n64w4s1 (default)'; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL: --arch $a lists no mma80 default"
+  fi
+done
 expect 2 "fatune: --db: empty path" --db ""
 expect 2 "fatune: --retune given twice" --retune --retune
 expect 2 "fatune: --quiet and --verbose contradict each other" -q -v
@@ -77,6 +89,7 @@ expect 2 "fatune: --mask: 'none' given twice" --mask none,none
 expect 2 "fatune: --mask: empty list" --mask ""
 expect 2 "fatune: --seqlen: more than 16 items" --seqlen 512,1024,2048,4096,8192,16384,1,2,3,4,5,6,7,8,9,10,11
 expect 2 "fatune: --arch: unknown architecture '' (sm_80, sm_86, sm_89, sm_90a, ...)" --arch ""
+expect 2 "fatune: --arch: unknown architecture 'sm_800000000000000' (sm_80, sm_86, sm_89, sm_90a, ...)" --arch sm_800000000000000
 expect 2 "fatune: --db: empty path" --db=
 expect 2 "fatune: --list given twice" --list --list
 expect 2 "fatune: unknown option '-x' (see --help)" -x

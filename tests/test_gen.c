@@ -490,7 +490,26 @@ static void test_query_errors(fat_gen *g) {
   q.n_head_dims = 0;
   q.arch = "sm_75";
   CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted sm_75");
-  CHECK_STR(err, "unknown arch 'sm_75' (known: sm_80, sm_90a)");
+  CHECK_STR(err, "unknown arch 'sm_75' (known: sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100, sm_103, "
+                 "sm_120)");
+  /* The targets the space knows, as --arch checks them; and each of them
+   * generates (the GeForce parts' 99 KiB prune more than sm_80's 163). */
+  char archs[16][16];
+  const int n_archs = fat_gen_archs(g, archs, 16, err, sizeof err);
+  CHECK_INT(n_archs, 8);
+  CHECK(n_archs == 8 && !strcmp(archs[0], "sm_80") && !strcmp(archs[1], "sm_86") &&
+        !strcmp(archs[2], "sm_87") && !strcmp(archs[3], "sm_89") && !strcmp(archs[4], "sm_90a") &&
+        !strcmp(archs[5], "sm_100") && !strcmp(archs[6], "sm_103") && !strcmp(archs[7], "sm_120"));
+  size_t n_by_arch[8] = {0};
+  for (int a = 0; a < n_archs && a < 8; a++) {
+    fat_gen_query qa = {.direction = FAT_FWD, .arch = archs[a]};
+    CHECK_WHY(fat_gen_variants(g, &qa, &v, &n_by_arch[a], NULL, NULL, err, sizeof err) == 0,
+              "%s: %s", archs[a], err);
+    for (size_t i = 0; i < n_by_arch[a]; i++) fat_variant_free(&v[i]);
+    free(v);
+  }
+  CHECK(n_by_arch[1] < n_by_arch[0] && n_by_arch[1] == n_by_arch[3] && n_by_arch[1] == n_by_arch[7]);
+  CHECK(n_by_arch[2] == n_by_arch[0]);
   q.arch = "sm_80";
   q.direction = FAT_BWD;
   q.n_head_dims = 1;

@@ -655,6 +655,43 @@ static int head_dims_main(lua_State *L) {
   return 0;
 }
 
+typedef struct archs_ctx {
+  char (*out)[16];
+  int cap;
+  int n;
+} archs_ctx;
+
+static int archs_main(lua_State *L) {
+  archs_ctx *ctx = lua_touserdata(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, SPACE_KEY);
+  if (lua_getfield(L, -1, "archs") != LUA_TFUNCTION) return 0; /* the space does not say */
+  lua_call(L, 0, 1);
+  if (!lua_istable(L, -1)) plain_error(L, "space.archs must return a table, not %s", luaL_typename(L, -1));
+  const lua_Integer n = luaL_len(L, -1);
+  if (n > ctx->cap) plain_error(L, "the space has %d archs, more than the %d asked for", (int)n, ctx->cap);
+  for (lua_Integer i = 1; i <= n; i++) {
+    size_t len;
+    lua_geti(L, -1, i);
+    const char *a = lua_tolstring(L, -1, &len);
+    if (!a || len == 0 || len >= sizeof ctx->out[0])
+      plain_error(L, "space.archs: entry %d is not an architecture name", (int)i);
+    memcpy(ctx->out[i - 1], a, len + 1);
+    lua_pop(L, 1);
+  }
+  ctx->n = (int)n;
+  return 0;
+}
+
+int fat_gen_archs(fat_gen *g, char (*out)[16], int cap, char *err, size_t errlen) {
+  archs_ctx ctx = {.out = out, .cap = cap};
+  if (!g || (!out && cap > 0) || cap < 0) {
+    snprintf(err, errlen, "fat_gen_archs: %s", !g ? "the generator is NULL" : "bad output buffer");
+    return -1;
+  }
+  if (run_protected(g, archs_main, &ctx, err, errlen) != 0) return -1;
+  return ctx.n;
+}
+
 int fat_gen_head_dims(fat_gen *g, fat_direction direction, int *out, int cap, char *err, size_t errlen) {
   head_dims_ctx ctx = {.direction = direction, .out = out, .cap = cap};
   if (!g || (!out && cap > 0) || cap < 0) {

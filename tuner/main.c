@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "cli_args.h"
+#include "compile.h"
 #include "explain.h"
 #include "gen.h"
 #include "options.h"
@@ -14,6 +15,7 @@
 
 #define ERRLEN 1024
 #define MAX_HEAD_DIMS 32
+#define MAX_ARCHS 32
 
 int main(int argc, char **argv) {
   char err[ERRLEN];
@@ -55,6 +57,32 @@ int main(int argc, char **argv) {
   if (!gen) {
     fprintf(stderr, "fatune: generator: %s\n", err);
     return FAT_EXIT_FAILED;
+  }
+  /* --arch: a target the space generates for (the generator would refuse
+   * any other only once the run began, with exit 1). */
+  char archs[MAX_ARCHS][16];
+  const int n_archs = o.arch[0] ? fat_gen_archs(gen, archs, MAX_ARCHS, err, sizeof err) : 0;
+  if (n_archs < 0) {
+    fat_gen_close(gen);
+    fprintf(stderr, "fatune: generator: %s\n", err);
+    return FAT_EXIT_FAILED;
+  }
+  int arch_known = n_archs == 0 && (!o.arch[0] || fat_arch_valid(o.arch));
+  for (int i = 0; i < n_archs; i++) arch_known |= !strcmp(archs[i], o.arch);
+  if (!arch_known && n_archs == 0) {
+    fat_gen_close(gen);
+    fprintf(stderr, "fatune: --arch: unknown architecture '%s' (sm_80, sm_86, sm_89, sm_90a, ...)\n",
+            o.arch);
+    return FAT_EXIT_USAGE;
+  }
+  if (!arch_known) {
+    char list[MAX_ARCHS * 18] = "";
+    for (int i = 0; i < n_archs; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", archs[i]);
+    fat_gen_close(gen);
+    fprintf(stderr, "fatune: --arch: '%s' is not an architecture fatune generates for (%s)\n",
+            o.arch, list);
+    return FAT_EXIT_USAGE;
   }
   n_known = fat_gen_head_dims(gen, FAT_FWD, known, MAX_HEAD_DIMS, err, sizeof err);
   /* The backward has fewer templates (no 32): checked below. */
