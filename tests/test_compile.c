@@ -313,6 +313,56 @@ static void test_missing_nvrtc_message(void) {
   CHECK(len >= strlen(hint) && strcmp(err + len - strlen(hint), hint) == 0);
 }
 
+/* Sources that would make NVRTC read a file (it reads any path: a
+ * template's '#include "/etc/passwd"' once put the file into the build
+ * log), each in a spelling the preprocessor accepts, are refused with
+ * their line; what only looks like one is not. */
+static void test_source_file_reads(void) {
+  static const struct { const char *src, *why; } cases[] = {
+      {"#include \"/etc/passwd\"\n", "line 1: directive #include"},
+      {"int a;\n  #  include <x>\n", "line 2: directive #include"},
+      {"int a;\n%:include \"x\"\n", "line 2: directive #include"},
+      {"#/* a\ncomment */include \"x\"\n", "line 1: directive #include"},
+      {"/* a\n comment */ #include \"x\"\n", "line 1: directive #include"},
+      {"int a;\n#inc\\\nlude \"x\"\n", "line 2: directive #include"},
+      {"#include_next <x>\n", "line 1: directive #include_next"},
+      {"#import \"x\"\n", "line 1: directive #import"},
+      {"#embed \"x\"\n", "line 1: directive #embed"},
+      {"#frobnicate\n", "line 1: directive #frobnicate"},
+      {"#define X 1\n#if __has_include(\"/etc/passwd\")\n#endif\n", "line 2: __has_include probes for a file"},
+      /* a string the scanner cannot tell from a comment start: refused, not missed */
+      {"const char *s = \"/*\";\n#include \"x\"\n// */\n", "line 2: directive #include"},
+      {"int a; ?\?=include \"x\"\n", "line 1: a trigraph makes its lines ambiguous"},
+      {"int a;\r\n#include \"x\"\n", "line 1: a carriage return makes its lines ambiguous"},
+      {"int a; \\ \n#include \"x\"\n", "line 1: a backslash and spaces before the newline make its lines ambiguous"},
+  };
+  char why[256];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fat_source_file_reads(cases[i].src, why, sizeof why);
+    CHECK_WHY(!strcmp(why, cases[i].why), "source %zu: \"%s\", want \"%s\"", i, why, cases[i].why);
+  }
+  static const char *const fine[] = {
+      "// #include \"x\" in a comment of its own line is still checked, so: none here\n"
+      "#define INC \"include\"\n#pragma unroll\n#if 1\n#elif 0\n#else\n#endif\n#\n"
+      "#error \"include fat_abi.h first\"\nint include = 1;\n/* includes */\n",
+  };
+  for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+    fat_source_file_reads(fine[i], why, sizeof why);
+    CHECK_WHY(!why[0], "a source without a file read refused: %s", why);
+  }
+  /* Through fat_compile_one: an answer (a failed build that says why), and
+   * the file never read. */
+  fat_build b;
+  char err[4096];
+  CHECK_INT(fat_compile_one("inc.cu", "#include \"/etc/hostname\"\n__global__ void k() {}\n",
+                            "sm_80", &b, err, sizeof err), 0);
+  CHECK_INT(b.ok, 0);
+  CHECK_STR(b.log, "fatune: line 1: directive #include: a generated source is self-contained "
+                   "(the generator inlines templates/ includes); not compiled");
+  CHECK_INT(strlen(b.key), 64);
+  fat_build_free(&b);
+}
+
 int main(void) {
   char err[4096];
   const fat_nvrtc *nv = fat_nvrtc_get(err, sizeof err);
@@ -328,6 +378,7 @@ int main(void) {
   }
   printf("NVRTC %d.%d from %s\n", nv->major, nv->minor, nv->path);
   CHECK(nv->major >= 12);
+  test_source_file_reads();
   test_compile_real(nv);
   test_key_sensitivity();
   test_compile_all();

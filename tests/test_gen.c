@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "compile.h"
 #include "gen.h"
 #include "sha256.h"
 #include "check.h"
@@ -696,6 +697,28 @@ out:
   remove_dir(dir);
 }
 
+/* No generated source reads a file (compile.c refuses to hand one that
+ * would to NVRTC): the generator inlines every template include. */
+static void test_sources_self_contained(fat_gen *g) {
+  static const char *const archs[] = {"sm_80", "sm_90a"};
+  char err[ERR_LEN], why[256];
+  for (int a = 0; a < 2; a++)
+    for (int d = 0; d < 2; d++) {
+      fat_gen_query q = {.direction = d ? FAT_BWD : FAT_FWD, .arch = archs[a]};
+      fat_variant *v = NULL;
+      size_t n = 0, refused = 0;
+      CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0, "%s", err);
+      for (size_t i = 0; i < n; i++) {
+        fat_source_file_reads(v[i].source, why, sizeof why);
+        if (why[0] && !refused++) fprintf(stderr, "%s: %s\n", v[i].name, why);
+        fat_variant_free(&v[i]);
+      }
+      free(v);
+      CHECK_WHY(n > 0 && refused == 0, "%s %s: %zu of %zu sources refused", archs[a],
+                d ? "bwd" : "fwd", refused, n);
+    }
+}
+
 int main(void) {
   char err[ERR_LEN];
   fat_gen *g = fat_gen_open(NULL, err, sizeof err);
@@ -703,6 +726,7 @@ int main(void) {
     fprintf(stderr, "fat_gen_open(embedded): %s\n", err);
     return 1;
   }
+  test_sources_self_contained(g);
   /* per head dim 32..256; see family_mma80.lua's constraints */
   const int want_sm80[N_HEAD_DIMS] = {33, 33, 31, 31, 18, 16};
   const int want_sm90a[N_HEAD_DIMS] = {33, 33, 31, 31, 21, 19};

@@ -169,6 +169,118 @@ int fat_build_key(const char *source, const char *arch, char key[65], char *err,
   return 0;
 }
 
+/* ---- what a source may ask of the preprocessor ---------------------- */
+
+/* Directives a generated source may hold: none of them reads a file.
+ * #include, #include_next, #import, #embed and anything unknown would
+ * (NVRTC reads any path from the disk: "/etc/passwd" into the build log). */
+static const char *const SAFE_DIRECTIVES[] = {
+    "define", "undef", "if", "ifdef", "ifndef", "elif", "elifdef", "elifndef",
+    "else", "endif", "line", "error", "warning", "pragma"};
+/* Operators that probe for a file from inside #if. */
+static const char *const FILE_PROBES[] = {"__has_include", "__has_embed"};
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; }
+static int is_ident(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* P past white space and block comments, which may span lines: a comment
+ * is one space, so '#', a comment over two lines and 'include' are one
+ * directive. */
+static const char *skip_space_comments(const char *p) {
+  for (;;) {
+    while (is_space(*p)) p++;
+    if (p[0] != '/' || p[1] != '*') return p;
+    const char *end = strstr(p + 2, "*/");
+    if (!end) return p + strlen(p);
+    p = end + 2;
+  }
+}
+
+/* Why SRC may not be compiled: a directive that reads a file, a probe for
+ * one, or what would make the line structure ambiguous to this check
+ * (trigraphs, a carriage return, a backslash and spaces before a newline);
+ * "" when there is nothing. Generated sources have none: expand.lua inlines
+ * every template include. A directive begins only where a line begins
+ * (after backslash-newline splices), past white space and comments: every
+ * such place is checked, whatever the real parse says the line is inside,
+ * so none is missed (a false match refuses a source no generator makes). */
+void fat_source_file_reads(const char *src, char *why, size_t cap) {
+  long line = 1;
+  why[0] = 0;
+  for (const char *p = src; *p; p++) {
+    if (*p == '\r' || (p[0] == '?' && p[1] == '?' && p[2] && strchr("=/'()!<>-", p[2]))) {
+      snprintf(why, cap, "line %ld: %s makes its lines ambiguous", line,
+               *p == '\r' ? "a carriage return" : "a trigraph");
+      return;
+    }
+    if (*p == '\\' && is_space(p[1])) {
+      const char *q = p + 1;
+      while (is_space(*q)) q++;
+      if (*q == '\n') {
+        snprintf(why, cap, "line %ld: a backslash and spaces before the newline make its lines "
+                 "ambiguous", line);
+        return;
+      }
+    }
+    for (size_t k = 0; k < sizeof FILE_PROBES / sizeof FILE_PROBES[0]; k++)
+      if (!strncmp(p, FILE_PROBES[k], strlen(FILE_PROBES[k]))) {
+        snprintf(why, cap, "line %ld: %s probes for a file", line, FILE_PROBES[k]);
+        return;
+      }
+    line += *p == '\n';
+  }
+  /* The text with its line splices removed, and the physical line each
+   * logical line begins on, for the message. */
+  const size_t n = strlen(src);
+  size_t newlines = 0;
+  for (size_t r = 0; r < n; r++) newlines += src[r] == '\n';
+  char *text = malloc(n + 1);
+  long *line_at = malloc((newlines + 2) * sizeof *line_at);
+  if (!text || !line_at) {
+    snprintf(why, cap, "out of memory checking the source");
+    free(text);
+    free(line_at);
+    return;
+  }
+  size_t w = 0, lines = 0;
+  long physical = 1;
+  line_at[lines++] = 1;
+  for (size_t r = 0; r < n; r++) {
+    if (src[r] == '\\' && src[r + 1] == '\n') {
+      r++;
+      physical++;
+      continue;
+    }
+    text[w++] = src[r];
+    if (src[r] == '\n') line_at[lines++] = ++physical;
+  }
+  text[w] = 0;
+  size_t k = 0;
+  for (const char *start = text; start; k++) {
+    const char *p = skip_space_comments(start);
+    const int hash = *p == '#' ? 1 : (p[0] == '%' && p[1] == ':') ? 2 : 0;
+    if (hash) {
+      const char *name = skip_space_comments(p + hash), *end = name;
+      while (is_ident(*end)) end++;
+      int safe = end == name; /* the null directive */
+      for (size_t d = 0; !safe && d < sizeof SAFE_DIRECTIVES / sizeof SAFE_DIRECTIVES[0]; d++)
+        safe = (size_t)(end - name) == strlen(SAFE_DIRECTIVES[d]) &&
+               !strncmp(name, SAFE_DIRECTIVES[d], (size_t)(end - name));
+      if (!safe) {
+        snprintf(why, cap, "line %ld: directive #%.*s", line_at[k],
+                 (int)(end - name > 32 ? 32 : end - name), name);
+        break;
+      }
+    }
+    const char *nl = strchr(start, '\n');
+    start = nl ? nl + 1 : NULL;
+  }
+  free(line_at);
+  free(text);
+}
+
 /* ---- one compilation ------------------------------------------------- */
 
 static double now_ms(void) {
@@ -216,6 +328,22 @@ int fat_compile_one(const char *name, const char *source, const char *arch,
   snprintf(b->arch, sizeof b->arch, "%s", arch);
   if (!(nv = fat_nvrtc_get(err, errlen))) goto out;
   int nopts = build_options(arch, buf, opts);
+  /* A source that would read a file is answered, not compiled: a failed
+   * build whose log says why (the same source fails the same way). */
+  char why[256];
+  fat_source_file_reads(source, why, sizeof why);
+  if (why[0]) {
+    const char *fmt = "fatune: %s: a generated source is self-contained (the generator inlines "
+                      "templates/ includes); not compiled";
+    const size_t len = strlen(fmt) + strlen(why);
+    if (!(b->log = malloc(len))) {
+      set_err(err, errlen, "out of memory");
+      goto out;
+    }
+    snprintf(b->log, len, fmt, why);
+    rc = 0;
+    goto out;
+  }
 
   double t0 = now_ms();
   what = "nvrtcCreateProgram";

@@ -20,10 +20,20 @@ const char *fat_compile_options(void);
  * NVRTC loaded (for its version); returns -1 and fills err otherwise. */
 int fat_build_key(const char *source, const char *arch, char key[65], char *err, size_t errlen);
 
+/* Why SOURCE may not be compiled -- a preprocessor directive that reads a
+ * file (#include, #include_next, #import, #embed or one unknown), a probe
+ * for one (__has_include), or what would make its lines ambiguous to this
+ * check (a trigraph, a carriage return, a backslash and spaces before a
+ * newline) -- as "line N: directive #include" in WHY; "" when nothing.
+ * Generated sources are self-contained (the generator inlines the
+ * templates' includes): NVRTC would read any path from the disk. */
+void fat_source_file_reads(const char *source, char *why, size_t cap);
+
 /* Compiles one source for ARCH into B (zeroed first). Returns 0 when NVRTC
  * ran (B->ok says whether a cubin came out, B->log says why not), -1 when
  * NVRTC could not be loaded or called (err says why). NAME is used in
- * diagnostics ("fwd.mma80....cu"). */
+ * diagnostics ("fwd.mma80....cu"). A source fat_source_file_reads refuses
+ * is not handed to NVRTC: B->ok = 0 and B->log says why. */
 int fat_compile_one(const char *name, const char *source, const char *arch,
                     fat_build *b, char *err, size_t errlen);
 
