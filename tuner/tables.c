@@ -1379,8 +1379,9 @@ static int same_machine_code(sqlite3 *h, sqlite3_int64 id, const fat_variant *no
       same = 0;  /* another compiler or options: nothing to compare with */
       break;
     }
-    fat_build b;
-    if (fat_compile_one(now->name, now->source, arch, &b, err, errlen)) {
+    fat_build b = {0};
+    /* In a compile process, under the caps, as every compile the command makes. */
+    if (fat_compile_all(now, 1, arch, 1, NULL, &b, NULL, NULL, err, errlen)) {
       same = -1;
       break;
     }

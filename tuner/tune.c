@@ -193,7 +193,9 @@ static int on_compiled(void *user, size_t done, size_t total, const fat_variant 
   char nv[32];
   const fat_nvrtc *nvrtc = fat_nvrtc_get(NULL, 0);
   snprintf(nv, sizeof nv, "%d.%d", nvrtc ? nvrtc->major : 0, nvrtc ? nvrtc->minor : 0);
-  if (fat_db_put_build(r->db, r->variant_ids[i], b, fat_compile_options(), nv)) {
+  /* A build a cap stopped says nothing about the source: not cached (the
+   * next run tries again). */
+  if (!b->capped && fat_db_put_build(r->db, r->variant_ids[i], b, fat_compile_options(), nv)) {
     snprintf(r->store_err, sizeof r->store_err, "storing the build of %s in %s: %s", v->name,
              r->o->db_path, fat_db_errmsg(r->db));
     return -1;
@@ -204,7 +206,7 @@ static int on_compiled(void *user, size_t done, size_t total, const fat_variant 
       fprintf(r->log, "%-52s compiled: %d registers, %d B spilled, %.0f ms\n", v->name,
               b->registers, b->spill_stores, b->compile_ms);
     else
-      fprintf(r->log, "%-52s compilation error\n", v->name);
+      fprintf(r->log, "%-52s %s\n", v->name, b->capped && b->log ? b->log : "compilation error");
   }
   progress(r, 0);
   return 0;
