@@ -47,34 +47,39 @@ def space(folder, names):
 env = dict(os.environ, FATUNE_LIBCUDA="/nonexistent")
 query = ["--head-dim", "64", "--dtype", "fp16", "--mask", "none", "--arch", "sm_80", "--jobs", "2"]
 
-# The caps, shortened: 512 MiB and 2 s a compile.
+def tune(d, db, caps):
+    start = time.monotonic()
+    r = subprocess.run([F, "--templates", d, "--db", db, "-v"] + query, capture_output=True,
+                       text=True, env=dict(env, **caps), timeout=300)
+    return r, time.monotonic() - start
+
+def expect_lines(r, want):
+    lines = r.stderr.splitlines()
+    for name, msg in want.items():
+        if not any(l.startswith(name + " ") and l.split(None, 1)[1] == msg for l in lines):
+            fail("no line '%s %s'\n%s" % (name, msg, r.stderr))
+    if r.returncode != 3:
+        fail("status %d, want 3 (no GPU)\n%s" % (r.returncode, r.stderr))
+
+def cached(db):
+    c = sqlite3.connect(db)
+    rows = dict((n, (ok, log)) for n, ok, log in c.execute(
+        "SELECT v.name, b.ok, b.log FROM builds b JOIN variants v ON v.id = b.variant_id"))
+    c.close()
+    return rows
+
+# The memory cap, shortened to 512 MiB (time enough for the bomb to reach it).
 d = os.path.join(tmp, "caps")
-space(d, ["ok", "bomb", "slow", "inc"])
+space(d, ["ok", "bomb", "inc"])
 db = os.path.join(tmp, "caps.db")
-start = time.monotonic()
-r = subprocess.run([F, "--templates", d, "--db", db, "-v"] + query, capture_output=True, text=True,
-                   env=dict(env, FATUNE_COMPILE_MAX_MB="512", FATUNE_COMPILE_TIMEOUT_S="2"),
-                   timeout=120)
-took = time.monotonic() - start
-lines = r.stderr.splitlines()
-want = {
+r, took = tune(d, db, {"FATUNE_COMPILE_MAX_MB": "512", "FATUNE_COMPILE_TIMEOUT_S": "200"})
+expect_lines(r, {
     "fwd.x.fp16.d64.none.bomb": "fatune: NVRTC ran out of memory on this variant under a cap of "
                                 "512 MiB per compile (FATUNE_COMPILE_MAX_MB); not cached",
-    "fwd.x.fp16.d64.none.slow": "fatune: NVRTC ran for more than 2 s on this variant and was "
-                                "stopped (FATUNE_COMPILE_TIMEOUT_S); not cached",
-    "fwd.x.fp16.d64.none.inc": "compilation error",
-}
-for name, msg in want.items():
-    if not any(l.startswith(name + " ") and l.split(None, 1)[1] == msg for l in lines):
-        fail("no line '%s %s'\n%s" % (name, msg, r.stderr))
-if not any(l.startswith("fwd.x.fp16.d64.none.ok ") and " compiled: " in l for l in lines):
+    "fwd.x.fp16.d64.none.inc": "compilation error"})
+if not any(l.startswith("fwd.x.fp16.d64.none.ok ") and " compiled: " in l for l in r.stderr.splitlines()):
     fail("the good variant did not compile\n" + r.stderr)
-if r.returncode != 3:
-    fail("status %d, want 3 (no GPU)\n%s" % (r.returncode, r.stderr))
-c = sqlite3.connect(db)
-rows = dict((n, (ok, log)) for n, ok, log in c.execute(
-    "SELECT v.name, b.ok, b.log FROM builds b JOIN variants v ON v.id = b.variant_id"))
-c.close()
+rows = cached(db)
 if sorted(rows) != ["fwd.x.fp16.d64.none.inc", "fwd.x.fp16.d64.none.ok"]:
     fail("cached builds %r: want the good one and the include's answer, no capped one" % sorted(rows))
 inc = rows.get("fwd.x.fp16.d64.none.inc", (None, ""))[1]
@@ -82,6 +87,16 @@ hostname = open("/etc/hostname").read().strip() if os.path.exists("/etc/hostname
 if inc != ("fatune: line 1: directive #include: a generated source is self-contained (the "
            "generator inlines templates/ includes); not compiled") or (hostname and hostname in inc):
     fail("the include's build log: %r" % inc)
+# The time cap, shortened to 2 s (the front end of 'slow' takes seconds).
+d = os.path.join(tmp, "slow")
+space(d, ["slow"])
+db = os.path.join(tmp, "slow.db")
+r, took2 = tune(d, db, {"FATUNE_COMPILE_TIMEOUT_S": "2"})
+expect_lines(r, {"fwd.x.fp16.d64.none.slow": "fatune: NVRTC ran for more than 2 s on this "
+                 "variant and was stopped (FATUNE_COMPILE_TIMEOUT_S); not cached"})
+if cached(db):
+    fail("a build stopped by the time cap was cached")
+took += took2
 print("caps: bomb and slow stopped, include refused, in %.1f s" % took)
 
 # ^C in the middle of a long compile (the front end of 'slow' takes
