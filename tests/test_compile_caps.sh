@@ -69,14 +69,18 @@ def cached(db):
     return rows
 
 # The memory cap, shortened to 512 MiB (time enough for the bomb to reach it).
+# Under AddressSanitizer its own allocator reports the cap as an error of
+# its own (and ends the compile process): the bomb is left out there.
+asan = "ASAN_OPTIONS" in os.environ
 d = os.path.join(tmp, "caps")
-space(d, ["ok", "bomb", "inc"])
+space(d, ["ok", "inc"] if asan else ["ok", "bomb", "inc"])
 db = os.path.join(tmp, "caps.db")
 r, took = tune(d, db, {"FATUNE_COMPILE_MAX_MB": "512", "FATUNE_COMPILE_TIMEOUT_S": "200"})
-expect_lines(r, {
-    "fwd.x.fp16.d64.none.bomb": "fatune: NVRTC ran out of memory on this variant under a cap of "
-                                "512 MiB per compile (FATUNE_COMPILE_MAX_MB); not cached",
-    "fwd.x.fp16.d64.none.inc": "compilation error"})
+want = {"fwd.x.fp16.d64.none.inc": "compilation error"}
+if not asan:
+    want["fwd.x.fp16.d64.none.bomb"] = ("fatune: NVRTC ran out of memory on this variant under a "
+                                        "cap of 512 MiB per compile (FATUNE_COMPILE_MAX_MB); not cached")
+expect_lines(r, want)
 if not any(l.startswith("fwd.x.fp16.d64.none.ok ") and " compiled: " in l for l in r.stderr.splitlines()):
     fail("the good variant did not compile\n" + r.stderr)
 rows = cached(db)
