@@ -3,9 +3,11 @@
  * it). Nothing on the page reaches the network: no fonts, scripts, images or
  * links outside the file; inline SVG in HTML needs no namespace URL. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "explain.h"
 #include "options.h"
@@ -880,10 +882,23 @@ int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
     fprintf(errf, "fatune report: no GPU results in %s: run fatune on a GPU first\n", db_path);
     goto out;
   }
-  /* Written aside and renamed: a failed run never leaves half a page. */
-  snprintf(tmp, sizeof tmp, "%s.tmp", output);
-  if (!(f = fopen(tmp, "w"))) {
+  /* Written aside and renamed: a failed run never leaves half a page. The
+   * temporary is this process's own (O_EXCL | O_NOFOLLOW: a link planted
+   * at its name is never followed), and an OUTPUT that is anything but a
+   * regular file (a link, a FIFO, a device) is refused, not replaced. */
+  struct stat st;
+  if (lstat(output, &st) == 0 && !S_ISREG(st.st_mode)) {
+    fprintf(errf, "fatune report: %s exists and is not a regular file: not replaced\n", output);
+    goto out;
+  }
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", output, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0 || !(f = fdopen(fd, "w"))) {
     fprintf(errf, "fatune report: cannot write %s: %s\n", tmp, strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(tmp);
+    }
     tmp[0] = '\0';
     goto out;
   }
