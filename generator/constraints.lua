@@ -3,6 +3,12 @@
 -- configuration and the target it returns nil when satisfied, else the reason.
 local constraints = {}
 
+-- Every target with mma.sync m16n8k16 (fp16 and bf16), cp.async and
+-- ldmatrix: Ampere and every GPU since. sm_90a is Hopper's, whose
+-- arch-specific target the wgmma families need. The families on mma.sync
+-- compile for each of them (space.lua has each one's shared memory).
+constraints.MMA_SYNC_ARCHS = {"sm_80", "sm_86", "sm_87", "sm_89", "sm_90a", "sm_100", "sm_103", "sm_120"}
+
 -- The block must fit the shared memory one block may opt into;
 -- FAMILY.smem_bytes(c) says how much it asks for.
 function constraints.fits_shared_memory(family)

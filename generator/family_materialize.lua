@@ -6,6 +6,7 @@
 -- shows the fused winner's speedup and peak-memory saving over it, measured.
 -- Its one parameter changes speed, never results.
 
+local constraints = fat.require("constraints")
 local THREADS = 256        -- every kernel of the family runs 256-thread blocks
 local FLOAT_BYTES = 4      -- shared tiles hold fp32
 local TILES_IN_SMEM = 2    -- Q and K (scores), or P and V (P·V)
@@ -18,7 +19,7 @@ local family = {
   -- The three kernels are this name with _scores, _softmax and _pv appended
   -- (tuner/fwd_job.h); tuner/gpu_run.c launches them in sequence.
   entry = "fat_fwd_materialize",
-  archs = {"sm_80", "sm_90a"},
+  archs = constraints.MMA_SYNC_ARCHS,
   head_dims = {64, 96, 128, 192, 256},
   dtypes = {"fp16", "bf16"},
   masks = {"none", "causal"},

@@ -11,6 +11,7 @@
 -- (tuner/tune.c: FAT_SPLITKV_MAX_SEQLEN_Q); the mma80 family competes there
 -- too, so a split wins only where it is faster.
 
+local constraints = fat.require("constraints")
 local mma80 = fat.require("family_mma80")
 
 local family = {
@@ -18,7 +19,7 @@ local family = {
   direction = "fwd",
   template = "fwd_mma80.cu",
   entry = "fat_fwd_mma80",
-  archs = {"sm_80", "sm_90a"},
+  archs = constraints.MMA_SYNC_ARCHS,
   head_dims = mma80.head_dims,
   dtypes = {"fp16", "bf16"},
   masks = {"none", "causal", "local"},

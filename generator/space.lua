@@ -16,10 +16,16 @@ local families = {
   fat.require("family_bwd_wgmma90"),  -- backward, wgmma (sm_90a), dQ by atomics
 }
 
--- Largest dynamic shared memory one block may opt into (bytes): A100 163 KiB,
--- H100 227 KiB. A query's smem_limit > 0 replaces these (the GPU's own figure).
-local SMEM_LIMIT = {sm_80 = 166912, sm_90a = 232448}
-local KNOWN_ARCHS = "sm_80, sm_90a"
+-- Largest dynamic shared memory one block may opt into (bytes), by target:
+-- A100 and Orin 163 KiB; the GeForce and workstation parts (sm_86, sm_89,
+-- sm_120) 99 KiB; H100 and the datacenter Blackwells 227 KiB. A query's
+-- smem_limit > 0 replaces these (the GPU's own figure); these prune when
+-- there is no GPU (--arch).
+local SMEM_LIMIT = {sm_80 = 166912, sm_86 = 101376, sm_87 = 166912, sm_89 = 101376,
+                    sm_90a = 232448, sm_100 = 232448, sm_103 = 232448, sm_120 = 101376}
+-- The targets in order, as --arch and its refusal list them.
+local ARCHS = {"sm_80", "sm_86", "sm_87", "sm_89", "sm_90a", "sm_100", "sm_103", "sm_120"}
+local KNOWN_ARCHS = table.concat(ARCHS, ", ")
 
 local space = {}
 
@@ -110,6 +116,13 @@ end
 
 function space.head_dims(direction)
   return union(of_direction(direction), "head_dims")
+end
+
+-- The targets the space generates for (each with a shared-memory limit).
+function space.archs()
+  local out = {}
+  for i, a in ipairs(ARCHS) do out[i] = a end
+  return out
 end
 
 -- QUERY: {direction, head_dims, dtypes, masks, arch, smem_limit}; empty lists

@@ -245,7 +245,7 @@ typedef struct fat_context_options {
    * answers fat_attention_select for the GPU described here (what would run
    * on an H200?); fat_attention_fwd is refused. */
   const char *gpu_name;       /* as cuDeviceGetName gives it: "NVIDIA H200" */
-  int gpu_cc_major, gpu_cc_minor, gpu_sm_count;
+  int gpu_cc_major, gpu_cc_minor, gpu_sm_count;  /* major 1-99, minor 0-9, SMs >= 1 */
 } fat_context_options;
 
 #define FAT_CONTEXT_OPTIONS_INIT FAT_STRUCT_INIT_(fat_context_options)
@@ -292,7 +292,10 @@ FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *a
  *     another tensor; a tensor spanning more bytes than the address space;
  *     softmax_scale negative or not finite; mask local with a window bound
  *     below -1; softcap negative or not finite; only one of cu_seqlens_q
- *     and cu_seqlens_k set, or either without total_q and total_k >= 1
+ *     and cu_seqlens_k set, or either without total_q and total_k >= 1;
+ *     cu_seqlens_q, cu_seqlens_k or seqused_k not 4-byte aligned, past the
+ *     end of the address space or inside o or lse; a workspace past the end
+ *     of the address space (workspace_bytes = SIZE_MAX)
  *     (a variable-length batch is checked as one sequence of total rows:
  *     its batch strides, 0 say, are not read).
  *   FAT_ERR_UNSUPPORTED: head_dim not a multiple of 8 or above the largest
@@ -315,7 +318,8 @@ FAT_API fat_status fat_verify_cubin(const void *cubin, size_t len, const char *e
                                     size_t errlen);
 
 /* The workspace bytes the variant fat_attention_fwd would launch for ARGS
- * needs (0 for most: only split-KV decoding variants need any). */
+ * needs (0 for most: only split-KV decoding variants need any);
+ * FAT_ERR_INVALID_ARGUMENT when that is more than a size_t holds. */
 FAT_API fat_status fat_attention_fwd_workspace(fat_context *ctx, const fat_attn_args *args,
                                                size_t *bytes);
 
@@ -383,7 +387,8 @@ FAT_API void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *args);
  * accumulator: R = 4 * batch * heads * seqlen_q; bytes = roundup(R, 256) +
  * (deterministic ? 0 : R * T), T the head dim of the template the problem
  * runs on (head_dim itself, or the next template up). A pure function of
- * the shape. */
+ * the shape; FAT_ERR_INVALID_ARGUMENT (never a wrapped size) when the sum is
+ * more than a size_t holds. */
 FAT_API fat_status fat_attention_bwd_workspace(fat_context *ctx, const fat_attn_bwd_args *args,
                                                size_t *bytes);
 
@@ -410,9 +415,10 @@ FAT_API fat_status fat_attention_bwd(fat_context *ctx, const fat_attn_bwd_args *
 /* The variant of the context's most recent successful launch (any thread). */
 FAT_API fat_status fat_context_last_choice(fat_context *ctx, fat_choice *out);
 
-/* Head dims with a template of their own, ascending; fills up to CAP, returns
- * the count. Any other multiple of 8 up to the largest runs on the next one
- * up, the padding handled inside the kernel. */
+/* Head dims with a template of their own, ascending; fills up to CAP and
+ * returns how many it wrote. With OUT NULL or CAP <= 0 it writes nothing and
+ * returns how many there are. Any other multiple of 8 up to the largest runs
+ * on the next one up, the padding handled inside the kernel. */
 FAT_API int fat_supported_head_dims(int *out, int cap);
 
 /* "fwd.mma80...", "user database", ... names for logging. */

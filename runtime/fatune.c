@@ -40,6 +40,9 @@
 #define SEL_BUCKETS 256             /* hash buckets of the selection cache */
 #define DEFAULT_SMEM_LIMIT (48 * 1024) /* more needs the opt-in attribute */
 #define MIN_CC_MAJOR 8              /* the mma80 family needs Ampere or newer */
+#define MAX_CC_MAJOR 99             /* an offline GPU's compute capability: what "sm_XY" can say */
+#define MAX_CC_MINOR 9
+#define INDEX_BYTES 4               /* cu_seqlens_q/k and seqused_k: device int32 */
 #define ALIGN_BYTES 16              /* kernels load and store 16 bytes at a time */
 #define STRIDE_MULTIPLE 8           /* elements of 2 bytes per 16-byte access */
 #define N_TENSORS 5                 /* q, k, v, o, lse */
@@ -248,25 +251,28 @@ static fat_status check_bwd_size(fat_context *c, const fat_attn_bwd_args *a) {
 
 /* ---- supported problems --------------------------------------------------- */
 
+#define MAX_TEMPLATE_DIMS 64  /* more head dims than any space has */
+
 int fat_supported_head_dims(int *out, int cap) {
-  int n = 0;
+  int all[MAX_TEMPLATE_DIMS], n = 0;
   for (int i = 0; i < fat_n_default_variants; i++) {
     if (fat_default_variants[i].direction != FAT_FWD) continue;
     int d = fat_default_variants[i].head_dim, seen = 0;
-    for (int j = 0; j < n && j < cap; j++) seen |= out[j] == d;
-    if (seen) continue;
-    if (n < cap) {
-      /* insertion keeps the list ascending */
-      int j = n;
-      while (j > 0 && out[j - 1] > d) {
-        out[j] = out[j - 1];
-        j--;
-      }
-      out[j] = d;
+    for (int j = 0; j < n; j++) seen |= all[j] == d;
+    if (seen || n == MAX_TEMPLATE_DIMS) continue;
+    /* insertion keeps the list ascending */
+    int j = n++;
+    while (j > 0 && all[j - 1] > d) {
+      all[j] = all[j - 1];
+      j--;
     }
-    n++;
+    all[j] = d;
   }
-  return n < cap ? n : cap;
+  /* Nothing to fill: how many there are, for sizing OUT. */
+  if (!out || cap <= 0) return n;
+  const int k = n < cap ? n : cap;
+  memcpy(out, all, (size_t)k * sizeof *out);
+  return k;
 }
 
 /* The template a problem's head dim runs on in DIRECTION: itself, or the
@@ -390,10 +396,13 @@ fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts) 
   }
 
   if (opts->gpu_name) {
-    if (!opts->gpu_name[0] || opts->gpu_cc_major < 1 || opts->gpu_sm_count < 1) {
+    if (!opts->gpu_name[0] || opts->gpu_cc_major < 1 || opts->gpu_cc_major > MAX_CC_MAJOR ||
+        opts->gpu_cc_minor < 0 || opts->gpu_cc_minor > MAX_CC_MINOR || opts->gpu_sm_count < 1) {
       st = fail(c, FAT_ERR_INVALID_ARGUMENT,
-                "offline GPU '%s' compute capability %d.%d, %d SMs: name, major and SM count needed",
-                opts->gpu_name, opts->gpu_cc_major, opts->gpu_cc_minor, opts->gpu_sm_count);
+                "offline GPU '%s' compute capability %d.%d, %d SMs: give a name, a compute "
+                "capability (major 1 to %d, minor 0 to %d) and an SM count of at least 1",
+                opts->gpu_name, opts->gpu_cc_major, opts->gpu_cc_minor, opts->gpu_sm_count,
+                MAX_CC_MAJOR, MAX_CC_MINOR);
       goto out;
     }
     c->offline = 1;
@@ -506,15 +515,44 @@ void fat_context_close(fat_context *c) {
 
 /* ---- selection ------------------------------------------------------------ */
 
-/* Opens database I read-only; NULL (not an error) when the file is absent. */
+/* 1 when H's main database holds no schema object at all (a file created
+ * and never written, or emptied). */
+static int schema_empty(sqlite3 *h) {
+  sqlite3_stmt *s = NULL;
+  int empty = 0;
+  if (sqlite3_prepare_v2(h, "SELECT count(*) FROM main.sqlite_schema", -1, &s, NULL) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    empty = sqlite3_column_int(s, 0) == 0;
+  sqlite3_finalize(s);
+  return empty;
+}
+
+static int schema_version(sqlite3 *h);
+
+/* Opens database I read-only; NULL (not an error) when there is nothing to
+ * read: no such file; not a regular file (a FIFO would block open() until
+ * a writer came, a device reads as anything); or a file with no schema yet
+ * (zero bytes: a tuner killed between creating the file and committing its
+ * schema), which the next level serves. */
 static sqlite3 *open_ro(fat_context *c, int i) {
   sqlite3 *h = NULL;
-  if (!c->dbs[i][0] || access(c->dbs[i], R_OK)) return NULL;
+  struct stat st;
+  if (!c->dbs[i][0] || stat(c->dbs[i], &st)) return NULL;
+  if (!S_ISREG(st.st_mode)) {
+    logf_(c, "%s: not a regular file: skipped", c->dbs[i]);
+    return NULL;
+  }
+  if (access(c->dbs[i], R_OK)) return NULL;
   if (sqlite3_open_v2(c->dbs[i], &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
     sqlite3_close(h);
     return NULL;
   }
   sqlite3_busy_timeout(h, FAT_DB_BUSY_TIMEOUT_MS);
+  if (schema_version(h) == 0 && schema_empty(h)) {
+    logf_(c, "%s: no fatune schema yet (an empty file): skipped", c->dbs[i]);
+    sqlite3_close(h);
+    return NULL;
+  }
   return h;
 }
 
@@ -1382,12 +1420,16 @@ static fat_status check_strided(fat_context *c, const char *name, const void *pt
       return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_%s %lld: must be a non-negative multiple of %d",
                   name, d[i].name, d[i].stride, STRIDE_MULTIPLE);
   long long n = 0;
+  unsigned long long bytes;
   fat_status st = check_layout(c, name, d, 3, head_dim, &n);
   if (st) return st;
-  if ((unsigned long long)n > UINTPTR_MAX / ELEM_BYTES - (uintptr_t)ptr)
+  /* Bytes, then room above PTR: a bound computed as UINTPTR_MAX / 2 - PTR
+   * wrapped for a pointer in the upper half and passed anything. */
+  if (__builtin_mul_overflow((unsigned long long)n, (unsigned long long)ELEM_BYTES, &bytes) ||
+      bytes > UINTPTR_MAX - (uintptr_t)ptr)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %lld elements run past the end of the "
                 "address space", name, ptr, n);
-  *out = (span){name, ptr, (unsigned long long)n * ELEM_BYTES};
+  *out = (span){name, ptr, bytes};
   return FAT_OK;
 }
 
@@ -1444,11 +1486,36 @@ static fat_status check_tensors(fat_context *c, const fat_attn_args *a, span t[N
   if (!(a->softmax_scale >= 0) || isinf(a->softmax_scale))
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "softmax_scale %g: must be finite and >= 0 (0: default)",
                 (double)a->softmax_scale);
+  /* The variable-length index arrays: device int32, read whole by every
+   * block, beside the outputs it writes. */
+  const struct { const char *name; const int *ptr; unsigned long long n; } index[] = {
+      {"cu_seqlens_q", a->cu_seqlens_q, (unsigned long long)a->batch + 1},
+      {"cu_seqlens_k", a->cu_seqlens_k, (unsigned long long)a->batch + 1},
+      {"seqused_k", a->seqused_k, (unsigned long long)a->batch}};
+  for (size_t i = 0; i < sizeof index / sizeof index[0]; i++) {
+    const uintptr_t at = (uintptr_t)index[i].ptr;
+    const unsigned long long bytes = index[i].n * INDEX_BYTES;
+    if (!at) continue;
+    if (at % INDEX_BYTES)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned (int32 entries)",
+                  index[i].name, (const void *)index[i].ptr, INDEX_BYTES);
+    if (bytes > UINTPTR_MAX - at)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %llu entries run past the end of the "
+                  "address space", index[i].name, (const void *)index[i].ptr, index[i].n);
+    for (int w = 0; w < 2; w++) /* o and lse, which the forward writes */
+      if (overlaps(at, bytes, (uintptr_t)t[w].ptr, t[w].bytes))
+        return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s [%p, +%llu bytes) overlaps %s [%p, +%llu "
+                    "bytes)", index[i].name, (const void *)index[i].ptr, bytes, t[w].name,
+                    t[w].ptr, t[w].bytes);
+  }
   /* The forward's scratch (split variants write their partials there). */
   if (a->workspace && a->workspace_bytes > 0) {
     if ((uintptr_t)a->workspace % ALIGN_BYTES)
       return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p is not %d-byte aligned", a->workspace,
                   ALIGN_BYTES);
+    if (a->workspace_bytes > UINTPTR_MAX - (uintptr_t)a->workspace)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p: its %zu bytes run past the end of "
+                  "the address space", a->workspace, a->workspace_bytes);
     for (int i = 0; i < N_TENSORS; i++)
       if (overlaps((uintptr_t)a->workspace, a->workspace_bytes, (uintptr_t)t[i].ptr, t[i].bytes))
         return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace [%p, +%zu bytes) overlaps %s [%p, "
@@ -1728,6 +1795,12 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
   return finish_launch(c, e, r, ran);
 }
 
+/* The refusal of a shape whose workspace does not fit in a size_t. */
+static fat_status workspace_overflow(fat_context *c, const fat_attn_args *a) {
+  return fail(c, FAT_ERR_INVALID_ARGUMENT, "batch %d x heads %d x seqlen_q %d: the workspace "
+              "would be more bytes than a size_t holds", a->batch, a->heads, a->seqlen_q);
+}
+
 static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a, size_t *bytes) {
   selection sel;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
@@ -1750,6 +1823,7 @@ static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a
                                                       .head_dim = sel.head_dim, .block_n = sel.block_n,
                                                       .bf16 = a->dtype == FAT_ATTN_BF16};
     *bytes = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
+    if (*bytes == SIZE_MAX) st = workspace_overflow(c, a);
   }
   pthread_mutex_unlock(&c->lock);
   return st;
@@ -1761,15 +1835,25 @@ static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-/* Bytes of D and of the dQ accumulator for A's shape (checked positive). */
-static void bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t *delta,
-                                size_t *accum) {
-  size_t rows = (size_t)a->batch * (size_t)a->heads * (size_t)a->seqlen_q;
-  *delta = round_up(rows * sizeof(float), WORKSPACE_ALIGN);
+/* Bytes of D and of the dQ accumulator for A's shape (checked positive).
+ * Returns -1 when they do not fit in a size_t (batch, heads and seqlen_q
+ * near INT_MAX once wrapped to a small number, with FAT_OK). */
+static int bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t *delta,
+                               size_t *accum) {
+  size_t rows, d_bytes, sum;
   /* The accumulator's rows are the template's head dim wide. */
   const int tdim = template_head_dim(FAT_BWD, a->head_dim);
-  *accum = deterministic ? 0 : rows * (size_t)(tdim > 0 ? tdim : a->head_dim) * sizeof(float);
+  const size_t width = (size_t)(tdim > 0 ? tdim : a->head_dim) * sizeof(float);
+  if (__builtin_mul_overflow((size_t)a->batch, (size_t)a->heads, &rows) ||
+      __builtin_mul_overflow(rows, (size_t)a->seqlen_q, &rows) ||
+      __builtin_mul_overflow(rows, sizeof(float), &d_bytes) || d_bytes > SIZE_MAX - WORKSPACE_ALIGN ||
+      (!deterministic && __builtin_mul_overflow(rows, width, accum)))
+    return -1;
+  *delta = round_up(d_bytes, WORKSPACE_ALIGN);
+  if (deterministic) *accum = 0;
+  return __builtin_add_overflow(*delta, *accum, &sum) ? -1 : 0;
 }
+
 
 void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *a) {
   if (!a || a->struct_size != sizeof *a || a->fwd.struct_size != sizeof a->fwd) return;
@@ -1789,10 +1873,10 @@ fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *
   pthread_mutex_lock(&c->lock);
   fat_status st = check_bwd_size(c, a);
   if (!st) st = !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL") : check_problem(c, &a->fwd);
-  if (!st) {
-    bwd_workspace_parts(&a->fwd, a->deterministic, &delta, &accum);
+  if (!st && bwd_workspace_parts(&a->fwd, a->deterministic, &delta, &accum))
+    st = workspace_overflow(c, &a->fwd);
+  else if (!st)
     *bytes = delta + accum;
-  }
   pthread_mutex_unlock(&c->lock);
   return st;
 }
@@ -1828,7 +1912,7 @@ static fat_status check_bwd_args(fat_context *c, const void *args) {
                           f->batch, f->seqlen_k, f->heads_k, f->head_dim, &t[2])))
     return st;
   size_t delta, accum;
-  bwd_workspace_parts(f, a->deterministic, &delta, &accum);
+  if (bwd_workspace_parts(f, a->deterministic, &delta, &accum)) return workspace_overflow(c, f);
   if (!a->workspace)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace is NULL (fat_attention_bwd_workspace: "
                 "%zu bytes)", delta + accum);
@@ -1870,7 +1954,7 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
   memset(&p, 0, sizeof p);
   fwd_params(f, &p.fwd);
   size_t delta, accum;
-  bwd_workspace_parts(f, a->deterministic, &delta, &accum);
+  bwd_workspace_parts(f, a->deterministic, &delta, &accum); /* fits: checked by check_bwd_args */
   p.dout = a->dout;
   p.dq = a->dq;
   p.dk = a->dk;

@@ -60,7 +60,19 @@ expect 2 "fatune: --gpu given twice" --gpu 0 --gpu 1
 expect 2 "fatune: --gpu needs a value" --gpu
 expect 2 "fatune: --jobs: 0 is out of range [1, 256]" --jobs 0
 expect 2 "fatune: --reps: 5 is out of range [20, 10000]" --reps 5
-expect 2 "fatune: --arch: unknown architecture 'sm_75' (sm_80, sm_86, sm_89, sm_90a, ...)" --arch sm_75
+ARCHS="sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100, sm_103, sm_120"
+expect 2 "fatune: --arch: 'sm_75' is not an architecture fatune generates for ($ARCHS)" --arch sm_75
+# ... only what the generator knows: sm_90 passed the old name check, then
+# the generator refused it with exit 1 (and so every GPU of 8.6, 8.9, 10.x).
+expect 2 "fatune: --arch: 'sm_90' is not an architecture fatune generates for ($ARCHS)" --arch sm_90
+expect 2 "fatune: --arch: 'sm_121' is not an architecture fatune generates for ($ARCHS)" --arch sm_121
+for a in sm_86 sm_87 sm_89 sm_100 sm_103 sm_120; do
+  if "$F" --list --head-dim 64 --dtype fp16 --mask none --arch "$a" 2>/dev/null | grep -q '^fwd.mma80.fp16.d64.none.m128n64w4s1 (default)'; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL: --arch $a lists no mma80 default"
+  fi
+done
 expect 2 "fatune: --db: empty path" --db ""
 expect 2 "fatune: --retune given twice" --retune --retune
 expect 2 "fatune: --quiet and --verbose contradict each other" -q -v
@@ -82,6 +94,7 @@ expect 2 "fatune: --mask: 'none' given twice" --mask none,none
 expect 2 "fatune: --mask: empty list" --mask ""
 expect 2 "fatune: --seqlen: more than 16 items" --seqlen 512,1024,2048,4096,8192,16384,1,2,3,4,5,6,7,8,9,10,11
 expect 2 "fatune: --arch: unknown architecture '' (sm_80, sm_86, sm_89, sm_90a, ...)" --arch ""
+expect 2 "fatune: --arch: unknown architecture 'sm_800000000000000' (sm_80, sm_86, sm_89, sm_90a, ...)" --arch sm_800000000000000
 expect 2 "fatune: --db: empty path" --db=
 expect 2 "fatune: --list given twice" --list --list
 expect 2 "fatune: unknown option '-x' (see --help)" -x
@@ -101,6 +114,26 @@ expect 2 "fatune: --db: not a fatune database: $tmp/corrupt.db: file is not a da
   --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db "$tmp/corrupt.db"
 expect 2 "fatune: --db: cannot open database /nonexistent-dir/x.db: unable to open database file (No such file or directory)" \
   --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db /nonexistent-dir/x.db
+# Paths that are no database file: a FIFO (open() would wait for a writer
+# forever), devices (SQLite left a -journal beside /dev/null as root), a
+# folder, and SQLite's in-memory name (every result would be lost).
+mkfifo "$tmp/fifo.db"
+expect 2 "fatune: --db: cannot open database $tmp/fifo.db: not a regular file" \
+  --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db "$tmp/fifo.db"
+for dev in /dev/null /dev/full; do
+  journal_before=$([ -e "$dev-journal" ] && echo yes)
+  expect 2 "fatune: --db: cannot open database $dev: not a regular file" \
+    --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db "$dev"
+  if [ -z "$journal_before" ] && [ -e "$dev-journal" ]; then
+    fail=$((fail + 1)); echo "FAIL: --db $dev left $dev-journal"
+  else
+    pass=$((pass + 1))
+  fi
+done
+expect 2 "fatune: --db: cannot open database $tmp: it is a folder" \
+  --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db "$tmp"
+expect 2 "fatune: --db: cannot open database :memory:: an in-memory database keeps nothing; give a file" \
+  --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db :memory:
 
 # Valid lists are accepted (the list of three head dims reaches --list).
 if [ "$("$F" --list --head-dim 64,128,256 --dtype fp16,bf16 --mask none,causal --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 12 ]; then
@@ -165,6 +198,8 @@ expect 2 "fatune export: --gpu-name: empty name" export --gpu-name ""
 expect 2 "fatune export: --gpu-name given twice" export --gpu-name X --gpu-name Y
 expect 2 "fatune export: -o: empty path" export --gpu-name X -o ""
 expect 2 "fatune export: -o given twice" export --gpu-name X -o "$tmp/x.sql" -o "$tmp/y.sql"
+# A GPU name is one line: a newline would add lines to the export's header.
+expect 2 "fatune export: --gpu-name: byte 2 is 0x0a, a control character" export --gpu-name "$(printf 'A\nB')"
 for f in "$tmp/cache/fatune/fatune.db" "$tmp/a.db" "$tmp/b.db"; do
   if [ -e "$f" ]; then
     fail=$((fail + 1)); echo "FAIL: a refused table command made $f"
@@ -179,6 +214,7 @@ echo keep >"$tmp/victim"
 ln -s "$tmp/victim" "$tmp/link.sql"
 mkfifo "$tmp/fifo.sql"
 mkdir "$tmp/dir.sql"
+"$F" retire-stale --db "$tmp/e.db" 2>/dev/null   # an empty database to export from
 for target in link fifo dir; do
   expect 1 "fatune export: $tmp/$target.sql exists and is not a regular file: not replaced" \
     export --db "$tmp/e.db" --gpu-name X -o "$tmp/$target.sql"
@@ -189,6 +225,96 @@ if [ "$(cat "$tmp/victim")" = keep ] && [ -L "$tmp/link.sql" ] && [ -p "$tmp/fif
 else
   fail=$((fail + 1)); echo "FAIL: a refused export -o changed what was there"
 fi
+
+# One exit-status rule for every subcommand (--help says it): an unusable
+# --db is a usage error (2) for the table commands as for tune, report and
+# explain.
+for args in "merge $tmp/other.db" "export --gpu-name X" "import $tmp/t.sql" retire-stale rehash; do
+  cmd=${args%% *}
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db: not a fatune database: $tmp/corrupt.db: file is not a database" $args --db "$tmp/corrupt.db"
+  # shellcheck disable=SC2086
+  expect 2 "fatune $cmd: --db: cannot open database /dev/null: not a regular file" $args --db /dev/null
+done
+expect 2 "fatune report: --db: not a fatune database: $tmp/corrupt.db: file is not a database" report --db "$tmp/corrupt.db"
+expect 2 "fatune explain: --db: not a fatune database: $tmp/corrupt.db: file is not a database" explain --seqlen 512 --head-dim 64 --db "$tmp/corrupt.db"
+for sub in "" explain report export import merge retire-stale rehash; do
+  # shellcheck disable=SC2086
+  if "$F" $sub --help | grep -qx "nothing checked or timed); 130 interrupted (^C: what was done is kept)."; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL: fatune $sub --help does not state the exit statuses"
+  fi
+done
+# Commands that only read open the database read-only: export of a name
+# that is no database creates none (it once made typo.db), and neither
+# --list nor explain makes the cache folder of a default database.
+expect 2 "fatune export: --db: no database at $tmp/typo.db (No such file or directory)" \
+  export --db "$tmp/typo.db" --gpu-name X
+expect 2 "fatune report: --db: no database at $tmp/typo.db" report --db "$tmp/typo.db"
+if [ -e "$tmp/typo.db" ]; then fail=$((fail + 1)); echo "FAIL: export or report made typo.db"; else pass=$((pass + 1)); fi
+: >"$tmp/zero.db"
+expect 2 "fatune export: --db: not a fatune database: $tmp/zero.db: an empty file (no fatune schema yet)" \
+  export --db "$tmp/zero.db" --gpu-name X
+if [ ! -s "$tmp/zero.db" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: export wrote into zero.db"; fi
+XDG_CACHE_HOME="$tmp/cache2" FATUNE_DB= "$F" --list --head-dim 64 --arch sm_80 >/dev/null 2>&1
+XDG_CACHE_HOME="$tmp/cache2" FATUNE_DB= "$F" explain --seqlen 512 --head-dim 64 >/dev/null 2>&1
+XDG_CACHE_HOME="$tmp/cache2" FATUNE_DB= "$F" export --gpu-name X >/dev/null 2>&1
+if [ -e "$tmp/cache2" ]; then fail=$((fail + 1)); echo "FAIL: --list, explain or export made $tmp/cache2"; else pass=$((pass + 1)); fi
+# Output that cannot be written is a failure, named (once exit 0).
+if [ -w /dev/full ]; then
+  for args in "--list --head-dim 64 --arch sm_80" --help --version "explain --seqlen 512 --head-dim 64" "import --help"; do
+    # shellcheck disable=SC2086
+    msg=$("$F" $args 2>&1 >/dev/full | grep -v '^fatune: [0-9]* variants'); rc=$?
+    # shellcheck disable=SC2086
+    "$F" $args >/dev/full 2>/dev/null; rc=$?
+    who="fatune"; case "$args" in explain*) who="fatune explain";; esac
+    if [ "$rc" -eq 1 ] && [ "$msg" = "$who: cannot write the output: No space left on device" ]; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1)); printf 'FAIL: fatune %s >/dev/full: %d "%s"\n' "$args" "$rc" "$msg"
+    fi
+  done
+fi
+# Numbers are the whole string: leading white space is no more a number
+# than trailing.
+expect 2 "fatune: --gpu: ' 1' is not a number" --gpu " 1"
+expect 2 "fatune: --gpu: '1 ' is not a number" --gpu "1 "
+
+# import reads a table from standard input ('-') and from a pipe, and
+# refuses a folder by name (it once read one after a malloc of 2^63 bytes).
+# A scratch database left by an import that was killed (its pid gone) is
+# swept by the next one; a live process's is left alone.
+SHIPPED="$(dirname "$0")/../db/tables/nvidia-h200.sql"
+mkdir -p "$tmp/scratch"
+sh -c 'exit 0' & dead=$!; wait "$dead"
+: >"$tmp/scratch/fatune-import-$dead-AbC123"; : >"$tmp/scratch/fatune-import-$dead-AbC123-wal"
+: >"$tmp/scratch/fatune-import-$$-XyZ789"
+# What importing the file by its name reports, rows and builds: standard
+# input and a pipe must report the same.
+counts=$("$F" import --db "$tmp/byname.db" "$SHIPPED" 2>&1 | sed -n 's/^fatune import: .*: \([0-9]* new rows into\) .* (\(.*\))$/\1|\2/p')
+rows_in=${counts%%|*} builds=${counts#*|}
+msg=$(TMPDIR="$tmp/scratch" "$F" import --db "$tmp/stdin.db" - <"$SHIPPED" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ -n "$counts" ] && [ "$msg" = "fatune import: (stdin): $rows_in $tmp/stdin.db ($builds)" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); printf 'FAIL: import - <table: %d "%s"\n' "$rc" "$msg"
+fi
+if [ "$(ls "$tmp/scratch")" = "fatune-import-$$-XyZ789" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: scratch folder after an import: $(ls "$tmp/scratch" | tr '\n' ' ')"
+fi
+msg=$(cat "$SHIPPED" | "$F" import --db "$tmp/pipe.db" /dev/stdin 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ -n "$counts" ] && [ "$msg" = "fatune import: /dev/stdin: $rows_in $tmp/pipe.db ($builds)" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); printf 'FAIL: import /dev/stdin from a pipe: %d "%s"\n' "$rc" "$msg"
+fi
+expect 1 "fatune import: cannot read $tmp/scratch: it is a folder" import --db "$tmp/dir.db" "$tmp/scratch"
+expect 1 "fatune merge: $tmp/scratch: not a regular file" merge --db "$tmp/dir.db" "$tmp/scratch"
+printf -- '-- fatune tables 1\nINSERT\000 INTO gpus;\n-- end of fatune tables\n' >"$tmp/nul.sql"
+expect 1 "fatune import: $tmp/nul.sql:2: a NUL byte: not a table file" import --db "$tmp/dir.db" "$tmp/nul.sql"
 
 # --direction: fwd (the default), bwd, or both; refusals name the value.
 expect 2 "fatune: --direction: unknown direction 'sideways' (fwd, bwd)" --direction sideways

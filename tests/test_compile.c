@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "build_key.h"
+#include <sys/stat.h>
+#include <unistd.h>
 #include "compile.h"
+#include "cuda_api.h"
+#include "elf_check.h"
 #include "nvrtc_api.h"
 #include "ptxas_log.h"
 #include "check.h"
@@ -195,8 +199,8 @@ typedef struct progress_log {
   int mismatched;             /* V and B did not point at the same index */
 } progress_log;
 
-static void on_progress(void *user, size_t done, size_t total, const fat_variant *v,
-                        const fat_build *b) {
+static int on_progress(void *user, size_t done, size_t total, const fat_variant *v,
+                       const fat_build *b) {
   progress_log *p = user;
   size_t i = (size_t)(v - p->variants);
   if (b != &p->builds[i]) p->mismatched = 1;
@@ -206,6 +210,7 @@ static void on_progress(void *user, size_t done, size_t total, const fat_variant
   }
   p->total = total;
   p->calls++;
+  return 0;
 }
 
 static void make_variants(fat_variant *v, char sources[N_POOL][256], char names[N_POOL][32]) {
@@ -313,6 +318,114 @@ static void test_missing_nvrtc_message(void) {
   CHECK(len >= strlen(hint) && strcmp(err + len - strlen(hint), hint) == 0);
 }
 
+/* A library file shorter than its program headers say raised SIGBUS
+ * inside dlopen: a truncated copy of NVRTC is refused before any dlopen,
+ * by path and by name through LD_LIBRARY_PATH, and loading goes on to the
+ * next candidate; a FIFO does not block; the real library passes. */
+static void test_truncated_library(const fat_nvrtc *nv) {
+  char dir[] = "/tmp/fatune-elf-XXXXXX", cut[256], fifo[256], why[512], err[4096];
+  REQUIRE_EXIT(mkdtemp(dir));
+  snprintf(cut, sizeof cut, "%s/libcut.so.1", dir);
+  snprintf(fifo, sizeof fifo, "%s/libfifo.so.1", dir);
+  FILE *in = fopen(nv->path[0] == '/' ? nv->path : "/usr/local/cuda/lib64/libnvrtc.so.13", "rb");
+  if (!in) in = fopen("/usr/local/cuda/lib64/libnvrtc.so", "rb");
+  REQUIRE_EXIT(in);
+  FILE *out = fopen(cut, "wb");
+  REQUIRE_EXIT(out);
+  static char chunk[1 << 16];
+  size_t total = 0, k;
+  const size_t keep = 4 << 20; /* 4 MiB of a library of about 100 */
+  while (total < keep && (k = fread(chunk, 1, sizeof chunk, in)) > 0) total += fwrite(chunk, 1, k, out);
+  fclose(in);
+  fclose(out);
+  CHECK_INT(fat_library_check(cut, why, sizeof why), -1);
+  CHECK_WHY(strstr(why, ": truncated: segment ") && strstr(why, ", the file has 4194304"), "%s", why);
+  CHECK_WHY(!strncmp(why, cut, strlen(cut)), "%s", why);
+  /* By name, where dlopen would find it. */
+  char *old = getenv("LD_LIBRARY_PATH") ? strdup(getenv("LD_LIBRARY_PATH")) : NULL;
+  setenv("LD_LIBRARY_PATH", dir, 1);
+  CHECK_INT(fat_library_check("libcut.so.1", why, sizeof why), -1);
+  CHECK_WHY(!strncmp(why, cut, strlen(cut)), "%s", why);
+  if (old) setenv("LD_LIBRARY_PATH", old, 1);
+  else unsetenv("LD_LIBRARY_PATH");
+  free(old);
+  REQUIRE_EXIT(mkfifo(fifo, 0600) == 0);
+  CHECK_INT(fat_library_check(fifo, why, sizeof why), -1);
+  char want[512];
+  snprintf(want, sizeof want, "%s: not a regular file", fifo);
+  CHECK_STR(why, want);
+  CHECK_INT(fat_library_check(nv->path, why, sizeof why), 0);
+  CHECK_INT(fat_library_check("libnvrtc-not-installed.so.9", why, sizeof why), 0);
+  /* Through the loader: refused, and the next candidate serves. */
+  const char *const list[] = {cut, nv->path};
+  fat_nvrtc t;
+  CHECK_INT(fat_nvrtc_open(list, 2, &t, err, sizeof err), 0);
+  CHECK_STR(t.path, nv->path);
+  CHECK_INT(fat_nvrtc_open(list, 1, &t, err, sizeof err), -1);
+  snprintf(want, sizeof want, "NVRTC could not be loaded; tried:\n  %s: truncated: segment ", cut);
+  CHECK_WHY(!strncmp(err, want, strlen(want)), "%s", err);
+  /* The driver, the same way. */
+  fat_cuda cu;
+  setenv("FATUNE_LIBCUDA", cut, 1);
+  CHECK_INT(fat_cuda_load(&cu, err, sizeof err), -1);
+  snprintf(want, sizeof want, "no CUDA driver: could not load %s (%s: truncated: segment ", cut, cut);
+  CHECK_WHY(!strncmp(err, want, strlen(want)), "%s", err);
+  unsetenv("FATUNE_LIBCUDA");
+  unlink(cut);
+  unlink(fifo);
+  rmdir(dir);
+}
+
+/* Sources that would make NVRTC read a file (it reads any path: a
+ * template's '#include "/etc/passwd"' once put the file into the build
+ * log), each in a spelling the preprocessor accepts, are refused with
+ * their line; what only looks like one is not. */
+static void test_source_file_reads(void) {
+  static const struct { const char *src, *why; } cases[] = {
+      {"#include \"/etc/passwd\"\n", "line 1: directive #include"},
+      {"int a;\n  #  include <x>\n", "line 2: directive #include"},
+      {"int a;\n%:include \"x\"\n", "line 2: directive #include"},
+      {"#/* a\ncomment */include \"x\"\n", "line 1: directive #include"},
+      {"/* a\n comment */ #include \"x\"\n", "line 1: directive #include"},
+      {"int a;\n#inc\\\nlude \"x\"\n", "line 2: directive #include"},
+      {"#include_next <x>\n", "line 1: directive #include_next"},
+      {"#import \"x\"\n", "line 1: directive #import"},
+      {"#embed \"x\"\n", "line 1: directive #embed"},
+      {"#frobnicate\n", "line 1: directive #frobnicate"},
+      {"#define X 1\n#if __has_include(\"/etc/passwd\")\n#endif\n", "line 2: __has_include probes for a file"},
+      /* a string the scanner cannot tell from a comment start: refused, not missed */
+      {"const char *s = \"/*\";\n#include \"x\"\n// */\n", "line 2: directive #include"},
+      {"int a; ?\?=include \"x\"\n", "line 1: a trigraph makes its lines ambiguous"},
+      {"int a;\r\n#include \"x\"\n", "line 1: a carriage return makes its lines ambiguous"},
+      {"int a; \\ \n#include \"x\"\n", "line 1: a backslash and spaces before the newline make its lines ambiguous"},
+  };
+  char why[256];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fat_source_file_reads(cases[i].src, why, sizeof why);
+    CHECK_WHY(!strcmp(why, cases[i].why), "source %zu: \"%s\", want \"%s\"", i, why, cases[i].why);
+  }
+  static const char *const fine[] = {
+      "// #include \"x\" in a comment of its own line is still checked, so: none here\n"
+      "#define INC \"include\"\n#pragma unroll\n#if 1\n#elif 0\n#else\n#endif\n#\n"
+      "#error \"include fat_abi.h first\"\nint include = 1;\n/* includes */\n",
+  };
+  for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+    fat_source_file_reads(fine[i], why, sizeof why);
+    CHECK_WHY(!why[0], "a source without a file read refused: %s", why);
+  }
+  /* Through fat_compile_one: an answer (a failed build that says why), and
+   * the file never read. */
+  fat_build b;
+  char err[4096];
+  CHECK_INT(fat_compile_one("inc.cu", "#include \"/etc/hostname\"\n__global__ void k() {}\n",
+                            "sm_80", &b, err, sizeof err), 0);
+  CHECK_INT(b.ok, 0);
+  CHECK_STR(b.log, "fatune: line 1: directive #include: a generated source is self-contained "
+                   "(the generator inlines templates/ includes); not compiled");
+  CHECK_INT(strlen(b.key), 64);
+  fat_build_free(&b);
+}
+
 int main(void) {
   char err[4096];
   const fat_nvrtc *nv = fat_nvrtc_get(err, sizeof err);
@@ -328,6 +441,8 @@ int main(void) {
   }
   printf("NVRTC %d.%d from %s\n", nv->major, nv->minor, nv->path);
   CHECK(nv->major >= 12);
+  test_source_file_reads();
+  test_truncated_library(nv);
   test_compile_real(nv);
   test_key_sensitivity();
   test_compile_all();

@@ -8,16 +8,17 @@
 # holder once made a tuner fail (CI, under the sanitizers): a database
 # still in rollback mode while another connection holds the write lock,
 # where SQLite fails the switch to WAL at once instead of calling the busy
-# handler; the tuner must wait for the lock there too. $1 is the fatune
-# binary.
+# handler; the tuner must wait for the lock there too. And a merge into a
+# target locked past the busy timeout says so, naming the target. $1 is
+# the fatune binary.
 set -u
 F=$1
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-exec python3 - "$F" "$tmp" <<'PY'
+exec python3 - "$F" "$tmp" "$(dirname "$0")/../db/tables/nvidia-h200.sql" <<'PY'
 import os, sqlite3, subprocess, sys, time
-F, tmp = sys.argv[1], sys.argv[2]
+F, tmp, table = sys.argv[1], sys.argv[2], sys.argv[3]
 LOCK_HOLD_S = 3.0    # well under the tuner's 10 s busy timeout (db.h)
 LOCK_AFTER_S = 1.0   # take the lock once both tuners are compiling
 db = os.path.join(tmp, "shared.db")
@@ -88,5 +89,29 @@ if mode != "wal":
     fail("journal mode after the tuner: %s, want wal" % mode)
 print("a tuner on a rollback-mode database with the write lock held %.1f s: status %d, journal %s" %
       (LOCK_HOLD_S, p.returncode, mode))
+
+# A merge into a target whose write lock another process holds past the
+# busy timeout: the message names the target and why (it once named the
+# source), exit 1, and the target is left as it was.
+src = os.path.join(tmp, "src.db")
+target = os.path.join(tmp, "target.db")
+r = subprocess.run([F, "import", "--db", src, table], capture_output=True, text=True, env=env)
+if r.returncode != 0:
+    fail("could not make a source to merge: %s" % r.stderr)
+subprocess.run([F, "retire-stale", "--db", target], capture_output=True, env=env)
+holder = sqlite3.connect(target, timeout=30, isolation_level=None)
+holder.execute("BEGIN IMMEDIATE")
+r = subprocess.run([F, "merge", "--db", target, src], capture_output=True, text=True, env=env,
+                   timeout=120)
+holder.execute("ROLLBACK")
+rows = holder.execute("SELECT count(*) FROM variants").fetchone()[0]
+holder.close()
+want = ("fatune merge: %s: cannot merge into %s: database is locked (another process held its "
+        "write lock past the busy timeout)" % (src, target))
+if r.returncode != 1 or r.stderr.strip() != want or rows:
+    fail("merge into a locked target: status %d, %r, %d rows; want 1, %r, 0 rows" %
+         (r.returncode, r.stderr.strip(), rows, want))
+else:
+    print("merge into a locked target: refused naming it")
 sys.exit(1 if fails else 0)
 PY

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "compile.h"
 #include "gen.h"
 #include "sha256.h"
 #include "check.h"
@@ -494,7 +495,26 @@ static void test_query_errors(fat_gen *g) {
   q.n_head_dims = 0;
   q.arch = "sm_75";
   CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == -1, "accepted sm_75");
-  CHECK_STR(err, "unknown arch 'sm_75' (known: sm_80, sm_90a)");
+  CHECK_STR(err, "unknown arch 'sm_75' (known: sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100, sm_103, "
+                 "sm_120)");
+  /* The targets the space knows, as --arch checks them; and each of them
+   * generates (the GeForce parts' 99 KiB prune more than sm_80's 163). */
+  char archs[16][16];
+  const int n_archs = fat_gen_archs(g, archs, 16, err, sizeof err);
+  CHECK_INT(n_archs, 8);
+  CHECK(n_archs == 8 && !strcmp(archs[0], "sm_80") && !strcmp(archs[1], "sm_86") &&
+        !strcmp(archs[2], "sm_87") && !strcmp(archs[3], "sm_89") && !strcmp(archs[4], "sm_90a") &&
+        !strcmp(archs[5], "sm_100") && !strcmp(archs[6], "sm_103") && !strcmp(archs[7], "sm_120"));
+  size_t n_by_arch[8] = {0};
+  for (int a = 0; a < n_archs && a < 8; a++) {
+    fat_gen_query qa = {.direction = FAT_FWD, .arch = archs[a]};
+    CHECK_WHY(fat_gen_variants(g, &qa, &v, &n_by_arch[a], NULL, NULL, err, sizeof err) == 0,
+              "%s: %s", archs[a], err);
+    for (size_t i = 0; i < n_by_arch[a]; i++) fat_variant_free(&v[i]);
+    free(v);
+  }
+  CHECK(n_by_arch[1] < n_by_arch[0] && n_by_arch[1] == n_by_arch[3] && n_by_arch[1] == n_by_arch[7]);
+  CHECK(n_by_arch[2] == n_by_arch[0]);
   q.arch = "sm_80";
   q.direction = FAT_BWD;
   q.n_head_dims = 1;
@@ -681,6 +701,28 @@ out:
   remove_dir(dir);
 }
 
+/* No generated source reads a file (compile.c refuses to hand one that
+ * would to NVRTC): the generator inlines every template include. */
+static void test_sources_self_contained(fat_gen *g) {
+  static const char *const archs[] = {"sm_80", "sm_90a"};
+  char err[ERR_LEN], why[256];
+  for (int a = 0; a < 2; a++)
+    for (int d = 0; d < 2; d++) {
+      fat_gen_query q = {.direction = d ? FAT_BWD : FAT_FWD, .arch = archs[a]};
+      fat_variant *v = NULL;
+      size_t n = 0, refused = 0;
+      CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0, "%s", err);
+      for (size_t i = 0; i < n; i++) {
+        fat_source_file_reads(v[i].source, why, sizeof why);
+        if (why[0] && !refused++) fprintf(stderr, "%s: %s\n", v[i].name, why);
+        fat_variant_free(&v[i]);
+      }
+      free(v);
+      CHECK_WHY(n > 0 && refused == 0, "%s %s: %zu of %zu sources refused", archs[a],
+                d ? "bwd" : "fwd", refused, n);
+    }
+}
+
 int main(void) {
   char err[ERR_LEN];
   fat_gen *g = fat_gen_open(NULL, err, sizeof err);
@@ -688,6 +730,7 @@ int main(void) {
     fprintf(stderr, "fat_gen_open(embedded): %s\n", err);
     return 1;
   }
+  test_sources_self_contained(g);
   /* per head dim 32..256; see family_mma80.lua's constraints */
   const int want_sm80[N_HEAD_DIMS] = {33, 33, 31, 31, 18, 16};
   const int want_sm90a[N_HEAD_DIMS] = {33, 33, 31, 31, 21, 19};

@@ -208,7 +208,7 @@ static void test_report_of_fixture(void) {
   CHECK_STR(r.out, want);
   CHECK_STR(r.err, "");
   run_free(&r);
-  snprintf(tmp, sizeof tmp, "%s.tmp", html_path);
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", html_path, (long)getpid());
   CHECK(access(tmp, F_OK) != 0);
   REQUIRE((html = check_read_file(html_path)) != NULL);
   const char *keep = getenv("FATUNE_KEEP_REPORT");
@@ -392,10 +392,38 @@ static void test_refusals(void) {
   char *argv[] = {"report", "--db", db_path, "--output", bad_out};
   run_result r = run_report(5, argv);
   CHECK_INT(r.status, 1);
-  snprintf(want, sizeof want, "fatune report: cannot write %s.tmp: No such file or directory\n",
-           bad_out);
+  snprintf(want, sizeof want, "fatune report: cannot write %s.%ld.tmp: No such file or directory\n",
+           bad_out, (long)getpid());
   CHECK_STR(r.err, want);
   run_free(&r);
+  /* A link at -o, or where the temporary once was (X.tmp), is never
+   * followed: the file it points to keeps what it had (issue 21). */
+  char victim[300], link_out[300], planted[320];
+  snprintf(victim, sizeof victim, "%s/victim", tmpdir);
+  snprintf(link_out, sizeof link_out, "%s/link.html", tmpdir);
+  FILE *vf = fopen(victim, "w");
+  REQUIRE(vf != NULL);
+  fputs("keep", vf);
+  fclose(vf);
+  REQUIRE(symlink(victim, link_out) == 0);
+  char *to_link[] = {"report", "--db", db_path, "-o", link_out};
+  r = run_report(5, to_link);
+  CHECK_INT(r.status, 1);
+  snprintf(want, sizeof want, "fatune report: %s exists and is not a regular file: not replaced\n",
+           link_out);
+  CHECK_STR(r.err, want);
+  run_free(&r);
+  char plain_out[300];
+  snprintf(plain_out, sizeof plain_out, "%s/plain.html", tmpdir);
+  snprintf(planted, sizeof planted, "%s.tmp", plain_out);
+  REQUIRE(symlink(victim, planted) == 0);
+  char *to_plain[] = {"report", "--db", db_path, "-o", plain_out};
+  r = run_report(5, to_plain);
+  CHECK_INT(r.status, 0); /* the page was written: through its own temporary */
+  run_free(&r);
+  char *kept = check_read_file(victim);
+  CHECK(kept && !strcmp(kept, "keep"));
+  free(kept);
   char *help[] = {"report", "--help"};
   r = run_report(2, help);
   CHECK_INT(r.status, 0);

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include "fatune.h"
+#include "fwd_launch.h"
 #include "check.h"
 
 static int n_bad;
@@ -161,6 +163,82 @@ static void check_struct_sizes(const fat_context_options *opts) {
                                                "FAT_CONTEXT_OPTIONS_INIT"));
   fat_context_close(c);
   n_bad++;
+}
+
+/* Bounds at the edges of the types: a pointer in the upper half of the
+ * address space (a bound once computed as UINTPTR_MAX / 2 - ptr wrapped
+ * and passed it), a workspace of SIZE_MAX bytes, index arrays that are not
+ * int32-aligned or lie in an output, workspace sizes past size_t (once
+ * wrapped to a small number with FAT_OK), the head-dim query without a
+ * buffer, and an offline GPU of no real compute capability. */
+static void edges(void) {
+  fat_attn_args a = good();
+  a.q = (const void *)(uintptr_t)0xfffffffffffff000ull;
+  CHECK_BAD(&a, "q 0xfffffffffffff000: its 32768 elements run past the end of the address space");
+  a = good(), a.lse = (float *)(uintptr_t)0xfffffffffffffc00ull; /* 1 KiB below the top, 2 KiB of rows */
+  CHECK_BAD(&a, "lse 0xfffffffffffffc00: its batch x heads x seqlen_q floats run past the end of "
+                "the address space");
+  a = good(), a.workspace = (void *)WS_AT, a.workspace_bytes = SIZE_MAX;
+  CHECK_BAD(&a, "workspace 0xa000000: its 18446744073709551615 bytes run past the end of the "
+                "address space");
+  /* Variable-length index arrays: int32, beside the outputs. */
+  a = good(), a.cu_seqlens_q = (const int *)CU_Q_AT, a.cu_seqlens_k = (const int *)CU_K_AT;
+  a.total_q = 100, a.total_k = 200;
+  CHECK_OK(&a);
+  a.cu_seqlens_q = (const int *)(CU_Q_AT + 2);
+  CHECK_BAD(&a, "cu_seqlens_q 0xb000002 is not 4-byte aligned (int32 entries)");
+  a.cu_seqlens_q = (const int *)CU_Q_AT, a.cu_seqlens_k = (const int *)(CU_K_AT + 1);
+  CHECK_BAD(&a, "cu_seqlens_k 0xb001001 is not 4-byte aligned (int32 entries)");
+  a.cu_seqlens_k = (const int *)CU_K_AT, a.seqused_k = (const int *)(CU_K_AT + 0x102);
+  CHECK_BAD(&a, "seqused_k 0xb001102 is not 4-byte aligned (int32 entries)");
+  a.seqused_k = (const int *)(uintptr_t)0xfffffffffffffffcull;
+  CHECK_BAD(&a, "seqused_k 0xfffffffffffffffc: its 2 entries run past the end of the address "
+                "space");
+  a.seqused_k = (const int *)(O_AT + 64);
+  CHECK_BAD(&a, "seqused_k [0x4000040, +8 bytes) overlaps o [0x4000000, +51200 bytes)");
+  a.seqused_k = NULL, a.cu_seqlens_q = (const int *)LSE_AT;
+  CHECK_BAD(&a, "cu_seqlens_q [0x5000000, +12 bytes) overlaps lse [0x5000000, +1600 bytes)");
+  /* Workspace sizes that do not fit in a size_t are refused, not wrapped. */
+  fat_attn_bwd_args b = good_bwd();
+  b.fwd.batch = b.fwd.heads = b.fwd.heads_k = b.fwd.seqlen_q = b.fwd.seqlen_k = INT_MAX;
+  size_t bytes = 1;
+  n_bad++;
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &bytes), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(ctx), "batch 2147483647 x heads 2147483647 x seqlen_q 2147483647: "
+            "the workspace would be more bytes than a size_t holds");
+  CHECK_INT((long long)bytes, 1);
+  b.deterministic = 1;
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &bytes), FAT_ERR_INVALID_ARGUMENT);
+  b.fwd.batch = b.fwd.heads = b.fwd.heads_k = 1, b.fwd.seqlen_q = INT_MAX;
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &bytes), FAT_OK); /* 8 GiB of D: fits */
+  CHECK_INT((long long)bytes, ((long long)INT_MAX * 4 + 255) / 256 * 256);
+  const fat_fwd_geometry split = {.block_m = 64, .threads = 128, .splits = 4, .head_dim = 128};
+  CHECK(fat_fwd_workspace_bytes(&split, INT_MAX, INT_MAX, INT_MAX) == SIZE_MAX);
+  CHECK_INT((long long)fat_fwd_workspace_bytes(&split, 2, 4, 64), 4 * 2 * 4 * 64 * (128 + 1) * 4);
+  /* The head dims with a template: no buffer asks how many. */
+  int dims[8] = {0};
+  CHECK_INT(fat_supported_head_dims(NULL, 5), 6);
+  CHECK_INT(fat_supported_head_dims(NULL, 0), 6);
+  CHECK_INT(fat_supported_head_dims(dims, -3), 6);
+  CHECK_INT(dims[0], 0);
+  CHECK_INT(fat_supported_head_dims(dims, 3), 3);
+  CHECK(dims[0] == 32 && dims[1] == 64 && dims[2] == 96 && dims[3] == 0);
+  /* An offline GPU needs a compute capability that exists. */
+  const int ccs[][2] = {{9, -5}, {9, 10}, {0, 0}, {100, 0}};
+  for (size_t i = 0; i < sizeof ccs / sizeof ccs[0]; i++) {
+    fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
+    fat_context *c = NULL;
+    char want[256];
+    o.user_db = "", o.gpu_name = "GPU", o.gpu_cc_major = ccs[i][0], o.gpu_cc_minor = ccs[i][1];
+    o.gpu_sm_count = 132;
+    n_bad++;
+    CHECK_INT(fat_context_open(&c, &o), FAT_ERR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "offline GPU 'GPU' compute capability %d.%d, 132 SMs: give a name, "
+             "a compute capability (major 1 to 99, minor 0 to 9) and an SM count of at least 1",
+             ccs[i][0], ccs[i][1]);
+    CHECK_STR(fat_context_error(c), want);
+    fat_context_close(c);
+  }
 }
 
 int main(void) {
@@ -423,6 +501,7 @@ int main(void) {
   CHECK_WHY(st == FAT_ERR_INVALID_ARGUMENT && !strcmp(fat_context_error(ctx), offline),
             "fat_attention_fwd gave %d \"%s\",\n  want %d \"%s\"", (int)st, fat_context_error(ctx),
             (int)FAT_ERR_INVALID_ARGUMENT, offline);
+  edges();
   fat_context_close(ctx);
   printf("%d bad inputs refused with their messages\n", n_bad);
   return check_summary("test_runtime_args");

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "db.h"
 #include "fatune.h"
 #include "fat_abi.h"
@@ -161,6 +162,47 @@ static fat_context *offline(const char *user, const char *const *tables, int n, 
   if (st) fprintf(stderr, "open: %s\n", fat_context_error(c));
   REQUIRE_EXIT(st == FAT_OK);
   return c;
+}
+
+/* Paths that hold no database to read: a FIFO (open() would wait for a
+ * writer forever; the alarm fails the test instead of hanging it), a
+ * device, a folder, and a zero-byte user database (a tuner killed between
+ * creating the file and committing its schema). Each is passed over like
+ * a missing file: the next level serves. */
+static void paths_without_a_database(const char *dir, const char *tables) {
+  char fifo[256], empty[256];
+  snprintf(fifo, sizeof fifo, "%s/fifo.db", dir);
+  snprintf(empty, sizeof empty, "%s/empty.db", dir);
+  REQUIRE_EXIT(mkfifo(fifo, 0600) == 0);
+  FILE *f = fopen(empty, "wb");
+  REQUIRE_EXIT(f);
+  fclose(f);
+  const fat_attn_args a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 2048);
+  const char *const user_dbs[] = {fifo, "/dev/null", dir, empty};
+  alarm(60);
+  for (size_t i = 0; i < sizeof user_dbs / sizeof user_dbs[0]; i++) {
+    const char *const with_tables[] = {tables};
+    fat_context *c = offline(user_dbs[i], with_tables, 1, H200_SMS, 0);
+    fat_choice ch = FAT_CHOICE_INIT;
+    CHECK_WHY(fat_attention_select(c, &a, &ch) == FAT_OK, "user db %s: %s", user_dbs[i],
+              fat_context_error(c));
+    CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.t2048");
+    CHECK_INT(ch.origin, FAT_ORIGIN_TABLES);
+    fat_context_close(c);
+    /* ... and as a table: the built-in default. */
+    const char *const as_table[] = {user_dbs[i]};
+    c = offline("", as_table, 1, H200_SMS, 0);
+    CHECK_WHY(fat_attention_select(c, &a, &ch) == FAT_OK, "table %s: %s", user_dbs[i],
+              fat_context_error(c));
+    CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+    fat_context_close(c);
+  }
+  alarm(0);
+  /* The empty file is still empty: nothing was written to it. */
+  struct stat st;
+  CHECK(stat(empty, &st) == 0 && st.st_size == 0);
+  unlink(fifo);
+  unlink(empty);
 }
 
 int main(void) {
@@ -641,6 +683,8 @@ int main(void) {
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_STR(ch.variant, "fwd.dense.s1024");
   fat_context_close(c);
+
+  paths_without_a_database(dir, tables);
 
   /* One message per code. */
   CHECK_STR(fat_strerror(FAT_OK), "success");

@@ -88,6 +88,17 @@ expect 1 "$LOOP"
 space "local s = string.rep('a', 100000) s:find('.-.-.-.-b')"
 FATUNE_GEN_TIMEOUT_S=2 expect 1 "fatune: generator: a generator script ran for more than 2 s inside a library function (string.find, string.rep, ... on huge input); stopped"
 
+# Finalizers run with hooks off -- in a collection, or in lua_close where
+# no watchdog ran, which once hung fatune forever: setmetatable refuses a
+# metatable with __gc, however it was built.
+GC="$P bad argument #2 to 'setmetatable' (finalizers (__gc) are not available to generator scripts)"
+space "setmetatable({}, {__gc = function() while true do end end})"
+FATUNE_GEN_TIMEOUT_S=5 expect 1 "$GC"
+space "local mt = {} mt.__gc = function() while true do end end setmetatable({}, mt)"
+FATUNE_GEN_TIMEOUT_S=5 expect 1 "$GC"
+space "local s = setmetatable({}, {__index = function() return 1 end}) assert(s.x == 1) error('metatables still work')"
+expect 1 "$P metatables still work"
+
 # Huge output: a source past the cap, too many variants, a huge template file.
 valid_space() {  # a space whose generate returns VARIANTS (Lua expression)
   space "return {head_dims = function() return {64} end, generate = function()
@@ -114,11 +125,44 @@ else
   fail=$((fail + 1)); printf 'FAIL: the small valid space: status %d, output "%s"\n' "$rc" "$out"
 fi
 
-# Folders that are not template folders.
-expect 2 "fatune: --templates: '$tmp/none' is not a folder" --templates "$tmp/none"
-expect 2 "fatune: --templates: '' is not a folder" --templates ""
+# The head dims --head-dim accepts are the --templates folder's space's,
+# however the flag is spelled (--templates=DIR once skipped the folder
+# check and was checked against the built-in space).
+expect 2 "fatune: --head-dim: '128' is not a head dim fatune can tune (64)" --head-dim 128
+msg=$("$F" --templates="$D" --list --head-dim 128 2>&1 >/dev/null); rc=$?
+if [ "$rc" -eq 2 ] && [ "$msg" = "fatune: --head-dim: '128' is not a head dim fatune can tune (64)" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); printf 'FAIL: --templates=DIR --head-dim 128: %d "%s"\n' "$rc" "$msg"
+fi
+
+# expect_alone STATUS "MESSAGE" args...: fatune ARGS (no --templates of expect's).
+expect_alone() {
+  local want_rc=$1 want_msg=$2; shift 2
+  local msg rc
+  msg=$(timeout "$RUNAWAY_LIMIT_S" "$F" "$@" 2>&1 >/dev/null); rc=$?
+  if [ "$rc" -eq "$want_rc" ] && [ "$msg" = "$want_msg" ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); printf 'FAIL: fatune %s\n  want %d "%s"\n  got  %d "%s"\n' "$*" "$want_rc" "$want_msg" "$rc" "$msg"
+  fi
+}
+# Folders that are not template folders, in either spelling.
+expect_alone 2 "fatune: --templates: '$tmp/none' is not a folder" --templates "$tmp/none" --list
+expect_alone 2 "fatune: --templates: '$tmp/none' is not a folder" --templates="$tmp/none" --list
+expect_alone 2 "fatune: --templates: empty path" --templates "" --list
+expect_alone 2 "fatune: --templates: empty path" --templates= --list
+expect_alone 2 "fatune: --templates given twice" --templates "$D" --templates "$D" --list
 rm -f "$D/generator/space.lua"
 expect 1 "fatune: generator: fat.require: no generator script 'space' (generator/space.lua not found)"
+# A usage error is one (exit 2), whatever the generator would have said.
+expect_alone 2 "fatune: unknown option '--frobnicate' (see --help)" --templates "$D" --frobnicate
+expect_alone 2 "fatune: --seqlen: 0 is out of range [1, 1048576]" --templates="$D" --seqlen 0
+if "$F" --templates "$D" --help | grep -q '^Usage: fatune'; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: --help with a broken --templates folder"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

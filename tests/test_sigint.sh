@@ -11,9 +11,9 @@ F=$1
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-exec python3 - "$F" "$tmp" <<'PY'
+exec python3 - "$F" "$tmp" "$(dirname "$0")/../db/tables/nvidia-h200.sql" <<'PY'
 import os, re, signal, sqlite3, subprocess, sys, time
-F, tmp = sys.argv[1], sys.argv[2]
+F, tmp, table = sys.argv[1], sys.argv[2], sys.argv[3]
 MIN_BUILDS = 3        # send SIGINT once this many builds are committed
 STOP_WITHIN_S = 30    # in-flight compiles take about a second each
 db = os.path.join(tmp, "sigint.db")
@@ -78,5 +78,34 @@ if r.returncode != 3 or not m or (int(m.group(1)), int(m.group(2))) != (total - 
     fail("rerun: status %d, want 3 with %d compiled and %d from the cache\n%s" %
          (r.returncode, total - n, n, r.stderr))
 print("SIGINT after %d builds: stopped in %.1f s with status %d, %d builds kept" % (MIN_BUILDS, took, p.returncode, n))
+
+# SIGINT during an import, once its scratch database exists: status 130,
+# "fatune import: interrupted" last, the scratch database removed (three
+# kills once left 112 MB in $TMPDIR) and not a row in the target.
+scratch = os.path.join(tmp, "scratch")
+os.mkdir(scratch)
+target = os.path.join(tmp, "import.db")
+p = subprocess.Popen([F, "import", "--db", target, table], env=dict(env, TMPDIR=scratch),
+                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+start = time.monotonic()
+while not os.listdir(scratch) and p.poll() is None and time.monotonic() - start < 60:
+    time.sleep(0.002)
+if p.poll() is not None:
+    fail("the import finished (status %d) before SIGINT could be sent" % p.returncode)
+else:
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=STOP_WITHIN_S)
+    lines = err.splitlines()
+    if p.returncode != 130 or not lines or lines[-1] != "fatune import: interrupted":
+        fail("import after SIGINT: status %d, stderr %r; want 130, 'fatune import: interrupted'" % (p.returncode, err))
+    if os.listdir(scratch):
+        fail("an interrupted import left %r in $TMPDIR" % os.listdir(scratch))
+    c = sqlite3.connect(target)
+    rows = c.execute("SELECT (SELECT count(*) FROM gpus) + (SELECT count(*) FROM variants)").fetchone()[0]
+    c.close()
+    if rows:
+        fail("an interrupted import left %d rows in the target" % rows)
+    print("SIGINT during an import: status %d, nothing left behind" % p.returncode)
 sys.exit(1 if fails else 0)
 PY

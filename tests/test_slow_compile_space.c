@@ -123,13 +123,14 @@ typedef struct arch_run {
   size_t every;            /* progress line every this many builds */
 } arch_run;
 
-static void on_progress(void *user, size_t done, size_t total, const fat_variant *v,
-                        const fat_build *b) {
+static int on_progress(void *user, size_t done, size_t total, const fat_variant *v,
+                       const fat_build *b) {
   arch_run *r = user;
   if (r->cache_dir && b->ok) cache_store(r->cache_dir, b);
   if (done % r->every == 0 || done == total)
     fprintf(stderr, "[%s] %zu/%zu compiled (last: %s, %s)\n", r->arch, done, total, v->name,
             b->ok ? "ok" : "FAILED");
+  return 0;
 }
 
 typedef struct summary {

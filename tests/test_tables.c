@@ -279,14 +279,14 @@ int main(void) {
   fat_db_close(db);
 
   /* Import executes nothing but INSERTs into fatune's tables. */
-  CHECK_INT(import_text(c, "-- fatune tables 1\nDROP TABLE winners;\n", err, sizeof err), -1);
-  CHECK_STR(err, "t.sql: refused DELETE FROM 'sqlite_master': a table may only INSERT into fatune's tables");
-  CHECK_INT(import_text(c, "-- fatune tables 1\nINSERT INTO sqlite_master VALUES (1);\n", err, sizeof err), -1);
-  CHECK_STR(err, "t.sql: refused INSERT INTO 'sqlite_master': a table may only INSERT into fatune's tables");
-  CHECK_INT(import_text(c, "-- fatune tables 1\nATTACH '/tmp/x.db' AS x;\n", err, sizeof err), -1);
-  CHECK_STR(err, "t.sql: refused ATTACH '/tmp/x.db': a table may only INSERT into fatune's tables");
-  CHECK_INT(import_text(c, "-- fatune tables 1\nINSERT INTO gpus (name) SELECT load_extension('x');\n", err, sizeof err), -1);
-  CHECK_STR(err, "t.sql: refused SELECT: a table may only INSERT into fatune's tables");
+  CHECK_INT(import_text(c, "-- fatune tables 1\nDROP TABLE winners;\n-- end of fatune tables\n", err, sizeof err), -1);
+  CHECK_STR(err, "t.sql:2: refused DELETE FROM 'sqlite_master': a table may only INSERT into fatune's tables");
+  CHECK_INT(import_text(c, "-- fatune tables 1\nINSERT INTO sqlite_master VALUES (1);\n-- end of fatune tables\n", err, sizeof err), -1);
+  CHECK_STR(err, "t.sql:2: refused INSERT INTO 'sqlite_master': a table may only INSERT into fatune's tables");
+  CHECK_INT(import_text(c, "-- fatune tables 1\nATTACH '/tmp/x.db' AS x;\n-- end of fatune tables\n", err, sizeof err), -1);
+  CHECK_STR(err, "t.sql:2: refused ATTACH '/tmp/x.db': a table may only INSERT into fatune's tables");
+  CHECK_INT(import_text(c, "-- fatune tables 1\nINSERT INTO gpus (name) SELECT load_extension('x');\n-- end of fatune tables\n", err, sizeof err), -1);
+  CHECK_STR(err, "t.sql:2: refused SELECT: a table may only INSERT into fatune's tables");
   CHECK_INT(import_text(c, "INSERT INTO gpus VALUES (1);\n", err, sizeof err), -1);
   CHECK_STR(err, "t.sql: not a fatune table (first line must start '-- fatune tables 1')");
   REQUIRE_EXIT(fat_db_open(c, &db, err, sizeof err) == 0);

@@ -188,7 +188,7 @@ static void hostile_sql(fat_gen *g) {
   /* SQL injection, unquoted: the file closes the string itself. */
   snprintf(body, sizeof body, "%s DROP TABLE winners; --');\n", problem_row);
   t = table_text(body);
-  snprintf(want, sizeof want, "t.sql: refused DELETE FROM 'sqlite_master'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused DELETE FROM 'sqlite_master'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   /* ATTACH of another path: refused, and nothing is created there. */
@@ -196,49 +196,49 @@ static void hostile_sql(fat_gen *g) {
   snprintf(other, sizeof other, "%s/x", dir);
   snprintf(body, sizeof body, "ATTACH DATABASE '%s' AS y;\n", other);
   t = table_text(body);
-  snprintf(want, sizeof want, "t.sql: refused ATTACH '%s'%s", other, guard);
+  snprintf(want, sizeof want, "t.sql:2: refused ATTACH '%s'%s", other, guard);
   REFUSED(t, NULL, want);
   CHECK(access(other, F_OK) != 0);
   free(t);
   /* Schema tampering. */
   t = table_text("PRAGMA writable_schema = 1;\n");
-  snprintf(want, sizeof want, "t.sql: refused PRAGMA 'writable_schema'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused PRAGMA 'writable_schema'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   t = table_text("CREATE TRIGGER evil AFTER INSERT ON gpus BEGIN DELETE FROM winners; END;\n");
-  snprintf(want, sizeof want, "t.sql: refused CREATE TRIGGER 'evil'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused CREATE TRIGGER 'evil'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   t = table_text("INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES"
                  " ('table', 'x', 'x', 0, 'CREATE TABLE x (a)');\n");
-  snprintf(want, sizeof want, "t.sql: refused INSERT INTO 'sqlite_master'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused INSERT INTO 'sqlite_master'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   /* Writes outside the scratch database's own tables: a temp table cannot
    * be made, so there is none to write to; copying rows is a SELECT. */
   t = table_text("CREATE TEMP TABLE problems (a);\n");
-  snprintf(want, sizeof want, "t.sql: refused INSERT INTO 'sqlite_temp_master'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused INSERT INTO 'sqlite_temp_master'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   snprintf(body, sizeof body, "%s\nINSERT INTO temp.problems VALUES (1);\n", problem_row);
   t = table_text(body);
-  REFUSED(t, NULL, "t.sql: no such table: temp.problems");
+  REFUSED(t, NULL, "t.sql:3: no such table: temp.problems");
   free(t);
   snprintf(body, sizeof body, "%s\nINSERT INTO problems SELECT * FROM problems;\n", problem_row);
   t = table_text(body);
-  snprintf(want, sizeof want, "t.sql: refused SELECT%s", guard);
+  snprintf(want, sizeof want, "t.sql:3: refused SELECT%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   /* An upsert is an UPDATE in disguise. */
   snprintf(body, sizeof body, "%s\n%.*s ON CONFLICT DO UPDATE SET batch = 2;\n", problem_row,
            (int)strlen(problem_row) - 1, problem_row);
   t = table_text(body);
-  snprintf(want, sizeof want, "t.sql: refused UPDATE 'problems'%s", guard);
+  snprintf(want, sizeof want, "t.sql:3: refused UPDATE 'problems'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
   /* A transaction of its own (COMMIT would escape the rollback). */
   t = table_text("COMMIT;\n");
-  snprintf(want, sizeof want, "t.sql: refused transaction 'COMMIT'%s", guard);
+  snprintf(want, sizeof want, "t.sql:2: refused transaction 'COMMIT'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
 
@@ -251,21 +251,21 @@ static void hostile_sql(fat_gen *g) {
   free(t);
   /* a cubin given as text, and an empty one */
   t = replaced(good, "X'7f454c460001ff'", "X''");
-  REFUSED(t, NULL, "t.sql: CHECK constraint failed: (ok = 1) = (cubin IS NOT NULL AND length(cubin) > 0)");
+  REFUSED(t, NULL, "t.sql:8: CHECK constraint failed: (ok = 1) = (cubin IS NOT NULL AND length(cubin) > 0)");
   free(t);
   t = replaced(good, "'13.0', 1, X'7f454c460001ff', 96,", "'13.0', 1, '7f454c460001ff', 96,");
   REFUSED(t, NULL, "t.sql: builds row 1: cubin holds text, declared BLOB");
   free(t);
   /* a negative size */
   t = replaced(good, ", 64, 128, 40960, '", ", 64, 128, -40960, '");
-  REFUSED(t, NULL, "t.sql: CHECK constraint failed: smem_bytes >= 0");
+  REFUSED(t, NULL, "t.sql:7: CHECK constraint failed: smem_bytes >= 0");
   free(t);
   /* truncated in the middle of a statement, and between two */
   const char *cut = strstr(good, "INSERT INTO winners");
   REQUIRE_EXIT(cut);
   size_t at = (size_t)(cut - good) + strlen("INSERT INTO winners (gpu_id, problem_id");
   t = strndup(good, at);
-  REFUSED(t, NULL, "t.sql: incomplete input");
+  REFUSED(t, NULL, "t.sql: truncated: the file does not end with the line '-- end of fatune tables'");
   free(t);
   t = strndup(good, (size_t)(cut - good));
   REFUSED(t, NULL, "t.sql: truncated: the file does not end with the line '-- end of fatune tables'");
@@ -296,7 +296,7 @@ static void hostile_sql(fat_gen *g) {
   snprintf(body, sizeof body, "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES ('%s', '%s');\n",
            cubin_hash, cubin_hash);
   t = table_text(body);
-  REFUSED(t, NULL, "t.sql: FOREIGN KEY constraint failed");
+  REFUSED(t, NULL, "t.sql:2: FOREIGN KEY constraint failed");
   free(t);
   /* an oversized cubin: one byte over the cap, in a build of its own */
   size_t n_hex = (size_t)FAT_TABLES_MAX_CUBIN_BYTES * 2 + 2;
@@ -503,6 +503,191 @@ static void runtime_cubin_choice(void) {
   CHECK_STR(ch.note, want);
 }
 
+/* TEXT with every "\n" made "\r\n" (heap). */
+static char *crlf(const char *text) {
+  size_t n = 0;
+  for (const char *c = text; *c; c++) n += 1 + (*c == '\n');
+  char *out = malloc(n + 1), *w = out;
+  REQUIRE_EXIT(out);
+  for (const char *c = text; *c; c++) {
+    if (*c == '\n') *w++ = '\r';
+    *w++ = *c;
+  }
+  *w = 0;
+  return out;
+}
+
+/* Imports TEXT into a fresh database; the rows it added, or -1 with ERR. */
+static long long imported(const char *text, char *err, size_t errlen) {
+  char path[256];
+  fat_db *db = NULL;
+  fat_tables_report r;
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, errlen) == 0);
+  const int rc = fat_tables_import(db, text, "t.sql", &checked, &r, err, errlen);
+  fat_db_close(db);
+  return rc ? -1 : r.added;
+}
+
+/* What editors and transfers do to a text file is no refusal: CR LF line
+ * ends, a byte order mark, blank lines after the end line. A file that is
+ * cut, or holds a statement SQLite cannot read, is refused naming its line,
+ * and a mangled blob is quoted at its start, not whole. */
+static void table_text_forms(fat_gen *g) {
+  char err[ERRLEN], want[ERRLEN];
+  int hd = 64;
+  fat_dtype dt = FAT_FP16;
+  fat_mask mk = FAT_MASK_NONE;
+  fat_gen_query q = {.direction = FAT_FWD, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                     .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = "sm_90a"};
+  fat_variant *v = NULL;
+  size_t n = 0;
+  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 1);
+  char *good = table_of_real(&v[0]);
+  const long long rows = imported(good, err, sizeof err);
+  CHECK_WHY(rows == 6, "the table as exported: %lld rows (%s)", rows, err);
+  char *t = crlf(good);
+  CHECK_WHY(imported(t, err, sizeof err) == rows, "CR LF: %s", err);
+  free(t);
+  size_t len = strlen(good);
+  t = malloc(len + 16);
+  REQUIRE_EXIT(t);
+  snprintf(t, len + 16, "%s\n\n", good);
+  CHECK_WHY(imported(t, err, sizeof err) == rows, "blank lines after the end: %s", err);
+  snprintf(t, len + 16, "\xef\xbb\xbf%s", good);
+  CHECK_WHY(imported(t, err, sizeof err) == rows, "byte order mark: %s", err);
+  free(t);
+  /* A statement SQLite cannot parse: its line. */
+  t = replaced(good, "INSERT INTO timings", "INSERT INTO timings VALUES (;\nINSERT INTO timings");
+  long line = 1;
+  for (const char *c = t; c < strstr(t, "VALUES (;"); c++) line += *c == '\n';
+  snprintf(want, sizeof want, "t.sql:%ld: near \";\": syntax error", line);
+  REFUSED(t, NULL, want);
+  free(t);
+  /* A blob of 301 hex digits (one cut off): the message quotes its start. */
+  char blob[400] = "X'";
+  memset(blob + 2, 'a', 301);
+  strcpy(blob + 303, "'");
+  char *u = replaced(good, "VALUES (", blob);
+  line = 1;
+  for (const char *c = u; c < strstr(u, blob); c++) line += *c == '\n';
+  char msg[512];
+  snprintf(msg, sizeof msg, "unrecognized token: \"%s\"", blob);
+  snprintf(want, sizeof want, "t.sql:%ld: %.160s... (%zu more characters)", line, msg,
+           strlen(msg) - 160);
+  REFUSED(u, NULL, want);
+  free(u);
+  free(good);
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
+}
+
+/* Rows that are well-formed and false, refused by their bounds: a passed
+ * check with an infinite or out-of-tolerance error, timings no GPU can
+ * make (which would win every merge), reps past the tuner's, a compute
+ * capability or a GPU name no GPU has (a newline would add lines to an
+ * export's header, a NUL cut the name). A GPU row nothing refers to is
+ * left out, not merged. The exported header cannot gain a line either. */
+static void hostile_measurements(fat_gen *g) {
+  char err[ERRLEN];
+  int hd = 64;
+  fat_dtype dt = FAT_FP16;
+  fat_mask mk = FAT_MASK_NONE;
+  fat_gen_query q = {.direction = FAT_FWD, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
+                     .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = "sm_90a"};
+  fat_variant *v = NULL;
+  size_t n = 0;
+  REQUIRE_EXIT(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0 && n >= 1);
+  char *good = table_of_real(&v[0]);
+  static const char *const check_values = "256, 256, 0.002, 0.01, 1.0000000000000001e-05, 0, 1, 'ok'";
+  static const char *const timing_values =
+      "20, 1, 0.90000000000000002, 1.2, 0.94999999999999996, 1.05, 1, 1755";
+  REQUIRE_EXIT(strstr(good, check_values) && strstr(good, timing_values) &&
+               strstr(good, "'NVIDIA H200', 9, 0, 132,"));
+  const struct { const char *from, *to, *want; } cases[] = {
+      {check_values, "256, 256, 1e999, 0.01, 1.0000000000000001e-05, 0, 1, 'ok'",
+       "t.sql: checks row 1: passed with rel_l2 inf over the fwd fp16 tolerance 0.002"},
+      {check_values, "256, 256, 0.5, 0.01, 1.0000000000000001e-05, 0, 1, 'ok'",
+       "t.sql: checks row 1: passed with rel_l2 0.5 over the fwd fp16 tolerance 0.002"},
+      {check_values, "256, 256, 0.002, 1e999, 1.0000000000000001e-05, 0, 1, 'ok'",
+       "t.sql: checks row 1: passed with max_abs is not finite"},
+      {check_values, "256, 256, 0.002, 0.01, 0.5, 0, 1, 'ok'",
+       "t.sql: checks row 1: passed with lse_max_abs 0.5 over the tolerance 0.002"},
+      {timing_values, "20, 1e-300, 1e-300, 1e-300, 1e-300, 1e-300, 1, 1755",
+       "t.sql: timings row 1: median_ms 1e-300 is outside [0.001, 3.6e+06]"},
+      {timing_values, "20, 0.001, 0.001, 0.001, 0.001, 0.001, 1, 1755",
+       "t.sql: timings row 1: median_ms 0.001 puts its problem at 1.37e+05 TFLOP/s, more than "
+       "10000"},
+      {timing_values, "9223372036854775807, 1, 0.90000000000000002, 1.2, 0.94999999999999996, "
+       "1.05, 1, 1755", "t.sql: timings row 1: reps 9223372036854775807 is outside [20, 10000]"},
+      {timing_values, "20, 1, 0.90000000000000002, 1.2, 0.94999999999999996, 1.05, 1e999, 1755",
+       "t.sql: timings row 1: tflops inf is more than 10000"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA H200', 2147483648, 0, 132,",
+       "t.sql: gpus row 1: cc_major 2147483648 is outside [1, 99]"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA H200', 9, -5, 132,",
+       "t.sql: CHECK constraint failed: cc_minor >= 0"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA H200', 9, 12, 132,",
+       "t.sql: gpus row 1: cc_minor 12 is outside [0, 9]"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA' || char(10) || '-- H200', 9, 0, 132,",
+       "t.sql: gpus row 1: byte 7 of the name is 0x0a, a control character"},
+      {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA' || char(0) || 'H200', 9, 0, 132,",
+       "t.sql: gpus row 1: byte 7 of the name is 0x00, a control character"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *t = replaced(good, cases[i].from, cases[i].to);
+    /* The CHECK constraint's refusal names its line (the gpus row's, 6). */
+    if (strstr(cases[i].want, "CHECK constraint")) {
+      char want[ERRLEN];
+      snprintf(want, sizeof want, "t.sql:6: %s", cases[i].want + strlen("t.sql: "));
+      REFUSED(t, NULL, want);
+    } else {
+      REFUSED(t, NULL, cases[i].want);
+    }
+    free(t);
+  }
+  /* A name longer than any GPU's. */
+  char long_name[400] = "'";
+  memset(long_name + 1, 'x', 300);
+  strcpy(long_name + 301, "', 9, 0, 132,");
+  char *t = replaced(good, "'NVIDIA H200', 9, 0, 132,", long_name);
+  REFUSED(t, NULL, "t.sql: gpus row 1: a name of 300 bytes, more than 255");
+  free(t);
+  /* A second GPU row that nothing refers to: left out. */
+  const char *gpu_row = strstr(good, "INSERT INTO gpus ");
+  REQUIRE_EXIT(gpu_row);
+  const char *eol = strchr(gpu_row, '\n');
+  char *idle = strndup(gpu_row, (size_t)(eol - gpu_row + 1));
+  REQUIRE_EXIT(idle);
+  char *idle2 = replaced(idle, "VALUES (1, 'NVIDIA H200'", "VALUES (2, 'NVIDIA B200'");
+  size_t len = strlen(good) + strlen(idle2) + 1;
+  t = malloc(len);
+  REQUIRE_EXIT(t);
+  snprintf(t, len, "%.*s%s%s", (int)(eol + 1 - good), good, idle2, eol + 1);
+  CHECK_WHY(imported(t, err, sizeof err) == 6, "an idle GPU row: %s", err);
+  free(t), free(idle), free(idle2);
+  free(good);
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
+  /* Export writes a control character of a name as \xNN: its header gains
+   * no line. */
+  char path[256];
+  fat_db *db = NULL;
+  REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+  put_winner(db, "fwd.mma80.fp16.d64.none.m64n64w4s2", NULL, "sm_90a");
+  REQUIRE_EXIT(sqlite3_exec(fat_db_handle(db), "UPDATE gpus SET name = 'NVIDIA' || char(10) ||"
+                            " 'INSERT INTO winners'", NULL, NULL, NULL) == SQLITE_OK);
+  char *buf = NULL;
+  size_t blen = 0;
+  FILE *f = open_memstream(&buf, &blen);
+  REQUIRE_EXIT(f);
+  CHECK_INT(fat_tables_export(db, "NVIDIA\nINSERT INTO winners", f, err, sizeof err), 0);
+  fclose(f);
+  const char *header = FAT_TABLES_MAGIC ": the tuned winners for NVIDIA\\x0aINSERT INTO winners\n"
+                       "-- Generated by fatune ";
+  CHECK(buf && !strncmp(buf, header, strlen(header)));
+  free(buf);
+  fat_db_close(db);
+}
+
 int main(void) {
   char err[ERRLEN];
   REQUIRE_EXIT(mkdtemp(dir));
@@ -512,6 +697,8 @@ int main(void) {
   REQUIRE_EXIT(checked.trust);
   hostile_sql(g);
   hostile_names_and_sources(g);
+  table_text_forms(g);
+  hostile_measurements(g);
   verify_cubin();
   runtime_cubin_choice();
   fat_trust_close(checked.trust);

@@ -405,6 +405,36 @@ static void merge_checks_as_import_does(void) {
   snprintf(want, sizeof want, "%s: 'winners' is a view, fatune's is a table: refusing the database",
            src);
   MERGE_REFUSED(src, want);
+  /* Values that are no bytes of the file: a generated column (computed as
+   * it is read, a 60 MB string a row), a virtual table (read by module
+   * code). */
+  db_of(new_db(src, sizeof src), &v[0]);
+  tamper(src, "PRAGMA foreign_keys = OFF; PRAGMA legacy_alter_table = ON;"
+              " ALTER TABLE gpus RENAME TO gpus_old;"
+              " CREATE TABLE gpus (id INTEGER PRIMARY KEY, name TEXT GENERATED ALWAYS AS"
+              " (printf('%.*c', 60000000, 'x')) VIRTUAL, cc_major INTEGER, cc_minor INTEGER,"
+              " sm_count INTEGER, driver_version INTEGER, nvrtc_major INTEGER, nvrtc_minor INTEGER,"
+              " mem_bytes INTEGER, smem_per_block_optin INTEGER, l2_bytes INTEGER, clock_khz"
+              " INTEGER, mem_clock_khz INTEGER, first_seen TEXT);"
+              " INSERT INTO gpus (id, cc_major, cc_minor, sm_count, driver_version, nvrtc_major,"
+              " nvrtc_minor, mem_bytes, smem_per_block_optin, l2_bytes, clock_khz, mem_clock_khz,"
+              " first_seen) SELECT id, cc_major, cc_minor, sm_count, driver_version, nvrtc_major,"
+              " nvrtc_minor, mem_bytes, smem_per_block_optin, l2_bytes, clock_khz, mem_clock_khz,"
+              " first_seen FROM gpus_old; DROP TABLE gpus_old;");
+  snprintf(want, sizeof want, "%s: column 'name' of gpus is generated, not stored: refusing the "
+           "database", src);
+  MERGE_REFUSED(src, want);
+  db_of(new_db(src, sizeof src), &v[0]);
+  {
+    sqlite3 *h = NULL;
+    REQUIRE_EXIT(sqlite3_open(src, &h) == SQLITE_OK);
+    const int have_fts5 = sqlite3_exec(h, "PRAGMA foreign_keys = OFF; DROP TABLE winners;"
+                                       " CREATE VIRTUAL TABLE winners USING fts5(gpu_id, problem_id,"
+                                       " variant_id, timing_id, chosen_at)", NULL, NULL, NULL) == SQLITE_OK;
+    sqlite3_close(h);
+    snprintf(want, sizeof want, "%s: 'winners' is a virtual table: refusing the database", src);
+    if (have_fts5) MERGE_REFUSED(src, want);
+  }
   /* No regular file: a FIFO would block the open forever. */
   snprintf(src, sizeof src, "%s/fifo", dir);
   REQUIRE_EXIT(mkfifo(src, 0600) == 0);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared command-line parsing (cli_args.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,8 @@ int fat_cli_parse_int(const char *flag, const char *s, long lo, long hi, int *ou
   }
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (*end || end == s) {
+  /* strtol skips leading white space: ' 1' would pass where '1 ' fails. */
+  if (*end || end == s || isspace((unsigned char)s[0])) {
     snprintf(err, errlen, "%s: '%s' is not a number", flag, s);
     return -1;
   }
@@ -59,4 +61,11 @@ int fat_cli_valued(int argc, char **argv, int *i, const char *const *valued, int
   *which = k;
   *value = v;
   return 1;
+}
+
+int fat_exit_flushed(FILE *out, const char *who, int status) {
+  errno = 0;
+  if (fflush(out) == 0 && !ferror(out)) return status;
+  fprintf(stderr, "%s: cannot write the output: %s\n", who, errno ? strerror(errno) : "write error");
+  return status == 0 ? 1 : status; /* FAT_EXIT_FAILED (options.h) */
 }

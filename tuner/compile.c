@@ -4,17 +4,26 @@
  * per program and a tuning space holds hundreds. Resource usage comes from
  * ptxas's verbose report; the cache key covers everything that can change
  * the cubin: source, architecture, options and NVRTC's version. */
+#include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
-#include "interrupt.h"
+#include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "build_key.h"
 #include "compile.h"
+#include "interrupt.h"
 #include "nvrtc_api.h"
 #include "ptxas_log.h"
 #include "sha256.h"
@@ -170,6 +179,118 @@ int fat_build_key(const char *source, const char *arch, char key[65], char *err,
   return 0;
 }
 
+/* ---- what a source may ask of the preprocessor ---------------------- */
+
+/* Directives a generated source may hold: none of them reads a file.
+ * #include, #include_next, #import, #embed and anything unknown would
+ * (NVRTC reads any path from the disk: "/etc/passwd" into the build log). */
+static const char *const SAFE_DIRECTIVES[] = {
+    "define", "undef", "if", "ifdef", "ifndef", "elif", "elifdef", "elifndef",
+    "else", "endif", "line", "error", "warning", "pragma"};
+/* Operators that probe for a file from inside #if. */
+static const char *const FILE_PROBES[] = {"__has_include", "__has_embed"};
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; }
+static int is_ident(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* P past white space and block comments, which may span lines: a comment
+ * is one space, so '#', a comment over two lines and 'include' are one
+ * directive. */
+static const char *skip_space_comments(const char *p) {
+  for (;;) {
+    while (is_space(*p)) p++;
+    if (p[0] != '/' || p[1] != '*') return p;
+    const char *end = strstr(p + 2, "*/");
+    if (!end) return p + strlen(p);
+    p = end + 2;
+  }
+}
+
+/* Why SRC may not be compiled: a directive that reads a file, a probe for
+ * one, or what would make the line structure ambiguous to this check
+ * (trigraphs, a carriage return, a backslash and spaces before a newline);
+ * "" when there is nothing. Generated sources have none: expand.lua inlines
+ * every template include. A directive begins only where a line begins
+ * (after backslash-newline splices), past white space and comments: every
+ * such place is checked, whatever the real parse says the line is inside,
+ * so none is missed (a false match refuses a source no generator makes). */
+void fat_source_file_reads(const char *src, char *why, size_t cap) {
+  long line = 1;
+  why[0] = 0;
+  for (const char *p = src; *p; p++) {
+    if (*p == '\r' || (p[0] == '?' && p[1] == '?' && p[2] && strchr("=/'()!<>-", p[2]))) {
+      snprintf(why, cap, "line %ld: %s makes its lines ambiguous", line,
+               *p == '\r' ? "a carriage return" : "a trigraph");
+      return;
+    }
+    if (*p == '\\' && is_space(p[1])) {
+      const char *q = p + 1;
+      while (is_space(*q)) q++;
+      if (*q == '\n') {
+        snprintf(why, cap, "line %ld: a backslash and spaces before the newline make its lines "
+                 "ambiguous", line);
+        return;
+      }
+    }
+    for (size_t k = 0; k < sizeof FILE_PROBES / sizeof FILE_PROBES[0]; k++)
+      if (!strncmp(p, FILE_PROBES[k], strlen(FILE_PROBES[k]))) {
+        snprintf(why, cap, "line %ld: %s probes for a file", line, FILE_PROBES[k]);
+        return;
+      }
+    line += *p == '\n';
+  }
+  /* The text with its line splices removed, and the physical line each
+   * logical line begins on, for the message. */
+  const size_t n = strlen(src);
+  size_t newlines = 0;
+  for (size_t r = 0; r < n; r++) newlines += src[r] == '\n';
+  char *text = malloc(n + 1);
+  long *line_at = malloc((newlines + 2) * sizeof *line_at);
+  if (!text || !line_at) {
+    snprintf(why, cap, "out of memory checking the source");
+    free(text);
+    free(line_at);
+    return;
+  }
+  size_t w = 0, lines = 0;
+  long physical = 1;
+  line_at[lines++] = 1;
+  for (size_t r = 0; r < n; r++) {
+    if (src[r] == '\\' && src[r + 1] == '\n') {
+      r++;
+      physical++;
+      continue;
+    }
+    text[w++] = src[r];
+    if (src[r] == '\n') line_at[lines++] = ++physical;
+  }
+  text[w] = 0;
+  size_t k = 0;
+  for (const char *start = text; start; k++) {
+    const char *p = skip_space_comments(start);
+    const int hash = *p == '#' ? 1 : (p[0] == '%' && p[1] == ':') ? 2 : 0;
+    if (hash) {
+      const char *name = skip_space_comments(p + hash), *end = name;
+      while (is_ident(*end)) end++;
+      int safe = end == name; /* the null directive */
+      for (size_t d = 0; !safe && d < sizeof SAFE_DIRECTIVES / sizeof SAFE_DIRECTIVES[0]; d++)
+        safe = (size_t)(end - name) == strlen(SAFE_DIRECTIVES[d]) &&
+               !strncmp(name, SAFE_DIRECTIVES[d], (size_t)(end - name));
+      if (!safe) {
+        snprintf(why, cap, "line %ld: directive #%.*s", line_at[k],
+                 (int)(end - name > 32 ? 32 : end - name), name);
+        break;
+      }
+    }
+    const char *nl = strchr(start, '\n');
+    start = nl ? nl + 1 : NULL;
+  }
+  free(line_at);
+  free(text);
+}
+
 /* ---- one compilation ------------------------------------------------- */
 
 static double now_ms(void) {
@@ -202,8 +323,9 @@ static nvrtcResult fetch_log(const fat_nvrtc *nv, nvrtcProgram prog, fat_build *
   return r;
 }
 
-int fat_compile_one(const char *name, const char *source, const char *arch,
-                    fat_build *b, char *err, size_t errlen) {
+/* fat_compile_one, with the NVRTC result of a failure in *CODE. */
+static int compile_one(const char *name, const char *source, const char *arch, fat_build *b,
+                       char *err, size_t errlen, nvrtcResult *code) {
   int rc = -1;
   const fat_nvrtc *nv = NULL;
   nvrtcProgram prog = NULL;
@@ -217,6 +339,22 @@ int fat_compile_one(const char *name, const char *source, const char *arch,
   snprintf(b->arch, sizeof b->arch, "%s", arch);
   if (!(nv = fat_nvrtc_get(err, errlen))) goto out;
   int nopts = build_options(arch, buf, opts);
+  /* A source that would read a file is answered, not compiled: a failed
+   * build whose log says why (the same source fails the same way). */
+  char why[256];
+  fat_source_file_reads(source, why, sizeof why);
+  if (why[0]) {
+    const char *fmt = "fatune: %s: a generated source is self-contained (the generator inlines "
+                      "templates/ includes); not compiled";
+    const size_t len = strlen(fmt) + strlen(why);
+    if (!(b->log = malloc(len))) {
+      set_err(err, errlen, "out of memory");
+      goto out;
+    }
+    snprintf(b->log, len, fmt, why);
+    rc = 0;
+    goto out;
+  }
 
   double t0 = now_ms();
   what = "nvrtcCreateProgram";
@@ -250,6 +388,7 @@ out:
   if (rc != 0 && r != NVRTC_SUCCESS)
     set_err(err, errlen, "%s(%s, %s): %s%s%s", what, name, arch ? arch : "(null)",
             nv->GetErrorString(r), b->log && *b->log ? "\n" : "", b->log ? b->log : "");
+  if (code) *code = r;
   if (prog) nv->DestroyProgram(&prog);
   if (rc != 0) {
     /* Nothing heap-owned is left behind on failure; the caller may still
@@ -264,6 +403,284 @@ out:
   return rc;
 }
 
+int fat_compile_one(const char *name, const char *source, const char *arch, fat_build *b,
+                    char *err, size_t errlen) {
+  return compile_one(name, source, arch, b, err, errlen, NULL);
+}
+
+/* ---- compile processes ------------------------------------------------ */
+
+/* fat_compile_all runs each compile in a child process, one per pool
+ * thread, forked once and handed variant after variant (a "compile
+ * server"): NVRTC there runs under a wall-clock and an address-space cap,
+ * so neither a macro bomb (one reached 24 GB, and the kernel's OOM killer)
+ * nor NVRTC crashing takes the tuner down; such a build fails, capped, and
+ * is never cached. SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked in the
+ * child: NVRTC installs a handler of its own for part of a compile, which
+ * on ^C called exit(4) or hung; the tuner's handler sees ^C, hands out no
+ * more work, and the compiles in flight finish. */
+#define COMPILE_TIMEOUT_S 300      /* the longest legitimate compile takes seconds */
+#define COMPILE_MAX_MB 8192        /* address space one compile may add to the tuner's */
+#define BYTES_PER_MB (1024LL * 1024)
+#define MS_PER_S_INT 1000
+#define SERVER_FD 3                /* the child's socket, all other descriptors closed */
+/* How NVRTC's front end words running out of memory, in a compile error. */
+#define NVRTC_OUT_OF_MEMORY_LOG "catastrophic error: out of memory"
+
+/* The caps: the defaults, or $FATUNE_COMPILE_TIMEOUT_S and
+ * $FATUNE_COMPILE_MAX_MB (tests; a machine with less memory per job). */
+static long env_or(const char *name, long fallback) {
+  const char *v = getenv(name);
+  char *end;
+  long n = v && *v ? strtol(v, &end, 10) : 0;
+  return v && *v && !*end && n > 0 ? n : fallback;
+}
+
+typedef struct server {
+  pid_t pid;  /* 0: none running */
+  int fd;     /* our end of the socket pair */
+} server;
+
+/* What the child answers for one variant; CUBIN_SIZE, LOG_SIZE and ERR_SIZE
+ * bytes follow, in that order. */
+typedef struct reply {
+  int32_t rc;  /* fat_compile_one's: 0 an answer, -1 NVRTC itself failed (ERR says why) */
+  int32_t capped;  /* NVRTC ran out of memory under the cap: a capped build */
+  int32_t ok, registers, smem_static, stack_frame, spill_stores, spill_loads;
+  double compile_ms;
+  uint64_t cubin_size, log_size, err_size;
+  char key[65];
+  char arch[16];
+} reply;
+
+static int send_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    p += k, n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* N bytes into BUF before DEADLINE (now_ms() clock; < 0: none). 0, 1 on
+ * end of file or error, 2 when the deadline passed. */
+static int recv_all(int fd, void *buf, size_t n, double deadline) {
+  char *p = buf;
+  while (n > 0) {
+    if (deadline >= 0) {
+      double left = deadline - now_ms();
+      if (left <= 0) return 2;
+      struct pollfd pf = {.fd = fd, .events = POLLIN};
+      int r = poll(&pf, 1, left > INT_MAX ? INT_MAX : (int)left + 1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) return 2;
+      if (r < 0) return 1;
+    }
+    ssize_t k = recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return 1;
+    p += k, n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* Pages of address space this process has now, or 0 when unknown. */
+static long long address_space_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long long pages = 0;
+  if (!f) return 0;
+  if (fscanf(f, "%lld", &pages) != 1) pages = 0;
+  fclose(f);
+  return pages * sysconf(_SC_PAGESIZE);
+}
+
+/* The child: compiles VARIANTS[i] for each index read from SERVER_FD until
+ * the socket closes. Never returns. */
+static void server_main(const fat_variant *variants, size_t n, const char *arch, pid_t parent,
+                        long long max_bytes) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
+  sigaddset(&stop, SIGQUIT);
+  sigprocmask(SIG_BLOCK, &stop, NULL);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(0);
+  /* The address-space cap: what the tuner has mapped already plus MAX_BYTES. */
+  const long long now = address_space_bytes();
+  struct rlimit rl;
+  if (now > 0 && getrlimit(RLIMIT_AS, &rl) == 0) {
+    const rlim_t want = (rlim_t)(now + max_bytes);
+    if (rl.rlim_max == RLIM_INFINITY || want < rl.rlim_max) {
+      rl.rlim_cur = want;
+      setrlimit(RLIMIT_AS, &rl);
+    }
+  }
+  for (;;) {
+    uint64_t i;
+    if (recv_all(SERVER_FD, &i, sizeof i, -1) || i >= n) _exit(0);
+    fat_build b;
+    char e[WORKER_ERR_MAX] = "";
+    nvrtcResult code = NVRTC_SUCCESS;
+    int rc = compile_one(variants[i].name, variants[i].source, arch, &b, e, sizeof e, &code);
+    /* Out of memory under the cap: NVRTC fails the call, or its front end
+     * answers with a compile error that says so (no code tells them apart). */
+    const int capped = (rc && code == NVRTC_ERROR_OUT_OF_MEMORY) ||
+                       (!rc && !b.ok && b.log && strstr(b.log, NVRTC_OUT_OF_MEMORY_LOG));
+    if (capped) rc = 0;
+    reply r = {.rc = rc, .capped = capped, .ok = b.ok, .registers = b.registers, .smem_static = b.smem_static,
+               .stack_frame = b.stack_frame, .spill_stores = b.spill_stores,
+               .spill_loads = b.spill_loads, .compile_ms = b.compile_ms,
+               .cubin_size = b.ok ? b.cubin_size : 0, .log_size = b.log ? strlen(b.log) : 0,
+               .err_size = rc ? strlen(e) : 0};
+    memcpy(r.key, b.key, sizeof r.key);
+    memcpy(r.arch, b.arch, sizeof r.arch);
+    if (send_all(SERVER_FD, &r, sizeof r) || send_all(SERVER_FD, b.cubin, r.cubin_size) ||
+        send_all(SERVER_FD, b.log, r.log_size) || send_all(SERVER_FD, e, r.err_size))
+      _exit(0);
+    fat_build_free(&b);
+  }
+}
+
+/* Forks S's child. Returns 0, or -1 with err. */
+static int server_start(server *s, const fat_variant *variants, size_t n, const char *arch,
+                        long long max_bytes, char *err, size_t errlen) {
+  int sv[2];
+  s->pid = 0;
+  s->fd = -1;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+    set_err(err, errlen, "cannot start a compile process: socketpair: %s", strerror(errno));
+    return -1;
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    set_err(err, errlen, "cannot start a compile process: fork: %s", strerror(errno));
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    /* Only its own socket: another server's open end would keep that one
+     * from seeing its socket close, the tuner's database its own. */
+    if (dup2(sv[1], SERVER_FD) < 0) _exit(1);
+    if (syscall(SYS_close_range, SERVER_FD + 1, ~0U, 0))
+      for (int fd = SERVER_FD + 1; fd < 65536; fd++) close(fd);
+    server_main(variants, n, arch, parent, max_bytes);
+  }
+  close(sv[1]);
+  s->pid = pid;
+  s->fd = sv[0];
+  return 0;
+}
+
+/* Ends S's child: its socket closed, it exits; or killed (KILL). */
+static void server_stop(server *s, int kill_it) {
+  if (s->fd >= 0) close(s->fd);
+  if (s->pid > 0) {
+    if (kill_it) kill(s->pid, SIGKILL);
+    while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+  s->pid = 0;
+  s->fd = -1;
+}
+
+/* B as a capped failure whose log is WHY (B->key and arch from V, ARCH). */
+static int capped_build(fat_build *b, const fat_variant *v, const char *arch, const char *why,
+                        char *err, size_t errlen) {
+  memset(b, 0, sizeof *b);
+  b->capped = 1;
+  snprintf(b->arch, sizeof b->arch, "%s", arch);
+  if (fat_build_key(v->source, arch, b->key, err, errlen)) return -1;
+  if (!(b->log = strdup(why))) {
+    set_err(err, errlen, "out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+/* Compiles V (VARIANTS[I]) in S's child within TIMEOUT_S seconds into B.
+ * Returns 0 (an answer; B->capped when a cap stopped it or the child died,
+ * and S is then stopped), or -1 with err when NVRTC itself failed. */
+static int server_compile(server *s, size_t i, const fat_variant *v, const char *arch,
+                          int timeout_s, long long max_bytes, fat_build *b, char *err,
+                          size_t errlen) {
+  uint64_t index = i;
+  reply r;
+  char why[512];
+  memset(b, 0, sizeof *b);
+  const double deadline = now_ms() + (double)timeout_s * MS_PER_S_INT;
+  int got = send_all(s->fd, &index, sizeof index) ? 1 : recv_all(s->fd, &r, sizeof r, deadline);
+  if (got == 0 && (r.cubin_size > (uint64_t)SIZE_MAX / 2 || r.log_size > (uint64_t)SIZE_MAX / 2 ||
+                   r.err_size > (uint64_t)SIZE_MAX / 2))
+    got = 1;
+  char *e = NULL;
+  if (got == 0) {
+    b->cubin = r.cubin_size ? malloc(r.cubin_size) : NULL;
+    b->log = malloc(r.log_size + 1);
+    e = malloc(r.err_size + 1);
+    if ((r.cubin_size && !b->cubin) || !b->log || !e) {
+      free(e);
+      fat_build_free(b);
+      set_err(err, errlen, "out of memory");
+      return -1;
+    }
+    got = recv_all(s->fd, b->cubin, r.cubin_size, deadline);
+    if (!got) got = recv_all(s->fd, b->log, r.log_size, deadline);
+    if (!got) got = recv_all(s->fd, e, r.err_size, deadline);
+  }
+  if (got) {
+    free(e);
+    fat_build_free(b);
+    int status = 0;
+    if (got == 2) {
+      kill(s->pid, SIGKILL);
+      snprintf(why, sizeof why, "fatune: NVRTC ran for more than %d s on this variant and was "
+               "stopped (FATUNE_COMPILE_TIMEOUT_S); not cached", timeout_s);
+    }
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+    while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    s->pid = 0;
+    if (got == 1 && WIFSIGNALED(status))
+      snprintf(why, sizeof why, "fatune: NVRTC died of signal %d (%s) on this variant, under a "
+               "cap of %lld MiB of memory per compile (FATUNE_COMPILE_MAX_MB); not cached",
+               WTERMSIG(status), strsignal(WTERMSIG(status)), max_bytes / BYTES_PER_MB);
+    else if (got == 1)
+      snprintf(why, sizeof why, "fatune: the compile process ended (status %d) on this variant; "
+               "not cached", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return capped_build(b, v, arch, why, err, errlen);
+  }
+  b->log[r.log_size] = 0;
+  e[r.err_size] = 0;
+  if (r.rc) {
+    set_err(err, errlen, "%s", e);
+    free(e);
+    fat_build_free(b);
+    return -1;
+  }
+  free(e);
+  if (r.capped) {
+    fat_build_free(b);
+    snprintf(why, sizeof why, "fatune: NVRTC ran out of memory on this variant under a cap of "
+             "%lld MiB per compile (FATUNE_COMPILE_MAX_MB); not cached", max_bytes / BYTES_PER_MB);
+    return capped_build(b, v, arch, why, err, errlen);
+  }
+  b->ok = r.ok;
+  b->cubin_size = r.ok ? r.cubin_size : 0;
+  b->registers = r.registers, b->smem_static = r.smem_static, b->stack_frame = r.stack_frame;
+  b->spill_stores = r.spill_stores, b->spill_loads = r.spill_loads, b->compile_ms = r.compile_ms;
+  memcpy(b->key, r.key, sizeof b->key);
+  memcpy(b->arch, r.arch, sizeof b->arch);
+  b->key[sizeof b->key - 1] = b->arch[sizeof b->arch - 1] = 0;
+  return 0;
+}
+
 /* ---- many compilations ----------------------------------------------- */
 
 /* State shared by the pool; everything below `lock` is guarded by it. */
@@ -275,6 +692,8 @@ typedef struct pool {
   fat_build *builds;
   fat_compile_progress progress;
   void *user;
+  int timeout_s;       /* each compile's wall-clock cap */
+  long long max_bytes; /* ... and its address-space cap */
   pthread_mutex_t lock;
   size_t next;        /* first index not yet handed out */
   size_t done;        /* builds finished, reported to PROGRESS */
@@ -282,6 +701,12 @@ typedef struct pool {
   int failed;         /* set on the first tool failure: stop handing out work */
   char err[WORKER_ERR_MAX];
 } pool;
+
+/* One pool thread: its compile process and the pool. */
+typedef struct worker_arg {
+  pool *p;
+  server s;
+} worker_arg;
 
 /* The next index to compile, or N when there is none left (or a failure or
  * SIGINT stopped the run). Skipped indices are passed over here. */
@@ -295,18 +720,27 @@ static size_t take_index(pool *p) {
 }
 
 static void *worker(void *arg) {
-  pool *p = arg;
+  worker_arg *w = arg;
+  pool *p = w->p;
   char err[WORKER_ERR_MAX];
   for (size_t i; (i = take_index(p)) < p->n;) {
     const fat_variant *v = &p->variants[i];
-    int rc = fat_compile_one(v->name, v->source, p->arch, &p->builds[i], err, sizeof err);
+    /* A child that timed out or died is replaced for the next variant. */
+    int rc = w->s.pid > 0 ? 0
+             : server_start(&w->s, p->variants, p->n, p->arch, p->max_bytes, err, sizeof err);
+    if (rc == 0)
+      rc = server_compile(&w->s, i, v, p->arch, p->timeout_s, p->max_bytes, &p->builds[i], err,
+                          sizeof err);
     pthread_mutex_lock(&p->lock);
     if (rc != 0) {
       if (!p->failed) snprintf(p->err, sizeof p->err, "%s", err);
       p->failed = 1;
     } else {
       p->done++;
-      if (p->progress) p->progress(p->user, p->done, p->total, v, &p->builds[i]);
+      if (p->progress && p->progress(p->user, p->done, p->total, v, &p->builds[i]) && !p->failed) {
+        snprintf(p->err, sizeof p->err, "stopped after %s", v->name);
+        p->failed = 1;
+      }
     }
     pthread_mutex_unlock(&p->lock);
   }
@@ -326,7 +760,9 @@ int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int
     return -1;
   }
   pool p = {.variants = variants, .n = n, .arch = arch, .skip = skip, .builds = builds,
-            .progress = progress, .user = user};
+            .progress = progress, .user = user,
+            .timeout_s = (int)env_or("FATUNE_COMPILE_TIMEOUT_S", COMPILE_TIMEOUT_S),
+            .max_bytes = env_or("FATUNE_COMPILE_MAX_MB", COMPILE_MAX_MB) * BYTES_PER_MB};
   pthread_mutex_init(&p.lock, NULL);
   for (size_t i = 0; i < n; i++) p.total += !(skip && skip[i]);
 
@@ -335,21 +771,44 @@ int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int
     jobs = cpus > 0 ? (int)(cpus < INT_MAX ? cpus : INT_MAX) : 1;
   }
   size_t nthreads = (size_t)jobs < p.total ? (size_t)jobs : p.total;
+  if (nthreads == 0) {
+    pthread_mutex_destroy(&p.lock);
+    return 0;
+  }
+  worker_arg *w = calloc(nthreads, sizeof *w);
+  pthread_t *threads = nthreads > 1 ? calloc(nthreads - 1, sizeof *threads) : NULL;
+  int rc = -1;
+  if (!w || (nthreads > 1 && !threads)) {
+    set_err(err, errlen, "out of memory for %zu compile threads", nthreads);
+    goto out;
+  }
+  /* The compile processes are forked here, before the pool's threads
+   * exist: each child starts as a copy of one thread. */
+  for (size_t t = 0; t < nthreads; t++) {
+    w[t].p = &p;
+    if (server_start(&w[t].s, variants, n, arch, p.max_bytes, err, errlen)) {
+      for (size_t u = 0; u < t; u++) server_stop(&w[u].s, 0);
+      goto out;
+    }
+  }
   /* The calling thread is one of the workers; if fewer threads can be
    * created than asked for, the ones that exist share the work. */
-  pthread_t *threads = nthreads > 1 ? calloc(nthreads - 1, sizeof *threads) : NULL;
   size_t started = 0;
-  for (size_t t = 0; threads && t + 1 < nthreads; t++) {
-    if (pthread_create(&threads[t], NULL, worker, &p) != 0) break;
+  for (size_t t = 0; t + 1 < nthreads; t++) {
+    if (pthread_create(&threads[t], NULL, worker, &w[t + 1]) != 0) break;
     started++;
   }
-  worker(&p);
+  worker(&w[0]);
   for (size_t t = 0; t < started; t++) pthread_join(threads[t], NULL);
-  free(threads);
-  pthread_mutex_destroy(&p.lock);
+  for (size_t t = 0; t < nthreads; t++) server_stop(&w[t].s, 0);
   if (p.failed) {
     set_err(err, errlen, "%s", p.err);
-    return -1;
+    goto out;
   }
-  return 0;
+  rc = 0;
+out:
+  free(w);
+  free(threads);
+  pthread_mutex_destroy(&p.lock);
+  return rc;
 }

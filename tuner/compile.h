@@ -21,10 +21,20 @@ const char *fat_compile_options(void);
  * NVRTC loaded (for its version); returns -1 and fills err otherwise. */
 int fat_build_key(const char *source, const char *arch, char key[65], char *err, size_t errlen);
 
+/* Why SOURCE may not be compiled -- a preprocessor directive that reads a
+ * file (#include, #include_next, #import, #embed or one unknown), a probe
+ * for one (__has_include), or what would make its lines ambiguous to this
+ * check (a trigraph, a carriage return, a backslash and spaces before a
+ * newline) -- as "line N: directive #include" in WHY; "" when nothing.
+ * Generated sources are self-contained (the generator inlines the
+ * templates' includes): NVRTC would read any path from the disk. */
+void fat_source_file_reads(const char *source, char *why, size_t cap);
+
 /* Compiles one source for ARCH into B (zeroed first). Returns 0 when NVRTC
  * ran (B->ok says whether a cubin came out, B->log says why not), -1 when
  * NVRTC could not be loaded or called (err says why). NAME is used in
- * diagnostics ("fwd.mma80....cu"). */
+ * diagnostics ("fwd.mma80....cu"). A source fat_source_file_reads refuses
+ * is not handed to NVRTC: B->ok = 0 and B->log says why. */
 int fat_compile_one(const char *name, const char *source, const char *arch,
                     fat_build *b, char *err, size_t errlen);
 
@@ -32,9 +42,16 @@ int fat_compile_one(const char *name, const char *source, const char *arch,
  * variant i's result. SKIP, when not NULL, marks builds already cached
  * (skip[i] != 0: left untouched). PROGRESS, when not NULL, is called from the
  * compiling threads (serialised by a lock) after each build with the number
- * done so far. Returns 0, or -1 with err set when NVRTC is unavailable. */
-typedef void (*fat_compile_progress)(void *user, size_t done, size_t total,
-                                     const fat_variant *v, const fat_build *b);
+ * done so far; it returns 0 to go on, or -1 to stop the run (a build it could
+ * not store: the caller says why), which then hands out no more work and
+ * returns -1 with "stopped after VARIANT". Returns 0, or -1 with err set
+ * when NVRTC is unavailable. Each compile runs in a child process forked
+ * here (one per thread, before the threads; call it where no other thread
+ * is inside NVRTC or the loader): capped at FATUNE_COMPILE_TIMEOUT_S seconds
+ * (300) and FATUNE_COMPILE_MAX_MB of address space (8192), where a cap or a
+ * crash gives a failed build with B->capped set; SIGINT is blocked there. */
+typedef int (*fat_compile_progress)(void *user, size_t done, size_t total,
+                                    const fat_variant *v, const fat_build *b);
 int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int jobs,
                     const unsigned char *skip, fat_build *builds,
                     fat_compile_progress progress, void *user, char *err, size_t errlen);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_api.h"
+#include "elf_check.h"
 
 /* The real symbol of an entry point: cuda.h maps cuMemAlloc to
  * cuMemAlloc_v2, and stringifying after expansion yields that name. */
@@ -87,6 +88,15 @@ int fat_cuda_load(fat_cuda *out, char *err, size_t errlen) {
     n = 1;
   }
   for (size_t i = 0; i < n && !out->handle; i++) {
+    char damaged[FAT_CUDA_PATH_MAX];
+    /* A truncated file would raise SIGBUS inside dlopen. */
+    if (fat_library_check(candidates[i], damaged, sizeof damaged)) {
+      if (!first_name) {
+        first_name = candidates[i];
+        snprintf(first_error, sizeof first_error, "%s", damaged);
+      }
+      continue;
+    }
     out->handle = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
     if (out->handle) {
       snprintf(out->path, sizeof out->path, "%s", candidates[i]);

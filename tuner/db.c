@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include "db.h"
 #include "embedded.h"
@@ -182,6 +183,7 @@ struct fat_db {
 };
 
 const char *fat_db_errmsg(const fat_db *db) { return db ? db->err : "no database"; }
+const char *fat_db_path(const fat_db *db) { return db ? db->path : ""; }
 sqlite3 *fat_db_handle(fat_db *db) { return db ? db->h : NULL; }
 
 /* Sets db->err to the formatted context followed by ": " and SQLite's
@@ -520,6 +522,22 @@ int fat_db_open(const char *path, fat_db **out, char *err, size_t errlen) {
     snprintf(err, errlen, "cannot open database: empty path");
     goto out;
   }
+  /* SQLite's name for a database that lives and dies with the connection:
+   * every result would be lost (WAL cannot even be set on it). */
+  if (!strcmp(path, ":memory:")) {
+    snprintf(err, errlen, "cannot open database :memory:: an in-memory database keeps nothing; "
+             "give a file");
+    goto out;
+  }
+  /* Only a regular file (or a name not yet taken): a FIFO blocks open()
+   * until some writer comes, and a device (/dev/null, /dev/full) is no
+   * database -- SQLite would also leave its -journal beside it. */
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "cannot open database %s: %s", path,
+             S_ISDIR(st.st_mode) ? "it is a folder" : "not a regular file");
+    goto out;
+  }
   db = calloc(1, sizeof *db);
   if (!db || !(db->path = strdup(path))) {
     snprintf(err, errlen, "cannot open database %s: out of memory", path);
@@ -555,6 +573,102 @@ int fat_db_open(const char *path, fat_db **out, char *err, size_t errlen) {
     goto out;
   }
   db->err[0] = '\0';
+  *out = db;
+  db = NULL;
+  ret = 0;
+out:
+  fat_db_close(db);
+  return ret;
+}
+
+/* PATH as a file: URI that opens it read-only and immutable (no -shm to
+ * create, no lock to take), its bytes percent-encoded where a URI needs it. */
+static int immutable_uri(const char *path, char *out, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  size_t n = (size_t)snprintf(out, cap, "file:");
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    const int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                      (*p >= '0' && *p <= '9') || strchr("/-._~", *p);
+    if (n + 4 >= cap) return -1;
+    if (plain) {
+      out[n++] = (char)*p;
+    } else {
+      out[n++] = '%';
+      out[n++] = hex[*p >> 4];
+      out[n++] = hex[*p & 15];
+    }
+  }
+  return snprintf(out + n, cap - n, "?mode=ro&immutable=1") < (int)(cap - n) ? 0 : -1;
+}
+
+int fat_db_open_readonly(const char *path, fat_db **out, char *err, size_t errlen) {
+  fat_db *db = NULL;
+  struct stat st;
+  int version = 0, ret = -1, have;
+  *out = NULL;
+  if (!path || !*path) {
+    snprintf(err, errlen, "cannot open database: empty path");
+    return -1;
+  }
+  if (stat(path, &st)) {
+    snprintf(err, errlen, "no database at %s (%s)", path, strerror(errno));
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "cannot open database %s: %s", path,
+             S_ISDIR(st.st_mode) ? "it is a folder" : "not a regular file");
+    return -1;
+  }
+  if (!(db = calloc(1, sizeof *db)) || !(db->path = strdup(path))) {
+    snprintf(err, errlen, "cannot open database %s: out of memory", path);
+    goto out;
+  }
+  int rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READONLY, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_extended_result_codes(db->h, 1);
+    sqlite3_busy_timeout(db->h, FAT_DB_BUSY_TIMEOUT_MS);
+    rc = read_user_version(db, &version) ? sqlite3_extended_errcode(db->h) : SQLITE_OK;
+  }
+  /* A WAL database in a folder this user cannot write (read-only media)
+   * cannot get its -shm file: read it as the immutable file it is there. */
+  if ((rc & 0xff) == SQLITE_CANTOPEN || rc == SQLITE_READONLY_CANTINIT ||
+      rc == SQLITE_READONLY_DIRECTORY) {
+    char uri[4096 * 3 + 32];
+    sqlite3_close(db->h);
+    db->h = NULL;
+    if (immutable_uri(path, uri, sizeof uri) ||
+        sqlite3_open_v2(uri, &db->h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK ||
+        read_user_version(db, &version)) {
+      if (!db->err[0] && db->h) fail(db, "cannot read database %s", path);
+      snprintf(err, errlen, "%s", db->err[0] ? db->err : "cannot read database");
+      goto out;
+    }
+  } else if (rc != SQLITE_OK) {
+    if (!db->h) snprintf(db->err, sizeof db->err, "cannot open database %s: out of memory", path);
+    else if (!db->err[0]) fail(db, "cannot open database %s", path);
+    snprintf(err, errlen, "%s", db->err);
+    goto out;
+  }
+  if (version > FAT_DB_SCHEMA_VERSION || version < 0 ||
+      (version == 0 && count_schema_objects(db) != 0)) {
+    /* The read-write open words each refusal; it writes nothing first. */
+    fat_db_close(db);
+    return fat_db_open(path, out, err, errlen);
+  }
+  if (version == 0) {
+    snprintf(err, errlen, "not a fatune database: %s: an empty file (no fatune schema yet)", path);
+    goto out;
+  }
+  if ((have = has_table(db, "build_hashes")) < 0) {
+    snprintf(err, errlen, "%s", db->err);
+    goto out;
+  }
+  /* An older schema is upgraded in place, as any command that opens it
+   * does: that is a write, and the reads below need today's columns. */
+  if (version < FAT_DB_SCHEMA_VERSION || !have) {
+    fat_db_close(db);
+    return fat_db_open(path, out, err, errlen);
+  }
   *out = db;
   db = NULL;
   ret = 0;

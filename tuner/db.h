@@ -33,9 +33,18 @@ typedef struct fat_db fat_db;
  * unknown schema version, and a path it cannot open for writing ("cannot open
  * database PATH: ..."). On failure *DB is NULL and ERR holds the reason. */
 int fat_db_open(const char *path, fat_db **db, char *err, size_t errlen);
+/* Opens the existing database PATH for reading only (report, export,
+ * explain): nothing is created ("no database at PATH (No such file or
+ * directory)") and nothing written, so a file on read-only media opens
+ * (immutable, when its folder cannot take the -shm file). A file of an
+ * older schema version is upgraded in place by fat_db_open, as before (its
+ * readers need today's columns); every refusal is fat_db_open's. */
+int fat_db_open_readonly(const char *path, fat_db **db, char *err, size_t errlen);
 void fat_db_close(fat_db *db);
 /* The reason for the last failure on DB ("" if none). */
 const char *fat_db_errmsg(const fat_db *db);
+/* The path DB was opened with. */
+const char *fat_db_path(const fat_db *db);
 /* The underlying connection, for ad-hoc queries (export, tests). */
 sqlite3 *fat_db_handle(fat_db *db);
 

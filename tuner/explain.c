@@ -242,7 +242,8 @@ const char *fat_explain_usage(void) {
          "  --gpu-name NAME    which GPU of the database (default: its only one)\n"
          "  --bandwidth TB/s   copy bandwidth for the bandwidth floor, by hand\n"
          "  --peak TFLOP/s     matrix peak for the compute floor, by hand\n"
-         "  -h, --help         this text\n";
+         "  -h, --help         this text\n"
+         "\n" FAT_EXIT_STATUS_HELP;
 }
 
 /* A positive, finite number times SCALE (TB/s → B/s, TFLOP/s → FLOP/s). */
@@ -376,7 +377,7 @@ int fat_db_open_existing(const char *path, fat_db **db, char *err, size_t errlen
     snprintf(err, errlen, "cannot open database %s: %s", path, strerror(errno));
     return -1;
   }
-  return fat_db_open(path, db, err, errlen);
+  return fat_db_open_readonly(path, db, err, errlen);
 }
 
 /* The distinct GPU names in DB, ", "-joined into BUF ("none" when empty);
@@ -566,7 +567,7 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
     goto out;
   }
   if (o.db_path[0]) snprintf(db_path, sizeof db_path, "%s", o.db_path);
-  else if (fat_options_default_db(db_path, sizeof db_path, err, sizeof err)) {
+  else if (fat_options_default_db(db_path, sizeof db_path, 0, err, sizeof err)) {
     fprintf(errf, "fatune explain: %s\n", err);
     goto out;
   }
@@ -638,4 +639,6 @@ out:
   return status;
 }
 
-int fat_explain_main(int argc, char **argv) { return fat_explain_run(argc, argv, stdout, stderr); }
+int fat_explain_main(int argc, char **argv) {
+  return fat_exit_flushed(stdout, "fatune explain", fat_explain_run(argc, argv, stdout, stderr));
+}

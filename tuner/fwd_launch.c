@@ -168,9 +168,18 @@ void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap) {
 
 size_t fat_fwd_workspace_bytes(const fat_fwd_geometry *g, int batch, int heads, int seqlen_q) {
   if (g->splits <= 1) return 0;
-  const size_t rows = (size_t)g->splits * (size_t)batch * (size_t)heads * (size_t)seqlen_q;
-  return round_up(rows * (size_t)g->head_dim * sizeof(float), WORKSPACE_ALIGN) +
-         round_up(rows * sizeof(float), WORKSPACE_ALIGN);
+  /* The same sum, overflow-checked: SIZE_MAX says it does not fit. */
+  size_t rows, o_bytes, lse_bytes, total;
+  if (__builtin_mul_overflow((size_t)g->splits, (size_t)batch, &rows) ||
+      __builtin_mul_overflow(rows, (size_t)heads, &rows) ||
+      __builtin_mul_overflow(rows, (size_t)seqlen_q, &rows) ||
+      __builtin_mul_overflow(rows, (size_t)g->head_dim * sizeof(float), &o_bytes) ||
+      __builtin_mul_overflow(rows, sizeof(float), &lse_bytes) ||
+      o_bytes > SIZE_MAX - 2 * WORKSPACE_ALIGN || lse_bytes > SIZE_MAX - 2 * WORKSPACE_ALIGN ||
+      __builtin_add_overflow(round_up(o_bytes, WORKSPACE_ALIGN), round_up(lse_bytes, WORKSPACE_ALIGN),
+                             &total) || total == SIZE_MAX)
+    return SIZE_MAX;
+  return total;
 }
 
 void fat_fwd_set_workspace(const fat_fwd_geometry *g, fat_fwd_params *p, CUdeviceptr workspace) {

@@ -84,6 +84,7 @@ void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap);
  * partial outputs and log-sum-exps, splits x batch x heads x seqlen_q rows,
  * each part rounded up to 256 bytes. */
 size_t fat_fwd_workspace_bytes(const fat_fwd_geometry *g, int batch, int heads, int seqlen_q);
+/* (SIZE_MAX when the size does not fit in a size_t: no workspace can be given.) */
 
 /* Points P's o_accum and lse_accum into WORKSPACE (a device address of at
  * least fat_fwd_workspace_bytes), or at 0 for a variant that needs none. */

@@ -118,11 +118,21 @@ static int plain_error(lua_State *L, const char *fmt, ...) {
  * string.find on a long string can run for hours in C: past the deadline
  * the watchdog ends the process with a message (generator calls run only in
  * the fatune command, never in the runtime library). */
+/* The deadline: FAT_GEN_MAX_SECONDS, or $FATUNE_GEN_TIMEOUT_S (tests). */
+static int watchdog_seconds(void) {
+  const char *env = getenv("FATUNE_GEN_TIMEOUT_S");
+  int s = env ? atoi(env) : 0;
+  return s > 0 ? s : FAT_GEN_MAX_SECONDS;
+}
+
 typedef struct watchdog {
   pthread_mutex_t lock;
   pthread_cond_t finished;
   int done;      /* the call returned */
   int seconds;   /* the deadline */
+  int closing;   /* it guards lua_close, not a call */
+  pthread_t thread;
+  int started;
 } watchdog;
 
 static void *watchdog_main(void *arg) {
@@ -135,6 +145,11 @@ static void *watchdog_main(void *arg) {
   while (!w->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&w->finished, &w->lock, &deadline);
   int expired = !w->done;
   pthread_mutex_unlock(&w->lock);
+  if (expired && w->closing) {
+    dprintf(STDERR_FILENO, "fatune: generator: closing the generator's Lua state took more than "
+            "%d s; stopped\n", w->seconds);
+    _exit(1);
+  }
   if (expired) {
     dprintf(STDERR_FILENO,
             "fatune: generator: a generator script ran for more than %d s inside a library "
@@ -145,12 +160,21 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
-/* The deadline: FAT_GEN_MAX_SECONDS, or $FATUNE_GEN_TIMEOUT_S (tests). */
-static int watchdog_seconds(void) {
-  const char *env = getenv("FATUNE_GEN_TIMEOUT_S");
-  int s = env ? atoi(env) : 0;
-  return s > 0 ? s : FAT_GEN_MAX_SECONDS;
+static void watchdog_start(watchdog *w, int closing) {
+  *w = (watchdog){.lock = PTHREAD_MUTEX_INITIALIZER, .finished = PTHREAD_COND_INITIALIZER,
+                  .seconds = watchdog_seconds(), .closing = closing};
+  w->started = pthread_create(&w->thread, NULL, watchdog_main, w) == 0;
 }
+
+static void watchdog_stop(watchdog *w) {
+  if (!w->started) return;
+  pthread_mutex_lock(&w->lock);
+  w->done = 1;
+  pthread_cond_signal(&w->finished);
+  pthread_mutex_unlock(&w->lock);
+  pthread_join(w->thread, NULL);
+}
+
 
 /* Runs FN(ctx) in protected mode with a fresh instruction budget and a
  * wall-clock watchdog; on failure copies the message into err. Returns 0
@@ -158,22 +182,15 @@ static int watchdog_seconds(void) {
 static int run_protected(fat_gen *g, lua_CFunction fn, void *ctx, char *err, size_t errlen) {
   lua_State *L = g->L;
   int base = lua_gettop(L);
-  watchdog w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, watchdog_seconds()};
-  pthread_t guard;
-  int guarded = pthread_create(&guard, NULL, watchdog_main, &w) == 0;
+  watchdog w;
+  watchdog_start(&w, 0);
   g->instructions = 0;
   lua_sethook(L, count_hook, LUA_MASKCOUNT, FAT_GEN_HOOK_STEP);
   lua_pushcfunction(L, msghandler);
   lua_pushcfunction(L, fn);
   lua_pushlightuserdata(L, ctx);
   int status = lua_pcall(L, 1, 0, base + 1);
-  if (guarded) {
-    pthread_mutex_lock(&w.lock);
-    w.done = 1;
-    pthread_cond_signal(&w.finished);
-    pthread_mutex_unlock(&w.lock);
-    pthread_join(guard, NULL);
-  }
+  watchdog_stop(&w);
   if (status != LUA_OK) {
     if (status == LUA_ERRMEM)
       snprintf(err, errlen, "generator: out of memory (Lua heap capped at %zu bytes)",
@@ -275,6 +292,25 @@ static int fat_read_template(lua_State *L) {
   return 2;
 }
 
+/* setmetatable without finalizers: Lua runs a __gc metamethod with hooks
+ * off (the instruction cap never reaches it), during any collection or in
+ * lua_close, where no watchdog ran; a generator script has no use for one.
+ * A metatable given a __gc field only after setmetatable never finalizes
+ * (Lua 5.4), so refusing it here is enough. The original is upvalue 1. */
+static int fat_setmetatable(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    lua_pushliteral(L, "__gc");
+    const int has_gc = lua_rawget(L, 2) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (has_gc) luaL_argerror(L, 2, "finalizers (__gc) are not available to generator scripts");
+  }
+  const int n = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
 static const luaL_Reg fat_lib[] = {
     {"require", fat_require},
     {"read_template", fat_read_template},
@@ -299,6 +335,9 @@ static int open_main(lua_State *L) {
     lua_pushnil(L);
     lua_setglobal(L, *name);
   }
+  lua_getglobal(L, "setmetatable");
+  lua_pushcclosure(L, fat_setmetatable, 1);
+  lua_setglobal(L, "setmetatable");
   /* luaL_requiref leaves a package.loaded-style table in the registry; the
    * scripts cannot reach it, so it stays. */
   luaL_newlib(L, fat_lib);
@@ -350,7 +389,15 @@ fail:
 
 void fat_gen_close(fat_gen *g) {
   if (!g) return;
-  if (g->L) lua_close(g->L);
+  if (g->L) {
+    /* lua_close runs what is left to collect with hooks off: the watchdog
+     * guards it too (setmetatable refuses finalizers, so it should never
+     * have to act). */
+    watchdog w;
+    watchdog_start(&w, 1);
+    lua_close(g->L);
+    watchdog_stop(&w);
+  }
   free(g->source_dir);
   free(g);
 }
@@ -607,6 +654,43 @@ static int head_dims_main(lua_State *L) {
   }
   ctx->n = (int)n;
   return 0;
+}
+
+typedef struct archs_ctx {
+  char (*out)[16];
+  int cap;
+  int n;
+} archs_ctx;
+
+static int archs_main(lua_State *L) {
+  archs_ctx *ctx = lua_touserdata(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, SPACE_KEY);
+  if (lua_getfield(L, -1, "archs") != LUA_TFUNCTION) return 0; /* the space does not say */
+  lua_call(L, 0, 1);
+  if (!lua_istable(L, -1)) plain_error(L, "space.archs must return a table, not %s", luaL_typename(L, -1));
+  const lua_Integer n = luaL_len(L, -1);
+  if (n > ctx->cap) plain_error(L, "the space has %d archs, more than the %d asked for", (int)n, ctx->cap);
+  for (lua_Integer i = 1; i <= n; i++) {
+    size_t len;
+    lua_geti(L, -1, i);
+    const char *a = lua_tolstring(L, -1, &len);
+    if (!a || len == 0 || len >= sizeof ctx->out[0])
+      plain_error(L, "space.archs: entry %d is not an architecture name", (int)i);
+    memcpy(ctx->out[i - 1], a, len + 1);
+    lua_pop(L, 1);
+  }
+  ctx->n = (int)n;
+  return 0;
+}
+
+int fat_gen_archs(fat_gen *g, char (*out)[16], int cap, char *err, size_t errlen) {
+  archs_ctx ctx = {.out = out, .cap = cap};
+  if (!g || (!out && cap > 0) || cap < 0) {
+    snprintf(err, errlen, "fat_gen_archs: %s", !g ? "the generator is NULL" : "bad output buffer");
+    return -1;
+  }
+  if (run_protected(g, archs_main, &ctx, err, errlen) != 0) return -1;
+  return ctx.n;
 }
 
 int fat_gen_head_dims(fat_gen *g, fat_direction direction, int *out, int cap, char *err, size_t errlen) {

@@ -42,4 +42,10 @@ void fat_pruned_free_all(fat_pruned *p, size_t n);
 /* Head dims, dtypes and masks the space knows for DIRECTION (for --help and
  * validating the CLI). Fills up to CAP entries, returns the count or -1. */
 int fat_gen_head_dims(fat_gen *g, fat_direction direction, int *out, int cap, char *err, size_t errlen);
+
+/* The targets the space generates for ("sm_80", "sm_90a", ...), in its
+ * order: fills up to CAP, returns the count, 0 when the space does not say
+ * (a --templates space without space.archs: its generate judges), or -1
+ * with err. */
+int fat_gen_archs(fat_gen *g, char (*out)[16], int cap, char *err, size_t errlen);
 #endif

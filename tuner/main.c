@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "cli_args.h"
+#include "compile.h"
 #include "explain.h"
 #include "gen.h"
 #include "options.h"
@@ -15,6 +17,7 @@
 
 #define ERRLEN 1024
 #define MAX_HEAD_DIMS 32
+#define MAX_ARCHS 32
 
 int main(int argc, char **argv) {
   char err[ERRLEN];
@@ -29,22 +32,68 @@ int main(int argc, char **argv) {
                    !strcmp(argv[1], "rehash")))
     return fat_tables_main(argc - 1, argv + 1);
 
-  /* The head dims the CLI accepts are the ones the space has. */
-  const char *source_dir = NULL;
-  for (int i = 1; i + 1 < argc; i++)
-    if (!strcmp(argv[i], "--templates")) source_dir = argv[i + 1];
+  /* The command line first: a usage error is reported as one (exit 2)
+   * whatever the generator would say, and --templates DIR (or =DIR) is
+   * known before the generator opens. */
+  if (fat_options_parse(argc, argv, NULL, 0, &o, err, sizeof err)) {
+    fprintf(stderr, "fatune: %s\n", err);
+    return FAT_EXIT_USAGE;
+  }
+  if (o.command == FAT_CMD_HELP) {
+    fputs(fat_options_usage(), stdout);
+    return fat_exit_flushed(stdout, "fatune", FAT_EXIT_OK);
+  }
+  if (o.command == FAT_CMD_VERSION) {
+    /* The tables found as libfatune finds them: where this command lies. */
+    char tables[4096], looked[4096];
+    printf("fatune %s\n", FAT_VERSION);
+    if (fat_tables_default(tables, sizeof tables, looked, sizeof looked) == 0)
+      printf("shipped tables: %s\n", tables);
+    else
+      printf("shipped tables: none found (looked for %s)\n", looked);
+    return fat_exit_flushed(stdout, "fatune", FAT_EXIT_OK);
+  }
+  const char *source_dir = o.source_dir[0] ? o.source_dir : NULL;
   struct stat st;
   if (source_dir && (stat(source_dir, &st) || !S_ISDIR(st.st_mode))) {
     fprintf(stderr, "fatune: --templates: '%s' is not a folder\n", source_dir);
     return FAT_EXIT_USAGE;
   }
+  /* The head dims the CLI accepts are the ones the space has: the
+   * --templates folder's, when one is given. */
   fat_gen *gen = fat_gen_open(source_dir, err, sizeof err);
   if (!gen) {
     fprintf(stderr, "fatune: generator: %s\n", err);
     return FAT_EXIT_FAILED;
   }
+  /* --arch: a target the space generates for (the generator would refuse
+   * any other only once the run began, with exit 1). */
+  char archs[MAX_ARCHS][16];
+  const int n_archs = o.arch[0] ? fat_gen_archs(gen, archs, MAX_ARCHS, err, sizeof err) : 0;
+  if (n_archs < 0) {
+    fat_gen_close(gen);
+    fprintf(stderr, "fatune: generator: %s\n", err);
+    return FAT_EXIT_FAILED;
+  }
+  int arch_known = n_archs == 0 && (!o.arch[0] || fat_arch_valid(o.arch));
+  for (int i = 0; i < n_archs; i++) arch_known |= !strcmp(archs[i], o.arch);
+  if (!arch_known && n_archs == 0) {
+    fat_gen_close(gen);
+    fprintf(stderr, "fatune: --arch: unknown architecture '%s' (sm_80, sm_86, sm_89, sm_90a, ...)\n",
+            o.arch);
+    return FAT_EXIT_USAGE;
+  }
+  if (!arch_known) {
+    char list[MAX_ARCHS * 18] = "";
+    for (int i = 0; i < n_archs; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", archs[i]);
+    fat_gen_close(gen);
+    fprintf(stderr, "fatune: --arch: '%s' is not an architecture fatune generates for (%s)\n",
+            o.arch, list);
+    return FAT_EXIT_USAGE;
+  }
   n_known = fat_gen_head_dims(gen, FAT_FWD, known, MAX_HEAD_DIMS, err, sizeof err);
-  /* The backward has fewer templates (no 32): checked after parsing. */
+  /* The backward has fewer templates (no 32): checked below. */
   int known_bwd[MAX_HEAD_DIMS];
   const int n_known_bwd =
       n_known < 0 ? n_known : fat_gen_head_dims(gen, FAT_BWD, known_bwd, MAX_HEAD_DIMS, err, sizeof err);
@@ -53,27 +102,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fatune: generator: %s\n", err);
     return FAT_EXIT_FAILED;
   }
-
-  if (fat_options_parse(argc, argv, known, n_known, &o, err, sizeof err)) {
+  if (fat_options_check_head_dims(&o, known, n_known, err, sizeof err)) {
     fprintf(stderr, "fatune: %s\n", err);
     return FAT_EXIT_USAGE;
-  }
-  switch (o.command) {
-  case FAT_CMD_HELP:
-    fputs(fat_options_usage(), stdout);
-    return FAT_EXIT_OK;
-  case FAT_CMD_VERSION: {
-    /* The tables found as libfatune finds them: where this command lies. */
-    char tables[4096], looked[4096];
-    printf("fatune %s\n", FAT_VERSION);
-    if (fat_tables_default(tables, sizeof tables, looked, sizeof looked) == 0)
-      printf("shipped tables: %s\n", tables);
-    else
-      printf("shipped tables: none found (looked for %s)\n", looked);
-    return FAT_EXIT_OK;
-  }
-  default:
-    break;
   }
   /* Empty lists mean everything the space has: with the backward asked
    * for, the head dims both directions have. */
@@ -107,9 +138,11 @@ int main(int argc, char **argv) {
     o.masks[1] = FAT_MASK_CAUSAL;
     o.n_masks = 2;
   }
-  if (!o.db_path[0] && fat_options_default_db(o.db_path, sizeof o.db_path, err, sizeof err)) {
+  /* --list opens no database: it neither needs the path nor makes its folder. */
+  if (o.command == FAT_CMD_TUNE && !o.db_path[0] &&
+      fat_options_default_db(o.db_path, sizeof o.db_path, 1, err, sizeof err)) {
     fprintf(stderr, "fatune: %s\n", err);
     return FAT_EXIT_USAGE;
   }
-  return fat_tune_main(&o, stdout, stderr);
+  return fat_exit_flushed(stdout, "fatune", fat_tune_main(&o, stdout, stderr));
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "elf_check.h"
 #include "nvrtc_api.h"
 
 /* The toolkit's default install location, for when the loader path lacks it. */
@@ -60,6 +61,12 @@ int fat_nvrtc_open(const char *const *candidates, int n, fat_nvrtc *out, char *e
   char why[LOAD_ERR_MAX] = "NVRTC could not be loaded; tried:";
   for (int i = 0; i < n; i++) {
     const char *name = candidates[i];
+    char damaged[LOAD_ERR_MAX / 4];
+    /* A truncated file would raise SIGBUS inside dlopen. */
+    if (fat_library_check(name, damaged, sizeof damaged)) {
+      append(why, sizeof why, "\n  %s", damaged);
+      continue;
+    }
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       const char *e = dlerror();
@@ -101,13 +108,25 @@ static void load(void) {
   const char *list[MAX_CANDIDATES];
   int n = 0;
   const char *env = getenv("FATUNE_NVRTC");
-  if (env && *env) list[n++] = env;
+  char env_err[LOAD_ERR_MAX] = "";
+  /* The user's library first, alone, so that its failure can be told. */
+  if (env && *env && fat_nvrtc_open(&env, 1, &loaded, env_err, sizeof env_err) == 0) {
+    load_ok = 1;
+    return;
+  }
   for (size_t i = 0; i < sizeof default_candidates / sizeof default_candidates[0]; i++)
     list[n++] = default_candidates[i];
   load_ok = fat_nvrtc_open(list, n, &loaded, load_err, sizeof load_err) == 0;
-  if (load_ok && env && *env && strcmp(loaded.path, env) != 0) {
-    /* The user asked for a specific library: say when another one serves. */
-    fprintf(stderr, "fatune: FATUNE_NVRTC=%s could not be loaded; using %s\n", env, loaded.path);
+  if (env && *env) {
+    /* The user asked for a specific library: say why another one serves,
+     * or why none does. Its line of the message is "\n  PATH: reason". */
+    const char *line = strstr(env_err, "\n  ");
+    const size_t len = line ? strcspn(line + 3, "\n") : 0;
+    if (load_ok)
+      fprintf(stderr, "fatune: FATUNE_NVRTC=%s could not be loaded (%.*s); using %s\n", env,
+              (int)len, line ? line + 3 : "", loaded.path);
+    else
+      snprintf(load_err, sizeof load_err, "%s", env_err);
   }
 }
 

@@ -52,7 +52,8 @@ const char *fat_options_usage(void) {
          "  --jobs J           compile threads (default: number of CPUs)\n"
          "  --reps N           timed repetitions per variant, at least 20 (default 20)\n"
          "  --timeout S        watchdog for one variant on the GPU, seconds (default 60)\n"
-         "  --arch ARCH        compile for ARCH (sm_80, sm_90a, ...; default: the GPU's)\n"
+         "  --arch ARCH        compile for ARCH (sm_80, sm_86, sm_89, sm_90a, sm_100, sm_120,\n"
+         "                     ...; default: the GPU's)\n"
          "  --templates DIR    use DIR/generator and DIR/templates instead of the built-in ones\n"
          "  --retune           re-measure what the database already holds\n"
          "  --list             print the variants the query expands to, then stop\n"
@@ -60,9 +61,7 @@ const char *fat_options_usage(void) {
          "  -q, --quiet        only the final table and errors\n"
          "  -h, --help         this text\n"
          "  -V, --version      the version\n"
-         "\n"
-         "Exit status: 0 done, 1 run-time failure, 2 bad usage, 3 no GPU (generation and\n"
-         "compilation done, nothing checked or timed).\n";
+         "\n" FAT_EXIT_STATUS_HELP;
 }
 
 /* Splits S at SEP (',' for lists of numbers and names) into at most
@@ -120,22 +119,41 @@ typedef struct head_dim_ctx {
   int n_known;
 } head_dim_ctx;
 
+/* The refusal of head dim D, which the space (KNOWN, N_KNOWN) lacks. */
+static void not_a_head_dim(const char *flag, const char *item, const int *known, int n_known,
+                           char *err, size_t errlen) {
+  char list[128] = "";
+  for (int i = 0; i < n_known; i++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "", known[i]);
+  snprintf(err, errlen, "%s: '%s' is not a head dim fatune can tune (%s)", flag, item, list);
+}
+
 static int each_head_dim(const char *flag, const char *item, void *out, int index, char *err,
                          size_t errlen) {
   head_dim_ctx *c = out;
   int d;
   if (fat_cli_parse_int(flag, item, INT_MIN, INT_MAX, &d, err, errlen)) return -1;
+  c->out[index] = d;
+  if (!c->known) return 0; /* checked later, against the space (fat_options_check_head_dims) */
   for (int i = 0; i < c->n_known; i++)
-    if (c->known[i] == d) {
-      c->out[index] = d;
-      return 0;
-    }
-  char known[128] = "";
-  for (int i = 0; i < c->n_known; i++)
-    snprintf(known + strlen(known), sizeof known - strlen(known), "%s%d", i ? ", " : "",
-             c->known[i]);
-  snprintf(err, errlen, "%s: '%s' is not a head dim fatune can tune (%s)", flag, item, known);
+    if (c->known[i] == d) return 0;
+  not_a_head_dim(flag, item, c->known, c->n_known, err, errlen);
   return -1;
+}
+
+int fat_options_check_head_dims(const fat_options *o, const int *known, int n_known, char *err,
+                                size_t errlen) {
+  for (int i = 0; i < o->n_head_dims; i++) {
+    int found = 0;
+    for (int j = 0; j < n_known; j++) found |= known[j] == o->head_dims[i];
+    if (!found) {
+      char item[16];
+      snprintf(item, sizeof item, "%d", o->head_dims[i]);
+      not_a_head_dim("--head-dim", item, known, n_known, err, errlen);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 static int each_dtype(const char *flag, const char *item, void *out, int index, char *err,
@@ -401,7 +419,8 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     } else if (!strcmp(flag, "--timeout")) {
       rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_TIMEOUT_S, &o->timeout_s, err, errlen);
     } else if (!strcmp(flag, "--arch")) {
-      if (!fat_arch_valid(value) || strlen(value) >= sizeof o->arch) {
+      /* Which targets exist is the generator's to say (main checks it). */
+      if (!*value || strlen(value) >= sizeof o->arch) {
         snprintf(err, errlen, "%s: unknown architecture '%s' (sm_80, sm_86, sm_89, sm_90a, ...)",
                  flag, value);
         rc = -1;
@@ -455,7 +474,7 @@ static int make_parent_dirs(char *path, char *err, size_t errlen) {
   return 0;
 }
 
-int fat_options_default_db(char *out, size_t cap, char *err, size_t errlen) {
+int fat_options_default_db(char *out, size_t cap, int make_folder, char *err, size_t errlen) {
   const char *env = getenv("FATUNE_DB"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   int n;
   if (env && *env) n = snprintf(out, cap, "%s", env);
@@ -469,5 +488,5 @@ int fat_options_default_db(char *out, size_t cap, char *err, size_t errlen) {
     snprintf(err, errlen, "database path too long");
     return -1;
   }
-  return make_parent_dirs(out, err, errlen);
+  return make_folder ? make_parent_dirs(out, err, errlen) : 0;
 }

@@ -19,12 +19,21 @@
 #define FAT_GQA_MQA 0
 #define FAT_MAX_GROUP 128         /* largest --gqa group: query heads per K/V head */
 
-/* Exit statuses of the fatune command. */
+/* The exit-status paragraph of every --help: one rule for the command and
+ * each subcommand. */
+#define FAT_EXIT_STATUS_HELP                                                            \
+  "Exit status, the same for fatune and every subcommand: 0 done; 1 run-time\n"         \
+  "failure (a file refused, NVRTC missing, a write that failed); 2 bad usage (a bad\n"   \
+  "flag or value, an unusable --db); 3 no GPU (generation and compilation done,\n"      \
+  "nothing checked or timed); 130 interrupted (^C: what was done is kept).\n"
+
+/* Exit statuses of the fatune command and its subcommands. */
 enum {
   FAT_EXIT_OK = 0,
   FAT_EXIT_FAILED = 1,  /* a run-time failure: NVRTC missing, database write failed, ... */
   FAT_EXIT_USAGE = 2,   /* bad command line or unusable --db path */
   FAT_EXIT_NO_GPU = 3,  /* no GPU: everything that needs none was done */
+  /* 130 (interrupt.h's FAT_EXIT_INTERRUPTED): SIGINT stopped it */
 };
 
 typedef enum fat_command {
@@ -78,14 +87,23 @@ typedef struct fat_options {
 /* Parses ARGV into O (defaults first). Returns 0, or -1 with ERR naming the
  * offending flag and value, e.g. "--head-dim: '1000' is not a head dim
  * fatune can tune (64, 96, 128, 192, 256)". KNOWN_HEAD_DIMS lists what the
- * generator's space supports (N_KNOWN of them). */
+ * generator's space supports (N_KNOWN of them); NULL leaves the head dims
+ * for fat_options_check_head_dims. */
 int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_known,
                       fat_options *o, char *err, size_t errlen);
 
+/* After fat_options_parse with no KNOWN_HEAD_DIMS: every --head-dim is one
+ * of the space's (the generator's, once it is open). Returns 0, or -1 with
+ * the message fat_options_parse would have given. */
+int fat_options_check_head_dims(const fat_options *o, const int *known_head_dims, int n_known,
+                                char *err, size_t errlen);
+
 /* The database path used when --db is absent: $FATUNE_DB, else
  * $XDG_CACHE_HOME/fatune/fatune.db, else $HOME/.cache/fatune/fatune.db.
- * Creates the folder (not the file). Returns 0 or -1 with err. */
-int fat_options_default_db(char *out, size_t cap, char *err, size_t errlen);
+ * MAKE_FOLDER: creates its folder (not the file), for a command that writes
+ * there; one that only reads (--list, explain, report, export) leaves the
+ * file system as it was. Returns 0 or -1 with err. */
+int fat_options_default_db(char *out, size_t cap, int make_folder, char *err, size_t errlen);
 
 /* The --help text. */
 const char *fat_options_usage(void);

@@ -4,12 +4,15 @@
  * it). Nothing on the page reaches the network: no fonts, scripts, images or
  * links outside the file; inline SVG in HTML needs no namespace URL. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "explain.h"
 #include "options.h"
+#include "cli_args.h"
 #include "report.h"
 
 #define ERRLEN 512
@@ -800,7 +803,8 @@ const char *fat_report_usage(void) {
          "  --db PATH          database (default $FATUNE_DB, else the cache folder's fatune.db)\n"
          "  -o, --output FILE  the page to write (default " FAT_REPORT_DEFAULT_OUTPUT ")\n"
          "  --gpu-name NAME    which GPU of the database (default: its only one)\n"
-         "  -h, --help         this text\n";
+         "  -h, --help         this text\n"
+         "\n" FAT_EXIT_STATUS_HELP;
 }
 
 int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
@@ -856,7 +860,7 @@ int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
     }
     strcpy(dst, value);
   }
-  if (!seen_db && fat_options_default_db(db_path, sizeof db_path, err, sizeof err)) {
+  if (!seen_db && fat_options_default_db(db_path, sizeof db_path, 0, err, sizeof err)) {
     fprintf(errf, "fatune report: %s\n", err);
     goto out;
   }
@@ -879,10 +883,23 @@ int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
     fprintf(errf, "fatune report: no GPU results in %s: run fatune on a GPU first\n", db_path);
     goto out;
   }
-  /* Written aside and renamed: a failed run never leaves half a page. */
-  snprintf(tmp, sizeof tmp, "%s.tmp", output);
-  if (!(f = fopen(tmp, "w"))) {
+  /* Written aside and renamed: a failed run never leaves half a page. The
+   * temporary is this process's own (O_EXCL | O_NOFOLLOW: a link planted
+   * at its name is never followed), and an OUTPUT that is anything but a
+   * regular file (a link, a FIFO, a device) is refused, not replaced. */
+  struct stat st;
+  if (lstat(output, &st) == 0 && !S_ISREG(st.st_mode)) {
+    fprintf(errf, "fatune report: %s exists and is not a regular file: not replaced\n", output);
+    goto out;
+  }
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", output, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0 || !(f = fdopen(fd, "w"))) {
     fprintf(errf, "fatune report: cannot write %s: %s\n", tmp, strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(tmp);
+    }
     tmp[0] = '\0';
     goto out;
   }
@@ -911,4 +928,6 @@ out:
   return status;
 }
 
-int fat_report_main(int argc, char **argv) { return fat_report_run(argc, argv, stdout, stderr); }
+int fat_report_main(int argc, char **argv) {
+  return fat_exit_flushed(stdout, "fatune report", fat_report_run(argc, argv, stdout, stderr));
+}

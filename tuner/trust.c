@@ -3,12 +3,16 @@
  * place it is written. tables.c loads a table file or another database into
  * a scratch database and calls these two functions on it before anything
  * reaches the target. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "compile.h"
+#include "interrupt.h"
 #include "nvrtc_api.h"
+#include "options.h"
+#include "tolerance.h"
 #include "sha256.h"
 #include "tables.h"
 #include "trust.h"
@@ -489,6 +493,227 @@ out:
   return rc;
 }
 
+/* ---- the measurements' own bounds ------------------------------------------ */
+
+/* What a row may claim, by what a GPU, a problem and a measurement can be.
+ * Outside these a row is false (or made to win): an edited table, not a
+ * tune. */
+#define MAX_GPU_NAME 255           /* fat_gpu_info's name, without its NUL */
+#define MAX_CC_MAJOR 99            /* what "sm_XY" can say */
+#define MAX_CC_MINOR 9
+#define MAX_SM_COUNT 65536
+#define MAX_VERSION 1000000        /* cuDriverGetVersion's 13000, NVRTC's 13 */
+#define MAX_CLOCK_KHZ 100000000    /* 100 GHz */
+#define MAX_SHAPE 65536            /* batch and heads of a problem or a check */
+#define MIN_MEDIAN_MS 1e-3         /* no launch finishes in less than a microsecond */
+#define MAX_MEDIAN_MS 3.6e6        /* an hour */
+/* A median that puts a problem's FLOPs past this rate is no measurement (the
+ * H200's dense fp16 peak is about 1e3 TFLOP/s): it would win every merge. */
+#define MAX_PLAUSIBLE_TFLOPS 1e4
+#define MAX_SM_CLOCK_MHZ 100000
+
+/* The first byte of TEXT (BYTES long) no GPU name has -- a control
+ * character (a newline would add lines to an export's header) or a NUL --
+ * as its index; -1 when there is none. */
+static long bad_name_byte(const unsigned char *text, int bytes) {
+  for (int i = 0; i < bytes; i++)
+    if (text[i] < 0x20 || text[i] == 0x7f) return i;
+  return -1;
+}
+
+static int check_gpus(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  if (sqlite3_prepare_v2(h, "SELECT id, name, cc_major, cc_minor, sm_count, driver_version,"
+                            " nvrtc_major, nvrtc_minor, clock_khz, mem_clock_khz FROM main.gpus"
+                            " ORDER BY id", -1, &s, NULL) != SQLITE_OK)
+    goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const long long id = sqlite3_column_int64(s, 0);
+    const unsigned char *gname = sqlite3_column_text(s, 1);
+    const int bytes = sqlite3_column_bytes(s, 1);
+    const long bad = gname ? bad_name_byte(gname, bytes) : 0;
+    const struct { const char *col; long long lo, hi; } bounds[] = {
+        {"cc_major", 1, MAX_CC_MAJOR}, {"cc_minor", 0, MAX_CC_MINOR}, {"sm_count", 1, MAX_SM_COUNT},
+        {"driver_version", 1, MAX_VERSION}, {"nvrtc_major", 1, MAX_VERSION},
+        {"nvrtc_minor", 0, MAX_VERSION}, {"clock_khz", 0, MAX_CLOCK_KHZ},
+        {"mem_clock_khz", 0, MAX_CLOCK_KHZ}};
+    if (bytes > MAX_GPU_NAME) {
+      set_err(err, errlen, "%s: gpus row %lld: a name of %d bytes, more than %d", name, id, bytes,
+              MAX_GPU_NAME);
+      goto out;
+    }
+    if (bad >= 0) {
+      set_err(err, errlen, "%s: gpus row %lld: byte %ld of the name is 0x%02x, a control character",
+              name, id, bad + 1, gname[bad]);
+      goto out;
+    }
+    for (size_t b = 0; b < sizeof bounds / sizeof bounds[0]; b++) {
+      const long long v = sqlite3_column_int64(s, (int)b + 2);
+      if (v < bounds[b].lo || v > bounds[b].hi) {
+        set_err(err, errlen, "%s: gpus row %lld: %s %lld is outside [%lld, %lld]", name, id,
+                bounds[b].col, v, bounds[b].lo, bounds[b].hi);
+        goto out;
+      }
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
+/* Problems within what the tuner tunes (a local problem's FLOPs are
+ * counted row by row: a seqlen of 2^31 would take that long). */
+static int check_problems(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  if (sqlite3_prepare_v2(h, "SELECT id, batch, heads, seqlen_q, seqlen_k, window_left, window_right"
+                            " FROM main.problems ORDER BY id", -1, &s, NULL) != SQLITE_OK)
+    goto sqlfail;
+  static const char *const cols[] = {"batch", "heads", "seqlen_q", "seqlen_k", "window_left",
+                                     "window_right"};
+  const long long hi[] = {MAX_SHAPE, MAX_SHAPE, FAT_MAX_SEQLEN, FAT_MAX_SEQLEN, FAT_MAX_SEQLEN,
+                          FAT_MAX_SEQLEN};
+  while ((step = sqlite3_step(s)) == SQLITE_ROW)
+    for (int c = 0; c < 6; c++) {
+      const long long v = sqlite3_column_int64(s, c + 1);
+      if (v > hi[c]) {
+        set_err(err, errlen, "%s: problems row %lld: %s %lld is more than %lld", name,
+                (long long)sqlite3_column_int64(s, 0), cols[c], v, hi[c]);
+        goto out;
+      }
+    }
+  if (step != SQLITE_DONE) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
+/* A passed check is within its tolerance (tolerance.h), finite: the
+ * schema lets +Inf through (rel_l2 >= 0). */
+static int check_checks(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  if (sqlite3_prepare_v2(h, "SELECT c.id, v.direction, v.dtype, c.rel_l2, c.max_abs, c.lse_max_abs,"
+                            " c.batch, c.heads, c.seqlen_q, c.seqlen_k FROM main.checks c"
+                            " JOIN main.variants v ON v.id = c.variant_id WHERE c.passed = 1"
+                            " ORDER BY c.id", -1, &s, NULL) != SQLITE_OK)
+    goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const long long id = sqlite3_column_int64(s, 0);
+    fat_direction dir;
+    fat_dtype dt;
+    if (fat_direction_parse((const char *)sqlite3_column_text(s, 1), &dir)) dir = FAT_FWD;
+    if (fat_dtype_parse((const char *)sqlite3_column_text(s, 2), &dt)) dt = FAT_FP16;
+    const double rel_l2 = sqlite3_column_double(s, 3), max_abs = sqlite3_column_double(s, 4);
+    const double lse = sqlite3_column_double(s, 5);
+    const double tol = dir == FAT_BWD ? fat_bwd_tolerance_for(dt) : fat_tolerance_for(dt).rel_l2;
+    const char *why = NULL;
+    char what[160];
+    if (!(rel_l2 <= tol)) {
+      snprintf(what, sizeof what, "rel_l2 %g over the %s %s tolerance %g", rel_l2,
+               fat_direction_name(dir), fat_dtype_name(dt), tol);
+      why = what;
+    } else if (!isfinite(max_abs)) {
+      why = "max_abs is not finite";
+    } else if (!isfinite(lse) || (dir == FAT_FWD && lse > FAT_TOL_LSE_ABS)) {
+      snprintf(what, sizeof what, "lse_max_abs %g over the tolerance %g", lse, FAT_TOL_LSE_ABS);
+      why = what;
+    }
+    for (int c = 6; !why && c < 10; c++)
+      if (sqlite3_column_int64(s, c) > (c < 8 ? MAX_SHAPE : FAT_MAX_SEQLEN)) {
+        snprintf(what, sizeof what, "%s %lld is more than %lld", sqlite3_column_name(s, c),
+                 (long long)sqlite3_column_int64(s, c), c < 8 ? (long long)MAX_SHAPE : (long long)FAT_MAX_SEQLEN);
+        why = what;
+      }
+    if (why) {
+      set_err(err, errlen, "%s: checks row %lld: passed with %s", name, id, why);
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
+/* A timing is a measurement: reps the tuner takes, a median no launch can
+ * beat and no problem's FLOPs can make faster than MAX_PLAUSIBLE_TFLOPS. */
+static int check_timings(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  if (sqlite3_prepare_v2(h, "SELECT t.id, t.reps, t.median_ms, t.min_ms, t.max_ms, t.tflops,"
+                            " t.sm_clock_mhz, p.direction, p.mask, p.head_dim, p.batch, p.heads,"
+                            " p.seqlen_q, p.seqlen_k, p.window_left, p.window_right, p.lengths"
+                            " FROM main.timings t JOIN main.problems p ON p.id = t.problem_id"
+                            " ORDER BY t.id", -1, &s, NULL) != SQLITE_OK)
+    goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const long long id = sqlite3_column_int64(s, 0), reps = sqlite3_column_int64(s, 1);
+    const double median = sqlite3_column_double(s, 2), lo = sqlite3_column_double(s, 3);
+    const double hi = sqlite3_column_double(s, 4), tflops = sqlite3_column_double(s, 5);
+    fat_problem p = {0};
+    char what[200] = "", e2[ERRLEN];
+    if (fat_direction_parse((const char *)sqlite3_column_text(s, 7), &p.direction)) p.direction = FAT_FWD;
+    if (fat_mask_parse((const char *)sqlite3_column_text(s, 8), &p.mask)) p.mask = FAT_MASK_NONE;
+    p.head_dim = sqlite3_column_int(s, 9), p.batch = sqlite3_column_int(s, 10);
+    p.heads = sqlite3_column_int(s, 11), p.seqlen_q = sqlite3_column_int(s, 12);
+    p.seqlen_k = sqlite3_column_int(s, 13), p.window_left = sqlite3_column_int(s, 14);
+    p.window_right = sqlite3_column_int(s, 15);
+    const char *lengths = (const char *)sqlite3_column_text(s, 16);
+    if (lengths && *lengths && fat_lengths_parse(lengths, &p.lengths, e2, sizeof e2)) p.lengths.n = 0;
+    if (reps < FAT_MIN_REPS || reps > FAT_MAX_REPS)
+      snprintf(what, sizeof what, "reps %lld is outside [%d, %d]", reps, FAT_MIN_REPS, FAT_MAX_REPS);
+    else if (!(median >= MIN_MEDIAN_MS && median <= MAX_MEDIAN_MS) || !isfinite(lo) || !isfinite(hi))
+      snprintf(what, sizeof what, "median_ms %g is outside [%g, %g]", median, MIN_MEDIAN_MS,
+               MAX_MEDIAN_MS);
+    else if (!isfinite(tflops) || tflops > MAX_PLAUSIBLE_TFLOPS)
+      snprintf(what, sizeof what, "tflops %g is more than %g", tflops, MAX_PLAUSIBLE_TFLOPS);
+    else if (fat_problem_flops(&p) / (median * 1e-3) / 1e12 > MAX_PLAUSIBLE_TFLOPS)
+      snprintf(what, sizeof what, "median_ms %g puts its problem at %.3g TFLOP/s, more than %g",
+               median, fat_problem_flops(&p) / (median * 1e-3) / 1e12, MAX_PLAUSIBLE_TFLOPS);
+    else if (sqlite3_column_int64(s, 6) > MAX_SM_CLOCK_MHZ)
+      snprintf(what, sizeof what, "sm_clock_mhz %lld is more than %d",
+               (long long)sqlite3_column_int64(s, 6), MAX_SM_CLOCK_MHZ);
+    if (what[0]) {
+      set_err(err, errlen, "%s: timings row %lld: %s", name, id, what);
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
+/* A GPU row nothing refers to (no winner, check or timing) says nothing:
+ * it is left out, not merged into the target's list of GPUs. */
+static int drop_idle_gpus(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  if (sqlite3_exec(h, "DELETE FROM main.gpus WHERE id NOT IN (SELECT gpu_id FROM main.winners"
+                      " UNION SELECT gpu_id FROM main.checks UNION SELECT gpu_id FROM"
+                      " main.timings)", NULL, NULL, NULL) == SQLITE_OK)
+    return 0;
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+  return -1;
+}
+
 int fat_trust_check(fat_trust *t, sqlite3 *h, const char *name, fat_stale stale,
                     fat_trust_report *r, char *err, size_t errlen) {
   if (!t) {
@@ -496,7 +721,10 @@ int fat_trust_check(fat_trust *t, sqlite3 *h, const char *name, fat_stale stale,
     return -1;
   }
   if (check_types(h, name, err, errlen) || check_contents(h, name, err, errlen) ||
-      check_variants(t, h, name, stale, r, err, errlen) || check_results(t, h, name, err, errlen))
+      check_gpus(h, name, err, errlen) || check_problems(h, name, err, errlen) ||
+      check_checks(h, name, err, errlen) || check_timings(h, name, err, errlen) ||
+      check_variants(t, h, name, stale, r, err, errlen) || check_results(t, h, name, err, errlen) ||
+      drop_idle_gpus(h, name, err, errlen))
     return -1;
   return 0;
 }
@@ -595,6 +823,10 @@ static int recompile_arch(sqlite3 *h, const char *name, const char *arch,
   int crc = fat_compile_all(v, n, arch, 0, skip, b, NULL, NULL, err, errlen);
   free(skip);
   if (crc) goto out;
+  if (fat_interrupted()) {  /* the pool stopped handing out work: nothing is decided */
+    set_err(err, errlen, "%s: interrupted", name);
+    goto out;
+  }
   if (sqlite3_prepare_v2(h, "SELECT cubin FROM main.builds WHERE id = ?1", -1, &s, NULL) != SQLITE_OK)
     goto sqlfail;
   for (size_t i = 0; i < n; i++) {

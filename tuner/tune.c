@@ -50,6 +50,7 @@ typedef struct run {
   double eval_seconds;
   char stage[96];
   int interrupted;  /* SIGINT seen: stop after the variant in hand */
+  char store_err[ERRLEN + 4096 + 256];  /* why a build could not be stored ("" none): the run stops */
 } run;
 
 static double now_s(void) {
@@ -179,8 +180,11 @@ static void end_progress(run *r) {
   if (r->tty && !r->o->quiet) fprintf(r->log, "\r\033[K");
 }
 
-static void on_compiled(void *user, size_t done, size_t total, const fat_variant *v,
-                        const fat_build *b) {
+/* Stores each build as it comes: a build that cannot be committed (a full
+ * disk, a read-only file) stops the run -- reporting it compiled would lose
+ * it, and every rerun would compile it again. */
+static int on_compiled(void *user, size_t done, size_t total, const fat_variant *v,
+                       const fat_build *b) {
   run *r = user;
   size_t i = (size_t)(v - r->variants);
   (void)done;
@@ -190,17 +194,23 @@ static void on_compiled(void *user, size_t done, size_t total, const fat_variant
   char nv[32];
   const fat_nvrtc *nvrtc = fat_nvrtc_get(NULL, 0);
   snprintf(nv, sizeof nv, "%d.%d", nvrtc ? nvrtc->major : 0, nvrtc ? nvrtc->minor : 0);
-  if (fat_db_put_build(r->db, r->variant_ids[i], b, fat_compile_options(), nv))
-    fprintf(r->log, "\nfatune: storing build of %s: %s\n", v->name, fat_db_errmsg(r->db));
+  /* A build a cap stopped says nothing about the source: not cached (the
+   * next run tries again). */
+  if (!b->capped && fat_db_put_build(r->db, r->variant_ids[i], b, fat_compile_options(), nv)) {
+    snprintf(r->store_err, sizeof r->store_err, "storing the build of %s in %s: %s", v->name,
+             r->o->db_path, fat_db_errmsg(r->db));
+    return -1;
+  }
   if (r->o->verbose) {
     end_progress(r);
     if (b->ok)
       fprintf(r->log, "%-52s compiled: %d registers, %d B spilled, %.0f ms\n", v->name,
               b->registers, b->spill_stores, b->compile_ms);
     else
-      fprintf(r->log, "%-52s compilation error\n", v->name);
+      fprintf(r->log, "%-52s %s\n", v->name, b->capped && b->log ? b->log : "compilation error");
   }
   progress(r, 0);
+  return 0;
 }
 
 /* Appends the variants of the query for DIRECTION to r->variants (the
@@ -332,7 +342,7 @@ static int compile_all(run *r) {
   if (fat_compile_all(r->variants, n, r->arch, r->o->jobs, skip, r->builds, on_compiled, r, err,
                       sizeof err)) {
     end_progress(r);
-    fprintf(r->log, "fatune: %s\n", err);
+    fprintf(r->log, "fatune: %s\n", r->store_err[0] ? r->store_err : err);
     goto out;
   }
   end_progress(r);

@@ -75,6 +75,8 @@ typedef struct fat_build {
   int spill_loads;
   double compile_ms;
   char *log;              /* NVRTC's log, heap-owned, may be empty */
+  int capped;             /* ok = 0 because a compile cap (time, memory) stopped NVRTC or
+                             it died: no answer about the source, never cached */
 } fat_build;
 
 void fat_build_free(fat_build *b);
