@@ -565,10 +565,12 @@ void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k) {
 
 /* The launch geometry of a fused forward variant. */
 static fat_fwd_geometry fwd_geometry(const fat_kernel_desc *d) {
-  fat_fwd_geometry geo = {d->block_m, d->threads, d->smem_bytes, d->pack_gqa,
-                          d->splits > 1 ? d->splits : 1, d->head_dim,
-                          d->kind == FAT_KERNEL_FUSED_TMA ? d->block_n : 0, d->dtype == FAT_BF16,
-                          d->persistent};
+  /* block_n and persistent are 0 unless the variant takes tensor maps
+   * (fat_kernel_schedule, and the wire refuses anything else). */
+  fat_fwd_geometry geo = {.block_m = d->block_m, .threads = d->threads, .smem_bytes = d->smem_bytes,
+                          .pack_gqa = d->pack_gqa, .splits = d->splits > 1 ? d->splits : 1,
+                          .head_dim = d->head_dim, .block_n = d->block_n, .bf16 = d->dtype == FAT_BF16,
+                          .persistent = d->persistent};
   return geo;
 }
 
