@@ -20,7 +20,8 @@ local CONSUMER_REGISTERS = {[1] = 255, [2] = 240, [3] = 160}
 -- statistics, addresses, loop state, the softmax's temporaries); from
 -- ptxas's reports of the first builds.
 local REGISTER_OVERHEAD = 32
--- Static shared memory of the template: 2 + 4·STAGES mbarriers of 8 bytes.
+-- Static shared memory of the template: 2 + 4·STAGES mbarriers of 8 bytes
+-- (and one more word with PERSISTENT 2).
 local BARRIER_BYTES = 8
 
 -- Key tiles per template head dim: FlashAttention-3's choice for it and
@@ -51,16 +52,19 @@ local family = {
     {name = "STAGES", values = {2}},                 -- K and V buffers of each ring
     {name = "OVERLAP", values = {0, 1}},             -- softmax of tile j beside P·V of tile j - 1
     {name = "PINGPONG", values = {0, 1}},            -- consumers take turns to issue their products
-    {name = "PERSISTENT", values = {0, 1}},          -- one block an SM, looping over query blocks
+    -- One block an SM looping over query blocks: 1 every gridDim.x-th, 2
+    -- the next a counter hands out (blocks of unequal work: masks).
+    {name = "PERSISTENT", values = {0, 1, 2}},
   },
   fixed = {PACK_GQA = 0, SPLITS = 1},
 }
 
 -- m128n176s2opr: BLOCK_M, BLOCK_N, STAGES, then o for OVERLAP, p for
--- PINGPONG, r for PERSISTENT (resident blocks).
+-- PINGPONG, r for PERSISTENT 1 (resident blocks), d for 2 (drawn from a
+-- counter).
 function family.tag(c)
   return ("m%dn%ds%d%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.OVERLAP == 1 and "o" or "",
-                                   c.PINGPONG == 1 and "p" or "", c.PERSISTENT == 1 and "r" or "")
+                                   c.PINGPONG == 1 and "p" or "", ({[1] = "r", [2] = "d"})[c.PERSISTENT] or "")
 end
 
 family.template_head_dim = tiles.template_head_dim
@@ -78,7 +82,7 @@ end
 -- the barriers.
 function family.smem_bytes(c)
   return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * tiles.template_head_dim(c.HEAD_DIM) * tiles.ELEMENT_BYTES +
-         tiles.ALIGNMENT_SLACK + (2 + 4 * c.STAGES) * BARRIER_BYTES
+         tiles.ALIGNMENT_SLACK + (2 + 4 * c.STAGES + (c.PERSISTENT == 2 and 1 or 0)) * BARRIER_BYTES
 end
 
 function family.resources(c)
@@ -113,10 +117,12 @@ family.constraints = {
   end,
   -- A resident block takes every n-th query block in a fixed order: even
   -- only where every query block has the same work. Causal and windowed
-  -- blocks differ (FlashAttention-3 hands theirs out by an atomic counter,
-  -- which needs device memory of each launch's own).
+  -- blocks differ: theirs come from a counter (FlashAttention-3's way),
+  -- which costs a workspace and a memset a launch, and buys nothing where
+  -- the work is equal.
   function(c)
-    if c.PERSISTENT == 1 and c.MASK ~= "none" then return "PERSISTENT: only without a mask (equal work per block)" end
+    if c.PERSISTENT == 1 and c.MASK ~= "none" then return "PERSISTENT 1: only without a mask (equal work per block)" end
+    if c.PERSISTENT == 2 and c.MASK == "none" then return "PERSISTENT 2: only with a mask (PERSISTENT 1 is even without)" end
   end,
 }
 

@@ -159,10 +159,13 @@ typedef struct fat_attn_args {
   const int *seqused_k;
   int total_q, total_k;
   /* Device scratch for variants that split the keys over several blocks
-   * (decoding with few queries): fat_attention_fwd_workspace() bytes, 16-byte
-   * aligned, not overlapping any tensor. With less (or none), the runtime
-   * launches a variant that needs none instead and says so in the choice's
-   * note. */
+   * (decoding with few queries: partial outputs) and for those whose resident
+   * blocks draw query blocks from a counter (masked forwards on Hopper: 256
+   * bytes, zeroed on the stream before each launch):
+   * fat_attention_fwd_workspace() bytes, 16-byte aligned, not overlapping
+   * any tensor, not used by two launches in flight at once. With less (or
+   * none), the runtime launches a variant that needs none instead and says
+   * so in the choice's note. */
   void *workspace;
   size_t workspace_bytes;
 } fat_attn_args;
@@ -318,7 +321,7 @@ FAT_API fat_status fat_verify_cubin(const void *cubin, size_t len, const char *e
                                     size_t errlen);
 
 /* The workspace bytes the variant fat_attention_fwd would launch for ARGS
- * needs (0 for most: only split-KV decoding variants need any);
+ * needs (0 for many: split-KV decoding variants and drawing ones need some);
  * FAT_ERR_INVALID_ARGUMENT when that is more than a size_t holds. */
 FAT_API fat_status fat_attention_fwd_workspace(fat_context *ctx, const fat_attn_args *args,
                                                size_t *bytes);

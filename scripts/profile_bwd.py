@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""One backward pass of fatune.attention and one of PyTorch SDPA's
-FLASH_ATTENTION backend (FlashAttention-2) on the same tensors, for Nsight
-Compute to profile side by side:
+"""One backward pass (or forward, --direction fwd) of fatune.attention and
+one of a PyTorch SDPA backend (--peer flash: FlashAttention-2, the default;
+cudnn: cuDNN) on the same tensors, for Nsight Compute to profile side by side:
 
     ncu --kernel-name regex:'fat_bwd_mma80|flash_bwd_dq_dk_dv' --launch-count 2 \\
         --section WarpStateStats --section SchedulerStats ... \\
@@ -28,6 +28,8 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--seqlen", type=int, default=4096)
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--direction", choices=("fwd", "bwd"), default="bwd")
+    ap.add_argument("--peer", choices=("flash", "cudnn"), default="flash")
     args = ap.parse_args()
 
     import torch
@@ -40,16 +42,21 @@ def main():
     # SDPA's layout (batch, heads, seqlen, head dim); fatune's (batch, seqlen, heads, head dim).
     q, k, v, dout = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     leaf = [t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+    backward = args.direction == "bwd"
     o = fatune.attention(*leaf, causal=args.causal)
-    torch.autograd.grad(o, leaf, dout.transpose(1, 2).contiguous())
+    if backward:
+        torch.autograd.grad(o, leaf, dout.transpose(1, 2).contiguous())
     torch.cuda.synchronize()
 
-    leaf = [t.clone().requires_grad_() for t in (q, k, v)]
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+    backend = SDPBackend.FLASH_ATTENTION if args.peer == "flash" else SDPBackend.CUDNN_ATTENTION
+    leaf = [t.clone().requires_grad_(backward) for t in (q, k, v)]
+    with sdpa_kernel([backend]):
         o = torch.nn.functional.scaled_dot_product_attention(*leaf, is_causal=args.causal)
-        torch.autograd.grad(o, leaf, dout)
+        if backward:
+            torch.autograd.grad(o, leaf, dout)
     torch.cuda.synchronize()
-    print(f"profiled bf16 d{d} s{s} b{b} h{h} {'causal' if args.causal else 'none'}: fatune, then FLASH_ATTENTION")
+    print(f"profiled {args.direction} bf16 d{d} s{s} b{b} h{h} {'causal' if args.causal else 'none'}: "
+          f"fatune, then {backend.name}")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,11 @@
 // PERSISTENT 1: one block an SM loops over query blocks; the producer
 // loads the next block's Q (once every consumer is past its last S: the
 // q_empty barrier) and K while the consumers finish this one.
+// PERSISTENT 2 (masked blocks, whose work differs): the same, but a block
+// takes its next query block from a counter in device memory (the
+// workspace, zeroed before the launch: tuner/fwd_launch.c) rather than
+// every gridDim.x-th, so an SM that drew short blocks draws more. The
+// producer draws and hands the index to the consumers beside Q.
 //
 // Masks compare absolute positions, bottom-right aligned; a row that sees no
 // key gets O = 0 and lse = -inf. O goes straight from the accumulators to
@@ -49,7 +54,10 @@ constexpr int kBlockN = {{BLOCK_N}};      // keys per K/V tile
 constexpr int kStages = {{STAGES}};       // K and V buffers of each ring
 constexpr bool kOverlap = {{OVERLAP}};    // the schedule, above
 constexpr bool kPingpong = {{PINGPONG}};  // consumers take turns to issue
-constexpr bool kPersistent = {{PERSISTENT}};  // one block an SM, looping over query blocks
+constexpr bool kPersistent = {{PERSISTENT}} != 0;  // one block an SM, looping over query blocks
+// ... drawn from a counter. An enumerator: NVRTC writes every namespace-scope
+// constexpr variable into the cubin, and the others' cubins stay as they were.
+enum : bool { kDynamic = {{PERSISTENT}} == 2 };
 constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
@@ -88,6 +96,7 @@ static_assert(!kPingpong || kConsumers >= 2, "the pingpong needs two consumers")
 static_assert(kConsumers == 1 || 128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536,
               "the traded registers fit the SM's");
 static_assert(!(kIsCausal && kIsLocal), "causal is the local window (-1, 0), generated apart");
+static_assert({{PERSISTENT}} >= 0 && {{PERSISTENT}} <= 2, "PERSISTENT: 0, 1 or 2");
 
 #include "wgmma.cuh"
 #include "tma.cuh"
@@ -145,8 +154,10 @@ __device__ __forceinline__ Block block_of(const fat_fwd_params &p, int index, in
 
 // Grid: (m_blocks, heads, batch), m_blocks = ceil(seqlen_q / kBlockM), one
 // query block each; PERSISTENT: at most one block an SM, each taking every
-// gridDim.x-th query block in turn (the producer loads the next one's Q
-// and K while the consumers finish this one). Dynamic shared memory: Q,
+// gridDim.x-th query block in turn, or (PERSISTENT 2) the next one the
+// counter at p.o_accum hands out after its first, blockIdx.x (the producer
+// loads the next one's Q and K while the consumers finish this one). Dynamic
+// shared memory: Q,
 // kStages K and V tiles, and 1 KiB to align them. The tensor maps (host:
 // tuner/fwd_launch.c) describe q, k and v as (head_dim, rows, heads,
 // batch), or (head_dim, total rows, heads) for a packed batch, in boxes of
@@ -155,7 +166,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
              const __grid_constant__ TensorMap k_map, const __grid_constant__ TensorMap v_map) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) u64 barriers[2 + 4 * kStages];
+  // The rings' barriers and, PERSISTENT 2, one more word: the query block
+  // the producer drew, published with q_full.
+  __shared__ __align__(8) u64 barriers[2 + 4 * kStages + (kDynamic ? 1 : 0)];
+  volatile int *const drawn = reinterpret_cast<volatile int *>(&barriers[2 + 4 * kStages]);
   const u32 q_tile = (smem_u32(smem) + 1023u) & ~1023u;
   const u32 k_tiles = q_tile + kQBytes;               // kStages tiles
   const u32 v_tiles = k_tiles + kStages * kKVBytes;   // kStages tiles
@@ -181,6 +195,12 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
   const int n_blocks = m_blocks * p.heads * p.batch;
   const int first = kPersistent ? blockIdx.x : blockIdx.x + m_blocks * (blockIdx.y + p.heads * blockIdx.z);
   const int stride = kPersistent ? gridDim.x : n_blocks;
+  // PERSISTENT 2: the counter of query blocks drawn after the first gridDim.x
+  // (the split-KV partials' pointer: a ws90 variant has none).
+  unsigned *const counter = reinterpret_cast<unsigned *>(p.o_accum);
+  auto next_block = [&](int index) {
+    return kDynamic ? (int)(gridDim.x + atomicAdd(counter, 1u)) : index + stride;
+  };
   const bool packed_q = p.cu_seqlens_q != nullptr, packed_k = p.cu_seqlens_k != nullptr;
   // Both sides count the K/V tiles and the Q tiles this block has passed
   // through the rings: tile j of a query block is ring slot kv + j, in
@@ -194,9 +214,12 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
     tma_prefetch(k_map);
     tma_prefetch(v_map);
     int kv = 0, qn = 0;
-    for (int index = first; index < n_blocks; index += stride) {
+    for (int index = first; index < n_blocks; index = next_block(index)) {
       const Block b = block_of(p, index, m_blocks);
-      if (b.n_tiles == 0) continue;
+      // Without the counter the consumers skip what the producer skips; with
+      // it they see only what it hands them: a block with rows but no key
+      // tile (they write its zeros), nothing without rows.
+      if (kDynamic ? b.m0 >= b.seqlen_q : b.n_tiles == 0) continue;
       const int q_row0 = packed_q ? p.cu_seqlens_q[b.batch] : 0;  // the sequence's rows in a packed tensor
       const int k_row0 = packed_k ? p.cu_seqlens_k[b.batch] : 0;
       // One tile of MAP: its 64-column slabs, ROWS rows each, from row ROW.
@@ -213,6 +236,13 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
       // Q once the consumers are past the last query block's last S.
       mbar_wait(q_empty, (qn & 1) ^ 1);
       qn++;
+      if constexpr (kDynamic) {
+        *drawn = index;  // released to the consumers by the arrival on q_full
+        if (b.n_tiles == 0) {
+          mbar_arrive(q_full);
+          continue;
+        }
+      }
       mbar_arrive_expect(q_full, kQBytes);
       load(q_map, q_tile, q_full, kBlockM, q_row0 + b.m0, b.head, packed_q, kEvictFirst);
       // A buffer's next use waits for the consumers to release its last.
@@ -239,6 +269,11 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
       load_v(b.n_tiles - 1);
       kv += b.n_tiles;
     }
+    if constexpr (kDynamic) {  // the end, handed over as a block past the last
+      mbar_wait(q_empty, (qn & 1) ^ 1);
+      *drawn = n_blocks;
+      mbar_arrive(q_full);
+    }
     return;
   }
 
@@ -257,9 +292,21 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
     if (lane == 0) mbar_arrive(bar);
   };
   int kv = 0, qn = 0;
-  for (int index = first; index < n_blocks; index += stride) {
+  // PERSISTENT 2: the block the producer handed over with Q. A block without
+  // key tiles has no Q: its q_empty arrival comes at once.
+  auto handed = [&]() {
+    mbar_wait(q_full, qn & 1);
+    const int index = *drawn;
+    __syncwarp();  // every lane has read it before lane 0 may let the producer write the next
+    return index;
+  };
+  for (int index = kDynamic ? handed() : first; index < n_blocks; index = kDynamic ? handed() : index + stride) {
     const Block b = block_of(p, index, m_blocks);
     if (b.m0 >= b.seqlen_q) continue;
+    if (kDynamic && b.n_tiles == 0) {
+      release(q_empty);
+      qn++;
+    }
     const int row_pos[2] = {b.m0 + row0, b.m0 + row0 + 8};
     // The keys row h sees: col_begin[h] <= key < col_end[h].
     const int diag = b.seqlen_k - b.seqlen_q;
@@ -392,7 +439,7 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
     float s[kSRegs], alpha[2];
     u32 a[kPSteps][4];
     if (b.n_tiles > 0) {
-      mbar_wait(q_full, qn & 1);
+      if constexpr (!kDynamic) mbar_wait(q_full, qn & 1);  // (handed() waited)
       // Region 0: S(0), its softmax and P(0).
       mbar_wait(k_full(stage(0)), parity(0));
       turn_take(0);

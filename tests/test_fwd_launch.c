@@ -76,8 +76,10 @@ static void test_schedule(void) {
   CHECK(d.block_n == 112 && d.persistent == 0);
   CHECK(fat_kernel_schedule(&d, FAT_FWD, "ws90", "BLOCK_M=128 BLOCK_N=512 STAGES=2", err, sizeof err) == -1);
   CHECK_STR(err, "forward parameters 'BLOCK_M=128 BLOCK_N=512 STAGES=2': no BLOCK_N of 1 .. 256");
-  CHECK(fat_kernel_schedule(&d, FAT_FWD, "ws90", "BLOCK_N=64 PERSISTENT=2", err, sizeof err) == -1);
-  CHECK_STR(err, "forward parameters 'BLOCK_N=64 PERSISTENT=2': PERSISTENT is not 0 or 1");
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "ws90", "BLOCK_N=64 PERSISTENT=2", err, sizeof err) == 0);
+  CHECK(d.persistent == FAT_FWD_DRAWN);
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "ws90", "BLOCK_N=64 PERSISTENT=3", err, sizeof err) == -1);
+  CHECK_STR(err, "forward parameters 'BLOCK_N=64 PERSISTENT=3': PERSISTENT is not 0, 1 or 2");
   /* Families that take P alone keep no tensor-map fields. */
   CHECK(fat_kernel_schedule(&d, FAT_FWD, "wgmma90", "BLOCK_M=64 BLOCK_N=128 OVERLAP=0 STAGES=2", err,
                             sizeof err) == 0);
@@ -85,6 +87,29 @@ static void test_schedule(void) {
   CHECK(fat_kernel_schedule(&d, FAT_BWD, "mma80", "BLOCK_M=64 BLOCK_N=128 DQ_MODE=separate WARPS=8", err,
                             sizeof err) == 0);
   CHECK(d.direction == FAT_BWD && d.block_q == 64 && d.dq_separate == 1 && d.block_n == 0);
+}
+
+/* A variant that draws its query blocks needs a counter's workspace, which
+ * becomes P's o_accum; without one the launch is refused before anything
+ * is queued. Others keep their sizes. */
+static void test_drawn_workspace(void) {
+  fat_fwd_geometry g = {.block_m = 128, .threads = 384, .smem_bytes = 164944, .splits = 1, .head_dim = 128,
+                        .block_n = 128, .bf16 = 1, .persistent = FAT_FWD_DRAWN};
+  CHECK(fat_fwd_workspace_bytes(&g, 16, 16, 1024) == 256);
+  fat_fwd_params p = dense(16, 16, 16, 1024, 1024, 128);
+  fat_fwd_set_workspace(&g, &p, (CUdeviceptr)0x7000);
+  CHECK(p.o_accum == (float *)(uintptr_t)0x7000 && p.lse_accum == NULL);
+  fat_fwd_set_workspace(&g, &p, 0);
+  CHECK(p.o_accum == NULL);
+  const fat_fwd_kernels k = {NULL, NULL};
+  const fat_fwd_call call = {0, 0, 132};
+  fat_cuda cu;
+  memset(&cu, 0, sizeof cu); /* no driver: the refusal comes before any call into it */
+  CHECK(fat_fwd_launch(&cu, &k, &g, &p, &call, NULL) == CUDA_ERROR_INVALID_VALUE);
+  g.persistent = FAT_FWD_RESIDENT;
+  CHECK(fat_fwd_workspace_bytes(&g, 16, 16, 1024) == 0);
+  fat_fwd_set_workspace(&g, &p, (CUdeviceptr)0x7000);
+  CHECK(p.o_accum == NULL);
 }
 
 static void test_wire(void) {
@@ -102,6 +127,17 @@ static void test_wire(void) {
   fat_get_kernel(&r, &back);
   CHECK(fat_rbuf_done(&r) == 0);
   CHECK(back.kind == FAT_KERNEL_FUSED_TMA && back.block_n == 176 && back.persistent == 1);
+  /* Drawn blocks pass; a schedule past them does not. */
+  for (int persistent = FAT_FWD_DRAWN; persistent <= FAT_FWD_DRAWN + 1; persistent++) {
+    d.persistent = persistent;
+    fat_wbuf bp = {0};
+    fat_put_kernel(&bp, &d);
+    fat_rbuf rp = {bp.data, bp.len, 0, 0};
+    fat_get_kernel(&rp, &back);
+    CHECK((fat_rbuf_done(&rp) == 0) == (persistent == FAT_FWD_DRAWN));
+    fat_wbuf_free(&bp);
+  }
+  d.persistent = 1;
   /* A persistent flag on a kind that takes P alone is a garbled frame. */
   d.kind = FAT_KERNEL_FUSED, d.block_n = 0;
   fat_wbuf b2 = {0};
@@ -116,6 +152,7 @@ static void test_wire(void) {
 int main(void) {
   test_describable();
   test_schedule();
+  test_drawn_workspace();
   test_wire();
   return check_summary("test_fwd_launch");
 }

@@ -26,7 +26,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
 #define SPLITKV_GRID 40 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x5 */
 #define WGMMA90_GRID 16 /* BLOCK_M x BLOCK_N x STAGES x OVERLAP = 2x2x2x2, sm_90a, d64..d256 by 64 */
-#define WS90_GRID 64    /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT = 1x8x1x2x2x2, sm_90a */
+#define WS90_GRID 96    /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT = 1x8x1x2x2x3, sm_90a */
 #define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
@@ -128,8 +128,8 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
                   HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), splitkv[d][t][m], want_splitkv[d]);
         CHECK_WHY(wgmma[d][t][m] == want_wgmma[d], "%s d%d %s %s: %d wgmma90 variants, want %d", arch,
                   HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), wgmma[d][t][m], want_wgmma[d]);
-        /* PERSISTENT only without a mask */
-        const int ws_want = m == FAT_MASK_NONE ? want_ws[d] : want_ws[d] / 2;
+        /* PERSISTENT 1 only without a mask, 2 only with one: as many each */
+        const int ws_want = want_ws[d];
         CHECK_WHY(ws[d][t][m] == ws_want, "%s d%d %s %s: %d ws90 variants, want %d", arch,
                   HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), ws[d][t][m], ws_want);
         /* The baseline: d64 and up, none and causal only. */
@@ -143,7 +143,7 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   CHECK_WHY(ws_defaults == 0, "%s: %d ws90 variants marked default", arch, ws_defaults);
   CHECK_WHY(other == 0, "%s: %d variants of an unknown family", arch, other);
   /* every configuration of mma80's 2x4x2x3 grid, of splitkv's 2x2x2x5, of
-   * wgmma90's 2x2x2x2 and ws90's 1x8x1x2x2 (sm_90a's d64 to d256, d32
+   * wgmma90's 2x2x2x2 and ws90's 1x8x1x2x2x3 (sm_90a's d64 to d256, d32
    * aside) and of
    * the baseline's tiles is either a variant or pruned */
   size_t wgmma_grid = 0;
@@ -311,8 +311,8 @@ static void test_pruning(fat_gen *g) {
   }
   /* mma80's 19, splitkv's 18 (BLOCK_N 64: the rest do not fit), wgmma90's
    * 8, ws90's 16 and the materialising baseline's 2 tiles; mma80's 29,
-   * splitkv's 22, wgmma90's 8 and ws90's 48 pruned */
-  CHECK_WHY(n == 19 + 18 + 8 + 16 + MATERIALIZE_TILES && np == 29 + 22 + 8 + 48, "%zu variants, %zu pruned", n, np);
+   * splitkv's 22, wgmma90's 8 and ws90's 80 pruned (PERSISTENT 2 wants a mask) */
+  CHECK_WHY(n == 19 + 18 + 8 + 16 + MATERIALIZE_TILES && np == 29 + 22 + 8 + 80, "%zu variants, %zu pruned", n, np);
   /* (128 + 2*2*96) * 256 * 2 + 1024 + 10 barriers of 8 bytes = 263248,
    * and BLOCK_N 96 is in no list at d256 (its 48 + 128 + 24 accumulators
    * would fit); at BLOCK_N 112, 56 + 128 + 28 do not */
@@ -321,6 +321,8 @@ static void test_pruning(fat_gen *g) {
   CHECK_STR(find_reason(p, np, "fwd.ws90.fp16.d256.none.m128n112s2"),
             "BLOCK_N 112 is not among head dim 256's key tiles (64, 80); shared memory 296016 > 232448 bytes; "
             "registers: 212 accumulators + 32 > the 240 a consumer thread has");
+  CHECK_STR(find_reason(p, np, "fwd.ws90.fp16.d256.none.m128n64s2d"),
+            "PERSISTENT 2: only with a mask (PERSISTENT 1 is even without)");
   /* (64 + 2*2*128) * 256 * 2 + 1024 bytes of alignment slack = 295936 */
   CHECK_STR(find_reason(p, np, "fwd.wgmma90.fp16.d256.none.m64n128s2"), "shared memory 295936 > 232448 bytes");
   CHECK_STR(find_reason(p, np, "fwd.wgmma90.fp16.d256.none.m128n64s1o"), "OVERLAP keeps two K/V buffers: STAGES 2");
@@ -748,7 +750,7 @@ int main(void) {
   /* ws90 without a mask: sm_90a only, each head dim's key tiles (3 up to
    * d128, 2 above) times OVERLAP, PINGPONG and PERSISTENT; its register and
    * shared-memory rules leave all of them (they prune the tiles the lists
-   * leave out); causal and local have half (no PERSISTENT) */
+   * leave out); causal and local as many (PERSISTENT 2 for 1) */
   const int ws_sm80[N_HEAD_DIMS] = {0, 0, 0, 0, 0, 0};
   const int ws_sm90a[N_HEAD_DIMS] = {0, 24, 24, 24, 16, 16};
   test_space_counts(g, "sm_80", want_sm80, splitkv_sm80, wgmma_sm80, ws_sm80);

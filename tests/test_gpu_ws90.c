@@ -40,6 +40,7 @@ static const fat_check_shape common[] = {
     {SHAPE(1, 2, 1, 4097, 4097)},              /* multi-query, one row past a tile */
     {SHAPE(2, 2, 2, 300, 1000)},               /* fewer queries than keys */
     {SHAPE(1, 2, 2, 1000, 300)},               /* more: causal's first rows see nothing */
+    {SHAPE(4, 8, 2, 1000, 1000)},              /* 256 query blocks: resident blocks loop, draw */
     {SHAPE(3, 4, 2, 300, 500), .varlen = 1},   /* packed, seqused_k, NaN past it */
     {SHAPE(4, 2, 2, 1000, 1000), .varlen = 1},
     {SHAPE(1, 4, 2, 500, 700), .softcap = 50.f},
@@ -51,6 +52,7 @@ static int padded_head_dim(int template_dim) { return template_dim == 64 ? 40 : 
  * the diagonal alone, one that shows the first rows nothing, a long one. */
 static const fat_check_shape windows[] = {
     {SHAPE(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
+    {SHAPE(4, 8, 2, 1000, 1000), .window_left = 100, .window_right = 0},  /* 256 blocks, drawn */
     {SHAPE(2, 3, 3, 777, 1300), .window_left = 50, .window_right = 30},
     {SHAPE(1, 2, 2, 17, 17), .window_left = -1, .window_right = 5},
     {SHAPE(1, 2, 1, 129, 129), .window_left = 0, .window_right = 0},
@@ -139,10 +141,10 @@ int main(void) {
   }
   for (size_t i = 0; i < n_space; i++)
     if (tested(&space[i])) pick[n_pick++] = space[i]; /* shallow: space owns the strings */
-  /* bf16 d128: 24 configurations without a mask (PERSISTENT too), 12 for
-   * causal and local each; d64 24 + 12, d192 and d256 16 + 8; 1 at fp16
-   * d128 and bf16 d96 for none and causal each */
-  CHECK_WHY(n_pick == 48 + 36 + 24 + 24 + 2 + 2, "%zu ws90 variants picked", n_pick);
+  /* bf16 d128: 24 configurations without a mask (PERSISTENT 1 too), 24 for
+   * causal and local each (PERSISTENT 2 too); d64 24 + 24, d192 and d256
+   * 16 + 16; 1 at fp16 d128 and bf16 d96 for none and causal each */
+  CHECK_WHY(n_pick == 72 + 48 + 32 + 32 + 2 + 2, "%zu ws90 variants picked", n_pick);
   if (fat_compile_all(pick, n_pick, arch, COMPILE_JOBS, NULL, builds, NULL, NULL, err, sizeof err)) {
     fprintf(stderr, "compile: %s\n", err);
     check_record(0);

@@ -17,10 +17,13 @@
 #define ERRLEN 1024
 
 /* Shapes that end inside the first tile, cross one tile boundary, have one
- * row or one key, or more queries than keys (causal rows with no key). */
+ * row or one key, or more queries than keys (causal rows with no key); the
+ * last two have more query blocks than an H200 has SMs, so that resident
+ * blocks loop, and drawing ones draw (rows with no key among them), with
+ * little work a block. */
 static const fat_check_shape shapes[] = {
-    {1, 2, 2, 1, 1}, {1, 2, 2, 17, 17}, {2, 3, 3, 77, 77}, {1, 2, 2, 130, 130},
-    {1, 1, 1, 1, 300}, {1, 2, 2, 300, 45},
+    {1, 2, 2, 1, 1},       {1, 2, 2, 17, 17},     {2, 3, 3, 77, 77},     {1, 2, 2, 130, 130},
+    {1, 1, 1, 1, 300},     {1, 2, 2, 300, 45},    {8, 16, 16, 130, 130}, {8, 16, 16, 300, 45},
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 

@@ -85,8 +85,8 @@ typedef struct fat_kernel_desc {
   int block_m, threads, smem_bytes;
   int pack_gqa, splits;              /* forward decoding schedule (fwd_launch.h): 0, 1 for most */
   int block_n;                       /* FAT_KERNEL_FUSED_TMA: keys per K/V tile (the maps' box) */
-  int persistent;                    /* FAT_KERNEL_FUSED_TMA: 1 when at most one block an SM runs,
-                                        each looping over query blocks (fwd_launch.h) */
+  int persistent;                    /* FAT_KERNEL_FUSED_TMA: PERSISTENT (types.h's FAT_FWD_*):
+                                        resident blocks looping over query blocks */
   fat_dtype dtype;
   fat_mask mask;
   int head_dim;

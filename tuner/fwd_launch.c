@@ -167,6 +167,7 @@ void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap) {
 }
 
 size_t fat_fwd_workspace_bytes(const fat_fwd_geometry *g, int batch, int heads, int seqlen_q) {
+  if (g->persistent == FAT_FWD_DRAWN) return WORKSPACE_ALIGN;
   if (g->splits <= 1) return 0;
   /* The same sum, overflow-checked: SIZE_MAX says it does not fit. */
   size_t rows, o_bytes, lse_bytes, total;
@@ -183,10 +184,12 @@ size_t fat_fwd_workspace_bytes(const fat_fwd_geometry *g, int batch, int heads, 
 }
 
 void fat_fwd_set_workspace(const fat_fwd_geometry *g, fat_fwd_params *p, CUdeviceptr workspace) {
-  if (g->splits <= 1 || !workspace) {
-    p->o_accum = p->lse_accum = NULL;
+  p->o_accum = p->lse_accum = NULL;
+  if (g->persistent == FAT_FWD_DRAWN) {
+    p->o_accum = (float *)(uintptr_t)workspace; /* the counter (templates/fwd_ws90.cu) */
     return;
   }
+  if (g->splits <= 1 || !workspace) return;
   const size_t rows = (size_t)g->splits * (size_t)p->batch * (size_t)p->heads * (size_t)p->seqlen_q;
   p->o_accum = (float *)(uintptr_t)workspace;
   p->lse_accum = (float *)(uintptr_t)(workspace +
@@ -213,6 +216,7 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
   CUtensorMap maps[3];
   void *args[] = {p, &maps[0], &maps[1], &maps[2]};
   if (g->splits > 1 && (!k->combine || !p->o_accum || !p->lse_accum)) return CUDA_ERROR_INVALID_VALUE;
+  if (g->persistent == FAT_FWD_DRAWN && !p->o_accum) return CUDA_ERROR_INVALID_VALUE;
   if (g->block_n > 0) {
     /* q in boxes of a query block, k and v of a key tile. */
     char why[256];
@@ -224,8 +228,12 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
       if (e != CUDA_SUCCESS) return e;
     }
   }
-  CUresult r = cu->cuLaunchKernel(k->main, grid_x, grid_y, grid_z, (unsigned)g->threads, 1, 1,
-                                  (unsigned)g->smem_bytes, stream, args, NULL);
+  CUresult r = CUDA_SUCCESS;
+  /* The blocks count the query blocks they draw from zero. */
+  if (g->persistent == FAT_FWD_DRAWN) r = cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)p->o_accum, 0, 1, stream);
+  if (r == CUDA_SUCCESS)
+    r = cu->cuLaunchKernel(k->main, grid_x, grid_y, grid_z, (unsigned)g->threads, 1, 1, (unsigned)g->smem_bytes,
+                           stream, args, NULL);
   if (r == CUDA_SUCCESS && g->splits > 1) {
     const unsigned rows_per_block = FAT_FWD_COMBINE_THREADS / 32;
     const unsigned long long n = (unsigned long long)p->batch * p->heads * p->seqlen_q;

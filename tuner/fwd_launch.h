@@ -32,8 +32,9 @@ typedef struct fat_fwd_geometry {
   int block_n;       /* > 0: the kernel takes tensor maps of q, k and v after P, in boxes of
                         64 columns by block_m (q) and block_n (k, v) rows; 0: P alone */
   int bf16;          /* with block_n: the maps' element type, 1 bf16, 0 fp16 */
-  int persistent;    /* 1: at most one block an SM (fat_fwd_call's sm_count), each looping over
-                        the query blocks; 0: one block a query block */
+  int persistent;    /* 0: one block a query block; FAT_FWD_RESIDENT: at most one block an SM
+                        (fat_fwd_call's sm_count), each looping over the query blocks;
+                        FAT_FWD_DRAWN: the same, drawn from a counter in the workspace */
 } fat_fwd_geometry;
 
 /* Columns of one tensor-map box: a 128-byte swizzled slab of 16-bit elements. */
@@ -80,14 +81,17 @@ int fat_kernel_describe(const fat_variant *v, const fat_build *b, fat_kernel_des
 void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap);
 
 /* Bytes of device workspace the variant needs for a problem of this
- * batch, heads and (longest) seqlen_q: 0 unless split; then the fp32
+ * batch, heads and (longest) seqlen_q: for a split variant the fp32
  * partial outputs and log-sum-exps, splits x batch x heads x seqlen_q rows,
- * each part rounded up to 256 bytes. */
+ * each part rounded up to 256 bytes; for a FAT_FWD_DRAWN one the counter
+ * its blocks draw query blocks from (256 bytes); else 0. */
 size_t fat_fwd_workspace_bytes(const fat_fwd_geometry *g, int batch, int heads, int seqlen_q);
 /* (SIZE_MAX when the size does not fit in a size_t: no workspace can be given.) */
 
 /* Points P's o_accum and lse_accum into WORKSPACE (a device address of at
- * least fat_fwd_workspace_bytes), or at 0 for a variant that needs none. */
+ * least fat_fwd_workspace_bytes), or at 0 for a variant that needs none.
+ * A FAT_FWD_DRAWN variant has no partials: its o_accum is the counter,
+ * which fat_fwd_launch zeroes on the stream before each launch. */
 void fat_fwd_set_workspace(const fat_fwd_geometry *g, fat_fwd_params *p, CUdeviceptr workspace);
 
 /* Launches the variant (and its combine kernel) for P on STREAM; the first

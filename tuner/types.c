@@ -202,8 +202,8 @@ int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, char *e
     return -1;
   }
   *persistent = 0;
-  if (param_int(params, "PERSISTENT", 0, persistent) < 0 || *persistent > 1) {
-    snprintf(err, errlen, "forward parameters '%s': PERSISTENT is not 0 or 1", params);
+  if (param_int(params, "PERSISTENT", 0, persistent) < 0 || *persistent > FAT_FWD_DRAWN) {
+    snprintf(err, errlen, "forward parameters '%s': PERSISTENT is not 0, 1 or 2", params);
     return -1;
   }
   return 0;

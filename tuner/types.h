@@ -32,10 +32,15 @@ int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq
 int fat_fwd_params_parse(const char *params, int *pack_gqa, int *splits, char *err,
                          size_t errlen);
 
+/* PERSISTENT of a forward variant that loads through tensor maps: one
+ * block a query block; at most one block an SM, each taking every n-th
+ * query block; or each drawing the next from a counter (masked blocks). */
+enum { FAT_FWD_ONE_BLOCK_EACH = 0, FAT_FWD_RESIDENT = 1, FAT_FWD_DRAWN = 2 };
+
 /* The schedule of a forward variant that loads through tensor maps
  * (FAT_KERNEL_FUSED_TMA): BLOCK_N of its parameter string, 1 .. 256 (a
- * copy box's rows), and PERSISTENT, 0 or 1 (0 when absent): 0, or -1 with
- * err naming what is missing or bad. */
+ * copy box's rows), and PERSISTENT, 0 .. FAT_FWD_DRAWN (0 when absent): 0,
+ * or -1 with err naming what is missing or bad. */
 int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, char *err, size_t errlen);
 
 /* One concrete kernel: a template family expanded with one set of parameters.

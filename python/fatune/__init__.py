@@ -33,7 +33,8 @@ attention(q, k, v, causal=False, scale=None, deterministic=False,
     heads * seqlen_q * (1 + head_dim) bytes from the torch caching allocator
     while it runs. Not twice differentiable. The forward, too, takes a
     device workspace from the caching allocator when the variant it launches
-    needs one (split-KV decoding: few queries, many keys).
+    needs one (split-KV decoding: few queries, many keys; 256 bytes for a
+    Hopper variant whose blocks draw masked query blocks from a counter).
 attention_with_lse(...)  the same, also returning the fp32 log-sum-exp
     (batch, heads, seqlen_q); the lse carries no gradient.
 attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
