@@ -36,6 +36,21 @@ expect 2 "fatune: --family: 'a b' is no family name (letters, digits and '_', at
 expect 2 "fatune: --family: 'ws90' given twice" --family ws90,ws90
 expect 1 "fatune: --family nope: no variant of that family in this query for sm_80" --arch sm_80 --family nope --list
 expect 1 "fatune: --family ws90: no variant of that family in this query for sm_80" --arch sm_80 --family ws90 --list
+expect 2 "fatune: --param: 'persistent=2' is not NAME=VALUE (e.g. PERSISTENT=2; at most 63 characters)" --param persistent=2
+expect 2 "fatune: --param: 'PERSISTENT' is not NAME=VALUE (e.g. PERSISTENT=2; at most 63 characters)" --param PERSISTENT
+expect 2 "fatune: --param: 'PERSISTENT=2' given twice" --param PERSISTENT=2,PERSISTENT=2
+expect 1 "fatune: --param PERSISTENT=2: no variant of this query for sm_80 has it" --arch sm_80 --param PERSISTENT=2 --list
+expect 1 "fatune: --param PERSISTENT=2,OVERLAP=1: no variant of this query for sm_90a has all of them" --arch sm_90a --mask none --param PERSISTENT=2,OVERLAP=1 --list
+# --param keeps exactly the variants with every NAME=VALUE: ws90's drawing,
+# overlapping causal d128 bf16 ones (one a key tile), and no PERSISTENT=20 lookalike.
+if [ "$("$F" --list --arch sm_90a --head-dim 128 --dtype bf16 --mask causal --param PERSISTENT=2,OVERLAP=1 2>/dev/null |
+       grep -c '^fwd\.ws90\.bf16\.d128\.causal\.m128n[0-9]*s2op\?d ')" -eq 6 ] &&
+   [ "$("$F" --list --arch sm_90a --head-dim 128 --dtype bf16 --mask causal --param PERSISTENT=2,OVERLAP=1 2>/dev/null | wc -l)" -eq 6 ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1))
+  echo "FAIL: --param PERSISTENT=2,OVERLAP=1 does not list the 6 drawing, overlapping variants"
+fi
 # The local mask's windows: LEFT,RIGHT each, ':'-separated; only with local, and local needs one.
 expect 2 "fatune: --mask local needs --window LEFT,RIGHT (e.g. --window 256,0; -1 for no bound on a side)" --mask none,local
 expect 2 "fatune: --window applies to the local mask only: add local to --mask" --window 256,0

@@ -34,6 +34,8 @@ const char *fat_options_usage(void) {
          "  --dtype LIST       fp16, bf16 (default: both)\n"
          "  --mask LIST        none, causal, local (default: none,causal)\n"
          "  --family LIST      only these template families' variants, e.g. ws90 (default: all)\n"
+         "  --param LIST       only variants whose parameters include each NAME=VALUE,\n"
+         "                     e.g. PERSISTENT=2 (the names --list prints; default: all)\n"
          "  --window LIST      the local mask's windows L,R, ':'-separated (256,0:1024,0):\n"
          "                     a query sees L keys before its position and R after, -1\n"
          "                     for no bound; each window is tuned as problems of its own\n"
@@ -181,6 +183,26 @@ static int each_family(const char *flag, const char *item, void *out, int index,
   return 0;
 }
 
+/* NAME=VALUE as the generator writes a variant's parameters: NAME of
+ * upper-case letters, digits and '_', VALUE of letters, digits, '_' and '-'. */
+static int each_param(const char *flag, const char *item, void *out, int index, char *err,
+                      size_t errlen) {
+  char(*params)[64] = out;
+  const size_t len = strlen(item);
+  const char *eq = strchr(item, '=');
+  int ok = eq && eq > item && eq[1] && len < sizeof params[0];
+  for (const char *c = item; ok && c < eq; c++) ok = isupper((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '_';
+  for (const char *c = eq ? eq + 1 : item; ok && *c; c++) ok = isalnum((unsigned char)*c) || *c == '_' || *c == '-';
+  if (!ok) {
+    snprintf(err, errlen, "%s: '%s' is not NAME=VALUE (e.g. PERSISTENT=2; at most %zu characters)", flag, item,
+             sizeof params[0] - 1);
+    return -1;
+  }
+  memset(params[index], 0, sizeof params[0]); /* whole, for the duplicate check */
+  memcpy(params[index], item, len);
+  return 0;
+}
+
 static int each_mask(const char *flag, const char *item, void *out, int index, char *err,
                      size_t errlen) {
   if (fat_mask_parse(item, (fat_mask *)out + index) == 0) return 0;
@@ -310,7 +332,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
                                        "--seqlen", "--db",     "--jobs",    "--reps",
                                        "--timeout", "--arch",  "--templates", "--direction",
                                        "--seqlen-k", "--gqa", "--batch", "--window",
-                                       "--varlen", "--family"};
+                                       "--varlen", "--family", "--param"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
   int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
 
@@ -380,6 +402,8 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     } else if (!strcmp(flag, "--family")) {
       rc = parse_list(flag, value, each_family, o->families, &o->n_families, sizeof o->families[0], err,
                       errlen);
+    } else if (!strcmp(flag, "--param")) {
+      rc = parse_list(flag, value, each_param, o->params, &o->n_params, sizeof o->params[0], err, errlen);
     } else if (!strcmp(flag, "--mask")) {
       rc = parse_list(flag, value, each_mask, o->masks, &o->n_masks, sizeof(fat_mask), err,
                       errlen);

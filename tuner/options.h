@@ -77,6 +77,8 @@ typedef struct fat_options {
   int timeout_s;                         /* --timeout: watchdog for one job on the GPU */
   char families[FAT_MAX_LIST][32];       /* --family: only these template families' variants */
   int n_families;                        /* 0: every family */
+  char params[FAT_MAX_LIST][64];         /* --param: only variants with each NAME=VALUE */
+  int n_params;                          /* 0: every variant */
   int retune;                            /* --retune: re-measure what the DB already has */
   int verbose;                           /* -v: one row per variant; -vv: pruned ones too */
   int quiet;                             /* -q: only the final table and errors */

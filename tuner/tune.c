@@ -213,6 +213,14 @@ static int on_compiled(void *user, size_t done, size_t total, const fat_variant 
   return 0;
 }
 
+/* Whether the space-separated parameter string PARAMS holds the word WORD. */
+static int has_param(const char *params, const char *word) {
+  const size_t n = strlen(word);
+  for (const char *p = params ? strstr(params, word) : NULL; p; p = strstr(p + 1, word))
+    if ((p == params || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return 1;
+  return 0;
+}
+
 /* Appends the variants of the query for DIRECTION to r->variants (the
  * structs move; their strings stay where the generator put them). */
 static int generate_direction(run *r, fat_direction direction);
@@ -222,6 +230,15 @@ static int generate_direction(run *r, fat_direction direction);
 static int generate(run *r) {
   for (int i = 0; i < r->o->n_directions; i++)
     if (generate_direction(r, r->o->directions[i])) return -1;
+  /* A --param set no variant has is a typo or another family's parameter. */
+  if (r->o->n_params > 0 && r->n_variants == 0) {
+    char list[FAT_MAX_LIST * 66] = "";
+    for (int i = 0; i < r->o->n_params; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", r->o->params[i]);
+    fprintf(r->log, "fatune: --param %s: no variant of this query for %s has %s\n", list, r->arch,
+            r->o->n_params > 1 ? "all of them" : "it");
+    return -1;
+  }
   /* A --family that gave no variant is a typo or another query's family. */
   for (int f = 0; f < r->o->n_families; f++) {
     int found = 0;
@@ -261,6 +278,20 @@ static int generate_direction(run *r, fat_direction direction) {
     for (size_t i = 0; i < n_more; i++) {
       int wanted = 0;
       for (int f = 0; f < r->o->n_families && !wanted; f++) wanted = !strcmp(more[i].family, r->o->families[f]);
+      if (wanted)
+        more[kept++] = more[i];
+      else
+        fat_variant_free(&more[i]);
+    }
+    n_more = kept;
+  }
+  /* --param: the variants whose canonical parameter string ("BLOCK_M=128
+   * BLOCK_N=112 ...", space-separated) holds every NAME=VALUE given. */
+  if (r->o->n_params > 0) {
+    size_t kept = 0;
+    for (size_t i = 0; i < n_more; i++) {
+      int wanted = 1;
+      for (int k = 0; k < r->o->n_params && wanted; k++) wanted = has_param(more[i].params, r->o->params[k]);
       if (wanted)
         more[kept++] = more[i];
       else
