@@ -367,5 +367,30 @@ else
   fail=$((fail + 1)); echo "FAIL: --list --direction bwd ($(wc -l <<<"$bwd") bwd lines, $both for fwd,bwd, $fwd fwd)"
 fi
 
+# With no --db and no results of one's own, explain and report read the
+# shipped tables (found beside this fatune, as the build leaves them) and say
+# so; explain shows a winner stored for another batch at its own shape.
+mkdir -p "$tmp/empty-home"
+alone() { env -u FATUNE_DB -u FATUNE_TABLES -u XDG_CACHE_HOME HOME="$tmp/empty-home" "$F" "$@"; }
+tables_db=$(alone --version | sed -n 's/^shipped tables: //p')
+if [ -f "$tables_db" ]; then
+  out=$(alone explain --seqlen 4096 --head-dim 128 --dtype bf16 --causal 2>&1); rc=$?
+  if [ $rc -eq 0 ] && grep -qxF "(your database has no GPU results: read from the shipped tables, $tables_db)" <<<"$out" &&
+     grep -q '^Measured on .*: winner fwd\.' <<<"$out" && grep -q '^  (at the stored shape: batch ' <<<"$out"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); printf 'FAIL: explain without a database of its own (%d):\n%s\n' "$rc" "$out"
+  fi
+  msg=$(alone report -o "$tmp/report.html" 2>&1 >/dev/null); rc=$?
+  if [ $rc -eq 0 ] && [ -s "$tmp/report.html" ] &&
+     grep -qxF "fatune report: no GPU results in $tmp/empty-home/.cache/fatune/fatune.db: reporting the shipped tables, $tables_db" <<<"$msg"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); printf 'FAIL: report without a database of its own (%d): %s\n' "$rc" "$msg"
+  fi
+else
+  fail=$((fail + 1)); echo "FAIL: no shipped tables beside $F ($tables_db)"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

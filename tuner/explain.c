@@ -10,6 +10,7 @@
 #include "cli_args.h"
 #include "explain.h"
 #include "options.h"
+#include "tables_path.h"
 
 /* Reads and writes a materialising implementation makes of the N² scores:
  * S written, S read for softmax, P written, P read for P·V. */
@@ -454,12 +455,37 @@ out:
   return ret;
 }
 
+int fat_results_db_open(char *path, size_t path_cap, int given, const char *gpu_name, fat_db **db,
+                        sqlite3_int64 *gpu_id, char *gpu, size_t gpu_cap, int *found, int *shipped,
+                        char *err, size_t errlen) {
+  char tables[4096], looked[4096];
+  int rc;
+  char why[1024];
+  *found = *shipped = 0;
+  if (fat_db_open_existing(path, db, why, sizeof why)) {
+    snprintf(err, errlen, "--db: %s", why);
+    return 2;
+  }
+  if (*db && (rc = fat_db_pick_gpu(*db, gpu_name, gpu_id, gpu, gpu_cap, found, err, errlen))) return rc;
+  if (*found || given || fat_tables_default(tables, sizeof tables, looked, sizeof looked)) return 0;
+  if (strlen(tables) >= path_cap) return 0; /* the user's (empty) database stays the answer */
+  fat_db_close(*db);
+  snprintf(path, path_cap, "%s", tables);
+  *shipped = 1;
+  if (fat_db_open_existing(path, db, why, sizeof why)) {
+    snprintf(err, errlen, "the shipped tables: %s", why);
+    return -1;
+  }
+  return *db ? fat_db_pick_gpu(*db, gpu_name, gpu_id, gpu, gpu_cap, found, err, errlen) : 0;
+}
+
 /* The winner stored for P's (dtype, head dim, mask, seqlens) on GPU_ID.
  * *FOUND = 1 with NAME and *MEDIAN_MS when one matches batch and heads
  * exactly; otherwise OTHERS lists the batch/heads that are stored ("" when
- * none). */
+ * none), and the first of them is in *STORED (its batch and heads), NAME and
+ * *MEDIAN_MS. */
 static int find_winner(fat_db *db, sqlite3_int64 gpu_id, const fat_problem *p, int *found,
-                       char *name, size_t name_cap, double *median_ms, char *others,
+                       fat_problem *stored, char *name, size_t name_cap, double *median_ms, char *others,
                        size_t others_cap, char *err, size_t errlen) {
   sqlite3_stmt *s = NULL;
   int ret = -1, rc;
@@ -489,6 +515,12 @@ static int find_winner(fat_db *db, sqlite3_int64 gpu_id, const fat_problem *p, i
       snprintf(name, name_cap, "%s", (const char *)sqlite3_column_text(s, 3));
       *median_ms = sqlite3_column_double(s, 4);
       continue;
+    }
+    if (!*found && !used) {
+      *stored = *p;
+      stored->batch = b, stored->heads = h, stored->heads_k = hk;
+      snprintf(name, name_cap, "%s", (const char *)sqlite3_column_text(s, 3));
+      *median_ms = sqlite3_column_double(s, 4);
     }
     int n = snprintf(others + used, others_cap - used, "%sbatch %d, heads %d (K/V heads %d)",
                      used ? "; " : "", b, h, hk);
@@ -550,7 +582,8 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
   fat_db *db = NULL;
   fat_ceilings c = {0};
   sqlite3_int64 gpu_id = 0;
-  int status = FAT_EXIT_USAGE, have_gpu = 0, have_winner = 0;
+  int status = FAT_EXIT_USAGE, have_gpu = 0, have_winner = 0, shipped = 0;
+  fat_problem stored; /* with no winner of the shape: the first stored one of its key */
   double median_ms = 0;
 
   if (fat_explain_parse(argc, argv, &o, err, sizeof err)) {
@@ -571,12 +604,9 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
     fprintf(errf, "fatune explain: %s\n", err);
     goto out;
   }
-  if (fat_db_open_existing(db_path, &db, err, sizeof err)) {
-    fprintf(errf, "fatune explain: --db: %s\n", err);
-    goto out;
-  }
-  if (db) {
-    int rc = fat_db_pick_gpu(db, o.gpu_name, &gpu_id, gpu, sizeof gpu, &have_gpu, err, sizeof err);
+  {
+    int rc = fat_results_db_open(db_path, sizeof db_path, o.db_path[0] != 0, o.gpu_name, &db, &gpu_id, gpu,
+                                 sizeof gpu, &have_gpu, &shipped, err, sizeof err);
     if (rc) {
       fprintf(errf, "fatune explain: %s\n", err);
       status = rc == 2 ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
@@ -595,7 +625,7 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
     if (fat_db_get_ceiling(db, gpu_id, peak_name, &c.peak, NULL, 0, &found)) goto db_fail;
     c.peak_measured = found;
     if (!found) c.peak = 0;
-    if (find_winner(db, gpu_id, &o.problem, &have_winner, variant, sizeof variant, &median_ms,
+    if (find_winner(db, gpu_id, &o.problem, &have_winner, &stored, variant, sizeof variant, &median_ms,
                     others, sizeof others, err, sizeof err))
       goto fail;
   }
@@ -610,6 +640,7 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
   }
 
   fat_explain_print_model(out, &m);
+  if (shipped) fprintf(out, "\n(your database has no GPU results: read from the shipped tables, %s)\n", db_path);
   if (!c.bandwidth_measured && !c.peak_measured)
     fprintf(out, "\nno measured ceilings for %s in %s; run fatune on a GPU%s\n",
             have_gpu ? gpu : "this GPU", db_path,
@@ -621,11 +652,19 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
     fprintf(out, "\nno tuned winner on %s in %s for %s, head dim %d, %s, seqlen_q %d, seqlen_k %d",
             gpu, db_path, fat_dtype_name(o.problem.dtype), o.problem.head_dim,
             fat_mask_name(o.problem.mask), o.problem.seqlen_q, o.problem.seqlen_k);
-    if (others[0])
+    if (others[0]) {
       fprintf(out, " with batch %d, heads %d (K/V heads %d); stored: %s\n", o.problem.batch,
               o.problem.heads, o.problem.heads_k, others);
-    else
+      /* What was measured is for its own batch and heads: shown at that shape. */
+      fat_io_model at;
+      if (fat_io_model_compute(&stored, &at, err, sizeof err) == 0) {
+        print_measured(out, &at, &c, gpu, variant, median_ms);
+        fprintf(out, "  (at the stored shape: batch %d, heads %d, K/V heads %d)\n", stored.batch, stored.heads,
+                stored.heads_k);
+      }
+    } else {
       fprintf(out, "\n");
+    }
   }
   status = FAT_EXIT_OK;
   goto out;

@@ -91,6 +91,18 @@ int fat_db_pick_gpu(fat_db *db, const char *name, sqlite3_int64 *gpu_id, char *n
  * command creates a database. -1 with ERR when PATH exists but is not usable. */
 int fat_db_open_existing(const char *path, fat_db **db, char *err, size_t errlen);
 
+/* The database a reader of results (explain, report) reads and its GPU:
+ * PATH (PATH_CAP bytes; --db, or the user's default when GIVEN is 0) opened
+ * as fat_db_open_existing does, the GPU picked as fat_db_pick_gpu does with
+ * GPU_NAME. With no --db given and no GPU results in the user's database
+ * (or no database at all), the shipped tables instead when some are found
+ * (fat_tables_default): PATH then names them and *SHIPPED is 1. *DB may be
+ * NULL (no database anywhere). Returns fat_db_pick_gpu's 0, 2 or -1, and 2
+ * with ERR ("--db: ...") for a file at PATH that is not a usable database. */
+int fat_results_db_open(char *path, size_t path_cap, int given, const char *gpu_name, fat_db **db,
+                        sqlite3_int64 *gpu_id, char *gpu, size_t gpu_cap, int *found, int *shipped,
+                        char *err, size_t errlen);
+
 /* `fatune explain ARGS`, printing to OUT (results, --help) and ERR (usage
  * errors, failures). Returns the exit status: 0, 1 (database unreadable) or
  * 2 (bad usage, message naming the bad value). */

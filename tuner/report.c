@@ -14,6 +14,7 @@
 #include "options.h"
 #include "cli_args.h"
 #include "report.h"
+#include "tables_path.h"
 
 #define ERRLEN 512
 #define TERA 1e12
@@ -864,25 +865,32 @@ int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
     fprintf(errf, "fatune report: %s\n", err);
     goto out;
   }
-  if (fat_db_open_existing(db_path, &db, err, sizeof err)) {
-    fprintf(errf, "fatune report: --db: %s\n", err);
-    goto out;
-  }
-  if (!db) {
-    fprintf(errf, "fatune report: --db: no database at %s\n", db_path);
-    goto out;
-  }
-  int rc = fat_db_pick_gpu(db, gpu_name, &gpu_id, gpu, sizeof gpu, &found, err, sizeof err);
+  char user_db[sizeof db_path];
+  snprintf(user_db, sizeof user_db, "%s", db_path);
+  int shipped = 0;
+  int rc = fat_results_db_open(db_path, sizeof db_path, seen_db, gpu_name, &db, &gpu_id, gpu, sizeof gpu, &found,
+                               &shipped, err, sizeof err);
   if (rc) {
     fprintf(errf, "fatune report: %s\n", err);
     status = rc == 2 ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
     goto out;
   }
-  status = FAT_EXIT_FAILED;
-  if (!found) {
-    fprintf(errf, "fatune report: no GPU results in %s: run fatune on a GPU first\n", db_path);
+  if (!db) {
+    fprintf(errf, "fatune report: --db: no database at %s%s\n", db_path, seen_db ? "" : " (and no shipped tables found)");
     goto out;
   }
+  status = FAT_EXIT_FAILED;
+  if (!found) {
+    /* Point at what does have results. */
+    char tables[4096], looked[4096];
+    const int have_tables = !shipped && fat_tables_default(tables, sizeof tables, looked, sizeof looked) == 0;
+    fprintf(errf, "fatune report: no GPU results in %s: run fatune on a GPU first%s%s%s\n", db_path,
+            have_tables ? " (the shipped tables have some: fatune report --db " : "", have_tables ? tables : "",
+            have_tables ? ")" : "");
+    goto out;
+  }
+  if (shipped)
+    fprintf(errf, "fatune report: no GPU results in %s: reporting the shipped tables, %s\n", user_db, db_path);
   /* Written aside and renamed: a failed run never leaves half a page. The
    * temporary is this process's own (O_EXCL | O_NOFOLLOW: a link planted
    * at its name is never followed), and an OUTPUT that is anything but a
