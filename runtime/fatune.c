@@ -794,7 +794,7 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
       continue;
     }
     if (key.deterministic && !sched.dq_separate) continue;
-    if (key.no_workspace && (sched.splits > 1 || sched.persistent == FAT_FWD_DRAWN)) continue;
+    if (key.no_workspace && fat_fwd_needs_workspace(sched.splits, sched.persistent)) continue;
     if (key.no_tma && sched.kind == FAT_KERNEL_FUSED_TMA) continue;
     /* The decoding family's tiles are for short query sides: its winners
      * serve calls of that kind only, however near their bucket. */

@@ -166,9 +166,11 @@ void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap) {
   p->softcap_out = softcap > 0 ? (float)(softcap / scale) : 0.f;
 }
 
+int fat_fwd_needs_workspace(int splits, int persistent) { return splits > 1 || persistent == FAT_FWD_DRAWN; }
+
 size_t fat_fwd_workspace_bytes(const fat_fwd_geometry *g, int batch, int heads, int seqlen_q) {
+  if (!fat_fwd_needs_workspace(g->splits, g->persistent)) return 0;
   if (g->persistent == FAT_FWD_DRAWN) return WORKSPACE_ALIGN;
-  if (g->splits <= 1) return 0;
   /* The same sum, overflow-checked: SIZE_MAX says it does not fit. */
   size_t rows, o_bytes, lse_bytes, total;
   if (__builtin_mul_overflow((size_t)g->splits, (size_t)batch, &rows) ||

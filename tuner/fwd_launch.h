@@ -80,6 +80,12 @@ int fat_kernel_describe(const fat_variant *v, const fat_build *b, fat_kernel_des
  * SOFTCAP (> 0; 0: none), the one place that conversion is written. */
 void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap);
 
+/* Whether a forward variant of this schedule (fat_kernel_desc's or
+ * fat_fwd_geometry's splits and persistent) needs a workspace at all: the
+ * rule fat_fwd_workspace_bytes sizes and the runtime's no-workspace lookup
+ * skips by. */
+int fat_fwd_needs_workspace(int splits, int persistent);
+
 /* Bytes of device workspace the variant needs for a problem of this
  * batch, heads and (longest) seqlen_q: for a split variant the fp32
  * partial outputs and log-sum-exps, splits x batch x heads x seqlen_q rows,
