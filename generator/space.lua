@@ -14,6 +14,7 @@ local families = {
   fat.require("family_materialize"),  -- forward baseline: scores in device memory, never a winner
   fat.require("family_bwd_mma80"),  -- backward, mma.sync m16n8k16, dQ by atomics or a second pass
   fat.require("family_bwd_wgmma90"),  -- backward, wgmma (sm_90a), dQ by atomics
+  fat.require("family_bwd_ws90"),  -- backward, wgmma + TMA (sm_90a), warp-specialised, dQ by bulk reductions
 }
 
 -- Largest dynamic shared memory one block may opt into (bytes), by target:

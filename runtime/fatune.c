@@ -75,7 +75,7 @@ typedef struct sel_entry {
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
   int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h) */
-  int block_n;               /* forward: > 0 for a variant that takes tensor maps, its key tile */
+  int block_n;               /* > 0 for a variant that takes tensor maps: its key tile */
   int persistent;            /* forward: resident blocks, at most one an SM */
   int template_dim;          /* the template's head dim (>= the problem's) */
   int no_workspace, no_tma;
@@ -88,8 +88,9 @@ typedef struct sel_key {
   int deterministic;  /* backward: only variants without atomics */
   int no_workspace;   /* forward: the caller's workspace is too small for the tuned
                          variant; only variants that need none */
-  int no_tma;         /* forward: the call's tensors are none a tensor map can describe
-                         (fat_fwd_tma_describable); only variants that load without */
+  int no_tma;         /* the call's tensors are none a tensor map can describe
+                         (fat_fwd_tma_describable, fat_bwd_tma_describable); only
+                         variants that load without */
 } sel_key;
 
 /* What select_variant finds, beyond the public choice: how to launch and
@@ -101,7 +102,7 @@ typedef struct selection {
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;        /* backward only */
   int pack_gqa, splits;            /* forward only */
-  int block_n;                     /* forward: a tensor-map variant's key tile, else 0 */
+  int block_n;                     /* a tensor-map variant's key tile, else 0 */
   int persistent;                  /* forward: a persistent variant */
   int direction, dtype, mask, head_dim;  /* the key's (for storing a compiled build); head_dim
                                             is the template's */
@@ -1947,23 +1948,31 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
   st = check_bwd_size(c, a);  /* before deterministic is read */
   pthread_mutex_unlock(&c->lock);
   if (st) return st;
-  sel_key key = {FAT_BWD, a->deterministic};
-  if ((st = prepare_launch(c, key, &a->fwd, a, check_bwd_args, stream, &e))) return st;
+  /* The tuned variant, or where tensor maps cannot describe the tensors
+   * the best one that loads without them. */
+  sel_key key = {.direction = FAT_BWD, .deterministic = a->deterministic};
   const fat_attn_args *f = &a->fwd;
   fat_bwd_params p;
-  memset(&p, 0, sizeof p);
-  fwd_params(f, &p.fwd);
+  for (;;) {
+    if ((st = prepare_launch(c, key, &a->fwd, a, check_bwd_args, stream, &e))) return st;
+    memset(&p, 0, sizeof p);
+    fwd_params(f, &p.fwd);  /* A is checked now */
+    p.dout = a->dout;
+    p.do_batch_stride = a->do_batch_stride;
+    p.do_row_stride = a->do_row_stride;
+    p.do_head_stride = a->do_head_stride;
+    char why[256];
+    if (key.no_tma || e->block_n < 1 || !fat_bwd_tma_describable(&p, why, sizeof why)) break;
+    logf_(c, "%s: %s", e->choice.variant, why);
+    key.no_tma = 1;
+  }
   size_t delta, accum;
   bwd_workspace_parts(f, a->deterministic, &delta, &accum); /* fits: checked by check_bwd_args */
-  p.dout = a->dout;
   p.dq = a->dq;
   p.dk = a->dk;
   p.dv = a->dv;
   p.delta = (float *)a->workspace;
   p.dq_accum = e->dq_separate ? NULL : (float *)((char *)a->workspace + delta);
-  p.do_batch_stride = a->do_batch_stride;
-  p.do_row_stride = a->do_row_stride;
-  p.do_head_stride = a->do_head_stride;
   p.dq_batch_stride = a->dq_batch_stride;
   p.dq_row_stride = a->dq_row_stride;
   p.dq_head_stride = a->dq_head_stride;
@@ -1974,7 +1983,9 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
   p.dv_row_stride = a->dv_row_stride;
   p.dv_head_stride = a->dv_head_stride;
   const fat_bwd_kernels fns = {e->k->pre_fn, e->k->fn, e->k->dq_fn, e->k->convert_fn};
-  const fat_bwd_geometry geo = {e->block_m, e->block_q, e->dq_separate, e->threads, e->smem_bytes};
+  const fat_bwd_geometry geo = {.block_n = e->block_m, .block_q = e->block_q, .dq_separate = e->dq_separate,
+                                .threads = e->threads, .smem_bytes = e->smem_bytes, .tma = e->block_n > 0,
+                                .bf16 = e->dtype == FAT_ATTN_BF16};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
   if (r == CUDA_SUCCESS) r = fat_bwd_launch(&c->cu, &fns, &geo, &p, (CUstream)stream);
   return finish_launch(c, e, r, ran);

@@ -31,6 +31,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
 #define BWD_WGMMA_GRID 8  /* backward wgmma90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
+#define BWD_WS90_GRID 8   /* backward ws90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
 #define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
@@ -367,7 +368,8 @@ static void test_pruning(fat_gen *g) {
  * atomic dQ); names, parameters and resources as documented; pruning
  * reasons that name the limit. */
 static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N_BWD_HEAD_DIMS],
-                           const int want_separate[N_BWD_HEAD_DIMS], const int want_wgmma[N_BWD_HEAD_DIMS]) {
+                           const int want_separate[N_BWD_HEAD_DIMS], const int want_wgmma[N_BWD_HEAD_DIMS],
+                           const int want_ws90[N_BWD_HEAD_DIMS]) {
   char err[ERR_LEN];
   fat_gen_query q = {.direction = FAT_BWD, .arch = arch};
   fat_variant *v;
@@ -378,8 +380,8 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
     return;
   }
   int count[N_BWD_HEAD_DIMS][2][N_MASKS][2] = {{{{0}}}}, defaults[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
-  int wgmma[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
-  size_t n_wgmma = 0;
+  int wgmma[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}}, ws90[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
+  size_t n_wgmma = 0, n_ws90 = 0;
   for (size_t i = 0; i < n; i++) {
     int d = head_dim_index(v[i].head_dim) - 1; /* no d32 backward */
     int separate = strstr(v[i].name, ".separate") != NULL;
@@ -392,6 +394,16 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
                 "%s on %s: entry %s params %s", v[i].name, arch, v[i].entry, v[i].params);
       if (d >= 0 && (int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS) wgmma[d][v[i].dtype][v[i].mask]++;
       n_wgmma++;
+      continue;
+    }
+    /* The warp-specialised family: the same, and its own entry. */
+    if (!strcmp(v[i].family, "ws90")) {
+      CHECK_WHY(!strcmp(arch, "sm_90a") && v[i].direction == FAT_BWD &&
+                    !strcmp(v[i].entry, "fat_bwd_ws90") && !v[i].is_default &&
+                    strstr(v[i].params, "DQ_MODE=atomic") && strstr(v[i].source, "{{") == NULL,
+                "%s on %s: entry %s params %s", v[i].name, arch, v[i].entry, v[i].params);
+      if (d >= 0 && (int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS) ws90[d][v[i].dtype][v[i].mask]++;
+      n_ws90++;
       continue;
     }
     CHECK_WHY(v[i].direction == FAT_BWD && !strcmp(v[i].family, "mma80") &&
@@ -419,16 +431,24 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
         CHECK_WHY(defaults[d][t][m] == 1, "%s bwd d%d: %d defaults", arch, HEAD_DIMS[d + 1], defaults[d][t][m]);
         CHECK_WHY(wgmma[d][t][m] == want_wgmma[d], "%s bwd wgmma90 d%d: %d, want %d", arch, HEAD_DIMS[d + 1],
                   wgmma[d][t][m], want_wgmma[d]);
+        CHECK_WHY(ws90[d][t][m] == want_ws90[d], "%s bwd ws90 d%d: %d, want %d", arch, HEAD_DIMS[d + 1],
+                  ws90[d][t][m], want_ws90[d]);
       }
   /* wgmma90's grid: BLOCK_M x BLOCK_N x STAGES = 2x2x2 over head dims 64,
    * 96, 128 and 256 (where two warpgroups share 64 keys: only 64-query
    * tiles and one key group fit, the pair's 255 registers a thread). */
   size_t wgmma_grid = !strcmp(arch, "sm_90a") ? 4 * 2 * N_MASKS * BWD_WGMMA_GRID : 0;
-  size_t np_wgmma = 0;
-  for (size_t i = 0; i < np; i++) np_wgmma += strncmp(p[i].name, "bwd.wgmma90.", 12) == 0;
-  CHECK_WHY(n - n_wgmma + np - np_wgmma == (size_t)N_BWD_HEAD_DIMS * 2 * N_MASKS * BWD_GRID &&
-                n_wgmma + np_wgmma == wgmma_grid,
-            "%s bwd: %zu variants + %zu pruned (wgmma90 %zu + %zu)", arch, n, np, n_wgmma, np_wgmma);
+  /* ws90's: the same grid over head dims 64, 96 and 128. */
+  size_t ws90_grid = !strcmp(arch, "sm_90a") ? 3 * 2 * N_MASKS * BWD_WS90_GRID : 0;
+  size_t np_wgmma = 0, np_ws90 = 0;
+  for (size_t i = 0; i < np; i++) {
+    np_wgmma += strncmp(p[i].name, "bwd.wgmma90.", 12) == 0;
+    np_ws90 += strncmp(p[i].name, "bwd.ws90.", 9) == 0;
+  }
+  CHECK_WHY(n - n_wgmma - n_ws90 + np - np_wgmma - np_ws90 == (size_t)N_BWD_HEAD_DIMS * 2 * N_MASKS * BWD_GRID &&
+                n_wgmma + np_wgmma == wgmma_grid && n_ws90 + np_ws90 == ws90_grid,
+            "%s bwd: %zu variants + %zu pruned (wgmma90 %zu + %zu, ws90 %zu + %zu)", arch, n, np, n_wgmma,
+            np_wgmma, n_ws90, np_ws90);
   /* d128: K, V, Q, dO tiles of 64 rows x 128 elements (swizzled, unpadded),
    * P and dS of 64 x (64 + 8), lse and D of 64 rows: 65536 + 18432 + 512
    * bytes. block_m is the key block. */
@@ -771,8 +791,12 @@ int main(void) {
    * threads), both stage counts; d192 has none */
   const int bwd_wgmma_sm80[N_BWD_HEAD_DIMS] = {0, 0, 0, 0, 0};
   const int bwd_wgmma_sm90a[N_BWD_HEAD_DIMS] = {6, 4, 4, 0, 2};
-  test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80);
-  test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a);
+  /* ws90 (sm_90a): d64 loses BLOCK_M 128 with two consumers (registers;
+   * with three stages shared memory too), d96 and d128 BLOCK_M 128
+   * (accumulators); none past d128 */
+  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {6, 4, 4, 0, 0};
+  test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_wgmma_sm80);
+  test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a);
   test_names_and_hashes(g);
   test_pruning(g);
   test_query_errors(g);

@@ -9,8 +9,10 @@
  * check can fail: a causal kernel judged as unmasked is rejected. Through
  * the worker, as the tuner drives it, the default is checked and timed, and
  * both strategies are timed on a benchmark problem (backward TFLOP/s =
- * 2.5 x forward FLOPs / time). On sm_90a the wgmma family's configurations
- * are checked too (all of them at bf16 d64 and d128). Prints a table of
+ * 2.5 x forward FLOPs / time). On sm_90a the wgmma90 and ws90 families'
+ * configurations are checked too (all of them at bf16 d64 and d128, on a
+ * shape of whole tiles besides: ws90 adds those dQ rows by bulk
+ * reductions, partial ones from registers). Prints a table of
  * rel_l2 per gradient.
  * Exits 77 (skipped) when no CUDA driver or device is present. */
 #include <math.h>
@@ -240,14 +242,14 @@ int main(void) {
   check_variant(g, arch, "bwd.mma80.fp16.d192.none.m64n64w8.separate", &shapes[0], 1);
   check_variant(g, arch, "bwd.mma80.bf16.d256.causal.m64n64w8.separate", &shapes[2], 1);
   check_variant(g, arch, "bwd.mma80.bf16.d256.none.m64n64w8.atomic", &shapes[0], 1);
-  /* Hopper's wgmma family: every configuration at bf16 d64, d128 and
+  /* Hopper's wgmma families: every configuration at bf16 d64, d128 and
    * d256 (two warpgroups sharing the keys), causal and not, on all four
    * shapes; fp16, the padded d96 and sliding windows once each. */
   if (!strcmp(arch, "sm_90a")) {
     const fat_check_shape window = {1, 4, 2, 333, 300, 70, 9};
     for (size_t i = 0; i < n_space; i++) {
       const fat_variant *v = &space[i];
-      if (strcmp(v->family, "wgmma90") != 0) continue;
+      if (strcmp(v->family, "wgmma90") != 0 && strcmp(v->family, "ws90") != 0) continue;
       if (v->dtype == FAT_BF16 && v->head_dim != 96 && v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, shapes, n_shapes);
       else if (v->mask == FAT_MASK_LOCAL && v->head_dim >= 128)

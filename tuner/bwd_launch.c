@@ -1,7 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /* The backward's launch sequence (bwd_launch.h). */
 #include "bwd_launch.h"
+#include "fwd_launch.h"
 
+enum { BWD_MAPS = 4 };  /* q, k, v, dout: the kernel's parameters after P, in this order */
+
+static void bwd_tensors(const fat_bwd_params *p, fat_tma_tensor t[BWD_MAPS]) {
+  const fat_fwd_params *f = &p->fwd;
+  t[0] = (fat_tma_tensor){"q", f->q, f->seqlen_q, f->heads, f->batch, f->q_row_stride, f->q_head_stride,
+                          f->q_batch_stride, 0};
+  t[1] = (fat_tma_tensor){"k", f->k, f->seqlen_k, f->heads_k, f->batch, f->k_row_stride, f->k_head_stride,
+                          f->k_batch_stride, 0};
+  t[2] = (fat_tma_tensor){"v", f->v, f->seqlen_k, f->heads_k, f->batch, f->v_row_stride, f->v_head_stride,
+                          f->v_batch_stride, 0};
+  t[3] = (fat_tma_tensor){"dout", p->dout, f->seqlen_q, f->heads, f->batch, p->do_row_stride,
+                          p->do_head_stride, p->do_batch_stride, 0};
+}
+
+int fat_bwd_tma_describable(const fat_bwd_params *p, char *err, size_t errlen) {
+  fat_tma_tensor t[BWD_MAPS];
+  bwd_tensors(p, t);
+  return fat_tma_describable(t, BWD_MAPS, p->fwd.head_dim, err, errlen);
+}
 
 CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_bwd_geometry *g,
                         fat_bwd_params *p, CUstream stream) {
@@ -13,12 +33,24 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
   const unsigned query_blocks = (unsigned)((f->seqlen_q + g->block_q - 1) / g->block_q);
   const unsigned heads = (unsigned)f->heads, batch = (unsigned)f->batch;
   const unsigned threads = (unsigned)g->threads, smem = (unsigned)g->smem_bytes;
-  void *args[] = {p};
+  CUtensorMap maps[BWD_MAPS];
+  void *args[] = {p}, *main_args[] = {p, &maps[0], &maps[1], &maps[2], &maps[3]};
+  if (g->tma) {
+    char why[256];
+    fat_tma_tensor t[BWD_MAPS];
+    if (fat_bwd_tma_describable(p, why, sizeof why)) return CUDA_ERROR_INVALID_VALUE;
+    bwd_tensors(p, t);
+    for (int i = 0; i < BWD_MAPS; i++) {
+      const int rows = i == 1 || i == 2 ? g->block_n : g->block_q;
+      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], f->head_dim, g->bf16, rows);
+      if (e != CUDA_SUCCESS) return e;
+    }
+  }
   CUresult r = cu->cuLaunchKernel(k->preprocess, row_blocks, heads, batch, FAT_BWD_ROW_THREADS, 1,
                                   1, 0, stream, args, NULL);
   if (r == CUDA_SUCCESS)
     r = cu->cuLaunchKernel(k->main, key_blocks, (unsigned)f->heads_k, batch, threads, 1, 1, smem,
-                           stream, args, NULL);
+                           stream, g->tma ? main_args : args, NULL);
   if (r == CUDA_SUCCESS && g->dq_separate)
     r = cu->cuLaunchKernel(k->dq, query_blocks, heads, batch, threads, 1, 1, smem, stream, args,
                            NULL);

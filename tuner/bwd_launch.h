@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The launch sequence of a backward variant (templates/bwd_mma80.cu), written
  * once for the tuner (gpu_run.c) and the runtime (runtime/fatune.c): the
- * order and grids that fwd_job.h documents. */
+ * order and grids that fwd_job.h documents, and for the variants that load
+ * through the tensor copy engine (templates/bwd_ws90.cu) the tensor maps of
+ * q, k, v and dout. */
 #ifndef FAT_BWD_LAUNCH_H
 #define FAT_BWD_LAUNCH_H
+#include <stddef.h>
 #include "cuda_api.h"
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
@@ -20,13 +23,23 @@ typedef struct fat_bwd_kernels {
  * and resources. */
 typedef struct fat_bwd_geometry {
   int block_n;      /* keys per block of the main kernel */
-  int block_q;      /* query rows per block of the dQ pass */
+  int block_q;      /* query rows per block of the dQ pass; a tensor-map variant's query tile */
   int dq_separate;  /* 1: dQ has its own pass; 0: atomics, then the conversion */
   int threads;      /* of the main and dQ kernels */
   int smem_bytes;   /* dynamic shared memory of the main and dQ kernels */
+  int tma;          /* 1: the main kernel takes tensor maps of q, k, v and dout after P, in
+                       boxes of 64 columns by block_q (q, dout) and block_n (k, v) rows */
+  int bf16;         /* with tma: the maps' element type, 1 bf16, 0 fp16 */
 } fat_bwd_geometry;
 
-/* Launches the whole backward for P on STREAM; the first failure's result. */
+/* 0 when tensor maps can describe P's q, k, v and dout (fat_tma_describable),
+ * else -1 with err naming the first that cannot: the runtime then serves the
+ * call with a family that loads without them. */
+int fat_bwd_tma_describable(const fat_bwd_params *p, char *err, size_t errlen);
+
+/* Launches the whole backward for P on STREAM; the first failure's result.
+ * CUDA_ERROR_INVALID_VALUE when a tensor-map variant's tensors are none the
+ * maps can describe. */
 CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_bwd_geometry *g,
                         fat_bwd_params *p, CUstream stream);
 #endif

@@ -11,31 +11,20 @@
 #define TMA_MAX_STRIDE (1ll << 40)
 #define TMA_MAX_EXTENT (1ll << 32)
 
-/* One of q, k, v as a tensor map sees it: (head_dim, rows, heads, batch),
- * innermost first, strides in elements; a packed batch has no batch
- * dimension (its rows are every sequence's). */
-typedef struct tma_tensor {
-  const char *name;
-  const void *base;
-  long long rows, heads, batch;
-  long long row_stride, head_stride, batch_stride;
-  int packed;
-} tma_tensor;
-
-static void tma_tensors(const fat_fwd_params *p, const fat_fwd_call *call, tma_tensor t[3]) {
+static void tma_tensors(const fat_fwd_params *p, const fat_fwd_call *call, fat_tma_tensor t[3]) {
   const int packed_q = p->cu_seqlens_q != NULL, packed_k = p->cu_seqlens_k != NULL;
   const long long rq = packed_q ? call->total_q : p->seqlen_q, rk = packed_k ? call->total_k : p->seqlen_k;
-  t[0] = (tma_tensor){"q", p->q, rq, p->heads, p->batch, p->q_row_stride, p->q_head_stride,
+  t[0] = (fat_tma_tensor){"q", p->q, rq, p->heads, p->batch, p->q_row_stride, p->q_head_stride,
                       p->q_batch_stride, packed_q};
-  t[1] = (tma_tensor){"k", p->k, rk, p->heads_k, p->batch, p->k_row_stride, p->k_head_stride,
+  t[1] = (fat_tma_tensor){"k", p->k, rk, p->heads_k, p->batch, p->k_row_stride, p->k_head_stride,
                       p->k_batch_stride, packed_k};
-  t[2] = (tma_tensor){"v", p->v, rk, p->heads_k, p->batch, p->v_row_stride, p->v_head_stride,
+  t[2] = (fat_tma_tensor){"v", p->v, rk, p->heads_k, p->batch, p->v_row_stride, p->v_head_stride,
                       p->v_batch_stride, packed_k};
 }
 
 /* The (extent, stride) pairs of T's outer dimensions; a dimension of extent
  * 1 is never stepped, and the map is given a stride it accepts instead. */
-static int tma_dims(const tma_tensor *t, long long extent[3], long long stride[3]) {
+static int tma_dims(const fat_tma_tensor *t, long long extent[3], long long stride[3]) {
   const long long e[3] = {t->rows, t->heads, t->batch};
   const long long s[3] = {t->row_stride, t->head_stride, t->batch_stride};
   const int n = t->packed ? 2 : 3;
@@ -46,17 +35,14 @@ static int tma_dims(const tma_tensor *t, long long extent[3], long long stride[3
   return n;
 }
 
-int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, char *err,
-                            size_t errlen) {
+int fat_tma_describable(const fat_tma_tensor *t, int n_tensors, int head_dim, char *err, size_t errlen) {
   static const char *const dim_names[3] = {"rows", "heads", "batch"};
   static const char *const stride_names[3] = {"row_stride", "head_stride", "batch_stride"};
-  tma_tensor t[3];
-  tma_tensors(p, call, t);
-  if (p->head_dim < 1) {
-    snprintf(err, errlen, "head_dim %d is no tensor map's extent", p->head_dim);  /* below 2^32 as an int */
+  if (head_dim < 1) {
+    snprintf(err, errlen, "head_dim %d is no tensor map's extent", head_dim);  /* below 2^32 as an int */
     return -1;
   }
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < n_tensors; i++) {
     long long extent[3], stride[3];
     const int n = tma_dims(&t[i], extent, stride);
     if ((uintptr_t)t[i].base % TMA_ALIGN) {
@@ -82,11 +68,15 @@ int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, c
   return 0;
 }
 
-/* The map of T, in boxes of FAT_TMA_BOX_COLUMNS columns by BOX_ROWS rows,
- * with the swizzle of the templates' tiles (wgmma's 128-byte one); rows and
- * columns past its extents load as zeros. */
-static CUresult encode_map(const fat_cuda *cu, CUtensorMap *map, const tma_tensor *t, int head_dim,
-                           int bf16, int box_rows) {
+int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, char *err,
+                            size_t errlen) {
+  fat_tma_tensor t[3];
+  tma_tensors(p, call, t);
+  return fat_tma_describable(t, 3, p->head_dim, err, errlen);
+}
+
+CUresult fat_tma_encode(const fat_cuda *cu, CUtensorMap *map, const fat_tma_tensor *t, int head_dim,
+                        int bf16, int box_rows) {
   long long extent[3], stride[3];
   const int n = tma_dims(t, extent, stride);
   cuuint64_t dims[4] = {(cuuint64_t)head_dim}, strides[3];
@@ -116,7 +106,12 @@ int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char 
   d->splits = 1;
   /* A backward variant's block_m is its key block; its query tile and dQ
    * strategy are in its parameters. */
-  if (direction == FAT_BWD) return fat_bwd_params_parse(params, &d->block_q, &block_n, &d->dq_separate, err, errlen);
+  if (direction == FAT_BWD) {
+    if (fat_bwd_params_parse(params, &d->block_q, &block_n, &d->dq_separate, err, errlen)) return -1;
+    /* A tensor-map backward's maps: K and V in boxes of its key block. */
+    if (d->kind == FAT_KERNEL_FUSED_TMA) d->block_n = block_n;
+    return 0;
+  }
   if (fat_fwd_params_parse(params, &d->pack_gqa, &d->splits, err, errlen)) return -1;
   return d->kind == FAT_KERNEL_FUSED_TMA ? fat_fwd_tma_parse(params, &d->block_n, &d->persistent, err, errlen)
                                           : 0;
@@ -222,11 +217,11 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
   if (g->block_n > 0) {
     /* q in boxes of a query block, k and v of a key tile. */
     char why[256];
-    tma_tensor t[3];
+    fat_tma_tensor t[3];
     if (fat_fwd_tma_describable(p, call, why, sizeof why)) return CUDA_ERROR_INVALID_VALUE;
     tma_tensors(p, call, t);
     for (int i = 0; i < 3; i++) {
-      CUresult e = encode_map(cu, &maps[i], &t[i], p->head_dim, g->bf16, i == 0 ? g->block_m : g->block_n);
+      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], p->head_dim, g->bf16, i == 0 ? g->block_m : g->block_n);
       if (e != CUDA_SUCCESS) return e;
     }
   }

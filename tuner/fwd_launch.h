@@ -40,6 +40,28 @@ typedef struct fat_fwd_geometry {
 /* Columns of one tensor-map box: a 128-byte swizzled slab of 16-bit elements. */
 #define FAT_TMA_BOX_COLUMNS 64
 
+/* One of the tensors a map describes (q, k, v; the backward's dout too):
+ * (head_dim, rows, heads, batch), innermost first, strides in elements; a
+ * packed batch has no batch dimension (its rows are every sequence's). */
+typedef struct fat_tma_tensor {
+  const char *name;
+  const void *base;
+  long long rows, heads, batch;
+  long long row_stride, head_stride, batch_stride;
+  int packed;
+} fat_tma_tensor;
+
+/* 0 when tensor maps can describe the N tensors T of HEAD_DIM columns
+ * (bases 16-byte aligned, strides multiples of 16 bytes below 2^40,
+ * extents below 2^32), else -1 with err naming the first that cannot. */
+int fat_tma_describable(const fat_tma_tensor *t, int n, int head_dim, char *err, size_t errlen);
+
+/* Encodes the map of T in boxes of FAT_TMA_BOX_COLUMNS columns by BOX_ROWS
+ * rows, with the swizzle of the templates' tiles (wgmma's 128-byte one);
+ * rows and columns past its extents load as zeros. T must be describable. */
+CUresult fat_tma_encode(const fat_cuda *cu, CUtensorMap *map, const fat_tma_tensor *t, int head_dim,
+                        int bf16, int box_rows);
+
 /* What a launch needs of the call and its GPU beyond P: the rows of a
  * packed batch's q and o (total_q) and k and v (total_k, cu_seqlens_*[batch];
  * 0 for a dense batch), which the tensor maps span, and the GPU's SMs,

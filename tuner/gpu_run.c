@@ -1075,7 +1075,9 @@ void fat_gpu_bwd_tensors_free(fat_gpu *g, fat_gpu_bwd_tensors *t) {
 CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t) {
   const fat_kernel_desc *d = &k->desc;
   const fat_bwd_kernels fns = {k->bwd_pre_fn, k->fn, k->bwd_dq_fn, k->bwd_convert_fn};
-  const fat_bwd_geometry geo = {d->block_m, d->block_q, d->dq_separate, d->threads, d->smem_bytes};
+  const fat_bwd_geometry geo = {.block_n = d->block_m, .block_q = d->block_q, .dq_separate = d->dq_separate,
+                                .threads = d->threads, .smem_bytes = d->smem_bytes,
+                                .tma = d->kind == FAT_KERNEL_FUSED_TMA, .bf16 = d->dtype == FAT_BF16};
   return fat_bwd_launch(&g->cu, &fns, &geo, &t->params, g->stream);
 }
 

@@ -1,0 +1,111 @@
+-- The backward "ws90" family: FlashAttention's backward on Hopper,
+-- warp-specialised (templates/bwd_ws90.cu), sm_90a only. A producer warp
+-- streams Q and dO by the tensor copy engine through a ring of mbarriers,
+-- a writer warp adds each tile's dQ into the fp32 accumulator with one bulk
+-- reduction, and one or two consumer warpgroups of 64 keys each compute on
+-- wgmma with the registers the others gave up (setmaxnreg). Its kernels are
+-- named as mma80's (tuner/fwd_job.h gives the launch order) and the main
+-- one takes four tensor maps (tuner/bwd_launch.c); dQ is summed with
+-- atomics only, so the deterministic mode stays with mma80's separate pass.
+-- Head dims to 128 (96 on the 128-column template): past it a warpgroup's
+-- dK and dV no longer fit its registers beside Sᵀ (wgmma90 splits them
+-- over two warpgroups; this family does not yet).
+
+local constraints = fat.require("constraints")
+local tiles = fat.require("wgmma_tiles")
+local KEYS_PER_WARPGROUP = tiles.ROWS_PER_WARPGROUP  -- every product's rows are a warpgroup's keys
+local FLOAT_BYTES = 4
+local ROW_STATS = 2             -- lse and D of each ring buffer's tile
+local DS_BUFFERS = 2            -- dSᵀ alternates between two buffers (tile parity)
+local BARRIER_BYTES = 8         -- static shared memory: 1 + 2·STAGES mbarriers
+-- Accumulators a consumer thread may hold at once: Sᵀ and dPᵀ (BLOCK_M / 2
+-- each) beside dK and dV (head dim / 2 each), as family_bwd_wgmma90.lua.
+local ACCUMULATOR_BUDGET = 192
+-- Registers a consumer thread has (the template's kConsumerRegs): a lone
+-- consumer keeps the launch's 255, two take 240 by setmaxnreg.
+local CONSUMER_REGISTERS = {[1] = 255, [2] = 240}
+-- Beside the accumulators the A fragments of Pᵀ and dSᵀ (BLOCK_M / 4 each)
+-- are live; ptxas fits up to this many more than the thread has by reusing
+-- Sᵀ's registers as they die (d64 with 128-query tiles: 256 needed, no
+-- spill at 255, 4-44 bytes spilled at 240).
+local REGISTER_SLACK = 8
+
+local family = {
+  name = "ws90",
+  direction = "bwd",
+  template = "bwd_ws90.cu",
+  entry = "fat_bwd_ws90",
+  archs = {"sm_90a"},
+  head_dims = {64, 96, 128},
+  dtypes = {"fp16", "bf16"},
+  masks = {"none", "causal", "local"},
+  params = {
+    {name = "BLOCK_M", values = {64, 128}},  -- query rows per tile: Sᵀ's N
+    {name = "BLOCK_N", values = {64, 128}},  -- keys per thread block, 64 per consumer warpgroup
+    {name = "STAGES", values = {2, 3}},      -- Q and dO buffers of the ring
+    -- dQ summed with atomics (one value: named so the launcher reads it
+    -- as it reads mma80's)
+    {name = "DQ_MODE", values = {"atomic"}},
+  },
+}
+
+function family.tag(c)
+  return ("m%dn%ds%d"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES)
+end
+
+family.template_head_dim = tiles.template_head_dim
+
+-- No fixed choice of its own: mma80's default is every problem's baseline.
+function family.default()
+  return {}
+end
+
+local function consumers(c)
+  return c.BLOCK_N // KEYS_PER_WARPGROUP
+end
+
+-- fp32 dQ buffers: one, or one a consumer where dQ's 64-row blocks are
+-- shared among consumers by keys because the head dim has no whole-slab
+-- column slices for them (the template's kDqSplitK: d64 over two).
+local function dq_buffers(c)
+  local row_blocks = c.BLOCK_M // KEYS_PER_WARPGROUP
+  local shares = consumers(c) > row_blocks and consumers(c) // row_blocks or 1
+  local split_k = shares > 1 and (tiles.template_head_dim(c.HEAD_DIM) // shares) % tiles.SLAB ~= 0
+  return split_k and shares or 1
+end
+
+-- K and V (BLOCK_N rows), STAGES Q and dO tiles (BLOCK_M rows), the dSᵀ
+-- buffers (BLOCK_N x BLOCK_M), the fp32 dQ buffers (BLOCK_M x head dim),
+-- STAGES rows of lse and D, the alignment slack and the barriers.
+function family.smem_bytes(c)
+  local d = tiles.template_head_dim(c.HEAD_DIM)
+  return (2 * c.BLOCK_N + 2 * c.STAGES * c.BLOCK_M) * d * tiles.ELEMENT_BYTES +
+         DS_BUFFERS * c.BLOCK_N * c.BLOCK_M * tiles.ELEMENT_BYTES + dq_buffers(c) * c.BLOCK_M * d * FLOAT_BYTES +
+         c.STAGES * ROW_STATS * c.BLOCK_M * FLOAT_BYTES + tiles.ALIGNMENT_SLACK +
+         (1 + 2 * c.STAGES) * BARRIER_BYTES
+end
+
+-- block_m is the key block: grid.x of the main kernel is ceil(seqlen_k / BLOCK_N).
+function family.resources(c)
+  return {threads = tiles.THREADS_PER_WARPGROUP * (consumers(c) + 1), block_m = c.BLOCK_N,
+          smem_bytes = family.smem_bytes(c)}
+end
+
+family.constraints = {
+  constraints.fits_shared_memory(family),
+  function(c)
+    local acc = c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM)
+    if acc > ACCUMULATOR_BUDGET then
+      return ("accumulators %d > %d registers per thread"):format(acc, ACCUMULATOR_BUDGET)
+    end
+  end,
+  function(c)
+    local need = c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM) + c.BLOCK_M // 2
+    local have = CONSUMER_REGISTERS[consumers(c)]
+    if need > have + REGISTER_SLACK then
+      return ("registers: accumulators and A fragments %d > the %d a consumer thread has"):format(need, have)
+    end
+  end,
+}
+
+return family

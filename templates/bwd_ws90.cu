@@ -1,0 +1,521 @@
+// FlashAttention backward on Hopper, warp-specialised (sm_90a): the
+// products, layouts and gradients of bwd_wgmma90.cu (which says what each
+// is), with every copy and every meeting taken off the compute warps.
+// FlashAttention-3's structure (hopper/mainloop_bwd_sm90_tma_gmma_ws.hpp).
+//
+// One thread block owns kBlockN keys of one (batch, key head), 64 per
+// consumer warpgroup, and walks the query tiles (kBlockM rows, every query
+// head of its group) that see them. Roles (kConsumers + 1 warpgroups):
+//   producer   warp 0 of warpgroup 0: K and V once, then each tile's Q and
+//              dO through a ring of kStages buffers by the tensor copy
+//              engine (one thread issues), and the tile's lse and D into
+//              the buffer's statistics (every lane stores its rows). A
+//              buffer's full barrier takes the bytes and the 32 lanes'
+//              arrivals; its empty barrier every consumer thread's, once
+//              its products have read the buffer.
+//   dQ writer  warp 1: once the consumers have put a tile's dQ into shared
+//              memory (fp32), adds it into the accumulator in device memory
+//              with one bulk reduction of the copy engine a buffer
+//              (cp.reduce.async.bulk .add.f32), then frees the buffers.
+//   consumers  warpgroups 1 .. kConsumers take the registers (setmaxnreg):
+//              Sᵀ, dPᵀ, Pᵀ, dSᵀ, dV += Pᵀ·dO and dK += dSᵀ·Q for their 64
+//              keys exactly as bwd_wgmma90.cu's one-warpgroup path; dSᵀ
+//              into one of two shared buffers (tile parity), a meeting of
+//              the consumers by named barrier, then dQ = dS·K over all the
+//              block's keys, each consumer a 64-row block or a column slice.
+// The consumers never meet the producer but through the ring's mbarriers,
+// nor the writer but through two named barriers, and never the whole block
+// after the roles part. A tile whose dQ rows are not all inside (the
+// sequence's last, or a head dim below the template's) adds its dQ from
+// the registers with vector reductions instead, as bwd_wgmma90.cu does.
+//
+// Masks are bottom-right aligned, tiles no pair of which is visible are
+// skipped, a row that sees no key gets zero gradients (bwd_common.cuh). The
+// template's head dim is whole 64-column slabs (96 runs on 128: the copy
+// engine fills the missing columns with zeros, which add nothing). Tiles
+// are 64-column slabs of 128-byte rows in wgmma's 128-byte swizzle, the
+// copy engine's CU_TENSOR_MAP_SWIZZLE_128B. Parameters in double braces are
+// substituted by generator/expand.lua; they change speed, never results.
+#include "fat_abi.h"
+#include "fat_abi_bwd.h"
+
+constexpr int kHeadDim = {{HEAD_DIM}};
+constexpr int kBlockM = {{BLOCK_M}};   // query rows per tile
+constexpr int kBlockN = {{BLOCK_N}};   // keys per thread block: 64 per consumer warpgroup
+constexpr int kStages = {{STAGES}};    // Q and dO buffers of the ring
+constexpr bool kIsBf16 = {{IS_BF16}};
+constexpr bool kIsCausal = {{IS_CAUSAL}};
+constexpr bool kIsLocal = {{IS_LOCAL}};
+constexpr bool kDqMode_atomic = true;
+constexpr bool kDqSeparate = false;
+static_assert(kDqMode_{{DQ_MODE}}, "atomic dQ only: the deterministic mode is mma80's separate pass");
+#if {{IS_BF16}}
+#define FAT_ELEM "bf16"
+#else
+#define FAT_ELEM "f16"
+#endif
+
+constexpr int kWarpSize = 32;
+constexpr int kChunk = 8;  // elements of one 16-byte copy
+constexpr float kLog2e = 1.4426950408889634f;
+enum : int {
+  kConsumers = kBlockN / 64,
+  kThreads = 128 * (kConsumers + 1),
+  kConsumerThreads = 128 * kConsumers,
+  kRowBlocks = kBlockM / 64,  // dQ's 64-row products per tile
+  kSRegs = kBlockM / 2,       // Sᵀ (and dPᵀ) accumulators a thread
+  kDRegs = kHeadDim / 2,      // dK (and dV) accumulators a thread
+  kPSteps = kBlockM / 16,     // k-steps of dV and dK
+  // dQ (kBlockM x kHeadDim) over the consumers: whole 64-row blocks each,
+  // and where there are more consumers than row blocks, the block shared
+  // kDqShares ways: by column slices of whole slabs (kDqN columns), or
+  // where the head dim has no such slices (d64 over two) by keys, each
+  // consumer its own 64 (kDqSplitK): partial sums, a dQ buffer each.
+  kDqShares = kConsumers > kRowBlocks ? kConsumers / kRowBlocks : 1,
+  kDqSplitK = kDqShares > 1 && (kHeadDim / kDqShares) % 64 != 0,
+  kDqSplit = kDqSplitK ? 1 : kDqShares,  // column slices
+  kDqN = kHeadDim / kDqSplit,
+  kDqKSteps = kBlockN / 16 / (kDqSplitK ? kDqShares : 1),  // of dQ's product, 16 keys each
+  kDqBuffers = kDqSplitK ? kDqShares : 1,
+  kDqTasks = kRowBlocks > kConsumers ? kRowBlocks / kConsumers : 1,
+  // Registers a thread once the warpgroups have traded (65,536 a block, one
+  // block an SM). One consumer needs no trade: 256 threads have 255 each.
+  kProducerRegs = 24,
+  kConsumerRegs = 240,
+  // Named barriers (0 is __syncthreads'): the consumers' dSᵀ written; the
+  // dQ buffer written (consumers arrive, the writer waits) and read (the
+  // writer arrives, the consumers wait).
+  kDsBarrier = 1,
+  kDqFullBarrier = 2,
+  kDqEmptyBarrier = 3,
+};
+constexpr unsigned kTileBytes = kBlockM * kHeadDim * 2;   // a Q or dO tile
+constexpr unsigned kKVBytes = kBlockN * kHeadDim * 2;     // K or V
+constexpr unsigned kDsBytes = kBlockN * kBlockM * 2;      // dSᵀ: [key][query]
+constexpr unsigned kDqBytes = kBlockM * kHeadDim * 4;     // a tile's dQ (or a split-K partial), fp32
+// As bwd_wgmma90.cu: dV's product issued before dSᵀ is computed where the
+// registers hold it (notes/kernel-log.md w2).
+constexpr bool kEarlyDv = kSRegs * 2 + kBlockM / 4 + kDRegs * 2 <= 208;
+
+static_assert(kBlockM == 64 || kBlockM == 128, "Sᵀ's N: 64 or 128 queries");
+static_assert(kBlockN == 64 || kBlockN == 128, "one or two consumer warpgroups of 64 keys");
+static_assert(kHeadDim == 64 || kHeadDim == 128, "whole slabs; dK and dV of 64 keys in one warpgroup");
+static_assert(kDqN % 64 == 0 && kDqN <= 128, "dQ's column slices: whole slabs of K, N at most 128");
+static_assert(!kDqSplitK || kDqKSteps * 16 == 64, "split-K dQ: each consumer its own 64 keys");
+static_assert(kStages >= 2 && kStages <= 4, "a ring of two to four buffers");
+static_assert(kConsumers == 1 || 128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536,
+              "the traded registers fit the SM's");
+static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
+
+#include "fat_device.cuh"
+#include "wgmma.cuh"
+#include "tma.cuh"
+#include "bwd_common.cuh"
+
+// Atomic dQ's fp32 accumulator within a whole 64-row block (bwd_wgmma90.cu,
+// whose conversion kernel this template shares): each warp's accumulator
+// fragments in 128-float blocks, lane g·4 + t's four floats (row, columns
+// 2t, 2t + 1) of the 8-column tiles 2np and 2np + 1.
+__device__ __forceinline__ int dq_whole_offset(int row, int col) {
+  const int warp = row / 16, h = row / 8 % 2, g = row % 8;
+  const int nt = col / 8, t = col / 2 % 4, e = col % 2;
+  const int block = (warp * 2 + h) * (kHeadDim / 16) + nt / 2;
+  return (block * kWarpSize + g * 4 + t) * 4 + (nt % 2) * 2 + e;
+}
+
+// acc += A·Bᵀ over the head dim for a warpgroup's 64 keys and a tile's
+// kBlockM queries, both K-major (bwd_wgmma90.cu's keys_by_queries).
+__device__ __forceinline__ void keys_by_queries(float (&acc)[kSRegs], u64 a, u64 b) {
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ks++) {
+    const u32 in_slab = (ks % 4) * 32;
+    wgmma_ss<kBlockM>(acc, desc_add(a, (ks / 4) * kBlockN * 128 + in_slab), desc_add(b, (ks / 4) * kBlockM * 128 + in_slab));
+  }
+}
+
+// The global side of dQ's bulk reduction: BYTES (a multiple of 16) of fp32
+// at SRC in shared memory added into DST, one bulk group.
+__device__ __forceinline__ void bulk_reduce_add(float *dst, u32 src, u32 bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(src), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Returns once the copy engine has read every bulk group's source.
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// The query tiles of a key block, which every role derives alike: (query
+// head of the group, query block) in that order, blocks mb_first ..
+// mb_end - 1 of each head; those below mb_whole have all their rows inside.
+struct Walk {
+  int group, mb_first, mb_end, mb_whole, n_tiles;
+  __device__ int hq(int tile) const { return tile / (mb_end - mb_first); }
+  __device__ int mb(int tile) const { return mb_first + tile % (mb_end - mb_first); }
+  // dQ through shared memory and the writer: whole rows and columns.
+  __device__ bool dq_bulk(int tile, int head_dim) const { return head_dim == kHeadDim && mb(tile) < mb_whole; }
+  __device__ int bulk_tiles(int head_dim) const {
+    return head_dim == kHeadDim ? group * max(0, min(mb_end, mb_whole) - mb_first) : 0;
+  }
+};
+
+__device__ __forceinline__ Walk walk_of(const fat_fwd_params &p, int n0) {
+  const KeyWindow window = key_window(p);
+  const int offset = p.seqlen_k - p.seqlen_q;  // query i sits at key i + offset
+  // Query rows [m_first, m_end) see at least one key of [n0, n_last].
+  const int n_last = min(n0 + kBlockN, p.seqlen_k) - 1;
+  const int m_first = window.has_right ? max(0, n0 - window.right - offset) : 0;
+  const int m_end = window.has_left ? min(p.seqlen_q, n_last + window.left - offset + 1) : p.seqlen_q;
+  Walk w;
+  w.group = p.heads / p.heads_k;
+  w.mb_first = m_first / kBlockM;
+  w.mb_end = m_end > m_first ? (m_end + kBlockM - 1) / kBlockM : w.mb_first;
+  w.mb_whole = p.seqlen_q / kBlockM;
+  w.n_tiles = w.group * (w.mb_end - w.mb_first);
+  return w;
+}
+
+extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
+fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
+
+// Grid: (ceil(seqlen_k / kBlockN), heads_k, batch), kThreads threads.
+// Dynamic shared memory: K, V, kStages (Q, dO) tiles, two dSᵀ buffers, the
+// dQ buffers, kStages (lse, D) rows, and 1 KiB to align the tiles. The
+// tensor maps (host: tuner/bwd_launch.c) describe q and dout as (head_dim,
+// seqlen_q, heads, batch) in boxes of 64 columns by kBlockM rows, k and v
+// as (head_dim, seqlen_k, heads_k, batch) by kBlockN rows.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
+             const __grid_constant__ TensorMap k_map, const __grid_constant__ TensorMap v_map,
+             const __grid_constant__ TensorMap do_map) {
+  const fat_fwd_params &p = bp.fwd;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) u64 barriers[1 + 2 * kStages];
+  const u32 k_s = (smem_u32(smem) + 1023u) & ~1023u;   // K [kBlockN keys], slabs
+  const u32 v_s = k_s + kKVBytes;                       // V
+  const u32 query_s = v_s + kKVBytes;                   // kStages x (Q, dO) [kBlockM queries]
+  const u32 ds_s = query_s + kStages * 2 * kTileBytes;  // 2 x dSᵀ [kBlockN keys][kBlockM queries]
+  const u32 dq_s = ds_s + 2 * kDsBytes;                 // kDqBuffers x dQ, dq_whole_offset()'s order
+  const u32 stats_s = dq_s + kDqBuffers * kDqBytes;     // kStages x (lse·log2e, D) [kBlockM]
+  float *const stats = reinterpret_cast<float *>(smem + (stats_s - smem_u32(smem)));
+  const u32 kv_full = smem_u32(&barriers[0]);
+  auto q_full = [&](int s) { return smem_u32(&barriers[1 + s]); };
+  auto q_empty = [&](int s) { return smem_u32(&barriers[1 + kStages + s]); };
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < kStages; s++) {
+      mbar_init(q_full(s), kWarpSize);          // the producer warp's lanes
+      mbar_init(q_empty(s), kConsumerThreads);  // every consumer thread
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  // Causal: a key block sees fewer query tiles the later it starts.
+  const BlockCoords coords = block_coords<false>();
+  const int n0 = coords.block * kBlockN, head_k = coords.head, batch = coords.batch;
+  const Walk walk = walk_of(p, n0);
+  const int n_tiles = walk.n_tiles;
+  const int lane = threadIdx.x % kWarpSize;
+
+  if (threadIdx.x < 128) {
+    if constexpr (kConsumers > 1) regs_release<kProducerRegs>();
+    const int warp = threadIdx.x / kWarpSize;
+    if (warp == 0 && n_tiles > 0) {
+      // ---- producer ---------------------------------------------------------
+      // One tile of MAP: its 64-column slabs, ROWS rows each, from row ROW.
+      auto load = [&](const TensorMap &map, u32 dst, u32 bar, int rows, int row, int h, u64 policy) {
+#pragma unroll
+        for (int slab = 0; slab < kHeadDim / 64; slab++)
+          tma_load_4d(dst + slab * rows * 128, map, bar, slab * 64, row, h, batch, policy);
+      };
+      if (lane == 0) {
+        tma_prefetch(q_map);
+        tma_prefetch(do_map);
+        tma_prefetch(k_map);
+        tma_prefetch(v_map);
+        // K and V are this block's alone; Q and dO every key block's of the head.
+        mbar_arrive_expect(kv_full, 2 * kKVBytes);
+        load(k_map, k_s, kv_full, kBlockN, n0, head_k, kEvictFirst);
+        load(v_map, v_s, kv_full, kBlockN, n0, head_k, kEvictFirst);
+      }
+      for (int tile = 0; tile < n_tiles; tile++) {
+        const int s = tile % kStages, head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
+        mbar_wait(q_empty(s), ((tile / kStages) & 1) ^ 1);
+        if (lane == 0) {
+          mbar_arrive_expect(q_full(s), 2 * kTileBytes);
+          const u32 q_t = query_s + s * 2 * kTileBytes;
+          load(q_map, q_t, q_full(s), kBlockM, m0, head, kEvictLast);
+          load(do_map, q_t + kTileBytes, q_full(s), kBlockM, m0, head, kEvictLast);
+        }
+        // The tile's lse (as P needs it) and D, a row a lane at a time.
+        const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
+        float *lse_s = stats + s * 2 * kBlockM;
+        for (int r = lane; r < kBlockM; r += kWarpSize) {
+          const RowStats st = row_stats(raw_row_stats(p.lse + row0, bp.delta + row0, m0 + r, p.seqlen_q));
+          lse_s[r] = st.lse_log2;
+          lse_s[kBlockM + r] = st.delta;
+        }
+        if (lane != 0) mbar_arrive(q_full(s));  // lane 0's arrival was its expect
+      }
+    } else if (warp == 1) {
+      // ---- dQ writer --------------------------------------------------------
+      const int bulk = walk.bulk_tiles(p.head_dim);
+      int done = 0;
+      for (int tile = 0; tile < n_tiles && done < bulk; tile++) {
+        if (!walk.dq_bulk(tile, p.head_dim)) continue;
+        named_sync(kDqFullBarrier, kConsumerThreads + kWarpSize);
+        if (lane == 0) {
+          const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
+          const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
+#pragma unroll
+          for (int b = 0; b < kDqBuffers; b++)
+            bulk_reduce_add(bp.dq_accum + (row0 + m0) * kHeadDim, dq_s + b * kDqBytes, kDqBytes);
+          bulk_wait_read();
+        }
+        __syncwarp();
+        // The consumers wait for the buffer before every bulk tile but the first.
+        if (++done < bulk) named_arrive(kDqEmptyBarrier, kConsumerThreads + kWarpSize);
+      }
+      if (lane == 0) bulk_wait();  // the sums have landed before the block's shared memory goes
+    }
+    return;
+  }
+
+  // ---- consumers ------------------------------------------------------------
+  if constexpr (kConsumers > 1) regs_claim<kConsumerRegs>();
+  const int ctid = threadIdx.x - 128;  // thread among the consumers
+  const int warp = ctid / kWarpSize, wg = warp / 4;
+  const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
+  const int offset = p.seqlen_k - p.seqlen_q;
+  const KeyWindow window = key_window(p);
+
+  float dk[kDRegs], dv[kDRegs];
+#pragma unroll
+  for (int i = 0; i < kDRegs; i++) dk[i] = dv[i] = 0.f;
+  // This thread's keys (accumulator rows) within the block: row_key and
+  // row_key + 8, 16 of its warpgroup's 64 per warp.
+  const int row_key = 64 * wg + 16 * (warp % 4) + g;
+  const float scale_log2 = p.scale_log2;
+  // Accumulator i of Sᵀ: key row_key + 8·((i % 4) / 2), query m0 + 8·(i /
+  // 4) + 2t + i % 2. Hidden pairs and keys past the end get S = −inf (P =
+  // 0); queries past the end have lse = +inf (P = 0).
+  auto mask_scores = [&](float (&x)[kSRegs], int m0) {
+    if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
+#pragma unroll
+      for (int i = 0; i < kSRegs; i++) {
+        const int key = n0 + row_key + 8 * ((i % 4) / 2);
+        const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
+        if (key >= p.seqlen_k || hidden(window, key, pos)) x[i] = neg_inf();
+      }
+    }
+  };
+  // Where accumulators 4nt + 2h and + 1 sit in a [key][query] tile (dSᵀ):
+  // one slab per 64 queries, the 128-byte swizzle (row % 8 = g).
+  auto kq_offset = [&](int nt, int h) -> u32 {
+    return (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
+  };
+
+  if (n_tiles > 0) mbar_wait(kv_full, 0);
+  int bulk_done = 0;
+  for (int tile = 0; tile < n_tiles; tile++) {
+    const int s = tile % kStages;
+    const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
+    const u32 q_t = query_s + s * 2 * kTileBytes, do_t = q_t + kTileBytes;
+    const u32 ds_t = ds_s + (tile % 2) * kDsBytes;
+    const float *lse_s = stats + s * 2 * kBlockM, *delta_s = lse_s + kBlockM;
+    mbar_wait(q_full(s), (tile / kStages) & 1);
+
+    // Sᵀ and dPᵀ: this warpgroup's 64 keys x kBlockM queries, two groups.
+    float sc[kSRegs], dp[kSRegs];
+#pragma unroll
+    for (int i = 0; i < kSRegs; i++) sc[i] = dp[i] = 0.f;
+    pin(sc);
+    pin(dp);
+    {
+      const u64 dk_a = descriptor(k_s + wg * 64 * 128, 16, 1024), dq_b = descriptor(q_t, 16, 1024);
+      const u64 dv_a = descriptor(v_s + wg * 64 * 128, 16, 1024), ddo_b = descriptor(do_t, 16, 1024);
+      wgmma_fence();
+      keys_by_queries(sc, dk_a, dq_b);
+      wgmma_commit();
+      keys_by_queries(dp, dv_a, ddo_b);
+      wgmma_commit();
+    }
+    wgmma_wait<1>();
+    pin(sc);
+    mask_scores(sc, m0);
+    // Pᵀ and dSᵀ = Pᵀ ∘ (dPᵀ − D) as the A fragments of dV's and dK's
+    // products, dSᵀ also into ds_t; then dV += Pᵀ·dO and dK += dSᵀ·Q
+    // (bwd_wgmma90.cu says the layouts).
+    const u64 ddo_b = descriptor(do_t, kBlockM * 128, 1024), dq_b = descriptor(q_t, kBlockM * 128, 1024);
+    u32 pa[kPSteps][4], da[kPSteps][4];
+#pragma unroll
+    for (int nt = 0; nt < kBlockM / 8; nt++) {
+      const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * nt + 2 * t);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int i = 4 * nt + 2 * h;
+        sc[i] = fast_exp2(sc[i] * scale_log2 - lse.x);
+        sc[i + 1] = fast_exp2(sc[i + 1] * scale_log2 - lse.y);
+        if constexpr (kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(sc[i], sc[i + 1]);
+      }
+    }
+    if constexpr (kEarlyDv) {
+      pin(pa);
+      pin(dv);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
+      wgmma_commit();
+      wgmma_wait<1>();  // dPᵀ
+    } else {
+      wgmma_wait<0>();
+    }
+    pin(dp);
+#pragma unroll
+    for (int nt = 0; nt < kBlockM / 8; nt++) {
+      const float2 delta = *reinterpret_cast<const float2 *>(delta_s + 8 * nt + 2 * t);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int i = 4 * nt + 2 * h;
+        const u32 ds2 = pack2(sc[i] * (dp[i] - delta.x), sc[i + 1] * (dp[i + 1] - delta.y));
+        if constexpr (!kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(sc[i], sc[i + 1]);
+        da[nt / 2][h + 2 * (nt % 2)] = ds2;
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ds_t + kq_offset(nt, h)), "r"(ds2) : "memory");
+      }
+    }
+    if constexpr (!kEarlyDv) {
+      pin(pa);
+      pin(dv);
+    }
+    pin(da);
+    pin(dk);
+    wgmma_fence();
+    if constexpr (!kEarlyDv) {
+#pragma unroll
+      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
+    }
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dk, da[kk], desc_add(dq_b, kk * 2048));
+    wgmma_commit();
+    // Every consumer's dSᵀ written and visible to the tensor cores. The
+    // other buffer is free: each consumer passed this meeting after its
+    // last tile's dQ product, which read it.
+    fence_async_shared();
+    named_sync(kDsBarrier, kConsumerThreads);
+    wgmma_wait<0>();  // dV and dK read Q and dO: the buffer goes back
+    pin(pa);
+    pin(da);
+    pin(dv);
+    pin(dk);
+    mbar_arrive(q_empty(s));
+
+    // dQ += dS·K over the block's kBlockN keys (kDqSplitK: this consumer's
+    // 64): A = dS, stored [key][query] (MN-major, one slab per 64 queries);
+    // B = K, [key][column] (MN-major); 16 keys (2048 bytes) a k-step.
+    const bool bulk = walk.dq_bulk(tile, p.head_dim);
+    if (bulk && bulk_done > 0) named_sync(kDqEmptyBarrier, kConsumerThreads + kWarpSize);
+#pragma unroll
+    for (int task = 0; task < kDqTasks; task++) {
+      const int rb = kDqShares > 1 ? wg / kDqShares : wg + task * kConsumers;  // 64-row block
+      const int col0 = (wg % kDqSplit) * kDqN;
+      const int kk0 = kDqSplitK ? (wg % kDqShares) * kDqKSteps : 0;  // first k-step
+      const u32 dq_buf = dq_s + (kDqSplitK ? wg % kDqShares : 0) * kDqBytes;
+      float dq[kDqN / 2];
+#pragma unroll
+      for (int i = 0; i < kDqN / 2; i++) dq[i] = 0.f;
+      pin(dq);
+      const u64 ds_a = descriptor(ds_t + rb * kBlockN * 128, kBlockN * 128, 1024);
+      const u64 k_b = descriptor(k_s + (col0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = kk0; kk < kk0 + kDqKSteps; kk++)
+        wgmma_ss<kDqN, true>(dq, desc_add(ds_a, kk * 2048), desc_add(k_b, kk * 2048));
+      wgmma_commit();
+      wgmma_wait<0>();
+      pin(dq);
+      const int r0 = m0 + 64 * rb;
+      if (bulk) {
+        // Into the dQ buffer in dq_whole_offset()'s order (one warp's
+        // 16-byte stores cover 512 contiguous bytes).
+        const u32 lane_base = dq_buf + (rb * 64 * kHeadDim + (warp % 4) * 2 * (kHeadDim / 16) * 128 + lane * 4) * 4;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int np = 0; np < kDqN / 16; np++) {
+            const int i = 8 * np + 2 * h;
+            const u32 at_s = lane_base + (h * (kHeadDim / 16) + col0 / 16 + np) * 128 * 4;
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at_s), "f"(dq[i]), "f"(dq[i + 1]),
+                         "f"(dq[i + 4]), "f"(dq[i + 5])
+                         : "memory");
+          }
+      } else {
+        // Straight from the registers: a whole 64-row block in
+        // dq_whole_offset()'s order (what the conversion reads there), a
+        // partial one row-major (rows past the end and columns past the
+        // head dim left out). The scale comes in fat_bwd_convert_dq.
+        const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
+        float *dq_block = bp.dq_accum + (row0 + r0) * p.head_dim;
+        if (r0 + 64 <= p.seqlen_q && p.head_dim == kHeadDim) {
+          float *lane_base = dq_block + ((warp % 4) * 2 * (kHeadDim / 16)) * 128 + lane * 4;
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int np = 0; np < kDqN / 16; np++) {
+              const int i = 8 * np + 2 * h;
+              red_add4(lane_base + (h * (kHeadDim / 16) + col0 / 16 + np) * 128, dq[i], dq[i + 1], dq[i + 4],
+                       dq[i + 5]);
+            }
+        } else {
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int row = 16 * (warp % 4) + g + 8 * h;
+            if (r0 + row >= p.seqlen_q) continue;
+#pragma unroll
+            for (int nt = 0; nt < kDqN / 8; nt++) {
+              const int col = col0 + 8 * nt + 2 * t;
+              if (col < p.head_dim) red_add2(dq_block + row * p.head_dim + col, dq[4 * nt + 2 * h], dq[4 * nt + 2 * h + 1]);
+            }
+          }
+        }
+      }
+    }
+    if (bulk) {
+      fence_async_shared();  // the copy engine reads what these stores wrote
+      named_arrive(kDqFullBarrier, kConsumerThreads + kWarpSize);
+      bulk_done++;
+    }
+  }
+
+  // dK = scale · Σ dSᵀ·Q and dV in the element type: key row_key + 8h,
+  // columns 8·dt + 2t and + 1; keys past the end and columns past the head
+  // dim dropped (a column pair is wholly in or out).
+  elem_t *dk_g = at<elem_t>(bp.dk, batch * bp.dk_batch_stride + head_k * bp.dk_head_stride);
+  elem_t *dv_g = at<elem_t>(bp.dv, batch * bp.dv_batch_stride + head_k * bp.dv_head_stride);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int key = n0 + row_key + 8 * h;
+    if (key >= p.seqlen_k) continue;
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 8; dt++) {
+      const int col = 8 * dt + 2 * t;
+      if (col >= p.head_dim) continue;
+      const int i = 4 * dt + 2 * h;
+      *reinterpret_cast<u32 *>(dk_g + key * bp.dk_row_stride + col) =
+          pack2(dk[i] * p.softmax_scale, dk[i + 1] * p.softmax_scale);
+      *reinterpret_cast<u32 *>(dv_g + key * bp.dv_row_stride + col) = pack2(dv[i], dv[i + 1]);
+    }
+  }
+}
+
+// Atomic mode only: no separate dQ pass (the launcher never starts it).
+extern "C" __global__ void __launch_bounds__(kThreads) fat_bwd_dq(const fat_bwd_params bp) {}
+
+// dQ = scale · dq_accum in the element type, whole 64-row blocks in
+// dq_whole_offset()'s order (bwd_common.cuh). Grid as fat_bwd_preprocess.
+extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
+fat_bwd_convert_dq(const fat_bwd_params bp) {
+  convert_dq_rows<64>(bp, [](int row, int col) { return dq_whole_offset(row, col); });
+}
