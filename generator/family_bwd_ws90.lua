@@ -16,7 +16,7 @@ local tiles = fat.require("wgmma_tiles")
 local KEYS_PER_WARPGROUP = tiles.ROWS_PER_WARPGROUP  -- every product's rows are a warpgroup's keys
 local FLOAT_BYTES = 4
 local ROW_STATS = 2             -- lse and D of each ring buffer's tile
-local DS_BUFFERS = 2            -- dSᵀ alternates between two buffers (tile parity)
+
 local BARRIER_BYTES = 8         -- static shared memory: 1 + 2·STAGES mbarriers
 -- Accumulators a consumer thread may hold at once: Sᵀ and dPᵀ (BLOCK_M / 2
 -- each) beside dK and dV (head dim / 2 each), as family_bwd_wgmma90.lua.
@@ -43,14 +43,18 @@ local family = {
     {name = "BLOCK_M", values = {64, 128}},  -- query rows per tile: Sᵀ's N
     {name = "BLOCK_N", values = {64, 128}},  -- keys per thread block, 64 per consumer warpgroup
     {name = "STAGES", values = {2, 3}},      -- Q and dO buffers of the ring
+    -- Two consumers' dQ: 0 shared after they meet, 1 each over its own keys,
+    -- summed in shared memory (they never meet)
+    {name = "DQ_KEYS", values = {0, 1}},
     -- dQ summed with atomics (one value: named so the launcher reads it
     -- as it reads mma80's)
     {name = "DQ_MODE", values = {"atomic"}},
   },
 }
 
+-- m64n128s2k: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1.
 function family.tag(c)
-  return ("m%dn%ds%d"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES)
+  return ("m%dn%ds%d%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "")
 end
 
 family.template_head_dim = tiles.template_head_dim
@@ -65,13 +69,20 @@ local function consumers(c)
 end
 
 -- fp32 dQ buffers: one, or one a consumer where dQ's 64-row blocks are
--- shared among consumers by keys because the head dim has no whole-slab
--- column slices for them (the template's kDqSplitK: d64 over two).
+-- shared among consumers that meet by keys because the head dim has no
+-- whole-slab column slices for them (the template's kDqSplitK: d64 over
+-- two with DQ_KEYS 0).
 local function dq_buffers(c)
   local row_blocks = c.BLOCK_M // KEYS_PER_WARPGROUP
-  local shares = consumers(c) > row_blocks and consumers(c) // row_blocks or 1
+  local shares = c.DQ_KEYS == 0 and consumers(c) > row_blocks and consumers(c) // row_blocks or 1
   local split_k = shares > 1 and (tiles.template_head_dim(c.HEAD_DIM) // shares) % tiles.SLAB ~= 0
   return split_k and shares or 1
+end
+
+-- dSᵀ alternates between two buffers (tile parity) where the consumers
+-- meet; with DQ_KEYS 1 each reads only its own rows of one.
+local function ds_buffers(c)
+  return c.DQ_KEYS == 1 and 1 or 2
 end
 
 -- K and V (BLOCK_N rows), STAGES Q and dO tiles (BLOCK_M rows), the dSᵀ
@@ -80,7 +91,7 @@ end
 function family.smem_bytes(c)
   local d = tiles.template_head_dim(c.HEAD_DIM)
   return (2 * c.BLOCK_N + 2 * c.STAGES * c.BLOCK_M) * d * tiles.ELEMENT_BYTES +
-         DS_BUFFERS * c.BLOCK_N * c.BLOCK_M * tiles.ELEMENT_BYTES + dq_buffers(c) * c.BLOCK_M * d * FLOAT_BYTES +
+         ds_buffers(c) * c.BLOCK_N * c.BLOCK_M * tiles.ELEMENT_BYTES + dq_buffers(c) * c.BLOCK_M * d * FLOAT_BYTES +
          c.STAGES * ROW_STATS * c.BLOCK_M * FLOAT_BYTES + tiles.ALIGNMENT_SLACK +
          (1 + 2 * c.STAGES) * BARRIER_BYTES
 end
@@ -92,6 +103,9 @@ function family.resources(c)
 end
 
 family.constraints = {
+  function(c)
+    if c.DQ_KEYS == 1 and consumers(c) < 2 then return "DQ_KEYS 1: one consumer owns every key already" end
+  end,
   constraints.fits_shared_memory(family),
   function(c)
     local acc = c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM)

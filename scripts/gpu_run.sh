@@ -18,7 +18,8 @@
 # no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS, BWD_DTYPES) tunes the backward too,
 # TUNE_TIMEOUT=S stops each tuning after S seconds; SANITIZE=1
 # adds compute-sanitizer over the stored winners (of SANITIZE_DB, default the
-# run's database; $B/runtime/fatune_tables.db: the shipped ones). DB_IN=path/to/fatune.db.gz
+# run's database; $B/runtime/fatune_tables.db: the shipped ones; SANITIZE_PREFIX=bwd.ws90
+# only the winners whose names begin so). DB_IN=path/to/fatune.db.gz
 # (or a folder of its .part files) starts from an earlier run's database, so
 # the tuner resumes instead of measuring again. BENCH_HEAD_DIMS limits the
 # SDPA comparison to some head dims.
@@ -155,7 +156,7 @@ if [ "${SANITIZE:-0}" = 1 ] && [ -x "$B/sanitize_winners" ]; then
     [ "$tool" = racecheck ] && filter=(--kernel-name-exclude kns=fat_reference)
     timeout "${SANITIZE_TIMEOUT:-300}" \
       compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 1 "$B/sanitize_winners" \
-      "${SANITIZE_DB:-$DB}" \
+      "${SANITIZE_DB:-$DB}" 0 "${SANITIZE_PREFIX:-}" \
       >"$OUT/sanitizer-$tool.log" 2>&1 && echo "$tool: clean" \
       || { echo "$tool: FAILED"; tail -20 "$OUT/sanitizer-$tool.log"; failures=$((failures + 1)); }
   done

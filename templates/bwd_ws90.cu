@@ -20,9 +20,13 @@
 //   consumers  warpgroups 1 .. kConsumers take the registers (setmaxnreg):
 //              Sᵀ, dPᵀ, Pᵀ, dSᵀ, dV += Pᵀ·dO and dK += dSᵀ·Q for their 64
 //              keys exactly as bwd_wgmma90.cu's one-warpgroup path; dSᵀ
-//              into one of two shared buffers (tile parity), a meeting of
-//              the consumers by named barrier, then dQ = dS·K over all the
-//              block's keys, each consumer a 64-row block or a column slice.
+//              into shared memory, then dQ = dS·K. DQ_KEYS 0: dSᵀ in one
+//              of two buffers (tile parity), a meeting of the consumers by
+//              named barrier, then dQ over all the block's keys, each
+//              consumer a 64-row block, a column slice of one, or (d64
+//              over two) its own keys' share of one; DQ_KEYS 1: each
+//              consumer's dQ over its own keys, the second adding its share
+//              to the first's in the writer's buffer.
 // The consumers never meet the producer but through the ring's mbarriers,
 // nor the writer but through two named barriers, and never the whole block
 // after the roles part. A tile whose dQ rows are not all inside (the
@@ -43,6 +47,12 @@ constexpr int kHeadDim = {{HEAD_DIM}};
 constexpr int kBlockM = {{BLOCK_M}};   // query rows per tile
 constexpr int kBlockN = {{BLOCK_N}};   // keys per thread block: 64 per consumer warpgroup
 constexpr int kStages = {{STAGES}};    // Q and dO buffers of the ring
+// dQ of two consumers: 0, the block's dQ shared among them after they meet
+// (column slices or partial sums by keys, below); 1, each consumer's over
+// its own 64 keys, the second adding its share to the first's in shared
+// memory, so that they never meet but through the buffer (their products
+// drift apart and fill each other's gaps in the tensor cores).
+constexpr bool kOwnKeys = {{DQ_KEYS}} == 1;
 constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
@@ -66,28 +76,40 @@ enum : int {
   kSRegs = kBlockM / 2,       // Sᵀ (and dPᵀ) accumulators a thread
   kDRegs = kHeadDim / 2,      // dK (and dV) accumulators a thread
   kPSteps = kBlockM / 16,     // k-steps of dV and dK
-  // dQ (kBlockM x kHeadDim) over the consumers: whole 64-row blocks each,
-  // and where there are more consumers than row blocks, the block shared
-  // kDqShares ways: by column slices of whole slabs (kDqN columns), or
-  // where the head dim has no such slices (d64 over two) by keys, each
-  // consumer its own 64 (kDqSplitK): partial sums, a dQ buffer each.
-  kDqShares = kConsumers > kRowBlocks ? kConsumers / kRowBlocks : 1,
+  // dQ (kBlockM x kHeadDim) over the consumers (kOwnKeys: each all of it
+  // over its own keys): whole 64-row blocks each, and where there are more
+  // consumers than row blocks, the block shared kDqShares ways: by column
+  // slices of whole slabs (kDqN columns), or where the head dim has no such
+  // slices (d64 over two) by keys, each consumer its own 64 (kDqSplitK):
+  // partial sums, a dQ buffer each.
+  kDqShares = !kOwnKeys && kConsumers > kRowBlocks ? kConsumers / kRowBlocks : 1,
   kDqSplitK = kDqShares > 1 && (kHeadDim / kDqShares) % 64 != 0,
   kDqSplit = kDqSplitK ? 1 : kDqShares,  // column slices
-  kDqN = kHeadDim / kDqSplit,
-  kDqKSteps = kBlockN / 16 / (kDqSplitK ? kDqShares : 1),  // of dQ's product, 16 keys each
+  // kOwnKeys: a slab of columns at a time (a product of N 128 beside dK and
+  // dV spilled at d128).
+  kDqColTasks = kOwnKeys ? kHeadDim / 64 : 1,
+  kDqN = kOwnKeys ? 64 : kHeadDim / kDqSplit,
+  kDqKSteps = kOwnKeys ? 4 : kBlockN / 16 / (kDqSplitK ? kDqShares : 1),  // of dQ's product, 16 keys each
   kDqBuffers = kDqSplitK ? kDqShares : 1,
-  kDqTasks = kRowBlocks > kConsumers ? kRowBlocks / kConsumers : 1,
+  kDqTasks = kOwnKeys ? kRowBlocks * kDqColTasks : kRowBlocks > kConsumers ? kRowBlocks / kConsumers : 1,
+  kDsBuffers = kOwnKeys ? 1 : 2,  // dSᵀ's: the consumers meet (0) or each reads its own rows (1)
+  // Threads at the dQ buffer's hand-over to the writer: the consumers that
+  // arrive (kOwnKeys: the second alone) and the writer's warp.
+  kDqHandThreads = (kOwnKeys ? 128 : kConsumerThreads) + kWarpSize,
   // Registers a thread once the warpgroups have traded (65,536 a block, one
   // block an SM). One consumer needs no trade: 256 threads have 255 each.
   kProducerRegs = 24,
   kConsumerRegs = 240,
-  // Named barriers (0 is __syncthreads'): the consumers' dSᵀ written; the
-  // dQ buffer written (consumers arrive, the writer waits) and read (the
-  // writer arrives, the consumers wait).
+  // Named barriers (0 is __syncthreads'): the consumers' dSᵀ written
+  // (kOwnKeys: one a consumer, kOwnDsBarrier + w); the dQ buffer written
+  // (consumers arrive, the writer waits) and read (the writer arrives, the
+  // consumers wait); kOwnKeys: the first consumer's share written (it
+  // arrives, the second waits).
   kDsBarrier = 1,
   kDqFullBarrier = 2,
   kDqEmptyBarrier = 3,
+  kDqChainBarrier = 4,
+  kOwnDsBarrier = 5,
 };
 constexpr unsigned kTileBytes = kBlockM * kHeadDim * 2;   // a Q or dO tile
 constexpr unsigned kKVBytes = kBlockN * kHeadDim * 2;     // K or V
@@ -102,6 +124,7 @@ static_assert(kBlockN == 64 || kBlockN == 128, "one or two consumer warpgroups o
 static_assert(kHeadDim == 64 || kHeadDim == 128, "whole slabs; dK and dV of 64 keys in one warpgroup");
 static_assert(kDqN % 64 == 0 && kDqN <= 128, "dQ's column slices: whole slabs of K, N at most 128");
 static_assert(!kDqSplitK || kDqKSteps * 16 == 64, "split-K dQ: each consumer its own 64 keys");
+static_assert(!kOwnKeys || kConsumers == 2, "DQ_KEYS 1: two consumers (one owns every key already)");
 static_assert(kStages >= 2 && kStages <= 4, "a ring of two to four buffers");
 static_assert(kConsumers == 1 || 128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536,
               "the traded registers fit the SM's");
@@ -181,8 +204,9 @@ extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
 
 // Grid: (ceil(seqlen_k / kBlockN), heads_k, batch), kThreads threads.
-// Dynamic shared memory: K, V, kStages (Q, dO) tiles, two dSᵀ buffers, the
-// dQ buffers, kStages (lse, D) rows, and 1 KiB to align the tiles. The
+// Dynamic shared memory: K, V, kStages (Q, dO) tiles, kDsBuffers dSᵀ
+// buffers, the dQ buffers, kStages (lse, D) rows, and 1 KiB to align the
+// tiles. The
 // tensor maps (host: tuner/bwd_launch.c) describe q and dout as (head_dim,
 // seqlen_q, heads, batch) in boxes of 64 columns by kBlockM rows, k and v
 // as (head_dim, seqlen_k, heads_k, batch) by kBlockN rows.
@@ -196,8 +220,8 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   const u32 k_s = (smem_u32(smem) + 1023u) & ~1023u;   // K [kBlockN keys], slabs
   const u32 v_s = k_s + kKVBytes;                       // V
   const u32 query_s = v_s + kKVBytes;                   // kStages x (Q, dO) [kBlockM queries]
-  const u32 ds_s = query_s + kStages * 2 * kTileBytes;  // 2 x dSᵀ [kBlockN keys][kBlockM queries]
-  const u32 dq_s = ds_s + 2 * kDsBytes;                 // kDqBuffers x dQ, dq_whole_offset()'s order
+  const u32 ds_s = query_s + kStages * 2 * kTileBytes;  // kDsBuffers x dSᵀ [kBlockN keys][kBlockM queries]
+  const u32 dq_s = ds_s + kDsBuffers * kDsBytes;        // kDqBuffers x dQ, dq_whole_offset()'s order
   const u32 stats_s = dq_s + kDqBuffers * kDqBytes;     // kStages x (lse·log2e, D) [kBlockM]
   float *const stats = reinterpret_cast<float *>(smem + (stats_s - smem_u32(smem)));
   const u32 kv_full = smem_u32(&barriers[0]);
@@ -266,7 +290,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       int done = 0;
       for (int tile = 0; tile < n_tiles && done < bulk; tile++) {
         if (!walk.dq_bulk(tile, p.head_dim)) continue;
-        named_sync(kDqFullBarrier, kConsumerThreads + kWarpSize);
+        named_sync(kDqFullBarrier, kDqHandThreads);
         if (lane == 0) {
           const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
           const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
@@ -277,7 +301,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         }
         __syncwarp();
         // The consumers wait for the buffer before every bulk tile but the first.
-        if (++done < bulk) named_arrive(kDqEmptyBarrier, kConsumerThreads + kWarpSize);
+        if (++done < bulk) named_arrive(kDqEmptyBarrier, kDqHandThreads);
       }
       if (lane == 0) bulk_wait();  // the sums have landed before the block's shared memory goes
     }
@@ -287,7 +311,10 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   // ---- consumers ------------------------------------------------------------
   if constexpr (kConsumers > 1) regs_claim<kConsumerRegs>();
   const int ctid = threadIdx.x - 128;  // thread among the consumers
-  const int warp = ctid / kWarpSize, wg = warp / 4;
+  // wg through a shuffle: ptxas then knows it is warp-uniform and keeps what
+  // derives from it (the descriptors of a consumer's own keys) in uniform
+  // registers.
+  const int warp = ctid / kWarpSize, wg = __shfl_sync(0xffffffffu, warp / 4, 0);
   const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
   const int offset = p.seqlen_k - p.seqlen_q;
   const KeyWindow window = key_window(p);
@@ -324,7 +351,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
     const int s = tile % kStages;
     const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
     const u32 q_t = query_s + s * 2 * kTileBytes, do_t = q_t + kTileBytes;
-    const u32 ds_t = ds_s + (tile % 2) * kDsBytes;
+    const u32 ds_t = ds_s + (tile % kDsBuffers) * kDsBytes;
     const float *lse_s = stats + s * 2 * kBlockM, *delta_s = lse_s + kBlockM;
     mbar_wait(q_full(s), (tile / kStages) & 1);
 
@@ -402,9 +429,13 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
     wgmma_commit();
     // Every consumer's dSᵀ written and visible to the tensor cores. The
     // other buffer is free: each consumer passed this meeting after its
-    // last tile's dQ product, which read it.
+    // last tile's dQ product, which read it. kOwnKeys: this consumer's rows,
+    // which its own last product read.
     fence_async_shared();
-    named_sync(kDsBarrier, kConsumerThreads);
+    if constexpr (kOwnKeys)
+      named_sync(kOwnDsBarrier + wg, 128);
+    else
+      named_sync(kDsBarrier, kConsumerThreads);
     wgmma_wait<0>();  // dV and dK read Q and dO: the buffer goes back
     pin(pa);
     pin(da);
@@ -412,16 +443,22 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
     pin(dk);
     mbar_arrive(q_empty(s));
 
-    // dQ += dS·K over the block's kBlockN keys (kDqSplitK: this consumer's
-    // 64): A = dS, stored [key][query] (MN-major, one slab per 64 queries);
-    // B = K, [key][column] (MN-major); 16 keys (2048 bytes) a k-step.
+    // dQ += dS·K over the block's kBlockN keys (kDqSplitK, kOwnKeys: this
+    // consumer's 64): A = dS, stored [key][query] (MN-major, one slab per 64
+    // queries); B = K, [key][column] (MN-major); 16 keys (2048 bytes) a
+    // k-step.
     const bool bulk = walk.dq_bulk(tile, p.head_dim);
-    if (bulk && bulk_done > 0) named_sync(kDqEmptyBarrier, kConsumerThreads + kWarpSize);
+    // kOwnKeys: the second consumer adds its share to the first's.
+    const bool adds = kOwnKeys && wg == 1;
+    // The buffer is free once the writer has read the last tile's (the
+    // adding consumer follows the first, below).
+    if (bulk && !adds && bulk_done > 0) named_sync(kDqEmptyBarrier, kDqHandThreads);
 #pragma unroll
     for (int task = 0; task < kDqTasks; task++) {
-      const int rb = kDqShares > 1 ? wg / kDqShares : wg + task * kConsumers;  // 64-row block
-      const int col0 = (wg % kDqSplit) * kDqN;
-      const int kk0 = kDqSplitK ? (wg % kDqShares) * kDqKSteps : 0;  // first k-step
+      // 64-row block
+      const int rb = kOwnKeys ? task / kDqColTasks : kDqShares > 1 ? wg / kDqShares : wg + task * kConsumers;
+      const int col0 = kOwnKeys ? (task % kDqColTasks) * kDqN : (wg % kDqSplit) * kDqN;
+      const int kk0 = kOwnKeys || kDqSplitK ? (wg % kConsumers) * kDqKSteps : 0;  // first k-step
       const u32 dq_buf = dq_s + (kDqSplitK ? wg % kDqShares : 0) * kDqBytes;
       float dq[kDqN / 2];
 #pragma unroll
@@ -439,7 +476,10 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       const int r0 = m0 + 64 * rb;
       if (bulk) {
         // Into the dQ buffer in dq_whole_offset()'s order (one warp's
-        // 16-byte stores cover 512 contiguous bytes).
+        // 16-byte stores cover 512 contiguous bytes); where this consumer
+        // adds, once the first has written this tile's share (each thread
+        // adds to the floats its counterpart there wrote).
+        if (adds && task == 0) named_sync(kDqChainBarrier, kConsumerThreads);
         const u32 lane_base = dq_buf + (rb * 64 * kHeadDim + (warp % 4) * 2 * (kHeadDim / 16) * 128 + lane * 4) * 4;
 #pragma unroll
         for (int h = 0; h < 2; h++)
@@ -447,8 +487,17 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
           for (int np = 0; np < kDqN / 16; np++) {
             const int i = 8 * np + 2 * h;
             const u32 at_s = lane_base + (h * (kHeadDim / 16) + col0 / 16 + np) * 128 * 4;
-            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at_s), "f"(dq[i]), "f"(dq[i + 1]),
-                         "f"(dq[i + 4]), "f"(dq[i + 5])
+            float4 v = make_float4(dq[i], dq[i + 1], dq[i + 4], dq[i + 5]);
+            if (adds) {
+              float4 first;
+              asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                           : "=f"(first.x), "=f"(first.y), "=f"(first.z), "=f"(first.w)
+                           : "r"(at_s)
+                           : "memory");
+              v.x += first.x, v.y += first.y, v.z += first.z, v.w += first.w;
+            }
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at_s), "f"(v.x), "f"(v.y), "f"(v.z),
+                         "f"(v.w)
                          : "memory");
           }
       } else {
@@ -483,8 +532,12 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       }
     }
     if (bulk) {
-      fence_async_shared();  // the copy engine reads what these stores wrote
-      named_arrive(kDqFullBarrier, kConsumerThreads + kWarpSize);
+      if (kOwnKeys && !adds) {
+        named_arrive(kDqChainBarrier, kConsumerThreads);  // to the second consumer
+      } else {
+        fence_async_shared();  // the copy engine reads what these stores wrote
+        named_arrive(kDqFullBarrier, kDqHandThreads);
+      }
       bulk_done++;
     }
   }

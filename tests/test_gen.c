@@ -31,7 +31,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
 #define BWD_WGMMA_GRID 8  /* backward wgmma90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
-#define BWD_WS90_GRID 8   /* backward ws90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
+#define BWD_WS90_GRID 16  /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS = 2x2x2x2 */
 #define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
@@ -791,10 +791,11 @@ int main(void) {
    * threads), both stage counts; d192 has none */
   const int bwd_wgmma_sm80[N_BWD_HEAD_DIMS] = {0, 0, 0, 0, 0};
   const int bwd_wgmma_sm90a[N_BWD_HEAD_DIMS] = {6, 4, 4, 0, 2};
-  /* ws90 (sm_90a): d64 loses BLOCK_M 128 with two consumers (registers;
-   * with three stages shared memory too), d96 and d128 BLOCK_M 128
-   * (accumulators); none past d128 */
-  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {6, 4, 4, 0, 0};
+  /* ws90 (sm_90a): DQ_KEYS 1 only with two consumers (BLOCK_N 128); d64
+   * loses BLOCK_M 128 with two consumers (registers; with three stages
+   * shared memory too), d96 and d128 BLOCK_M 128 (accumulators); none past
+   * d128 */
+  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {8, 6, 6, 0, 0};
   test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_wgmma_sm80);
   test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a);
   test_names_and_hashes(g);

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The machine code of the shipped tables' Hopper forward winners, read on
-# the CPU (cuobjdump, no GPU): every wgmma90 and ws90 winner's sm_90a cubin issues
-# the warpgroup products (HGMMA) and keeps nothing in local memory (no
-# LDL or STL: no spills, no register array moved to the stack); every ws90
-# winner also loads through the tensor copy engine (UTMALDG) and trades
-# registers between its warpgroups (USETMAXREG). (The backward's wgmma90
-# winners at d96 and d128 still spill: notes/next-session.md.) Run from the build folder
+# The machine code of the shipped tables' Hopper winners, read on the CPU
+# (cuobjdump, no GPU): every wgmma90 and ws90 winner's sm_90a cubin issues
+# the warpgroup products (HGMMA); every forward one keeps nothing in local
+# memory (no LDL or STL: no spills, no register array moved to the stack);
+# every ws90 winner also loads through the tensor copy engine (UTMALDG), a
+# forward one trades registers between its warpgroups (USETMAXREG), a
+# backward one adds dQ by bulk reductions (UBLKRED). Backward winners with
+# local memory are listed, not failed: the wgmma90 ones at d128 and d256
+# causal and the ws90 DQ_KEYS 1 ones at d128 spill 8-36 bytes
+# (notes/kernel-log.md ws3), and the issue that wants none is open. Run from the build folder
 # (runtime/fatune_tables.db); $1 is the fatune binary (unused).
 # cuobjdump: $FATUNE_CUOBJDUMP, the CUDA toolkit's, the PATH's, or the one
 # scripts/install-deps.sh installs from PyPI (nvidia-cuda-cuobjdump). Without
@@ -35,25 +38,35 @@ con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
 rows = con.execute(
     "SELECT DISTINCT v.name, b.cubin FROM winners w JOIN variants v ON v.id = w.variant_id"
     " JOIN builds b ON b.variant_id = v.id"
-    " WHERE v.direction = 'fwd' AND v.family IN ('wgmma90', 'ws90') AND b.arch = 'sm_90a' AND b.ok = 1"
+    " WHERE v.family IN ('wgmma90', 'ws90') AND b.arch = 'sm_90a' AND b.ok = 1"
     " AND b.cubin IS NOT NULL").fetchall()
 for name, cubin in rows:
     open(f"{out}/{name}.cubin", "wb").write(cubin)
-print(f"{len(rows)} Hopper forward winners' cubins")
+print(f"{len(rows)} Hopper winners' cubins")
 PY
-pass=0 fail=0 ws=0
+pass=0 fail=0 ws=0 bws=0 spilling=0
 for f in "$tmp"/*.cubin; do
   [ -e "$f" ] || continue
   name=$(basename "$f" .cubin)
   sass=$("$tool" --dump-sass "$f" 2>&1) || { echo "FAIL: $name: cuobjdump: $sass"; fail=$((fail + 1)); continue; }
   why=()
   grep -q 'HGMMA' <<<"$sass" || why+=("no HGMMA")
-  grep -qE '\b(LDL|STL)(\.[A-Z0-9]+)*\b' <<<"$sass" && why+=("local memory (LDL/STL)")
+  if grep -qE '\b(LDL|STL)(\.[A-Z0-9]+)*\b' <<<"$sass"; then
+    case $name in
+      bwd.*) echo "note: $name keeps values in local memory (LDL/STL)"; spilling=$((spilling + 1)) ;;
+      *) why+=("local memory (LDL/STL)") ;;
+    esac
+  fi
   case $name in
     fwd.ws90.*)
       ws=$((ws + 1))
       grep -q 'UTMALDG' <<<"$sass" || why+=("no TMA load (UTMALDG)")
       grep -q 'USETMAXREG' <<<"$sass" || why+=("no register trade (USETMAXREG)")
+      ;;
+    bwd.ws90.*)
+      bws=$((bws + 1))
+      grep -q 'UTMALDG' <<<"$sass" || why+=("no TMA load (UTMALDG)")
+      grep -q 'UBLKRED' <<<"$sass" || why+=("no bulk reduction (UBLKRED)")
       ;;
   esac
   if [ ${#why[@]} -eq 0 ]; then
@@ -66,5 +79,6 @@ done
 # The table ships ws90 winners (the H200's forward): none would mean the
 # query above or the table lost them.
 [ "$ws" -gt 0 ] || { echo "FAIL: no ws90 winner in $tables"; fail=$((fail + 1)); }
-echo "$pass passed, $fail failed ($ws ws90 winners)"
+[ "$bws" -gt 0 ] || { echo "FAIL: no ws90 backward winner in $tables"; fail=$((fail + 1)); }
+echo "$pass passed, $fail failed ($ws ws90 forward, $bws ws90 backward winners; $spilling backward with local memory)"
 [ "$fail" -eq 0 ]

@@ -4,8 +4,9 @@
  * (the backward's gradients against the fp64 reference gradients): the
  * program that
  * compute-sanitizer (memcheck, racecheck, synccheck) wraps on the GPU
- * machine. Usage: sanitize_winners DB [GPU_INDEX]. Exit 0 when every check
- * passed, 1 otherwise, 77 without a GPU. */
+ * machine. Usage: sanitize_winners DB [GPU_INDEX [PREFIX]]: PREFIX (e.g.
+ * bwd.ws90) keeps the winners whose variant names begin PREFIX. Exit 0 when
+ * every check passed, 1 otherwise, 77 without a GPU. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ int main(int argc, char **argv) {
   sqlite3_stmt *st = NULL;
   int rc = 1, checked = 0, failed = 0;
   if (argc < 2) {
-    fprintf(stderr, "usage: sanitize_winners DB [GPU_INDEX]\n");
+    fprintf(stderr, "usage: sanitize_winners DB [GPU_INDEX [PREFIX]]\n");
     return 2;
   }
   if (fat_gpu_open(argc > 2 ? atoi(argv[2]) : 0, &g, &info, err, sizeof err)) {
@@ -56,13 +57,14 @@ int main(int argc, char **argv) {
                          "FROM winners w JOIN variants v ON v.id = w.variant_id "
                          "JOIN gpus g ON g.id = w.gpu_id "
                          "JOIN builds b ON b.variant_id = v.id AND b.ok = 1 AND b.arch = ?1 "
-                         "WHERE g.name = ?2 ORDER BY v.name",
+                         "WHERE g.name = ?2 AND substr(v.name, 1, length(?3)) = ?3 ORDER BY v.name",
                          -1, &st, NULL) != SQLITE_OK) {
     fprintf(stderr, "sanitize_winners: %s: %s\n", argv[1], sqlite3_errmsg(db));
     goto out;
   }
   sqlite3_bind_text(st, 1, arch, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, info.name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, argc > 3 ? argv[3] : "", -1, SQLITE_STATIC);
   while (sqlite3_step(st) == SQLITE_ROW) {
     fat_kernel_desc d;
     memset(&d, 0, sizeof d);
