@@ -173,7 +173,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
   for d in ${PROFILE_HEAD_DIMS:-128}; do
     section "ncu: backward d$d s$ps ${pc[*]}, fatune against FlashAttention-2"
     FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB" timeout 300 \
-      ncu --clock-control none --kernel-name regex:'fat_bwd_mma80|fat_bwd_wgmma90|fat_bwd_dq$|flash_bwd_dq_dk_dv' \
+      ncu --clock-control none --kernel-name regex:'fat_bwd_mma80|fat_bwd_wgmma90|fat_bwd_ws90|fat_bwd_dq$|flash_bwd_dq_dk_dv' \
       --launch-count 3 \
       --section SpeedOfLight --section WarpStateStats --section InstructionStats --section SourceCounters \
       -o "$OUT/profile_bwd_d$d" python3 scripts/profile_bwd.py --head-dim "$d" --seqlen "$ps" "${pc[@]}" \
@@ -181,7 +181,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
       && python3 scripts/ncu_stalls.py "$OUT/profile_bwd_d$d.csv" || failures=$((failures + 1))
     # Per-instruction SASS with executed counts, stall samples and shared-memory
     # wavefronts, one file per kernel (scripts/ncu_sass.py sums them by opcode).
-    for k in fat_bwd_mma80 fat_bwd_wgmma90 fat_bwd_dq flash_bwd_dq_dk_dv; do
+    for k in fat_bwd_mma80 fat_bwd_wgmma90 fat_bwd_ws90 fat_bwd_dq flash_bwd_dq_dk_dv; do
       # An atomic winner has no fat_bwd_dq: the raw page lists what was profiled.
       grep -q "$k" "$OUT/profile_bwd_d$d.csv" 2>/dev/null || continue
       ncu -i "$OUT/profile_bwd_d$d.ncu-rep" --kernel-name regex:"$k" --page source --csv --print-source sass \

@@ -170,6 +170,15 @@ __device__ __forceinline__ void bulk_wait_read() {
 }
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// BYTES more to land in BAR's current phase, without an arrival: the
+// producer's lanes arrive only once their statistics are stored (an
+// arrival with the bytes, before lane 0's stores, let the phase complete
+// without them: racecheck, H200). Here rather than in tma.cuh, which every
+// forward ws90 variant inlines.
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
 // The query tiles of a key block, which every role derives alike: (query
 // head of the group, query block) in that order, blocks mb_first ..
 // mb_end - 1 of each head; those below mb_whole have all their rows inside.
@@ -269,7 +278,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         const int s = tile % kStages, head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
         mbar_wait(q_empty(s), ((tile / kStages) & 1) ^ 1);
         if (lane == 0) {
-          mbar_arrive_expect(q_full(s), 2 * kTileBytes);
+          mbar_expect_tx(q_full(s), 2 * kTileBytes);
           const u32 q_t = query_s + s * 2 * kTileBytes;
           load(q_map, q_t, q_full(s), kBlockM, m0, head, kEvictLast);
           load(do_map, q_t + kTileBytes, q_full(s), kBlockM, m0, head, kEvictLast);
@@ -282,7 +291,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
           lse_s[r] = st.lse_log2;
           lse_s[kBlockM + r] = st.delta;
         }
-        if (lane != 0) mbar_arrive(q_full(s));  // lane 0's arrival was its expect
+        mbar_arrive(q_full(s));  // releases this lane's stores
       }
     } else if (warp == 1) {
       // ---- dQ writer --------------------------------------------------------
