@@ -371,14 +371,17 @@ fi
 
 # With no --db and no results of one's own, explain and report read the
 # shipped tables (found beside this fatune, as the build leaves them) and say
-# so; explain shows a winner stored for another batch at its own shape.
+# so; explain shows a winner stored for another batch at its own shape, and
+# the floors from the ceilings the table carries.
 mkdir -p "$tmp/empty-home"
 alone() { env -u FATUNE_DB -u FATUNE_TABLES -u XDG_CACHE_HOME HOME="$tmp/empty-home" "$F" "$@"; }
 tables_db=$(alone --version | sed -n 's/^shipped tables: //p')
 if [ -f "$tables_db" ]; then
   out=$(alone explain --seqlen 4096 --head-dim 128 --dtype bf16 --causal 2>&1); rc=$?
   if [ $rc -eq 0 ] && grep -qxF "(your database has no GPU results: read from the shipped tables, $tables_db)" <<<"$out" &&
-     grep -q '^Measured on .*: winner fwd\.' <<<"$out" && grep -q '^  (at the stored shape: batch ' <<<"$out"; then
+     grep -q '^Measured on .*: winner fwd\.' <<<"$out" && grep -q '^  (at the stored shape: batch ' <<<"$out" &&
+     grep -q '^Floors on NVIDIA H200: copy bandwidth [0-9.]* TB/s (measured), bf16 matrix peak [0-9.]* TFLOP/s (measured)$' <<<"$out" &&
+     ! grep -q 'no measured ceilings' <<<"$out"; then
     pass=$((pass + 1))
   else
     fail=$((fail + 1)); printf 'FAIL: explain without a database of its own (%d):\n%s\n' "$rc" "$out"

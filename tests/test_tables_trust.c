@@ -18,7 +18,10 @@
  * rehash); and, for a database written by hand, the runtime: it serves no
  * winner whose variant is not its problem's, and compiles no stored source
  * that does not hash to its source_hash (passed over, with a note), which
- * stale, retire-stale and rehash count stale. */
+ * stale, retire-stale and rehash count stale. The GPU's measured ceilings
+ * travel with its table (export, import, merge), each judged as a
+ * measurement: a known name in its unit, finite, positive and no more than
+ * any GPU reaches. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -653,6 +656,65 @@ static void altered_in_place(void) {
   free(v);
 }
 
+/* ---- the GPU's ceilings, a measurement each ---------------------------------- */
+
+static void ceilings_travel_and_are_judged(void) {
+  char src[256], path[256], err[ERRLEN], got[128];
+  size_t n;
+  fat_variant *v = space_of(FAT_FWD, FAT_FP16, FAT_MASK_NONE, 64, &n);
+  db_of(new_db(src, sizeof src), &v[0]);
+  /* As the tuner stores them (tune.c), for the GPU of the result. */
+  fat_db *db = NULL;
+  REQUIRE_EXIT(fat_db_open(src, &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_COPY_BANDWIDTH, 3.7e12, "B/s") == 0);
+  REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_PEAK_BF16, 6.0e14, "FLOP/s") == 0);
+  fat_db_close(db);
+  char *good = export_of(src), *t;
+  CHECK(strstr(good, "INSERT INTO ceilings (id, gpu_id, name, value, unit, measured_at) VALUES (1, 1,"
+                     " 'copy_bandwidth', 3700000000000,") != NULL);
+  fat_tables_report r = {0};
+  CHECK(import_into(path, sizeof path, good, &checked, &r, err) == 0);
+  query(path, "SELECT group_concat(name || '=' || value, ' ') FROM (SELECT * FROM ceilings ORDER BY name)",
+        got, sizeof got);
+  CHECK_STR(got, "copy_bandwidth=3700000000000.0 matrix_peak_bf16=600000000000000.0");
+  /* Merged into a database with its own measurement of one of them: that
+   * one stays, the other comes in. */
+  char target[256];
+  db_of(new_db(target, sizeof target), &v[0]);
+  REQUIRE_EXIT(fat_db_open(target, &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_COPY_BANDWIDTH, 3.5e12, "B/s") == 0);
+  CHECK(fat_tables_merge(db, src, &checked, NULL, err, sizeof err) == 0);
+  fat_db_close(db);
+  query(target, "SELECT group_concat(name || '=' || value, ' ') FROM (SELECT * FROM ceilings ORDER BY name)",
+        got, sizeof got);
+  CHECK_STR(got, "copy_bandwidth=3500000000000.0 matrix_peak_bf16=600000000000000.0");
+  /* What no GPU measures is refused, naming the row. */
+  const char *row = "INSERT INTO ceilings ", *copy = "'copy_bandwidth', 3700000000000,";
+  t = edited(good, row, copy, "'copy_bandwidth', 1e300,");
+  IMPORT_REFUSED(t, "t.sql: ceilings row 1: copy_bandwidth 1e+300 B/s is outside (0, 1e+14]");
+  free(t);
+  t = edited(good, row, copy, "'copy_bandwidth', -1,");
+  IMPORT_REFUSED(t, "t.sql:7: CHECK constraint failed: value > 0");  /* the schema's own rule */
+  free(t);
+  t = edited(good, row, "'B/s'", "'GB/s'");
+  IMPORT_REFUSED(t, "t.sql: ceilings row 1: copy_bandwidth in 'GB/s', not B/s");
+  free(t);
+  t = edited(good, row, "'copy_bandwidth'", "'tensor_peak'");
+  IMPORT_REFUSED(t, "t.sql: ceilings row 1: 'tensor_peak' is no ceiling the tuner measures");
+  free(t);
+  t = edited(good, row, "VALUES (1, 1,", "VALUES (1, 7,");
+  IMPORT_REFUSED(t, "t.sql:7: FOREIGN KEY constraint failed");
+  free(t);
+  /* A merge source is judged by the same rule. */
+  tamper(src, "UPDATE ceilings SET value = 1e30 WHERE name = 'matrix_peak_bf16'");
+  char want[ERRLEN];
+  snprintf(want, sizeof want, "%s: ceilings row 2: matrix_peak_bf16 1e+30 FLOP/s is outside (0, 1e+16]", src);
+  MERGE_REFUSED(src, want);
+  free(good);
+  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
+  free(v);
+}
+
 int main(void) {
   char err[ERRLEN];
   REQUIRE_EXIT(mkdtemp(dir));
@@ -664,6 +726,7 @@ int main(void) {
   cubins_by_provenance();
   stale_in_the_build();
   altered_in_place();
+  ceilings_travel_and_are_judged();
   fat_trust_close(checked.trust);
   fat_gen_close(gen);
   char cmd[512];

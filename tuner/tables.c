@@ -111,6 +111,12 @@ static const export_table EXPORT_TABLES[] = {
      " t.nvrtc_minor, t.mem_bytes, t.smem_per_block_optin, t.l2_bytes, t.clock_khz,"
      " t.mem_clock_khz, t.first_seen FROM main.gpus t JOIN temp.x_gpus x ON x.old = t.id"
      " ORDER BY x.new"},
+    /* The GPU's measured ceilings (explain's floors, the report's roofs),
+     * so that a table serves them where its user has tuned nothing. */
+    {"ceilings", "id, gpu_id, name, value, unit, measured_at",
+     "SELECT ROW_NUMBER() OVER (ORDER BY g.new, t.name), g.new, t.name, t.value, t.unit,"
+     " t.measured_at FROM main.ceilings t JOIN temp.x_gpus g ON g.old = t.gpu_id"
+     " ORDER BY g.new, t.name"},
     {"variants",
      "id, name, family, direction, dtype, mask, head_dim, params, entry, block_m, threads, "
      "smem_bytes, source_hash, source, is_default, created_at",
@@ -326,6 +332,10 @@ static const char *const MERGE_SQL =
     " ON m.name = s.name AND m.cc_major = s.cc_major AND m.cc_minor = s.cc_minor AND m.sm_count ="
     " s.sm_count AND m.driver_version = s.driver_version AND m.nvrtc_major = s.nvrtc_major AND"
     " m.nvrtc_minor = s.nvrtc_minor;"
+    /* A ceiling main has measured for that GPU stays: its own measurement. */
+    "INSERT OR IGNORE INTO main.ceilings (gpu_id, name, value, unit, measured_at)"
+    " SELECT g.mid, c.name, c.value, c.unit, c.measured_at FROM src.ceilings c"
+    " JOIN temp.m_gpus g ON g.sid = c.gpu_id ORDER BY c.id;"
     "CREATE TEMP TABLE m_variants AS SELECT s.id AS sid, m.id AS mid FROM src.variants s"
     " JOIN main.variants m ON m.name = s.name AND m.source_hash = s.source_hash;"
     "CREATE TEMP TABLE m_problems AS SELECT s.id AS sid, m.id AS mid FROM src.problems s"
@@ -393,7 +403,7 @@ static int count_rows(sqlite3 *h, long long *n) {
   int rc = -1;
   if (sqlite3_prepare_v2(h,
                          "SELECT (SELECT count(*) FROM main.gpus) + (SELECT count(*) FROM"
-                         " main.variants) + (SELECT count(*) FROM main.builds) + (SELECT"
+                         " main.ceilings) + (SELECT count(*) FROM main.variants) + (SELECT count(*) FROM main.builds) + (SELECT"
                          " count(*) FROM main.problems) + (SELECT count(*) FROM main.checks) +"
                          " (SELECT count(*) FROM main.timings) + (SELECT count(*) FROM"
                          " main.winners) + (SELECT count(*) FROM main.build_hashes)",
@@ -455,7 +465,7 @@ out:
 
 /* The tables a scratch database receives, in the order their rows load
  * (each refers only to those before it). */
-static const char *const IMPORT_TABLES[] = {"gpus",   "variants", "builds",  "build_hashes",
+static const char *const IMPORT_TABLES[] = {"gpus",   "ceilings", "variants", "builds",  "build_hashes",
                                             "problems", "checks", "timings", "winners"};
 #define N_IMPORT_TABLES (sizeof IMPORT_TABLES / sizeof IMPORT_TABLES[0])
 

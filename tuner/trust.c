@@ -28,7 +28,7 @@ static const char *const TRUST_ARCHS[] = {"sm_90a", "sm_80"};
 #define N_TRUST_ARCHS (sizeof TRUST_ARCHS / sizeof TRUST_ARCHS[0])
 
 /* The tables a scratch database holds, in the order their rows are loaded. */
-static const char *const TRUST_TABLES[] = {"gpus",     "variants", "builds",  "build_hashes",
+static const char *const TRUST_TABLES[] = {"gpus",     "ceilings", "variants", "builds",  "build_hashes",
                                            "problems", "checks",   "timings", "winners"};
 #define N_TRUST_TABLES (sizeof TRUST_TABLES / sizeof TRUST_TABLES[0])
 
@@ -511,6 +511,9 @@ out:
  * H200's dense fp16 peak is about 1e3 TFLOP/s): it would win every merge. */
 #define MAX_PLAUSIBLE_TFLOPS 1e4
 #define MAX_SM_CLOCK_MHZ 100000
+/* A copy rate past this is no measurement (the H200 copies at about 4e12 B/s). */
+#define MAX_PLAUSIBLE_BYTES_PER_S 1e14
+#define MAX_TIMESTAMP_BYTES 64     /* strftime's "2026-12-02T05:50:24.486Z" is 24 */
 
 /* The first byte of TEXT (BYTES long) no GPU name has -- a control
  * character (a newline would add lines to an export's header) or a NUL --
@@ -703,12 +706,67 @@ out:
   return rc;
 }
 
+/* A ceiling is a measurement of its GPU: one of the names the tuner
+ * measures, in that name's unit, finite and positive, no more than any GPU
+ * could reach (a copy above MAX_PLAUSIBLE_BYTES_PER_S, a matrix peak above
+ * MAX_PLAUSIBLE_TFLOPS), of a GPU row the table has. */
+static int check_ceilings(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  static const struct { const char *name, *unit; double max; } known[] = {
+      {FAT_CEILING_COPY_BANDWIDTH, "B/s", MAX_PLAUSIBLE_BYTES_PER_S},
+      {FAT_CEILING_PEAK_FP16, "FLOP/s", MAX_PLAUSIBLE_TFLOPS * 1e12},
+      {FAT_CEILING_PEAK_BF16, "FLOP/s", MAX_PLAUSIBLE_TFLOPS * 1e12},
+  };
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  if (sqlite3_prepare_v2(h, "SELECT c.id, c.name, c.value, c.unit, g.id, length(c.measured_at)"
+                            " FROM main.ceilings c LEFT JOIN main.gpus g ON g.id = c.gpu_id"
+                            " ORDER BY c.id", -1, &s, NULL) != SQLITE_OK)
+    goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const long long id = sqlite3_column_int64(s, 0);
+    const char *cname = (const char *)sqlite3_column_text(s, 1), *unit = (const char *)sqlite3_column_text(s, 3);
+    const double value = sqlite3_column_double(s, 2);
+    size_t k = 0;
+    char what[200] = "";
+    while (k < sizeof known / sizeof known[0] && strcmp(known[k].name, cname ? cname : "")) k++;
+    if (k == sizeof known / sizeof known[0])
+      snprintf(what, sizeof what, "'%.64s' is no ceiling the tuner measures", cname ? cname : "");
+    else if (strcmp(unit ? unit : "", known[k].unit))
+      snprintf(what, sizeof what, "%s in '%.32s', not %s", known[k].name, unit ? unit : "", known[k].unit);
+    else if (!(isfinite(value) && value > 0 && value <= known[k].max))
+      snprintf(what, sizeof what, "%s %g %s is outside (0, %g]", known[k].name, value, known[k].unit,
+               known[k].max);
+    else if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+      snprintf(what, sizeof what, "its gpu_id is no GPU row of the table");
+    else if (sqlite3_column_int(s, 5) > MAX_TIMESTAMP_BYTES)
+      snprintf(what, sizeof what, "measured_at of %d bytes, more than %d", sqlite3_column_int(s, 5),
+               MAX_TIMESTAMP_BYTES);
+    if (what[0]) {
+      set_err(err, errlen, "%s: ceilings row %lld: %s", name, id, what);
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
 /* A GPU row nothing refers to (no winner, check or timing) says nothing:
- * it is left out, not merged into the target's list of GPUs. */
+ * it is left out, not merged into the target's list of GPUs, and its
+ * ceilings with it. */
 static int drop_idle_gpus(sqlite3 *h, const char *name, char *err, size_t errlen) {
-  if (sqlite3_exec(h, "DELETE FROM main.gpus WHERE id NOT IN (SELECT gpu_id FROM main.winners"
-                      " UNION SELECT gpu_id FROM main.checks UNION SELECT gpu_id FROM"
-                      " main.timings)", NULL, NULL, NULL) == SQLITE_OK)
+  static const char *const IDLE = "(SELECT id FROM main.gpus WHERE id NOT IN (SELECT gpu_id FROM"
+                                  " main.winners UNION SELECT gpu_id FROM main.checks UNION"
+                                  " SELECT gpu_id FROM main.timings))";
+  char sql[512];
+  snprintf(sql, sizeof sql, "DELETE FROM main.ceilings WHERE gpu_id IN %s; DELETE FROM main.gpus"
+           " WHERE id IN %s", IDLE, IDLE);
+  if (sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK)
     return 0;
   set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
   return -1;
@@ -723,6 +781,7 @@ int fat_trust_check(fat_trust *t, sqlite3 *h, const char *name, fat_stale stale,
   if (check_types(h, name, err, errlen) || check_contents(h, name, err, errlen) ||
       check_gpus(h, name, err, errlen) || check_problems(h, name, err, errlen) ||
       check_checks(h, name, err, errlen) || check_timings(h, name, err, errlen) ||
+      check_ceilings(h, name, err, errlen) ||
       check_variants(t, h, name, stale, r, err, errlen) || check_results(t, h, name, err, errlen) ||
       drop_idle_gpus(h, name, err, errlen))
     return -1;
