@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* The forward launch's CPU side (tuner/fwd_launch.h): which tensors the
  * tensor-map families can take (fat_fwd_tma_describable, with its exact
- * refusals), the launch description a stored variant's family and
- * parameters give (fat_kernel_schedule), and a tensor-map variant's
- * description across the worker's wire. No GPU needed. */
+ * refusals, and the backward's fat_bwd_tma_describable, which adds dout),
+ * the launch description a stored variant's family and parameters give
+ * (fat_kernel_schedule), and a tensor-map variant's description across the
+ * worker's wire. No GPU needed. */
 #include <stdint.h>
 #include <string.h>
+#include "bwd_launch.h"
 #include "check.h"
 #include "fwd_launch.h"
 #include "worker_wire.h"
@@ -62,6 +64,29 @@ static void test_describable(void) {
   CHECK(fat_fwd_tma_describable(&p, &packed_ok, err, sizeof err) == 0);
 }
 
+/* The backward's maps: q, k, v as the forward's, and dout with its own
+ * strides; a refusal names the tensor. */
+static void test_bwd_describable(void) {
+  char err[ERRLEN];
+  fat_bwd_params b;
+  memset(&b, 0, sizeof b);
+  b.fwd = dense(2, 16, 4, 1000, 777, 128);
+  b.dout = (const void *)(uintptr_t)0x50000000;
+  b.do_head_stride = 128, b.do_row_stride = 16 * 128, b.do_batch_stride = 16 * 128 * 1000;
+  CHECK(fat_bwd_tma_describable(&b, err, sizeof err) == 0);
+  b.dout = (const void *)(uintptr_t)0x50000004;
+  CHECK(fat_bwd_tma_describable(&b, err, sizeof err) == -1);
+  CHECK_STR(err, "dout at 0x50000004 is not 16-byte aligned (tensor maps need it)");
+  b.dout = (const void *)(uintptr_t)0x50000000;
+  b.do_row_stride = 16 * 128 + 4;
+  CHECK(fat_bwd_tma_describable(&b, err, sizeof err) == -1);
+  CHECK_STR(err, "dout's row_stride 2052: a tensor map's strides are multiples of 16 bytes below 2^40");
+  b.do_row_stride = 16 * 128;
+  b.fwd.v = (const void *)(uintptr_t)0x30000002;
+  CHECK(fat_bwd_tma_describable(&b, err, sizeof err) == -1);
+  CHECK_STR(err, "v at 0x30000002 is not 16-byte aligned (tensor maps need it)");
+}
+
 static void test_schedule(void) {
   char err[ERRLEN];
   fat_kernel_desc d;
@@ -87,6 +112,12 @@ static void test_schedule(void) {
   CHECK(fat_kernel_schedule(&d, FAT_BWD, "mma80", "BLOCK_M=64 BLOCK_N=128 DQ_MODE=separate WARPS=8", err,
                             sizeof err) == 0);
   CHECK(d.direction == FAT_BWD && d.block_q == 64 && d.dq_separate == 1 && d.block_n == 0);
+  /* The warp-specialised backward takes maps: K and V in boxes of its key
+   * block, Q and dout of its query tile. */
+  CHECK(fat_kernel_schedule(&d, FAT_BWD, "ws90", "BLOCK_M=64 BLOCK_N=128 DQ_KEYS=1 DQ_MODE=atomic STAGES=2", err,
+                            sizeof err) == 0);
+  CHECK(d.direction == FAT_BWD && d.kind == FAT_KERNEL_FUSED_TMA && d.block_q == 64 && d.block_n == 128 &&
+        d.dq_separate == 0 && d.persistent == 0);
 }
 
 /* A variant that draws its query blocks needs a counter's workspace, which
@@ -151,6 +182,7 @@ static void test_wire(void) {
 
 int main(void) {
   test_describable();
+  test_bwd_describable();
   test_schedule();
   test_drawn_workspace();
   test_wire();
