@@ -386,24 +386,18 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
     int d = head_dim_index(v[i].head_dim) - 1; /* no d32 backward */
     int separate = strstr(v[i].name, ".separate") != NULL;
     CHECK_WHY(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
-    /* Hopper's family: atomic dQ only, never the default, sm_90a only. */
-    if (!strcmp(v[i].family, "wgmma90")) {
-      CHECK_WHY(!strcmp(arch, "sm_90a") && v[i].direction == FAT_BWD &&
-                    !strcmp(v[i].entry, "fat_bwd_wgmma90") && !v[i].is_default &&
-                    strstr(v[i].params, "DQ_MODE=atomic") && strstr(v[i].source, "{{") == NULL,
+    /* Hopper's families (wgmma90, ws90): atomic dQ only, never the
+     * default, sm_90a only, each its own entry fat_bwd_FAMILY. */
+    const int is_ws90 = !strcmp(v[i].family, "ws90");
+    if (is_ws90 || !strcmp(v[i].family, "wgmma90")) {
+      char entry[64];
+      snprintf(entry, sizeof entry, "fat_bwd_%s", v[i].family);
+      CHECK_WHY(!strcmp(arch, "sm_90a") && v[i].direction == FAT_BWD && !strcmp(v[i].entry, entry) &&
+                    !v[i].is_default && strstr(v[i].params, "DQ_MODE=atomic") && strstr(v[i].source, "{{") == NULL,
                 "%s on %s: entry %s params %s", v[i].name, arch, v[i].entry, v[i].params);
-      if (d >= 0 && (int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS) wgmma[d][v[i].dtype][v[i].mask]++;
-      n_wgmma++;
-      continue;
-    }
-    /* The warp-specialised family: the same, and its own entry. */
-    if (!strcmp(v[i].family, "ws90")) {
-      CHECK_WHY(!strcmp(arch, "sm_90a") && v[i].direction == FAT_BWD &&
-                    !strcmp(v[i].entry, "fat_bwd_ws90") && !v[i].is_default &&
-                    strstr(v[i].params, "DQ_MODE=atomic") && strstr(v[i].source, "{{") == NULL,
-                "%s on %s: entry %s params %s", v[i].name, arch, v[i].entry, v[i].params);
-      if (d >= 0 && (int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS) ws90[d][v[i].dtype][v[i].mask]++;
-      n_ws90++;
+      if (d >= 0 && (int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS)
+        (is_ws90 ? ws90 : wgmma)[d][v[i].dtype][v[i].mask]++;
+      *(is_ws90 ? &n_ws90 : &n_wgmma) += 1;
       continue;
     }
     CHECK_WHY(v[i].direction == FAT_BWD && !strcmp(v[i].family, "mma80") &&
