@@ -312,8 +312,11 @@ static int interrupt_progress(void *unused) {
 
 /* Rows of the attached scratch database `src` brought into main by natural keys;
  * a row main already has is skipped, so merging twice adds nothing. A
- * winner comes in where main has none for its (GPU, problem), or where its
- * timing is faster than main's winner's; never one main has seen fail. */
+ * winner comes in where main has none for its (GPU, problem), or where it
+ * is faster than main's beyond the runs' spread: its timing's 90th
+ * percentile below the 10th of main's winner's (two runs on two days differ
+ * by their noise, and "the faster median" rewarded it); never one main has
+ * seen fail. */
 static const char *const MERGE_SQL =
     "INSERT OR IGNORE INTO main.gpus (name, cc_major, cc_minor, sm_count, driver_version,"
     " nvrtc_major, nvrtc_minor, mem_bytes, smem_per_block_optin, l2_bytes, clock_khz,"
@@ -368,7 +371,7 @@ static const char *const MERGE_SQL =
     "CREATE TEMP TABLE m_timings AS SELECT t.id AS sid, (SELECT x.id FROM main.timings x"
     " WHERE x.variant_id = v.mid AND x.gpu_id = g.mid AND x.problem_id = p.mid AND x.reps ="
     " t.reps AND x.median_ms = t.median_ms AND x.created_at = t.created_at ORDER BY x.id LIMIT 1)"
-    " AS mid, t.median_ms AS median_ms FROM src.timings t JOIN temp.m_variants v ON v.sid ="
+    " AS mid, t.p90_ms AS p90_ms FROM src.timings t JOIN temp.m_variants v ON v.sid ="
     " t.variant_id JOIN temp.m_gpus g ON g.sid = t.gpu_id JOIN temp.m_problems p ON p.sid ="
     " t.problem_id;"
     "INSERT OR REPLACE INTO main.winners (gpu_id, problem_id, variant_id, timing_id, chosen_at)"
@@ -376,7 +379,7 @@ static const char *const MERGE_SQL =
     " JOIN temp.m_gpus g ON g.sid = w.gpu_id JOIN temp.m_problems p ON p.sid = w.problem_id"
     " JOIN temp.m_variants v ON v.sid = w.variant_id JOIN temp.m_timings t ON t.sid = w.timing_id"
     " WHERE NOT EXISTS (SELECT 1 FROM main.winners x JOIN main.timings xt ON xt.id = x.timing_id"
-    "   WHERE x.gpu_id = g.mid AND x.problem_id = p.mid AND (xt.median_ms <= t.median_ms OR"
+    "   WHERE x.gpu_id = g.mid AND x.problem_id = p.mid AND (xt.p10_ms <= t.p90_ms OR"
     "   x.timing_id = t.mid))"
     " AND NOT EXISTS (SELECT 1 FROM main.checks c WHERE c.variant_id = v.mid AND c.gpu_id = g.mid"
     "   AND c.problem_id = p.mid AND c.retired = 0 AND c.passed = 0)"
