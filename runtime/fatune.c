@@ -27,10 +27,9 @@
 #include "fat_abi_bwd.h"
 #include "bwd_launch.h"
 #include "fwd_launch.h"
-#include "fwd_job.h"
+#include "kernel.h"
 #include "nvrtc_api.h"
 #include "sha256.h"
-#include "tables.h"
 #include "tables_path.h"
 #include "types.h"
 
@@ -58,7 +57,7 @@ typedef struct kernel {
   char hash[65];
   CUmodule module;
   CUfunction fn;
-  /* The backward's other kernels (fwd_job.h gives the order); NULL for the forward. */
+  /* The backward's other kernels (kernel.h gives the order); NULL for the forward. */
   CUfunction pre_fn, dq_fn, convert_fn;
   CUfunction combine_fn;  /* split-KV forward variants */
   fat_load load;

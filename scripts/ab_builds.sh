@@ -21,7 +21,7 @@ section() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 for b in "$OLD" "$NEW"; do
   soname=$(grep -ao 'libfatune\.so\.[0-9]*' "$b/runtime/libfatune.so" | head -1)  # its DT_SONAME
   [ -e "$b/runtime/$soname" ] || ln -s libfatune.so "$b/runtime/$soname"
-  [ -f "$b/runtime/fatune_tables.db" ] || "$b/runtime/build_tables" "$b/runtime/fatune_tables.db" db/tables/*.sql
+  [ -f "$b/runtime/fatune_tables.db" ] || "$b/build_tables" "$b/runtime/fatune_tables.db" db/tables/*.sql
 done
 tmp=$(mktemp -d)
 for round in 1 2; do  # alternating: old, new, then new, old

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fatlaunch import Kernel, reference  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-TOL_REL_L2 = {"bf16": 1e-2, "fp16": 2e-3}  # same thresholds as tuner/tolerance.h
+TOL_REL_L2 = {"bf16": 1e-2, "fp16": 2e-3}  # same thresholds as tuner/measure/tolerance.h
 TOKENS, HIDDEN = 16384, 2048
 
 
@@ -137,7 +137,7 @@ def kernels_from_db(path, gpu_name):
                    entry=entry, block_m=block_m, threads=threads, smem_bytes=smem), cubin
 
 
-SDPA_SOURCES = {"fa2": "sdpa_flash", "cudnn": "sdpa_cudnn"}  # tuner/db.h FAT_EXTERNAL_SDPA_*
+SDPA_SOURCES = {"fa2": "sdpa_flash", "cudnn": "sdpa_cudnn"}  # core/db.h FAT_EXTERNAL_SDPA_*
 
 
 class ExternalTimings:

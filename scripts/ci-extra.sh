@@ -89,20 +89,20 @@ echo "sanitizer run: $san_result, $findings findings"
 echo "== fuzzing: libFuzzer, $FUZZ_SECONDS s per target"
 FZ="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -g"
 CC=clang cmake -S . -B "$B-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS="$FZ" >/dev/null
-cmake --build "$B-fuzz" -j"$jobs" --target fatune_core fatune_static >/dev/null
+cmake --build "$B-fuzz" -j"$jobs" --target fatune_tuner fatune_static >/dev/null
 total_execs=0
 for target in fuzz/fuzz_*.c; do
   name=$(basename "$target" .c)
   # A target of the public API (it includes fatune.h) links the static
-  # libfatune, which carries its own copies of the tuner sources it uses;
-  # the others link the tuner's core library and Lua.
+  # libfatune, which carries its own copy of core; the others link the
+  # tuner's library, core and Lua.
   if grep -q '#include "fatune.h"' "$target"; then
     libs=("$B-fuzz/runtime/libfatune.a" "$SQLITE")
   else
-    libs=("$B-fuzz/libfatune_core.a" "$LUA" "$SQLITE")
+    libs=("$B-fuzz/tuner/libfatune_tuner.a" "$B-fuzz/core/libfatune_core.a" "$LUA" "$SQLITE")
   fi
   clang -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -g -D_GNU_SOURCE \
-    -Ituner -Itemplates -Iinclude -I"${CUDA_ROOT:-/usr/local/cuda}/include" -I/usr/include/lua5.4 \
+    -Icore -Ituner -Ituner/generate -Ituner/measure -Ituner/tables -Ituner/report -Itemplates -Iinclude -I"${CUDA_ROOT:-/usr/local/cuda}/include" -I/usr/include/lua5.4 \
     "$target" "${libs[@]}" -lpthread -ldl -lm -o "$B-fuzz/$name"
   corpus=fuzz/corpus/$name
   mkdir -p "$corpus" "$B-fuzz/$name.new"

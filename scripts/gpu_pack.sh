@@ -13,15 +13,15 @@ B=${1:-build}
 O=${2:-build-gpu}
 rm -rf "$O"
 mkdir -p "$O/tests" "$O/runtime"
-cp "$B/fatune" "$B/sanitize_winners" "$O/"
+cp "$B/fatune" "$B/sanitize_winners" "$B/build_tables" "$O/"
 cp "$B"/tests/test_gpu_* "$O/tests/"
 # Dereferenced: the soname links become files (the device tool does not carry links).
-cp -L "$B/runtime/libfatune.so" "$B/runtime/attention_example" "$B/runtime/build_tables" "$O/runtime/"
+cp -L "$B/runtime/libfatune.so" "$B/runtime/attention_example" "$O/runtime/"
 # The tree the device tool carries holds the shipped tables as SQL (45 MB),
 # so the pack leaves out what the device can make: the soname link
 # libfatune.so.N and the tables database (scripts/gpu_run.sh makes both),
 # and the binaries' symbols.
-strip "$O/fatune" "$O/sanitize_winners" "$O"/tests/* "$O"/runtime/*
+strip "$O/fatune" "$O/sanitize_winners" "$O/build_tables" "$O"/tests/* "$O"/runtime/*
 if [ $# -ge 3 ]; then
   mkdir -p "$O/db-in"
   if [ -d "$3" ]; then cp "$3"/*.gz.part* "$O/db-in/"

@@ -43,7 +43,7 @@ section() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 soname=$(grep -ao 'libfatune\.so\.[0-9]*' "$B/runtime/libfatune.so" | head -1)  # its DT_SONAME
 [ -e "$B/runtime/$soname" ] || ln -s libfatune.so "$B/runtime/$soname"
 if [ ! -f "$B/runtime/fatune_tables.db" ]; then
-  "$B/runtime/build_tables" "$B/runtime/fatune_tables.db" db/tables/*.sql
+  "$B/build_tables" "$B/runtime/fatune_tables.db" db/tables/*.sql
 fi
 
 section "machine"

@@ -3,7 +3,7 @@
  * fat_compare_bwd, the parsing of a backward variant's parameters, the
  * peak-memory arithmetic (linear in the sequence length, never N²), the
  * wire round trip of a backward kernel description, and the tolerances of
- * tuner/tolerance.h against a model of the kernel's rounding: a one-head
+ * tuner/measure/tolerance.h against a model of the kernel's rounding: a one-head
  * backward computed in double, and again with every rounding the kernel
  * makes (O to the dtype, lse to fp32, P and dS to the dtype, fp32 sums),
  * stays within the bounds for both dtypes, while a dropped causal mask
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fwd_compare.h"
-#include "fwd_job.h"
+#include "job.h"
 #include "tolerance.h"
 #include "worker_wire.h"
 #include "check.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compile.h"
-#include "fwd_job.h"
+#include "job.h"
 #include "gen.h"
 #include "gpu_run.h"
 #include "worker.h"

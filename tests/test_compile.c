@@ -235,7 +235,7 @@ static void test_compile_all(void) {
 
   progress_log p = {.variants = v, .builds = all};
   memset(all, 0, sizeof all);
-  CHECK_INT(fat_compile_all(v, N_POOL, "sm_80", 2, NULL, all, on_progress, &p, err, sizeof err), 0);
+  CHECK_INT(fat_compile_all(v, N_POOL, "sm_80", 2, NULL, all, on_progress, &p, NULL, err, sizeof err), 0);
   CHECK_INT(p.calls, N_POOL);
   CHECK_INT(p.total, N_POOL);
   CHECK_INT(p.mismatched, 0);
@@ -263,7 +263,7 @@ static void test_compile_all(void) {
   p.variants = v;
   p.builds = all;
   /* jobs = 0: one thread per online CPU. */
-  CHECK_INT(fat_compile_all(v, N_POOL, "sm_90a", 0, skip, all, on_progress, &p, err, sizeof err), 0);
+  CHECK_INT(fat_compile_all(v, N_POOL, "sm_90a", 0, skip, all, on_progress, &p, NULL, err, sizeof err), 0);
   CHECK_INT(p.calls, 3);
   CHECK_INT(p.total, 3);
   for (int i = 0; i < N_POOL; i++) {
@@ -284,7 +284,7 @@ static void test_compile_all(void) {
   memset(&p, 0, sizeof p);
   p.variants = v;
   p.builds = all;
-  CHECK_INT(fat_compile_all(v, N_POOL, "sm_80", 64, NULL, all, on_progress, &p, err, sizeof err), 0);
+  CHECK_INT(fat_compile_all(v, N_POOL, "sm_80", 64, NULL, all, on_progress, &p, NULL, err, sizeof err), 0);
   CHECK_INT(p.calls, N_POOL);
   for (int i = 0; i < N_POOL; i++) {
     CHECK_INT(all[i].ok, i != 2);
@@ -293,9 +293,9 @@ static void test_compile_all(void) {
 
   /* Nothing to do is not an error; a bad arch is, before any work. */
   memset(&p, 0, sizeof p);
-  CHECK_INT(fat_compile_all(v, 0, "sm_80", 2, NULL, all, on_progress, &p, err, sizeof err), 0);
+  CHECK_INT(fat_compile_all(v, 0, "sm_80", 2, NULL, all, on_progress, &p, NULL, err, sizeof err), 0);
   CHECK_INT(p.calls, 0);
-  CHECK_INT(fat_compile_all(v, N_POOL, "sm_70", 2, NULL, all, on_progress, &p, err, sizeof err), -1);
+  CHECK_INT(fat_compile_all(v, N_POOL, "sm_70", 2, NULL, all, on_progress, &p, NULL, err, sizeof err), -1);
   CHECK_STR(err, "invalid architecture 'sm_70' (expected sm_<cc> for compute capability "
                  "8.0 or newer, e.g. sm_80, sm_86, sm_90a)");
   CHECK_INT(p.calls, 0);

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include "db.h"
 #include "embedded.h"
-#include "fwd_job.h"
+#include "job.h"
 #include "check.h"
 
 #define ERRLEN 512

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The forward launch's CPU side (tuner/fwd_launch.h): which tensors the
+/* The forward launch's CPU side (core/fwd_launch.h): which tensors the
  * tensor-map families can take (fat_fwd_tma_describable, with its exact
  * refusals, and the backward's fat_bwd_tma_describable, which adds dout),
  * the launch description a stored variant's family and parameters give

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the generator (tuner/gen.c and the generator/ scripts): the space has what
+/* Tests of the generator (tuner/generate/gen.c and the generator/ scripts): the space has what
  * the tuner needs on both architectures, names and hashes are stable, pruning
  * says why with exact figures, the template engine inlines and substitutes
  * and names file:line on error, and the Lua sandbox holds. Fixtures live in

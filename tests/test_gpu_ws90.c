@@ -145,7 +145,7 @@ int main(void) {
    * causal and local each (PERSISTENT 2 too); d64 24 + 24, d192 and d256
    * 16 + 16; 1 at fp16 d128 and bf16 d96 for none and causal each */
   CHECK_WHY(n_pick == 72 + 48 + 32 + 32 + 2 + 2, "%zu ws90 variants picked", n_pick);
-  if (fat_compile_all(pick, n_pick, arch, COMPILE_JOBS, NULL, builds, NULL, NULL, err, sizeof err)) {
+  if (fat_compile_all(pick, n_pick, arch, COMPILE_JOBS, NULL, builds, NULL, NULL, NULL, err, sizeof err)) {
     fprintf(stderr, "compile: %s\n", err);
     check_record(0);
     goto out;

@@ -8,7 +8,7 @@
 # (fat_attention_select's variant, origin and database) for a GPU described
 # offline: the H200's bf16 causal d96 winner from the installed tables.
 #
-# The tables are found one way from every link (tuner/tables_path.h):
+# The tables are found one way from every link (core/tables_path.h):
 # beside the library or program, then the install path compiled in. So:
 #  A. the build under test, installed elsewhere with --prefix (an install
 #     moved as a whole): the shared consumer and the installed command find

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the CPU online softmax reference (tuner/online_ref.c): that the
+/* Tests of the CPU online softmax reference (tuner/measure/online_ref.c): that the
  * tile-by-tile recurrence equals a direct, stable softmax for every tile size,
  * survives extreme score offsets, honours masks given by absolute positions
  * (a tile boundary never changes the answer), follows the empty-row policy,

@@ -9,7 +9,7 @@
  * packed shapes, their FLOPs counted sequence by sequence. */
 #include <stdio.h>
 #include <string.h>
-#include "fwd_job.h"
+#include "job.h"
 #include "options.h"
 #include "tune.h"
 #include "check.h"

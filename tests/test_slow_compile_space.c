@@ -232,7 +232,7 @@ static int run_arch(fat_gen *g, const char *arch, size_t sample, size_t offset, 
   r.every = (s->sampled - s->cached) / PROGRESS_STEPS;
   if (r.every == 0) r.every = 1;
   /* jobs = 0: one compile thread per online CPU. */
-  if (fat_compile_all(v, n, arch, 0, skip, builds, on_progress, &r, err, sizeof err) != 0) {
+  if (fat_compile_all(v, n, arch, 0, skip, builds, on_progress, &r, NULL, err, sizeof err) != 0) {
     fprintf(stderr, "FAIL compiling for %s: %s\n", arch, err);
     goto out;
   }

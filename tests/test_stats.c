@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests of the pure arithmetic behind checking and timing: percentiles of
- * repeated timings (tuner/stats.c) on known arrays of odd and even length,
+ * repeated timings (tuner/measure/stats.c) on known arrays of odd and even length,
  * the exact decoding of fp16/bf16 bits, and the forward checker's verdicts
- * and reason strings (tuner/fwd_compare.c) against tuner/tolerance.h,
+ * and reason strings (tuner/measure/fwd_compare.c) against tuner/measure/tolerance.h,
  * including that NaN never passes and that each tolerance is the boundary
  * it claims to be. */
 #include <math.h>

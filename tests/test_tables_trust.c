@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The trust model of issue 21 (tuner/trust.h, db/tables/README.md "Trust"):
+/* The trust model of issue 21 (tuner/tables/trust.h, db/tables/README.md "Trust"):
  * each hole the issue found, made again here with today's variants, and
  * refused with its exact message by import and merge alike, leaving the
  * target without a new row:

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cuda_api.h"
-#include "fwd_job.h"
+#include "job.h"
 #include "worker.h"
 #include "worker_wire.h"
 #include "check.h"

@@ -370,8 +370,8 @@ static int compile_all(run *r) {
   r->compile_total = n - r->cached;
   progress(r, 1);
   double t = now_s();
-  if (fat_compile_all(r->variants, n, r->arch, r->o->jobs, skip, r->builds, on_compiled, r, err,
-                      sizeof err)) {
+  if (fat_compile_all(r->variants, n, r->arch, r->o->jobs, skip, r->builds, on_compiled, r,
+                      fat_interrupted, err, sizeof err)) {
     end_progress(r);
     fprintf(r->log, "fatune: %s\n", r->store_err[0] ? r->store_err : err);
     goto out;

@@ -45,7 +45,7 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out);
  * with P's query-to-K/V head ratio and the same side (queries or keys) the
  * longer. Returns the count. */
 #define FAT_TUNE_CHECK_SHAPES 3
-struct fat_check_shape; /* fwd_job.h */
+struct fat_check_shape; /* measure/job.h */
 int fat_check_shapes_for(const fat_problem *p, struct fat_check_shape *s);
 
 /* 0 when variant V's family is not timed on problem P (fat_family_applies

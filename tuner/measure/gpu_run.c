@@ -501,7 +501,7 @@ int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k,
   }
   CU(g->cu.cuModuleLoadData(&k->module, d->cubin), "loading the cubin of %s", d->name);
   if (d->direction == FAT_BWD) {
-    /* Four kernels (fwd_job.h); the key-block and dQ kernels share the
+    /* Four kernels (kernel.h); the key-block and dQ kernels share the
      * variant's shared-memory size, the per-row ones need none. */
     if (d->block_q < 1) {
       snprintf(err, errlen, "%s: bad query tile %d", d->name, d->block_q);

@@ -1395,7 +1395,7 @@ static int same_machine_code(sqlite3 *h, sqlite3_int64 id, const fat_variant *no
     }
     fat_build b = {0};
     /* In a compile process, under the caps, as every compile the command makes. */
-    if (fat_compile_all(now, 1, arch, 1, NULL, &b, NULL, NULL, err, errlen)) {
+    if (fat_compile_all(now, 1, arch, 1, NULL, &b, NULL, NULL, fat_interrupted, err, errlen)) {
       same = -1;
       break;
     }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* What fatune believes of rows it did not make: the one rule for a table
- * file (`fatune import`, and the build's runtime/build_tables) and another
+ * file (`fatune import`, and the build's build_tables) and another
  * machine's database (`fatune merge`), both loaded first into a scratch
  * database and judged there by fat_trust_check before a row reaches the
  * target. A row is believed when the generator, run here, produces the very

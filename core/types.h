@@ -25,7 +25,7 @@ int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq
                          char *err, size_t errlen);
 
 /* The decoding schedule of a forward variant from its parameter string
- * (tuner/fwd_launch.h launches it): PACK_GQA (0 or 1) and SPLITS (1 ..
+ * (core/fwd_launch.h launches it): PACK_GQA (0 or 1) and SPLITS (1 ..
  * FAT_FWD_MAX_SPLITS), 0 and 1 when the string does not name them (the
  * mma80 family): 0, or -1 with err naming the bad value. */
 #define FAT_FWD_MAX_SPLITS 32  /* the combine kernel gives each split one lane */

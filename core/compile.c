@@ -23,7 +23,6 @@
 #include <unistd.h>
 #include "build_key.h"
 #include "compile.h"
-#include "interrupt.h"
 #include "nvrtc_api.h"
 #include "ptxas_log.h"
 #include "sha256.h"
@@ -692,6 +691,7 @@ typedef struct pool {
   fat_build *builds;
   fat_compile_progress progress;
   void *user;
+  fat_compile_cancelled cancelled;
   int timeout_s;       /* each compile's wall-clock cap */
   long long max_bytes; /* ... and its address-space cap */
   pthread_mutex_t lock;
@@ -709,11 +709,11 @@ typedef struct worker_arg {
 } worker_arg;
 
 /* The next index to compile, or N when there is none left (or a failure or
- * SIGINT stopped the run). Skipped indices are passed over here. */
+ * the caller's cancel stopped the run). Skipped indices are passed over here. */
 static size_t take_index(pool *p) {
   pthread_mutex_lock(&p->lock);
   while (p->next < p->n && p->skip && p->skip[p->next]) p->next++;
-  size_t i = p->failed || fat_interrupted() ? p->n : p->next;
+  size_t i = p->failed || (p->cancelled && p->cancelled()) ? p->n : p->next;
   if (i < p->n) p->next++;
   pthread_mutex_unlock(&p->lock);
   return i;
@@ -749,7 +749,8 @@ static void *worker(void *arg) {
 
 int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int jobs,
                     const unsigned char *skip, fat_build *builds,
-                    fat_compile_progress progress, void *user, char *err, size_t errlen) {
+                    fat_compile_progress progress, void *user, fat_compile_cancelled cancelled,
+                    char *err, size_t errlen) {
   if (check_arch(arch, err, errlen)) return -1;
   /* Fail before starting threads when NVRTC is missing: one clear message. */
   if (!fat_nvrtc_get(err, errlen)) return -1;
@@ -760,7 +761,7 @@ int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int
     return -1;
   }
   pool p = {.variants = variants, .n = n, .arch = arch, .skip = skip, .builds = builds,
-            .progress = progress, .user = user,
+            .progress = progress, .user = user, .cancelled = cancelled,
             .timeout_s = (int)env_or("FATUNE_COMPILE_TIMEOUT_S", COMPILE_TIMEOUT_S),
             .max_bytes = env_or("FATUNE_COMPILE_MAX_MB", COMPILE_MAX_MB) * BYTES_PER_MB};
   pthread_mutex_init(&p.lock, NULL);

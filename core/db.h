@@ -17,6 +17,10 @@
 #include <sqlite3.h>
 #include "types.h"
 
+/* The largest cubin a table may carry (a bigger one refuses the file) and
+ * the runtime will load from any database. */
+#define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
+
 /* The schema version this build reads and writes (PRAGMA user_version). */
 #define FAT_DB_SCHEMA_VERSION 3
 /* How long a writer waits for another process holding the lock. */
@@ -101,7 +105,7 @@ typedef struct fat_db_choice {
 /* The candidates for (GPU_ID, PROBLEM_ID), fastest first by their latest live
  * timing, ties by name. Only variants with at least one passing and no failing
  * live check are candidates, and never one of the materialising baseline
- * (family FAT_FAMILY_MATERIALIZE, fwd_job.h). Fills up to CAP entries of OUT; *N gets how many. */
+ * (family FAT_FAMILY_MATERIALIZE, kernel.h). Fills up to CAP entries of OUT; *N gets how many. */
 int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                 fat_db_choice *out, size_t cap, size_t *n);
 /* The first of fat_db_rank; *FOUND = 0 when no variant qualifies. */

@@ -52,7 +52,13 @@ int fat_compile_one(const char *name, const char *source, const char *arch,
  * crash gives a failed build with B->capped set; SIGINT is blocked there. */
 typedef int (*fat_compile_progress)(void *user, size_t done, size_t total,
                                     const fat_variant *v, const fat_build *b);
+/* CANCELLED, when not NULL, is asked before each build is handed out
+ * (from the compiling threads; it must be safe to call from any thread):
+ * nonzero stops the run as the command's ^C does, handing out no more work
+ * and returning 0 with the builds not made left as they were. */
+typedef int (*fat_compile_cancelled)(void);
 int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int jobs,
                     const unsigned char *skip, fat_build *builds,
-                    fat_compile_progress progress, void *user, char *err, size_t errlen);
+                    fat_compile_progress progress, void *user, fat_compile_cancelled cancelled,
+                    char *err, size_t errlen);
 #endif

@@ -879,7 +879,7 @@ static int recompile_arch(sqlite3 *h, const char *name, const char *arch,
   }
   for (size_t i = 0; i < n; i++) skip[i] = v[i].source == NULL;
   /* jobs 0: one thread per core. */
-  int crc = fat_compile_all(v, n, arch, 0, skip, b, NULL, NULL, err, errlen);
+  int crc = fat_compile_all(v, n, arch, 0, skip, b, NULL, NULL, fat_interrupted, err, errlen);
   free(skip);
   if (crc) goto out;
   if (fat_interrupted()) {  /* the pool stopped handing out work: nothing is decided */

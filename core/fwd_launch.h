@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include "cuda_api.h"
 #include "fat_abi.h"
-#include "fwd_job.h"
+#include "kernel.h"
 #include "types.h"
 
 /* A split variant's second kernel: its entry with this appended. */
@@ -78,7 +78,7 @@ typedef struct fat_fwd_call {
 int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, char *err,
                             size_t errlen);
 
-/* The launch kind of a variant of FAMILY (fwd_job.h's fat_kernel_kind). */
+/* The launch kind of a variant of FAMILY (kernel.h's fat_kernel_kind). */
 fat_kernel_kind fat_kernel_kind_of_family(const char *family);
 
 /* The part of D its name and resources do not say, from the variant's

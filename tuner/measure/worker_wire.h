@@ -9,7 +9,7 @@
 #define FAT_WORKER_WIRE_H
 #include <stddef.h>
 #include <stdint.h>
-#include "fwd_job.h"
+#include "job.h"
 #include "types.h"
 
 /* Message types. P_ = parent to worker, W_ = worker to parent. */
@@ -68,7 +68,7 @@ void fat_get_str(fat_rbuf *b, char *dst, size_t cap);
 /* 0 when everything was read exactly (no overrun, nothing left over). */
 int fat_rbuf_done(const fat_rbuf *b);
 
-/* Records of the vocabulary in types.h and fwd_job.h. */
+/* Records of the vocabulary in types.h, kernel.h and job.h. */
 void fat_put_gpu_info(fat_wbuf *b, const fat_gpu_info *x);
 void fat_get_gpu_info(fat_rbuf *b, fat_gpu_info *x);
 void fat_put_check(fat_wbuf *b, const fat_check *x);

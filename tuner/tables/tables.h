@@ -35,9 +35,6 @@ int fat_tables_main(int argc, char **argv);
  * when there is nothing to export. Returns 0 or -1 with err. */
 int fat_tables_export(fat_db *db, const char *gpu_name, FILE *out, char *err, size_t errlen);
 
-/* The largest cubin a table may carry; a bigger one refuses the file. */
-#define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
-
 /* How an import or a merge treats what it brings (trust.h). TRUST is
  * required: every variant is checked against the generator. */
 typedef struct fat_import_options {

@@ -14,7 +14,7 @@
 #include <time.h>
 #include "db.h"
 #include "embedded.h"
-#include "fwd_job.h"
+#include "kernel.h"
 #include "sha256.h"
 
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"

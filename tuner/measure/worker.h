@@ -22,7 +22,7 @@
 #define FAT_WORKER_H
 #include <stddef.h>
 #include <stdint.h>
-#include "fwd_job.h"
+#include "job.h"
 #include "types.h"
 
 typedef struct fat_worker fat_worker;
@@ -95,7 +95,7 @@ int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
                                 const fat_build *const *b, int n, const fat_problem *problem,
                                 fat_timing *timings, char *reason, size_t reasonlen);
 
-/* Measures the GPU's ceilings (fwd_job.h's fat_ceilings): device-memory copy
+/* Measures the GPU's ceilings (job.h's fat_ceilings): device-memory copy
  * bandwidth and the mma.sync fp16 and bf16 rates, each the median of
  * FAT_CEILING_REPS runs. templates/ceilings.cu is compiled here with NVRTC
  * on first use (ERROR with NVRTC's reason when it cannot be). Returns a

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cuda_api.h"
-#include "fwd_job.h"
+#include "job.h"
 #include "types.h"
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
@@ -171,7 +171,7 @@ int fat_gpu_bwd_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim
                               int with_reference, fat_gpu_bwd_tensors *t, char *err, size_t errlen);
 void fat_gpu_bwd_tensors_free(fat_gpu *g, fat_gpu_bwd_tensors *t);
 
-/* Launches K's kernels in order (fwd_job.h) on T; asynchronous. A launch
+/* Launches K's kernels in order (kernel.h) on T; asynchronous. A launch
  * the driver refuses comes back as its CUresult. */
 CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t);
 

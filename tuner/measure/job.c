@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Validation of the forward job's pieces and the memory arithmetic of the
- * materialising baseline (see fwd_job.h); the backward check's verdict and
+ * materialising baseline (see job.h); the backward check's verdict and
  * its peak memory. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fwd_compare.h"
-#include "fwd_job.h"
+#include "job.h"
 #include "tolerance.h"
 
 int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, size_t errlen) {
