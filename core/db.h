@@ -161,7 +161,7 @@ int fat_db_put_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, doubl
 int fat_db_get_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, double *value,
                        char *unit, size_t unitlen, int *found);
 
-/* Sources of external_timings rows written by scripts/bench_sdpa.py. */
+/* Sources of external_timings rows written by bench/bench_sdpa.py. */
 #define FAT_EXTERNAL_SDPA_FLASH "sdpa_flash"  /* SDPBackend.FLASH_ATTENTION */
 #define FAT_EXTERNAL_SDPA_CUDNN "sdpa_cudnn"  /* SDPBackend.CUDNN_ATTENTION */
 

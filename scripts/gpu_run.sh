@@ -12,8 +12,8 @@
 # Steps can be switched off: TESTS=0 TUNE=0 BENCH=0 RUNTIME=0, or on: DECODE=1
 # (tune the decoding problem), WINDOWS=1 (tune sliding windows), VARLEN=1 (tune a
 # variable-length profile), PROFILE=1 (ncu of the
-# backward against FA2, PROFILE_HEAD_DIMS="64 128", PROFILE_SEQLEN, PROFILE_CAUSAL=1), HOST=1 (scripts/bwd_overhead.py:
-# where a backward call's time goes, HOST_HEAD_DIMS, HOST_SEQLENS), FEATURES=1 (scripts/bench_features.py); GPU_TESTS=a,b runs
+# backward against FA2, PROFILE_HEAD_DIMS="64 128", PROFILE_SEQLEN, PROFILE_CAUSAL=1), HOST=1 (bench/bwd_overhead.py:
+# where a backward call's time goes, HOST_HEAD_DIMS, HOST_SEQLENS), FEATURES=1 (bench/bench_features.py); GPU_TESTS=a,b runs
 # only test_gpu_a and test_gpu_b (faults: the fault-isolation script); HEAD_DIMS "" tunes
 # no forward, BWD_HEAD_DIMS=64,128 (and BWD_SEQLENS, BWD_DTYPES) tunes the backward too,
 # TUNE_TIMEOUT=S stops each tuning after S seconds; SANITIZE=1
@@ -114,18 +114,18 @@ if [ "${TUNE:-1}" = 1 ]; then
   [ "${VARLEN:-0}" = 1 ] && tune fwd 128 "" "--dtype bf16 --mask causal --varlen 3976,2092,538,3777,3879,2599,2919,812"
   # Each problem's fastest variant of each family side by side (one run:
   # the same GPU, clocks and inputs for all).
-  [ -f "$DB" ] && { python3 scripts/family_best.py "$DB" >"$OUT/family_best.txt" && tail -4 "$OUT/family_best.txt"; }
+  [ -f "$DB" ] && { python3 bench/family_best.py "$DB" >"$OUT/family_best.txt" && tail -4 "$OUT/family_best.txt"; }
 fi
 
 if [ "${FEATURES:-0}" = 1 ]; then
   section "problem features against SDPA (issue 4's table)"
   FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB" PYTHONUNBUFFERED=1 \
-    python3 scripts/bench_features.py --out "$OUT" ${FEATURES_QUICK:+--quick} || failures=$((failures + 1))
+    python3 bench/bench_features.py --out "$OUT" ${FEATURES_QUICK:+--quick} || failures=$((failures + 1))
 fi
 
 if [ "${BENCH:-1}" = 1 ]; then
   section "benchmark against SDPA (FLASH_ATTENTION, CUDNN_ATTENTION)"
-  PYTHONUNBUFFERED=1 python3 scripts/bench_sdpa.py --db "$DB" --out "$OUT/bench.json" \
+  PYTHONUNBUFFERED=1 python3 bench/bench_sdpa.py --db "$DB" --out "$OUT/bench.json" \
     ${BENCH_HEAD_DIMS:+--head-dims "$BENCH_HEAD_DIMS"} || failures=$((failures + 1))
 fi
 
@@ -135,14 +135,14 @@ if [ "${RUNTIME:-1}" = 1 ]; then
   export PYTHONUNBUFFERED=1 FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB"
   "$B/runtime/attention_example" 1000 128 1 || failures=$((failures + 1))
   python3 python/tests/test_fatune.py "$B/runtime/fatune_tables.db" || failures=$((failures + 1))
-  python3 scripts/bench_runtime.py --head-dims "${BENCH_HEAD_DIMS:-64,128,256}" \
+  python3 bench/bench_runtime.py --head-dims "${BENCH_HEAD_DIMS:-64,128,256}" \
     --out "$OUT/bench_runtime.json" || failures=$((failures + 1))
 fi
 
 if [ "${HOST:-0}" = 1 ]; then
   section "backward: host time, queued time and per-kernel times against FA2"
   FATUNE_LIB="$ROOT/$B/runtime/libfatune.so" FATUNE_DB="$DB" PYTHONUNBUFFERED=1 \
-    python3 scripts/bwd_overhead.py ${HOST_HEAD_DIMS:+--head-dims "$HOST_HEAD_DIMS"} \
+    python3 bench/bwd_overhead.py ${HOST_HEAD_DIMS:+--head-dims "$HOST_HEAD_DIMS"} \
     ${HOST_SEQLENS:+--seqlens "$HOST_SEQLENS"} || failures=$((failures + 1))
 fi
 
@@ -176,16 +176,16 @@ if [ "${PROFILE:-0}" = 1 ]; then
       ncu --clock-control none --kernel-name regex:'fat_bwd_mma80|fat_bwd_wgmma90|fat_bwd_ws90|fat_bwd_dq$|flash_bwd_dq_dk_dv' \
       --launch-count 3 \
       --section SpeedOfLight --section WarpStateStats --section InstructionStats --section SourceCounters \
-      -o "$OUT/profile_bwd_d$d" python3 scripts/profile_bwd.py --head-dim "$d" --seqlen "$ps" "${pc[@]}" \
+      -o "$OUT/profile_bwd_d$d" python3 bench/profile_bwd.py --head-dim "$d" --seqlen "$ps" "${pc[@]}" \
       && ncu -i "$OUT/profile_bwd_d$d.ncu-rep" --page raw --csv >"$OUT/profile_bwd_d$d.csv" \
-      && python3 scripts/ncu_stalls.py "$OUT/profile_bwd_d$d.csv" || failures=$((failures + 1))
+      && python3 bench/ncu_stalls.py "$OUT/profile_bwd_d$d.csv" || failures=$((failures + 1))
     # Per-instruction SASS with executed counts, stall samples and shared-memory
-    # wavefronts, one file per kernel (scripts/ncu_sass.py sums them by opcode).
+    # wavefronts, one file per kernel (bench/ncu_sass.py sums them by opcode).
     for k in fat_bwd_mma80 fat_bwd_wgmma90 fat_bwd_ws90 fat_bwd_dq flash_bwd_dq_dk_dv; do
       # An atomic winner has no fat_bwd_dq: the raw page lists what was profiled.
       grep -q "$k" "$OUT/profile_bwd_d$d.csv" 2>/dev/null || continue
       ncu -i "$OUT/profile_bwd_d$d.ncu-rep" --kernel-name regex:"$k" --page source --csv --print-source sass \
-        >"$OUT/source_${k}_d$d.csv" && python3 scripts/ncu_sass.py "$OUT/source_${k}_d$d.csv" ||
+        >"$OUT/source_${k}_d$d.csv" && python3 bench/ncu_sass.py "$OUT/source_${k}_d$d.csv" ||
         failures=$((failures + 1))
     done
   done

@@ -4,7 +4,7 @@
  * group (direction, dtype, mask, head dim) TFLOP/s against sequence length
  * for the winner, the default configuration, the materialising baseline and
  * any external implementations (PyTorch SDPA backends) that
- * scripts/bench_sdpa.py stored; a roofline placing each winner by its
+ * bench/bench_sdpa.py stored; a roofline placing each winner by its
  * arithmetic intensity over the input/output lower bound; and a table of the
  * winners with their verified error. It opens in any browser and prints. */
 #ifndef FAT_REPORT_H

@@ -6,7 +6,7 @@
 # changes outside the templates (launch sequence, runtime): the variants'
 # hashes are the same in both, so compare_dbs.py matches every variant.
 #
-#   scripts/ab_builds.sh OLD_BUILD NEW_BUILD HEAD_DIMS SEQLENS [DTYPES]
+#   bench/ab_builds.sh OLD_BUILD NEW_BUILD HEAD_DIMS SEQLENS [DTYPES]
 #
 # Writes under $OUT (default ./gpu-out): ab_builds.log, old.db and new.db
 # (gzip), bench_{old,new}.json. Each build's shipped tables are made from the
@@ -36,11 +36,11 @@ for round in 1 2; do  # alternating: old, new, then new, old
     fi
     section "runtime benchmark, round $round ($tag: $b)"
     FATUNE_LIB="$PWD/$b/runtime/libfatune.so" FATUNE_DB="$tmp/empty-$tag.db" PYTHONUNBUFFERED=1 \
-      python3 scripts/bench_runtime.py --direction bwd --head-dims "$DIMS" --bwd-seqlens "$SEQS" \
+      python3 bench/bench_runtime.py --direction bwd --head-dims "$DIMS" --bwd-seqlens "$SEQS" \
       --bwd-dtypes "$DTYPES" --memory-seqlen 0 --out "$OUT/bench_${tag}_$round.json"
   done
 done
 section "tuner: old against new, per variant"
-python3 scripts/compare_dbs.py "$tmp/old.db" "$tmp/new.db"
+python3 bench/compare_dbs.py "$tmp/old.db" "$tmp/new.db"
 for tag in old new; do gzip -c "$tmp/$tag.db" >"$OUT/$tag.db.gz"; done
 rm -rf "$tmp"

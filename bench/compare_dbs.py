@@ -6,7 +6,7 @@ fastest of each. For an A/B of a template change measured in one call:
 
     fatune --gpu 0 ... --templates OLD_TREE --db a.db
     fatune --gpu 0 ... --db b.db
-    python3 scripts/compare_dbs.py a.db b.db [--top 12]
+    python3 bench/compare_dbs.py a.db b.db [--top 12]
 
 Only timings not retired; variants that failed their check have none.
 """

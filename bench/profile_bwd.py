@@ -6,9 +6,9 @@ cudnn: cuDNN) on the same tensors, for Nsight Compute to profile side by side:
 
     ncu --kernel-name regex:'fat_bwd_mma80|flash_bwd_dq_dk_dv' --launch-count 2 \\
         --section WarpStateStats --section SchedulerStats ... \\
-        python3 scripts/profile_bwd.py --head-dim 128 --seqlen 4096
+        python3 bench/profile_bwd.py --head-dim 128 --seqlen 4096
 
-(`PROFILE=1 scripts/gpu_run.sh` does this and prints scripts/ncu_stalls.py's
+(`PROFILE=1 scripts/gpu_run.sh` does this and prints bench/ncu_stalls.py's
 table of the two kernels' stall reasons.)
 
 Each library runs a forward (outside the kernels ncu selects) and then one

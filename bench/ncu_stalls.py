@@ -6,7 +6,7 @@ stalled on (cycles per issued instruction, per reason), one column per
 kernel. Reasons under 0.05 cycles in every kernel are left out.
 
     ncu -i report.ncu-rep --page raw --csv > raw.csv
-    python3 scripts/ncu_stalls.py raw.csv
+    python3 bench/ncu_stalls.py raw.csv
 
 The report needs the WarpStateStats section (the stall reasons), and
 SpeedOfLight and InstructionStats for the first rows.

@@ -6,7 +6,7 @@ FlashAttention's benchmark shapes (batch x seqlen = 16384 tokens,
 heads x head_dim = 2048), bf16:
 
   sync    events around torch.autograd.grad(o, (q, k, v), dout) with the GPU
-          idle at the first event, as scripts/bench_runtime.py times it: the
+          idle at the first event, as bench/bench_runtime.py times it: the
           host's work before the first launch is inside the figure;
   queued  the same call behind a sleep kernel long enough that the host has
           queued every launch before the GPU reaches the first event: the
@@ -17,10 +17,10 @@ heads x head_dim = 2048), bf16:
 For fatune also the direct call fatune.attention_bwd (no autograd), queued
 and host, and (--parts) the host time of each step of that call, to say
 where the binding's microseconds go. Medians over --reps calls after warm-up; each configuration's
-inputs are drawn fresh. Nothing is checked here: scripts/bench_runtime.py
+inputs are drawn fresh. Nothing is checked here: bench/bench_runtime.py
 checks the gradients of the same calls before it times them.
 
-    FATUNE_LIB=build/runtime/libfatune.so python3 scripts/bwd_overhead.py \
+    FATUNE_LIB=build/runtime/libfatune.so python3 bench/bwd_overhead.py \
         [--head-dims 64,128,256] [--seqlens 1024,4096] [--masks none,causal]
 """
 import argparse

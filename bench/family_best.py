@@ -5,7 +5,7 @@ kernel family side by side, and how many of each family's variants failed
 their check: how a new family compares with the ones it joins, read from one
 tuning run (so every family met the same GPU, clocks and inputs).
 
-    scripts/family_best.py DB [--family NEW]   (NEW: the family whose ratio to
+    bench/family_best.py DB [--family NEW]   (NEW: the family whose ratio to
                                                the best other family is printed)
 """
 import argparse

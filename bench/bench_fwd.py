@@ -16,7 +16,7 @@ ratios, above 1 when fatune is faster, the variant that ran), the geometric
 means of both ratios, and the cuBLAS bf16 GEMM rate at 8192³ measured in the
 same run with the share of it the bf16 d128 s16384 non-causal cell reaches.
 
-    FATUNE_LIB=build/runtime/libfatune.so python3 scripts/bench_fwd.py \
+    FATUNE_LIB=build/runtime/libfatune.so python3 bench/bench_fwd.py \
         [--head-dims 64,96,128,192,256] [--seqlens 1024,...] [--dtypes bf16,fp16] [--out bench_fwd.json]
 """
 import argparse

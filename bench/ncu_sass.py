@@ -3,7 +3,7 @@
 """Sums Nsight Compute's per-instruction source page by opcode.
 
     ncu -i rep.ncu-rep --kernel-name regex:K --page source --csv --print-source sass > k.csv
-    scripts/ncu_sass.py k.csv [--top 25]
+    bench/ncu_sass.py k.csv [--top 25]
 
 For each opcode (LDSM kept with its shape, since .T and plain loads differ)
 it prints how many SASS instructions there are, how often they executed,

@@ -28,7 +28,7 @@ backend's, which materialises seqlen² scores, at the longest length it can
 run (from --memory-seqlen down, halving on out-of-memory); each printed
 beside the bytes it should take.
 
-    FATUNE_LIB=build/runtime/libfatune.so python3 scripts/bench_runtime.py \
+    FATUNE_LIB=build/runtime/libfatune.so python3 bench/bench_runtime.py \
         [--direction fwd,bwd] [--head-dims 64,128] [--seqlens 512,...] [--out bench_runtime.json]
 """
 import argparse
