@@ -15,6 +15,7 @@
 #define FAT_DB_H
 #include <stddef.h>
 #include <sqlite3.h>
+#include "family.h"
 #include "types.h"
 
 /* The largest cubin a table may carry (a bigger one refuses the file) and

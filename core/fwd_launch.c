@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "fwd_launch.h"
+#include "family.h"
 
 #define WORKSPACE_ALIGN 256
 #define ELEMENT_BYTES 2          /* fp16 and bf16 */
@@ -91,17 +92,17 @@ CUresult fat_tma_encode(const fat_cuda *cu, CUtensorMap *map, const fat_tma_tens
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-fat_kernel_kind fat_kernel_kind_of_family(const char *family) {
-  if (family && strcmp(family, FAT_FAMILY_MATERIALIZE) == 0) return FAT_KERNEL_MATERIALIZE;
-  if (family && strcmp(family, FAT_FAMILY_WS90) == 0) return FAT_KERNEL_FUSED_TMA;
-  return FAT_KERNEL_FUSED;
-}
-
 int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char *family,
                         const char *params, char *err, size_t errlen) {
   int block_n = 0;
+  const fat_family *f = fat_family_find(family, direction);
+  if (!f) {
+    snprintf(err, errlen, "unknown %s family '%s'", fat_direction_name(direction),
+             family ? family : "(null)");
+    return -1;
+  }
   d->direction = direction;
-  d->kind = fat_kernel_kind_of_family(family);
+  d->kind = f->kind;
   d->pack_gqa = d->block_q = d->dq_separate = d->block_n = d->persistent = 0;
   d->splits = 1;
   /* A backward variant's block_m is its key block; its query tile and dQ

@@ -78,14 +78,13 @@ typedef struct fat_fwd_call {
 int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, char *err,
                             size_t errlen);
 
-/* The launch kind of a variant of FAMILY (kernel.h's fat_kernel_kind). */
-fat_kernel_kind fat_kernel_kind_of_family(const char *family);
-
 /* The part of D its name and resources do not say, from the variant's
- * DIRECTION, FAMILY and canonical PARAMS: the launch kind, the backward's
- * query tile and dQ mode, the forward's decoding schedule and a tensor-map
- * variant's key tile. 0, or -1 with err naming the bad parameter. Every
- * caller that turns a stored variant into a launch asks this one function. */
+ * DIRECTION, FAMILY and canonical PARAMS: the launch kind (the family's
+ * row, family.h), the backward's query tile and dQ mode, the forward's
+ * decoding schedule and a tensor-map variant's key tile. 0, or -1 with err
+ * naming the unknown family ("unknown fwd family 'x'") or the bad
+ * parameter. Every caller that turns a stored variant into a launch asks
+ * this one function. */
 int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char *family,
                         const char *params, char *err, size_t errlen);
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* How a compiled variant is launched, as the tuner's worker and the runtime
- * both need it: the kinds of launch, the families the launchers tell apart,
- * the launch description of one variant and the entry names of the
- * backward's kernels. */
+ * both need it: the kinds of launch (each family's is in family.h), the
+ * launch description of one variant and the entry names of the backward's
+ * kernels. */
 #ifndef FAT_KERNEL_H
 #define FAT_KERNEL_H
 #include <stddef.h>
@@ -15,24 +15,6 @@ typedef enum fat_kernel_kind {
   FAT_KERNEL_FUSED_TMA = 2,    /* one kernel that also takes tensor maps of q, k and v
                                   (fwd_launch.h); sm_90 and newer */
 } fat_kernel_kind;
-
-/* The family whose variants are FAT_KERNEL_MATERIALIZE (generator/
- * family_materialize.lua); never a winner (db.c leaves it out of rankings). */
-#ifndef FAT_FAMILY_MATERIALIZE
-#define FAT_FAMILY_MATERIALIZE "materialize"
-#endif
-/* The forward's fused families: mma.sync (generator/family_mma80.lua),
- * Hopper's wgmma (generator/family_wgmma90.lua) and the warp-specialised
- * wgmma with the tensor copy engine (generator/family_ws90.lua), whose
- * variants are FAT_KERNEL_FUSED_TMA. */
-#define FAT_FAMILY_MMA80 "mma80"
-#define FAT_FAMILY_WGMMA90 "wgmma90"
-#define FAT_FAMILY_WS90 "ws90"
-/* The decoding family (generator/family_splitkv.lua), and the longest
- * seqlen_q it is timed on and may serve: its 64-row blocks and key splits
- * are for few queries against many keys. */
-#define FAT_FAMILY_SPLITKV "splitkv"
-#define FAT_SPLITKV_MAX_SEQLEN_Q 128
 
 /* A materialize variant's kernels: its entry with these appended, launched
  * in this order, each taking (fat_fwd_params, float *workspace). */

@@ -27,6 +27,7 @@
 #include "fat_abi_bwd.h"
 #include "bwd_launch.h"
 #include "fwd_launch.h"
+#include "family.h"
 #include "kernel.h"
 #include "nvrtc_api.h"
 #include "sha256.h"
@@ -796,11 +797,12 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     if (key.deterministic && !sched.dq_separate) continue;
     if (key.no_workspace && fat_fwd_needs_workspace(sched.splits, sched.persistent)) continue;
     if (key.no_tma && sched.kind == FAT_KERNEL_FUSED_TMA) continue;
-    /* The decoding family's tiles are for short query sides: its winners
-     * serve calls of that kind only, however near their bucket. */
-    if (!strcmp((const char *)sqlite3_column_text(s, 3), FAT_FAMILY_SPLITKV) &&
-        call.seqlen_q > FAT_SPLITKV_MAX_SEQLEN_Q)
-      continue;
+    /* A family with a longest seqlen_q (the decoding family's tiles are for
+     * short query sides) serves calls of that kind only, however near their
+     * bucket; fat_kernel_schedule found its row. */
+    const fat_family *fam = fat_family_find((const char *)sqlite3_column_text(s, 3),
+                                            (fat_direction)key.direction);
+    if (fam->max_seqlen_q > 0 && call.seqlen_q > fam->max_seqlen_q) continue;
     if (!source_matches(s)) {
       if (!passed_over[0] &&
           snprintf(passed_over, cap, "%s: variant %s: its source does not hash to its "

@@ -111,11 +111,25 @@ static void test_kernel_kind(void) {
   CHECK(fat_rbuf_done(&r) == -1);
   fat_wbuf_free(&b);
 
-  CHECK(fat_kernel_kind_of_family("materialize") == FAT_KERNEL_MATERIALIZE);
-  CHECK(fat_kernel_kind_of_family("ws90") == FAT_KERNEL_FUSED_TMA);
-  CHECK(fat_kernel_kind_of_family("mma80") == FAT_KERNEL_FUSED);
-  CHECK(fat_kernel_kind_of_family("materialized") == FAT_KERNEL_FUSED);
-  CHECK(fat_kernel_kind_of_family(NULL) == FAT_KERNEL_FUSED);
+  /* The launch kind is the family's row; a family without one is refused
+   * by name rather than launched as some default. */
+  fat_kernel_desc d;
+  char err[256];
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "materialize", "TILE=16", err, sizeof err) == 0);
+  CHECK(d.kind == FAT_KERNEL_MATERIALIZE);
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "ws90", "BLOCK_N=64", err, sizeof err) == 0);
+  CHECK(d.kind == FAT_KERNEL_FUSED_TMA);
+  CHECK(fat_kernel_schedule(&d, FAT_BWD, "ws90", "BLOCK_M=64 BLOCK_N=128 DQ_MODE=atomic", err,
+                            sizeof err) == 0);
+  CHECK(d.kind == FAT_KERNEL_FUSED_TMA);
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "mma80", "BLOCK_M=64", err, sizeof err) == 0);
+  CHECK(d.kind == FAT_KERNEL_FUSED);
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, "materialized", "TILE=16", err, sizeof err) == -1);
+  CHECK_STR(err, "unknown fwd family 'materialized'");
+  CHECK(fat_kernel_schedule(&d, FAT_BWD, "splitkv", "SPLITS=2", err, sizeof err) == -1);
+  CHECK_STR(err, "unknown bwd family 'splitkv'");
+  CHECK(fat_kernel_schedule(&d, FAT_FWD, NULL, "", err, sizeof err) == -1);
+  CHECK_STR(err, "unknown fwd family '(null)'");
 }
 
 static void test_memory_arithmetic(void) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "compile.h"
+#include "family.h"
 #include "gen.h"
 #include "sha256.h"
 #include "check.h"
@@ -739,6 +740,54 @@ static void test_sources_self_contained(fat_gen *g) {
     }
 }
 
+/* The family table (core/family.h) against the generator: every family the
+ * generator produces, on either architecture and in either direction, has
+ * its row, and every row is produced by the generator; the family of the
+ * runtime's built-in defaults has a default variant of every head dim,
+ * dtype and mask on sm_80 (which every GPU runs); a family that is never a
+ * winner has no default. */
+static void test_family_table(fat_gen *g) {
+  static const char *const archs[] = {"sm_80", "sm_90a"};
+  char err[ERR_LEN];
+  size_t nf = fat_family_count(), seen[16] = {0}, defaults_sm80[16] = {0};
+  CHECK_WHY(nf > 0 && nf <= sizeof seen / sizeof seen[0], "%zu families", nf);
+  if (nf == 0 || nf > sizeof seen / sizeof seen[0]) return;
+  for (int a = 0; a < 2; a++)
+    for (int d = 0; d < 2; d++) {
+      fat_gen_query q = {.direction = d ? FAT_BWD : FAT_FWD, .arch = archs[a]};
+      fat_variant *v = NULL;
+      size_t n = 0;
+      CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0, "%s", err);
+      for (size_t i = 0; i < n; i++) {
+        const fat_family *f = fat_family_find(v[i].family, v[i].direction);
+        CHECK_WHY(f != NULL, "%s: family '%s' (%s) has no row in core/family.c", v[i].name,
+                  v[i].family, fat_direction_name(v[i].direction));
+        if (!f) continue;
+        size_t row = (size_t)(f - fat_family_at(0));
+        seen[row]++;
+        if (a == 0 && v[i].is_default) defaults_sm80[row]++;
+        CHECK_WHY(f->may_win || !v[i].is_default, "%s: a default of a family that never wins",
+                  v[i].name);
+      }
+      free_variants(v, n);
+    }
+  /* A default for each dtype and mask at least (2 x 2); the exact sets,
+   * head dim by head dim, are the space tests'. */
+  for (size_t i = 0; i < nf; i++) {
+    const fat_family *f = fat_family_at(i);
+    CHECK_WHY(seen[i] > 0, "family '%s' (%s) of core/family.c: the generator produces no variant",
+              f->name, fat_direction_name(f->direction));
+    CHECK_WHY(!f->builtin_default || defaults_sm80[i] >= 4, "family '%s' (%s) serves the built-in "
+              "defaults but has %zu defaults on sm_80", f->name, fat_direction_name(f->direction),
+              defaults_sm80[i]);
+    CHECK_WHY(f->may_win || (!f->builtin_default && !f->packed), "family '%s': never a winner, "
+              "yet marked as serving", f->name);
+  }
+  CHECK(fat_family_find("mma80", FAT_FWD) != fat_family_find("mma80", FAT_BWD));
+  CHECK(fat_family_find("splitkv", FAT_BWD) == NULL);
+  CHECK(fat_family_find(NULL, FAT_FWD) == NULL);
+}
+
 int main(void) {
   char err[ERR_LEN];
   fat_gen *g = fat_gen_open(NULL, err, sizeof err);
@@ -747,6 +796,7 @@ int main(void) {
     return 1;
   }
   test_sources_self_contained(g);
+  test_family_table(g);
   /* per head dim 32..256; see family_mma80.lua's constraints */
   const int want_sm80[N_HEAD_DIMS] = {33, 33, 31, 31, 18, 16};
   const int want_sm90a[N_HEAD_DIMS] = {33, 33, 31, 31, 21, 19};

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "compile.h"
 #include "db.h"
+#include "family.h"
 #include "gen.h"
 #include "interrupt.h"
 #include "nvrtc_api.h"
@@ -138,18 +139,24 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
   return FAT_TUNE_CHECK_SHAPES;
 }
 
-/* The splitkv family (generator/family_splitkv.lua) is timed only where its
- * schedules can matter: few queries per block of keys, and packing only
- * with more than one query head per K/V head. */
+/* Where a family is timed, by its row of the family table (family.h): a
+ * packed batch of variable lengths only on the families whose kernels take
+ * one in a pass (the runtime serves a packed call the nearest dense winner
+ * too); a family with a longest seqlen_q (the decoding family) only up to
+ * it; a variant that packs the heads of a group (PACK_GQA 1) only where a
+ * group has more than one query head. A variant whose family has no row,
+ * or whose parameters do not parse, is timed, so that its check fails it
+ * with the reason (fat_kernel_schedule's). */
 int fat_family_applies(const fat_variant *v, const fat_problem *p) {
-  /* A packed batch of variable lengths runs on a fused kernel of one pass
-   * (the runtime serves a packed call the nearest dense winner too). */
-  if (p->lengths.n > 0)
-    return !strcmp(v->family, FAT_FAMILY_MMA80) || !strcmp(v->family, FAT_FAMILY_WGMMA90) ||
-           !strcmp(v->family, FAT_FAMILY_WS90);
-  if (strcmp(v->family, FAT_FAMILY_SPLITKV) != 0) return 1;
-  if (p->seqlen_q > FAT_SPLITKV_MAX_SEQLEN_Q) return 0;
-  return !(strstr(v->params, "PACK_GQA=1") && p->heads == p->heads_k);
+  const fat_family *f = fat_family_find(v->family, v->direction);
+  if (!f) return 1;
+  if (p->lengths.n > 0) return f->packed;
+  if (f->max_seqlen_q > 0 && p->seqlen_q > f->max_seqlen_q) return 0;
+  if (v->direction != FAT_FWD) return 1;
+  int pack_gqa = 0, splits = 1;
+  char err[256];
+  if (fat_fwd_params_parse(v->params, &pack_gqa, &splits, err, sizeof err)) return 1;
+  return !(pack_gqa && p->heads == p->heads_k);
 }
 
 static void fmt_duration(double s, char *buf, size_t n) {

@@ -49,7 +49,8 @@ struct fat_check_shape; /* measure/job.h */
 int fat_check_shapes_for(const fat_problem *p, struct fat_check_shape *s);
 
 /* 0 when variant V's family is not timed on problem P (fat_family_applies
- * says which: splitkv only on short query sides, packed only with groups). */
+ * says which, from the family's row: the decoding family only on short
+ * query sides, packed heads only with groups, varlen only in one pass). */
 int fat_family_applies(const fat_variant *v, const fat_problem *p);
 
 /* "fwd bf16 d128 causal s16/k65536 gqa4": the problem's key as the tuner's

@@ -8,15 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "family.h"
 #include "gen.h"
 
 #define ERRLEN 1024
 /* Pruning uses the smallest shared-memory limit of the supported
  * architectures, so every default listed fits every supported GPU. */
 #define DEFAULTS_ARCH "sm_80"
-/* The runtime launches one fused kernel per call; families made of several
- * kernels (the materialising baseline) are the tuner's yardsticks only. */
-#define RUNTIME_FAMILY "mma80"
 
 /* Writes S as a C string literal, one source line per literal line. Octal
  * escapes are always three digits (never swallow a following digit) and
@@ -81,7 +79,11 @@ int main(int argc, char **argv) {
   for (int d = 0; d < 2; d++)
     for (size_t i = 0; i < n[d]; i++) {
       const fat_variant *x = &v[d][i];
-      if (!x->is_default || strcmp(x->family, RUNTIME_FAMILY)) continue;
+      /* The family of the built-in defaults (family.h): one fused kernel
+       * per call that every GPU runs; the materialising baseline's several
+       * kernels are the tuner's yardstick only. */
+      const fat_family *f = fat_family_find(x->family, x->direction);
+      if (!x->is_default || !f || !f->builtin_default) continue;
       pick[count] = x;
       /* A backward default with separate dQ is deterministic already. */
       int sep = 0, m, bn;

@@ -12,10 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "db.h"
+#include "family.h"
 
-/* The variant family of the materialising baseline: timed like any variant,
- * drawn as a comparison, never a winner. */
-#define FAT_FAMILY_MATERIALIZE "materialize"
 /* Output file when -o is absent. */
 #define FAT_REPORT_DEFAULT_OUTPUT "fatune-report.html"
 

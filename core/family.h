@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* The template families as the C side knows them: one row per family of
+ * one direction (core/family.c), mirroring the generator's family files one
+ * to one. The generator owns what a family expands to (its template,
+ * architectures, parameters and pruning rules: generator/family_*.lua);
+ * this table owns what the tuner and the runtime do with its variants: how
+ * they launch, whether they may win and be served, and on which problems.
+ * Adding a family is its template, its Lua file and one row here;
+ * test_gen checks that every family the generator produces has its row. */
+#ifndef FAT_FAMILY_H
+#define FAT_FAMILY_H
+#include <stddef.h>
+#include "kernel.h"
+#include "types.h"
+
+typedef struct fat_family {
+  const char *name;          /* the generator's family name: "mma80" */
+  fat_direction direction;   /* the direction of its variants */
+  fat_kernel_kind kind;      /* how its variants launch */
+  int may_win;               /* 0: a yardstick the tuner times beside the winners (the
+                                materialising baseline), never a winner, never served */
+  int packed;                /* 1: its kernels take a packed batch of variable lengths
+                                in one pass, so varlen problems are tuned on it */
+  int max_seqlen_q;          /* > 0: the longest seqlen_q it is timed on and may serve
+                                (the decoding family's blocks are for few queries); 0: any */
+  int builtin_default;       /* 1: the runtime's built-in default variants are of this
+                                family (one fused kernel of sm_80, which every GPU runs) */
+} fat_family;
+
+/* The family NAME of DIRECTION, or NULL when there is none. */
+const fat_family *fat_family_find(const char *name, fat_direction direction);
+
+/* The rows, in the table's order: fat_family_at(i) for i < fat_family_count(). */
+size_t fat_family_count(void);
+const fat_family *fat_family_at(size_t i);
+
+/* The baseline's family (its row has may_win 0), for the SQL that leaves it
+ * out of every ranking and the report that draws it beside the winners. */
+#define FAT_FAMILY_MATERIALIZE "materialize"
+#endif
