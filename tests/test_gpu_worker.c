@@ -196,8 +196,12 @@ static void expect_death(fat_worker *w, const test_variant *bad, const test_vari
     printf("    watchdog fired after %.1f s\n", dt);
     CHECK(dt >= TEST_TIMEOUT_S && dt < HANG_MAX_S);
   }
-  CHECK(fat_worker_restart(w, err, sizeof err) == 0);
+  /* The one restart policy: a lost worker comes back, a running one stays. */
+  CHECK(fat_worker_recover(w, err, sizeof err) == 0);
   CHECK(fat_worker_alive(w));
+  int pid = fat_worker_pid(w);
+  CHECK(fat_worker_recover(w, err, sizeof err) == 0);
+  CHECK(fat_worker_pid(w) == pid);
   expect_good(w, good);
 }
 

@@ -420,6 +420,16 @@ static int record_failure(run *r, size_t i, sqlite3_int64 problem_id, const fat_
   return 0;
 }
 
+/* After a job that did not come to a result: the worker it lost, if any,
+ * restarted (fat_worker_recover, the one policy). Returns 0, or -1 (said on
+ * the log after LEAD) when none would restart and the run cannot go on. */
+static int keep_worker(run *r, const char *lead) {
+  char err[ERRLEN];
+  if (!fat_worker_recover(r->worker, err, sizeof err)) return 0;
+  fprintf(r->log, "%sfatune: restarting the GPU worker: %s\n", lead, err);
+  return -1;
+}
+
 /* Checks and times variant I on problem P; everything stored. Returns 0, or
  * -1 when the run cannot go on (database, or the worker will not restart). */
 static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 problem_id) {
@@ -427,7 +437,7 @@ static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 proble
   fat_check checks[FAT_TUNE_CHECK_SHAPES];
   fat_timing timing;
   int timed = 0, n = fat_check_shapes_for(p, shapes);
-  char reason[ERRLEN], err[ERRLEN];
+  char reason[ERRLEN];
   const fat_variant *v = &r->variants[i];
   double t = now_s();
   memset(checks, 0, sizeof checks);
@@ -443,13 +453,7 @@ static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 proble
     r->eval_failed++;
     print_variant_row(r, v, p, reason);
     if (record_failure(r, i, problem_id, &shapes[0], reason)) return -1;
-    if (st == FAT_WORKER_FAULT || st == FAT_WORKER_TIMEOUT) {
-      if (fat_worker_restart(r->worker, err, sizeof err)) {
-        fprintf(r->log, "\nfatune: restarting the GPU worker: %s\n", err);
-        return -1;
-      }
-    }
-    return 0;
+    return keep_worker(r, "\n");
   }
   int passed = 1;
   for (int s = 0; s < n; s++) {
@@ -497,7 +501,7 @@ static ssize_t variant_index(run *r, sqlite3_int64 id) {
 static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id) {
   fat_db_choice ranked[FAT_MAX_INTERLEAVED];
   size_t n = 0;
-  char reason[ERRLEN], err[ERRLEN];
+  char reason[ERRLEN];
   if (fat_db_rank(r->db, r->gpu_id, problem_id, ranked, FAT_MAX_INTERLEAVED, &n)) {
     fprintf(r->log, "fatune: ranking: %s\n", fat_db_errmsg(r->db));
     return -1;
@@ -525,11 +529,7 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
         }
     } else {
       fprintf(r->log, "fatune: re-timing close contenders: %s\n", reason);
-      if ((st == FAT_WORKER_FAULT || st == FAT_WORKER_TIMEOUT) &&
-          fat_worker_restart(r->worker, err, sizeof err)) {
-        fprintf(r->log, "fatune: restarting the GPU worker: %s\n", err);
-        return -1;
-      }
+      if (keep_worker(r, "")) return -1;
     }
   }
   fat_db_choice best;
@@ -722,7 +722,7 @@ static int ensure_ceilings(run *r) {
                                                 FAT_CEILING_UNIT_FLOPS};
   double value[N_CEILINGS] = {0, 0, 0};
   int missing = 0;
-  char reason[ERRLEN], err[ERRLEN];
+  char reason[ERRLEN];
   for (int i = 0; i < N_CEILINGS; i++) {
     int found = 0;
     if (fat_db_get_ceiling(r->db, r->gpu_id, names[i], &value[i], NULL, 0, &found)) {
@@ -736,12 +736,7 @@ static int ensure_ceilings(run *r) {
     int st = fat_worker_measure_ceilings(r->worker, &c, reason, sizeof reason);
     if (st != FAT_WORKER_OK) {
       fprintf(r->log, "fatune: measuring the GPU's ceilings: %s\n", reason);
-      if ((st == FAT_WORKER_FAULT || st == FAT_WORKER_TIMEOUT || st == FAT_WORKER_ERROR) &&
-          fat_worker_restart(r->worker, err, sizeof err)) {
-        fprintf(r->log, "fatune: restarting the GPU worker: %s\n", err);
-        return -1;
-      }
-      return 0;
+      return keep_worker(r, "");
     }
     value[COPY] = c.copy_bytes_per_s;
     value[FP16] = c.mma_fp16_flops_per_s;

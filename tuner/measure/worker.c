@@ -592,6 +592,14 @@ void fat_worker_stop(fat_worker *w) {
   free(w);
 }
 
+int fat_worker_recover(fat_worker *w, char *err, size_t errlen) {
+  if (!w) {
+    set_msg(err, errlen, "no worker");
+    return -1;
+  }
+  return w->pid > 0 ? 0 : fat_worker_restart(w, err, errlen);
+}
+
 int fat_worker_alive(const fat_worker *w) { return w && w->pid > 0; }
 int fat_worker_pid(const fat_worker *w) { return w ? (int)w->pid : 0; }
 

@@ -4,7 +4,8 @@
  * only the worker. The parent (the tuner) never initialises CUDA; it sends
  * cubins and shapes over a socket pair (worker_wire.h) and waits with a
  * watchdog. After a fault or a timeout the worker is gone: the caller
- * records the variant as failed, calls fat_worker_restart and goes on.
+ * records the variant as failed, calls fat_worker_recover (which restarts
+ * it) and goes on.
  *
  * The worker is a fresh process image: fork, then exec of the running
  * binary itself (/proc/self/exe) with FATUNE_WORKER_FD and FATUNE_WORKER_GPU
@@ -66,6 +67,12 @@ int fat_worker_start(int gpu, const fat_worker_options *opts, fat_worker **w,
 /* Replaces a dead (or live) worker process by a fresh one on the same GPU
  * with the same options. Returns 0 or -1 with err. */
 int fat_worker_restart(fat_worker *w, char *err, size_t errlen);
+
+/* The one restart policy, for a caller after any job: a worker the job lost
+ * (it died, hung and was killed, or broke the protocol and was killed) is
+ * replaced by a fresh one; one that is still running is left as it is.
+ * Returns 0 when a worker is running, -1 with err when none would restart. */
+int fat_worker_recover(fat_worker *w, char *err, size_t errlen);
 
 /* Asks the worker to exit, kills it if it does not, reaps it, frees W. */
 void fat_worker_stop(fat_worker *w);
