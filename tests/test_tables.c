@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Shipped tables (tuner/tables/tables.c) on databases built here: export -> import
+/* Shipped tables (tuner/tables/tables.h) on databases built here: export -> import
  * -> export is byte-identical; importing or merging twice adds nothing; the
  * exported text is one INSERT per line with blobs as X'hex'; local windows
  * travel as part of the problem key; a table exported by a schema-1 fatune

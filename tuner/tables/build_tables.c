@@ -2,7 +2,7 @@
 /* Build-time tool: turns the shipped text tables (the .sql files of db/tables) into the
  * read-only table database that installs with libfatune:
  *   build_tables [--keep-stale] OUT.db [TABLE.sql...]
- * Each table goes through fat_tables_import (tables.c: authorizer-guarded,
+ * Each table goes through fat_tables_import (import.c: authorizer-guarded,
  * every row judged by the trust rule of trust.h, merged by natural keys),
  * as `fatune import` does, with two differences that make it the release's:
  * its cubins are kept (a cubin is trusted by provenance, and these are the

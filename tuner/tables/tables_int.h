@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/* What the files of tuner/tables/ share and no file outside them sees (the
+ * module's public headers are tables.h and trust.h): the error and ^C
+ * helpers every one of them uses, and the scratch database (scratch.c) that
+ * import.c and merge.c fill and hand to the trust rule before a row of
+ * theirs reaches the target. */
+#ifndef FAT_TABLES_INT_H
+#define FAT_TABLES_INT_H
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "interrupt.h"
+#include "tables.h"
+
+#define ERRLEN 1024
+#define PATH_CAP 4096
+
+static inline void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* 1 when S (never when NULL) is one of the N strings of LIST. */
+static inline int in_list(const char *s, const char *const *list, size_t n) {
+  for (size_t i = 0; s && i < n; i++)
+    if (!strcmp(s, list[i])) return 1;
+  return 0;
+}
+
+/* How often (SQLite virtual-machine steps) an import or a merge looks for ^C. */
+#define INTERRUPT_CHECK_STEPS 10000
+
+/* Stops a statement once SIGINT has arrived (the command's handler). */
+static inline int interrupt_progress(void *unused) {
+  (void)unused;
+  return fat_interrupted();
+}
+
+/* The tables a scratch database receives, in the order their rows load
+ * (each refers only to those before it). */
+static const char *const IMPORT_TABLES[] = {"gpus",   "ceilings", "variants", "builds",  "build_hashes",
+                                            "problems", "checks", "timings", "winners"};
+#define N_IMPORT_TABLES (sizeof IMPORT_TABLES / sizeof IMPORT_TABLES[0])
+
+/* A report of nothing done yet, where an import or a merge starts. */
+static const fat_tables_report NO_REPORT;
+
+/* ---- the scratch database (scratch.c) ---------------------------------- */
+
+/* A fresh scratch database under $TMPDIR (STAGE: its path), opened in *SDB
+ * (NAME names the source in messages). 0, or -1 with err. */
+int scratch_open(const char *name, char stage[PATH_CAP], fat_db **sdb, char *err, size_t errlen);
+/* Removes scratch database STAGE and its side files, and forgets it. */
+void scratch_done(char stage[PATH_CAP]);
+/* Judges scratch SDB (in an open transaction) by the trust rule, applies
+ * the cubin policy, commits, and merges what is left into DB. SDB is closed
+ * either way. 0, or -1 with err. */
+int judge_and_merge(fat_db *db, fat_db *sdb, const char *stage, const char *name,
+                    const fat_import_options *o, fat_tables_report *r, char *err, size_t errlen);
+/* The handler of a signal that ends the process (SIGTERM, SIGHUP): the
+ * scratch database in use is removed first. */
+void remove_and_die(int sig);
+#endif
