@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The worker process and the parent's side of it (see worker.h): fork,
  * handshake, jobs over a socket pair with a watchdog, and the child's loop
- * that runs each job with gpu_run.c and reports. */
+ * that runs each job with gpu_run.h's calls and reports. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker's GPU (gpu_run.h): opening the device, the support kernels'
+ * sources, compilation and loading, the tensors of a forward and a backward
+ * problem and their random inputs, and copies back to the host. The files
+ * beside it check, time and measure on what this one sets up. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compile.h"
+#include "embedded.h"
+#include "fwd_launch.h"
+#include "gpu_run_int.h"
+
+#define UTIL_PATH "templates/fat_util.cu"
+#define REFERENCE_PATH "templates/reference_fwd.cu"
+#define REFERENCE_BWD_PATH "templates/reference_bwd.cu"
+#define ABI_PATH "templates/fat_abi.h"
+#define ABI_BWD_PATH "templates/fat_abi_bwd.h"
+#define FILL_ENTRY "fat_fill_normal"
+#define CLOCK_ENTRY "fat_clock_probe"
+#define REFERENCE_ENTRY "fat_reference_fwd"
+#define REF_BWD_ROUND_ENTRY "fat_reference_bwd_round"
+#define REF_BWD_ROWS_ENTRY "fat_reference_bwd_rows"
+#define REF_BWD_COLS_ENTRY "fat_reference_bwd_cols"
+#define SEED_GOLDEN 0x9e3779b97f4a7c15ull
+#define LOG_EXCERPT 2000                /* bytes of an NVRTC log quoted in an error */
+
+uint64_t fat_seed_derive(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + (index + 1) * SEED_GOLDEN;  /* splitmix64 */
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* ---- device --------------------------------------------------------- */
+
+static int device_attribute(fat_gpu *g, CUdevice_attribute a, const char *name, int *out,
+                            char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  CU(g->cu.cuDeviceGetAttribute(out, a, g->dev), "cuDeviceGetAttribute %s", name);
+out:
+  return rc;
+}
+
+int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t errlen) {
+  int rc = -1, count = 0, cc_major = 0, cc_minor = 0;
+  CUresult r;
+  char text[WHAT_MAX];
+  fat_gpu *g = calloc(1, sizeof *g);
+  *out = NULL;
+  if (!g) {
+    snprintf(err, errlen, "out of host memory opening GPU %d", index);
+    return -1;
+  }
+  if (fat_cuda_load(&g->cu, err, errlen)) goto out;
+  if ((r = g->cu.cuInit(0)) != CUDA_SUCCESS) {
+    snprintf(err, errlen, "no CUDA device: cuInit: %s", fat_cuda_result_text(&g->cu, r, text, sizeof text));
+    goto out;
+  }
+  CU(g->cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (index < 0 || index >= count) {
+    snprintf(err, errlen, "GPU index %d out of range: %d device%s found", index, count,
+             count == 1 ? "" : "s");
+    goto out;
+  }
+  CU(g->cu.cuDeviceGet(&g->dev, index), "cuDeviceGet %d", index);
+  fat_gpu_info *gi = &g->info;
+  CU(g->cu.cuDeviceGetName(gi->name, sizeof gi->name, g->dev), "cuDeviceGetName");
+  CU(g->cu.cuDriverGetVersion(&gi->driver_version), "cuDriverGetVersion");
+  CU(g->cu.cuDeviceTotalMem(&gi->mem_bytes, g->dev), "cuDeviceTotalMem");
+#define ATTR(a, field)                                                   \
+  if (device_attribute(g, a, #a, &field, err, errlen) != FAT_GPU_OK) goto out
+  ATTR(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cc_major);
+  ATTR(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cc_minor);
+  ATTR(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, gi->sm_count);
+  ATTR(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, gi->smem_per_block_optin);
+  ATTR(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, gi->l2_bytes);
+  ATTR(CU_DEVICE_ATTRIBUTE_CLOCK_RATE, gi->clock_khz);
+  ATTR(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, gi->mem_clock_khz);
+#undef ATTR
+  gi->cc_major = cc_major;
+  gi->cc_minor = cc_minor;
+  CU(g->cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev), "cuDevicePrimaryCtxRetain on GPU %d", index);
+  CU(g->cu.cuCtxSetCurrent(g->ctx), "cuCtxSetCurrent");
+  CU(g->cu.cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CU(g->cu.cuMemAlloc(&g->probe, 2 * sizeof(uint64_t)), "cuMemAlloc of the clock probe");
+  if (info) *info = g->info;
+  *out = g;
+  rc = 0;
+out:
+  if (rc) fat_gpu_close(g);
+  return rc ? -1 : 0;
+}
+
+void fat_gpu_close(fat_gpu *g) {
+  if (!g) return;
+  if (g->ctx) {
+    /* Best effort: after a fault these fail, and the process exits anyway. */
+    if (g->flush) g->cu.cuMemFree(g->flush);
+    if (g->probe) g->cu.cuMemFree(g->probe);
+    if (g->util_module) g->cu.cuModuleUnload(g->util_module);
+    if (g->ref_module) g->cu.cuModuleUnload(g->ref_module);
+    if (g->stream) g->cu.cuStreamDestroy(g->stream);
+    g->cu.cuDevicePrimaryCtxRelease(g->dev);
+  }
+  fat_cuda_unload(&g->cu);
+  free(g);
+}
+
+const fat_cuda *fat_gpu_driver(const fat_gpu *g) { return &g->cu; }
+
+/* ---- support kernels ------------------------------------------------ */
+
+static const fat_embedded_file *embedded(const char *path, char *err, size_t errlen) {
+  const fat_embedded_file *f = fat_embedded_find(path);
+  if (!f) snprintf(err, errlen, "%s is not embedded in this build", path);
+  return f;
+}
+
+char *fat_gpu_util_source(char *err, size_t errlen) {
+  const fat_embedded_file *f = embedded(UTIL_PATH, err, errlen);
+  char *s = f ? strdup(f->data) : NULL;
+  if (f && !s) snprintf(err, errlen, "out of host memory copying %s", UTIL_PATH);
+  return s;
+}
+
+char *fat_gpu_reference_source(char *err, size_t errlen) {
+  /* fat_abi.h and fat_abi_bwd.h first, as the generator does for variants,
+   * so the references read the parameter blocks exactly as the host lays
+   * them out; the forward and backward references share one module, and
+   * #line keeps NVRTC's messages pointing into each file. */
+  static const char abi_bwd_line[] = "\n#line 1 \"" ABI_BWD_PATH "\"\n";
+  static const char fwd_line[] = "\n#line 1 \"" REFERENCE_PATH "\"\n";
+  static const char bwd_line[] = "\n#line 1 \"" REFERENCE_BWD_PATH "\"\n";
+  const fat_embedded_file *abi = embedded(ABI_PATH, err, errlen);
+  const fat_embedded_file *abi_bwd = abi ? embedded(ABI_BWD_PATH, err, errlen) : NULL;
+  const fat_embedded_file *ref = abi_bwd ? embedded(REFERENCE_PATH, err, errlen) : NULL;
+  const fat_embedded_file *ref_bwd = ref ? embedded(REFERENCE_BWD_PATH, err, errlen) : NULL;
+  if (!ref_bwd) return NULL;
+  size_t n = abi->size + sizeof abi_bwd_line - 1 + abi_bwd->size + sizeof fwd_line - 1 + ref->size +
+             sizeof bwd_line - 1 + ref_bwd->size;
+  char *s = malloc(n + 1);
+  if (!s) {
+    snprintf(err, errlen, "out of host memory copying %s", REFERENCE_PATH);
+    return NULL;
+  }
+  snprintf(s, n + 1, "%s%s%s%s%s%s%s", abi->data, abi_bwd_line, abi_bwd->data, fwd_line, ref->data,
+           bwd_line, ref_bwd->data);
+  return s;
+}
+
+char *fat_gpu_ceilings_source(char *err, size_t errlen) {
+  const fat_embedded_file *f = embedded(CEILINGS_PATH, err, errlen);
+  char *s = f ? strdup(f->data) : NULL;
+  if (f && !s) snprintf(err, errlen, "out of host memory copying %s", CEILINGS_PATH);
+  return s;
+}
+
+static int compile_support_one(const char *name, char *source, const char *arch, fat_build *b,
+                               char *err, size_t errlen) {
+  int rc = -1;
+  if (!source) goto out;
+  if (fat_compile_one(name, source, arch, b, err, errlen)) goto out;
+  if (!b->ok) {
+    snprintf(err, errlen, "%s failed to compile for %s: %.*s", name, arch, LOG_EXCERPT,
+             b->log ? b->log : "(no log)");
+    goto out;
+  }
+  rc = 0;
+out:
+  free(source);
+  return rc;
+}
+
+int fat_gpu_compile_support(const char *arch, fat_build *util, fat_build *ref, char *err,
+                            size_t errlen) {
+  memset(util, 0, sizeof *util);
+  memset(ref, 0, sizeof *ref);
+  if (compile_support_one(UTIL_PATH, fat_gpu_util_source(err, errlen), arch, util, err, errlen) ||
+      compile_support_one(REFERENCE_PATH, fat_gpu_reference_source(err, errlen), arch, ref, err,
+                          errlen)) {
+    fat_build_free(util);
+    fat_build_free(ref);
+    return -1;
+  }
+  return 0;
+}
+
+int fat_gpu_compile_ceilings(const char *arch, fat_build *b, char *err, size_t errlen) {
+  memset(b, 0, sizeof *b);
+  if (compile_support_one(CEILINGS_PATH, fat_gpu_ceilings_source(err, errlen), arch, b, err,
+                          errlen)) {
+    fat_build_free(b);
+    return -1;
+  }
+  return 0;
+}
+
+int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cubin, char *err,
+                         size_t errlen) {
+  int rc = FAT_GPU_OK;
+  CU(g->cu.cuModuleLoadData(&g->util_module, util_cubin), "loading %s", UTIL_PATH);
+  CU(g->cu.cuModuleLoadData(&g->ref_module, ref_cubin), "loading %s", REFERENCE_PATH);
+  CU(g->cu.cuModuleGetFunction(&g->fill_fn, g->util_module, FILL_ENTRY), "%s", FILL_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->clock_fn, g->util_module, CLOCK_ENTRY), "%s", CLOCK_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->ref_fn, g->ref_module, REFERENCE_ENTRY), "%s", REFERENCE_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->ref_bwd_round_fn, g->ref_module, REF_BWD_ROUND_ENTRY), "%s",
+     REF_BWD_ROUND_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->ref_bwd_rows_fn, g->ref_module, REF_BWD_ROWS_ENTRY), "%s",
+     REF_BWD_ROWS_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->ref_bwd_cols_fn, g->ref_module, REF_BWD_COLS_ENTRY), "%s",
+     REF_BWD_COLS_ENTRY);
+out:
+  return rc;
+}
+
+/* ---- tensors -------------------------------------------------------- */
+
+int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
+                          int with_reference, fat_gpu_tensors *t, char *err, size_t errlen) {
+  int rc = FAT_GPU_FAILED;
+  int *lengths = NULL;
+  memset(t, 0, sizeof *t);
+  if (fat_check_shape_validate(s, 0, err, errlen)) goto out;
+  if (head_dim < 1) {
+    snprintf(err, errlen, "head_dim %d is not positive", head_dim);
+    goto out;
+  }
+  /* The problem's head dim (tensors and scale) may be below the template's. */
+  const int dp = s->head_dim > 0 ? s->head_dim : head_dim;
+  if (dp > head_dim || dp % 8 != 0) {
+    snprintf(err, errlen, "head_dim %d: not a multiple of 8 at most the template's %d", dp, head_dim);
+    goto out;
+  }
+  rc = FAT_GPU_OK;
+  const size_t d = (size_t)dp, e = fat_dtype_size(dtype);
+  long long total_q = (long long)s->batch * s->seqlen_q, total_k = (long long)s->batch * s->seqlen_k;
+  if (s->varlen) {
+    /* cu_seqlens_q, cu_seqlens_k (batch + 1 each) and seqused_k (batch). */
+    const int n_ints = 3 * s->batch + 2;
+    lengths = malloc((size_t)n_ints * sizeof *lengths);
+    if (!lengths) {
+      snprintf(err, errlen, "out of host memory");
+      rc = FAT_GPU_FAILED;
+      goto out;
+    }
+    int *cu_q = lengths, *cu_k = lengths + s->batch + 1, *used = lengths + 2 * s->batch + 2;
+    cu_q[0] = cu_k[0] = 0;
+    for (int b = 0; b < s->batch; b++) {
+      int lq, lk, uk;
+      fat_varlen_lengths(s, b, &lq, &lk, &uk);
+      cu_q[b + 1] = cu_q[b] + lq;
+      cu_k[b + 1] = cu_k[b] + lk;
+      used[b] = uk;
+    }
+    total_q = cu_q[s->batch];
+    total_k = cu_k[s->batch];
+    t->call.total_q = total_q;
+    t->call.total_k = total_k;
+    CU(g->cu.cuMemAlloc(&t->seqinfo, (size_t)n_ints * sizeof *lengths), "cuMemAlloc of cu_seqlens");
+    CU(g->cu.cuMemcpyHtoD(t->seqinfo, lengths, (size_t)n_ints * sizeof *lengths), "copying cu_seqlens");
+  }
+  t->dtype = dtype;
+  t->head_dim = dp;
+  t->n_q = (size_t)total_q * s->heads * d;
+  t->n_kv = (size_t)total_k * s->heads_k * d;
+  t->n_rows = (size_t)total_q * s->heads;
+  CU(g->cu.cuMemAlloc(&t->q, t->n_q * e), "cuMemAlloc of Q, %zu bytes", t->n_q * e);
+  CU(g->cu.cuMemAlloc(&t->k, t->n_kv * e), "cuMemAlloc of K, %zu bytes", t->n_kv * e);
+  CU(g->cu.cuMemAlloc(&t->v, t->n_kv * e), "cuMemAlloc of V, %zu bytes", t->n_kv * e);
+  CU(g->cu.cuMemAlloc(&t->o, t->n_q * e), "cuMemAlloc of O, %zu bytes", t->n_q * e);
+  CU(g->cu.cuMemAlloc(&t->lse, t->n_rows * sizeof(float)), "cuMemAlloc of lse");
+  if (with_reference) {
+    CU(g->cu.cuMemAlloc(&t->ref_o, t->n_q * sizeof(double)), "cuMemAlloc of the reference O, %zu bytes",
+       t->n_q * sizeof(double));
+    CU(g->cu.cuMemAlloc(&t->ref_lse, t->n_rows * sizeof(double)), "cuMemAlloc of the reference lse");
+  }
+  fat_fwd_params *p = &t->params;
+  p->q = (const void *)(uintptr_t)t->q;
+  p->k = (const void *)(uintptr_t)t->k;
+  p->v = (const void *)(uintptr_t)t->v;
+  p->o = (void *)(uintptr_t)t->o;
+  p->lse = (float *)(uintptr_t)t->lse;
+  if (s->varlen) {
+    p->cu_seqlens_q = (const int *)(uintptr_t)t->seqinfo;
+    p->cu_seqlens_k = p->cu_seqlens_q + s->batch + 1;
+    p->seqused_k = p->cu_seqlens_k + s->batch + 1;
+  }
+  /* Contiguous (batch, seqlen, heads, head_dim); packed rows when varlen. */
+  p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = dp;
+  p->q_row_stride = p->o_row_stride = (long long)s->heads * dp;
+  p->k_row_stride = p->v_row_stride = (long long)s->heads_k * dp;
+  p->q_batch_stride = p->o_batch_stride = (long long)s->seqlen_q * p->q_row_stride;
+  p->k_batch_stride = p->v_batch_stride = (long long)s->seqlen_k * p->k_row_stride;
+  p->batch = s->batch;
+  p->heads = s->heads;
+  p->heads_k = s->heads_k;
+  p->seqlen_q = s->seqlen_q;
+  p->seqlen_k = s->seqlen_k;
+  p->head_dim = dp;
+  p->window_left = s->window_left;
+  p->window_right = s->window_right;
+  fat_fwd_set_scale(p, 1.0 / sqrt((double)dp), s->softcap);
+out:
+  free(lengths);
+  if (rc != FAT_GPU_OK) fat_gpu_tensors_free(g, t);
+  return rc;
+}
+
+void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t) {
+  CUdeviceptr *all[] = {&t->q,     &t->k,       &t->v,         &t->o,      &t->lse,
+                        &t->ref_o, &t->ref_lse, &t->workspace, &t->seqinfo};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (*all[i]) {
+      g->cu.cuMemFree(*all[i]);
+      *all[i] = 0;
+    }
+  t->workspace_bytes = 0;
+}
+
+int fat_gpu_fill_one(fat_gpu *g, CUdeviceptr dst, size_t n, fat_dtype dtype, uint64_t seed,
+                     const char *name, char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  unsigned long long count = n, s = seed;
+  int is_bf16 = dtype == FAT_BF16;
+  size_t blocks = (n + FILL_THREADS - 1) / FILL_THREADS;
+  if (blocks > FILL_MAX_BLOCKS) blocks = FILL_MAX_BLOCKS;
+  void *args[] = {&dst, &count, &is_bf16, &s};
+  CU(g->cu.cuLaunchKernel(g->fill_fn, (unsigned)blocks, 1, 1, FILL_THREADS, 1, 1, 0, g->stream,
+                          args, NULL),
+     "filling %s with random values", name);
+out:
+  return rc;
+}
+
+int fat_gpu_fill_random(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen) {
+  int rc;
+  if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  if ((rc = fat_gpu_fill_one(g, t->q, t->n_q, t->dtype, fat_seed_derive(seed, SEED_Q), "Q", err, errlen)) ||
+      (rc = fat_gpu_fill_one(g, t->k, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_K), "K", err, errlen)) ||
+      (rc = fat_gpu_fill_one(g, t->v, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_V), "V", err, errlen)))
+    return rc;
+  return FAT_GPU_OK;
+}
+
+int fat_gpu_download(fat_gpu *g, void *dst, CUdeviceptr src, size_t bytes, char *err,
+                     size_t errlen) {
+  int rc = FAT_GPU_OK;
+  CU(g->cu.cuStreamSynchronize(g->stream), "waiting for the stream before a copy");
+  CU(g->cu.cuMemcpyDtoH(dst, src, bytes), "copying %zu bytes to the host", bytes);
+out:
+  return rc;
+}
+
+/* ---- backward tensors --------------------------------------------- */
+
+int fat_gpu_bwd_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
+                              int with_reference, fat_gpu_bwd_tensors *t, char *err, size_t errlen) {
+  int rc;
+  memset(t, 0, sizeof *t);
+  if ((rc = fat_gpu_tensors_alloc(g, s, head_dim, dtype, with_reference, &t->fwd, err, errlen)) !=
+      FAT_GPU_OK)
+    return rc;
+  const size_t e = fat_dtype_size(dtype), n_q = t->fwd.n_q, n_kv = t->fwd.n_kv, rows = t->fwd.n_rows;
+  CU(g->cu.cuMemAlloc(&t->dout, n_q * e), "cuMemAlloc of dO, %zu bytes", n_q * e);
+  CU(g->cu.cuMemAlloc(&t->dq, n_q * e), "cuMemAlloc of dQ, %zu bytes", n_q * e);
+  CU(g->cu.cuMemAlloc(&t->dk, n_kv * e), "cuMemAlloc of dK, %zu bytes", n_kv * e);
+  CU(g->cu.cuMemAlloc(&t->dv, n_kv * e), "cuMemAlloc of dV, %zu bytes", n_kv * e);
+  CU(g->cu.cuMemAlloc(&t->delta, rows * sizeof(float)), "cuMemAlloc of D");
+  CU(g->cu.cuMemAlloc(&t->dq_accum, n_q * sizeof(float)), "cuMemAlloc of the dQ accumulator, %zu bytes",
+     n_q * sizeof(float));
+  if (with_reference) {
+    CU(g->cu.cuMemAlloc(&t->ref_dq, n_q * sizeof(double)), "cuMemAlloc of the reference dQ");
+    CU(g->cu.cuMemAlloc(&t->ref_dk, n_kv * sizeof(double)), "cuMemAlloc of the reference dK");
+    CU(g->cu.cuMemAlloc(&t->ref_dv, n_kv * sizeof(double)), "cuMemAlloc of the reference dV");
+    CU(g->cu.cuMemAlloc(&t->ref_delta, rows * sizeof(double)), "cuMemAlloc of the reference D");
+  }
+  fat_bwd_params *p = &t->params;
+  const fat_fwd_params *f = &t->fwd.params;
+  p->fwd = *f;
+  p->dout = (const void *)(uintptr_t)t->dout;
+  p->dq = (void *)(uintptr_t)t->dq;
+  p->dk = (void *)(uintptr_t)t->dk;
+  p->dv = (void *)(uintptr_t)t->dv;
+  p->delta = (float *)(uintptr_t)t->delta;
+  p->dq_accum = (float *)(uintptr_t)t->dq_accum;
+  /* Gradients in their inputs' (contiguous) layouts. */
+  p->do_batch_stride = p->dq_batch_stride = f->q_batch_stride;
+  p->do_row_stride = p->dq_row_stride = f->q_row_stride;
+  p->do_head_stride = p->dq_head_stride = f->q_head_stride;
+  p->dk_batch_stride = p->dv_batch_stride = f->k_batch_stride;
+  p->dk_row_stride = p->dv_row_stride = f->k_row_stride;
+  p->dk_head_stride = p->dv_head_stride = f->k_head_stride;
+out:
+  if (rc != FAT_GPU_OK) fat_gpu_bwd_tensors_free(g, t);
+  return rc;
+}
+
+void fat_gpu_bwd_tensors_free(fat_gpu *g, fat_gpu_bwd_tensors *t) {
+  CUdeviceptr *all[] = {&t->dout, &t->dq, &t->dk, &t->dv, &t->delta, &t->dq_accum,
+                        &t->ref_dq, &t->ref_dk, &t->ref_dv, &t->ref_delta};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (*all[i]) {
+      g->cu.cuMemFree(*all[i]);
+      *all[i] = 0;
+    }
+  fat_gpu_tensors_free(g, &t->fwd);
+}
