@@ -1,0 +1,727 @@
+/* SPDX-License-Identifier: MIT */
+/* The tuning database's rows (db.h): the puts and gets of GPUs, variants,
+ * builds, problems, checks and timings, the ranking and the winner,
+ * forgetting for --retune, the summary, ceilings and external timings. Each
+ * put is a single statement in autocommit mode, so it is committed (WAL)
+ * before the function returns; the statements are prepared once per
+ * connection and reset after every use. db.c opens the connection. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "db_int.h"
+#include "kernel.h"
+#include "sha256.h"
+
+/* The SQL of each prepared statement (enum stmt_id, db_int.h). */
+static const char *const stmt_sql[ST_COUNT] = {
+  [ST_PUT_GPU] =
+    "INSERT INTO gpus (name, cc_major, cc_minor, sm_count, driver_version, nvrtc_major,"
+    " nvrtc_minor, mem_bytes, smem_per_block_optin, l2_bytes, clock_khz, mem_clock_khz)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+    " ON CONFLICT (name, cc_major, cc_minor, sm_count, driver_version, nvrtc_major, nvrtc_minor)"
+    " DO UPDATE SET mem_bytes = excluded.mem_bytes,"
+    " smem_per_block_optin = excluded.smem_per_block_optin, l2_bytes = excluded.l2_bytes,"
+    " clock_khz = excluded.clock_khz, mem_clock_khz = excluded.mem_clock_khz"
+    " RETURNING id",
+  [ST_PUT_VARIANT] =
+    "INSERT INTO variants (name, family, direction, dtype, mask, head_dim, params, entry,"
+    " block_m, threads, smem_bytes, source_hash, source, is_default)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+    " ON CONFLICT (name, source_hash) DO UPDATE SET is_default = excluded.is_default"
+    " RETURNING id",
+  [ST_GET_VARIANT] =
+    "SELECT name, family, direction, dtype, mask, head_dim, params, entry, block_m, threads,"
+    " smem_bytes, source_hash, source, is_default FROM variants WHERE id = ?1",
+  [ST_FIND_BUILD] =
+    "SELECT arch, ok, cubin, registers, smem_static, stack_frame, spill_stores, spill_loads,"
+    " compile_ms, log FROM builds WHERE key = ?1",
+  [ST_PUT_BUILD] =
+    "INSERT INTO builds (key, variant_id, arch, options, nvrtc_version, ok, cubin, registers,"
+    " smem_static, stack_frame, spill_stores, spill_loads, compile_ms, log)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+    " ON CONFLICT (key) DO UPDATE SET variant_id = excluded.variant_id, arch = excluded.arch,"
+    " options = excluded.options, nvrtc_version = excluded.nvrtc_version, ok = excluded.ok,"
+    " cubin = excluded.cubin, registers = excluded.registers,"
+    " smem_static = excluded.smem_static, stack_frame = excluded.stack_frame,"
+    " spill_stores = excluded.spill_stores, spill_loads = excluded.spill_loads,"
+    " compile_ms = excluded.compile_ms, log = excluded.log,"
+    " created_at = excluded.created_at",
+  [ST_PUT_PROBLEM] =
+    "INSERT INTO problems (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q,"
+    " seqlen_k, window_left, window_right, lengths)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+    " ON CONFLICT (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k,"
+    " window_left, window_right, lengths)"
+    " DO UPDATE SET head_dim = excluded.head_dim" /* no-op, so that RETURNING reports the row */
+    " RETURNING id",
+  [ST_PUT_CHECK] =
+    "INSERT INTO checks (variant_id, gpu_id, problem_id, batch, heads, seqlen_q, seqlen_k,"
+    " rel_l2, max_abs, lse_max_abs, nonfinite, passed, reason)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+  [ST_PUT_TIMING] =
+    "INSERT INTO timings (variant_id, gpu_id, problem_id, reps, median_ms, min_ms, max_ms,"
+    " p10_ms, p90_ms, tflops, sm_clock_mhz)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+  [ST_HAS_RESULT] =
+    "SELECT"
+    " (SELECT count(*) FROM checks WHERE variant_id = ?1 AND gpu_id = ?2 AND problem_id = ?3"
+    "  AND retired = 0),"
+    " (SELECT count(*) FROM checks WHERE variant_id = ?1 AND gpu_id = ?2 AND problem_id = ?3"
+    "  AND retired = 0 AND passed = 0),"
+    " (SELECT count(*) FROM timings WHERE variant_id = ?1 AND gpu_id = ?2 AND problem_id = ?3"
+    "  AND retired = 0)",
+  /* Each variant's latest live timing; a variant qualifies only with at least
+   * one passing and no failing live check on this GPU and problem. The
+   * materialising baseline is a yardstick, never a candidate. */
+  [ST_RANK] =
+    "WITH latest AS (SELECT variant_id, max(id) AS id FROM timings"
+    "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id)"
+    " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name"
+    " FROM latest l JOIN timings t ON t.id = l.id JOIN variants v ON v.id = t.variant_id"
+    " WHERE EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id"
+    "   AND c.gpu_id = ?1 AND c.problem_id = ?2 AND c.retired = 0 AND c.passed = 1)"
+    " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id"
+    "   AND c.gpu_id = ?1 AND c.problem_id = ?2 AND c.retired = 0 AND c.passed = 0)"
+    " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
+    " ORDER BY t.median_ms, v.name",
+  /* REPLACE deletes the old winner and inserts, so the schema's insert
+   * triggers vet every winner. */
+  [ST_SET_WINNER] =
+    "INSERT OR REPLACE INTO winners (gpu_id, problem_id, variant_id, timing_id)"
+    " VALUES (?1, ?2, ?3, ?4)",
+  [ST_RETIRE_CHECKS] =
+    "UPDATE checks SET retired = 1 WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0",
+  [ST_RETIRE_TIMINGS] =
+    "UPDATE timings SET retired = 1 WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0",
+  [ST_DROP_WINNER] =
+    "DELETE FROM winners WHERE gpu_id = ?1 AND problem_id = ?2",
+  [ST_SUMMARY] =
+    "WITH latest AS ("
+    "  SELECT t.variant_id, t.problem_id, t.median_ms FROM timings t"
+    "  WHERE t.gpu_id = ?1 AND t.retired = 0 AND t.id = (SELECT max(t2.id) FROM timings t2"
+    "    WHERE t2.variant_id = t.variant_id AND t2.gpu_id = ?1"
+    "      AND t2.problem_id = t.problem_id AND t2.retired = 0)),"
+    " verdict AS ("
+    "  SELECT variant_id, problem_id, min(passed) AS all_passed,"
+    "    max(rel_l2) AS worst_rel_l2, max(max_abs) AS worst_max_abs"
+    "  FROM checks WHERE gpu_id = ?1 AND retired = 0 GROUP BY variant_id, problem_id),"
+    /* The materialising baseline is reported beside the candidates, not
+     * among them: not in the slowest or default figures (it is counted in
+     * the passed and failed counts: it was checked like any variant). */
+    " passing_all AS ("
+    "  SELECT l.variant_id, l.problem_id, l.median_ms, v.is_default, v.name, v.family"
+    "  FROM latest l JOIN verdict d USING (variant_id, problem_id)"
+    "  JOIN variants v ON v.id = l.variant_id WHERE d.all_passed = 1),"
+    " passing AS (SELECT * FROM passing_all WHERE family <> '" FAT_FAMILY_MATERIALIZE "')"
+    " SELECT p.id, p.direction, p.dtype, p.mask, p.head_dim, p.batch, p.heads, p.heads_k,"
+    "  p.seqlen_q, p.seqlen_k, vw.name, tw.median_ms, tw.tflops,"
+    "  d.worst_rel_l2, d.worst_max_abs,"
+    "  (SELECT max(s.median_ms) FROM passing s WHERE s.problem_id = p.id),"
+    "  (SELECT s.median_ms FROM passing s WHERE s.problem_id = p.id AND s.is_default = 1"
+    "    ORDER BY s.median_ms, s.name LIMIT 1),"
+    "  (SELECT s.name FROM passing s WHERE s.problem_id = p.id AND s.is_default = 1"
+    "    ORDER BY s.median_ms, s.name LIMIT 1),"
+    "  (SELECT count(*) FROM passing_all s WHERE s.problem_id = p.id),"
+    "  (SELECT count(*) FROM verdict f WHERE f.problem_id = p.id AND f.all_passed = 0),"
+    "  (SELECT min(s.median_ms) FROM passing_all s WHERE s.problem_id = p.id"
+    "    AND s.family = '" FAT_FAMILY_MATERIALIZE "'),"
+    "  p.window_left, p.window_right, p.lengths"
+    " FROM winners w"
+    " JOIN problems p ON p.id = w.problem_id"
+    " JOIN variants vw ON vw.id = w.variant_id"
+    " JOIN timings tw ON tw.id = w.timing_id"
+    " LEFT JOIN verdict d ON d.variant_id = w.variant_id AND d.problem_id = w.problem_id"
+    " WHERE w.gpu_id = ?1"
+    " ORDER BY p.direction = 'bwd', p.dtype, p.mask, p.head_dim, p.window_left,"
+    "  p.window_right, p.lengths <> '', p.seqlen_q, p.seqlen_k, p.batch, p.heads, p.heads_k,"
+    "  p.lengths",
+  [ST_PUT_BUILD_HASH] =
+    "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES (?1, ?2)"
+    " ON CONFLICT (build_key) DO UPDATE SET cubin_sha256 = excluded.cubin_sha256",
+  [ST_DROP_BUILD_HASH] =
+    "DELETE FROM build_hashes WHERE build_key = ?1",
+};
+
+/* The cached statement ID, prepared on first use; NULL with db->err set. */
+static sqlite3_stmt *stmt(fat_db *db, enum stmt_id id) {
+  if (!db->st[id] && sqlite3_prepare_v3(db->h, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT,
+                                        &db->st[id], NULL) != SQLITE_OK) {
+    fail(db, "cannot prepare statement %d on %s", (int)id, db->path);
+    return NULL;
+  }
+  return db->st[id];
+}
+
+/* Makes S reusable; its error, if any, was read before this. */
+static void release(sqlite3_stmt *s) {
+  if (!s) return;
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+}
+
+/* Runs an INSERT ... RETURNING id to completion (completion is the commit)
+ * and stores the id. Returns the failing SQLite code or SQLITE_OK. */
+static int step_returning_id(sqlite3_stmt *s, sqlite3_int64 *id) {
+  int rc = sqlite3_step(s);
+  if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? SQLITE_ERROR : rc;
+  if (id) *id = sqlite3_column_int64(s, 0);
+  rc = sqlite3_step(s);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int fat_db_put_gpu(fat_db *db, const fat_gpu_info *g, sqlite3_int64 *id) {
+  sqlite3_stmt *s = stmt(db, ST_PUT_GPU);
+  if (!s) return -1;
+  sqlite3_bind_text(s, 1, g->name, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 2, g->cc_major);
+  sqlite3_bind_int(s, 3, g->cc_minor);
+  sqlite3_bind_int(s, 4, g->sm_count);
+  sqlite3_bind_int(s, 5, g->driver_version);
+  sqlite3_bind_int(s, 6, g->nvrtc_major);
+  sqlite3_bind_int(s, 7, g->nvrtc_minor);
+  sqlite3_bind_int64(s, 8, (sqlite3_int64)g->mem_bytes);
+  sqlite3_bind_int(s, 9, g->smem_per_block_optin);
+  sqlite3_bind_int(s, 10, g->l2_bytes);
+  sqlite3_bind_int(s, 11, g->clock_khz);
+  sqlite3_bind_int(s, 12, g->mem_clock_khz);
+  int ret = 0;
+  if (step_returning_id(s, id) != SQLITE_OK)
+    ret = fail(db, "cannot store GPU '%s' (cc %d.%d, %d SMs, driver %d, NVRTC %d.%d)", g->name,
+               g->cc_major, g->cc_minor, g->sm_count, g->driver_version, g->nvrtc_major,
+               g->nvrtc_minor);
+  release(s);
+  return ret;
+}
+
+int fat_db_put_variant(fat_db *db, const fat_variant *v, sqlite3_int64 *id) {
+  sqlite3_stmt *s = stmt(db, ST_PUT_VARIANT);
+  if (!s) return -1;
+  sqlite3_bind_text(s, 1, v->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, v->family, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, fat_direction_name(v->direction), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, fat_dtype_name(v->dtype), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 5, fat_mask_name(v->mask), -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 6, v->head_dim);
+  sqlite3_bind_text(s, 7, v->params, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 8, v->entry, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 9, v->block_m);
+  sqlite3_bind_int(s, 10, v->threads);
+  sqlite3_bind_int(s, 11, v->smem_bytes);
+  sqlite3_bind_text(s, 12, v->hash, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 13, v->source, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 14, v->is_default ? 1 : 0);
+  int ret = 0;
+  if (step_returning_id(s, id) != SQLITE_OK)
+    ret = fail(db, "cannot store variant %s (source %.12s)", v->name ? v->name : "(null)", v->hash);
+  release(s);
+  return ret;
+}
+
+/* strdup of a column, "" for NULL; NULL only when out of memory. */
+static char *column_dup(sqlite3_stmt *s, int col) {
+  const char *t = (const char *)sqlite3_column_text(s, col);
+  return strdup(t ? t : "");
+}
+
+int fat_db_get_variant(fat_db *db, sqlite3_int64 id, fat_variant *v, int *found) {
+  int ret = -1;
+  memset(v, 0, sizeof *v);
+  *found = 0;
+  sqlite3_stmt *s = stmt(db, ST_GET_VARIANT);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, id);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) {
+    ret = 0;
+    goto out;
+  }
+  if (rc != SQLITE_ROW) {
+    fail(db, "cannot read variant %lld", (long long)id);
+    goto out;
+  }
+  v->name = column_dup(s, 0);
+  v->family = column_dup(s, 1);
+  v->params = column_dup(s, 6);
+  v->entry = column_dup(s, 7);
+  v->source = column_dup(s, 12);
+  if (!v->name || !v->family || !v->params || !v->entry || !v->source) {
+    snprintf(db->err, sizeof db->err, "cannot read variant %lld: out of memory", (long long)id);
+    fat_variant_free(v);
+    goto out;
+  }
+  /* The schema's CHECKs guarantee these names parse. */
+  fat_direction_parse((const char *)sqlite3_column_text(s, 2), &v->direction);
+  fat_dtype_parse((const char *)sqlite3_column_text(s, 3), &v->dtype);
+  fat_mask_parse((const char *)sqlite3_column_text(s, 4), &v->mask);
+  v->head_dim = sqlite3_column_int(s, 5);
+  v->block_m = sqlite3_column_int(s, 8);
+  v->threads = sqlite3_column_int(s, 9);
+  v->smem_bytes = sqlite3_column_int(s, 10);
+  snprintf(v->hash, sizeof v->hash, "%s", (const char *)sqlite3_column_text(s, 11));
+  v->is_default = sqlite3_column_int(s, 13);
+  *found = 1;
+  ret = 0;
+out:
+  release(s);
+  return ret;
+}
+
+int fat_db_find_build(fat_db *db, const char *key, fat_build *b, int *found) {
+  int ret = -1;
+  memset(b, 0, sizeof *b);
+  *found = 0;
+  sqlite3_stmt *s = stmt(db, ST_FIND_BUILD);
+  if (!s) return -1;
+  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) {
+    ret = 0;
+    goto out;
+  }
+  if (rc != SQLITE_ROW) {
+    fail(db, "cannot read build %s", key);
+    goto out;
+  }
+  snprintf(b->arch, sizeof b->arch, "%s", (const char *)sqlite3_column_text(s, 0));
+  snprintf(b->key, sizeof b->key, "%s", key);
+  b->ok = sqlite3_column_int(s, 1);
+  const void *blob = sqlite3_column_blob(s, 2);
+  size_t size = (size_t)sqlite3_column_bytes(s, 2);
+  if (blob && size) {
+    if (!(b->cubin = malloc(size))) {
+      snprintf(db->err, sizeof db->err, "cannot read build %s: out of memory for %zu bytes", key, size);
+      goto out;
+    }
+    memcpy(b->cubin, blob, size);
+    b->cubin_size = size;
+  }
+  b->registers = sqlite3_column_int(s, 3);
+  b->smem_static = sqlite3_column_int(s, 4);
+  b->stack_frame = sqlite3_column_int(s, 5);
+  b->spill_stores = sqlite3_column_int(s, 6);
+  b->spill_loads = sqlite3_column_int(s, 7);
+  b->compile_ms = sqlite3_column_double(s, 8);
+  if (!(b->log = column_dup(s, 9))) {
+    snprintf(db->err, sizeof db->err, "cannot read build %s: out of memory", key);
+    goto out;
+  }
+  *found = 1;
+  ret = 0;
+out:
+  if (ret) fat_build_free(b);
+  release(s);
+  return ret;
+}
+
+int fat_db_put_build(fat_db *db, sqlite3_int64 variant_id, const fat_build *b,
+                     const char *options, const char *nvrtc_version) {
+  sqlite3_stmt *s = stmt(db, ST_PUT_BUILD);
+  if (!s) return -1;
+  sqlite3_bind_text(s, 1, b->key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, variant_id);
+  sqlite3_bind_text(s, 3, b->arch, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, options, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 5, nvrtc_version, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 6, b->ok ? 1 : 0);
+  if (b->cubin && b->cubin_size)
+    sqlite3_bind_blob64(s, 7, b->cubin, b->cubin_size, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, 7);
+  sqlite3_bind_int(s, 8, b->registers);
+  sqlite3_bind_int(s, 9, b->smem_static);
+  sqlite3_bind_int(s, 10, b->stack_frame);
+  sqlite3_bind_int(s, 11, b->spill_stores);
+  sqlite3_bind_int(s, 12, b->spill_loads);
+  sqlite3_bind_double(s, 13, b->compile_ms);
+  sqlite3_bind_text(s, 14, b->log ? b->log : "", -1, SQLITE_STATIC);
+  /* The build and its cubin's hash commit together (one savepoint), so a
+   * cubin is never stored with another cubin's hash. */
+  int ret = 0;
+  if (exec(db, "SAVEPOINT put_build") != SQLITE_OK) {
+    release(s);
+    return fail(db, "cannot store build %s", b->key);
+  }
+  if (sqlite3_step(s) != SQLITE_DONE)
+    ret = fail(db, "cannot store build %s (variant %lld, %s)", b->key, (long long)variant_id, b->arch);
+  release(s);
+  if (ret == 0) {
+    int has_cubin = b->cubin && b->cubin_size;
+    char hex[FAT_SHA256_HEX_CHARS + 1];
+    sqlite3_stmt *h = stmt(db, has_cubin ? ST_PUT_BUILD_HASH : ST_DROP_BUILD_HASH);
+    if (!h) ret = -1;
+    else {
+      sqlite3_bind_text(h, 1, b->key, -1, SQLITE_STATIC);
+      if (has_cubin) {
+        fat_sha256_hex(b->cubin, b->cubin_size, hex);
+        sqlite3_bind_text(h, 2, hex, -1, SQLITE_STATIC);
+      }
+      if (sqlite3_step(h) != SQLITE_DONE) ret = fail(db, "cannot store the cubin hash of build %s", b->key);
+      release(h);
+    }
+  }
+  if (ret == 0 && exec(db, "RELEASE put_build") != SQLITE_OK)
+    ret = fail(db, "cannot commit build %s", b->key);
+  if (ret) {
+    exec(db, "ROLLBACK TO put_build");
+    exec(db, "RELEASE put_build");
+  }
+  return ret;
+}
+
+int fat_db_put_problem(fat_db *db, const fat_problem *p, sqlite3_int64 *id) {
+  sqlite3_stmt *s = stmt(db, ST_PUT_PROBLEM);
+  if (!s) return -1;
+  sqlite3_bind_text(s, 1, fat_direction_name(p->direction), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, fat_dtype_name(p->dtype), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, fat_mask_name(p->mask), -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 4, p->head_dim);
+  sqlite3_bind_int(s, 5, p->batch);
+  sqlite3_bind_int(s, 6, p->heads);
+  sqlite3_bind_int(s, 7, p->heads_k);
+  sqlite3_bind_int(s, 8, p->seqlen_q);
+  sqlite3_bind_int(s, 9, p->seqlen_k);
+  sqlite3_bind_int(s, 10, p->window_left);
+  sqlite3_bind_int(s, 11, p->window_right);
+  char lengths[FAT_LENGTHS_TEXT_CAP];
+  fat_lengths_text(p, lengths);
+  sqlite3_bind_text(s, 12, lengths, -1, SQLITE_TRANSIENT);
+  int ret = 0;
+  if (step_returning_id(s, id) != SQLITE_OK)
+    ret = fail(db, "cannot store problem %s %s %s d%d b%d h%d/%d sq%d sk%d w%d,%d%s%.60s",
+               fat_direction_name(p->direction), fat_dtype_name(p->dtype), fat_mask_name(p->mask),
+               p->head_dim, p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k,
+               p->window_left, p->window_right, lengths[0] ? " lengths " : "", lengths);
+  release(s);
+  return ret;
+}
+
+int fat_db_put_check(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
+                     sqlite3_int64 problem_id, const fat_check *c) {
+  sqlite3_stmt *s = stmt(db, ST_PUT_CHECK);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, variant_id);
+  sqlite3_bind_int64(s, 2, gpu_id);
+  sqlite3_bind_int64(s, 3, problem_id);
+  sqlite3_bind_int(s, 4, c->batch);
+  sqlite3_bind_int(s, 5, c->heads);
+  sqlite3_bind_int(s, 6, c->seqlen_q);
+  sqlite3_bind_int(s, 7, c->seqlen_k);
+  /* sqlite3_bind_double binds NaN as NULL; the schema reads NULL as NaN. */
+  sqlite3_bind_double(s, 8, c->rel_l2);
+  sqlite3_bind_double(s, 9, c->max_abs);
+  sqlite3_bind_double(s, 10, c->lse_max_abs);
+  sqlite3_bind_int64(s, 11, c->nonfinite);
+  sqlite3_bind_int(s, 12, c->passed ? 1 : 0);
+  sqlite3_bind_text(s, 13, c->reason, -1, SQLITE_STATIC);
+  int ret = 0;
+  if (sqlite3_step(s) != SQLITE_DONE)
+    ret = fail(db, "cannot store check of variant %lld on gpu %lld, problem %lld (%s)",
+               (long long)variant_id, (long long)gpu_id, (long long)problem_id, c->reason);
+  release(s);
+  return ret;
+}
+
+int fat_db_put_timing(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
+                      sqlite3_int64 problem_id, const fat_timing *t, sqlite3_int64 *id) {
+  sqlite3_stmt *s = stmt(db, ST_PUT_TIMING);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, variant_id);
+  sqlite3_bind_int64(s, 2, gpu_id);
+  sqlite3_bind_int64(s, 3, problem_id);
+  sqlite3_bind_int(s, 4, t->reps);
+  sqlite3_bind_double(s, 5, t->median_ms);
+  sqlite3_bind_double(s, 6, t->min_ms);
+  sqlite3_bind_double(s, 7, t->max_ms);
+  sqlite3_bind_double(s, 8, t->p10_ms);
+  sqlite3_bind_double(s, 9, t->p90_ms);
+  sqlite3_bind_double(s, 10, t->tflops);
+  sqlite3_bind_int(s, 11, t->sm_clock_mhz);
+  int ret = 0;
+  if (sqlite3_step(s) != SQLITE_DONE)
+    ret = fail(db, "cannot store timing of variant %lld on gpu %lld, problem %lld (median %g ms)",
+               (long long)variant_id, (long long)gpu_id, (long long)problem_id, t->median_ms);
+  else if (id)
+    *id = sqlite3_last_insert_rowid(db->h);
+  release(s);
+  return ret;
+}
+
+int fat_db_has_result(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
+                      sqlite3_int64 problem_id, int *checked, int *passed, int *timed) {
+  sqlite3_stmt *s = stmt(db, ST_HAS_RESULT);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, variant_id);
+  sqlite3_bind_int64(s, 2, gpu_id);
+  sqlite3_bind_int64(s, 3, problem_id);
+  int ret = 0;
+  if (sqlite3_step(s) != SQLITE_ROW) {
+    ret = fail(db, "cannot read results of variant %lld on gpu %lld, problem %lld",
+               (long long)variant_id, (long long)gpu_id, (long long)problem_id);
+  } else {
+    sqlite3_int64 n_checks = sqlite3_column_int64(s, 0);
+    sqlite3_int64 n_failed = sqlite3_column_int64(s, 1);
+    sqlite3_int64 n_timings = sqlite3_column_int64(s, 2);
+    if (checked) *checked = n_checks > 0;
+    if (passed) *passed = n_checks > 0 && n_failed == 0;
+    if (timed) *timed = n_timings > 0;
+  }
+  release(s);
+  return ret;
+}
+
+int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                fat_db_choice *out, size_t cap, size_t *n) {
+  *n = 0;
+  sqlite3_stmt *s = stmt(db, ST_RANK);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_int64(s, 2, problem_id);
+  int rc = SQLITE_DONE;
+  while (*n < cap && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    fat_db_choice *c = &out[(*n)++];
+    c->variant_id = sqlite3_column_int64(s, 0);
+    c->timing_id = sqlite3_column_int64(s, 1);
+    c->median_ms = sqlite3_column_double(s, 2);
+    c->tflops = sqlite3_column_double(s, 3);
+    snprintf(c->name, sizeof c->name, "%s", (const char *)sqlite3_column_text(s, 4));
+  }
+  int ret = 0;
+  if (*n < cap && rc != SQLITE_DONE)
+    ret = fail(db, "cannot rank variants on gpu %lld, problem %lld", (long long)gpu_id,
+               (long long)problem_id);
+  release(s);
+  return ret;
+}
+
+int fat_db_best(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                fat_db_choice *out, int *found) {
+  size_t n = 0;
+  memset(out, 0, sizeof *out);
+  int ret = fat_db_rank(db, gpu_id, problem_id, out, 1, &n);
+  *found = n == 1;
+  return ret;
+}
+
+int fat_db_set_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                      sqlite3_int64 variant_id, sqlite3_int64 timing_id) {
+  sqlite3_stmt *s = stmt(db, ST_SET_WINNER);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_int64(s, 2, problem_id);
+  sqlite3_bind_int64(s, 3, variant_id);
+  sqlite3_bind_int64(s, 4, timing_id);
+  int ret = 0;
+  if (sqlite3_step(s) != SQLITE_DONE)
+    ret = fail(db, "cannot make variant %lld (timing %lld) the winner on gpu %lld, problem %lld",
+               (long long)variant_id, (long long)timing_id, (long long)gpu_id, (long long)problem_id);
+  release(s);
+  return ret;
+}
+
+/* Runs one of the forget statements for (GPU_ID, PROBLEM_ID), adding the
+ * rows it changed to *N. */
+static int run_forget(fat_db *db, enum stmt_id id, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                      long long *n) {
+  sqlite3_stmt *s = stmt(db, id);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_int64(s, 2, problem_id);
+  int ret = 0;
+  if (sqlite3_step(s) != SQLITE_DONE)
+    ret = fail(db, "cannot forget results on gpu %lld, problem %lld", (long long)gpu_id,
+               (long long)problem_id);
+  else
+    *n += sqlite3_changes(db->h);
+  release(s);
+  return ret;
+}
+
+int fat_db_forget(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                  long long *n_retired) {
+  int ret = -1, in_tx = 0;
+  long long retired = 0, dropped = 0;
+  if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK) {
+    fail(db, "cannot lock database %s", db->path);
+    goto out;
+  }
+  in_tx = 1;
+  if (run_forget(db, ST_RETIRE_CHECKS, gpu_id, problem_id, &retired) ||
+      run_forget(db, ST_RETIRE_TIMINGS, gpu_id, problem_id, &retired) ||
+      run_forget(db, ST_DROP_WINNER, gpu_id, problem_id, &dropped))
+    goto out;
+  if (exec(db, "COMMIT") != SQLITE_OK) {
+    fail(db, "cannot commit forgetting gpu %lld, problem %lld", (long long)gpu_id,
+         (long long)problem_id);
+    goto out;
+  }
+  in_tx = 0;
+  if (n_retired) *n_retired = retired;
+  ret = 0;
+out:
+  if (in_tx) exec(db, "ROLLBACK");
+  return ret;
+}
+
+/* A REAL column that may be NULL (NaN stored, or no such row): NAN. */
+static double column_real(sqlite3_stmt *s, int col) {
+  return sqlite3_column_type(s, col) == SQLITE_NULL ? NAN : sqlite3_column_double(s, col);
+}
+
+int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, size_t *n) {
+  int ret = -1, rc;
+  size_t cap = 0;
+  fat_db_summary_row *r = NULL;
+  *rows = NULL;
+  *n = 0;
+  sqlite3_stmt *s = stmt(db, ST_SUMMARY);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    if (*n == cap) {
+      size_t ncap = cap ? 2 * cap : 16;
+      fat_db_summary_row *grown = realloc(r, ncap * sizeof *r);
+      if (!grown) {
+        snprintf(db->err, sizeof db->err, "cannot read results of gpu %lld: out of memory",
+                 (long long)gpu_id);
+        goto out;
+      }
+      r = grown;
+      cap = ncap;
+    }
+    fat_db_summary_row *row = &r[(*n)++];
+    memset(row, 0, sizeof *row);
+    row->problem_id = sqlite3_column_int64(s, 0);
+    fat_direction_parse((const char *)sqlite3_column_text(s, 1), &row->problem.direction);
+    fat_dtype_parse((const char *)sqlite3_column_text(s, 2), &row->problem.dtype);
+    fat_mask_parse((const char *)sqlite3_column_text(s, 3), &row->problem.mask);
+    row->problem.head_dim = sqlite3_column_int(s, 4);
+    row->problem.batch = sqlite3_column_int(s, 5);
+    row->problem.heads = sqlite3_column_int(s, 6);
+    row->problem.heads_k = sqlite3_column_int(s, 7);
+    row->problem.seqlen_q = sqlite3_column_int(s, 8);
+    row->problem.seqlen_k = sqlite3_column_int(s, 9);
+    snprintf(row->winner, sizeof row->winner, "%s", (const char *)sqlite3_column_text(s, 10));
+    row->median_ms = column_real(s, 11);
+    row->tflops = column_real(s, 12);
+    row->rel_l2 = column_real(s, 13);
+    row->max_abs = column_real(s, 14);
+    row->slowest_ms = column_real(s, 15);
+    row->default_ms = column_real(s, 16);
+    const char *dname = (const char *)sqlite3_column_text(s, 17);
+    snprintf(row->default_name, sizeof row->default_name, "%s", dname ? dname : "");
+    row->n_passing = sqlite3_column_int(s, 18);
+    row->n_failed = sqlite3_column_int(s, 19);
+    row->materialize_ms = column_real(s, 20);
+    row->problem.window_left = sqlite3_column_int(s, 21);
+    row->problem.window_right = sqlite3_column_int(s, 22);
+    const char *lengths = (const char *)sqlite3_column_text(s, 23);
+    char why[160];
+    if (fat_lengths_parse(lengths ? lengths : "", &row->problem.lengths, why,
+                          sizeof why)) {
+      fail(db, "problem %lld: %s", (long long)row->problem_id, why);
+      goto out;
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    fail(db, "cannot read results of gpu %lld", (long long)gpu_id);
+    goto out;
+  }
+  *rows = r;
+  r = NULL;
+  ret = 0;
+out:
+  if (ret) *n = 0;
+  free(r);
+  release(s);
+  return ret;
+}
+
+/* Ceilings and external timings: written rarely, so each statement is
+ * prepared per call rather than kept in stmt_sql[]. */
+static int prepare_once(fat_db *db, const char *sql, sqlite3_stmt **s, const char *what) {
+  if (sqlite3_prepare_v2(db->h, sql, -1, s, NULL) == SQLITE_OK) return 0;
+  return fail(db, "cannot %s in %s", what, db->path);
+}
+
+int fat_db_put_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, double value,
+                       const char *unit) {
+  int ret = -1;
+  sqlite3_stmt *s = NULL;
+  if (!name || !*name || !unit || !*unit || !isfinite(value) || value <= 0) {
+    snprintf(db->err, sizeof db->err, "cannot store ceiling '%s' = %g %s of gpu %lld: %s",
+             name ? name : "(null)", value, unit ? unit : "(null)", (long long)gpu_id,
+             !isfinite(value) || value <= 0 ? "value must be positive and finite"
+                                            : "empty name or unit");
+    goto out;
+  }
+  if (prepare_once(db,
+                   "INSERT INTO ceilings (gpu_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)"
+                   " ON CONFLICT (gpu_id, name) DO UPDATE SET value = excluded.value,"
+                   " unit = excluded.unit, measured_at = excluded.measured_at",
+                   &s, "store a ceiling"))
+    goto out;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+  sqlite3_bind_double(s, 3, value);
+  sqlite3_bind_text(s, 4, unit, -1, SQLITE_STATIC);
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    fail(db, "cannot store ceiling '%s' = %g %s of gpu %lld", name, value, unit,
+         (long long)gpu_id);
+    goto out;
+  }
+  ret = 0;
+out:
+  sqlite3_finalize(s);
+  return ret;
+}
+
+int fat_db_get_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, double *value,
+                       char *unit, size_t unitlen, int *found) {
+  int ret = -1, rc;
+  sqlite3_stmt *s = NULL;
+  *found = 0;
+  if (prepare_once(db, "SELECT value, unit FROM ceilings WHERE gpu_id = ?1 AND name = ?2", &s,
+                   "read ceilings"))
+    goto out;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    *found = 1;
+    *value = sqlite3_column_double(s, 0);
+    if (unit && unitlen)
+      snprintf(unit, unitlen, "%s", (const char *)sqlite3_column_text(s, 1));
+  } else if (rc != SQLITE_DONE) {
+    fail(db, "cannot read ceiling '%s' of gpu %lld", name, (long long)gpu_id);
+    goto out;
+  }
+  ret = 0;
+out:
+  sqlite3_finalize(s);
+  return ret;
+}
+
+int fat_db_put_external_timing(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                               const char *source, double median_ms, double tflops) {
+  int ret = -1;
+  sqlite3_stmt *s = NULL;
+  if (prepare_once(db,
+                   "INSERT INTO external_timings (gpu_id, problem_id, source, median_ms, tflops)"
+                   " VALUES (?1, ?2, ?3, ?4, ?5)",
+                   &s, "store an external timing"))
+    goto out;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_int64(s, 2, problem_id);
+  sqlite3_bind_text(s, 3, source ? source : "", -1, SQLITE_STATIC);
+  sqlite3_bind_double(s, 4, median_ms);
+  sqlite3_bind_double(s, 5, tflops);
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    fail(db, "cannot store %s timing on gpu %lld, problem %lld (median %g ms)",
+         source ? source : "(null)", (long long)gpu_id, (long long)problem_id, median_ms);
+    goto out;
+  }
+  ret = 0;
+out:
+  sqlite3_finalize(s);
+  return ret;
+}
