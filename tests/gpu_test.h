@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cuda_api.h"
+#include "gpu_run.h"
 
 /* ctest's "skipped" (SKIP_RETURN_CODE in tests/CMakeLists.txt). */
 #define SKIP 77
@@ -14,12 +15,9 @@
 /* The exit status of a GPU test whose device did not open, ERR saying why
  * (printed): SKIP where there is no CUDA driver or no device, as on CI's
  * machines; 1 for any other failure, which a GPU machine must not hide. */
-static inline int gpu_open_failed(const char *err) {
+static inline int gpu_open_failed(int status, const char *err) {
   printf("skipped: %s\n", err);
-  if (!strncmp(err, FAT_CUDA_NO_DRIVER, strlen(FAT_CUDA_NO_DRIVER)) ||
-      !strncmp(err, "no CUDA device", strlen("no CUDA device")))
-    return SKIP;
-  return 1;
+  return fat_gpu_absent(status) ? SKIP : 1;
 }
 
 #endif

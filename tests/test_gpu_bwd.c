@@ -206,7 +206,8 @@ int main(void) {
   char arch[16];
   memset(&util, 0, sizeof util);
   memset(&ref, 0, sizeof ref);
-  if (fat_gpu_open(0, &g, &info, err, sizeof err)) return gpu_open_failed(err);
+  int opened = fat_gpu_open(0, &g, &info, err, sizeof err);
+  if (opened != FAT_GPU_OPENED) return gpu_open_failed(opened, err);
   printf("%s, sm_%d%d, %d SMs\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
   fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
   fat_gen *gen = fat_gen_open(NULL, err, sizeof err);

@@ -124,7 +124,8 @@ int main(void) {
   fat_worker_options_default(&opts);
   opts.timeout_base_s = TEST_TIMEOUT_S;
   opts.time.reps = TEST_REPS;
-  if (fat_worker_start(0, &opts, &w, &info, err, sizeof err)) return gpu_open_failed(err);
+  int started = fat_worker_start(0, &opts, &w, &info, err, sizeof err);
+  if (started != FAT_GPU_OPENED) return gpu_open_failed(started, err);
   printf("%s, sm_%d%d, %d SMs\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
   fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
   if (compile_named(arch, names, c, N_NAMES)) {

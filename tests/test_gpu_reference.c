@@ -232,7 +232,8 @@ int main(void) {
   fat_gpu_info info;
   fat_build util, ref;
   char arch[16];
-  if (fat_gpu_open(0, &g, &info, err, sizeof err)) return gpu_open_failed(err);
+  int opened = fat_gpu_open(0, &g, &info, err, sizeof err);
+  if (opened != FAT_GPU_OPENED) return gpu_open_failed(opened, err);
   printf("%s, sm_%d%d, %d SMs\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
   fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
   MUST(fat_gpu_compile_support(arch, &util, &ref, err, sizeof err));

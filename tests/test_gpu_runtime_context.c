@@ -71,12 +71,12 @@ static size_t count_poisoned(CUcontext p, CUdeviceptr d, size_t n) {
 
 int main(void) {
   char err[1024];
-  if (fat_cuda_load(&cu, err, sizeof err)) return gpu_open_failed(err);
+  if (fat_cuda_load(&cu, err, sizeof err)) return gpu_open_failed(FAT_GPU_NO_DRIVER, err);
   CUresult r = cu.cuInit(0);
   int count = 0;
   if (r != CUDA_SUCCESS || cu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
     snprintf(err, sizeof err, "no CUDA device (cuInit: %d, %d devices)", (int)r, count);
-    return gpu_open_failed(err);
+    return gpu_open_failed(FAT_GPU_NO_DEVICE, err);
   }
   *(void **)&ctx_create = dlsym(cu.handle, "cuCtxCreate_v2");
   *(void **)&ctx_destroy = dlsym(cu.handle, "cuCtxDestroy_v2");

@@ -99,10 +99,11 @@ int main(void) {
 
   fat_gpu *g = NULL;
   fat_gpu_info info;
-  if (fat_gpu_open(0, &g, &info, err, sizeof err)) {
+  int opened = fat_gpu_open(0, &g, &info, err, sizeof err);
+  if (opened != FAT_GPU_OPENED) {
     fat_build_free(&b);
     check_summary("test_gpu_wgmma");
-    return check_failed ? 1 : gpu_open_failed(err);
+    return check_failed ? 1 : gpu_open_failed(opened, err);
   }
   if (info.cc_major != 9) {
     printf("skipped: wgmma needs compute capability 9.x, %s is %d.%d\n", info.name, info.cc_major,

@@ -217,7 +217,8 @@ int main(void) {
   fat_worker_options_default(&opts);
   opts.timeout_base_s = TEST_TIMEOUT_S;
   opts.time.reps = TEST_REPS;
-  if (fat_worker_start(0, &opts, &w, &info, err, sizeof err)) return gpu_open_failed(err);
+  int started = fat_worker_start(0, &opts, &w, &info, err, sizeof err);
+  if (started != FAT_GPU_OPENED) return gpu_open_failed(started, err);
   printf("%s: sm_%d%d, %d SMs, driver %d, L2 %d bytes, smem opt-in %d, clock %d kHz\n", info.name,
          info.cc_major, info.cc_minor, info.sm_count, info.driver_version, info.l2_bytes,
          info.smem_per_block_optin, info.clock_khz);
@@ -227,7 +228,7 @@ int main(void) {
   fat_arch_for_cc(info.cc_major, info.cc_minor, arch);
 
   fat_worker *w99 = NULL;
-  CHECK(fat_worker_start(99, &opts, &w99, NULL, err, sizeof err) == -1 && w99 == NULL);
+  CHECK(fat_worker_start(99, &opts, &w99, NULL, err, sizeof err) == FAT_GPU_BAD_INDEX && w99 == NULL);
   CHECK_PREFIX(err, "GPU index 99 out of range: ");
 
   test_variant good, good16, wrong, nowrites, nullw, trap, hang;

@@ -34,7 +34,7 @@ static void test_no_driver(void) {
   CHECK(cu.handle == NULL);
 
   err[0] = '\0';
-  CHECK(fat_worker_start(0, NULL, &w, &info, err, sizeof err) == -1);
+  CHECK(fat_worker_start(0, NULL, &w, &info, err, sizeof err) == FAT_GPU_NO_DRIVER);
   CHECK(w == NULL);
   CHECK_PREFIX(err, "no CUDA driver: could not load " MISSING_LIB " (");
   /* The worker that found no driver was reaped: no child is left. */

@@ -756,10 +756,6 @@ static int ensure_ceilings(run *r) {
   return 0;
 }
 
-static int is_no_gpu(const char *err) {
-  return !strncmp(err, "no CUDA driver", 14) || !strncmp(err, "no CUDA device", 14);
-}
-
 static uint64_t fresh_seed(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -793,10 +789,11 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     wo.timeout_base_s = o->timeout_s;
     wo.time.reps = o->reps;
     wo.seed = fresh_seed();
-    if (fat_worker_start(o->gpu, &wo, &r.worker, &r.gpu, err, sizeof err)) {
-      if (!is_no_gpu(err)) {
+    int started = fat_worker_start(o->gpu, &wo, &r.worker, &r.gpu, err, sizeof err);
+    if (started != FAT_GPU_OPENED) {
+      if (!fat_gpu_absent(started)) {
         fprintf(log, "fatune: --gpu %d: %s\n", o->gpu, err);
-        status = strstr(err, "out of range") ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
+        status = started == FAT_GPU_BAD_INDEX ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
         goto out;
       }
       snprintf(r.no_gpu, sizeof r.no_gpu, "%s", err);

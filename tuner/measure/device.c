@@ -43,24 +43,29 @@ out:
 }
 
 int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t errlen) {
-  int rc = -1, count = 0, cc_major = 0, cc_minor = 0;
+  int rc = FAT_GPU_OPEN_FAILED, count = 0, cc_major = 0, cc_minor = 0;
   CUresult r;
   char text[WHAT_MAX];
   fat_gpu *g = calloc(1, sizeof *g);
   *out = NULL;
   if (!g) {
     snprintf(err, errlen, "out of host memory opening GPU %d", index);
-    return -1;
+    return FAT_GPU_OPEN_FAILED;
   }
-  if (fat_cuda_load(&g->cu, err, errlen)) goto out;
+  if (fat_cuda_load(&g->cu, err, errlen)) {
+    rc = FAT_GPU_NO_DRIVER;
+    goto out;
+  }
   if ((r = g->cu.cuInit(0)) != CUDA_SUCCESS) {
     snprintf(err, errlen, "no CUDA device: cuInit: %s", fat_cuda_result_text(&g->cu, r, text, sizeof text));
+    rc = FAT_GPU_NO_DEVICE;
     goto out;
   }
   CU(g->cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (index < 0 || index >= count) {
     snprintf(err, errlen, "GPU index %d out of range: %d device%s found", index, count,
              count == 1 ? "" : "s");
+    rc = FAT_GPU_BAD_INDEX;
     goto out;
   }
   CU(g->cu.cuDeviceGet(&g->dev, index), "cuDeviceGet %d", index);
@@ -86,10 +91,11 @@ int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t
   CU(g->cu.cuMemAlloc(&g->probe, 2 * sizeof(uint64_t)), "cuMemAlloc of the clock probe");
   if (info) *info = g->info;
   *out = g;
-  rc = 0;
+  rc = FAT_GPU_OPENED;
 out:
+  if (rc < 0) rc = FAT_GPU_OPEN_FAILED; /* a driver call CU() saw fail */
   if (rc) fat_gpu_close(g);
-  return rc ? -1 : 0;
+  return rc;
 }
 
 void fat_gpu_close(fat_gpu *g) {

@@ -28,11 +28,26 @@ typedef enum fat_gpu_status {
 
 typedef struct fat_gpu fat_gpu;
 
+/* Why a GPU could not be opened, as a code for callers to decide on (the
+ * tuner goes on without a GPU for the first two, refuses a bad --gpu for
+ * the third); err holds the words for people. */
+typedef enum fat_gpu_open_status {
+  FAT_GPU_OPENED = 0,
+  FAT_GPU_NO_DRIVER = 1,    /* "no CUDA driver: could not load ..." (or an entry point missing) */
+  FAT_GPU_NO_DEVICE = 2,    /* "no CUDA device: cuInit: CUDA_ERROR_NO_DEVICE: ..." */
+  FAT_GPU_BAD_INDEX = 3,    /* "GPU index 3 out of range: 1 device found" */
+  FAT_GPU_OPEN_FAILED = 4,  /* anything else: a driver call, host memory, a worker that
+                               would not start (fat_worker_start) */
+} fat_gpu_open_status;
+
+/* 1 for the codes that mean "there is no GPU here" (no driver, no device). */
+static inline int fat_gpu_absent(int status) {
+  return status == FAT_GPU_NO_DRIVER || status == FAT_GPU_NO_DEVICE;
+}
+
 /* Loads the driver, initialises device INDEX and makes its primary context
  * current, and describes the device in INFO (nvrtc_* left 0: NVRTC is the
- * parent's). Errors: "no CUDA driver: could not load ...",
- * "no CUDA device: cuInit: CUDA_ERROR_NO_DEVICE: ...",
- * "GPU index 3 out of range: 1 device found". Returns 0 or -1. */
+ * parent's). Returns FAT_GPU_OPENED (0) or the reason's code, with err. */
 int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t errlen);
 void fat_gpu_close(fat_gpu *g);
 const fat_cuda *fat_gpu_driver(const fat_gpu *g);

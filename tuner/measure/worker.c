@@ -215,13 +215,14 @@ static void child_main(int fd, int gpu) {
    * when to stop (after the job in hand) and then ends this worker. */
   signal(SIGINT, SIG_IGN);
 
-  if (fat_gpu_open(gpu, &g, &info, err, sizeof err)) {
-    fat_put_i32(&hello, 0);
+  int opened = fat_gpu_open(gpu, &g, &info, err, sizeof err);
+  if (opened != FAT_GPU_OPENED) {
+    fat_put_i32(&hello, opened);
     fat_put_str(&hello, err);
     child_send(fd, FAT_MSG_W_HELLO, &hello);
     _exit(CHILD_EXIT_NO_GPU);
   }
-  fat_put_i32(&hello, 1);
+  fat_put_i32(&hello, FAT_GPU_OPENED);
   fat_put_gpu_info(&hello, &info);
   child_send(fd, FAT_MSG_W_HELLO, &hello);
   fat_wbuf_free(&hello);
@@ -451,7 +452,7 @@ __attribute__((constructor)) static void worker_entry(void) {
 /* Forks the worker, reads its hello, compiles the support kernels on first
  * use and hands them over. */
 static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
-  int sv[2], rc = -1;
+  int sv[2], rc = FAT_GPU_OPEN_FAILED;
   unsigned char *payload = NULL;
   size_t len;
   uint32_t type;
@@ -460,14 +461,14 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
 
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
     set_msg(err, errlen, "socketpair for the worker: %s", strerror(errno));
-    return -1;
+    return FAT_GPU_OPEN_FAILED;
   }
   char **envp = worker_environment(sv[1], w->gpu);
   if (!envp) {
     set_msg(err, errlen, "out of host memory preparing the worker's environment");
     close(sv[0]);
     close(sv[1]);
-    return -1;
+    return FAT_GPU_OPEN_FAILED;
   }
   /* The binary's own path, resolved here: in the child /proc/self/exe would
    * name whatever runs us (valgrind, a loader), not fatune. */
@@ -478,7 +479,7 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
     free_environment(envp);
     close(sv[0]);
     close(sv[1]);
-    return -1;
+    return FAT_GPU_OPEN_FAILED;
   }
   exe[exe_len] = 0;
   pid_t parent = getpid();
@@ -488,7 +489,7 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
     free_environment(envp);
     close(sv[0]);
     close(sv[1]);
-    return -1;
+    return FAT_GPU_OPEN_FAILED;
   }
   if (pid == 0) exec_worker(sv[1], parent, exe, envp); /* never returns */
   free_environment(envp);
@@ -509,10 +510,13 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
     goto out;
   }
   fat_rbuf in = {payload, len, 0, 0};
-  if (fat_get_i32(&in) != 1) {
-    /* The worker's own words: "no CUDA driver: ...", "GPU index ...". */
+  int opened = fat_get_i32(&in);
+  if (opened != FAT_GPU_OPENED) {
+    /* The worker's own code and words: "no CUDA driver: ...", "GPU index ...". */
     fat_get_str(&in, reason, sizeof reason);
-    set_msg(err, errlen, "%s", fat_rbuf_done(&in) ? "worker sent an unreadable hello" : reason);
+    int readable = !fat_rbuf_done(&in) && opened > FAT_GPU_OPENED && opened <= FAT_GPU_OPEN_FAILED;
+    set_msg(err, errlen, "%s", readable ? reason : "worker sent an unreadable hello");
+    rc = readable ? opened : FAT_GPU_OPEN_FAILED;
     reap(w, REAP_GRACE_MS, death, sizeof death);
     goto out;
   }
@@ -544,7 +548,7 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
     goto out;
   }
   if (info) *info = w->info;
-  rc = 0;
+  rc = FAT_GPU_OPENED;
 out:
   free(payload);
   fat_wbuf_free(&setup);
@@ -557,7 +561,7 @@ int fat_worker_start(int gpu, const fat_worker_options *opts, fat_worker **out,
   *out = NULL;
   if (!w) {
     set_msg(err, errlen, "out of host memory starting a worker");
-    return -1;
+    return FAT_GPU_OPEN_FAILED;
   }
   w->gpu = gpu;
   w->fd = -1;
@@ -565,9 +569,10 @@ int fat_worker_start(int gpu, const fat_worker_options *opts, fat_worker **out,
     w->opts = *opts;
   else
     fat_worker_options_default(&w->opts);
-  if (spawn(w, info, err, errlen)) {
+  int rc = spawn(w, info, err, errlen);
+  if (rc != FAT_GPU_OPENED) {
     fat_worker_stop(w);
-    return -1;
+    return rc;
   }
   *out = w;
   return 0;

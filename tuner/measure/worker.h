@@ -23,6 +23,7 @@
 #define FAT_WORKER_H
 #include <stddef.h>
 #include <stdint.h>
+#include "gpu_run.h"
 #include "job.h"
 #include "types.h"
 
@@ -58,14 +59,16 @@ void fat_worker_options_default(fat_worker_options *o);
  * device in INFO (nvrtc_* left for the caller), and loads the reference and
  * utility kernels, compiled here with NVRTC for its architecture (once per
  * fat_worker; restarts reuse the cubins). OPTS may be NULL (defaults).
- * Returns 0, or -1 with err: "no CUDA driver: could not load libcuda.so.1
- * (...)", "no CUDA device: cuInit: ...", "GPU index 3 out of range: 1 device
- * found", an NVRTC failure. */
+ * Returns FAT_GPU_OPENED (0), or the code of why not (gpu_run.h's
+ * fat_gpu_open_status, the worker's own for the device) with err: "no CUDA
+ * driver: could not load libcuda.so.1 (...)", "no CUDA device: cuInit:
+ * ...", "GPU index 3 out of range: 1 device found"; FAT_GPU_OPEN_FAILED for
+ * anything else (fork, NVRTC, the support kernels). */
 int fat_worker_start(int gpu, const fat_worker_options *opts, fat_worker **w,
                      fat_gpu_info *info, char *err, size_t errlen);
 
 /* Replaces a dead (or live) worker process by a fresh one on the same GPU
- * with the same options. Returns 0 or -1 with err. */
+ * with the same options. Returns 0, or fat_worker_start's code with err. */
 int fat_worker_restart(fat_worker *w, char *err, size_t errlen);
 
 /* The one restart policy, for a caller after any job: a worker the job lost
