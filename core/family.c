@@ -29,6 +29,10 @@ size_t fat_family_count(void) { return N_FAMILIES; }
 
 const fat_family *fat_family_at(size_t i) { return i < N_FAMILIES ? &FAMILIES[i] : NULL; }
 
+fat_family fat_family_of_template(const char *name, fat_direction direction) {
+  return (fat_family){.name = name, .direction = direction, .kind = FAT_KERNEL_FUSED, .may_win = 1};
+}
+
 const fat_family *fat_family_find(const char *name, fat_direction direction) {
   if (!name) return NULL;
   for (size_t i = 0; i < N_FAMILIES; i++)

@@ -30,6 +30,14 @@ typedef struct fat_family {
 /* The family NAME of DIRECTION, or NULL when there is none. */
 const fat_family *fat_family_find(const char *name, fat_direction direction);
 
+/* The row the tuner gives a family the table does not name, one that a
+ * template folder given with --templates adds (a family of one's own, the
+ * fault-isolation test's): the fused kernel's launch contract (kernel.h),
+ * free to win, dense problems of any length. libfatune never uses it: it
+ * serves only the families it was built with (fat_kernel_schedule refuses
+ * the others). */
+fat_family fat_family_of_template(const char *name, fat_direction direction);
+
 /* The rows, in the table's order: fat_family_at(i) for i < fat_family_count(). */
 size_t fat_family_count(void);
 const fat_family *fat_family_at(size_t i);

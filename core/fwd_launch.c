@@ -92,15 +92,10 @@ CUresult fat_tma_encode(const fat_cuda *cu, CUtensorMap *map, const fat_tma_tens
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char *family,
-                        const char *params, char *err, size_t errlen) {
+/* fat_kernel_schedule by the family's row F. */
+static int schedule(fat_kernel_desc *d, fat_direction direction, const fat_family *f, const char *params,
+                    char *err, size_t errlen) {
   int block_n = 0;
-  const fat_family *f = fat_family_find(family, direction);
-  if (!f) {
-    snprintf(err, errlen, "unknown %s family '%s'", fat_direction_name(direction),
-             family ? family : "(null)");
-    return -1;
-  }
   d->direction = direction;
   d->kind = f->kind;
   d->pack_gqa = d->block_q = d->dq_separate = d->block_n = d->persistent = 0;
@@ -118,6 +113,17 @@ int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char 
                                           : 0;
 }
 
+int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char *family,
+                        const char *params, char *err, size_t errlen) {
+  const fat_family *f = fat_family_find(family, direction);
+  if (!f) {
+    snprintf(err, errlen, "unknown %s family '%s'", fat_direction_name(direction),
+             family ? family : "(null)");
+    return -1;
+  }
+  return schedule(d, direction, f, params, err, errlen);
+}
+
 int fat_kernel_describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d, char *err,
                         size_t errlen) {
   memset(d, 0, sizeof *d);
@@ -130,7 +136,10 @@ int fat_kernel_describe(const fat_variant *v, const fat_build *b, fat_kernel_des
     return -1;
   }
   char why[256];
-  if (fat_kernel_schedule(d, v->direction, v->family, v->params, why, sizeof why)) {
+  /* The tuner's variant may be of a family a template folder added. */
+  const fat_family *row = fat_family_find(v->family, v->direction);
+  const fat_family of_template = fat_family_of_template(v->family, v->direction);
+  if (schedule(d, v->direction, row ? row : &of_template, v->params, why, sizeof why)) {
     snprintf(err, errlen, "%s: %s", v->name, why);
     return -1;
   }

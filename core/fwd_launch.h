@@ -90,9 +90,11 @@ int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char 
 
 /* D, the launch description of variant V built into B: its name, entry,
  * resources and cubin (not copied: B must outlive D), and what
- * fat_kernel_schedule reads from its family and parameters. 0, or -1 with
- * err naming the variant and what is wrong (no cubin, a name too long, a
- * bad parameter). The worker and the GPU tests describe variants with it. */
+ * fat_kernel_schedule reads from its family and parameters; a family the
+ * table does not name is one a template folder added, described by
+ * fat_family_of_template's row. 0, or -1 with err naming the variant and
+ * what is wrong (no cubin, a name too long, a bad parameter). The worker
+ * and the GPU tests describe variants with it (libfatune never does). */
 int fat_kernel_describe(const fat_variant *v, const fat_build *b, fat_kernel_desc *d, char *err,
                         size_t errlen);
 

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compile.h"
+#include "family.h"
+#include "fwd_launch.h"
 #include "job.h"
 #include "gen.h"
 #include "gpu_run.h"
@@ -112,7 +114,7 @@ static void test_kernel_kind(void) {
   fat_wbuf_free(&b);
 
   /* The launch kind is the family's row; a family without one is refused
-   * by name rather than launched as some default. */
+   * by name rather than launched as some default (libfatune's lookup). */
   fat_kernel_desc d;
   char err[256];
   CHECK(fat_kernel_schedule(&d, FAT_FWD, "materialize", "TILE=16", err, sizeof err) == 0);
@@ -130,6 +132,18 @@ static void test_kernel_kind(void) {
   CHECK_STR(err, "unknown bwd family 'splitkv'");
   CHECK(fat_kernel_schedule(&d, FAT_FWD, NULL, "", err, sizeof err) == -1);
   CHECK_STR(err, "unknown fwd family '(null)'");
+
+  /* The tuner's variant of a family a template folder added (the
+   * fault-isolation test's "faulty") launches as a fused kernel. */
+  static const unsigned char cubin[] = {1, 2, 3};
+  fat_variant v = {.name = "fwd.faulty.bf16.d64.none.trap", .family = "faulty", .entry = "fat_fwd_faulty",
+                   .params = "MODE=2", .direction = FAT_FWD, .block_m = 64, .threads = 128};
+  fat_build built = {.ok = 1, .cubin = (unsigned char *)cubin, .cubin_size = sizeof cubin};
+  CHECK(fat_kernel_describe(&v, &built, &d, err, sizeof err) == 0);
+  CHECK(d.kind == FAT_KERNEL_FUSED && d.direction == FAT_FWD && d.block_m == 64 && d.persistent == 0);
+  const fat_family row = fat_family_of_template("faulty", FAT_BWD);
+  CHECK(row.kind == FAT_KERNEL_FUSED && row.may_win && !row.packed && row.max_seqlen_q == 0 &&
+        !row.builtin_default && row.direction == FAT_BWD);
 }
 
 static void test_memory_arithmetic(void) {
