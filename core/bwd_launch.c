@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The backward's launch sequence (bwd_launch.h). */
 #include "bwd_launch.h"
+#include <limits.h>
 #include "fwd_launch.h"
 
 enum { BWD_MAPS = 4 };  /* q, k, v, dout: the kernel's parameters after P, in this order */
@@ -33,6 +34,15 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
   const unsigned query_blocks = (unsigned)((f->seqlen_q + g->block_q - 1) / g->block_q);
   const unsigned heads = (unsigned)f->heads, batch = (unsigned)f->batch;
   const unsigned threads = (unsigned)g->threads, smem = (unsigned)g->smem_bytes;
+  /* The main kernel: a block a (key block, key head, batch), or persistent
+   * at most one an SM, the kernel walking the items itself. */
+  unsigned main_x = key_blocks, main_y = (unsigned)f->heads_k, main_z = batch;
+  if (g->persistent) {
+    const unsigned long long items = (unsigned long long)key_blocks * main_y * main_z;
+    if (g->sm_count < 1 || items > INT_MAX) return CUDA_ERROR_INVALID_VALUE;
+    main_x = items < (unsigned long long)g->sm_count ? (unsigned)items : (unsigned)g->sm_count;
+    main_y = main_z = 1;
+  }
   CUtensorMap maps[BWD_MAPS];
   void *args[] = {p}, *main_args[] = {p, &maps[0], &maps[1], &maps[2], &maps[3]};
   if (g->tma) {
@@ -49,8 +59,8 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
   CUresult r = cu->cuLaunchKernel(k->preprocess, row_blocks, heads, batch, FAT_BWD_ROW_THREADS, 1,
                                   1, 0, stream, args, NULL);
   if (r == CUDA_SUCCESS)
-    r = cu->cuLaunchKernel(k->main, key_blocks, (unsigned)f->heads_k, batch, threads, 1, 1, smem,
-                           stream, g->tma ? main_args : args, NULL);
+    r = cu->cuLaunchKernel(k->main, main_x, main_y, main_z, threads, 1, 1, smem, stream,
+                           g->tma ? main_args : args, NULL);
   if (r == CUDA_SUCCESS && g->dq_separate)
     r = cu->cuLaunchKernel(k->dq, query_blocks, heads, batch, threads, 1, 1, smem, stream, args,
                            NULL);

@@ -30,6 +30,9 @@ typedef struct fat_bwd_geometry {
   int tma;          /* 1: the main kernel takes tensor maps of q, k, v and dout after P, in
                        boxes of 64 columns by block_q (q, dout) and block_n (k, v) rows */
   int bf16;         /* with tma: the maps' element type, 1 bf16, 0 fp16 */
+  int persistent;   /* 1 (FAT_FWD_RESIDENT): the main kernel runs at most sm_count blocks, each
+                       looping over the key blocks (templates/bwd_ws90.cu's PERSISTENT) */
+  int sm_count;     /* with persistent: the GPU's SMs */
 } fat_bwd_geometry;
 
 /* 0 when tensor maps can describe P's q, k, v and dout (fat_tma_describable),
@@ -39,7 +42,8 @@ int fat_bwd_tma_describable(const fat_bwd_params *p, char *err, size_t errlen);
 
 /* Launches the whole backward for P on STREAM; the first failure's result.
  * CUDA_ERROR_INVALID_VALUE when a tensor-map variant's tensors are none the
- * maps can describe. */
+ * maps can describe, or a persistent one is given no SM count or more key
+ * blocks than an int counts. */
 CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_bwd_geometry *g,
                         fat_bwd_params *p, CUstream stream);
 #endif

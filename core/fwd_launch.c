@@ -104,9 +104,11 @@ static int schedule(fat_kernel_desc *d, fat_direction direction, const fat_famil
    * strategy are in its parameters. */
   if (direction == FAT_BWD) {
     if (fat_bwd_params_parse(params, &d->block_q, &block_n, &d->dq_separate, err, errlen)) return -1;
-    /* A tensor-map backward's maps: K and V in boxes of its key block. */
-    if (d->kind == FAT_KERNEL_FUSED_TMA) d->block_n = block_n;
-    return 0;
+    /* A tensor-map backward's maps: K and V in boxes of its key block; and
+     * whether its blocks are resident, looping over key blocks. */
+    if (d->kind != FAT_KERNEL_FUSED_TMA) return 0;
+    d->block_n = block_n;
+    return fat_bwd_tma_parse(params, &d->persistent, err, errlen);
   }
   if (fat_fwd_params_parse(params, &d->pack_gqa, &d->splits, err, errlen)) return -1;
   return d->kind == FAT_KERNEL_FUSED_TMA ? fat_fwd_tma_parse(params, &d->block_n, &d->persistent, err, errlen)

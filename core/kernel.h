@@ -38,7 +38,8 @@ typedef struct fat_kernel_desc {
   int pack_gqa, splits;              /* forward decoding schedule (fwd_launch.h): 0, 1 for most */
   int block_n;                       /* FAT_KERNEL_FUSED_TMA: keys per K/V tile (the maps' box) */
   int persistent;                    /* FAT_KERNEL_FUSED_TMA: PERSISTENT (types.h's FAT_FWD_*):
-                                        resident blocks looping over query blocks */
+                                        resident blocks looping over query blocks (a
+                                        backward's: over key blocks, FAT_FWD_RESIDENT only) */
   fat_dtype dtype;
   fat_mask mask;
   int head_dim;
@@ -58,7 +59,8 @@ typedef struct fat_kernel_desc {
  *                             (ceil(seqlen_q / rows), heads, batch) of
  *                             FAT_BWD_ROW_THREADS threads, rows = threads / FAT_BWD_ROW_LANES(head_dim)
  *   the variant's entry       dK, dV (and atomic dQ); grid (ceil(seqlen_k /
- *                             block_m), heads_k, batch), threads, smem_bytes
+ *                             block_m), heads_k, batch), threads, smem_bytes;
+ *                             persistent: (min(SMs, those blocks), 1, 1)
  *   FAT_BWD_DQ_ENTRY          separate mode: dQ; grid (ceil(seqlen_q /
  *                             block_q), heads, batch), threads, smem_bytes
  *   FAT_BWD_CONVERT_ENTRY     atomic mode: dq_accum → dQ; grid as preprocess */

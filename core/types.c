@@ -209,6 +209,16 @@ int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, char *e
   return 0;
 }
 
+int fat_bwd_tma_parse(const char *params, int *persistent, char *err, size_t errlen) {
+  if (!params) params = "";
+  *persistent = 0;
+  if (param_int(params, "PERSISTENT", 0, persistent) < 0 || *persistent > FAT_FWD_RESIDENT) {
+    snprintf(err, errlen, "backward parameters '%s': PERSISTENT is not 0 or 1", params);
+    return -1;
+  }
+  return 0;
+}
+
 int fat_fwd_params_parse(const char *params, int *pack_gqa, int *splits, char *err,
                          size_t errlen) {
   if (!params) params = "";

@@ -43,6 +43,11 @@ enum { FAT_FWD_ONE_BLOCK_EACH = 0, FAT_FWD_RESIDENT = 1, FAT_FWD_DRAWN = 2 };
  * or -1 with err naming what is missing or bad. */
 int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, char *err, size_t errlen);
 
+/* PERSISTENT of a backward variant that loads through tensor maps: 0 (one
+ * block a key block, also when absent) or FAT_FWD_RESIDENT (at most one
+ * block an SM, each taking every n-th key block): 0, or -1 with err. */
+int fat_bwd_tma_parse(const char *params, int *persistent, char *err, size_t errlen);
+
 /* One concrete kernel: a template family expanded with one set of parameters.
  * Produced by the generator (Lua); strings are heap-owned, freed by
  * fat_variant_free. */

@@ -17,13 +17,15 @@ local KEYS_PER_WARPGROUP = tiles.ROWS_PER_WARPGROUP  -- every product's rows are
 local FLOAT_BYTES = 4
 local ROW_STATS = 2             -- lse and D of each ring buffer's tile
 
-local BARRIER_BYTES = 8         -- static shared memory: 1 + 2·STAGES mbarriers
+local BARRIER_BYTES = 8         -- static shared memory: 2 + 2·STAGES mbarriers
 -- Accumulators a consumer thread may hold at once: Sᵀ and dPᵀ (BLOCK_M / 2
 -- each) beside dK and dV (head dim / 2 each), as family_bwd_wgmma90.lua.
 local ACCUMULATOR_BUDGET = 192
 -- Registers a consumer thread has (the template's kConsumerRegs): a lone
--- consumer keeps the launch's 255, two take 240 by setmaxnreg.
+-- consumer keeps the launch's 255, two take 240 by setmaxnreg (232 where
+-- PERSISTENT leaves the producer 40 for its loop over items).
 local CONSUMER_REGISTERS = {[1] = 255, [2] = 240}
+local PERSISTENT_CONSUMER_REGISTERS = {[1] = 255, [2] = 232}
 -- Beside the accumulators the A fragments of Pᵀ and dSᵀ (BLOCK_M / 4 each)
 -- are live; ptxas fits up to this many more than the thread has by reusing
 -- Sᵀ's registers as they die (d64 with 128-query tiles: 256 needed, no
@@ -46,15 +48,20 @@ local family = {
     -- Two consumers' dQ: 0 shared after they meet, 1 each over its own keys,
     -- summed in shared memory (they never meet)
     {name = "DQ_KEYS", values = {0, 1}},
+    -- 1: at most one block an SM, each looping over key blocks (the next
+    -- one's K, V and first tiles loaded while the last one's dK and dV go out)
+    {name = "PERSISTENT", values = {0, 1}},
     -- dQ summed with atomics (one value: named so the launcher reads it
     -- as it reads mma80's)
     {name = "DQ_MODE", values = {"atomic"}},
   },
 }
 
--- m64n128s2k: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1.
+-- m64n128s2kp: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
+-- PERSISTENT 1.
 function family.tag(c)
-  return ("m%dn%ds%d%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "")
+  return ("m%dn%ds%d%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
+                                  c.PERSISTENT == 1 and "p" or "")
 end
 
 family.template_head_dim = tiles.template_head_dim
@@ -93,7 +100,7 @@ function family.smem_bytes(c)
   return (2 * c.BLOCK_N + 2 * c.STAGES * c.BLOCK_M) * d * tiles.ELEMENT_BYTES +
          ds_buffers(c) * c.BLOCK_N * c.BLOCK_M * tiles.ELEMENT_BYTES + dq_buffers(c) * c.BLOCK_M * d * FLOAT_BYTES +
          c.STAGES * ROW_STATS * c.BLOCK_M * FLOAT_BYTES + tiles.ALIGNMENT_SLACK +
-         (1 + 2 * c.STAGES) * BARRIER_BYTES
+         (2 + 2 * c.STAGES) * BARRIER_BYTES
 end
 
 -- block_m is the key block: grid.x of the main kernel is ceil(seqlen_k / BLOCK_N).
@@ -113,6 +120,13 @@ family.constraints = {
         c.HEAD_DIM, tiles.template_head_dim(c.HEAD_DIM))
     end
   end,
+  function(c)
+    -- The consumers' 232 registers beside the producer's 40 do not hold a
+    -- second consumer's dQ at the 128-column template: 84-152 bytes spilled.
+    if c.PERSISTENT == 1 and c.DQ_KEYS == 1 and tiles.template_head_dim(c.HEAD_DIM) == 128 then
+      return "PERSISTENT 1 with DQ_KEYS 1: spills at the 128-column template (232 registers a consumer)"
+    end
+  end,
   constraints.fits_shared_memory(family),
   function(c)
     local acc = c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM)
@@ -122,7 +136,7 @@ family.constraints = {
   end,
   function(c)
     local need = c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM) + c.BLOCK_M // 2
-    local have = CONSUMER_REGISTERS[consumers(c)]
+    local have = (c.PERSISTENT == 1 and PERSISTENT_CONSUMER_REGISTERS or CONSUMER_REGISTERS)[consumers(c)]
     if need > have + REGISTER_SLACK then
       return ("registers: accumulators and A fragments %d > the %d a consumer thread has"):format(need, have)
     end

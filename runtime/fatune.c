@@ -1986,7 +1986,8 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
   const fat_bwd_kernels fns = {e->k->pre_fn, e->k->fn, e->k->dq_fn, e->k->convert_fn};
   const fat_bwd_geometry geo = {.block_n = e->block_m, .block_q = e->block_q, .dq_separate = e->dq_separate,
                                 .threads = e->threads, .smem_bytes = e->smem_bytes, .tma = e->block_n > 0,
-                                .bf16 = e->dtype == FAT_ATTN_BF16};
+                                .bf16 = e->dtype == FAT_ATTN_BF16, .persistent = e->persistent,
+                                .sm_count = c->sm_count};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
   if (r == CUDA_SUCCESS) r = fat_bwd_launch(&c->cu, &fns, &geo, &p, (CUstream)stream);
   return finish_launch(c, e, r, ran);

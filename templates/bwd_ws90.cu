@@ -5,7 +5,10 @@
 //
 // One thread block owns kBlockN keys of one (batch, key head), 64 per
 // consumer warpgroup, and walks the query tiles (kBlockM rows, every query
-// head of its group) that see them. Roles (kConsumers + 1 warpgroups):
+// head of its group) that see them; PERSISTENT 1: one block an SM takes
+// such key blocks (items) in turn, the producer loading the next item's
+// first tiles and its K and V while the consumers finish the last one and
+// store its dK and dV. Roles (kConsumers + 1 warpgroups):
 //   producer   warp 0 of warpgroup 0: K and V once, then each tile's Q and
 //              dO through a ring of kStages buffers by the tensor copy
 //              engine (one thread issues), and the tile's lse and D into
@@ -53,6 +56,10 @@ constexpr int kStages = {{STAGES}};    // Q and dO buffers of the ring
 // memory, so that they never meet but through the buffer (their products
 // drift apart and fill each other's gaps in the tensor cores).
 constexpr bool kOwnKeys = {{DQ_KEYS}} == 1;
+// PERSISTENT 1: at most one block an SM, looping over the (key block, key
+// head, batch) items in rounds of gridDim.x, every other round reversed
+// (the causal mask's items differ in work, heaviest first).
+constexpr bool kPersistent = {{PERSISTENT}} == 1;
 constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
@@ -98,8 +105,9 @@ enum : int {
   kDqHandThreads = (kOwnKeys ? 128 : kConsumerThreads) + kWarpSize,
   // Registers a thread once the warpgroups have traded (65,536 a block, one
   // block an SM). One consumer needs no trade: 256 threads have 255 each.
-  kProducerRegs = 24,
-  kConsumerRegs = 240,
+  // PERSISTENT: the producer's item loop spills at 24.
+  kProducerRegs = kPersistent ? 40 : 24,
+  kConsumerRegs = kPersistent ? 232 : 240,
   // Named barriers (0 is __syncthreads'): the consumers' dSᵀ written
   // (kOwnKeys: one a consumer, kOwnDsBarrier + w); the dQ buffer written
   // (consumers arrive, the writer waits) and read (the writer arrives, the
@@ -126,6 +134,7 @@ static_assert(kDqN % 64 == 0 && kDqN <= 128, "dQ's column slices: whole slabs of
 static_assert(!kDqSplitK || kDqKSteps * 16 == 64, "split-K dQ: each consumer its own 64 keys");
 static_assert(!kOwnKeys || kConsumers == 2, "DQ_KEYS 1: two consumers (one owns every key already)");
 static_assert(kStages >= 2 && kStages <= 4, "a ring of two to four buffers");
+static_assert({{PERSISTENT}} == 0 || {{PERSISTENT}} == 1, "PERSISTENT: 0 or 1");
 static_assert(kConsumers == 1 || 128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536,
               "the traded registers fit the SM's");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
@@ -209,14 +218,50 @@ __device__ __forceinline__ Walk walk_of(const fat_fwd_params &p, int n0) {
   return w;
 }
 
+// The items, (key block, key head, batch), in block_coords()'s order of
+// thread blocks (causal: key block slowest, heaviest first). A block takes
+// items first, first + stride, ... below count: its own linear index alone,
+// or PERSISTENT blockIdx.x and every gridDim.x-th.
+struct Items {
+  int blocks, heads_k, count, first, stride;  // stride: PERSISTENT only
+  // The block's item after INDEX: count (none) without PERSISTENT, so that
+  // the compiler sees one pass of every loop over items.
+  __device__ int next(int index) const { return kPersistent ? index + stride : count; }
+  // Item INDEX's coordinates. PERSISTENT: every odd round of gridDim.x
+  // items (the last may be short) is taken in reverse, so that a block
+  // which drew a heavy item draws a light one next.
+  __device__ BlockCoords coords(int index) const {
+    if constexpr (kPersistent) {
+      const int base = index - (int)blockIdx.x, n = min((int)gridDim.x, count - base);
+      if ((base / (int)gridDim.x) & 1) index = base + n - 1 - (int)blockIdx.x;
+    }
+    if constexpr (kIsCausal) {
+      const int pairs = count / blocks;
+      return {index / pairs, index % pairs % heads_k, index % pairs / heads_k};
+    } else {
+      return {index % blocks, index / blocks % heads_k, index / (blocks * heads_k)};
+    }
+  }
+};
+
+__device__ __forceinline__ Items items_of(const fat_fwd_params &p) {
+  Items it;
+  it.blocks = (p.seqlen_k + kBlockN - 1) / kBlockN;
+  it.heads_k = p.heads_k;
+  it.count = it.blocks * p.heads_k * p.batch;
+  it.first = kPersistent ? (int)blockIdx.x : (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  it.stride = gridDim.x;
+  return it;
+}
+
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
 
-// Grid: (ceil(seqlen_k / kBlockN), heads_k, batch), kThreads threads.
-// Dynamic shared memory: K, V, kStages (Q, dO) tiles, kDsBuffers dSᵀ
-// buffers, the dQ buffers, kStages (lse, D) rows, and 1 KiB to align the
-// tiles. The
-// tensor maps (host: tuner/bwd_launch.c) describe q and dout as (head_dim,
+// Grid: (ceil(seqlen_k / kBlockN), heads_k, batch), or PERSISTENT (at most
+// the SM count of those items, 1, 1), kThreads threads. Dynamic shared
+// memory: K, V, kStages (Q, dO) tiles, kDsBuffers dSᵀ buffers, the dQ
+// buffers, kStages (lse, D) rows, and 1 KiB to align the tiles. The
+// tensor maps (host: core/bwd_launch.c) describe q and dout as (head_dim,
 // seqlen_q, heads, batch) in boxes of 64 columns by kBlockM rows, k and v
 // as (head_dim, seqlen_k, heads_k, batch) by kBlockN rows.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
@@ -225,7 +270,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
              const __grid_constant__ TensorMap do_map) {
   const fat_fwd_params &p = bp.fwd;
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) u64 barriers[1 + 2 * kStages];
+  __shared__ __align__(8) u64 barriers[2 + 2 * kStages];
   const u32 k_s = (smem_u32(smem) + 1023u) & ~1023u;   // K [kBlockN keys], slabs
   const u32 v_s = k_s + kKVBytes;                       // V
   const u32 query_s = v_s + kKVBytes;                   // kStages x (Q, dO) [kBlockM queries]
@@ -234,10 +279,12 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   const u32 stats_s = dq_s + kDqBuffers * kDqBytes;     // kStages x (lse·log2e, D) [kBlockM]
   float *const stats = reinterpret_cast<float *>(smem + (stats_s - smem_u32(smem)));
   const u32 kv_full = smem_u32(&barriers[0]);
-  auto q_full = [&](int s) { return smem_u32(&barriers[1 + s]); };
-  auto q_empty = [&](int s) { return smem_u32(&barriers[1 + kStages + s]); };
+  const u32 kv_empty = smem_u32(&barriers[1]);  // PERSISTENT: K and V read for the last time
+  auto q_full = [&](int s) { return smem_u32(&barriers[2 + s]); };
+  auto q_empty = [&](int s) { return smem_u32(&barriers[2 + kStages + s]); };
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
+    mbar_init(kv_empty, kConsumerThreads);
     for (int s = 0; s < kStages; s++) {
       mbar_init(q_full(s), kWarpSize);          // the producer warp's lanes
       mbar_init(q_empty(s), kConsumerThreads);  // every consumer thread
@@ -246,71 +293,89 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   }
   __syncthreads();
 
-  // Causal: a key block sees fewer query tiles the later it starts.
-  const BlockCoords coords = block_coords<false>();
-  const int n0 = coords.block * kBlockN, head_k = coords.head, batch = coords.batch;
-  const Walk walk = walk_of(p, n0);
-  const int n_tiles = walk.n_tiles;
+  // Every role walks the same items and counts alike what passes through
+  // the barriers: loaded, the items with query tiles (kv_full's and
+  // kv_empty's phases) and their tiles (ring slot `it`: buffer it % kStages,
+  // its (it / kStages)-th use).
+  const Items items = items_of(p);
   const int lane = threadIdx.x % kWarpSize;
 
   if (threadIdx.x < 128) {
     if constexpr (kConsumers > 1) regs_release<kProducerRegs>();
     const int warp = threadIdx.x / kWarpSize;
-    if (warp == 0 && n_tiles > 0) {
+    if (warp == 0) {
       // ---- producer ---------------------------------------------------------
-      // One tile of MAP: its 64-column slabs, ROWS rows each, from row ROW.
-      auto load = [&](const TensorMap &map, u32 dst, u32 bar, int rows, int row, int h, u64 policy) {
-#pragma unroll
-        for (int slab = 0; slab < kHeadDim / 64; slab++)
-          tma_load_4d(dst + slab * rows * 128, map, bar, slab * 64, row, h, batch, policy);
-      };
       if (lane == 0) {
         tma_prefetch(q_map);
         tma_prefetch(do_map);
         tma_prefetch(k_map);
         tma_prefetch(v_map);
-        // K and V are this block's alone; Q and dO every key block's of the head.
-        mbar_arrive_expect(kv_full, 2 * kKVBytes);
-        load(k_map, k_s, kv_full, kBlockN, n0, head_k, kEvictFirst);
-        load(v_map, v_s, kv_full, kBlockN, n0, head_k, kEvictFirst);
       }
-      for (int tile = 0; tile < n_tiles; tile++) {
-        const int s = tile % kStages, head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
-        mbar_wait(q_empty(s), ((tile / kStages) & 1) ^ 1);
-        if (lane == 0) {
-          mbar_expect_tx(q_full(s), 2 * kTileBytes);
-          const u32 q_t = query_s + s * 2 * kTileBytes;
-          load(q_map, q_t, q_full(s), kBlockM, m0, head, kEvictLast);
-          load(do_map, q_t + kTileBytes, q_full(s), kBlockM, m0, head, kEvictLast);
+      int it = 0, loaded = 0;
+      for (int index = items.first; index < items.count; index = items.next(index)) {
+        const BlockCoords item = items.coords(index);
+        const int n0 = item.block * kBlockN, head_k = item.head, batch = item.batch;
+        const Walk walk = walk_of(p, n0);
+        // One tile of MAP: its 64-column slabs, ROWS rows each, from row ROW.
+        auto load = [&](const TensorMap &map, u32 dst, u32 bar, int rows, int row, int h, u64 policy) {
+#pragma unroll
+          for (int slab = 0; slab < kHeadDim / 64; slab++)
+            tma_load_4d(dst + slab * rows * 128, map, bar, slab * 64, row, h, batch, policy);
+        };
+        for (int tile = 0; tile < walk.n_tiles; tile++, it++) {
+          const int s = it % kStages, head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
+          mbar_wait(q_empty(s), ((it / kStages) & 1) ^ 1);
+          if (lane == 0) {
+            mbar_expect_tx(q_full(s), 2 * kTileBytes);
+            const u32 q_t = query_s + s * 2 * kTileBytes;
+            load(q_map, q_t, q_full(s), kBlockM, m0, head, kEvictLast);
+            load(do_map, q_t + kTileBytes, q_full(s), kBlockM, m0, head, kEvictLast);
+            // K and V are this item's alone (Q and dO every key block's of
+            // the head), after its first tile: PERSISTENT, once the
+            // consumers have read the last item's.
+            if (tile == 0) {
+              mbar_wait(kv_empty, (loaded & 1) ^ 1);
+              mbar_arrive_expect(kv_full, 2 * kKVBytes);
+              load(k_map, k_s, kv_full, kBlockN, n0, head_k, kEvictFirst);
+              load(v_map, v_s, kv_full, kBlockN, n0, head_k, kEvictFirst);
+            }
+          }
+          // The tile's lse (as P needs it) and D, a row a lane at a time.
+          const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
+          float *lse_s = stats + s * 2 * kBlockM;
+          for (int r = lane; r < kBlockM; r += kWarpSize) {
+            const RowStats st = row_stats(raw_row_stats(p.lse + row0, bp.delta + row0, m0 + r, p.seqlen_q));
+            lse_s[r] = st.lse_log2;
+            lse_s[kBlockM + r] = st.delta;
+          }
+          mbar_arrive(q_full(s));  // releases this lane's stores
         }
-        // The tile's lse (as P needs it) and D, a row a lane at a time.
-        const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
-        float *lse_s = stats + s * 2 * kBlockM;
-        for (int r = lane; r < kBlockM; r += kWarpSize) {
-          const RowStats st = row_stats(raw_row_stats(p.lse + row0, bp.delta + row0, m0 + r, p.seqlen_q));
-          lse_s[r] = st.lse_log2;
-          lse_s[kBlockM + r] = st.delta;
-        }
-        mbar_arrive(q_full(s));  // releases this lane's stores
+        if (walk.n_tiles > 0) loaded++;
       }
     } else if (warp == 1) {
       // ---- dQ writer --------------------------------------------------------
-      const int bulk = walk.bulk_tiles(p.head_dim);
-      int done = 0;
-      for (int tile = 0; tile < n_tiles && done < bulk; tile++) {
-        if (!walk.dq_bulk(tile, p.head_dim)) continue;
-        named_sync(kDqFullBarrier, kDqHandThreads);
-        if (lane == 0) {
-          const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
-          const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
+      // The consumers wait for the buffer before every bulk tile but the
+      // block's first, and once more at the end: the writer frees it after
+      // every one.
+      for (int index = items.first; index < items.count; index = items.next(index)) {
+        const BlockCoords item = items.coords(index);
+        const int head_k = item.head, batch = item.batch;
+        const Walk walk = walk_of(p, item.block * kBlockN);
+        if (walk.bulk_tiles(p.head_dim) == 0) continue;
+        for (int tile = 0; tile < walk.n_tiles; tile++) {
+          if (!walk.dq_bulk(tile, p.head_dim)) continue;
+          named_sync(kDqFullBarrier, kDqHandThreads);
+          if (lane == 0) {
+            const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
+            const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
 #pragma unroll
-          for (int b = 0; b < kDqBuffers; b++)
-            bulk_reduce_add(bp.dq_accum + (row0 + m0) * kHeadDim, dq_s + b * kDqBytes, kDqBytes);
-          bulk_wait_read();
+            for (int b = 0; b < kDqBuffers; b++)
+              bulk_reduce_add(bp.dq_accum + (row0 + m0) * kHeadDim, dq_s + b * kDqBytes, kDqBytes);
+            bulk_wait_read();
+          }
+          __syncwarp();
+          named_arrive(kDqEmptyBarrier, kDqHandThreads);
         }
-        __syncwarp();
-        // The consumers wait for the buffer before every bulk tile but the first.
-        if (++done < bulk) named_arrive(kDqEmptyBarrier, kDqHandThreads);
       }
       if (lane == 0) bulk_wait();  // the sums have landed before the block's shared memory goes
     }
@@ -328,248 +393,263 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   const int offset = p.seqlen_k - p.seqlen_q;
   const KeyWindow window = key_window(p);
 
-  float dk[kDRegs], dv[kDRegs];
-#pragma unroll
-  for (int i = 0; i < kDRegs; i++) dk[i] = dv[i] = 0.f;
   // This thread's keys (accumulator rows) within the block: row_key and
   // row_key + 8, 16 of its warpgroup's 64 per warp.
   const int row_key = 64 * wg + 16 * (warp % 4) + g;
   const float scale_log2 = p.scale_log2;
-  // Accumulator i of Sᵀ: key row_key + 8·((i % 4) / 2), query m0 + 8·(i /
-  // 4) + 2t + i % 2. Hidden pairs and keys past the end get S = −inf (P =
-  // 0); queries past the end have lse = +inf (P = 0).
-  auto mask_scores = [&](float (&x)[kSRegs], int m0) {
-    if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
-#pragma unroll
-      for (int i = 0; i < kSRegs; i++) {
-        const int key = n0 + row_key + 8 * ((i % 4) / 2);
-        const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
-        if (key >= p.seqlen_k || hidden(window, key, pos)) x[i] = neg_inf();
-      }
-    }
-  };
   // Where accumulators 4nt + 2h and + 1 sit in a [key][query] tile (dSᵀ):
   // one slab per 64 queries, the 128-byte swizzle (row % 8 = g).
   auto kq_offset = [&](int nt, int h) -> u32 {
     return (nt / 8) * kBlockN * 128 + (row_key + 8 * h) * 128 + (((nt % 8) ^ g) * 16) + 4 * t;
   };
 
-  if (n_tiles > 0) mbar_wait(kv_full, 0);
-  int bulk_done = 0;
-  for (int tile = 0; tile < n_tiles; tile++) {
-    const int s = tile % kStages;
-    const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
-    const u32 q_t = query_s + s * 2 * kTileBytes, do_t = q_t + kTileBytes;
-    const u32 ds_t = ds_s + (tile % kDsBuffers) * kDsBytes;
-    const float *lse_s = stats + s * 2 * kBlockM, *delta_s = lse_s + kBlockM;
-    mbar_wait(q_full(s), (tile / kStages) & 1);
-
-    // Sᵀ and dPᵀ: this warpgroup's 64 keys x kBlockM queries, two groups.
-    float sc[kSRegs], dp[kSRegs];
+  int it = 0, loaded = 0, bulk_done = 0;
+  for (int index = items.first; index < items.count; index = items.next(index)) {
+    const BlockCoords item = items.coords(index);
+    const int n0 = item.block * kBlockN, head_k = item.head, batch = item.batch;
+    const Walk walk = walk_of(p, n0);
+    const int n_tiles = walk.n_tiles;
+    float dk[kDRegs], dv[kDRegs];
 #pragma unroll
-    for (int i = 0; i < kSRegs; i++) sc[i] = dp[i] = 0.f;
-    pin(sc);
-    pin(dp);
-    {
-      const u64 dk_a = descriptor(k_s + wg * 64 * 128, 16, 1024), dq_b = descriptor(q_t, 16, 1024);
-      const u64 dv_a = descriptor(v_s + wg * 64 * 128, 16, 1024), ddo_b = descriptor(do_t, 16, 1024);
-      wgmma_fence();
-      keys_by_queries(sc, dk_a, dq_b);
-      wgmma_commit();
-      keys_by_queries(dp, dv_a, ddo_b);
-      wgmma_commit();
-    }
-    wgmma_wait<1>();
-    pin(sc);
-    mask_scores(sc, m0);
-    // Pᵀ and dSᵀ = Pᵀ ∘ (dPᵀ − D) as the A fragments of dV's and dK's
-    // products, dSᵀ also into ds_t; then dV += Pᵀ·dO and dK += dSᵀ·Q
-    // (bwd_wgmma90.cu says the layouts).
-    const u64 ddo_b = descriptor(do_t, kBlockM * 128, 1024), dq_b = descriptor(q_t, kBlockM * 128, 1024);
-    u32 pa[kPSteps][4], da[kPSteps][4];
+    for (int i = 0; i < kDRegs; i++) dk[i] = dv[i] = 0.f;
+    // Accumulator i of Sᵀ: key row_key + 8·((i % 4) / 2), query m0 + 8·(i /
+    // 4) + 2t + i % 2. Hidden pairs and keys past the end get S = −inf (P =
+    // 0); queries past the end have lse = +inf (P = 0).
+    auto mask_scores = [&](float (&x)[kSRegs], int m0) {
+      if (n0 + kBlockN > p.seqlen_k || window_cuts(window, n0, m0 + offset)) {
 #pragma unroll
-    for (int nt = 0; nt < kBlockM / 8; nt++) {
-      const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * nt + 2 * t);
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int i = 4 * nt + 2 * h;
-        sc[i] = fast_exp2(sc[i] * scale_log2 - lse.x);
-        sc[i + 1] = fast_exp2(sc[i + 1] * scale_log2 - lse.y);
-        if constexpr (kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(sc[i], sc[i + 1]);
+        for (int i = 0; i < kSRegs; i++) {
+          const int key = n0 + row_key + 8 * ((i % 4) / 2);
+          const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
+          if (key >= p.seqlen_k || hidden(window, key, pos)) x[i] = neg_inf();
+        }
       }
-    }
-    if constexpr (kEarlyDv) {
-      pin(pa);
-      pin(dv);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
-      wgmma_commit();
-      wgmma_wait<1>();  // dPᵀ
-    } else {
-      wgmma_wait<0>();
-    }
-    pin(dp);
-#pragma unroll
-    for (int nt = 0; nt < kBlockM / 8; nt++) {
-      const float2 delta = *reinterpret_cast<const float2 *>(delta_s + 8 * nt + 2 * t);
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int i = 4 * nt + 2 * h;
-        const u32 ds2 = pack2(sc[i] * (dp[i] - delta.x), sc[i + 1] * (dp[i + 1] - delta.y));
-        if constexpr (!kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(sc[i], sc[i + 1]);
-        da[nt / 2][h + 2 * (nt % 2)] = ds2;
-        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ds_t + kq_offset(nt, h)), "r"(ds2) : "memory");
-      }
-    }
-    if constexpr (!kEarlyDv) {
-      pin(pa);
-      pin(dv);
-    }
-    pin(da);
-    pin(dk);
-    wgmma_fence();
-    if constexpr (!kEarlyDv) {
-#pragma unroll
-      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
-    }
-#pragma unroll
-    for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dk, da[kk], desc_add(dq_b, kk * 2048));
-    wgmma_commit();
-    // Every consumer's dSᵀ written and visible to the tensor cores. The
-    // other buffer is free: each consumer passed this meeting after its
-    // last tile's dQ product, which read it. kOwnKeys: this consumer's rows,
-    // which its own last product read.
-    fence_async_shared();
-    if constexpr (kOwnKeys)
-      named_sync(kOwnDsBarrier + wg, 128);
-    else
-      named_sync(kDsBarrier, kConsumerThreads);
-    wgmma_wait<0>();  // dV and dK read Q and dO: the buffer goes back
-    pin(pa);
-    pin(da);
-    pin(dv);
-    pin(dk);
-    mbar_arrive(q_empty(s));
+    };
+    if (n_tiles > 0) mbar_wait(kv_full, loaded & 1);
+    for (int tile = 0; tile < n_tiles; tile++, it++) {
+      const int s = it % kStages;
+      const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
+      const u32 q_t = query_s + s * 2 * kTileBytes, do_t = q_t + kTileBytes;
+      const u32 ds_t = ds_s + (it % kDsBuffers) * kDsBytes;
+      const float *lse_s = stats + s * 2 * kBlockM, *delta_s = lse_s + kBlockM;
+      mbar_wait(q_full(s), (it / kStages) & 1);
 
-    // dQ += dS·K over the block's kBlockN keys (kDqSplitK, kOwnKeys: this
-    // consumer's 64): A = dS, stored [key][query] (MN-major, one slab per 64
-    // queries); B = K, [key][column] (MN-major); 16 keys (2048 bytes) a
-    // k-step.
-    const bool bulk = walk.dq_bulk(tile, p.head_dim);
-    // kOwnKeys: the second consumer adds its share to the first's.
-    const bool adds = kOwnKeys && wg == 1;
-    // The buffer is free once the writer has read the last tile's (the
-    // adding consumer follows the first, below).
-    if (bulk && !adds && bulk_done > 0) named_sync(kDqEmptyBarrier, kDqHandThreads);
+      // Sᵀ and dPᵀ: this warpgroup's 64 keys x kBlockM queries, two groups.
+      float sc[kSRegs], dp[kSRegs];
 #pragma unroll
-    for (int task = 0; task < kDqTasks; task++) {
-      // 64-row block
-      const int rb = kOwnKeys ? task / kDqColTasks : kDqShares > 1 ? wg / kDqShares : wg + task * kConsumers;
-      const int col0 = kOwnKeys ? (task % kDqColTasks) * kDqN : (wg % kDqSplit) * kDqN;
-      const int kk0 = kOwnKeys || kDqSplitK ? (wg % kConsumers) * kDqKSteps : 0;  // first k-step
-      const u32 dq_buf = dq_s + (kDqSplitK ? wg % kDqShares : 0) * kDqBytes;
-      float dq[kDqN / 2];
+      for (int i = 0; i < kSRegs; i++) sc[i] = dp[i] = 0.f;
+      pin(sc);
+      pin(dp);
+      {
+        const u64 dk_a = descriptor(k_s + wg * 64 * 128, 16, 1024), dq_b = descriptor(q_t, 16, 1024);
+        const u64 dv_a = descriptor(v_s + wg * 64 * 128, 16, 1024), ddo_b = descriptor(do_t, 16, 1024);
+        wgmma_fence();
+        keys_by_queries(sc, dk_a, dq_b);
+        wgmma_commit();
+        keys_by_queries(dp, dv_a, ddo_b);
+        wgmma_commit();
+      }
+      wgmma_wait<1>();
+      pin(sc);
+      mask_scores(sc, m0);
+      // Pᵀ and dSᵀ = Pᵀ ∘ (dPᵀ − D) as the A fragments of dV's and dK's
+      // products, dSᵀ also into ds_t; then dV += Pᵀ·dO and dK += dSᵀ·Q
+      // (bwd_wgmma90.cu says the layouts).
+      const u64 ddo_b = descriptor(do_t, kBlockM * 128, 1024), dq_b = descriptor(q_t, kBlockM * 128, 1024);
+      u32 pa[kPSteps][4], da[kPSteps][4];
 #pragma unroll
-      for (int i = 0; i < kDqN / 2; i++) dq[i] = 0.f;
-      pin(dq);
-      const u64 ds_a = descriptor(ds_t + rb * kBlockN * 128, kBlockN * 128, 1024);
-      const u64 k_b = descriptor(k_s + (col0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
-      wgmma_fence();
+      for (int nt = 0; nt < kBlockM / 8; nt++) {
+        const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * nt + 2 * t);
 #pragma unroll
-      for (int kk = kk0; kk < kk0 + kDqKSteps; kk++)
-        wgmma_ss<kDqN, true>(dq, desc_add(ds_a, kk * 2048), desc_add(k_b, kk * 2048));
-      wgmma_commit();
-      wgmma_wait<0>();
-      pin(dq);
-      const int r0 = m0 + 64 * rb;
-      if (bulk) {
-        // Into the dQ buffer in dq_whole_offset()'s order (one warp's
-        // 16-byte stores cover 512 contiguous bytes); where this consumer
-        // adds, once the first has written this tile's share (each thread
-        // adds to the floats its counterpart there wrote).
-        if (adds && task == 0) named_sync(kDqChainBarrier, kConsumerThreads);
-        const u32 lane_base = dq_buf + (rb * 64 * kHeadDim + (warp % 4) * 2 * (kHeadDim / 16) * 128 + lane * 4) * 4;
+        for (int h = 0; h < 2; h++) {
+          const int i = 4 * nt + 2 * h;
+          sc[i] = fast_exp2(sc[i] * scale_log2 - lse.x);
+          sc[i + 1] = fast_exp2(sc[i + 1] * scale_log2 - lse.y);
+          if constexpr (kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(sc[i], sc[i + 1]);
+        }
+      }
+      if constexpr (kEarlyDv) {
+        pin(pa);
+        pin(dv);
+        wgmma_fence();
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-          for (int np = 0; np < kDqN / 16; np++) {
-            const int i = 8 * np + 2 * h;
-            const u32 at_s = lane_base + (h * (kHeadDim / 16) + col0 / 16 + np) * 128 * 4;
-            float4 v = make_float4(dq[i], dq[i + 1], dq[i + 4], dq[i + 5]);
-            if (adds) {
-              float4 first;
-              asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                           : "=f"(first.x), "=f"(first.y), "=f"(first.z), "=f"(first.w)
-                           : "r"(at_s)
-                           : "memory");
-              v.x += first.x, v.y += first.y, v.z += first.z, v.w += first.w;
-            }
-            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at_s), "f"(v.x), "f"(v.y), "f"(v.z),
-                         "f"(v.w)
-                         : "memory");
-          }
+        for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
+        wgmma_commit();
+        wgmma_wait<1>();  // dPᵀ
       } else {
-        // Straight from the registers: a whole 64-row block in
-        // dq_whole_offset()'s order (what the conversion reads there), a
-        // partial one row-major (rows past the end and columns past the
-        // head dim left out). The scale comes in fat_bwd_convert_dq.
-        const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
-        float *dq_block = bp.dq_accum + (row0 + r0) * p.head_dim;
-        if (r0 + 64 <= p.seqlen_q && p.head_dim == kHeadDim) {
-          float *lane_base = dq_block + ((warp % 4) * 2 * (kHeadDim / 16)) * 128 + lane * 4;
+        wgmma_wait<0>();
+      }
+      pin(dp);
+#pragma unroll
+      for (int nt = 0; nt < kBlockM / 8; nt++) {
+        const float2 delta = *reinterpret_cast<const float2 *>(delta_s + 8 * nt + 2 * t);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int i = 4 * nt + 2 * h;
+          const u32 ds2 = pack2(sc[i] * (dp[i] - delta.x), sc[i + 1] * (dp[i + 1] - delta.y));
+          if constexpr (!kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(sc[i], sc[i + 1]);
+          da[nt / 2][h + 2 * (nt % 2)] = ds2;
+          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ds_t + kq_offset(nt, h)), "r"(ds2) : "memory");
+        }
+      }
+      if constexpr (!kEarlyDv) {
+        pin(pa);
+        pin(dv);
+      }
+      pin(da);
+      pin(dk);
+      wgmma_fence();
+      if constexpr (!kEarlyDv) {
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
+      }
+#pragma unroll
+      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dk, da[kk], desc_add(dq_b, kk * 2048));
+      wgmma_commit();
+      // Every consumer's dSᵀ written and visible to the tensor cores. The
+      // other buffer is free: each consumer passed this meeting after its
+      // last tile's dQ product, which read it. kOwnKeys: this consumer's rows,
+      // which its own last product read.
+      fence_async_shared();
+      if constexpr (kOwnKeys)
+        named_sync(kOwnDsBarrier + wg, 128);
+      else
+        named_sync(kDsBarrier, kConsumerThreads);
+      wgmma_wait<0>();  // dV and dK read Q and dO: the buffer goes back
+      pin(pa);
+      pin(da);
+      pin(dv);
+      pin(dk);
+      mbar_arrive(q_empty(s));
+
+      // dQ += dS·K over the block's kBlockN keys (kDqSplitK, kOwnKeys: this
+      // consumer's 64): A = dS, stored [key][query] (MN-major, one slab per 64
+      // queries); B = K, [key][column] (MN-major); 16 keys (2048 bytes) a
+      // k-step.
+      const bool bulk = walk.dq_bulk(tile, p.head_dim);
+      // kOwnKeys: the second consumer adds its share to the first's.
+      const bool adds = kOwnKeys && wg == 1;
+      // The buffer is free once the writer has read the last tile's (the
+      // adding consumer follows the first, below).
+      if (bulk && !adds && bulk_done > 0) named_sync(kDqEmptyBarrier, kDqHandThreads);
+#pragma unroll
+      for (int task = 0; task < kDqTasks; task++) {
+        // 64-row block
+        const int rb = kOwnKeys ? task / kDqColTasks : kDqShares > 1 ? wg / kDqShares : wg + task * kConsumers;
+        const int col0 = kOwnKeys ? (task % kDqColTasks) * kDqN : (wg % kDqSplit) * kDqN;
+        const int kk0 = kOwnKeys || kDqSplitK ? (wg % kConsumers) * kDqKSteps : 0;  // first k-step
+        const u32 dq_buf = dq_s + (kDqSplitK ? wg % kDqShares : 0) * kDqBytes;
+        float dq[kDqN / 2];
+#pragma unroll
+        for (int i = 0; i < kDqN / 2; i++) dq[i] = 0.f;
+        pin(dq);
+        const u64 ds_a = descriptor(ds_t + rb * kBlockN * 128, kBlockN * 128, 1024);
+        const u64 k_b = descriptor(k_s + (col0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = kk0; kk < kk0 + kDqKSteps; kk++)
+          wgmma_ss<kDqN, true>(dq, desc_add(ds_a, kk * 2048), desc_add(k_b, kk * 2048));
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(dq);
+        const int r0 = m0 + 64 * rb;
+        if (bulk) {
+          // Into the dQ buffer in dq_whole_offset()'s order (one warp's
+          // 16-byte stores cover 512 contiguous bytes); where this consumer
+          // adds, once the first has written this tile's share (each thread
+          // adds to the floats its counterpart there wrote).
+          if (adds && task == 0) named_sync(kDqChainBarrier, kConsumerThreads);
+          const u32 lane_base = dq_buf + (rb * 64 * kHeadDim + (warp % 4) * 2 * (kHeadDim / 16) * 128 + lane * 4) * 4;
 #pragma unroll
           for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int np = 0; np < kDqN / 16; np++) {
               const int i = 8 * np + 2 * h;
-              red_add4(lane_base + (h * (kHeadDim / 16) + col0 / 16 + np) * 128, dq[i], dq[i + 1], dq[i + 4],
-                       dq[i + 5]);
+              const u32 at_s = lane_base + (h * (kHeadDim / 16) + col0 / 16 + np) * 128 * 4;
+              float4 v = make_float4(dq[i], dq[i + 1], dq[i + 4], dq[i + 5]);
+              if (adds) {
+                float4 first;
+                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=f"(first.x), "=f"(first.y), "=f"(first.z), "=f"(first.w)
+                             : "r"(at_s)
+                             : "memory");
+                v.x += first.x, v.y += first.y, v.z += first.z, v.w += first.w;
+              }
+              asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at_s), "f"(v.x), "f"(v.y), "f"(v.z),
+                           "f"(v.w)
+                           : "memory");
             }
         } else {
+          // Straight from the registers: a whole 64-row block in
+          // dq_whole_offset()'s order (what the conversion reads there), a
+          // partial one row-major (rows past the end and columns past the
+          // head dim left out). The scale comes in fat_bwd_convert_dq.
+          const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
+          float *dq_block = bp.dq_accum + (row0 + r0) * p.head_dim;
+          if (r0 + 64 <= p.seqlen_q && p.head_dim == kHeadDim) {
+            float *lane_base = dq_block + ((warp % 4) * 2 * (kHeadDim / 16)) * 128 + lane * 4;
 #pragma unroll
-          for (int h = 0; h < 2; h++) {
-            const int row = 16 * (warp % 4) + g + 8 * h;
-            if (r0 + row >= p.seqlen_q) continue;
+            for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int nt = 0; nt < kDqN / 8; nt++) {
-              const int col = col0 + 8 * nt + 2 * t;
-              if (col < p.head_dim) red_add2(dq_block + row * p.head_dim + col, dq[4 * nt + 2 * h], dq[4 * nt + 2 * h + 1]);
+              for (int np = 0; np < kDqN / 16; np++) {
+                const int i = 8 * np + 2 * h;
+                red_add4(lane_base + (h * (kHeadDim / 16) + col0 / 16 + np) * 128, dq[i], dq[i + 1], dq[i + 4],
+                         dq[i + 5]);
+              }
+          } else {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+              const int row = 16 * (warp % 4) + g + 8 * h;
+              if (r0 + row >= p.seqlen_q) continue;
+#pragma unroll
+              for (int nt = 0; nt < kDqN / 8; nt++) {
+                const int col = col0 + 8 * nt + 2 * t;
+                if (col < p.head_dim)
+                red_add2(dq_block + row * p.head_dim + col, dq[4 * nt + 2 * h], dq[4 * nt + 2 * h + 1]);
+              }
             }
           }
         }
       }
-    }
-    if (bulk) {
-      if (kOwnKeys && !adds) {
-        named_arrive(kDqChainBarrier, kConsumerThreads);  // to the second consumer
-      } else {
-        fence_async_shared();  // the copy engine reads what these stores wrote
-        named_arrive(kDqFullBarrier, kDqHandThreads);
+      if (bulk) {
+        if (kOwnKeys && !adds) {
+          named_arrive(kDqChainBarrier, kConsumerThreads);  // to the second consumer
+        } else {
+          fence_async_shared();  // the copy engine reads what these stores wrote
+          named_arrive(kDqFullBarrier, kDqHandThreads);
+        }
+        bulk_done++;
       }
-      bulk_done++;
     }
-  }
+    // The last tile's dQ product was the last to read K: the producer may
+    // load the next item's.
+    if (n_tiles > 0) {
+      mbar_arrive(kv_empty);
+      loaded++;
+    }
 
-  // dK = scale · Σ dSᵀ·Q and dV in the element type: key row_key + 8h,
-  // columns 8·dt + 2t and + 1; keys past the end and columns past the head
-  // dim dropped (a column pair is wholly in or out).
-  elem_t *dk_g = at<elem_t>(bp.dk, batch * bp.dk_batch_stride + head_k * bp.dk_head_stride);
-  elem_t *dv_g = at<elem_t>(bp.dv, batch * bp.dv_batch_stride + head_k * bp.dv_head_stride);
+    // dK = scale · Σ dSᵀ·Q and dV in the element type: key row_key + 8h,
+    // columns 8·dt + 2t and + 1; keys past the end and columns past the head
+    // dim dropped (a column pair is wholly in or out).
+    elem_t *dk_g = at<elem_t>(bp.dk, batch * bp.dk_batch_stride + head_k * bp.dk_head_stride);
+    elem_t *dv_g = at<elem_t>(bp.dv, batch * bp.dv_batch_stride + head_k * bp.dv_head_stride);
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const int key = n0 + row_key + 8 * h;
-    if (key >= p.seqlen_k) continue;
+    for (int h = 0; h < 2; h++) {
+      const int key = n0 + row_key + 8 * h;
+      if (key >= p.seqlen_k) continue;
 #pragma unroll
-    for (int dt = 0; dt < kHeadDim / 8; dt++) {
-      const int col = 8 * dt + 2 * t;
-      if (col >= p.head_dim) continue;
-      const int i = 4 * dt + 2 * h;
-      *reinterpret_cast<u32 *>(dk_g + key * bp.dk_row_stride + col) =
-          pack2(dk[i] * p.softmax_scale, dk[i + 1] * p.softmax_scale);
-      *reinterpret_cast<u32 *>(dv_g + key * bp.dv_row_stride + col) = pack2(dv[i], dv[i + 1]);
+      for (int dt = 0; dt < kHeadDim / 8; dt++) {
+        const int col = 8 * dt + 2 * t;
+        if (col >= p.head_dim) continue;
+        const int i = 4 * dt + 2 * h;
+        *reinterpret_cast<u32 *>(dk_g + key * bp.dk_row_stride + col) =
+            pack2(dk[i] * p.softmax_scale, dk[i + 1] * p.softmax_scale);
+        *reinterpret_cast<u32 *>(dv_g + key * bp.dv_row_stride + col) = pack2(dv[i], dv[i + 1]);
+      }
     }
   }
+  // The writer's freeing of the buffer after the block's last bulk tile.
+  if (bulk_done > 0 && !(kOwnKeys && wg == 1)) named_sync(kDqEmptyBarrier, kDqHandThreads);
 }
 
 // Atomic mode only: no separate dQ pass (the launcher never starts it).

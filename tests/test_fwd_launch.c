@@ -118,6 +118,35 @@ static void test_schedule(void) {
                             sizeof err) == 0);
   CHECK(d.direction == FAT_BWD && d.kind == FAT_KERNEL_FUSED_TMA && d.block_q == 64 && d.block_n == 128 &&
         d.dq_separate == 0 && d.persistent == 0);
+  /* Its resident blocks, and no drawn ones. */
+  CHECK(fat_kernel_schedule(&d, FAT_BWD, "ws90", "BLOCK_M=64 BLOCK_N=128 DQ_KEYS=0 DQ_MODE=atomic PERSISTENT=1 STAGES=2",
+                            err, sizeof err) == 0);
+  CHECK(d.kind == FAT_KERNEL_FUSED_TMA && d.block_n == 128 && d.persistent == FAT_FWD_RESIDENT);
+  CHECK(fat_kernel_schedule(&d, FAT_BWD, "ws90", "BLOCK_M=64 BLOCK_N=128 DQ_MODE=atomic PERSISTENT=2", err,
+                            sizeof err) == -1);
+  CHECK_STR(err, "backward parameters 'BLOCK_M=64 BLOCK_N=128 DQ_MODE=atomic PERSISTENT=2': PERSISTENT is not 0 or 1");
+  /* mma80's backward takes no maps: whatever its string says, it has no persistent schedule. */
+  CHECK(fat_kernel_schedule(&d, FAT_BWD, "mma80", "BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4", err,
+                            sizeof err) == 0);
+  CHECK(d.persistent == 0 && d.block_n == 0);
+}
+
+/* A persistent backward runs at most one block an SM: without an SM count,
+ * or with more key blocks than the kernel's int counts, the launch is
+ * refused before anything is queued. */
+static void test_bwd_persistent_launch(void) {
+  fat_bwd_params p;
+  memset(&p, 0, sizeof p);
+  p.fwd = dense(1, 16, 16, 4096, 4096, 128);
+  const fat_bwd_kernels k = {NULL, NULL, NULL, NULL};
+  fat_bwd_geometry g = {.block_n = 128, .block_q = 64, .threads = 384, .smem_bytes = 200000, .tma = 1,
+                        .bf16 = 1, .persistent = FAT_FWD_RESIDENT, .sm_count = 0};
+  fat_cuda cu;
+  memset(&cu, 0, sizeof cu); /* no driver: the refusals come before any call into it */
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
+  g.sm_count = 132;
+  p.fwd.seqlen_k = 1 << 30, p.fwd.heads_k = 1 << 12, p.fwd.batch = 1;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
 }
 
 /* A variant that draws its query blocks needs a counter's workspace, which
@@ -168,6 +197,18 @@ static void test_wire(void) {
     CHECK((fat_rbuf_done(&rp) == 0) == (persistent == FAT_FWD_DRAWN));
     fat_wbuf_free(&bp);
   }
+  /* A backward's resident blocks pass; drawn ones do not. */
+  d.direction = FAT_BWD;
+  for (int persistent = FAT_FWD_RESIDENT; persistent <= FAT_FWD_DRAWN; persistent++) {
+    d.persistent = persistent;
+    fat_wbuf bp = {0};
+    fat_put_kernel(&bp, &d);
+    fat_rbuf rp = {bp.data, bp.len, 0, 0};
+    fat_get_kernel(&rp, &back);
+    CHECK((fat_rbuf_done(&rp) == 0) == (persistent == FAT_FWD_RESIDENT));
+    fat_wbuf_free(&bp);
+  }
+  d.direction = FAT_FWD;
   d.persistent = 1;
   /* A persistent flag on a kind that takes P alone is a garbled frame. */
   d.kind = FAT_KERNEL_FUSED, d.block_n = 0;
@@ -185,6 +226,7 @@ int main(void) {
   test_bwd_describable();
   test_schedule();
   test_drawn_workspace();
+  test_bwd_persistent_launch();
   test_wire();
   return check_summary("test_fwd_launch");
 }

@@ -32,7 +32,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
 #define BWD_WGMMA_GRID 8  /* backward wgmma90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
-#define BWD_WS90_GRID 16  /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS = 2x2x2x2 */
+#define BWD_WS90_GRID 32  /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS x PERSISTENT = 2x2x2x2x2 */
 #define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
@@ -396,6 +396,10 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
       CHECK_WHY(!strcmp(arch, "sm_90a") && v[i].direction == FAT_BWD && !strcmp(v[i].entry, entry) &&
                     !v[i].is_default && strstr(v[i].params, "DQ_MODE=atomic") && strstr(v[i].source, "{{") == NULL,
                 "%s on %s: entry %s params %s", v[i].name, arch, v[i].entry, v[i].params);
+      /* ws90's resident blocks: the tag's last letter p, PERSISTENT=1. */
+      const size_t name_len = strlen(v[i].name);
+      CHECK_WHY(!is_ws90 || (v[i].name[name_len - 1] == 'p') == (strstr(v[i].params, "PERSISTENT=1") != NULL),
+                "%s: params %s", v[i].name, v[i].params);
       if (d >= 0 && (int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS)
         (is_ws90 ? ws90 : wgmma)[d][v[i].dtype][v[i].mask]++;
       *(is_ws90 ? &n_ws90 : &n_wgmma) += 1;
@@ -838,8 +842,9 @@ int main(void) {
   /* ws90 (sm_90a): DQ_KEYS 1 only with two consumers (BLOCK_N 128) and an
    * unpadded head dim (not d96); d64 loses BLOCK_M 128 with two consumers
    * (registers; with three stages shared memory too), d96 and d128 BLOCK_M
-   * 128 (accumulators); none past d128 */
-  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {8, 4, 6, 0, 0};
+   * 128 (accumulators); none past d128; each with PERSISTENT 0 and 1 but
+   * DQ_KEYS 1 with PERSISTENT 1 at d128 (spills) */
+  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {16, 8, 10, 0, 0};
   test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_wgmma_sm80);
   test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a);
   test_names_and_hashes(g);

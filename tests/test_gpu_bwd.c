@@ -12,7 +12,8 @@
  * 2.5 x forward FLOPs / time). On sm_90a the wgmma90 and ws90 families'
  * configurations are checked too (all of them at bf16 d64 and d128, on a
  * shape of whole tiles besides: ws90 adds those dQ rows by bulk
- * reductions, partial ones from registers). Prints a table of
+ * reductions, partial ones from registers; ws90's persistent ones on a
+ * shape of more key blocks than SMs too). Prints a table of
  * rel_l2 per gradient. FATUNE_TEST_FAMILY=NAME checks only that Hopper
  * family's configurations (a template change's first run on the GPU).
  * Exits 77 (skipped) when no CUDA driver or device is present. */
@@ -253,6 +254,10 @@ int main(void) {
    * shapes; fp16, the padded d96 and sliding windows once each. */
   if (!strcmp(arch, "sm_90a")) {
     const fat_check_shape window = {1, 4, 2, 333, 300, 70, 9};
+    /* More key blocks than the H200's 132 SMs (192 of 128 keys, 384 of 64),
+     * grouped-query heads and partial tiles: a persistent block's second
+     * and third items, its rings and barriers carried over. */
+    const fat_check_shape many = {24, 8, 4, 200, 200}, many_window = {24, 8, 4, 333, 300, 70, 9};
     for (size_t i = 0; i < n_space; i++) {
       const fat_variant *v = &space[i];
       if (strcmp(v->family, "wgmma90") != 0 && strcmp(v->family, "ws90") != 0) continue;
@@ -263,6 +268,8 @@ int main(void) {
         check_variant(g, arch, v->name, &window, 1);
       else if (v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, &shapes[v->mask == FAT_MASK_CAUSAL ? 2 : 3], 1);
+      if (strstr(v->params, "PERSISTENT=1") && (v->mask != FAT_MASK_LOCAL || v->head_dim >= 128))
+        check_variant(g, arch, v->name, v->mask == FAT_MASK_LOCAL ? &many_window : &many, 1);
     }
   }
   if (all) {

@@ -302,7 +302,9 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   x->persistent = fat_get_i32(b);
   if (x->kind == FAT_KERNEL_FUSED_TMA ? x->block_n < 1 || x->block_n > 256 : x->block_n != 0)
     b->failed = 1;
-  if (x->persistent != 0 && (x->kind != FAT_KERNEL_FUSED_TMA || x->persistent < 0 || x->persistent > FAT_FWD_DRAWN))
+  /* A backward's resident blocks have no drawn schedule. */
+  const int most = x->direction == FAT_BWD ? FAT_FWD_RESIDENT : FAT_FWD_DRAWN;
+  if (x->persistent != 0 && (x->kind != FAT_KERNEL_FUSED_TMA || x->persistent < 0 || x->persistent > most))
     b->failed = 1;
 }
 
