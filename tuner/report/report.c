@@ -14,6 +14,7 @@
 #include "options.h"
 #include "cli_args.h"
 #include "report.h"
+#include "results_db.h"
 #include "tables_path.h"
 
 #define ERRLEN 512
