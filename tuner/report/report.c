@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* `fatune report`: reads one GPU's results from the database and writes them
- * as a single HTML page with inline SVG charts (report.h says what is on
- * it). Nothing on the page reaches the network: no fonts, scripts, images or
- * links outside the file; inline SVG in HTML needs no namespace URL. */
+/* `fatune report`: writes one GPU's results (report_data.c reads them from
+ * the database) as a single HTML page with inline SVG charts (report.h says
+ * what is on it). Nothing on the page reaches the network: no fonts,
+ * scripts, images or links outside the file; inline SVG in HTML needs no
+ * namespace URL. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -14,17 +15,13 @@
 #include "options.h"
 #include "cli_args.h"
 #include "report.h"
+#include "report_int.h"
 #include "results_db.h"
 #include "tables_path.h"
 
 #define ERRLEN 512
 #define TERA 1e12
 #define MS_PER_S 1e3
-
-/* Series of the throughput charts: three of fatune's own, then one per
- * external source found in the database, up to MAX_SERIES in all. */
-enum { S_WINNER, S_DEFAULT, S_MATERIALIZE, S_FIRST_EXTERNAL };
-#define MAX_SERIES 8
 
 /* Chart geometry, in SVG user units (the page scales the SVG to fit). */
 #define CHART_W 760.0
@@ -51,260 +48,6 @@ static const series_style styles[MAX_SERIES] = {
     {"#009E73", "9 3 2 3", 2.0}, {"#CC79A7", "1 2", 2.0},   {"#56B4E9", "4 2", 2.0},
     {"#000000", "12 4", 1.5},    {"#999999", "3 6", 1.5},
 };
-
-/* One problem with everything measured for it on the report's GPU. */
-typedef struct rp_problem {
-  sqlite3_int64 id;
-  fat_problem p;
-  double ms[MAX_SERIES];        /* median per series; NAN: none stored */
-  int has_winner;
-  fat_db_summary_row summary;   /* valid when has_winner */
-} rp_problem;
-
-typedef struct rp_data {
-  rp_problem *probs;
-  size_t n;
-  char series[MAX_SERIES][64];  /* display name of each series */
-  int n_series;
-  int dropped_sources;          /* external sources beyond MAX_SERIES, not drawn */
-  double bandwidth;             /* B/s, 0 when not measured */
-  double peak[2];               /* FLOP/s by fat_dtype, 0 when not measured */
-  char gpu[256];
-  char gpu_detail[256];
-} rp_data;
-
-/* ------------------------------------------------------------- reading */
-
-static int sql_fail(fat_db *db, const char *what, char *err, size_t errlen) {
-  snprintf(err, errlen, "cannot read %s: %s", what, sqlite3_errmsg(fat_db_handle(db)));
-  return -1;
-}
-
-static rp_problem *find_problem(rp_data *d, sqlite3_int64 id) {
-  for (size_t i = 0; i < d->n; i++)
-    if (d->probs[i].id == id) return &d->probs[i];
-  return NULL;
-}
-
-/* Every forward and backward problem, in the order the charts read. */
-static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
-  sqlite3_stmt *s = NULL;
-  size_t cap = 0;
-  int rc, ret = -1;
-  if (sqlite3_prepare_v2(fat_db_handle(db),
-                         "SELECT id, direction, dtype, mask, head_dim, batch, heads, heads_k,"
-                         " seqlen_q, seqlen_k, window_left, window_right, lengths FROM problems"
-                         /* same_group's key first, so that each group is one run */
-                         " ORDER BY direction = 'bwd', dtype, mask, head_dim, window_left,"
-                         " window_right, lengths <> '', heads / heads_k,"
-                         " seqlen_k != seqlen_q, CASE WHEN seqlen_k = seqlen_q THEN 0 ELSE"
-                         " seqlen_k END, seqlen_q, seqlen_k, batch, heads, heads_k",
-                         -1, &s, NULL) != SQLITE_OK) {
-    sql_fail(db, "problems", err, errlen);
-    goto out;
-  }
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    if (d->n == cap) {
-      size_t ncap = cap ? 2 * cap : 64;
-      rp_problem *grown = realloc(d->probs, ncap * sizeof *grown);
-      if (!grown) {
-        snprintf(err, errlen, "cannot read problems: out of memory");
-        goto out;
-      }
-      d->probs = grown;
-      cap = ncap;
-    }
-    rp_problem *r = &d->probs[d->n++];
-    memset(r, 0, sizeof *r);
-    r->id = sqlite3_column_int64(s, 0);
-    fat_direction_parse((const char *)sqlite3_column_text(s, 1), &r->p.direction);
-    fat_dtype_parse((const char *)sqlite3_column_text(s, 2), &r->p.dtype);
-    fat_mask_parse((const char *)sqlite3_column_text(s, 3), &r->p.mask);
-    r->p.head_dim = sqlite3_column_int(s, 4);
-    r->p.batch = sqlite3_column_int(s, 5);
-    r->p.heads = sqlite3_column_int(s, 6);
-    r->p.heads_k = sqlite3_column_int(s, 7);
-    r->p.seqlen_q = sqlite3_column_int(s, 8);
-    r->p.seqlen_k = sqlite3_column_int(s, 9);
-    r->p.window_left = sqlite3_column_int(s, 10);
-    r->p.window_right = sqlite3_column_int(s, 11);
-    const char *lengths = (const char *)sqlite3_column_text(s, 12);
-    if (fat_lengths_parse(lengths ? lengths : "", &r->p.lengths, err, errlen)) goto out;
-    for (int k = 0; k < MAX_SERIES; k++) r->ms[k] = NAN;
-  }
-  if (rc != SQLITE_DONE) {
-    sql_fail(db, "problems", err, errlen);
-    goto out;
-  }
-  ret = 0;
-out:
-  sqlite3_finalize(s);
-  return ret;
-}
-
-/* The fastest materialising variant per problem, by its latest live timing,
- * unless a live check of it failed (a wrong baseline is no baseline). */
-static int load_materialize(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err,
-                            size_t errlen) {
-  sqlite3_stmt *s = NULL;
-  int rc, ret = -1;
-  if (sqlite3_prepare_v2(
-          fat_db_handle(db),
-          "SELECT t.problem_id, min(t.median_ms) FROM timings t"
-          " JOIN variants v ON v.id = t.variant_id"
-          " WHERE t.gpu_id = ?1 AND t.retired = 0 AND v.family = ?2"
-          " AND t.id = (SELECT max(t2.id) FROM timings t2 WHERE t2.variant_id = t.variant_id"
-          "   AND t2.gpu_id = ?1 AND t2.problem_id = t.problem_id AND t2.retired = 0)"
-          " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id"
-          "   AND c.gpu_id = ?1 AND c.problem_id = t.problem_id AND c.retired = 0"
-          "   AND c.passed = 0)"
-          " GROUP BY t.problem_id",
-          -1, &s, NULL) != SQLITE_OK) {
-    sql_fail(db, "materialising baseline timings", err, errlen);
-    goto out;
-  }
-  sqlite3_bind_int64(s, 1, gpu_id);
-  sqlite3_bind_text(s, 2, FAT_FAMILY_MATERIALIZE, -1, SQLITE_STATIC);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    rp_problem *r = find_problem(d, sqlite3_column_int64(s, 0));
-    if (r) r->ms[S_MATERIALIZE] = sqlite3_column_double(s, 1);
-  }
-  if (rc != SQLITE_DONE) {
-    sql_fail(db, "materialising baseline timings", err, errlen);
-    goto out;
-  }
-  ret = 0;
-out:
-  sqlite3_finalize(s);
-  return ret;
-}
-
-/* Display name of an external source. */
-static const char *source_label(const char *source) {
-  if (!strcmp(source, FAT_EXTERNAL_SDPA_FLASH)) return "PyTorch SDPA, FlashAttention-2";
-  if (!strcmp(source, FAT_EXTERNAL_SDPA_CUDNN)) return "PyTorch SDPA, cuDNN";
-  return source;
-}
-
-/* The latest timing per (problem, source) of external_timings. */
-static int load_external(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err, size_t errlen) {
-  sqlite3_stmt *s = NULL;
-  char sources[MAX_SERIES][64] = {{0}};
-  int rc, ret = -1;
-  if (sqlite3_prepare_v2(fat_db_handle(db),
-                         "SELECT e.problem_id, e.source, e.median_ms FROM external_timings e"
-                         " WHERE e.gpu_id = ?1 AND e.id = (SELECT max(e2.id) FROM external_timings"
-                         "   e2 WHERE e2.gpu_id = ?1 AND e2.problem_id = e.problem_id"
-                         "   AND e2.source = e.source)"
-                         " ORDER BY e.source <> ?2, e.source <> ?3, e.source, e.problem_id",
-                         -1, &s, NULL) != SQLITE_OK) {
-    sql_fail(db, "external timings", err, errlen);
-    goto out;
-  }
-  sqlite3_bind_int64(s, 1, gpu_id);
-  /* PyTorch's backends first, in a fixed order, then any other source. */
-  sqlite3_bind_text(s, 2, FAT_EXTERNAL_SDPA_FLASH, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 3, FAT_EXTERNAL_SDPA_CUDNN, -1, SQLITE_STATIC);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    const char *src = (const char *)sqlite3_column_text(s, 1);
-    int k = S_FIRST_EXTERNAL;
-    while (k < d->n_series && strcmp(sources[k], src)) k++;
-    if (k == d->n_series) {
-      if (k == MAX_SERIES) {
-        /* Sources arrive sorted: count each dropped one once. */
-        if (strcmp(sources[0], src)) d->dropped_sources++;
-        snprintf(sources[0], sizeof sources[0], "%s", src);
-        continue;
-      }
-      snprintf(sources[k], sizeof sources[k], "%s", src);
-      snprintf(d->series[k], sizeof d->series[k], "%s", source_label(src));
-      d->n_series++;
-    }
-    rp_problem *r = find_problem(d, sqlite3_column_int64(s, 0));
-    if (r) r->ms[k] = sqlite3_column_double(s, 2);
-  }
-  if (rc != SQLITE_DONE) {
-    sql_fail(db, "external timings", err, errlen);
-    goto out;
-  }
-  ret = 0;
-out:
-  sqlite3_finalize(s);
-  return ret;
-}
-
-static int load_gpu(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err, size_t errlen) {
-  sqlite3_stmt *s = NULL;
-  int ret = -1;
-  if (sqlite3_prepare_v2(fat_db_handle(db),
-                         "SELECT name, cc_major, cc_minor, sm_count, driver_version, nvrtc_major,"
-                         " nvrtc_minor FROM gpus WHERE id = ?1",
-                         -1, &s, NULL) != SQLITE_OK) {
-    sql_fail(db, "GPUs", err, errlen);
-    goto out;
-  }
-  sqlite3_bind_int64(s, 1, gpu_id);
-  if (sqlite3_step(s) != SQLITE_ROW) {
-    snprintf(err, errlen, "cannot read GPU %lld: no such row", (long long)gpu_id);
-    goto out;
-  }
-  snprintf(d->gpu, sizeof d->gpu, "%s", (const char *)sqlite3_column_text(s, 0));
-  int drv = sqlite3_column_int(s, 4);
-  snprintf(d->gpu_detail, sizeof d->gpu_detail,
-           "compute capability %d.%d, %d SMs, driver %d.%d, NVRTC %d.%d",
-           sqlite3_column_int(s, 1), sqlite3_column_int(s, 2), sqlite3_column_int(s, 3),
-           drv / 1000, drv % 1000 / 10, sqlite3_column_int(s, 5), sqlite3_column_int(s, 6));
-  ret = 0;
-out:
-  sqlite3_finalize(s);
-  return ret;
-}
-
-static int load(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err, size_t errlen) {
-  fat_db_summary_row *rows = NULL;
-  size_t n_rows = 0;
-  int found, ret = -1;
-  snprintf(d->series[S_WINNER], sizeof d->series[0], "fatune winner");
-  snprintf(d->series[S_DEFAULT], sizeof d->series[0], "fatune default configuration");
-  snprintf(d->series[S_MATERIALIZE], sizeof d->series[0], "materialising baseline");
-  d->n_series = S_FIRST_EXTERNAL;
-  if (load_gpu(db, gpu_id, d, err, errlen) || load_problems(db, d, err, errlen)) goto out;
-  if (fat_db_summary(db, gpu_id, &rows, &n_rows)) goto db_fail;
-  for (size_t i = 0; i < n_rows; i++) {
-    rp_problem *r = find_problem(d, rows[i].problem_id);
-    if (!r) continue;
-    r->has_winner = 1;
-    r->summary = rows[i];
-    r->ms[S_WINNER] = rows[i].median_ms;
-    r->ms[S_DEFAULT] = rows[i].default_ms;
-  }
-  if (load_materialize(db, gpu_id, d, err, errlen) || load_external(db, gpu_id, d, err, errlen))
-    goto out;
-  if (fat_db_get_ceiling(db, gpu_id, FAT_CEILING_COPY_BANDWIDTH, &d->bandwidth, NULL, 0, &found))
-    goto db_fail;
-  if (!found) d->bandwidth = 0;
-  if (fat_db_get_ceiling(db, gpu_id, FAT_CEILING_PEAK_FP16, &d->peak[FAT_FP16], NULL, 0, &found))
-    goto db_fail;
-  if (!found) d->peak[FAT_FP16] = 0;
-  if (fat_db_get_ceiling(db, gpu_id, FAT_CEILING_PEAK_BF16, &d->peak[FAT_BF16], NULL, 0, &found))
-    goto db_fail;
-  if (!found) d->peak[FAT_BF16] = 0;
-  /* Keep only problems with something to show. */
-  size_t kept = 0;
-  for (size_t i = 0; i < d->n; i++) {
-    int any = 0;
-    for (int k = 0; k < d->n_series; k++) any |= !isnan(d->probs[i].ms[k]);
-    if (any) d->probs[kept++] = d->probs[i];
-  }
-  d->n = kept;
-  ret = 0;
-  goto out;
-db_fail:
-  snprintf(err, errlen, "%s", fat_db_errmsg(db));
-out:
-  free(rows);
-  return ret;
-}
 
 /* ------------------------------------------------------------ writing */
 
@@ -714,7 +457,7 @@ int fat_report_write(fat_db *db, sqlite3_int64 gpu_id, const char *db_label, FIL
   rp_data d = {0};
   fat_report_counts c = {0};
   int ret = -1, any_winner = 0;
-  if (load(db, gpu_id, &d, err, errlen)) goto out;
+  if (fat_report_load(db, gpu_id, &d, err, errlen)) goto out;
   for (size_t i = 0; i < d.n; i++) any_winner |= d.probs[i].has_winner;
 
   fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
