@@ -141,6 +141,9 @@ static void test_kernel_kind(void) {
   fat_build built = {.ok = 1, .cubin = (unsigned char *)cubin, .cubin_size = sizeof cubin};
   CHECK(fat_kernel_describe(&v, &built, &d, err, sizeof err) == 0);
   CHECK(d.kind == FAT_KERNEL_FUSED && d.direction == FAT_FWD && d.block_m == 64 && d.persistent == 0);
+  v.family = "naive"; /* test_gpu_worker's hand-written kernels */
+  v.params = "";
+  CHECK(fat_kernel_describe(&v, &built, &d, err, sizeof err) == 0 && d.kind == FAT_KERNEL_FUSED);
   const fat_family row = fat_family_of_template("faulty", FAT_BWD);
   CHECK(row.kind == FAT_KERNEL_FUSED && row.may_win && !row.packed && row.max_seqlen_q == 0 &&
         !row.builtin_default && row.direction == FAT_BWD);

@@ -102,6 +102,9 @@ static void make_variant(test_variant *t, enum mode mode, fat_dtype dt, fat_mask
   snprintf(t->name, sizeof t->name, "test.naive.%s.%s.d%d.%s", mode_names[mode], fat_dtype_name(dt),
            HEAD_DIM, fat_mask_name(mask));
   t->v.name = t->name;
+  /* A family of the test's own, as a template folder adds one: launched
+   * as a fused kernel (fat_family_of_template). */
+  t->v.family = "naive";
   t->v.entry = "naive_fwd";
   t->v.source = src;
   t->v.direction = FAT_FWD;
