@@ -27,6 +27,18 @@
 /* How long a writer waits for another process holding the lock. */
 #define FAT_DB_BUSY_TIMEOUT_MS 10000
 
+/* The one rule of a live, passing candidate, as an SQL condition: variant V
+ * has at least one live (not retired) passing check on GPU G and problem P,
+ * and no live failing one. SCHEMA is "" or a schema with its dot ("main."),
+ * V, G and P SQL expressions (columns or parameters). Every ranking, the
+ * export's deterministic picks, the merge and the report's baseline ask it
+ * (and the runtime's lookup: runtime/). */
+#define FAT_SQL_LIVE_PASSING(schema, v, g, p)                                                      \
+  "EXISTS (SELECT 1 FROM " schema "checks c WHERE c.variant_id = " v " AND c.gpu_id = " g          \
+  " AND c.problem_id = " p " AND c.retired = 0 AND c.passed = 1)"                                  \
+  " AND NOT EXISTS (SELECT 1 FROM " schema "checks c WHERE c.variant_id = " v " AND c.gpu_id = " g \
+  " AND c.problem_id = " p " AND c.retired = 0 AND c.passed = 0)"
+
 typedef struct fat_db fat_db;
 
 /* Opens PATH, creating it (the file, not its folder) and applying the schema

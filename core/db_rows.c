@@ -78,10 +78,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id)"
     " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name"
     " FROM latest l JOIN timings t ON t.id = l.id JOIN variants v ON v.id = t.variant_id"
-    " WHERE EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id"
-    "   AND c.gpu_id = ?1 AND c.problem_id = ?2 AND c.retired = 0 AND c.passed = 1)"
-    " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id"
-    "   AND c.gpu_id = ?1 AND c.problem_id = ?2 AND c.retired = 0 AND c.passed = 0)"
+    " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
     " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
     " ORDER BY t.median_ms, v.name",
   /* REPLACE deletes the old winner and inserts, so the schema's insert

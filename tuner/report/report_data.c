@@ -87,9 +87,7 @@ static int load_materialize(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *
           " WHERE t.gpu_id = ?1 AND t.retired = 0 AND v.family = ?2"
           " AND t.id = (SELECT max(t2.id) FROM timings t2 WHERE t2.variant_id = t.variant_id"
           "   AND t2.gpu_id = ?1 AND t2.problem_id = t.problem_id AND t2.retired = 0)"
-          " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id"
-          "   AND c.gpu_id = ?1 AND c.problem_id = t.problem_id AND c.retired = 0"
-          "   AND c.passed = 0)"
+          " AND " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "t.problem_id")
           " GROUP BY t.problem_id",
           -1, &s, NULL) != SQLITE_OK) {
     sql_fail(db, "materialising baseline timings", err, errlen);

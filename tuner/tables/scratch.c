@@ -89,10 +89,7 @@ static const char *const MERGE_SQL =
     " WHERE NOT EXISTS (SELECT 1 FROM main.winners x JOIN main.timings xt ON xt.id = x.timing_id"
     "   WHERE x.gpu_id = g.mid AND x.problem_id = p.mid AND (xt.p10_ms <= t.p90_ms OR"
     "   x.timing_id = t.mid))"
-    " AND NOT EXISTS (SELECT 1 FROM main.checks c WHERE c.variant_id = v.mid AND c.gpu_id = g.mid"
-    "   AND c.problem_id = p.mid AND c.retired = 0 AND c.passed = 0)"
-    " AND EXISTS (SELECT 1 FROM main.checks c WHERE c.variant_id = v.mid AND c.gpu_id = g.mid"
-    "   AND c.problem_id = p.mid AND c.retired = 0 AND c.passed = 1);";
+    " AND " FAT_SQL_LIVE_PASSING("main.", "v.mid", "g.mid", "p.mid") ";";
 
 /* A cubin's hash comes in only where main's build under that key holds the
  * very cubin it hashes (a build main already had keeps its own). */
