@@ -12,6 +12,23 @@
 #include "kernel.h"
 #include "sha256.h"
 
+/* The columns of ST_GET_VARIANT's, ST_FIND_BUILD's and ST_SUMMARY's rows,
+ * in their SELECT's order: a column added to one goes in both places. */
+enum variant_col {
+  VC_NAME, VC_FAMILY, VC_DIRECTION, VC_DTYPE, VC_MASK, VC_HEAD_DIM, VC_PARAMS, VC_ENTRY,
+  VC_BLOCK_M, VC_THREADS, VC_SMEM_BYTES, VC_SOURCE_HASH, VC_SOURCE, VC_IS_DEFAULT
+};
+enum build_col {
+  BC_ARCH, BC_OK, BC_CUBIN, BC_REGISTERS, BC_SMEM_STATIC, BC_STACK_FRAME, BC_SPILL_STORES,
+  BC_SPILL_LOADS, BC_COMPILE_MS, BC_LOG
+};
+enum summary_col {
+  SC_PROBLEM_ID, SC_DIRECTION, SC_DTYPE, SC_MASK, SC_HEAD_DIM, SC_BATCH, SC_HEADS, SC_HEADS_K,
+  SC_SEQLEN_Q, SC_SEQLEN_K, SC_WINNER, SC_MEDIAN_MS, SC_TFLOPS, SC_REL_L2, SC_MAX_ABS,
+  SC_SLOWEST_MS, SC_DEFAULT_MS, SC_DEFAULT_NAME, SC_N_PASSING, SC_N_FAILED, SC_MATERIALIZE_MS,
+  SC_WINDOW_LEFT, SC_WINDOW_RIGHT, SC_LENGTHS
+};
+
 /* The SQL of each prepared statement (enum stmt_id, db_int.h). */
 static const char *const stmt_sql[ST_COUNT] = {
   [ST_PUT_GPU] =
@@ -140,10 +157,27 @@ static const char *const stmt_sql[ST_COUNT] = {
 };
 
 /* The cached statement ID, prepared on first use; NULL with db->err set. */
+/* The columns the statements read by name return, as their enums count
+ * them: a statement whose SELECT and enum disagree is refused when it is
+ * first prepared. */
+static const int stmt_columns[ST_COUNT] = {
+  [ST_GET_VARIANT] = VC_IS_DEFAULT + 1,
+  [ST_FIND_BUILD] = BC_LOG + 1,
+  [ST_SUMMARY] = SC_LENGTHS + 1,
+};
+
 static sqlite3_stmt *stmt(fat_db *db, enum stmt_id id) {
-  if (!db->st[id] && sqlite3_prepare_v3(db->h, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT,
-                                        &db->st[id], NULL) != SQLITE_OK) {
+  if (db->st[id]) return db->st[id];
+  if (sqlite3_prepare_v3(db->h, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &db->st[id], NULL) !=
+      SQLITE_OK) {
     fail(db, "cannot prepare statement %d on %s", (int)id, db->path);
+    return NULL;
+  }
+  if (stmt_columns[id] && sqlite3_column_count(db->st[id]) != stmt_columns[id]) {
+    snprintf(db->err, sizeof db->err, "statement %d returns %d columns, its enum names %d", (int)id,
+             sqlite3_column_count(db->st[id]), stmt_columns[id]);
+    sqlite3_finalize(db->st[id]);
+    db->st[id] = NULL;
     return NULL;
   }
   return db->st[id];
@@ -236,26 +270,26 @@ int fat_db_get_variant(fat_db *db, sqlite3_int64 id, fat_variant *v, int *found)
     fail(db, "cannot read variant %lld", (long long)id);
     goto out;
   }
-  v->name = column_dup(s, 0);
-  v->family = column_dup(s, 1);
-  v->params = column_dup(s, 6);
-  v->entry = column_dup(s, 7);
-  v->source = column_dup(s, 12);
+  v->name = column_dup(s, VC_NAME);
+  v->family = column_dup(s, VC_FAMILY);
+  v->params = column_dup(s, VC_PARAMS);
+  v->entry = column_dup(s, VC_ENTRY);
+  v->source = column_dup(s, VC_SOURCE);
   if (!v->name || !v->family || !v->params || !v->entry || !v->source) {
     snprintf(db->err, sizeof db->err, "cannot read variant %lld: out of memory", (long long)id);
     fat_variant_free(v);
     goto out;
   }
   /* The schema's CHECKs guarantee these names parse. */
-  fat_direction_parse((const char *)sqlite3_column_text(s, 2), &v->direction);
-  fat_dtype_parse((const char *)sqlite3_column_text(s, 3), &v->dtype);
-  fat_mask_parse((const char *)sqlite3_column_text(s, 4), &v->mask);
-  v->head_dim = sqlite3_column_int(s, 5);
-  v->block_m = sqlite3_column_int(s, 8);
-  v->threads = sqlite3_column_int(s, 9);
-  v->smem_bytes = sqlite3_column_int(s, 10);
-  snprintf(v->hash, sizeof v->hash, "%s", (const char *)sqlite3_column_text(s, 11));
-  v->is_default = sqlite3_column_int(s, 13);
+  fat_direction_parse((const char *)sqlite3_column_text(s, VC_DIRECTION), &v->direction);
+  fat_dtype_parse((const char *)sqlite3_column_text(s, VC_DTYPE), &v->dtype);
+  fat_mask_parse((const char *)sqlite3_column_text(s, VC_MASK), &v->mask);
+  v->head_dim = sqlite3_column_int(s, VC_HEAD_DIM);
+  v->block_m = sqlite3_column_int(s, VC_BLOCK_M);
+  v->threads = sqlite3_column_int(s, VC_THREADS);
+  v->smem_bytes = sqlite3_column_int(s, VC_SMEM_BYTES);
+  snprintf(v->hash, sizeof v->hash, "%s", (const char *)sqlite3_column_text(s, VC_SOURCE_HASH));
+  v->is_default = sqlite3_column_int(s, VC_IS_DEFAULT);
   *found = 1;
   ret = 0;
 out:
@@ -279,11 +313,11 @@ int fat_db_find_build(fat_db *db, const char *key, fat_build *b, int *found) {
     fail(db, "cannot read build %s", key);
     goto out;
   }
-  snprintf(b->arch, sizeof b->arch, "%s", (const char *)sqlite3_column_text(s, 0));
+  snprintf(b->arch, sizeof b->arch, "%s", (const char *)sqlite3_column_text(s, BC_ARCH));
   snprintf(b->key, sizeof b->key, "%s", key);
-  b->ok = sqlite3_column_int(s, 1);
-  const void *blob = sqlite3_column_blob(s, 2);
-  size_t size = (size_t)sqlite3_column_bytes(s, 2);
+  b->ok = sqlite3_column_int(s, BC_OK);
+  const void *blob = sqlite3_column_blob(s, BC_CUBIN);
+  size_t size = (size_t)sqlite3_column_bytes(s, BC_CUBIN);
   if (blob && size) {
     if (!(b->cubin = malloc(size))) {
       snprintf(db->err, sizeof db->err, "cannot read build %s: out of memory for %zu bytes", key, size);
@@ -292,13 +326,13 @@ int fat_db_find_build(fat_db *db, const char *key, fat_build *b, int *found) {
     memcpy(b->cubin, blob, size);
     b->cubin_size = size;
   }
-  b->registers = sqlite3_column_int(s, 3);
-  b->smem_static = sqlite3_column_int(s, 4);
-  b->stack_frame = sqlite3_column_int(s, 5);
-  b->spill_stores = sqlite3_column_int(s, 6);
-  b->spill_loads = sqlite3_column_int(s, 7);
-  b->compile_ms = sqlite3_column_double(s, 8);
-  if (!(b->log = column_dup(s, 9))) {
+  b->registers = sqlite3_column_int(s, BC_REGISTERS);
+  b->smem_static = sqlite3_column_int(s, BC_SMEM_STATIC);
+  b->stack_frame = sqlite3_column_int(s, BC_STACK_FRAME);
+  b->spill_stores = sqlite3_column_int(s, BC_SPILL_STORES);
+  b->spill_loads = sqlite3_column_int(s, BC_SPILL_LOADS);
+  b->compile_ms = sqlite3_column_double(s, BC_COMPILE_MS);
+  if (!(b->log = column_dup(s, BC_LOG))) {
     snprintf(db->err, sizeof db->err, "cannot read build %s: out of memory", key);
     goto out;
   }
@@ -587,31 +621,31 @@ int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, 
     }
     fat_db_summary_row *row = &r[(*n)++];
     memset(row, 0, sizeof *row);
-    row->problem_id = sqlite3_column_int64(s, 0);
-    fat_direction_parse((const char *)sqlite3_column_text(s, 1), &row->problem.direction);
-    fat_dtype_parse((const char *)sqlite3_column_text(s, 2), &row->problem.dtype);
-    fat_mask_parse((const char *)sqlite3_column_text(s, 3), &row->problem.mask);
-    row->problem.head_dim = sqlite3_column_int(s, 4);
-    row->problem.batch = sqlite3_column_int(s, 5);
-    row->problem.heads = sqlite3_column_int(s, 6);
-    row->problem.heads_k = sqlite3_column_int(s, 7);
-    row->problem.seqlen_q = sqlite3_column_int(s, 8);
-    row->problem.seqlen_k = sqlite3_column_int(s, 9);
-    snprintf(row->winner, sizeof row->winner, "%s", (const char *)sqlite3_column_text(s, 10));
-    row->median_ms = column_real(s, 11);
-    row->tflops = column_real(s, 12);
-    row->rel_l2 = column_real(s, 13);
-    row->max_abs = column_real(s, 14);
-    row->slowest_ms = column_real(s, 15);
-    row->default_ms = column_real(s, 16);
-    const char *dname = (const char *)sqlite3_column_text(s, 17);
+    row->problem_id = sqlite3_column_int64(s, SC_PROBLEM_ID);
+    fat_direction_parse((const char *)sqlite3_column_text(s, SC_DIRECTION), &row->problem.direction);
+    fat_dtype_parse((const char *)sqlite3_column_text(s, SC_DTYPE), &row->problem.dtype);
+    fat_mask_parse((const char *)sqlite3_column_text(s, SC_MASK), &row->problem.mask);
+    row->problem.head_dim = sqlite3_column_int(s, SC_HEAD_DIM);
+    row->problem.batch = sqlite3_column_int(s, SC_BATCH);
+    row->problem.heads = sqlite3_column_int(s, SC_HEADS);
+    row->problem.heads_k = sqlite3_column_int(s, SC_HEADS_K);
+    row->problem.seqlen_q = sqlite3_column_int(s, SC_SEQLEN_Q);
+    row->problem.seqlen_k = sqlite3_column_int(s, SC_SEQLEN_K);
+    snprintf(row->winner, sizeof row->winner, "%s", (const char *)sqlite3_column_text(s, SC_WINNER));
+    row->median_ms = column_real(s, SC_MEDIAN_MS);
+    row->tflops = column_real(s, SC_TFLOPS);
+    row->rel_l2 = column_real(s, SC_REL_L2);
+    row->max_abs = column_real(s, SC_MAX_ABS);
+    row->slowest_ms = column_real(s, SC_SLOWEST_MS);
+    row->default_ms = column_real(s, SC_DEFAULT_MS);
+    const char *dname = (const char *)sqlite3_column_text(s, SC_DEFAULT_NAME);
     snprintf(row->default_name, sizeof row->default_name, "%s", dname ? dname : "");
-    row->n_passing = sqlite3_column_int(s, 18);
-    row->n_failed = sqlite3_column_int(s, 19);
-    row->materialize_ms = column_real(s, 20);
-    row->problem.window_left = sqlite3_column_int(s, 21);
-    row->problem.window_right = sqlite3_column_int(s, 22);
-    const char *lengths = (const char *)sqlite3_column_text(s, 23);
+    row->n_passing = sqlite3_column_int(s, SC_N_PASSING);
+    row->n_failed = sqlite3_column_int(s, SC_N_FAILED);
+    row->materialize_ms = column_real(s, SC_MATERIALIZE_MS);
+    row->problem.window_left = sqlite3_column_int(s, SC_WINDOW_LEFT);
+    row->problem.window_right = sqlite3_column_int(s, SC_WINDOW_RIGHT);
+    const char *lengths = (const char *)sqlite3_column_text(s, SC_LENGTHS);
     char why[160];
     if (fat_lengths_parse(lengths ? lengths : "", &row->problem.lengths, why,
                           sizeof why)) {
