@@ -6,6 +6,7 @@
  * and only a variant that passed every check can win. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,20 @@ typedef struct run {
   int interrupted;  /* SIGINT seen: stop after the variant in hand */
   char store_err[ERRLEN + 4096 + 256];  /* why a build could not be stored ("" none): the run stops */
 } run;
+
+/* The tuner's line for a database call that failed: "fatune: WHAT: " and
+ * the database's error, after LEAD ("\n" where a variant's row is open on
+ * the line, else ""). */
+static void db_error(const run *r, const char *lead, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void db_error(const run *r, const char *lead, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(r->log, "%sfatune: ", lead);
+  vfprintf(r->log, fmt, ap);
+  fprintf(r->log, ": %s\n", fat_db_errmsg(r->db));
+  va_end(ap);
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -355,7 +370,7 @@ static int compile_all(run *r) {
   }
   for (size_t i = 0; i < n; i++) {
     if (fat_db_put_variant(r->db, &r->variants[i], &r->variant_ids[i])) {
-      fprintf(r->log, "fatune: storing variant %s: %s\n", r->variants[i].name, fat_db_errmsg(r->db));
+      db_error(r, "", "storing variant %s", r->variants[i].name);
       goto out;
     }
     if (fat_build_key(r->variants[i].source, r->arch, r->keys[i], err, sizeof err)) {
@@ -364,7 +379,7 @@ static int compile_all(run *r) {
     }
     int found = 0;
     if (fat_db_find_build(r->db, r->keys[i], &r->builds[i], &found)) {
-      fprintf(r->log, "fatune: reading build cache: %s\n", fat_db_errmsg(r->db));
+      db_error(r, "", "reading build cache");
       goto out;
     }
     if (found) {
@@ -414,7 +429,7 @@ static int record_failure(run *r, size_t i, sqlite3_int64 problem_id, const fat_
   c.passed = 0;
   snprintf(c.reason, sizeof c.reason, "%.*s", (int)sizeof c.reason - 1, reason);
   if (fat_db_put_check(r->db, r->variant_ids[i], r->gpu_id, problem_id, &c)) {
-    fprintf(r->log, "fatune: storing check: %s\n", fat_db_errmsg(r->db));
+    db_error(r, "", "storing check");
     return -1;
   }
   return 0;
@@ -458,7 +473,7 @@ static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 proble
   int passed = 1;
   for (int s = 0; s < n; s++) {
     if (fat_db_put_check(r->db, r->variant_ids[i], r->gpu_id, problem_id, &checks[s])) {
-      fprintf(r->log, "\nfatune: storing check: %s\n", fat_db_errmsg(r->db));
+      db_error(r, "\n", "storing check");
       return -1;
     }
     if (!checks[s].passed) {
@@ -477,7 +492,7 @@ static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 proble
   }
   if (timed) {
     if (fat_db_put_timing(r->db, r->variant_ids[i], r->gpu_id, problem_id, &timing, NULL)) {
-      fprintf(r->log, "\nfatune: storing timing: %s\n", fat_db_errmsg(r->db));
+      db_error(r, "\n", "storing timing");
       return -1;
     }
     char what[256];
@@ -503,7 +518,7 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
   size_t n = 0;
   char reason[ERRLEN];
   if (fat_db_rank(r->db, r->gpu_id, problem_id, ranked, FAT_MAX_INTERLEAVED, &n)) {
-    fprintf(r->log, "fatune: ranking: %s\n", fat_db_errmsg(r->db));
+    db_error(r, "", "ranking");
     return -1;
   }
   const fat_variant *vs[FAT_MAX_INTERLEAVED];
@@ -524,7 +539,7 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
     if (st == FAT_WORKER_OK) {
       for (int k = 0; k < close; k++)
         if (fat_db_put_timing(r->db, r->variant_ids[idx[k]], r->gpu_id, problem_id, &t[k], NULL)) {
-          fprintf(r->log, "fatune: storing timing: %s\n", fat_db_errmsg(r->db));
+          db_error(r, "", "storing timing");
           return -1;
         }
     } else {
@@ -535,7 +550,7 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
   fat_db_choice best;
   int found = 0;
   if (fat_db_best(r->db, r->gpu_id, problem_id, &best, &found)) {
-    fprintf(r->log, "fatune: choosing the winner: %s\n", fat_db_errmsg(r->db));
+    db_error(r, "", "choosing the winner");
     return -1;
   }
   if (!found) {
@@ -545,7 +560,7 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
     return 0;
   }
   if (fat_db_set_winner(r->db, r->gpu_id, problem_id, best.variant_id, best.timing_id)) {
-    fprintf(r->log, "fatune: storing the winner: %s\n", fat_db_errmsg(r->db));
+    db_error(r, "", "storing the winner");
     return -1;
   }
   return 0;
@@ -616,11 +631,11 @@ static int runs_on(const run *r, size_t i, const fat_problem *p) {
  * the run cannot go on. */
 static int tune_problem(run *r, const fat_problem *p, sqlite3_int64 *pid) {
   if (fat_db_put_problem(r->db, p, pid)) {
-    fprintf(r->log, "fatune: storing problem: %s\n", fat_db_errmsg(r->db));
+    db_error(r, "", "storing problem");
     return -1;
   }
   if (r->o->retune && fat_db_forget(r->db, r->gpu_id, *pid, NULL)) {
-    fprintf(r->log, "fatune: --retune: %s\n", fat_db_errmsg(r->db));
+    db_error(r, "", "--retune");
     return -1;
   }
   if (fat_interrupted()) return 1;
@@ -630,7 +645,7 @@ static int tune_problem(run *r, const fat_problem *p, sqlite3_int64 *pid) {
     if (!runs_on(r, i, p)) continue;
     int checked = 0, passed = 0, timed = 0;
     if (fat_db_has_result(r->db, r->variant_ids[i], r->gpu_id, *pid, &checked, &passed, &timed)) {
-      fprintf(r->log, "fatune: reading results: %s\n", fat_db_errmsg(r->db));
+      db_error(r, "", "reading results");
       return -1;
     }
     if (checked && (!passed || timed)) {
@@ -670,7 +685,7 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
   fat_db_summary_row *rows = NULL;
   size_t n = 0;
   if (fat_db_summary(r->db, r->gpu_id, &rows, &n)) {
-    fprintf(r->log, "fatune: summary: %s\n", fat_db_errmsg(r->db));
+    db_error(r, "", "summary");
     return;
   }
   fprintf(r->out, "\n%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d) -- database %s\n", r->gpu.name,
@@ -726,7 +741,7 @@ static int ensure_ceilings(run *r) {
   for (int i = 0; i < N_CEILINGS; i++) {
     int found = 0;
     if (fat_db_get_ceiling(r->db, r->gpu_id, names[i], &value[i], NULL, 0, &found)) {
-      fprintf(r->log, "fatune: reading ceilings: %s\n", fat_db_errmsg(r->db));
+      db_error(r, "", "reading ceilings");
       return -1;
     }
     missing |= !found;
@@ -743,7 +758,7 @@ static int ensure_ceilings(run *r) {
     value[BF16] = c.mma_bf16_flops_per_s;
     for (int i = 0; i < N_CEILINGS; i++)
       if (fat_db_put_ceiling(r->db, r->gpu_id, names[i], value[i], units[i])) {
-        fprintf(r->log, "fatune: storing ceilings: %s\n", fat_db_errmsg(r->db));
+        db_error(r, "", "storing ceilings");
         return -1;
       }
   }
