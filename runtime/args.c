@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: MIT */
+/* A call's arguments, each refused by name before anything is launched:
+ * the problem's shape and options, every tensor's pointer, alignment,
+ * strides and extent, no output sharing a byte with another tensor, and,
+ * by asking the driver, that the memory and the stream are this device's;
+ * the contiguous strides of a shape, and the workspace sizes. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "types.h"
+#include "runtime_int.h"
+
+#define INDEX_BYTES 4               /* cu_seqlens_q/k and seqused_k: device int32 */
+#define ALIGN_BYTES 16              /* kernels load and store 16 bytes at a time */
+#define STRIDE_MULTIPLE 8           /* elements of 2 bytes per 16-byte access */
+#define N_TENSORS 5                 /* q, k, v, o, lse */
+#define N_BWD_SPANS (N_TENSORS + 5) /* and the backward's dout, dq, dk, dv, workspace */
+#define N_STRIDED 4                 /* q, k, v, o have (batch, row, head) strides */
+#define ELEM_BYTES 2                /* fp16 and bf16 */
+#define LSE_BYTES 4                 /* fp32 */
+
+/* ---- the problem -------------------------------------------------------- */
+
+/* A backward's struct sizes, its own and its forward's; the lock is held. */
+fat_status fat_rt_check_bwd_size(fat_context *c, const fat_attn_bwd_args *a) {
+  if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  fat_status st = CHECK_SIZE(c, fat_attn_bwd_args, a, "FAT_ATTN_BWD_ARGS_INIT");
+  return st ? st : CHECK_SIZE(c, fat_attn_args, &a->fwd, "FAT_ATTN_ARGS_INIT");
+}
+
+fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a) {
+  if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
+  fat_status st = CHECK_SIZE(c, fat_attn_args, a, "FAT_ATTN_ARGS_INIT");
+  if (st) return st;
+  if (a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "dtype %d: must be FAT_ATTN_FP16 or FAT_ATTN_BF16",
+                (int)a->dtype);
+  if (a->mask != FAT_ATTN_MASK_NONE && a->mask != FAT_ATTN_MASK_CAUSAL &&
+      a->mask != FAT_ATTN_MASK_LOCAL)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT,
+                "mask %d: must be FAT_ATTN_MASK_NONE, FAT_ATTN_MASK_CAUSAL or FAT_ATTN_MASK_LOCAL",
+                (int)a->mask);
+  if (a->mask == FAT_ATTN_MASK_LOCAL && (a->window_left < -1 || a->window_right < -1))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "window (%d, %d): each bound must be >= -1 (-1: "
+                "unbounded)", a->window_left, a->window_right);
+  if (!(a->softcap >= 0) || isinf(a->softcap))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "softcap %g: must be finite and >= 0 (0: none)",
+                (double)a->softcap);
+  if (!a->cu_seqlens_q != !a->cu_seqlens_k)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "cu_seqlens_q %p and cu_seqlens_k %p: give both or "
+                "neither", (const void *)a->cu_seqlens_q, (const void *)a->cu_seqlens_k);
+  if (a->cu_seqlens_q && (a->total_q < 1 || a->total_k < 1))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "total_q %d, total_k %d: a variable-length batch "
+                "needs the packed tensors' rows (>= 1)", a->total_q, a->total_k);
+  const int dims[5] = {a->batch, a->heads, a->heads_k, a->seqlen_q, a->seqlen_k};
+  static const char *const dim_names[5] = {"batch", "heads", "heads_k", "seqlen_q", "seqlen_k"};
+  for (int i = 0; i < 5; i++)
+    if (dims[i] < 1)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %d: must be >= 1", dim_names[i], dims[i]);
+  if (a->heads % a->heads_k)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "heads_k %d does not divide heads %d", a->heads_k,
+                a->heads);
+  return FAT_OK;
+}
+
+#define MAX_HEAD_DIMS 16
+
+fat_status fat_rt_unsupported_head_dim(fat_context *c, int head_dim) {
+  int dims[MAX_HEAD_DIMS], n = fat_supported_head_dims(dims, MAX_HEAD_DIMS);
+  char list[128] = "";
+  for (int i = 0; i < n; i++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "", dims[i]);
+  return fail(c, FAT_ERR_UNSUPPORTED, "head_dim %d has no template (templates: %s; any multiple "
+              "of 8 up to %d runs on the next one up)", head_dim, list, n ? dims[n - 1] : 0);
+}
+
+/* ---- tensors ------------------------------------------------------------ */
+
+/* X * Y, or -1 (a stride fat_attention_check refuses) when it overflows. */
+static long long stride_product(long long x, long long y) {
+  long long r;
+  return __builtin_mul_overflow(x, y, &r) ? -1 : r;
+}
+
+void fat_attn_args_contiguous(fat_attn_args *a) {
+  if (!a || a->struct_size != sizeof *a) return;
+  long long d = a->head_dim;
+  a->q_head_stride = a->k_head_stride = a->v_head_stride = a->o_head_stride = d;
+  a->q_row_stride = a->o_row_stride = stride_product(d, a->heads);
+  a->k_row_stride = a->v_row_stride = stride_product(d, a->heads_k);
+  a->q_batch_stride = a->o_batch_stride = stride_product(a->q_row_stride, a->seqlen_q);
+  a->k_batch_stride = a->v_batch_stride = stride_product(a->k_row_stride, a->seqlen_k);
+}
+
+/* One dimension of a strided tensor. */
+typedef struct dim {
+  const char *name;  /* "row_stride" */
+  long long extent, stride;
+} dim;
+
+/* The elements tensor NAME spans (max offset + 1) in *SPAN, after checking
+ * that no dimension of more than one element steps by less than what its
+ * inner dimensions span: then no two elements share an address. */
+static fat_status check_layout(fat_context *c, const char *name, dim *d, int n, long long head_dim,
+                               long long *span) {
+  /* Insertion sort by stride: the innermost dimension first. */
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && d[j].stride < d[j - 1].stride; j--) {
+      dim t = d[j];
+      d[j] = d[j - 1];
+      d[j - 1] = t;
+    }
+  long long inner = head_dim; /* the contiguous last dimension */
+  const char *inside = "head_dim";
+  for (int i = 0; i < n; i++) {
+    long long step;
+    if (d[i].extent < 2) continue;
+    if (d[i].stride < inner)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT,
+                  "%s_%s %lld: smaller than the %lld elements inside it (%s); %s would overlap "
+                  "itself", name, d[i].name, d[i].stride, inner, inside, name);
+    if (__builtin_mul_overflow(d[i].stride, d[i].extent - 1, &step) ||
+        __builtin_add_overflow(inner, step, &inner))
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_%s %lld: %s spans more than %lld elements",
+                  name, d[i].name, d[i].stride, name, LLONG_MAX);
+    inside = d[i].name;
+  }
+  *span = inner;
+  return FAT_OK;
+}
+
+/* [lo, hi) byte ranges. */
+static int overlaps(uintptr_t a, unsigned long long an, uintptr_t b, unsigned long long bn) {
+  return a < b + bn && b < a + an;
+}
+
+/* A tensor the kernels touch: where it is and the bytes it spans. */
+typedef struct span {
+  const char *name;
+  const void *ptr;
+  unsigned long long bytes;
+} span;
+
+/* NAME at PTR, a (batch, seqlen, heads, head_dim) tensor with the given
+ * element strides: not NULL, aligned, strides the kernels can use, no
+ * element sharing an address with another, within the address space. *OUT
+ * gets the bytes it spans. */
+static fat_status check_strided(fat_context *c, const char *name, const void *ptr, long long bs,
+                                long long rs, long long hs, int batch, int seqlen, int heads,
+                                int head_dim, span *out) {
+  if (!ptr) return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+  if ((uintptr_t)ptr % ALIGN_BYTES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned", name, ptr,
+                ALIGN_BYTES);
+  /* Innermost first by convention: equal strides keep this order (the sort
+   * is stable), so the message blames the outer dimension. */
+  dim d[3] = {{"head_stride", heads, hs}, {"row_stride", seqlen, rs}, {"batch_stride", batch, bs}};
+  for (int i = 2; i >= 0; i--)
+    if (d[i].stride < 0 || d[i].stride % STRIDE_MULTIPLE)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_%s %lld: must be a non-negative multiple of %d",
+                  name, d[i].name, d[i].stride, STRIDE_MULTIPLE);
+  long long n = 0;
+  unsigned long long bytes;
+  fat_status st = check_layout(c, name, d, 3, head_dim, &n);
+  if (st) return st;
+  /* Bytes, then room above PTR: a bound computed as UINTPTR_MAX / 2 - PTR
+   * wrapped for a pointer in the upper half and passed anything. */
+  if (__builtin_mul_overflow((unsigned long long)n, (unsigned long long)ELEM_BYTES, &bytes) ||
+      bytes > UINTPTR_MAX - (uintptr_t)ptr)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %lld elements run past the end of the "
+                "address space", name, ptr, n);
+  *out = (span){name, ptr, bytes};
+  return FAT_OK;
+}
+
+/* lse (or D): contiguous (batch, heads, seqlen_q) fp32. */
+static fat_status check_rows(fat_context *c, const char *name, const void *ptr,
+                             const fat_attn_args *a, span *out) {
+  if (!ptr) return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+  if ((uintptr_t)ptr % ALIGN_BYTES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned", name, ptr,
+                ALIGN_BYTES);
+  /* The shape was checked positive, and each factor fits an int. */
+  unsigned long long n = (unsigned long long)(a->cu_seqlens_q ? 1 : a->batch) * (unsigned long long)a->heads;
+  if (__builtin_mul_overflow(n, (unsigned long long)(a->cu_seqlens_q ? a->total_q : a->seqlen_q), &n) ||
+      n > (UINTPTR_MAX - (uintptr_t)ptr) / LSE_BYTES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its batch x heads x seqlen_q floats run past "
+                "the end of the address space", name, ptr);
+  *out = (span){name, ptr, n * LSE_BYTES};
+  return FAT_OK;
+}
+
+/* What a kernel writes (T[0 .. N_WRITTEN)) must share no byte with anything
+ * else it reads or writes: another block may still be reading it. */
+static fat_status check_no_alias(fat_context *c, const span *t, int n, int n_written) {
+  for (int i = 0; i < n_written; i++)
+    for (int j = 0; j < n; j++) {
+      if (j == i || (j < n_written && j < i)) continue; /* each written pair once */
+      if (overlaps((uintptr_t)t[i].ptr, t[i].bytes, (uintptr_t)t[j].ptr, t[j].bytes))
+        return fail(c, FAT_ERR_INVALID_ARGUMENT,
+                    "%s [%p, +%llu bytes) overlaps %s [%p, +%llu bytes): the outputs must not "
+                    "alias another tensor", t[i].name, t[i].ptr, t[i].bytes, t[j].name, t[j].ptr,
+                    t[j].bytes);
+    }
+  return FAT_OK;
+}
+
+/* The forward's tensors in T: o, lse (written by the forward), q, k, v. */
+static fat_status check_tensors(fat_context *c, const fat_attn_args *a, span t[N_TENSORS]) {
+  fat_status st;
+  /* A variable-length batch is one sequence of total rows as far as the
+   * layout goes: its batch strides are not used. */
+  const int vl = a->cu_seqlens_q != NULL;
+  const int bq = vl ? 1 : a->batch, sq = vl ? a->total_q : a->seqlen_q;
+  const int sk = vl ? a->total_k : a->seqlen_k;
+  if ((st = check_strided(c, "q", a->q, vl ? 0 : a->q_batch_stride, a->q_row_stride,
+                          a->q_head_stride, bq, sq, a->heads, a->head_dim, &t[2])) ||
+      (st = check_strided(c, "k", a->k, vl ? 0 : a->k_batch_stride, a->k_row_stride,
+                          a->k_head_stride, bq, sk, a->heads_k, a->head_dim, &t[3])) ||
+      (st = check_strided(c, "v", a->v, vl ? 0 : a->v_batch_stride, a->v_row_stride,
+                          a->v_head_stride, bq, sk, a->heads_k, a->head_dim, &t[4])) ||
+      (st = check_strided(c, "o", a->o, vl ? 0 : a->o_batch_stride, a->o_row_stride,
+                          a->o_head_stride, bq, sq, a->heads, a->head_dim, &t[0])) ||
+      (st = check_rows(c, "lse", a->lse, a, &t[1])))
+    return st;
+  if (!(a->softmax_scale >= 0) || isinf(a->softmax_scale))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "softmax_scale %g: must be finite and >= 0 (0: default)",
+                (double)a->softmax_scale);
+  /* The variable-length index arrays: device int32, read whole by every
+   * block, beside the outputs it writes. */
+  const struct { const char *name; const int *ptr; unsigned long long n; } index[] = {
+      {"cu_seqlens_q", a->cu_seqlens_q, (unsigned long long)a->batch + 1},
+      {"cu_seqlens_k", a->cu_seqlens_k, (unsigned long long)a->batch + 1},
+      {"seqused_k", a->seqused_k, (unsigned long long)a->batch}};
+  for (size_t i = 0; i < sizeof index / sizeof index[0]; i++) {
+    const uintptr_t at = (uintptr_t)index[i].ptr;
+    const unsigned long long bytes = index[i].n * INDEX_BYTES;
+    if (!at) continue;
+    if (at % INDEX_BYTES)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned (int32 entries)",
+                  index[i].name, (const void *)index[i].ptr, INDEX_BYTES);
+    if (bytes > UINTPTR_MAX - at)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %llu entries run past the end of the "
+                  "address space", index[i].name, (const void *)index[i].ptr, index[i].n);
+    for (int w = 0; w < 2; w++) /* o and lse, which the forward writes */
+      if (overlaps(at, bytes, (uintptr_t)t[w].ptr, t[w].bytes))
+        return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s [%p, +%llu bytes) overlaps %s [%p, +%llu "
+                    "bytes)", index[i].name, (const void *)index[i].ptr, bytes, t[w].name,
+                    t[w].ptr, t[w].bytes);
+  }
+  /* The forward's scratch (split variants write their partials there). */
+  if (a->workspace && a->workspace_bytes > 0) {
+    if ((uintptr_t)a->workspace % ALIGN_BYTES)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p is not %d-byte aligned", a->workspace,
+                  ALIGN_BYTES);
+    if (a->workspace_bytes > UINTPTR_MAX - (uintptr_t)a->workspace)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p: its %zu bytes run past the end of "
+                  "the address space", a->workspace, a->workspace_bytes);
+    for (int i = 0; i < N_TENSORS; i++)
+      if (overlaps((uintptr_t)a->workspace, a->workspace_bytes, (uintptr_t)t[i].ptr, t[i].bytes))
+        return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace [%p, +%zu bytes) overlaps %s [%p, "
+                    "+%llu bytes)", a->workspace, a->workspace_bytes, t[i].name, t[i].ptr,
+                    t[i].bytes);
+  }
+  return FAT_OK;
+}
+
+/* Everything about ARGS that needs no GPU; the context lock is held. */
+fat_status fat_rt_check_args(fat_context *c, const fat_attn_args *a) {
+  span t[N_TENSORS];
+  fat_status st = fat_rt_check_problem(c, a);
+  if (st) return st;
+  if (!fat_rt_find_default((sel_key){FAT_FWD, 0, 0}, a->dtype, a->mask,
+                           fat_rt_template_head_dim(FAT_FWD, a->head_dim)))
+    return fat_rt_unsupported_head_dim(c, a->head_dim);
+  if ((st = check_tensors(c, a, t))) return st;
+  return check_no_alias(c, t, N_TENSORS, 2);
+}
+
+fat_status fat_attention_check(fat_context *c, const fat_attn_args *a) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = fat_rt_check_args(c, a);
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* What only the driver can tell: every tensor is memory of this context's
+ * device, and STREAM belongs to its primary context. A launch with either
+ * wrong faults the context (or runs on another GPU's stream); refusing
+ * costs a few driver calls per launch. The lock is held. */
+fat_status fat_rt_check_on_device(fat_context *c, const void *args, int direction, void *stream) {
+  /* ARGS is a fat_attn_args, or a fat_attn_bwd_args (which begins with one). */
+  const fat_attn_args *a = direction == FAT_BWD ? &((const fat_attn_bwd_args *)args)->fwd : args;
+  const fat_attn_bwd_args *b = direction == FAT_BWD ? args : NULL;
+  const void *ptrs[N_BWD_SPANS] = {a->q, a->k, a->v, a->o, a->lse};
+  static const char *const names[N_BWD_SPANS] = {"q", "k", "v", "o", "lse",
+                                                  "dout", "dq", "dk", "dv", "workspace"};
+  int n = N_TENSORS;
+  if (b) {
+    ptrs[n++] = b->dout;
+    ptrs[n++] = b->dq;
+    ptrs[n++] = b->dk;
+    ptrs[n++] = b->dv;
+    ptrs[n++] = b->workspace;
+  }
+  char t[256];
+  for (int i = 0; i < n && c->ptr_attr; i++) {
+    int ordinal = -1;
+    unsigned long long managed = 0; /* the driver writes a bool or an int: zeroed wider */
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptrs[i];
+    CUresult r = c->ptr_attr(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
+    if (r == CUDA_ERROR_INVALID_VALUE)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not memory CUDA knows (%s)", names[i],
+                  ptrs[i], fat_cuda_result_text(&c->cu, r, t, sizeof t));
+    if (r != CUDA_SUCCESS || managed) continue; /* managed memory migrates on demand */
+    r = c->ptr_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
+    if (r == CUDA_SUCCESS && ordinal != c->ordinal)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is memory of device %d; this context is on "
+                  "device %d", names[i], ptrs[i], ordinal, c->ordinal);
+  }
+  /* The legacy and per-thread default streams (handles 0, 1, 2) are those
+   * of whatever context is current: ours, made current by the launch. */
+  if (stream && (uintptr_t)stream > (uintptr_t)CU_STREAM_PER_THREAD && c->stream_ctx) {
+    CUcontext sc = NULL;
+    CUresult r = c->stream_ctx((CUstream)stream, &sc);
+    if (r != CUDA_SUCCESS)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "stream %p: %s", stream,
+                  fat_cuda_result_text(&c->cu, r, t, sizeof t));
+    if (sc != c->pctx)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "stream %p belongs to another CUDA context (%p), "
+                  "not the primary context of device %d (%p)", stream, (void *)sc, c->ordinal,
+                  (void *)c->pctx);
+  }
+  return FAT_OK;
+}
+
+/* The refusal of a shape whose workspace does not fit in a size_t. */
+fat_status fat_rt_workspace_overflow(fat_context *c, const fat_attn_args *a) {
+  return fail(c, FAT_ERR_INVALID_ARGUMENT, "batch %d x heads %d x seqlen_q %d: the workspace "
+              "would be more bytes than a size_t holds", a->batch, a->heads, a->seqlen_q);
+}
+
+/* ---- backward ------------------------------------------------------------- */
+
+#define WORKSPACE_ALIGN 256  /* D, then the dQ accumulator at this alignment */
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+/* Bytes of D and of the dQ accumulator for A's shape (checked positive).
+ * Returns -1 when they do not fit in a size_t (batch, heads and seqlen_q
+ * near INT_MAX once wrapped to a small number, with FAT_OK). */
+int fat_rt_bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t *delta,
+                               size_t *accum) {
+  size_t rows, d_bytes, sum;
+  /* The accumulator's rows are the template's head dim wide. */
+  const int tdim = fat_rt_template_head_dim(FAT_BWD, a->head_dim);
+  const size_t width = (size_t)(tdim > 0 ? tdim : a->head_dim) * sizeof(float);
+  if (__builtin_mul_overflow((size_t)a->batch, (size_t)a->heads, &rows) ||
+      __builtin_mul_overflow(rows, (size_t)a->seqlen_q, &rows) ||
+      __builtin_mul_overflow(rows, sizeof(float), &d_bytes) || d_bytes > SIZE_MAX - WORKSPACE_ALIGN ||
+      (!deterministic && __builtin_mul_overflow(rows, width, accum)))
+    return -1;
+  *delta = round_up(d_bytes, WORKSPACE_ALIGN);
+  if (deterministic) *accum = 0;
+  return __builtin_add_overflow(*delta, *accum, &sum) ? -1 : 0;
+}
+
+void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *a) {
+  if (!a || a->struct_size != sizeof *a || a->fwd.struct_size != sizeof a->fwd) return;
+  fat_attn_args_contiguous(&a->fwd);
+  const fat_attn_args *f = &a->fwd;
+  a->do_batch_stride = a->dq_batch_stride = f->q_batch_stride;
+  a->do_row_stride = a->dq_row_stride = f->q_row_stride;
+  a->do_head_stride = a->dq_head_stride = f->q_head_stride;
+  a->dk_batch_stride = a->dv_batch_stride = f->k_batch_stride;
+  a->dk_row_stride = a->dv_row_stride = f->k_row_stride;
+  a->dk_head_stride = a->dv_head_stride = f->k_head_stride;
+}
+
+fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *a, size_t *bytes) {
+  size_t delta, accum;
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = fat_rt_check_bwd_size(c, a);
+  if (!st)
+    st = !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL")
+                : fat_rt_check_problem(c, &a->fwd);
+  if (!st && fat_rt_bwd_workspace_parts(&a->fwd, a->deterministic, &delta, &accum))
+    st = fat_rt_workspace_overflow(c, &a->fwd);
+  else if (!st)
+    *bytes = delta + accum;
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* Everything about A that needs no GPU; the lock is held. */
+fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
+  const fat_attn_bwd_args *a = args;
+  fat_status st = fat_rt_check_bwd_size(c, a);
+  if (st) return st;
+  const fat_attn_args *f = &a->fwd;
+  /* The written ones first: dq, dk, dv, workspace; then dout and the forward's. */
+  span t[N_BWD_SPANS];
+  if ((st = fat_rt_check_problem(c, f))) return st;
+  if (a->deterministic != 0 && a->deterministic != 1)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "deterministic %d: must be 0 or 1", a->deterministic);
+  if (f->softcap > 0)
+    return fail(c, FAT_ERR_UNSUPPORTED, "softcap %g: the backward has no soft-cap (forward only)",
+                (double)f->softcap);
+  if (f->cu_seqlens_q || f->seqused_k)
+    return fail(c, FAT_ERR_UNSUPPORTED, "variable-length batches (cu_seqlens, seqused_k): the "
+                "backward takes dense batches only");
+  if (!fat_rt_find_default((sel_key){FAT_BWD, a->deterministic, 0}, f->dtype, f->mask,
+                           fat_rt_template_head_dim(FAT_BWD, f->head_dim)))
+    return fat_rt_unsupported_head_dim(c, f->head_dim);
+  if ((st = check_tensors(c, f, t + 5)) ||
+      (st = check_strided(c, "dout", a->dout, a->do_batch_stride, a->do_row_stride,
+                          a->do_head_stride, f->batch, f->seqlen_q, f->heads, f->head_dim, &t[4])) ||
+      (st = check_strided(c, "dq", a->dq, a->dq_batch_stride, a->dq_row_stride, a->dq_head_stride,
+                          f->batch, f->seqlen_q, f->heads, f->head_dim, &t[0])) ||
+      (st = check_strided(c, "dk", a->dk, a->dk_batch_stride, a->dk_row_stride, a->dk_head_stride,
+                          f->batch, f->seqlen_k, f->heads_k, f->head_dim, &t[1])) ||
+      (st = check_strided(c, "dv", a->dv, a->dv_batch_stride, a->dv_row_stride, a->dv_head_stride,
+                          f->batch, f->seqlen_k, f->heads_k, f->head_dim, &t[2])))
+    return st;
+  size_t delta, accum;
+  if (fat_rt_bwd_workspace_parts(f, a->deterministic, &delta, &accum))
+    return fat_rt_workspace_overflow(c, f);
+  if (!a->workspace)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace is NULL (fat_attention_bwd_workspace: "
+                "%zu bytes)", delta + accum);
+  if ((uintptr_t)a->workspace % ALIGN_BYTES)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p is not %d-byte aligned", a->workspace,
+                ALIGN_BYTES);
+  if (a->workspace_bytes < delta + accum)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace_bytes %zu: this problem needs %zu "
+                "(fat_attention_bwd_workspace)", a->workspace_bytes, delta + accum);
+  if (a->workspace_bytes > UINTPTR_MAX - (uintptr_t)a->workspace)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p: its %zu bytes run past the end of the "
+                "address space", a->workspace, a->workspace_bytes);
+  t[3] = (span){"workspace", a->workspace, delta + accum};
+  return check_no_alias(c, t, N_BWD_SPANS, 4);
+}
+
+fat_status fat_attention_bwd_check(fat_context *c, const fat_attn_bwd_args *a) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = fat_rt_check_bwd_args(c, a);
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/* What libfatune's files share (include/fatune.h is their public header):
+ * the context's fields, the selection and its cache entry, the loaded
+ * kernel, the error and log helpers, and the functions one file lends
+ * another, each named fat_rt_ (hidden, as is every symbol of the library
+ * but the API's). errors.c names the codes and checks struct sizes,
+ * context.c opens and closes a context, select.c decides which variant
+ * serves a problem and caches the answer, load.c loads or compiles its
+ * module, args.c checks a call's arguments, launch.c runs the call.
+ * Nothing outside runtime/ includes it. */
+#ifndef FAT_RUNTIME_INT_H
+#define FAT_RUNTIME_INT_H
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sqlite3.h>
+#include "fatune.h"
+#include "cuda_api.h"
+#include "defaults.h"
+
+#define ERR_CAP 1024
+#define PATH_CAP 4096
+#define MAX_TABLES 16
+#define SEL_BUCKETS 256             /* hash buckets of the selection cache */
+
+/* One loaded module, by variant source hash (a hash names a source exactly). */
+typedef struct kernel {
+  struct kernel *next;
+  char hash[65];
+  CUmodule module;
+  CUfunction fn;
+  /* The backward's other kernels (kernel.h gives the order); NULL for the forward. */
+  CUfunction pre_fn, dq_fn, convert_fn;
+  CUfunction combine_fn;  /* split-KV forward variants */
+  fat_load load;
+  char note[256];  /* why no stored cubin was loaded ("" when one was) */
+} kernel;
+
+/* A resolved problem key: the selection, its launch geometry and kernel. */
+typedef struct sel_entry {
+  struct sel_entry *next;
+  int direction, deterministic, dtype, mask, head_dim, seqlen_q, seqlen_k, group;  /* the key */
+  int window_left, window_right;  /* ... and the local mask's window (0, 0 for the others) */
+  int varlen_mean;                /* ... and a packed batch's mean length step (varlen_mean_step) */
+  fat_choice choice;
+  int block_m, threads, smem_bytes;
+  int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
+  int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h) */
+  int block_n;               /* > 0 for a variant that takes tensor maps: its key tile */
+  int persistent;            /* forward: resident blocks, at most one an SM */
+  int template_dim;          /* the template's head dim (>= the problem's) */
+  int no_workspace, no_tma;
+  const kernel *k;
+} sel_entry;
+
+/* What a selection is for: the problem key beyond the shape. */
+typedef struct sel_key {
+  int direction;      /* fat_direction */
+  int deterministic;  /* backward: only variants without atomics */
+  int no_workspace;   /* forward: the caller's workspace is too small for the tuned
+                         variant; only variants that need none */
+  int no_tma;         /* the call's tensors are none a tensor map can describe
+                         (fat_fwd_tma_describable, fat_bwd_tma_describable); only
+                         variants that load without */
+} sel_key;
+
+/* What fat_rt_select_variant finds, beyond the public choice: how to
+ * launch and where the source lives. */
+typedef struct selection {
+  fat_choice choice;
+  char entry[128];
+  char family[64], params[256];
+  int block_m, threads, smem_bytes;
+  int block_q, dq_separate;        /* backward only */
+  int pack_gqa, splits;            /* forward only */
+  int block_n;                     /* a tensor-map variant's key tile, else 0 */
+  int persistent;                  /* forward: a persistent variant */
+  int direction, dtype, mask, head_dim;  /* the key's (for storing a compiled build); head_dim
+                                            is the template's */
+  const fat_default_variant *def;  /* non-NULL for the built-in default */
+  int db_index;                    /* which database (-1: built-in) */
+  double distance;                 /* bucket_distance of the tuned bucket to the call */
+  char passed_over[256];           /* why a nearer stored winner was not taken ("" none) */
+} selection;
+
+struct fat_context {
+  fat_cuda cu;
+  CUdevice dev;
+  CUcontext pctx;
+  int retained;
+  int ordinal;  /* the device's ordinal, for the pointer check */
+  /* Driver calls for the launch-time checks, looked up beside fat_cuda's
+   * (NULL when the driver lacks them: the check is skipped). */
+  CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
+  CUresult (*stream_ctx)(CUstream, CUcontext *);
+  int offline;  /* describes a GPU without opening it: select only */
+  char gpu_name[256];
+  int cc_major, cc_minor, sm_count, smem_optin;
+  char arch[16];
+  /* Databases in search order: [0] the user's (may be ""), then tables. */
+  char *dbs[MAX_TABLES + 1];
+  int n_dbs;
+  int user_db_enabled;
+  int no_builtin;
+  int log;
+  pthread_mutex_t lock;
+  sel_entry *sels[SEL_BUCKETS];
+  kernel *kernels;
+  fat_choice last;
+  int has_last;
+  char err[ERR_CAP];
+};
+
+/* The context current on the calling thread when a call began. A call that
+ * loads, launches or unloads makes the device's primary context current
+ * (the modules live there); the caller's is put back on every exit, so that
+ * a program driving contexts of its own (other GPUs, a context of its own
+ * on this one) finds the one it left. */
+typedef struct saved_ctx {
+  CUcontext ctx;
+  int saved;  /* 0: nothing to restore (offline, or the driver did not say) */
+} saved_ctx;
+
+/* ---- errors and logging -------------------------------------------------- */
+
+/* S, with the message fat_context_error returns (and FATUNE_LOG prints). */
+static inline fat_status fail(fat_context *c, fat_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline fat_status fail(fat_context *c, fat_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->err, sizeof c->err, fmt, ap);
+  va_end(ap);
+  if (c->log) fprintf(stderr, "fatune: %s: %s\n", fat_strerror(s), c->err);
+  return s;
+}
+
+/* A line on stderr when FATUNE_LOG is set. */
+static inline void logf_(fat_context *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline void logf_(fat_context *c, const char *fmt, ...) {
+  if (!c->log) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("fatune: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* A choice the library fills, of the caller's struct_size checked first. */
+static inline void put_choice(fat_choice *out, const fat_choice *in) {
+  *out = *in;
+  out->struct_size = sizeof *out;
+}
+
+static inline char *dup_str(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+#define CUDA_TRY(call, what)                                                       \
+  do {                                                                             \
+    CUresult r_ = (call);                                                          \
+    if (r_ != CUDA_SUCCESS) {                                                      \
+      char b_[256];                                                                \
+      st = fail(c, FAT_ERR_CUDA, "%s: %s", what, fat_cuda_result_text(&c->cu, r_, b_, sizeof b_)); \
+      goto out;                                                                    \
+    }                                                                              \
+  } while (0)
+
+/* ---- what one file lends another ---------------------------------------- */
+
+/* errors.c: a struct_size against this library's sizeof (CHECK_SIZE). */
+fat_status fat_rt_check_size(fat_context *c, const char *type, size_t got, size_t want,
+                             const char *init);
+#define CHECK_SIZE(c, type, p, init) \
+  fat_rt_check_size((c), #type, (p)->struct_size, sizeof(type), init)
+
+/* context.c: the caller's current context, saved and put back. */
+saved_ctx fat_rt_save_current(const fat_context *c);
+void fat_rt_restore_current(fat_context *c, saved_ctx s);
+
+/* select.c: database I read-only, or NULL when it has nothing to read. */
+sqlite3 *fat_rt_open_ro(fat_context *c, int i);
+/* select.c: the template a head dim runs on in DIRECTION (0 if none). */
+int fat_rt_template_head_dim(int direction, int head_dim);
+/* select.c: the built-in default of a problem, or NULL. */
+const fat_default_variant *fat_rt_find_default(sel_key key, int dtype, int mask, int head_dim);
+/* select.c: the one selection function. */
+fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_args *a,
+                                 selection *out);
+/* select.c: the cache entry serving (KEY, A), selected and loaded on first
+ * use; the lock is held. */
+fat_status fat_rt_lookup_entry(fat_context *c, sel_key key, const fat_attn_args *a,
+                               const sel_entry **out);
+
+/* load.c: a stored cubin of SEL that may be loaded on this GPU, or why none. */
+void fat_rt_find_cubin(fat_context *c, const selection *sel, void **cubin, char *note,
+                       size_t cap);
+/* load.c: the loaded kernel of SEL; the lock is held. */
+fat_status fat_rt_ensure_kernel(fat_context *c, const selection *sel, const kernel **out);
+
+/* args.c: the checks of a call, each with the lock held. */
+fat_status fat_rt_check_bwd_size(fat_context *c, const fat_attn_bwd_args *a);
+fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a);
+fat_status fat_rt_unsupported_head_dim(fat_context *c, int head_dim);
+fat_status fat_rt_check_args(fat_context *c, const fat_attn_args *a);
+fat_status fat_rt_check_on_device(fat_context *c, const void *args, int direction, void *stream);
+fat_status fat_rt_check_bwd_args(fat_context *c, const void *args);
+/* args.c: workspace sizes. */
+fat_status fat_rt_workspace_overflow(fat_context *c, const fat_attn_args *a);
+int fat_rt_bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t *delta,
+                               size_t *accum);
+#endif

@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: MIT */
+/* Which variant serves a problem. One function, fat_rt_select_variant,
+ * decides: a tuned winner of this GPU from the user's database, then the
+ * shipped tables (an exact bucket anywhere before a nearest one), else
+ * the built-in default; fat_attention_select (the "supported?" query) and
+ * the launches (fat_rt_lookup_entry) both ask it. The answer and the
+ * loaded module are cached per context, so that a hot key costs a hash
+ * lookup under a mutex. Also here: which head dims have a template, and
+ * a problem's built-in default. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sqlite3.h>
+#include "db.h"
+#include "fat_abi.h"
+#include "fat_abi_bwd.h"
+#include "family.h"
+#include "fwd_launch.h"
+#include "kernel.h"
+#include "sha256.h"
+#include "types.h"
+#include "runtime_int.h"
+
+#define MIN_CC_MAJOR 8              /* the mma80 family needs Ampere or newer */
+
+/* ---- supported problems --------------------------------------------------- */
+
+#define MAX_TEMPLATE_DIMS 64  /* more head dims than any space has */
+
+int fat_supported_head_dims(int *out, int cap) {
+  int all[MAX_TEMPLATE_DIMS], n = 0;
+  for (int i = 0; i < fat_n_default_variants; i++) {
+    if (fat_default_variants[i].direction != FAT_FWD) continue;
+    int d = fat_default_variants[i].head_dim, seen = 0;
+    for (int j = 0; j < n; j++) seen |= all[j] == d;
+    if (seen || n == MAX_TEMPLATE_DIMS) continue;
+    /* insertion keeps the list ascending */
+    int j = n++;
+    while (j > 0 && all[j - 1] > d) {
+      all[j] = all[j - 1];
+      j--;
+    }
+    all[j] = d;
+  }
+  /* Nothing to fill: how many there are, for sizing OUT. */
+  if (!out || cap <= 0) return n;
+  const int k = n < cap ? n : cap;
+  memcpy(out, all, (size_t)k * sizeof *out);
+  return k;
+}
+
+/* The template a problem's head dim runs on in DIRECTION: itself, or the
+ * next one up for any other multiple of 8 (the kernels zero the padding);
+ * 0 if none. The backward has no d32, so its small head dims run on d64. */
+int fat_rt_template_head_dim(int direction, int head_dim) {
+  int best = 0;
+  if (head_dim < 1 || head_dim % 8) return 0;
+  for (int i = 0; i < fat_n_default_variants; i++) {
+    const int d = fat_default_variants[i].head_dim;
+    if (fat_default_variants[i].direction == direction && d >= head_dim && (!best || d < best))
+      best = d;
+  }
+  return best;
+}
+
+/* The built-in default of a problem: for the backward, the deterministic
+ * one when KEY asks for it, else the family's default. */
+const fat_default_variant *fat_rt_find_default(sel_key key, int dtype, int mask, int head_dim) {
+  const fat_default_variant *any = NULL;
+  for (int i = 0; i < fat_n_default_variants; i++) {
+    const fat_default_variant *d = &fat_default_variants[i];
+    if (d->direction != key.direction || d->dtype != dtype || d->mask != mask ||
+        d->head_dim != head_dim)
+      continue;
+    if (d->deterministic == key.deterministic) return d;
+    if (!key.deterministic) any = d; /* a default that is deterministic anyway serves */
+  }
+  return any;
+}
+
+/* ---- selection ------------------------------------------------------------ */
+
+/* 1 when H's main database holds no schema object at all (a file created
+ * and never written, or emptied). */
+static int schema_empty(sqlite3 *h) {
+  sqlite3_stmt *s = NULL;
+  int empty = 0;
+  if (sqlite3_prepare_v2(h, "SELECT count(*) FROM main.sqlite_schema", -1, &s, NULL) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    empty = sqlite3_column_int(s, 0) == 0;
+  sqlite3_finalize(s);
+  return empty;
+}
+
+static int schema_version(sqlite3 *h);
+
+/* Opens database I read-only; NULL (not an error) when there is nothing to
+ * read: no such file; not a regular file (a FIFO would block open() until
+ * a writer came, a device reads as anything); or a file with no schema yet
+ * (zero bytes: a tuner killed between creating the file and committing its
+ * schema), which the next level serves. */
+sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
+  sqlite3 *h = NULL;
+  struct stat st;
+  if (!c->dbs[i][0] || stat(c->dbs[i], &st)) return NULL;
+  if (!S_ISREG(st.st_mode)) {
+    logf_(c, "%s: not a regular file: skipped", c->dbs[i]);
+    return NULL;
+  }
+  if (access(c->dbs[i], R_OK)) return NULL;
+  if (sqlite3_open_v2(c->dbs[i], &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    sqlite3_close(h);
+    return NULL;
+  }
+  sqlite3_busy_timeout(h, FAT_DB_BUSY_TIMEOUT_MS);
+  if (schema_version(h) == 0 && schema_empty(h)) {
+    logf_(c, "%s: no fatune schema yet (an empty file): skipped", c->dbs[i]);
+    sqlite3_close(h);
+    return NULL;
+  }
+  return h;
+}
+
+/* The first schema versions whose problems carry a window, and a
+ * variable-length profile. A user's database of an older one is read as it
+ * is (the tuner upgrades it on its next write): its problems read as
+ * window 0, 0 and dense, and it has no local or variable-length one. */
+#define WINDOW_SCHEMA_VERSION 2
+#define LENGTHS_SCHEMA_VERSION 3
+
+/* The winners of a key, bucket by bucket (a bucket's rows adjacent, its
+ * newest winner first). WINDOW: the problem's window and lengths columns,
+ * or constants for a database without them; either way result columns 13,
+ * 14 and 15, which the ORDER BY names by number; the source is the 16th.
+ * The variant must be of its problem's key (import refuses any other). */
+#define VARIANT_OF_PROBLEM                                                                     \
+  " AND v.direction = p.direction AND v.dtype = p.dtype AND v.mask = p.mask"                   \
+  " AND v.head_dim = p.head_dim"
+#define WINNER_SELECT(window)                                                                  \
+  "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
+  " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
+  ", v.source FROM winners w JOIN gpus g ON g.id = w.gpu_id"                                   \
+  " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"             \
+  " JOIN timings t ON t.id = w.timing_id"                                                      \
+  " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
+  " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
+  VARIANT_OF_PROBLEM                                                                           \
+  /* Families of one fused kernel; the materialising baseline never wins. */                   \
+  " AND v.family IN ('mma80', 'splitkv', 'wgmma90', 'ws90') AND instr(v.source, ?9) > 0"       \
+  " AND instr(v.source, ?10) > 0"                                                              \
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, w.chosen_at DESC"
+
+/* The deterministic backward: the fastest live timing, per bucket, of a
+ * variant without atomics that passed every live check on this GPU and
+ * problem -- the winner among those the tuner measured, which `fatune
+ * export` ships beside the overall winner. Same columns as WINNER_SELECT. */
+#define DETERMINISTIC_SELECT(window)                                                           \
+  "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
+  " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
+  ", v.source FROM timings t JOIN gpus g ON g.id = t.gpu_id"                                   \
+  " JOIN problems p ON p.id = t.problem_id JOIN variants v ON v.id = t.variant_id"             \
+  " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
+  " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
+  VARIANT_OF_PROBLEM                                                                           \
+  " AND v.family = 'mma80' AND t.retired = 0 AND instr(v.source, ?9) > 0"                      \
+  " AND instr(v.source, ?10) > 0"                                                              \
+  " AND ' ' || v.params || ' ' LIKE '% DQ_MODE=separate %'"                                    \
+  " AND EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="       \
+  "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 1)"            \
+  " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="   \
+  "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 0)"            \
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, t.median_ms, t.id"
+
+#define V1_COLUMNS "0, 0, ''"
+#define V2_COLUMNS "p.window_left, p.window_right, ''"
+#define V3_COLUMNS "p.window_left, p.window_right, p.lengths"
+/* By [deterministic][the database's columns: none, windows, windows and lengths]. */
+static const char *const LOOKUP_SQL[2][3] = {
+    {WINNER_SELECT(V1_COLUMNS), WINNER_SELECT(V2_COLUMNS), WINNER_SELECT(V3_COLUMNS)},
+    {DETERMINISTIC_SELECT(V1_COLUMNS), DETERMINISTIC_SELECT(V2_COLUMNS),
+     DETERMINISTIC_SELECT(V3_COLUMNS)},
+};
+
+/* The line every source built against today's fat_fwd_params carries:
+ * winners stored by a build with another layout are passed over. A
+ * backward source must also carry today's launch of its per-row kernels
+ * (FAT_ABI_BWD_VERSION); for the forward the second marker is the first. */
+#define ABI_STR2(x) #x
+#define ABI_STR(x) ABI_STR2(x)
+#define ABI_MARKER "#define FAT_ABI_VERSION " ABI_STR(FAT_ABI_VERSION)
+#define BWD_ABI_MARKER "#define FAT_ABI_BWD_VERSION " ABI_STR(FAT_ABI_BWD_VERSION)
+
+/* A tuned problem's key beyond (dtype, mask, head dim), and a call's. */
+typedef struct bucket {
+  int seqlen_q, seqlen_k;         /* a packed batch's: its longest sequence */
+  int group;                      /* query heads per K/V head */
+  int window_left, window_right;  /* the local mask's window (-1: unbounded); 0, 0 otherwise */
+  int sequences;                  /* a packed batch of variable lengths: its sequences; 0 dense */
+  double mean;                    /* ... and their mean length (a dense bucket: seqlen_q) */
+  int mean_step;                  /* ... in quarter octaves (mean_step_of) */
+} bucket;
+
+static int mean_step_of(double mean) { return (int)lround(4.0 * log2(mean > 1.0 ? mean : 1.0)); }
+
+/* A packed call's mean length, in steps of a quarter octave: the lookup
+ * cache keys on it (not on the exact token count, which differs from call
+ * to call), and the distance reads the step's length. */
+static int varlen_mean_step(const fat_attn_args *a) { return mean_step_of((double)a->total_q / a->batch); }
+
+/* The mean length step in A's cache key: 0 for a dense call. */
+static int key_varlen_mean(const fat_attn_args *a) {
+  return a->cu_seqlens_q ? 1 + varlen_mean_step(a) : 0;
+}
+
+/* The bucket of call A (its group and window as its problem key has them). */
+static bucket call_bucket(const fat_attn_args *a, int window_left, int window_right) {
+  bucket b = {a->seqlen_q, a->seqlen_k, a->heads / a->heads_k, window_left, window_right, 0,
+              a->seqlen_q, 0};
+  if (a->cu_seqlens_q) {
+    b.sequences = a->batch;
+    b.mean_step = varlen_mean_step(a);
+    b.mean = exp2(b.mean_step / 4.0);
+  }
+  return b;
+}
+
+/* The sequences and mean length of a stored profile ("538,3976,2092", or
+ * "" for a dense problem) into B; -1 for text fatune would not have
+ * stored (fat_lengths_parse refuses it). */
+static int profile_of(const char *text, bucket *b) {
+  fat_lengths l;
+  char why[160];
+  if (fat_lengths_parse(text ? text : "", &l, why, sizeof why)) return -1;
+  if (l.n) {
+    b->sequences = l.n;
+    b->mean = (double)fat_lengths_tokens(&l) / l.n;
+    b->mean_step = mean_step_of(b->mean);
+  }
+  return 0;
+}
+
+/* The keys one query row sees through B's window: L + R + 1, an unbounded
+ * side counting as seqlen_k, at most seqlen_k. 1 for the window 0, 0 of
+ * the masks other than local, so that their window term is 0. */
+static double visible_keys(bucket b) {
+  const double sk = b.seqlen_k;
+  const double left = b.window_left < 0 ? sk : b.window_left;
+  const double right = b.window_right < 0 ? sk : b.window_right;
+  return fmin(sk, left + right + 1);
+}
+
+/* Distance between a tuned bucket and a call: the ratios of the lengths,
+ * so that 3000 is nearer 4096 than 2048 the way the cost of attention
+ * grows, queries and keys alike; for a window, the ratio of the keys a
+ * query sees (the work per row, which the window bounds); a different group
+ * size counts by its ratio too, at half weight (the kernel is the same,
+ * only the K/V reuse differs). 0 for an exact match. */
+static double bucket_distance(bucket b, bucket call) {
+  double d = fabs(log((double)b.seqlen_q / call.seqlen_q)) +
+             fabs(log((double)b.seqlen_k / call.seqlen_k)) +
+             fabs(log(visible_keys(b) / visible_keys(call))) +
+             0.5 * fabs(log((double)b.group / call.group));
+  /* A packed call also weighs the mean length, where most of its work is
+   * (a dense bucket's mean is its length). */
+  if (call.sequences) d += fabs(log(b.mean / call.mean));
+  return d;
+}
+
+static int same_bucket(bucket a, bucket b) {
+  return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.group == b.group &&
+         a.window_left == b.window_left && a.window_right == b.window_right &&
+         a.sequences == b.sequences && a.mean_step == b.mean_step;
+}
+
+/* The window in A's problem key: the local mask's own, 0, 0 for the
+ * other masks (whose window fields are not read: they may hold anything). */
+static int key_window_left(const fat_attn_args *a) {
+  return a->mask == FAT_ATTN_MASK_LOCAL ? a->window_left : 0;
+}
+static int key_window_right(const fat_attn_args *a) {
+  return a->mask == FAT_ATTN_MASK_LOCAL ? a->window_right : 0;
+}
+
+/* PRAGMA user_version of H; 0 when it cannot be read. */
+static int schema_version(sqlite3 *h) {
+  sqlite3_stmt *s = NULL;
+  int v = 0;
+  if (sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    v = sqlite3_column_int(s, 0);
+  sqlite3_finalize(s);
+  return v;
+}
+
+/* 1 when the stored source of row S (column SOURCE_COL) hashes to its
+ * source_hash (column 1): what is compiled is what was checked. */
+#define SOURCE_COL 15
+static int source_matches(sqlite3_stmt *s) {
+  char hex[FAT_SHA256_HEX_CHARS + 1];
+  const char *src = (const char *)sqlite3_column_text(s, SOURCE_COL);
+  const char *hash = (const char *)sqlite3_column_text(s, 1);
+  if (!src || !hash) return 0;
+  fat_sha256_hex(src, (size_t)sqlite3_column_bytes(s, SOURCE_COL), hex);
+  return !strcmp(hex, hash);
+}
+
+/* Looks for a winner of (KEY, dtype, mask, head_dim) on this GPU in
+ * database I; *FOUND = 1 with OUT filled (nearest bucket; ties go to the
+ * larger). A winner whose source does not hash to its source_hash is
+ * passed over, and PASSED_OVER (CAP bytes) says so when it is still "". */
+static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int mask,
+                              int head_dim, bucket call, selection *out, int *found,
+                              char *passed_over, size_t cap) {
+  sqlite3 *h = fat_rt_open_ro(c, i);
+  sqlite3_stmt *s = NULL;
+  fat_status st = FAT_OK;
+  double best = INFINITY;
+  *found = 0;
+  if (!h) return FAT_OK;
+  const int version = schema_version(h);
+  const char *sql = LOOKUP_SQL[key.direction == FAT_BWD && key.deterministic]
+                              [version >= LENGTHS_SCHEMA_VERSION ? 2 : version >= WINDOW_SCHEMA_VERSION];
+  if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
+    /* A database without fatune's tables has nothing for us. */
+    st = fail(c, FAT_ERR_DATABASE, "%s: not a fatune database: %s", c->dbs[i], sqlite3_errmsg(h));
+    goto out;
+  }
+  sqlite3_bind_text(s, 1, c->gpu_name, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 2, c->cc_major);
+  sqlite3_bind_int(s, 3, c->cc_minor);
+  sqlite3_bind_int(s, 4, c->sm_count);
+  sqlite3_bind_text(s, 5, fat_dtype_name((fat_dtype)dtype), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 6, fat_mask_name((fat_mask)mask), -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 7, head_dim);
+  sqlite3_bind_text(s, 8, fat_direction_name((fat_direction)key.direction), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 9, ABI_MARKER, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 10, key.direction == FAT_BWD ? BWD_ABI_MARKER : ABI_MARKER, -1, SQLITE_STATIC);
+  int step;
+  bucket last = {-1, -1, -1};
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    bucket b = {sqlite3_column_int(s, 8), sqlite3_column_int(s, 10), sqlite3_column_int(s, 11),
+                sqlite3_column_int(s, 12), sqlite3_column_int(s, 13), 0, 0, 0};
+    if (b.seqlen_q < 1 || b.seqlen_k < 1 || b.group < 1) continue; /* the schema forbids these */
+    b.mean = b.seqlen_q;
+    if (profile_of((const char *)sqlite3_column_text(s, 14), &b)) continue;
+    /* A profile's winner ran on a packed batch: it serves packed calls only. */
+    if (b.sequences && !call.sequences) continue;
+    if (same_bucket(b, last)) continue; /* an older winner (a slower timing) of the bucket */
+    last = b;
+    double d = bucket_distance(b, call);
+    if (d > best) continue;
+    int smem = sqlite3_column_int(s, 7);
+    if (smem > c->smem_optin) continue; /* cannot run here (should not happen on its own GPU) */
+    fat_kernel_desc sched;
+    char why[256];
+    if (fat_kernel_schedule(&sched, (fat_direction)key.direction, (const char *)sqlite3_column_text(s, 3),
+                            (const char *)sqlite3_column_text(s, 4), why, sizeof why)) {
+      logf_(c, "%s: %s: skipped", c->dbs[i], why);
+      continue;
+    }
+    if (key.deterministic && !sched.dq_separate) continue;
+    if (key.no_workspace && fat_fwd_needs_workspace(sched.splits, sched.persistent)) continue;
+    if (key.no_tma && sched.kind == FAT_KERNEL_FUSED_TMA) continue;
+    /* A family with a longest seqlen_q (the decoding family's tiles are for
+     * short query sides) serves calls of that kind only, however near their
+     * bucket; fat_kernel_schedule found its row. */
+    const fat_family *fam = fat_family_find((const char *)sqlite3_column_text(s, 3),
+                                            (fat_direction)key.direction);
+    if (fam->max_seqlen_q > 0 && call.seqlen_q > fam->max_seqlen_q) continue;
+    if (!source_matches(s)) {
+      if (!passed_over[0] &&
+          snprintf(passed_over, cap, "%s: variant %s: its source does not hash to its "
+                   "source_hash; passed over", c->dbs[i], sqlite3_column_text(s, 0)) < 0)
+        passed_over[0] = 0;
+      logf_(c, "%s: variant %s: its source does not hash to its source_hash; passed over",
+            c->dbs[i], sqlite3_column_text(s, 0));
+      continue;
+    }
+    best = d;
+    memset(out, 0, sizeof *out);
+    out->block_q = sched.block_q;
+    out->dq_separate = sched.dq_separate;
+    out->pack_gqa = sched.pack_gqa;
+    out->splits = sched.splits;
+    out->block_n = sched.block_n;
+  out->persistent = sched.persistent;
+    out->persistent = sched.persistent;
+    snprintf(out->choice.variant, sizeof out->choice.variant, "%s", sqlite3_column_text(s, 0));
+    snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s",
+             sqlite3_column_text(s, 1));
+    snprintf(out->entry, sizeof out->entry, "%s", sqlite3_column_text(s, 2));
+    snprintf(out->family, sizeof out->family, "%s", sqlite3_column_text(s, 3));
+    snprintf(out->params, sizeof out->params, "%s", sqlite3_column_text(s, 4));
+    out->block_m = sqlite3_column_int(s, 5);
+    out->threads = sqlite3_column_int(s, 6);
+    out->smem_bytes = smem;
+    out->choice.bucket_seqlen = b.seqlen_q;
+    out->choice.bucket_seqlen_k = b.seqlen_k;
+    out->choice.bucket_group = b.group;
+    out->choice.bucket_window_left = b.window_left;
+    out->choice.bucket_window_right = b.window_right;
+    out->choice.tuned_ms = sqlite3_column_double(s, 9);
+    out->choice.origin = i == 0 ? FAT_ORIGIN_USER_DB : FAT_ORIGIN_TABLES;
+    out->choice.match = same_bucket(b, call) ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;
+    snprintf(out->choice.db_path, sizeof out->choice.db_path, "%s", c->dbs[i]);
+    out->db_index = i;
+    out->distance = d;
+    *found = 1;
+  }
+  if (step != SQLITE_DONE) st = fail(c, FAT_ERR_DATABASE, "%s: %s", c->dbs[i], sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return st;
+}
+
+/* The one selection function: which variant serves (dtype, mask, head dim,
+ * seqlen_q) on this context's GPU, or why none does. */
+fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_args *a,
+                                 selection *out) {
+  fat_status st = fat_rt_check_problem(c, a);
+  if (st) return st;
+  memset(out, 0, sizeof *out);
+  if (c->cc_major < MIN_CC_MAJOR)
+    return fail(c, FAT_ERR_UNSUPPORTED,
+                "%s has compute capability %d.%d; fatune's kernels need %d.0 or newer", c->gpu_name,
+                c->cc_major, c->cc_minor, MIN_CC_MAJOR);
+  const int tdim = fat_rt_template_head_dim(key.direction, a->head_dim);
+  const fat_default_variant *def = fat_rt_find_default(key, a->dtype, a->mask, tdim);
+  if (!def) return fat_rt_unsupported_head_dim(c, a->head_dim);
+  /* An exact bucket anywhere (the user's database first) beats a nearest
+   * one; among nearest ones the nearest, the earlier database on a tie. */
+  selection nearest;
+  int have_nearest = 0;
+  char passed_over[sizeof out->passed_over] = "";
+  for (int i = 0; i < c->n_dbs; i++) {
+    int found = 0;
+    const bucket call = call_bucket(a, key_window_left(a), key_window_right(a));
+    if ((st = find_winner(c, i, key, a->dtype, a->mask, tdim, call, out, &found, passed_over,
+                          sizeof passed_over)))
+      return st;
+    if (found && out->choice.match == FAT_MATCH_EXACT) break;
+    if (found && (!have_nearest || out->distance < nearest.distance)) {
+      nearest = *out;
+      have_nearest = 1;
+    }
+    memset(out, 0, sizeof *out);
+  }
+  if (!out->choice.variant[0] && have_nearest) *out = nearest;
+  memcpy(out->passed_over, passed_over, sizeof passed_over);
+  out->direction = key.direction;
+  out->dtype = a->dtype;
+  out->mask = a->mask;
+  out->head_dim = tdim;
+  if (out->choice.variant[0]) return FAT_OK;
+  if (c->no_builtin)
+    return fail(c, FAT_ERR_UNSUPPORTED,
+                "no tuned %s%s winner for %s %s head_dim %d on %s and the built-in default is "
+                "disabled", key.deterministic ? "deterministic " : "",
+                fat_direction_name((fat_direction)key.direction),
+                fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
+                c->gpu_name);
+  snprintf(out->choice.variant, sizeof out->choice.variant, "%s", def->name);
+  snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s", def->hash);
+  snprintf(out->entry, sizeof out->entry, "%s", def->entry);
+  snprintf(out->family, sizeof out->family, "%s", def->family);
+  snprintf(out->params, sizeof out->params, "%s", def->params);
+  out->block_m = def->block_m;
+  out->threads = def->threads;
+  out->smem_bytes = def->smem_bytes;
+  fat_kernel_desc sched;
+  char why[256];
+  if (fat_kernel_schedule(&sched, (fat_direction)key.direction, def->family, def->params, why, sizeof why))
+    return fail(c, FAT_ERR_UNSUPPORTED, "built-in default %s: %s", def->name, why);
+  out->block_q = sched.block_q;
+  out->dq_separate = sched.dq_separate;
+  out->pack_gqa = sched.pack_gqa;
+  out->splits = sched.splits;
+  out->block_n = sched.block_n;
+  out->persistent = sched.persistent;
+  out->choice.origin = FAT_ORIGIN_BUILTIN;
+  out->choice.match = FAT_MATCH_DEFAULT;
+  out->def = def;
+  out->db_index = -1;
+  if (def->smem_bytes > c->smem_optin)
+    return fail(c, FAT_ERR_UNSUPPORTED, "%s needs %d bytes of shared memory; %s allows %d",
+                def->name, def->smem_bytes, c->gpu_name, c->smem_optin);
+  return FAT_OK;
+}
+
+static sel_entry *cached_entry(fat_context *c, sel_key key, const fat_attn_args *a);
+
+/* OUT (CAP bytes): the non-empty ones of the N_PARTS PARTS, joined by "; ". */
+static void join_notes(char *out, size_t cap, const char *const *parts, size_t n_parts) {
+  size_t used = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < n_parts; i++) {
+    if (!parts[i][0] || used + 1 >= cap) continue;
+    int n = snprintf(out + used, cap - used, "%s%s", used ? "; " : "", parts[i]);
+    if (n < 0) break;
+    used += (size_t)n < cap - used ? (size_t)n : cap - used - 1;
+  }
+}
+
+/* fat_attention_select and fat_attention_bwd_select. */
+static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args *a,
+                                fat_choice *out) {
+  selection sel;
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = !out ? fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL")
+                  : CHECK_SIZE(c, fat_choice, out, "FAT_CHOICE_INIT");
+  if (!st) st = fat_rt_check_problem(c, a);
+  /* A problem this context has launched is served by its cache entry: that
+   * is what the next launch runs, and answering from it spares the
+   * database read and the cubin's hash (milliseconds for a large cubin). */
+  const sel_entry *e = st ? NULL : cached_entry(c, key, a);
+  if (e) {
+    put_choice(out, &e->choice);
+  } else if (st == FAT_OK && (st = fat_rt_select_variant(c, key, a, &sel)) == FAT_OK) {
+    /* How a launch would get the module: the same integrity check. */
+    void *cubin = NULL;
+    char cubin_note[sizeof sel.choice.note];
+    fat_rt_find_cubin(c, &sel, &cubin, cubin_note, sizeof cubin_note);
+    const char *notes[] = {sel.passed_over, cubin_note};
+    join_notes(sel.choice.note, sizeof sel.choice.note, notes, 2);
+    sel.choice.load = cubin ? FAT_LOAD_STORED_CUBIN : FAT_LOAD_COMPILED;
+    sel.choice.loaded = 0;
+    free(cubin);
+    put_choice(out, &sel.choice);
+  }
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choice *out) {
+  return select_public(c, (sel_key){FAT_FWD, 0, 0}, a, out);
+}
+
+fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, fat_choice *out) {
+  if (!c) return FAT_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&c->lock);
+  fat_status st = fat_rt_check_bwd_size(c, a);
+  pthread_mutex_unlock(&c->lock);
+  if (st) return st;
+  return select_public(c, (sel_key){FAT_BWD, a && a->deterministic, 0}, a ? &a->fwd : NULL, out);
+}
+
+/* ---- the selection cache ------------------------------------------------- */
+
+static unsigned bucket_of(sel_key k, const fat_attn_args *a) {
+  uint32_t h = 2166136261u; /* FNV-1a over the key */
+  const int key[] = {k.direction, k.deterministic, a->dtype,       a->mask,
+                     a->head_dim, a->seqlen_q,      a->seqlen_k,    k.no_workspace,
+                     a->heads / a->heads_k, key_window_left(a), key_window_right(a),
+                     key_varlen_mean(a), k.no_tma};
+  for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
+    h ^= (uint32_t)key[i];
+    h *= 16777619u;
+  }
+  return h % SEL_BUCKETS;
+}
+
+/* The cache entry of (KEY, A)'s problem, or NULL before its first launch.
+ * The lock is held. */
+static sel_entry *cached_entry(fat_context *c, sel_key key, const fat_attn_args *a) {
+  const int group = a->heads / a->heads_k;
+  sel_entry *e = c->sels[bucket_of(key, a)];
+  while (e && !(e->direction == key.direction && e->deterministic == key.deterministic &&
+                e->no_workspace == key.no_workspace && e->no_tma == key.no_tma && e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
+                e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q &&
+                e->seqlen_k == a->seqlen_k && e->group == group &&
+                e->window_left == key_window_left(a) && e->window_right == key_window_right(a) &&
+                e->varlen_mean == key_varlen_mean(a)))
+    e = e->next;
+  return e;
+}
+
+/* The cache entry serving (KEY, A)'s problem, selecting and loading on the
+ * first call for it. The lock is held. */
+fat_status fat_rt_lookup_entry(fat_context *c, sel_key key, const fat_attn_args *a,
+                               const sel_entry **out) {
+  fat_status st = FAT_OK;
+  const unsigned b = bucket_of(key, a);
+  const int group = a->heads / a->heads_k;
+  sel_entry *e = cached_entry(c, key, a);
+  if (e) {
+    *out = e;
+    return FAT_OK;
+  }
+  /* First call for this key: select, load, remember. */
+  selection sel;
+  const kernel *k = NULL;
+  CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
+  if (r != CUDA_SUCCESS) {
+    char t[256];
+    return fail(c, FAT_ERR_CUDA, "cuCtxSetCurrent: %s", fat_cuda_result_text(&c->cu, r, t, sizeof t));
+  }
+  if ((st = fat_rt_select_variant(c, key, a, &sel)) || (st = fat_rt_ensure_kernel(c, &sel, &k)))
+    return st;
+  if (!(e = calloc(1, sizeof *e))) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
+  e->direction = key.direction;
+  e->deterministic = key.deterministic;
+  e->no_workspace = key.no_workspace;
+  e->no_tma = key.no_tma;
+  e->pack_gqa = sel.pack_gqa;
+  e->block_n = sel.block_n;
+  e->persistent = sel.persistent;
+  e->splits = sel.splits > 1 ? sel.splits : 1;
+  e->template_dim = sel.head_dim;
+  e->dtype = a->dtype;
+  e->mask = a->mask;
+  e->head_dim = a->head_dim;
+  e->seqlen_q = a->seqlen_q;
+  e->seqlen_k = a->seqlen_k;
+  e->group = group;
+  e->window_left = key_window_left(a);
+  e->window_right = key_window_right(a);
+  e->varlen_mean = key_varlen_mean(a);
+  e->choice = sel.choice;
+  e->choice.loaded = 1;
+  e->choice.load = k->load;
+  /* Why this variant and not the tuned one, then why no stored cubin. */
+  const char *notes[] = {
+      key.no_workspace ? "the tuned variant needs more workspace than given "
+                         "(fat_attention_fwd_workspace); this one needs none" : "",
+      key.no_tma ? "tensor maps cannot describe these tensors (FATUNE_LOG=1 says why); "
+                   "this variant loads without" : "",
+      sel.passed_over, k->note};
+  join_notes(e->choice.note, sizeof e->choice.note, notes, sizeof notes / sizeof notes[0]);
+  e->block_m = sel.block_m;
+  e->threads = sel.threads;
+  e->smem_bytes = sel.smem_bytes;
+  e->block_q = sel.block_q;
+  e->dq_separate = sel.dq_separate;
+  e->k = k;
+  e->next = c->sels[b];
+  c->sels[b] = e;
+  logf_(c, "%s%s %s %s d%d seqlen %d -> %s (%s, %s, bucket %d, %s)",
+        key.deterministic ? "deterministic " : "", fat_direction_name((fat_direction)key.direction),
+        fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
+        a->seqlen_q, sel.choice.variant, fat_origin_name(sel.choice.origin),
+        fat_match_name(sel.choice.match), sel.choice.bucket_seqlen, fat_load_name(k->load));
+  *out = e;
+  return FAT_OK;
+}
