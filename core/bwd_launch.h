@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The launch sequence of a backward variant (templates/bwd_mma80.cu), written
- * once for the tuner (measure/variant.c) and the runtime (runtime/fatune.c): the
+ * once for the tuner (measure/variant.c) and the runtime (runtime/launch.c): the
  * order and grids that kernel.h documents, and for the variants that load
  * through the tensor copy engine (templates/bwd_ws90.cu) the tensor maps of
  * q, k, v and dout. */

@@ -31,8 +31,8 @@
  * has at least one live (not retired) passing check on GPU G and problem P,
  * and no live failing one. SCHEMA is "" or a schema with its dot ("main."),
  * V, G and P SQL expressions (columns or parameters). Every ranking, the
- * export's deterministic picks, the merge and the report's baseline ask it
- * (and the runtime's lookup: runtime/). */
+ * export's deterministic picks, the merge, the report's baseline and the
+ * runtime's deterministic lookup (runtime/select.c) ask it. */
 #define FAT_SQL_LIVE_PASSING(schema, v, g, p)                                                      \
   "EXISTS (SELECT 1 FROM " schema "checks c WHERE c.variant_id = " v " AND c.gpu_id = " g          \
   " AND c.problem_id = " p " AND c.retired = 0 AND c.passed = 1)"                                  \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The launch of a fused forward variant (templates/fwd_mma80.cu), written
- * once for the tuner (measure/variant.c) and the runtime (runtime/fatune.c): its
+ * once for the tuner (measure/variant.c) and the runtime (runtime/launch.c): its
  * grid, for split-KV variants the workspace of partials and the combine
  * kernel that follows, and for the variants that load through the tensor
  * copy engine (templates/fwd_ws90.cu) the tensor maps of q, k and v. */

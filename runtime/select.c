@@ -169,10 +169,7 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   " AND v.family = 'mma80' AND t.retired = 0 AND instr(v.source, ?9) > 0"                      \
   " AND instr(v.source, ?10) > 0"                                                              \
   " AND ' ' || v.params || ' ' LIKE '% DQ_MODE=separate %'"                                    \
-  " AND EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="       \
-  "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 1)"            \
-  " AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.variant_id = t.variant_id AND c.gpu_id ="   \
-  "   t.gpu_id AND c.problem_id = t.problem_id AND c.retired = 0 AND c.passed = 0)"            \
+  " AND " FAT_SQL_LIVE_PASSING("", "t.variant_id", "t.gpu_id", "t.problem_id")                \
   " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, t.median_ms, t.id"
 
 #define V1_COLUMNS "0, 0, ''"
@@ -387,7 +384,6 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     out->pack_gqa = sched.pack_gqa;
     out->splits = sched.splits;
     out->block_n = sched.block_n;
-  out->persistent = sched.persistent;
     out->persistent = sched.persistent;
     snprintf(out->choice.variant, sizeof out->choice.variant, "%s", sqlite3_column_text(s, 0));
     snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s",
