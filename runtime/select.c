@@ -305,6 +305,16 @@ static int source_matches(sqlite3_stmt *s) {
   return !strcmp(hex, hash);
 }
 
+/* What a selection launches with from its variant's schedule (fat_kernel_schedule). */
+static void put_schedule(selection *out, const fat_kernel_desc *sched) {
+  out->block_q = sched->block_q;
+  out->dq_separate = sched->dq_separate;
+  out->pack_gqa = sched->pack_gqa;
+  out->splits = sched->splits;
+  out->block_n = sched->block_n;
+  out->persistent = sched->persistent;
+}
+
 /* Looks for a winner of (KEY, dtype, mask, head_dim) on this GPU in
  * database I; *FOUND = 1 with OUT filled (nearest bucket; ties go to the
  * larger). A winner whose source does not hash to its source_hash is
@@ -379,12 +389,7 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     }
     best = d;
     memset(out, 0, sizeof *out);
-    out->block_q = sched.block_q;
-    out->dq_separate = sched.dq_separate;
-    out->pack_gqa = sched.pack_gqa;
-    out->splits = sched.splits;
-    out->block_n = sched.block_n;
-    out->persistent = sched.persistent;
+    put_schedule(out, &sched);
     snprintf(out->choice.variant, sizeof out->choice.variant, "%s", sqlite3_column_text(s, 0));
     snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s",
              sqlite3_column_text(s, 1));
@@ -472,12 +477,7 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
   char why[256];
   if (fat_kernel_schedule(&sched, (fat_direction)key.direction, def->family, def->params, why, sizeof why))
     return fail(c, FAT_ERR_UNSUPPORTED, "built-in default %s: %s", def->name, why);
-  out->block_q = sched.block_q;
-  out->dq_separate = sched.dq_separate;
-  out->pack_gqa = sched.pack_gqa;
-  out->splits = sched.splits;
-  out->block_n = sched.block_n;
-  out->persistent = sched.persistent;
+  put_schedule(out, &sched);
   out->choice.origin = FAT_ORIGIN_BUILTIN;
   out->choice.match = FAT_MATCH_DEFAULT;
   out->def = def;
