@@ -39,8 +39,7 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
   unsigned main_x = key_blocks, main_y = (unsigned)f->heads_k, main_z = batch;
   if (g->persistent) {
     const unsigned long long items = (unsigned long long)key_blocks * main_y * main_z;
-    if (g->sm_count < 1 || items > INT_MAX) return CUDA_ERROR_INVALID_VALUE;
-    main_x = items < (unsigned long long)g->sm_count ? (unsigned)items : (unsigned)g->sm_count;
+    if (items > INT_MAX || !(main_x = fat_resident_grid(items, g->sm_count))) return CUDA_ERROR_INVALID_VALUE;
     main_y = main_z = 1;
   }
   CUtensorMap maps[BWD_MAPS];

@@ -218,8 +218,7 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
     /* The kernel numbers the query blocks as this grid would and takes
      * every gridDim.x-th: at most one block an SM, each resident. */
     const unsigned long long blocks = (unsigned long long)grid_x * grid_y * grid_z;
-    if (call->sm_count < 1) return CUDA_ERROR_INVALID_VALUE;
-    grid_x = blocks < (unsigned long long)call->sm_count ? (unsigned)blocks : (unsigned)call->sm_count;
+    if (!(grid_x = fat_resident_grid(blocks, call->sm_count))) return CUDA_ERROR_INVALID_VALUE;
     grid_y = grid_z = 1;
   }
   CUtensorMap maps[3];

@@ -109,6 +109,14 @@ void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap);
  * skips by. */
 int fat_fwd_needs_workspace(int splits, int persistent);
 
+/* The grid.x of a persistent kernel over BLOCKS blocks (the forward's query
+ * blocks, the backward's key blocks), which it walks itself: at most one
+ * block an SM of SM_COUNT; 0 when SM_COUNT is none (the launch is refused). */
+static inline unsigned fat_resident_grid(unsigned long long blocks, int sm_count) {
+  if (sm_count < 1) return 0;
+  return blocks < (unsigned long long)sm_count ? (unsigned)blocks : (unsigned)sm_count;
+}
+
 /* Bytes of device workspace the variant needs for a problem of this
  * batch, heads and (longest) seqlen_q: for a split variant the fp32
  * partial outputs and log-sum-exps, splits x batch x heads x seqlen_q rows,
