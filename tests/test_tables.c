@@ -215,6 +215,32 @@ static int count_lines(const char *s, const char *prefix) {
   return n;
 }
 
+/* A backward winner timed twice, whose earlier timing is the faster: the
+ * winner's timing and the deterministic pick (the fastest) are two timings
+ * of one variant, and its checks (two rounds of the same shapes) go out
+ * once each. */
+static void one_variant_timed_twice(const char *dir) {
+  char path[300], path2[300], err[1024];
+  fat_db *db = NULL;
+  const fat_variant *sep = real_variant(FAT_BWD, FAT_MASK_NONE, "DQ_MODE=separate", 0);
+  snprintf(path, sizeof path, "%s/twice.db", dir);
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
+  put_variant(db, H200, sep, 2048, 2.0, 1, 0);
+  put_variant(db, H200, sep, 2048, 3.0, 1, 1);
+  fat_db_close(db);
+  char *text = export_text(path, H200);
+  CHECK_INT(count_lines(text, "INSERT INTO variants "), 1);
+  CHECK_INT(count_lines(text, "INSERT INTO timings "), 2);
+  CHECK_INT(count_lines(text, "INSERT INTO checks "), 4);
+  CHECK_INT(count_lines(text, "INSERT INTO winners (gpu_id, problem_id, variant_id, timing_id, "
+                              "chosen_at) VALUES (1, 1, 1, 2, "), 1);
+  snprintf(path2, sizeof path2, "%s/twice-imported.db", dir);
+  CHECK(import_text(path2, text, err, sizeof err) > 0);
+  char *again = export_text(path2, H200);
+  CHECK_STR(again, text);
+  free(again), free(text);
+}
+
 int main(void) {
   char dir[] = "/tmp/fatune-tables-XXXXXX", a[256], b[256], c[256], err[1024];
   REQUIRE_EXIT(mkdtemp(dir));
@@ -506,6 +532,8 @@ int main(void) {
   fat_db_close(db);
   char *fourth = export_text(b, H200);
   CHECK_STR(fourth, first);
+
+  one_variant_timed_twice(dir);
 
   free(first), free(second), free(third), free(fourth), free(a100), free(from_cli);
   fat_trust_close(trust);

@@ -39,16 +39,20 @@ static const char *const EXPORT_SELECT_SQL =
     "  temp.x_gpus));"
     "CREATE TEMP TABLE x_builds AS SELECT b.id AS old, ROW_NUMBER() OVER (ORDER BY b.key) AS new"
     "  FROM main.builds b WHERE b.ok = 1 AND b.variant_id IN (SELECT old FROM temp.x_variants);"
+    /* EXISTS, not a join with x_picks: a backward's winner and its
+     * deterministic pick may be two timings of one variant, which would
+     * list its checks twice. */
     "CREATE TEMP TABLE x_checks AS SELECT c.id AS old, ROW_NUMBER() OVER (ORDER BY g.new, p.new,"
     "  v.new, c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.created_at, c.id) AS new"
-    "  FROM main.checks c JOIN temp.x_picks w ON w.gpu_id = c.gpu_id AND w.problem_id ="
-    "  c.problem_id AND w.variant_id = c.variant_id JOIN temp.x_gpus g ON g.old = c.gpu_id"
+    "  FROM main.checks c JOIN temp.x_gpus g ON g.old = c.gpu_id"
     "  JOIN temp.x_problems p ON p.old = c.problem_id JOIN temp.x_variants v ON v.old ="
-    "  c.variant_id WHERE c.retired = 0;"
+    "  c.variant_id WHERE c.retired = 0 AND EXISTS (SELECT 1 FROM temp.x_picks w WHERE"
+    "  w.gpu_id = c.gpu_id AND w.problem_id = c.problem_id AND w.variant_id = c.variant_id);"
+    /* Two timings of one variant (as above) in the order they were made. */
     "CREATE TEMP TABLE x_timings AS SELECT w.timing_id AS old, ROW_NUMBER() OVER (ORDER BY"
-    "  g.new, p.new, v.new) AS new FROM temp.x_picks w JOIN temp.x_gpus g ON g.old = w.gpu_id"
-    "  JOIN temp.x_problems p ON p.old = w.problem_id JOIN temp.x_variants v ON v.old ="
-    "  w.variant_id;";
+    "  g.new, p.new, v.new, w.timing_id) AS new FROM temp.x_picks w"
+    "  JOIN temp.x_gpus g ON g.old = w.gpu_id JOIN temp.x_problems p ON p.old = w.problem_id"
+    "  JOIN temp.x_variants v ON v.old = w.variant_id;";
 
 static const char *const EXPORT_DROP_SQL =
     "DROP TABLE IF EXISTS temp.x_gpus; DROP TABLE IF EXISTS temp.x_variants;"
