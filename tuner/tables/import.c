@@ -4,7 +4,8 @@
  * allows only INSERT into fatune's tables (tables.h says why). A file
  * without a table's first and last lines is refused, and so is one with a
  * statement that does anything else, naming its line; what loads is
- * judged and merged as a merge's rows are. */
+ * judged and merged as a merge's rows are. table_text_begin and
+ * table_text_run are those steps, for any reader of a table file. */
 #include <stdio.h>
 #include <string.h>
 #include "tables_int.h"
@@ -148,6 +149,35 @@ static int run_table_text(sqlite3 *sh, const char *text, const char *name, impor
   }
 }
 
+const char *table_text_begin(const char *text, const char *name, char *err, size_t errlen) {
+  if (!strncmp(text, UTF8_BOM, strlen(UTF8_BOM))) text += strlen(UTF8_BOM);
+  if (strncmp(text, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC))) {
+    set_err(err, errlen, "%s: not a fatune table (first line must start '%s')", name,
+            FAT_TABLES_MAGIC);
+    return NULL;
+  }
+  /* A file cut anywhere, between two statements or inside one (a blob's
+   * hex, a source), is refused as what it is, before any row is read. */
+  if (!ends_with_end_line(text)) {
+    set_err(err, errlen, "%s: truncated: the file does not end with the line '%.*s'", name,
+            (int)strlen(FAT_TABLES_END) - 1, FAT_TABLES_END);
+    return NULL;
+  }
+  return text;
+}
+
+int table_text_run(sqlite3 *sh, const char *text, const char *name, char *err, size_t errlen) {
+  import_guard guard = {{0}};
+  /* Defensive mode: no writable_schema, no direct writes to the schema or
+   * shadow tables, whatever the file manages to say. */
+  sqlite3_db_config(sh, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+  sqlite3_db_config(sh, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+  sqlite3_set_authorizer(sh, import_authorizer, &guard);
+  int rc = run_table_text(sh, text, name, &guard, err, errlen);
+  sqlite3_set_authorizer(sh, NULL, NULL);
+  return rc;
+}
+
 int fat_tables_import(fat_db *db, const char *sql, const char *name, const fat_import_options *o,
                       fat_tables_report *r, char *err, size_t errlen) {
   char stage[PATH_CAP] = "";
@@ -155,41 +185,21 @@ int fat_tables_import(fat_db *db, const char *sql, const char *name, const fat_i
   fat_tables_report scratch_report;
   char *msg = NULL;
   int rc = -1;
-  import_guard guard = {{0}};
   if (!r) r = &scratch_report;
   *r = NO_REPORT;
-  if (!strncmp(sql, UTF8_BOM, strlen(UTF8_BOM))) sql += strlen(UTF8_BOM);
-  if (strncmp(sql, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC))) {
-    set_err(err, errlen, "%s: not a fatune table (first line must start '%s')", name,
-            FAT_TABLES_MAGIC);
-    return -1;
-  }
-  /* A file cut anywhere, between two statements or inside one (a blob's
-   * hex, a source), is refused as what it is, before any row is read. */
-  if (!ends_with_end_line(sql)) {
-    set_err(err, errlen, "%s: truncated: the file does not end with the line '%.*s'", name,
-            (int)strlen(FAT_TABLES_END) - 1, FAT_TABLES_END);
-    return -1;
-  }
+  if (!(sql = table_text_begin(sql, name, err, errlen))) return -1;
   if (!o || !o->trust) {
     set_err(err, errlen, "%s: no generator to check its variants against", name);
     return -1;
   }
   if (scratch_open(name, stage, &sdb, err, errlen)) goto out;
   sqlite3 *sh = fat_db_handle(sdb);
-  /* Defensive mode: no writable_schema, no direct writes to the schema or
-   * shadow tables, whatever the file manages to say. */
-  sqlite3_db_config(sh, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-  sqlite3_db_config(sh, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
   sqlite3_progress_handler(sh, INTERRUPT_CHECK_STEPS, interrupt_progress, NULL);
   if (sqlite3_exec(sh, "BEGIN", NULL, NULL, &msg) != SQLITE_OK) {
     set_err(err, errlen, "%s: %s", name, msg ? msg : "scratch database failure");
     goto out;
   }
-  sqlite3_set_authorizer(sh, import_authorizer, &guard);
-  int erc = run_table_text(sh, sql, name, &guard, err, errlen);
-  sqlite3_set_authorizer(sh, NULL, NULL);
-  if (erc) {
+  if (table_text_run(sh, sql, name, err, errlen)) {
     sqlite3_exec(sh, "ROLLBACK", NULL, NULL, NULL);
     goto out;
   }

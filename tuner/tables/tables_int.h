@@ -49,6 +49,18 @@ static const char *const IMPORT_TABLES[] = {"gpus",   "ceilings", "variants", "b
 /* A report of nothing done yet, where an import or a merge starts. */
 static const fat_tables_report NO_REPORT;
 
+/* ---- a table file's text (import.c) ------------------------------------ */
+
+/* TEXT past a UTF-8 byte order mark, or NULL with err ("NAME: not a fatune
+ * table (...)", "NAME: truncated: ...") unless it starts with
+ * FAT_TABLES_MAGIC and ends with the line FAT_TABLES_END. */
+const char *table_text_begin(const char *text, const char *name, char *err, size_t errlen);
+/* Runs the statements of TEXT (from table_text_begin) one by one in SH, a
+ * database of fatune's schema, in defensive mode under the import's
+ * authorizer: only INSERT into fatune's tables. The first that fails or is
+ * refused gives err "NAME:LINE: why". 0, or -1 with err. */
+int table_text_run(sqlite3 *sh, const char *text, const char *name, char *err, size_t errlen);
+
 /* ---- the scratch database (scratch.c) ---------------------------------- */
 
 /* A fresh scratch database under $TMPDIR (STAGE: its path), opened in *SDB
