@@ -14,7 +14,6 @@
 #include "embedded.h"
 #include "sha256.h"
 
-#define FAT_DB_SCHEMA_PATH "db/schema.sql"
 /* The upgrade from version N - 1 to N (db/migrations/N.sql). */
 #define FAT_DB_MIGRATION_PATH "db/migrations/%d.sql"
 /* Where schema.sql's idempotent appended part begins (db/schema.sql says why). */

@@ -24,6 +24,8 @@
 
 /* The schema version this build reads and writes (PRAGMA user_version). */
 #define FAT_DB_SCHEMA_VERSION 3
+/* The schema's embedded file (embedded.h): what a new database is given. */
+#define FAT_DB_SCHEMA_PATH "db/schema.sql"
 /* How long a writer waits for another process holding the lock. */
 #define FAT_DB_BUSY_TIMEOUT_MS 10000
 

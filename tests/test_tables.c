@@ -5,8 +5,9 @@
  * travel as part of the problem key; a table exported by a schema-1 fatune
  * (no window columns) still imports, and a schema-1 database still merges,
  * both to what today's export gives; an import that tries anything but
- * INSERT into fatune's tables is refused with its reason; the command
- * line's usage errors. The winners are real variants of today's generator
+ * INSERT into fatune's tables is refused with its reason; a re-export
+ * keeps the ids of the table it replaces, so that only the changed rows'
+ * lines differ; the command line's usage errors. The winners are real variants of today's generator
  * (import and merge refuse any other: test_tables_trust shows how), and the
  * imports keep cubins as the build's own tables do, so that a round trip
  * gives the same bytes. */
@@ -110,19 +111,24 @@ static void put_stand_in(fat_db *db, const char *vname, const char *source) {
   put_winner(db, H200, &v, 1024, 1.0);
 }
 
-static char *export_text(const char *path, const char *gpu) {
+/* The export of PATH's GPU rows, keeping the ids of IDS (NULL: numbered afresh). */
+static char *export_with_ids(const char *path, const char *gpu, const fat_table_ids *ids) {
   char err[1024];
   fat_db *db = NULL;
   char *buf = NULL;
   size_t len = 0;
   REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
   FILE *f = open_memstream(&buf, &len);
-  int rc = fat_tables_export(db, gpu, f, err, sizeof err);
+  int rc = fat_tables_export(db, gpu, ids, f, err, sizeof err);
   fclose(f);
   if (rc) fprintf(stderr, "export: %s\n", err);
   REQUIRE_EXIT(rc == 0);
   fat_db_close(db);
   return buf;
+}
+
+static char *export_text(const char *path, const char *gpu) {
+  return export_with_ids(path, gpu, NULL);
 }
 
 /* As the build imports the shipped tables: cubins kept, so that a round
@@ -215,10 +221,254 @@ static int count_lines(const char *s, const char *prefix) {
   return n;
 }
 
+/* ---- stable ids ---------------------------------------------------------- */
+
+/* The lines of TEXT, each a heap copy without its newline; *N their number. */
+static char **split_lines(const char *text, size_t *n) {
+  size_t cap = 64;
+  char **lines = malloc(cap * sizeof *lines);
+  REQUIRE_EXIT(lines);
+  *n = 0;
+  for (const char *l = text; *l;) {
+    const char *nl = strchr(l, '\n');
+    const size_t len = nl ? (size_t)(nl - l) : strlen(l);
+    if (*n == cap) REQUIRE_EXIT((lines = realloc(lines, (cap *= 2) * sizeof *lines)));
+    REQUIRE_EXIT((lines[*n] = strndup(l, len)));
+    (*n)++;
+    l += len + (nl != NULL);
+  }
+  return lines;
+}
+
+static void free_lines(char **lines, size_t n) {
+  for (size_t i = 0; i < n; i++) free(lines[i]);
+  free(lines);
+}
+
+static int has_line(char *const *lines, size_t n, const char *line) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(lines[i], line)) return 1;
+  return 0;
+}
+
+/* The table of each line of A that B lacks, in A's order, a word each
+ * ("variants builds ..."): what a diff from A to B takes away. */
+static void lines_gone(char *const *a, size_t na, char *const *b, size_t nb, char *out,
+                       size_t cap) {
+  size_t len = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < na && len < cap; i++) {
+    char table[64] = "(not an INSERT)";
+    if (has_line(b, nb, a[i])) continue;
+    sscanf(a[i], "INSERT INTO %63s", table);
+    len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? " " : "", table);
+  }
+}
+
+/* 1 when the lines A and B share come in the same order in both. */
+static int same_order(char *const *a, size_t na, char *const *b, size_t nb) {
+  for (size_t i = 0, j = 0;; i++, j++) {
+    while (i < na && !has_line(b, nb, a[i])) i++;
+    while (j < nb && !has_line(a, na, b[j])) j++;
+    if (i == na || j == nb) return i == na && j == nb;
+    if (strcmp(a[i], b[j])) return 0;
+  }
+}
+
+/* The last line of TEXT that starts with PREFIX (a heap copy), or "". */
+static char *last_line(const char *text, const char *prefix) {
+  const char *last = NULL;
+  for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+    if (!strncmp(l, prefix, strlen(prefix))) last = l;
+  char *copy = last ? strndup(last, strcspn(last, "\n")) : strdup("");
+  REQUIRE_EXIT(copy);
+  return copy;
+}
+
+/* TEXT with its first OLD replaced by NEW (a heap copy). */
+static char *replaced(const char *text, const char *old, const char *new) {
+  const char *at = strstr(text, old);
+  REQUIRE_EXIT(at);
+  char *out = malloc(strlen(text) - strlen(old) + strlen(new) + 1);
+  REQUIRE_EXIT(out);
+  sprintf(out, "%.*s%s%s", (int)(at - text), text, new, at + strlen(old));
+  return out;
+}
+
+/* Each winner of the database at PATH as "variant@seqlen", by seqlen. */
+static char *winners_of(const char *path) {
+  char err[1024];
+  fat_db *db = NULL;
+  sqlite3_stmt *s = NULL;
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE_EXIT(sqlite3_prepare_v2(fat_db_handle(db),
+                                  "SELECT group_concat(w, ' ') FROM (SELECT v.name || '@' ||"
+                                  " p.seqlen_q AS w FROM winners x JOIN variants v ON v.id ="
+                                  " x.variant_id JOIN problems p ON p.id = x.problem_id ORDER BY"
+                                  " p.seqlen_q)", -1, &s, NULL) == SQLITE_OK);
+  REQUIRE_EXIT(sqlite3_step(s) == SQLITE_ROW);
+  char *w = strdup(sqlite3_column_text(s, 0) ? (const char *)sqlite3_column_text(s, 0) : "");
+  sqlite3_finalize(s);
+  fat_db_close(db);
+  return w;
+}
+
+/* The ids of table TEXT, which must read. */
+static fat_table_ids *ids_of(const char *text) {
+  char err[1024];
+  fat_table_ids *ids = fat_table_ids_read(text, "previous.sql", H200, err, sizeof err);
+  if (!ids) fprintf(stderr, "ids: %s\n", err);
+  REQUIRE_EXIT(ids);
+  return ids;
+}
+
+/* An export keeps the ids of the table it replaces. After a re-tune that
+ * gives one problem the winner of a new variant, retires the winner of
+ * another and measures a ceiling again, the lines of those rows and no
+ * others differ from the first export: every other line stays as it was,
+ * where it was; the new rows come after the previous largest id of their
+ * table, at the end of its lines, and the retired ones leave gaps. The
+ * result imports to the database's winners, and exports again to itself.
+ * Without the previous table the rows are numbered afresh (the same rows
+ * then take other ids), and a previous table that is no table, is cut or
+ * is another GPU's is refused by name. */
+static void reexport_keeps_ids(const char *dir) {
+  char path[300], path2[300], err[1024], gone[1024];
+  fat_db *db = NULL;
+  sqlite3_stmt *s = NULL;
+  snprintf(path, sizeof path, "%s/stable.db", dir);
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
+  /* Problems s1024, s2048 and s4096, each won by a variant of its own
+   * (the export numbers them s4096, s2048, s1024: by batch), and two
+   * ceilings. */
+  for (int k = 0; k < 3; k++)
+    put_winner(db, H200, real_variant(FAT_FWD, FAT_MASK_NONE, "", k), 1024 << k, 1.0 + k);
+  REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_COPY_BANDWIDTH, 3.7e12,
+                                  FAT_CEILING_UNIT_BANDWIDTH) == 0);
+  REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_PEAK_BF16, 6.0e14, FAT_CEILING_UNIT_FLOPS) == 0);
+  fat_db_close(db);
+  char *first = export_text(path, H200);
+  char *s1024 = last_line(first, "INSERT INTO problems ");
+  CHECK(strstr(s1024, ") VALUES (3, 'fwd', 'bf16', 'none', 128, 16, 16, 16, 1024, 1024,") != NULL);
+
+  /* Nothing changed: the same bytes, from today's table or one of schema 1. */
+  fat_table_ids *ids = ids_of(first);
+  char *again = export_with_ids(path, H200, ids);
+  CHECK_STR(again, first);
+  fat_table_ids_free(ids), free(again);
+  char *old = as_old_export(first, 1);
+  ids = ids_of(old);
+  again = export_with_ids(path, H200, ids);
+  CHECK_STR(again, first);
+  fat_table_ids_free(ids), free(again), free(old);
+
+  /* The re-tune. */
+  const fat_variant *fresh = real_variant(FAT_FWD, FAT_MASK_NONE, "", 3);
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
+  put_winner(db, H200, fresh, 2048, 0.5);
+  REQUIRE_EXIT(sqlite3_prepare_v2(fat_db_handle(db), "SELECT id FROM problems WHERE seqlen_q = 4096",
+                                  -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW);
+  REQUIRE_EXIT(fat_db_forget(db, 1, sqlite3_column_int64(s, 0), NULL) == 0);
+  sqlite3_finalize(s);
+  REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_COPY_BANDWIDTH, 3.6e12,
+                                  FAT_CEILING_UNIT_BANDWIDTH) == 0);
+  fat_db_close(db);
+  ids = ids_of(first);
+  char *second = export_with_ids(path, H200, ids);
+  fat_table_ids_free(ids);
+  size_t n1, n2;
+  char **l1 = split_lines(first, &n1), **l2 = split_lines(second, &n2);
+  /* Gone: the ceiling's old value; the variants that no longer win (the
+   * retired s4096's and s2048's old one) with their builds, hashes, checks
+   * and timings; the s4096 problem; the two winners. Come: the ceiling's
+   * new value, the new variant's rows, s2048's new winner. */
+  lines_gone(l1, n1, l2, n2, gone, sizeof gone);
+  CHECK_STR(gone, "ceilings variants variants builds builds build_hashes build_hashes problems "
+                  "checks checks checks checks timings timings winners winners");
+  lines_gone(l2, n2, l1, n1, gone, sizeof gone);
+  CHECK_STR(gone, "ceilings variants builds build_hashes checks checks timings winners");
+  CHECK(same_order(l1, n1, l2, n2));
+  /* Changed values keep their id and place; new rows count on from 3
+   * variants, 3 builds, 6 checks and 3 timings, last in their tables. */
+  CHECK(strstr(second, "\nINSERT INTO ceilings (id, gpu_id, name, value, unit, measured_at) VALUES "
+                       "(1, 1, 'copy_bandwidth', 3600000000000, 'B/s', '") != NULL);
+  char *line = last_line(second, "INSERT INTO variants "), want[512];
+  snprintf(want, sizeof want, ") VALUES (4, '%s', ", fresh->name);
+  CHECK_CONTAINS(line, want);
+  free(line), line = last_line(second, "INSERT INTO builds ");
+  CHECK_CONTAINS(line, ") VALUES (4, '");
+  free(line), line = last_line(second, "INSERT INTO checks ");
+  CHECK_CONTAINS(line, ") VALUES (8, 4, 1, 2, ");
+  free(line), line = last_line(second, "INSERT INTO timings ");
+  CHECK_CONTAINS(line, ") VALUES (4, 4, 1, 2, ");
+  free(line);
+  CHECK_INT(count_lines(second, "INSERT INTO winners (gpu_id, problem_id, variant_id, timing_id, "
+                                "chosen_at) VALUES (1, 2, 4, 4, "), 1);
+  /* s1024 keeps id 3, which a fresh numbering gives it no more. */
+  CHECK(has_line(l2, n2, s1024));
+  char *dense = export_text(path, H200);
+  CHECK(strstr(dense, s1024) == NULL);
+  CHECK_CONTAINS(dense, ") VALUES (2, 'fwd', 'bf16', 'none', 128, 16, 16, 16, 1024, 1024,");
+  free_lines(l1, n1), free_lines(l2, n2);
+
+  /* The second file with its gaps exports to itself, and imports to the
+   * database's winners and rows. */
+  ids = ids_of(second);
+  again = export_with_ids(path, H200, ids);
+  CHECK_STR(again, second);
+  free(again);
+  snprintf(path2, sizeof path2, "%s/stable-imported.db", dir);
+  CHECK_INT(import_text(path2, second, err, sizeof err), 1 + 2 + 2 + 2 + 2 + 2 + 4 + 2 + 2);
+  char *w1 = winners_of(path), *w2 = winners_of(path2);
+  snprintf(want, sizeof want, "%s@1024 %s@2048", real_variant(FAT_FWD, FAT_MASK_NONE, "", 0)->name,
+           fresh->name);
+  CHECK_STR(w1, want);
+  CHECK_STR(w2, w1);
+  again = export_text(path2, H200);
+  CHECK_STR(again, dense);
+  free(again);
+  again = export_with_ids(path2, H200, ids);
+  CHECK_STR(again, second);
+  fat_table_ids_free(ids), free(again), free(w1), free(w2);
+
+  /* A previous table that is none is refused by name, as import refuses it. */
+  CHECK(fat_table_ids_read("garbage\n", "g.sql", H200, err, sizeof err) == NULL);
+  CHECK_STR(err, "g.sql: not a fatune table (first line must start '-- fatune tables 1')");
+  char *cut = strndup(second, strlen(second) / 2);
+  CHECK(fat_table_ids_read(cut, "cut.sql", H200, err, sizeof err) == NULL);
+  CHECK_STR(err, "cut.sql: truncated: the file does not end with the line '-- end of fatune tables'");
+  free(cut);
+  CHECK(fat_table_ids_read("-- fatune tables 1\nDELETE FROM winners;\n-- end of fatune tables\n",
+                           "evil.sql", H200, err, sizeof err) == NULL);
+  CHECK_STR(err, "evil.sql:2: refused DELETE FROM 'winners': a table may only INSERT into fatune's "
+                 "tables");
+  char *dup = replaced(second, "INSERT INTO gpus ", "INSERT INTO gpus (id, name, cc_major, cc_minor,"
+                       " sm_count, driver_version, nvrtc_major, nvrtc_minor, mem_bytes,"
+                       " smem_per_block_optin, l2_bytes, clock_khz, mem_clock_khz) VALUES (1, 'X',"
+                       " 9, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0);\nINSERT INTO gpus ");
+  CHECK(fat_table_ids_read(dup, "dup.sql", H200, err, sizeof err) == NULL);
+  CHECK_STR(err, "dup.sql:7: UNIQUE constraint failed: gpus.id");
+  free(dup);
+  /* An id it cannot count on from, or that export never writes. */
+  char *big = replaced(second, ") VALUES (8, ", ") VALUES (9007199254740993, ");
+  CHECK(fat_table_ids_read(big, "big.sql", H200, err, sizeof err) == NULL);
+  CHECK_STR(err, "big.sql: checks id 9007199254740993 is outside 1 to 9007199254740992");
+  free(big);
+  char *zero = replaced(second, ") VALUES (8, ", ") VALUES (0, ");
+  CHECK(fat_table_ids_read(zero, "zero.sql", H200, err, sizeof err) == NULL);
+  CHECK_STR(err, "zero.sql: checks id 0 is outside 1 to 9007199254740992");
+  free(zero);
+  /* Another GPU's table shares no row with this export. */
+  CHECK(fat_table_ids_read(second, "h100.sql", "NVIDIA H100", err, sizeof err) == NULL);
+  CHECK_STR(err, "h100.sql: a table of GPU 'NVIDIA H200', not 'NVIDIA H100'");
+
+  free(first), free(second), free(dense), free(s1024);
+}
+
 /* A backward winner timed twice, whose earlier timing is the faster: the
  * winner's timing and the deterministic pick (the fastest) are two timings
  * of one variant, and its checks (two rounds of the same shapes) go out
- * once each. */
+ * once each. Rows of one natural key keep their ids, each its own. */
 static void one_variant_timed_twice(const char *dir) {
   char path[300], path2[300], err[1024];
   fat_db *db = NULL;
@@ -234,11 +484,18 @@ static void one_variant_timed_twice(const char *dir) {
   CHECK_INT(count_lines(text, "INSERT INTO checks "), 4);
   CHECK_INT(count_lines(text, "INSERT INTO winners (gpu_id, problem_id, variant_id, timing_id, "
                               "chosen_at) VALUES (1, 1, 1, 2, "), 1);
+  fat_table_ids *ids = ids_of(text);
+  char *again = export_with_ids(path, H200, ids);
+  CHECK_STR(again, text);
+  free(again);
   snprintf(path2, sizeof path2, "%s/twice-imported.db", dir);
   CHECK(import_text(path2, text, err, sizeof err) > 0);
-  char *again = export_text(path2, H200);
+  again = export_with_ids(path2, H200, ids);
   CHECK_STR(again, text);
-  free(again), free(text);
+  free(again);
+  again = export_text(path2, H200);
+  CHECK_STR(again, text);
+  fat_table_ids_free(ids), free(again), free(text);
 }
 
 int main(void) {
@@ -299,7 +556,7 @@ int main(void) {
   CHECK_INT(count_lines(a100, "INSERT INTO winners "), 1);
   REQUIRE_EXIT(fat_db_open(b, &db, err, sizeof err) == 0);
   FILE *devnull = fopen("/dev/null", "w");
-  CHECK_INT(fat_tables_export(db, "NVIDIA B200", devnull, err, sizeof err), -1);
+  CHECK_INT(fat_tables_export(db, "NVIDIA B200", NULL, devnull, err, sizeof err), -1);
   CHECK_STR(err, "no winners for GPU 'NVIDIA B200' in the database");
   fclose(devnull);
   fat_db_close(db);
@@ -533,6 +790,7 @@ int main(void) {
   char *fourth = export_text(b, H200);
   CHECK_STR(fourth, first);
 
+  reexport_keeps_ids(dir);
   one_variant_timed_twice(dir);
 
   free(first), free(second), free(third), free(fourth), free(a100), free(from_cli);

@@ -116,7 +116,7 @@ static char *export_of(const char *path) {
   fat_db *db = NULL;
   REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
   FILE *f = open_memstream(&buf, &len);
-  REQUIRE_EXIT(fat_tables_export(db, H200, f, err, sizeof err) == 0);
+  REQUIRE_EXIT(fat_tables_export(db, H200, NULL, f, err, sizeof err) == 0);
   fclose(f);
   fat_db_close(db);
   return buf;

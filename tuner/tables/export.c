@@ -1,25 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* `fatune export`: a database's winners for one GPU model written as a
  * table file, the text SQL that db/tables/ ships and import reads back.
- * The rows go out sorted by natural keys and renumbered, so that the same
- * content always gives the same bytes (tables.h says why the format looks
- * as it does). */
+ * The rows of each table go out in id order, and the same content always
+ * gives the same bytes (tables.h says why the format looks as it does).
+ * Ids are numbered in natural-key order, or kept from the table a new
+ * export replaces (fat_table_ids), so that a re-export changes the lines
+ * of the rows that changed and no others. */
 #include <stdio.h>
 #include "tables_int.h"
 
-/* The rows exported for one GPU name, renumbered in natural-key order. Each
- * x_* temp table maps an old id to its new one. x_picks are the (variant,
- * timing) pairs that go out for each problem with a winner: the winner, and
- * for the backward the fastest passed variant without atomics as well, which
- * the runtime serves when the caller asks for deterministic gradients. */
-static const char *const EXPORT_SELECT_SQL =
-    "DROP TABLE IF EXISTS temp.x_gpus; DROP TABLE IF EXISTS temp.x_variants;"
-    "DROP TABLE IF EXISTS temp.x_problems; DROP TABLE IF EXISTS temp.x_builds;"
-    "DROP TABLE IF EXISTS temp.x_checks; DROP TABLE IF EXISTS temp.x_timings;"
-    "DROP TABLE IF EXISTS temp.x_picks;"
-    "CREATE TEMP TABLE x_gpus AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY name, cc_major,"
-    "  cc_minor, sm_count, driver_version, nvrtc_major, nvrtc_minor) AS new FROM main.gpus"
-    "  WHERE name = :gpu AND id IN (SELECT gpu_id FROM main.winners);"
+/* The (variant, timing) pairs that go out for each problem with a winner
+ * of the exported GPU rows (temp.x_gpus): the winner, and for the backward
+ * the fastest passed variant without atomics as well, which the runtime
+ * serves when the caller asks for deterministic gradients. */
+static const char *const EXPORT_PICKS_SQL =
     "CREATE TEMP TABLE x_picks AS SELECT w.gpu_id, w.problem_id, w.variant_id, w.timing_id"
     "  FROM main.winners w WHERE w.gpu_id IN (SELECT old FROM temp.x_gpus)"
     " UNION SELECT t.gpu_id, t.problem_id, t.variant_id, t.id FROM main.winners w"
@@ -29,36 +23,93 @@ static const char *const EXPORT_SELECT_SQL =
     "   AND t2.retired = 0 AND ' ' || v2.params || ' ' LIKE '% DQ_MODE=separate %'"
     "   AND " FAT_SQL_LIVE_PASSING("main.", "t2.variant_id", "t2.gpu_id", "t2.problem_id")
     "   ORDER BY t2.median_ms, t2.id LIMIT 1)"
-    "  WHERE w.gpu_id IN (SELECT old FROM temp.x_gpus);"
-    "CREATE TEMP TABLE x_variants AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY name,"
-    "  source_hash) AS new FROM main.variants WHERE id IN (SELECT variant_id FROM temp.x_picks);"
-    "CREATE TEMP TABLE x_problems AS SELECT id AS old, ROW_NUMBER() OVER (ORDER BY direction,"
-    "  dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, window_left,"
-    "  window_right, lengths) AS new FROM main.problems"
-    "  WHERE id IN (SELECT problem_id FROM main.winners WHERE gpu_id IN (SELECT old FROM"
-    "  temp.x_gpus));"
-    "CREATE TEMP TABLE x_builds AS SELECT b.id AS old, ROW_NUMBER() OVER (ORDER BY b.key) AS new"
-    "  FROM main.builds b WHERE b.ok = 1 AND b.variant_id IN (SELECT old FROM temp.x_variants);"
-    /* EXISTS, not a join with x_picks: a backward's winner and its
-     * deterministic pick may be two timings of one variant, which would
-     * list its checks twice. */
-    "CREATE TEMP TABLE x_checks AS SELECT c.id AS old, ROW_NUMBER() OVER (ORDER BY g.new, p.new,"
-    "  v.new, c.batch, c.heads, c.seqlen_q, c.seqlen_k, c.created_at, c.id) AS new"
-    "  FROM main.checks c JOIN temp.x_gpus g ON g.old = c.gpu_id"
-    "  JOIN temp.x_problems p ON p.old = c.problem_id JOIN temp.x_variants v ON v.old ="
-    "  c.variant_id WHERE c.retired = 0 AND EXISTS (SELECT 1 FROM temp.x_picks w WHERE"
-    "  w.gpu_id = c.gpu_id AND w.problem_id = c.problem_id AND w.variant_id = c.variant_id);"
-    /* Two timings of one variant (as above) in the order they were made. */
-    "CREATE TEMP TABLE x_timings AS SELECT w.timing_id AS old, ROW_NUMBER() OVER (ORDER BY"
-    "  g.new, p.new, v.new, w.timing_id) AS new FROM temp.x_picks w"
-    "  JOIN temp.x_gpus g ON g.old = w.gpu_id JOIN temp.x_problems p ON p.old = w.problem_id"
-    "  JOIN temp.x_variants v ON v.old = w.variant_id;";
+    "  WHERE w.gpu_id IN (SELECT old FROM temp.x_gpus);";
+
+/* One table whose rows go out with ids: which rows, and by what key an id
+ * is kept. Its temp table x_NAME maps each row's id in the database (old)
+ * to the id it is written with (new); p_NAME holds the ids and keys of the
+ * previous table's rows (table_ids.c; empty when there is none). A row
+ * whose natural key the previous table has keeps that row's id; the others
+ * are numbered after the previous table's largest id, in natural-key order
+ * (with no previous table: 1, 2, ... in natural-key order, as export always
+ * numbered). Rows of one key (a key that is not unique: two checks of one
+ * time, two timings of one variant) pair off in id order. References in a
+ * key are the ids they go out with: the tables they name come first. */
+typedef struct id_table {
+  const char *name;
+  const char *key;   /* natural-key columns, as the table names them, in sort order */
+  const char *rows;  /* SELECT old, KEY's columns: the rows that go out */
+  const char *first; /* SQL that ROWS needs and the tables before do not, or NULL */
+} id_table;
+
+static const id_table ID_TABLES[] = {
+    {"gpus", "name, cc_major, cc_minor, sm_count, driver_version, nvrtc_major, nvrtc_minor",
+     "SELECT id AS old, name, cc_major, cc_minor, sm_count, driver_version, nvrtc_major,"
+     " nvrtc_minor FROM main.gpus WHERE name = :gpu AND id IN (SELECT gpu_id FROM main.winners)",
+     NULL},
+    {"variants", "name, source_hash",
+     "SELECT id AS old, name, source_hash FROM main.variants"
+     " WHERE id IN (SELECT variant_id FROM temp.x_picks)",
+     EXPORT_PICKS_SQL},
+    {"problems",
+     "direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, window_left,"
+     " window_right, lengths",
+     "SELECT id AS old, direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q,"
+     " seqlen_k, window_left, window_right, lengths FROM main.problems WHERE id IN (SELECT"
+     " problem_id FROM main.winners WHERE gpu_id IN (SELECT old FROM temp.x_gpus))",
+     NULL},
+    {"builds", "key",
+     "SELECT id AS old, key FROM main.builds"
+     " WHERE ok = 1 AND variant_id IN (SELECT old FROM temp.x_variants)",
+     NULL},
+    /* The live checks of each pick's (variant, GPU, problem): EXISTS, not a
+     * join, since a backward's winner and its deterministic pick may be two
+     * timings of one variant, which would list its checks twice. */
+    {"checks",
+     "gpu_id, problem_id, variant_id, batch, heads, seqlen_q, seqlen_k, created_at",
+     "SELECT c.id AS old, g.new AS gpu_id, p.new AS problem_id, v.new AS variant_id, c.batch,"
+     " c.heads, c.seqlen_q, c.seqlen_k, c.created_at FROM main.checks c"
+     " JOIN temp.x_gpus g ON g.old = c.gpu_id JOIN temp.x_problems p ON p.old = c.problem_id"
+     " JOIN temp.x_variants v ON v.old = c.variant_id WHERE c.retired = 0 AND EXISTS (SELECT 1"
+     " FROM temp.x_picks w WHERE w.gpu_id = c.gpu_id AND w.problem_id = c.problem_id AND"
+     " w.variant_id = c.variant_id)",
+     NULL},
+    {"timings", "gpu_id, problem_id, variant_id",
+     "SELECT w.timing_id AS old, g.new AS gpu_id, p.new AS problem_id, v.new AS variant_id"
+     " FROM temp.x_picks w JOIN temp.x_gpus g ON g.old = w.gpu_id"
+     " JOIN temp.x_problems p ON p.old = w.problem_id JOIN temp.x_variants v ON v.old ="
+     " w.variant_id",
+     NULL},
+    {"ceilings", "gpu_id, name",
+     "SELECT t.id AS old, g.new AS gpu_id, t.name FROM main.ceilings t"
+     " JOIN temp.x_gpus g ON g.old = t.gpu_id",
+     NULL},
+};
+#define N_ID_TABLES (sizeof ID_TABLES / sizeof ID_TABLES[0])
+
+/* x_NAME from ROWS (id_table): with KEY the natural key, a row pairs with
+ * the previous table's row of its key and rank among that key's rows (in
+ * id order), and keeps its id; the rest count on from the previous
+ * table's largest id (0 when it has none). The arguments, in order: NAME,
+ * ROWS, KEY, KEY, KEY, NAME, NAME, KEY, KEY. */
+static const char *const NUMBER_SQL =
+    "CREATE TEMP TABLE x_%s AS WITH r AS (%s),"
+    " c AS (SELECT *, ROW_NUMBER() OVER (PARTITION BY %s ORDER BY old) AS dup FROM r),"
+    " p AS (SELECT id, %s, ROW_NUMBER() OVER (PARTITION BY %s ORDER BY id) AS dup"
+    "  FROM temp.p_%s)"
+    " SELECT old, coalesce(p.id, (SELECT coalesce(max(id), 0) FROM temp.p_%s)"
+    "  + ROW_NUMBER() OVER (PARTITION BY p.id IS NULL ORDER BY %s, dup)) AS new"
+    " FROM c LEFT JOIN p USING (%s, dup)";
 
 static const char *const EXPORT_DROP_SQL =
     "DROP TABLE IF EXISTS temp.x_gpus; DROP TABLE IF EXISTS temp.x_variants;"
     "DROP TABLE IF EXISTS temp.x_problems; DROP TABLE IF EXISTS temp.x_builds;"
     "DROP TABLE IF EXISTS temp.x_checks; DROP TABLE IF EXISTS temp.x_timings;"
-    "DROP TABLE IF EXISTS temp.x_picks;";
+    "DROP TABLE IF EXISTS temp.x_ceilings; DROP TABLE IF EXISTS temp.x_picks;"
+    "DROP TABLE IF EXISTS temp.p_gpus; DROP TABLE IF EXISTS temp.p_variants;"
+    "DROP TABLE IF EXISTS temp.p_problems; DROP TABLE IF EXISTS temp.p_builds;"
+    "DROP TABLE IF EXISTS temp.p_checks; DROP TABLE IF EXISTS temp.p_timings;"
+    "DROP TABLE IF EXISTS temp.p_ceilings;";
 
 /* One exported table: its INSERT column list and the SELECT giving the
  * values in that order, sorted by the new ids. */
@@ -79,9 +130,9 @@ static const export_table EXPORT_TABLES[] = {
     /* The GPU's measured ceilings (explain's floors, the report's roofs),
      * so that a table serves them where its user has tuned nothing. */
     {"ceilings", "id, gpu_id, name, value, unit, measured_at",
-     "SELECT ROW_NUMBER() OVER (ORDER BY g.new, t.name), g.new, t.name, t.value, t.unit,"
-     " t.measured_at FROM main.ceilings t JOIN temp.x_gpus g ON g.old = t.gpu_id"
-     " ORDER BY g.new, t.name"},
+     "SELECT x.new, g.new, t.name, t.value, t.unit, t.measured_at FROM main.ceilings t"
+     " JOIN temp.x_ceilings x ON x.old = t.id JOIN temp.x_gpus g ON g.old = t.gpu_id"
+     " ORDER BY x.new"},
     {"variants",
      "id, name, family, direction, dtype, mask, head_dim, params, entry, block_m, threads, "
      "smem_bytes, source_hash, source, is_default, created_at",
@@ -184,27 +235,63 @@ static void put_value(FILE *out, sqlite3_stmt *s, int col) {
   }
 }
 
-int fat_tables_export(fat_db *db, const char *gpu_name, FILE *out, char *err, size_t errlen) {
-  sqlite3 *h = fat_db_handle(db);
-  sqlite3_stmt *s = NULL;
-  int rc = -1;
-  const char *tail = EXPORT_SELECT_SQL;
-  /* The temp tables are made statement by statement so :gpu can be bound. */
+/* Runs the statements of SQL on H one by one (so that :gpu can be bound
+ * to GPU in each that names it). 0, or -1 with err. */
+static int run_script(sqlite3 *h, const char *sql, const char *gpu, char *err, size_t errlen) {
+  const char *tail = sql;
   while (tail && *tail) {
+    sqlite3_stmt *s = NULL;
     if (sqlite3_prepare_v2(h, tail, -1, &s, &tail) != SQLITE_OK) {
       set_err(err, errlen, "export: %s", sqlite3_errmsg(h));
-      goto out;
+      return -1;
     }
     if (!s) break;
     int idx = sqlite3_bind_parameter_index(s, ":gpu");
-    if (idx) sqlite3_bind_text(s, idx, gpu_name, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) {
-      set_err(err, errlen, "export: %s", sqlite3_errmsg(h));
-      goto out;
-    }
+    if (idx) sqlite3_bind_text(s, idx, gpu, -1, SQLITE_STATIC);
+    const int step = sqlite3_step(s);
     sqlite3_finalize(s);
-    s = NULL;
+    if (step != SQLITE_DONE) {
+      set_err(err, errlen, "export: %s", sqlite3_errmsg(h));
+      return -1;
+    }
   }
+  return 0;
+}
+
+/* The longest numbering statement (NUMBER_SQL filled in for one table). */
+#define NUMBER_SQL_CAP 8192
+
+/* The temp tables x_* of the rows that go out, and their ids: kept from
+ * IDS (NULL: none, numbered afresh). 0, or -1 with err. */
+static int number_rows(sqlite3 *h, const char *gpu, const fat_table_ids *ids, char *err,
+                       size_t errlen) {
+  char sql[NUMBER_SQL_CAP];
+  if (sqlite3_exec(h, EXPORT_DROP_SQL, NULL, NULL, NULL) != SQLITE_OK) {
+    set_err(err, errlen, "export: %s", sqlite3_errmsg(h));
+    return -1;
+  }
+  for (size_t t = 0; t < N_ID_TABLES; t++) {
+    const id_table *x = &ID_TABLES[t];
+    if (table_ids_copy(h, ids, x->name, x->key, err, errlen)) return -1;
+    if (x->first && run_script(h, x->first, gpu, err, errlen)) return -1;
+    const int n = snprintf(sql, sizeof sql, NUMBER_SQL, x->name, x->rows, x->key, x->key, x->key,
+                           x->name, x->name, x->key, x->key);
+    if (n < 0 || (size_t)n >= sizeof sql) {
+      set_err(err, errlen, "export %s: its numbering statement is over %d bytes", x->name,
+              NUMBER_SQL_CAP);
+      return -1;
+    }
+    if (run_script(h, sql, gpu, err, errlen)) return -1;
+  }
+  return 0;
+}
+
+int fat_tables_export(fat_db *db, const char *gpu_name, const fat_table_ids *ids, FILE *out,
+                      char *err, size_t errlen) {
+  sqlite3 *h = fat_db_handle(db);
+  sqlite3_stmt *s = NULL;
+  int rc = -1;
+  if (number_rows(h, gpu_name, ids, err, errlen)) goto out;
   if (sqlite3_prepare_v2(h, "SELECT count(*) FROM temp.x_gpus", -1, &s, NULL) != SQLITE_OK ||
       sqlite3_step(s) != SQLITE_ROW) {
     set_err(err, errlen, "export: %s", sqlite3_errmsg(h));

@@ -4,8 +4,9 @@
  * allows only INSERT into fatune's tables (tables.h says why). A file
  * without a table's first and last lines is refused, and so is one with a
  * statement that does anything else, naming its line; what loads is
- * judged and merged as a merge's rows are. table_text_begin and
- * table_text_run are those steps, for any reader of a table file. */
+ * judged and merged as a merge's rows are. Export reads the table it
+ * replaces through the same two steps (table_text_begin, table_text_run),
+ * for its ids only (table_ids.c). */
 #include <stdio.h>
 #include <string.h>
 #include "tables_int.h"

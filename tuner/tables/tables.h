@@ -28,12 +28,45 @@
  * 0 done, 1 failed, 2 usage error. */
 int fat_tables_main(int argc, char **argv);
 
+/* The ids of an earlier export of a table, which a new export keeps: what
+ * a table file's rows are (by natural key) and the id each was written
+ * with. */
+typedef struct fat_table_ids fat_table_ids;
+
+/* Reads the ids of table file TEXT (NAME: its file name, for messages), an
+ * earlier export for GPU GPU_NAME. TEXT goes the way an import's does --
+ * its first and last lines checked, its statements run one by one under
+ * the import's authorizer (only INSERT into fatune's tables) in a
+ * temporary in-memory database of fatune's schema, whose constraints judge
+ * each row -- and nothing of it but ids and natural keys is read. It is
+ * not checked against the generator: the table a re-tune replaces is stale
+ * as a rule, and none of its rows is written. Refuses, naming NAME, what
+ * import refuses as no table ("NAME: not a fatune table (...)", "NAME:
+ * truncated: ...", "NAME:LINE: ..."), an id outside 1 to FAT_TABLE_MAX_ID
+ * ("NAME: checks id 0 is outside 1 to 9007199254740992"), and a table
+ * whose GPU rows are all of another GPU ("NAME: a table of GPU 'X', not
+ * 'Y'"). Returns NULL with err. */
+fat_table_ids *fat_table_ids_read(const char *text, const char *name, const char *gpu_name,
+                                  char *err, size_t errlen);
+void fat_table_ids_free(fat_table_ids *ids);
+
+/* The largest id kept from an earlier export: 2^53, which a double holds
+ * exactly (a reader of the table through JSON or Python floats), and from
+ * which new ids cannot count past a 64-bit integer. */
+#define FAT_TABLE_MAX_ID ((long long)1 << 53)
+
 /* Writes the winners of every GPU named GPU_NAME in DB (with their variants'
- * sources, their cubins, problems, live checks and winning timings) to OUT.
- * Rows are sorted by natural keys and renumbered, so the same content always
- * gives the same bytes. Fails with "no winners for GPU 'X' in the database"
- * when there is nothing to export. Returns 0 or -1 with err. */
-int fat_tables_export(fat_db *db, const char *gpu_name, FILE *out, char *err, size_t errlen);
+ * sources, their cubins, problems, live checks and winning timings) to OUT,
+ * each table's rows in id order. With IDS NULL, rows are numbered 1, 2, ...
+ * in natural-key order; with IDS, a row whose natural key the earlier
+ * export has keeps its id there, and the others are numbered on from that
+ * table's largest id, in natural-key order (a row gone leaves a gap). The
+ * same content and IDS always give the same bytes, and an export with the
+ * ids of its own output gives it again. Fails with "no winners for GPU 'X'
+ * in the database" when there is nothing to export. Returns 0 or -1 with
+ * err. */
+int fat_tables_export(fat_db *db, const char *gpu_name, const fat_table_ids *ids, FILE *out,
+                      char *err, size_t errlen);
 
 /* How an import or a merge treats what it brings (trust.h). TRUST is
  * required: every variant is checked against the generator. */

@@ -118,7 +118,7 @@ static int export_to(fat_db *db, const char *gpu, const char *path, char *err, s
   char tmp[PATH_CAP + 64];
   struct stat st;
   int fd = -1;
-  if (!path) return fat_tables_export(db, gpu, stdout, err, errlen);
+  if (!path) return fat_tables_export(db, gpu, NULL, stdout, err, errlen);
   if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
     set_err(err, errlen, "%s exists and is not a regular file: not replaced", path);
     return -1;
@@ -142,7 +142,7 @@ static int export_to(fat_db *db, const char *gpu, const char *path, char *err, s
     unlink(tmp);
     return -1;
   }
-  int rc = fat_tables_export(db, gpu, f, err, errlen);
+  int rc = fat_tables_export(db, gpu, NULL, f, err, errlen);
   if (fclose(f) && rc == 0) {
     set_err(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     rc = -1;

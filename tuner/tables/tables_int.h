@@ -61,6 +61,14 @@ const char *table_text_begin(const char *text, const char *name, char *err, size
  * refused gives err "NAME:LINE: why". 0, or -1 with err. */
 int table_text_run(sqlite3 *sh, const char *text, const char *name, char *err, size_t errlen);
 
+/* ---- the ids of an earlier export (table_ids.c) ------------------------- */
+
+/* Creates H's temp table p_TABLE (id, KEY's columns) with the id and
+ * natural key of each of IDS's rows of TABLE; none when IDS is NULL. 0, or
+ * -1 with err. */
+int table_ids_copy(sqlite3 *h, const fat_table_ids *ids, const char *table, const char *key,
+                   char *err, size_t errlen);
+
 /* ---- the scratch database (scratch.c) ---------------------------------- */
 
 /* A fresh scratch database under $TMPDIR (STAGE: its path), opened in *SDB
