@@ -213,6 +213,13 @@ expect 2 "fatune export: --gpu-name: empty name" export --gpu-name ""
 expect 2 "fatune export: --gpu-name given twice" export --gpu-name X --gpu-name Y
 expect 2 "fatune export: -o: empty path" export --gpu-name X -o ""
 expect 2 "fatune export: -o given twice" export --gpu-name X -o "$tmp/x.sql" -o "$tmp/y.sql"
+expect 2 "fatune export: --ids-from: empty path" export --gpu-name X --ids-from ""
+expect 2 "fatune export: --ids-from given twice" export --gpu-name X --ids-from "$tmp/x.sql" --ids-from "$tmp/y.sql"
+expect 2 "fatune export: --ids-from keeps ids, --renumber makes new ones: give one" \
+  export --gpu-name X --ids-from "$tmp/x.sql" --renumber
+expect 2 "fatune import: --gpu-name, -o and --ids-from belong to export" import --ids-from "$tmp/x.sql" "$tmp/t.sql"
+expect 2 "fatune import: unknown option '--renumber'" import --renumber "$tmp/t.sql"
+expect 2 "fatune retire-stale: takes only --db" retire-stale --ids-from "$tmp/x.sql"
 # A GPU name is one line: a newline would add lines to the export's header.
 expect 2 "fatune export: --gpu-name: byte 2 is 0x0a, a control character" export --gpu-name "$(printf 'A\nB')"
 for f in "$tmp/cache/fatune/fatune.db" "$tmp/a.db" "$tmp/b.db"; do

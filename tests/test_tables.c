@@ -295,6 +295,11 @@ static char *replaced(const char *text, const char *old, const char *new) {
   return out;
 }
 
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  REQUIRE_EXIT(f && fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
 /* Each winner of the database at PATH as "variant@seqlen", by seqlen. */
 static char *winners_of(const char *path) {
   char err[1024];
@@ -333,7 +338,7 @@ static fat_table_ids *ids_of(const char *text) {
  * then take other ids), and a previous table that is no table, is cut or
  * is another GPU's is refused by name. */
 static void reexport_keeps_ids(const char *dir) {
-  char path[300], path2[300], err[1024], gone[1024];
+  char path[300], path2[300], out_path[320], prev_path[320], err[1024], gone[1024];
   fat_db *db = NULL;
   sqlite3_stmt *s = NULL;
   snprintf(path, sizeof path, "%s/stable.db", dir);
@@ -461,6 +466,40 @@ static void reexport_keeps_ids(const char *dir) {
   /* Another GPU's table shares no row with this export. */
   CHECK(fat_table_ids_read(second, "h100.sql", "NVIDIA H100", err, sizeof err) == NULL);
   CHECK_STR(err, "h100.sql: a table of GPU 'NVIDIA H200', not 'NVIDIA H100'");
+
+  /* The command: -o over the previous table keeps its ids; over a file
+   * that is no table it refuses and leaves the file, which --renumber
+   * replaces; an empty file (mktemp's) has no ids to keep; --ids-from
+   * reads another file even where -o's exists. */
+  snprintf(out_path, sizeof out_path, "%s/stable.sql", dir);
+  snprintf(prev_path, sizeof prev_path, "%s/previous.sql", dir);
+  char *exp[] = {"export", "--db", path, "--gpu-name", H200, "-o", out_path, NULL, NULL};
+  write_text(out_path, first);
+  CHECK_INT(fat_tables_main(7, exp), 0);
+  char *got = check_read_file(out_path);
+  CHECK_STR(got, second);
+  free(got);
+  write_text(out_path, "garbage\n");
+  CHECK_INT(fat_tables_main(7, exp), 1);
+  got = check_read_file(out_path);
+  CHECK_STR(got, "garbage\n");
+  free(got);
+  exp[7] = "--renumber";
+  CHECK_INT(fat_tables_main(8, exp), 0);
+  got = check_read_file(out_path);
+  CHECK_STR(got, dense);
+  free(got);
+  write_text(out_path, "");
+  CHECK_INT(fat_tables_main(7, exp), 0);
+  got = check_read_file(out_path);
+  CHECK_STR(got, dense);
+  free(got);
+  write_text(prev_path, first);
+  exp[7] = "--ids-from", exp[8] = prev_path;
+  CHECK_INT(fat_tables_main(9, exp), 0);
+  got = check_read_file(out_path);
+  CHECK_STR(got, second);
+  free(got);
 
   free(first), free(second), free(dense), free(s1024);
 }

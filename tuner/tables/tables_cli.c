@@ -22,6 +22,13 @@
 
 static const char *const USAGE =
     "usage: fatune export [--db PATH] --gpu-name NAME [-o FILE.sql]\n"
+    "                     [--ids-from OLD.sql | --renumber]\n"
+    "         (where FILE.sql exists and is not empty, each row keeps the id it has there\n"
+    "          and rows new to it are numbered after its largest, so that a diff of the\n"
+    "          two shows only the rows that changed; --ids-from takes the ids from OLD.sql\n"
+    "          ('-': standard input) instead, to standard output too. FILE.sql or OLD.sql\n"
+    "          must be a table of the same GPU. --renumber, or neither, numbers every row\n"
+    "          afresh: 1, 2, ... in natural-key order)\n"
     "       fatune import [--db PATH] [--keep-cubins] FILE.sql...\n"
     "       fatune merge [--db PATH] [--keep-cubins] OTHER.db...\n"
     "         (both refuse a file or database whose variants are not what this fatune's\n"
@@ -114,11 +121,12 @@ fail:
  * planted where it is to be is never followed), and a PATH that exists as
  * anything but a regular file (a link, a FIFO, a device, a folder) is
  * refused, not replaced. */
-static int export_to(fat_db *db, const char *gpu, const char *path, char *err, size_t errlen) {
+static int export_to(fat_db *db, const char *gpu, const fat_table_ids *ids, const char *path,
+                     char *err, size_t errlen) {
   char tmp[PATH_CAP + 64];
   struct stat st;
   int fd = -1;
-  if (!path) return fat_tables_export(db, gpu, NULL, stdout, err, errlen);
+  if (!path) return fat_tables_export(db, gpu, ids, stdout, err, errlen);
   if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
     set_err(err, errlen, "%s exists and is not a regular file: not replaced", path);
     return -1;
@@ -142,7 +150,7 @@ static int export_to(fat_db *db, const char *gpu, const char *path, char *err, s
     unlink(tmp);
     return -1;
   }
-  int rc = fat_tables_export(db, gpu, NULL, f, err, errlen);
+  int rc = fat_tables_export(db, gpu, ids, f, err, errlen);
   if (fclose(f) && rc == 0) {
     set_err(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     rc = -1;
@@ -157,9 +165,9 @@ static int export_to(fat_db *db, const char *gpu, const char *path, char *err, s
 
 int fat_tables_main(int argc, char **argv) {
   char err[ERRLEN], db_path[PATH_CAP] = "";
-  const char *gpu = NULL, *out_path = NULL, *cmd = argc > 0 ? argv[0] : "";
+  const char *gpu = NULL, *out_path = NULL, *ids_from = NULL, *cmd = argc > 0 ? argv[0] : "";
   const char **files = NULL;
-  int n_files = 0, status = EXIT_FAILED, keep_cubins = 0;
+  int n_files = 0, status = EXIT_FAILED, keep_cubins = 0, renumber = 0;
   fat_db *db = NULL;
   fat_gen *gen = NULL;
   fat_trust *trust = NULL;
@@ -171,8 +179,8 @@ int fat_tables_main(int argc, char **argv) {
   if (!(files = calloc((size_t)argc + 1, sizeof *files))) return EXIT_FAILED;
   /* Each valued flag once, never empty: an empty --db is no path (it is
    * not the default database), and a second one is not last-wins. */
-  static const char *const VALUED[] = {"--db", "--gpu-name", "-o"};
-  int seen[3] = {0};
+  static const char *const VALUED[] = {"--db", "--gpu-name", "-o", "--ids-from"};
+  int seen[4] = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     int k, got;
@@ -182,7 +190,7 @@ int fat_tables_main(int argc, char **argv) {
       status = fat_exit_flushed(stdout, "fatune", EXIT_OK);
       goto out;
     }
-    if ((got = fat_cli_valued(argc, argv, &i, VALUED, 3, seen, &k, &v, err, sizeof err)) < 0 ||
+    if ((got = fat_cli_valued(argc, argv, &i, VALUED, 4, seen, &k, &v, err, sizeof err)) < 0 ||
         (got && !*v) || (got && k == 0 && strlen(v) >= sizeof db_path)) {
       if (got > 0 && !*v)
         snprintf(err, sizeof err, "%s: empty %s", VALUED[k], k == 1 ? "name" : "path");
@@ -195,7 +203,10 @@ int fat_tables_main(int argc, char **argv) {
     if (got) {
       if (k == 0) snprintf(db_path, sizeof db_path, "%s", v);
       else if (k == 1) gpu = v;
-      else out_path = v;
+      else if (k == 2) out_path = v;
+      else ids_from = v;
+    } else if (!strcmp(a, "--renumber") && !strcmp(cmd, "export")) {
+      renumber = 1;
     } else if (!strcmp(a, "--recompile") && !strcmp(cmd, "import")) {
       keep_cubins = 0;  /* what it always asked for is now the default */
     } else if (!strcmp(a, "--keep-cubins") && (!strcmp(cmd, "import") || !strcmp(cmd, "merge"))) {
@@ -218,15 +229,20 @@ int fat_tables_main(int argc, char **argv) {
     }
   int is_export = !strcmp(cmd, "export"), is_rehash = !strcmp(cmd, "rehash");
   int is_retire = is_rehash || !strcmp(cmd, "retire-stale");  /* both walk the stale variants */
-  if (is_retire && (n_files || gpu || out_path)) {
+  if (is_retire && (n_files || gpu || out_path || ids_from)) {
     fprintf(stderr, "fatune %s: takes only --db\n%s", cmd, USAGE);
     status = EXIT_USAGE;
     goto out;
   }
-  if (!is_retire && (is_export ? (!gpu || n_files) : (n_files == 0 || gpu || out_path))) {
+  if (!is_retire &&
+      (is_export ? (!gpu || n_files || (ids_from && renumber))
+                 : (n_files == 0 || gpu || out_path || ids_from))) {
     fprintf(stderr, "fatune %s: %s\n%s", cmd,
-            is_export ? (gpu ? "export takes no file arguments (use -o)" : "--gpu-name is required")
-                      : (n_files ? "--gpu-name and -o belong to export" : "no input files"),
+            is_export ? (!gpu ? "--gpu-name is required"
+                         : n_files ? "export takes no file arguments (use -o)"
+                                   : "--ids-from keeps ids, --renumber makes new ones: give one")
+                      : (n_files ? "--gpu-name, -o and --ids-from belong to export"
+                                 : "no input files"),
             USAGE);
     status = EXIT_USAGE;
     goto out;
@@ -268,7 +284,32 @@ int fat_tables_main(int argc, char **argv) {
     goto out;
   }
   if (is_export) {
-    if (export_to(db, gpu, out_path, err, sizeof err)) {
+    /* The table whose ids the rows keep: --ids-from's, else the one -o
+     * replaces (an empty file, as mktemp leaves one, has none). */
+    const char *prev = ids_from;
+    struct stat st;
+    fat_table_ids *ids = NULL;
+    if (!prev && !renumber && out_path && lstat(out_path, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size > 0)
+      prev = out_path;
+    if (prev) {
+      char *text = read_file(prev, err, sizeof err);
+      ids = text ? fat_table_ids_read(text, strcmp(prev, "-") ? prev : "(stdin)", gpu, err,
+                                      sizeof err)
+                 : NULL;
+      free(text);
+      if (!ids) {
+        if (ids_from)
+          fprintf(stderr, "fatune export: --ids-from: %s\n", err);
+        else
+          fprintf(stderr, "fatune export: -o: %s (export keeps the ids of the table it replaces;"
+                          " --renumber numbers its rows afresh)\n", err);
+        goto out;
+      }
+    }
+    const int rc = export_to(db, gpu, ids, out_path, err, sizeof err);
+    fat_table_ids_free(ids);
+    if (rc) {
       fprintf(stderr, "fatune export: %s\n", err);
       goto out;
     }
