@@ -112,13 +112,6 @@ end
 family.constraints = {
   function(c)
     if c.DQ_KEYS == 1 and consumers(c) < 2 then return "DQ_KEYS 1: one consumer owns every key already" end
-    -- A head dim below the template's adds dQ from the registers, where two
-    -- consumers' partial sums are twice the reductions (H200, d96: 1.27-1.42x
-    -- the time of DQ_KEYS 0 at every length; notes/kernel-log.md ws3).
-    if c.DQ_KEYS == 1 and c.HEAD_DIM ~= tiles.template_head_dim(c.HEAD_DIM) then
-      return ("DQ_KEYS 1: head dim %d pads to %d, and its dQ goes through the registers"):format(
-        c.HEAD_DIM, tiles.template_head_dim(c.HEAD_DIM))
-    end
   end,
   function(c)
     -- The consumers' 232 registers beside the producer's 40 do not hold a

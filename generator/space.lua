@@ -174,7 +174,10 @@ function space.generate(query)
               local params = canonical(f, c)
               -- A family may run a head dim on a wider template (zero columns).
               local template_d = f.template_head_dim and f.template_head_dim(d) or d
-              local values = {HEAD_DIM = template_d, IS_BF16 = dtype == "bf16" and 1 or 0,
+              -- PADS_HEAD_DIM: 1 where it does (a template may lay out its
+              -- buffers for the template's width then).
+              local values = {HEAD_DIM = template_d, PADS_HEAD_DIM = template_d ~= d and 1 or 0,
+                              IS_BF16 = dtype == "bf16" and 1 or 0,
                               IS_CAUSAL = mask == "causal" and 1 or 0, IS_LOCAL = mask == "local" and 1 or 0,
                               VARIANT_NAME = name}
               for k, v in pairs(f.fixed or {}) do values[k] = v end

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include "fat_abi.h"
+#include "fat_abi_bwd.h"
 #include "types.h"
 #include "runtime_int.h"
 
@@ -355,9 +357,8 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 int fat_rt_bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t *delta,
                                size_t *accum) {
   size_t rows, d_bytes, sum;
-  /* The accumulator's rows are the template's head dim wide. */
-  const int tdim = fat_rt_template_head_dim(FAT_BWD, a->head_dim);
-  const size_t width = (size_t)(tdim > 0 ? tdim : a->head_dim) * sizeof(float);
+  /* The accumulator's rows: as wide as any family's template uses them. */
+  const size_t width = FAT_BWD_ACCUM_WIDTH((size_t)a->head_dim) * sizeof(float);
   if (__builtin_mul_overflow((size_t)a->batch, (size_t)a->heads, &rows) ||
       __builtin_mul_overflow(rows, (size_t)a->seqlen_q, &rows) ||
       __builtin_mul_overflow(rows, sizeof(float), &d_bytes) || d_bytes > SIZE_MAX - WORKSPACE_ALIGN ||

@@ -5,11 +5,25 @@
 // per-row kernels (the D preprocess and the dQ conversion: each template
 // defines the kernels, calling these). The including template defines
 // kIsBf16, kIsCausal, kIsLocal, kDqSeparate, kHeadDim, kBlockM (query rows
-// per tile), kBlockN (keys per block), kChunk, kWarpSize and kLog2e first.
-// generator/expand.lua inlines this file into each variant's source.
+// per tile), kBlockN (keys per block), kChunk, kWarpSize and kLog2e first,
+// and may define FAT_DQ_PADDED 1 (below). generator/expand.lua inlines this
+// file into each variant's source.
 #pragma once
 
 #include "fat_device.cuh"
+
+// FAT_DQ_PADDED 1: the dQ accumulator's rows are the template's kHeadDim
+// floats apart whatever the problem's head dim (at most
+// FAT_BWD_ACCUM_WIDTH(head_dim), which the host gives every row), so that a
+// whole tile of a padded head dim is in the template's order too (bwd_ws90
+// adds its whole 128-float rows by bulk reduction at head dim 96). 0: the
+// problem's head dim apart, as the other templates have them. A macro, not
+// a constant: a constexpr variable puts a symbol into every cubin.
+#ifndef FAT_DQ_PADDED
+#define FAT_DQ_PADDED 0
+#endif
+// Floats between two rows of the dQ accumulator.
+__device__ __forceinline__ int dq_pitch(const fat_fwd_params &p) { return FAT_DQ_PADDED ? kHeadDim : p.head_dim; }
 
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000u); }
 
@@ -180,16 +194,17 @@ __device__ __forceinline__ void preprocess_rows(const fat_bwd_params &bp) {
   const long long r = ((long long)batch * p.heads + head) * p.seqlen_q + row;
   if (lane == 0) bp.delta[r] = sum;
   if constexpr (!kDqSeparate)
-    for (int c = lane * 4; c < p.head_dim; c += rt.lanes * 4)
-      *reinterpret_cast<float4 *>(bp.dq_accum + r * p.head_dim + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int c = lane * 4; c < dq_pitch(p); c += rt.lanes * 4)
+      *reinterpret_cast<float4 *>(bp.dq_accum + r * dq_pitch(p) + c) = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // dQ = scale · dq_accum rounded to the element type, over the problem's
-// head dim: dq_accum's rows are p.head_dim floats apart, and a whole tile
-// (kTileRows rows, all inside, head_dim = kHeadDim) is in the including
-// template's order: whole_offset(row in the tile, column) is where its
-// floats of columns c, c + 1 (and of c + 8, c + 9, 16 bytes on) lie. The
-// body of fat_bwd_convert_dq in atomic mode; grid as fat_bwd_preprocess.
+// head dim: dq_accum's rows are dq_pitch() floats apart, and a whole tile
+// (kTileRows rows, all inside, and head_dim = kHeadDim or FAT_DQ_PADDED) is
+// in the including template's order: whole_offset(row in the tile, column)
+// is where its floats of columns c, c + 1 (and of c + 8, c + 9, 16 bytes
+// on) lie; the padding's columns are never written out. The body of
+// fat_bwd_convert_dq in atomic mode; grid as fat_bwd_preprocess.
 template <int kTileRows, class WholeOffset>
 __device__ __forceinline__ void convert_dq_rows(const fat_bwd_params &bp, WholeOffset whole_offset) {
   const fat_fwd_params &p = bp.fwd;
@@ -197,10 +212,10 @@ __device__ __forceinline__ void convert_dq_rows(const fat_bwd_params &bp, WholeO
   const int row = rt.row, lane = rt.lane;
   const int head = blockIdx.y, batch = blockIdx.z;
   if (row >= p.seqlen_q) return;
-  const float *slab = bp.dq_accum + ((long long)batch * p.heads + head) * p.seqlen_q * p.head_dim;
-  const bool whole = p.head_dim == kHeadDim && row < p.seqlen_q / kTileRows * kTileRows;
+  const float *slab = bp.dq_accum + ((long long)batch * p.heads + head) * p.seqlen_q * dq_pitch(p);
+  const bool whole = (FAT_DQ_PADDED || p.head_dim == kHeadDim) && row < p.seqlen_q / kTileRows * kTileRows;
   const float *tile = slab + (long long)(row / kTileRows) * kTileRows * kHeadDim;
-  const float *acc = slab + (long long)row * p.head_dim;
+  const float *acc = slab + (long long)row * dq_pitch(p);
   elem_t *dq = at<elem_t>(bp.dq, batch * bp.dq_batch_stride + row * bp.dq_row_stride +
                                      head * bp.dq_head_stride);
   const float scale = p.softmax_scale;
@@ -209,9 +224,11 @@ __device__ __forceinline__ void convert_dq_rows(const fat_bwd_params &bp, WholeO
     // c+8 and c+9 of a 16-column group: q is the (group, t) pair.
     for (int q = lane; q < kHeadDim / 4; q += rt.lanes) {
       const int c = q / 4 * 16 + q % 4 * 2;
+      if (FAT_DQ_PADDED && c >= p.head_dim) break;  // c grows with q
       const float4 v = *reinterpret_cast<const float4 *>(tile + whole_offset(row % kTileRows, c));
       *reinterpret_cast<u32 *>(dq + c) = pack2(v.x * scale, v.y * scale);
-      *reinterpret_cast<u32 *>(dq + c + 8) = pack2(v.z * scale, v.w * scale);
+      // A head dim of 8 (mod 16) ends between c and c + 8.
+      if (!FAT_DQ_PADDED || c + 8 < p.head_dim) *reinterpret_cast<u32 *>(dq + c + 8) = pack2(v.z * scale, v.w * scale);
     }
   } else {
     for (int c = 4 * lane; c < p.head_dim; c += 4 * rt.lanes) {

@@ -33,8 +33,9 @@
 // The consumers never meet the producer but through the ring's mbarriers,
 // nor the writer but through two named barriers, and never the whole block
 // after the roles part. A tile whose dQ rows are not all inside (the
-// sequence's last, or a head dim below the template's) adds its dQ from
-// the registers with vector reductions instead, as bwd_wgmma90.cu does.
+// sequence's last; or, with a head dim below the template's and
+// FAT_DQ_PADDED 0, any) adds its dQ from the registers with vector
+// reductions instead, as bwd_wgmma90.cu does.
 //
 // Masks are bottom-right aligned, tiles no pair of which is visible are
 // skipped, a row that sees no key gets zero gradients (bwd_common.cuh). The
@@ -139,6 +140,12 @@ static_assert(kConsumers == 1 || 128 * (kProducerRegs + kConsumers * kConsumerRe
               "the traded registers fit the SM's");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
 
+// A head dim below the template's (96 on 128) keeps the dQ accumulator's
+// rows kHeadDim floats apart (bwd_common.cuh), so that its whole tiles go
+// through the writer's bulk reduction as whole rows too (through the
+// registers d96 ran at 0.7-0.8 of d128's rate: notes/kernel-log.md ws5).
+#define FAT_DQ_PADDED {{PADS_HEAD_DIM}}
+
 #include "fat_device.cuh"
 #include "wgmma.cuh"
 #include "tma.cuh"
@@ -188,6 +195,26 @@ __device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 
+// A 4 x 4 transpose of 32-bit values within each quad (lanes 4g .. 4g + 3,
+// T = lane % 4): lane T's V holds row T of the quad's matrix, and lane T
+// gets back column T, (row 0's value, row 1's, row 2's, row 3's). Two
+// exchanges of halves, across lanes T ^ 2 and then T ^ 1; every lane of
+// the warp must call it.
+__device__ __forceinline__ uint4 quad_transpose(uint4 v, int t) {
+  const bool hi = t & 2, odd = t & 1;
+  // Columns 2·hi and 2·hi + 1 of rows T and T ^ 2.
+  const u32 a0 = hi ? v.z : v.x, a1 = hi ? v.w : v.y;
+  const u32 b0 = __shfl_xor_sync(0xffffffffu, hi ? v.x : v.z, 2);
+  const u32 b1 = __shfl_xor_sync(0xffffffffu, hi ? v.y : v.w, 2);
+  // Column T of rows T ^ 1 and T ^ 3, from lane T ^ 1, which has them.
+  const u32 c0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 1);
+  const u32 c1 = __shfl_xor_sync(0xffffffffu, odd ? b0 : b1, 1);
+  // Column T of row r is, by r ^ T: 0 mine, 1 c0, 2 mine of T ^ 2, 3 c1.
+  const u32 r[4] = {odd ? a1 : a0, c0, odd ? b1 : b0, c1};
+  return hi ? (odd ? make_uint4(r[3], r[2], r[1], r[0]) : make_uint4(r[2], r[3], r[0], r[1]))
+            : (odd ? make_uint4(r[1], r[0], r[3], r[2]) : make_uint4(r[0], r[1], r[2], r[3]));
+}
+
 // The query tiles of a key block, which every role derives alike: (query
 // head of the group, query block) in that order, blocks mb_first ..
 // mb_end - 1 of each head; those below mb_whole have all their rows inside.
@@ -195,10 +222,13 @@ struct Walk {
   int group, mb_first, mb_end, mb_whole, n_tiles;
   __device__ int hq(int tile) const { return tile / (mb_end - mb_first); }
   __device__ int mb(int tile) const { return mb_first + tile % (mb_end - mb_first); }
-  // dQ through shared memory and the writer: whole rows and columns.
-  __device__ bool dq_bulk(int tile, int head_dim) const { return head_dim == kHeadDim && mb(tile) < mb_whole; }
+  // dQ through shared memory and the writer: whole rows, and whole
+  // accumulator rows (the head dim's or, padded, the template's).
+  __device__ bool dq_bulk(int tile, int head_dim) const {
+    return (FAT_DQ_PADDED || head_dim == kHeadDim) && mb(tile) < mb_whole;
+  }
   __device__ int bulk_tiles(int head_dim) const {
-    return head_dim == kHeadDim ? group * max(0, min(mb_end, mb_whole) - mb_first) : 0;
+    return FAT_DQ_PADDED || head_dim == kHeadDim ? group * max(0, min(mb_end, mb_whole) - mb_first) : 0;
   }
 };
 
@@ -585,8 +615,8 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
           // partial one row-major (rows past the end and columns past the
           // head dim left out). The scale comes in fat_bwd_convert_dq.
           const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
-          float *dq_block = bp.dq_accum + (row0 + r0) * p.head_dim;
-          if (r0 + 64 <= p.seqlen_q && p.head_dim == kHeadDim) {
+          float *dq_block = bp.dq_accum + (row0 + r0) * dq_pitch(p);
+          if (r0 + 64 <= p.seqlen_q && (FAT_DQ_PADDED || p.head_dim == kHeadDim)) {
             float *lane_base = dq_block + ((warp % 4) * 2 * (kHeadDim / 16)) * 128 + lane * 4;
 #pragma unroll
             for (int h = 0; h < 2; h++)
@@ -605,7 +635,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
               for (int nt = 0; nt < kDqN / 8; nt++) {
                 const int col = col0 + 8 * nt + 2 * t;
                 if (col < p.head_dim)
-                red_add2(dq_block + row * p.head_dim + col, dq[4 * nt + 2 * h], dq[4 * nt + 2 * h + 1]);
+                red_add2(dq_block + row * dq_pitch(p) + col, dq[4 * nt + 2 * h], dq[4 * nt + 2 * h + 1]);
               }
             }
           }
@@ -629,22 +659,38 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
     }
 
     // dK = scale · Σ dSᵀ·Q and dV in the element type: key row_key + 8h,
-    // columns 8·dt + 2t and + 1; keys past the end and columns past the head
-    // dim dropped (a column pair is wholly in or out).
+    // 16 bytes (8 columns) a store. A quad's four lanes hold column pairs
+    // 2t of the same 8-column groups; quad_transpose gives lane t all of
+    // group 4k + t, so that a warp's store covers 64 contiguous bytes of
+    // each of its 8 keys (a pair a store left the stores throttled and half
+    // of each sector unwritten: 9 % of the stall samples at causal d128
+    // s2048, ncu, notes/kernel-log.md ws5). The shuffles run in every lane;
+    // keys past the end and 8-column groups past the head dim are not
+    // stored.
     elem_t *dk_g = at<elem_t>(bp.dk, batch * bp.dk_batch_stride + head_k * bp.dk_head_stride);
     elem_t *dv_g = at<elem_t>(bp.dv, batch * bp.dv_batch_stride + head_k * bp.dv_head_stride);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const int key = n0 + row_key + 8 * h;
-      if (key >= p.seqlen_k) continue;
 #pragma unroll
-      for (int dt = 0; dt < kHeadDim / 8; dt++) {
-        const int col = 8 * dt + 2 * t;
-        if (col >= p.head_dim) continue;
-        const int i = 4 * dt + 2 * h;
-        *reinterpret_cast<u32 *>(dk_g + key * bp.dk_row_stride + col) =
-            pack2(dk[i] * p.softmax_scale, dk[i + 1] * p.softmax_scale);
-        *reinterpret_cast<u32 *>(dv_g + key * bp.dv_row_stride + col) = pack2(dv[i], dv[i + 1]);
+      for (int k = 0; k < kHeadDim / 32; k++) {
+        uint4 dk4, dv4;
+        {
+          const int i = 16 * k + 2 * h;  // accumulators of group 4k: 4·dt + 2h
+          dk4 = quad_transpose(make_uint4(pack2(dk[i] * p.softmax_scale, dk[i + 1] * p.softmax_scale),
+                                          pack2(dk[i + 4] * p.softmax_scale, dk[i + 5] * p.softmax_scale),
+                                          pack2(dk[i + 8] * p.softmax_scale, dk[i + 9] * p.softmax_scale),
+                                          pack2(dk[i + 12] * p.softmax_scale, dk[i + 13] * p.softmax_scale)),
+                               t);
+          dv4 = quad_transpose(make_uint4(pack2(dv[i], dv[i + 1]), pack2(dv[i + 4], dv[i + 5]),
+                                          pack2(dv[i + 8], dv[i + 9]), pack2(dv[i + 12], dv[i + 13])),
+                               t);
+        }
+        const int col = 8 * (4 * k + t);
+        if (key < p.seqlen_k && col < p.head_dim) {
+          *reinterpret_cast<uint4 *>(dk_g + key * bp.dk_row_stride + col) = dk4;
+          *reinterpret_cast<uint4 *>(dv_g + key * bp.dv_row_stride + col) = dv4;
+        }
       }
     }
   }

@@ -24,10 +24,19 @@
  * 16384 rows x 32 heads). */
 #define FAT_BWD_ROW_THREADS 128
 #define FAT_BWD_ROW_LANES(head_dim) ((head_dim) <= 64 ? 8 : (head_dim) <= 128 ? 16 : 32)
-/* Changes when the per-row kernels' launch does: the runtime launches only
- * stored backward variants whose source carries today's line. 1: rows of
- * FAT_BWD_ROW_LANES lanes (before it there was no line: a warp a row). */
-#define FAT_ABI_BWD_VERSION 1
+/* Floats a row of the dQ accumulator is given: the head dim rounded up to
+ * whole 64-column slabs, the widest row any family's template uses (ws90
+ * runs head dim 96 on its 128-column template and adds whole 128-float
+ * rows by bulk reduction). A variant uses its own pitch within it: the
+ * problem's head dim, or its template's (bwd_common.cuh, dq_pitch). */
+#define FAT_BWD_ACCUM_WIDTH(head_dim) (((head_dim) + 63) / 64 * 64)
+/* Changes when the per-row kernels' launch or the workspace does: the
+ * runtime launches only stored backward variants whose source carries
+ * today's line. 1: rows of FAT_BWD_ROW_LANES lanes (before it there was no
+ * line: a warp a row). 2: the dQ accumulator's rows are
+ * FAT_BWD_ACCUM_WIDTH(head_dim) floats (a variant built for 1 may use them
+ * as they were; one built for 2 needs them). */
+#define FAT_ABI_BWD_VERSION 2
 
 typedef struct fat_bwd_params {
   fat_fwd_params fwd;  /* q, k, v, o (read), lse (read), shapes, scales */
@@ -36,8 +45,9 @@ typedef struct fat_bwd_params {
   void *dk;            /* (batch, seqlen_k, heads_k, head_dim) */
   void *dv;            /* (batch, seqlen_k, heads_k, head_dim) */
   float *delta;        /* D = rowsum(dO ∘ O): (batch, heads, seqlen_q), written by preprocess */
-  float *dq_accum;     /* fp32 (batch, heads, seqlen_q, head_dim): dQ summed with atomics;
-                          zeroed by preprocess; unused (may be 0) when dQ has its own pass */
+  float *dq_accum;     /* fp32 (batch, heads, seqlen_q) rows of FAT_BWD_ACCUM_WIDTH(head_dim):
+                          dQ summed with atomics; zeroed by preprocess; unused (may be 0)
+                          when dQ has its own pass */
   long long do_batch_stride, do_row_stride, do_head_stride;  /* in elements */
   long long dq_batch_stride, dq_row_stride, dq_head_stride;
   long long dk_batch_stride, dk_row_stride, dk_head_stride;

@@ -839,12 +839,12 @@ int main(void) {
    * threads), both stage counts; d192 has none */
   const int bwd_wgmma_sm80[N_BWD_HEAD_DIMS] = {0, 0, 0, 0, 0};
   const int bwd_wgmma_sm90a[N_BWD_HEAD_DIMS] = {6, 4, 4, 0, 2};
-  /* ws90 (sm_90a): DQ_KEYS 1 only with two consumers (BLOCK_N 128) and an
-   * unpadded head dim (not d96); d64 loses BLOCK_M 128 with two consumers
-   * (registers; with three stages shared memory too), d96 and d128 BLOCK_M
-   * 128 (accumulators); none past d128; each with PERSISTENT 0 and 1 but
-   * DQ_KEYS 1 with PERSISTENT 1 at d128 (spills) */
-  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {16, 8, 10, 0, 0};
+  /* ws90 (sm_90a): DQ_KEYS 1 only with two consumers (BLOCK_N 128); d64
+   * loses BLOCK_M 128 with two consumers (registers; with three stages
+   * shared memory too), d96 and d128 BLOCK_M 128 (accumulators); none past
+   * d128; each with PERSISTENT 0 and 1 but DQ_KEYS 1 with PERSISTENT 1 on
+   * the 128-column template (d96, d128: spills) */
+  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {16, 10, 10, 0, 0};
   test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_wgmma_sm80);
   test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a);
   test_names_and_hashes(g);

@@ -251,13 +251,20 @@ int main(void) {
   }
   /* Hopper's wgmma families: every configuration at bf16 d64, d128 and
    * d256 (two warpgroups sharing the keys), causal and not, on all four
-   * shapes; fp16, the padded d96 and sliding windows once each. */
+   * shapes; fp16, the padded d96 and sliding windows once each, d96 once
+   * more at head dim 88. */
   if (!strcmp(arch, "sm_90a")) {
     const fat_check_shape window = {1, 4, 2, 333, 300, 70, 9};
     /* More key blocks than the H200's 132 SMs (192 of 128 keys, 384 of 64),
      * grouped-query heads and partial tiles: a persistent block's second
      * and third items, its rings and barriers carried over. */
     const fat_check_shape many = {24, 8, 4, 200, 200}, many_window = {24, 8, 4, 333, 300, 70, 9};
+    /* A head dim below the d96 variants' 128-column template that ends
+     * inside a 16-column group of the accumulator's order (88): whole
+     * 64-row blocks (ws90: through the bulk reduction, rows 128 floats
+     * apart) and a partial one. */
+    const fat_check_shape padded = {.batch = 2, .heads = 4, .heads_k = 2, .seqlen_q = 200, .seqlen_k = 170,
+                                    .head_dim = 88};
     for (size_t i = 0; i < n_space; i++) {
       const fat_variant *v = &space[i];
       if (strcmp(v->family, "wgmma90") != 0 && strcmp(v->family, "ws90") != 0) continue;
@@ -268,6 +275,7 @@ int main(void) {
         check_variant(g, arch, v->name, &window, 1);
       else if (v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, &shapes[v->mask == FAT_MASK_CAUSAL ? 2 : 3], 1);
+      if (v->head_dim == 96 && v->mask != FAT_MASK_LOCAL) check_variant(g, arch, v->name, &padded, 1);
       if (strstr(v->params, "PERSISTENT=1") && (v->mask != FAT_MASK_LOCAL || v->head_dim >= 128))
         check_variant(g, arch, v->name, v->mask == FAT_MASK_LOCAL ? &many_window : &many, 1);
     }

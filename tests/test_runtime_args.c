@@ -476,9 +476,10 @@ int main(void) {
   /* The local mask has a backward. */
   b = good_bwd(), b.fwd.mask = FAT_ATTN_MASK_LOCAL, b.fwd.window_left = 16, b.fwd.window_right = 0;
   CHECK_BWD_OK(&b);
-  /* A padded head dim: the backward has no d32, so 32 and 40 run on d64,
-   * whose dQ accumulator rows are 64 wide. */
-  const int bwd_dims[][2] = {{32, 64}, {40, 64}, {80, 96}};
+  /* A padded head dim: the backward has no d32, so 32 and 40 run on d64;
+   * the dQ accumulator's rows are FAT_BWD_ACCUM_WIDTH, the head dim
+   * rounded up to 64 (80 runs on d96, whose ws90 variants pad to 128). */
+  const int bwd_dims[][2] = {{32, 64}, {40, 64}, {80, 128}};
   for (size_t i = 0; i < sizeof bwd_dims / sizeof bwd_dims[0]; i++) {
     b = good_bwd(), b.fwd.head_dim = bwd_dims[i][0];
     fat_attn_args_contiguous(&b.fwd);

@@ -124,7 +124,7 @@ static int bwd_poison(fat_gpu *g, fat_gpu_bwd_tensors *t, char *err, size_t errl
   CU(g->cu.cuMemsetD8Async(t->dk, POISON_BYTE, t->fwd.n_kv * e, g->stream), "poisoning dK");
   CU(g->cu.cuMemsetD8Async(t->dv, POISON_BYTE, t->fwd.n_kv * e, g->stream), "poisoning dV");
   CU(g->cu.cuMemsetD8Async(t->delta, POISON_BYTE, t->fwd.n_rows * sizeof(float), g->stream), "poisoning D");
-  CU(g->cu.cuMemsetD8Async(t->dq_accum, POISON_BYTE, t->fwd.n_q * sizeof(float), g->stream),
+  CU(g->cu.cuMemsetD8Async(t->dq_accum, POISON_BYTE, t->n_accum * sizeof(float), g->stream),
      "poisoning the dQ accumulator");
 out:
   return rc;

@@ -373,8 +373,9 @@ int fat_gpu_bwd_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim
   CU(g->cu.cuMemAlloc(&t->dk, n_kv * e), "cuMemAlloc of dK, %zu bytes", n_kv * e);
   CU(g->cu.cuMemAlloc(&t->dv, n_kv * e), "cuMemAlloc of dV, %zu bytes", n_kv * e);
   CU(g->cu.cuMemAlloc(&t->delta, rows * sizeof(float)), "cuMemAlloc of D");
-  CU(g->cu.cuMemAlloc(&t->dq_accum, n_q * sizeof(float)), "cuMemAlloc of the dQ accumulator, %zu bytes",
-     n_q * sizeof(float));
+  t->n_accum = rows * FAT_BWD_ACCUM_WIDTH((size_t)head_dim);
+  CU(g->cu.cuMemAlloc(&t->dq_accum, t->n_accum * sizeof(float)),
+     "cuMemAlloc of the dQ accumulator, %zu bytes", t->n_accum * sizeof(float));
   if (with_reference) {
     CU(g->cu.cuMemAlloc(&t->ref_dq, n_q * sizeof(double)), "cuMemAlloc of the reference dQ");
     CU(g->cu.cuMemAlloc(&t->ref_dk, n_kv * sizeof(double)), "cuMemAlloc of the reference dK");

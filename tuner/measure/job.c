@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fat_abi.h"
+#include "fat_abi_bwd.h"
 #include "fwd_compare.h"
 #include "job.h"
 #include "tolerance.h"
@@ -145,5 +147,5 @@ size_t fat_bwd_peak_bytes(const fat_problem *p, int dq_separate) {
   const size_t kv_rows = (size_t)p->batch * p->seqlen_k * p->heads_k;
   /* Q, O, dO, dQ; K, V, dK, dV; lse and D; the fp32 dQ accumulator. */
   return 4 * q_rows * d * e + 4 * kv_rows * d * e + 2 * q_rows * sizeof(float) +
-         (dq_separate ? 0 : q_rows * d * sizeof(float));
+         (dq_separate ? 0 : q_rows * FAT_BWD_ACCUM_WIDTH(d) * sizeof(float));
 }
