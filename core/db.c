@@ -100,6 +100,41 @@ static void sql_sha256(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_result_text(ctx, hex, -1, SQLITE_TRANSIENT);
 }
 
+/* fat_dq_separate(params) (db.h): what the runtime's schedule reads from
+ * the same string (fat_kernel_schedule), by the same parser. */
+static void sql_dq_separate(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  int block_m, block_n, separate = 0;
+  char err[8];
+  const char *params = (const char *)sqlite3_value_text(argv[0]);
+  (void)argc;
+  if (!params || fat_bwd_params_parse(params, &block_m, &block_n, &separate, err, sizeof err))
+    separate = 0;
+  sqlite3_result_int(ctx, separate);
+}
+
+/* fat_family_may_win(family, direction) (db.h): the family table's word. */
+static void sql_family_may_win(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  fat_direction direction;
+  const char *name = (const char *)sqlite3_value_text(argv[0]);
+  const char *dir = (const char *)sqlite3_value_text(argv[1]);
+  const fat_family *f =
+      dir && !fat_direction_parse(dir, &direction) ? fat_family_find(name, direction) : NULL;
+  (void)argc;
+  sqlite3_result_int(ctx, f && f->may_win);
+}
+
+int fat_db_add_functions(sqlite3 *h) {
+  /* Pure functions of their arguments; DIRECTONLY keeps them out of the
+   * views and triggers of a database that is not ours. */
+  const int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_DIRECTONLY;
+  int rc = sqlite3_create_function(h, "fat_dq_separate", 1, flags, NULL, sql_dq_separate, NULL,
+                                   NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_create_function(h, "fat_family_may_win", 2, flags, NULL, sql_family_may_win,
+                                 NULL, NULL);
+  return rc;
+}
+
 /* 1 when table NAME exists in main, 0 when not, -1 on failure. */
 static int has_table(fat_db *db, const char *name) {
   sqlite3_stmt *s = NULL;
@@ -362,7 +397,7 @@ int fat_db_open(const char *path, fat_db **out, char *err, size_t errlen) {
    * crash-safe in WAL mode (only a power cut can lose the last commits). */
   if (use_wal(db, path, err, errlen)) goto out;
   if (exec(db, "PRAGMA synchronous = NORMAL") != SQLITE_OK ||
-      exec(db, "PRAGMA foreign_keys = ON") != SQLITE_OK) {
+      exec(db, "PRAGMA foreign_keys = ON") != SQLITE_OK || fat_db_add_functions(db->h) != SQLITE_OK) {
     snprintf(err, errlen, "cannot configure database %s: %s", path, sqlite3_errmsg(db->h));
     goto out;
   }
@@ -462,6 +497,10 @@ int fat_db_open_readonly(const char *path, fat_db **out, char *err, size_t errle
   if (version < FAT_DB_SCHEMA_VERSION || !have) {
     fat_db_close(db);
     return fat_db_open(path, out, err, errlen);
+  }
+  if (fat_db_add_functions(db->h) != SQLITE_OK) {
+    snprintf(err, errlen, "cannot configure database %s: %s", path, sqlite3_errmsg(db->h));
+    goto out;
   }
   *out = db;
   db = NULL;

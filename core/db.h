@@ -41,6 +41,26 @@
   " AND NOT EXISTS (SELECT 1 FROM " schema "checks c WHERE c.variant_id = " v " AND c.gpu_id = " g \
   " AND c.problem_id = " p " AND c.retired = 0 AND c.passed = 0)"
 
+/* Rules that read a variant's parameters or family, as SQL conditions over
+ * the functions fat_db_add_functions defines: the parameters go through
+ * their parser and the family through the family table, never matched as
+ * text. FAT_SQL_DQ_SEPARATE: backward parameters PARAMS parse
+ * (fat_bwd_params_parse) with dQ in its own pass (DQ_MODE=separate), the
+ * deterministic backward. FAT_SQL_MAY_WIN: the family table has FAMILY of
+ * DIRECTION (a "fwd" or "bwd" expression) and it may win (may_win), so the
+ * runtime may serve it; a family it does not name (a --templates folder's)
+ * may not. */
+#define FAT_SQL_DQ_SEPARATE(params) "fat_dq_separate(" params ") = 1"
+#define FAT_SQL_MAY_WIN(family, direction) "fat_family_may_win(" family ", " direction ") = 1"
+
+/* Defines fat_dq_separate(params) and fat_family_may_win(family, direction)
+ * on connection H (1 or 0; 0 for NULL or what does not parse), for the
+ * conditions above. They may be called from top-level SQL only, never from
+ * a view or trigger a database brings. Every fat_db_open and
+ * fat_db_open_readonly connection has them; the runtime's own read-only
+ * connections call this. SQLITE_OK or SQLite's code. */
+int fat_db_add_functions(sqlite3 *h);
+
 typedef struct fat_db fat_db;
 
 /* Opens PATH, creating it (the file, not its folder) and applying the schema

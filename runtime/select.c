@@ -112,7 +112,9 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
     return NULL;
   }
   if (access(c->dbs[i], R_OK)) return NULL;
-  if (sqlite3_open_v2(c->dbs[i], &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+  /* The lookup's SQL asks the parser and the family table (db.h). */
+  if (sqlite3_open_v2(c->dbs[i], &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+      fat_db_add_functions(h) != SQLITE_OK) {
     sqlite3_close(h);
     return NULL;
   }
@@ -149,13 +151,14 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
   " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
   VARIANT_OF_PROBLEM                                                                           \
-  /* Families of one fused kernel; the materialising baseline never wins. */                   \
-  " AND v.family IN ('mma80', 'splitkv', 'wgmma90', 'ws90') AND instr(v.source, ?9) > 0"       \
+  /* Families the table lets win: the materialising baseline never does. */                   \
+  " AND " FAT_SQL_MAY_WIN("v.family", "v.direction") " AND instr(v.source, ?9) > 0"            \
   " AND instr(v.source, ?10) > 0"                                                              \
   " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, w.chosen_at DESC"
 
 /* The deterministic backward: the fastest live timing, per bucket, of a
- * variant without atomics that passed every live check on this GPU and
+ * variant without atomics (dQ in its own pass: mma80's DQ_MODE=separate
+ * is the only such today) that passed every live check on this GPU and
  * problem -- the winner among those the tuner measured, which `fatune
  * export` ships beside the overall winner. Same columns as WINNER_SELECT. */
 #define DETERMINISTIC_SELECT(window)                                                           \
@@ -166,9 +169,9 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
   " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
   VARIANT_OF_PROBLEM                                                                           \
-  " AND v.family = 'mma80' AND t.retired = 0 AND instr(v.source, ?9) > 0"                      \
-  " AND instr(v.source, ?10) > 0"                                                              \
-  " AND ' ' || v.params || ' ' LIKE '% DQ_MODE=separate %'"                                    \
+  " AND " FAT_SQL_MAY_WIN("v.family", "v.direction") " AND t.retired = 0"                     \
+  " AND instr(v.source, ?9) > 0 AND instr(v.source, ?10) > 0"                                  \
+  " AND " FAT_SQL_DQ_SEPARATE("v.params")                                                      \
   " AND " FAT_SQL_LIVE_PASSING("", "t.variant_id", "t.gpu_id", "t.problem_id")                \
   " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, t.median_ms, t.id"
 

@@ -42,6 +42,8 @@ static int stand_in_bwd_abi = FAT_ABI_BWD_VERSION;
 static int stand_in_window[2];
 /* When set, the problems stored are this variable-length profile. */
 static const char *stand_in_lengths;
+/* The family of the variants stored. */
+static const char *stand_in_family = "mma80";
 
 /* Stores variant VNAME of DIR with PARAMS, checked (PASSED or not) and
  * timed on (dtype, mask, head dim, seqlen bucket) on the GPU NAME/SMS, in
@@ -68,7 +70,7 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
     snprintf(bwd_line, sizeof bwd_line, "#define FAT_ABI_BWD_VERSION %d\n", stand_in_bwd_abi);
   snprintf(source, sizeof source, "// stand-in source of %s\n#define FAT_ABI_VERSION %d\n%s", vname,
            stand_in_abi, bwd_line);
-  v.name = (char *)vname, v.family = "mma80", v.source = source, v.params = (char *)params;
+  v.name = (char *)vname, v.family = (char *)stand_in_family, v.source = source, v.params = (char *)params;
   v.entry = dir == FAT_FWD ? "fat_fwd_mma80" : "fat_bwd_mma80";
   fat_sha256_hex(source, strlen(source), v.hash);
   v.direction = dir, v.dtype = dt, v.mask = mk, v.head_dim = hd;
@@ -682,6 +684,26 @@ int main(void) {
   a.batch = 8, a.total_q = a.total_k = 8 * 300;
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_STR(ch.variant, "fwd.dense.s1024");
+  fat_context_close(c);
+
+  /* Only a family the family table lets win is served: the materialising
+   * baseline's exact bucket and that of a family it does not name (a
+   * --templates folder's) are passed over for the nearest fused winner. */
+  char fam_db[256];
+  snprintf(fam_db, sizeof fam_db, "%s/families.db", dir);
+  put_winner(fam_db, H200, H200_SMS, "fwd.mma80.s4096", FAT_FP16, FAT_MASK_NONE, 64, 4096, 1.0);
+  stand_in_family = FAT_FAMILY_MATERIALIZE;
+  put_winner(fam_db, H200, H200_SMS, "fwd.materialize.s1024", FAT_FP16, FAT_MASK_NONE, 64, 1024, 0.1);
+  stand_in_family = "naive";
+  put_winner(fam_db, H200, H200_SMS, "fwd.naive.s2048", FAT_FP16, FAT_MASK_NONE, 64, 2048, 0.1);
+  stand_in_family = "mma80";
+  c = offline(fam_db, no_tables, 1, H200_SMS, 0);
+  for (int seqlen = 1024; seqlen <= 2048; seqlen *= 2) {
+    a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64, seqlen);
+    CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+    CHECK_STR(ch.variant, "fwd.mma80.s4096");
+    CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  }
   fat_context_close(c);
 
   paths_without_a_database(dir, tables);

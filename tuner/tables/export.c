@@ -20,7 +20,7 @@ static const char *const EXPORT_PICKS_SQL =
     "  JOIN main.problems p ON p.id = w.problem_id AND p.direction = 'bwd'"
     "  JOIN main.timings t ON t.id = (SELECT t2.id FROM main.timings t2 JOIN main.variants v2"
     "   ON v2.id = t2.variant_id WHERE t2.gpu_id = w.gpu_id AND t2.problem_id = w.problem_id"
-    "   AND t2.retired = 0 AND ' ' || v2.params || ' ' LIKE '% DQ_MODE=separate %'"
+    "   AND t2.retired = 0 AND " FAT_SQL_DQ_SEPARATE("v2.params")
     "   AND " FAT_SQL_LIVE_PASSING("main.", "t2.variant_id", "t2.gpu_id", "t2.problem_id")
     "   ORDER BY t2.median_ms, t2.id LIMIT 1)"
     "  WHERE w.gpu_id IN (SELECT old FROM temp.x_gpus);";
