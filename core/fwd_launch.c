@@ -207,7 +207,7 @@ void fat_fwd_set_workspace(const fat_fwd_geometry *g, fat_fwd_params *p, CUdevic
 
 CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_fwd_geometry *g,
                         fat_fwd_params *p, const fat_fwd_call *call, CUstream stream) {
-  const fat_fwd_call none = {0, 0, 0};
+  const fat_fwd_call none = {.total_q = 0, .total_k = 0, .sm_count = 0};
   if (!call) call = &none;
   const int group = p->heads_k > 0 ? p->heads / p->heads_k : 1;
   const long long query_rows = (long long)p->seqlen_q * (g->pack_gqa ? group : 1);

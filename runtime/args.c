@@ -173,7 +173,7 @@ static fat_status check_strided(fat_context *c, const char *name, const void *pt
       bytes > UINTPTR_MAX - (uintptr_t)ptr)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %lld elements run past the end of the "
                 "address space", name, ptr, n);
-  *out = (span){name, ptr, bytes};
+  *out = (span){.name = name, .ptr = ptr, .bytes = bytes};
   return FAT_OK;
 }
 
@@ -190,7 +190,7 @@ static fat_status check_rows(fat_context *c, const char *name, const void *ptr,
       n > (UINTPTR_MAX - (uintptr_t)ptr) / LSE_BYTES)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its batch x heads x seqlen_q floats run past "
                 "the end of the address space", name, ptr);
-  *out = (span){name, ptr, n * LSE_BYTES};
+  *out = (span){.name = name, .ptr = ptr, .bytes = n * LSE_BYTES};
   return FAT_OK;
 }
 
@@ -274,7 +274,7 @@ fat_status fat_rt_check_args(fat_context *c, const fat_attn_args *a) {
   span t[N_TENSORS];
   fat_status st = fat_rt_check_problem(c, a);
   if (st) return st;
-  if (!fat_rt_find_default((sel_key){FAT_FWD, 0, 0}, a->dtype, a->mask,
+  if (!fat_rt_find_default((sel_key){.direction = FAT_FWD}, a->dtype, a->mask,
                            fat_rt_template_head_dim(FAT_FWD, a->head_dim)))
     return fat_rt_unsupported_head_dim(c, a->head_dim);
   if ((st = check_tensors(c, a, t))) return st;
@@ -414,8 +414,8 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
   if (f->cu_seqlens_q || f->seqused_k)
     return fail(c, FAT_ERR_UNSUPPORTED, "variable-length batches (cu_seqlens, seqused_k): the "
                 "backward takes dense batches only");
-  if (!fat_rt_find_default((sel_key){FAT_BWD, a->deterministic, 0}, f->dtype, f->mask,
-                           fat_rt_template_head_dim(FAT_BWD, f->head_dim)))
+  const sel_key key = {.direction = FAT_BWD, .deterministic = a->deterministic};
+  if (!fat_rt_find_default(key, f->dtype, f->mask, fat_rt_template_head_dim(FAT_BWD, f->head_dim)))
     return fat_rt_unsupported_head_dim(c, f->head_dim);
   if ((st = check_tensors(c, f, t + 5)) ||
       (st = check_strided(c, "dout", a->dout, a->do_batch_stride, a->do_row_stride,

@@ -158,7 +158,7 @@ out:
 /* ---- the caller's CUDA context -------------------------------------------- */
 
 saved_ctx fat_rt_save_current(const fat_context *c) {
-  saved_ctx s = {NULL, 0};
+  saved_ctx s = {.ctx = NULL, .saved = 0};
   if (c->retained && c->cu.cuCtxGetCurrent(&s.ctx) == CUDA_SUCCESS) s.saved = 1;
   return s;
 }

@@ -122,7 +122,9 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
   for (;;) {
     if ((st = prepare_launch(c, key, a, a, check_fwd, stream, &e))) return st;
     fwd_params(a, &p);  /* A is checked now */
-    call = (fat_fwd_call){a->cu_seqlens_q ? a->total_q : 0, a->cu_seqlens_k ? a->total_k : 0, c->sm_count};
+    call = (fat_fwd_call){.total_q = a->cu_seqlens_q ? a->total_q : 0,
+                          .total_k = a->cu_seqlens_k ? a->total_k : 0,
+                          .sm_count = c->sm_count};
     g = entry_geometry(e);
     size_t need = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
     char why[256];
@@ -136,7 +138,7 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
     }
   }
   fat_fwd_set_workspace(&g, &p, (CUdeviceptr)(uintptr_t)a->workspace);
-  const fat_fwd_kernels fns = {e->k->fn, e->k->combine_fn};
+  const fat_fwd_kernels fns = {.main = e->k->fn, .combine = e->k->combine_fn};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
   if (r == CUDA_SUCCESS) r = fat_fwd_launch(&c->cu, &fns, &g, &p, &call, (CUstream)stream);
   return finish_launch(c, e, r, ran);
@@ -151,11 +153,11 @@ static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a
   if (!bytes)
     st = fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL");
   else if (c->offline)
-    st = fat_rt_select_variant(c, (sel_key){FAT_FWD, 0, 0}, a, &sel);
+    st = fat_rt_select_variant(c, (sel_key){.direction = FAT_FWD}, a, &sel);
   else if (!(st = fat_rt_check_problem(c, a)))
     /* With a device, the launch's own cache entry: asked before every
      * call, it must cost no more than the launch's lookup. */
-    st = fat_rt_lookup_entry(c, (sel_key){FAT_FWD, 0, 0}, a, &e);
+    st = fat_rt_lookup_entry(c, (sel_key){.direction = FAT_FWD}, a, &e);
   if (st == FAT_OK) {
     const fat_fwd_geometry g = e ? entry_geometry(e)
                                  : (fat_fwd_geometry){.block_m = sel.block_m, .threads = sel.threads,
@@ -217,7 +219,8 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
   p.dv_batch_stride = a->dv_batch_stride;
   p.dv_row_stride = a->dv_row_stride;
   p.dv_head_stride = a->dv_head_stride;
-  const fat_bwd_kernels fns = {e->k->pre_fn, e->k->fn, e->k->dq_fn, e->k->convert_fn};
+  const fat_bwd_kernels fns = {.preprocess = e->k->pre_fn, .main = e->k->fn, .dq = e->k->dq_fn,
+                               .convert = e->k->convert_fn};
   const fat_bwd_geometry geo = {.block_n = e->block_m, .block_q = e->block_q, .dq_separate = e->dq_separate,
                                 .threads = e->threads, .smem_bytes = e->smem_bytes, .tma = e->block_n > 0,
                                 .bf16 = e->dtype == FAT_ATTN_BF16, .persistent = e->persistent,

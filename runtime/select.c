@@ -218,8 +218,8 @@ static int key_varlen_mean(const fat_attn_args *a) {
 
 /* The bucket of call A (its group and window as its problem key has them). */
 static bucket call_bucket(const fat_attn_args *a, int window_left, int window_right) {
-  bucket b = {a->seqlen_q, a->seqlen_k, a->heads / a->heads_k, window_left, window_right, 0,
-              a->seqlen_q, 0};
+  bucket b = {.seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k, .group = a->heads / a->heads_k,
+              .window_left = window_left, .window_right = window_right, .mean = a->seqlen_q};
   if (a->cu_seqlens_q) {
     b.sequences = a->batch;
     b.mean_step = varlen_mean_step(a);
@@ -350,10 +350,11 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
   sqlite3_bind_text(s, 9, ABI_MARKER, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 10, key.direction == FAT_BWD ? BWD_ABI_MARKER : ABI_MARKER, -1, SQLITE_STATIC);
   int step;
-  bucket last = {-1, -1, -1};
+  bucket last = {.seqlen_q = -1, .seqlen_k = -1, .group = -1};
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    bucket b = {sqlite3_column_int(s, 8), sqlite3_column_int(s, 10), sqlite3_column_int(s, 11),
-                sqlite3_column_int(s, 12), sqlite3_column_int(s, 13), 0, 0, 0};
+    bucket b = {.seqlen_q = sqlite3_column_int(s, 8), .seqlen_k = sqlite3_column_int(s, 10),
+                .group = sqlite3_column_int(s, 11), .window_left = sqlite3_column_int(s, 12),
+                .window_right = sqlite3_column_int(s, 13)};
     if (b.seqlen_q < 1 || b.seqlen_k < 1 || b.group < 1) continue; /* the schema forbids these */
     b.mean = b.seqlen_q;
     if (profile_of((const char *)sqlite3_column_text(s, 14), &b)) continue;
@@ -537,7 +538,7 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
 }
 
 fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choice *out) {
-  return select_public(c, (sel_key){FAT_FWD, 0, 0}, a, out);
+  return select_public(c, (sel_key){.direction = FAT_FWD}, a, out);
 }
 
 fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, fat_choice *out) {
@@ -546,7 +547,8 @@ fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, 
   fat_status st = fat_rt_check_bwd_size(c, a);
   pthread_mutex_unlock(&c->lock);
   if (st) return st;
-  return select_public(c, (sel_key){FAT_BWD, a && a->deterministic, 0}, a ? &a->fwd : NULL, out);
+  const sel_key key = {.direction = FAT_BWD, .deterministic = a && a->deterministic};
+  return select_public(c, key, a ? &a->fwd : NULL, out);
 }
 
 /* ---- the selection cache ------------------------------------------------- */

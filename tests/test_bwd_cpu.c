@@ -136,7 +136,8 @@ static void test_params(void) {
 static void test_peak_bytes(void) {
   /* bf16 d128, 1 x 16 heads x 1024: 8 tensors (Q, K, V, O, dO, dQ, dK, dV)
    * of 4 MiB, lse and D of 64 KiB, and a dQ accumulator of two tensors' size. */
-  fat_problem p = {FAT_BWD, FAT_BF16, FAT_MASK_NONE, 128, 1, 16, 16, 1024, 1024};
+  fat_problem p = {.direction = FAT_BWD, .dtype = FAT_BF16, .mask = FAT_MASK_NONE, .head_dim = 128,
+                   .batch = 1, .heads = 16, .heads_k = 16, .seqlen_q = 1024, .seqlen_k = 1024};
   const size_t tensor = (size_t)1024 * 16 * 128 * 2, rows = (size_t)16 * 1024 * 4;
   CHECK_WHY(fat_bwd_peak_bytes(&p, 1) == 8 * tensor + 2 * rows, "separate %zu", fat_bwd_peak_bytes(&p, 1));
   CHECK_WHY(fat_bwd_peak_bytes(&p, 0) == 8 * tensor + 2 * rows + 2 * tensor, "atomic %zu",
@@ -167,7 +168,7 @@ static void test_wire(void) {
   fat_wbuf b = {0};
   fat_put_kernel(&b, &d);
   CHECK_WHY(!b.failed, "put failed");
-  fat_rbuf r = {b.data, b.len, 0, 0};
+  fat_rbuf r = {.data = b.data, .len = b.len};
   memset(&back, 0, sizeof back);
   fat_get_kernel(&r, &back);
   CHECK_WHY(fat_rbuf_done(&r) == 0, "round trip left bytes or overran");
@@ -180,7 +181,7 @@ static void test_wire(void) {
    * followed by block_q, dq_separate, pack_gqa, splits, block_n and
    * persistent. */
   b.data[b.len - 7 * 4] = 9;
-  fat_rbuf bad = {b.data, b.len, 0, 0};
+  fat_rbuf bad = {.data = b.data, .len = b.len};
   fat_get_kernel(&bad, &back);
   CHECK_WHY(fat_rbuf_done(&bad) != 0, "direction 9 accepted");
   fat_wbuf_free(&b);

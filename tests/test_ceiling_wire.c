@@ -26,7 +26,7 @@
 static const unsigned char fake_cubin[] = {0x7f, 'E', 'L', 'F', 0, 9, 8, 7};
 
 static fat_rbuf reader(const fat_wbuf *b) {
-  fat_rbuf r = {b->data, b->len, 0, 0};
+  fat_rbuf r = {.data = b->data, .len = b->len};
   return r;
 }
 
@@ -39,7 +39,8 @@ static void test_message_numbers(void) {
 
 static void test_ceiling_job_round_trip(void) {
   fat_wbuf b = {0};
-  fat_ceiling_job job = {fake_cubin, sizeof fake_cubin, FAT_CEILING_REPS, FAT_CEILING_WARMUP}, got;
+  fat_ceiling_job job = {.cubin = fake_cubin, .cubin_size = sizeof fake_cubin,
+                         .reps = FAT_CEILING_REPS, .warmup = FAT_CEILING_WARMUP}, got;
   fat_put_ceiling_job(&b, &job);
   CHECK(!b.failed && b.len == 8 + sizeof fake_cubin + 4 + 4);
   fat_rbuf r = reader(&b);
@@ -54,9 +55,11 @@ static void test_ceiling_job_round_trip(void) {
   fat_wbuf_free(&b);
 
   /* No timed run, a negative warm-up, no cubin: not jobs. */
-  fat_ceiling_job bad[] = {{fake_cubin, sizeof fake_cubin, 0, 2},
-                           {fake_cubin, sizeof fake_cubin, 10, -1},
-                           {fake_cubin, 0, 10, 2}};
+  fat_ceiling_job bad[] = {{.cubin = fake_cubin, .cubin_size = sizeof fake_cubin, .reps = 0,
+                            .warmup = 2},
+                           {.cubin = fake_cubin, .cubin_size = sizeof fake_cubin, .reps = 10,
+                            .warmup = -1},
+                           {.cubin = fake_cubin, .cubin_size = 0, .reps = 10, .warmup = 2}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     fat_put_ceiling_job(&b, &bad[i]);
     r = reader(&b);
@@ -151,16 +154,19 @@ static void test_kernel_kind(void) {
 
 static void test_memory_arithmetic(void) {
   /* The benchmark shape of bf16 d128 at 16384: batch 1, 16 heads. */
-  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 1, 16, 16, 16384, 16384};
-  fat_check_shape s = {1, 16, 16, 16384, 16384};
+  fat_problem p = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_CAUSAL,
+                   .head_dim = 128, .batch = 1, .heads = 16, .heads_k = 16, .seqlen_q = 16384,
+                   .seqlen_k = 16384};
+  fat_check_shape s = {FAT_SHAPE_DIMS(1, 16, 16, 16384, 16384)};
   /* 16 * 16384 * 16384 fp32 scores = 2^4 * 2^14 * 2^14 * 2^2 = 2^34 */
   CHECK(fat_materialize_workspace_bytes(&s) == 17179869184ull);
   /* Q + O: 2 * 16384 * 16 * 128 * 2 = 2^27, K + V the same, lse 16 * 16384 * 4 = 2^20 */
   CHECK(fat_fwd_peak_bytes(&p, 0) == 134217728ull * 2 + 1048576ull);
   CHECK(fat_fwd_peak_bytes(&p, 1) == 134217728ull * 2 + 1048576ull + 17179869184ull);
   /* Grouped-query, unequal lengths: K and V count heads_k and seqlen_k. */
-  fat_problem g = {FAT_FWD, FAT_FP16, FAT_MASK_NONE, 64, 2, 8, 2, 100, 300};
-  fat_check_shape gs = {2, 8, 2, 100, 300};
+  fat_problem g = {.direction = FAT_FWD, .dtype = FAT_FP16, .mask = FAT_MASK_NONE, .head_dim = 64,
+                   .batch = 2, .heads = 8, .heads_k = 2, .seqlen_q = 100, .seqlen_k = 300};
+  fat_check_shape gs = {FAT_SHAPE_DIMS(2, 8, 2, 100, 300)};
   CHECK(fat_materialize_workspace_bytes(&gs) == 2ull * 8 * 100 * 300 * 4);
   CHECK(fat_fwd_peak_bytes(&g, 0) == 2ull * 2 * 100 * 8 * 64 * 2 + 2ull * 2 * 300 * 2 * 64 * 2 +
                                          2ull * 8 * 100 * 4);

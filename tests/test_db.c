@@ -99,19 +99,24 @@ static fat_variant test_variant(const char *name, char hash_char, int is_default
 }
 
 static fat_problem test_problem(int seqlen) {
-  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 4, 16, 16, seqlen, seqlen};
+  fat_problem p = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_CAUSAL,
+                   .head_dim = 128, .batch = 4, .heads = 16, .heads_k = 16, .seqlen_q = seqlen,
+                   .seqlen_k = seqlen};
   return p;
 }
 
 static fat_check check_result(int passed, double rel_l2) {
-  fat_check c = {1, 2, 256, 256, rel_l2, rel_l2 * 4, 1e-5, 0, passed, ""};
+  fat_check c = {.batch = 1, .heads = 2, .seqlen_q = 256, .seqlen_k = 256, .rel_l2 = rel_l2,
+                 .max_abs = rel_l2 * 4, .lse_max_abs = 1e-5, .nonfinite = 0, .passed = passed,
+                 .reason = ""};
   snprintf(c.reason, sizeof c.reason, "%s", passed ? "ok" : "rel_l2 0.03 > 0.01");
   return c;
 }
 
 static fat_timing timing_of(double median_ms) {
-  fat_timing t = {100, median_ms, median_ms * 0.9, median_ms * 1.2, median_ms * 0.95,
-                  median_ms * 1.05, 1.0 / median_ms, 1755};
+  fat_timing t = {.reps = 100, .median_ms = median_ms, .min_ms = median_ms * 0.9,
+                  .max_ms = median_ms * 1.2, .p10_ms = median_ms * 0.95, .p90_ms = median_ms * 1.05,
+                  .tflops = 1.0 / median_ms, .sm_clock_mhz = 1755};
   return t;
 }
 

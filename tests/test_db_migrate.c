@@ -138,7 +138,9 @@ static void test_rows_and_ids_kept(const char *path) {
   rows_of(h, "PRAGMA foreign_keys", got, sizeof got);
   CHECK_STR(got, "1\n");
   /* A version-1 problem is found again under its old id. */
-  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 4, 16, 16, 4096, 4096, 0, 0};
+  fat_problem p = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_CAUSAL,
+                   .head_dim = 128, .batch = 4, .heads = 16, .heads_k = 16, .seqlen_q = 4096,
+                   .seqlen_k = 4096};
   sqlite3_int64 id = -1;
   CHECK_INT(fat_db_put_problem(db, &p, &id), 0);
   CHECK_INT(id, 7);
@@ -175,7 +177,9 @@ static void test_local_problem_stored(const char *path) {
   fat_db *db = NULL;
   sqlite3_int64 id = -1, again = -1;
   REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
-  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_LOCAL, 128, 1, 16, 16, 16384, 16384, 1024, 0};
+  fat_problem p = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_LOCAL, .head_dim = 128,
+                   .batch = 1, .heads = 16, .heads_k = 16, .seqlen_q = 16384, .seqlen_k = 16384,
+                   .window_left = 1024};
   CHECK_INT(fat_db_put_problem(db, &p, &id), 0);
   CHECK(id > 7);
   p.window_left = 256;  /* another window: another problem */
@@ -218,7 +222,9 @@ static void test_varlen_problem_stored(const char *path) {
   fat_db *db = NULL;
   sqlite3_int64 dense = -1, id = -1, again = -1;
   REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
-  fat_problem p = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 128, 3, 16, 16, 3976, 3976, 0, 0};
+  fat_problem p = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_CAUSAL,
+                   .head_dim = 128, .batch = 3, .heads = 16, .heads_k = 16, .seqlen_q = 3976,
+                   .seqlen_k = 3976};
   CHECK_INT(fat_db_put_problem(db, &p, &dense), 0);
   p.lengths.n = 3, p.lengths.v[0] = 538, p.lengths.v[1] = 3976, p.lengths.v[2] = 2092;
   CHECK_INT(fat_db_put_problem(db, &p, &id), 0);

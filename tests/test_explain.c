@@ -60,7 +60,9 @@ static void run_free(run_result *r) {
 }
 
 static fat_problem shape(int batch, int heads, int heads_k, int sq, int sk, int d, fat_mask mask) {
-  fat_problem p = {FAT_FWD, FAT_FP16, mask, d, batch, heads, heads_k, sq, sk};
+  fat_problem p = {.direction = FAT_FWD, .dtype = FAT_FP16, .mask = mask, .head_dim = d,
+                   .batch = batch, .heads = heads, .heads_k = heads_k, .seqlen_q = sq,
+                   .seqlen_k = sk};
   return p;
 }
 
@@ -268,13 +270,17 @@ static int store_winner(fat_db *db, sqlite3_int64 gpu, const fat_problem *proble
   sqlite3_int64 vid, pid, tid;
   for (int i = 0; i < 64; i++) hash[i] = "0123456789abcdef"[(name[i % strlen(name)] + i) % 16];
   hash[64] = '\0';
-  fat_variant v = {(char *)name, "mma80", "BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4", "fat_fwd",
-                   "// source", {0}, FAT_FWD, problem->dtype, problem->mask, problem->head_dim,
-                   128, 128, 0, 0};
+  fat_variant v = {.name = (char *)name, .family = "mma80",
+                   .params = "BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4", .entry = "fat_fwd",
+                   .source = "// source", .direction = FAT_FWD, .dtype = problem->dtype,
+                   .mask = problem->mask, .head_dim = problem->head_dim, .block_m = 128,
+                   .threads = 128};
   memcpy(v.hash, hash, sizeof hash);
-  fat_check c = {1, 1, 128, 128, 1e-3, 2e-3, 1e-4, 0, 1, "ok"};
-  fat_timing t = {100, median_ms, median_ms, median_ms, median_ms, median_ms,
-                  fat_problem_flops(problem) / (median_ms * 1e-3) / TERA, 0};
+  fat_check c = {.batch = 1, .heads = 1, .seqlen_q = 128, .seqlen_k = 128, .rel_l2 = 1e-3,
+                 .max_abs = 2e-3, .lse_max_abs = 1e-4, .nonfinite = 0, .passed = 1, .reason = "ok"};
+  fat_timing t = {.reps = 100, .median_ms = median_ms, .min_ms = median_ms, .max_ms = median_ms,
+                  .p10_ms = median_ms, .p90_ms = median_ms,
+                  .tflops = fat_problem_flops(problem) / (median_ms * 1e-3) / TERA};
   if (fat_db_put_variant(db, &v, &vid) || fat_db_put_problem(db, problem, &pid) ||
       fat_db_put_check(db, vid, gpu, pid, &c) || fat_db_put_timing(db, vid, gpu, pid, &t, &tid) ||
       fat_db_set_winner(db, gpu, pid, vid, tid)) {

@@ -33,7 +33,7 @@ static fat_fwd_params dense(int batch, int heads, int heads_k, int sq, int sk, i
 
 static void test_describable(void) {
   char err[ERRLEN];
-  const fat_fwd_call dense_call = {0, 0, 132};
+  const fat_fwd_call dense_call = {.total_q = 0, .total_k = 0, .sm_count = 132};
   fat_fwd_params p = dense(2, 16, 4, 1000, 777, 96);
   CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == 0);
   /* A batch of one: its batch stride is never stepped, any value serves. */
@@ -57,10 +57,10 @@ static void test_describable(void) {
   p = dense(3, 4, 2, 300, 500, 128);
   p.cu_seqlens_q = p.cu_seqlens_k = (const int *)(uintptr_t)0x40000000;
   p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = 0;
-  const fat_fwd_call packed = {650, 0, 132};
+  const fat_fwd_call packed = {.total_q = 650, .total_k = 0, .sm_count = 132};
   CHECK(fat_fwd_tma_describable(&p, &packed, err, sizeof err) == -1);
   CHECK_STR(err, "k has 0 rows: a tensor map's extent is 1 .. 2^32 - 1");
-  const fat_fwd_call packed_ok = {650, 1200, 132};
+  const fat_fwd_call packed_ok = {.total_q = 650, .total_k = 1200, .sm_count = 132};
   CHECK(fat_fwd_tma_describable(&p, &packed_ok, err, sizeof err) == 0);
 }
 
@@ -138,7 +138,7 @@ static void test_bwd_persistent_launch(void) {
   fat_bwd_params p;
   memset(&p, 0, sizeof p);
   p.fwd = dense(1, 16, 16, 4096, 4096, 128);
-  const fat_bwd_kernels k = {NULL, NULL, NULL, NULL};
+  const fat_bwd_kernels k = {.preprocess = NULL, .main = NULL, .dq = NULL, .convert = NULL};
   fat_bwd_geometry g = {.block_n = 128, .block_q = 64, .threads = 384, .smem_bytes = 200000, .tma = 1,
                         .bf16 = 1, .persistent = FAT_FWD_RESIDENT, .sm_count = 0};
   fat_cuda cu;
@@ -161,8 +161,8 @@ static void test_drawn_workspace(void) {
   CHECK(p.o_accum == (float *)(uintptr_t)0x7000 && p.lse_accum == NULL);
   fat_fwd_set_workspace(&g, &p, 0);
   CHECK(p.o_accum == NULL);
-  const fat_fwd_kernels k = {NULL, NULL};
-  const fat_fwd_call call = {0, 0, 132};
+  const fat_fwd_kernels k = {.main = NULL, .combine = NULL};
+  const fat_fwd_call call = {.total_q = 0, .total_k = 0, .sm_count = 132};
   fat_cuda cu;
   memset(&cu, 0, sizeof cu); /* no driver: the refusal comes before any call into it */
   CHECK(fat_fwd_launch(&cu, &k, &g, &p, &call, NULL) == CUDA_ERROR_INVALID_VALUE);
@@ -179,7 +179,7 @@ static int wire_passes(fat_kernel_desc *d, fat_direction direction, int persiste
   d->persistent = persistent;
   fat_wbuf b = {0};
   fat_put_kernel(&b, d);
-  fat_rbuf r = {b.data, b.len, 0, 0};
+  fat_rbuf r = {.data = b.data, .len = b.len};
   fat_get_kernel(&r, &back);
   fat_wbuf_free(&b);
   return fat_rbuf_done(&r) == 0;
@@ -196,7 +196,7 @@ static void test_wire(void) {
   d.block_n = 176, d.persistent = 1;
   fat_wbuf b = {0};
   fat_put_kernel(&b, &d);
-  fat_rbuf r = {b.data, b.len, 0, 0};
+  fat_rbuf r = {.data = b.data, .len = b.len};
   fat_get_kernel(&r, &back);
   CHECK(fat_rbuf_done(&r) == 0);
   CHECK(back.kind == FAT_KERNEL_FUSED_TMA && back.block_n == 176 && back.persistent == 1);
@@ -210,7 +210,7 @@ static void test_wire(void) {
   d.kind = FAT_KERNEL_FUSED, d.block_n = 0;
   fat_wbuf b2 = {0};
   fat_put_kernel(&b2, &d);
-  fat_rbuf r2 = {b2.data, b2.len, 0, 0};
+  fat_rbuf r2 = {.data = b2.data, .len = b2.len};
   fat_get_kernel(&r2, &back);
   CHECK(fat_rbuf_done(&r2) != 0);
   fat_wbuf_free(&b);

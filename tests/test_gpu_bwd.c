@@ -125,7 +125,7 @@ static void check_wrong_mask_fails(fat_gpu *g, const char *arch) {
     return;
   }
   k.desc.mask = FAT_MASK_NONE;
-  const fat_check_shape s = {1, 2, 2, 200, 200};
+  const fat_check_shape s = {FAT_SHAPE_DIMS(1, 2, 2, 200, 200)};
   fat_bwd_check bc;
   fat_check c;
   int rc = fat_gpu_check_bwd(g, &k, &s, TEST_SEED, &bc, &c, err, sizeof err);
@@ -169,8 +169,11 @@ static void check_worker(const char *arch) {
   CHECK(ok);
   if (ok) {
     /* FlashAttention's benchmark shape for seqlen 2048: 8 x 2048 tokens, 16 heads of 128. */
-    const fat_problem p = {FAT_BWD, FAT_BF16, FAT_MASK_NONE, 128, 8, 16, 16, 2048, 2048};
-    const fat_check_shape shapes[] = {{1, 2, 2, 77, 77}, {1, 4, 2, 129, 65}};
+    const fat_problem p = {.direction = FAT_BWD, .dtype = FAT_BF16, .mask = FAT_MASK_NONE,
+                           .head_dim = 128, .batch = 8, .heads = 16, .heads_k = 16,
+                           .seqlen_q = 2048, .seqlen_k = 2048};
+    const fat_check_shape shapes[] = {{FAT_SHAPE_DIMS(1, 2, 2, 77, 77)},
+                                      {FAT_SHAPE_DIMS(1, 4, 2, 129, 65)}};
     fat_check checks[2];
     fat_timing t, ti[N];
     int timed = 0;
@@ -225,8 +228,8 @@ int main(void) {
   printf("%-46s %-15s %9s %9s %9s %5s  %s\n", "variant", "shape", "dQ", "dK", "dV", "det", "verdict");
 
   /* Odd lengths; causal 300 x 45: rows 0..254 see no key; grouped-query heads. */
-  const fat_check_shape shapes[] = {{1, 2, 2, 77, 77}, {2, 3, 3, 1000, 1000}, {1, 2, 2, 300, 45},
-                                    {1, 4, 2, 129, 65}};
+  const fat_check_shape shapes[] = {{FAT_SHAPE_DIMS(1, 2, 2, 77, 77)}, {FAT_SHAPE_DIMS(2, 3, 3, 1000, 1000)},
+                                    {FAT_SHAPE_DIMS(1, 2, 2, 300, 45)}, {FAT_SHAPE_DIMS(1, 4, 2, 129, 65)}};
   const int n_shapes = sizeof shapes / sizeof shapes[0];
   static const char *const dtypes[] = {"bf16", "fp16"}, *const masks[] = {"none", "causal"},
                            *const modes[] = {"atomic", "separate"};
@@ -254,11 +257,14 @@ int main(void) {
    * shapes; fp16, the padded d96 and sliding windows once each, d96 once
    * more at head dim 88. */
   if (!strcmp(arch, "sm_90a")) {
-    const fat_check_shape window = {1, 4, 2, 333, 300, 70, 9};
+    const fat_check_shape window = {FAT_SHAPE_DIMS(1, 4, 2, 333, 300), .window_left = 70,
+                                    .window_right = 9};
     /* More key blocks than the H200's 132 SMs (192 of 128 keys, 384 of 64),
      * grouped-query heads and partial tiles: a persistent block's second
      * and third items, its rings and barriers carried over. */
-    const fat_check_shape many = {24, 8, 4, 200, 200}, many_window = {24, 8, 4, 333, 300, 70, 9};
+    const fat_check_shape many = {FAT_SHAPE_DIMS(24, 8, 4, 200, 200)},
+                          many_window = {FAT_SHAPE_DIMS(24, 8, 4, 333, 300), .window_left = 70,
+                                         .window_right = 9};
     /* A head dim below the d96 variants' 128-column template that ends
      * inside a 16-column group of the accumulator's order (88): whole
      * 64-row blocks (ws90: through the bulk reduction, rows 128 floats

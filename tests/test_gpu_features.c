@@ -85,7 +85,6 @@ static void check_variant(fat_gpu *g, const char *arch, const char *name, const 
 }
 
 #define N(a) ((int)(sizeof a / sizeof a[0]))
-#define SHAPE(b, h, hk, sq, sk) .batch = b, .heads = h, .heads_k = hk, .seqlen_q = sq, .seqlen_k = sk
 
 int main(void) {
   fat_gpu *g = NULL;
@@ -128,53 +127,54 @@ int main(void) {
    * over 45 keys, right bound 0: rows 0..254 sit before every key), and
    * a long one whose skipped tiles matter. */
   const fat_check_shape windows[] = {
-      {SHAPE(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
-      {SHAPE(2, 3, 3, 777, 1300), .window_left = 50, .window_right = 30},
-      {SHAPE(1, 2, 2, 17, 17), .window_left = -1, .window_right = 5},
-      {SHAPE(1, 2, 1, 129, 129), .window_left = 0, .window_right = 0},
-      {SHAPE(1, 2, 2, 300, 45), .window_left = 10, .window_right = 0},
-      {SHAPE(1, 2, 2, 4097, 4097), .window_left = 1024, .window_right = 0},
+      {FAT_SHAPE_DIMS(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
+      {FAT_SHAPE_DIMS(2, 3, 3, 777, 1300), .window_left = 50, .window_right = 30},
+      {FAT_SHAPE_DIMS(1, 2, 2, 17, 17), .window_left = -1, .window_right = 5},
+      {FAT_SHAPE_DIMS(1, 2, 1, 129, 129), .window_left = 0, .window_right = 0},
+      {FAT_SHAPE_DIMS(1, 2, 2, 300, 45), .window_left = 10, .window_right = 0},
+      {FAT_SHAPE_DIMS(1, 2, 2, 4097, 4097), .window_left = 1024, .window_right = 0},
   };
   check_variant(g, arch, "fwd.mma80.bf16.d128.local.m128n64w4s1", windows, N(windows));
   check_variant(g, arch, "fwd.mma80.fp16.d64.local.m64n32w4s2", windows, N(windows));
   check_variant(g, arch, "fwd.mma80.bf16.d256.local.m128n64w8s1", windows, 3);
 
   /* Head dims below the template's, no padded copy. */
-  const fat_check_shape pad80[] = {{SHAPE(2, 3, 3, 129, 257), .head_dim = 80},
-                                   {SHAPE(1, 4, 2, 1000, 1000), .head_dim = 88}};
-  const fat_check_shape pad40[] = {{SHAPE(2, 3, 3, 129, 257), .head_dim = 40}};
-  const fat_check_shape pad200[] = {{SHAPE(1, 2, 2, 300, 200), .head_dim = 200}};
+  const fat_check_shape pad80[] = {{FAT_SHAPE_DIMS(2, 3, 3, 129, 257), .head_dim = 80},
+                                   {FAT_SHAPE_DIMS(1, 4, 2, 1000, 1000), .head_dim = 88}};
+  const fat_check_shape pad40[] = {{FAT_SHAPE_DIMS(2, 3, 3, 129, 257), .head_dim = 40}};
+  const fat_check_shape pad200[] = {{FAT_SHAPE_DIMS(1, 2, 2, 300, 200), .head_dim = 200}};
   check_variant(g, arch, "fwd.mma80.bf16.d96.none.m128n64w4s1", pad80, N(pad80));
   check_variant(g, arch, "fwd.mma80.fp16.d96.causal.m128n64w4s1", pad80, N(pad80));
   check_variant(g, arch, "fwd.mma80.bf16.d64.causal.m128n64w4s1", pad40, N(pad40));
   check_variant(g, arch, "fwd.mma80.bf16.d256.none.m128n64w8s1", pad200, N(pad200));
   /* The native 32. */
-  const fat_check_shape plain[] = {{SHAPE(2, 3, 3, 1000, 1000)}, {SHAPE(1, 4, 2, 17, 4097)}};
+  const fat_check_shape plain[] = {{FAT_SHAPE_DIMS(2, 3, 3, 1000, 1000)},
+                                   {FAT_SHAPE_DIMS(1, 4, 2, 17, 4097)}};
   check_variant(g, arch, "fwd.mma80.bf16.d32.causal.m128n64w4s1", plain, N(plain));
   check_variant(g, arch, "fwd.mma80.fp16.d32.none.m128n64w4s1", plain, N(plain));
 
   /* Soft-cap (Gemma 2 uses 50 on its attention scores). */
-  const fat_check_shape capped[] = {{SHAPE(1, 4, 2, 500, 700), .softcap = 50.f},
-                                    {SHAPE(1, 2, 2, 300, 300), .softcap = 5.f}};
+  const fat_check_shape capped[] = {{FAT_SHAPE_DIMS(1, 4, 2, 500, 700), .softcap = 50.f},
+                                    {FAT_SHAPE_DIMS(1, 2, 2, 300, 300), .softcap = 5.f}};
   check_variant(g, arch, "fwd.mma80.bf16.d128.causal.m128n64w4s1", capped, N(capped));
   check_variant(g, arch, "fwd.mma80.fp16.d128.none.m128n64w4s1", capped, N(capped));
 
   /* Variable-length batches, with per-sequence key counts. */
-  const fat_check_shape varlen[] = {{SHAPE(3, 4, 2, 300, 500), .varlen = 1},
-                                    {SHAPE(4, 2, 2, 1000, 1000), .varlen = 1},
-                                    {SHAPE(3, 4, 4, 500, 77), .varlen = 1}};
+  const fat_check_shape varlen[] = {{FAT_SHAPE_DIMS(3, 4, 2, 300, 500), .varlen = 1},
+                                    {FAT_SHAPE_DIMS(4, 2, 2, 1000, 1000), .varlen = 1},
+                                    {FAT_SHAPE_DIMS(3, 4, 4, 500, 77), .varlen = 1}};
   check_variant(g, arch, "fwd.mma80.bf16.d128.none.m128n64w4s1", varlen, N(varlen));
   check_variant(g, arch, "fwd.mma80.bf16.d128.causal.m128n64w4s1", varlen, N(varlen));
   const fat_check_shape varlen_local[] = {
-      {SHAPE(3, 4, 2, 300, 500), .varlen = 1, .window_left = 64, .window_right = 8}};
+      {FAT_SHAPE_DIMS(3, 4, 2, 300, 500), .varlen = 1, .window_left = 64, .window_right = 8}};
   check_variant(g, arch, "fwd.mma80.fp16.d64.local.m64n32w4s2", varlen_local, 1);
 
   /* Decoding: one and 16 queries against long caches, grouped heads. */
-  const fat_check_shape decode[] = {{SHAPE(2, 8, 2, 1, 4097)},
-                                    {SHAPE(2, 8, 2, 16, 4097)},
-                                    {SHAPE(1, 8, 2, 1, 65536)},
-                                    {SHAPE(1, 8, 1, 16, 1000)},
-                                    {SHAPE(3, 8, 2, 16, 700), .varlen = 1}};
+  const fat_check_shape decode[] = {{FAT_SHAPE_DIMS(2, 8, 2, 1, 4097)},
+                                    {FAT_SHAPE_DIMS(2, 8, 2, 16, 4097)},
+                                    {FAT_SHAPE_DIMS(1, 8, 2, 1, 65536)},
+                                    {FAT_SHAPE_DIMS(1, 8, 1, 16, 1000)},
+                                    {FAT_SHAPE_DIMS(3, 8, 2, 16, 700), .varlen = 1}};
   static const char *const decoders[] = {
       "fwd.splitkv.bf16.d128.causal.m64n64w4s2.g1x8", "fwd.splitkv.bf16.d128.causal.m64n64w4s2.g0x16",
       "fwd.splitkv.bf16.d128.none.m64n128w4s2.g1x1", "fwd.splitkv.fp16.d64.causal.m64n64w4s3.g1x32",
@@ -184,23 +184,23 @@ int main(void) {
   /* The combination: causal-style window, grouped-query heads, uneven
    * lengths, head dim 88 on the 96 template, variable lengths, soft-cap. */
   const fat_check_shape all[] = {
-      {SHAPE(3, 8, 2, 300, 1000), .window_left = 200, .window_right = 0, .head_dim = 88,
+      {FAT_SHAPE_DIMS(3, 8, 2, 300, 1000), .window_left = 200, .window_right = 0, .head_dim = 88,
        .varlen = 1, .softcap = 30.f},
-      {SHAPE(2, 8, 2, 1, 4097), .window_left = 1000, .window_right = 0, .head_dim = 88}};
+      {FAT_SHAPE_DIMS(2, 8, 2, 1, 4097), .window_left = 1000, .window_right = 0, .head_dim = 88}};
   check_variant(g, arch, "fwd.mma80.bf16.d96.local.m128n64w4s1", all, N(all));
   check_variant(g, arch, "fwd.splitkv.bf16.d96.local.m64n64w4s2.g1x4", all, N(all));
 
   /* The backward's share: windows and padded head dims (dQ, dK and dV
    * against the fp64 gradients), both dQ strategies, with the prefetch. */
   const fat_check_shape bwd_shapes[] = {
-      {SHAPE(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
-      {SHAPE(2, 3, 3, 300, 500), .window_left = 50, .window_right = 30},
-      {SHAPE(1, 2, 2, 300, 45), .window_left = 10, .window_right = 0},
-      {SHAPE(1, 4, 2, 257, 129), .window_left = -1, .window_right = 7, .head_dim = 88}};
+      {FAT_SHAPE_DIMS(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
+      {FAT_SHAPE_DIMS(2, 3, 3, 300, 500), .window_left = 50, .window_right = 30},
+      {FAT_SHAPE_DIMS(1, 2, 2, 300, 45), .window_left = 10, .window_right = 0},
+      {FAT_SHAPE_DIMS(1, 4, 2, 257, 129), .window_left = -1, .window_right = 7, .head_dim = 88}};
   check_variant(g, arch, "bwd.mma80.bf16.d96.local.m64n64w4.atomic", bwd_shapes, N(bwd_shapes));
   check_variant(g, arch, "bwd.mma80.fp16.d96.local.m64n64w4.separate", bwd_shapes, N(bwd_shapes));
-  const fat_check_shape bwd_pad[] = {{SHAPE(2, 3, 3, 129, 257), .head_dim = 80},
-                                     {SHAPE(1, 4, 2, 1000, 1000), .head_dim = 40}};
+  const fat_check_shape bwd_pad[] = {{FAT_SHAPE_DIMS(2, 3, 3, 129, 257), .head_dim = 80},
+                                     {FAT_SHAPE_DIMS(1, 4, 2, 1000, 1000), .head_dim = 40}};
   check_variant(g, arch, "bwd.mma80.bf16.d128.causal.m64n128w8.atomic.p1", &bwd_pad[0], 1);
   check_variant(g, arch, "bwd.mma80.bf16.d64.none.m32n128w4.atomic.p1", &bwd_pad[1], 1);
   check_variant(g, arch, "bwd.mma80.bf16.d64.causal.m32n128w4.separate.p1", &bwd_pad[1], 1);

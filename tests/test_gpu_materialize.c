@@ -138,15 +138,21 @@ int main(void) {
    * lse = -inf), the rest a bottom-right-aligned diagonal; then a shape
    * longer in keys than queries, and grouped-query heads. */
   fat_timing t;
-  const fat_check_shape causal[] = {{1, 2, 2, 100, 37}, {2, 4, 2, 77, 131}};
-  fat_problem pc = {FAT_FWD, FAT_BF16, FAT_MASK_CAUSAL, 64, 2, 8, 8, 1024, 1024};
+  const fat_check_shape causal[] = {{FAT_SHAPE_DIMS(1, 2, 2, 100, 37)},
+                                    {FAT_SHAPE_DIMS(2, 4, 2, 77, 131)}};
+  fat_problem pc = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_CAUSAL,
+                    .head_dim = 64, .batch = 2, .heads = 8, .heads_k = 8, .seqlen_q = 1024,
+                    .seqlen_k = 1024};
   test_checks(w, &c[CAUSAL], causal, 2, &pc, &t);
-  const fat_check_shape ragged[] = {{1, 3, 1, 129, 65}, {2, 2, 2, 33, 200}};
+  const fat_check_shape ragged[] = {{FAT_SHAPE_DIMS(1, 3, 1, 129, 65)},
+                                    {FAT_SHAPE_DIMS(2, 2, 2, 33, 200)}};
   test_checks(w, &c[GQA], ragged, 2, NULL, &t);
 
   /* The fused default beats the baseline at seqlen 2048. */
-  fat_problem p2k = {FAT_FWD, FAT_BF16, FAT_MASK_NONE, 128, 8, 16, 16, 2048, 2048};
-  const fat_check_shape small[] = {{1, 2, 2, 160, 160}};
+  fat_problem p2k = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_NONE,
+                     .head_dim = 128, .batch = 8, .heads = 16, .heads_k = 16, .seqlen_q = 2048,
+                     .seqlen_k = 2048};
+  const fat_check_shape small[] = {{FAT_SHAPE_DIMS(1, 2, 2, 160, 160)}};
   fat_timing t_base, t_fused;
   test_checks(w, &c[BASELINE], small, 1, &p2k, &t_base);
   test_checks(w, &c[FUSED], small, 1, &p2k, &t_fused);
@@ -158,7 +164,9 @@ int main(void) {
   /* 64 heads of 131072 x 131072 fp32 scores = 2^42 bytes: no GPU has them.
    * The checks pass; timing is refused with the figures, and the worker
    * lives on. */
-  fat_problem huge = {FAT_FWD, FAT_BF16, FAT_MASK_NONE, 128, 1, 64, 64, 131072, 131072};
+  fat_problem huge = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_NONE,
+                      .head_dim = 128, .batch = 1, .heads = 64, .heads_k = 64, .seqlen_q = 131072,
+                      .seqlen_k = 131072};
   fat_check chk[1];
   int timed = -1;
   int st = fat_worker_evaluate(w, &c[BASELINE].v, &c[BASELINE].b, small, 1, &huge, chk, &t, &timed,

@@ -156,8 +156,10 @@ static int compare_shape(fat_gpu *g, fat_check_shape s, int d, fat_dtype dt, fat
 }
 
 static void test_reference(fat_gpu *g) {
-  const fat_check_shape small = {1, 2, 2, 37, 53}, taller = {1, 2, 2, 53, 37},
-                        gqa = {2, 4, 2, 33, 65}, wide = {1, 1, 1, 20, 70};
+  const fat_check_shape small = {FAT_SHAPE_DIMS(1, 2, 2, 37, 53)},
+                        taller = {FAT_SHAPE_DIMS(1, 2, 2, 53, 37)},
+                        gqa = {FAT_SHAPE_DIMS(2, 4, 2, 33, 65)},
+                        wide = {FAT_SHAPE_DIMS(1, 1, 1, 20, 70)};
   CHECK(compare_shape(g, small, 64, FAT_BF16, FAT_MASK_NONE, 1) == 0);
   CHECK(compare_shape(g, small, 64, FAT_FP16, FAT_MASK_CAUSAL, 2) == 0);
   /* seqlen_q 53 > seqlen_k 37, bottom-right causal: query i sees keys
@@ -170,7 +172,7 @@ static void test_reference(fat_gpu *g) {
 }
 
 static void test_random_inputs(fat_gpu *g) {
-  const fat_check_shape s = {1, 2, 2, 37, 53};
+  const fat_check_shape s = {FAT_SHAPE_DIMS(1, 2, 2, 37, 53)};
   fat_gpu_tensors t;
   size_t n;
   MUST(fat_gpu_tensors_alloc(g, &s, 64, FAT_BF16, 0, &t, err, sizeof err));
@@ -214,7 +216,7 @@ static void test_clock(fat_gpu *g, const fat_gpu_info *info) {
 }
 
 static void test_reference_speed(fat_gpu *g) {
-  const fat_check_shape s = {1, 2, 2, BIG_SEQ, BIG_SEQ};
+  const fat_check_shape s = {FAT_SHAPE_DIMS(1, 2, 2, BIG_SEQ, BIG_SEQ)};
   fat_gpu_tensors t;
   MUST(fat_gpu_tensors_alloc(g, &s, BIG_DIM, FAT_BF16, 1, &t, err, sizeof err));
   MUST(fat_gpu_fill_random(g, &t, 11, err, sizeof err));

@@ -335,8 +335,10 @@ static fat_build table_with_cubin(const char *path, const fat_gpu_info *info, in
   gi.nvrtc_major = 13;
   fat_problem p;
   fat_bench_problem(FAT_FP16, FAT_MASK_NONE, D, 1024, &p);
-  fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, "ok"};
-  fat_timing t = {20, 1.0, 0.9, 1.2, 0.95, 1.05, 1.0, 1755};
+  fat_check c = {.batch = 1, .heads = 2, .seqlen_q = 256, .seqlen_k = 256, .rel_l2 = 0.002,
+                 .max_abs = 0.01, .lse_max_abs = 1e-5, .nonfinite = 0, .passed = 1, .reason = "ok"};
+  fat_timing t = {.reps = 20, .median_ms = 1.0, .min_ms = 0.9, .max_ms = 1.2, .p10_ms = 0.95,
+                  .p90_ms = 1.05, .tflops = 1.0, .sm_clock_mhz = 1755};
   sqlite3_int64 gid, pid, vid, tid;
   REQUIRE(fat_db_put_gpu(db, &gi, &gid) == 0);
   REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
@@ -494,7 +496,7 @@ int main(void) {
   pthread_t th_ids[N_THREADS];
   for (int i = 0; i < N_THREADS; i++) {
     make(&tt[i], 1, 4, 4, 200 + 100 * i, i % 2 ? 64 : 128, i >= 2, i % 2, 20 + i);
-    wa[i] = (worker_arg){c, &tt[i], FAT_OK};
+    wa[i] = (worker_arg){.ctx = c, .t = &tt[i], .st = FAT_OK};
     REQUIRE(pthread_create(&th_ids[i], NULL, worker, &wa[i]) == 0);
   }
   for (int i = 0; i < N_THREADS; i++) {

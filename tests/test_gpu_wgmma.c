@@ -149,7 +149,8 @@ int main(void) {
       want[i * N_S + j] = s;
     }
   int misaligned = -1;
-  probe_run r = {cu, ss, dq, dk, dout, dflag, M * N_S};
+  probe_run r = {.cu = cu, .fn = ss, .a = dq, .b = dk, .out = dout, .flag = dflag,
+                 .out_floats = M * N_S};
   CHECK_INT(run_probe(&r, 16, 1024, got, &misaligned), CUDA_SUCCESS);
   CHECK_INT(misaligned, 0);
   const double e_ss = rel_error(got, want, M * N_S);
@@ -165,7 +166,8 @@ int main(void) {
       for (int j = 0; j < N_S; j++) o += (double)p[i * N_S + j] * v[j * D + c];
       want[i * D + c] = o;
     }
-  r = (probe_run){cu, rs, dp, dv, dout, dflag, M * D};
+  r = (probe_run){.cu = cu, .fn = rs, .a = dp, .b = dv, .out = dout, .flag = dflag,
+                  .out_floats = M * D};
   const uint32_t slab = N_S * 128;
   CHECK_INT(run_probe(&r, slab, 1024, got, &misaligned), CUDA_SUCCESS);
   CHECK_INT(misaligned, 0);

@@ -126,13 +126,15 @@ static void free_variant(test_variant *t) {
 }
 
 static const fat_check_shape shapes[N_SHAPES] = {
-    {1, 2, 2, 37, 53},  /* seqlen_q < seqlen_k, odd lengths */
-    {2, 4, 2, 64, 64},  /* grouped-query heads */
-    {1, 2, 2, 53, 37},  /* causal: the first 16 rows see no key */
+    {FAT_SHAPE_DIMS(1, 2, 2, 37, 53)},  /* seqlen_q < seqlen_k, odd lengths */
+    {FAT_SHAPE_DIMS(2, 4, 2, 64, 64)},  /* grouped-query heads */
+    {FAT_SHAPE_DIMS(1, 2, 2, 53, 37)},  /* causal: the first 16 rows see no key */
 };
 
 static fat_problem problem_for(const test_variant *t) {
-  fat_problem p = {FAT_FWD, t->v.dtype, t->v.mask, HEAD_DIM, 2, 4, 4, 256, 256};
+  fat_problem p = {.direction = FAT_FWD, .dtype = t->v.dtype, .mask = t->v.mask,
+                   .head_dim = HEAD_DIM, .batch = 2, .heads = 4, .heads_k = 4, .seqlen_q = 256,
+                   .seqlen_k = 256};
   return p;
 }
 

@@ -28,22 +28,21 @@
 #define COMPILE_JOBS 16
 
 #define N(a) ((int)(sizeof a / sizeof a[0]))
-#define SHAPE(b, h, hk, sq, sk) .batch = b, .heads = h, .heads_k = hk, .seqlen_q = sq, .seqlen_k = sk
 
 static char err[ERRLEN];
 
 /* Shapes every variant runs, whatever its mask. */
 static const fat_check_shape common[] = {
-    {SHAPE(1, 2, 2, 1, 1)},                    /* one query, one key */
-    {SHAPE(2, 3, 3, 17, 17)},                  /* one partial tile */
-    {SHAPE(1, 4, 2, 1000, 1000)},              /* grouped heads, a partial last tile */
-    {SHAPE(1, 2, 1, 4097, 4097)},              /* multi-query, one row past a tile */
-    {SHAPE(2, 2, 2, 300, 1000)},               /* fewer queries than keys */
-    {SHAPE(1, 2, 2, 1000, 300)},               /* more: causal's first rows see nothing */
-    {SHAPE(4, 8, 2, 1000, 1000)},              /* 256 query blocks: resident blocks loop, draw */
-    {SHAPE(3, 4, 2, 300, 500), .varlen = 1},   /* packed, seqused_k, NaN past it */
-    {SHAPE(4, 2, 2, 1000, 1000), .varlen = 1},
-    {SHAPE(1, 4, 2, 500, 700), .softcap = 50.f},
+    {FAT_SHAPE_DIMS(1, 2, 2, 1, 1)},                   /* one query, one key */
+    {FAT_SHAPE_DIMS(2, 3, 3, 17, 17)},                 /* one partial tile */
+    {FAT_SHAPE_DIMS(1, 4, 2, 1000, 1000)},             /* grouped heads, a partial last tile */
+    {FAT_SHAPE_DIMS(1, 2, 1, 4097, 4097)},             /* multi-query, one row past a tile */
+    {FAT_SHAPE_DIMS(2, 2, 2, 300, 1000)},              /* fewer queries than keys */
+    {FAT_SHAPE_DIMS(1, 2, 2, 1000, 300)},              /* more: causal's first rows see nothing */
+    {FAT_SHAPE_DIMS(4, 8, 2, 1000, 1000)},             /* 256 query blocks: resident blocks loop, draw */
+    {FAT_SHAPE_DIMS(3, 4, 2, 300, 500), .varlen = 1},  /* packed, seqused_k, NaN past it */
+    {FAT_SHAPE_DIMS(4, 2, 2, 1000, 1000), .varlen = 1},
+    {FAT_SHAPE_DIMS(1, 4, 2, 500, 700), .softcap = 50.f},
 };
 /* A head dim below the template's (no padded copy), per template. */
 static int padded_head_dim(int template_dim) { return template_dim == 64 ? 40 : template_dim - 24; }
@@ -51,14 +50,14 @@ static int padded_head_dim(int template_dim) { return template_dim == 64 ? 40 : 
 /* Windows for the local variants: causal-style, both sides, right only,
  * the diagonal alone, one that shows the first rows nothing, a long one. */
 static const fat_check_shape windows[] = {
-    {SHAPE(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
-    {SHAPE(4, 8, 2, 1000, 1000), .window_left = 100, .window_right = 0},  /* 256 blocks, drawn */
-    {SHAPE(2, 3, 3, 777, 1300), .window_left = 50, .window_right = 30},
-    {SHAPE(1, 2, 2, 17, 17), .window_left = -1, .window_right = 5},
-    {SHAPE(1, 2, 1, 129, 129), .window_left = 0, .window_right = 0},
-    {SHAPE(1, 2, 2, 300, 45), .window_left = 10, .window_right = 0},
-    {SHAPE(1, 2, 2, 4097, 4097), .window_left = 1024, .window_right = 0},
-    {SHAPE(3, 4, 2, 300, 500), .varlen = 1, .window_left = 64, .window_right = 8},
+    {FAT_SHAPE_DIMS(1, 4, 2, 1000, 1000), .window_left = 100, .window_right = 0},
+    {FAT_SHAPE_DIMS(4, 8, 2, 1000, 1000), .window_left = 100, .window_right = 0},  /* 256 blocks, drawn */
+    {FAT_SHAPE_DIMS(2, 3, 3, 777, 1300), .window_left = 50, .window_right = 30},
+    {FAT_SHAPE_DIMS(1, 2, 2, 17, 17), .window_left = -1, .window_right = 5},
+    {FAT_SHAPE_DIMS(1, 2, 1, 129, 129), .window_left = 0, .window_right = 0},
+    {FAT_SHAPE_DIMS(1, 2, 2, 300, 45), .window_left = 10, .window_right = 0},
+    {FAT_SHAPE_DIMS(1, 2, 2, 4097, 4097), .window_left = 1024, .window_right = 0},
+    {FAT_SHAPE_DIMS(3, 4, 2, 300, 500), .varlen = 1, .window_left = 64, .window_right = 8},
 };
 
 /* Whether the ws90 variant V is among those this test runs. */
@@ -160,7 +159,8 @@ int main(void) {
     }
     if (builds[i].spill_stores || builds[i].stack_frame)
       printf("%s: %d bytes spilled, %d of stack\n", v->name, builds[i].spill_stores, builds[i].stack_frame);
-    const fat_check_shape padded = {SHAPE(2, 3, 3, 129, 257), .head_dim = padded_head_dim(v->head_dim)};
+    const fat_check_shape padded = {FAT_SHAPE_DIMS(2, 3, 3, 129, 257),
+                                    .head_dim = padded_head_dim(v->head_dim)};
     if (v->mask == FAT_MASK_LOCAL) {
       check_on(g, v, &builds[i], windows, N(windows));
     } else {

@@ -400,34 +400,42 @@ static void visible_string(const fat_online_mask_spec *m, int i, char *buf) {
 static void test_mask_helper(void) {
   char err[ERRLEN] = "";
   /* Square causal: the lower triangle. */
-  fat_online_mask_spec sq = {4, 4, 1, -1, -1};
+  fat_online_mask_spec sq = {.seqlen_q = 4, .seqlen_k = 4, .causal = 1, .window_left = -1,
+                             .window_right = -1};
   CHECK_ROW(sq, 0, "1000");
   CHECK_ROW(sq, 3, "1111");
   /* More queries than keys, aligned bottom right: queries 0..2 see nothing. */
-  fat_online_mask_spec tall = {5, 2, 1, -1, -1};
+  fat_online_mask_spec tall = {.seqlen_q = 5, .seqlen_k = 2, .causal = 1, .window_left = -1,
+                               .window_right = -1};
   CHECK_ROW(tall, 0, "00");
   CHECK_ROW(tall, 2, "00");
   CHECK_ROW(tall, 3, "10");
   CHECK_ROW(tall, 4, "11");
   /* More keys than queries: query 0 sits at key position 3. */
-  fat_online_mask_spec wide = {2, 5, 1, -1, -1};
+  fat_online_mask_spec wide = {.seqlen_q = 2, .seqlen_k = 5, .causal = 1, .window_left = -1,
+                               .window_right = -1};
   CHECK_ROW(wide, 0, "11110");
   CHECK_ROW(wide, 1, "11111");
   /* Sliding window, not causal: 2 keys left, 1 right. */
-  fat_online_mask_spec win = {8, 8, 0, 2, 1};
+  fat_online_mask_spec win = {.seqlen_q = 8, .seqlen_k = 8, .causal = 0, .window_left = 2,
+                              .window_right = 1};
   CHECK_ROW(win, 0, "11000000");
   CHECK_ROW(win, 4, "00111100");
   CHECK_ROW(win, 7, "00000111");
   /* Causal with a left window; window 0 keeps only the diagonal. */
-  fat_online_mask_spec cwin = {8, 8, 1, 2, -1};
+  fat_online_mask_spec cwin = {.seqlen_q = 8, .seqlen_k = 8, .causal = 1, .window_left = 2,
+                               .window_right = -1};
   CHECK_ROW(cwin, 4, "00111000");
-  fat_online_mask_spec diag = {4, 4, 1, 0, 0};
+  fat_online_mask_spec diag = {.seqlen_q = 4, .seqlen_k = 4, .causal = 1, .window_left = 0,
+                               .window_right = 0};
   CHECK_ROW(diag, 2, "0010");
   /* Window with seqlen_q != seqlen_k keeps the bottom-right alignment. */
-  fat_online_mask_spec wwin = {2, 6, 0, 1, 0};
+  fat_online_mask_spec wwin = {.seqlen_q = 2, .seqlen_k = 6, .causal = 0, .window_left = 1,
+                               .window_right = 0};
   CHECK_ROW(wwin, 0, "000110");
   /* No mask at all. */
-  fat_online_mask_spec none = {3, 5, 0, -1, -1};
+  fat_online_mask_spec none = {.seqlen_q = 3, .seqlen_k = 5, .causal = 0, .window_left = -1,
+                               .window_right = -1};
   CHECK_ROW(none, 1, "11111");
 
   /* A row that sees no key is the empty-row policy through the helper. */
@@ -436,16 +444,20 @@ static void test_mask_helper(void) {
   CHECK(fat_online_row(s, v, 2, 1, 1, out, &lse, err, sizeof err) == 0);
   CHECK(out[0] == 0.0 && lse == -INFINITY);
 
-  fat_online_mask_spec bad = {4, 4, 0, -2, -1};
+  fat_online_mask_spec bad = {.seqlen_q = 4, .seqlen_k = 4, .causal = 0, .window_left = -2,
+                              .window_right = -1};
   CHECK(fat_online_mask_row(&bad, 0, s, err, sizeof err) == -1);
   CHECK_STR(err, "window_left must be -1 (unbounded) or >= 0, got -2");
-  bad = (fat_online_mask_spec){4, 4, 0, -1, -5};
+  bad = (fat_online_mask_spec){.seqlen_q = 4, .seqlen_k = 4, .causal = 0, .window_left = -1,
+                               .window_right = -5};
   CHECK(fat_online_mask_check(&bad, err, sizeof err) == -1);
   CHECK_STR(err, "window_right must be -1 (unbounded) or >= 0, got -5");
-  bad = (fat_online_mask_spec){4, 4, 1, -1, 1};
+  bad = (fat_online_mask_spec){.seqlen_q = 4, .seqlen_k = 4, .causal = 1, .window_left = -1,
+                               .window_right = 1};
   CHECK(fat_online_mask_check(&bad, err, sizeof err) == -1);
   CHECK_STR(err, "causal mask cannot have window_right 1 > 0");
-  bad = (fat_online_mask_spec){4, -1, 0, -1, -1};
+  bad = (fat_online_mask_spec){.seqlen_q = 4, .seqlen_k = -1, .causal = 0, .window_left = -1,
+                               .window_right = -1};
   CHECK(fat_online_mask_check(&bad, err, sizeof err) == -1);
   CHECK_STR(err, "seqlen_k must be non-negative, got -1");
   CHECK(fat_online_mask_row(&sq, 4, s, err, sizeof err) == -1);
@@ -460,11 +472,16 @@ static void test_mask_helper(void) {
  * cut through the mask edge never change it. */
 static void test_tile_boundary_invariance(void) {
   static const fat_online_mask_spec specs[] = {
-      {37, 37, 1, -1, -1}, /* square causal */
-      {13, 37, 1, -1, -1}, /* short queries, long keys */
-      {37, 13, 1, -1, -1}, /* first 24 queries see nothing */
-      {29, 29, 1, 5, -1},  /* causal sliding window */
-      {29, 31, 0, 3, 4},   /* two-sided window */
+      /* square causal */
+      {.seqlen_q = 37, .seqlen_k = 37, .causal = 1, .window_left = -1, .window_right = -1},
+      /* short queries, long keys */
+      {.seqlen_q = 13, .seqlen_k = 37, .causal = 1, .window_left = -1, .window_right = -1},
+      /* first 24 queries see nothing */
+      {.seqlen_q = 37, .seqlen_k = 13, .causal = 1, .window_left = -1, .window_right = -1},
+      /* causal sliding window */
+      {.seqlen_q = 29, .seqlen_k = 29, .causal = 1, .window_left = 5, .window_right = -1},
+      /* two-sided window */
+      {.seqlen_q = 29, .seqlen_k = 31, .causal = 0, .window_left = 3, .window_right = 4},
   };
   double s[MAX_KEYS], v[MAX_KEYS * MAX_DIM], first[MAX_DIM], out[MAX_DIM], lse, first_lse;
   char err[ERRLEN] = "";

@@ -43,9 +43,11 @@ typedef struct fixture {
 
 static int fx_variant(fixture *fx, const fat_problem *p, const char *name, const char *family,
                       int is_default, sqlite3_int64 *id) {
-  fat_variant v = {(char *)name, (char *)family, "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4",
-                   "fat_fwd", "// fixture source", {0}, p->direction, p->dtype, p->mask,
-                   p->head_dim, 64, 128, 0, is_default};
+  fat_variant v = {.name = (char *)name, .family = (char *)family,
+                   .params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4", .entry = "fat_fwd",
+                   .source = "// fixture source", .direction = p->direction, .dtype = p->dtype,
+                   .mask = p->mask, .head_dim = p->head_dim, .block_m = 64, .threads = 128,
+                   .smem_bytes = 0, .is_default = is_default};
   snprintf(v.hash, sizeof v.hash, "%064x", ++fx->n_variants);
   return fat_db_put_variant(fx->db, &v, id);
 }
@@ -57,10 +59,12 @@ static int fx_timed(fixture *fx, const fat_problem *p, sqlite3_int64 pid, const 
                     sqlite3_int64 *vid_out, sqlite3_int64 *tid_out) {
   sqlite3_int64 vid, tid;
   double ms = fat_problem_flops(p) / (tflops * TERA) * 1e3;
-  fat_check c = {1, 2, 256, 256, passed ? 1.5e-3 : 0.2, passed ? 3.1e-3 : 0.9, 1e-4, 0, passed,
-                 ""};
+  fat_check c = {.batch = 1, .heads = 2, .seqlen_q = 256, .seqlen_k = 256,
+                 .rel_l2 = passed ? 1.5e-3 : 0.2, .max_abs = passed ? 3.1e-3 : 0.9,
+                 .lse_max_abs = 1e-4, .nonfinite = 0, .passed = passed, .reason = ""};
   snprintf(c.reason, sizeof c.reason, "%s", passed ? "ok" : "rel_l2 0.2 > 0.002");
-  fat_timing t = {50, ms, ms, ms, ms, ms, tflops, 1755};
+  fat_timing t = {.reps = 50, .median_ms = ms, .min_ms = ms, .max_ms = ms, .p10_ms = ms,
+                  .p90_ms = ms, .tflops = tflops, .sm_clock_mhz = 1755};
   if (fx_variant(fx, p, name, family, is_default, &vid) ||
       fat_db_put_check(fx->db, vid, fx->gpu, pid, &c) ||
       fat_db_put_timing(fx->db, vid, fx->gpu, pid, &t, &tid))
@@ -76,7 +80,9 @@ static int fx_timed(fixture *fx, const fat_problem *p, sqlite3_int64 pid, const 
  * grow with SEQ so the curves have a shape. */
 static int fx_problem_shape(fixture *fx, fat_dtype dtype, fat_mask mask, int d, int seq,
                             int seq_k, int group, int full, const char *custom) {
-  fat_problem p = {FAT_FWD, dtype, mask, d, TOKENS / seq, HIDDEN / d, HIDDEN / d / group, seq, seq_k};
+  fat_problem p = {.direction = FAT_FWD, .dtype = dtype, .mask = mask, .head_dim = d,
+                   .batch = TOKENS / seq, .heads = HIDDEN / d, .heads_k = HIDDEN / d / group,
+                   .seqlen_q = seq, .seqlen_k = seq_k};
   sqlite3_int64 pid, vid, tid;
   char name[128], base[64];
   double scale = log2(seq) / 12.0; /* 1 at seqlen 4096 */
@@ -325,9 +331,11 @@ static void test_local_windows(void) {
   REQUIRE(fat_db_open(path, &fx.db, err, sizeof err) == 0);
   REQUIRE(fat_db_put_gpu(fx.db, &g, &fx.gpu) == 0);
   for (int i = 0; i < 3; i++) {
-    fat_problem p = {FAT_FWD, FAT_FP16, FAT_MASK_LOCAL, 64, TOKENS / problems[i].seq, HIDDEN / 64,
-                     HIDDEN / 64, problems[i].seq, problems[i].seq, problems[i].left,
-                     problems[i].right};
+    fat_problem p = {.direction = FAT_FWD, .dtype = FAT_FP16, .mask = FAT_MASK_LOCAL,
+                     .head_dim = 64, .batch = TOKENS / problems[i].seq, .heads = HIDDEN / 64,
+                     .heads_k = HIDDEN / 64, .seqlen_q = problems[i].seq,
+                     .seqlen_k = problems[i].seq, .window_left = problems[i].left,
+                     .window_right = problems[i].right};
     sqlite3_int64 pid, vid, tid;
     char name[64];
     snprintf(name, sizeof name, "fwd.mma80.fp16.d64.local.w%d.s%d", problems[i].left,

@@ -75,9 +75,13 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
   fat_sha256_hex(source, strlen(source), v.hash);
   v.direction = dir, v.dtype = dt, v.mask = mk, v.head_dim = hd;
   v.block_m = 64, v.threads = 128, v.smem_bytes = 40960;
-  fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, passed, "ok"};
+  fat_check c = {.batch = 1, .heads = 2, .seqlen_q = 256, .seqlen_k = 256, .rel_l2 = 0.002,
+                 .max_abs = 0.01, .lse_max_abs = 1e-5, .nonfinite = 0, .passed = passed,
+                 .reason = "ok"};
   if (!passed) snprintf(c.reason, sizeof c.reason, "dQ rel_l2 1.0e+00 > 2.0e-02");
-  fat_timing t = {20, ms, ms * 0.9, ms * 1.2, ms * 0.95, ms * 1.05, 1.0 / ms, 1755};
+  fat_timing t = {.reps = 20, .median_ms = ms, .min_ms = ms * 0.9, .max_ms = ms * 1.2,
+                  .p10_ms = ms * 0.95, .p90_ms = ms * 1.05, .tflops = 1.0 / ms,
+                  .sm_clock_mhz = 1755};
   sqlite3_int64 gid, pid, vid, tid;
   REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
   REQUIRE_EXIT(fat_db_put_problem(db, &p, &pid) == 0);

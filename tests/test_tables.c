@@ -80,11 +80,17 @@ static void put_variant(fat_db *db, const char *gpu, const fat_variant *v, int s
   fat_sha256_hex(v->name, strlen(v->name), b.key);
   b.ok = 1, b.cubin = cubin, b.cubin_size = sizeof cubin, b.registers = 168, b.compile_ms = 812.25;
   b.log = "ptxas info";
-  fat_check c1 = {1, 2, 256, 256, 0.0021, 0.0123, 1e-5, 0, 1, "ok"};
-  fat_check c2 = {1, 2, 203, 203, 1.0 / 3.0, 0.1, 2e-6, 0, passed, "ok"};
+  fat_check c1 = {.batch = 1, .heads = 2, .seqlen_q = 256, .seqlen_k = 256, .rel_l2 = 0.0021,
+                  .max_abs = 0.0123, .lse_max_abs = 1e-5, .nonfinite = 0, .passed = 1,
+                  .reason = "ok"};
+  fat_check c2 = {.batch = 1, .heads = 2, .seqlen_q = 203, .seqlen_k = 203, .rel_l2 = 1.0 / 3.0,
+                  .max_abs = 0.1, .lse_max_abs = 2e-6, .nonfinite = 0, .passed = passed,
+                  .reason = "ok"};
   if (!passed) snprintf(c2.reason, sizeof c2.reason, "dQ rel_l2 3.3e-01 > 2.0e-02");
   c2.rel_l2 = 0.0019999999999999999;
-  fat_timing t = {20, ms, ms * 0.9, ms * 1.2, ms * 0.95, ms * 1.05, 1.0 / ms, 1755};
+  fat_timing t = {.reps = 20, .median_ms = ms, .min_ms = ms * 0.9, .max_ms = ms * 1.2,
+                  .p10_ms = ms * 0.95, .p90_ms = ms * 1.05, .tflops = 1.0 / ms,
+                  .sm_clock_mhz = 1755};
   sqlite3_int64 gid, pid, vid, tid;
   REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
   REQUIRE_EXIT(fat_db_put_problem(db, &p, &pid) == 0);

@@ -36,8 +36,11 @@ static void put_winner(fat_db *db, const fat_variant *v, int seqlen, double ms) 
   g.cc_major = 9, g.sm_count = 132, g.driver_version = 13000, g.nvrtc_major = 13;
   fat_problem p;
   fat_bench_problem(v->dtype, v->mask, v->head_dim, seqlen, &p);
-  fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, "ok"};
-  fat_timing t = {20, ms, 0.9 * ms, 1.2 * ms, 0.95 * ms, 1.05 * ms, 1.0 / ms, 1755};
+  fat_check c = {.batch = 1, .heads = 2, .seqlen_q = 256, .seqlen_k = 256, .rel_l2 = 0.002,
+                 .max_abs = 0.01, .lse_max_abs = 1e-5, .nonfinite = 0, .passed = 1, .reason = "ok"};
+  fat_timing t = {.reps = 20, .median_ms = ms, .min_ms = 0.9 * ms, .max_ms = 1.2 * ms,
+                  .p10_ms = 0.95 * ms, .p90_ms = 1.05 * ms, .tflops = 1.0 / ms,
+                  .sm_clock_mhz = 1755};
   sqlite3_int64 gid, pid, vid, tid;
   REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
   REQUIRE_EXIT(fat_db_put_problem(db, &p, &pid) == 0);

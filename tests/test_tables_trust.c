@@ -87,8 +87,10 @@ static void put_result(fat_db *db, const fat_variant *v, const fat_build *b, con
   fat_problem p;
   fat_bench_problem(v->dtype, v->mask, v->head_dim, 1024, &p);
   p.direction = v->direction;
-  fat_check c = {1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, "ok"};
-  fat_timing t = {20, 1.0, 0.9, 1.2, 0.95, 1.05, 1.0, 1755};
+  fat_check c = {.batch = 1, .heads = 2, .seqlen_q = 256, .seqlen_k = 256, .rel_l2 = 0.002,
+                 .max_abs = 0.01, .lse_max_abs = 1e-5, .nonfinite = 0, .passed = 1, .reason = "ok"};
+  fat_timing t = {.reps = 20, .median_ms = 1.0, .min_ms = 0.9, .max_ms = 1.2, .p10_ms = 0.95,
+                  .p90_ms = 1.05, .tflops = 1.0, .sm_clock_mhz = 1755};
   sqlite3_int64 gid, pid, vid, tid;
   REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
   REQUIRE_EXIT(fat_db_put_problem(db, &p, &pid) == 0);

@@ -56,7 +56,8 @@ static void test_result_names(void) {
 
 static void test_shape_validation(void) {
   char err[ERRLEN];
-  fat_check_shape ok = {1, 4, 2, 37, 53}, gqa = {1, 6, 4, 8, 8}, zero = {1, 2, 2, 0, 8};
+  fat_check_shape ok = {FAT_SHAPE_DIMS(1, 4, 2, 37, 53)}, gqa = {FAT_SHAPE_DIMS(1, 6, 4, 8, 8)},
+                  zero = {FAT_SHAPE_DIMS(1, 2, 2, 0, 8)};
   CHECK(fat_check_shape_validate(&ok, 0, err, sizeof err) == 0);
   CHECK(fat_check_shape_validate(&gqa, 1, err, sizeof err) == -1);
   CHECK_STR(err, "check shape 1: heads 6 is not a multiple of heads_k 4");
@@ -65,7 +66,7 @@ static void test_shape_validation(void) {
 }
 
 static fat_rbuf reader(const fat_wbuf *b) {
-  fat_rbuf r = {b->data, b->len, 0, 0};
+  fat_rbuf r = {.data = b->data, .len = b->len};
   return r;
 }
 
@@ -178,15 +179,19 @@ static void test_jobs_round_trip(void) {
   job.kernel.splits = 8;
   job.seed = UINT64_C(0xfeedfacecafebeef);
   job.n_shapes = 3;
-  job.shapes[0] = (fat_check_shape){1, 2, 2, 37, 53, .window_left = 16, .window_right = -1,
-                                    .head_dim = 80, .softcap = 30.5f, .varlen = 1};
-  job.shapes[1] = (fat_check_shape){2, 4, 1, 64, 64, .window_left = -1, .window_right = 7,
-                                    .varlen = 1, .lengths = {2, {17, 64}}};
-  job.shapes[2] = (fat_check_shape){1, 2, 2, 53, 37, .window_left = 3, .window_right = 5,
-                                    .head_dim = 120, .softcap = 0.125f};
+  job.shapes[0] = (fat_check_shape){FAT_SHAPE_DIMS(1, 2, 2, 37, 53), .window_left = 16,
+                                    .window_right = -1, .head_dim = 80, .softcap = 30.5f,
+                                    .varlen = 1};
+  job.shapes[1] = (fat_check_shape){FAT_SHAPE_DIMS(2, 4, 1, 64, 64), .window_left = -1,
+                                    .window_right = 7, .varlen = 1,
+                                    .lengths = {.n = 2, .v = {17, 64}}};
+  job.shapes[2] = (fat_check_shape){FAT_SHAPE_DIMS(1, 2, 2, 53, 37), .window_left = 3,
+                                    .window_right = 5, .head_dim = 120, .softcap = 0.125f};
   job.timed = 1;
-  job.problem = (fat_problem){FAT_FWD, FAT_BF16, FAT_MASK_LOCAL, 128, 4, 16, 16, 4096, 4096, 256, 0};
-  job.opts = (fat_time_opts){20, 3, 1};
+  job.problem = (fat_problem){.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_LOCAL,
+                              .head_dim = 128, .batch = 4, .heads = 16, .heads_k = 16,
+                              .seqlen_q = 4096, .seqlen_k = 4096, .window_left = 256};
+  job.opts = (fat_time_opts){.reps = 20, .warmup = 3, .flush_l2 = 1};
   fat_put_eval_job(&b, &job);
   fat_rbuf r = reader(&b);
   CHECK(fat_get_eval_job(&r, &job2) == 0);
@@ -212,7 +217,7 @@ static void test_jobs_round_trip(void) {
   /* Every truncation of the message is refused. */
   int refused = 0;
   for (size_t cut = 0; cut < b.len; cut++) {
-    fat_rbuf t = {b.data, cut, 0, 0};
+    fat_rbuf t = {.data = b.data, .len = cut};
     refused += fat_get_eval_job(&t, &job2) == -1;
   }
   CHECK(refused == (int)b.len);
@@ -262,8 +267,12 @@ static void test_jobs_round_trip(void) {
   fat_wbuf_free(&b);
 
   res.n_checks = 2;
-  res.checks[0] = (fat_check){1, 2, 37, 53, 3e-3, 1e-2, 1e-6, 0, 1, "ok"};
-  res.checks[1] = (fat_check){1, 2, 53, 37, 2e-2, 1e-1, 1e-6, 0, 0, "rel_l2 2.0e-02 > 1.0e-02"};
+  res.checks[0] = (fat_check){.batch = 1, .heads = 2, .seqlen_q = 37, .seqlen_k = 53,
+                              .rel_l2 = 3e-3, .max_abs = 1e-2, .lse_max_abs = 1e-6, .nonfinite = 0,
+                              .passed = 1, .reason = "ok"};
+  res.checks[1] = (fat_check){.batch = 1, .heads = 2, .seqlen_q = 53, .seqlen_k = 37,
+                              .rel_l2 = 2e-2, .max_abs = 1e-1, .lse_max_abs = 1e-6, .nonfinite = 0,
+                              .passed = 0, .reason = "rel_l2 2.0e-02 > 1.0e-02"};
   res.timed = 0;
   fat_put_eval_result(&b, &res);
   r = reader(&b);
@@ -281,7 +290,7 @@ static void test_jobs_round_trip(void) {
   il.kernels[1].pack_gqa = 1;
   il.kernels[1].splits = 16;
   il.problem = job.problem;
-  il.opts = (fat_time_opts){30, 5, 0};
+  il.opts = (fat_time_opts){.reps = 30, .warmup = 5};
   il.seed = 42;
   fat_put_interleave_job(&b, &il);
   r = reader(&b);

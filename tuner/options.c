@@ -386,7 +386,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     if (!strcmp(flag, "--gpu")) {
       rc = fat_cli_parse_int(flag, value, 0, 1023, &o->gpu, err, errlen);
     } else if (!strcmp(flag, "--head-dim")) {
-      head_dim_ctx c = {o->head_dims, known_head_dims, n_known};
+      head_dim_ctx c = {.out = o->head_dims, .known = known_head_dims, .n_known = n_known};
       rc = parse_list(flag, value, each_head_dim, &c, &o->n_head_dims, 0, err, errlen);
       /* duplicates: compare the ints themselves */
       for (int x = 0; !rc && x < o->n_head_dims; x++)

@@ -569,7 +569,7 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
 /* The windows MASK is tuned with: --window's for the local mask, the one
  * window (0, 0) of every other mask's problems. Returns their number. */
 static int windows_of(const fat_options *o, fat_mask mask, const fat_window **w) {
-  static const fat_window no_window = {0, 0};
+  static const fat_window no_window = {.left = 0, .right = 0};
   if (mask != FAT_MASK_LOCAL) {
     *w = &no_window;
     return 1;

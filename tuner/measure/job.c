@@ -75,7 +75,7 @@ size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize) {
   const size_t q_o = 2 * rows_q * p->heads * d * e;
   const size_t k_v = 2 * rows_k * p->heads_k * d * e;
   const size_t lse = rows_q * p->heads * sizeof(float);
-  fat_check_shape s = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
+  fat_check_shape s = {FAT_SHAPE_DIMS(p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k)};
   return q_o + k_v + lse + (materialize ? fat_materialize_workspace_bytes(&s) : 0);
 }
 

@@ -25,6 +25,12 @@ typedef struct fat_check_shape {
                           the longest = seqlen_q = seqlen_k); n = 0: the formula's */
 } fat_check_shape;
 
+/* A shape's dense dimensions as designated initializers, for the tables
+ * of shapes the checks and tests write: {FAT_SHAPE_DIMS(1, 2, 2, 37, 53),
+ * .head_dim = 80}; the fields not named are zero (the plain case). */
+#define FAT_SHAPE_DIMS(b, h, hk, sq, sk) \
+  .batch = (b), .heads = (h), .heads_k = (hk), .seqlen_q = (sq), .seqlen_k = (sk)
+
 /* The lengths of sequence B of a variable-length check shape: its queries,
  * its keys (rows in K and V) and the keys it uses. Sequence 0 has the full
  * seqlen_q and seqlen_k; the others are shorter, down to one. A shape with

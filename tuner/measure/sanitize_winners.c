@@ -23,8 +23,10 @@
  * blocks loop, and drawing ones draw (rows with no key among them), with
  * little work a block. */
 static const fat_check_shape shapes[] = {
-    {1, 2, 2, 1, 1},       {1, 2, 2, 17, 17},     {2, 3, 3, 77, 77},     {1, 2, 2, 130, 130},
-    {1, 1, 1, 1, 300},     {1, 2, 2, 300, 45},    {8, 16, 16, 130, 130}, {8, 16, 16, 300, 45},
+    {FAT_SHAPE_DIMS(1, 2, 2, 1, 1)},       {FAT_SHAPE_DIMS(1, 2, 2, 17, 17)},
+    {FAT_SHAPE_DIMS(2, 3, 3, 77, 77)},     {FAT_SHAPE_DIMS(1, 2, 2, 130, 130)},
+    {FAT_SHAPE_DIMS(1, 1, 1, 1, 300)},     {FAT_SHAPE_DIMS(1, 2, 2, 300, 45)},
+    {FAT_SHAPE_DIMS(8, 16, 16, 130, 130)}, {FAT_SHAPE_DIMS(8, 16, 16, 300, 45)},
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 

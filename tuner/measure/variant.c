@@ -104,7 +104,7 @@ int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensor
   int rc = FAT_GPU_OK;
   size_t free_bytes = 0, total_bytes = 0;
   const fat_fwd_params *p = &t->params;
-  const fat_check_shape s = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
+  const fat_check_shape s = {FAT_SHAPE_DIMS(p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k)};
   const fat_fwd_geometry geo = fwd_geometry(&k->desc);
   size_t need = 0;
   if (k->desc.direction == FAT_FWD && k->desc.kind == FAT_KERNEL_MATERIALIZE)
@@ -160,7 +160,7 @@ static CUresult launch_materialize(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_
 CUresult fat_gpu_launch_variant(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t) {
   if (k->desc.kind == FAT_KERNEL_MATERIALIZE) return launch_materialize(g, k, t);
   const fat_fwd_geometry geo = fwd_geometry(&k->desc);
-  const fat_fwd_kernels fns = {k->fn, k->combine_fn};
+  const fat_fwd_kernels fns = {.main = k->fn, .combine = k->combine_fn};
   fat_fwd_set_workspace(&geo, &t->params, t->workspace);
   t->call.sm_count = g->info.sm_count;
   return fat_fwd_launch(&g->cu, &fns, &geo, &t->params, &t->call, g->stream);
@@ -168,7 +168,8 @@ CUresult fat_gpu_launch_variant(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_ten
 
 CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t) {
   const fat_kernel_desc *d = &k->desc;
-  const fat_bwd_kernels fns = {k->bwd_pre_fn, k->fn, k->bwd_dq_fn, k->bwd_convert_fn};
+  const fat_bwd_kernels fns = {.preprocess = k->bwd_pre_fn, .main = k->fn, .dq = k->bwd_dq_fn,
+                               .convert = k->bwd_convert_fn};
   const fat_bwd_geometry geo = {.block_n = d->block_m, .block_q = d->block_q, .dq_separate = d->dq_separate,
                                 .threads = d->threads, .smem_bytes = d->smem_bytes,
                                 .tma = d->kind == FAT_KERNEL_FUSED_TMA, .bf16 = d->dtype == FAT_BF16,

@@ -233,7 +233,7 @@ static void child_main(int fd, int gpu) {
     size_t len;
     int rc = fat_wire_recv(fd, -1, &type, &payload, &len, err, sizeof err);
     if (rc != FAT_WIRE_OK) _exit(rc == FAT_WIRE_EOF ? CHILD_EXIT_OK : CHILD_EXIT_PROTOCOL);
-    fat_rbuf in = {payload, len, 0, 0};
+    fat_rbuf in = {.data = payload, .len = len};
     switch (type) {
       case FAT_MSG_P_SETUP: {
         size_t n_util, n_ref;
@@ -283,7 +283,7 @@ static void reap(fat_worker *w, int grace_ms, char *death, size_t deathlen) {
   w->fd = -1;
   if (w->pid <= 0) return;
   while ((r = waitpid(w->pid, &status, WNOHANG)) == 0 && now_ms() < deadline) {
-    struct timespec pause = {0, REAP_POLL_NS};
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = REAP_POLL_NS};
     nanosleep(&pause, NULL);
   }
   if (r == 0) {
@@ -347,7 +347,7 @@ static int transact(fat_worker *w, uint32_t type, const fat_wbuf *msg, int timeo
   }
   if (got == want) return FAT_WORKER_OK;
 
-  fat_rbuf in = {*payload, *len, 0, 0};
+  fat_rbuf in = {.data = *payload, .len = *len};
   char text[MSG_MAX];
   fat_get_str(&in, text, sizeof text);
   if (fat_rbuf_done(&in)) snprintf(text, sizeof text, "(unreadable message)");
@@ -509,7 +509,7 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
             r == FAT_WIRE_OK ? "unexpected first message" : death);
     goto out;
   }
-  fat_rbuf in = {payload, len, 0, 0};
+  fat_rbuf in = {.data = payload, .len = len};
   int opened = fat_get_i32(&in);
   if (opened != FAT_GPU_OPENED) {
     /* The worker's own code and words: "no CUDA driver: ...", "GPU index ...". */
@@ -611,8 +611,9 @@ int fat_worker_pid(const fat_worker *w) { return w ? (int)w->pid : 0; }
 /* ---- jobs ----------------------------------------------------------- */
 
 static double shape_flops(const fat_check_shape *s, const fat_variant *v) {
-  fat_problem p = {v->direction, v->dtype, v->mask, v->head_dim, s->batch, s->heads, s->heads_k,
-                   s->seqlen_q, s->seqlen_k};
+  fat_problem p = {.direction = v->direction, .dtype = v->dtype, .mask = v->mask,
+                   .head_dim = v->head_dim, .batch = s->batch, .heads = s->heads,
+                   .heads_k = s->heads_k, .seqlen_q = s->seqlen_q, .seqlen_k = s->seqlen_k};
   return fat_problem_flops(&p);
 }
 
@@ -624,7 +625,7 @@ static int watchdog_ms(const fat_worker *w, double estimate_s) {
 
 static int validate_problem(const fat_problem *p, const fat_variant *v, char *reason,
                             size_t reasonlen) {
-  fat_check_shape s = {p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k};
+  fat_check_shape s = {FAT_SHAPE_DIMS(p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k)};
   char err[MSG_MAX];
   if (p->direction != v->direction || p->head_dim != v->head_dim || p->dtype != v->dtype ||
       p->mask != v->mask) {
@@ -697,7 +698,7 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
   rc = transact(w, FAT_MSG_P_EVALUATE, &msg, watchdog_ms(w, estimate_s), FAT_MSG_W_EVALUATED,
                 &payload, &len, reason, reasonlen);
   if (rc != FAT_WORKER_OK) goto out;
-  fat_rbuf in = {payload, len, 0, 0};
+  fat_rbuf in = {.data = payload, .len = len};
   if (fat_get_eval_result(&in, res) || res->n_checks != n_shapes) {
     kill_now(w);
     set_msg(reason, reasonlen, "worker protocol: unreadable result for %s", v->name);
@@ -752,7 +753,7 @@ int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
   rc = transact(w, FAT_MSG_P_INTERLEAVE, &msg, watchdog_ms(w, estimate_s), FAT_MSG_W_INTERLEAVED,
                 &payload, &len, reason, reasonlen);
   if (rc != FAT_WORKER_OK) goto out;
-  fat_rbuf in = {payload, len, 0, 0};
+  fat_rbuf in = {.data = payload, .len = len};
   if (fat_get_i32(&in) != n) in.failed = 1;
   for (int i = 0; i < n; i++) fat_get_timing(&in, &timings[i]);
   if (fat_rbuf_done(&in)) {
@@ -785,13 +786,13 @@ int fat_worker_measure_ceilings(fat_worker *w, fat_ceilings *out, char *reason, 
       goto out;
     }
   }
-  fat_ceiling_job job = {w->ceilings.cubin, w->ceilings.cubin_size, FAT_CEILING_REPS,
-                         FAT_CEILING_WARMUP};
+  fat_ceiling_job job = {.cubin = w->ceilings.cubin, .cubin_size = w->ceilings.cubin_size,
+                         .reps = FAT_CEILING_REPS, .warmup = FAT_CEILING_WARMUP};
   fat_put_ceiling_job(&msg, &job);
   rc = transact(w, FAT_MSG_P_CEILINGS, &msg, watchdog_ms(w, CEILINGS_ESTIMATE_S),
                 FAT_MSG_W_CEILINGS, &payload, &len, reason, reasonlen);
   if (rc != FAT_WORKER_OK) goto out;
-  fat_rbuf in = {payload, len, 0, 0};
+  fat_rbuf in = {.data = payload, .len = len};
   if (fat_get_ceilings_result(&in, out)) {
     kill_now(w);
     set_msg(reason, reasonlen, "worker protocol: unreadable ceilings");
