@@ -503,6 +503,18 @@ static void test_formatting(void) {
   CHECK_STR(fat_fmt_bytes(545259520, b, sizeof b), "520 MiB");
   CHECK_STR(fat_fmt_flops(34359738368.0, b, sizeof b), "34.36 GFLOP");
   CHECK_STR(fat_fmt_flops(999, b, sizeof b), "999.00 FLOP");
+  /* Past every unit: %g, never a number cut short by the buffer. */
+  CHECK_STR(fat_fmt_bytes(18446744073709551615.0, b, sizeof b), "16 EiB");
+  CHECK_STR(fat_fmt_bytes(1e300, b, sizeof b), "8.67e+281 EiB");
+  CHECK_STR(fat_fmt_flops(1e300, b, sizeof b), "1e+282 EFLOP");
+  CHECK_STR(fat_fmt_bytes(NAN, b, sizeof b), "nan bytes");
+  CHECK_STR(fat_fmt_flops(-INFINITY, b, sizeof b), "-inf EFLOP");
+  /* The widest fixed number (below 10^15 EiB) and the first past it, in a
+   * buffer of FAT_FMT_CAP. */
+  char small[FAT_FMT_CAP];
+  CHECK_STR(fat_fmt_bytes(-ldexp(ldexp(1, 49) - 1, 60), small, sizeof small),
+            "-562949953421311 EiB");
+  CHECK_STR(fat_fmt_bytes(ldexp(1, 110), small, sizeof small), "1.13e+15 EiB");
 }
 
 static void remove_db(const char *path) {

@@ -105,19 +105,34 @@ char *fat_fmt_thousands(uint64_t n, char *buf, size_t cap) {
   return buf;
 }
 
-/* VALUE with up to DECIMALS decimals, trailing zeros (and the point) dropped. */
-static char *fmt_trimmed(double value, int decimals, char *buf, size_t cap) {
-  snprintf(buf, cap, "%.*f", decimals, value);
-  if (strchr(buf, '.')) {
+/* VALUE with up to DECIMALS decimals, trailing zeros (and the point)
+ * dropped, into BUF; snprintf's result for the untrimmed text. */
+static int trim_into(double value, int decimals, char *buf, size_t cap) {
+  const int n = snprintf(buf, cap, "%.*f", decimals, value);
+  if (n >= 0 && (size_t)n < cap && strchr(buf, '.')) {
     char *end = buf + strlen(buf) - 1;
     while (*end == '0') *end-- = '\0';
     if (*end == '.') *end = '\0';
   }
+  return n;
+}
+
+/* trim_into's text; BUF. */
+static char *fmt_trimmed(double value, int decimals, char *buf, size_t cap) {
+  trim_into(value, decimals, buf, cap);
   return buf;
 }
 
+/* A scaled value below FMT_FIXED_MAX prints in fixed notation: a sign, at
+ * most 15 digits, the point and the decimals fit FMT_NUM_CAP. A larger one
+ * (never a count explain computes: they fit 64 bits, at most 16 EiB or
+ * 18.45 EFLOP in the largest unit), infinity and NaN print with %g, so
+ * that no number is ever cut short. */
+#define FMT_FIXED_MAX 1e15
+#define FMT_NUM_CAP 24
+
 /* VALUE scaled by the largest unit of UNITS (steps of STEP) that keeps it
- * at least 1, printed with DECIMALS (trimmed or fixed). */
+ * at least 1, printed with DECIMALS (at most 4; trimmed or fixed). */
 static char *fmt_scaled(double value, double step, const char *const *units, int n_units,
                         int decimals, int trim, char *buf, size_t cap) {
   int u = 0;
@@ -125,9 +140,12 @@ static char *fmt_scaled(double value, double step, const char *const *units, int
     value /= step;
     u++;
   }
-  char num[64];
-  if (trim) fmt_trimmed(value, decimals, num, sizeof num);
-  else snprintf(num, sizeof num, "%.*f", decimals, value);
+  char num[FMT_NUM_CAP];
+  int n = -1;
+  if (fabs(value) < FMT_FIXED_MAX)
+    n = trim ? trim_into(value, decimals, num, sizeof num)
+             : snprintf(num, sizeof num, "%.*f", decimals, value);
+  if (n < 0 || (size_t)n >= sizeof num) snprintf(num, sizeof num, "%.*g", decimals + 1, value);
   snprintf(buf, cap, "%s %s", num, units[u]);
   return buf;
 }

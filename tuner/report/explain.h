@@ -85,7 +85,10 @@ int fat_explain_main(int argc, char **argv);
 
 /* Formatting shared with the report: N with thousands separators
  * ("545,259,520"); bytes in binary units ("520 MiB", "16 KiB", "1.5 MiB");
- * FLOPs in decimal units ("34.36 GFLOP"). Each returns BUF. */
+ * FLOPs in decimal units ("34.36 GFLOP"); a value past the largest unit's
+ * 10^15 in %g ("8.67e+281 EiB"). Each returns BUF, which FAT_FMT_CAP
+ * bytes always hold (a shorter CAP cuts the text). */
+#define FAT_FMT_CAP 32
 char *fat_fmt_thousands(uint64_t n, char *buf, size_t cap);
 char *fat_fmt_bytes(double bytes, char *buf, size_t cap);
 char *fat_fmt_flops(double flops, char *buf, size_t cap);
