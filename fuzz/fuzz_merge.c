@@ -18,7 +18,7 @@
 #include "gen.h"
 #include "sha256.h"
 #include "tables.h"
-#include "tune.h"
+#include "problems.h"
 
 #define SQLITE_HEADER "SQLite format 3"
 /* Virtual-machine steps the editing SQL may take (a recursive CTE could

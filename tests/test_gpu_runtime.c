@@ -30,7 +30,7 @@
 #include "gen.h"
 #include "gpu_run.h"
 #include "tolerance.h"
-#include "tune.h"
+#include "problems.h"
 #include "gpu_test.h"
 
 #define REL_L2_TOLERANCE 1e-2

@@ -11,7 +11,7 @@
 #include <string.h>
 #include "job.h"
 #include "options.h"
-#include "tune.h"
+#include "problems.h"
 #include "check.h"
 
 /* The problems of a command line (fat_options_parse, then the defaults

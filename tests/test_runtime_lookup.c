@@ -18,7 +18,7 @@
 #include "fat_abi_bwd.h"
 #include "gen.h"
 #include "sha256.h"
-#include "tune.h"
+#include "problems.h"
 #include "check.h"
 
 #define H200 "NVIDIA H200"

@@ -19,7 +19,7 @@
 #include "gen.h"
 #include "sha256.h"
 #include "tables.h"
-#include "tune.h"
+#include "problems.h"
 #include "check.h"
 
 #define H200 "NVIDIA H200"

@@ -15,7 +15,7 @@
 #include "gen.h"
 #include "sha256.h"
 #include "tables.h"
-#include "tune.h"
+#include "problems.h"
 #include "check.h"
 #include "fat_abi.h"
 

@@ -12,7 +12,7 @@
 #include "gen.h"
 #include "sha256.h"
 #include "tables.h"
-#include "tune.h"
+#include "problems.h"
 #include "check.h"
 #include "compile.h"
 #include "nvrtc_api.h"

@@ -35,7 +35,7 @@
 #include "nvrtc_api.h"
 #include "sha256.h"
 #include "tables.h"
-#include "tune.h"
+#include "problems.h"
 #include "check.h"
 
 #define H200 "NVIDIA H200"

@@ -18,6 +18,7 @@
 #include "gen.h"
 #include "interrupt.h"
 #include "nvrtc_api.h"
+#include "problems.h"
 #include "tune.h"
 #include "worker.h"
 
@@ -75,103 +76,10 @@ static double now_s(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-void fat_tune_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen_q, int seqlen_k,
-                      int group, int batch, fat_problem *p) {
-  memset(p, 0, sizeof *p);
-  p->direction = FAT_FWD;
-  p->dtype = dtype;
-  p->mask = mask;
-  p->head_dim = head_dim;
-  const int longer = seqlen_q > seqlen_k ? seqlen_q : seqlen_k;
-  p->batch = batch > 0 ? batch : longer < FAT_BENCH_TOKENS ? FAT_BENCH_TOKENS / longer : 1;
-  p->heads = FAT_BENCH_HIDDEN / head_dim > 0 ? FAT_BENCH_HIDDEN / head_dim : 1;
-  if (group == FAT_GQA_MQA) {
-    p->heads_k = 1;
-  } else {
-    p->heads = p->heads / group * group;
-    if (p->heads < group) p->heads = group;
-    p->heads_k = p->heads / group;
-  }
-  p->seqlen_q = seqlen_q;
-  p->seqlen_k = seqlen_k;
-}
-
-void fat_bench_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen, fat_problem *p) {
-  fat_tune_problem(dtype, mask, head_dim, seqlen, seqlen, 1, 0, p);
-}
-
-void fat_problem_label(const fat_problem *p, char *out, size_t cap) {
-  int n = snprintf(out, cap, "%s %s d%d %s s%d", fat_direction_name(p->direction),
-                   fat_dtype_name(p->dtype), p->head_dim, fat_mask_name(p->mask), p->seqlen_q);
-  if (n > 0 && (size_t)n < cap && p->seqlen_k != p->seqlen_q)
-    n += snprintf(out + n, cap - (size_t)n, "/k%d", p->seqlen_k);
-  if (n > 0 && (size_t)n < cap && p->heads_k != p->heads)
-    n += snprintf(out + n, cap - (size_t)n, p->heads_k == 1 ? " mqa" : " gqa%d", p->heads / p->heads_k);
-  if (n > 0 && (size_t)n < cap && p->mask == FAT_MASK_LOCAL)
-    n += snprintf(out + n, cap - (size_t)n, " w%d,%d", p->window_left, p->window_right);
-  if (n > 0 && (size_t)n < cap && p->lengths.n > 0)
-    snprintf(out + n, cap - (size_t)n, " varlen %dx%lld", p->lengths.n,
-             fat_lengths_tokens(&p->lengths) / p->lengths.n);
-}
-
 /* The materialising baseline's fp32 scores are measured while both sides
  * stay within FAT_MATERIALIZE_MAX_SEQLEN. */
 static int baseline_too_long(int seqlen_q, int seqlen_k) {
   return seqlen_q > FAT_MATERIALIZE_MAX_SEQLEN || seqlen_k > FAT_MATERIALIZE_MAX_SEQLEN;
-}
-
-/* The shapes every variant is checked on for problem P: the bucket's own
- * lengths, lengths that are no multiple of any tile (odd), and short ones
- * that end inside the first tile -- each keeping P's ratio of query to K/V
- * heads and which of seqlen_q and seqlen_k is the longer (bottom-right
- * causal rows with no key, when queries outnumber keys). Few heads: the
- * fp64 reference is slow. */
-static int odd_len(int L) { return (L * 3 / 4 + 17) | 1; }
-static int short_len(int L) { return L < 77 ? L : 77; }
-
-int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
-  const int group = p->heads / p->heads_k, h1 = group <= 4 ? 2 * group : group;
-  const int hk1 = group <= 4 ? 2 : 1, Lq = p->seqlen_q, Lk = p->seqlen_k;
-  const int wl = p->window_left, wr = p->window_right;
-  s[0] = (fat_check_shape){.batch = 1, .heads = h1, .heads_k = hk1, .seqlen_q = Lq, .seqlen_k = Lk,
-                           .window_left = wl, .window_right = wr};
-  s[1] = (fat_check_shape){.batch = 2, .heads = group <= 4 ? 3 * group : group,
-                           .heads_k = group <= 4 ? 3 : 1, .seqlen_q = odd_len(Lq),
-                           .seqlen_k = odd_len(Lk), .window_left = wl, .window_right = wr};
-  /* Short: the shorter side at most 77 long, the longer up to 45 more. */
-  const int sq = Lq <= Lk ? short_len(Lq) : (Lq < short_len(Lk) + 45 ? Lq : short_len(Lk) + 45);
-  const int sk = Lk <= Lq ? short_len(Lk) : (Lk < sq + 45 ? Lk : sq + 45);
-  s[2] = (fat_check_shape){.batch = 1, .heads = h1, .heads_k = hk1, .seqlen_q = sq, .seqlen_k = sk,
-                           .window_left = wl, .window_right = wr};
-  /* A variable-length profile is checked packed: sequences of uneven
-   * lengths (fat_varlen_lengths) up to each shape's, some using only part
-   * of their keys. */
-  if (p->lengths.n > 0)
-    for (int i = 0; i < FAT_TUNE_CHECK_SHAPES; i++) {
-      s[i].varlen = 1;
-      s[i].batch += 2;
-    }
-  return FAT_TUNE_CHECK_SHAPES;
-}
-
-/* Where a family is timed, by its row of the family table (family.h): a
- * packed batch of variable lengths only on the families whose kernels take
- * one in a pass (the runtime serves a packed call the nearest dense winner
- * too); a family with a longest seqlen_q (the decoding family) only up to
- * it; a variant that packs the heads of a group (PACK_GQA 1) only where a
- * group has more than one query head. A variant whose family has no row,
- * or whose parameters do not parse, is timed, so that its check fails it
- * with the reason (fat_kernel_schedule's). */
-int fat_family_applies(const fat_variant *v, const fat_problem *p) {
-  const fat_family *f = fat_family_find(v->family, v->direction);
-  if (!f) return 1;
-  if (p->lengths.n > 0) return f->packed;
-  if (f->max_seqlen_q > 0 && p->seqlen_q > f->max_seqlen_q) return 0;
-  if (v->direction != FAT_FWD) return 1;
-  int pack_gqa = 0, splits = 1;
-  char err[256];
-  if (fat_fwd_params_parse(v->params, &pack_gqa, &splits, err, sizeof err)) return 1;
-  return !(pack_gqa && p->heads == p->heads_k);
 }
 
 static void fmt_duration(double s, char *buf, size_t n) {
@@ -564,52 +472,6 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
     return -1;
   }
   return 0;
-}
-
-/* The windows MASK is tuned with: --window's for the local mask, the one
- * window (0, 0) of every other mask's problems. Returns their number. */
-static int windows_of(const fat_options *o, fat_mask mask, const fat_window **w) {
-  static const fat_window no_window = {.left = 0, .right = 0};
-  if (mask != FAT_MASK_LOCAL) {
-    *w = &no_window;
-    return 1;
-  }
-  *w = o->windows;
-  return o->n_windows;
-}
-
-size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
-  size_t n = 0;
-  /* Dense problems by --seqlen (and --seqlen-k), or one per --varlen profile. */
-  const int n_lens = o->n_varlens ? o->n_varlens : o->n_seqlens;
-  const int n_keys = o->n_seqlens_k && !o->n_varlens ? o->n_seqlens_k : 1;
-  const fat_window *windows;
-  for (int ri = 0; ri < o->n_directions; ri++)
-  for (int di = 0; di < o->n_dtypes; di++)
-    for (int mi = 0; mi < o->n_masks; mi++)
-      for (int wi = 0; wi < windows_of(o, o->masks[mi], &windows); wi++)
-      for (int hi = 0; hi < o->n_head_dims; hi++)
-        for (int gi = 0; gi < o->n_gqa; gi++)
-        for (int si = 0; si < n_lens; si++)
-        for (int ki = 0; ki < n_keys; ki++, n++) {
-          if (!out) continue;
-          fat_problem *p = &out[n];
-          if (o->n_varlens) {
-            fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], 1, 1, o->gqa[gi], 1, p);
-            p->lengths = o->varlens[si];
-            fat_lengths_apply(p);
-          } else {
-            fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si],
-                             o->n_seqlens_k ? o->seqlens_k[ki] : o->seqlens[si], o->gqa[gi],
-                             o->batch, p);
-          }
-          p->window_left = windows[wi].left;
-          p->window_right = windows[wi].right;
-          /* The backward is tuned on the forward's shapes; its FLOPs are
-           * 2.5x (fat_problem_flops). */
-          p->direction = o->directions[ri];
-        }
-  return n;
 }
 
 /* Whether variant I is checked and timed on problem P: its own key, a
