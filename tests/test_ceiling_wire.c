@@ -211,7 +211,7 @@ static void test_compiles(void) {
       continue;
     }
     for (size_t i = 0; i < n; i++) {
-      if (strcmp(v[i].family, "materialize") != 0) continue;
+      if (strcmp(v[i].family, FAT_FAMILY_MATERIALIZE) != 0) continue;
       /* one of each (dtype, mask) per head dim, alternating tiles */
       if ((strstr(v[i].name, "bf16") != NULL) != (strstr(v[i].name, "causal") != NULL)) continue;
       if (fat_compile_one(v[i].name, v[i].source, archs[a], &b, err, sizeof err)) {

@@ -93,7 +93,7 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
     CHECK_WHY(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
     CHECK_WHY((int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS, "%s: mask %d", v[i].name, (int)v[i].mask);
     if (d < 0 || (int)v[i].mask < 0 || (int)v[i].mask >= N_MASKS) continue;
-    if (strcmp(v[i].family, "materialize") == 0) {
+    if (strcmp(v[i].family, FAT_FAMILY_MATERIALIZE) == 0) {
       baseline[d][v[i].dtype][v[i].mask]++;
       baseline_defaults += v[i].is_default;
     } else if (strcmp(v[i].family, "mma80") == 0) {
