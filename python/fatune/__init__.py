@@ -9,14 +9,20 @@ A thin ctypes binding, with no build step of its own:
     o.sum().backward()                            # q.grad, k.grad, v.grad by libfatune
     fatune.last_choice()                          # which variant ran, and why
 
-attention(q, k, v, causal=False, scale=None, deterministic=False,
-          window_size=(-1, -1), softcap=0.0)
+attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1),
+          softcap=0.0, deterministic=False, return_softmax_lse=False,
+          dropout_p=0.0, alibi_slopes=None, return_attn_probs=False)
+    flash_attn_func's arguments with FlashAttention's meaning, every one
+    after q, k, v by keyword only (a positional port of flash_attn_func,
+    whose fourth argument is dropout_p, fails with TypeError rather than
+    setting something else).
     q (batch, seqlen_q, heads, head_dim), k and v (batch, seqlen_k, heads_k,
     head_dim) with heads_k dividing heads (grouped-query), fp16 or bf16;
     head_dim any multiple of 8 up to 256 (those without a template of their
     own run on the next one up, padded inside the kernel, never copied).
     causal: bottom-right aligned (query i sees key j iff j <= i + seqlen_k -
-    seqlen_q). scale multiplies q·kᵀ, None for 1/sqrt(head_dim).
+    seqlen_q). softmax_scale multiplies q·kᵀ, None for 1/sqrt(head_dim)
+    (scale= is the same argument by SDPA's name; giving both is a TypeError).
     window_size (left, right): FlashAttention's sliding window, query i sees
     keys i + seqlen_k - seqlen_q - left .. i + seqlen_k - seqlen_q + right,
     -1 for no bound on that side; causal=True sets right to 0. (-1, -1) is no
@@ -27,7 +33,10 @@ attention(q, k, v, causal=False, scale=None, deterministic=False,
     NotImplementedError, since libfatune's backward has no soft-cap.
     deterministic: the backward uses only variants without atomics, so the
     gradients are bit-identical from run to run (slower); it does not change
-    the forward. Differentiable in q, k and v (torch.autograd): the backward
+    the forward. return_softmax_lse=True returns (out, lse), lse the fp32
+    log-sum-exp (batch, heads, seqlen_q), carrying no gradient. dropout_p
+    other than 0, alibi_slopes and return_attn_probs=True are what fatune
+    has not: each a ValueError naming it, never ignored. Differentiable in q, k and v (torch.autograd): the backward
     recomputes the probabilities from q, k and the forward's log-sum-exp, so
     it keeps O(seqlen) memory, plus a device workspace of about 4 * batch *
     heads * seqlen_q * (1 + head_dim) bytes from the torch caching allocator
@@ -35,25 +44,26 @@ attention(q, k, v, causal=False, scale=None, deterministic=False,
     device workspace from the caching allocator when the variant it launches
     needs one (split-KV decoding: few queries, many keys; 256 bytes for a
     Hopper variant whose blocks draw masked query blocks from a counter).
-attention_with_lse(...)  the same, also returning the fp32 log-sum-exp
-    (batch, heads, seqlen_q); the lse carries no gradient.
+attention_with_lse(q, k, v, **options)  attention(..., return_softmax_lse=True).
 attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                 max_seqlen_k, scale=None, causal=False, window_size=(-1, -1),
-                 softcap=0.0, seqused_k=None)
-    flash_attn_varlen_func's packed batch: q (total_q, heads, head_dim), k
+                 max_seqlen_k, *, seqused_k=None, **attention's options)
+    flash_attn_varlen_func's packed batch, every argument after the seven
+    by keyword only: q (total_q, heads, head_dim), k
     and v (total_k, heads_k, head_dim), sequence b's rows cu_seqlens_q[b] ..
     cu_seqlens_q[b+1]-1 of q (cu_seqlens_k likewise of k and v): int32 CUDA
     tensors of batch + 1 entries from 0, ascending; max_seqlen_* the longest
     sequence. seqused_k (int32, batch entries) limits sequence b to its first
     seqused_k[b] keys. Masks align each sequence bottom-right on its own
-    lengths. Returns out (total_q, heads, head_dim). The offsets are not read
+    lengths. Returns out (total_q, heads, head_dim), or (out, lse) with
+    return_softmax_lse=True, lse (heads, total_q). The offsets are not read
     on the host (no synchronisation): their values are the caller's promise.
     Forward only: the backward raises NotImplementedError.
-attention_varlen_with_lse(...)  the same, also returning the fp32
-    log-sum-exp (heads, total_q).
-attention_bwd(dout, q, k, v, o, lse, ...)  the backward itself: (dq, dk, dv),
+attention_varlen_with_lse(...)  attention_varlen(..., return_softmax_lse=True).
+attention_bwd(dout, q, k, v, o, lse, *, causal, softmax_scale, window_size,
+              deterministic, dq, dk, dv)  the backward itself: (dq, dk, dv),
     into given tensors if dq, dk, dv are passed (dk, dv have heads_k heads).
-select(q, k, v, ...), select_bwd(q, k, v, ...)  the Choice a launch would make.
+select(q, k, v, *, ...), select_bwd(q, k, v, *, ...)  the Choice a launch
+    would make.
 
 Launches go to the current torch stream of the tensors' device (in backward,
 the stream autograd runs it on). The library is found at $FATUNE_LIB, else
@@ -249,13 +259,13 @@ class _Options:
     """The mask, scale and soft-cap of a call, checked, in fat_attn_args'
     terms: mask one of FAT_ATTN_MASK_*, window_left/right -1 unless local."""
 
-    def __init__(self, causal, scale, window_size=(-1, -1), softcap=0.0):
+    def __init__(self, causal, scale, window_size=(-1, -1), softcap=0.0, scale_name="softmax_scale"):
         if not isinstance(causal, bool):
             raise TypeError(f"causal must be a bool, got {causal!r}")
         if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-            raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+            raise TypeError(f"{scale_name} must be a float or None, got {type(scale).__name__}")
         if scale is not None and not (scale > 0 and math.isfinite(scale)):
-            raise ValueError(f"scale {scale} must be positive and finite")
+            raise ValueError(f"{scale_name} {scale} must be positive and finite")
         if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
                 or not all(_is_int(x) for x in window_size)):
             raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
@@ -286,6 +296,45 @@ class _Options:
         a.window_left, a.window_right = self.window
         a.softmax_scale = 0.0 if self.scale is None else float(self.scale)
         a.softcap = self.softcap
+
+
+def _scale_arg(api, softmax_scale, scale):
+    """(value, name) of the scale a call gave: FlashAttention's softmax_scale,
+    or scale (SDPA's name, and this binding's before 0.3), never both."""
+    if scale is None:
+        return softmax_scale, "softmax_scale"
+    if softmax_scale is not None:
+        raise TypeError(f"{api}: softmax_scale={softmax_scale!r} and scale={scale!r} both given; they "
+                        "are one argument (softmax_scale, FlashAttention's name; scale, SDPA's)")
+    return scale, "scale"
+
+
+def _check_bool(name, x):
+    if not isinstance(x, bool):
+        raise TypeError(f"{name} must be a bool, got {x!r}")
+
+
+def _flash_options(api, causal, softmax_scale, scale, window_size, softcap, deterministic, dropout_p,
+                   alibi_slopes, return_attn_probs, return_softmax_lse):
+    """The _Options of a call in FlashAttention's terms, after the refusals of
+    what FlashAttention takes and fatune has not: dropout_p other than 0, ALiBi
+    slopes, the attention probabilities. Each refusal names the value."""
+    _check_bool("deterministic", deterministic)
+    _check_bool("return_softmax_lse", return_softmax_lse)
+    _check_bool("return_attn_probs", return_attn_probs)
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
+        raise TypeError(f"dropout_p must be a float, got {type(dropout_p).__name__}")
+    if dropout_p != 0:
+        raise ValueError(f"{api}: dropout_p {dropout_p}: fatune has no attention dropout; dropout_p "
+                         "must be 0.0")
+    if alibi_slopes is not None:
+        raise ValueError(f"{api}: alibi_slopes {type(alibi_slopes).__name__}: fatune has no ALiBi; "
+                         "alibi_slopes must be None")
+    if return_attn_probs:
+        raise ValueError(f"{api}: return_attn_probs True: fatune never forms the attention "
+                         "probabilities; return_softmax_lse=True returns the log-sum-exp")
+    value, name = _scale_arg(api, softmax_scale, scale)
+    return _Options(causal, value, window_size, softcap, name)
 
 
 def _check(q, k, v, api="fatune.attention", layout=_DENSE):
@@ -392,12 +441,13 @@ def _forward(q, k, v, opts):
     return o, lse, a
 
 
-def attention_bwd(dout, q, k, v, o, lse, causal=False, scale=None, deterministic=False,
-                  dq=None, dk=None, dv=None, window_size=(-1, -1)):
-    """The gradients (dq, dk, dv) of attention(q, k, v, causal, scale,
-    window_size=window_size) for the incoming gradient DOUT, given the
-    forward's O and LSE (from attention_with_lse), by fat_attention_bwd on
-    the current stream. dq has q's shape, dk and dv k's (heads_k heads: the
+def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, window_size=(-1, -1),
+                  deterministic=False, dq=None, dk=None, dv=None, scale=None):
+    """The gradients (dq, dk, dv) of attention(q, k, v, causal=causal,
+    softmax_scale=softmax_scale, window_size=window_size) for the incoming
+    gradient DOUT, given the forward's O and LSE (from attention_with_lse),
+    by fat_attention_bwd on the current stream; every argument after lse by
+    keyword only. dq has q's shape, dk and dv k's (heads_k heads: the
     gradients of a group's query heads are summed). DQ, DK, DV, when given,
     are written (every element) and returned; otherwise they are allocated in
     the layouts of q, k and v. DOUT is copied first when the kernels cannot
@@ -405,9 +455,9 @@ def attention_bwd(dout, q, k, v, o, lse, causal=False, scale=None, deterministic
     has none."""
     import torch
     api = "fatune.attention_bwd"
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    opts = _Options(causal, scale, window_size)
+    _check_bool("deterministic", deterministic)
+    value, name = _scale_arg(api, softmax_scale, scale)
+    opts = _Options(causal, value, window_size, scale_name=name)
     _check(q, k, v, api)
     _check_like("o", o, q, "q", api)
     if not isinstance(dout, torch.Tensor):
@@ -526,31 +576,39 @@ def _needs_graph(*tensors):
                                            for t in tensors)
 
 
-def attention_with_lse(q, k, v, causal=False, scale=None, deterministic=False, window_size=(-1, -1),
-                       softcap=0.0):
-    """As attention(), also returning the fp32 log-sum-exp (batch, heads,
-    seqlen_q), natural log, -inf for a row that sees no key. The lse is not
-    differentiable: a loss through it gets no gradient from it."""
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    opts = _Options(causal, scale, window_size, softcap)
+def attention_with_lse(q, k, v, **options):
+    """attention(q, k, v, return_softmax_lse=True, **options): (out, lse),
+    lse the fp32 log-sum-exp (batch, heads, seqlen_q), natural log, -inf for
+    a row that sees no key. The lse is not differentiable: a loss through it
+    gets no gradient from it."""
+    return attention(q, k, v, return_softmax_lse=True, **options)
+
+
+def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1), softcap=0.0,
+              deterministic=False, return_softmax_lse=False, dropout_p=0.0, alibi_slopes=None,
+              return_attn_probs=False, scale=None):
+    """softmax(softmax_scale · q·kᵀ [soft-capped] [causal or window mask]) · v
+    for CUDA tensors in PyTorch's (batch, seqlen, heads, head_dim) layout,
+    fp16 or bf16, head_dim a multiple of 8 up to 256: flash_attn_func's
+    arguments, each after q, k, v by keyword only. softmax_scale defaults to
+    1/sqrt(head_dim) (scale= is the same argument by SDPA's name); causal
+    and window_size (left, right; -1 unbounded) are bottom-right aligned,
+    causal=True making the right bound 0. k and v may have fewer heads
+    (grouped-query). Differentiable in q, k and v unless softcap > 0 (then
+    the backward raises NotImplementedError); deterministic=True makes the
+    backward bit-reproducible. Returns out, or (out, lse) with
+    return_softmax_lse=True. dropout_p must be 0, alibi_slopes None and
+    return_attn_probs False: fatune has none of them, and refuses rather
+    than ignores them. Raises ValueError for a wrong dtype, device, shape,
+    window or a non-contiguous last dimension, TypeError for a value of the
+    wrong kind."""
+    opts = _flash_options("fatune.attention", causal, softmax_scale, scale, window_size, softcap,
+                          deterministic, dropout_p, alibi_slopes, return_attn_probs, return_softmax_lse)
     if _needs_graph(q, k, v):
-        return _autograd_functions()["attention"].apply(q, k, v, opts, deterministic)
-    return _forward(q, k, v, opts)[:2]  # no graph to record: skip autograd's cost
-
-
-def attention(q, k, v, causal=False, scale=None, deterministic=False, window_size=(-1, -1), softcap=0.0):
-    """softmax(scale · q·kᵀ [soft-capped] [causal or window mask]) · v for
-    CUDA tensors in PyTorch's (batch, seqlen, heads, head_dim) layout, fp16
-    or bf16, head_dim a multiple of 8 up to 256; scale defaults to
-    1/sqrt(head_dim); causal and window_size (left, right; -1 unbounded)
-    are bottom-right aligned, causal=True making the right bound 0. k and v
-    may have fewer heads (grouped-query). Differentiable in q, k and v unless
-    softcap > 0 (then the backward raises NotImplementedError);
-    deterministic=True makes the backward bit-reproducible. Returns the
-    output tensor; raises ValueError for a wrong dtype, device, shape, window
-    or a non-contiguous last dimension, TypeError for a non-tensor."""
-    return attention_with_lse(q, k, v, causal, scale, deterministic, window_size, softcap)[0]
+        o, lse = _autograd_functions()["attention"].apply(q, k, v, opts, deterministic)
+    else:
+        o, lse = _forward(q, k, v, opts)[:2]  # no graph to record: skip autograd's cost
+    return (o, lse) if return_softmax_lse else o
 
 
 def _check_offsets(name, t, entries, device, api):
@@ -603,11 +661,34 @@ def _forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
     return o, lse
 
 
-def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale=None,
-                              causal=False, window_size=(-1, -1), softcap=0.0, seqused_k=None):
-    """As attention_varlen(), also returning the fp32 log-sum-exp (heads,
-    total_q), natural log, -inf for a row that sees no key."""
-    opts = _Options(causal, scale, window_size, softcap)
+def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options):
+    """attention_varlen(..., return_softmax_lse=True, **options): (out, lse),
+    lse the fp32 log-sum-exp (heads, total_q), natural log, -inf for a row
+    that sees no key."""
+    return attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            return_softmax_lse=True, **options)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, seqused_k=None,
+                     causal=False, softmax_scale=None, window_size=(-1, -1), softcap=0.0,
+                     deterministic=False, return_softmax_lse=False, dropout_p=0.0, alibi_slopes=None,
+                     return_attn_probs=False, scale=None):
+    """flash_attn_varlen_func on libfatune: attention over a batch of
+    sequences of different lengths packed along the first dimension. q
+    (total_q, heads, head_dim), k and v (total_k, heads_k, head_dim), fp16 or
+    bf16; cu_seqlens_q and cu_seqlens_k contiguous int32 CUDA tensors of
+    batch + 1 offsets (0 first, ascending, the last the tensor's rows);
+    max_seqlen_q and max_seqlen_k the longest sequences (they size the
+    launch: a longer sequence is not computed whole). Every argument after
+    those seven is keyword-only, so that flash_attn_varlen_func's positional
+    dropout_p cannot land anywhere. seqused_k, int32 of batch entries, limits
+    sequence b to its first seqused_k[b] keys. The options are attention()'s,
+    each sequence's mask aligned bottom-right on its own lengths (and
+    deterministic, a backward's, changes nothing here). Returns out
+    (total_q, heads, head_dim), or (out, lse) with return_softmax_lse=True.
+    Forward only: a backward through it raises NotImplementedError."""
+    opts = _flash_options("fatune.attention_varlen", causal, softmax_scale, scale, window_size, softcap,
+                          deterministic, dropout_p, alibi_slopes, return_attn_probs, return_softmax_lse)
 
     def run(q, k, v):
         return _forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, opts,
@@ -616,26 +697,10 @@ def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
         why = ("fatune.attention_varlen has no backward (libfatune's fat_attention_bwd takes no "
                "cu_seqlens); run it under torch.no_grad(), or use fatune.attention on padded tensors "
                "to train")
-        return _autograd_functions()["forward_only"].apply(why, run, q, k, v)
-    return run(q, k, v)
-
-
-def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale=None,
-                     causal=False, window_size=(-1, -1), softcap=0.0, seqused_k=None):
-    """flash_attn_varlen_func on libfatune: attention over a batch of
-    sequences of different lengths packed along the first dimension. q
-    (total_q, heads, head_dim), k and v (total_k, heads_k, head_dim), fp16 or
-    bf16; cu_seqlens_q and cu_seqlens_k contiguous int32 CUDA tensors of
-    batch + 1 offsets (0 first, ascending, the last the tensor's rows);
-    max_seqlen_q and max_seqlen_k the longest sequences (they size the
-    launch: a longer sequence is not computed whole). seqused_k, int32 of
-    batch entries, limits sequence b to its first seqused_k[b] keys. scale,
-    causal, window_size and softcap as attention()'s, each sequence's mask
-    aligned bottom-right on its own lengths. Returns out (total_q, heads,
-    head_dim). Forward only: a backward through it raises
-    NotImplementedError."""
-    return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                     scale, causal, window_size, softcap, seqused_k)[0]
+        o, lse = _autograd_functions()["forward_only"].apply(why, run, q, k, v)
+    else:
+        o, lse = run(q, k, v)
+    return (o, lse) if return_softmax_lse else o
 
 
 def _selected(q, k, v, select_fn, make_args, api):
@@ -652,17 +717,16 @@ def _selected(q, k, v, select_fn, make_args, api):
     return Choice(lib, c)
 
 
-def select(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0):
+def select(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0):
     """The Choice fatune's forward would make for these tensors, without launching."""
     opts = _Options(causal, None, window_size, softcap)
     return _selected(q, k, v, "fat_attention_select",
                      lambda lse: _args(q, k, v, q, lse, opts), "fatune.select")
 
 
-def select_bwd(q, k, v, causal=False, deterministic=False, window_size=(-1, -1)):
+def select_bwd(q, k, v, *, causal=False, window_size=(-1, -1), deterministic=False):
     """The Choice fatune's backward would make for these tensors, without launching."""
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    _check_bool("deterministic", deterministic)
     opts = _Options(causal, None, window_size)
     return _selected(q, k, v, "fat_attention_bwd_select",
                      lambda lse: _bwd_args(_args(q, k, v, q, lse, opts), q, q, k, v, deterministic),
