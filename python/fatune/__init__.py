@@ -296,9 +296,12 @@ def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, wi
     mask, left, right, value, _ = _options(causal, value, window_size, 0.0, name)
     _need_torch(api)
     _check_tensors(dout=dout, q=q, k=k, v=v, o=o, lse=lse)
+    # Under this function's name (the operator's own checks, which follow,
+    # speak for the autograd backward: fatune.attention); no data pointer
+    # read, so that torch.compile traces it.
+    _runtime.check_bwd(dout, q, k, v, o, lse, api, storage=False)
     if dq is None and dk is None and dv is None:
         return torch.ops.fatune.bwd(dout, q, k, v, o, lse, mask, left, right, value, deterministic)
-    _runtime.check_bwd(dout, q, k, v, o, lse, api)
     for name, g, like, like_name in (("dq", dq, q, "q"), ("dk", dk, k, "k"), ("dv", dv, v, "v")):
         if g is not None:
             _runtime.check_like(name, g, like, like_name, api)

@@ -224,11 +224,11 @@ def fwd_workspace_bytes(q, k, v, mask):
 
 
 def test_graph_decoding():
-    """The decoding problem (batch 8, one query of 32 heads over 8 K/V heads,
+    """The decoding problem (batch 8, one query of 16 heads over 4 K/V heads,
     65536 keys: the shipped split-KV bucket), whose launch takes a workspace
     from the caching allocator and merges the splits with a second kernel:
     captured and replayed on new queries and a new cache."""
-    b, h, hk, sk, d = 8, 32, 8, 65536, 128
+    b, h, hk, sk, d = 8, 16, 4, 65536, 128
     static = [rand(b, 1, h, d, seed=50), rand(b, sk, hk, d, seed=51), rand(b, sk, hk, d, seed=52)]
     assert fwd_workspace_bytes(*static, 1) > 0, (
         f"the decoding problem is served by {fatune.select(*static, causal=True)}, which needs no workspace: "

@@ -150,9 +150,15 @@ def test_fake_refusals():
     ]
     for fn, kind, message in cases:
         assert raised(fn) == (kind, message)
+    # The raw backward speaks under its own name, through the operator too.
+    cpu = torch.zeros(1, 8, 2, 64, dtype=torch.float16)
+    assert raised(lambda: fatune.attention_bwd(q, cpu, k, v, q, q)) == (
+        ValueError, "q is on cpu; fatune.attention_bwd needs CUDA tensors")
+    assert raised(lambda: fatune.attention_bwd(q, q, k, v, q[:, :1], q)) == (
+        ValueError, "o is torch.bfloat16 (2, 1, 8, 128) on meta; it must match q: torch.bfloat16 (2, 100, 8, 128) "
+        "on meta")
     # A CPU tensor is refused by the real implementation (no library needed
     # to say so), a meta one only by a launch, which it never reaches.
-    cpu = torch.zeros(1, 8, 2, 64, dtype=torch.float16)
     assert raised(lambda: fatune.attention(cpu, cpu, cpu)) == (
         ValueError, "q is on cpu; fatune.attention needs CUDA tensors")
 
