@@ -119,34 +119,35 @@ def main():
 
 def parts(torch, fatune, d, s, sleep_cycles):
     """Host µs of each step of fatune.attention_bwd (the binding's internals,
-    named as python/fatune/__init__.py names them), mean of many calls; the
+    named as python/fatune/_runtime.py names them), mean of many calls; the
     launching steps run behind a sleep kernel so that no call waits for the
     GPU."""
     import ctypes
     from fatune import _abi
     F = fatune
+    R = fatune._runtime
     bsz, h = max(1, TOKENS // s), MODEL_WIDTH // d
     q, k, v, dout = (torch.randn(bsz, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     out, lse = F.attention_with_lse(q, k, v)
-    lib, dev = F._load(), F._device(q)
-    ctx = F._context(dev)
-    opts = F._Options(False, None)
+    lib, dev = R.load(), R.device_index(q)
+    ctx = R.context(dev)
+    opts = F._options(False, None, (-1, -1), 0.0)
     dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
-    a = F._bwd_args(F._args(q, k, v, out, lse, opts), dout, dq, dk, dv, False)
+    a = R.bwd_args(R.fwd_args(q, k, v, out, lse, *opts), dout, dq, dk, dv, False)
     need = ctypes.c_size_t()
     assert lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need)) == F.FAT_OK
     ws = torch.empty(need.value, dtype=torch.uint8, device=q.device)
     a.workspace, a.workspace_bytes = ws.data_ptr(), need.value
     choice = _abi.fat_choice()
     steps = {
-        "_Options": lambda: F._Options(False, None),
-        "_check(q, k, v)": lambda: F._check(q, k, v),
-        "_check_like(o)": lambda: F._check_like("o", out, q, "q", "api"),
-        "_kernel_layout(dout)": lambda: F._kernel_layout(dout),
+        "_options": lambda: F._options(False, None, (-1, -1), 0.0),
+        "check_qkv(q, k, v)": lambda: R.check_qkv(q, k, v),
+        "check_bwd(dout, ..., lse)": lambda: R.check_bwd(dout, q, k, v, out, lse, "api"),
+        "kernel_layout(dout)": lambda: R.kernel_layout(dout),
         "3 torch.empty_like": lambda: [torch.empty_like(t) for t in (q, k, v)],
         "torch.empty(workspace)": lambda: torch.empty(need.value, dtype=torch.uint8, device=q.device),
-        "_args + _bwd_args": lambda: F._bwd_args(F._args(q, k, v, out, lse, opts), dout, dq, dk, dv, False),
-        "_context + _stream": lambda: (F._context(dev), F._stream(dev)),
+        "fwd_args + bwd_args": lambda: R.bwd_args(R.fwd_args(q, k, v, out, lse, *opts), dout, dq, dk, dv, False),
+        "context + stream": lambda: (R.context(dev), R.stream(dev)),
         "fat_attention_bwd_workspace": lambda: lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a),
                                                                                 ctypes.byref(need)),
         "fat_attention_bwd_check": lambda: lib.fat_attention_bwd_check(ctx, ctypes.byref(a)),
@@ -170,12 +171,12 @@ def parts(torch, fatune, d, s, sleep_cycles):
     y = Noop.apply(xq)
     print(f"  {'autograd.grad, a no-op Function':<36} "
           f"{host_us(lambda: torch.autograd.grad(y, xq, dout, retain_graph=True)):7.1f}")
-    # Inside and around the binding when autograd calls it: the module's
-    # _backward (which Attention.backward calls) wrapped in a clock; then
+    # Inside and around the binding when autograd calls it: _runtime's
+    # backward (which the fatune::bwd operator calls) wrapped in a clock; then
     # replaced by one that launches nothing, for autograd's own part.
     xs = [t.detach().requires_grad_() for t in (q, k, v)]
     y = F.attention(*xs)
-    inner, real = [], F._backward
+    inner, real = [], R.backward
 
     def clocked(*args, **kw):
         t0 = time.perf_counter()
@@ -186,19 +187,19 @@ def parts(torch, fatune, d, s, sleep_cycles):
     def idle(*args, **kw):
         return dq, dk, dv
 
-    F._backward = idle
+    R.backward = idle
     try:
-        print(f"  {'autograd.grad, _backward launching nothing':<36} "
+        print(f"  {'autograd.grad, backward launching nothing':<36} "
               f"{host_us(lambda: torch.autograd.grad(y, xs, dout, retain_graph=True)):7.1f}")
     finally:
-        F._backward = real
-    F._backward = clocked
+        R.backward = real
+    R.backward = clocked
     try:
         grad = lambda: torch.autograd.grad(y, xs, dout, retain_graph=True)
         t = cuda_timing.queued_host_us(torch, grad, sleep_cycles)
         inside = sum(inner[1:]) / len(inner[1:]) * 1e6  # the first call's is not in t
         print(f"  {'autograd.grad through fatune':<36} {t:7.1f}  (mean of 10, queued; inside "
-              f"_backward {inside:.1f})")
+              f"backward {inside:.1f})")
         from torch.profiler import ProfilerActivity, profile
         for name, fn in (("fatune", grad), ("flash", None)):
             if fn is None:
@@ -218,8 +219,8 @@ def parts(torch, fatune, d, s, sleep_cycles):
             print(f"\nCPU profile of 5 autograd.grad calls through {name}:")
             print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=14))
     finally:
-        F._backward = real
-    stream = F._stream(dev)
+        R.backward = real
+    stream = R.stream(dev)
     launching = {
         "fat_attention_bwd (3 launches)": lambda: lib.fat_attention_bwd(ctx, ctypes.byref(a), stream, None),
         "fatune.attention_bwd": lambda: F.attention_bwd(dout, q, k, v, out, lse),

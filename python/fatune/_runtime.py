@@ -1,0 +1,482 @@
+# SPDX-License-Identifier: MIT
+"""libfatune through ctypes: the library and its contexts, the checks of the
+tensors a call hands it, the fat_attn_args / fat_attn_bwd_args blocks, and
+the launches. This is what runs inside the torch.library operators
+(_ops.py), on real tensors; the operators' fake implementations ask only
+the checks that read no storage (storage=False), so that fake and meta
+tensors are checked as real ones are, shapes and dtypes alike.
+
+The options arrive checked (the public functions in __init__.py check
+them) as fat_attn_args' own terms: mask one of FAT_ATTN_MASK_*, the window
+(-1, -1) unless the mask is local, softmax_scale 0.0 for 1/sqrt(head_dim),
+softcap 0.0 for none.
+"""
+import ctypes
+import os
+import threading
+
+try:
+    import torch
+except ImportError:  # FatuneError and Choice import without it; nothing else runs
+    torch = None
+
+from . import _abi
+
+FAT_OK = _abi.STATUS["FAT_OK"]
+_STATUS_NAMES = {v: k for k, v in _abi.STATUS.items()}
+# The caller's problem: ValueError.
+_CALLER_ERRORS = (_abi.STATUS["FAT_ERR_INVALID_ARGUMENT"], _abi.STATUS["FAT_ERR_UNSUPPORTED"])
+_FP16, _BF16 = _abi.DTYPE["FAT_ATTN_FP16"], _abi.DTYPE["FAT_ATTN_BF16"]
+ALIGN_BYTES = 16            # the kernels load 16 bytes at a time
+STRIDE_MULTIPLE = 8         # elements of a 16-byte load
+INT_MAX = 2**31 - 1         # the C API's int fields
+DENSE = "(batch, seqlen, heads, head_dim)"
+PACKED = "(total, heads, head_dim)"  # attention_varlen's q, k, v
+# Devices a tensor may be on: CUDA to launch; meta (and fake tensors, which
+# report the device they stand for) for shapes only, never launched.
+_SHAPE_ONLY = "meta"
+
+
+class FatuneError(RuntimeError):
+    """A libfatune call failed; .status is the fat_status name."""
+
+    def __init__(self, status, message):
+        self.status = _STATUS_NAMES.get(status, str(status))
+        super().__init__(f"{self.status}: {message}")
+
+
+class Choice:
+    """The variant that served a problem: name, origin ('user database', 'shipped
+    tables', 'built-in default'), match ('exact bucket', 'nearest bucket',
+    'default'), bucket_seqlen, bucket_seqlen_k, bucket_group and bucket_window
+    ((left, right) of a local mask, -1 unbounded; (0, 0) otherwise: the tuned
+    problem's key), tuned_ms, load ('stored cubin', 'compiled with
+    NVRTC'), db_path, note (why no stored cubin served, '' when one did)."""
+
+    def __init__(self, lib, c):
+        self.variant = c.variant.decode()
+        self.source_hash = c.source_hash.decode()
+        self.origin = lib.fat_origin_name(c.origin).decode()
+        self.match = lib.fat_match_name(c.match).decode()
+        self.bucket_seqlen = c.bucket_seqlen
+        self.bucket_seqlen_k = c.bucket_seqlen_k
+        self.bucket_group = c.bucket_group
+        self.bucket_window = (c.bucket_window_left, c.bucket_window_right)
+        self.tuned_ms = c.tuned_ms
+        self.load = lib.fat_load_name(c.load).decode() if c.loaded else None
+        self.db_path = c.db_path.decode()
+        self.note = c.note.decode()
+
+    def __repr__(self):
+        return (f"Choice({self.variant}, {self.origin}, {self.match}, bucket {self.bucket_seqlen}, "
+                f"load {self.load})")
+
+
+# ---- the library and its contexts --------------------------------------------
+
+# Where a wheel puts the library: inside the package (python/fatune/lib/).
+PACKAGE_LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libfatune.so")
+
+
+def library_path():
+    """$FATUNE_LIB, else the library inside the package (an installed
+    wheel), else the build tree's of this checkout, else the soname for the
+    system loader (a cmake --install)."""
+    env = os.environ.get("FATUNE_LIB")
+    if env:
+        return env
+    if os.path.exists(PACKAGE_LIB):
+        return PACKAGE_LIB
+    here = os.path.dirname(os.path.abspath(__file__))
+    local = os.path.join(here, "..", "..", "build", "runtime", "libfatune.so")
+    return local if os.path.exists(local) else _abi.SONAME
+
+
+_lib = None
+_contexts = {}
+_lock = threading.Lock()
+
+
+def load():
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = library_path()
+    lib = ctypes.CDLL(path)
+    # The structs declared here are those of one release's header: a library
+    # of another minor version refuses them (struct_size); say why up front.
+    want = "%d.%d" % _abi.VERSION[:2]
+    if not hasattr(lib, "fat_version_number"):
+        raise OSError(f"{path} is a libfatune older than 0.3 (it has no fat_version_number); this "
+                      f"binding is for libfatune {want} ({_abi.SONAME})")
+    _abi.declare(lib)
+    got = lib.fat_version_number()
+    if got // 100 != _abi.VERSION[0] * 100 + _abi.VERSION[1]:
+        raise OSError(f"{path} is libfatune {lib.fat_version_string().decode()}; this binding is for "
+                      f"libfatune {want} ({_abi.SONAME}): point FATUNE_LIB at that library")
+    _lib = lib
+    return lib
+
+
+def context(device):
+    """The libfatune context of DEVICE (an int), opened once per process."""
+    with _lock:
+        ctx = _contexts.get(device)
+        if ctx is not None:
+            return ctx
+        lib = load()
+        ctx = ctypes.c_void_p()
+        opts = _abi.fat_context_options(device=device)
+        st = lib.fat_context_open(ctypes.byref(ctx), ctypes.byref(opts))
+        if st != FAT_OK:
+            msg = lib.fat_context_error(ctx).decode() if ctx.value else lib.fat_strerror(st).decode()
+            lib.fat_context_close(ctx)
+            raise FatuneError(st, msg)
+        _contexts[device] = ctx
+        return ctx
+
+
+def device_index(t):
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
+
+
+def stream(device):
+    """The current torch stream of DEVICE, as a CUstream (under CUDA-graph
+    capture, the capturing stream)."""
+    return ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
+
+
+def _raise(lib, ctx, st, api):
+    msg = lib.fat_context_error(ctx).decode()
+    if st in _CALLER_ERRORS:
+        raise ValueError(f"{api}: {msg}")
+    raise FatuneError(st, msg)
+
+
+# ---- the tensors' checks ---------------------------------------------------------
+
+
+def check_tensor(name, t, api="fatune.attention", layout=DENSE, storage=True):
+    """TypeError unless T is a tensor; ValueError unless it is an fp16/bf16
+    CUDA tensor of LAYOUT's dimensions the kernels can read: head_dim a
+    multiple of 8, last dimension contiguous, the others' strides multiples
+    of 8 elements, data 16-byte aligned. STORAGE False (a fake or meta
+    tensor, which has none): all but the data's alignment, and the meta
+    device allowed."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not (t.is_cuda or (not storage and t.device.type == _SHAPE_ONLY)):
+        raise ValueError(f"{name} is on {t.device}; {api} needs CUDA tensors")
+    ndim = layout.count(",") + 1
+    if t.dim() != ndim:
+        raise ValueError(f"{name} has {t.dim()} dimensions; expected {ndim}: {layout}")
+    if t.dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"{name} is {t.dtype}; {api} takes torch.float16 or torch.bfloat16")
+    if 0 in t.shape:
+        raise ValueError(f"{name} has shape {tuple(t.shape)}: every dimension must be >= 1")
+    if t.shape[-1] % STRIDE_MULTIPLE:
+        raise ValueError(f"{name} has head_dim {t.shape[-1]}; {api} takes multiples of "
+                         f"{STRIDE_MULTIPLE} (the kernels load {ALIGN_BYTES} bytes at a time)")
+    if t.stride(-1) != 1:
+        raise ValueError(f"{name} has stride {t.stride(-1)} in its last dimension; it must be "
+                         "contiguous (stride 1)")
+    if not (_strides_aligned(t) and (not storage or t.data_ptr() % ALIGN_BYTES == 0)):
+        raise ValueError(f"{name} strides {tuple(t.stride())} must be multiples of "
+                         f"{STRIDE_MULTIPLE} and its data {ALIGN_BYTES}-byte aligned")
+
+
+def _strides_aligned(t):
+    return all(s % STRIDE_MULTIPLE == 0 for s in t.stride()[:-1])
+
+
+def kernel_layout(t):
+    """T itself if the kernels can read it where it lies (as check_tensor
+    demands, and no element reachable by two indices, which libfatune refuses
+    for every tensor), else a contiguous (batch, seqlen, heads, head_dim) copy
+    in a fresh, hence aligned, allocation. For tensors the caller does not
+    choose: the gradient autograd hands the backward may be expanded (stride
+    0, from o.sum()) or a transpose."""
+    disjoint, span = True, 1  # span: elements inside the dimensions seen so far
+    for st, n in sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1):
+        disjoint = disjoint and st >= span
+        span = st * n
+    if t.stride(-1) == 1 and _strides_aligned(t) and t.data_ptr() % ALIGN_BYTES == 0 and disjoint:
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def check_qkv(q, k, v, api="fatune.attention", layout=DENSE, storage=True):
+    """Python-side refusals of q, k and v, before libfatune's own
+    (fat_attention_check): TypeError for a value of the wrong kind, ValueError
+    for a wrong one."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, api, layout, storage)
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"q, k and v must share a dtype: got {q.dtype}, {k.dtype}, {v.dtype}")
+    if k.device != q.device or v.device != q.device:
+        raise ValueError(f"q, k and v must be on one device: got {q.device}, {k.device}, {v.device}")
+    if layout == DENSE:
+        b, d = q.shape[0], q.shape[3]
+        if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
+            raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v "
+                             "must match, with q's batch and head_dim")
+    elif k.shape != v.shape or k.shape[2] != q.shape[2]:
+        raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v "
+                         "must match, with q's head_dim")
+    h, hk = q.shape[-2], k.shape[-2]
+    if h % hk:
+        raise ValueError(f"k/v heads {hk} do not divide q heads {h}")
+
+
+def check_like(name, t, like, like_name, api, storage=True):
+    """T must be a tensor the kernels can read, of LIKE's shape, dtype and device."""
+    check_tensor(name, t, api, storage=storage)
+    if t.shape != like.shape or t.dtype != like.dtype or t.device != like.device:
+        raise ValueError(f"{name} is {t.dtype} {tuple(t.shape)} on {t.device}; it must match "
+                         f"{like_name}: {like.dtype} {tuple(like.shape)} on {like.device}")
+
+
+def check_bwd(dout, q, k, v, o, lse, api, storage=True):
+    """The backward's tensors: q, k, v as the forward's, o like q, dout of q's
+    shape, dtype and device (any strides: it is copied when the kernels
+    cannot read it), lse the forward's contiguous fp32 (batch, heads,
+    seqlen_q)."""
+    check_qkv(q, k, v, api, storage=storage)
+    check_like("o", o, q, "q", api, storage)
+    if not isinstance(dout, torch.Tensor):
+        raise TypeError(f"dout must be a torch.Tensor, got {type(dout).__name__}")
+    if dout.shape != q.shape or dout.dtype != q.dtype or dout.device != q.device:
+        raise ValueError(f"dout is {dout.dtype} {tuple(dout.shape)} on {dout.device}; it must match "
+                         f"q: {q.dtype} {tuple(q.shape)} on {q.device}")
+    b, sq, h, _ = q.shape
+    if not isinstance(lse, torch.Tensor):
+        raise TypeError(f"lse must be a torch.Tensor, got {type(lse).__name__}")
+    if (lse.shape != (b, h, sq) or lse.dtype != torch.float32 or lse.device != q.device
+            or not lse.is_contiguous()):
+        raise ValueError(f"lse is {lse.dtype} {tuple(lse.shape)} on {lse.device}; it must be the "
+                         f"forward's contiguous torch.float32 {(b, h, sq)} on {q.device}")
+
+
+def check_offsets(name, t, entries, device, api):
+    """T must be a contiguous int32 tensor of ENTRIES entries on DEVICE."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.int32 or t.dim() != 1 or t.device != device or t.stride(0) != 1:
+        raise ValueError(f"{name} is {t.dtype} {tuple(t.shape)} on {t.device}; {api} takes a "
+                         f"contiguous torch.int32 ({entries},) on {device}")
+    if t.numel() != entries:
+        raise ValueError(f"{name} has {t.numel()} entries; expected {entries}")
+
+
+def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, storage=True):
+    """attention_varlen's tensors and lengths; returns the batch."""
+    api = "fatune.attention_varlen"
+    check_qkv(q, k, v, api, PACKED, storage)
+    if not isinstance(cu_seqlens_q, torch.Tensor):
+        raise TypeError(f"cu_seqlens_q must be a torch.Tensor, got {type(cu_seqlens_q).__name__}")
+    if cu_seqlens_q.dim() != 1 or cu_seqlens_q.numel() < 2:
+        raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}; expected (batch + 1,) "
+                         "with batch >= 1")
+    batch = cu_seqlens_q.numel() - 1
+    check_offsets("cu_seqlens_q", cu_seqlens_q, batch + 1, q.device, api)
+    check_offsets("cu_seqlens_k", cu_seqlens_k, batch + 1, q.device, api)
+    if seqused_k is not None:
+        check_offsets("seqused_k", seqused_k, batch, q.device, api)
+    for name, x in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if not 1 <= x <= INT_MAX:
+            raise ValueError(f"{name} {x} must be 1 .. {INT_MAX}")
+    return batch
+
+
+# ---- the argument blocks -----------------------------------------------------------
+
+
+def _set_strides(a, name, t):
+    if t.dim() == 3:  # packed varlen rows: the batch stride is ignored
+        sb, (sr, sh, _) = 0, t.stride()
+    else:
+        sb, sr, sh, _ = t.stride()
+    setattr(a, f"{name}_batch_stride", sb)
+    setattr(a, f"{name}_row_stride", sr)
+    setattr(a, f"{name}_head_stride", sh)
+
+
+def _set_options(a, mask, window_left, window_right, softmax_scale, softcap):
+    a.mask = mask
+    a.window_left, a.window_right = window_left, window_right
+    a.softmax_scale = softmax_scale
+    a.softcap = softcap
+
+
+def fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap):
+    """fat_attn_args of a dense call (o may stand for itself when only the
+    shape is read: a selection)."""
+    a = _abi.fat_attn_args()
+    a.q, a.k, a.v, a.o, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
+    for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+        _set_strides(a, name, t)
+    a.batch, a.seqlen_q, a.heads, a.head_dim = q.shape
+    a.seqlen_k, a.heads_k = k.shape[1], k.shape[2]
+    a.dtype = _BF16 if q.dtype == torch.bfloat16 else _FP16
+    _set_options(a, mask, window_left, window_right, softmax_scale, softcap)
+    return a
+
+
+def bwd_args(fwd, dout, dq, dk, dv, deterministic):
+    """fat_attn_bwd_args of the forward whose fat_attn_args is FWD."""
+    a = _abi.fat_attn_bwd_args()
+    a.fwd = fwd
+    a.dout, a.dq, a.dk, a.dv = dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+    for name, t in (("do", dout), ("dq", dq), ("dk", dk), ("dv", dv)):
+        _set_strides(a, name, t)
+    a.deterministic = 1 if deterministic else 0
+    return a
+
+
+# ---- what the operators' implementations allocate ----------------------------------
+# One function each for the real and the fake implementation, so that the
+# shapes, dtypes and strides of the two cannot differ.
+
+
+def fwd_outputs(q):
+    """out (q's shape, contiguous) and lse (batch, heads, seqlen_q) fp32 of a
+    dense forward."""
+    b, sq, h, _ = q.shape
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty((b, h, sq), dtype=torch.float32, device=q.device))
+
+
+def varlen_outputs(q):
+    """out (total_q, heads, head_dim) and lse (heads, total_q) fp32."""
+    total_q, h, _ = q.shape
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty((h, total_q), dtype=torch.float32, device=q.device))
+
+
+def bwd_outputs(q, k, v):
+    """dq, dk, dv in the layouts of q, k, v (their strides where they are
+    dense, else contiguous)."""
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+# ---- the launches ----------------------------------------------------------------
+# Graph-safe as CUDA graphs need: the launches go to the current stream,
+# the workspace comes from torch's caching allocator on it (under capture,
+# the graph's private pool), nothing is read back from the device and
+# nothing is synchronised. The first call of a problem may open a context,
+# read the databases and load a module: warm up before capturing.
+
+
+def _launch_fwd(a, device, like, api):
+    """fat_attention_fwd of ARGS on DEVICE's current stream, with the forward
+    workspace the chosen variant needs from the torch caching allocator
+    (on LIKE's device)."""
+    lib = load()
+    ctx = context(device)
+    need = ctypes.c_size_t()
+    st = lib.fat_attention_fwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need))
+    if st != FAT_OK:
+        _raise(lib, ctx, st, api)
+    workspace = None
+    if need.value:
+        # On the current stream, which the launch uses: freed on return, it is
+        # reused only by work queued after the forward's. The allocator's
+        # blocks are aligned far beyond the 16 bytes asked for.
+        workspace = torch.empty(need.value, dtype=torch.uint8, device=like.device)
+        a.workspace, a.workspace_bytes = workspace.data_ptr(), need.value
+    st = lib.fat_attention_fwd(ctx, ctypes.byref(a), stream(device), None)
+    if st != FAT_OK:
+        _raise(lib, ctx, st, api)
+    del workspace
+
+
+def forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap):
+    """(out, lse) by fat_attention_fwd."""
+    check_qkv(q, k, v)
+    o, lse = fwd_outputs(q)
+    a = fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap)
+    _launch_fwd(a, device_index(q), q, "fatune.attention")
+    return o, lse
+
+
+def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, mask,
+                   window_left, window_right, softmax_scale, softcap):
+    """(out, lse) of a packed batch by fat_attention_fwd."""
+    batch = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
+    total_q, h, _ = q.shape
+    o, lse = varlen_outputs(q)
+    a = _abi.fat_attn_args()
+    a.q, a.k, a.v, a.o, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
+    for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+        _set_strides(a, name, t)
+    a.batch, a.heads, a.heads_k, a.head_dim = batch, h, k.shape[1], q.shape[2]
+    a.seqlen_q, a.seqlen_k = max_seqlen_q, max_seqlen_k
+    a.total_q, a.total_k = total_q, k.shape[0]
+    a.cu_seqlens_q, a.cu_seqlens_k = cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr()
+    a.seqused_k = seqused_k.data_ptr() if seqused_k is not None else None
+    a.dtype = _BF16 if q.dtype == torch.bfloat16 else _FP16
+    _set_options(a, mask, window_left, window_right, softmax_scale, softcap)
+    _launch_fwd(a, device_index(q), q, "fatune.attention_varlen")
+    return o, lse
+
+
+def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_scale, deterministic,
+             dq=None, dk=None, dv=None, api="fatune.attention"):
+    """fat_attention_bwd: the gradients DQ, DK, DV (written where given,
+    already checked, else allocated by bwd_outputs) of the forward of q, k, v
+    that gave O and LSE, for DOUT (copied when the kernels cannot read it)."""
+    check_bwd(dout, q, k, v, o, lse, api)
+    dout = kernel_layout(dout)
+    if dq is None and dk is None and dv is None:
+        dq, dk, dv = bwd_outputs(q, k, v)
+    else:  # the raw attention_bwd's: those not given, as bwd_outputs makes them
+        dq, dk, dv = (torch.empty_like(t) if g is None else g for g, t in ((dq, q), (dk, k), (dv, v)))
+    lib = load()
+    device = device_index(q)
+    ctx = context(device)
+    fwd = fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, 0.0)
+    a = bwd_args(fwd, dout, dq, dk, dv, deterministic)
+    need = ctypes.c_size_t()
+    st = lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need))
+    if st != FAT_OK:
+        _raise(lib, ctx, st, api)
+    # From the caching allocator on the current stream, which the launch uses:
+    # freed on return, it is reused only by work queued after the backward's.
+    workspace = torch.empty(max(need.value, 1), dtype=torch.uint8, device=q.device)
+    a.workspace, a.workspace_bytes = workspace.data_ptr(), need.value
+    st = lib.fat_attention_bwd(ctx, ctypes.byref(a), stream(device), None)
+    if st != FAT_OK:
+        _raise(lib, ctx, st, api)
+    return dq, dk, dv
+
+
+# ---- selection and the last choice --------------------------------------------------
+
+
+def select(q, k, v, mask, window_left, window_right, softcap, bwd=False, deterministic=False):
+    """The Choice a forward (BWD: a backward) launch would make, without launching."""
+    api = "fatune.select_bwd" if bwd else "fatune.select"
+    check_qkv(q, k, v, api)
+    lib = load()
+    ctx = context(device_index(q))
+    lse = torch.empty(1, device=q.device)  # only the shape is read
+    a = fwd_args(q, k, v, q, lse, mask, window_left, window_right, 0.0, softcap)
+    if bwd:
+        a, fn = bwd_args(a, q, q, k, v, deterministic), lib.fat_attention_bwd_select
+    else:
+        fn = lib.fat_attention_select
+    c = _abi.fat_choice()
+    st = fn(ctx, ctypes.byref(a), ctypes.byref(c))
+    if st != FAT_OK:
+        raise ValueError(f"{api}: {lib.fat_context_error(ctx).decode()}")
+    return Choice(lib, c)
+
+
+def last_choice(device):
+    lib = load()
+    ctx = context(device)
+    c = _abi.fat_choice()
+    st = lib.fat_context_last_choice(ctx, ctypes.byref(c))
+    if st != FAT_OK:
+        raise FatuneError(st, lib.fat_context_error(ctx).decode())
+    return Choice(lib, c)

@@ -1,0 +1,260 @@
+# SPDX-License-Identifier: MIT
+"""fatune's torch.library operators on the CPU, with fake and meta tensors:
+the schemas registered; the fake implementations' shapes, dtypes, strides and
+devices for the forward (out, lse), the backward (dq, dk, dv: the layouts of
+q, k, v) and the packed forward (out, lse (heads, total_q)), and their
+refusals, which are the real ones' messages; torch._dynamo.explain of a
+function calling fatune.attention, fatune.attention_bwd and
+fatune.attention_varlen: 0 graph breaks; torch.compile(fullgraph=True) of a
+training step (forward and, through AOTAutograd, backward on meta tensors:
+fatune::bwd in the backward graph); torch.export of a module calling it.
+The real implementations need libfatune and a GPU (python/tests/test_gpu_torch.py);
+none is called here. Needs PyTorch: skipped (exit 77 as a script) without.
+
+    python3 -m pytest python/tests/test_ops.py
+    python3 python/tests/test_ops.py
+"""
+import os
+import sys
+import warnings
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+SKIP = 77
+try:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+except ImportError:
+    torch = None
+try:
+    import pytest
+except ImportError:
+    pytest = None
+import fatune  # noqa: E402
+
+if pytest is not None:
+    pytestmark = pytest.mark.skipif(torch is None, reason="no PyTorch")
+
+B, SQ, SK, H, HK, D = 2, 100, 300, 8, 2, 128  # grouped-query 4, unequal lengths
+
+
+def meta(*shape, dtype=None):
+    return torch.empty(*shape, device="meta", dtype=dtype or torch.bfloat16)
+
+
+def dense_meta(dtype=None):
+    return meta(B, SQ, H, D, dtype=dtype), meta(B, SK, HK, D, dtype=dtype), meta(B, SK, HK, D, dtype=dtype)
+
+
+def raised(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001
+        return type(e), str(e)
+    return None, None
+
+
+def test_schemas():
+    """The four operators and their schemas, as FlashAttention's options map to fat_attn_args."""
+    want = {
+        "fwd": "fatune::fwd(Tensor q, Tensor k, Tensor v, SymInt mask, SymInt window_left, SymInt window_right, "
+               "float softmax_scale, float softcap, bool deterministic) -> (Tensor, Tensor)",
+        "bwd": "fatune::bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, SymInt mask, "
+               "SymInt window_left, SymInt window_right, float softmax_scale, bool deterministic) "
+               "-> (Tensor, Tensor, Tensor)",
+        "fwd_varlen": "fatune::fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+                      "Tensor? seqused_k, SymInt max_seqlen_q, SymInt max_seqlen_k, SymInt mask, "
+                      "SymInt window_left, SymInt window_right, float softmax_scale, float softcap) "
+                      "-> (Tensor, Tensor)",
+        "no_backward": "fatune::no_backward(Tensor dout, Tensor q, Tensor k, Tensor v, str why) "
+                       "-> (Tensor, Tensor, Tensor)",
+    }
+    for name, schema in want.items():
+        assert str(getattr(torch.ops.fatune, name).default._schema) == schema, name
+
+
+def test_fake_forward():
+    """Fake CUDA tensors (no GPU): out like q, contiguous; lse fp32 (batch, heads, seqlen_q)."""
+    with FakeTensorMode():
+        for dtype in (torch.float16, torch.bfloat16):
+            q = torch.empty(B, SQ, H, D, device="cuda", dtype=dtype)
+            k = torch.empty(B, SK, HK, D, device="cuda", dtype=dtype)
+            # A transposed view (transformers' (batch, heads, seqlen, head_dim)
+            # seen as (batch, seqlen, heads, head_dim)): out is contiguous all the same.
+            qt = torch.empty(B, H, SQ, D, device="cuda", dtype=dtype).transpose(1, 2)
+            for qq in (q, qt):
+                o, lse = fatune.attention(qq, k, k, causal=True, return_softmax_lse=True)
+                assert isinstance(o, FakeTensor) and o.device == q.device
+                assert (o.shape, o.dtype, o.stride()) == (q.shape, dtype, q.stride())
+                assert (lse.shape, lse.dtype, lse.stride()) == ((B, H, SQ), torch.float32, (H * SQ, SQ, 1))
+
+
+def test_meta_forward_and_backward():
+    """Meta tensors: the forward's out and lse, the backward's dq, dk, dv in
+    the layouts of q, k and v (k's strided, to show they are its own)."""
+    q, k, v = dense_meta()
+    o, lse = fatune.attention_with_lse(q, k, v, window_size=(64, 0))
+    assert (o.device.type, o.shape, lse.shape, lse.dtype) == ("meta", q.shape, (B, H, SQ), torch.float32)
+    ks = meta(B, HK, SK, D).transpose(1, 2)
+    dq, dk, dv = fatune.attention_bwd(o, q, ks, v, o, lse, causal=True, deterministic=True)
+    assert (dq.shape, dq.stride()) == (q.shape, q.stride())
+    assert (dk.shape, dk.stride()) == (ks.shape, ks.stride())
+    assert (dv.shape, dv.stride(), dv.dtype) == (v.shape, v.stride(), v.dtype)
+
+
+def test_fake_varlen():
+    """The packed forward: out (total_q, heads, head_dim), lse (heads, total_q)."""
+    with FakeTensorMode():
+        q = torch.empty(700, H, D, device="cuda", dtype=torch.float16)
+        k = torch.empty(900, HK, D, device="cuda", dtype=torch.float16)
+        cu = torch.empty(4, device="cuda", dtype=torch.int32)
+        used = torch.empty(3, device="cuda", dtype=torch.int32)
+        o, lse = fatune.attention_varlen(q, k, k, cu, cu, 300, 400, seqused_k=used, causal=True,
+                                         return_softmax_lse=True)
+        assert (o.shape, o.dtype, lse.shape, lse.dtype) == (q.shape, q.dtype, (H, 700), torch.float32)
+
+
+def test_fake_refusals():
+    """The fake implementations refuse what the real ones refuse, with their
+    messages: torch.compile reports a bad call when it traces it."""
+    q, k, v = dense_meta()
+    cases = [
+        (lambda: fatune.attention(q.float(), k.float(), v.float()), ValueError,
+         "q is torch.float32; fatune.attention takes torch.float16 or torch.bfloat16"),
+        (lambda: fatune.attention(meta(B, SQ, H, 84), meta(B, SK, HK, 84), meta(B, SK, HK, 84)), ValueError,
+         "q has head_dim 84; fatune.attention takes multiples of 8 (the kernels load 16 bytes at a time)"),
+        (lambda: fatune.attention(q[0], k, v), ValueError,
+         "q has 3 dimensions; expected 4: (batch, seqlen, heads, head_dim)"),
+        (lambda: fatune.attention(q, meta(B, SK, 3, D), meta(B, SK, 3, D)), ValueError,
+         "k/v heads 3 do not divide q heads 8"),
+        (lambda: fatune.attention(q, k, v.half()), ValueError,
+         "q, k and v must share a dtype: got torch.bfloat16, torch.bfloat16, torch.float16"),
+        (lambda: fatune.attention(q, k, [1]), TypeError, "v must be a torch.Tensor, got list"),
+        (lambda: fatune.attention_bwd(q, q, k, v, q, meta(B, H, SQ, dtype=torch.float16)), ValueError,
+         "lse is torch.float16 (2, 8, 100) on meta; it must be the forward's contiguous torch.float32 "
+         "(2, 8, 100) on meta"),
+    ]
+    cu = meta(3, dtype=torch.int32)
+    qp, kp = meta(130, H, D), meta(130, HK, D)
+    cases += [
+        (lambda: fatune.attention_varlen(qp, kp, kp, cu.long(), cu, 80, 80), ValueError,
+         "cu_seqlens_q is torch.int64 (3,) on meta; fatune.attention_varlen takes a contiguous torch.int32 (3,) "
+         "on meta"),
+        (lambda: fatune.attention_varlen(qp, kp, kp, cu, cu, 80, 80, seqused_k=cu), ValueError,
+         "seqused_k has 3 entries; expected 2"),
+        (lambda: fatune.attention_varlen(qp, kp, kp, cu, cu, 0, 80), ValueError,
+         "max_seqlen_q 0 must be 1 .. 2147483647"),
+        (lambda: fatune.attention_varlen(qp, kp, kp, cu, cu, 80, 80.0), TypeError,
+         "max_seqlen_k must be an int, got float"),
+        (lambda: fatune.attention_varlen(qp, kp, kp, [0, 50, 130], cu, 80, 80), TypeError,
+         "cu_seqlens_q must be a torch.Tensor, got list"),
+    ]
+    for fn, kind, message in cases:
+        assert raised(fn) == (kind, message)
+    # The raw backward speaks under its own name, through the operator too.
+    cpu = torch.zeros(1, 8, 2, 64, dtype=torch.float16)
+    assert raised(lambda: fatune.attention_bwd(q, cpu, k, v, q, q)) == (
+        ValueError, "q is on cpu; fatune.attention_bwd needs CUDA tensors")
+    assert raised(lambda: fatune.attention_bwd(q, q, k, v, q[:, :1], q)) == (
+        ValueError, "o is torch.bfloat16 (2, 1, 8, 128) on meta; it must match q: torch.bfloat16 (2, 100, 8, 128) "
+        "on meta")
+    # A CPU tensor is refused by the real implementation (no library needed
+    # to say so), a meta one only by a launch, which it never reaches.
+    assert raised(lambda: fatune.attention(cpu, cpu, cpu)) == (
+        ValueError, "q is on cpu; fatune.attention needs CUDA tensors")
+
+
+def explain(fn, *args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch._dynamo.reset()
+        return torch._dynamo.explain(fn)(*args)
+
+
+def test_no_graph_breaks():
+    """torch._dynamo.explain: one graph, no break, for the forward (with every
+    option), the backward and the packed forward."""
+    q, k, v = dense_meta()
+
+    def forward(q, k, v):
+        o, lse = fatune.attention(q, k, v, causal=True, softmax_scale=0.1, window_size=(64, 0), softcap=30.0,
+                                  deterministic=True, return_softmax_lse=True)
+        return o * 2, lse
+
+    def backward(dout, q, k, v, o, lse):
+        return fatune.attention_bwd(dout, q, k, v, o, lse, causal=True)
+
+    cu = meta(5, dtype=torch.int32)
+
+    def varlen(q, k, v, cu):
+        return fatune.attention_varlen(q, k, v, cu, cu, 64, 64, seqused_k=cu[1:], causal=True)
+
+    o, lse = fatune.attention_with_lse(q, k, v)
+    for name, fn, args in (("forward", forward, (q, k, v)), ("backward", backward, (o, q, k, v, o, lse)),
+                           ("varlen", varlen, (q[0], k[0], v[0], cu))):
+        ex = explain(fn, *args)
+        assert (ex.graph_break_count, ex.graph_count) == (0, 1), (name, ex.break_reasons)
+        ops = [str(n.target) for g in ex.graphs for n in g.graph.nodes if n.op == "call_function"]
+        assert any(o.startswith("fatune.") for o in ops), (name, ops)
+
+
+def test_compiled_training_step():
+    """torch.compile(fullgraph=True) of a step through fatune.attention, on meta
+    tensors that require grad (aot_eager: AOTAutograd's forward and backward
+    graphs run on the meta implementations): the gradients' shapes, and
+    fatune::bwd in the backward graph, fatune::no_backward where a soft-cap
+    has no backward."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    seen = []
+
+    def backend(gm, inputs):
+        def compiler(g, _):
+            seen.append({str(n.target) for n in g.graph.nodes if n.op == "call_function"})
+            return g.forward
+        return aot_module_simplified(gm, inputs, fw_compiler=compiler, bw_compiler=compiler)
+
+    for softcap, want in ((0.0, "fatune.bwd.default"), (30.0, "fatune.no_backward.default")):
+        torch._dynamo.reset()
+        seen.clear()
+        q, k, v = (t.requires_grad_() for t in dense_meta())
+        step = torch.compile(lambda q, k, v: fatune.attention(q, k, v, causal=True, softcap=softcap).sum(),
+                             fullgraph=True, backend=backend)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            step(q, k, v).backward()
+        assert [t.grad.shape for t in (q, k, v)] == [q.shape, k.shape, v.shape]
+        assert len(seen) == 2 and "fatune.fwd.default" in seen[0] and want in seen[1], seen
+
+
+def test_export():
+    """torch.export of a module calling fatune.attention: the operator in its graph."""
+    class Attend(torch.nn.Module):
+        def forward(self, q, k, v):
+            return fatune.attention(q, k, v, causal=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(Attend(), dense_meta())
+    targets = [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+    assert "fatune.fwd.default" in targets, targets
+
+
+def main():
+    if torch is None:
+        print("skipped: no PyTorch")
+        return SKIP
+    tests = [f for name, f in sorted(globals().items()) if name.startswith("test_") and callable(f)]
+    failed = 0
+    for t in tests:
+        try:
+            t()
+            print("ok:", t.__name__)
+        except AssertionError as e:
+            failed += 1
+            print("FAIL:", t.__name__, e)
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
