@@ -9,10 +9,10 @@ peers' measured in the same test -- SDPA pinned to FLASH_ATTENTION and to
 CUDNN_ATTENTION where they run the model (EFFICIENT_ATTENTION where neither
 does: a sliding window or a padded batch needs a mask FLASH takes not), for
 Gemma 2 bf16 eager attention; the same on a padded batch (fatune's varlen
-path), each sequence's float64 logits computed alone; one training step of
-each (finite gradients), and the loss after 20 AdamW steps within the
-spread of the SDPA backends' runs from the same weights and data (Gemma 2
-without its attention soft-cap there: libfatune's backward has none).
+path), each sequence's float64 logits computed alone; one training step's
+gradients, every parameter's, under the same bound against the step in
+float64, and the loss falling over 20 AdamW steps (Gemma 2 without its
+attention soft-cap there: libfatune's backward has none).
 Needs PyTorch, transformers and a CUDA GPU: skipped without. -s prints the
 differences.
 
@@ -163,47 +163,55 @@ def test_padded_logits_within_bound(name):
     check_bound(f"{name} padded logits (lengths 1024, 724, 847)", out)
 
 
-def train(name, impl, backend, steps=STEPS):
-    """The loss after STEPS AdamW steps from the shared weights on fixed data
-    (the attention without its soft-cap: libfatune's backward has none),
-    and whether every gradient of the first step was finite."""
-    m = model(name, impl, torch.bfloat16, attn_softcap=False).train()
+def gradients(m, backend, ids):
+    """Every parameter's gradient of one step's loss, in float64, end to end."""
+    with pinned(backend), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m(ids, labels=ids).loss.backward()
+    return torch.cat([p.grad.double().flatten() for p in m.parameters() if p.grad is not None])
+
+
+def train(m, steps=STEPS):
+    """The loss before and after STEPS AdamW steps on fixed data."""
     opt = torch.optim.AdamW(m.parameters(), lr=LR)
     ids = tokens(3, seq=512)
-    finite = None
-    with pinned(backend), warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for step in range(steps):
             loss = m(ids, labels=ids).loss
+            if step == 0:
+                first = loss.item()
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            if step == 0:
-                finite = all(torch.isfinite(p.grad).all().item() for p in m.parameters() if p.grad is not None)
             opt.step()
         with torch.no_grad():
-            final = m(ids, labels=ids).loss.item()
-    return final, finite
+            return first, m(ids, labels=ids).loss.item()
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_training(name):
-    """One step's gradients finite, and the loss after 20 steps within the
-    SDPA backends' spread (min - spread .. max + spread)."""
-    got, finite = train(name, "fatune", None)
-    assert finite, f"{name}: a gradient of fatune's first training step is not finite"
-    sdpa = {}
-    for label, backend in (("FLASH_ATTENTION", SDPBackend.FLASH_ATTENTION), ("CUDNN_ATTENTION",
-                                                                            SDPBackend.CUDNN_ATTENTION),
-                           ("EFFICIENT_ATTENTION", SDPBackend.EFFICIENT_ATTENTION), ("MATH", SDPBackend.MATH)):
+    """One step's gradients (the attention without its soft-cap: libfatune's
+    backward has none), every parameter's, against the same step in float64
+    (SDPA's MATH): fatune's relative L2 difference at most BOUND x the
+    larger of the bf16 SDPA backends' that run the model; then 20 AdamW
+    steps, the loss finite and below 0.8 x the first. (The loss after 20
+    steps is no measure of the gradients: from the same weights the SDPA
+    backends' runs ended 4.51-5.18 apart for Llama, 4.21-5.17 for Mistral.)"""
+    ids = tokens(3, seq=512)
+    ref = gradients(model(name, "sdpa", torch.float64, attn_softcap=False).train(), SDPBackend.MATH, ids)
+    got = gradients(model(name, "fatune", torch.bfloat16, attn_softcap=False).train(), None, ids)
+    assert torch.isfinite(got).all(), f"{name}: a gradient of fatune's first training step is not finite"
+    errs = {"fatune": rel_l2(got, ref)}
+    for label, backend in (("sdpa FLASH_ATTENTION", SDPBackend.FLASH_ATTENTION),
+                           ("sdpa CUDNN_ATTENTION", SDPBackend.CUDNN_ATTENTION),
+                           ("sdpa EFFICIENT_ATTENTION", SDPBackend.EFFICIENT_ATTENTION)):
         try:
-            sdpa[label] = train(name, "sdpa", backend)[0]
+            errs[label] = rel_l2(gradients(model(name, "sdpa", torch.bfloat16, attn_softcap=False).train(),
+                                           backend, ids), ref)
         except RuntimeError as e:
-            print(f"  {name} training: sdpa {label} does not run: {str(e).splitlines()[0][:100]}")
-    print(f"{name} loss after {STEPS} steps: fatune {got:.5f}; sdpa " +
-          ", ".join(f"{k} {v:.5f}" for k, v in sdpa.items()))
-    assert len(sdpa) >= 2, f"{name}: fewer than two SDPA backends trained the model: {sdpa}"
-    lo, hi = min(sdpa.values()), max(sdpa.values())
-    spread = hi - lo
-    assert lo - spread <= got <= hi + spread, (
-        f"{name}: fatune's loss {got:.5f} outside the SDPA runs' {lo:.5f} .. {hi:.5f} widened by their "
-        f"spread {spread:.5f}")
+            print(f"  {name} gradients: {label} does not run: {str(e).splitlines()[0][:100]}")
+    check_bound(f"{name} first step's gradients, batch 3 x 512", errs)
+    first, final = train(model(name, "fatune", torch.bfloat16, attn_softcap=False).train())
+    print(f"{name} loss: {first:.4f}, after {STEPS} steps {final:.4f}")
+    assert final == final and final < 0.8 * first, (
+        f"{name}: fatune's loss went from {first:.4f} to {final:.4f} in {STEPS} AdamW steps")
