@@ -51,17 +51,21 @@ local family = {
     -- 1: at most one block an SM, each looping over key blocks (the next
     -- one's K, V and first tiles loaded while the last one's dK and dV go out)
     {name = "PERSISTENT", values = {0, 1}},
+    -- 1 (causal): the items in groups of (key head, batch) pairs whose Q,
+    -- dO and dQ accumulator fit a third of the L2, heaviest first within a
+    -- group, rather than every pair's heaviest key block first
+    {name = "GROUPED", values = {0, 1}},
     -- dQ summed with atomics (one value: named so the launcher reads it
     -- as it reads mma80's)
     {name = "DQ_MODE", values = {"atomic"}},
   },
 }
 
--- m64n128s2kp: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
--- PERSISTENT 1.
+-- m64n128s2kpg: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
+-- PERSISTENT 1, g for GROUPED 1.
 function family.tag(c)
-  return ("m%dn%ds%d%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
-                                  c.PERSISTENT == 1 and "p" or "")
+  return ("m%dn%ds%d%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
+                                    c.PERSISTENT == 1 and "p" or "", c.GROUPED == 1 and "g" or "")
 end
 
 family.template_head_dim = tiles.template_head_dim
@@ -112,6 +116,11 @@ end
 family.constraints = {
   function(c)
     if c.DQ_KEYS == 1 and consumers(c) < 2 then return "DQ_KEYS 1: one consumer owns every key already" end
+  end,
+  function(c)
+    -- Without a mask (and with a window, whose items are ordered as without)
+    -- the items go pair by pair already, every key block of a pair together.
+    if c.GROUPED == 1 and c.MASK ~= "causal" then return "GROUPED 1: only causal (the other masks go pair by pair)" end
   end,
   function(c)
     -- The consumers' 232 registers beside the producer's 40 do not hold a

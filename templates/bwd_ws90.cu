@@ -61,6 +61,17 @@ constexpr bool kOwnKeys = {{DQ_KEYS}} == 1;
 // head, batch) items in rounds of gridDim.x, every other round reversed
 // (the causal mask's items differ in work, heaviest first).
 constexpr bool kPersistent = {{PERSISTENT}} == 1;
+// GROUPED 1 (causal): the items in groups of (key head, batch) pairs whose
+// queries' Q, dO and dQ accumulator fit kGroupBytes, heaviest key block
+// first within a group, instead of every pair's key block 0 first. Taken
+// over all pairs, a key block's items reduce into every pair's dQ rows
+// within one wave: at causal d128 s2048 (128 pairs, 128 MiB of dQ
+// accumulator) the kernel read and wrote DRAM at 3.2 TB/s, 66 % of the
+// H200's, against 5 % without a mask (ncu, notes/kernel-log.md ws6).
+constexpr bool kGrouped = {{GROUPED}} == 1;
+// A third of the H200's 50 MiB L2 (which is two partitions; K, V and the
+// other items' traffic take the rest).
+constexpr long long kGroupBytes = 16ll << 20;
 constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
@@ -104,9 +115,12 @@ enum : int {
   // Threads at the dQ buffer's hand-over to the writer: the consumers that
   // arrive (kOwnKeys: the second alone) and the writer's warp.
   kDqHandThreads = (kOwnKeys ? 128 : kConsumerThreads) + kWarpSize,
-  // Registers a thread once the warpgroups have traded (65,536 a block, one
-  // block an SM). One consumer needs no trade: 256 threads have 255 each.
-  // PERSISTENT: the producer's item loop spills at 24.
+  // Registers a thread once the warpgroups have traded: the block's own,
+  // kLaunchRegs a thread as launched (setmaxnreg.inc takes what .dec gave
+  // back; asked for more, it waits for ever). One consumer needs no trade:
+  // 256 threads have 255 each. PERSISTENT: the producer's item loop spills
+  // at 24.
+  kLaunchRegs = (65536 / kThreads) / 8 * 8,
   kProducerRegs = kPersistent ? 40 : 24,
   kConsumerRegs = kPersistent ? 232 : 240,
   // Named barriers (0 is __syncthreads'): the consumers' dSᵀ written
@@ -136,8 +150,9 @@ static_assert(!kDqSplitK || kDqKSteps * 16 == 64, "split-K dQ: each consumer its
 static_assert(!kOwnKeys || kConsumers == 2, "DQ_KEYS 1: two consumers (one owns every key already)");
 static_assert(kStages >= 2 && kStages <= 4, "a ring of two to four buffers");
 static_assert({{PERSISTENT}} == 0 || {{PERSISTENT}} == 1, "PERSISTENT: 0 or 1");
-static_assert(kConsumers == 1 || 128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536,
-              "the traded registers fit the SM's");
+static_assert(!kGrouped || kIsCausal, "GROUPED: causal items only (without a mask they go pair by pair already)");
+static_assert(kConsumers == 1 || kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
+              "the traded registers are the block's own");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
 
 // A head dim below the template's (96 on 128) keeps the dQ accumulator's
@@ -215,6 +230,19 @@ __device__ __forceinline__ uint4 quad_transpose(uint4 v, int t) {
             : (odd ? make_uint4(r[1], r[0], r[3], r[2]) : make_uint4(r[0], r[1], r[2], r[3]));
 }
 
+// Whether the dQ accumulator's rows are the template's kHeadDim floats (the
+// head dim's own, or padded to it), so that a whole 64-row block of it is
+// dq_whole_offset()'s contiguous order.
+__device__ __forceinline__ bool dq_rows_whole(int head_dim) { return FAT_DQ_PADDED || head_dim == kHeadDim; }
+
+// This lane's pairs of row h in the 8-column groups 4k .. 4k + 3 of a dK or
+// dV accumulator (I = 16k + 2h: accumulators I + 4·j and + 1 for group
+// 4k + j) times SCALE, in the element type: quad_transpose's row.
+__device__ __forceinline__ uint4 pack_quad_row(const float (&x)[kDRegs], int i, float scale) {
+  return make_uint4(pack2(x[i] * scale, x[i + 1] * scale), pack2(x[i + 4] * scale, x[i + 5] * scale),
+                    pack2(x[i + 8] * scale, x[i + 9] * scale), pack2(x[i + 12] * scale, x[i + 13] * scale));
+}
+
 // The query tiles of a key block, which every role derives alike: (query
 // head of the group, query block) in that order, blocks mb_first ..
 // mb_end - 1 of each head; those below mb_whole have all their rows inside.
@@ -222,13 +250,11 @@ struct Walk {
   int group, mb_first, mb_end, mb_whole, n_tiles;
   __device__ int hq(int tile) const { return tile / (mb_end - mb_first); }
   __device__ int mb(int tile) const { return mb_first + tile % (mb_end - mb_first); }
-  // dQ through shared memory and the writer: whole rows, and whole
-  // accumulator rows (the head dim's or, padded, the template's).
-  __device__ bool dq_bulk(int tile, int head_dim) const {
-    return (FAT_DQ_PADDED || head_dim == kHeadDim) && mb(tile) < mb_whole;
-  }
+  // dQ through shared memory and the writer: whole rows of whole
+  // accumulator rows.
+  __device__ bool dq_bulk(int tile, int head_dim) const { return dq_rows_whole(head_dim) && mb(tile) < mb_whole; }
   __device__ int bulk_tiles(int head_dim) const {
-    return FAT_DQ_PADDED || head_dim == kHeadDim ? group * max(0, min(mb_end, mb_whole) - mb_first) : 0;
+    return dq_rows_whole(head_dim) ? group * max(0, min(mb_end, mb_whole) - mb_first) : 0;
   }
 };
 
@@ -249,11 +275,13 @@ __device__ __forceinline__ Walk walk_of(const fat_fwd_params &p, int n0) {
 }
 
 // The items, (key block, key head, batch), in block_coords()'s order of
-// thread blocks (causal: key block slowest, heaviest first). A block takes
+// thread blocks (causal: key block slowest, heaviest first; GROUPED, so
+// within each group of group_pairs (key head, batch) pairs). A block takes
 // items first, first + stride, ... below count: its own linear index alone,
 // or PERSISTENT blockIdx.x and every gridDim.x-th.
 struct Items {
   int blocks, heads_k, count, first, stride;  // stride: PERSISTENT only
+  int group_pairs;                            // GROUPED only
   // The block's item after INDEX: count (none) without PERSISTENT, so that
   // the compiler sees one pass of every loop over items.
   __device__ int next(int index) const { return kPersistent ? index + stride : count; }
@@ -265,7 +293,15 @@ struct Items {
       const int base = index - (int)blockIdx.x, n = min((int)gridDim.x, count - base);
       if ((base / (int)gridDim.x) & 1) index = base + n - 1 - (int)blockIdx.x;
     }
-    if constexpr (kIsCausal) {
+    if constexpr (kGrouped) {
+      // Group c holds pairs c·group_pairs onwards (the last may hold fewer),
+      // all their key blocks, key block slowest.
+      const int pairs = count / blocks, group_items = group_pairs * blocks;
+      const int c = index / group_items, in_group = index - c * group_items;
+      const int n = min(group_pairs, pairs - c * group_pairs);
+      const int pair = c * group_pairs + in_group % n;
+      return {in_group / n, pair % heads_k, pair / heads_k};
+    } else if constexpr (kIsCausal) {
       const int pairs = count / blocks;
       return {index / pairs, index % pairs % heads_k, index % pairs / heads_k};
     } else {
@@ -281,6 +317,12 @@ __device__ __forceinline__ Items items_of(const fat_fwd_params &p) {
   it.count = it.blocks * p.heads_k * p.batch;
   it.first = kPersistent ? (int)blockIdx.x : (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
   it.stride = gridDim.x;
+  if constexpr (kGrouped) {
+    // A pair's queries (every head of its group) hold Q and dO in the element
+    // type and the dQ accumulator's fp32 rows (the template's width at most).
+    const long long pair_bytes = (long long)(p.heads / p.heads_k) * p.seqlen_q * kHeadDim * (2 * 2 + 4);
+    it.group_pairs = (int)max(1ll, min((long long)(it.count / it.blocks), kGroupBytes / max(1ll, pair_bytes)));
+  }
   return it;
 }
 
@@ -616,7 +658,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
           // head dim left out). The scale comes in fat_bwd_convert_dq.
           const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
           float *dq_block = bp.dq_accum + (row0 + r0) * dq_pitch(p);
-          if (r0 + 64 <= p.seqlen_q && (FAT_DQ_PADDED || p.head_dim == kHeadDim)) {
+          if (r0 + 64 <= p.seqlen_q && dq_rows_whole(p.head_dim)) {
             float *lane_base = dq_block + ((warp % 4) * 2 * (kHeadDim / 16)) * 128 + lane * 4;
 #pragma unroll
             for (int h = 0; h < 2; h++)
@@ -674,18 +716,9 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       const int key = n0 + row_key + 8 * h;
 #pragma unroll
       for (int k = 0; k < kHeadDim / 32; k++) {
-        uint4 dk4, dv4;
-        {
-          const int i = 16 * k + 2 * h;  // accumulators of group 4k: 4·dt + 2h
-          dk4 = quad_transpose(make_uint4(pack2(dk[i] * p.softmax_scale, dk[i + 1] * p.softmax_scale),
-                                          pack2(dk[i + 4] * p.softmax_scale, dk[i + 5] * p.softmax_scale),
-                                          pack2(dk[i + 8] * p.softmax_scale, dk[i + 9] * p.softmax_scale),
-                                          pack2(dk[i + 12] * p.softmax_scale, dk[i + 13] * p.softmax_scale)),
-                               t);
-          dv4 = quad_transpose(make_uint4(pack2(dv[i], dv[i + 1]), pack2(dv[i + 4], dv[i + 5]),
-                                          pack2(dv[i + 8], dv[i + 9]), pack2(dv[i + 12], dv[i + 13])),
-                               t);
-        }
+        const int i = 16 * k + 2 * h;  // accumulators of group 4k: 4·dt + 2h
+        const uint4 dk4 = quad_transpose(pack_quad_row(dk, i, p.softmax_scale), t);
+        const uint4 dv4 = quad_transpose(pack_quad_row(dv, i, 1.f), t);
         const int col = 8 * (4 * k + t);
         if (key < p.seqlen_k && col < p.head_dim) {
           *reinterpret_cast<uint4 *>(dk_g + key * bp.dk_row_stride + col) = dk4;

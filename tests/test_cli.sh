@@ -369,9 +369,10 @@ if [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic ' <<<"$bwd")" -eq 1
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n\(64\|128\)s[23] ' <<<"$bwd")" -eq 4 ] &&
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n\(64\|128\)s[23]p ' <<<"$bwd")" -eq 4 ] &&
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n128s[23]k ' <<<"$bwd")" -eq 2 ] &&
-   [ "$(wc -l <<<"$bwd")" -eq 58 ] &&
+   [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n\(64\|128\)s[23]k\?p\?g .* GROUPED=1 ' <<<"$bwd")" -eq 10 ] &&
+   [ "$(wc -l <<<"$bwd")" -eq 68 ] &&
    grep -q '^bwd.mma80.bf16.d128.causal.m64n64w4.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=4  [0-9a-f]\{64\}$' <<<"$bwd" &&
-   [ "$both" -eq $((fwd + 58)) ]; then
+   [ "$both" -eq $((fwd + 68)) ]; then
   pass=$((pass + 1))
 else
   fail=$((fail + 1)); echo "FAIL: --list --direction bwd ($(wc -l <<<"$bwd") bwd lines, $both for fwd,bwd, $fwd fwd)"

@@ -32,7 +32,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
 #define BWD_WGMMA_GRID 8  /* backward wgmma90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
-#define BWD_WS90_GRID 32  /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS x PERSISTENT = 2x2x2x2x2 */
+#define BWD_WS90_GRID 64  /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS x PERSISTENT x GROUPED = 2x2x2x2x2x2 */
 #define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
@@ -396,9 +396,14 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
       CHECK_WHY(!strcmp(arch, "sm_90a") && v[i].direction == FAT_BWD && !strcmp(v[i].entry, entry) &&
                     !v[i].is_default && strstr(v[i].params, "DQ_MODE=atomic") && strstr(v[i].source, "{{") == NULL,
                 "%s on %s: entry %s params %s", v[i].name, arch, v[i].entry, v[i].params);
-      /* ws90's resident blocks: the tag's last letter p, PERSISTENT=1. */
+      /* ws90's tag ends in p for PERSISTENT=1, then g for GROUPED=1 (causal
+       * only). */
       const size_t name_len = strlen(v[i].name);
-      CHECK_WHY(!is_ws90 || (v[i].name[name_len - 1] == 'p') == (strstr(v[i].params, "PERSISTENT=1") != NULL),
+      const int grouped = is_ws90 && v[i].name[name_len - 1] == 'g';
+      CHECK_WHY(!is_ws90 || (grouped == (strstr(v[i].params, "GROUPED=1") != NULL) &&
+                             (v[i].name[name_len - 1 - grouped] == 'p') ==
+                                 (strstr(v[i].params, "PERSISTENT=1") != NULL) &&
+                             (!grouped || v[i].mask == FAT_MASK_CAUSAL)),
                 "%s: params %s", v[i].name, v[i].params);
       if (d >= 0 && (int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS)
         (is_ws90 ? ws90 : wgmma)[d][v[i].dtype][v[i].mask]++;
@@ -430,8 +435,10 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
         CHECK_WHY(defaults[d][t][m] == 1, "%s bwd d%d: %d defaults", arch, HEAD_DIMS[d + 1], defaults[d][t][m]);
         CHECK_WHY(wgmma[d][t][m] == want_wgmma[d], "%s bwd wgmma90 d%d: %d, want %d", arch, HEAD_DIMS[d + 1],
                   wgmma[d][t][m], want_wgmma[d]);
-        CHECK_WHY(ws90[d][t][m] == want_ws90[d], "%s bwd ws90 d%d: %d, want %d", arch, HEAD_DIMS[d + 1],
-                  ws90[d][t][m], want_ws90[d]);
+        /* causal: each again with GROUPED 1 */
+        const int want = want_ws90[d] * (m == FAT_MASK_CAUSAL ? 2 : 1);
+        CHECK_WHY(ws90[d][t][m] == want, "%s bwd ws90 d%d mask %d: %d, want %d", arch, HEAD_DIMS[d + 1], m,
+                  ws90[d][t][m], want);
       }
   /* wgmma90's grid: BLOCK_M x BLOCK_N x STAGES = 2x2x2 over head dims 64,
    * 96, 128 and 256 (where two warpgroups share 64 keys: only 64-query
@@ -448,6 +455,12 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
                 n_wgmma + np_wgmma == wgmma_grid && n_ws90 + np_ws90 == ws90_grid,
             "%s bwd: %zu variants + %zu pruned (wgmma90 %zu + %zu, ws90 %zu + %zu)", arch, n, np, n_wgmma,
             np_wgmma, n_ws90, np_ws90);
+  if (!strcmp(arch, "sm_90a")) {
+    CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d128.none.m64n128s2g"),
+              "GROUPED 1: only causal (the other masks go pair by pair)");
+    CHECK_STR(find_reason(p, np, "bwd.ws90.fp16.d64.local.m64n128s3kpg"),
+              "GROUPED 1: only causal (the other masks go pair by pair)");
+  }
   /* d128: K, V, Q, dO tiles of 64 rows x 128 elements (swizzled, unpadded),
    * P and dS of 64 x (64 + 8), lse and D of 64 rows: 65536 + 18432 + 512
    * bytes. block_m is the key block. */
@@ -843,7 +856,8 @@ int main(void) {
    * loses BLOCK_M 128 with two consumers (registers; with three stages
    * shared memory too), d96 and d128 BLOCK_M 128 (accumulators); none past
    * d128; each with PERSISTENT 0 and 1 but DQ_KEYS 1 with PERSISTENT 1 on
-   * the 128-column template (d96, d128: spills) */
+   * the 128-column template (d96, d128: spills); causal each also with
+   * GROUPED 1 */
   const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {16, 10, 10, 0, 0};
   test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_wgmma_sm80);
   test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a);

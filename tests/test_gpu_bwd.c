@@ -13,7 +13,8 @@
  * configurations are checked too (all of them at bf16 d64 and d128, on a
  * shape of whole tiles besides: ws90 adds those dQ rows by bulk
  * reductions, partial ones from registers; ws90's persistent ones on a
- * shape of more key blocks than SMs too). Prints a table of
+ * shape of more key blocks than SMs too, the GROUPED ones (bf16) on one
+ * of several groups of (key head, batch) pairs, the last partial). Prints a table of
  * rel_l2 per gradient. FATUNE_TEST_FAMILY=NAME checks only that Hopper
  * family's configurations (a template change's first run on the GPU).
  * Exits 77 (skipped) when no CUDA driver or device is present. */
@@ -271,6 +272,12 @@ int main(void) {
      * apart) and a partial one. */
     const fat_check_shape padded = {.batch = 2, .heads = 4, .heads_k = 2, .seqlen_q = 200, .seqlen_k = 170,
                                     .head_dim = 88};
+    /* ws90's GROUPED (causal): pairs of (key head, batch) in groups whose
+     * queries' Q, dO and dQ accumulator fit 16 MiB -- at 4096 queries and
+     * four query heads a key head, two pairs (8 MiB each) on the 64-column
+     * template, one (16 MiB) on the 128-column: of three pairs a group of
+     * two and a partial one, or three groups of one. */
+    const fat_check_shape grouped = {FAT_SHAPE_DIMS(1, 12, 3, 4096, 4096)};
     for (size_t i = 0; i < n_space; i++) {
       const fat_variant *v = &space[i];
       if (strcmp(v->family, "wgmma90") != 0 && strcmp(v->family, "ws90") != 0) continue;
@@ -284,6 +291,7 @@ int main(void) {
       if (v->head_dim == 96 && v->mask != FAT_MASK_LOCAL) check_variant(g, arch, v->name, &padded, 1);
       if (strstr(v->params, "PERSISTENT=1") && (v->mask != FAT_MASK_LOCAL || v->head_dim >= 128))
         check_variant(g, arch, v->name, v->mask == FAT_MASK_LOCAL ? &many_window : &many, 1);
+      if (strstr(v->params, "GROUPED=1") && v->dtype == FAT_BF16) check_variant(g, arch, v->name, &grouped, 1);
     }
   }
   if (all) {
