@@ -19,6 +19,8 @@ static const fat_family FAMILIES[] = {
     {.name = FAT_FAMILY_MATERIALIZE, .direction = FAT_FWD, .kind = FAT_KERNEL_MATERIALIZE},
     {.name = "mma80", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED, .may_win = 1,
      .builtin_default = 1},
+    {.name = "mma80f", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED, .may_win = 1, .packed = 1,
+     .builtin_default = 1, .features = 1},
     {.name = "wgmma90", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED, .may_win = 1},
     {.name = "ws90", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED_TMA, .may_win = 1},
 };

@@ -25,6 +25,10 @@ typedef struct fat_family {
                                 (the decoding family's blocks are for few queries); 0: any */
   int builtin_default;       /* 1: the runtime's built-in default variants are of this
                                 family (one fused kernel of sm_80, which every GPU runs) */
+  int features;              /* backward: 1 when its kernels take variable lengths and the
+                                soft-cap (FAT_BWD_FEATURES); such a family serves, and is
+                                timed on, only the calls that have one, and the others
+                                serve only the calls that have neither */
 } fat_family;
 
 /* The family NAME of DIRECTION, or NULL when there is none. */

@@ -47,6 +47,8 @@ local family = {
     -- buffer; 0: it loads each tile just before computing it.
     {name = "PREFETCH", values = {0, 1}},
   },
+  -- Dense batches without a soft-cap: family_bwd_mma80f.lua's variants take those.
+  fixed = {FEATURES = 0},
 }
 
 -- PREFETCH=0 keeps the names the space had before the knob existed.

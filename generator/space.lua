@@ -13,6 +13,7 @@ local families = {
   fat.require("family_ws90"),  -- forward, wgmma + TMA (sm_90a), warp-specialised: producer and consumers
   fat.require("family_materialize"),  -- forward baseline: scores in device memory, never a winner
   fat.require("family_bwd_mma80"),  -- backward, mma.sync m16n8k16, dQ by atomics or a second pass
+  fat.require("family_bwd_mma80f"),  -- backward, mma80's with variable lengths and the soft-cap
   fat.require("family_bwd_wgmma90"),  -- backward, wgmma (sm_90a), dQ by atomics
   fat.require("family_bwd_ws90"),  -- backward, wgmma + TMA (sm_90a), warp-specialised, dQ by bulk reductions
 }

@@ -140,7 +140,7 @@ typedef struct fat_attn_args {
   int window_left, window_right;
   /* > 0: scores are soft-capped, cap · tanh(score / cap) with score the
    * scaled Q·Kᵀ (Gemma 2), and lse is that of the capped scores; 0: no cap.
-   * Forward only: fat_attention_bwd refuses it. */
+   * The backward takes it too (on the mma80f family's variants). */
   float softcap;
   /* Variable-length batches (flash_attn_varlen_func): when cu_seqlens_q is
    * set, sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1
@@ -345,10 +345,13 @@ FAT_API fat_status fat_attention_fwd(fat_context *ctx, const fat_attn_args *args
  * With grouped-query attention, dK and dV of a K/V head are the sums over
  * the query heads that share it. P is recomputed from Q, K and lse
  * (FlashAttention-2): memory is O(seqlen), never O(seqlen^2). The masks,
- * windows and padded head dims of the forward are supported; the soft-cap
- * and variable-length batches (cu_seqlens, seqused_k) are not (refused with
- * FAT_ERR_UNSUPPORTED), and fwd.workspace is not read (the backward has a
- * workspace of its own below). lse carries no
+ * windows and padded head dims of the forward are supported, and so are the
+ * soft-cap and variable-length batches (cu_seqlens, seqused_k: dout and dq
+ * packed as q, dk and dv as k, the batch strides unused; D and the dQ
+ * accumulator in the workspace then heads x total_q rows), served by the
+ * mma80f family (mma80's kernels built with those features; the Hopper
+ * families do not have them yet); fwd.workspace is not read (the backward
+ * has a workspace of its own below). lse carries no
  * gradient (there is no dlse input). */
 typedef struct fat_attn_bwd_args {
   size_t struct_size; /* sizeof(fat_attn_bwd_args): FAT_ATTN_BWD_ARGS_INIT (fwd has its own) */

@@ -351,16 +351,22 @@ fat_status fat_rt_workspace_overflow(fat_context *c, const fat_attn_args *a) {
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
+int fat_rt_bwd_features(const fat_attn_args *a) {
+  return a->cu_seqlens_q || a->cu_seqlens_k || a->seqused_k || a->softcap > 0;
+}
+
 /* Bytes of D and of the dQ accumulator for A's shape (checked positive).
  * Returns -1 when they do not fit in a size_t (batch, heads and seqlen_q
  * near INT_MAX once wrapped to a small number, with FAT_OK). */
 int fat_rt_bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t *delta,
                                size_t *accum) {
   size_t rows, d_bytes, sum;
-  /* The accumulator's rows: as wide as any family's template uses them. */
+  /* The accumulator's rows: as wide as any family's template uses them. A
+   * packed batch's D and accumulator rows are lse's, (heads, total_q). */
   const size_t width = FAT_BWD_ACCUM_WIDTH((size_t)a->head_dim) * sizeof(float);
-  if (__builtin_mul_overflow((size_t)a->batch, (size_t)a->heads, &rows) ||
-      __builtin_mul_overflow(rows, (size_t)a->seqlen_q, &rows) ||
+  const int packed = a->cu_seqlens_q != NULL;
+  if (__builtin_mul_overflow((size_t)(packed ? 1 : a->batch), (size_t)a->heads, &rows) ||
+      __builtin_mul_overflow(rows, (size_t)(packed ? a->total_q : a->seqlen_q), &rows) ||
       __builtin_mul_overflow(rows, sizeof(float), &d_bytes) || d_bytes > SIZE_MAX - WORKSPACE_ALIGN ||
       (!deterministic && __builtin_mul_overflow(rows, width, accum)))
     return -1;
@@ -408,24 +414,23 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
   if ((st = fat_rt_check_problem(c, f))) return st;
   if (a->deterministic != 0 && a->deterministic != 1)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "deterministic %d: must be 0 or 1", a->deterministic);
-  if (f->softcap > 0)
-    return fail(c, FAT_ERR_UNSUPPORTED, "softcap %g: the backward has no soft-cap (forward only)",
-                (double)f->softcap);
-  if (f->cu_seqlens_q || f->seqused_k)
-    return fail(c, FAT_ERR_UNSUPPORTED, "variable-length batches (cu_seqlens, seqused_k): the "
-                "backward takes dense batches only");
-  const sel_key key = {.direction = FAT_BWD, .deterministic = a->deterministic};
+  const sel_key key = {.direction = FAT_BWD, .deterministic = a->deterministic,
+                       .features = fat_rt_bwd_features(f)};
   if (!fat_rt_find_default(key, f->dtype, f->mask, fat_rt_template_head_dim(FAT_BWD, f->head_dim)))
     return fat_rt_unsupported_head_dim(c, f->head_dim);
+  /* The gradients have their inputs' shapes: a packed batch's are one
+   * sequence of total rows, their batch strides unused (check_tensors). */
+  const int vl = f->cu_seqlens_q != NULL;
+  const int bq = vl ? 1 : f->batch, sq = vl ? f->total_q : f->seqlen_q, sk = vl ? f->total_k : f->seqlen_k;
   if ((st = check_tensors(c, f, t + 5)) ||
-      (st = check_strided(c, "dout", a->dout, a->do_batch_stride, a->do_row_stride,
-                          a->do_head_stride, f->batch, f->seqlen_q, f->heads, f->head_dim, &t[4])) ||
-      (st = check_strided(c, "dq", a->dq, a->dq_batch_stride, a->dq_row_stride, a->dq_head_stride,
-                          f->batch, f->seqlen_q, f->heads, f->head_dim, &t[0])) ||
-      (st = check_strided(c, "dk", a->dk, a->dk_batch_stride, a->dk_row_stride, a->dk_head_stride,
-                          f->batch, f->seqlen_k, f->heads_k, f->head_dim, &t[1])) ||
-      (st = check_strided(c, "dv", a->dv, a->dv_batch_stride, a->dv_row_stride, a->dv_head_stride,
-                          f->batch, f->seqlen_k, f->heads_k, f->head_dim, &t[2])))
+      (st = check_strided(c, "dout", a->dout, vl ? 0 : a->do_batch_stride, a->do_row_stride,
+                          a->do_head_stride, bq, sq, f->heads, f->head_dim, &t[4])) ||
+      (st = check_strided(c, "dq", a->dq, vl ? 0 : a->dq_batch_stride, a->dq_row_stride,
+                          a->dq_head_stride, bq, sq, f->heads, f->head_dim, &t[0])) ||
+      (st = check_strided(c, "dk", a->dk, vl ? 0 : a->dk_batch_stride, a->dk_row_stride,
+                          a->dk_head_stride, bq, sk, f->heads_k, f->head_dim, &t[1])) ||
+      (st = check_strided(c, "dv", a->dv, vl ? 0 : a->dv_batch_stride, a->dv_row_stride,
+                          a->dv_head_stride, bq, sk, f->heads_k, f->head_dim, &t[2])))
     return st;
   size_t delta, accum;
   if (fat_rt_bwd_workspace_parts(f, a->deterministic, &delta, &accum))

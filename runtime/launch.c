@@ -186,7 +186,8 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
   if (st) return st;
   /* The tuned variant, or where tensor maps cannot describe the tensors
    * the best one that loads without them. */
-  sel_key key = {.direction = FAT_BWD, .deterministic = a->deterministic};
+  sel_key key = {.direction = FAT_BWD, .deterministic = a->deterministic,
+                 .features = fat_rt_bwd_features(&a->fwd)};
   const fat_attn_args *f = &a->fwd;
   fat_bwd_params p;
   for (;;) {

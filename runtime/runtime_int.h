@@ -51,7 +51,7 @@ typedef struct sel_entry {
   int block_n;               /* > 0 for a variant that takes tensor maps: its key tile */
   int persistent;            /* forward: resident blocks, at most one an SM */
   int template_dim;          /* the template's head dim (>= the problem's) */
-  int no_workspace, no_tma;
+  int no_workspace, no_tma, features;
   const kernel *k;
 } sel_entry;
 
@@ -64,7 +64,14 @@ typedef struct sel_key {
   int no_tma;         /* the call's tensors are none a tensor map can describe
                          (fat_fwd_tma_describable, fat_bwd_tma_describable); only
                          variants that load without */
+  int features;       /* backward: the call has variable lengths or a soft-cap
+                         (fat_rt_bwd_features); only families that take them
+                         (family.h's features), and a call without neither's */
 } sel_key;
+
+/* 1 when the backward of A needs a family with features (family.h): a
+ * packed batch (cu_seqlens), seqused_k or a soft-cap. */
+int fat_rt_bwd_features(const fat_attn_args *a);
 
 /* What fat_rt_select_variant finds, beyond the public choice: how to
  * launch and where the source lives. */

@@ -67,14 +67,23 @@ int fat_rt_template_head_dim(int direction, int head_dim) {
   return best;
 }
 
+/* Whether a variant of FAMILY serves a call of KEY: a backward with
+ * variable lengths or a soft-cap only on a family that takes them, one
+ * without on a family for dense calls (family.h's features). */
+static int family_serves(sel_key key, const char *family) {
+  const fat_family *f = fat_family_find(family, (fat_direction)key.direction);
+  return !f || key.direction != FAT_BWD || f->features == key.features;
+}
+
 /* The built-in default of a problem: for the backward, the deterministic
- * one when KEY asks for it, else the family's default. */
+ * one when KEY asks for it, else the family's default; of a family that
+ * serves KEY's features. */
 const fat_default_variant *fat_rt_find_default(sel_key key, int dtype, int mask, int head_dim) {
   const fat_default_variant *any = NULL;
   for (int i = 0; i < fat_n_default_variants; i++) {
     const fat_default_variant *d = &fat_default_variants[i];
     if (d->direction != key.direction || d->dtype != dtype || d->mask != mask ||
-        d->head_dim != head_dim)
+        d->head_dim != head_dim || !family_serves(key, d->family))
       continue;
     if (d->deterministic == key.deterministic) return d;
     if (!key.deterministic) any = d; /* a default that is deterministic anyway serves */
@@ -374,6 +383,7 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
       continue;
     }
     if (key.deterministic && !sched.dq_separate) continue;
+    if (!family_serves(key, (const char *)sqlite3_column_text(s, 3))) continue;
     if (key.no_workspace && fat_fwd_needs_workspace(sched.splits, sched.persistent)) continue;
     if (key.no_tma && sched.kind == FAT_KERNEL_FUSED_TMA) continue;
     /* A family with a longest seqlen_q (the decoding family's tiles are for
@@ -547,7 +557,8 @@ fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, 
   fat_status st = fat_rt_check_bwd_size(c, a);
   pthread_mutex_unlock(&c->lock);
   if (st) return st;
-  const sel_key key = {.direction = FAT_BWD, .deterministic = a && a->deterministic};
+  const sel_key key = {.direction = FAT_BWD, .deterministic = a && a->deterministic,
+                       .features = a && fat_rt_bwd_features(&a->fwd)};
   return select_public(c, key, a ? &a->fwd : NULL, out);
 }
 
@@ -558,7 +569,7 @@ static unsigned bucket_of(sel_key k, const fat_attn_args *a) {
   const int key[] = {k.direction, k.deterministic, a->dtype,       a->mask,
                      a->head_dim, a->seqlen_q,      a->seqlen_k,    k.no_workspace,
                      a->heads / a->heads_k, key_window_left(a), key_window_right(a),
-                     key_varlen_mean(a), k.no_tma};
+                     key_varlen_mean(a), k.no_tma,      k.features};
   for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;
@@ -572,7 +583,8 @@ static sel_entry *cached_entry(fat_context *c, sel_key key, const fat_attn_args 
   const int group = a->heads / a->heads_k;
   sel_entry *e = c->sels[bucket_of(key, a)];
   while (e && !(e->direction == key.direction && e->deterministic == key.deterministic &&
-                e->no_workspace == key.no_workspace && e->no_tma == key.no_tma && e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
+                e->no_workspace == key.no_workspace && e->no_tma == key.no_tma &&
+                e->features == key.features && e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
                 e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q &&
                 e->seqlen_k == a->seqlen_k && e->group == group &&
                 e->window_left == key_window_left(a) && e->window_right == key_window_right(a) &&
@@ -608,6 +620,7 @@ fat_status fat_rt_lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->deterministic = key.deterministic;
   e->no_workspace = key.no_workspace;
   e->no_tma = key.no_tma;
+  e->features = key.features;
   e->pack_gqa = sel.pack_gqa;
   e->block_n = sel.block_n;
   e->persistent = sel.persistent;

@@ -25,6 +25,17 @@
 // Floats between two rows of the dQ accumulator.
 __device__ __forceinline__ int dq_pitch(const fat_fwd_params &p) { return FAT_DQ_PADDED ? kHeadDim : p.head_dim; }
 
+// FAT_BWD_FEATURES 1: the variant takes what training batches bring beyond
+// a dense batch (the mma80f family): variable lengths (cu_seqlens_q and
+// cu_seqlens_k, seqused_k) and the soft-cap, read from the parameters at
+// run time. 0: neither (the parameters' fields are not read), and the
+// machine code is what it was before the feature came: a macro, as
+// FAT_DQ_PADDED, so that the dense variants' cubins stay byte for byte
+// their tuned ones (fatune rehash).
+#ifndef FAT_BWD_FEATURES
+#define FAT_BWD_FEATURES 0
+#endif
+
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000u); }
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
@@ -79,6 +90,70 @@ template <typename T>
 __device__ __forceinline__ const T *at(const void *base, long long offset) {
   return static_cast<const T *>(base) + offset;
 }
+
+#if FAT_BWD_FEATURES
+// One sequence of the batch as a dense batch of one: the parameters with
+// every tensor's pointer at the sequence's first row and the batch strides
+// 0 (so that the kernels' batch · stride is 0 whatever their batch), its
+// own lengths (seqlen_k: the keys it uses), and where its statistics lie.
+// A packed batch's lse, D and dQ accumulator rows are (heads, total_q),
+// lse's layout from the forward (fat_abi.h): the view's lse, delta and
+// dq_accum start at the sequence's first row and a head's rows are
+// stat_rows = total_q apart; a dense batch's are (batch, heads, seqlen_q)
+// as ever. full_k: the key rows dK and dV have for the sequence, which the
+// kernels write in full (zeros past the used ones: a K/V cache padded per
+// sequence gets no gradient in its padding, never garbage).
+struct SequenceView {
+  fat_bwd_params bp;
+  int full_k;     // rows of K (dK, dV) the sequence owns: its seqlen_k before seqused_k
+  int stat_rows;  // rows between two heads' statistics: total_q packed, seqlen_q dense
+  bool packed;
+  // The first row of (batch, head)'s statistics (lse, D, the dQ accumulator)
+  // in the view's arrays.
+  __device__ long long stats_row0(int batch, int head) const {
+    return ((long long)(packed ? 0 : batch) * bp.fwd.heads + head) * stat_rows;
+  }
+};
+
+__device__ __forceinline__ SequenceView sequence_view(const fat_bwd_params &in, int batch) {
+  SequenceView s;
+  s.bp = in;
+  fat_bwd_params &b = s.bp;
+  fat_fwd_params &p = b.fwd;
+  s.packed = p.cu_seqlens_q != nullptr;
+  s.stat_rows = p.seqlen_q;
+  if (s.packed) {
+    const int q0 = p.cu_seqlens_q[batch], k0 = p.cu_seqlens_k[batch];
+    s.stat_rows = p.cu_seqlens_q[p.batch];
+    p.seqlen_q = p.cu_seqlens_q[batch + 1] - q0;
+    p.seqlen_k = p.cu_seqlens_k[batch + 1] - k0;
+    p.q = at<elem_t>(p.q, q0 * p.q_row_stride);
+    p.o = at<elem_t>(p.o, q0 * p.o_row_stride);
+    b.dout = at<elem_t>(b.dout, q0 * b.do_row_stride);
+    b.dq = at<elem_t>(b.dq, q0 * b.dq_row_stride);
+    p.k = at<elem_t>(p.k, k0 * p.k_row_stride);
+    p.v = at<elem_t>(p.v, k0 * p.v_row_stride);
+    b.dk = at<elem_t>(b.dk, k0 * b.dk_row_stride);
+    b.dv = at<elem_t>(b.dv, k0 * b.dv_row_stride);
+    p.lse += q0;
+    b.delta += q0;
+    if (b.dq_accum) b.dq_accum += (long long)q0 * dq_pitch(p);
+    p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = p.o_batch_stride = 0;
+    b.do_batch_stride = b.dq_batch_stride = b.dk_batch_stride = b.dv_batch_stride = 0;
+  }
+  s.full_k = p.seqlen_k;
+  if (p.seqused_k) p.seqlen_k = min(p.seqlen_k, p.seqused_k[batch]);
+  return s;
+}
+
+// tanh on the special-function unit, as the forward's soft-cap
+// (fwd_common.cuh's fast_tanh, which the backward templates do not include).
+__device__ __forceinline__ float softcap_tanh(float x) {
+  float r;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+#endif
 
 // One query row's softmax statistics in the form P needs: lse·log2(e), and
 // +inf for a row that sees no key or lies past the end, so that
@@ -173,7 +248,13 @@ __device__ __forceinline__ RowThread row_thread(const fat_fwd_params &p) {
 // fp32 from the 16-bit values; in atomic mode the row's fp32 dQ accumulator
 // is zeroed here too. Grid: (ceil(seqlen_q / rows), heads, batch),
 // FAT_BWD_ROW_THREADS threads, FAT_BWD_ROW_LANES(head_dim) lanes a row.
-__device__ __forceinline__ void preprocess_rows(const fat_bwd_params &bp) {
+__device__ __forceinline__ void preprocess_rows(const fat_bwd_params &bp_in) {
+#if FAT_BWD_FEATURES
+  const SequenceView view = sequence_view(bp_in, blockIdx.z);
+  const fat_bwd_params &bp = view.bp;
+#else
+  const fat_bwd_params &bp = bp_in;
+#endif
   const fat_fwd_params &p = bp.fwd;
   const RowThread rt = row_thread(p);
   const int row = rt.row, lane = rt.lane;
@@ -191,7 +272,11 @@ __device__ __forceinline__ void preprocess_rows(const fat_bwd_params &bp) {
     sum += dot2(a.x, b.x) + dot2(a.y, b.y) + dot2(a.z, b.z) + dot2(a.w, b.w);
   }
   for (int off = rt.lanes / 2; off > 0; off /= 2) sum += __shfl_xor_sync(rt.mask, sum, off);
+#if FAT_BWD_FEATURES
+  const long long r = view.stats_row0(batch, head) + row;
+#else
   const long long r = ((long long)batch * p.heads + head) * p.seqlen_q + row;
+#endif
   if (lane == 0) bp.delta[r] = sum;
   if constexpr (!kDqSeparate)
     for (int c = lane * 4; c < dq_pitch(p); c += rt.lanes * 4)
@@ -206,13 +291,23 @@ __device__ __forceinline__ void preprocess_rows(const fat_bwd_params &bp) {
 // on) lie; the padding's columns are never written out. The body of
 // fat_bwd_convert_dq in atomic mode; grid as fat_bwd_preprocess.
 template <int kTileRows, class WholeOffset>
-__device__ __forceinline__ void convert_dq_rows(const fat_bwd_params &bp, WholeOffset whole_offset) {
+__device__ __forceinline__ void convert_dq_rows(const fat_bwd_params &bp_in, WholeOffset whole_offset) {
+#if FAT_BWD_FEATURES
+  const SequenceView view = sequence_view(bp_in, blockIdx.z);
+  const fat_bwd_params &bp = view.bp;
+#else
+  const fat_bwd_params &bp = bp_in;
+#endif
   const fat_fwd_params &p = bp.fwd;
   const RowThread rt = row_thread(p);
   const int row = rt.row, lane = rt.lane;
   const int head = blockIdx.y, batch = blockIdx.z;
   if (row >= p.seqlen_q) return;
+#if FAT_BWD_FEATURES
+  const float *slab = bp.dq_accum + view.stats_row0(batch, head) * dq_pitch(p);
+#else
   const float *slab = bp.dq_accum + ((long long)batch * p.heads + head) * p.seqlen_q * dq_pitch(p);
+#endif
   const bool whole = (FAT_DQ_PADDED || p.head_dim == kHeadDim) && row < p.seqlen_q / kTileRows * kTileRows;
   const float *tile = slab + (long long)(row / kTileRows) * kTileRows * kHeadDim;
   const float *acc = slab + (long long)row * dq_pitch(p);

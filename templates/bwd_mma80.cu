@@ -28,6 +28,15 @@
 // that sees no key has lse = −inf and gets P = 0, hence zero gradients,
 // never NaN.
 //
+// FEATURES 1 (the mma80f family) adds what dense variants leave out:
+// variable-length batches (cu_seqlens_q and cu_seqlens_k, seqused_k), each
+// block working on its sequence as a dense batch of one (bwd_common.cuh's
+// sequence_view), and the soft-cap, score = cap·tanh(raw·scale / cap), whose
+// derivative 1 − tanh² multiplies dS:
+//   dS = P ∘ (dP − D) ∘ (1 − tanh²(raw·softcap_in))
+// (in the kernels' raw terms, fat_abi.h: raw' = softcap_out·tanh(raw ·
+// softcap_in), and d raw'/d raw is that factor). FEATURES 0 reads neither.
+//
 // The problem's head dim p.head_dim may be below kHeadDim (a multiple of 8):
 // the columns past it are copied in as zeros, so they add nothing to any
 // product, and no gradient is written there.
@@ -48,6 +57,9 @@ constexpr bool kPrefetch = {{PREFETCH}};  // fat_bwd_mma80 loads query tile i+1 
 constexpr bool kDqMode_atomic = false;
 constexpr bool kDqMode_separate = true;
 constexpr bool kDqSeparate = kDqMode_{{DQ_MODE}};
+// Variable lengths and the soft-cap (above), read at run time; a macro
+// (bwd_common.cuh) so that FEATURES 0 compiles to the dense code it always was.
+#define FAT_BWD_FEATURES {{FEATURES}}
 
 constexpr int kWarpSize = 32;
 constexpr int kThreads = kWarps * kWarpSize;
@@ -327,6 +339,25 @@ __device__ __forceinline__ void probabilities(const fat_fwd_params &p, const Key
       s, q_s + s_m * kRowD, kRowD, 0, k_s + s_n * kRowD, kRowD, 0, lane);
   warp_mma<Split::kMT, Split::kNT, kHeadDim / kMma, false, false, kSwizzleD, kSwizzleD>(
       dp, do_s + s_m * kRowD, kRowD, 0, v_s + s_n * kRowD, kRowD, 0, lane);
+#if FAT_BWD_FEATURES
+  // The soft-cap before the mask (tanh of −inf would be a finite score):
+  // raw' = softcap_out·tanh(raw·softcap_in), and its derivative 1 − tanh²
+  // kept for dS.
+  const bool softcap = p.softcap_in != 0.f;
+  float dcap[Split::kMT][Split::kNT][4];
+  if (softcap) {
+#pragma unroll
+    for (int mt = 0; mt < Split::kMT; mt++)
+#pragma unroll
+      for (int nt = 0; nt < Split::kNT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const float th = softcap_tanh(s[mt][nt][e] * p.softcap_in);
+          s[mt][nt][e] = p.softcap_out * th;
+          dcap[mt][nt][e] = 1.f - th * th;
+        }
+  }
+#endif
   // Hidden pairs and keys past the end get S = −inf, so P = exp2(−inf) = 0,
   // in a pass of their own that only tiles crossing a bound take: tested
   // inside the loop below, the mask's registers spilled around every tile
@@ -359,6 +390,9 @@ __device__ __forceinline__ void probabilities(const fat_fwd_params &p, const Key
         for (int e = 0; e < 2; e++) {
           pv[e] = fast_exp2(s[mt][nt][2 * h + e] * p.scale_log2 - lse_q);
           ds[e] = pv[e] * (dp[mt][nt][2 * h + e] - delta_q);
+#if FAT_BWD_FEATURES
+          if (softcap) ds[e] *= dcap[mt][nt][2 * h + e];
+#endif
         }
         const int off = query * kPitchN + s_n + nt * kMmaN + 2 * t;
         if constexpr (kStoreP) *reinterpret_cast<u32 *>(p_ptr + off) = pack2(pv[0], pv[1]);
@@ -454,7 +488,17 @@ __device__ __forceinline__ void load_query_tile(u32 q_dst, u32 do_dst, const fat
 // this key block's share of dQ. Grid: (ceil(seqlen_k / kBlockN), heads_k,
 // batch), kThreads threads.
 extern "C" __global__ void __launch_bounds__(kThreads)
-fat_bwd_mma80(const fat_bwd_params bp) {
+fat_bwd_mma80(const fat_bwd_params bp_in) {
+  // Causal: a key block sees fewer query tiles the later it starts.
+  const BlockCoords coords = block_coords<false>();
+#if FAT_BWD_FEATURES
+  const SequenceView view = sequence_view(bp_in, coords.batch);
+  const fat_bwd_params &bp = view.bp;
+  // A block past its sequence's keys has no rows of dK and dV to write.
+  if (coords.block * kBlockN >= view.full_k) return;
+#else
+  const fat_bwd_params &bp = bp_in;
+#endif
   const fat_fwd_params &p = bp.fwd;
   extern __shared__ __align__(128) unsigned char smem[];  // whole lines: the swizzle's xor
   constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowN = kPitchN * sizeof(elem_t);
@@ -473,8 +517,6 @@ fat_bwd_mma80(const fat_bwd_params bp) {
 
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int g = lane / 4, t = lane % 4;  // accumulator coordinates: row group, column pair
-  // Causal: a key block sees fewer query tiles the later it starts.
-  const BlockCoords coords = block_coords<false>();
   const int n0 = coords.block * kBlockN, head_k = coords.head, batch = coords.batch;
   const int group = p.heads / p.heads_k;
   const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
@@ -509,21 +551,34 @@ fat_bwd_mma80(const fat_bwd_params bp) {
   const int mb_end = m_end > m_first ? (m_end + kBlockM - 1) / kBlockM : mb_first;
   // The tiles, (query head of the group, query block) in that order, walked
   // as one sequence so that the prefetch crosses from one head to the next.
+#if FAT_BWD_FEATURES
+  // Keys past the used ones (seqused_k) see no query: their rows get zeros.
+  const int n_tiles = n0 < p.seqlen_k ? group * (mb_end - mb_first) : 0;
+#else
   const int n_tiles = group * (mb_end - mb_first);
+#endif
   int hq = 0, mb = mb_first;
   RawRowStats next_stats = {0.f, 0.f};  // PREFETCH: the next tile's lse and D, in flight in registers
   if (kPrefetch && n_tiles > 0) {
     load_query_tile(query_s, query_s + kBlockM * kRowD, bp, batch, head_k * group, mb * kBlockM, tid);
     cp_async_commit();
     if (tid < kBlockM) {
+#if FAT_BWD_FEATURES
+      const long long row0 = view.stats_row0(batch, head_k * group);
+#else
       const long long row0 = ((long long)batch * p.heads + head_k * group) * p.seqlen_q;
+#endif
       next_stats = raw_row_stats(p.lse + row0, bp.delta + row0, mb * kBlockM + tid, p.seqlen_q);
     }
   }
   for (int tile = 0; tile < n_tiles; tile++) {
     const int head = head_k * group + hq;
     const int m0 = mb * kBlockM;
+#if FAT_BWD_FEATURES
+    const long long row0 = view.stats_row0(batch, head);  // of lse, D, dq_accum
+#else
     const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;  // of lse, D, dq_accum
+#endif
     const u32 q_s = query_s + (tile % kQueryBuffers) * kQueryBufferBytes;  // Q_i  [kBlockM][kPitchD]
     const u32 do_s = q_s + kBlockM * kRowD;                                 // dO_i [kBlockM][kPitchD]
     int hq_next = hq, mb_next = mb + 1;
@@ -542,7 +597,11 @@ fat_bwd_mma80(const fat_bwd_params bp) {
         lse_s[tid] = st.lse_log2;
         delta_s[tid] = st.delta;
         if (has_next) {
+#if FAT_BWD_FEATURES
+          const long long next_row0 = view.stats_row0(batch, head_k * group + hq_next);
+#else
           const long long next_row0 = ((long long)batch * p.heads + head_k * group + hq_next) * p.seqlen_q;
+#endif
           next_stats = raw_row_stats(p.lse + next_row0, bp.delta + next_row0, mb_next * kBlockM + tid, p.seqlen_q);
         }
       }
@@ -586,6 +645,12 @@ fat_bwd_mma80(const fat_bwd_params bp) {
 
   // dK = scale · Σ dSᵀ·Q and dV in the element type; rows past the end and
   // columns past the head dim dropped (a column pair is wholly in or out).
+  // FEATURES: the end is the sequence's rows of K, the unused keys' zeros.
+#if FAT_BWD_FEATURES
+  const int key_rows = view.full_k;
+#else
+  const int key_rows = p.seqlen_k;
+#endif
   elem_t *dk_g = at<elem_t>(bp.dk, batch * bp.dk_batch_stride + head_k * bp.dk_head_stride);
   elem_t *dv_g = at<elem_t>(bp.dv, batch * bp.dv_batch_stride + head_k * bp.dv_head_stride);
 #pragma unroll
@@ -593,7 +658,7 @@ fat_bwd_mma80(const fat_bwd_params bp) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const int key = n0 + s2_m + mt * kMma + g + h * 8;
-      if (key >= p.seqlen_k) continue;
+      if (key >= key_rows) continue;
 #pragma unroll
       for (int nt = 0; nt < S2::kNT; nt++) {
         const int col = s2_n + nt * kMmaN + 2 * t;
@@ -611,8 +676,17 @@ fat_bwd_mma80(const fat_bwd_params bp) {
 // deterministic. Grid: (ceil(seqlen_q / kBlockM), heads, batch), kThreads
 // threads. Compiled empty in atomic mode.
 extern "C" __global__ void __launch_bounds__(kThreads)
-fat_bwd_dq(const fat_bwd_params bp) {
+fat_bwd_dq(const fat_bwd_params bp_in) {
   if constexpr (kDqSeparate) {
+    // Causal: the later a query block, the more key tiles it sees.
+    const BlockCoords coords = block_coords<true>();
+#if FAT_BWD_FEATURES
+    const SequenceView view = sequence_view(bp_in, coords.batch);
+    const fat_bwd_params &bp = view.bp;
+    if (coords.block * kBlockM >= bp.fwd.seqlen_q) return;  // past its sequence's queries
+#else
+    const fat_bwd_params &bp = bp_in;
+#endif
     const fat_fwd_params &p = bp.fwd;
     extern __shared__ __align__(128) unsigned char smem[];  // whole lines: the swizzle's xor
     constexpr u32 kRowD = kPitchD * sizeof(elem_t), kRowN = kPitchN * sizeof(elem_t);
@@ -627,13 +701,15 @@ fat_bwd_dq(const fat_bwd_params bp) {
 
     const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
     const int g = lane / 4, t = lane % 4;
-    // Causal: the later a query block, the more key tiles it sees.
-    const BlockCoords coords = block_coords<true>();
     const int m0 = coords.block * kBlockM, head = coords.head, batch = coords.batch;
     const int head_k = head / (p.heads / p.heads_k);
     const int offset = p.seqlen_k - p.seqlen_q;  // bottom-right alignment: query i sits at key i + offset
     const KeyWindow window = key_window(p);
+#if FAT_BWD_FEATURES
+    const long long row0 = view.stats_row0(batch, head);
+#else
     const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;
+#endif
 
     load_rows<kBlockM>(q_s, at<elem_t>(p.q, batch * p.q_batch_stride + head * p.q_head_stride +
                                                 (long long)m0 * p.q_row_stride),

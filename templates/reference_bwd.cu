@@ -12,7 +12,12 @@
 // a row that sees no key (lse = −inf) contributes nothing and gets dQ = 0.
 // Columns past the problem's head dim (the head_dim argument) are never read
 // or written. With grouped-query attention dK and dV sum over the heads of a
-// group.
+// group. Variable-length batches as the forward reference has them
+// (cu_seqlens_q and cu_seqlens_k: packed rows, lse and D (heads, total_q);
+// seqused_k: the keys a sequence uses, whose unused rows get dK = dV = 0),
+// and the soft-cap: with cap = softcap_out·softmax_scale (fat_abi.h) the
+// score is cap·tanh(S·scale / cap) and dS takes its derivative,
+//   dS = P ∘ (dP − D) ∘ (1 − tanh²(S·scale / cap)).
 //
 // tuner/gpu_run.c compiles this file into one module with
 // templates/reference_fwd.cu, after templates/fat_abi.h and
@@ -71,13 +76,61 @@ __device__ __forceinline__ double dot(const double (&a)[kMaxCols], const elem16 
   return warp_sum(acc);
 }
 
-// Keys [*first, *end) are the ones query row I sees under MASK. Computed in
-// 64 bits: a window bound may be as large as an int holds.
-__device__ __forceinline__ void visible_keys(const fat_fwd_params &p, int mask, long long i, long long *first,
-                                             long long *end) {
-  const long long pos = i + p.seqlen_k - p.seqlen_q;  // bottom-right alignment
+// Where sequence B of the batch lives: element offsets of its first row in
+// Q and dO (q_row0 rows on) and K, V (k_row0), its lengths (len_k: the keys
+// it uses, full_k: the rows it has), and stat0, the first of its rows in
+// lse and D for head 0, head H's being H·stat_pitch on.
+struct Seq {
+  long long q_row0, k_row0, stat0, stat_pitch;
+  int len_q, len_k, full_k;
+  bool packed;
+};
+__device__ __forceinline__ Seq seq_of(const fat_fwd_params &p, int b) {
+  Seq s;
+  s.packed = p.cu_seqlens_q != nullptr;
+  if (s.packed) {
+    s.q_row0 = p.cu_seqlens_q[b];
+    s.k_row0 = p.cu_seqlens_k[b];
+    s.len_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+    s.full_k = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+    s.stat_pitch = p.cu_seqlens_q[p.batch];
+    s.stat0 = s.q_row0;
+  } else {
+    s.q_row0 = s.k_row0 = 0;
+    s.len_q = p.seqlen_q;
+    s.full_k = p.seqlen_k;
+    s.stat_pitch = p.seqlen_q;
+    s.stat0 = (long long)b * p.heads * p.seqlen_q;
+  }
+  s.len_k = p.seqused_k ? min(s.full_k, p.seqused_k[b]) : s.full_k;
+  return s;
+}
+// Element offsets of row I of sequence B in a tensor with these strides.
+__device__ __forceinline__ long long row_at(const Seq &s, int b, long long i, bool of_q, long long batch_stride,
+                                            long long row_stride) {
+  return s.packed ? ((of_q ? s.q_row0 : s.k_row0) + i) * row_stride : b * batch_stride + i * row_stride;
+}
+
+// The score of raw product X (Q·K) and its derivative's factor: X·scale, or
+// with the soft-cap cap·tanh(X·scale / cap) and 1 − tanh².
+__device__ __forceinline__ double score(double x, double scale, double cap, double *factor) {
+  if (cap == 0.0) {
+    *factor = 1.0;
+    return x * scale;
+  }
+  const double t = tanh(x * scale / cap);
+  *factor = 1.0 - t * t;
+  return cap * t;
+}
+
+// Keys [*first, *end) are the ones query row I sees under MASK, in a
+// sequence of len_q queries and len_k keys. Computed in 64 bits: a window
+// bound may be as large as an int holds.
+__device__ __forceinline__ void visible_keys(const fat_fwd_params &p, int len_q, int len_k, int mask, long long i,
+                                             long long *first, long long *end) {
+  const long long pos = i + len_k - len_q;  // bottom-right alignment
   *first = 0;
-  *end = p.seqlen_k;
+  *end = len_k;
   if (mask == kMaskCausal) *end = min(*end, pos + 1);
   if (mask == kMaskLocal && p.window_right >= 0) *end = min(*end, pos + p.window_right + 1);
   if (mask == kMaskLocal && p.window_left >= 0) *first = max(0ll, pos - p.window_left);
@@ -116,18 +169,22 @@ extern "C" __global__ void fat_reference_bwd_rows(const fat_bwd_params bp, int h
   const int lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
   const int i = blockIdx.x * warps + threadIdx.x / kWarp;
   const int h = blockIdx.y, b = blockIdx.z;
-  if (i >= p.seqlen_q) return;
+  const Seq sq = seq_of(p, b);
+  if (i >= sq.len_q) return;
   const int kh = h / (p.heads / p.heads_k);
   const bool bf16 = is_bf16 != 0;
   const double scale = (double)p.softmax_scale;
-  const long long r = ((long long)b * p.heads + h) * p.seqlen_q + i;
+  const double cap = p.softcap_in != 0.f ? (double)p.softcap_out * p.softmax_scale : 0.0;
+  const long long r = sq.stat0 + h * sq.stat_pitch + i;
   const double lse = ref_lse[r];
-  const elem16 *k = (const elem16 *)p.k + b * p.k_batch_stride + kh * p.k_head_stride;
-  const elem16 *v = (const elem16 *)p.v + b * p.v_batch_stride + kh * p.v_head_stride;
+  const elem16 *k = (const elem16 *)p.k + row_at(sq, b, 0, false, p.k_batch_stride, p.k_row_stride) +
+                    kh * p.k_head_stride;
+  const elem16 *v = (const elem16 *)p.v + row_at(sq, b, 0, false, p.v_batch_stride, p.v_row_stride) +
+                    kh * p.v_head_stride;
   double q[kMaxCols], d_o[kMaxCols], dq[kMaxCols];
-  load_row(q, (const elem16 *)p.q + b * p.q_batch_stride + (long long)i * p.q_row_stride + h * p.q_head_stride,
+  load_row(q, (const elem16 *)p.q + row_at(sq, b, i, true, p.q_batch_stride, p.q_row_stride) + h * p.q_head_stride,
            head_dim, bf16, lane);
-  load_row(d_o, (const elem16 *)bp.dout + b * bp.do_batch_stride + (long long)i * bp.do_row_stride +
+  load_row(d_o, (const elem16 *)bp.dout + row_at(sq, b, i, true, bp.do_batch_stride, bp.do_row_stride) +
                     h * bp.do_head_stride, head_dim, bf16, lane);
 #pragma unroll
   for (int c = 0; c < kMaxCols; c++) dq[c] = 0.0;
@@ -135,14 +192,15 @@ extern "C" __global__ void fat_reference_bwd_rows(const fat_bwd_params bp, int h
   double delta = 0.0;
   if (lse != ninf()) {
     long long key_first, key_end;
-    visible_keys(p, mask, i, &key_first, &key_end);
+    visible_keys(p, sq.len_q, sq.len_k, mask, i, &key_first, &key_end);
+    double factor;
     for (long long j = key_first; j < key_end; j++) {  // D = Σ_j P_j·dP_j
-      const double pj = exp(dot(q, k + j * p.k_row_stride, head_dim, bf16, lane) * scale - lse);
+      const double pj = exp(score(dot(q, k + j * p.k_row_stride, head_dim, bf16, lane), scale, cap, &factor) - lse);
       delta += pj * dot(d_o, v + j * p.v_row_stride, head_dim, bf16, lane);
     }
     for (long long j = key_first; j < key_end; j++) {  // dQ = scale·Σ_j dS_j·K_j
-      const double pj = exp(dot(q, k + j * p.k_row_stride, head_dim, bf16, lane) * scale - lse);
-      const double ds = pj * (dot(d_o, v + j * p.v_row_stride, head_dim, bf16, lane) - delta);
+      const double pj = exp(score(dot(q, k + j * p.k_row_stride, head_dim, bf16, lane), scale, cap, &factor) - lse);
+      const double ds = pj * (dot(d_o, v + j * p.v_row_stride, head_dim, bf16, lane) - delta) * factor;
 #pragma unroll
       for (int c = 0; c < kMaxCols; c++) {
         const int col = lane + c * kWarp;
@@ -151,7 +209,7 @@ extern "C" __global__ void fat_reference_bwd_rows(const fat_bwd_params bp, int h
     }
   }
   if (lane == 0) ref_delta[r] = delta;
-  double *out = ref_dq + b * p.q_batch_stride + (long long)i * p.q_row_stride + h * p.q_head_stride;
+  double *out = ref_dq + row_at(sq, b, i, true, p.q_batch_stride, p.q_row_stride) + h * p.q_head_stride;
 #pragma unroll
   for (int c = 0; c < kMaxCols; c++) {
     const int col = lane + c * kWarp;
@@ -171,14 +229,16 @@ extern "C" __global__ void fat_reference_bwd_cols(const fat_bwd_params bp, int h
   const int lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
   const int j = blockIdx.x * warps + threadIdx.x / kWarp;
   const int kh = blockIdx.y, b = blockIdx.z;
-  if (j >= p.seqlen_k) return;
+  const Seq sq = seq_of(p, b);
+  if (j >= sq.full_k) return;
   const int group = p.heads / p.heads_k;
   const bool bf16 = is_bf16 != 0;
   const double scale = (double)p.softmax_scale;
+  const double cap = p.softcap_in != 0.f ? (double)p.softcap_out * p.softmax_scale : 0.0;
   double k[kMaxCols], v[kMaxCols], dk[kMaxCols], dv[kMaxCols];
-  load_row(k, (const elem16 *)p.k + b * p.k_batch_stride + (long long)j * p.k_row_stride + kh * p.k_head_stride,
+  load_row(k, (const elem16 *)p.k + row_at(sq, b, j, false, p.k_batch_stride, p.k_row_stride) + kh * p.k_head_stride,
            head_dim, bf16, lane);
-  load_row(v, (const elem16 *)p.v + b * p.v_batch_stride + (long long)j * p.v_row_stride + kh * p.v_head_stride,
+  load_row(v, (const elem16 *)p.v + row_at(sq, b, j, false, p.v_batch_stride, p.v_row_stride) + kh * p.v_head_stride,
            head_dim, bf16, lane);
 #pragma unroll
   for (int c = 0; c < kMaxCols; c++) dk[c] = dv[c] = 0.0;
@@ -186,21 +246,26 @@ extern "C" __global__ void fat_reference_bwd_cols(const fat_bwd_params bp, int h
   // The queries that see key j: position i + seqlen_k − seqlen_q within
   // [j − window_right, j + window_left] (causal: right bound 0, no left).
   // In 64 bits: a window bound may be as large as an int holds.
-  const long long key = j, offset = (long long)p.seqlen_k - p.seqlen_q;
-  long long first = 0, end = p.seqlen_q;
+  // A key past the ones its sequence uses (seqused_k) is seen by none.
+  const long long key = j, offset = (long long)sq.len_k - sq.len_q;
+  long long first = 0, end = j < sq.len_k ? sq.len_q : 0;
   if (mask == kMaskCausal) first = max(first, key - offset);
   if (mask == kMaskLocal && p.window_right >= 0) first = max(first, key - p.window_right - offset);
   if (mask == kMaskLocal && p.window_left >= 0) end = min(end, key + p.window_left - offset + 1);
   for (int hq = 0; hq < group; hq++) {
     const int h = kh * group + hq;
-    const elem16 *q = (const elem16 *)p.q + b * p.q_batch_stride + h * p.q_head_stride;
-    const elem16 *d_o = (const elem16 *)bp.dout + b * bp.do_batch_stride + h * bp.do_head_stride;
-    const long long row0 = ((long long)b * p.heads + h) * p.seqlen_q;
+    const elem16 *q = (const elem16 *)p.q + row_at(sq, b, 0, true, p.q_batch_stride, p.q_row_stride) +
+                      h * p.q_head_stride;
+    const elem16 *d_o = (const elem16 *)bp.dout + row_at(sq, b, 0, true, bp.do_batch_stride, bp.do_row_stride) +
+                        h * bp.do_head_stride;
+    const long long row0 = sq.stat0 + h * sq.stat_pitch;
     for (long long i = first; i < end; i++) {
       const double lse = ref_lse[row0 + i];
       if (lse == ninf()) continue;
-      const double pij = exp(dot(k, q + i * p.q_row_stride, head_dim, bf16, lane) * scale - lse);
-      const double ds = pij * (dot(v, d_o + i * bp.do_row_stride, head_dim, bf16, lane) - ref_delta[row0 + i]);
+      double factor;
+      const double pij = exp(score(dot(k, q + i * p.q_row_stride, head_dim, bf16, lane), scale, cap, &factor) - lse);
+      const double ds =
+          pij * (dot(v, d_o + i * bp.do_row_stride, head_dim, bf16, lane) - ref_delta[row0 + i]) * factor;
 #pragma unroll
       for (int c = 0; c < kMaxCols; c++) {
         const int col = lane + c * kWarp;
@@ -211,7 +276,7 @@ extern "C" __global__ void fat_reference_bwd_cols(const fat_bwd_params bp, int h
       }
     }
   }
-  const long long at = b * p.k_batch_stride + (long long)j * p.k_row_stride + kh * p.k_head_stride;
+  const long long at = row_at(sq, b, j, false, p.k_batch_stride, p.k_row_stride) + kh * p.k_head_stride;
 #pragma unroll
   for (int c = 0; c < kMaxCols; c++) {
     const int col = lane + c * kWarp;

@@ -61,9 +61,8 @@ expect 2 "fatune: --window: -2 is out of range [-1, 1048576]" --mask local --win
 expect 2 "fatune: --window: 'x' is not a number" --mask local --window 256,x
 expect 2 "fatune: --window: '-1,-1' bounds neither side: that is --mask none" --mask local --window 256,0:-1,-1
 expect 2 "fatune: --window: '256,0' given twice" --mask local --window 256,0:1024,-1:256,0
-# Variable-length profiles: lengths and batch are theirs, the forward's only.
+# Variable-length profiles: lengths and batch are theirs.
 expect 2 "fatune: --varlen gives its problems' lengths and batch: leave out --seqlen, --seqlen-k and --batch" --varlen 538,3976 --batch 4
-expect 2 "fatune: --varlen: the backward takes dense batches only (--direction fwd)" --varlen 538,3976 --direction bwd
 expect 2 "fatune: --varlen: '538,0': a varlen profile is a comma-separated list of sequence lengths, each 1 to 1048576" --varlen 538,0
 expect 2 "fatune: --window: empty item in '256,0::1024,0'" --mask local --window 256,0::1024,0
 expect 2 "fatune: --window given twice" --mask local --window 256,0 --window 1024,0
@@ -357,7 +356,8 @@ fi
 # each without PREFETCH, 10 with: family_bwd_mma80.lua drops it where few
 # accumulators leave room for many warps) and 4 of the wgmma90 family, the
 # default FlashAttention-2's 64 x 64 tiles with atomic dQ and no prefetch;
-# fwd,bwd lists both.
+# mma80f's 36 (mma80's configurations that keep room for the soft-cap's
+# factor; its default eight warps); fwd,bwd lists both.
 bwd=$("$F" --list --direction bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null)
 both=$("$F" --list --direction fwd,bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
 fwd=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
@@ -370,9 +370,11 @@ if [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic ' <<<"$bwd")" -eq 1
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n\(64\|128\)s[23]p ' <<<"$bwd")" -eq 4 ] &&
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n128s[23]k ' <<<"$bwd")" -eq 2 ] &&
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n\(64\|128\)s[23]k\?p\?g .* GROUPED=1 ' <<<"$bwd")" -eq 10 ] &&
-   [ "$(wc -l <<<"$bwd")" -eq 68 ] &&
+   [ "$(grep -c '^bwd\.mma80f\.bf16\.d128\.causal\.' <<<"$bwd")" -eq 36 ] &&
+   grep -q '^bwd.mma80f.bf16.d128.causal.m64n64w8.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=8  [0-9a-f]\{64\}$' <<<"$bwd" &&
+   [ "$(wc -l <<<"$bwd")" -eq 104 ] &&
    grep -q '^bwd.mma80.bf16.d128.causal.m64n64w4.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=4  [0-9a-f]\{64\}$' <<<"$bwd" &&
-   [ "$both" -eq $((fwd + 68)) ]; then
+   [ "$both" -eq $((fwd + 104)) ]; then
   pass=$((pass + 1))
 else
   fail=$((fail + 1)); echo "FAIL: --list --direction bwd ($(wc -l <<<"$bwd") bwd lines, $both for fwd,bwd, $fwd fwd)"

@@ -382,11 +382,28 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
   }
   int count[N_BWD_HEAD_DIMS][2][N_MASKS][2] = {{{{0}}}}, defaults[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
   int wgmma[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}}, ws90[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
-  size_t n_wgmma = 0, n_ws90 = 0;
+  int features_defaults[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
+  size_t n_wgmma = 0, n_ws90 = 0, n_features = 0;
   for (size_t i = 0; i < n; i++) {
     int d = head_dim_index(v[i].head_dim) - 1; /* no d32 backward */
     int separate = strstr(v[i].name, ".separate") != NULL;
     CHECK_WHY(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
+    /* mma80f: mma80's template and configurations with FEATURES 1, each one
+     * a configuration mma80 has too (fewer: the soft-cap's rule), one
+     * default a (d, dtype, mask). */
+    if (!strcmp(v[i].family, "mma80f")) {
+      char dense[160];
+      snprintf(dense, sizeof dense, "bwd.mma80.%s", v[i].name + strlen("bwd.mma80f."));
+      const fat_variant *twin = find(v, n, dense);
+      CHECK_WHY(twin != NULL && !strcmp(twin->params, v[i].params) && !strcmp(v[i].entry, "fat_bwd_mma80") &&
+                    strstr(v[i].source, "#define FAT_BWD_FEATURES 1\n") != NULL,
+                "%s on %s: no dense twin %s, or entry %s params %s", v[i].name, arch, dense, v[i].entry,
+                v[i].params);
+      if (d >= 0 && (int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS)
+        features_defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
+      n_features++;
+      continue;
+    }
     /* Hopper's families (wgmma90, ws90): atomic dQ only, never the
      * default, sm_90a only, each its own entry fat_bwd_FAMILY. */
     const int is_ws90 = !strcmp(v[i].family, "ws90");
@@ -416,6 +433,7 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
     CHECK_WHY(separate == (strstr(v[i].params, "DQ_MODE=separate") != NULL), "%s: params %s", v[i].name,
               v[i].params);
     CHECK_WHY(strstr(v[i].source, "{{") == NULL, "%s: '{{' left in the source", v[i].name);
+    CHECK_WHY(strstr(v[i].source, "#define FAT_BWD_FEATURES 0\n") != NULL, "%s: FEATURES not 0", v[i].name);
     CHECK_WHY((strstr(v[i].name, ".p1") != NULL) == (strstr(v[i].params, "PREFETCH=1") != NULL),
               "%s: params %s", v[i].name, v[i].params);
     CHECK_WHY((int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS, "%s: mask %d", v[i].name, (int)v[i].mask);
@@ -433,6 +451,8 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
         CHECK_WHY(count[d][t][m][0] >= BWD_MIN_CONFIGS && count[d][t][m][1] >= BWD_MIN_CONFIGS,
                   "%s bwd d%d: fewer than %d configurations", arch, HEAD_DIMS[d + 1], BWD_MIN_CONFIGS);
         CHECK_WHY(defaults[d][t][m] == 1, "%s bwd d%d: %d defaults", arch, HEAD_DIMS[d + 1], defaults[d][t][m]);
+        CHECK_WHY(features_defaults[d][t][m] == 1, "%s bwd mma80f d%d: %d defaults", arch, HEAD_DIMS[d + 1],
+                  features_defaults[d][t][m]);
         CHECK_WHY(wgmma[d][t][m] == want_wgmma[d], "%s bwd wgmma90 d%d: %d, want %d", arch, HEAD_DIMS[d + 1],
                   wgmma[d][t][m], want_wgmma[d]);
         /* causal: each again with GROUPED 1 */
@@ -446,15 +466,22 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
   size_t wgmma_grid = !strcmp(arch, "sm_90a") ? 4 * 2 * N_MASKS * BWD_WGMMA_GRID : 0;
   /* ws90's: the same grid over head dims 64, 96 and 128. */
   size_t ws90_grid = !strcmp(arch, "sm_90a") ? 3 * 2 * N_MASKS * BWD_WS90_GRID : 0;
-  size_t np_wgmma = 0, np_ws90 = 0;
+  size_t np_wgmma = 0, np_ws90 = 0, np_features = 0;
   for (size_t i = 0; i < np; i++) {
     np_wgmma += strncmp(p[i].name, "bwd.wgmma90.", 12) == 0;
     np_ws90 += strncmp(p[i].name, "bwd.ws90.", 9) == 0;
+    np_features += strncmp(p[i].name, "bwd.mma80f.", 11) == 0;
   }
-  CHECK_WHY(n - n_wgmma - n_ws90 + np - np_wgmma - np_ws90 == (size_t)N_BWD_HEAD_DIMS * 2 * N_MASKS * BWD_GRID &&
-                n_wgmma + np_wgmma == wgmma_grid && n_ws90 + np_ws90 == ws90_grid,
-            "%s bwd: %zu variants + %zu pruned (wgmma90 %zu + %zu, ws90 %zu + %zu)", arch, n, np, n_wgmma,
-            np_wgmma, n_ws90, np_ws90);
+  /* mma80f's grid is mma80's. */
+  const size_t mma80_grid = (size_t)N_BWD_HEAD_DIMS * 2 * N_MASKS * BWD_GRID;
+  CHECK_WHY(n - n_wgmma - n_ws90 - n_features + np - np_wgmma - np_ws90 - np_features == mma80_grid &&
+                n_features + np_features == mma80_grid && n_wgmma + np_wgmma == wgmma_grid &&
+                n_ws90 + np_ws90 == ws90_grid,
+            "%s bwd: %zu variants + %zu pruned (wgmma90 %zu + %zu, ws90 %zu + %zu, mma80f %zu + %zu)", arch, n,
+            np, n_wgmma, np_wgmma, n_ws90, np_ws90, n_features, np_features);
+  /* Four warps at d128 hold mma80's accumulators and no more. */
+  CHECK_STR(find_reason(p, np, "bwd.mma80f.bf16.d128.none.m64n64w4.atomic"),
+            "soft-cap: accumulators 224 > 192 registers per thread");
   if (!strcmp(arch, "sm_90a")) {
     CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d128.none.m64n128s2g"),
               "GROUPED 1: only causal (the other masks go pair by pair)");

@@ -15,8 +15,9 @@
  * reductions, partial ones from registers; ws90's persistent ones on a
  * shape of more key blocks than SMs too, the GROUPED ones (bf16) on one
  * of several groups of (key head, batch) pairs, the last partial). Prints a table of
- * rel_l2 per gradient. FATUNE_TEST_FAMILY=NAME checks only that Hopper
- * family's configurations (a template change's first run on the GPU).
+ * rel_l2 per gradient. FATUNE_TEST_FAMILY=NAME checks only that family's
+ * configurations (mma80f, or a Hopper family: a template change's first run
+ * on the GPU). mma80f's (variable lengths, the soft-cap) run on every GPU.
  * Exits 77 (skipped) when no CUDA driver or device is present. */
 #include <math.h>
 #include <stdio.h>
@@ -252,6 +253,42 @@ int main(void) {
     check_variant(g, arch, "bwd.mma80.fp16.d192.none.m64n64w8.separate", &shapes[0], 1);
     check_variant(g, arch, "bwd.mma80.bf16.d256.causal.m64n64w8.separate", &shapes[2], 1);
     check_variant(g, arch, "bwd.mma80.bf16.d256.none.m64n64w8.atomic", &shapes[0], 1);
+  }
+  /* mma80f, the family with variable lengths and the soft-cap: packed
+   * batches of uneven sequences (the shortest one row, odd ones using part
+   * of their keys through seqused_k, whose unused K and V rows are NaN:
+   * poisoned, so a kernel that reads them fails), causal with query and
+   * key lengths that differ per sequence, grouped-query heads; the soft-cap
+   * (2: tanh bends most scores of random inputs) packed and dense. Every
+   * head dim, both dtypes, both dQ modes and masks at the defaults' tiles
+   * (separate: bit-identical across two runs), the prefetch and the local
+   * mask once each. */
+  if (all || !strcmp(only, "mma80f")) {
+    const fat_check_shape featured[] = {
+        {FAT_SHAPE_DIMS(3, 4, 2, 300, 300), .varlen = 1},
+        {FAT_SHAPE_DIMS(4, 2, 2, 129, 200), .varlen = 1, .softcap = 2.f},
+        {FAT_SHAPE_DIMS(1, 2, 2, 77, 77), .softcap = 2.f},
+        {FAT_SHAPE_DIMS(2, 3, 3, 300, 45), .varlen = 1}};
+    const int n_featured = sizeof featured / sizeof featured[0];
+    static const int feature_dims[] = {64, 96, 128, 192, 256};
+    for (size_t di = 0; di < sizeof feature_dims / sizeof feature_dims[0]; di++)
+      for (size_t ti = 0; ti < 2; ti++)
+        for (size_t mi = 0; mi < 2; mi++)
+          for (size_t oi = 0; oi < 2; oi++) {
+            const int d = feature_dims[di];
+            /* Both dtypes, masks and modes at d64 and d128; bf16 at the others. */
+            if (d != 64 && d != 128 && ti == 1) continue;
+            char name[128];
+            snprintf(name, sizeof name, "bwd.mma80f.%s.d%d.%s.m64n64w%d.%s", dtypes[ti], d, masks[mi],
+                     d <= 64 ? 4 : 8, modes[oi]);
+            check_variant(g, arch, name, featured, n_featured);
+          }
+    check_variant(g, arch, "bwd.mma80f.bf16.d128.causal.m64n64w8.atomic.p1", featured, n_featured);
+    const fat_check_shape local[] = {
+        {FAT_SHAPE_DIMS(3, 4, 2, 333, 300), .varlen = 1, .window_left = 70, .window_right = 9},
+        {FAT_SHAPE_DIMS(3, 4, 2, 333, 300), .varlen = 1, .window_left = 70, .window_right = 9,
+         .softcap = 2.f}};
+    check_variant(g, arch, "bwd.mma80f.fp16.d128.local.m64n64w8.atomic", local, 2);
   }
   /* Hopper's wgmma families: every configuration at bf16 d64, d128 and
    * d256 (two warpgroups sharing the keys), causal and not, on all four

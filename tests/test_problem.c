@@ -158,7 +158,7 @@ int main(void) {
   /* Checked packed: every shape variable-length, with more sequences. */
   CHECK_INT(fat_check_shapes_for(&v[0], s), 3);
   for (int i = 0; i < 3; i++) CHECK(s[i].varlen == 1 && s[i].batch >= 3 && s[i].lengths.n == 0);
-  /* --varlen gives lengths and batch itself, for the forward only. */
+  /* --varlen gives lengths and batch itself, forward and backward. */
   static const int known[] = {64, 128};
   fat_options o;
   char err[256];
@@ -166,9 +166,24 @@ int main(void) {
   CHECK_INT(fat_options_parse(5, clash, known, 2, &o, err, sizeof err), -1);
   CHECK_STR(err, "--varlen gives its problems' lengths and batch: leave out --seqlen, --seqlen-k "
                  "and --batch");
-  char *bwd[] = {"fatune", "--varlen", "12,3", "--direction", "fwd,bwd"};
-  CHECK_INT(fat_options_parse(5, bwd, known, 2, &o, err, sizeof err), -1);
-  CHECK_STR(err, "--varlen: the backward takes dense batches only (--direction fwd)");
+  char *vl_bwd[] = {"fatune", "--head-dim", "128", "--dtype", "bf16", "--mask", "causal",
+                    "--varlen", "538,3976,2092", "--direction", "fwd,bwd"};
+  fat_problem vb[2];
+  CHECK_INT(problems_of(11, vl_bwd, vb, 2), 2);
+  CHECK(vb[0].direction == FAT_FWD && vb[1].direction == FAT_BWD && vb[1].lengths.n == 3);
+  /* The packed backward's short shape checks the soft-cap's path too (its
+   * family, mma80f, serves both); the forward's does not. */
+  CHECK_INT(fat_check_shapes_for(&vb[1], s), 3);
+  CHECK(s[0].softcap == 0.f && s[1].softcap == 0.f && s[2].softcap == 2.f && s[2].varlen == 1);
+  CHECK_INT(fat_check_shapes_for(&vb[0], s), 3);
+  CHECK(s[2].softcap == 0.f);
+  /* Timed there: mma80f only; on a dense backward every family but it. */
+  fat_variant dense_v = {.family = "mma80", .direction = FAT_BWD, .params = ""},
+              features_v = {.family = "mma80f", .direction = FAT_BWD, .params = ""};
+  CHECK(!fat_family_applies(&dense_v, &vb[1]) && fat_family_applies(&features_v, &vb[1]));
+  fat_tune_problem(FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 2048, 1, 8, &p);
+  p.direction = FAT_BWD;
+  CHECK(fat_family_applies(&dense_v, &p) && !fat_family_applies(&features_v, &p));
   static const char *const bad[] = {"12,", "0,4", "4,,4", "4:", "x", "4,2000000"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char *one[] = {"fatune", "--varlen", (char *)bad[i]};

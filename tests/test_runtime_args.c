@@ -463,16 +463,28 @@ int main(void) {
                     "outputs must not alias another tensor");
   b = good_bwd(), b.dout = b.fwd.q; /* inputs may share memory */
   CHECK_BWD_OK(&b);
-  /* The forward-only features are refused as unsupported, not as bad input. */
+  /* The soft-cap and variable-length batches have a backward (mma80f's):
+   * a packed batch's gradients are one sequence of total rows, like q, k
+   * and v (their batch strides unused), and its D and dQ accumulator rows
+   * are lse's, heads x total_q. */
   b = good_bwd(), b.fwd.softcap = 30.0f;
-  expect_bwd(__LINE__, &b, FAT_ERR_UNSUPPORTED, "softcap 30: the backward has no soft-cap (forward only)");
-  b = good_bwd(), b.fwd.cu_seqlens_q = (const int *)CU_Q_AT, b.fwd.cu_seqlens_k = (const int *)CU_K_AT;
-  b.fwd.total_q = 2 * b.fwd.seqlen_q, b.fwd.total_k = 2 * b.fwd.seqlen_k;
-  expect_bwd(__LINE__, &b, FAT_ERR_UNSUPPORTED,
-             "variable-length batches (cu_seqlens, seqused_k): the backward takes dense batches only");
+  CHECK_BWD_OK(&b);
   b = good_bwd(), b.fwd.seqused_k = (const int *)CU_K_AT;
-  expect_bwd(__LINE__, &b, FAT_ERR_UNSUPPORTED,
-             "variable-length batches (cu_seqlens, seqused_k): the backward takes dense batches only");
+  CHECK_BWD_OK(&b);
+  b = good_bwd(), b.fwd.cu_seqlens_q = (const int *)CU_Q_AT, b.fwd.cu_seqlens_k = (const int *)CU_K_AT;
+  b.fwd.total_q = 100, b.fwd.total_k = 200; /* within the dense tensors' rows */
+  b.do_batch_stride = b.dq_batch_stride = b.dk_batch_stride = b.dv_batch_stride = 1; /* unused */
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes), FAT_OK);
+  CHECK_INT((long long)b.workspace_bytes, 1792 + 4 * 100 * 64 * 4); /* D: 400 floats, rounded to 256 */
+  CHECK_BWD_OK(&b);
+  /* dk just past dq's 100 packed rows (not its dense 2 x 64): no overlap
+   * until dq has one row more. */
+  b.dk = (void *)(DQ_AT + 100 * 4 * 64 * 2);
+  CHECK_BWD_OK(&b);
+  b.fwd.total_q = 101;
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes), FAT_OK);
+  CHECK_BWD_BAD(&b, "dq [0x7000000, +51712 bytes) overlaps dk [0x700c800, +51200 bytes): the outputs "
+                    "must not alias another tensor");
   /* The local mask has a backward. */
   b = good_bwd(), b.fwd.mask = FAT_ATTN_MASK_LOCAL, b.fwd.window_left = 16, b.fwd.window_right = 0;
   CHECK_BWD_OK(&b);

@@ -445,6 +445,23 @@ int main(void) {
   CHECK_INT(fat_attention_select(c, &b.fwd, &ch), FAT_OK);
   CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
   CHECK(!strncmp(ch.variant, "fwd.", 4));
+  /* A soft-capped or packed backward: mma80f's default (variable lengths
+   * and the soft-cap), never the dense families' winner of its bucket. */
+  b.fwd.seqlen_q = b.fwd.seqlen_k = 2048;
+  b.deterministic = 0;
+  b.fwd.softcap = 30.f;
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80f.bf16.d128.causal.m64n64w8.atomic");
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  b.deterministic = 1;
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80f.bf16.d128.causal.m64n64w8.separate");
+  b.deterministic = 0, b.fwd.softcap = 0.f, b.fwd.seqused_k = (const int *)(uintptr_t)0x1000;
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80f.bf16.d128.causal.m64n64w8.atomic");
+  b.fwd.seqused_k = NULL; /* dense again: the tuned winner */
+  CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80.bf16.d128.causal.atomic");
   /* Nothing tuned: the backward's defaults, the deterministic one without atomics. */
   b.fwd = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 96, 101);
   b.deterministic = 0;

@@ -48,7 +48,8 @@ const char *fat_options_usage(void) {
          "  --batch N          batch of every problem (default: 16384 tokens / longer seqlen)\n"
          "  --varlen LIST      variable-length problems instead of --seqlen: each the sequence\n"
          "                     lengths of a packed batch (flash_attn_varlen_func's), ':'-\n"
-         "                     separated (538,2092,3976:1024,1024,512); forward only\n"
+         "                     separated (538,2092,3976:1024,1024,512); the backward's on\n"
+         "                     its family with variable lengths (mma80f)\n"
          "  --db PATH          database (default $FATUNE_DB, else\n"
          "                     $XDG_CACHE_HOME/fatune/fatune.db or ~/.cache/fatune/fatune.db)\n"
          "  --jobs J           compile threads (default: number of CPUs)\n"
@@ -251,8 +252,9 @@ static int each_varlen(const char *flag, const char *item, void *out, int index,
   return 0;
 }
 
-/* --varlen gives the lengths (and the batch) of its problems, which only
- * the forward takes. */
+/* --varlen gives the lengths (and the batch) of its problems, forward and
+ * backward (the backward's on the family that takes packed batches,
+ * mma80f: problems.c's fat_family_applies). */
 static int check_varlen(const fat_options *o, int shape_given, char *err, size_t errlen) {
   if (o->n_varlens == 0) return 0;
   if (shape_given) {
@@ -260,11 +262,6 @@ static int check_varlen(const fat_options *o, int shape_given, char *err, size_t
              "--seqlen-k and --batch");
     return -1;
   }
-  for (int i = 0; i < o->n_directions; i++)
-    if (o->directions[i] == FAT_BWD) {
-      snprintf(err, errlen, "--varlen: the backward takes dense batches only (--direction fwd)");
-      return -1;
-    }
   return 0;
 }
 

@@ -9,6 +9,11 @@
 #include "job.h"
 #include "problems.h"
 
+/* The soft-cap of a packed backward's short check shape: small, so that
+ * tanh bends most scores (random inputs' scaled scores are of order 1,
+ * which Gemma 2's cap of 50 would leave on tanh's straight part). */
+#define CHECK_SOFTCAP 2.f
+
 void fat_tune_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen_q, int seqlen_k,
                       int group, int batch, fat_problem *p) {
   memset(p, 0, sizeof *p);
@@ -79,14 +84,19 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
       s[i].varlen = 1;
       s[i].batch += 2;
     }
+  /* A packed backward is served by the family that also takes the
+   * soft-cap (family.h's features), one path of its code: its short shape
+   * checks that path too. */
+  if (p->lengths.n > 0 && p->direction == FAT_BWD) s[2].softcap = CHECK_SOFTCAP;
   return FAT_TUNE_CHECK_SHAPES;
 }
 
 /* Where a family is timed, by its row of the family table (family.h): a
  * packed batch of variable lengths only on the families whose kernels take
  * one in a pass (the runtime serves a packed call the nearest dense winner
- * too); a family with a longest seqlen_q (the decoding family) only up to
- * it; a variant that packs the heads of a group (PACK_GQA 1) only where a
+ * too); a backward family with features (variable lengths and the
+ * soft-cap) on nothing else, whose calls it alone serves; a family with a
+ * longest seqlen_q (the decoding family) only up to it; a variant that packs the heads of a group (PACK_GQA 1) only where a
  * group has more than one query head. A variant whose family has no row,
  * or whose parameters do not parse, is timed, so that its check fails it
  * with the reason (fat_kernel_schedule's). */
@@ -94,6 +104,7 @@ int fat_family_applies(const fat_variant *v, const fat_problem *p) {
   const fat_family *f = fat_family_find(v->family, v->direction);
   if (!f) return 1;
   if (p->lengths.n > 0) return f->packed;
+  if (f->features) return 0;
   if (f->max_seqlen_q > 0 && p->seqlen_q > f->max_seqlen_q) return 0;
   if (v->direction != FAT_FWD) return 1;
   int pack_gqa = 0, splits = 1;

@@ -195,6 +195,7 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
     }
   }
   if ((rc = fat_gpu_fill_random(g, &t.fwd, seed, err, errlen)) != FAT_GPU_OK ||
+      (rc = poison_unused_keys(g, s, &t.fwd, err, errlen)) != FAT_GPU_OK ||
       (rc = fat_gpu_fill_one(g, t.dout, t.fwd.n_q, d->dtype, fat_seed_derive(seed, SEED_DO), "dO", err,
                              errlen)) != FAT_GPU_OK ||
       (rc = fat_gpu_bwd_reference(g, &t, d->mask, 1, err, errlen)) != FAT_GPU_OK)

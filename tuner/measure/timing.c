@@ -180,9 +180,11 @@ static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat
                     size_t errlen) {
   int rc = FAT_GPU_FAILED;
   fat_gpu_bwd_tensors t;
+  /* A profile's packed batch as the forward times it (its lengths). */
   const fat_check_shape shape = {.batch = p->batch, .heads = p->heads, .heads_k = p->heads_k,
                                  .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k,
-                                 .window_left = p->window_left, .window_right = p->window_right};
+                                 .window_left = p->window_left, .window_right = p->window_right,
+                                 .varlen = p->lengths.n > 0, .lengths = p->lengths};
   const float lse_value = BWD_TIMING_LSE;
   unsigned lse_bits;
 
@@ -190,10 +192,6 @@ static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat
   if (o->reps < 1 || o->warmup < 0) {
     snprintf(err, errlen, "timing needs at least one variant and one repetition (got %d variants, "
              "%d reps, %d warm-up)", n, o->reps, o->warmup);
-    return FAT_GPU_FAILED;
-  }
-  if (p->lengths.n > 0) {
-    snprintf(err, errlen, "the backward takes dense batches only, not a variable-length profile");
     return FAT_GPU_FAILED;
   }
   for (int i = 0; i < n; i++)
