@@ -31,9 +31,9 @@ attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1),
     -1 for no bound on that side; causal=True sets right to 0. (-1, -1) is no
     window; (-1, 0) is the causal mask itself, and runs its kernels.
     softcap > 0: scores are soft-capped, softcap · tanh(score / softcap),
-    score the scaled q·kᵀ (Gemma 2). Forward only: the forward runs whatever
-    requires grad, and it is the backward (loss.backward()) that raises
-    NotImplementedError, since libfatune's backward has no soft-cap.
+    score the scaled q·kᵀ (Gemma 2); its backward runs on libfatune's mma80f
+    family (mma80's kernels with the soft-cap and variable lengths), not yet
+    the Hopper families: slower than a backward without a cap.
     deterministic: the backward uses only variants without atomics, so the
     gradients are bit-identical from run to run (slower); it does not change
     the forward. return_softmax_lse=True returns (out, lse), lse the fp32
@@ -60,10 +60,11 @@ attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     lengths. Returns out (total_q, heads, head_dim), or (out, lse) with
     return_softmax_lse=True, lse (heads, total_q). The offsets are not read
     on the host (no synchronisation): their values are the caller's promise.
-    Forward only: the backward raises NotImplementedError.
+    Differentiable in q, k and v (fatune::bwd_varlen, on the mma80f family);
+    a key past seqused_k gets zero gradients.
 attention_varlen_with_lse(...)  attention_varlen(..., return_softmax_lse=True).
 attention_bwd(dout, q, k, v, o, lse, *, causal, softmax_scale, window_size,
-              deterministic, dq, dk, dv)  the backward itself: (dq, dk, dv),
+              softcap, deterministic, dq, dk, dv)  the backward itself: (dq, dk, dv),
     into given tensors if dq, dk, dv are passed (dk, dv have heads_k heads).
 select(q, k, v, *, ...), select_bwd(q, k, v, *, ...)  the Choice a launch
     would make.
@@ -212,9 +213,8 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
     1/sqrt(head_dim) (scale= is the same argument by SDPA's name); causal
     and window_size (left, right; -1 unbounded) are bottom-right aligned,
     causal=True making the right bound 0. k and v may have fewer heads
-    (grouped-query). Differentiable in q, k and v unless softcap > 0 (then
-    the backward raises NotImplementedError); deterministic=True makes the
-    backward bit-reproducible. Returns out, or (out, lse) with
+    (grouped-query). Differentiable in q, k and v (with softcap > 0 too);
+    deterministic=True makes the backward bit-reproducible. Returns out, or (out, lse) with
     return_softmax_lse=True. dropout_p must be 0, alibi_slopes None and
     return_attn_probs False: fatune has none of them, and refuses rather
     than ignores them. Raises ValueError for a wrong dtype, device, shape,
@@ -259,8 +259,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     each sequence's mask aligned bottom-right on its own lengths (and
     deterministic, a backward's, changes nothing here). Returns out
     (total_q, heads, head_dim), or (out, lse) with return_softmax_lse=True.
-    Forward only: a backward through it raises NotImplementedError. The
-    operator fatune::fwd_varlen."""
+    Differentiable in q, k and v: the operator fatune::fwd_varlen, its
+    backward fatune::bwd_varlen."""
     api = "fatune.attention_varlen"
     options = _flash_options(api, causal, softmax_scale, scale, window_size, softcap, deterministic,
                              dropout_p, alibi_slopes, return_attn_probs, return_softmax_lse)
@@ -272,12 +272,12 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         if not _is_length(x):
             raise TypeError(f"{name} must be an int, got {type(x).__name__}")
     o, lse = torch.ops.fatune.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
-                                         max_seqlen_k, *options)
+                                         max_seqlen_k, *options, deterministic)
     return (o, lse) if return_softmax_lse else o
 
 
 def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, window_size=(-1, -1),
-                  deterministic=False, dq=None, dk=None, dv=None, scale=None):
+                  softcap=0.0, deterministic=False, dq=None, dk=None, dv=None, scale=None):
     """The gradients (dq, dk, dv) of attention(q, k, v, causal=causal,
     softmax_scale=softmax_scale, window_size=window_size) for the incoming
     gradient DOUT, given the forward's O and LSE (from attention_with_lse),
@@ -286,14 +286,14 @@ def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, wi
     gradients of a group's query heads are summed). DQ, DK, DV, when given,
     are written (every element) and returned; otherwise they are allocated in
     the layouts of q, k and v. DOUT is copied first when the kernels cannot
-    read it where it lies. There is no soft-cap here: libfatune's backward
-    has none. Without dq, dk, dv this is the operator fatune::bwd; with them
+    read it where it lies. softcap: the forward's. Without dq, dk, dv this is
+    the operator fatune::bwd; with them
     (writing into given tensors) a plain call, which torch.compile does not
     trace."""
     api = "fatune.attention_bwd"
     _check_bool("deterministic", deterministic)
     value, name = _scale_arg(api, softmax_scale, scale)
-    mask, left, right, value, _ = _options(causal, value, window_size, 0.0, name)
+    mask, left, right, value, cap = _options(causal, value, window_size, softcap, name)
     _need_torch(api)
     _check_tensors(dout=dout, q=q, k=k, v=v, o=o, lse=lse)
     # Under this function's name (the operator's own checks, which follow,
@@ -301,11 +301,12 @@ def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, wi
     # read, so that torch.compile traces it.
     _runtime.check_bwd(dout, q, k, v, o, lse, api, storage=False)
     if dq is None and dk is None and dv is None:
-        return torch.ops.fatune.bwd(dout, q, k, v, o, lse, mask, left, right, value, deterministic)
+        return torch.ops.fatune.bwd(dout, q, k, v, o, lse, mask, left, right, value, cap, deterministic)
     for name, g, like, like_name in (("dq", dq, q, "q"), ("dk", dk, k, "k"), ("dv", dv, v, "v")):
         if g is not None:
             _runtime.check_like(name, g, like, like_name, api)
-    return _runtime.backward(dout, q, k, v, o, lse, mask, left, right, value, deterministic, dq, dk, dv, api)
+    return _runtime.backward(dout, q, k, v, o, lse, mask, left, right, value, cap, deterministic, dq, dk, dv,
+                             api)
 
 
 def select(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0):
@@ -315,12 +316,12 @@ def select(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0):
     return _runtime.select(q, k, v, mask, left, right, cap)
 
 
-def select_bwd(q, k, v, *, causal=False, window_size=(-1, -1), deterministic=False):
+def select_bwd(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0, deterministic=False):
     """The Choice fatune's backward would make for these tensors, without launching."""
     _check_bool("deterministic", deterministic)
-    mask, left, right, _, _ = _options(causal, None, window_size, 0.0)
+    mask, left, right, _, cap = _options(causal, None, window_size, softcap)
     _need_torch("fatune.select_bwd")
-    return _runtime.select(q, k, v, mask, left, right, 0.0, bwd=True, deterministic=deterministic)
+    return _runtime.select(q, k, v, mask, left, right, cap, bwd=True, deterministic=deterministic)
 
 
 def last_choice(device=None):

@@ -228,9 +228,9 @@ def check_qkv(q, k, v, api="fatune.attention", layout=DENSE, storage=True):
         raise ValueError(f"k/v heads {hk} do not divide q heads {h}")
 
 
-def check_like(name, t, like, like_name, api, storage=True):
+def check_like(name, t, like, like_name, api, storage=True, layout=DENSE):
     """T must be a tensor the kernels can read, of LIKE's shape, dtype and device."""
-    check_tensor(name, t, api, storage=storage)
+    check_tensor(name, t, api, layout, storage)
     if t.shape != like.shape or t.dtype != like.dtype or t.device != like.device:
         raise ValueError(f"{name} is {t.dtype} {tuple(t.shape)} on {t.device}; it must match "
                          f"{like_name}: {like.dtype} {tuple(like.shape)} on {like.device}")
@@ -399,12 +399,11 @@ def forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap):
     return o, lse
 
 
-def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, mask,
-                   window_left, window_right, softmax_scale, softcap):
-    """(out, lse) of a packed batch by fat_attention_fwd."""
-    batch = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
+def varlen_args(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, mask,
+                window_left, window_right, softmax_scale, softcap):
+    """fat_attn_args of a packed batch (checked: check_varlen)."""
+    batch = cu_seqlens_q.numel() - 1
     total_q, h, _ = q.shape
-    o, lse = varlen_outputs(q)
     a = _abi.fat_attn_args()
     a.q, a.k, a.v, a.o, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
@@ -416,26 +415,26 @@ def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
     a.seqused_k = seqused_k.data_ptr() if seqused_k is not None else None
     a.dtype = _BF16 if q.dtype == torch.bfloat16 else _FP16
     _set_options(a, mask, window_left, window_right, softmax_scale, softcap)
+    return a
+
+
+def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, mask,
+                   window_left, window_right, softmax_scale, softcap):
+    """(out, lse) of a packed batch by fat_attention_fwd."""
+    check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
+    o, lse = varlen_outputs(q)
+    a = varlen_args(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, mask,
+                    window_left, window_right, softmax_scale, softcap)
     _launch_fwd(a, device_index(q), q, "fatune.attention_varlen")
     return o, lse
 
 
-def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_scale, deterministic,
-             dq=None, dk=None, dv=None, api="fatune.attention"):
-    """fat_attention_bwd: the gradients DQ, DK, DV (written where given,
-    already checked, else allocated by bwd_outputs) of the forward of q, k, v
-    that gave O and LSE, for DOUT (copied when the kernels cannot read it)."""
-    check_bwd(dout, q, k, v, o, lse, api)
-    dout = kernel_layout(dout)
-    if dq is None and dk is None and dv is None:
-        dq, dk, dv = bwd_outputs(q, k, v)
-    else:  # the raw attention_bwd's: those not given, as bwd_outputs makes them
-        dq, dk, dv = (torch.empty_like(t) if g is None else g for g, t in ((dq, q), (dk, k), (dv, v)))
+def _launch_bwd(a, q, api):
+    """fat_attention_bwd of ARGS on Q's device's current stream, with its
+    workspace from the torch caching allocator."""
     lib = load()
     device = device_index(q)
     ctx = context(device)
-    fwd = fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, 0.0)
-    a = bwd_args(fwd, dout, dq, dk, dv, deterministic)
     need = ctypes.c_size_t()
     st = lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need))
     if st != FAT_OK:
@@ -447,6 +446,54 @@ def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_sca
     st = lib.fat_attention_bwd(ctx, ctypes.byref(a), stream(device), None)
     if st != FAT_OK:
         _raise(lib, ctx, st, api)
+
+
+def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap, deterministic,
+             dq=None, dk=None, dv=None, api="fatune.attention"):
+    """fat_attention_bwd: the gradients DQ, DK, DV (written where given,
+    already checked, else allocated by bwd_outputs) of the forward of q, k, v
+    that gave O and LSE, for DOUT (copied when the kernels cannot read it)."""
+    check_bwd(dout, q, k, v, o, lse, api)
+    dout = kernel_layout(dout)
+    if dq is None and dk is None and dv is None:
+        dq, dk, dv = bwd_outputs(q, k, v)
+    else:  # the raw attention_bwd's: those not given, as bwd_outputs makes them
+        dq, dk, dv = (torch.empty_like(t) if g is None else g for g, t in ((dq, q), (dk, k), (dv, v)))
+    fwd = fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap)
+    _launch_bwd(bwd_args(fwd, dout, dq, dk, dv, deterministic), q, api)
+    return dq, dk, dv
+
+
+def check_bwd_varlen(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
+                     storage=True):
+    """The packed backward's tensors: the forward's (check_varlen), o and dout
+    like q, lse the forward's contiguous fp32 (heads, total_q)."""
+    api = "fatune.attention_varlen"
+    check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, storage)
+    check_like("o", o, q, "q", api, storage, PACKED)
+    if not isinstance(dout, torch.Tensor):
+        raise TypeError(f"dout must be a torch.Tensor, got {type(dout).__name__}")
+    if dout.shape != q.shape or dout.dtype != q.dtype or dout.device != q.device:
+        raise ValueError(f"dout is {dout.dtype} {tuple(dout.shape)} on {dout.device}; it must match "
+                         f"q: {q.dtype} {tuple(q.shape)} on {q.device}")
+    total_q, h, _ = q.shape
+    if not isinstance(lse, torch.Tensor):
+        raise TypeError(f"lse must be a torch.Tensor, got {type(lse).__name__}")
+    if (lse.shape != (h, total_q) or lse.dtype != torch.float32 or lse.device != q.device
+            or not lse.is_contiguous()):
+        raise ValueError(f"lse is {lse.dtype} {tuple(lse.shape)} on {lse.device}; it must be the "
+                         f"forward's contiguous torch.float32 {(h, total_q)} on {q.device}")
+
+
+def backward_varlen(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
+                    mask, window_left, window_right, softmax_scale, softcap, deterministic):
+    """fat_attention_bwd of a packed batch: (dq, dk, dv) like q, k, v."""
+    check_bwd_varlen(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
+    dout = kernel_layout(dout)
+    dq, dk, dv = bwd_outputs(q, k, v)
+    fwd = varlen_args(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, mask,
+                      window_left, window_right, softmax_scale, softcap)
+    _launch_bwd(bwd_args(fwd, dout, dq, dk, dv, deterministic), q, "fatune.attention_varlen")
     return dq, dk, dv
 
 

@@ -15,19 +15,16 @@ as it does for flash_attention_2. Then:
   copy), causal as the module says, bottom-right aligned (a decoding step's
   queries see the whole cache);
 - a padded batch: the valid tokens packed and fatune.attention_varlen run on
-  them (forward only: libfatune has no packed backward, so training on a
-  padded batch raises NotImplementedError when the backward runs; train on
-  unpadded or packed-by-hand batches), the output scattered back with zeros
-  at the padding;
+  them (differentiable: its backward is libfatune's packed one, on the
+  mma80f family), the output scattered back with zeros at the padding;
 - grouped-query and multi-query K/V as they are (the kernels read K/V heads
   directly, no repeat);
 - a sliding window (Mistral, Gemma 2's local layers) of W tokens as
   FlashAttention's window_size (W - 1, W - 1), with causal bounding the
   right side, where the keys outnumber W (transformers' convention for
   flash_attention_2);
-- a soft-cap (Gemma 2's attn_logit_softcapping) as softcap, forward only
-  (libfatune's backward has none: a backward through it raises
-  NotImplementedError);
+- a soft-cap (Gemma 2's attn_logit_softcapping) as softcap (its backward on
+  the mma80f family, as the packed one's);
 - the module's scaling as softmax_scale; dropout must be 0 (an attention
   dropout in training is refused by fatune.attention, naming the value).
 

@@ -13,8 +13,9 @@ here (by looping over the sequences for varlen); then its backward
 the same reference, on odd lengths, unequal query and key lengths,
 grouped-query heads, windows and padded head dims, the deterministic mode's
 bit-identical gradients, the raw fatune.attention_bwd writing every element
-of given gradient tensors and nothing past them, the NotImplementedError of a
-backward through a soft-cap or varlen, and the refusals. Inputs are drawn
+of given gradient tensors and nothing past them, the soft-capped backward
+and the packed one (each sequence against its own float64 gradients), and
+the refusals. Inputs are drawn
 fresh for every case. Needs a CUDA GPU and PyTorch; exits 77 (skipped)
 without.
 
@@ -520,17 +521,17 @@ def test_varlen_refusals():
 # ---- The backward ----------------------------------------------------------
 
 
-def reference_grads(q, k, v, dout, causal, scale, window=(-1, -1)):
+def reference_grads(q, k, v, dout, causal, scale, window=(-1, -1), softcap=0.0):
     """dq, dk, dv of attend() (float64 autograd through an explicit softmax,
     not SDPA: a row that sees no key gives 0 there) for these inputs."""
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    o, _ = attend(qd, kd, vd, scale, effective_window(causal, window))
+    o, _ = attend(qd, kd, vd, scale, effective_window(causal, window), softcap)
     o.backward(dout.double())
     return qd.grad, kd.grad, vd.grad
 
 
 def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, deterministic=False, sum_loss=False,
-                window=(-1, -1)):
+                window=(-1, -1), softcap=0.0):
     """loss.backward() through fatune.attention against reference_grads.
     sum_loss: o.sum() as the loss, whose gradient reaches the backward as an
     expanded (stride 0) tensor that must be copied before the kernels read it."""
@@ -541,10 +542,11 @@ def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, determinist
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     what = (f"bwd {dtype_name} {'causal' if causal else 'none'} d{d} b{b} sq{sq} sk{sk} h{h}/{hk}"
             f"{' scale ' + str(scale) if scale else ''}{' deterministic' if deterministic else ''}"
-            f"{' sum-loss' if sum_loss else ''}{f' window {window}' if window != (-1, -1) else ''}")
+            f"{' sum-loss' if sum_loss else ''}{f' window {window}' if window != (-1, -1) else ''}"
+            f"{f' softcap {softcap:g}' if softcap else ''}")
     try:  # a refusal here is one failure, not the end of the run
         o = fatune.attention(q, k, v, causal=causal, scale=scale, deterministic=deterministic,
-                             window_size=window)
+                             window_size=window, softcap=softcap)
         if sum_loss:
             o.sum().backward()
         else:
@@ -553,7 +555,7 @@ def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, determinist
         expect(False, f"{what}: {e}")
         return
     choice = fatune.last_choice()
-    refs = reference_grads(q, k, v, dout, causal, scale if scale is not None else d ** -0.5, window)
+    refs = reference_grads(q, k, v, dout, causal, scale if scale is not None else d ** -0.5, window, softcap)
     errs = grad_errors([t.grad for t in (q, k, v)], refs)
     finite = all(torch.isfinite(t.grad).all().item() for t in (q, k, v))
     shapes = tuple(t.grad.shape for t in (q, k, v)) == tuple(t.shape for t in (q, k, v))
@@ -562,7 +564,8 @@ def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, determinist
     tol = GRAD_TOLERANCE[dtype_name]
     expect(finite and shapes and max(errs) <= tol,
            f"{what}: rel_l2 {[f'{e:.3g}' for e in errs]} > {tol}, finite {finite}, shapes {shapes}")
-    sel = fatune.select_bwd(q, k, v, causal=causal, deterministic=deterministic, window_size=window)
+    sel = fatune.select_bwd(q, k, v, causal=causal, deterministic=deterministic, window_size=window,
+                            softcap=softcap)
     expect(sel.variant == choice.variant, f"{what}: select_bwd says {sel.variant}, ran {choice.variant}")
 
 
@@ -677,26 +680,77 @@ def test_backward_refusals():
 
 
 @case
-def test_forward_only_options():
-    """Forward-only options: the forward runs with tensors that require grad, the
-    backward raises NotImplementedError naming why."""
-    q, k, v, dout = inputs(torch.bfloat16, 1, 128, 128, 2, 2, 64)
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
-    o = fatune.attention(q, k, v, causal=True, softcap=5.0)
-    expect(o.requires_grad and torch.isfinite(o).all().item(), "softcap forward with tensors requiring grad")
-    expect_raises(lambda: o.backward(dout),
-                  "fatune.attention: softcap 5 has no backward (libfatune's fat_attention_bwd has no soft-cap); "
-                  "train with softcap=0.0, or run the forward under torch.no_grad()", NotImplementedError)
-    cu = torch.tensor([0, 50, 128], dtype=torch.int32, device="cuda")
-    o = fatune.attention_varlen(q[0], k[0], v[0], cu, cu, 78, 78, causal=True)
-    expect(o.requires_grad and torch.isfinite(o).all().item(), "varlen forward with tensors requiring grad")
-    expect_raises(lambda: o.backward(dout[0]),
-                  "fatune.attention_varlen has no backward (libfatune's fat_attention_bwd takes no cu_seqlens); "
-                  "run it under torch.no_grad(), or use fatune.attention on padded tensors to train",
-                  NotImplementedError)
-    with torch.no_grad():
-        o = fatune.attention(q, k, v, softcap=5.0)
-    expect(not o.requires_grad, "softcap under torch.no_grad(): no graph")
+def test_softcap_backward():
+    """loss.backward() through a soft-capped fatune.attention against float64
+    autograd of the capped softmax: caps that bend most scores (2) and
+    Gemma 2's (50), causal, grouped-query, deterministic, on mma80f."""
+    for dt in ("fp16", "bf16"):
+        for d in (64, 128, 256):
+            compare_bwd(dt, True, d, 1, 333, 333, 4, 2, softcap=2.0)
+        compare_bwd(dt, False, 128, 2, 77, 300, 4, 1, softcap=50.0)
+        compare_bwd(dt, True, 128, 1, 1000, 1000, 8, 2, softcap=5.0, deterministic=True)
+    q, k, v, _ = inputs(torch.bfloat16, 1, 128, 128, 2, 2, 64)
+    sel = fatune.select_bwd(q, k, v, causal=True, softcap=5.0)
+    expect(".mma80f." in sel.variant, f"a soft-capped backward runs on mma80f, not {sel.variant}")
+
+
+def check_varlen_bwd(what, dtype_name, lens_q, lens_k, h, hk, d, causal=False, window=(-1, -1), softcap=0.0,
+                     used_k=None, deterministic=False):
+    """loss.backward() through fatune.attention_varlen on packed sequences
+    against float64 autograd of attend() on each sequence alone: dq, dk, dv
+    of the packed tensors, the rows of keys past seqused_k zero."""
+    dtype = DTYPES[dtype_name]
+    q, _, _, dout = inputs(dtype, 1, sum(lens_q), 1, h, hk, d)
+    _, k, v, _ = inputs(dtype, 1, 1, sum(lens_k), h, hk, d)
+    q, k, v, dout = (t[0].clone().requires_grad_() if i < 3 else t[0] for i, t in enumerate((q, k, v, dout)))
+    offsets = lambda lens: [sum(lens[:i]) for i in range(len(lens) + 1)]
+    cq, ck = offsets(lens_q), offsets(lens_k)
+    as_tensor = lambda xs: torch.tensor(xs, dtype=torch.int32, device="cuda")
+    try:
+        o = fatune.attention_varlen(q, k, v, as_tensor(cq), as_tensor(ck), max(lens_q), max(lens_k),
+                                    causal=causal, window_size=window, softcap=softcap,
+                                    seqused_k=as_tensor(used_k) if used_k else None, deterministic=deterministic)
+        o.backward(dout)
+    except (ValueError, fatune.FatuneError) as e:
+        expect(False, f"{what}: {e}")
+        return
+    variant = fatune.last_choice().variant
+    ref = [torch.zeros(t.shape, dtype=torch.float64, device="cuda") for t in (q, k, v)]
+    for b in range(len(lens_q)):
+        rows = slice(cq[b], cq[b + 1])
+        keys = slice(ck[b], ck[b] + (used_k[b] if used_k else lens_k[b]))
+        rq, rk, rv = reference_grads(q[None, rows], k[None, keys], v[None, keys], dout[None, rows], causal,
+                                     d ** -0.5, window, softcap)
+        ref[0][rows], ref[1][keys], ref[2][keys] = rq[0], rk[0], rv[0]
+    errs = grad_errors([t.grad for t in (q, k, v)], ref)
+    unused_zero = all((t.grad[ck[b] + used_k[b]:ck[b + 1]] == 0).all().item()
+                      for t in (k, v) for b in range(len(lens_k))) if used_k else True
+    print(f"{what}: {variant} rel_l2 dq {errs[0]:.3g} dk {errs[1]:.3g} dv {errs[2]:.3g}")
+    tol = GRAD_TOLERANCE[dtype_name]
+    expect(max(errs) <= tol and unused_zero and ".mma80f." in variant,
+           f"{what}: rel_l2 {[f'{e:.3g}' for e in errs]} > {tol}, unused keys' gradients zero {unused_zero}, "
+           f"variant {variant}")
+
+
+@case
+def test_varlen_backward():
+    """The packed backward against each sequence's own float64 gradients:
+    uneven lengths off every tile (one of a single row), causal with more
+    keys than queries per sequence, grouped-query, seqused_k (the unused
+    keys' gradients zero), a sliding window, the soft-cap, deterministic."""
+    lens_k = [n + 40 for n in SELF_LENS]
+    for dt in ("fp16", "bf16"):
+        for d in (64, 128):
+            for causal in (False, True):
+                check_varlen_bwd(f"varlen bwd {dt} d{d} causal {causal}", dt, SELF_LENS, SELF_LENS, 4, 2, d,
+                                 causal)
+        check_varlen_bwd(f"varlen bwd {dt} causal sk > sq", dt, SELF_LENS, lens_k, 8, 2, 128, True)
+        check_varlen_bwd(f"varlen bwd {dt} seqused_k", dt, SELF_LENS, lens_k, 4, 4, 96, True,
+                         used_k=[1, 50, 320, 100, 553])
+        check_varlen_bwd(f"varlen bwd {dt} window", dt, SELF_LENS, SELF_LENS, 4, 2, 128, window=(64, 0))
+        check_varlen_bwd(f"varlen bwd {dt} softcap", dt, SELF_LENS, SELF_LENS, 4, 2, 128, True, softcap=5.0)
+        check_varlen_bwd(f"varlen bwd {dt} deterministic", dt, SELF_LENS, SELF_LENS, 4, 2, 256, True,
+                         deterministic=True)
 
 
 def main(argv):

@@ -61,18 +61,26 @@ def test_opcheck_forward_backward():
         torch.library.opcheck(torch.ops.fatune.fwd.default, (q, k, v, *options))
     o, lse = fatune.attention_with_lse(q.detach(), k.detach(), v.detach(), causal=True)
     torch.library.opcheck(torch.ops.fatune.bwd.default,
-                          (rand(*q.shape, seed=9), q.detach(), k.detach(), v.detach(), o, lse, 1, -1, -1, 0.0, False))
+                          (rand(*q.shape, seed=9), q.detach(), k.detach(), v.detach(), o, lse, 1, -1, -1, 0.0, 0.0,
+                           False))
 
 
 def test_opcheck_varlen():
-    """opcheck of fatune::fwd_varlen (inputs without grad: it has no backward)."""
+    """opcheck of fatune::fwd_varlen through its autograd formula
+    (fatune::bwd_varlen in the backward) and of fatune::bwd_varlen alone."""
     lens = [1, 77, 300, 128]
     cu = torch.tensor([sum(lens[:i]) for i in range(len(lens) + 1)], dtype=torch.int32, device="cuda")
     q, k, v = rand(sum(lens), 8, 128, seed=1), rand(sum(lens), 2, 128, seed=2), rand(sum(lens), 2, 128, seed=3)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
     used = torch.tensor([1, 50, 300, 100], dtype=torch.int32, device="cuda")
     for seqused in (None, used):
         torch.library.opcheck(torch.ops.fatune.fwd_varlen.default,
-                              (q, k, v, cu, cu, seqused, 300, 300, 1, -1, -1, 0.0, 0.0))
+                              (q, k, v, cu, cu, seqused, 300, 300, 1, -1, -1, 0.0, 0.0, False))
+    o, lse = fatune.attention_varlen_with_lse(q.detach(), k.detach(), v.detach(), cu, cu, 300, 300, causal=True,
+                                              seqused_k=used, softcap=5.0)
+    torch.library.opcheck(torch.ops.fatune.bwd_varlen.default,
+                          (rand(*q.shape, seed=9), q.detach(), k.detach(), v.detach(), o, lse, cu, cu, used, 300, 300,
+                           1, -1, -1, 0.0, 5.0, False))
 
 
 def test_no_graph_breaks_on_cuda():

@@ -2,7 +2,7 @@
 """fatune's torch.library operators on the CPU, with fake and meta tensors:
 the schemas registered; the fake implementations' shapes, dtypes, strides and
 devices for the forward (out, lse), the backward (dq, dk, dv: the layouts of
-q, k, v) and the packed forward (out, lse (heads, total_q)), and their
+q, k, v), the packed forward (out, lse (heads, total_q)) and backward, and their
 refusals, which are the real ones' messages; torch._dynamo.explain of a
 function calling fatune.attention, fatune.attention_bwd and
 fatune.attention_varlen: 0 graph breaks; torch.compile(fullgraph=True) of a
@@ -54,19 +54,22 @@ def raised(fn):
 
 
 def test_schemas():
-    """The four operators and their schemas, as FlashAttention's options map to fat_attn_args."""
+    """The four operators and their schemas, as FlashAttention's options map to fat_attn_args
+    (a forward's deterministic is its backward's)."""
     want = {
         "fwd": "fatune::fwd(Tensor q, Tensor k, Tensor v, SymInt mask, SymInt window_left, SymInt window_right, "
                "float softmax_scale, float softcap, bool deterministic) -> (Tensor, Tensor)",
         "bwd": "fatune::bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, SymInt mask, "
-               "SymInt window_left, SymInt window_right, float softmax_scale, bool deterministic) "
-               "-> (Tensor, Tensor, Tensor)",
+               "SymInt window_left, SymInt window_right, float softmax_scale, float softcap, "
+               "bool deterministic) -> (Tensor, Tensor, Tensor)",
         "fwd_varlen": "fatune::fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
                       "Tensor? seqused_k, SymInt max_seqlen_q, SymInt max_seqlen_k, SymInt mask, "
-                      "SymInt window_left, SymInt window_right, float softmax_scale, float softcap) "
-                      "-> (Tensor, Tensor)",
-        "no_backward": "fatune::no_backward(Tensor dout, Tensor q, Tensor k, Tensor v, str why) "
-                       "-> (Tensor, Tensor, Tensor)",
+                      "SymInt window_left, SymInt window_right, float softmax_scale, float softcap, "
+                      "bool deterministic) -> (Tensor, Tensor)",
+        "bwd_varlen": "fatune::bwd_varlen(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+                      "Tensor cu_seqlens_q, Tensor cu_seqlens_k, Tensor? seqused_k, SymInt max_seqlen_q, "
+                      "SymInt max_seqlen_k, SymInt mask, SymInt window_left, SymInt window_right, "
+                      "float softmax_scale, float softcap, bool deterministic) -> (Tensor, Tensor, Tensor)",
     }
     for name, schema in want.items():
         assert str(getattr(torch.ops.fatune, name).default._schema) == schema, name
@@ -111,6 +114,11 @@ def test_fake_varlen():
         o, lse = fatune.attention_varlen(q, k, k, cu, cu, 300, 400, seqused_k=used, causal=True,
                                          return_softmax_lse=True)
         assert (o.shape, o.dtype, lse.shape, lse.dtype) == (q.shape, q.dtype, (H, 700), torch.float32)
+        # Its backward: the gradients in the layouts of q, k, v.
+        dq, dk, dv = torch.ops.fatune.bwd_varlen(o, q, k, k, o, lse, cu, cu, used, 300, 400, 1, -1, 0, 0.0, 0.0,
+                                                 False)
+        assert [(t.shape, t.dtype) for t in (dq, dk, dv)] == [(q.shape, q.dtype), (k.shape, k.dtype),
+                                                              (k.shape, k.dtype)]
 
 
 def test_fake_refusals():
@@ -201,8 +209,7 @@ def test_compiled_training_step():
     """torch.compile(fullgraph=True) of a step through fatune.attention, on meta
     tensors that require grad (aot_eager: AOTAutograd's forward and backward
     graphs run on the meta implementations): the gradients' shapes, and
-    fatune::bwd in the backward graph, fatune::no_backward where a soft-cap
-    has no backward."""
+    fatune::bwd in the backward graph, with a soft-cap too."""
     from torch._functorch.aot_autograd import aot_module_simplified
 
     seen = []
@@ -213,7 +220,7 @@ def test_compiled_training_step():
             return g.forward
         return aot_module_simplified(gm, inputs, fw_compiler=compiler, bw_compiler=compiler)
 
-    for softcap, want in ((0.0, "fatune.bwd.default"), (30.0, "fatune.no_backward.default")):
+    for softcap, want in ((0.0, "fatune.bwd.default"), (30.0, "fatune.bwd.default")):
         torch._dynamo.reset()
         seen.clear()
         q, k, v = (t.requires_grad_() for t in dense_meta())
