@@ -262,7 +262,8 @@ expect 2 "fatune report: --db: not a fatune database: $tmp/corrupt.db: file is n
 expect 2 "fatune explain: --db: not a fatune database: $tmp/corrupt.db: file is not a database" explain --seqlen 512 --head-dim 64 --db "$tmp/corrupt.db"
 for sub in "" explain report export import merge retire-stale rehash; do
   # shellcheck disable=SC2086
-  if "$F" $sub --help | grep -qx "nothing checked or timed); 130 interrupted (^C: what was done is kept)."; then
+  if "$F" $sub --help | grep -qx "nothing checked or timed); 130 interrupted (^C: what was done is kept); 143" &&
+     "$F" $sub --help | grep -qx "terminated (SIGTERM: a tuning run stops as on ^C, keeping what was done)."; then
     pass=$((pass + 1))
   else
     fail=$((fail + 1)); echo "FAIL: fatune $sub --help does not state the exit statuses"

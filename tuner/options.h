@@ -25,7 +25,8 @@
   "Exit status, the same for fatune and every subcommand: 0 done; 1 run-time\n"         \
   "failure (a file refused, NVRTC missing, a write that failed); 2 bad usage (a bad\n"   \
   "flag or value, an unusable --db); 3 no GPU (generation and compilation done,\n"      \
-  "nothing checked or timed); 130 interrupted (^C: what was done is kept).\n"
+  "nothing checked or timed); 130 interrupted (^C: what was done is kept); 143\n"   \
+  "terminated (SIGTERM: a tuning run stops as on ^C, keeping what was done).\n"
 
 /* Exit statuses of the fatune command and its subcommands. */
 enum {
@@ -33,7 +34,8 @@ enum {
   FAT_EXIT_FAILED = 1,  /* a run-time failure: NVRTC missing, database write failed, ... */
   FAT_EXIT_USAGE = 2,   /* bad command line or unusable --db path */
   FAT_EXIT_NO_GPU = 3,  /* no GPU: everything that needs none was done */
-  /* 130 (interrupt.h's FAT_EXIT_INTERRUPTED): SIGINT stopped it */
+  /* 130 (interrupt.h's FAT_EXIT_INTERRUPTED): SIGINT stopped it; 143
+   * (FAT_EXIT_TERMINATED): SIGTERM stopped a tuning run */
 };
 
 typedef enum fat_command {

@@ -6,6 +6,7 @@
  * and only a variant that passed every check can win. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,7 +53,7 @@ typedef struct run {
   size_t evals_done, evals_total, evals_skipped, eval_failed;
   double eval_seconds;
   char stage[96];
-  int interrupted;  /* SIGINT seen: stop after the variant in hand */
+  int interrupted;  /* SIGINT or SIGTERM seen: stop after the variant in hand */
   char store_err[ERRLEN + 4096 + 256];  /* why a build could not be stored ("" none): the run stops */
 } run;
 
@@ -751,8 +752,14 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   goto out;
 interrupted:
   fflush(out);
-  fprintf(log, "fatune: interrupted\n");
-  status = FAT_EXIT_INTERRUPTED;
+  /* ^C reads as it always has; SIGTERM (a scheduler's preemption) is named. */
+  if (fat_interrupt_signal() == SIGTERM) {
+    fprintf(log, "fatune: interrupted by SIGTERM\n");
+    status = FAT_EXIT_TERMINATED;
+  } else {
+    fprintf(log, "fatune: interrupted\n");
+    status = FAT_EXIT_INTERRUPTED;
+  }
 out:
   free(problems);
   free(problem_ids);
