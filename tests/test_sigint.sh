@@ -14,7 +14,7 @@ command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 exec python3 - "$F" "$tmp" "$(dirname "$0")/../db/tables/nvidia-h200.sql" <<'PY'
-import os, re, signal, sqlite3, subprocess, sys, time
+import json, os, re, signal, sqlite3, subprocess, sys, time
 F, tmp, table = sys.argv[1], sys.argv[2], sys.argv[3]
 MIN_BUILDS = 3        # send the signal once this many builds are committed
 STOP_WITHIN_S = 30    # in-flight compiles take about a second each
@@ -40,10 +40,11 @@ def builds():
 total = len(subprocess.run([F, "--list"] + query, capture_output=True, text=True,
                            env=env).stdout.splitlines())
 
-def stop_run(sig, status, last_line, group):
+def stop_run(sig, status, last_line, group, outcome):
     """Starts a run on a fresh database, sends SIG once MIN_BUILDS builds
     are committed (to the run's whole process group when GROUP, as a batch
-    scheduler does, its compile servers included), and checks the stop."""
+    scheduler does, its compile servers included), and checks the stop and
+    the run's --json summary (OUTCOME, the builds it stored)."""
     name = signal.Signals(sig).name
     if os.path.exists(db):
         for side in ("", "-wal", "-shm"):
@@ -51,7 +52,8 @@ def stop_run(sig, status, last_line, group):
                 os.remove(db + side)
     # The signal at its default disposition, as from a terminal (a
     # background job of a script would inherit SIGINT ignored).
-    p = subprocess.Popen([F, "--db", db] + query, env=env, stdout=subprocess.DEVNULL,
+    summary = os.path.join(tmp, "summary.json")
+    p = subprocess.Popen([F, "--db", db, "--json", summary] + query, env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True, start_new_session=group,
                          preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     start = time.monotonic()
@@ -91,6 +93,11 @@ def stop_run(sig, status, last_line, group):
         fail("%s: integrity_check: %r" % (name, ic))
     if not MIN_BUILDS <= n < total:
         fail("%s: %d builds stored; want between %d and %d" % (name, n, MIN_BUILDS, total - 1))
+    with open(summary) as f:
+        s = json.load(f)
+    got = (s["status"], s["outcome"], s["variants"]["compiled"], s["variants"]["failed"])
+    if got != (status, outcome, n, 0):
+        fail("%s: --json has status, outcome, compiled, failed %r; want %r" % (name, got, (status, outcome, n, 0)))
     r = subprocess.run([F, "--db", db] + query, env=env, capture_output=True, text=True)
     m = re.search(r"^fatune: compiled (\d+) variants .*, (\d+) from the cache, 0 failed$", r.stderr, re.M)
     if r.returncode != 3 or not m or (int(m.group(1)), int(m.group(2))) != (total - n, n):
@@ -99,10 +106,10 @@ def stop_run(sig, status, last_line, group):
     print("%s after %d builds: stopped in %.1f s with status %d, %d builds kept" %
           (name, MIN_BUILDS, took, p.returncode, n))
 
-stop_run(signal.SIGINT, 130, "fatune: interrupted", group=False)
+stop_run(signal.SIGINT, 130, "fatune: interrupted", group=False, outcome="interrupted")
 # SIGTERM, what a batch scheduler sends before it preempts a job, stops
 # the run as ^C does; sent to the whole group as schedulers send it.
-stop_run(signal.SIGTERM, 143, "fatune: interrupted by SIGTERM", group=True)
+stop_run(signal.SIGTERM, 143, "fatune: interrupted by SIGTERM", group=True, outcome="terminated")
 
 # SIGINT during an import, once its scratch database exists: status 130,
 # "fatune import: interrupted" last, the scratch database removed (three

@@ -58,6 +58,9 @@ const char *fat_options_usage(void) {
          "                     ...; default: the GPU's)\n"
          "  --templates DIR    use DIR/generator and DIR/templates instead of the built-in ones\n"
          "  --retune           re-measure what the database already holds\n"
+         "  --json FILE        write the run's summary to FILE as JSON, for CI: counts of\n"
+         "                     variants compiled, checked, timed and failed, each stage's\n"
+         "                     wall time, the winners table (also after ^C or without a GPU)\n"
          "  --list             print the variants the query expands to, then stop\n"
          "  -v, --verbose      one row per variant (-vv: pruned configurations too)\n"
          "  -q, --quiet        only the final table and errors\n"
@@ -332,7 +335,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
                                        "--seqlen", "--db",     "--jobs",    "--reps",
                                        "--timeout", "--arch",  "--templates", "--direction",
                                        "--seqlen-k", "--gqa", "--batch", "--window",
-                                       "--varlen", "--family", "--param"};
+                                       "--varlen", "--family", "--param", "--json"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
   int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
 
@@ -434,6 +437,8 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
       rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_BATCH, &o->batch, err, errlen);
     } else if (!strcmp(flag, "--db")) {
       rc = copy_path(flag, value, o->db_path, sizeof o->db_path, err, errlen);
+    } else if (!strcmp(flag, "--json")) {
+      rc = copy_path(flag, value, o->json_path, sizeof o->json_path, err, errlen);
     } else if (!strcmp(flag, "--templates")) {
       rc = copy_path(flag, value, o->source_dir, sizeof o->source_dir, err, errlen);
     } else if (!strcmp(flag, "--jobs")) {
@@ -459,6 +464,10 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     return -1;
   }
   if (check_windows(o, err, errlen)) return -1;
+  if (o->json_path[0] && o->command == FAT_CMD_LIST) {
+    snprintf(err, errlen, "--json writes a tuning run's summary: --list runs none");
+    return -1;
+  }
   if (o->n_directions == 0) {
     o->directions[0] = FAT_FWD;
     o->n_directions = 1;

@@ -74,6 +74,7 @@ typedef struct fat_options {
   char db_path[4096];                    /* --db; "" until fat_options_default_db fills it */
   char arch[16];                         /* --arch; "" means: the GPU's, or sm_90a without one */
   char source_dir[4096];                 /* --templates: a folder with generator/ and templates/ */
+  char json_path[4096];                  /* --json: the run's summary as JSON; "" none */
   int jobs;                              /* --jobs: compile threads; 0 = online CPUs */
   int reps;                              /* --reps: timed repetitions per variant */
   int timeout_s;                         /* --timeout: watchdog for one job on the GPU */

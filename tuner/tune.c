@@ -20,6 +20,7 @@
 #include "interrupt.h"
 #include "nvrtc_api.h"
 #include "problems.h"
+#include "summary.h"
 #include "tune.h"
 #include "worker.h"
 
@@ -50,8 +51,9 @@ typedef struct run {
   int tty;
   double t0, last_progress;
   size_t compiled, compile_total, cached, compile_failed;
-  size_t evals_done, evals_total, evals_skipped, eval_failed;
+  size_t evals_done, evals_total, evals_skipped, eval_failed, evals_timed;
   double eval_seconds;
+  double stage_s[FAT_STAGE_COUNT];  /* wall time of each stage; -1 until it ran */
   char stage[96];
   int interrupted;  /* SIGINT or SIGTERM seen: stop after the variant in hand */
   char store_err[ERRLEN + 4096 + 256];  /* why a build could not be stored ("" none): the run stops */
@@ -404,6 +406,7 @@ static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 proble
       db_error(r, "\n", "storing timing");
       return -1;
     }
+    r->evals_timed++;
     char what[256];
     double worst = 0;
     for (int s = 0; s < n; s++) worst = fmax(worst, checks[s].rel_l2);
@@ -544,13 +547,26 @@ static int tune_problems(run *r, const fat_problem *problems, size_t n, sqlite3_
   return 0;
 }
 
-static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_problems) {
-  fat_db_summary_row *rows = NULL;
-  size_t n = 0;
-  if (fat_db_summary(r->db, r->gpu_id, &rows, &n)) {
+/* The winners of the run's N_PROBLEMS PROBLEM_IDS, as the table at its end
+ * and --json show them: fat_db_summary's rows of those problems, in its
+ * order, into *ROWS (heap) and *N. */
+static int run_winners(run *r, const sqlite3_int64 *problem_ids, size_t n_problems,
+                       fat_db_summary_row **rows, size_t *n) {
+  size_t kept = 0;
+  if (fat_db_summary(r->db, r->gpu_id, rows, n)) {
     db_error(r, "", "summary");
-    return;
+    return -1;
   }
+  for (size_t k = 0; k < *n; k++) {
+    int mine = 0;
+    for (size_t j = 0; j < n_problems; j++) mine |= problem_ids[j] == (*rows)[k].problem_id;
+    if (mine) (*rows)[kept++] = (*rows)[k];
+  }
+  *n = kept;
+  return 0;
+}
+
+static void print_table(run *r, const fat_db_summary_row *rows, size_t n) {
   fprintf(r->out, "\n%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d) -- database %s\n", r->gpu.name,
           r->gpu.cc_major, r->gpu.cc_minor, r->gpu.sm_count, r->gpu.driver_version,
           r->gpu.nvrtc_major, r->gpu.nvrtc_minor, r->o->db_path);
@@ -562,9 +578,6 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
           "peak GB fus/mat", "passed");
   for (size_t k = 0; k < n; k++) {
     const fat_db_summary_row *row = &rows[k];
-    int mine = 0;
-    for (size_t j = 0; j < n_problems; j++) mine |= problem_ids[j] == row->problem_id;
-    if (!mine) continue;
     const fat_problem *p = &row->problem;
     char prob[128], label[96], def[16] = "-";
     fat_problem_label(p, label, sizeof label);
@@ -586,7 +599,6 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
             row->median_ms, row->tflops, peak, row->rel_l2, row->slowest_ms / row->median_ms, def,
             mat, mem, row->n_passing, row->n_passing + row->n_failed);
   }
-  free(rows);
 }
 
 /* The GPU's ceilings: read from the database, or measured once by the
@@ -654,7 +666,20 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   fat_interrupt_install();
   sqlite3_int64 *problem_ids = NULL;
   fat_problem *problems = NULL;
+  size_t n_query = 0, n_problems = 0, n_winners = 0;
+  fat_db_summary_row *winners = NULL;
+  /* --json: refused before any work when it cannot be written. */
+  int json = o->command == FAT_CMD_TUNE && o->json_path[0];
+  for (int i = 0; i < FAT_STAGE_COUNT; i++) r.stage_s[i] = -1;
+  if (json && fat_summary_check_path(o->json_path, err, sizeof err)) {
+    fprintf(log, "fatune: --json: %s\n", err);
+    json = 0;
+    status = FAT_EXIT_USAGE;
+    goto out;
+  }
 
+  n_query = fat_tune_problems(o, NULL);
+  double t_stage = now_s();
   r.gen = fat_gen_open(o->source_dir[0] ? o->source_dir : NULL, err, sizeof err);
   if (!r.gen) {
     fprintf(log, "fatune: generator: %s\n", err);
@@ -693,6 +718,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     snprintf(r.arch, sizeof r.arch, "%s", o->arch[0] ? o->arch : "sm_90a");
   }
   if (generate(&r)) goto out;
+  r.stage_s[FAT_STAGE_GENERATE] = now_s() - t_stage;
   if (o->command == FAT_CMD_LIST) {
     for (size_t i = 0; i < r.n_variants; i++)
       fprintf(out, "%s%s  %s  %s\n", r.variants[i].name, r.variants[i].is_default ? " (default)" : "",
@@ -705,7 +731,9 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     status = FAT_EXIT_USAGE;
     goto out;
   }
+  t_stage = now_s();
   if (compile_all(&r)) goto out;
+  r.stage_s[FAT_STAGE_COMPILE] = now_s() - t_stage;
   if (fat_interrupted()) {
     fprintf(log, "fatune: %zu builds committed to %s; rerun to go on from there\n",
             r.compiled + r.cached, o->db_path);
@@ -735,18 +763,21 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   if (!o->quiet)
     fprintf(log, "fatune: tuning on %s (compute capability %d.%d, %d SMs)\n", r.gpu.name,
             r.gpu.cc_major, r.gpu.cc_minor, r.gpu.sm_count);
+  t_stage = now_s();
   if (ensure_ceilings(&r)) goto out;
-  const size_t n_query = fat_tune_problems(o, NULL);
+  r.stage_s[FAT_STAGE_CEILINGS] = now_s() - t_stage;
   problems = calloc(n_query + 1, sizeof *problems);
   problem_ids = calloc(n_query + 1, sizeof *problem_ids);
-  size_t n_problems = 0;
   if (!problems || !problem_ids) goto out;
   fat_tune_problems(o, problems);
+  t_stage = now_s();
   if (tune_problems(&r, problems, n_query, problem_ids, &n_problems)) goto out;
+  r.stage_s[FAT_STAGE_TUNE] = now_s() - t_stage;
   if (!o->quiet)
     fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
             r.evals_done, r.eval_failed, r.evals_skipped, now_s() - r.t0);
-  print_table(&r, problem_ids, n_problems);
+  if (run_winners(&r, problem_ids, n_problems, &winners, &n_winners)) goto out;
+  print_table(&r, winners, n_winners);
   if (r.interrupted) goto interrupted;
   status = FAT_EXIT_OK;
   goto out;
@@ -761,6 +792,22 @@ interrupted:
     status = FAT_EXIT_INTERRUPTED;
   }
 out:
+  if (json) {
+    fat_run_summary sum = {
+        .status = status, .db_path = o->db_path, .arch = r.arch,
+        .gpu = r.no_gpu[0] || !r.gpu.name[0] ? NULL : &r.gpu, .no_gpu = r.no_gpu,
+        .shard_index = 1, .shard_count = 1,
+        .problems = n_query, .problems_done = n_problems, .variants = r.n_variants,
+        .compiled = r.compiled, .cached = r.cached, .compile_failed = r.compile_failed,
+        .checked = r.evals_done, .timed = r.evals_timed, .check_failed = r.eval_failed,
+        .resumed = r.evals_skipped, .total_s = now_s() - r.t0};
+    memcpy(sum.stage_s, r.stage_s, sizeof r.stage_s);
+    if (fat_summary_save_json(o->json_path, &sum, winners, n_winners, err, sizeof err)) {
+      fprintf(log, "fatune: --json: %s\n", err);
+      if (status == FAT_EXIT_OK) status = FAT_EXIT_FAILED;
+    }
+  }
+  free(winners);
   free(problems);
   free(problem_ids);
   if (r.worker) fat_worker_stop(r.worker);
