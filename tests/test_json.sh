@@ -65,6 +65,12 @@ rc, err = run(["--db", db, "--json", out] + query)
 s = summary()
 if rc != 3 or s["variants"] != {"generated": 3, "compiled": 0, "from_cache": 3, "failed": 0}:
     fail("rerun: status %d, variants %r; want 3, all 3 from the cache\n%s" % (rc, s["variants"], err))
+# A shard's summary: its share of the problems (the second of two), its
+# database its own.
+rc, err = run(["--db", os.path.join(tmp, "shard2.db"), "--json", out, "--shard", "2/2"] + query)
+s = summary()
+if rc != 3 or s["shard"] != {"index": 2, "count": 2} or s["problems"] != {"total": 1, "done": 0}:
+    fail("--shard 2/2: status %d, shard %r, problems %r\n%s" % (rc, s["shard"], s["problems"], err))
 left = sorted(n for n in os.listdir(tmp) if n.endswith(".tmp"))
 if left:
     fail("temporary files left beside the summary: %r" % left)

@@ -18,6 +18,7 @@
 /* --gqa mqa: a single K/V head, whatever the number of query heads. */
 #define FAT_GQA_MQA 0
 #define FAT_MAX_GROUP 128         /* largest --gqa group: query heads per K/V head */
+#define FAT_MAX_SHARDS 4096       /* largest N of --shard K/N: machines of one job array */
 
 /* The exit-status paragraph of every --help: one rule for the command and
  * each subcommand. */
@@ -75,6 +76,7 @@ typedef struct fat_options {
   char arch[16];                         /* --arch; "" means: the GPU's, or sm_90a without one */
   char source_dir[4096];                 /* --templates: a folder with generator/ and templates/ */
   char json_path[4096];                  /* --json: the run's summary as JSON; "" none */
+  int shard_index, shard_count;          /* --shard K/N: this run's share, K of N (1/1 without) */
   int jobs;                              /* --jobs: compile threads; 0 = online CPUs */
   int reps;                              /* --reps: timed repetitions per variant */
   int timeout_s;                         /* --timeout: watchdog for one job on the GPU */

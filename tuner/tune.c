@@ -266,6 +266,28 @@ static int generate_direction(run *r, fat_direction direction) {
   return 0;
 }
 
+/* --shard: keeps the variants of the keys (direction, dtype, mask, head
+ * dim) of the shard's N PROBLEMS, so that a shard compiles only what it
+ * measures. Says how the query was split. */
+static void keep_shard_variants(run *r, const fat_problem *problems, size_t n, size_t n_all) {
+  size_t kept = 0;
+  for (size_t i = 0; i < r->n_variants; i++) {
+    const fat_variant *v = &r->variants[i];
+    int wanted = 0;
+    for (size_t k = 0; k < n && !wanted; k++)
+      wanted = v->direction == problems[k].direction && v->dtype == problems[k].dtype &&
+               v->mask == problems[k].mask && v->head_dim == problems[k].head_dim;
+    if (wanted)
+      r->variants[kept++] = r->variants[i];
+    else
+      fat_variant_free(&r->variants[i]);
+  }
+  if (!r->o->quiet)
+    fprintf(r->log, "fatune: shard %d/%d: %zu of the query's %zu problems, %zu of its %zu variants\n",
+            r->o->shard_index, r->o->shard_count, n, n_all, kept, r->n_variants);
+  r->n_variants = kept;
+}
+
 /* Store the variants, reuse cached builds, compile the rest in parallel. */
 static int compile_all(run *r) {
   char err[ERRLEN];
@@ -678,7 +700,16 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     goto out;
   }
 
+  /* The run's problems (--shard's share of the query's) first: a shard
+   * compiles only the variants they need. */
   n_query = fat_tune_problems(o, NULL);
+  problems = calloc(n_query + 1, sizeof *problems);
+  problem_ids = calloc(n_query + 1, sizeof *problem_ids);
+  if (!problems || !problem_ids) {
+    fprintf(log, "fatune: out of memory for %zu problems\n", n_query);
+    goto out;
+  }
+  fat_tune_problems(o, problems);
   double t_stage = now_s();
   r.gen = fat_gen_open(o->source_dir[0] ? o->source_dir : NULL, err, sizeof err);
   if (!r.gen) {
@@ -718,6 +749,11 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     snprintf(r.arch, sizeof r.arch, "%s", o->arch[0] ? o->arch : "sm_90a");
   }
   if (generate(&r)) goto out;
+  if (o->shard_count > 1) {
+    fat_options all = *o;
+    all.shard_index = all.shard_count = 1;
+    keep_shard_variants(&r, problems, n_query, fat_tune_problems(&all, NULL));
+  }
   r.stage_s[FAT_STAGE_GENERATE] = now_s() - t_stage;
   if (o->command == FAT_CMD_LIST) {
     for (size_t i = 0; i < r.n_variants; i++)
@@ -766,10 +802,6 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   t_stage = now_s();
   if (ensure_ceilings(&r)) goto out;
   r.stage_s[FAT_STAGE_CEILINGS] = now_s() - t_stage;
-  problems = calloc(n_query + 1, sizeof *problems);
-  problem_ids = calloc(n_query + 1, sizeof *problem_ids);
-  if (!problems || !problem_ids) goto out;
-  fat_tune_problems(o, problems);
   t_stage = now_s();
   if (tune_problems(&r, problems, n_query, problem_ids, &n_problems)) goto out;
   r.stage_s[FAT_STAGE_TUNE] = now_s() - t_stage;
@@ -796,7 +828,7 @@ out:
     fat_run_summary sum = {
         .status = status, .db_path = o->db_path, .arch = r.arch,
         .gpu = r.no_gpu[0] || !r.gpu.name[0] ? NULL : &r.gpu, .no_gpu = r.no_gpu,
-        .shard_index = 1, .shard_count = 1,
+        .shard_index = o->shard_index, .shard_count = o->shard_count,
         .problems = n_query, .problems_done = n_problems, .variants = r.n_variants,
         .compiled = r.compiled, .cached = r.cached, .compile_failed = r.compile_failed,
         .checked = r.evals_done, .timed = r.evals_timed, .check_failed = r.eval_failed,
