@@ -4,7 +4,8 @@
 # every field as the run left it (status 3, the variants compiled, none
 # checked, the stages it reached timed and the others null, no winners),
 # a rerun's builds all from the cache, and a file that cannot be written
-# refused by name before any work. The winners' rows on a fixture database
+# refused by name before any work; and the run says it has no GPU before
+# it compiles. The winners' rows on a fixture database
 # are test_summary_json's. $1 is the fatune binary.
 set -u
 F=$1
@@ -40,6 +41,12 @@ version = subprocess.run([F, "--version"], capture_output=True, text=True).stdou
 
 rc, err = run(["--db", db, "--json", out] + query)
 s = summary()
+# Without a GPU the run says so before it compiles, not only after.
+lines = err.splitlines()
+early = "fatune: no GPU found: compiling only, for sm_80; checking, timing and choosing winners need an NVIDIA GPU (%s)" % NO_GPU
+compiled = [i for i, l in enumerate(lines) if l.startswith("fatune: compiled ")]
+if early not in lines or not compiled or lines.index(early) > compiled[0]:
+    fail("no %r before the compile's summary:\n%s" % (early, err))
 if rc != 3:
     fail("no-GPU run: status %d, want 3\n%s" % (rc, err))
 if list(s) != KEYS:

@@ -748,6 +748,10 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   } else {
     snprintf(r.arch, sizeof r.arch, "%s", o->arch[0] ? o->arch : "sm_90a");
   }
+  /* Said before the compile, which may take minutes, not only after it. */
+  if (o->command == FAT_CMD_TUNE && r.no_gpu[0] && !o->quiet)
+    fprintf(log, "fatune: no GPU found: compiling only, for %s; checking, timing and choosing "
+            "winners need an NVIDIA GPU (%s)\n", r.arch, r.no_gpu);
   if (generate(&r)) goto out;
   if (o->shard_count > 1) {
     fat_options all = *o;
