@@ -94,8 +94,7 @@ static void test_fixture_summary(void) {
   for (int k = 0; k < FIX_N_PROBLEMS; k++) {
     fat_db_choice best;
     int found = 0;
-    REQUIRE(fat_db_best(db, fx.gpu_id, fx.problem_ids[k], &best, &found) == 0 && found);
-    REQUIRE(fat_db_set_winner(db, fx.gpu_id, fx.problem_ids[k], best.variant_id, best.timing_id) == 0);
+    REQUIRE(fat_db_decide_winner(db, fx.gpu_id, fx.problem_ids[k], &best, &found, NULL) == 0 && found);
   }
   REQUIRE(fat_db_summary(db, fx.gpu_id, &rows, &n) == 0);
   CHECK_INT(n, FIX_N_PROBLEMS);

@@ -446,11 +446,24 @@ static ssize_t variant_index(run *r, sqlite3_int64 id) {
 }
 
 /* Re-times the variants within FAT_CLOSE_CONTENDER of the best, interleaved,
- * then stores the winner. */
-static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id) {
+ * then decides the winner (fat_db_decide_winner, the one rule). A winner is
+ * decided once: when this run measured nothing of P (MEASURED 0: a rerun,
+ * every result resumed) and P has a stored winner, it stands -- re-timing
+ * the close contenders on every rerun let noise pick another, and the
+ * rerun's table then disagreed with the one the cold run printed. */
+static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id, size_t measured) {
   fat_db_choice ranked[FAT_MAX_INTERLEAVED];
   size_t n = 0;
   char reason[ERRLEN];
+  if (!measured) {
+    fat_db_choice stored;
+    int has = 0;
+    if (fat_db_get_winner(r->db, r->gpu_id, problem_id, &stored, &has)) {
+      db_error(r, "", "reading the winner");
+      return -1;
+    }
+    if (has) return 0;
+  }
   if (fat_db_rank(r->db, r->gpu_id, problem_id, ranked, FAT_MAX_INTERLEAVED, &n)) {
     db_error(r, "", "ranking");
     return -1;
@@ -483,7 +496,7 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
   }
   fat_db_choice best;
   int found = 0;
-  if (fat_db_best(r->db, r->gpu_id, problem_id, &best, &found)) {
+  if (fat_db_decide_winner(r->db, r->gpu_id, problem_id, &best, &found, NULL)) {
     db_error(r, "", "choosing the winner");
     return -1;
   }
@@ -491,11 +504,6 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
     char label[96];
     fat_problem_label(p, label, sizeof label);
     fprintf(r->log, "fatune: no variant passed for %s\n", label);
-    return 0;
-  }
-  if (fat_db_set_winner(r->db, r->gpu_id, problem_id, best.variant_id, best.timing_id)) {
-    db_error(r, "", "storing the winner");
-    return -1;
   }
   return 0;
 }
@@ -529,6 +537,7 @@ static int tune_problem(run *r, const fat_problem *p, sqlite3_int64 *pid) {
   if (fat_interrupted()) return 1;
   fat_problem_label(p, r->stage, sizeof r->stage);
   if (!r->tty && !r->o->quiet) fprintf(r->log, "fatune: tuning %s\n", r->stage);
+  size_t measured = 0;  /* variants checked (and timed) on P by this run */
   for (size_t i = 0; i < r->n_variants; i++) {
     if (!runs_on(r, i, p)) continue;
     int checked = 0, passed = 0, timed = 0;
@@ -543,9 +552,10 @@ static int tune_problem(run *r, const fat_problem *p, sqlite3_int64 *pid) {
     }
     if (fat_interrupted()) return 1;
     if (evaluate(r, i, p, *pid)) return -1;
+    measured++;
     progress(r, 0);
   }
-  return choose_winner(r, p, *pid);
+  return choose_winner(r, p, *pid, measured);
 }
 
 /* Tunes the N PROBLEMS in order; PROBLEM_IDS gets the ids of those
