@@ -151,6 +151,21 @@ int fat_db_best(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
  * has not passed its checks there, or a timing that is not its own. */
 int fat_db_set_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                       sqlite3_int64 variant_id, sqlite3_int64 timing_id);
+/* The stored winner of (GPU_ID, PROBLEM_ID), with its winning timing:
+ * *FOUND = 0 when there is none. */
+int fat_db_get_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                      fat_db_choice *out, int *found);
+/* The one rule of a tuning run's winner: decides (GPU_ID, PROBLEM_ID)'s
+ * winner from the stored timings -- fat_db_best's candidate, the fastest
+ * live passing variant by its latest timing -- into OUT and stores it. A
+ * decision that is the stored winner already leaves its row as it was
+ * (chosen_at too: a rerun's export is the same bytes). *FOUND = 0 when no
+ * variant qualifies (the stored winner, if any, stays); *CHANGED (may be
+ * NULL) = 1 when the stored winner was replaced or set. Every printer of
+ * winners (the run's table and --json, export, explain, report, the
+ * runtime's lookup) reads the row this stores. */
+int fat_db_decide_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                         fat_db_choice *out, int *found, int *changed);
 
 /* --retune: retires the live checks and timings of (GPU_ID, PROBLEM_ID) and
  * removes its winner, in one transaction. *N_RETIRED (may be NULL) gets the

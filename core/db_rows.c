@@ -103,6 +103,10 @@ static const char *const stmt_sql[ST_COUNT] = {
   [ST_SET_WINNER] =
     "INSERT OR REPLACE INTO winners (gpu_id, problem_id, variant_id, timing_id)"
     " VALUES (?1, ?2, ?3, ?4)",
+  [ST_GET_WINNER] =
+    "SELECT w.variant_id, w.timing_id, t.median_ms, t.tflops, v.name FROM winners w"
+    " JOIN timings t ON t.id = w.timing_id JOIN variants v ON v.id = w.variant_id"
+    " WHERE w.gpu_id = ?1 AND w.problem_id = ?2",
   [ST_RETIRE_CHECKS] =
     "UPDATE checks SET retired = 1 WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0",
   [ST_RETIRE_TIMINGS] =
@@ -547,6 +551,47 @@ int fat_db_set_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
                (long long)variant_id, (long long)timing_id, (long long)gpu_id, (long long)problem_id);
   release(s);
   return ret;
+}
+
+int fat_db_get_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                      fat_db_choice *out, int *found) {
+  memset(out, 0, sizeof *out);
+  *found = 0;
+  sqlite3_stmt *s = stmt(db, ST_GET_WINNER);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_int64(s, 2, problem_id);
+  int ret = 0, rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    *found = 1;
+    out->variant_id = sqlite3_column_int64(s, 0);
+    out->timing_id = sqlite3_column_int64(s, 1);
+    out->median_ms = sqlite3_column_double(s, 2);
+    out->tflops = sqlite3_column_double(s, 3);
+    snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 4));
+  } else if (rc != SQLITE_DONE) {
+    ret = fail(db, "cannot read the winner on gpu %lld, problem %lld", (long long)gpu_id,
+               (long long)problem_id);
+  }
+  release(s);
+  return ret;
+}
+
+int fat_db_decide_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                         fat_db_choice *out, int *found, int *changed) {
+  fat_db_choice stored;
+  int has_stored = 0;
+  if (changed) *changed = 0;
+  if (fat_db_best(db, gpu_id, problem_id, out, found) ||
+      fat_db_get_winner(db, gpu_id, problem_id, &stored, &has_stored))
+    return -1;
+  if (!*found) return 0;
+  /* The same decision as stored: the row (and its chosen_at) stays. */
+  if (has_stored && stored.variant_id == out->variant_id && stored.timing_id == out->timing_id)
+    return 0;
+  if (fat_db_set_winner(db, gpu_id, problem_id, out->variant_id, out->timing_id)) return -1;
+  if (changed) *changed = 1;
+  return 0;
 }
 
 /* Runs one of the forget statements for (GPU_ID, PROBLEM_ID), adding the

@@ -121,6 +121,23 @@ expect 2 "fatune: --gqa: '129' is not a group size (1 .. 128 query heads per K/V
 expect 2 "fatune: --gqa: 'mqa' given twice" --gqa 1,mqa,mqa
 expect 2 "fatune: --batch: 0 is out of range [1, 65536]" --batch 0
 expect 2 "fatune: --batch given twice" --batch 8 --batch 8
+# --shard K/N: 1 <= K <= N, each a whole number, the value named.
+expect 2 "fatune: --shard: '0/2': K (this shard) must be 1 to N (2)" --shard 0/2
+expect 2 "fatune: --shard: '3/2': K (this shard) must be 1 to N (2)" --shard 3/2
+expect 2 "fatune: --shard: '1/0': N (the number of shards) must be 1 to 4096" --shard 1/0
+expect 2 "fatune: --shard: 'x' is not K/N (shard K of N machines, e.g. 2/4)" --shard x
+expect 2 "fatune: --shard given twice" --shard 1/2 --shard 2/2
+# Shards of one query split its problems and keep their variants only:
+# fp16 and bf16 d64 none at two lengths (fp16 s512, s1024, bf16 s512,
+# s1024 in tuning order): shard 3/4 is bf16 s512 alone.
+if [ "$("$F" --list --shard 3/4 --head-dim 64 --dtype fp16,bf16 --mask none --seqlen 512,1024 --arch sm_80 2>&1 >/dev/null |
+       grep -c '^fatune: shard 3/4: 1 of the query.s 4 problems, ')" -eq 1 ] &&
+   [ "$("$F" --list --shard 3/4 --head-dim 64 --dtype fp16,bf16 --mask none --seqlen 512,1024 --arch sm_80 2>/dev/null | grep -vc '^fwd\.[a-z0-9]*\.bf16\.')" -eq 0 ] &&
+   [ "$("$F" --list --shard 3/4 --head-dim 64 --dtype fp16,bf16 --mask none --seqlen 512,1024 --arch sm_80 2>/dev/null | wc -l)" -eq 62 ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: --list --shard 3/4 (want 1 of 4 problems, the 62 bf16 variants only)"
+fi
 
 # A database path that cannot be written: refused with exit 2 before any work.
 printf 'not a database at all, just text\n%.0s' {1..64} >"$tmp/corrupt.db"
@@ -261,7 +278,8 @@ expect 2 "fatune report: --db: not a fatune database: $tmp/corrupt.db: file is n
 expect 2 "fatune explain: --db: not a fatune database: $tmp/corrupt.db: file is not a database" explain --seqlen 512 --head-dim 64 --db "$tmp/corrupt.db"
 for sub in "" explain report export import merge retire-stale rehash; do
   # shellcheck disable=SC2086
-  if "$F" $sub --help | grep -qx "nothing checked or timed); 130 interrupted (^C: what was done is kept)."; then
+  if "$F" $sub --help | grep -qx "nothing checked or timed); 130 interrupted (^C: what was done is kept); 143" &&
+     "$F" $sub --help | grep -qx "terminated (SIGTERM: a tuning run stops as on ^C, keeping what was done)."; then
     pass=$((pass + 1))
   else
     fail=$((fail + 1)); echo "FAIL: fatune $sub --help does not state the exit statuses"

@@ -46,6 +46,74 @@ static void expect_shape(int line, const fat_check_shape *s, int b, int h, int h
 }
 #define EXPECT_SHAPE(s, b, h, hk, sq, sk) expect_shape(__LINE__, s, b, h, hk, sq, sk)
 
+/* --shard K/N splits the query's problems with no overlap and nothing
+ * left out: the union over K is the whole list, each problem on one shard,
+ * shard K's j-th problem the query's (K - 1) + j * N (the documented
+ * rule), counts at most one apart; and the values that are no shard are
+ * refused naming the value. */
+#define SHARD_QUERY_PROBLEMS 24  /* 2 head dims x 2 dtypes x 2 masks x 3 seqlens */
+#define SHARD_MAX_N 7
+static void test_shards(void) {
+  char *whole[] = {"fatune", "--head-dim", "64,128", "--dtype", "fp16,bf16", "--mask",
+                   "none,causal", "--seqlen", "512,1024,2048"};
+  enum { N_WHOLE = sizeof whole / sizeof whole[0] };
+  fat_problem all[SHARD_QUERY_PROBLEMS + 1], part[SHARD_QUERY_PROBLEMS + 1];
+  CHECK_INT(problems_of(N_WHOLE, whole, all, SHARD_QUERY_PROBLEMS + 1), SHARD_QUERY_PROBLEMS);
+  for (int n = 1; n <= SHARD_MAX_N; n++) {
+    int times[SHARD_QUERY_PROBLEMS] = {0};
+    size_t smallest = SHARD_QUERY_PROBLEMS, largest = 0;
+    for (int k = 1; k <= n; k++) {
+      char shard[16];
+      snprintf(shard, sizeof shard, "%d/%d", k, n);
+      char *argv[N_WHOLE + 2];
+      memcpy(argv, whole, sizeof whole);
+      argv[N_WHOLE] = "--shard";
+      argv[N_WHOLE + 1] = shard;
+      const size_t got = problems_of(N_WHOLE + 2, argv, part, SHARD_QUERY_PROBLEMS + 1);
+      smallest = got < smallest ? got : smallest;
+      largest = got > largest ? got : largest;
+      for (size_t j = 0; j < got; j++) {
+        const size_t i = (size_t)(k - 1) + j * (size_t)n;  /* the rule */
+        CHECK_WHY(i < SHARD_QUERY_PROBLEMS && !memcmp(&part[j], &all[i], sizeof part[j]),
+                  "--shard %s: its problem %zu is not the query's %zu", shard, j, i);
+        for (size_t x = 0; x < SHARD_QUERY_PROBLEMS; x++) times[x] += !memcmp(&part[j], &all[x], sizeof all[x]);
+      }
+    }
+    for (size_t x = 0; x < SHARD_QUERY_PROBLEMS; x++)
+      CHECK_WHY(times[x] == 1, "%d shards: the query's problem %zu is on %d of them", n, x, times[x]);
+    CHECK_WHY(largest - smallest <= 1, "%d shards of %d problems: %zu to %zu each", n,
+              SHARD_QUERY_PROBLEMS, smallest, largest);
+  }
+  /* Exact: shard 2 of 5 takes the query's problems 1, 6, 11, 16, 21. */
+  char *two_of_five[] = {"fatune", "--head-dim", "64,128", "--dtype", "fp16,bf16", "--mask",
+                         "none,causal", "--seqlen", "512,1024,2048", "--shard=2/5"};
+  CHECK_INT(problems_of(N_WHOLE + 1, two_of_five, part, SHARD_QUERY_PROBLEMS + 1), 5);
+  CHECK(!memcmp(&part[0], &all[1], sizeof all[1]) && !memcmp(&part[4], &all[21], sizeof all[21]));
+
+  static const char *const bad[][2] = {
+      {"0/2", "--shard: '0/2': K (this shard) must be 1 to N (2)"},
+      {"3/2", "--shard: '3/2': K (this shard) must be 1 to N (2)"},
+      {"-1/2", "--shard: '-1/2' is not K/N (shard K of N machines, e.g. 2/4)"},
+      {"1/0", "--shard: '1/0': N (the number of shards) must be 1 to 4096"},
+      {"1/4097", "--shard: '1/4097': N (the number of shards) must be 1 to 4096"},
+      {"x", "--shard: 'x' is not K/N (shard K of N machines, e.g. 2/4)"},
+      {"1/x", "--shard: '1/x' is not K/N (shard K of N machines, e.g. 2/4)"},
+      {"1/2/3", "--shard: '1/2/3' is not K/N (shard K of N machines, e.g. 2/4)"},
+      {"/2", "--shard: '/2' is not K/N (shard K of N machines, e.g. 2/4)"},
+      {"1/", "--shard: '1/' is not K/N (shard K of N machines, e.g. 2/4)"},
+      {" 1/2", "--shard: ' 1/2' is not K/N (shard K of N machines, e.g. 2/4)"},
+      {"1/99999999999", "--shard: '1/99999999999': N (the number of shards) must be 1 to 4096"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    static const int known[] = {64, 128};
+    fat_options o;
+    char err[256] = "";
+    char *argv[] = {"fatune", "--shard", (char *)bad[i][0]};
+    CHECK_INT(fat_options_parse(3, argv, known, 2, &o, err, sizeof err), -1);
+    CHECK_STR(err, bad[i][1]);
+  }
+}
+
 int main(void) {
   fat_problem p;
   fat_check_shape s[FAT_TUNE_CHECK_SHAPES];
@@ -193,5 +261,6 @@ int main(void) {
   char *twice[] = {"fatune", "--varlen", "12,3:4:12,3"};
   CHECK_INT(fat_options_parse(3, twice, known, 2, &o, err, sizeof err), -1);
   CHECK_STR(err, "--varlen: '12,3' given twice");
+  test_shards();
   return check_summary("test_problem");
 }

@@ -59,6 +59,13 @@ const char *fat_options_usage(void) {
          "                     ...; default: the GPU's)\n"
          "  --templates DIR    use DIR/generator and DIR/templates instead of the built-in ones\n"
          "  --retune           re-measure what the database already holds\n"
+         "  --shard K/N        tune shard K of N of the query's problems: those whose\n"
+         "                     index i (0, 1, ... in tuning order) has i mod N = K - 1;\n"
+         "                     N machines, one command but for K, each its own --db,\n"
+         "                     then fatune merge them (default 1/1: every problem)\n"
+         "  --json FILE        write the run's summary to FILE as JSON, for CI: counts of\n"
+         "                     variants compiled, checked, timed and failed, each stage's\n"
+         "                     wall time, the winners table (also after ^C or without a GPU)\n"
          "  --list             print the variants the query expands to, then stop\n"
          "  -v, --verbose      one row per variant (-vv: pruned configurations too)\n"
          "  -q, --quiet        only the final table and errors\n"
@@ -308,6 +315,42 @@ static int each_gqa(const char *flag, const char *item, void *out, int index, ch
   return 0;
 }
 
+/* A decimal number of digits alone (no sign, no space), saturated at
+ * LONG_MAX; -1 when S is empty or holds anything else. */
+static long whole_number(const char *s, size_t len) {
+  long v = 0;
+  if (len == 0) return -1;
+  for (size_t i = 0; i < len; i++) {
+    if (!isdigit((unsigned char)s[i])) return -1;
+    v = v > (LONG_MAX - 9) / 10 ? LONG_MAX : v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+
+/* --shard K/N: this machine's share of the problems, shard K of N, each
+ * of K and N a whole decimal number, 1 <= K <= N <= FAT_MAX_SHARDS. */
+static int parse_shard(const char *flag, const char *s, fat_options *o, char *err, size_t errlen) {
+  const char *slash = strchr(s, '/');
+  const long k = slash ? whole_number(s, (size_t)(slash - s)) : -1;
+  const long n = slash ? whole_number(slash + 1, strlen(slash + 1)) : -1;
+  if (k < 0 || n < 0) {
+    snprintf(err, errlen, "%s: '%s' is not K/N (shard K of N machines, e.g. 2/4)", flag, s);
+    return -1;
+  }
+  if (n < 1 || n > FAT_MAX_SHARDS) {
+    snprintf(err, errlen, "%s: '%s': N (the number of shards) must be 1 to %d", flag, s,
+             FAT_MAX_SHARDS);
+    return -1;
+  }
+  if (k < 1 || k > n) {
+    snprintf(err, errlen, "%s: '%s': K (this shard) must be 1 to N (%ld)", flag, s, n);
+    return -1;
+  }
+  o->shard_index = (int)k;
+  o->shard_count = (int)n;
+  return 0;
+}
+
 static int copy_path(const char *flag, const char *s, char *dst, size_t cap, char *err,
                      size_t errlen) {
   if (!*s) {
@@ -329,12 +372,14 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
                                        "--seqlen", "--db",     "--jobs",    "--reps",
                                        "--timeout", "--arch",  "--templates", "--direction",
                                        "--seqlen-k", "--gqa", "--batch", "--window",
-                                       "--varlen", "--family", "--param"};
+                                       "--varlen", "--family", "--param", "--json",
+                                       "--shard"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
   int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
 
   memset(o, 0, sizeof *o);
   o->command = FAT_CMD_TUNE;
+  o->shard_index = o->shard_count = 1;
   o->reps = FAT_MIN_REPS;
   o->timeout_s = DEFAULT_TIMEOUT_S;
   for (int i = 1; i < argc; i++) {
@@ -431,6 +476,10 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
       rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_BATCH, &o->batch, err, errlen);
     } else if (!strcmp(flag, "--db")) {
       rc = copy_path(flag, value, o->db_path, sizeof o->db_path, err, errlen);
+    } else if (!strcmp(flag, "--shard")) {
+      rc = parse_shard(flag, value, o, err, errlen);
+    } else if (!strcmp(flag, "--json")) {
+      rc = copy_path(flag, value, o->json_path, sizeof o->json_path, err, errlen);
     } else if (!strcmp(flag, "--templates")) {
       rc = copy_path(flag, value, o->source_dir, sizeof o->source_dir, err, errlen);
     } else if (!strcmp(flag, "--jobs")) {
@@ -456,6 +505,10 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     return -1;
   }
   if (check_windows(o, err, errlen)) return -1;
+  if (o->json_path[0] && o->command == FAT_CMD_LIST) {
+    snprintf(err, errlen, "--json writes a tuning run's summary: --list runs none");
+    return -1;
+  }
   if (o->n_directions == 0) {
     o->directions[0] = FAT_FWD;
     o->n_directions = 1;

@@ -18,6 +18,7 @@
 /* --gqa mqa: a single K/V head, whatever the number of query heads. */
 #define FAT_GQA_MQA 0
 #define FAT_MAX_GROUP 128         /* largest --gqa group: query heads per K/V head */
+#define FAT_MAX_SHARDS 4096       /* largest N of --shard K/N: machines of one job array */
 
 /* The exit-status paragraph of every --help: one rule for the command and
  * each subcommand. */
@@ -25,7 +26,8 @@
   "Exit status, the same for fatune and every subcommand: 0 done; 1 run-time\n"         \
   "failure (a file refused, NVRTC missing, a write that failed); 2 bad usage (a bad\n"   \
   "flag or value, an unusable --db); 3 no GPU (generation and compilation done,\n"      \
-  "nothing checked or timed); 130 interrupted (^C: what was done is kept).\n"
+  "nothing checked or timed); 130 interrupted (^C: what was done is kept); 143\n"   \
+  "terminated (SIGTERM: a tuning run stops as on ^C, keeping what was done).\n"
 
 /* Exit statuses of the fatune command and its subcommands. */
 enum {
@@ -33,7 +35,8 @@ enum {
   FAT_EXIT_FAILED = 1,  /* a run-time failure: NVRTC missing, database write failed, ... */
   FAT_EXIT_USAGE = 2,   /* bad command line or unusable --db path */
   FAT_EXIT_NO_GPU = 3,  /* no GPU: everything that needs none was done */
-  /* 130 (interrupt.h's FAT_EXIT_INTERRUPTED): SIGINT stopped it */
+  /* 130 (interrupt.h's FAT_EXIT_INTERRUPTED): SIGINT stopped it; 143
+   * (FAT_EXIT_TERMINATED): SIGTERM stopped a tuning run */
 };
 
 typedef enum fat_command {
@@ -72,6 +75,8 @@ typedef struct fat_options {
   char db_path[4096];                    /* --db; "" until fat_options_default_db fills it */
   char arch[16];                         /* --arch; "" means: the GPU's, or sm_90a without one */
   char source_dir[4096];                 /* --templates: a folder with generator/ and templates/ */
+  char json_path[4096];                  /* --json: the run's summary as JSON; "" none */
+  int shard_index, shard_count;          /* --shard K/N: this run's share, K of N (1/1 without) */
   int jobs;                              /* --jobs: compile threads; 0 = online CPUs */
   int reps;                              /* --reps: timed repetitions per variant */
   int timeout_s;                         /* --timeout: watchdog for one job on the GPU */

@@ -125,8 +125,14 @@ static int windows_of(const fat_options *o, fat_mask mask, const fat_window **w)
   return o->n_windows;
 }
 
+int fat_shard_takes(const fat_options *o, size_t i) {
+  /* Options filled by hand rather than parsed (tests, tools) leave 0/0: everything. */
+  if (o->shard_count < 1) return 1;
+  return i % (size_t)o->shard_count == (size_t)(o->shard_index - 1);
+}
+
 size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
-  size_t n = 0;
+  size_t n = 0, i = 0;  /* the shard's problems; the query's */
   /* Dense problems by --seqlen (and --seqlen-k), or one per --varlen profile. */
   const int n_lens = o->n_varlens ? o->n_varlens : o->n_seqlens;
   const int n_keys = o->n_seqlens_k && !o->n_varlens ? o->n_seqlens_k : 1;
@@ -138,9 +144,13 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
       for (int hi = 0; hi < o->n_head_dims; hi++)
         for (int gi = 0; gi < o->n_gqa; gi++)
         for (int si = 0; si < n_lens; si++)
-        for (int ki = 0; ki < n_keys; ki++, n++) {
-          if (!out) continue;
-          fat_problem *p = &out[n];
+        for (int ki = 0; ki < n_keys; ki++, i++) {
+          if (!fat_shard_takes(o, i)) continue;
+          if (!out) {
+            n++;
+            continue;
+          }
+          fat_problem *p = &out[n++];
           if (o->n_varlens) {
             fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], 1, 1, o->gqa[gi], 1, p);
             p->lengths = o->varlens[si];

@@ -27,10 +27,17 @@ void fat_tune_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen_q
 
 /* The problems of the query O in tuning order: one per direction, dtype,
  * mask -- and for the local mask, per --window --, head dim, group and
- * lengths (fat_tune_problem's shapes; the window 0, 0 for the other masks).
- * Fills OUT when not NULL (room for the count: call with NULL first).
- * Returns their number. */
+ * lengths (fat_tune_problem's shapes; the window 0, 0 for the other masks)
+ * -- of those, --shard K/N's (fat_shard_takes). Fills OUT when not NULL
+ * (room for the count: call with NULL first). Returns their number. */
 size_t fat_tune_problems(const fat_options *o, fat_problem *out);
+
+/* --shard K/N's rule: the query's problem of index I (0, 1, ... in the
+ * order above, before sharding) is shard K's when I mod N = K - 1. A
+ * function of the command line alone, so that N machines given the same
+ * one but for K split the problems between them without a coordinator:
+ * every problem on exactly one, and their counts at most one apart. */
+int fat_shard_takes(const fat_options *o, size_t i);
 
 /* The shapes every variant is checked on for problem P, into S (room for
  * FAT_TUNE_CHECK_SHAPES): P's own lengths, odd ones and short ones, each

@@ -6,6 +6,7 @@
  * and only a variant that passed every check can win. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "interrupt.h"
 #include "nvrtc_api.h"
 #include "problems.h"
+#include "summary.h"
 #include "tune.h"
 #include "worker.h"
 
@@ -49,10 +51,11 @@ typedef struct run {
   int tty;
   double t0, last_progress;
   size_t compiled, compile_total, cached, compile_failed;
-  size_t evals_done, evals_total, evals_skipped, eval_failed;
+  size_t evals_done, evals_total, evals_skipped, eval_failed, evals_timed;
   double eval_seconds;
+  double stage_s[FAT_STAGE_COUNT];  /* wall time of each stage; -1 until it ran */
   char stage[96];
-  int interrupted;  /* SIGINT seen: stop after the variant in hand */
+  int interrupted;  /* SIGINT or SIGTERM seen: stop after the variant in hand */
   char store_err[ERRLEN + 4096 + 256];  /* why a build could not be stored ("" none): the run stops */
 } run;
 
@@ -263,6 +266,28 @@ static int generate_direction(run *r, fat_direction direction) {
   return 0;
 }
 
+/* --shard: keeps the variants of the keys (direction, dtype, mask, head
+ * dim) of the shard's N PROBLEMS, so that a shard compiles only what it
+ * measures. Says how the query was split. */
+static void keep_shard_variants(run *r, const fat_problem *problems, size_t n, size_t n_all) {
+  size_t kept = 0;
+  for (size_t i = 0; i < r->n_variants; i++) {
+    const fat_variant *v = &r->variants[i];
+    int wanted = 0;
+    for (size_t k = 0; k < n && !wanted; k++)
+      wanted = v->direction == problems[k].direction && v->dtype == problems[k].dtype &&
+               v->mask == problems[k].mask && v->head_dim == problems[k].head_dim;
+    if (wanted)
+      r->variants[kept++] = r->variants[i];
+    else
+      fat_variant_free(&r->variants[i]);
+  }
+  if (!r->o->quiet)
+    fprintf(r->log, "fatune: shard %d/%d: %zu of the query's %zu problems, %zu of its %zu variants\n",
+            r->o->shard_index, r->o->shard_count, n, n_all, kept, r->n_variants);
+  r->n_variants = kept;
+}
+
 /* Store the variants, reuse cached builds, compile the rest in parallel. */
 static int compile_all(run *r) {
   char err[ERRLEN];
@@ -403,6 +428,7 @@ static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 proble
       db_error(r, "\n", "storing timing");
       return -1;
     }
+    r->evals_timed++;
     char what[256];
     double worst = 0;
     for (int s = 0; s < n; s++) worst = fmax(worst, checks[s].rel_l2);
@@ -420,11 +446,24 @@ static ssize_t variant_index(run *r, sqlite3_int64 id) {
 }
 
 /* Re-times the variants within FAT_CLOSE_CONTENDER of the best, interleaved,
- * then stores the winner. */
-static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id) {
+ * then decides the winner (fat_db_decide_winner, the one rule). A winner is
+ * decided once: when this run measured nothing of P (MEASURED 0: a rerun,
+ * every result resumed) and P has a stored winner, it stands -- re-timing
+ * the close contenders on every rerun let noise pick another, and the
+ * rerun's table then disagreed with the one the cold run printed. */
+static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id, size_t measured) {
   fat_db_choice ranked[FAT_MAX_INTERLEAVED];
   size_t n = 0;
   char reason[ERRLEN];
+  if (!measured) {
+    fat_db_choice stored;
+    int has = 0;
+    if (fat_db_get_winner(r->db, r->gpu_id, problem_id, &stored, &has)) {
+      db_error(r, "", "reading the winner");
+      return -1;
+    }
+    if (has) return 0;
+  }
   if (fat_db_rank(r->db, r->gpu_id, problem_id, ranked, FAT_MAX_INTERLEAVED, &n)) {
     db_error(r, "", "ranking");
     return -1;
@@ -457,7 +496,7 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
   }
   fat_db_choice best;
   int found = 0;
-  if (fat_db_best(r->db, r->gpu_id, problem_id, &best, &found)) {
+  if (fat_db_decide_winner(r->db, r->gpu_id, problem_id, &best, &found, NULL)) {
     db_error(r, "", "choosing the winner");
     return -1;
   }
@@ -465,11 +504,6 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id)
     char label[96];
     fat_problem_label(p, label, sizeof label);
     fprintf(r->log, "fatune: no variant passed for %s\n", label);
-    return 0;
-  }
-  if (fat_db_set_winner(r->db, r->gpu_id, problem_id, best.variant_id, best.timing_id)) {
-    db_error(r, "", "storing the winner");
-    return -1;
   }
   return 0;
 }
@@ -503,6 +537,7 @@ static int tune_problem(run *r, const fat_problem *p, sqlite3_int64 *pid) {
   if (fat_interrupted()) return 1;
   fat_problem_label(p, r->stage, sizeof r->stage);
   if (!r->tty && !r->o->quiet) fprintf(r->log, "fatune: tuning %s\n", r->stage);
+  size_t measured = 0;  /* variants checked (and timed) on P by this run */
   for (size_t i = 0; i < r->n_variants; i++) {
     if (!runs_on(r, i, p)) continue;
     int checked = 0, passed = 0, timed = 0;
@@ -517,9 +552,10 @@ static int tune_problem(run *r, const fat_problem *p, sqlite3_int64 *pid) {
     }
     if (fat_interrupted()) return 1;
     if (evaluate(r, i, p, *pid)) return -1;
+    measured++;
     progress(r, 0);
   }
-  return choose_winner(r, p, *pid);
+  return choose_winner(r, p, *pid, measured);
 }
 
 /* Tunes the N PROBLEMS in order; PROBLEM_IDS gets the ids of those
@@ -543,13 +579,26 @@ static int tune_problems(run *r, const fat_problem *problems, size_t n, sqlite3_
   return 0;
 }
 
-static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_problems) {
-  fat_db_summary_row *rows = NULL;
-  size_t n = 0;
-  if (fat_db_summary(r->db, r->gpu_id, &rows, &n)) {
+/* The winners of the run's N_PROBLEMS PROBLEM_IDS, as the table at its end
+ * and --json show them: fat_db_summary's rows of those problems, in its
+ * order, into *ROWS (heap) and *N. */
+static int run_winners(run *r, const sqlite3_int64 *problem_ids, size_t n_problems,
+                       fat_db_summary_row **rows, size_t *n) {
+  size_t kept = 0;
+  if (fat_db_summary(r->db, r->gpu_id, rows, n)) {
     db_error(r, "", "summary");
-    return;
+    return -1;
   }
+  for (size_t k = 0; k < *n; k++) {
+    int mine = 0;
+    for (size_t j = 0; j < n_problems; j++) mine |= problem_ids[j] == (*rows)[k].problem_id;
+    if (mine) (*rows)[kept++] = (*rows)[k];
+  }
+  *n = kept;
+  return 0;
+}
+
+static void print_table(run *r, const fat_db_summary_row *rows, size_t n) {
   fprintf(r->out, "\n%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d) -- database %s\n", r->gpu.name,
           r->gpu.cc_major, r->gpu.cc_minor, r->gpu.sm_count, r->gpu.driver_version,
           r->gpu.nvrtc_major, r->gpu.nvrtc_minor, r->o->db_path);
@@ -561,9 +610,6 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
           "peak GB fus/mat", "passed");
   for (size_t k = 0; k < n; k++) {
     const fat_db_summary_row *row = &rows[k];
-    int mine = 0;
-    for (size_t j = 0; j < n_problems; j++) mine |= problem_ids[j] == row->problem_id;
-    if (!mine) continue;
     const fat_problem *p = &row->problem;
     char prob[128], label[96], def[16] = "-";
     fat_problem_label(p, label, sizeof label);
@@ -585,7 +631,6 @@ static void print_table(run *r, const sqlite3_int64 *problem_ids, size_t n_probl
             row->median_ms, row->tflops, peak, row->rel_l2, row->slowest_ms / row->median_ms, def,
             mat, mem, row->n_passing, row->n_passing + row->n_failed);
   }
-  free(rows);
 }
 
 /* The GPU's ceilings: read from the database, or measured once by the
@@ -653,7 +698,29 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   fat_interrupt_install();
   sqlite3_int64 *problem_ids = NULL;
   fat_problem *problems = NULL;
+  size_t n_query = 0, n_problems = 0, n_winners = 0;
+  fat_db_summary_row *winners = NULL;
+  /* --json: refused before any work when it cannot be written. */
+  int json = o->command == FAT_CMD_TUNE && o->json_path[0];
+  for (int i = 0; i < FAT_STAGE_COUNT; i++) r.stage_s[i] = -1;
+  if (json && fat_summary_check_path(o->json_path, err, sizeof err)) {
+    fprintf(log, "fatune: --json: %s\n", err);
+    json = 0;
+    status = FAT_EXIT_USAGE;
+    goto out;
+  }
 
+  /* The run's problems (--shard's share of the query's) first: a shard
+   * compiles only the variants they need. */
+  n_query = fat_tune_problems(o, NULL);
+  problems = calloc(n_query + 1, sizeof *problems);
+  problem_ids = calloc(n_query + 1, sizeof *problem_ids);
+  if (!problems || !problem_ids) {
+    fprintf(log, "fatune: out of memory for %zu problems\n", n_query);
+    goto out;
+  }
+  fat_tune_problems(o, problems);
+  double t_stage = now_s();
   r.gen = fat_gen_open(o->source_dir[0] ? o->source_dir : NULL, err, sizeof err);
   if (!r.gen) {
     fprintf(log, "fatune: generator: %s\n", err);
@@ -691,7 +758,17 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   } else {
     snprintf(r.arch, sizeof r.arch, "%s", o->arch[0] ? o->arch : "sm_90a");
   }
+  /* Said before the compile, which may take minutes, not only after it. */
+  if (o->command == FAT_CMD_TUNE && r.no_gpu[0] && !o->quiet)
+    fprintf(log, "fatune: no GPU found: compiling only, for %s; checking, timing and choosing "
+            "winners need an NVIDIA GPU (%s)\n", r.arch, r.no_gpu);
   if (generate(&r)) goto out;
+  if (o->shard_count > 1) {
+    fat_options all = *o;
+    all.shard_index = all.shard_count = 1;
+    keep_shard_variants(&r, problems, n_query, fat_tune_problems(&all, NULL));
+  }
+  r.stage_s[FAT_STAGE_GENERATE] = now_s() - t_stage;
   if (o->command == FAT_CMD_LIST) {
     for (size_t i = 0; i < r.n_variants; i++)
       fprintf(out, "%s%s  %s  %s\n", r.variants[i].name, r.variants[i].is_default ? " (default)" : "",
@@ -704,7 +781,9 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     status = FAT_EXIT_USAGE;
     goto out;
   }
+  t_stage = now_s();
   if (compile_all(&r)) goto out;
+  r.stage_s[FAT_STAGE_COMPILE] = now_s() - t_stage;
   if (fat_interrupted()) {
     fprintf(log, "fatune: %zu builds committed to %s; rerun to go on from there\n",
             r.compiled + r.cached, o->db_path);
@@ -734,26 +813,47 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   if (!o->quiet)
     fprintf(log, "fatune: tuning on %s (compute capability %d.%d, %d SMs)\n", r.gpu.name,
             r.gpu.cc_major, r.gpu.cc_minor, r.gpu.sm_count);
+  t_stage = now_s();
   if (ensure_ceilings(&r)) goto out;
-  const size_t n_query = fat_tune_problems(o, NULL);
-  problems = calloc(n_query + 1, sizeof *problems);
-  problem_ids = calloc(n_query + 1, sizeof *problem_ids);
-  size_t n_problems = 0;
-  if (!problems || !problem_ids) goto out;
-  fat_tune_problems(o, problems);
+  r.stage_s[FAT_STAGE_CEILINGS] = now_s() - t_stage;
+  t_stage = now_s();
   if (tune_problems(&r, problems, n_query, problem_ids, &n_problems)) goto out;
+  r.stage_s[FAT_STAGE_TUNE] = now_s() - t_stage;
   if (!o->quiet)
     fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
             r.evals_done, r.eval_failed, r.evals_skipped, now_s() - r.t0);
-  print_table(&r, problem_ids, n_problems);
+  if (run_winners(&r, problem_ids, n_problems, &winners, &n_winners)) goto out;
+  print_table(&r, winners, n_winners);
   if (r.interrupted) goto interrupted;
   status = FAT_EXIT_OK;
   goto out;
 interrupted:
   fflush(out);
-  fprintf(log, "fatune: interrupted\n");
-  status = FAT_EXIT_INTERRUPTED;
+  /* ^C reads as it always has; SIGTERM (a scheduler's preemption) is named. */
+  if (fat_interrupt_signal() == SIGTERM) {
+    fprintf(log, "fatune: interrupted by SIGTERM\n");
+    status = FAT_EXIT_TERMINATED;
+  } else {
+    fprintf(log, "fatune: interrupted\n");
+    status = FAT_EXIT_INTERRUPTED;
+  }
 out:
+  if (json) {
+    fat_run_summary sum = {
+        .status = status, .db_path = o->db_path, .arch = r.arch,
+        .gpu = r.no_gpu[0] || !r.gpu.name[0] ? NULL : &r.gpu, .no_gpu = r.no_gpu,
+        .shard_index = o->shard_index, .shard_count = o->shard_count,
+        .problems = n_query, .problems_done = n_problems, .variants = r.n_variants,
+        .compiled = r.compiled, .cached = r.cached, .compile_failed = r.compile_failed,
+        .checked = r.evals_done, .timed = r.evals_timed, .check_failed = r.eval_failed,
+        .resumed = r.evals_skipped, .total_s = now_s() - r.t0};
+    memcpy(sum.stage_s, r.stage_s, sizeof r.stage_s);
+    if (fat_summary_save_json(o->json_path, &sum, winners, n_winners, err, sizeof err)) {
+      fprintf(log, "fatune: --json: %s\n", err);
+      if (status == FAT_EXIT_OK) status = FAT_EXIT_FAILED;
+    }
+  }
+  free(winners);
   free(problems);
   free(problem_ids);
   if (r.worker) fat_worker_stop(r.worker);

@@ -211,9 +211,12 @@ static void child_main(int fd, int gpu) {
   fat_gpu_info info;
   fat_wbuf hello = {0};
 
-  /* ^C at a terminal reaches the whole process group: the parent decides
-   * when to stop (after the job in hand) and then ends this worker. */
+  /* ^C at a terminal reaches the whole process group, and so does the
+   * SIGTERM of a batch scheduler: the parent decides when to stop (after
+   * the job in hand) and then ends this worker (it dies with the parent
+   * too: PR_SET_PDEATHSIG). */
   signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
 
   int opened = fat_gpu_open(gpu, &g, &info, err, sizeof err);
   if (opened != FAT_GPU_OPENED) {

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/* The one winner rule (fat_db_decide_winner) on a fixture database
+ * (winners_fixture.h): it picks the fastest live passing candidate by its
+ * latest timing, never a variant that failed a check nor the
+ * materialising baseline; deciding again from the same timings (a rerun
+ * that measured nothing) changes nothing, not even the row's chosen_at;
+ * and every printer of winners -- the run's table and --json
+ * (fat_db_summary), the export, the runtime's lookup -- names the winners
+ * it decided, before and after a new timing changes one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "check.h"
+#include "fatune.h"
+#include "summary.h"
+#include "tables.h"
+#include "winners_fixture.h"
+
+#define ERRLEN 1024
+#define TEXT_CAP 4096
+
+static char tmpdir[] = "/tmp/fatune_test_winner_rule.XXXXXX";
+
+/* One text value of SQL on DB's connection ("(failed)" when none). */
+static void text_of(fat_db *db, const char *sql, char *out, size_t len) {
+  sqlite3_stmt *s = NULL;
+  snprintf(out, len, "(failed)");
+  if (sqlite3_prepare_v2(fat_db_handle(db), sql, -1, &s, NULL) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+    snprintf(out, len, "%s", (const char *)sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
+}
+
+/* Every printer names WANT[k] as problem k's winner. */
+static void check_printers(const char *path, fat_db *db, const fixture *fx,
+                           const char *const want[FIX_N_PROBLEMS]) {
+  char err[ERRLEN], needle[320];
+  fat_db_summary_row *rows = NULL;
+  size_t n = 0;
+  char *json = NULL, *exported = NULL;
+  size_t len = 0;
+  fat_context *c = NULL;
+
+  /* The end-of-run table and --json: fat_db_summary's rows, in its order. */
+  REQUIRE(fat_db_summary(db, fx->gpu_id, &rows, &n) == 0);
+  CHECK_INT(n, FIX_N_PROBLEMS);
+  for (size_t k = 0; k < n && k < FIX_N_PROBLEMS; k++) {
+    CHECK_INT(rows[k].problem_id, fx->problem_ids[k]);
+    CHECK_STR(rows[k].winner, want[k]);
+  }
+  const fat_run_summary s = {.status = 0, .shard_index = 1, .shard_count = 1};
+  FILE *f = open_memstream(&json, &len);
+  REQUIRE(f);
+  CHECK(fat_summary_write_json(f, &s, rows, n) == 0);
+  fclose(f);
+  for (int k = 0; k < FIX_N_PROBLEMS; k++) {
+    snprintf(needle, sizeof needle, "\"winner\": \"%s\"", want[k]);
+    CHECK_WHY(json && strstr(json, needle), "--json lacks %s", needle);
+  }
+
+  /* The export: a forward problem's winner is the only variant of it that
+   * goes out, so the variants in the file are the winners. */
+  f = open_memstream(&exported, &len);
+  REQUIRE(f);
+  int rc = fat_tables_export(db, "NVIDIA H200", NULL, f, err, sizeof err);
+  fclose(f);
+  CHECK_WHY(rc == 0, "export: %s", err);
+  for (size_t i = 0; i < FIX_N_VARIANTS; i++) {
+    const char *name = FIXTURE_VARIANTS[i].name;
+    int wins = 0;
+    for (int k = 0; k < FIX_N_PROBLEMS; k++) wins |= !strcmp(want[k], name);
+    snprintf(needle, sizeof needle, "'%s'", name);
+    const int out_there = exported && strstr(exported, needle) != NULL;
+    CHECK_WHY(out_there == wins, "the export %s %s", wins ? "lacks" : "has", name);
+  }
+
+  /* The runtime's lookup, offline, of each problem's own shape: the user
+   * database's winner. */
+  fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
+  o.user_db = path, o.no_builtin = 1;
+  o.gpu_name = "NVIDIA H200", o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = 132;
+  fat_status st = fat_context_open(&c, &o);
+  CHECK_WHY(st == FAT_OK, "context: %s", c ? fat_context_error(c) : "out of memory");
+  REQUIRE(st == FAT_OK);
+  for (int k = 0; k < FIX_N_PROBLEMS; k++) {
+    const fat_problem *p = &fx->problems[k];
+    fat_attn_args a = FAT_ATTN_ARGS_INIT;
+    a.batch = p->batch, a.heads = p->heads, a.heads_k = p->heads_k;
+    a.seqlen_q = p->seqlen_q, a.seqlen_k = p->seqlen_k, a.head_dim = p->head_dim;
+    a.dtype = p->dtype == FAT_BF16 ? FAT_ATTN_BF16 : FAT_ATTN_FP16;
+    a.mask = p->mask == FAT_MASK_CAUSAL ? FAT_ATTN_MASK_CAUSAL : FAT_ATTN_MASK_NONE;
+    fat_choice ch = FAT_CHOICE_INIT;
+    CHECK_WHY(fat_attention_select(c, &a, &ch) == FAT_OK, "select: %s", fat_context_error(c));
+    CHECK_STR(ch.variant, want[k]);
+    CHECK_INT(ch.origin, FAT_ORIGIN_USER_DB);
+  }
+out:
+  if (c) fat_context_close(c);
+  free(rows);
+  free(json);
+  free(exported);
+}
+
+static void test_one_rule(void) {
+  char err[ERRLEN], path[256], chosen[TEXT_CAP], again[TEXT_CAP];
+  fat_db *db = NULL;
+  fixture fx;
+  snprintf(path, sizeof path, "%s/fixture.db", tmpdir);
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE(fixture_fill(db, &fx) == 0);
+
+  /* The cold run's decision. */
+  for (int k = 0; k < FIX_N_PROBLEMS; k++) {
+    fat_db_choice w, stored;
+    int found = -1, changed = -1, has = -1;
+    REQUIRE(fat_db_get_winner(db, fx.gpu_id, fx.problem_ids[k], &stored, &has) == 0);
+    CHECK_INT(has, 0);
+    REQUIRE(fat_db_decide_winner(db, fx.gpu_id, fx.problem_ids[k], &w, &found, &changed) == 0);
+    CHECK_INT(found, 1);
+    CHECK_INT(changed, 1);
+    CHECK_STR(w.name, FIXTURE_WINNERS[k]);
+    REQUIRE(fat_db_get_winner(db, fx.gpu_id, fx.problem_ids[k], &stored, &has) == 0);
+    CHECK_INT(has, 1);
+    CHECK_STR(stored.name, FIXTURE_WINNERS[k]);
+    CHECK_INT(stored.timing_id, w.timing_id);
+    CHECK_DBL(stored.median_ms, k == FIX_P_BF16 ? 1.5 : 0.5);
+  }
+  check_printers(path, db, &fx, FIXTURE_WINNERS);
+
+  /* A rerun decides again from the same timings: nothing changes. */
+  text_of(db, "SELECT group_concat(problem_id || ':' || variant_id || ':' || timing_id || ':' ||"
+              " chosen_at, ' ') FROM (SELECT * FROM winners ORDER BY problem_id)",
+          chosen, sizeof chosen);
+  usleep(2000);  /* chosen_at counts milliseconds: a rewrite would show */
+  for (int k = 0; k < FIX_N_PROBLEMS; k++) {
+    fat_db_choice w;
+    int found = -1, changed = -1;
+    REQUIRE(fat_db_decide_winner(db, fx.gpu_id, fx.problem_ids[k], &w, &found, &changed) == 0);
+    CHECK_INT(found, 1);
+    CHECK_INT(changed, 0);
+    CHECK_STR(w.name, FIXTURE_WINNERS[k]);
+  }
+  text_of(db, "SELECT group_concat(problem_id || ':' || variant_id || ':' || timing_id || ':' ||"
+              " chosen_at, ' ') FROM (SELECT * FROM winners ORDER BY problem_id)",
+          again, sizeof again);
+  CHECK_STR(again, chosen);
+  check_printers(path, db, &fx, FIXTURE_WINNERS);
+
+  /* A new timing makes m64n64 the fastest by its latest (0.4 < 0.5): the
+   * rule says so, and every printer follows. */
+  const fat_timing t = {.reps = 20, .median_ms = 0.4, .min_ms = 0.36, .max_ms = 0.48,
+                        .p10_ms = 0.38, .p90_ms = 0.42, .tflops = 2.5, .sm_clock_mhz = 1755};
+  sqlite3_int64 m64 = 0;
+  char sql[256], id[32];
+  snprintf(sql, sizeof sql, "SELECT id FROM variants WHERE name = '%s'", FIXTURE_VARIANTS[1].name);
+  text_of(db, sql, id, sizeof id);
+  m64 = atoll(id);
+  REQUIRE(m64 > 0);
+  REQUIRE(fat_db_put_timing(db, m64, fx.gpu_id, fx.problem_ids[FIX_P_FP16], &t, NULL) == 0);
+  fat_db_choice w;
+  int found = -1, changed = -1;
+  REQUIRE(fat_db_decide_winner(db, fx.gpu_id, fx.problem_ids[FIX_P_FP16], &w, &found, &changed) == 0);
+  CHECK_INT(changed, 1);
+  CHECK_STR(w.name, FIXTURE_VARIANTS[1].name);
+  const char *const now[FIX_N_PROBLEMS] = {[FIX_P_BF16] = FIXTURE_WINNERS[FIX_P_BF16],
+                                           [FIX_P_FP16] = FIXTURE_VARIANTS[1].name};
+  check_printers(path, db, &fx, now);
+out:
+  fat_db_close(db);
+  char side[300];
+  unlink(path);
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+}
+
+int main(void) {
+  if (!mkdtemp(tmpdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_one_rule();
+  rmdir(tmpdir);
+  return check_summary("test_tables_winner_rule");
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* The summary of one tuning run, for people and for CI: the counts of what
+ * was compiled, checked, timed and failed, the wall time of each stage, and
+ * the winners of the run's problems -- the rows of the table the run prints
+ * at its end (fat_db_summary's), written by `--json FILE` as one JSON
+ * object. The writer is separate from the pipeline so that a test can give
+ * it a fixture database's rows. */
+#ifndef FAT_SUMMARY_H
+#define FAT_SUMMARY_H
+#include <stddef.h>
+#include <stdio.h>
+#include "db.h"
+#include "types.h"
+
+/* The format of the JSON, its "format" field: raised when a field changes
+ * meaning or goes away (a new field does not raise it). */
+#define FAT_SUMMARY_FORMAT 1
+
+/* The stages of a run, in order, by the names the JSON gives them. */
+typedef enum fat_stage {
+  FAT_STAGE_GENERATE = 0,  /* the generator: the query's variants */
+  FAT_STAGE_COMPILE,       /* NVRTC, and the build cache */
+  FAT_STAGE_CEILINGS,      /* the GPU's ceilings, read or measured */
+  FAT_STAGE_TUNE,          /* checking, timing and choosing every problem's winner */
+  FAT_STAGE_COUNT
+} fat_stage;
+const char *fat_stage_name(fat_stage s);  /* "generate", "compile", ... */
+
+/* What one run did. Seconds are wall time; a stage the run did not reach
+ * has a negative time (written as null). */
+typedef struct fat_run_summary {
+  int status;                       /* the run's exit status (options.h, interrupt.h) */
+  const char *db_path;              /* --db */
+  const char *arch;                 /* the architecture compiled for */
+  const fat_gpu_info *gpu;          /* NULL when there is no GPU */
+  const char *no_gpu;               /* why there is none; "" or NULL with one */
+  int shard_index, shard_count;     /* --shard K/N; 1/1 without */
+  size_t problems;                  /* the run's problems (this shard's) */
+  size_t problems_done;             /* of them, tuned to the end */
+  size_t variants;                  /* generated for the query */
+  size_t compiled, cached, compile_failed;  /* compiled now, from the cache, failed (both) */
+  size_t checked, timed, check_failed, resumed;  /* (variant, problem) pairs */
+  double stage_s[FAT_STAGE_COUNT];
+  double total_s;
+} fat_run_summary;
+
+/* "done", "failed", "usage", "no_gpu", "interrupted" (SIGINT) or
+ * "terminated" (SIGTERM): the JSON's "outcome" for exit status STATUS. */
+const char *fat_summary_outcome(int status);
+
+/* Writes S and the N winners ROWS (fat_db_summary's rows of the run's
+ * problems, in its order) to F as one JSON object, keys in a fixed order,
+ * numbers in their shortest form that reads back to the same double
+ * (NaN and infinities as null). 0, or -1 when F could not be written. */
+int fat_summary_write_json(FILE *f, const fat_run_summary *s, const fat_db_summary_row *rows,
+                           size_t n);
+
+/* --json PATH before the run: PATH can be written (its folder exists and
+ * takes a new file; PATH is a regular file or absent). 0, or -1 with ERR
+ * "cannot write PATH: REASON". */
+int fat_summary_check_path(const char *path, char *err, size_t errlen);
+/* Writes the JSON to PATH through a temporary file in its folder renamed
+ * over it, so that CI never reads half a summary. 0, or -1 with ERR. */
+int fat_summary_save_json(const char *path, const fat_run_summary *s,
+                          const fat_db_summary_row *rows, size_t n, char *err, size_t errlen);
+#endif
