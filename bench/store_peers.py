@@ -6,9 +6,11 @@ so that `fatune report` draws them beside fatune's winners and computes its
 summary of speedups from them.
 
 Only what the benchmark measured is stored: per row, the FLASH_ATTENTION
-and CUDNN_ATTENTION backends' medians ("flash", "cudnn" under "ms"), or,
-where the benchmark also timed the call queued behind a sleep kernel
-(bench_runtime.py's "ms_queued"), that time: the GPU's time alone, as the
+and CUDNN_ATTENTION backends' medians ("flash", "cudnn" under "ms") and
+fatune's own in the same run ("fatune", stored as fatune_bench: the report
+divides a peer's time by it, so that both come from one harness), or,
+where the benchmark also timed the calls queued behind a sleep kernel
+(bench_runtime.py's "ms_queued"), those times: the GPU's time alone, as the
 tuner's own medians are. A row is stored against the problem row of the
 same direction, dtype, mask, head dim, batch, heads and sequence length
 (dense, one K/V head per query head, as the benchmarks' shapes are) and the
@@ -27,7 +29,8 @@ import math
 import sqlite3
 import sys
 
-SOURCES = {"flash": "sdpa_flash", "cudnn": "sdpa_cudnn"}  # core/db.h FAT_EXTERNAL_SDPA_*
+# core/db.h FAT_EXTERNAL_*: the peers, and fatune's own time in the same run
+SOURCES = {"flash": "sdpa_flash", "cudnn": "sdpa_cudnn", "fatune": "fatune_bench"}
 DIRECTIONS = ("fwd", "bwd")
 DTYPES = ("fp16", "bf16")
 MASKS = ("none", "causal")
@@ -134,7 +137,7 @@ def main(argv):
     except Refused as e:
         print(f"store_peers: {e}", file=sys.stderr)
         return 1
-    print(f"store_peers: stored {counts['stored']} SDPA timings; skipped {counts['no problem']} "
+    print(f"store_peers: stored {counts['stored']} timings; skipped {counts['no problem']} "
           f"with no problem row, {counts['no time']} not timed by a backend, "
           f"{counts['untimed']} rows not timed at all")
     return 0
