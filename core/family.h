@@ -13,6 +13,19 @@
 #include "kernel.h"
 #include "types.h"
 
+/* The tensor-core instruction of a family's matrix products: whose peak
+ * is the family's roof in the report's roofline (the tuner measures
+ * mma.sync's, templates/ceilings.cu). */
+typedef enum fat_matrix_op {
+  FAT_MATRIX_OTHER,     /* none this table knows: the baseline's CUDA-core loops, a
+                           template folder's own family */
+  FAT_MATRIX_MMA_SYNC,  /* mma.sync m16n8k16, every architecture from sm_80 */
+  FAT_MATRIX_WGMMA,     /* Hopper's warpgroup wgmma.mma_async (sm_90a) */
+} fat_matrix_op;
+
+/* "mma.sync", "wgmma" or "other". */
+const char *fat_matrix_op_name(fat_matrix_op op);
+
 typedef struct fat_family {
   const char *name;          /* the generator's family name: "mma80" */
   fat_direction direction;   /* the direction of its variants */
@@ -25,6 +38,7 @@ typedef struct fat_family {
                                 (the decoding family's blocks are for few queries); 0: any */
   int builtin_default;       /* 1: the runtime's built-in default variants are of this
                                 family (one fused kernel of sm_80, which every GPU runs) */
+  fat_matrix_op matrix_op;   /* the instruction of its products */
 } fat_family;
 
 /* The family NAME of DIRECTION, or NULL when there is none. */
