@@ -137,9 +137,9 @@ def main(argv):
     except Refused as e:
         print(f"store_peers: {e}", file=sys.stderr)
         return 1
-    print(f"store_peers: stored {counts['stored']} timings; skipped {counts['no problem']} "
-          f"with no problem row, {counts['no time']} not timed by a backend, "
-          f"{counts['untimed']} rows not timed at all")
+    print(f"store_peers: stored {counts['stored']} timings; skipped: {counts['no problem']} "
+          f"with no problem row, {counts['no time']} with no finite positive time, "
+          f"{counts['untimed']} rows the benchmark did not time")
     return 0
 
 
