@@ -18,6 +18,10 @@ same run with the share of it the bf16 d128 s16384 non-causal cell reaches.
 
     FATUNE_LIB=build/runtime/libfatune.so python3 bench/bench_fwd.py \
         [--head-dims 64,96,128,192,256] [--seqlens 1024,...] [--dtypes bf16,fp16] [--out bench_fwd.json]
+
+`python3 bench/store_peers.py --db DB OUT.json` stores the --out file's
+SDPA timings (and fatune's own in the same run) in a fatune database, for
+`fatune report`.
 """
 import argparse
 import json

@@ -30,6 +30,10 @@ beside the bytes it should take.
 
     FATUNE_LIB=build/runtime/libfatune.so python3 bench/bench_runtime.py \
         [--direction fwd,bwd] [--head-dims 64,128] [--seqlens 512,...] [--out bench_runtime.json]
+
+`python3 bench/store_peers.py --db DB OUT.json` stores the --out file's
+SDPA timings (and fatune's own in the same run) in a fatune database, for
+`fatune report`.
 """
 import argparse
 import gc

@@ -12,9 +12,11 @@ Shapes are FlashAttention's benchmark shapes: batch x seqlen = 16384 tokens,
 heads x head_dim = 2048. FLOPs: 4*B*H*S*S*D, halved for causal.
 
 With --db, the SDPA timings are also stored in the database's
-external_timings table (sources sdpa_flash and sdpa_cudnn) against the
-matching problem row and this GPU's row, so `fatune report` shows them beside
-fatune's own timings. Nothing else in the database is written.
+external_timings table (sources sdpa_flash and sdpa_cudnn), and fatune's own
+time in the same run (fatune_bench), against the matching problem row and
+this GPU's row, so `fatune report` shows the peers beside fatune's winners
+and divides their times by fatune's from this harness. Nothing else in the
+database is written.
 """
 import argparse
 import json
@@ -137,7 +139,8 @@ def kernels_from_db(path, gpu_name):
                    entry=entry, block_m=block_m, threads=threads, smem_bytes=smem), cubin
 
 
-SDPA_SOURCES = {"fa2": "sdpa_flash", "cudnn": "sdpa_cudnn"}  # core/db.h FAT_EXTERNAL_SDPA_*
+# core/db.h FAT_EXTERNAL_*: the SDPA backends, and fatune's own kernel timed beside them
+SDPA_SOURCES = {"fa2": "sdpa_flash", "cudnn": "sdpa_cudnn", "fatune": "fatune_bench"}
 
 
 class ExternalTimings:
@@ -219,6 +222,8 @@ def main():
             p = kern.params(q, k, v, o, lse)
             f = flops(b, h, s, s, d, causal)
             t_fat = timer(lambda: kern.launch(p))
+            if external:
+                external.put("fatune", dtype, d, causal, b, h, s, t_fat, f / t_fat / 1e9)
             res = dict(name=e["name"], dtype=dtype, head_dim=d, causal=causal, seqlen=s, rel_l2=err,
                        fatune_ms=t_fat, fatune_tflops=f / t_fat / 1e9)
             for label, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -236,7 +241,7 @@ def main():
                   flush=True)
             del q, k, v, o, lse
     if external:
-        print(f"# stored {external.stored} SDPA timings in {args.db} (external_timings)")
+        print(f"# stored {external.stored} timings in {args.db} (external_timings)")
         external.close()
     if args.out:
         with open(args.out, "w") as f:

@@ -211,9 +211,14 @@ int fat_db_put_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, doubl
 int fat_db_get_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, double *value,
                        char *unit, size_t unitlen, int *found);
 
-/* Sources of external_timings rows written by bench/bench_sdpa.py. */
+/* Sources of external_timings rows written by bench/bench_sdpa.py and
+ * bench/store_peers.py. */
 #define FAT_EXTERNAL_SDPA_FLASH "sdpa_flash"  /* SDPBackend.FLASH_ATTENTION */
 #define FAT_EXTERNAL_SDPA_CUDNN "sdpa_cudnn"  /* SDPBackend.CUDNN_ATTENTION */
+/* fatune's own kernel, timed by the benchmark in the same run as the peers:
+ * the report's speed-ups against a peer divide by it (one harness for both)
+ * where it is stored, by the tuner's median where not. */
+#define FAT_EXTERNAL_FATUNE_BENCH "fatune_bench"
 
 /* Records one timing of an implementation outside fatune (SOURCE names it)
  * on GPU_ID and PROBLEM_ID, for comparison in the report. */

@@ -11,28 +11,43 @@
 
 static const fat_family FAMILIES[] = {
     {.name = "mma80", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1, .packed = 1,
-     .builtin_default = 1},
+     .builtin_default = 1, .matrix_op = FAT_MATRIX_MMA_SYNC},
     {.name = "splitkv", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1,
-     .max_seqlen_q = SPLITKV_MAX_SEQLEN_Q},
-    {.name = "wgmma90", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1, .packed = 1},
-    {.name = "ws90", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED_TMA, .may_win = 1, .packed = 1},
-    {.name = FAT_FAMILY_MATERIALIZE, .direction = FAT_FWD, .kind = FAT_KERNEL_MATERIALIZE},
+     .max_seqlen_q = SPLITKV_MAX_SEQLEN_Q, .matrix_op = FAT_MATRIX_MMA_SYNC},
+    {.name = "wgmma90", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1, .packed = 1,
+     .matrix_op = FAT_MATRIX_WGMMA},
+    {.name = "ws90", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED_TMA, .may_win = 1, .packed = 1,
+     .matrix_op = FAT_MATRIX_WGMMA},
+    {.name = FAT_FAMILY_MATERIALIZE, .direction = FAT_FWD, .kind = FAT_KERNEL_MATERIALIZE,
+     .matrix_op = FAT_MATRIX_OTHER},
     {.name = "mma80", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED, .may_win = 1,
-     .builtin_default = 1},
+     .builtin_default = 1, .matrix_op = FAT_MATRIX_MMA_SYNC},
     {.name = "mma80f", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED, .may_win = 1, .packed = 1,
-     .builtin_default = 1, .features = 1},
-    {.name = "wgmma90", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED, .may_win = 1},
-    {.name = "ws90", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED_TMA, .may_win = 1},
+     .builtin_default = 1, .features = 1, .matrix_op = FAT_MATRIX_MMA_SYNC},
+    {.name = "wgmma90", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED, .may_win = 1,
+     .matrix_op = FAT_MATRIX_WGMMA},
+    {.name = "ws90", .direction = FAT_BWD, .kind = FAT_KERNEL_FUSED_TMA, .may_win = 1,
+     .matrix_op = FAT_MATRIX_WGMMA},
 };
 
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
+
+const char *fat_matrix_op_name(fat_matrix_op op) {
+  switch (op) {
+    case FAT_MATRIX_MMA_SYNC: return "mma.sync";
+    case FAT_MATRIX_WGMMA: return "wgmma";
+    case FAT_MATRIX_OTHER: break;
+  }
+  return "other";
+}
 
 size_t fat_family_count(void) { return N_FAMILIES; }
 
 const fat_family *fat_family_at(size_t i) { return i < N_FAMILIES ? &FAMILIES[i] : NULL; }
 
 fat_family fat_family_of_template(const char *name, fat_direction direction) {
-  return (fat_family){.name = name, .direction = direction, .kind = FAT_KERNEL_FUSED, .may_win = 1};
+  return (fat_family){.name = name, .direction = direction, .kind = FAT_KERNEL_FUSED, .may_win = 1,
+                      .matrix_op = FAT_MATRIX_OTHER};
 }
 
 const fat_family *fat_family_find(const char *name, fat_direction direction) {

@@ -13,6 +13,19 @@
 #include "kernel.h"
 #include "types.h"
 
+/* The tensor-core instruction of a family's matrix products: whose peak
+ * is the family's roof in the report's roofline (the tuner measures
+ * mma.sync's, templates/ceilings.cu). */
+typedef enum fat_matrix_op {
+  FAT_MATRIX_OTHER,     /* none this table knows: the baseline's CUDA-core loops, a
+                           template folder's own family */
+  FAT_MATRIX_MMA_SYNC,  /* mma.sync m16n8k16, every architecture from sm_80 */
+  FAT_MATRIX_WGMMA,     /* Hopper's warpgroup wgmma.mma_async (sm_90a) */
+} fat_matrix_op;
+
+/* "mma.sync", "wgmma" or "other". */
+const char *fat_matrix_op_name(fat_matrix_op op);
+
 typedef struct fat_family {
   const char *name;          /* the generator's family name: "mma80" */
   fat_direction direction;   /* the direction of its variants */
@@ -29,6 +42,7 @@ typedef struct fat_family {
                                 soft-cap (FAT_BWD_FEATURES); such a family serves, and is
                                 timed on, only the calls that have one, and the others
                                 serve only the calls that have neither */
+  fat_matrix_op matrix_op;   /* the instruction of its products */
 } fat_family;
 
 /* The family NAME of DIRECTION, or NULL when there is none. */

@@ -2,13 +2,19 @@
 /* Proves `fatune report` turns a database into one self-contained page: on a
  * fixture built here (a GPU with measured ceilings; fp16 problems at two head
  * dims and three seqlens with winners, default configurations, a
- * materialising baseline and PyTorch SDPA timings; a bf16 causal problem with
- * only a winner; a variant that failed its check) the page has balanced
- * html/body/svg elements, one <svg> per problem group plus the roofline, a
- * non-empty path for exactly the series that have data in each chart, the
- * roofs, every winner (never the failed variant) in the table with its
- * TFLOP/s, escaped text, and nothing that reaches the network. Bad usage
- * is refused with exact messages and leaves no file behind. Files live in a
+ * materialising baseline, PyTorch SDPA timings and, at one head dim, fatune's
+ * own time from the same benchmark; bf16 causal problems at two head dims
+ * with only a winner, one of a wgmma family; decoding shapes of both masks;
+ * a variant that failed its check) the page has balanced html/body/svg
+ * elements, contents whose every link is an anchor of the page, a summary
+ * of speed-ups against the peers first with its exact values, one <svg> per
+ * direction, dtype and mask (decoding in TB/s) plus the roofline, at least
+ * two series in every chart and a non-empty path for exactly the series
+ * that have data, the roofs, every winner (never the failed variant) in the
+ * table with its TFLOP/s, escaped text, no path of the machine and nothing
+ * that reaches the network; without peers or defaults it says so and draws
+ * no empty columns. Bad usage is refused with exact messages and leaves no
+ * file behind. Files live in a
  * fresh /tmp folder. For tests/test_report_render.sh, FATUNE_KEEP_DB=PATH
  * builds the fixture database at PATH and leaves it there, and
  * FATUNE_KEEP_REPORT=PATH copies the page to PATH. */
@@ -36,6 +42,7 @@ static char db_path[256], html_path[256];
 typedef struct fixture {
   fat_db *db;
   sqlite3_int64 gpu;
+  const char *family;  /* the winners' family; NULL: mma80 */
   int n_variants;      /* makes every variant's hash distinct */
   char winners[16][128];
   int n_winners;
@@ -77,7 +84,9 @@ static int fx_timed(fixture *fx, const fat_problem *p, sqlite3_int64 pid, const 
 /* One problem with everything: tuned variants (the fastest wins), the
  * default, a failed variant that would have been fastest, the materialising
  * baseline and the SDPA backends (and CUSTOM, when not NULL). Throughputs
- * grow with SEQ so the curves have a shape. */
+ * grow with SEQ so the curves have a shape; a decoding shape's winner
+ * moves its lower bound's bytes at DECODE_BW. */
+#define DECODE_BW 4.5e12
 static int fx_problem_shape(fixture *fx, fat_dtype dtype, fat_mask mask, int d, int seq,
                             int seq_k, int group, int full, const char *custom) {
   fat_problem p = {.direction = FAT_FWD, .dtype = dtype, .mask = mask, .head_dim = d,
@@ -86,11 +95,19 @@ static int fx_problem_shape(fixture *fx, fat_dtype dtype, fat_mask mask, int d, 
   sqlite3_int64 pid, vid, tid;
   char name[128], base[64];
   double scale = log2(seq) / 12.0; /* 1 at seqlen 4096 */
-  snprintf(base, sizeof base, "fwd.mma80.%s.d%d.%s", fat_dtype_name(dtype), d,
+  const char *family = fx->family ? fx->family : "mma80";
+  double winner_tflops = 300.0 * scale;
+  if (seq_k != seq) {
+    fat_io_model m;
+    char err[ERRLEN];
+    if (fat_io_model_compute(&p, &m, err, sizeof err)) return -1;
+    winner_tflops = fat_problem_flops(&p) / ((double)m.lower_bound_bytes / DECODE_BW) / TERA;
+  }
+  snprintf(base, sizeof base, "fwd.%s.%s.d%d.%s", family, fat_dtype_name(dtype), d,
            fat_mask_name(mask));
   if (fat_db_put_problem(fx->db, &p, &pid)) return -1;
   snprintf(name, sizeof name, "%s.m128n64w4s2.s%d", base, seq);
-  if (fx_timed(fx, &p, pid, name, "mma80", 0, 1, 300.0 * scale, &vid, &tid) ||
+  if (fx_timed(fx, &p, pid, name, family, 0, 1, winner_tflops, &vid, &tid) ||
       fat_db_set_winner(fx->db, fx->gpu, pid, vid, tid))
     return -1;
   snprintf(fx->winners[fx->n_winners++], sizeof fx->winners[0], "%s", name);
@@ -110,6 +127,12 @@ static int fx_problem_shape(fixture *fx, fat_dtype dtype, fat_mask mask, int d, 
     return -1;
   if (custom && fat_db_put_external_timing(fx->db, fx->gpu, pid, custom,
                                            flops / (100e12) * 1e3, 100.0))
+    return -1;
+  /* Head dim 128's benchmark timed fatune too, 10 % slower than the tuner
+   * did: its peers are divided by that time. */
+  if (d == 128 && fat_db_put_external_timing(fx->db, fx->gpu, pid, FAT_EXTERNAL_FATUNE_BENCH,
+                                             flops / (300e12 * scale) * 1e3 * 1.1,
+                                             300.0 * scale / 1.1))
     return -1;
   return 0;
 }
@@ -139,9 +162,16 @@ static int build_fixture(fixture *fx) {
         fx_problem(fx, FAT_FP16, FAT_MASK_NONE, 128, seqlens[i], 1, NULL))
       goto fail;
   if (fx_problem(fx, FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 0, NULL)) goto fail;
+  /* A Hopper family's winner: the roofline's wgmma series. */
+  fx->family = "wgmma90";
+  if (fx_problem(fx, FAT_BF16, FAT_MASK_CAUSAL, 64, 2048, 0, NULL)) goto fail;
+  fx->family = NULL;
   /* Decoding shapes with grouped-query heads: a chart of their own, not
-   * points among the square problems of the same key. */
-  if (fx_problem_shape(fx, FAT_BF16, FAT_MASK_CAUSAL, 128, 16, 65536, 4, 0, NULL)) goto fail;
+   * points among the square problems of the same key, both masks in it. */
+  if (fx_problem_shape(fx, FAT_BF16, FAT_MASK_CAUSAL, 128, 16, 65536, 4, 0, NULL) ||
+      fx_problem_shape(fx, FAT_BF16, FAT_MASK_NONE, 128, 1, 65536, 4, 0, NULL) ||
+      fx_problem_shape(fx, FAT_BF16, FAT_MASK_NONE, 128, 16, 65536, 4, 0, NULL))
+    goto fail;
   return 0;
 fail:
   fprintf(stderr, "fixture: %s\n", fat_db_errmsg(fx->db));
@@ -210,7 +240,7 @@ static void test_report_of_fixture(void) {
   char *argv[] = {"report", "--db", db_path, "-o", html_path};
   run_result r = run_report(5, argv);
   CHECK_INT(r.status, 0);
-  snprintf(want, sizeof want, "wrote %s: " FIXTURE_GPU ", 5 charts, 8 winners\n", html_path);
+  snprintf(want, sizeof want, "wrote %s: " FIXTURE_GPU ", 4 charts, 11 winners\n", html_path);
   CHECK_STR(r.out, want);
   CHECK_STR(r.err, "");
   run_free(&r);
@@ -234,59 +264,130 @@ static void test_report_of_fixture(void) {
   CHECK_INT(count(html, "</body>"), 1);
   CHECK_INT(count(html, "<head>"), 1);
   CHECK_INT(count(html, "</head>"), 1);
-  CHECK_INT(count(html, "<table>"), 1);
-  CHECK_INT(count(html, "</table>"), 1);
-  /* bf16 d128 causal, its decoding shapes, fp16 d64, fp16 d128, roofline. */
-  CHECK_INT(count(html, "<svg"), 5);
-  CHECK_INT(count(html, "</svg>"), 5);
-  CHECK_INT(count(html, "<figure>"), 5);
-  CHECK_INT(count(html, "</figure>"), 5);
+  CHECK_INT(count(html, "<table"), 2); /* the summary and the winners */
+  CHECK_INT(count(html, "</table>"), 2);
+  /* bf16 causal, fp16 no mask, bf16 decoding, the roofline. */
+  CHECK_INT(count(html, "<svg"), 4);
+  CHECK_INT(count(html, "</svg>"), 4);
+  CHECK_INT(count(html, "<figure"), 4);
+  CHECK_INT(count(html, "</figure>"), 4);
   CHECK(strstr(html, "@media print") != NULL);
 
-  /* Nothing reaches the network: no URL, no link, no script. */
+  /* Nothing reaches the network: no URL, no script, and every link an
+   * anchor of the page itself. Nor does the page name the machine's paths. */
   CHECK(strstr(html, "http") == NULL);
   CHECK(strstr(html, "src=") == NULL);
-  CHECK(strstr(html, "href=") == NULL);
   CHECK(strstr(html, "<script") == NULL);
   CHECK(strstr(html, "@import") == NULL);
   CHECK(strstr(html, "url(") == NULL);
+  CHECK(strstr(html, tmpdir) == NULL);
+  CHECK(strstr(html, "report.db") == NULL);
+  int links = 0;
+  for (const char *h = strstr(html, "href=\""); h; h = strstr(h + 1, "href=\"")) {
+    char id[80], target[100];
+    const char *end = strchr(h + 6, '"');
+    CHECK(h[6] == '#' && end && end - h - 7 < (long)sizeof id);
+    if (h[6] != '#' || !end || end - h - 7 >= (long)sizeof id) break;
+    memcpy(id, h + 7, (size_t)(end - h - 7));
+    id[end - h - 7] = '\0';
+    snprintf(target, sizeof target, " id=\"%s\"", id);
+    CHECK_INT(count(html, target), 1);
+    links++;
+  }
+  /* Contents: the summary, two sections and their 2 + 1 charts, the
+   * roofline and the winners; then the summary's 3 chart rows. */
+  CHECK_INT(links, 1 + (1 + 2) + (1 + 1) + 2 + 3);
+  CHECK(strstr(html, "<li><a href=\"#forward\">Forward</a><ol><li><a href=\"#fwd-bf16-causal\">"
+                     "Forward, bf16, causal</a></li><li><a href=\"#fwd-fp16-none\">Forward, fp16, "
+                     "no mask</a></li></ol></li>") != NULL);
+  /* The summary comes first, before any chart. */
+  const char *summary = strstr(html, "<h2 id=\"summary\">");
+  CHECK(summary != NULL && summary < strstr(html, "<svg"));
 
-  /* Per chart (in dtype, mask, head dim order; grouped-query and decoding
-   * shapes after the square ones of their key), a series path for exactly
-   * the series with data: bf16 causal only its winner, its decoding shape
-   * too; fp16 d64 the winner, default, materialising, two SDPA backends and
-   * the custom source; fp16 d128 the same but the custom one. */
-  static const int want_series[] = {1, 1, 6, 5};
+  /* The summary: per chart, each peer's, the default's and the baseline's
+   * time over fatune's. fp16 no mask: FA2 at 280 and cuDNN at 310 TFLOP/s
+   * where the winner is at 300 (d64: 1.07x, 0.97x), divided at d128 by
+   * the benchmark's own fatune time, 1.1 x the tuner's (0.97x, 0.88x);
+   * the custom source at 100 TFLOP/s (d64 only: 2.5, 2.75, 3); the default
+   * at 200 (1.5x); the baseline at 60 (5 x 10/12, 11/12, 1). */
+  CHECK(strstr(html,
+                "<tr><th class=\"shape\">Chart</th><th>Problems</th><th>fatune, best</th><th>vs "
+                "SDPA FlashAttention-2</th><th>vs SDPA cuDNN</th><th>vs custom&lt;kernel&gt;</th>"
+                "<th>vs fatune default configuration</th><th>vs materialising baseline</th></tr>") !=
+        NULL);
+  static const char *const summary_rows[] = {
+      "<tr><td class=\"shape\"><a href=\"#fwd-bf16-causal\">Forward, bf16, causal</a></td><td>2"
+      "</td><td>275.0 TFLOP/s</td><td>–</td><td>–</td><td>–</td><td>–</td><td>–</td></tr>",
+      "<tr><td class=\"shape\"><a href=\"#fwd-fp16-none\">Forward, fp16, no mask</a></td><td>6"
+      "</td><td>300.0 TFLOP/s</td><td>1.02× <span class=\"range\">(0.97–1.07, 6)</span></td>"
+      "<td>0.92× <span class=\"range\">(0.88–0.97, 6)</span></td><td>2.74× <span class=\"range\">"
+      "(2.50–3.00, 3)</span></td><td>1.50× <span class=\"range\">(1.50–1.50, 6)</span></td>"
+      "<td>4.57× <span class=\"range\">(4.17–5.00, 6)</span></td></tr>",
+      /* Decoding's best in bandwidth: the fixture's DECODE_BW. */
+      "<tr><td class=\"shape\"><a href=\"#fwd-bf16-decoding\">Forward, bf16, decoding</a></td>"
+      "<td>3</td><td>4.5 TB/s</td><td>–</td><td>–</td><td>–</td><td>–</td><td>–</td></tr>",
+      "<tr class=\"total\"><td class=\"shape\">Every charted problem</td><td></td><td></td>"
+      "<td>1.02× <span class=\"range\">(0.97–1.07, 6)</span></td>",
+  };
+  for (size_t i = 0; i < sizeof summary_rows / sizeof summary_rows[0]; i++) {
+    const char *row = strstr(html, summary_rows[i]);
+    CHECK(row != NULL && (i == 0 || row > strstr(html, summary_rows[i - 1])));
+  }
+  CHECK(strstr(html, "No peer timings are stored") == NULL);
+
+  /* Every chart of the fixture compares: at least two series each, and
+   * exactly the series with data. bf16 causal: the d64 and d128 winners;
+   * fp16 no mask: d64's winner, two SDPA backends and the custom source,
+   * d128's winner and SDPA backends (fatune's own benchmark time is the
+   * summary's, not a line); decoding: the causal and the unmasked winner;
+   * the roofline: mma.sync fp16 and bf16, wgmma bf16. */
+  static const int want_series[] = {2, 7, 2, 3};
   static const char *const titles[] = {
-      "<h2>forward, bf16, head dim 128, causal</h2>",
-      "<h2>forward, bf16, head dim 128, causal, 4 query heads per K/V head, 65536 keys</h2>",
-      "<h2>forward, fp16, head dim 64, no mask</h2>",
-      "<h2>forward, fp16, head dim 128, no mask</h2>"};
+      "<figure id=\"fwd-bf16-causal\">\n<h3>Forward, bf16, causal</h3>",
+      "<figure id=\"fwd-fp16-none\">\n<h3>Forward, fp16, no mask</h3>",
+      "<figure id=\"fwd-bf16-decoding\">\n<h3>Forward, bf16, decoding</h3>",
+      "<h2 id=\"roofline\">Roofline</h2>"};
   const char *svg = html;
-  for (int c = 0; c < 5; c++) {
+  for (int c = 0; c < 4; c++) {
     svg = strstr(svg, "<svg");
     REQUIRE(svg != NULL);
     const char *end = strstr(svg, "</svg>");
     REQUIRE(end != NULL);
-    if (c < 4) {
-      const char *title = strstr(html, titles[c]);
-      CHECK(title != NULL && title < svg && (c == 0 || title > strstr(html, titles[c - 1])));
-      CHECK_INT(series_paths(svg, end, "series"), want_series[c]);
-      CHECK_INT(count(svg, "<path class=\"series\"") - count(end, "<path class=\"series\""),
-                want_series[c]);
-    } else {
-      CHECK(strstr(html, "<h2>Roofline</h2>") < svg);
-      /* One roof (fp16 and bf16 peaks equal) and the bandwidth line. */
-      CHECK_INT(series_paths(svg, end, "roof"), 2);
-      CHECK_INT(series_paths(svg, end, "series"), 0);
-      /* A marker per winner, each with its tooltip. */
-      CHECK_INT(count(svg, "<title>") - count(end, "<title>"), 8);
-    }
+    const char *title = strstr(html, titles[c]);
+    CHECK(title != NULL && title < svg && (c == 0 || title > strstr(html, titles[c - 1])));
+    int series = count(svg, "class=\"series\"") - count(end, "class=\"series\"");
+    CHECK(series >= 2);
+    CHECK_INT(series, want_series[c]);
+    if (c < 3) CHECK_INT(series_paths(svg, end, "series"), want_series[c]);
     svg = end;
   }
+  /* Colour is the head dim, the same in every chart: d64 blue, d128 orange. */
+  CHECK(strstr(html, "data-series=\"d64, fatune winner\" stroke=\"#0072B2\"") != NULL);
+  CHECK(strstr(html, "data-series=\"d128, SDPA cuDNN\" stroke=\"#E69F00\"") != NULL);
+  CHECK(strstr(html, "data-series=\"d64, custom&lt;kernel&gt;\"") != NULL);
+  CHECK(strstr(html, "fatune_bench") == NULL);
+  /* Decoding in bandwidth, under the copy bandwidth's line. */
+  CHECK(strstr(html, "data-series=\"no mask d128 g4 k65536, fatune winner\"") != NULL);
+  CHECK(strstr(html, "<title>fatune winner, causal d128 g4 k65536: batch 1024, heads 16 (K/V 4), "
+                     "seqlen 16×65536: 4.5 TB/s") != NULL);
+  const char *decode = strstr(html, "<figure id=\"fwd-bf16-decoding\">");
+  REQUIRE(decode != NULL);
+  CHECK_INT(series_paths(decode, strstr(decode, "</svg>"), "roof"), 1);
+  /* The roofline: one mma.sync roof (fp16 and bf16 peaks equal), the
+   * bandwidth line, a note for the wgmma peak nobody measured, and a marker
+   * per forward winner, each with its tooltip. */
+  const char *roof = strstr(html, "<h2 id=\"roofline\">");
+  REQUIRE(roof != NULL);
+  const char *roof_end = strstr(roof, "</svg>");
+  CHECK_INT(series_paths(roof, roof_end, "roof"), 2);
+  CHECK(strstr(roof, ">mma.sync peak 800 TFLOP/s (fp16, bf16)</text>") < roof_end);
+  CHECK(strstr(roof, ">copy bandwidth 4.00 TB/s</text>") < roof_end);
+  CHECK(strstr(roof, ">wgmma peak: not measured</text>") < roof_end);
+  CHECK(strstr(roof, "<g class=\"series\" data-series=\"wgmma bf16\">") < roof_end);
+  CHECK_INT(count(roof, "<title>") - count(roof_end, "<title>"), 11);
 
   /* The table: every winner, each once, and never the failed variant. */
-  CHECK_INT(count(html, "<tr><td class=\"shape\">"), 8);
+  CHECK_INT(count(html, "<tr><td class=\"shape\">"), 11 + 3); /* and the summary's 3 charts */
   for (int i = 0; i < fx.n_winners; i++) {
     /* The name may break after each dot (<wbr>) but reads whole. */
     size_t n = (size_t)snprintf(want, sizeof want, "<td class=\"name\">");
@@ -308,8 +409,8 @@ static void test_report_of_fixture(void) {
   /* Text from the database is escaped. */
   CHECK(strstr(html, "custom&lt;kernel&gt;") != NULL);
   CHECK(strstr(html, "custom<kernel>") == NULL);
-  CHECK(strstr(html, "Measured ceilings: copy bandwidth 4.00 TB/s; fp16 matrix peak 800 TFLOP/s; "
-                      "bf16 matrix peak 800 TFLOP/s.") != NULL);
+  CHECK(strstr(html, "Measured ceilings: copy bandwidth 4.00 TB/s; fp16 mma.sync peak 800 "
+                     "TFLOP/s; bf16 mma.sync peak 800 TFLOP/s.") != NULL);
 out:
   free(html);
   fat_db_close(fx.db);
@@ -345,11 +446,21 @@ static void test_local_windows(void) {
     REQUIRE(fat_db_set_winner(fx.db, fx.gpu, pid, vid, tid) == 0);
   }
   FILE *f = open_memstream(&html, &n_html);
-  CHECK_INT(fat_report_write(fx.db, fx.gpu, "local.db", f, NULL, err, sizeof err), 0);
+  CHECK_INT(fat_report_write(fx.db, fx.gpu, f, NULL, err, sizeof err), 0);
   fclose(f);
-  CHECK_INT(count(html, "<h2>forward, fp16, head dim 64, local window 256,0</h2>"), 1);
-  CHECK_INT(count(html, "<h2>forward, fp16, head dim 64, local window 1024,-1</h2>"), 1);
-  CHECK_INT(count(html, "<svg"), 3);  /* the two windows and the roofline */
+  /* One chart of local windows, a series per window. */
+  CHECK_INT(count(html, "<h3>Forward, fp16, local windows</h3>"), 1);
+  CHECK_INT(count(html, "<svg"), 2); /* and the roofline */
+  CHECK_INT(count(html, "<path class=\"series\" data-series=\"d64 w256,0, fatune winner\""), 1);
+  CHECK_INT(count(html, "<path class=\"series\" data-series=\"d64 w1024,-1, fatune winner\""), 1);
+  /* No peers, no defaults: said plainly, no empty columns. */
+  CHECK(strstr(html, "<p><strong>No peer timings are stored for this GPU</strong>, so nothing "
+                     "here compares fatune with another implementation: bench/bench_sdpa.py --db "
+                     "stores PyTorch SDPA's beside a tuning database's winners, "
+                     "bench/store_peers.py those of a benchmark's JSON.</p>") != NULL);
+  CHECK(strstr(html, "<th>vs ") == NULL);
+  CHECK(strstr(html, "Default ms") == NULL);
+  CHECK(strstr(html, "No timing of the default configuration is stored") != NULL);
   CHECK_INT(count(html, "<tr><td class=\"shape\">fp16 d64 local w256,0</td>"), 2);
   CHECK_INT(count(html, "<tr><td class=\"shape\">fp16 d64 local w1024,-1</td>"), 1);
   CHECK(strstr(html, "no mask") == NULL);

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* `fatune report`: one self-contained HTML file (inline SVG, no network, no
- * script) that shows what a tuning database holds for one GPU: per problem
- * group (direction, dtype, mask, head dim) TFLOP/s against sequence length
- * for the winner, the default configuration, the materialising baseline and
- * any external implementations (PyTorch SDPA backends) that
- * bench/bench_sdpa.py stored; a roofline placing each winner by its
- * arithmetic intensity over the input/output lower bound; and a table of the
- * winners with their verified error. It opens in any browser and prints. */
+ * script, no path of the machine that drew it) that shows what a tuning
+ * database holds for one GPU: contents; a summary of speed-ups against the
+ * peers (external implementations, PyTorch SDPA's backends, that
+ * bench/bench_sdpa.py or bench/store_peers.py stored), the default
+ * configuration and the materialising baseline; small multiples, one chart
+ * per direction, dtype and mask with a series per head dim for fatune's
+ * winner and each peer (TFLOP/s against sequence length; decoding shapes in
+ * TB/s over the input/output lower bound); a roofline placing each forward
+ * winner by its arithmetic intensity under the measured copy bandwidth and
+ * mma.sync peak; and a table of the winners with their verified error. It
+ * opens in any browser and prints. */
 #ifndef FAT_REPORT_H
 #define FAT_REPORT_H
 #include <stddef.h>
@@ -20,15 +24,16 @@
 /* What one report holds, for the caller's message ("wrote ... (3 charts,
  * 12 winners)"). */
 typedef struct fat_report_counts {
-  int charts;    /* <svg> elements: one per problem group plus the roofline */
+  int charts;    /* <svg> elements: one per chart plus the roofline */
   int winners;   /* rows of the winners table */
-  int series;    /* series paths drawn over all throughput charts */
+  int series;    /* series drawn over all charts: a line per (series key, implementation)
+                    of a small multiple, a point set per (instruction, dtype) of the roofline */
 } fat_report_counts;
 
-/* Writes the report of GPU_ID in DB to OUT (DB_LABEL names the database in
- * the page). Returns 0, or -1 with ERR when the database cannot be read. */
-int fat_report_write(fat_db *db, sqlite3_int64 gpu_id, const char *db_label, FILE *out,
-                     fat_report_counts *counts, char *err, size_t errlen);
+/* Writes the report of GPU_ID in DB to OUT. Returns 0, or -1 with ERR when
+ * the database cannot be read. */
+int fat_report_write(fat_db *db, sqlite3_int64 gpu_id, FILE *out, fat_report_counts *counts,
+                     char *err, size_t errlen);
 
 const char *fat_report_usage(void);
 /* `fatune report ARGS` (ARGV[0] is the sub-command's name): writes the file

@@ -63,6 +63,7 @@ static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
     const char *lengths = (const char *)sqlite3_column_text(s, 12);
     if (fat_lengths_parse(lengths ? lengths : "", &r->p.lengths, err, errlen)) goto out;
     for (int k = 0; k < MAX_SERIES; k++) r->ms[k] = NAN;
+    r->bench_ms = NAN;
   }
   if (rc != SQLITE_DONE) {
     sql_fail(db, "problems", err, errlen);
@@ -109,14 +110,45 @@ out:
   return ret;
 }
 
+/* The instruction of each winner's family, for the roofline's roofs. */
+static int load_matrix_ops(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err,
+                           size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  int rc, ret = -1;
+  if (sqlite3_prepare_v2(fat_db_handle(db),
+                         "SELECT w.problem_id, v.family, v.direction FROM winners w"
+                         " JOIN variants v ON v.id = w.variant_id WHERE w.gpu_id = ?1",
+                         -1, &s, NULL) != SQLITE_OK) {
+    sql_fail(db, "the winners' families", err, errlen);
+    goto out;
+  }
+  sqlite3_bind_int64(s, 1, gpu_id);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    rp_problem *r = find_problem(d, sqlite3_column_int64(s, 0));
+    fat_direction dir;
+    if (!r || fat_direction_parse((const char *)sqlite3_column_text(s, 2), &dir)) continue;
+    const fat_family *fam = fat_family_find((const char *)sqlite3_column_text(s, 1), dir);
+    r->matrix_op = fam ? fam->matrix_op : FAT_MATRIX_OTHER;
+  }
+  if (rc != SQLITE_DONE) {
+    sql_fail(db, "the winners' families", err, errlen);
+    goto out;
+  }
+  ret = 0;
+out:
+  sqlite3_finalize(s);
+  return ret;
+}
+
 /* Display name of an external source. */
 static const char *source_label(const char *source) {
-  if (!strcmp(source, FAT_EXTERNAL_SDPA_FLASH)) return "PyTorch SDPA, FlashAttention-2";
-  if (!strcmp(source, FAT_EXTERNAL_SDPA_CUDNN)) return "PyTorch SDPA, cuDNN";
+  if (!strcmp(source, FAT_EXTERNAL_SDPA_FLASH)) return "SDPA FlashAttention-2";
+  if (!strcmp(source, FAT_EXTERNAL_SDPA_CUDNN)) return "SDPA cuDNN";
   return source;
 }
 
-/* The latest timing per (problem, source) of external_timings. */
+/* The latest timing per (problem, source) of external_timings: a series
+ * per peer, and fatune's own time in the peers' benchmark. */
 static int load_external(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err, size_t errlen) {
   sqlite3_stmt *s = NULL;
   char sources[MAX_SERIES][64] = {{0}};
@@ -137,6 +169,11 @@ static int load_external(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err
   sqlite3_bind_text(s, 3, FAT_EXTERNAL_SDPA_CUDNN, -1, SQLITE_STATIC);
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     const char *src = (const char *)sqlite3_column_text(s, 1);
+    if (!strcmp(src, FAT_EXTERNAL_FATUNE_BENCH)) { /* fatune itself: the peers' yardstick */
+      rp_problem *r = find_problem(d, sqlite3_column_int64(s, 0));
+      if (r) r->bench_ms = sqlite3_column_double(s, 2);
+      continue;
+    }
     int k = S_FIRST_EXTERNAL;
     while (k < d->n_series && strcmp(sources[k], src)) k++;
     if (k == d->n_series) {
@@ -208,7 +245,8 @@ int fat_report_load(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err, siz
     r->ms[S_WINNER] = rows[i].median_ms;
     r->ms[S_DEFAULT] = rows[i].default_ms;
   }
-  if (load_materialize(db, gpu_id, d, err, errlen) || load_external(db, gpu_id, d, err, errlen))
+  if (load_materialize(db, gpu_id, d, err, errlen) || load_external(db, gpu_id, d, err, errlen) ||
+      load_matrix_ops(db, gpu_id, d, err, errlen))
     goto out;
   if (fat_db_get_ceiling(db, gpu_id, FAT_CEILING_COPY_BANDWIDTH, &d->bandwidth, NULL, 0, &found))
     goto db_fail;

@@ -7,6 +7,7 @@
 #define FAT_REPORT_INT_H
 #include <stddef.h>
 #include "db.h"
+#include "family.h"
 
 /* Series of the throughput charts: three of fatune's own, then one per
  * external source found in the database, up to MAX_SERIES in all. */
@@ -18,8 +19,11 @@ typedef struct rp_problem {
   sqlite3_int64 id;
   fat_problem p;
   double ms[MAX_SERIES];        /* median per series; NAN: none stored */
+  double bench_ms;              /* fatune's own median from the benchmark that timed the
+                                   peers (FAT_EXTERNAL_FATUNE_BENCH); NAN: none stored */
   int has_winner;
   fat_db_summary_row summary;   /* valid when has_winner */
+  fat_matrix_op matrix_op;      /* the winner's family's instruction, when has_winner */
 } rp_problem;
 
 typedef struct rp_data {
@@ -29,7 +33,7 @@ typedef struct rp_data {
   int n_series;
   int dropped_sources;          /* external sources beyond MAX_SERIES, not drawn */
   double bandwidth;             /* B/s, 0 when not measured */
-  double peak[2];               /* FLOP/s by fat_dtype, 0 when not measured */
+  double peak[2];               /* mma.sync's FLOP/s by fat_dtype, 0 when not measured */
   char gpu[256];
   char gpu_detail[256];
 } rp_data;
