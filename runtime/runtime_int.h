@@ -66,7 +66,8 @@ typedef struct sel_key {
                          variants that load without */
   int features;       /* backward: the call has variable lengths or a soft-cap
                          (fat_rt_bwd_features); only families that take them
-                         (family.h's features), and a call without neither's */
+                         (family.h's features), a call without them only the
+                         others */
 } sel_key;
 
 /* 1 when the backward of A needs a family with features (family.h): a
