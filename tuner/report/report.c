@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* `fatune report`: writes one GPU's results (report_data.c reads them from
  * the database) as a single HTML page with inline SVG charts (report.h says
- * what is on it). The page reads top down: contents, a summary of speedups
+ * what is on it), drawn with report_svg.c's primitives; report_cli.c is the
+ * command line. The page reads top down: contents, a summary of speedups
  * against the peers, small multiples (one chart per direction, dtype and
  * mask, a series per head dim and implementation), the roofline, the
  * winners. Nothing on the page reaches the network: no fonts, scripts,
@@ -9,19 +10,12 @@
  * inline SVG in HTML needs no namespace URL. Nor does it name a path of the
  * machine that drew it. */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "explain.h"
-#include "options.h"
-#include "cli_args.h"
 #include "report.h"
 #include "report_int.h"
-#include "results_db.h"
-#include "tables_path.h"
 
 #define ERRLEN 512
 #define TERA 1e12
@@ -39,19 +33,13 @@
 #define ROOF_W 800.0
 #define ROOF_H 380.0
 #define ROOF_MARGIN_R 290.0
-#define Y_TICKS 5          /* about this many labelled steps on a linear axis */
 #define Y_HEADROOM 1.08    /* the top tick clears the highest point by this factor */
 #define LOG_PAD 1.6        /* a log axis extends this factor beyond the data */
-#define MARKER_R 3.2
 #define LEGEND_ROW 16.0
 #define LEGEND_GAP 8.0     /* between the series' legend rows and the implementations' */
 #define ROOF_MERGE 0.01    /* peaks within 1 % draw as one roof: two lines would overlap */
 #define MAX_KEYS 32        /* series keys (head dims, windows, ...) told apart in a section */
 #define INK "#444"         /* roofs and the implementations' legend samples */
-
-typedef struct plot_box {
-  double w, h, x0, x1, y0, y1; /* the SVG's size; the plot's left, right, bottom, top */
-} plot_box;
 
 static const plot_box small_box = {CHART_W, CHART_H, MARGIN_L, CHART_W - MARGIN_R,
                                    CHART_H - MARGIN_B, MARGIN_T};
@@ -64,11 +52,6 @@ static const plot_box roof_box = {ROOF_W, ROOF_H, MARGIN_L, ROOF_W - ROOF_MARGIN
 static const char *const palette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
                                       "#CC79A7", "#56B4E9", "#000000", "#999999"};
 #define N_COLOURS (sizeof palette / sizeof palette[0])
-
-/* Marker shapes: an implementation's in the small multiples, a dtype's in
- * the roofline (points of different head dims sit on the same spot there:
- * the lower bound's intensity is seqlen/2 whatever the head dim). */
-enum marker_shape { MARK_DOT, MARK_RING, MARK_SQUARE, MARK_DIAMOND, N_MARKS };
 
 /* How each implementation's lines are drawn (dashes tell them apart on a
  * grey printout): fatune's winner solid, then one per external source. */
@@ -96,16 +79,6 @@ static const source_style *style_of(int k) {
 static int drawn_source(int k) { return k == S_WINNER || k >= S_FIRST_EXTERNAL; }
 
 /* ------------------------------------------------------------ writing */
-
-static void put_escaped(FILE *f, const char *s) {
-  for (; *s; s++) switch (*s) {
-      case '<': fputs("&lt;", f); break;
-      case '>': fputs("&gt;", f); break;
-      case '&': fputs("&amp;", f); break;
-      case '"': fputs("&quot;", f); break;
-      default: fputc(*s, f);
-    }
-}
 
 /* A variant name, escaped, with a line-break opportunity after each dot so
  * that long names wrap between their fields in a narrow table. */
@@ -208,108 +181,6 @@ static double metric(const rp_problem *r, int k) {
 }
 
 static const char *unit_of(enum chart_kind k) { return k == CK_DECODE ? "TB/s" : "TFLOP/s"; }
-
-/* ------------------------------------------------------------- axes */
-
-/* A step of 1, 2 or 5 times a power of ten giving about Y_TICKS steps to HI. */
-static double nice_step(double hi) {
-  double raw = hi / Y_TICKS, mag = pow(10.0, floor(log10(raw))), f = raw / mag;
-  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
-}
-
-/* Linear map of V from [LO, HI] onto [P0, P1]. */
-static double lerp(double v, double lo, double hi, double p0, double p1) {
-  return hi > lo ? p0 + (v - lo) / (hi - lo) * (p1 - p0) : (p0 + p1) / 2;
-}
-
-static void svg_open(FILE *f, const plot_box *b, const char *label) {
-  fprintf(f, "<svg class=\"chart\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"", b->w,
-          b->h);
-  put_escaped(f, label);
-  fputs("\">\n", f);
-  fprintf(f, "<rect class=\"plot\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>\n",
-          b->x0, b->y1, b->x1 - b->x0, b->y0 - b->y1);
-}
-
-static void axis_labels(FILE *f, const plot_box *b, const char *x_label, const char *y_label) {
-  fprintf(f, "<text class=\"axis-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
-          (b->x0 + b->x1) / 2, b->h - 8, x_label);
-  fprintf(f,
-          "<text class=\"axis-label\" transform=\"translate(13 %.1f) rotate(-90)\" "
-          "text-anchor=\"middle\">%s</text>\n",
-          (b->y0 + b->y1) / 2, y_label);
-}
-
-/* Opens a marker element at (X, Y); the caller closes it with "/>" or adds
- * a <title> and the closing tag MARKER_END(shape). */
-static void marker_open(FILE *f, enum marker_shape shape, double x, double y, const char *color) {
-  const double r = MARKER_R;
-  switch (shape) {
-    case MARK_SQUARE:
-      fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"", x - r,
-              y - r, 2 * r, 2 * r, color);
-      break;
-    case MARK_DIAMOND:
-      fprintf(f, "<path d=\"M%.1f,%.1f L%.1f,%.1f L%.1f,%.1f L%.1f,%.1f Z\" fill=\"%s\"", x,
-              y - 1.4 * r, x + 1.4 * r, y, x, y + 1.4 * r, x - 1.4 * r, y, color);
-      break;
-    case MARK_RING:
-      fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"#fff\" stroke=\"%s\" "
-              "stroke-width=\"1.8\"", x, y, r * 1.3, color);
-      break;
-    default:
-      fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\"", x, y, r, color);
-  }
-}
-#define MARKER_END(shape) \
-  ((shape) == MARK_SQUARE ? "</rect>" : (shape) == MARK_DIAMOND ? "</path>" : "</circle>")
-
-/* One legend row at Y right of box B: a line sample (unless DASH is NULL)
- * with a marker of SHAPE (unless SHAPE is negative), then LABEL. */
-static void legend_entry(FILE *f, const plot_box *b, double y, const char *color, const char *dash,
-                         double width, int shape, const char *label) {
-  double x = b->x1 + 10;
-  if (dash)
-    fprintf(f,
-            "<path class=\"legend\" d=\"M%.1f,%.1f L%.1f,%.1f\" stroke=\"%s\" "
-            "stroke-width=\"%.1f\" stroke-dasharray=\"%s\" fill=\"none\"/>",
-            x, y, x + 24, y, color, width, dash);
-  if (shape >= 0) {
-    marker_open(f, (enum marker_shape)shape, x + 12, y, color);
-    fputs("/>", f);
-  }
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend-text\">", x + 30, y + 4);
-  put_escaped(f, label);
-  fputs("</text>\n", f);
-}
-
-/* Log-10 axis ticks at 1, 2 and 5 times powers of ten within [LO, HI]
- * (both log10 values). HORIZONTAL: ticks along x, else along y. */
-static void log_ticks(FILE *f, const plot_box *b, double lo, double hi, int horizontal) {
-  for (int e = (int)floor(lo); e <= (int)ceil(hi); e++) {
-    static const double mult[] = {1, 2, 5};
-    for (int m = 0; m < 3; m++) {
-      double v = mult[m] * pow(10.0, e), lv = log10(v);
-      if (lv < lo || lv > hi) continue;
-      /* Only decades are labelled when the range spans more than two. */
-      int label = m == 0 || hi - lo <= 2;
-      if (horizontal) {
-        double px = lerp(lv, lo, hi, b->x0, b->x1);
-        fprintf(f, "<path class=\"grid\" d=\"M%.1f,%.1f L%.1f,%.1f\"/>", px, b->y0, px, b->y1);
-        if (label)
-          fprintf(f, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>",
-                  px, b->y0 + 16, v);
-      } else {
-        double py = lerp(lv, lo, hi, b->y0, b->y1);
-        fprintf(f, "<path class=\"grid\" d=\"M%.1f,%.1f L%.1f,%.1f\"/>", b->x0, py, b->x1, py);
-        if (label)
-          fprintf(f, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>",
-                  b->x0 - 6, py + 4, v);
-      }
-      fputc('\n', f);
-    }
-  }
-}
 
 /* ------------------------------------------------------ small multiples */
 
@@ -964,153 +835,4 @@ int fat_report_write(fat_db *db, sqlite3_int64 gpu_id, FILE *f, fat_report_count
 out:
   free(d.probs);
   return ret;
-}
-
-/* ---------------------------------------------------------- command */
-
-const char *fat_report_usage(void) {
-  return "Usage: fatune report [--db PATH] [-o FILE] [--gpu-name NAME]\n"
-         "Writes one self-contained HTML page (inline SVG, nothing fetched from the network)\n"
-         "of the results stored for one GPU: a summary of speed-ups against the peers\n"
-         "(PyTorch SDPA's backends, where stored); one chart per direction, dtype and mask\n"
-         "with a series per head dim for fatune's winner and each peer (decoding in TB/s);\n"
-         "a roofline of the winners; and the winners with their verified error.\n"
-         "\n"
-         "  --db PATH          database (default $FATUNE_DB, else the cache folder's fatune.db)\n"
-         "  -o, --output FILE  the page to write (default " FAT_REPORT_DEFAULT_OUTPUT ")\n"
-         "  --gpu-name NAME    which GPU of the database (default: its only one)\n"
-         "  -h, --help         this text\n"
-         "\n" FAT_EXIT_STATUS_HELP;
-}
-
-int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
-  char err[ERRLEN] = "", db_path[4096] = "", output[4096] = FAT_REPORT_DEFAULT_OUTPUT,
-       gpu_name[256] = "", gpu[256] = "", tmp[4200] = "";
-  int seen_db = 0, seen_out = 0, seen_gpu = 0, status = FAT_EXIT_USAGE, found = 0;
-  fat_db *db = NULL;
-  FILE *f = NULL;
-  sqlite3_int64 gpu_id = 0;
-  fat_report_counts counts = {0};
-
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(fat_report_usage(), out);
-      status = FAT_EXIT_OK;
-      goto out;
-    }
-    char flag[32];
-    const char *value = NULL, *eq = strchr(a, '=');
-    if (eq && eq - a < (long)sizeof flag) {
-      memcpy(flag, a, (size_t)(eq - a));
-      flag[eq - a] = 0;
-      value = eq + 1;
-    } else {
-      snprintf(flag, sizeof flag, "%s", a);
-    }
-    char *dst;
-    size_t cap;
-    int *seen;
-    if (!strcmp(flag, "--db")) dst = db_path, cap = sizeof db_path, seen = &seen_db;
-    else if (!strcmp(flag, "-o") || !strcmp(flag, "--output"))
-      dst = output, cap = sizeof output, seen = &seen_out;
-    else if (!strcmp(flag, "--gpu-name")) dst = gpu_name, cap = sizeof gpu_name, seen = &seen_gpu;
-    else {
-      fprintf(errf, "fatune report: unknown option '%s' (see fatune report --help)\n", a);
-      goto out;
-    }
-    if (!value) {
-      if (i + 1 >= argc) {
-        fprintf(errf, "fatune report: %s needs a value\n", flag);
-        goto out;
-      }
-      value = argv[++i];
-    }
-    if ((*seen)++) {
-      fprintf(errf, "fatune report: %s given twice\n", flag);
-      goto out;
-    }
-    if (!*value || strlen(value) >= cap) {
-      fprintf(errf, "fatune report: %s: '%s' is %s\n", flag, value, *value ? "too long" : "empty");
-      goto out;
-    }
-    strcpy(dst, value);
-  }
-  if (!seen_db && fat_options_default_db(db_path, sizeof db_path, 0, err, sizeof err)) {
-    fprintf(errf, "fatune report: %s\n", err);
-    goto out;
-  }
-  char user_db[sizeof db_path];
-  snprintf(user_db, sizeof user_db, "%s", db_path);
-  int shipped = 0;
-  int rc = fat_results_db_open(db_path, sizeof db_path, seen_db, gpu_name, &db, &gpu_id, gpu, sizeof gpu, &found,
-                               &shipped, err, sizeof err);
-  if (rc) {
-    fprintf(errf, "fatune report: %s\n", err);
-    status = rc == 2 ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
-    goto out;
-  }
-  if (!db) {
-    fprintf(errf, "fatune report: --db: no database at %s%s\n", db_path, seen_db ? "" : " (and no shipped tables found)");
-    goto out;
-  }
-  status = FAT_EXIT_FAILED;
-  if (!found) {
-    /* Point at what does have results. */
-    char tables[4096], looked[4096];
-    const int have_tables = !shipped && fat_tables_default(tables, sizeof tables, looked, sizeof looked) == 0;
-    fprintf(errf, "fatune report: no GPU results in %s: run fatune on a GPU first%s%s%s\n", db_path,
-            have_tables ? " (the shipped tables have some: fatune report --db " : "", have_tables ? tables : "",
-            have_tables ? ")" : "");
-    goto out;
-  }
-  if (shipped)
-    fprintf(errf, "fatune report: no GPU results in %s: reporting the shipped tables, %s\n", user_db, db_path);
-  /* Written aside and renamed: a failed run never leaves half a page. The
-   * temporary is this process's own (O_EXCL | O_NOFOLLOW: a link planted
-   * at its name is never followed), and an OUTPUT that is anything but a
-   * regular file (a link, a FIFO, a device) is refused, not replaced. */
-  struct stat st;
-  if (lstat(output, &st) == 0 && !S_ISREG(st.st_mode)) {
-    fprintf(errf, "fatune report: %s exists and is not a regular file: not replaced\n", output);
-    goto out;
-  }
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", output, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0 || !(f = fdopen(fd, "w"))) {
-    fprintf(errf, "fatune report: cannot write %s: %s\n", tmp, strerror(errno));
-    if (fd >= 0) {
-      close(fd);
-      unlink(tmp);
-    }
-    tmp[0] = '\0';
-    goto out;
-  }
-  if (fat_report_write(db, gpu_id, f, &counts, err, sizeof err)) {
-    fprintf(errf, "fatune report: %s\n", err);
-    goto out;
-  }
-  int close_rc = fclose(f);
-  f = NULL;
-  if (close_rc) {
-    fprintf(errf, "fatune report: cannot write %s: %s\n", tmp, strerror(errno));
-    goto out;
-  }
-  if (rename(tmp, output)) {
-    fprintf(errf, "fatune report: cannot rename %s to %s: %s\n", tmp, output, strerror(errno));
-    goto out;
-  }
-  tmp[0] = '\0';
-  fprintf(out, "wrote %s: %s, %d chart%s, %d winner%s\n", output, gpu, counts.charts,
-          counts.charts == 1 ? "" : "s", counts.winners, counts.winners == 1 ? "" : "s");
-  status = FAT_EXIT_OK;
-out:
-  if (f) fclose(f);
-  if (tmp[0]) unlink(tmp);
-  fat_db_close(db);
-  return status;
-}
-
-int fat_report_main(int argc, char **argv) {
-  return fat_exit_flushed(stdout, "fatune report", fat_report_run(argc, argv, stdout, stderr));
 }
