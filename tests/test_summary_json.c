@@ -118,6 +118,8 @@ static void test_fixture_summary(void) {
   CHECK(got && strlen(got) > strlen(WANT_NO_GPU_TAIL) &&
         !strcmp(got + strlen(got) - strlen(WANT_NO_GPU_TAIL), WANT_NO_GPU_TAIL));
   if (got && !strstr(got, WANT_NO_GPU_TAIL)) fprintf(stderr, "got:\n%s", got);
+  free(got);
+  got = NULL;
 
   /* Saved whole, through a temporary that does not stay. */
   char out_path[300];
@@ -129,6 +131,7 @@ static void test_fixture_summary(void) {
   free(file);
   unlink(out_path);
 out:
+  free(got);
   free(rows);
   fat_db_close(db);
   unlink(path);
