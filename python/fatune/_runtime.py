@@ -236,25 +236,30 @@ def check_like(name, t, like, like_name, api, storage=True, layout=DENSE):
                          f"{like_name}: {like.dtype} {tuple(like.shape)} on {like.device}")
 
 
-def check_bwd(dout, q, k, v, o, lse, api, storage=True):
-    """The backward's tensors: q, k, v as the forward's, o like q, dout of q's
-    shape, dtype and device (any strides: it is copied when the kernels
-    cannot read it), lse the forward's contiguous fp32 (batch, heads,
-    seqlen_q)."""
-    check_qkv(q, k, v, api, storage=storage)
-    check_like("o", o, q, "q", api, storage)
+def _check_grad_and_lse(dout, q, lse, lse_shape):
+    """dout of q's shape, dtype and device (any strides: it is copied when
+    the kernels cannot read it); lse the forward's contiguous fp32 LSE_SHAPE
+    on q's device."""
     if not isinstance(dout, torch.Tensor):
         raise TypeError(f"dout must be a torch.Tensor, got {type(dout).__name__}")
     if dout.shape != q.shape or dout.dtype != q.dtype or dout.device != q.device:
         raise ValueError(f"dout is {dout.dtype} {tuple(dout.shape)} on {dout.device}; it must match "
                          f"q: {q.dtype} {tuple(q.shape)} on {q.device}")
-    b, sq, h, _ = q.shape
     if not isinstance(lse, torch.Tensor):
         raise TypeError(f"lse must be a torch.Tensor, got {type(lse).__name__}")
-    if (lse.shape != (b, h, sq) or lse.dtype != torch.float32 or lse.device != q.device
+    if (lse.shape != lse_shape or lse.dtype != torch.float32 or lse.device != q.device
             or not lse.is_contiguous()):
         raise ValueError(f"lse is {lse.dtype} {tuple(lse.shape)} on {lse.device}; it must be the "
-                         f"forward's contiguous torch.float32 {(b, h, sq)} on {q.device}")
+                         f"forward's contiguous torch.float32 {lse_shape} on {q.device}")
+
+
+def check_bwd(dout, q, k, v, o, lse, api, storage=True):
+    """The backward's tensors: q, k, v as the forward's, o like q, dout and
+    lse as _check_grad_and_lse, lse (batch, heads, seqlen_q)."""
+    check_qkv(q, k, v, api, storage=storage)
+    check_like("o", o, q, "q", api, storage)
+    b, sq, h, _ = q.shape
+    _check_grad_and_lse(dout, q, lse, (b, h, sq))
 
 
 def check_offsets(name, t, entries, device, api):
@@ -466,23 +471,13 @@ def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_sca
 
 def check_bwd_varlen(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
                      storage=True):
-    """The packed backward's tensors: the forward's (check_varlen), o and dout
-    like q, lse the forward's contiguous fp32 (heads, total_q)."""
+    """The packed backward's tensors: the forward's (check_varlen), o like q,
+    dout and lse as _check_grad_and_lse, lse (heads, total_q)."""
     api = "fatune.attention_varlen"
     check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, storage)
     check_like("o", o, q, "q", api, storage, PACKED)
-    if not isinstance(dout, torch.Tensor):
-        raise TypeError(f"dout must be a torch.Tensor, got {type(dout).__name__}")
-    if dout.shape != q.shape or dout.dtype != q.dtype or dout.device != q.device:
-        raise ValueError(f"dout is {dout.dtype} {tuple(dout.shape)} on {dout.device}; it must match "
-                         f"q: {q.dtype} {tuple(q.shape)} on {q.device}")
     total_q, h, _ = q.shape
-    if not isinstance(lse, torch.Tensor):
-        raise TypeError(f"lse must be a torch.Tensor, got {type(lse).__name__}")
-    if (lse.shape != (h, total_q) or lse.dtype != torch.float32 or lse.device != q.device
-            or not lse.is_contiguous()):
-        raise ValueError(f"lse is {lse.dtype} {tuple(lse.shape)} on {lse.device}; it must be the "
-                         f"forward's contiguous torch.float32 {(h, total_q)} on {q.device}")
+    _check_grad_and_lse(dout, q, lse, (h, total_q))
 
 
 def backward_varlen(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
