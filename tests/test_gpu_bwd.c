@@ -236,7 +236,10 @@ int main(void) {
   static const char *const dtypes[] = {"bf16", "fp16"}, *const masks[] = {"none", "causal"},
                            *const modes[] = {"atomic", "separate"};
   static const int dims[] = {64, 128};
-  const char *only = getenv("FATUNE_TEST_FAMILY");
+  /* FATUNE_TEST_FAMILY=NAME: that family's checks alone; FATUNE_TEST_PARAM=
+   * NAME=VALUE: of the Hopper families' variants only those with it (a new
+   * schedule's half of the space, DK_LAST=1). */
+  const char *only = getenv("FATUNE_TEST_FAMILY"), *param = getenv("FATUNE_TEST_PARAM");
   const int all = !(only && *only);
   if (all) {
     for (size_t di = 0; di < 2; di++)
@@ -319,6 +322,7 @@ int main(void) {
       const fat_variant *v = &space[i];
       if (strcmp(v->family, "wgmma90") != 0 && strcmp(v->family, "ws90") != 0) continue;
       if (!all && strcmp(v->family, only) != 0) continue;
+      if (param && *param && !strstr(v->params, param)) continue;
       if (v->dtype == FAT_BF16 && v->head_dim != 96 && v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, shapes, n_shapes);
       else if (v->mask == FAT_MASK_LOCAL && v->head_dim >= 128)

@@ -273,24 +273,50 @@ typedef struct rehash_item {
   int hd;
 } rehash_item;
 
-/* 1 when variant ID's stored shape (family, parameters, entry, launch
- * geometry) is NOW's; 0 when not; -1 on an SQL error. */
+/* 1 when every NAME=VALUE of OLD, a variant's space-separated parameters,
+ * is one of NOW's: NOW is OLD with parameters added to the family since
+ * (DK_LAST in the ws90 backward), or OLD itself. */
+static int params_extend(const char *old, const char *now) {
+  size_t len;
+  for (const char *p = old; *p; p += len) {
+    while (*p == ' ') p++;
+    if (!*p) break;
+    len = strcspn(p, " ");
+    int found = 0;
+    for (const char *q = now; *q && !found;) {
+      while (*q == ' ') q++;
+      const size_t qlen = strcspn(q, " ");
+      found = qlen == len && !strncmp(p, q, len);
+      q += qlen;
+    }
+    if (!found) return 0;
+  }
+  return 1;
+}
+
+/* 1 when variant ID's stored shape (family, entry, launch geometry) is
+ * NOW's and its parameters are NOW's or a subset of them; 0 when not; -1
+ * on an SQL error. A parameter added to the family is one the stored
+ * variant had without naming it only if the machine code proves it:
+ * same_machine_code decides. */
 static int same_shape(sqlite3 *h, sqlite3_int64 id, const fat_variant *now) {
   sqlite3_stmt *s = NULL;
   int same = -1;
   if (sqlite3_prepare_v2(h,
-                         "SELECT family = ?2 AND params = ?3 AND entry = ?4 AND block_m = ?5"
-                         " AND threads = ?6 AND smem_bytes = ?7 FROM variants WHERE id = ?1",
+                         "SELECT family = ?2 AND entry = ?3 AND block_m = ?4"
+                         " AND threads = ?5 AND smem_bytes = ?6, params FROM variants WHERE id = ?1",
                          -1, &s, NULL) != SQLITE_OK)
     return -1;
   sqlite3_bind_int64(s, 1, id);
   sqlite3_bind_text(s, 2, now->family, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 3, now->params, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 4, now->entry, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 5, now->block_m);
-  sqlite3_bind_int(s, 6, now->threads);
-  sqlite3_bind_int(s, 7, now->smem_bytes);
-  if (sqlite3_step(s) == SQLITE_ROW) same = sqlite3_column_int(s, 0);
+  sqlite3_bind_text(s, 3, now->entry, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 4, now->block_m);
+  sqlite3_bind_int(s, 5, now->threads);
+  sqlite3_bind_int(s, 6, now->smem_bytes);
+  if (sqlite3_step(s) == SQLITE_ROW) {
+    const char *params = (const char *)sqlite3_column_text(s, 1);
+    same = sqlite3_column_int(s, 0) && params && params_extend(params, now->params);
+  }
   sqlite3_finalize(s);
   return same;
 }
@@ -337,16 +363,16 @@ static int same_machine_code(sqlite3 *h, sqlite3_int64 id, const fat_variant *no
   return same == 1 && builds == 0 ? 0 : same;
 }
 
-/* Points variant ID and its builds at NOW's source: the variant's source and
- * hash, each build's cache key (and its build_hashes row, which names the
+/* Points variant ID and its builds at NOW's source: the variant's source,
+ * hash and parameters, each build's cache key (and its build_hashes row, which names the
  * key). Ids stay, so checks, timings and winners stay with it. */
 static int carry_over(sqlite3 *h, sqlite3_int64 id, const fat_variant *now, char *err,
                       size_t errlen) {
   sqlite3_stmt *up = NULL, *sel = NULL, *hash_get = NULL, *hash_del = NULL, *build_up = NULL,
                *hash_put = NULL;
   int rc = -1, step;
-  if (sqlite3_prepare_v2(h, "UPDATE variants SET source = ?2, source_hash = ?3 WHERE id = ?1", -1,
-                         &up, NULL) != SQLITE_OK ||
+  if (sqlite3_prepare_v2(h, "UPDATE variants SET source = ?2, source_hash = ?3, params = ?4 WHERE id = ?1",
+                         -1, &up, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(h, "SELECT id, key, arch FROM builds WHERE variant_id = ?1 AND ok = 1",
                          -1, &sel, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(h, "SELECT cubin_sha256 FROM build_hashes WHERE build_key = ?1", -1,
@@ -361,6 +387,7 @@ static int carry_over(sqlite3 *h, sqlite3_int64 id, const fat_variant *now, char
   sqlite3_bind_int64(up, 1, id);
   sqlite3_bind_text(up, 2, now->source, -1, SQLITE_STATIC);
   sqlite3_bind_text(up, 3, now->hash, -1, SQLITE_STATIC);
+  sqlite3_bind_text(up, 4, now->params, -1, SQLITE_STATIC);
   if (sqlite3_step(up) != SQLITE_DONE) goto sqlfail;
   sqlite3_bind_int64(sel, 1, id);
   while ((step = sqlite3_step(sel)) == SQLITE_ROW) {
