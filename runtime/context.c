@@ -193,6 +193,7 @@ void fat_context_close(fat_context *c) {
       n = s->next;
       free(s);
     }
+  fat_rt_free_rows(c->rows);
   for (int i = 0; i < c->n_dbs; i++) free(c->dbs[i]);
   fat_cuda_unload(&c->cu);
   pthread_mutex_destroy(&c->lock);

@@ -55,6 +55,22 @@ typedef struct sel_entry {
   const kernel *k;
 } sel_entry;
 
+/* One database's candidates (LOOKUP_SQL's rows, select.c's sel_row) for a
+ * lookup key -- (direction, deterministic, dtype, mask, template head
+ * dim) -- read on the key's first call in a context and kept for its life,
+ * so that a call of a new shape asks no database. */
+typedef struct sel_row sel_row;
+typedef struct sel_rows {
+  struct sel_rows *next;
+  int db;  /* index into the context's dbs */
+  int direction, deterministic, dtype, mask, head_dim;
+  int n;
+  sel_row *rows;
+} sel_rows;
+
+/* Frees a list of sel_rows (select.c). */
+void fat_rt_free_rows(sel_rows *r);
+
 /* What a selection is for: the problem key beyond the shape. */
 typedef struct sel_key {
   int direction;      /* fat_direction */
@@ -115,6 +131,7 @@ struct fat_context {
   int log;
   pthread_mutex_t lock;
   sel_entry *sels[SEL_BUCKETS];
+  sel_rows *rows;  /* the databases' candidates, by lookup key */
   kernel *kernels;
   fat_choice last;
   int has_last;

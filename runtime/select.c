@@ -327,6 +327,122 @@ static void put_schedule(selection *out, const fat_kernel_desc *sched) {
   out->persistent = sched->persistent;
 }
 
+/* ---- the candidates of a lookup key, read once ---------------------------- */
+
+/* One row of LOOKUP_SQL: a stored winner (or deterministic pick) of a
+ * lookup key, its bucket, and whether its source hashes to its hash (what
+ * the selection asks of the row it takes; reading it once spares hashing a
+ * large source on every new shape). */
+struct sel_row {
+  char *name, *source_hash, *entry, *family, *params, *lengths;
+  int block_m, threads, smem_bytes;
+  int seqlen_q, seqlen_k, group, window_left, window_right;
+  double tuned_ms;
+  int source_ok;
+};
+
+static char *dup_text(sqlite3_stmt *s, int col) {
+  const char *t = (const char *)sqlite3_column_text(s, col);
+  return strdup(t ? t : "");
+}
+
+void fat_rt_free_rows(sel_rows *r) {
+  while (r) {
+    sel_rows *next = r->next;
+    for (int i = 0; i < r->n; i++) {
+      sel_row *w = &r->rows[i];
+      free(w->name), free(w->source_hash), free(w->entry), free(w->family), free(w->params),
+          free(w->lengths);
+    }
+    free(r->rows);
+    free(r);
+    r = next;
+  }
+}
+
+/* Database I's candidates for (KEY, DTYPE, MASK, HEAD_DIM) on this GPU, in
+ * LOOKUP_SQL's order: read from the database on the lookup key's first
+ * call in this context, from memory after (a decoding loop whose seqlen_k
+ * grows by one a step asks no database). A context therefore sees a table
+ * as it was at the key's first call; a winner tuned later is served to a
+ * context opened after it. A database that cannot be read (no such file)
+ * has no candidates, remembered too; an SQL failure is an error, not
+ * remembered. *OUT NULL with FAT_OK only when out of memory is reported. */
+static fat_status lookup_rows(fat_context *c, int i, sel_key key, int dtype, int mask, int head_dim,
+                              const sel_rows **out) {
+  const int deterministic = key.direction == FAT_BWD && key.deterministic;
+  for (const sel_rows *r = c->rows; r; r = r->next)
+    if (r->db == i && r->direction == key.direction && r->deterministic == deterministic &&
+        r->dtype == dtype && r->mask == mask && r->head_dim == head_dim) {
+      *out = r;
+      return FAT_OK;
+    }
+  sel_rows *r = calloc(1, sizeof *r);
+  if (!r) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
+  r->db = i, r->direction = key.direction, r->deterministic = deterministic;
+  r->dtype = dtype, r->mask = mask, r->head_dim = head_dim;
+  sqlite3 *h = fat_rt_open_ro(c, i);
+  sqlite3_stmt *s = NULL;
+  fat_status st = FAT_OK;
+  if (h) {
+    const int version = schema_version(h);
+    const char *sql = LOOKUP_SQL[deterministic][version >= LENGTHS_SCHEMA_VERSION ? 2
+                                                : version >= WINDOW_SCHEMA_VERSION];
+    if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
+      /* A database without fatune's tables has nothing for us. */
+      st = fail(c, FAT_ERR_DATABASE, "%s: not a fatune database: %s", c->dbs[i], sqlite3_errmsg(h));
+      goto out;
+    }
+    sqlite3_bind_text(s, 1, c->gpu_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 2, c->cc_major);
+    sqlite3_bind_int(s, 3, c->cc_minor);
+    sqlite3_bind_int(s, 4, c->sm_count);
+    sqlite3_bind_text(s, 5, fat_dtype_name((fat_dtype)dtype), -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, fat_mask_name((fat_mask)mask), -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 7, head_dim);
+    sqlite3_bind_text(s, 8, fat_direction_name((fat_direction)key.direction), -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 9, ABI_MARKER, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 10, key.direction == FAT_BWD ? BWD_ABI_MARKER : ABI_MARKER, -1, SQLITE_STATIC);
+    int step, cap = 0;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+      if (r->n == cap) {
+        const int more = cap ? 2 * cap : 16;
+        sel_row *grown = realloc(r->rows, (size_t)more * sizeof *grown);
+        if (!grown) {
+          st = fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
+          goto out;
+        }
+        r->rows = grown, cap = more;
+      }
+      sel_row *w = &r->rows[r->n];
+      *w = (sel_row){.block_m = sqlite3_column_int(s, 5), .threads = sqlite3_column_int(s, 6),
+                     .smem_bytes = sqlite3_column_int(s, 7), .seqlen_q = sqlite3_column_int(s, 8),
+                     .tuned_ms = sqlite3_column_double(s, 9), .seqlen_k = sqlite3_column_int(s, 10),
+                     .group = sqlite3_column_int(s, 11), .window_left = sqlite3_column_int(s, 12),
+                     .window_right = sqlite3_column_int(s, 13), .source_ok = source_matches(s)};
+      w->name = dup_text(s, 0), w->source_hash = dup_text(s, 1), w->entry = dup_text(s, 2);
+      w->family = dup_text(s, 3), w->params = dup_text(s, 4), w->lengths = dup_text(s, 14);
+      r->n++;
+      if (!w->name || !w->source_hash || !w->entry || !w->family || !w->params || !w->lengths) {
+        st = fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+      }
+    }
+    if (step != SQLITE_DONE) st = fail(c, FAT_ERR_DATABASE, "%s: %s", c->dbs[i], sqlite3_errmsg(h));
+  }
+out:
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  if (st) {
+    fat_rt_free_rows(r);
+    return st;
+  }
+  r->next = c->rows;
+  c->rows = r;
+  *out = r;
+  return FAT_OK;
+}
+
 /* Looks for a winner of (KEY, dtype, mask, head_dim) on this GPU in
  * database I; *FOUND = 1 with OUT filled (nearest bucket; ties go to the
  * larger). A winner whose source does not hash to its source_hash is
@@ -334,91 +450,67 @@ static void put_schedule(selection *out, const fat_kernel_desc *sched) {
 static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int mask,
                               int head_dim, bucket call, selection *out, int *found,
                               char *passed_over, size_t cap) {
-  sqlite3 *h = fat_rt_open_ro(c, i);
-  sqlite3_stmt *s = NULL;
-  fat_status st = FAT_OK;
+  const sel_rows *rows = NULL;
   double best = INFINITY;
   *found = 0;
-  if (!h) return FAT_OK;
-  const int version = schema_version(h);
-  const char *sql = LOOKUP_SQL[key.direction == FAT_BWD && key.deterministic]
-                              [version >= LENGTHS_SCHEMA_VERSION ? 2 : version >= WINDOW_SCHEMA_VERSION];
-  if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
-    /* A database without fatune's tables has nothing for us. */
-    st = fail(c, FAT_ERR_DATABASE, "%s: not a fatune database: %s", c->dbs[i], sqlite3_errmsg(h));
-    goto out;
-  }
-  sqlite3_bind_text(s, 1, c->gpu_name, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 2, c->cc_major);
-  sqlite3_bind_int(s, 3, c->cc_minor);
-  sqlite3_bind_int(s, 4, c->sm_count);
-  sqlite3_bind_text(s, 5, fat_dtype_name((fat_dtype)dtype), -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 6, fat_mask_name((fat_mask)mask), -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 7, head_dim);
-  sqlite3_bind_text(s, 8, fat_direction_name((fat_direction)key.direction), -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 9, ABI_MARKER, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 10, key.direction == FAT_BWD ? BWD_ABI_MARKER : ABI_MARKER, -1, SQLITE_STATIC);
-  int step;
+  fat_status st = lookup_rows(c, i, key, dtype, mask, head_dim, &rows);
+  if (st) return st;
   bucket last = {.seqlen_q = -1, .seqlen_k = -1, .group = -1};
-  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    bucket b = {.seqlen_q = sqlite3_column_int(s, 8), .seqlen_k = sqlite3_column_int(s, 10),
-                .group = sqlite3_column_int(s, 11), .window_left = sqlite3_column_int(s, 12),
-                .window_right = sqlite3_column_int(s, 13)};
+  for (int j = 0; j < rows->n; j++) {
+    const sel_row *w = &rows->rows[j];
+    bucket b = {.seqlen_q = w->seqlen_q, .seqlen_k = w->seqlen_k, .group = w->group,
+                .window_left = w->window_left, .window_right = w->window_right};
     if (b.seqlen_q < 1 || b.seqlen_k < 1 || b.group < 1) continue; /* the schema forbids these */
     b.mean = b.seqlen_q;
-    if (profile_of((const char *)sqlite3_column_text(s, 14), &b)) continue;
+    if (profile_of(w->lengths, &b)) continue;
     /* A profile's winner ran on a packed batch: it serves packed calls only. */
     if (b.sequences && !call.sequences) continue;
     if (same_bucket(b, last)) continue; /* an older winner (a slower timing) of the bucket */
     last = b;
     double d = bucket_distance(b, call);
     if (d > best) continue;
-    int smem = sqlite3_column_int(s, 7);
-    if (smem > c->smem_optin) continue; /* cannot run here (should not happen on its own GPU) */
+    if (w->smem_bytes > c->smem_optin) continue; /* cannot run here (should not happen on its own GPU) */
     fat_kernel_desc sched;
     char why[256];
-    if (fat_kernel_schedule(&sched, (fat_direction)key.direction, (const char *)sqlite3_column_text(s, 3),
-                            (const char *)sqlite3_column_text(s, 4), why, sizeof why)) {
+    if (fat_kernel_schedule(&sched, (fat_direction)key.direction, w->family, w->params, why, sizeof why)) {
       logf_(c, "%s: %s: skipped", c->dbs[i], why);
       continue;
     }
     if (key.deterministic && !sched.dq_separate) continue;
-    if (!family_serves(key, (const char *)sqlite3_column_text(s, 3))) continue;
+    if (!family_serves(key, w->family)) continue;
     if (key.no_workspace && fat_fwd_needs_workspace(sched.splits, sched.persistent)) continue;
     if (key.no_tma && sched.kind == FAT_KERNEL_FUSED_TMA) continue;
     /* A family with a longest seqlen_q (the decoding family's tiles are for
      * short query sides) serves calls of that kind only, however near their
      * bucket; fat_kernel_schedule found its row. */
-    const fat_family *fam = fat_family_find((const char *)sqlite3_column_text(s, 3),
-                                            (fat_direction)key.direction);
+    const fat_family *fam = fat_family_find(w->family, (fat_direction)key.direction);
     if (fam->max_seqlen_q > 0 && call.seqlen_q > fam->max_seqlen_q) continue;
-    if (!source_matches(s)) {
+    if (!w->source_ok) {
       if (!passed_over[0] &&
           snprintf(passed_over, cap, "%s: variant %s: its source does not hash to its "
-                   "source_hash; passed over", c->dbs[i], sqlite3_column_text(s, 0)) < 0)
+                   "source_hash; passed over", c->dbs[i], w->name) < 0)
         passed_over[0] = 0;
       logf_(c, "%s: variant %s: its source does not hash to its source_hash; passed over",
-            c->dbs[i], sqlite3_column_text(s, 0));
+            c->dbs[i], w->name);
       continue;
     }
     best = d;
     memset(out, 0, sizeof *out);
     put_schedule(out, &sched);
-    snprintf(out->choice.variant, sizeof out->choice.variant, "%s", sqlite3_column_text(s, 0));
-    snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s",
-             sqlite3_column_text(s, 1));
-    snprintf(out->entry, sizeof out->entry, "%s", sqlite3_column_text(s, 2));
-    snprintf(out->family, sizeof out->family, "%s", sqlite3_column_text(s, 3));
-    snprintf(out->params, sizeof out->params, "%s", sqlite3_column_text(s, 4));
-    out->block_m = sqlite3_column_int(s, 5);
-    out->threads = sqlite3_column_int(s, 6);
-    out->smem_bytes = smem;
+    snprintf(out->choice.variant, sizeof out->choice.variant, "%s", w->name);
+    snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s", w->source_hash);
+    snprintf(out->entry, sizeof out->entry, "%s", w->entry);
+    snprintf(out->family, sizeof out->family, "%s", w->family);
+    snprintf(out->params, sizeof out->params, "%s", w->params);
+    out->block_m = w->block_m;
+    out->threads = w->threads;
+    out->smem_bytes = w->smem_bytes;
     out->choice.bucket_seqlen = b.seqlen_q;
     out->choice.bucket_seqlen_k = b.seqlen_k;
     out->choice.bucket_group = b.group;
     out->choice.bucket_window_left = b.window_left;
     out->choice.bucket_window_right = b.window_right;
-    out->choice.tuned_ms = sqlite3_column_double(s, 9);
+    out->choice.tuned_ms = w->tuned_ms;
     out->choice.origin = i == 0 ? FAT_ORIGIN_USER_DB : FAT_ORIGIN_TABLES;
     out->choice.match = same_bucket(b, call) ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;
     snprintf(out->choice.db_path, sizeof out->choice.db_path, "%s", c->dbs[i]);
@@ -426,11 +518,7 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
     out->distance = d;
     *found = 1;
   }
-  if (step != SQLITE_DONE) st = fail(c, FAT_ERR_DATABASE, "%s: %s", c->dbs[i], sqlite3_errmsg(h));
-out:
-  sqlite3_finalize(s);
-  sqlite3_close(h);
-  return st;
+  return FAT_OK;
 }
 
 /* The one selection function: which variant serves (dtype, mask, head dim,

@@ -211,6 +211,65 @@ static void paths_without_a_database(const char *dir, const char *tables) {
   unlink(empty);
 }
 
+/* A context reads a lookup key's candidates once: every later call of the
+ * key, whatever its lengths, is answered from memory with what a fresh
+ * context (which reads the database) answers -- over a sweep of prefill
+ * and decoding shapes -- and a context that has read them serves new
+ * shapes from them after the database is gone (a decoding loop whose
+ * seqlen_k grows by one asks no database), where a context opened after
+ * has only the built-in default. */
+static void candidates_read_once(const char *dir) {
+  char path[256], gone[256];
+  snprintf(path, sizeof path, "%s/once.db", dir);
+  snprintf(gone, sizeof gone, "%s/once.db.gone", dir);
+  static const char *const FWD = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4";
+  put_variant_key(path, H200, H200_SMS, FAT_FWD, "fwd.once.s1k1024", FWD, FAT_FP16, FAT_MASK_CAUSAL, 128, 1,
+                  1024, 4, 0.05, 1, 1);
+  put_variant_key(path, H200, H200_SMS, FAT_FWD, "fwd.once.s1k32768", FWD, FAT_FP16, FAT_MASK_CAUSAL, 128, 1,
+                  32768, 4, 0.3, 1, 1);
+  put_variant_key(path, H200, H200_SMS, FAT_FWD, "fwd.once.s2048", FWD, FAT_FP16, FAT_MASK_CAUSAL, 128, 2048,
+                  2048, 4, 1.0, 1, 1);
+  put_variant_key(path, H200, H200_SMS, FAT_FWD, "fwd.once.s8192", FWD, FAT_FP16, FAT_MASK_CAUSAL, 128, 8192,
+                  8192, 4, 9.0, 1, 1);
+  const char *const tables[] = {path};
+  fat_context *warm = offline("", tables, 1, H200_SMS, 0);
+  static const int qs[] = {1, 2, 7, 16, 300, 2048, 5000, 8192, 20000};
+  static const int ks[] = {1, 100, 1023, 1024, 1025, 3000, 8192, 30000, 32768, 65536, 200000};
+  fat_attn_args a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_CAUSAL, 128, 1);
+  a.heads = 32, a.heads_k = 8;
+  int n_tables = 0;
+  for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++)
+    for (size_t j = 0; j < sizeof ks / sizeof ks[0]; j++) {
+      a.seqlen_q = qs[i], a.seqlen_k = ks[j];
+      fat_choice w = FAT_CHOICE_INIT, f = FAT_CHOICE_INIT;
+      fat_context *fresh = offline("", tables, 1, H200_SMS, 0);
+      CHECK_INT(fat_attention_select(warm, &a, &w), FAT_OK);
+      CHECK_INT(fat_attention_select(fresh, &a, &f), FAT_OK);
+      fat_context_close(fresh);
+      CHECK_WHY(!strcmp(w.variant, f.variant) && w.match == f.match && w.origin == f.origin &&
+                    w.bucket_seqlen == f.bucket_seqlen && w.bucket_seqlen_k == f.bucket_seqlen_k &&
+                    w.tuned_ms == f.tuned_ms && !strcmp(w.db_path, f.db_path),
+                "q %d k %d: from memory %s (match %d, bucket %d x %d), from the database %s (match %d, "
+                "bucket %d x %d)", a.seqlen_q, a.seqlen_k, w.variant, w.match, w.bucket_seqlen,
+                w.bucket_seqlen_k, f.variant, f.match, f.bucket_seqlen, f.bucket_seqlen_k);
+      n_tables += w.origin == FAT_ORIGIN_TABLES;
+    }
+  CHECK_INT(n_tables, (int)(sizeof qs / sizeof qs[0] * sizeof ks / sizeof ks[0]));
+  REQUIRE_EXIT(rename(path, gone) == 0);
+  fat_choice ch = FAT_CHOICE_INIT;
+  for (int k = 4096; k < 4096 + 64; k++) { /* a decoding loop, one key more a step */
+    a.seqlen_q = 1, a.seqlen_k = k;
+    CHECK_INT(fat_attention_select(warm, &a, &ch), FAT_OK);
+    CHECK_WHY(ch.origin == FAT_ORIGIN_TABLES && !strcmp(ch.variant, "fwd.once.s1k1024"),
+              "seqlen_k %d with the database gone: %s (origin %d)", k, ch.variant, ch.origin);
+  }
+  fat_context *after = offline("", tables, 1, H200_SMS, 0);
+  CHECK_INT(fat_attention_select(after, &a, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  fat_context_close(after);
+  fat_context_close(warm);
+}
+
 int main(void) {
   char dir[] = "/tmp/fatune-lookup-XXXXXX", user[256], tables[256], other[256];
   REQUIRE_EXIT(mkdtemp(dir));
@@ -729,6 +788,7 @@ int main(void) {
   fat_context_close(c);
 
   paths_without_a_database(dir, tables);
+  candidates_read_once(dir);
 
   /* One message per code. */
   CHECK_STR(fat_strerror(FAT_OK), "success");
