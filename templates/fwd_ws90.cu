@@ -79,7 +79,7 @@ constexpr int kORegs = kHeadDim / 2;    // O accumulators a thread
 constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks of a row
 constexpr unsigned kQBytes = kBlockM * kHeadDim * 2;
 constexpr unsigned kKVBytes = kBlockN * kHeadDim * 2;
-// Registers a thread once the warpgroups have traded (65,536 a block, one
+// Registers a thread once the warpgroups have traded (the block's, one
 // block an SM): the producer keeps what one issuing thread needs,
 // FlashAttention-3's figures. One consumer needs no trade.
 constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
@@ -93,8 +93,14 @@ static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "S's N and P·V's k-steps: mu
 static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "whole 64-column slabs; wgmma's N <= 256");
 static_assert(kStages >= 2, "a ring of at least two buffers");
 static_assert(!kPingpong || kConsumers >= 2, "the pingpong needs two consumers");
-static_assert(kConsumers == 1 || 128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536,
-              "the traded registers fit the SM's");
+// setmaxnreg.inc takes only what the block's own .dec gave back: asked for
+// more than the block was launched with (kThreads x 65,536 / kThreads
+// rounded down to 8), it waits for ever (the backward hung so:
+// notes/kernel-log.md ws6). An expression, not a constexpr variable, which
+// NVRTC would put into every cubin.
+static_assert(kConsumers == 1 ||
+                  kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * ((65536 / kThreads) / 8 * 8),
+              "the traded registers are the block's own");
 static_assert(!(kIsCausal && kIsLocal), "causal is the local window (-1, 0), generated apart");
 static_assert({{PERSISTENT}} >= 0 && {{PERSISTENT}} <= 2, "PERSISTENT: 0, 1 or 2");
 
