@@ -183,6 +183,11 @@ typedef enum fat_origin {
   FAT_ORIGIN_USER_DB = 0,  /* the user's own tuning database */
   FAT_ORIGIN_TABLES = 1,   /* a table shipped with the release (or named in the options) */
   FAT_ORIGIN_BUILTIN = 2,  /* the built-in default variant, untuned */
+  FAT_ORIGIN_SAME_ARCH = 3, /* nothing tuned on this GPU for the problem's (direction, dtype,
+                               mask, head dim): a winner of another GPU of its compute
+                               capability and an SM count within 1.25x of its own (an H100
+                               served by the H200's table); note names that GPU, db_path
+                               its database */
 } fat_origin;
 
 /* Why it was chosen. */

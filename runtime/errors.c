@@ -29,6 +29,7 @@ const char *fat_origin_name(fat_origin o) {
   case FAT_ORIGIN_USER_DB: return "user database";
   case FAT_ORIGIN_TABLES: return "shipped tables";
   case FAT_ORIGIN_BUILTIN: return "built-in default";
+  case FAT_ORIGIN_SAME_ARCH: return "same architecture";
   }
   return "?";
 }

@@ -63,6 +63,8 @@ typedef struct sel_row sel_row;
 typedef struct sel_rows {
   struct sel_rows *next;
   int db;  /* index into the context's dbs */
+  char gpu_name[256];  /* the GPU they were tuned on (this one, or another of its architecture) */
+  int sm_count;
   int direction, deterministic, dtype, mask, head_dim;
   int n;
   sel_row *rows;
@@ -132,6 +134,11 @@ struct fat_context {
   pthread_mutex_t lock;
   sel_entry *sels[SEL_BUCKETS];
   sel_rows *rows;  /* the databases' candidates, by lookup key */
+  /* Per database, once asked: the other GPU of this architecture whose
+   * winners serve where none is tuned on this one (select.c sibling_gpu);
+   * sm 0 for none. */
+  int sibling_known[MAX_TABLES + 1], sibling_sms[MAX_TABLES + 1];
+  char sibling_name[MAX_TABLES + 1][256];
   kernel *kernels;
   fat_choice last;
   int has_last;

@@ -360,7 +360,63 @@ void fat_rt_free_rows(sel_rows *r) {
   }
 }
 
-/* Database I's candidates for (KEY, DTYPE, MASK, HEAD_DIM) on this GPU, in
+/* The GPU a database's winners were tuned on: this one, or (the second
+ * level of the lookup) another of its architecture. */
+typedef struct tuned_gpu {
+  char name[256];
+  int sm_count;
+} tuned_gpu;
+
+/* GPUs of this architecture whose tables serve it when nothing was tuned on
+ * it: the same compute capability (its cubins run here; sm_90a's on every
+ * 9.0 part) and an SM count within this factor of ours either way (an H100
+ * SXM's 132 or PCIe's 114 for the H200's 132; an A30's 56 is not an
+ * A100's 108), so that the tiles the tuner chose for the other's
+ * parallelism still fill this one. */
+#define SAME_ARCH_SM_RATIO 1.25
+
+/* Database I's nearest other GPU of this architecture by SM count (ties to
+ * the name that sorts first) with a winner stored, into *OUT; 0 when there
+ * is one, 1 when not (or the database cannot be read: the next level
+ * serves). Asked once a context: remembered in c->siblings. */
+static int sibling_gpu(fat_context *c, int i, tuned_gpu *out) {
+  if (c->sibling_known[i]) {
+    *out = (tuned_gpu){.sm_count = c->sibling_sms[i]};
+    snprintf(out->name, sizeof out->name, "%s", c->sibling_name[i]);
+    return c->sibling_sms[i] > 0 ? 0 : 1;
+  }
+  c->sibling_known[i] = 1;
+  c->sibling_sms[i] = 0;
+  c->sibling_name[i][0] = 0;
+  sqlite3 *h = fat_rt_open_ro(c, i);
+  sqlite3_stmt *s = NULL;
+  if (!h) return 1;
+  const double lo = c->sm_count / SAME_ARCH_SM_RATIO, hi = c->sm_count * SAME_ARCH_SM_RATIO;
+  if (sqlite3_prepare_v2(h,
+                         "SELECT g.name, g.sm_count FROM gpus g WHERE g.cc_major = ?1 AND g.cc_minor = ?2"
+                         " AND g.sm_count >= ?3 AND g.sm_count <= ?4 AND NOT (g.name = ?5 AND g.sm_count = ?6)"
+                         " AND EXISTS (SELECT 1 FROM winners w WHERE w.gpu_id = g.id)"
+                         " ORDER BY abs(g.sm_count - ?6), g.name LIMIT 1",
+                         -1, &s, NULL) == SQLITE_OK) {
+    sqlite3_bind_int(s, 1, c->cc_major);
+    sqlite3_bind_int(s, 2, c->cc_minor);
+    sqlite3_bind_double(s, 3, lo);
+    sqlite3_bind_double(s, 4, hi);
+    sqlite3_bind_text(s, 5, c->gpu_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 6, c->sm_count);
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0)) {
+      snprintf(c->sibling_name[i], sizeof c->sibling_name[i], "%s", (const char *)sqlite3_column_text(s, 0));
+      c->sibling_sms[i] = sqlite3_column_int(s, 1);
+    }
+  } else {
+    logf_(c, "%s: no GPUs to read (%s): no table of another GPU", c->dbs[i], sqlite3_errmsg(h));
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return sibling_gpu(c, i, out);
+}
+
+/* Database I's candidates for (KEY, DTYPE, MASK, HEAD_DIM) tuned on GPU, in
  * LOOKUP_SQL's order: read from the database on the lookup key's first
  * call in this context, from memory after (a decoding loop whose seqlen_k
  * grows by one a step asks no database). A context therefore sees a table
@@ -368,19 +424,21 @@ void fat_rt_free_rows(sel_rows *r) {
  * context opened after it. A database that cannot be read (no such file)
  * has no candidates, remembered too; an SQL failure is an error, not
  * remembered. *OUT NULL with FAT_OK only when out of memory is reported. */
-static fat_status lookup_rows(fat_context *c, int i, sel_key key, int dtype, int mask, int head_dim,
-                              const sel_rows **out) {
+static fat_status lookup_rows(fat_context *c, int i, const tuned_gpu *gpu, sel_key key, int dtype,
+                              int mask, int head_dim, const sel_rows **out) {
   const int deterministic = key.direction == FAT_BWD && key.deterministic;
   for (const sel_rows *r = c->rows; r; r = r->next)
     if (r->db == i && r->direction == key.direction && r->deterministic == deterministic &&
-        r->dtype == dtype && r->mask == mask && r->head_dim == head_dim) {
+        r->dtype == dtype && r->mask == mask && r->head_dim == head_dim && r->sm_count == gpu->sm_count &&
+        !strcmp(r->gpu_name, gpu->name)) {
       *out = r;
       return FAT_OK;
     }
   sel_rows *r = calloc(1, sizeof *r);
   if (!r) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
   r->db = i, r->direction = key.direction, r->deterministic = deterministic;
-  r->dtype = dtype, r->mask = mask, r->head_dim = head_dim;
+  r->dtype = dtype, r->mask = mask, r->head_dim = head_dim, r->sm_count = gpu->sm_count;
+  snprintf(r->gpu_name, sizeof r->gpu_name, "%s", gpu->name);
   sqlite3 *h = fat_rt_open_ro(c, i);
   sqlite3_stmt *s = NULL;
   fat_status st = FAT_OK;
@@ -393,10 +451,10 @@ static fat_status lookup_rows(fat_context *c, int i, sel_key key, int dtype, int
       st = fail(c, FAT_ERR_DATABASE, "%s: not a fatune database: %s", c->dbs[i], sqlite3_errmsg(h));
       goto out;
     }
-    sqlite3_bind_text(s, 1, c->gpu_name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 1, gpu->name, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 2, c->cc_major);
     sqlite3_bind_int(s, 3, c->cc_minor);
-    sqlite3_bind_int(s, 4, c->sm_count);
+    sqlite3_bind_int(s, 4, gpu->sm_count);
     sqlite3_bind_text(s, 5, fat_dtype_name((fat_dtype)dtype), -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 6, fat_mask_name((fat_mask)mask), -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 7, head_dim);
@@ -447,13 +505,13 @@ out:
  * database I; *FOUND = 1 with OUT filled (nearest bucket; ties go to the
  * larger). A winner whose source does not hash to its source_hash is
  * passed over, and PASSED_OVER (CAP bytes) says so when it is still "". */
-static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int mask,
-                              int head_dim, bucket call, selection *out, int *found,
+static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_key key, int dtype,
+                              int mask, int head_dim, bucket call, selection *out, int *found,
                               char *passed_over, size_t cap) {
   const sel_rows *rows = NULL;
   double best = INFINITY;
   *found = 0;
-  fat_status st = lookup_rows(c, i, key, dtype, mask, head_dim, &rows);
+  fat_status st = lookup_rows(c, i, gpu, key, dtype, mask, head_dim, &rows);
   if (st) return st;
   bucket last = {.seqlen_q = -1, .seqlen_k = -1, .group = -1};
   for (int j = 0; j < rows->n; j++) {
@@ -521,6 +579,18 @@ static fat_status find_winner(fat_context *c, int i, sel_key key, int dtype, int
   return FAT_OK;
 }
 
+/* OUT (CAP bytes): the non-empty ones of the N_PARTS PARTS, joined by "; ". */
+static void join_notes(char *out, size_t cap, const char *const *parts, size_t n_parts) {
+  size_t used = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < n_parts; i++) {
+    if (!parts[i][0] || used + 1 >= cap) continue;
+    int n = snprintf(out + used, cap - used, "%s%s", used ? "; " : "", parts[i]);
+    if (n < 0) break;
+    used += (size_t)n < cap - used ? (size_t)n : cap - used - 1;
+  }
+}
+
 /* The one selection function: which variant serves (dtype, mask, head dim,
  * seqlen_q) on this context's GPU, or why none does. */
 fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_args *a,
@@ -537,23 +607,49 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
   if (!def) return fat_rt_unsupported_head_dim(c, a->head_dim);
   /* An exact bucket anywhere (the user's database first) beats a nearest
    * one; among nearest ones the nearest, the earlier database on a tie. */
-  selection nearest;
-  int have_nearest = 0;
+  /* Level 0, this GPU's winners; level 1, where no database has one for
+   * the key, those of another GPU of its architecture and a similar SM
+   * count (sibling_gpu), origin FAT_ORIGIN_SAME_ARCH; then the built-in
+   * default. */
   char passed_over[sizeof out->passed_over] = "";
-  for (int i = 0; i < c->n_dbs; i++) {
-    int found = 0;
-    const bucket call = call_bucket(a, key_window_left(a), key_window_right(a));
-    if ((st = find_winner(c, i, key, a->dtype, a->mask, tdim, call, out, &found, passed_over,
-                          sizeof passed_over)))
-      return st;
-    if (found && out->choice.match == FAT_MATCH_EXACT) break;
-    if (found && (!have_nearest || out->distance < nearest.distance)) {
-      nearest = *out;
-      have_nearest = 1;
+  const bucket call = call_bucket(a, key_window_left(a), key_window_right(a));
+  for (int level = 0; level < 2 && !out->choice.variant[0]; level++) {
+    selection nearest;
+    int have_nearest = 0;
+    tuned_gpu from = {.sm_count = 0};
+    for (int i = 0; i < c->n_dbs; i++) {
+      int found = 0;
+      tuned_gpu gpu = {.sm_count = c->sm_count};
+      if (level == 0)
+        snprintf(gpu.name, sizeof gpu.name, "%s", c->gpu_name);
+      else if (sibling_gpu(c, i, &gpu))
+        continue;
+      if ((st = find_winner(c, i, &gpu, key, a->dtype, a->mask, tdim, call, out, &found, passed_over,
+                            sizeof passed_over)))
+        return st;
+      if (found && out->choice.match == FAT_MATCH_EXACT) {
+        from = gpu;
+        break;
+      }
+      if (found && (!have_nearest || out->distance < nearest.distance)) {
+        nearest = *out;
+        have_nearest = 1;
+        from = gpu;
+      }
+      memset(out, 0, sizeof *out);
     }
-    memset(out, 0, sizeof *out);
+    if (!out->choice.variant[0] && have_nearest) *out = nearest;
+    if (level == 1 && out->choice.variant[0]) {
+      out->choice.origin = FAT_ORIGIN_SAME_ARCH;
+      char why[sizeof passed_over];
+      snprintf(why, sizeof why, "tuned on %.80s (%d SMs), of this GPU's architecture: nothing is tuned on %.80s",
+               from.name, from.sm_count, c->gpu_name);
+      char earlier[sizeof passed_over];
+      memcpy(earlier, passed_over, sizeof earlier);
+      const char *parts[] = {why, earlier};
+      join_notes(passed_over, sizeof passed_over, parts, 2);
+    }
   }
-  if (!out->choice.variant[0] && have_nearest) *out = nearest;
   memcpy(out->passed_over, passed_over, sizeof passed_over);
   out->direction = key.direction;
   out->dtype = a->dtype;
@@ -591,18 +687,6 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
 }
 
 static sel_entry *cached_entry(fat_context *c, sel_key key, const fat_attn_args *a);
-
-/* OUT (CAP bytes): the non-empty ones of the N_PARTS PARTS, joined by "; ". */
-static void join_notes(char *out, size_t cap, const char *const *parts, size_t n_parts) {
-  size_t used = 0;
-  out[0] = 0;
-  for (size_t i = 0; i < n_parts; i++) {
-    if (!parts[i][0] || used + 1 >= cap) continue;
-    int n = snprintf(out + used, cap - used, "%s%s", used ? "; " : "", parts[i]);
-    if (n < 0) break;
-    used += (size_t)n < cap - used ? (size_t)n : cap - used - 1;
-  }
-}
 
 /* fat_attention_select and fat_attention_bwd_select. */
 static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args *a,

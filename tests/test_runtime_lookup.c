@@ -402,12 +402,61 @@ int main(void) {
   CHECK_STR(fat_context_error(c), "no launch has succeeded yet");
   fat_context_close(c);
 
-  /* The GPU is part of the key: another SM count sees no winner. */
+  /* The GPU is part of the key, and the lookup falls back level by level:
+   * another GPU of the architecture with a similar SM count (114 against
+   * the H200's 132, within 1.25x either way: an H100 PCIe) is served the
+   * H200's winners as "same architecture", the note naming the GPU they
+   * were tuned on; one with 100 SMs (132 / 100 > 1.25) or of another
+   * compute capability gets the built-in default. */
   c = offline(user, both, 1, 114, 0);
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 4096);
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_SAME_ARCH);
+  CHECK_STR(fat_origin_name(ch.origin), "same architecture");
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.u4096");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  CHECK_STR(ch.db_path, user);
+  CHECK_WHY(strstr(ch.note, "tuned on NVIDIA H200 (132 SMs), of this GPU's architecture") != NULL, "note: %s",
+            ch.note);
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 700); /* nearest, of either database */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.origin, FAT_ORIGIN_SAME_ARCH);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.t512");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  fat_context_close(c);
+  c = offline(user, both, 1, 100, 0);
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 4096);
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
   fat_context_close(c);
+  {
+    fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
+    o.user_db = user, o.tables = both, o.n_tables = 1;
+    o.gpu_name = "NVIDIA A100-SXM4-80GB", o.gpu_cc_major = 8, o.gpu_cc_minor = 0, o.gpu_sm_count = 132;
+    REQUIRE_EXIT(fat_context_open(&c, &o) == FAT_OK);
+    CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+    CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+    fat_context_close(c);
+  }
+  /* A winner tuned on this GPU anywhere (here only at 2048) serves before
+   * any other GPU's: level by level, not bucket by bucket. */
+  put_winner(tables, H200 " NVL", H200_SMS, "fwd.mma80.fp16.d128.none.nvl2048", FAT_FP16, FAT_MASK_NONE, 128,
+             2048, 2.5);
+  {
+    fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
+    o.user_db = user, o.tables = both, o.n_tables = 1;
+    o.gpu_name = H200 " NVL", o.gpu_cc_major = 9, o.gpu_cc_minor = 0, o.gpu_sm_count = H200_SMS;
+    REQUIRE_EXIT(fat_context_open(&c, &o) == FAT_OK);
+    CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK); /* 4096: the H200 has it exactly */
+    CHECK_INT(ch.origin, FAT_ORIGIN_TABLES);
+    CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.nvl2048");
+    CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+    a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 64, 1024); /* nothing of its own: the H200's */
+    CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+    CHECK_INT(ch.origin, FAT_ORIGIN_SAME_ARCH);
+    CHECK_STR(ch.variant, "fwd.mma80.bf16.d64.causal.t1024");
+    fat_context_close(c);
+  }
 
   /* Without the default, a key nothing was tuned for is refused. A missing
    * database file is no error (a user who never tuned has none). */

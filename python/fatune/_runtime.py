@@ -47,7 +47,8 @@ class FatuneError(RuntimeError):
 
 class Choice:
     """The variant that served a problem: name, origin ('user database', 'shipped
-    tables', 'built-in default'), match ('exact bucket', 'nearest bucket',
+    tables', 'built-in default', 'same architecture': another GPU's winner of
+    this architecture, note names it), match ('exact bucket', 'nearest bucket',
     'default'), bucket_seqlen, bucket_seqlen_k, bucket_group and bucket_window
     ((left, right) of a local mask, -1 unbounded; (0, 0) otherwise: the tuned
     problem's key), tuned_ms, load ('stored cubin', 'compiled with
