@@ -317,6 +317,19 @@ static int source_matches(sqlite3_stmt *s) {
   return !strcmp(hex, hash);
 }
 
+/* The variant a selection names, and its launch geometry. */
+static void put_variant(selection *out, const char *name, const char *hash, const char *entry,
+                        const char *family, const char *params, int block_m, int threads, int smem_bytes) {
+  snprintf(out->choice.variant, sizeof out->choice.variant, "%s", name);
+  snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s", hash);
+  snprintf(out->entry, sizeof out->entry, "%s", entry);
+  snprintf(out->family, sizeof out->family, "%s", family);
+  snprintf(out->params, sizeof out->params, "%s", params);
+  out->block_m = block_m;
+  out->threads = threads;
+  out->smem_bytes = smem_bytes;
+}
+
 /* What a selection launches with from its variant's schedule (fat_kernel_schedule). */
 static void put_schedule(selection *out, const fat_kernel_desc *sched) {
   out->block_q = sched->block_q;
@@ -555,14 +568,8 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
     best = d;
     memset(out, 0, sizeof *out);
     put_schedule(out, &sched);
-    snprintf(out->choice.variant, sizeof out->choice.variant, "%s", w->name);
-    snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s", w->source_hash);
-    snprintf(out->entry, sizeof out->entry, "%s", w->entry);
-    snprintf(out->family, sizeof out->family, "%s", w->family);
-    snprintf(out->params, sizeof out->params, "%s", w->params);
-    out->block_m = w->block_m;
-    out->threads = w->threads;
-    out->smem_bytes = w->smem_bytes;
+    put_variant(out, w->name, w->source_hash, w->entry, w->family, w->params, w->block_m, w->threads,
+                w->smem_bytes);
     out->choice.bucket_seqlen = b.seqlen_q;
     out->choice.bucket_seqlen_k = b.seqlen_k;
     out->choice.bucket_group = b.group;
@@ -663,14 +670,8 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
                 fat_direction_name((fat_direction)key.direction),
                 fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
                 c->gpu_name);
-  snprintf(out->choice.variant, sizeof out->choice.variant, "%s", def->name);
-  snprintf(out->choice.source_hash, sizeof out->choice.source_hash, "%s", def->hash);
-  snprintf(out->entry, sizeof out->entry, "%s", def->entry);
-  snprintf(out->family, sizeof out->family, "%s", def->family);
-  snprintf(out->params, sizeof out->params, "%s", def->params);
-  out->block_m = def->block_m;
-  out->threads = def->threads;
-  out->smem_bytes = def->smem_bytes;
+  put_variant(out, def->name, def->hash, def->entry, def->family, def->params, def->block_m, def->threads,
+              def->smem_bytes);
   fat_kernel_desc sched;
   char why[256];
   if (fat_kernel_schedule(&sched, (fat_direction)key.direction, def->family, def->params, why, sizeof why))
