@@ -391,7 +391,7 @@ typedef struct tuned_gpu {
 /* Database I's nearest other GPU of this architecture by SM count (ties to
  * the name that sorts first) with a winner stored, into *OUT; 0 when there
  * is one, 1 when not (or the database cannot be read: the next level
- * serves). Asked once a context: remembered in c->siblings. */
+ * serves). Asked once a context, the answer kept in c->sibling_*. */
 static int sibling_gpu(fat_context *c, int i, tuned_gpu *out) {
   if (c->sibling_known[i]) {
     *out = (tuned_gpu){.sm_count = c->sibling_sms[i]};
@@ -435,8 +435,8 @@ static int sibling_gpu(fat_context *c, int i, tuned_gpu *out) {
  * grows by one a step asks no database). A context therefore sees a table
  * as it was at the key's first call; a winner tuned later is served to a
  * context opened after it. A database that cannot be read (no such file)
- * has no candidates, remembered too; an SQL failure is an error, not
- * remembered. *OUT NULL with FAT_OK only when out of memory is reported. */
+ * has no candidates, remembered too; an SQL failure or a lack of memory is
+ * an error, not remembered. */
 static fat_status lookup_rows(fat_context *c, int i, const tuned_gpu *gpu, sel_key key, int dtype,
                               int mask, int head_dim, const sel_rows **out) {
   const int deterministic = key.direction == FAT_BWD && key.deterministic;
@@ -612,12 +612,12 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
   const int tdim = fat_rt_template_head_dim(key.direction, a->head_dim);
   const fat_default_variant *def = fat_rt_find_default(key, a->dtype, a->mask, tdim);
   if (!def) return fat_rt_unsupported_head_dim(c, a->head_dim);
-  /* An exact bucket anywhere (the user's database first) beats a nearest
-   * one; among nearest ones the nearest, the earlier database on a tie. */
-  /* Level 0, this GPU's winners; level 1, where no database has one for
-   * the key, those of another GPU of its architecture and a similar SM
-   * count (sibling_gpu), origin FAT_ORIGIN_SAME_ARCH; then the built-in
-   * default. */
+  /* Within a level an exact bucket anywhere (the user's database first)
+   * beats a nearest one; among nearest ones the nearest, the earlier
+   * database on a tie. Level 0, this GPU's winners; level 1, where no
+   * database has one for the key, those of another GPU of its architecture
+   * and a similar SM count (sibling_gpu), origin FAT_ORIGIN_SAME_ARCH; then
+   * the built-in default. */
   char passed_over[sizeof out->passed_over] = "";
   const bucket call = call_bucket(a, key_window_left(a), key_window_right(a));
   for (int level = 0; level < 2 && !out->choice.variant[0]; level++) {
