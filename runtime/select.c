@@ -407,7 +407,8 @@ static int sibling_gpu(fat_context *c, int i, tuned_gpu *out) {
   const double lo = c->sm_count / SAME_ARCH_SM_RATIO, hi = c->sm_count * SAME_ARCH_SM_RATIO;
   if (sqlite3_prepare_v2(h,
                          "SELECT g.name, g.sm_count FROM gpus g WHERE g.cc_major = ?1 AND g.cc_minor = ?2"
-                         " AND g.sm_count >= ?3 AND g.sm_count <= ?4 AND NOT (g.name = ?5 AND g.sm_count = ?6)"
+                         " AND g.sm_count >= ?3 AND g.sm_count <= ?4"
+                         " AND NOT (g.name = ?5 AND g.sm_count = ?6)"
                          " AND EXISTS (SELECT 1 FROM winners w WHERE w.gpu_id = g.id)"
                          " ORDER BY abs(g.sm_count - ?6), g.name LIMIT 1",
                          -1, &s, NULL) == SQLITE_OK) {
@@ -649,8 +650,9 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
     if (level == 1 && out->choice.variant[0]) {
       out->choice.origin = FAT_ORIGIN_SAME_ARCH;
       char why[sizeof passed_over];
-      snprintf(why, sizeof why, "tuned on %.80s (%d SMs), of this GPU's architecture: nothing is tuned on %.80s",
-               from.name, from.sm_count, c->gpu_name);
+      snprintf(why, sizeof why,
+               "tuned on %.80s (%d SMs), of this GPU's architecture: nothing is tuned on %.80s", from.name,
+               from.sm_count, c->gpu_name);
       char earlier[sizeof passed_over];
       memcpy(earlier, passed_over, sizeof earlier);
       const char *parts[] = {why, earlier};
