@@ -298,7 +298,10 @@ static int params_extend(const char *old, const char *now) {
  * NOW's and its parameters are NOW's or a subset of them; 0 when not; -1
  * on an SQL error. A parameter added to the family is one the stored
  * variant had without naming it only if the machine code proves it:
- * same_machine_code decides. */
+ * same_machine_code decides. (Every parameter is substituted into the
+ * template; one only a launcher read would not show in the machine code,
+ * and none does: the launchers read BLOCK_M, BLOCK_N, DQ_MODE, PERSISTENT,
+ * PACK_GQA and SPLITS (core/types.c), which the kernels read too.) */
 static int same_shape(sqlite3 *h, sqlite3_int64 id, const fat_variant *now) {
   sqlite3_stmt *s = NULL;
   int same = -1;
