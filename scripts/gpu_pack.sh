@@ -7,24 +7,38 @@
 #   scripts/gpu_pack.sh [BUILD] [OUT_DIR] [DB]   (defaults: build build-gpu)
 # DB, when given, is a tuning database (or its fatune.db.gz.part* folder)
 # copied in as OUT_DIR/db-in/ for DB_IN=OUT_DIR/db-in. Then run there with
-# FATUNE_BUILD=OUT_DIR scripts/gpu_run.sh ..., carrying OUT_DIR.
+# FATUNE_BUILD=OUT_DIR scripts/gpu_run.sh ..., or scripts/gpu_call.sh
+# (PACK=OUT_DIR), carrying OUT_DIR.
+# PACK_TESTS="bwd runtime" packs only those test_gpu_* binaries ("" none;
+# unset, every one): the tracked tree (the H200 table alone is ~42 MB)
+# and the pack share the 64 MiB, and the whole pack no longer fits beside it.
 set -eu
 B=${1:-build}
 O=${2:-build-gpu}
 rm -rf "$O"
 mkdir -p "$O/tests" "$O/runtime"
 cp "$B/fatune" "$B/sanitize_winners" "$B/build_tables" "$O/"
-cp "$B"/tests/test_gpu_* "$O/tests/"
+if [ -n "${PACK_TESTS+set}" ]; then
+  for t in $PACK_TESTS; do cp "$B/tests/test_gpu_$t" "$O/tests/"; done
+else
+  cp "$B"/tests/test_gpu_* "$O/tests/"
+fi
 # Dereferenced: the soname links become files (the device tool does not carry links).
 cp -L "$B/runtime/libfatune.so" "$B/runtime/attention_example" "$O/runtime/"
 # The tree the device tool carries holds the shipped tables as SQL (45 MB),
 # so the pack leaves out what the device can make: the soname link
 # libfatune.so.N and the tables database (scripts/gpu_run.sh makes both),
 # and the binaries' symbols.
-strip "$O/fatune" "$O/sanitize_winners" "$O/build_tables" "$O"/tests/* "$O"/runtime/*
+strip "$O/fatune" "$O/sanitize_winners" "$O/build_tables" "$O"/runtime/*
+find "$O/tests" -type f -exec strip {} +
 if [ $# -ge 3 ]; then
   mkdir -p "$O/db-in"
   if [ -d "$3" ]; then cp "$3"/*.gz.part* "$O/db-in/"
   else gzip -c "$3" | split -b 15m -d - "$O/db-in/fatune.db.gz.part"; fi
 fi
-du -sh "$O"
+# What the device tool will carry: the tracked tree and this pack.
+tree=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+pack=$(du -sb "$O" | cut -f1)
+total=$(( (tree + pack) / 1048576 ))
+echo "gpu_pack.sh: $O $(( pack / 1048576 )) MiB + the tracked tree $(( tree / 1048576 )) MiB = $total MiB of the 64 MiB carry"
+[ "$total" -lt 64 ] || echo "gpu_pack.sh: over the carry limit: set PACK_TESTS, or leave out runtime/ when no call needs it" >&2
