@@ -264,9 +264,9 @@ typedef struct fat_context_options {
  * dtype, mask, head dim) are read on the first call of that key and kept
  * for the context's life, so that a call of a new shape (a decoding step
  * one key longer) reads no database, and a winner tuned after that first
- * call is served by a context opened after it. On failure *CTX is still a context when the
- * failure has a message to read (fat_context_error), to be closed; it is NULL
- * only when out of memory. */
+ * call is served by a context opened after it. On failure *CTX is still a
+ * context when the failure has a message to read (fat_context_error), to
+ * be closed; it is NULL only when out of memory. */
 FAT_API fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts);
 /* Unloads every module and releases the device. NULL is allowed. */
 FAT_API void fat_context_close(fat_context *ctx);

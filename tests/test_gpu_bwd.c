@@ -238,7 +238,7 @@ int main(void) {
   static const int dims[] = {64, 128};
   /* FATUNE_TEST_FAMILY=NAME: that family's checks alone; FATUNE_TEST_PARAM=
    * NAME=VALUE: of the Hopper families' variants only those with it (a new
-   * schedule's half of the space, DK_LAST=1). */
+   * schedule's half of the space, e.g. STATS_AHEAD=1). */
   const char *only = getenv("FATUNE_TEST_FAMILY"), *param = getenv("FATUNE_TEST_PARAM");
   const int all = !(only && *only);
   if (all) {
