@@ -9,15 +9,20 @@
  * against 4097 and 65536 keys -- and the combination the issue names:
  * causal-style window + grouped-query + uneven lengths + awkward head dim +
  * variable lengths. Lengths 1, 17, 1000 and 4097 appear. Prints one row per
- * check. Exits 77 (skipped) when no CUDA driver or device is present. */
+ * check. Then the references kept for the variants of a problem
+ * (ref_cache.h): the same figures from a kept reference as from a fresh
+ * one, a hit counted, an altered kept reference failing the check. Exits
+ * 77 (skipped) when no CUDA driver or device is present. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "compile.h"
 #include "cuda_api.h"
 #include "fwd_launch.h"
 #include "gen.h"
 #include "gpu_run.h"
+#include "ref_cache.h"
 #include "check.h"
 #include "gpu_test.h"
 
@@ -85,6 +90,84 @@ static void check_variant(fat_gpu *g, const char *arch, const char *name, const 
 }
 
 #define N(a) ((int)(sizeof a / sizeof a[0]))
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int same_check(const fat_check *a, const fat_check *b) {
+  return a->passed == b->passed && a->rel_l2 == b->rel_l2 && a->max_abs == b->max_abs &&
+         a->lse_max_abs == b->lse_max_abs && a->nonfinite == b->nonfinite;
+}
+
+/* The kept references (ref_cache.h): a second check of a shape on the same
+ * seed is answered from the cache (one hit, no new miss) with the figures
+ * of the first, and so is a check with a cache that keeps nothing; a kept
+ * reference altered on the host fails the next check, so a hit is really
+ * compared with what was kept. Prints how long a check took with and
+ * without the reference on a long shape (not a timed assertion). */
+static void test_kept_references(fat_gpu *g, const char *arch, const char *name,
+                                 const fat_check_shape *s, int n) {
+  fat_build b;
+  fat_gpu_kernel k;
+  fat_ref_cache *refs = fat_gpu_refs(g);
+  if (load(g, name, arch, &b, &k)) {
+    fprintf(stderr, "%s: %s\n", name, err);
+    check_record(0);
+    fat_build_free(&b);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    const uint64_t seed = TEST_SEED + 1000003u * (unsigned)(i + 1);
+    fat_check first, again, unkept, altered;
+    fat_ref_cache_clear(refs);
+    const unsigned long long hits = refs->hits, misses = refs->misses;
+    double t0 = now_s();
+    int rc = fat_gpu_check(g, &k, &s[i], seed, &first, err, sizeof err);
+    double t1 = now_s();
+    rc |= fat_gpu_check(g, &k, &s[i], seed, &again, err, sizeof err);
+    double t2 = now_s();
+    if (rc != FAT_GPU_OK) {
+      fprintf(stderr, "%s on shape %d: %s\n", name, i, err);
+      check_record(0);
+      continue;
+    }
+    CHECK(first.passed);
+    CHECK_WHY(refs->hits == hits + 1 && refs->misses == misses + 1,
+              "%s shape %d: %llu hits, %llu misses (want 1 and 1)", name, i, refs->hits - hits,
+              refs->misses - misses);
+    CHECK_WHY(same_check(&first, &again), "%s shape %d: rel_l2 %.17g then %.17g from the kept reference",
+              name, i, first.rel_l2, again.rel_l2);
+    printf("%-46s shape %d %dx%dx%dx%d: check %.1f ms computing the reference, %.1f ms with it kept\n",
+           name, i, s[i].batch, s[i].heads, s[i].seqlen_q, s[i].seqlen_k, (t1 - t0) * 1e3,
+           (t2 - t1) * 1e3);
+    /* A kept reference altered: the next check on it must fail. */
+    fat_ref_key key = {.direction = k.desc.direction, .dtype = k.desc.dtype, .mask = k.desc.mask,
+                       .head_dim = k.desc.head_dim, .shape = s[i], .seed = seed};
+    fat_ref_entry *e = (fat_ref_entry *)fat_ref_cache_find(refs, &key);
+    REQUIRE(e != NULL);
+    const double was = e->ref[0][0];
+    e->ref[0][0] = was + 1e3;
+    rc = fat_gpu_check(g, &k, &s[i], seed, &altered, err, sizeof err);
+    CHECK_WHY(rc == FAT_GPU_OK && !altered.passed, "%s shape %d: an altered kept reference passed",
+              name, i);
+    /* Nothing kept (a budget of one byte): the same figures. */
+    fat_ref_cache_clear(refs);
+    fat_ref_cache_init(refs, 1);
+    rc = fat_gpu_check(g, &k, &s[i], seed, &unkept, err, sizeof err);
+    CHECK_WHY(rc == FAT_GPU_OK && same_check(&first, &unkept),
+              "%s shape %d: rel_l2 %.17g kept, %.17g without the cache", name, i, first.rel_l2,
+              unkept.rel_l2);
+    fat_ref_cache_init(refs, 0);
+  }
+out:
+  fat_ref_cache_clear(refs);
+  fat_ref_cache_init(refs, 0);
+  fat_gpu_kernel_unload(g, &k);
+  fat_build_free(&b);
+}
 
 int main(void) {
   fat_gpu *g = NULL;
@@ -204,6 +287,18 @@ int main(void) {
   check_variant(g, arch, "bwd.mma80.bf16.d128.causal.m64n128w8.atomic.p1", &bwd_pad[0], 1);
   check_variant(g, arch, "bwd.mma80.bf16.d64.none.m32n128w4.atomic.p1", &bwd_pad[1], 1);
   check_variant(g, arch, "bwd.mma80.bf16.d64.causal.m32n128w4.separate.p1", &bwd_pad[1], 1);
+
+  /* The references kept for the variants of a problem (a separate-mode
+   * backward: its gradients are the same bits run to run). */
+  const fat_check_shape kept[] = {{FAT_SHAPE_DIMS(1, 2, 2, 8192, 8192)},
+                                  {FAT_SHAPE_DIMS(3, 4, 2, 300, 500), .varlen = 1, .softcap = 30.f},
+                                  {FAT_SHAPE_DIMS(2, 3, 3, 777, 1300), .window_left = 50,
+                                   .window_right = 30, .head_dim = 88}};
+  test_kept_references(g, arch, "fwd.mma80.bf16.d128.causal.m128n64w4s1", kept, 2);
+  test_kept_references(g, arch, "fwd.mma80.fp16.d96.local.m128n64w4s1", &kept[2], 1);
+  test_kept_references(g, arch, "bwd.mma80.fp16.d96.local.m64n64w4.separate", &kept[2], 1);
+  const fat_check_shape kept_bwd[] = {{FAT_SHAPE_DIMS(1, 2, 2, 4096, 4096)}};
+  test_kept_references(g, arch, "bwd.mma80.bf16.d64.causal.m32n128w4.separate.p1", kept_bwd, 1);
 out:
   for (size_t i = 0; i < n_space; i++) fat_variant_free(&space[i]);
   free(space);

@@ -178,6 +178,7 @@ static void test_jobs_round_trip(void) {
   job.kernel.pack_gqa = 1;
   job.kernel.splits = 8;
   job.seed = UINT64_C(0xfeedfacecafebeef);
+  job.check_seed = UINT64_C(0x0123456789abcdef);
   job.n_shapes = 3;
   job.shapes[0] = (fat_check_shape){FAT_SHAPE_DIMS(1, 2, 2, 37, 53), .window_left = 16,
                                     .window_right = -1, .head_dim = 80, .softcap = 30.5f,
@@ -205,7 +206,8 @@ static void test_jobs_round_trip(void) {
         memcmp(job2.kernel.cubin, fake_cubin, sizeof fake_cubin) == 0);
   /* The cubin is read in place, not copied. */
   CHECK(job2.kernel.cubin >= b.data && job2.kernel.cubin < b.data + b.len);
-  CHECK(job2.seed == job.seed && job2.n_shapes == 3 && job2.timed == 1);
+  CHECK(job2.seed == job.seed && job2.check_seed == job.check_seed && job2.n_shapes == 3 &&
+        job2.timed == 1);
   CHECK(memcmp(job2.shapes, job.shapes, 3 * sizeof job.shapes[0]) == 0);
   CHECK(memcmp(&job2.problem, &job.problem, sizeof job.problem) == 0);
   CHECK(job2.shapes[0].window_left == 16 && job2.shapes[0].window_right == -1 &&

@@ -52,6 +52,7 @@ int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t
     snprintf(err, errlen, "out of host memory opening GPU %d", index);
     return FAT_GPU_OPEN_FAILED;
   }
+  fat_ref_cache_init(&g->refs, 0);
   if (fat_cuda_load(&g->cu, err, errlen)) {
     rc = FAT_GPU_NO_DRIVER;
     goto out;
@@ -100,6 +101,7 @@ out:
 
 void fat_gpu_close(fat_gpu *g) {
   if (!g) return;
+  fat_ref_cache_clear(&g->refs);
   if (g->ctx) {
     /* Best effort: after a fault these fail, and the process exits anyway. */
     if (g->flush) g->cu.cuMemFree(g->flush);
@@ -114,6 +116,7 @@ void fat_gpu_close(fat_gpu *g) {
 }
 
 const fat_cuda *fat_gpu_driver(const fat_gpu *g) { return &g->cu; }
+fat_ref_cache *fat_gpu_refs(fat_gpu *g) { return &g->refs; }
 
 /* ---- support kernels ------------------------------------------------ */
 

@@ -51,6 +51,10 @@ static inline int fat_gpu_absent(int status) {
 int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t errlen);
 void fat_gpu_close(fat_gpu *g);
 const fat_cuda *fat_gpu_driver(const fat_gpu *g);
+/* The device's cache of fp64 references (ref_cache.h): its counters, or a
+ * budget of one's own (fat_ref_cache_init; 0 bytes would mean the default,
+ * 1 keeps nothing). */
+struct fat_ref_cache *fat_gpu_refs(fat_gpu *g);
 
 /* Sources of the support kernels for NVRTC: templates/fat_util.cu, and
  * templates/reference_fwd.cu with templates/fat_abi.h prepended, from the
@@ -138,8 +142,11 @@ void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k);
 int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t, char *err,
                              size_t errlen);
 
-/* Checks K on one shape: fresh inputs from SEED, O and lse poisoned with NaN,
- * launch, reference, compare (fwd_compare.h). Returns OK with OUT filled
+/* Checks K on one shape: inputs drawn from SEED, O and lse poisoned with
+ * NaN, launch, compare (fwd_compare.h) with the fp64 reference of (K's
+ * direction, dtype, mask and head dim, S, SEED) -- computed before the
+ * launch the first time and kept on the host for the next variant checked
+ * on the same shape and seed (ref_cache.h). Returns OK with OUT filled
  * (passed or not: a launch the driver refuses is a failed check whose reason
  * starts "launch: ", a workspace that does not fit one starting "does not
  * fit: "), FAILED when the check could not be run (out of memory), FATAL

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include "gpu_run.h"
+#include "ref_cache.h"
 
 #define CEILINGS_PATH "templates/ceilings.cu"
 #define FILL_THREADS 256
@@ -32,6 +33,7 @@ struct fat_gpu {
   CUdeviceptr flush;   /* scratch overwritten to evict L2; allocated on first use */
   size_t flush_bytes;
   CUdeviceptr probe;   /* 2 u64 for fat_clock_probe */
+  fat_ref_cache refs;  /* the fp64 references of recent check shapes (check.c) */
 };
 
 /* "CUDA_ERROR_X: text (what)" into err; FATAL when R kills the context. */

@@ -38,6 +38,11 @@ extern char **environ;
  * allocations; the watchdog multiplies this by the timeout factor. */
 #define CEILINGS_ESTIMATE_S 2.0
 #define TIMING_SEED_STREAM 0x7fffffffu /* the timing inputs' stream, apart from the checks' */
+/* The checks' seed, one for the worker's life: every variant checked on a
+ * shape draws the same inputs, so the shape's fp64 reference is computed
+ * once (ref_cache.h); it is still fresh for every run (tune.c draws
+ * opts.seed). */
+#define CHECK_SEED_STREAM 0x7ffffffeu
 #define MSG_MAX 1024
 #define SELF_EXE "/proc/self/exe"        /* the running binary: the worker is a copy of it */
 #define WORKER_ARGV0 "fatune-worker"     /* what ps shows */
@@ -131,7 +136,7 @@ static void child_evaluate(int fd, fat_gpu *g, fat_rbuf *in) {
   }
   int all_passed = 1;
   for (int i = 0; i < job.n_shapes; i++) {
-    rc = fat_gpu_check(g, &k, &job.shapes[i], fat_seed_derive(job.seed, (uint64_t)i),
+    rc = fat_gpu_check(g, &k, &job.shapes[i], fat_seed_derive(job.check_seed, (uint64_t)i),
                        &res.checks[i], err, sizeof err);
     if (rc == FAT_GPU_FATAL) child_fatal(fd, err);
     if (rc == FAT_GPU_FAILED) goto rejected;
@@ -687,6 +692,7 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
   if (problem && validate_problem(problem, v, reason, reasonlen)) goto out;
   job->n_shapes = n_shapes;
   job->seed = w->opts.seed + w->jobs++;
+  job->check_seed = fat_seed_derive(w->opts.seed, CHECK_SEED_STREAM);
   job->timed = problem != NULL;
   if (problem) {
     job->problem = *problem;

@@ -373,6 +373,7 @@ static int get_count(fat_rbuf *b, int max) {
 void fat_put_eval_job(fat_wbuf *b, const fat_eval_job *x) {
   fat_put_kernel(b, &x->kernel);
   fat_put_u64(b, x->seed);
+  fat_put_u64(b, x->check_seed);
   fat_put_i32(b, x->n_shapes);
   for (int i = 0; i < x->n_shapes; i++) fat_put_shape(b, &x->shapes[i]);
   fat_put_i32(b, x->timed);
@@ -384,6 +385,7 @@ int fat_get_eval_job(fat_rbuf *b, fat_eval_job *x) {
   memset(x, 0, sizeof *x);
   fat_get_kernel(b, &x->kernel);
   x->seed = fat_get_u64(b);
+  x->check_seed = fat_get_u64(b);
   x->n_shapes = get_count(b, FAT_MAX_CHECK_SHAPES);
   for (int i = 0; i < x->n_shapes; i++) fat_get_shape(b, &x->shapes[i]);
   x->timed = fat_get_i32(b);

@@ -90,7 +90,10 @@ void fat_get_ceilings(fat_rbuf *b, fat_ceilings *x);
  * and TIMED is 1) time it on PROBLEM. */
 typedef struct fat_eval_job {
   fat_kernel_desc kernel;
-  uint64_t seed;                  /* check i draws its inputs from fat_seed_derive(seed, i) */
+  uint64_t seed;                  /* the timing's inputs are drawn from it */
+  uint64_t check_seed;            /* check i draws its inputs from fat_seed_derive(check_seed, i):
+                                     one for every variant of a problem, so that each check
+                                     shape's reference is computed once (ref_cache.h) */
   int n_shapes;
   fat_check_shape shapes[FAT_MAX_CHECK_SHAPES];
   int timed;                      /* 1: time on PROBLEM after the checks */

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/* The fp64 references of the check shapes, kept on the host so that the
+ * variants of one problem are all compared with one computation of each.
+ *
+ * A check's inputs are a function of its seed and shape alone
+ * (fat_gpu_fill_random), so a reference is a function of the key below: the
+ * direction, dtype, mask and template head dim of the variant, the whole
+ * check shape and the seed. The tuner hands every variant of a problem the
+ * same check seed (fat_eval_job.check_seed), and check.c computes the
+ * reference once, before the first variant runs, then refills the inputs
+ * from the seed for each variant and compares with the kept arrays: a
+ * variant that writes outside its outputs cannot corrupt what the next one
+ * is judged by.
+ *
+ * Entries are evicted least recently used first, to stay under a byte
+ * budget; one larger than the whole budget is not kept (the check computes
+ * its reference as if there were no cache). Host memory only: this file
+ * knows nothing of CUDA, and its test runs without a GPU. */
+#ifndef FAT_REF_CACHE_H
+#define FAT_REF_CACHE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "job.h"
+#include "types.h"
+
+#define FAT_REF_CACHE_SLOTS 8                        /* a problem has 3 check shapes */
+#define FAT_REF_CACHE_BYTES ((size_t)2 << 30)        /* the default budget: 2 GiB */
+
+typedef struct fat_ref_key {
+  fat_direction direction;
+  fat_dtype dtype;
+  fat_mask mask;
+  int head_dim;           /* the template's (the variant's desc.head_dim) */
+  fat_check_shape shape;  /* compared field by field, the profile's lengths too */
+  uint64_t seed;
+} fat_ref_key;
+
+/* What a check compares with. Forward: O and lse (ref[0] n_q doubles,
+ * ref[1] n_rows doubles). Backward: dQ, dK, dV (n_q, n_kv, n_kv doubles)
+ * and the inputs the reference made for the variant -- O rounded to the
+ * dtype (o_in, n_q elements of elem_bytes) and lse in fp32 (lse_in). */
+typedef struct fat_ref_entry {
+  fat_ref_key key;
+  size_t n_q, n_kv, n_rows, elem_bytes;
+  double *ref[3];
+  void *o_in;
+  float *lse_in;
+  size_t bytes;           /* of the arrays above */
+  uint64_t used;          /* the cache's clock at the last find or insert */
+} fat_ref_entry;
+
+typedef struct fat_ref_cache {
+  fat_ref_entry slots[FAT_REF_CACHE_SLOTS];
+  int filled[FAT_REF_CACHE_SLOTS];
+  size_t budget, bytes;   /* the budget and what the entries hold */
+  uint64_t clock;
+  unsigned long long hits, misses, evictions, too_big;
+} fat_ref_cache;
+
+/* An empty cache holding at most BUDGET bytes (0: FAT_REF_CACHE_BYTES). */
+void fat_ref_cache_init(fat_ref_cache *c, size_t budget);
+/* Frees every entry; the cache stays usable (empty). */
+void fat_ref_cache_clear(fat_ref_cache *c);
+
+/* 1 when A and B name the same reference. */
+int fat_ref_key_equal(const fat_ref_key *a, const fat_ref_key *b);
+
+/* The entry of KEY, or NULL (counted as a miss). */
+const fat_ref_entry *fat_ref_cache_find(fat_ref_cache *c, const fat_ref_key *key);
+
+/* A new entry for KEY with its arrays allocated (uninitialised) for a
+ * forward (three counts: n_q, n_rows; n_kv unused) or backward reference,
+ * evicting the least recently used entries until it fits. NULL when it
+ * cannot be kept: larger than the budget, or out of host memory (the
+ * check then computes its reference without the cache). An entry of the
+ * same key is replaced. The caller fills the arrays; the pointer is valid
+ * until the next insert or clear. */
+fat_ref_entry *fat_ref_cache_insert(fat_ref_cache *c, const fat_ref_key *key, size_t n_q,
+                                    size_t n_kv, size_t n_rows, size_t elem_bytes);
+
+/* Drops KEY's entry if there is one (a reference that could not be
+ * completed after insert). */
+void fat_ref_cache_drop(fat_ref_cache *c, const fat_ref_key *key);
+
+/* Bytes an entry of these counts would hold. */
+size_t fat_ref_entry_bytes(fat_direction direction, size_t n_q, size_t n_kv, size_t n_rows,
+                           size_t elem_bytes);
+#endif
