@@ -23,7 +23,7 @@
 #define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
 
 /* The schema version this build reads and writes (PRAGMA user_version). */
-#define FAT_DB_SCHEMA_VERSION 3
+#define FAT_DB_SCHEMA_VERSION 4
 /* The schema's embedded file (embedded.h): what a new database is given. */
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"
 /* How long a writer waits for another process holding the lock. */
@@ -143,6 +143,29 @@ typedef struct fat_db_choice {
  * (family FAT_FAMILY_MATERIALIZE, kernel.h). Fills up to CAP entries of OUT; *N gets how many. */
 int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                 fat_db_choice *out, size_t cap, size_t *n);
+/* Close contenders: candidates within this fraction of the best by their
+ * timings alone are re-timed together, interleaved, and the winner is
+ * decided among them by that job (fat_db_decide_winner). */
+#define FAT_CLOSE_CONTENDER 0.03
+/* At most this many contenders are compared (the worker's FAT_MAX_INTERLEAVED). */
+#define FAT_DB_MAX_CONTENDERS 16
+/* The newest jobs of a problem the rule reads, looking for one that timed
+ * the best contender. */
+#define FAT_DB_MAX_JOBS_READ 64
+/* The close contenders of (GPU_ID, PROBLEM_ID): the candidates (as
+ * fat_db_rank's) ranked by their latest live timing taken alone -- not in a
+ * job -- fastest first, those within FAT_CLOSE_CONTENDER of the first; up
+ * to CAP into OUT, *N how many (0: no candidate). A variant with no timing
+ * alone (merged from a database that timed it only in jobs) is ranked by
+ * its latest. */
+int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                      fat_db_choice *out, size_t cap, size_t *n);
+/* Stores the N timings T of one interleaved job (VARIANT_IDS[i] timed as
+ * T[i]) and their timing_jobs rows, all or none; *JOB (may be NULL) gets the
+ * job's number, the id of its first timing. */
+int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id, size_t n,
+                           const sqlite3_int64 *variant_ids, const fat_timing *t,
+                           sqlite3_int64 *job);
 /* The first of fat_db_rank; *FOUND = 0 when no variant qualifies. */
 int fat_db_best(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                 fat_db_choice *out, int *found);
@@ -156,14 +179,21 @@ int fat_db_set_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
 int fat_db_get_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                       fat_db_choice *out, int *found);
 /* The one rule of a tuning run's winner: decides (GPU_ID, PROBLEM_ID)'s
- * winner from the stored timings -- fat_db_best's candidate, the fastest
- * live passing variant by its latest timing -- into OUT and stores it. A
- * decision that is the stored winner already leaves its row as it was
- * (chosen_at too: a rerun's export is the same bytes). *FOUND = 0 when no
- * variant qualifies (the stored winner, if any, stays); *CHANGED (may be
- * NULL) = 1 when the stored winner was replaced or set. Every printer of
- * winners (the run's table and --json, export, explain, report, the
- * runtime's lookup) reads the row this stores. */
+ * winner from the stored timings into OUT and stores it. Timings are
+ * compared only with timings of their kind: the close contenders
+ * (fat_db_contenders) are found by their timings alone, and the winner is
+ * the fastest contender in the newest job that timed the best of them
+ * (ties by name); with one contender, or no such job, the best alone wins.
+ * (A variant timed alone runs a short burst at the boost clock, a job of
+ * several the sustained one: on the H200 the re-timed contenders ran
+ * 1.03x their first timings, so "the fastest latest timing" let a variant
+ * timed alone beat faster ones that had been re-timed.) A decision that is
+ * the stored winner already leaves its row as it was (chosen_at too: a
+ * rerun's export is the same bytes). *FOUND = 0 when no variant qualifies
+ * (the stored winner, if any, stays); *CHANGED (may be NULL) = 1 when the
+ * stored winner was replaced or set. Every printer of winners (the run's
+ * table and --json, export, explain, report, the runtime's lookup) reads
+ * the row this stores. */
 int fat_db_decide_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                          fat_db_choice *out, int *found, int *changed);
 

@@ -98,6 +98,30 @@ static const char *const stmt_sql[ST_COUNT] = {
     " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
     " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
     " ORDER BY t.median_ms, v.name",
+  [ST_PUT_JOB] = "INSERT INTO timing_jobs (timing_id, job) VALUES (?1, ?2)",
+  /* As ST_RANK, by each variant's latest live timing taken alone (no
+   * timing_jobs row); a variant timed only in jobs (merged from elsewhere)
+   * by its latest. */
+  [ST_RANK_ALONE] =
+    "WITH latest AS (SELECT variant_id, max(id) AS id FROM timings"
+    "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id),"
+    " alone AS (SELECT t.variant_id, max(t.id) AS id FROM timings t"
+    "  WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"
+    "  AND NOT EXISTS (SELECT 1 FROM timing_jobs j WHERE j.timing_id = t.id) GROUP BY t.variant_id)"
+    " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name"
+    " FROM latest l LEFT JOIN alone a ON a.variant_id = l.variant_id"
+    " JOIN timings t ON t.id = coalesce(a.id, l.id) JOIN variants v ON v.id = t.variant_id"
+    " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
+    " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
+    " ORDER BY t.median_ms, v.name",
+  /* The jobs with live timings of (GPU, problem), the newest first. */
+  [ST_JOBS] =
+    "SELECT j.job FROM timing_jobs j JOIN timings t ON t.id = j.timing_id"
+    " WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"
+    " GROUP BY j.job ORDER BY max(t.id) DESC",
+  [ST_JOB_TIMINGS] =
+    "SELECT t.variant_id, t.id, t.median_ms, t.tflops FROM timing_jobs j"
+    " JOIN timings t ON t.id = j.timing_id WHERE j.job = ?1 AND t.retired = 0",
   /* REPLACE deletes the old winner and inserts, so the schema's insert
    * triggers vet every winner. */
   [ST_SET_WINNER] =
@@ -504,10 +528,11 @@ int fat_db_has_result(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id
   return ret;
 }
 
-int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
-                fat_db_choice *out, size_t cap, size_t *n) {
+/* The rows of ranking statement ID for (GPU_ID, PROBLEM_ID) into OUT. */
+static int rank_by(fat_db *db, enum stmt_id id, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                   fat_db_choice *out, size_t cap, size_t *n) {
   *n = 0;
-  sqlite3_stmt *s = stmt(db, ST_RANK);
+  sqlite3_stmt *s = stmt(db, id);
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, gpu_id);
   sqlite3_bind_int64(s, 2, problem_id);
@@ -526,6 +551,106 @@ int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                (long long)problem_id);
   release(s);
   return ret;
+}
+
+int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                fat_db_choice *out, size_t cap, size_t *n) {
+  return rank_by(db, ST_RANK, gpu_id, problem_id, out, cap, n);
+}
+
+int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                      fat_db_choice *out, size_t cap, size_t *n) {
+  if (rank_by(db, ST_RANK_ALONE, gpu_id, problem_id, out, cap, n)) return -1;
+  size_t close = 0;
+  while (close < *n && out[close].median_ms <= out[0].median_ms * (1 + FAT_CLOSE_CONTENDER)) close++;
+  *n = close;
+  return 0;
+}
+
+int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id, size_t n,
+                           const sqlite3_int64 *variant_ids, const fat_timing *t,
+                           sqlite3_int64 *job) {
+  int ret = 0;
+  sqlite3_int64 first = 0;
+  if (exec(db, "SAVEPOINT put_job") != SQLITE_OK)
+    return fail(db, "cannot begin storing a job on gpu %lld, problem %lld", (long long)gpu_id,
+                (long long)problem_id);
+  for (size_t i = 0; i < n && !ret; i++) {
+    sqlite3_int64 id;
+    if ((ret = fat_db_put_timing(db, variant_ids[i], gpu_id, problem_id, &t[i], &id))) break;
+    if (i == 0) first = id;
+    sqlite3_stmt *s = stmt(db, ST_PUT_JOB);
+    if (!s) {
+      ret = -1;
+      break;
+    }
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, first);
+    if (sqlite3_step(s) != SQLITE_DONE)
+      ret = fail(db, "cannot store timing %lld in job %lld", (long long)id, (long long)first);
+    release(s);
+  }
+  if (ret == 0 && exec(db, "RELEASE put_job") != SQLITE_OK)
+    ret = fail(db, "cannot commit the job's timings on gpu %lld, problem %lld", (long long)gpu_id,
+               (long long)problem_id);
+  if (ret) {
+    exec(db, "ROLLBACK TO put_job");
+    exec(db, "RELEASE put_job");
+  } else if (job) {
+    *job = first;
+  }
+  return ret;
+}
+
+/* The winner among contenders C (N of them, C[0] the fastest alone): the
+ * fastest of them in the newest job that timed C[0], into OUT; C[0] itself
+ * when no job did. */
+static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                                const fat_db_choice *c, size_t n, fat_db_choice *out) {
+  *out = c[0];
+  if (n < 2) return 0;
+  sqlite3_int64 jobs[FAT_DB_MAX_JOBS_READ];
+  size_t n_jobs = 0;
+  sqlite3_stmt *s = stmt(db, ST_JOBS);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_int64(s, 2, problem_id);
+  int rc;
+  while (n_jobs < FAT_DB_MAX_JOBS_READ && (rc = sqlite3_step(s)) == SQLITE_ROW)
+    jobs[n_jobs++] = sqlite3_column_int64(s, 0);
+  release(s);
+  for (size_t k = 0; k < n_jobs; k++) {
+    fat_db_choice best;
+    int has_first = 0, has_best = 0;
+    if (!(s = stmt(db, ST_JOB_TIMINGS))) return -1;
+    sqlite3_bind_int64(s, 1, jobs[k]);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      const sqlite3_int64 v = sqlite3_column_int64(s, 0);
+      const double ms = sqlite3_column_double(s, 2);
+      size_t i = 0;
+      while (i < n && c[i].variant_id != v) i++;
+      if (i == n) continue;  /* not a contender now */
+      has_first |= i == 0;
+      /* Faster, or as fast and first by name (ST_RANK's tie rule). */
+      if (!has_best || ms < best.median_ms ||
+          (ms == best.median_ms && strcmp(c[i].name, best.name) < 0)) {
+        best = c[i];
+        best.timing_id = sqlite3_column_int64(s, 1);
+        best.median_ms = ms;
+        best.tflops = sqlite3_column_double(s, 3);
+        has_best = 1;
+      }
+    }
+    release(s);
+    if (rc != SQLITE_DONE)
+      return fail(db, "cannot read job %lld on gpu %lld, problem %lld", (long long)jobs[k],
+                  (long long)gpu_id, (long long)problem_id);
+    if (has_first) {
+      *out = best;
+      return 0;
+    }
+  }
+  return 0;
 }
 
 int fat_db_best(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
@@ -579,13 +704,18 @@ int fat_db_get_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
 
 int fat_db_decide_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                          fat_db_choice *out, int *found, int *changed) {
-  fat_db_choice stored;
+  fat_db_choice stored, c[FAT_DB_MAX_CONTENDERS];
+  size_t n = 0;
   int has_stored = 0;
   if (changed) *changed = 0;
-  if (fat_db_best(db, gpu_id, problem_id, out, found) ||
+  memset(out, 0, sizeof *out);
+  *found = 0;
+  if (fat_db_contenders(db, gpu_id, problem_id, c, FAT_DB_MAX_CONTENDERS, &n) ||
       fat_db_get_winner(db, gpu_id, problem_id, &stored, &has_stored))
     return -1;
-  if (!*found) return 0;
+  if (n == 0) return 0;
+  *found = 1;
+  if (winner_of_contenders(db, gpu_id, problem_id, c, n, out)) return -1;
   /* The same decision as stored: the row (and its chosen_at) stays. */
   if (has_stored && stored.variant_id == out->variant_id && stored.timing_id == out->timing_id)
     return 0;

@@ -1,4 +1,4 @@
--- fatune's tuning database, schema version 3 (PRAGMA user_version).
+-- fatune's tuning database, schema version 4 (PRAGMA user_version).
 --
 -- Why it looks like this: every compile, check and timing is kept as it is
 -- made (one row, one commit), so an interrupted run resumes and adding a
@@ -9,7 +9,7 @@
 -- merge into another. CHECK constraints mirror the generator's ranges: a row
 -- the generator could not have produced is refused, never stored.
 --
--- tuner/db.c applies this file in one transaction to a database whose
+-- core/db.c applies this file in one transaction to a database whose
 -- user_version is 0, upgrades an older version with db/migrations/ (one
 -- file per version, each in one transaction), and refuses a newer one.
 -- Changing a table means a new version number and a migration, and
@@ -19,8 +19,11 @@
 -- window_right), part of their key; 'local' is a mask.
 -- Version 3: problems carry a variable-length profile (lengths), part of
 -- their key.
+-- Version 4: timing_jobs records which timings were taken together (the
+-- close contenders re-timed interleaved), so that a winner is decided among
+-- timings of one job.
 
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
 
 -- The GPU a measurement was made on, with everything that can change a
 -- timing: a driver or NVRTC upgrade is a different row.
@@ -173,6 +176,23 @@ CREATE TABLE timings (
   created_at   TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE INDEX timings_by_result ON timings (gpu_id, problem_id, variant_id, retired);
+
+-- Timings taken together: the close contenders of a problem re-timed
+-- interleaved in one worker job (round-robin, so that clocks and
+-- temperature fall on them alike) share a job. A timing with no row here
+-- was taken alone, right after its variant's checks -- a short burst that
+-- runs at the boost clock, where a job of several variants runs at the
+-- sustained one, some percent slower: the two kinds are not compared. The
+-- winner rule (fat_db_decide_winner) picks the close contenders by their
+-- timings alone and the winner among them by their latest common job. A
+-- run's own bookkeeping: export, import and merge do not carry it (a table
+-- carries its winners decided; merge has its own rule), so timings that
+-- came in from elsewhere count as taken alone.
+CREATE TABLE timing_jobs (
+  timing_id INTEGER PRIMARY KEY REFERENCES timings (id),
+  job       INTEGER NOT NULL REFERENCES timings (id)  -- the id of the job's first timing
+);
+CREATE INDEX timing_jobs_by_job ON timing_jobs (job);
 
 -- The chosen variant per (GPU, problem), pointing at the timing that won.
 CREATE TABLE winners (

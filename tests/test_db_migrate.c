@@ -2,7 +2,7 @@
 /* Proves the upgrades of a version-1 database (db/migrations/2.sql and
  * 3.sql, run by fat_db_open one after the other): a real version-1 file,
  * made from the frozen copy of the old schema (tests/data/schema_v1.sql)
- * and filled with rows whose ids have gaps, opens at version 3 with every
+ * and filled with rows whose ids have gaps, opens at version 4 with every
  * row and id kept and every reference intact; its schema is then, object
  * for object, the schema a new database gets; a local problem (the reason
  * for version 2) and a variable-length profile (version 3) can be stored,
@@ -59,7 +59,7 @@ static const char *const V1_ROWS =
     " (41, 4, 7, 'sdpa_flash', 2.5, 250);";
 
 
-/* A database of schema VERSION (1 or 2) at PATH, as that fatune left it
+/* A database of schema VERSION (1, 2 or 3) at PATH, as that fatune left it
  * (WAL mode), holding V1_ROWS and then EXTRA (written with foreign keys
  * off). */
 static void make_old(const char *path, int version, const char *extra) {
@@ -110,7 +110,7 @@ static void test_rows_and_ids_kept(const char *path) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "3\n");
+  CHECK_STR(got, "4\n");
   rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right, '[' || lengths || ']'"
              " FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|64|1024|0|0|[]\n7|causal|128|4096|0|0|[]\n");
@@ -281,8 +281,8 @@ out:
 }
 
 /* A version-2 database (tests/data/schema_v2.sql) with a local problem
- * upgrades to version 3 by 3.sql alone: its windows and ids kept, every
- * problem dense, its schema the new one. */
+ * upgrades to version 4 by 3.sql and 4.sql: its windows and ids kept,
+ * every problem dense, its schema the new one. */
 static void test_v2_upgrade(const char *path, const char *fresh) {
   char err[ERRLEN], got[TEXT_CAP];
   fat_db *db = NULL;
@@ -293,7 +293,7 @@ static void test_v2_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "3\n");
+  CHECK_STR(got, "4\n");
   rows_of(h, "SELECT id, mask, window_left, window_right, '[' || lengths || ']' FROM problems"
              " ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|0|0|[]\n7|causal|0|0|[]\n12|local|1024|0|[]\n");
@@ -309,19 +309,54 @@ out:
   fat_db_close(db);
 }
 
+/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 4 by
+ * 4.sql alone: every timing kept, none of them in a job (timed alone), the
+ * winners as they were, its schema the new one; a job can then be stored
+ * and a timing_jobs row naming no timing is refused. */
+static void test_v3_upgrade(const char *path, const char *fresh) {
+  char err[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_old(path, 3, NULL);
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
+  REQUIRE(db);
+  sqlite3 *h = fat_db_handle(db);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "4\n");
+  rows_of(h, "SELECT id, variant_id, median_ms FROM timings ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "31|5|2.0\n32|9|0.5\n");
+  rows_of(h, "SELECT count(*) FROM timing_jobs", got, sizeof got);
+  CHECK_STR(got, "0\n");
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
+          got, sizeof got);
+  CHECK_STR(got, "4|3|9|32\n4|7|5|31\n");
+  CHECK(sqlite3_exec(h, "INSERT INTO timing_jobs (timing_id, job) VALUES (31, 31), (32, 31)", NULL,
+                     NULL, NULL) == SQLITE_OK);
+  CHECK(sqlite3_exec(h, "INSERT INTO timing_jobs (timing_id, job) VALUES (99, 31)", NULL, NULL,
+                     NULL) != SQLITE_OK);
+  rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
+  CHECK_STR(got, "");
+  fat_db_close(db);
+  db = NULL;
+  test_schema_matches_new(path, fresh);
+out:
+  fat_db_close(db);
+}
+
 int main(void) {
-  char upgraded[256], fresh[256], broken[256], v2[256];
+  char upgraded[256], fresh[256], broken[256], v2[256], v3[256];
   REQUIRE_EXIT(mkdtemp(tmpdir));
   snprintf(upgraded, sizeof upgraded, "%s/v1.db", tmpdir);
   snprintf(fresh, sizeof fresh, "%s/new.db", tmpdir);
   snprintf(broken, sizeof broken, "%s/broken.db", tmpdir);
   snprintf(v2, sizeof v2, "%s/v2.db", tmpdir);
+  snprintf(v3, sizeof v3, "%s/v3.db", tmpdir);
   test_rows_and_ids_kept(upgraded);
   test_schema_matches_new(upgraded, fresh);
   test_local_problem_stored(upgraded);
   test_varlen_problem_stored(upgraded);
   test_broken_file_untouched(broken);
   test_v2_upgrade(v2, fresh);
+  test_v3_upgrade(v3, fresh);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -176,12 +176,147 @@ out:
   unlink(side);
 }
 
+/* A passing variant NAME of problem K timed alone at MS; its id. */
+static sqlite3_int64 add_variant(fat_db *db, const fixture *fx, int k, const char *name, double ms) {
+  fat_variant v;
+  memset(&v, 0, sizeof v);
+  char source[256];
+  snprintf(source, sizeof source, "// stand-in of %s\n#define FAT_ABI_VERSION %d\n", name,
+           FAT_ABI_VERSION);
+  const fat_problem *p = &fx->problems[k];
+  v.name = (char *)name, v.family = "mma80", v.params = "BLOCK_M=64 BLOCK_N=32 STAGES=1 WARPS=4";
+  v.entry = "fat_fwd_mma80", v.source = source;
+  fat_sha256_hex(source, strlen(source), v.hash);
+  v.direction = p->direction, v.dtype = p->dtype, v.mask = p->mask, v.head_dim = p->head_dim;
+  v.block_m = 64, v.threads = 128, v.smem_bytes = 32768;
+  sqlite3_int64 vid = 0;
+  fat_check c;
+  memset(&c, 0, sizeof c);
+  c.batch = 1, c.heads = 2, c.seqlen_q = c.seqlen_k = 256;
+  c.rel_l2 = 1e-3, c.max_abs = 4e-3, c.lse_max_abs = 1e-5, c.passed = 1;
+  snprintf(c.reason, sizeof c.reason, "ok");
+  const fat_timing t = {.reps = 20, .median_ms = ms, .min_ms = ms * 0.9, .max_ms = ms * 1.2,
+                        .p10_ms = ms * 0.95, .p90_ms = ms * 1.05, .tflops = 1.0 / ms,
+                        .sm_clock_mhz = 1980};
+  if (fat_db_put_variant(db, &v, &vid) || fat_db_put_check(db, vid, fx->gpu_id, fx->problem_ids[k], &c) ||
+      fat_db_put_timing(db, vid, fx->gpu_id, fx->problem_ids[k], &t, NULL))
+    return 0;
+  return vid;
+}
+
+static fat_timing timing_of(double ms, int mhz) {
+  return (fat_timing){.reps = 20, .median_ms = ms, .min_ms = ms * 0.9, .max_ms = ms * 1.2,
+                      .p10_ms = ms * 0.95, .p90_ms = ms * 1.05, .tflops = 1.0 / ms,
+                      .sm_clock_mhz = mhz};
+}
+
+static sqlite3_int64 variant_id_of(fat_db *db, const char *name) {
+  char sql[320], id[32];
+  snprintf(sql, sizeof sql, "SELECT id FROM variants WHERE name = '%s'", name);
+  text_of(db, sql, id, sizeof id);
+  return atoll(id);
+}
+
+static void test_jobs(void) {
+  char err[ERRLEN], path[256], before[64], after[64];
+  fat_db *db = NULL;
+  fixture fx;
+  snprintf(path, sizeof path, "%s/jobs.db", tmpdir);
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE(fixture_fill(db, &fx) == 0);
+  const sqlite3_int64 P = fx.problem_ids[FIX_P_FP16];
+  const char *a = FIXTURE_VARIANTS[0].name, *b = FIXTURE_VARIANTS[1].name;
+  const char *c = "fwd.mma80.fp16.d64.none.m64n32w4s1";
+  const sqlite3_int64 ia = variant_id_of(db, a), ib = variant_id_of(db, b);
+  /* A alone 0.5; B alone 0.75, then 0.505 (its latest alone counts); C
+   * alone 0.52, 1.04x A's: outside the 3 % of a close contender. */
+  const sqlite3_int64 ic = add_variant(db, &fx, FIX_P_FP16, c, 0.52);
+  REQUIRE(ia > 0 && ib > 0 && ic > 0);
+  const fat_timing b_alone = timing_of(0.505, 1980);
+  REQUIRE(fat_db_put_timing(db, ib, fx.gpu_id, P, &b_alone, NULL) == 0);
+  fat_db_choice k[FAT_DB_MAX_CONTENDERS], w;
+  size_t n = 0;
+  int found = -1, changed = -1;
+  REQUIRE(fat_db_contenders(db, fx.gpu_id, P, k, FAT_DB_MAX_CONTENDERS, &n) == 0);
+  CHECK_INT(n, 2);
+  CHECK_STR(k[0].name, a);
+  CHECK_STR(k[1].name, b);
+  /* No job yet: the best alone wins. */
+  REQUIRE(fat_db_decide_winner(db, fx.gpu_id, P, &w, &found, &changed) == 0);
+  CHECK_INT(found, 1);
+  CHECK_STR(w.name, a);
+  CHECK_DBL(w.median_ms, 0.5);
+
+  /* The two re-timed together at the sustained clock: B the faster there.
+   * Every latest timing now ranks C first (0.52 alone against 0.53 and
+   * 0.535 in the job) -- the old rule's winner -- but C was timed alone,
+   * 4 % behind A, and the job decides. */
+  const sqlite3_int64 ids[2] = {ia, ib};
+  const fat_timing job[2] = {timing_of(0.535, 1755), timing_of(0.53, 1755)};
+  sqlite3_int64 job_id = 0;
+  REQUIRE(fat_db_put_job_timings(db, fx.gpu_id, P, 2, ids, job, &job_id) == 0);
+  CHECK(job_id > 0);
+  fat_db_choice latest[4];
+  REQUIRE(fat_db_rank(db, fx.gpu_id, P, latest, 4, &n) == 0);
+  CHECK_STR(latest[0].name, c);
+  REQUIRE(fat_db_decide_winner(db, fx.gpu_id, P, &w, &found, &changed) == 0);
+  CHECK_INT(changed, 1);
+  CHECK_STR(w.name, b);
+  CHECK_DBL(w.median_ms, 0.53);
+  char sql[256], got[64];
+  snprintf(sql, sizeof sql, "SELECT job FROM timing_jobs WHERE timing_id = %lld", (long long)w.timing_id);
+  text_of(db, sql, got, sizeof got);
+  CHECK_INT(atoll(got), job_id);
+
+  /* A newer job without A (the best alone) does not decide: the older one
+   * that timed A with B still does. */
+  const fat_timing b_only = timing_of(0.3, 1755);
+  REQUIRE(fat_db_put_job_timings(db, fx.gpu_id, P, 1, &ib, &b_only, NULL) == 0);
+  REQUIRE(fat_db_decide_winner(db, fx.gpu_id, P, &w, &found, &changed) == 0);
+  CHECK_INT(changed, 0);
+  CHECK_STR(w.name, b);
+  CHECK_DBL(w.median_ms, 0.53);
+
+  /* A newer job of all three (C now a contender by a new alone timing):
+   * the fastest there wins, C. */
+  const fat_timing c_alone = timing_of(0.5, 1980);
+  REQUIRE(fat_db_put_timing(db, ic, fx.gpu_id, P, &c_alone, NULL) == 0);
+  const sqlite3_int64 ids3[3] = {ia, ib, ic};
+  const fat_timing job3[3] = {timing_of(0.54, 1740), timing_of(0.535, 1740), timing_of(0.532, 1740)};
+  REQUIRE(fat_db_put_job_timings(db, fx.gpu_id, P, 3, ids3, job3, NULL) == 0);
+  REQUIRE(fat_db_decide_winner(db, fx.gpu_id, P, &w, &found, &changed) == 0);
+  CHECK_INT(changed, 1);
+  CHECK_STR(w.name, c);
+  CHECK_DBL(w.median_ms, 0.532);
+
+  /* A job is stored whole or not at all: a variant that does not exist
+   * fails the second row, and the first is rolled back. */
+  text_of(db, "SELECT count(*) || '/' || (SELECT count(*) FROM timing_jobs) FROM timings", before,
+          sizeof before);
+  const sqlite3_int64 bad[2] = {ia, 999999};
+  CHECK_INT(fat_db_put_job_timings(db, fx.gpu_id, P, 2, bad, job, NULL), -1);
+  text_of(db, "SELECT count(*) || '/' || (SELECT count(*) FROM timing_jobs) FROM timings", after,
+          sizeof after);
+  CHECK_STR(after, before);
+  /* The database still takes a job after the failed one. */
+  CHECK_INT(fat_db_put_job_timings(db, fx.gpu_id, P, 2, ids, job, NULL), 0);
+out:
+  fat_db_close(db);
+  char side[300];
+  unlink(path);
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
     return 1;
   }
   test_one_rule();
+  test_jobs();
   rmdir(tmpdir);
   return check_summary("test_tables_winner_rule");
 }

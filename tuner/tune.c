@@ -445,14 +445,16 @@ static ssize_t variant_index(run *r, sqlite3_int64 id) {
   return -1;
 }
 
-/* Re-times the variants within FAT_CLOSE_CONTENDER of the best, interleaved,
- * then decides the winner (fat_db_decide_winner, the one rule). A winner is
- * decided once: when this run measured nothing of P (MEASURED 0: a rerun,
- * every result resumed) and P has a stored winner, it stands -- re-timing
- * the close contenders on every rerun let noise pick another, and the
- * rerun's table then disagreed with the one the cold run printed. */
+/* Re-times the close contenders (fat_db_contenders: within
+ * FAT_CLOSE_CONTENDER of the best by their timings alone) together,
+ * interleaved, as one job, then decides the winner (fat_db_decide_winner,
+ * the one rule, which compares them by that job). A winner is decided once:
+ * when this run measured nothing of P (MEASURED 0: a rerun, every result
+ * resumed) and P has a stored winner, it stands -- re-timing the close
+ * contenders on every rerun let noise pick another, and the rerun's table
+ * then disagreed with the one the cold run printed. */
 static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id, size_t measured) {
-  fat_db_choice ranked[FAT_MAX_INTERLEAVED];
+  fat_db_choice ranked[FAT_DB_MAX_CONTENDERS];
   size_t n = 0;
   char reason[ERRLEN];
   if (!measured) {
@@ -464,31 +466,31 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id,
     }
     if (has) return 0;
   }
-  if (fat_db_rank(r->db, r->gpu_id, problem_id, ranked, FAT_MAX_INTERLEAVED, &n)) {
+  if (fat_db_contenders(r->db, r->gpu_id, problem_id, ranked, FAT_DB_MAX_CONTENDERS, &n)) {
     db_error(r, "", "ranking");
     return -1;
   }
   const fat_variant *vs[FAT_MAX_INTERLEAVED];
   const fat_build *bs[FAT_MAX_INTERLEAVED];
-  size_t idx[FAT_MAX_INTERLEAVED];
+  sqlite3_int64 ids[FAT_MAX_INTERLEAVED];
   int close = 0;
-  for (size_t k = 0; k < n; k++) {
+  /* A contender this run has no build of (another family's, say) is not
+   * re-timed; the rule compares the others by the job. */
+  for (size_t k = 0; k < n && close < FAT_MAX_INTERLEAVED; k++) {
     ssize_t i = variant_index(r, ranked[k].variant_id);
     if (i < 0 || !r->builds[i].ok) continue;
-    if (ranked[k].median_ms > ranked[0].median_ms * (1 + FAT_CLOSE_CONTENDER)) break;
     vs[close] = &r->variants[i];
     bs[close] = &r->builds[i];
-    idx[close++] = (size_t)i;
+    ids[close++] = r->variant_ids[i];
   }
   if (close >= 2) {
     fat_timing t[FAT_MAX_INTERLEAVED];
     int st = fat_worker_time_interleaved(r->worker, vs, bs, close, p, t, reason, sizeof reason);
     if (st == FAT_WORKER_OK) {
-      for (int k = 0; k < close; k++)
-        if (fat_db_put_timing(r->db, r->variant_ids[idx[k]], r->gpu_id, problem_id, &t[k], NULL)) {
-          db_error(r, "", "storing timing");
-          return -1;
-        }
+      if (fat_db_put_job_timings(r->db, r->gpu_id, problem_id, (size_t)close, ids, t, NULL)) {
+        db_error(r, "", "storing timing");
+        return -1;
+      }
     } else {
       fprintf(r->log, "fatune: re-timing close contenders: %s\n", reason);
       if (keep_worker(r, "")) return -1;

@@ -8,10 +8,6 @@
 #include <stdio.h>
 #include "options.h"
 
-/* Close contenders: variants within this fraction of the best are timed
- * again, interleaved, before the winner is chosen. */
-#define FAT_CLOSE_CONTENDER 0.03
-
 /* The materialising baseline is measured up to this seqlen. Beyond it one
  * repetition of its three fp32 kernels costs tenths of a second (25 of them
  * per variant and problem), while the fused kernels' lead is already plain
