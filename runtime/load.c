@@ -304,6 +304,7 @@ fat_status fat_rt_ensure_kernel(fat_context *c, const selection *sel, const kern
   }
   k->next = c->kernels;
   c->kernels = k;
+  c->stats.kernels++;
   *out = k;
   k = NULL;
 out:

@@ -73,6 +73,17 @@ typedef struct sel_rows {
 /* Frees a list of sel_rows (select.c). */
 void fat_rt_free_rows(sel_rows *r);
 
+/* What the lookup has done in this context, counted under the lock; tests
+ * and benchmarks read it through this header, nothing in the library acts
+ * on it. Every heap allocation of a lookup is part of making one of the
+ * first three, and every database read begins with the fourth. */
+typedef struct sel_stats {
+  unsigned long rows_read;  /* sel_rows read: a database's candidates of a lookup key */
+  unsigned long records;    /* selection cache entries made */
+  unsigned long kernels;    /* modules loaded (a stored cubin, or compiled) */
+  unsigned long db_opens;   /* fat_rt_open_ro calls, whether or not a database was there */
+} sel_stats;
+
 /* What a selection is for: the problem key beyond the shape. */
 typedef struct sel_key {
   int direction;      /* fat_direction */
@@ -140,6 +151,7 @@ struct fat_context {
   int sibling_known[MAX_TABLES + 1], sibling_sms[MAX_TABLES + 1];
   char sibling_name[MAX_TABLES + 1][256];
   kernel *kernels;
+  sel_stats stats;
   fat_choice last;
   int has_last;
   char err[ERR_CAP];

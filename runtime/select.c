@@ -115,6 +115,7 @@ static int schema_version(sqlite3 *h);
 sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   sqlite3 *h = NULL;
   struct stat st;
+  c->stats.db_opens++;
   if (!c->dbs[i][0] || stat(c->dbs[i], &st)) return NULL;
   if (!S_ISREG(st.st_mode)) {
     logf_(c, "%s: not a regular file: skipped", c->dbs[i]);
@@ -511,6 +512,7 @@ out:
   }
   r->next = c->rows;
   c->rows = r;
+  c->stats.rows_read++;
   *out = r;
   return FAT_OK;
 }
@@ -829,6 +831,7 @@ fat_status fat_rt_lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
   e->k = k;
   e->next = c->sels[b];
   c->sels[b] = e;
+  c->stats.records++;
   logf_(c, "%s%s %s %s d%d seqlen %d -> %s (%s, %s, bucket %d, %s)",
         key.deterministic ? "deterministic " : "", fat_direction_name((fat_direction)key.direction),
         fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
