@@ -7,7 +7,8 @@
  * context.c opens and closes a context, select.c decides which variant
  * serves a problem and caches the answer, load.c loads or compiles its
  * module, args.c checks a call's arguments, launch.c runs the call.
- * Nothing outside runtime/ includes it. */
+ * Nothing outside runtime/ includes it but the tests and benchmarks that
+ * read a context's sel_stats. */
 #ifndef FAT_RUNTIME_INT_H
 #define FAT_RUNTIME_INT_H
 #include <pthread.h>
