@@ -8,10 +8,15 @@
  * 4096, across the length where the nearest tuned bucket changes) with
  * prefill calls mixed in, of one repeated shape and of a new length each
  * time, run with the table gone. They must read no database, make no
- * allocation of the lookup (sel_stats, read through runtime_int.h), load
- * no module; each call must report (its RAN and fat_context_last_choice)
- * what a fresh context launching the same call reports, and the kernel
- * launched must be the reported variant's. */
+ * allocation of the lookup (sel_stats, read through runtime_int.h: no new
+ * record, every new shape served by one met in the warm-up), load no
+ * module, and leave the exact-shape memo at its preallocated ways; each
+ * call must report (its RAN and fat_context_last_choice) what a fresh
+ * context launching the same call reports, exact and nearest matches of
+ * one record alike, and the kernel launched must be the reported
+ * variant's. fat_attention_select then answers a launched problem the
+ * memo has let go, and one not launched whose module is loaded, as their
+ * launches do, from memory. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -76,7 +81,8 @@ static void put_winner(const char *path, const winner *w, const char *arch) {
                     .nvrtc_major = 13, .nvrtc_minor = 0, .smem_per_block_optin = 232448};
   snprintf(g.name, sizeof g.name, "%s", H200);
   fat_problem p;
-  fat_tune_problem(FAT_BF16, FAT_MASK_CAUSAL, HEAD_DIM, w->seqlen_q, w->seqlen_k, HEADS / HEADS_K, 0, &p);
+  fat_tune_problem(FAT_BF16, FAT_MASK_CAUSAL, HEAD_DIM, w->seqlen_q, w->seqlen_k, HEADS / HEADS_K, 0,
+                   &p);
   snprintf(source, sizeof source, "// stand-in source of %s\n#define FAT_ABI_VERSION %d\n", w->name,
            FAT_ABI_VERSION);
   fat_variant v = {.name = (char *)w->name, .family = "mma80", .source = source,
@@ -185,7 +191,8 @@ int main(void) {
   char dir[] = "/tmp/fatune-reuse-XXXXXX", path[256], gone[256], arch[16];
   const char *driver = getenv("FATUNE_STAND_IN_CUDA");
   if (!driver || !*driver) {
-    fprintf(stderr, "FATUNE_STAND_IN_CUDA must name the stand-in driver (tests/CMakeLists.txt sets it)\n");
+    fprintf(stderr, "FATUNE_STAND_IN_CUDA must name the stand-in driver (tests/CMakeLists.txt "
+            "sets it)\n");
     return 1;
   }
   setenv("FATUNE_LIBCUDA", driver, 1);
@@ -206,11 +213,12 @@ int main(void) {
 
   /* Warm-up: each winner's answer once (the first decoding step among
    * them), and the exact decoding bucket. */
-  static const int warm[][2] = {{1, FIRST_SEQLEN_K}, {1, 8192}, {1, 1024}, {REPEATED_PREFILL, REPEATED_PREFILL},
-                                {8192, 8192}};
+  static const int warm[][2] = {{1, FIRST_SEQLEN_K}, {1, 8192}, {1, 1024},
+                                {REPEATED_PREFILL, REPEATED_PREFILL}, {8192, 8192}};
   int bad = 0;
   fat_choice ran;
-  for (size_t i = 0; i < sizeof warm / sizeof warm[0]; i++) launch(c, warm[i][0], warm[i][1], &ran, &bad);
+  for (size_t i = 0; i < sizeof warm / sizeof warm[0]; i++)
+    launch(c, warm[i][0], warm[i][1], &ran, &bad);
   CHECK_INT(bad, 0);
   CHECK_INT(stand_in_modules_loaded(), N_WINNERS);
   const sel_stats warmed = c->stats;
@@ -241,14 +249,59 @@ int main(void) {
   CHECK_INT(bad, 0);
   CHECK_INT(stand_in_launches() - launched, calls);
   /* Every answer was met, exact and nearest matches both. */
-  for (size_t w = 0; w < N_WINNERS; w++) CHECK_WHY(variants_seen[w] > 0, "%s never served", WINNERS[w].name);
+  for (size_t w = 0; w < N_WINNERS; w++)
+    CHECK_WHY(variants_seen[w] > 0, "%s never served", WINNERS[w].name);
   CHECK_INT(n_exact, 2 * ((STEPS + PREFILL_EVERY - 1) / PREFILL_EVERY));
   CHECK_INT(n_nearest, calls - n_exact);
-  /* No database read, no module loaded, nothing of the lookup allocated. */
+  /* No database read, no module loaded, nothing of the lookup allocated:
+   * every new shape (each decoding step, each new prefill length) was
+   * selected from memory and took a record held since the warm-up. */
   CHECK_INT(c->stats.db_opens, warmed.db_opens);
   CHECK_INT(c->stats.rows_read, warmed.rows_read);
   CHECK_INT(c->stats.kernels, warmed.kernels);
+  CHECK_INT(c->stats.records, warmed.records);
   CHECK_INT(stand_in_modules_loaded(), N_WINNERS);
+  /* (the warm-up met two of the decoding steps' shapes) */
+  const int n_prefills = (STEPS + PREFILL_EVERY - 1) / PREFILL_EVERY;
+  CHECK_WHY(c->stats.shapes - warmed.shapes >= (unsigned long)(STEPS - 2 + n_prefills),
+            "%lu shapes selected", c->stats.shapes - warmed.shapes);
+  /* The memo is its preallocated ways, full, each new shape past them
+   * having taken an older one's place. */
+  int occupied = 0;
+  for (int set = 0; set < SEL_MEMO_SETS; set++)
+    for (int w = 0; w < SEL_MEMO_WAYS; w++) occupied += c->memo[set][w].rec != NULL;
+  CHECK_INT(occupied, SEL_MEMO_SETS * SEL_MEMO_WAYS);
+  CHECK_INT(c->stats.evictions, c->stats.shapes - (unsigned long)occupied);
+  /* A shape just called is the memo's. */
+  launch(c, REPEATED_PREFILL, REPEATED_PREFILL, &ran, &bad);
+  const unsigned long shapes = c->stats.shapes;
+  launch(c, REPEATED_PREFILL, REPEATED_PREFILL, &ran, &bad);
+  CHECK_INT(c->stats.shapes, shapes);
+  CHECK_INT(bad, 0);
+
+  /* fat_attention_select answers a launched problem as its launch did,
+   * the memo long past it (the first step), and a problem not launched
+   * whose variant's module is loaded as its launch will: from memory, the
+   * table still gone. */
+  fat_choice sel_ch = FAT_CHOICE_INIT;
+  const char *which = "";
+  fat_attn_args a = call(seen[0].seqlen_q, seen[0].seqlen_k);
+  const unsigned long before = c->stats.shapes;
+  CHECK_INT(fat_attention_select(c, &a, &sel_ch), FAT_OK);
+  CHECK_INT(c->stats.shapes, before + 1);  /* the memo had let it go, and takes it again */
+  CHECK_WHY(same_choice(&sel_ch, &seen[0].ran, &which), "q %d k %d: %s differs from the launch's",
+            a.seqlen_q, a.seqlen_k, which);
+  a = call(1, FIRST_SEQLEN_K + STEPS);
+  CHECK_INT(fat_attention_select(c, &a, &sel_ch), FAT_OK);
+  CHECK_INT(sel_ch.loaded, 1);
+  CHECK_STR(sel_ch.variant, "fwd.reuse.s1k32768");
+  const unsigned long selected = c->stats.shapes;
+  launch(c, a.seqlen_q, a.seqlen_k, &ran, &bad);
+  CHECK_INT(c->stats.shapes, selected);  /* the select's memo way served the launch */
+  CHECK_WHY(same_choice(&sel_ch, &ran, &which), "q %d k %d: the select's %s differs from the launch's",
+            a.seqlen_q, a.seqlen_k, which);
+  CHECK_INT(c->stats.db_opens, warmed.db_opens);
+  CHECK_INT(c->stats.records, warmed.records);
 
   /* What a fresh context launching the same call reports. */
   REQUIRE_EXIT(rename(gone, path) == 0);
@@ -257,7 +310,6 @@ int main(void) {
     fat_context *fresh = open_ctx(path);
     fat_choice want;
     int fresh_bad = 0;
-    const char *which = "";
     launch(fresh, seen[i].seqlen_q, seen[i].seqlen_k, &want, &fresh_bad);
     fat_context_close(fresh);
     CHECK_INT(fresh_bad, 0);
