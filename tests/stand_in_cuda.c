@@ -4,8 +4,11 @@
  * parameter block and the launch -- on a machine without a GPU: a test
  * points FATUNE_LIBCUDA at this library. It describes one H200 (compute
  * capability 9.0, 132 SMs), "loads" any image as a module that remembers
- * the image's text, and records each launch instead of running it; memory
- * and events are refused (CUDA_ERROR_NOT_SUPPORTED). The test reads what
+ * the image's text, and records each launch instead of running it. Device
+ * memory is addresses handed out and never backed (an allocation, a
+ * memset and a synchronisation succeed; a copy is refused), so that a
+ * benchmark's loop runs here too; events are refused
+ * (CUDA_ERROR_NOT_SUPPORTED). The test reads what
  * was launched through the stand_in_* functions at the end (dlsym on the
  * same path, which dlopen hands back as the same library). Each entry
  * point is defined under cuda.h's name, which maps it to the symbol the
@@ -22,6 +25,8 @@
 #define STAND_IN_DRIVER 13000
 #define STAND_IN_IMAGE_CAP 256         /* bytes of a module's image remembered */
 #define STAND_IN_ENTRIES 8             /* entry points a module hands out */
+#define STAND_IN_MEMORY_BASE (1ull << 40)  /* the first device address handed out */
+#define STAND_IN_MEMORY_ALIGN 256ull       /* as cuMemAlloc's are, at least */
 
 /* A loaded module: the text of its image, and its functions by name. */
 typedef struct stand_in_fn {
@@ -38,6 +43,7 @@ typedef struct stand_in_module {
 static int primary_ctx;                   /* its address is the primary context */
 static _Thread_local CUcontext current;   /* the driver's current context is per thread */
 static unsigned long launches, modules_loaded;
+static CUdeviceptr next_address = STAND_IN_MEMORY_BASE;
 static const stand_in_fn *last_launched;
 
 /* ---- what the test reads -------------------------------------------------- */
@@ -136,15 +142,16 @@ CUresult cuMemGetInfo(size_t *free_bytes, size_t *total) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* Addresses only: nothing behind them is read or written. */
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytes) {
-  (void)bytes;
-  *dptr = 0;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  *dptr = next_address;
+  next_address += (bytes + STAND_IN_MEMORY_ALIGN - 1) / STAND_IN_MEMORY_ALIGN * STAND_IN_MEMORY_ALIGN;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemFree(CUdeviceptr dptr) {
   (void)dptr;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes) {
@@ -159,22 +166,22 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes) {
 
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n) {
   (void)dst, (void)value, (void)n;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemsetD32(CUdeviceptr dst, unsigned int value, size_t n) {
   (void)dst, (void)value, (void)n;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream) {
   (void)dst, (void)value, (void)n, (void)stream;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstream stream) {
   (void)dst, (void)value, (void)n, (void)stream;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
 }
 
 /* The image is the test's stand-in cubin: text, of which the first
