@@ -109,8 +109,9 @@ void fat_rt_free_rows(sel_rows *r);
 
 /* What the lookup has done in this context, counted under the lock; tests
  * and benchmarks read it through this header, nothing in the library acts
- * on it. Every heap allocation of a lookup is part of making one of the
- * first three, and every database read begins with the fourth. */
+ * on it. Every heap allocation of a launch's lookup is part of making one
+ * of the first three, and every database read (and with it the copy of a
+ * stored cubin) begins with the fourth. */
 typedef struct sel_stats {
   unsigned long rows_read;  /* sel_rows read: a database's candidates of a lookup key */
   unsigned long records;    /* sel_records made: answers met */
