@@ -284,10 +284,10 @@ FAT_API const char *fat_context_error(const fat_context *ctx);
  * FAT_ERR_UNSUPPORTED / FAT_ERR_INVALID_ARGUMENT with the reason. OUT->load
  * says how a launch would get the module (a stored cubin that passes
  * fat_verify_cubin for this GPU, else compiling), OUT->note why not a stored
- * cubin; OUT->loaded is 0. Once a launch in this context has served the
- * problem, OUT is that launch's choice (OUT->loaded 1), the one the next
- * launch runs, answered from the context's cache without reading a
- * database. */
+ * cubin; OUT->loaded is 0. Once this context has loaded the module of the
+ * variant that serves the problem (a launch served it, or another problem
+ * of that variant), OUT is the choice the next launch reports (OUT->loaded
+ * 1), answered from the context's memory without reading a database. */
 FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *args,
                                         fat_choice *out);
 

@@ -188,11 +188,10 @@ void fat_context_close(fat_context *c) {
     fat_rt_restore_current(c, caller);  /* before the release, which may end the primary context */
     c->cu.cuDevicePrimaryCtxRelease(c->dev);
   }
-  for (int b = 0; b < SEL_BUCKETS; b++)
-    for (sel_entry *s = c->sels[b], *n; s; s = n) {
-      n = s->next;
-      free(s);
-    }
+  for (sel_record *r = c->records, *n; r; r = n) {
+    n = r->next;
+    free(r);
+  }
   fat_rt_free_rows(c->rows);
   for (int i = 0; i < c->n_dbs; i++) free(c->dbs[i]);
   fat_cuda_unload(&c->cu);

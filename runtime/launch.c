@@ -60,7 +60,7 @@ static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
                     a->softcap);
 }
 
-static fat_fwd_geometry entry_geometry(const sel_entry *e) {
+static fat_fwd_geometry entry_geometry(const sel_record *e) {
   fat_fwd_geometry g = {.block_m = e->block_m, .threads = e->threads, .smem_bytes = e->smem_bytes,
                         .pack_gqa = e->pack_gqa, .splits = e->splits, .head_dim = e->template_dim,
                         .block_n = e->block_n, .bf16 = e->dtype == FAT_ATTN_BF16,
@@ -69,12 +69,13 @@ static fat_fwd_geometry entry_geometry(const sel_entry *e) {
 }
 
 /* The entry point's lock, offline refusal and checks; on FAT_OK *E serves
- * the problem and the lock is released. */
+ * the problem and the lock is released (E->rec is the context's till it
+ * closes). */
 typedef fat_status (*args_check)(fat_context *c, const void *args);
 
 static fat_status prepare_launch(fat_context *c, sel_key key, const fat_attn_args *a,
                                  const void *args, args_check check, void *stream,
-                                 const sel_entry **e) {
+                                 sel_served *e) {
   fat_status st;
   pthread_mutex_lock(&c->lock);
   if (c->offline)
@@ -87,17 +88,16 @@ static fat_status prepare_launch(fat_context *c, sel_key key, const fat_attn_arg
 }
 
 /* After the launches: the outcome, and the choice it ran. */
-static fat_status finish_launch(fat_context *c, const sel_entry *e, CUresult r, fat_choice *ran) {
+static fat_status finish_launch(fat_context *c, sel_served e, CUresult r, fat_choice *ran) {
   fat_status st = FAT_OK;
   pthread_mutex_lock(&c->lock);
   if (r != CUDA_SUCCESS) {
     char t[256];
-    st = fail(c, FAT_ERR_CUDA, "launching %s: %s", e->choice.variant,
+    st = fail(c, FAT_ERR_CUDA, "launching %s: %s", e.rec->choice.variant,
               fat_cuda_result_text(&c->cu, r, t, sizeof t));
   } else {
-    c->last = e->choice;
-    c->has_last = 1;
-    if (ran) put_choice(ran, &e->choice);
+    c->last = e;
+    if (ran) put_served(ran, e);
   }
   pthread_mutex_unlock(&c->lock);
   return st;
@@ -107,11 +107,12 @@ static fat_status check_fwd(fat_context *c, const void *args) { return fat_rt_ch
 
 static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *stream,
                                fat_choice *ran) {
-  const sel_entry *e = NULL;
+  sel_served served;
+  const sel_record *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   fat_status st = check_ran(c, ran);
   if (st) return st;
-  /* The hot path: entries are never changed once published. The tuned
+  /* The hot path: records are never changed once published. The tuned
    * variant, or the best one that can run the call: one that needs no
    * scratch when the caller's is too small for the tuned split, one that
    * loads without tensor maps when they cannot describe the tensors. */
@@ -120,7 +121,8 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
   fat_fwd_call call;
   fat_fwd_geometry g;
   for (;;) {
-    if ((st = prepare_launch(c, key, a, a, check_fwd, stream, &e))) return st;
+    if ((st = prepare_launch(c, key, a, a, check_fwd, stream, &served))) return st;
+    e = served.rec;
     fwd_params(a, &p);  /* A is checked now */
     call = (fat_fwd_call){.total_q = a->cu_seqlens_q ? a->total_q : 0,
                           .total_k = a->cu_seqlens_k ? a->total_k : 0,
@@ -141,25 +143,25 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
   const fat_fwd_kernels fns = {.main = e->k->fn, .combine = e->k->combine_fn};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
   if (r == CUDA_SUCCESS) r = fat_fwd_launch(&c->cu, &fns, &g, &p, &call, (CUstream)stream);
-  return finish_launch(c, e, r, ran);
+  return finish_launch(c, served, r, ran);
 }
 
 static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a, size_t *bytes) {
   selection sel;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
-  const sel_entry *e = NULL;
+  sel_served e = {.rec = NULL};
   fat_status st;
   if (!bytes)
     st = fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL");
   else if (c->offline)
     st = fat_rt_select_variant(c, (sel_key){.direction = FAT_FWD}, a, &sel);
   else if (!(st = fat_rt_check_problem(c, a)))
-    /* With a device, the launch's own cache entry: asked before every
-     * call, it must cost no more than the launch's lookup. */
+    /* With a device, what serves the launch: asked before every call, it
+     * must cost no more than the launch's lookup. */
     st = fat_rt_lookup_entry(c, (sel_key){.direction = FAT_FWD}, a, &e);
   if (st == FAT_OK) {
-    const fat_fwd_geometry g = e ? entry_geometry(e)
+    const fat_fwd_geometry g = e.rec ? entry_geometry(e.rec)
                                  : (fat_fwd_geometry){.block_m = sel.block_m, .threads = sel.threads,
                                                       .smem_bytes = sel.smem_bytes, .pack_gqa = sel.pack_gqa,
                                                       .splits = sel.splits > 1 ? sel.splits : 1,
@@ -176,7 +178,8 @@ static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a
 
 static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void *stream,
                                fat_choice *ran) {
-  const sel_entry *e = NULL;
+  sel_served served;
+  const sel_record *e = NULL;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   fat_status st = check_ran(c, ran);
   if (st) return st;
@@ -191,7 +194,8 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
   const fat_attn_args *f = &a->fwd;
   fat_bwd_params p;
   for (;;) {
-    if ((st = prepare_launch(c, key, &a->fwd, a, fat_rt_check_bwd_args, stream, &e))) return st;
+    if ((st = prepare_launch(c, key, &a->fwd, a, fat_rt_check_bwd_args, stream, &served))) return st;
+    e = served.rec;
     memset(&p, 0, sizeof p);
     fwd_params(f, &p.fwd);  /* A is checked now */
     p.dout = a->dout;
@@ -228,7 +232,7 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
                                 .sm_count = c->sm_count};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
   if (r == CUDA_SUCCESS) r = fat_bwd_launch(&c->cu, &fns, &geo, &p, (CUstream)stream);
-  return finish_launch(c, e, r, ran);
+  return finish_launch(c, served, r, ran);
 }
 
 fat_status fat_context_last_choice(fat_context *c, fat_choice *out) {
@@ -237,8 +241,8 @@ fat_status fat_context_last_choice(fat_context *c, fat_choice *out) {
   fat_status st = FAT_OK;
   if (!out) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL");
   else st = CHECK_SIZE(c, fat_choice, out, "FAT_CHOICE_INIT");
-  if (!st && !c->has_last) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "no launch has succeeded yet");
-  if (!st) put_choice(out, &c->last);
+  if (!st && !c->last.rec) st = fail(c, FAT_ERR_INVALID_ARGUMENT, "no launch has succeeded yet");
+  if (!st) put_served(out, c->last);
   pthread_mutex_unlock(&c->lock);
   return st;
 }

@@ -225,6 +225,13 @@ out:
   return st;
 }
 
+/* Loaded once a context per source hash (a hash names a source exactly). */
+const kernel *fat_rt_loaded_kernel(const fat_context *c, const char *hash) {
+  for (const kernel *k = c->kernels; k; k = k->next)
+    if (!strcmp(k->hash, hash)) return k;
+  return NULL;
+}
+
 /* The loaded kernel of SEL, loading its module on first use: a stored cubin
  * when one fits the GPU and loads, else the source compiled with NVRTC.
  * Called with the context lock held. */
@@ -232,11 +239,7 @@ fat_status fat_rt_ensure_kernel(fat_context *c, const selection *sel, const kern
   fat_status st = FAT_OK;
   void *cubin = NULL;
   char e[256];
-  for (kernel *k = c->kernels; k; k = k->next)
-    if (!strcmp(k->hash, sel->choice.source_hash)) {
-      *out = k;
-      return FAT_OK;
-    }
+  if ((*out = fat_rt_loaded_kernel(c, sel->choice.source_hash))) return FAT_OK;
   kernel *k = calloc(1, sizeof *k);
   if (!k) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
   snprintf(k->hash, sizeof k->hash, "%s", sel->choice.source_hash);
@@ -304,6 +307,7 @@ fat_status fat_rt_ensure_kernel(fat_context *c, const selection *sel, const kern
   }
   k->next = c->kernels;
   c->kernels = k;
+  c->stats.kernels++;
   *out = k;
   k = NULL;
 out:

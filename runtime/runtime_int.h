@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* What libfatune's files share (include/fatune.h is their public header):
- * the context's fields, the selection and its cache entry, the loaded
+ * the context's fields, the selection, its records and memo, the loaded
  * kernel, the error and log helpers, and the functions one file lends
  * another, each named fat_rt_ (hidden, as is every symbol of the library
  * but the API's). errors.c names the codes and checks struct sizes,
  * context.c opens and closes a context, select.c decides which variant
  * serves a problem and caches the answer, load.c loads or compiles its
  * module, args.c checks a call's arguments, launch.c runs the call.
- * Nothing outside runtime/ includes it. */
+ * Nothing outside runtime/ includes it but the tests and benchmarks that
+ * read a context's sel_stats. */
 #ifndef FAT_RUNTIME_INT_H
 #define FAT_RUNTIME_INT_H
 #include <pthread.h>
@@ -23,7 +24,14 @@
 #define ERR_CAP 1024
 #define PATH_CAP 4096
 #define MAX_TABLES 16
-#define SEL_BUCKETS 256             /* hash buckets of the selection cache */
+/* The exact-shape memo: a hash of the problem picks one of SEL_MEMO_SETS
+ * sets, each of SEL_MEMO_WAYS shapes, where a new shape takes the least
+ * recently called one's place. 1,024 shapes of 80 bytes, allocated with the
+ * context: more than the shapes a program repeats (its prefill lengths,
+ * the batch sizes it pads to), while one that never repeats (a decoding
+ * step) only passes through. */
+#define SEL_MEMO_SETS 256
+#define SEL_MEMO_WAYS 4
 
 /* One loaded module, by variant source hash (a hash names a source exactly). */
 typedef struct kernel {
@@ -38,22 +46,48 @@ typedef struct kernel {
   char note[256];  /* why no stored cubin was loaded ("" when one was) */
 } kernel;
 
-/* A resolved problem key: the selection, its launch geometry and kernel. */
-typedef struct sel_entry {
-  struct sel_entry *next;
-  int direction, deterministic, dtype, mask, head_dim, seqlen_q, seqlen_k, group;  /* the key */
-  int window_left, window_right;  /* ... and the local mask's window (0, 0 for the others) */
-  int varlen_mean;                /* ... and a packed batch's mean length step (varlen_mean_step) */
-  fat_choice choice;
+/* What a launch needs of one answer of the selection: the variant, its
+ * loaded kernel, its schedule and the choice it reports but for `match`,
+ * which is the shape's (sel_shape). One record serves every shape whose
+ * answer is the same -- the decoding steps of a growing seqlen_k, while
+ * their nearest bucket stays -- so that a new shape allocates nothing. Made
+ * on the first call that meets it, never changed after and freed with the
+ * context: a launch reads it with the lock released. */
+typedef struct sel_record {
+  struct sel_record *next;
+  int direction, dtype;
+  fat_choice choice;         /* match: not read (the shape's is, sel_shape) */
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
   int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h) */
   int block_n;               /* > 0 for a variant that takes tensor maps: its key tile */
   int persistent;            /* forward: resident blocks, at most one an SM */
   int template_dim;          /* the template's head dim (>= the problem's) */
-  int no_workspace, no_tma, features;
   const kernel *k;
-} sel_entry;
+} sel_record;
+
+/* A call's exact problem: its sel_key and its shape. */
+typedef struct sel_shape_key {
+  int direction, deterministic, no_workspace, no_tma, features;  /* the sel_key */
+  int dtype, mask, head_dim, seqlen_q, seqlen_k, group;
+  int window_left, window_right;  /* the local mask's window (0, 0 for the others) */
+  int varlen_mean;                /* a packed batch's mean length step (varlen_mean_step); 0 dense */
+} sel_shape_key;
+
+/* One way of the exact-shape memo: a problem and what serves it. */
+typedef struct sel_shape {
+  sel_shape_key key;
+  const sel_record *rec;  /* NULL: an empty way */
+  fat_match match;        /* the shape's own: its bucket exact or nearest, or the default */
+  unsigned long used;     /* the memo's clock at the shape's last call: the oldest goes first */
+} sel_shape;
+
+/* What serves a call: its record and its match, copied out under the lock
+ * (the memo's way may go to another shape as soon as the lock is let go). */
+typedef struct sel_served {
+  const sel_record *rec;
+  fat_match match;
+} sel_served;
 
 /* One database's candidates (LOOKUP_SQL's rows, select.c's sel_row) for a
  * lookup key -- (direction, deterministic, dtype, mask, template head
@@ -72,6 +106,20 @@ typedef struct sel_rows {
 
 /* Frees a list of sel_rows (select.c). */
 void fat_rt_free_rows(sel_rows *r);
+
+/* What the lookup has done in this context, counted under the lock; tests
+ * and benchmarks read it through this header, nothing in the library acts
+ * on it. Every heap allocation of a launch's lookup is part of making one
+ * of the first three, and every database read (and with it the copy of a
+ * stored cubin) begins with the fourth. */
+typedef struct sel_stats {
+  unsigned long rows_read;  /* sel_rows read: a database's candidates of a lookup key */
+  unsigned long records;    /* sel_records made: answers met */
+  unsigned long kernels;    /* modules loaded (a stored cubin, or compiled) */
+  unsigned long db_opens;   /* fat_rt_open_ro calls, whether or not a database was there */
+  unsigned long shapes;     /* shapes the memo took: selected from the candidates in memory */
+  unsigned long evictions;  /* shapes the memo let go for a newer one */
+} sel_stats;
 
 /* What a selection is for: the problem key beyond the shape. */
 typedef struct sel_key {
@@ -132,7 +180,9 @@ struct fat_context {
   int no_builtin;
   int log;
   pthread_mutex_t lock;
-  sel_entry *sels[SEL_BUCKETS];
+  sel_shape memo[SEL_MEMO_SETS][SEL_MEMO_WAYS];  /* exact shapes, and what serves each */
+  unsigned long memo_clock;                      /* calls the memo has seen (sel_shape's used) */
+  sel_record *records;                           /* every answer met */
   sel_rows *rows;  /* the databases' candidates, by lookup key */
   /* Per database, once asked: the other GPU of this architecture whose
    * winners serve where none is tuned on this one (select.c sibling_gpu);
@@ -140,8 +190,8 @@ struct fat_context {
   int sibling_known[MAX_TABLES + 1], sibling_sms[MAX_TABLES + 1];
   char sibling_name[MAX_TABLES + 1][256];
   kernel *kernels;
-  fat_choice last;
-  int has_last;
+  sel_stats stats;
+  sel_served last;  /* the last launch that succeeded; rec NULL before one */
   char err[ERR_CAP];
 };
 
@@ -188,6 +238,12 @@ static inline void put_choice(fat_choice *out, const fat_choice *in) {
   out->struct_size = sizeof *out;
 }
 
+/* The choice of a call that S served: its record's, with its shape's match. */
+static inline void put_served(fat_choice *out, sel_served s) {
+  put_choice(out, &s.rec->choice);
+  out->match = s.match;
+}
+
 static inline char *dup_str(const char *s) {
   size_t n = strlen(s) + 1;
   char *d = malloc(n);
@@ -226,16 +282,19 @@ const fat_default_variant *fat_rt_find_default(sel_key key, int dtype, int mask,
 /* select.c: the one selection function. */
 fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_args *a,
                                  selection *out);
-/* select.c: the cache entry serving (KEY, A), selected and loaded on first
- * use; the lock is held. */
+/* select.c: what serves (KEY, A), selected and loaded on first use; the
+ * lock is held. */
 fat_status fat_rt_lookup_entry(fat_context *c, sel_key key, const fat_attn_args *a,
-                               const sel_entry **out);
+                               sel_served *out);
 
 /* load.c: a stored cubin of SEL that may be loaded on this GPU, or why none. */
 void fat_rt_find_cubin(fat_context *c, const selection *sel, void **cubin, char *note,
                        size_t cap);
 /* load.c: the loaded kernel of SEL; the lock is held. */
 fat_status fat_rt_ensure_kernel(fat_context *c, const selection *sel, const kernel **out);
+/* load.c: the kernel of source hash HASH if its module is loaded, else NULL;
+ * the lock is held. */
+const kernel *fat_rt_loaded_kernel(const fat_context *c, const char *hash);
 
 /* args.c: the checks of a call, each with the lock held. */
 fat_status fat_rt_check_bwd_size(fat_context *c, const fat_attn_bwd_args *a);

@@ -3,10 +3,18 @@
  * decides: a tuned winner of this GPU from the user's database, then the
  * shipped tables (an exact bucket anywhere before a nearest one), else
  * the built-in default; fat_attention_select (the "supported?" query) and
- * the launches (fat_rt_lookup_entry) both ask it. The answer and the
- * loaded module are cached per context, so that a hot key costs a hash
- * lookup under a mutex. Also here: which head dims have a template, and
- * a problem's built-in default. */
+ * the launches (fat_rt_lookup_entry) both ask it. A context keeps what
+ * it has read and decided, under its mutex: each database's candidates of
+ * a lookup key, read once (sel_rows); each answer met, as a record that
+ * every shape with that answer shares (sel_record: the variant, its loaded
+ * kernel, its schedule, its choice but for the shape's match), kept for
+ * the context's life; and a bounded memo of exact shapes, allocated with
+ * the context, from a call to its record and match (sel_shape, the least
+ * recently called of a set giving way). A repeated shape costs a hash and
+ * a few comparisons; a new one -- a decoding step one key longer -- a
+ * selection from memory, with no database read and no allocation unless
+ * its answer is new. Also here: which head dims have a template, and a
+ * problem's built-in default. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -115,6 +123,7 @@ static int schema_version(sqlite3 *h);
 sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   sqlite3 *h = NULL;
   struct stat st;
+  c->stats.db_opens++;
   if (!c->dbs[i][0] || stat(c->dbs[i], &st)) return NULL;
   if (!S_ISREG(st.st_mode)) {
     logf_(c, "%s: not a regular file: skipped", c->dbs[i]);
@@ -511,6 +520,7 @@ out:
   }
   r->next = c->rows;
   c->rows = r;
+  c->stats.rows_read++;
   *out = r;
   return FAT_OK;
 }
@@ -689,35 +699,195 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
   return FAT_OK;
 }
 
-static sel_entry *cached_entry(fat_context *c, sel_key key, const fat_attn_args *a);
+/* ---- the selection cache ------------------------------------------------- */
+
+/* What a launch needs once per call is a memo's hash, a few comparisons
+ * and the record of the answer; a shape the memo does not hold (each step
+ * of a decoding loop) costs a selection from the candidates in memory and
+ * a walk of the records held, and allocates only when its answer is new. */
+
+static sel_shape_key shape_key(sel_key k, const fat_attn_args *a) {
+  return (sel_shape_key){.direction = k.direction, .deterministic = k.deterministic,
+                         .no_workspace = k.no_workspace, .no_tma = k.no_tma, .features = k.features,
+                         .dtype = a->dtype, .mask = a->mask, .head_dim = a->head_dim,
+                         .seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k,
+                         .group = a->heads / a->heads_k, .window_left = key_window_left(a),
+                         .window_right = key_window_right(a), .varlen_mean = key_varlen_mean(a)};
+}
+
+static int same_shape(const sel_shape_key *x, const sel_shape_key *y) {
+  return x->direction == y->direction && x->deterministic == y->deterministic &&
+         x->no_workspace == y->no_workspace && x->no_tma == y->no_tma && x->features == y->features &&
+         x->dtype == y->dtype && x->mask == y->mask && x->head_dim == y->head_dim &&
+         x->seqlen_q == y->seqlen_q && x->seqlen_k == y->seqlen_k && x->group == y->group &&
+         x->window_left == y->window_left && x->window_right == y->window_right &&
+         x->varlen_mean == y->varlen_mean;
+}
+
+/* The memo's set of SHAPE. */
+static sel_shape *memo_set(fat_context *c, const sel_shape_key *s) {
+  uint32_t h = 2166136261u; /* FNV-1a over the key */
+  const int key[] = {s->direction, s->deterministic, s->no_workspace, s->no_tma, s->features,
+                     s->dtype,     s->mask,          s->head_dim,     s->seqlen_q, s->seqlen_k,
+                     s->group,     s->window_left,   s->window_right, s->varlen_mean};
+  for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
+    h ^= (uint32_t)key[i];
+    h *= 16777619u;
+  }
+  return c->memo[h % SEL_MEMO_SETS];
+}
+
+/* What serves SHAPE, from the memo (rec NULL when it does not hold it).
+ * The lock is held. */
+static sel_served memo_find(fat_context *c, const sel_shape_key *shape) {
+  sel_shape *set = memo_set(c, shape);
+  for (int w = 0; w < SEL_MEMO_WAYS; w++)
+    if (set[w].rec && same_shape(&set[w].key, shape)) {
+      set[w].used = ++c->memo_clock;
+      return (sel_served){.rec = set[w].rec, .match = set[w].match};
+    }
+  return (sel_served){.rec = NULL};
+}
+
+/* Keeps SHAPE, served by SERVED, in its set: in an empty way, else in that
+ * of the shape called least recently. The lock is held. */
+static void memo_put(fat_context *c, const sel_shape_key *shape, sel_served served) {
+  sel_shape *set = memo_set(c, shape), *way = &set[0];
+  for (int w = 0; w < SEL_MEMO_WAYS && way->rec; w++)
+    if (!set[w].rec || set[w].used < way->used) way = &set[w];
+  if (way->rec) c->stats.evictions++;
+  *way = (sel_shape){.key = *shape, .rec = served.rec, .match = served.match,
+                     .used = ++c->memo_clock};
+  c->stats.shapes++;
+}
+
+/* Whether two records launch the same kernel alike and report the same
+ * choice (but for match, the shape's). */
+static int same_record(const sel_record *x, const sel_record *y) {
+  const fat_choice *p = &x->choice, *q = &y->choice;
+  return x->k == y->k && x->direction == y->direction && x->dtype == y->dtype &&
+         x->block_m == y->block_m && x->threads == y->threads && x->smem_bytes == y->smem_bytes &&
+         x->block_q == y->block_q && x->dq_separate == y->dq_separate && x->pack_gqa == y->pack_gqa &&
+         x->splits == y->splits && x->block_n == y->block_n && x->persistent == y->persistent &&
+         x->template_dim == y->template_dim && !strcmp(p->variant, q->variant) &&
+         !strcmp(p->source_hash, q->source_hash) && p->origin == q->origin &&
+         p->bucket_seqlen == q->bucket_seqlen && p->bucket_seqlen_k == q->bucket_seqlen_k &&
+         p->bucket_group == q->bucket_group && p->bucket_window_left == q->bucket_window_left &&
+         p->bucket_window_right == q->bucket_window_right && p->tuned_ms == q->tuned_ms &&
+         p->loaded == q->loaded && p->load == q->load && !strcmp(p->db_path, q->db_path) &&
+         !strcmp(p->note, q->note);
+}
+
+/* The record of SEL's answer for KEY with its loaded kernel K: one held
+ * when an earlier shape had the same answer, else a new one. The lock is
+ * held. */
+static fat_status record_of(fat_context *c, sel_key key, const selection *sel, const kernel *k,
+                            const sel_record **out) {
+  sel_record r = {.direction = key.direction, .dtype = sel->dtype, .choice = sel->choice,
+                  .block_m = sel->block_m, .threads = sel->threads, .smem_bytes = sel->smem_bytes,
+                  .block_q = sel->block_q, .dq_separate = sel->dq_separate,
+                  .pack_gqa = sel->pack_gqa, .splits = sel->splits > 1 ? sel->splits : 1,
+                  .block_n = sel->block_n, .persistent = sel->persistent,
+                  .template_dim = sel->head_dim, .k = k};
+  r.choice.loaded = 1;
+  r.choice.load = k->load;
+  r.choice.match = FAT_MATCH_EXACT; /* not read: the shape's own is */
+  /* Why this variant and not the tuned one, then why no stored cubin. */
+  const char *notes[] = {
+      key.no_workspace ? "the tuned variant needs more workspace than given "
+                         "(fat_attention_fwd_workspace); this one needs none" : "",
+      key.no_tma ? "tensor maps cannot describe these tensors (FATUNE_LOG=1 says why); "
+                   "this variant loads without" : "",
+      sel->passed_over, k->note};
+  join_notes(r.choice.note, sizeof r.choice.note, notes, sizeof notes / sizeof notes[0]);
+  for (const sel_record *held = c->records; held; held = held->next)
+    if (same_record(held, &r)) {
+      *out = held;
+      return FAT_OK;
+    }
+  sel_record *made = malloc(sizeof *made);
+  if (!made) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
+  *made = r;
+  made->next = c->records;
+  c->records = made;
+  c->stats.records++;
+  *out = made;
+  return FAT_OK;
+}
+
+/* What serves (KEY, A)'s problem, selecting and loading on the first call
+ * for its answer. The lock is held. */
+fat_status fat_rt_lookup_entry(fat_context *c, sel_key key, const fat_attn_args *a,
+                               sel_served *out) {
+  fat_status st = FAT_OK;
+  const sel_shape_key shape = shape_key(key, a);
+  if ((*out = memo_find(c, &shape)).rec) return FAT_OK;
+  /* A shape not met lately: select from the candidates in memory, load
+   * the module on its first use, take the record of the answer. */
+  selection sel;
+  const kernel *k = NULL;
+  CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
+  if (r != CUDA_SUCCESS) {
+    char t[256];
+    return fail(c, FAT_ERR_CUDA, "cuCtxSetCurrent: %s", fat_cuda_result_text(&c->cu, r, t, sizeof t));
+  }
+  if ((st = fat_rt_select_variant(c, key, a, &sel)) || (st = fat_rt_ensure_kernel(c, &sel, &k)) ||
+      (st = record_of(c, key, &sel, k, &out->rec)))
+    return st;
+  out->match = sel.choice.match;
+  memo_put(c, &shape, *out);
+  logf_(c, "%s%s %s %s d%d seqlen %d -> %s (%s, %s, bucket %d, %s)",
+        key.deterministic ? "deterministic " : "", fat_direction_name((fat_direction)key.direction),
+        fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
+        a->seqlen_q, sel.choice.variant, fat_origin_name(sel.choice.origin),
+        fat_match_name(sel.choice.match), sel.choice.bucket_seqlen, fat_load_name(k->load));
+  return FAT_OK;
+}
+
+/* ---- the "supported?" query ---------------------------------------------- */
 
 /* fat_attention_select and fat_attention_bwd_select. */
 static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args *a,
                                 fat_choice *out) {
   selection sel;
+  sel_shape_key shape = {.direction = 0};
+  sel_served e = {.rec = NULL};
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
   fat_status st = !out ? fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL")
                   : CHECK_SIZE(c, fat_choice, out, "FAT_CHOICE_INIT");
   if (!st) st = fat_rt_check_problem(c, a);
-  /* A problem this context has launched is served by its cache entry: that
-   * is what the next launch runs, and answering from it spares the
-   * database read and the cubin's hash (milliseconds for a large cubin). */
-  const sel_entry *e = st ? NULL : cached_entry(c, key, a);
-  if (e) {
-    put_choice(out, &e->choice);
-  } else if (st == FAT_OK && (st = fat_rt_select_variant(c, key, a, &sel)) == FAT_OK) {
-    /* How a launch would get the module: the same integrity check. */
-    void *cubin = NULL;
-    char cubin_note[sizeof sel.choice.note];
-    fat_rt_find_cubin(c, &sel, &cubin, cubin_note, sizeof cubin_note);
-    const char *notes[] = {sel.passed_over, cubin_note};
-    join_notes(sel.choice.note, sizeof sel.choice.note, notes, 2);
-    sel.choice.load = cubin ? FAT_LOAD_STORED_CUBIN : FAT_LOAD_COMPILED;
-    sel.choice.loaded = 0;
-    free(cubin);
-    put_choice(out, &sel.choice);
+  /* A problem this context has launched is answered as its launch was:
+   * that is what the next launch runs, and answering from memory spares
+   * the database read and the cubin's hash (milliseconds for a large
+   * cubin). From the memo while it holds the shape; after, and for any
+   * problem whose variant's module is loaded, from the record a launch
+   * takes (the memo keeps the shape for that launch). */
+  if (!st) {
+    shape = shape_key(key, a);
+    e = memo_find(c, &shape);
   }
+  if (!st && !e.rec && !(st = fat_rt_select_variant(c, key, a, &sel))) {
+    const kernel *k = c->offline ? NULL : fat_rt_loaded_kernel(c, sel.choice.source_hash);
+    if (k) {
+      if (!(st = record_of(c, key, &sel, k, &e.rec))) {
+        e.match = sel.choice.match;
+        memo_put(c, &shape, e);
+      }
+    } else {
+      /* How a launch would get the module: the same integrity check. */
+      void *cubin = NULL;
+      char cubin_note[sizeof sel.choice.note];
+      fat_rt_find_cubin(c, &sel, &cubin, cubin_note, sizeof cubin_note);
+      const char *notes[] = {sel.passed_over, cubin_note};
+      join_notes(sel.choice.note, sizeof sel.choice.note, notes, 2);
+      sel.choice.load = cubin ? FAT_LOAD_STORED_CUBIN : FAT_LOAD_COMPILED;
+      sel.choice.loaded = 0;
+      free(cubin);
+      put_choice(out, &sel.choice);
+    }
+  }
+  if (!st && e.rec) put_served(out, e);
   pthread_mutex_unlock(&c->lock);
   return st;
 }
@@ -735,105 +905,4 @@ fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, 
   const sel_key key = {.direction = FAT_BWD, .deterministic = a && a->deterministic,
                        .features = a && fat_rt_bwd_features(&a->fwd)};
   return select_public(c, key, a ? &a->fwd : NULL, out);
-}
-
-/* ---- the selection cache ------------------------------------------------- */
-
-static unsigned bucket_of(sel_key k, const fat_attn_args *a) {
-  uint32_t h = 2166136261u; /* FNV-1a over the key */
-  const int key[] = {k.direction, k.deterministic, a->dtype,       a->mask,
-                     a->head_dim, a->seqlen_q,      a->seqlen_k,    k.no_workspace,
-                     a->heads / a->heads_k, key_window_left(a), key_window_right(a),
-                     key_varlen_mean(a), k.no_tma,      k.features};
-  for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
-    h ^= (uint32_t)key[i];
-    h *= 16777619u;
-  }
-  return h % SEL_BUCKETS;
-}
-
-/* The cache entry of (KEY, A)'s problem, or NULL before its first launch.
- * The lock is held. */
-static sel_entry *cached_entry(fat_context *c, sel_key key, const fat_attn_args *a) {
-  const int group = a->heads / a->heads_k;
-  sel_entry *e = c->sels[bucket_of(key, a)];
-  while (e && !(e->direction == key.direction && e->deterministic == key.deterministic &&
-                e->no_workspace == key.no_workspace && e->no_tma == key.no_tma &&
-                e->features == key.features && e->dtype == (int)a->dtype && e->mask == (int)a->mask &&
-                e->head_dim == a->head_dim && e->seqlen_q == a->seqlen_q &&
-                e->seqlen_k == a->seqlen_k && e->group == group &&
-                e->window_left == key_window_left(a) && e->window_right == key_window_right(a) &&
-                e->varlen_mean == key_varlen_mean(a)))
-    e = e->next;
-  return e;
-}
-
-/* The cache entry serving (KEY, A)'s problem, selecting and loading on the
- * first call for it. The lock is held. */
-fat_status fat_rt_lookup_entry(fat_context *c, sel_key key, const fat_attn_args *a,
-                               const sel_entry **out) {
-  fat_status st = FAT_OK;
-  const unsigned b = bucket_of(key, a);
-  const int group = a->heads / a->heads_k;
-  sel_entry *e = cached_entry(c, key, a);
-  if (e) {
-    *out = e;
-    return FAT_OK;
-  }
-  /* First call for this key: select, load, remember. */
-  selection sel;
-  const kernel *k = NULL;
-  CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
-  if (r != CUDA_SUCCESS) {
-    char t[256];
-    return fail(c, FAT_ERR_CUDA, "cuCtxSetCurrent: %s", fat_cuda_result_text(&c->cu, r, t, sizeof t));
-  }
-  if ((st = fat_rt_select_variant(c, key, a, &sel)) || (st = fat_rt_ensure_kernel(c, &sel, &k)))
-    return st;
-  if (!(e = calloc(1, sizeof *e))) return fail(c, FAT_ERR_OUT_OF_MEMORY, "out of memory");
-  e->direction = key.direction;
-  e->deterministic = key.deterministic;
-  e->no_workspace = key.no_workspace;
-  e->no_tma = key.no_tma;
-  e->features = key.features;
-  e->pack_gqa = sel.pack_gqa;
-  e->block_n = sel.block_n;
-  e->persistent = sel.persistent;
-  e->splits = sel.splits > 1 ? sel.splits : 1;
-  e->template_dim = sel.head_dim;
-  e->dtype = a->dtype;
-  e->mask = a->mask;
-  e->head_dim = a->head_dim;
-  e->seqlen_q = a->seqlen_q;
-  e->seqlen_k = a->seqlen_k;
-  e->group = group;
-  e->window_left = key_window_left(a);
-  e->window_right = key_window_right(a);
-  e->varlen_mean = key_varlen_mean(a);
-  e->choice = sel.choice;
-  e->choice.loaded = 1;
-  e->choice.load = k->load;
-  /* Why this variant and not the tuned one, then why no stored cubin. */
-  const char *notes[] = {
-      key.no_workspace ? "the tuned variant needs more workspace than given "
-                         "(fat_attention_fwd_workspace); this one needs none" : "",
-      key.no_tma ? "tensor maps cannot describe these tensors (FATUNE_LOG=1 says why); "
-                   "this variant loads without" : "",
-      sel.passed_over, k->note};
-  join_notes(e->choice.note, sizeof e->choice.note, notes, sizeof notes / sizeof notes[0]);
-  e->block_m = sel.block_m;
-  e->threads = sel.threads;
-  e->smem_bytes = sel.smem_bytes;
-  e->block_q = sel.block_q;
-  e->dq_separate = sel.dq_separate;
-  e->k = k;
-  e->next = c->sels[b];
-  c->sels[b] = e;
-  logf_(c, "%s%s %s %s d%d seqlen %d -> %s (%s, %s, bucket %d, %s)",
-        key.deterministic ? "deterministic " : "", fat_direction_name((fat_direction)key.direction),
-        fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
-        a->seqlen_q, sel.choice.variant, fat_origin_name(sel.choice.origin),
-        fat_match_name(sel.choice.match), sel.choice.bucket_seqlen, fat_load_name(k->load));
-  *out = e;
-  return FAT_OK;
 }

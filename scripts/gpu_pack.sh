@@ -25,11 +25,14 @@ else
 fi
 # Dereferenced: the soname links become files (the device tool does not carry links).
 cp -L "$B/runtime/libfatune.so" "$B/runtime/attention_example" "$O/runtime/"
+# The C benchmarks (bench/*.c), small; they find runtime/ as the tests do.
+mkdir -p "$O/bench"
+cp "$B/bench/bench_decode_steps" "$O/bench/"
 # The tree the device tool carries holds the shipped tables as SQL (45 MB),
 # so the pack leaves out what the device can make: the soname link
 # libfatune.so.N and the tables database (scripts/gpu_run.sh makes both),
 # and the binaries' symbols.
-strip "$O/fatune" "$O/sanitize_winners" "$O/build_tables" "$O"/runtime/*
+strip "$O/fatune" "$O/sanitize_winners" "$O/build_tables" "$O"/runtime/* "$O"/bench/*
 find "$O/tests" -type f -exec strip {} +
 if [ $# -ge 3 ]; then
   mkdir -p "$O/db-in"
