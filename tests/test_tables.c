@@ -544,6 +544,67 @@ static void one_variant_timed_twice(const char *dir) {
   fat_table_ids_free(ids), free(again), free(text);
 }
 
+/* Peers' timings (external_timings, bench/store_peers.py) travel with the
+ * problems they time: export writes each source's latest of each exported
+ * problem (not an older one, not one of a problem without a winner, not
+ * another GPU's), import and merge bring them in once, and a peer's row a
+ * stranger could forge -- an unknown source, an impossible time -- is
+ * refused with the row named. */
+static void peers_travel(const char *dir) {
+  char path[300], path2[300], path3[300], err[1024];
+  fat_db *db = NULL;
+  snprintf(path, sizeof path, "%s/peers.db", dir);
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
+  put_winner(db, H200, real_variant(FAT_FWD, FAT_MASK_CAUSAL, "", 0), 4096, 0.9);
+  put_variant(db, H200, real_variant(FAT_FWD, FAT_MASK_NONE, "", 0), 2048, 1.5, 1, 0); /* no winner */
+  put_winner(db, "NVIDIA A100-SXM4-80GB", real_variant(FAT_FWD, FAT_MASK_CAUSAL, "", 1), 4096, 2.0);
+  sqlite3 *h = fat_db_handle(db);
+  REQUIRE_EXIT(sqlite3_exec(h,
+      "INSERT INTO external_timings (gpu_id, problem_id, source, median_ms, tflops, measured_at)"
+      " SELECT g.id, p.id, s.source, s.ms, 1.0, s.at FROM gpus g, problems p, (SELECT 'sdpa_cudnn'"
+      " AS source, 1.1 AS ms, '2026-12-01T00:00:00.000Z' AS at UNION ALL SELECT 'sdpa_cudnn', 0.8,"
+      " '2026-12-02T00:00:00.000Z' UNION ALL SELECT 'sdpa_flash', 1.3, '2026-12-02T00:00:00.000Z')"
+      " s ORDER BY g.id, p.id, s.at, s.source", NULL, NULL, NULL) == SQLITE_OK);
+  fat_db_close(db);
+  char *text = export_text(path, H200);
+  /* The H200's causal problem alone: cuDNN's latest (0.8) and FA2's. */
+  CHECK_INT(count_lines(text, "INSERT INTO external_timings "), 2);
+  CHECK_WHY(strstr(text, "'sdpa_cudnn', 0.80000000000000004, 1, '2026-12-02T00:00:00.000Z');\n") != NULL, "%s",
+            strstr(text, "INSERT INTO external_timings") ? strstr(text, "INSERT INTO external_timings") : text);
+  CHECK(strstr(text, "'sdpa_cudnn', 1.1") == NULL);
+  snprintf(path2, sizeof path2, "%s/peers-imported.db", dir);
+  CHECK(import_text(path2, text, err, sizeof err) > 0);
+  char *again = export_text(path2, H200);
+  CHECK_STR(again, text);
+  free(again);
+  CHECK_INT(import_text(path2, text, err, sizeof err), 0);
+  /* Merged from the database: the same rows, once. */
+  snprintf(path3, sizeof path3, "%s/peers-merged.db", dir);
+  REQUIRE_EXIT(fat_db_open(path3, &db, err, sizeof err) == 0);
+  long long added = -1;
+  CHECK_INT(merge(db, path2, &added, err, sizeof err), 0);
+  CHECK_INT(merge(db, path2, &added, err, sizeof err), 0);
+  CHECK_INT(added, 0);
+  fat_db_close(db);
+  again = export_text(path3, H200);
+  CHECK_STR(again, text);
+  free(again);
+  /* Forged rows are refused by name. */
+  static const struct { const char *from, *to, *why; } forged[] = {
+      {"'sdpa_flash'", "'sdpa_fastest'", "source 'sdpa_fastest' is none the benchmarks store"},
+      {"'sdpa_flash', 1.3", "'sdpa_flash', 1e-9", "median_ms 1e-09 is outside"},
+  };
+  for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+    char *bad = replaced(text, forged[i].from, forged[i].to), bad_db[320];
+    REQUIRE_EXIT(bad);
+    snprintf(bad_db, sizeof bad_db, "%s/peers-forged-%zu.db", dir, i);
+    CHECK_INT(import_text(bad_db, bad, err, sizeof err), -1);
+    CHECK_WHY(strstr(err, "external_timings row") && strstr(err, forged[i].why), "%s", err);
+    free(bad);
+  }
+  free(text);
+}
+
 int main(void) {
   char dir[] = "/tmp/fatune-tables-XXXXXX", a[256], b[256], c[256], err[1024];
   REQUIRE_EXIT(mkdtemp(dir));
@@ -838,6 +899,7 @@ int main(void) {
 
   reexport_keeps_ids(dir);
   one_variant_timed_twice(dir);
+  peers_travel(dir);
 
   free(first), free(second), free(third), free(fourth), free(a100), free(from_cli);
   fat_trust_close(trust);

@@ -84,6 +84,14 @@ static const id_table ID_TABLES[] = {
      "SELECT t.id AS old, g.new AS gpu_id, t.name FROM main.ceilings t"
      " JOIN temp.x_gpus g ON g.old = t.gpu_id",
      NULL},
+    /* Each peer's latest timing of each exported problem. */
+    {"external_timings", "gpu_id, problem_id, source, measured_at",
+     "SELECT e.id AS old, g.new AS gpu_id, p.new AS problem_id, e.source, e.measured_at"
+     " FROM main.external_timings e JOIN temp.x_gpus g ON g.old = e.gpu_id"
+     " JOIN temp.x_problems p ON p.old = e.problem_id WHERE e.id = (SELECT max(e2.id) FROM"
+     " main.external_timings e2 WHERE e2.gpu_id = e.gpu_id AND e2.problem_id = e.problem_id AND"
+     " e2.source = e.source)",
+     NULL},
 };
 #define N_ID_TABLES (sizeof ID_TABLES / sizeof ID_TABLES[0])
 
@@ -109,7 +117,8 @@ static const char *const EXPORT_DROP_SQL =
     "DROP TABLE IF EXISTS temp.p_gpus; DROP TABLE IF EXISTS temp.p_variants;"
     "DROP TABLE IF EXISTS temp.p_problems; DROP TABLE IF EXISTS temp.p_builds;"
     "DROP TABLE IF EXISTS temp.p_checks; DROP TABLE IF EXISTS temp.p_timings;"
-    "DROP TABLE IF EXISTS temp.p_ceilings;";
+    "DROP TABLE IF EXISTS temp.p_ceilings; DROP TABLE IF EXISTS temp.x_external_timings;"
+    "DROP TABLE IF EXISTS temp.p_external_timings;";
 
 /* One exported table: its INSERT column list and the SELECT giving the
  * values in that order, sorted by the new ids. */
@@ -180,6 +189,14 @@ static const export_table EXPORT_TABLES[] = {
      " JOIN temp.x_gpus g ON g.old = w.gpu_id JOIN temp.x_problems p ON p.old = w.problem_id"
      " JOIN temp.x_variants v ON v.old = w.variant_id JOIN temp.x_timings tm ON tm.old ="
      " w.timing_id ORDER BY g.new, p.new"},
+    /* Other implementations' timings of the exported problems on this GPU
+     * (bench/store_peers.py), so that the report of a table alone draws
+     * fatune beside them; never candidates. */
+    {"external_timings", "id, gpu_id, problem_id, source, median_ms, tflops, measured_at",
+     "SELECT x.new, g.new, p.new, t.source, t.median_ms, t.tflops, t.measured_at"
+     " FROM main.external_timings t JOIN temp.x_external_timings x ON x.old = t.id"
+     " JOIN temp.x_gpus g ON g.old = t.gpu_id JOIN temp.x_problems p ON p.old = t.problem_id"
+     " ORDER BY x.new"},
 };
 #define N_EXPORT_TABLES (sizeof EXPORT_TABLES / sizeof EXPORT_TABLES[0])
 

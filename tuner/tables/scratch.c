@@ -82,6 +82,13 @@ static const char *const MERGE_SQL =
     " AS mid, t.p90_ms AS p90_ms FROM src.timings t JOIN temp.m_variants v ON v.sid ="
     " t.variant_id JOIN temp.m_gpus g ON g.sid = t.gpu_id JOIN temp.m_problems p ON p.sid ="
     " t.problem_id;"
+    /* Peers' timings (the report's comparisons), each row once. */
+    "INSERT INTO main.external_timings (gpu_id, problem_id, source, median_ms, tflops, measured_at)"
+    " SELECT g.mid, p.mid, e.source, e.median_ms, e.tflops, e.measured_at FROM src.external_timings e"
+    " JOIN temp.m_gpus g ON g.sid = e.gpu_id JOIN temp.m_problems p ON p.sid = e.problem_id"
+    " WHERE NOT EXISTS (SELECT 1 FROM main.external_timings x WHERE x.gpu_id = g.mid AND"
+    " x.problem_id = p.mid AND x.source = e.source AND x.median_ms = e.median_ms AND"
+    " x.measured_at = e.measured_at) ORDER BY e.id;"
     "INSERT OR REPLACE INTO main.winners (gpu_id, problem_id, variant_id, timing_id, chosen_at)"
     " SELECT g.mid, p.mid, v.mid, t.mid, w.chosen_at FROM src.winners w"
     " JOIN temp.m_gpus g ON g.sid = w.gpu_id JOIN temp.m_problems p ON p.sid = w.problem_id"
@@ -112,7 +119,8 @@ static int count_rows(sqlite3 *h, long long *n) {
                          " main.ceilings) + (SELECT count(*) FROM main.variants) + (SELECT count(*) FROM main.builds) + (SELECT"
                          " count(*) FROM main.problems) + (SELECT count(*) FROM main.checks) +"
                          " (SELECT count(*) FROM main.timings) + (SELECT count(*) FROM"
-                         " main.winners) + (SELECT count(*) FROM main.build_hashes)",
+                         " main.winners) + (SELECT count(*) FROM main.build_hashes) + (SELECT"
+                         " count(*) FROM main.external_timings)",
                          -1, &c, NULL) == SQLITE_OK &&
       sqlite3_step(c) == SQLITE_ROW) {
     *n = sqlite3_column_int64(c, 0);

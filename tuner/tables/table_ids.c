@@ -21,7 +21,7 @@ struct fat_table_ids {
 
 /* The tables with an id column, whose ids an export keeps. */
 static const char *const TABLES_WITH_IDS[] = {"gpus",     "ceilings", "variants", "builds",
-                                              "problems", "checks",   "timings"};
+                                              "problems", "checks",   "timings",  "external_timings"};
 #define N_TABLES_WITH_IDS (sizeof TABLES_WITH_IDS / sizeof TABLES_WITH_IDS[0])
 
 /* The longest statement made here (a table's name and natural key filled in). */

@@ -43,7 +43,8 @@ static inline int interrupt_progress(void *unused) {
 /* The tables a scratch database receives, in the order their rows load
  * (each refers only to those before it). */
 static const char *const IMPORT_TABLES[] = {"gpus",   "ceilings", "variants", "builds",  "build_hashes",
-                                            "problems", "checks", "timings", "winners"};
+                                            "problems", "checks", "timings", "winners",
+                                            "external_timings"};
 #define N_IMPORT_TABLES (sizeof IMPORT_TABLES / sizeof IMPORT_TABLES[0])
 
 /* A report of nothing done yet, where an import or a merge starts. */

@@ -24,7 +24,8 @@ static const char *const TRUST_ARCHS[] = {"sm_90a", "sm_80"};
 
 /* The tables a scratch database holds, in the order their rows are loaded. */
 static const char *const TRUST_TABLES[] = {"gpus",     "ceilings", "variants", "builds",  "build_hashes",
-                                           "problems", "checks",   "timings", "winners"};
+                                           "problems", "checks",   "timings", "winners",
+                                           "external_timings"};
 #define N_TRUST_TABLES (sizeof TRUST_TABLES / sizeof TRUST_TABLES[0])
 
 /* ---- the generator's space, by name --------------------------------------- */
@@ -744,16 +745,78 @@ out:
   return rc;
 }
 
+/* Another implementation's timing (a peer the report draws beside
+ * fatune's) is a measurement like a timing: of a source the benchmarks
+ * store (bench/store_peers.py), of a GPU and a problem rows of the table
+ * (the foreign keys), a median within the timings' bounds that puts its
+ * problem below MAX_PLAUSIBLE_TFLOPS, its tflops finite and no more than
+ * that, a timestamp of at most MAX_TIMESTAMP_BYTES. */
+static int check_external(sqlite3 *h, const char *name, char *err, size_t errlen) {
+  static const char *const sources[] = {FAT_EXTERNAL_SDPA_FLASH, FAT_EXTERNAL_SDPA_CUDNN,
+                                        FAT_EXTERNAL_FATUNE_BENCH};
+  sqlite3_stmt *s = NULL;
+  int rc = -1, step;
+  if (sqlite3_prepare_v2(h, "SELECT e.id, e.source, e.median_ms, e.tflops, length(e.measured_at),"
+                            " p.direction, p.mask, p.head_dim, p.batch, p.heads, p.seqlen_q,"
+                            " p.seqlen_k, p.window_left, p.window_right, p.lengths"
+                            " FROM main.external_timings e JOIN main.problems p ON p.id = e.problem_id"
+                            " ORDER BY e.id", -1, &s, NULL) != SQLITE_OK)
+    goto sqlfail;
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    const long long id = sqlite3_column_int64(s, 0);
+    const char *source = (const char *)sqlite3_column_text(s, 1);
+    const double median = sqlite3_column_double(s, 2), tflops = sqlite3_column_double(s, 3);
+    fat_problem p = {0};
+    char what[200] = "", e2[ERRLEN];
+    if (fat_direction_parse((const char *)sqlite3_column_text(s, 5), &p.direction)) p.direction = FAT_FWD;
+    if (fat_mask_parse((const char *)sqlite3_column_text(s, 6), &p.mask)) p.mask = FAT_MASK_NONE;
+    p.head_dim = sqlite3_column_int(s, 7), p.batch = sqlite3_column_int(s, 8);
+    p.heads = sqlite3_column_int(s, 9), p.seqlen_q = sqlite3_column_int(s, 10);
+    p.seqlen_k = sqlite3_column_int(s, 11), p.window_left = sqlite3_column_int(s, 12);
+    p.window_right = sqlite3_column_int(s, 13);
+    const char *lengths = (const char *)sqlite3_column_text(s, 14);
+    if (lengths && *lengths && fat_lengths_parse(lengths, &p.lengths, e2, sizeof e2)) p.lengths.n = 0;
+    size_t k = 0;
+    while (k < sizeof sources / sizeof sources[0] && strcmp(sources[k], source ? source : "")) k++;
+    if (k == sizeof sources / sizeof sources[0])
+      snprintf(what, sizeof what, "source '%.64s' is none the benchmarks store", source ? source : "");
+    else if (!(median >= MIN_MEDIAN_MS && median <= MAX_MEDIAN_MS))
+      snprintf(what, sizeof what, "median_ms %g is outside [%g, %g]", median, MIN_MEDIAN_MS,
+               MAX_MEDIAN_MS);
+    else if (!isfinite(tflops) || tflops > MAX_PLAUSIBLE_TFLOPS)
+      snprintf(what, sizeof what, "tflops %g is more than %g", tflops, MAX_PLAUSIBLE_TFLOPS);
+    else if (fat_problem_flops(&p) / (median * 1e-3) / 1e12 > MAX_PLAUSIBLE_TFLOPS)
+      snprintf(what, sizeof what, "median_ms %g puts its problem at %.3g TFLOP/s, more than %g",
+               median, fat_problem_flops(&p) / (median * 1e-3) / 1e12, MAX_PLAUSIBLE_TFLOPS);
+    else if (sqlite3_column_int(s, 4) > MAX_TIMESTAMP_BYTES)
+      snprintf(what, sizeof what, "measured_at of %d bytes, more than %d", sqlite3_column_int(s, 4),
+               MAX_TIMESTAMP_BYTES);
+    if (what[0]) {
+      set_err(err, errlen, "%s: external_timings row %lld: %s", name, id, what);
+      goto out;
+    }
+  }
+  if (step != SQLITE_DONE) goto sqlfail;
+  rc = 0;
+  goto out;
+sqlfail:
+  set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
 /* A GPU row nothing refers to (no winner, check or timing) says nothing:
  * it is left out, not merged into the target's list of GPUs, and its
- * ceilings with it. */
+ * ceilings and peers' timings with it. */
 static int drop_idle_gpus(sqlite3 *h, const char *name, char *err, size_t errlen) {
   static const char *const IDLE = "(SELECT id FROM main.gpus WHERE id NOT IN (SELECT gpu_id FROM"
                                   " main.winners UNION SELECT gpu_id FROM main.checks UNION"
                                   " SELECT gpu_id FROM main.timings))";
-  char sql[512];
-  snprintf(sql, sizeof sql, "DELETE FROM main.ceilings WHERE gpu_id IN %s; DELETE FROM main.gpus"
-           " WHERE id IN %s", IDLE, IDLE);
+  char sql[1024];
+  snprintf(sql, sizeof sql, "DELETE FROM main.ceilings WHERE gpu_id IN %s; DELETE FROM"
+           " main.external_timings WHERE gpu_id IN %s; DELETE FROM main.gpus WHERE id IN %s", IDLE,
+           IDLE, IDLE);
   if (sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK)
     return 0;
   set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
@@ -769,7 +832,7 @@ int fat_trust_check(fat_trust *t, sqlite3 *h, const char *name, fat_stale stale,
   if (check_types(h, name, err, errlen) || check_contents(h, name, err, errlen) ||
       check_gpus(h, name, err, errlen) || check_problems(h, name, err, errlen) ||
       check_checks(h, name, err, errlen) || check_timings(h, name, err, errlen) ||
-      check_ceilings(h, name, err, errlen) ||
+      check_ceilings(h, name, err, errlen) || check_external(h, name, err, errlen) ||
       check_variants(t, h, name, stale, r, err, errlen) || check_results(t, h, name, err, errlen) ||
       drop_idle_gpus(h, name, err, errlen))
     return -1;
