@@ -644,6 +644,39 @@ out:
 
 /* A timing is a measurement: reps the tuner takes, a median no launch can
  * beat and no problem's FLOPs can make faster than MAX_PLAUSIBLE_TFLOPS. */
+/* The problem of a row whose columns FIRST.. are a problems row's
+ * direction, mask, head_dim, batch, heads, seqlen_q, seqlen_k,
+ * window_left, window_right and lengths (what fat_problem_flops needs). */
+static fat_problem problem_of_row(sqlite3_stmt *s, int first) {
+  fat_problem p = {0};
+  char e2[ERRLEN];
+  if (fat_direction_parse((const char *)sqlite3_column_text(s, first), &p.direction)) p.direction = FAT_FWD;
+  if (fat_mask_parse((const char *)sqlite3_column_text(s, first + 1), &p.mask)) p.mask = FAT_MASK_NONE;
+  p.head_dim = sqlite3_column_int(s, first + 2), p.batch = sqlite3_column_int(s, first + 3);
+  p.heads = sqlite3_column_int(s, first + 4), p.seqlen_q = sqlite3_column_int(s, first + 5);
+  p.seqlen_k = sqlite3_column_int(s, first + 6), p.window_left = sqlite3_column_int(s, first + 7);
+  p.window_right = sqlite3_column_int(s, first + 8);
+  const char *lengths = (const char *)sqlite3_column_text(s, first + 9);
+  if (lengths && *lengths && fat_lengths_parse(lengths, &p.lengths, e2, sizeof e2)) p.lengths.n = 0;
+  return p;
+}
+
+/* What is wrong with a measured MEDIAN (and its TFLOPS) of problem P, into
+ * WHAT: outside the timings' bounds, or faster than any GPU could run P.
+ * 1 when something is (WHAT says it), else 0 (WHAT left as it was). */
+static int time_bounds(double median, double tflops, const fat_problem *p, char *what, size_t cap) {
+  if (!(median >= MIN_MEDIAN_MS && median <= MAX_MEDIAN_MS))
+    snprintf(what, cap, "median_ms %g is outside [%g, %g]", median, MIN_MEDIAN_MS, MAX_MEDIAN_MS);
+  else if (!isfinite(tflops) || tflops > MAX_PLAUSIBLE_TFLOPS)
+    snprintf(what, cap, "tflops %g is more than %g", tflops, MAX_PLAUSIBLE_TFLOPS);
+  else if (fat_problem_flops(p) / (median * 1e-3) / 1e12 > MAX_PLAUSIBLE_TFLOPS)
+    snprintf(what, cap, "median_ms %g puts its problem at %.3g TFLOP/s, more than %g", median,
+             fat_problem_flops(p) / (median * 1e-3) / 1e12, MAX_PLAUSIBLE_TFLOPS);
+  else
+    return 0;
+  return 1;
+}
+
 static int check_timings(sqlite3 *h, const char *name, char *err, size_t errlen) {
   sqlite3_stmt *s = NULL;
   int rc = -1, step;
@@ -657,27 +690,15 @@ static int check_timings(sqlite3 *h, const char *name, char *err, size_t errlen)
     const long long id = sqlite3_column_int64(s, 0), reps = sqlite3_column_int64(s, 1);
     const double median = sqlite3_column_double(s, 2), lo = sqlite3_column_double(s, 3);
     const double hi = sqlite3_column_double(s, 4), tflops = sqlite3_column_double(s, 5);
-    fat_problem p = {0};
-    char what[200] = "", e2[ERRLEN];
-    if (fat_direction_parse((const char *)sqlite3_column_text(s, 7), &p.direction)) p.direction = FAT_FWD;
-    if (fat_mask_parse((const char *)sqlite3_column_text(s, 8), &p.mask)) p.mask = FAT_MASK_NONE;
-    p.head_dim = sqlite3_column_int(s, 9), p.batch = sqlite3_column_int(s, 10);
-    p.heads = sqlite3_column_int(s, 11), p.seqlen_q = sqlite3_column_int(s, 12);
-    p.seqlen_k = sqlite3_column_int(s, 13), p.window_left = sqlite3_column_int(s, 14);
-    p.window_right = sqlite3_column_int(s, 15);
-    const char *lengths = (const char *)sqlite3_column_text(s, 16);
-    if (lengths && *lengths && fat_lengths_parse(lengths, &p.lengths, e2, sizeof e2)) p.lengths.n = 0;
+    const fat_problem p = problem_of_row(s, 7);
+    char what[200] = "";
     if (reps < FAT_MIN_REPS || reps > FAT_MAX_REPS)
       snprintf(what, sizeof what, "reps %lld is outside [%d, %d]", reps, FAT_MIN_REPS, FAT_MAX_REPS);
-    else if (!(median >= MIN_MEDIAN_MS && median <= MAX_MEDIAN_MS) || !isfinite(lo) || !isfinite(hi))
+    else if (!isfinite(lo) || !isfinite(hi))
       snprintf(what, sizeof what, "median_ms %g is outside [%g, %g]", median, MIN_MEDIAN_MS,
                MAX_MEDIAN_MS);
-    else if (!isfinite(tflops) || tflops > MAX_PLAUSIBLE_TFLOPS)
-      snprintf(what, sizeof what, "tflops %g is more than %g", tflops, MAX_PLAUSIBLE_TFLOPS);
-    else if (fat_problem_flops(&p) / (median * 1e-3) / 1e12 > MAX_PLAUSIBLE_TFLOPS)
-      snprintf(what, sizeof what, "median_ms %g puts its problem at %.3g TFLOP/s, more than %g",
-               median, fat_problem_flops(&p) / (median * 1e-3) / 1e12, MAX_PLAUSIBLE_TFLOPS);
-    else if (sqlite3_column_int64(s, 6) > MAX_SM_CLOCK_MHZ)
+    else if (!time_bounds(median, tflops, &p, what, sizeof what) &&
+             sqlite3_column_int64(s, 6) > MAX_SM_CLOCK_MHZ)
       snprintf(what, sizeof what, "sm_clock_mhz %lld is more than %d",
                (long long)sqlite3_column_int64(s, 6), MAX_SM_CLOCK_MHZ);
     if (what[0]) {
@@ -766,29 +787,14 @@ static int check_external(sqlite3 *h, const char *name, char *err, size_t errlen
     const long long id = sqlite3_column_int64(s, 0);
     const char *source = (const char *)sqlite3_column_text(s, 1);
     const double median = sqlite3_column_double(s, 2), tflops = sqlite3_column_double(s, 3);
-    fat_problem p = {0};
-    char what[200] = "", e2[ERRLEN];
-    if (fat_direction_parse((const char *)sqlite3_column_text(s, 5), &p.direction)) p.direction = FAT_FWD;
-    if (fat_mask_parse((const char *)sqlite3_column_text(s, 6), &p.mask)) p.mask = FAT_MASK_NONE;
-    p.head_dim = sqlite3_column_int(s, 7), p.batch = sqlite3_column_int(s, 8);
-    p.heads = sqlite3_column_int(s, 9), p.seqlen_q = sqlite3_column_int(s, 10);
-    p.seqlen_k = sqlite3_column_int(s, 11), p.window_left = sqlite3_column_int(s, 12);
-    p.window_right = sqlite3_column_int(s, 13);
-    const char *lengths = (const char *)sqlite3_column_text(s, 14);
-    if (lengths && *lengths && fat_lengths_parse(lengths, &p.lengths, e2, sizeof e2)) p.lengths.n = 0;
+    const fat_problem p = problem_of_row(s, 5);
+    char what[200] = "";
     size_t k = 0;
     while (k < sizeof sources / sizeof sources[0] && strcmp(sources[k], source ? source : "")) k++;
     if (k == sizeof sources / sizeof sources[0])
       snprintf(what, sizeof what, "source '%.64s' is none the benchmarks store", source ? source : "");
-    else if (!(median >= MIN_MEDIAN_MS && median <= MAX_MEDIAN_MS))
-      snprintf(what, sizeof what, "median_ms %g is outside [%g, %g]", median, MIN_MEDIAN_MS,
-               MAX_MEDIAN_MS);
-    else if (!isfinite(tflops) || tflops > MAX_PLAUSIBLE_TFLOPS)
-      snprintf(what, sizeof what, "tflops %g is more than %g", tflops, MAX_PLAUSIBLE_TFLOPS);
-    else if (fat_problem_flops(&p) / (median * 1e-3) / 1e12 > MAX_PLAUSIBLE_TFLOPS)
-      snprintf(what, sizeof what, "median_ms %g puts its problem at %.3g TFLOP/s, more than %g",
-               median, fat_problem_flops(&p) / (median * 1e-3) / 1e12, MAX_PLAUSIBLE_TFLOPS);
-    else if (sqlite3_column_int(s, 4) > MAX_TIMESTAMP_BYTES)
+    else if (!time_bounds(median, tflops, &p, what, sizeof what) &&
+             sqlite3_column_int(s, 4) > MAX_TIMESTAMP_BYTES)
       snprintf(what, sizeof what, "measured_at of %d bytes, more than %d", sqlite3_column_int(s, 4),
                MAX_TIMESTAMP_BYTES);
     if (what[0]) {
