@@ -615,9 +615,15 @@ static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, gpu_id);
   sqlite3_bind_int64(s, 2, problem_id);
-  int rc;
+  int rc = SQLITE_DONE;
   while (n_jobs < FAT_DB_MAX_JOBS_READ && (rc = sqlite3_step(s)) == SQLITE_ROW)
     jobs[n_jobs++] = sqlite3_column_int64(s, 0);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    fail(db, "cannot read the jobs on gpu %lld, problem %lld", (long long)gpu_id,
+         (long long)problem_id);
+    release(s);
+    return -1;
+  }
   release(s);
   for (size_t k = 0; k < n_jobs; k++) {
     fat_db_choice best;
@@ -641,10 +647,13 @@ static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 
         has_best = 1;
       }
     }
+    if (rc != SQLITE_DONE) {
+      fail(db, "cannot read job %lld on gpu %lld, problem %lld", (long long)jobs[k],
+           (long long)gpu_id, (long long)problem_id);
+      release(s);
+      return -1;
+    }
     release(s);
-    if (rc != SQLITE_DONE)
-      return fail(db, "cannot read job %lld on gpu %lld, problem %lld", (long long)jobs[k],
-                  (long long)gpu_id, (long long)problem_id);
     if (has_first) {
       *out = best;
       return 0;
