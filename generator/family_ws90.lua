@@ -45,9 +45,11 @@ local family = {
   masks = {"none", "causal", "local"},
   params = {
     -- Query rows per block, 64 per consumer warpgroup. The template takes
-    -- one to three; with P from registers three leave too few registers
-    -- for a useful tile (BLOCK_N 64 at d64), and one has no pingpong.
-    {name = "BLOCK_M", values = {128}},
+    -- one to three. Three (192 rows, FlashAttention-3's d64 tile) have 160
+    -- registers a thread: with P from registers only d64 at BLOCK_N 128
+    -- fits them (the register rule below prunes the rest); one has no
+    -- pingpong and leaves most of the SM's registers unused.
+    {name = "BLOCK_M", values = {128, 192}},
     {name = "BLOCK_N", values = {64, 80, 96, 112, 128, 160, 176, 192}},  -- keys per K/V tile
     {name = "STAGES", values = {2}},                 -- K and V buffers of each ring
     {name = "OVERLAP", values = {0, 1}},             -- softmax of tile j beside P·V of tile j - 1
