@@ -52,7 +52,10 @@ local family = {
     {name = "BLOCK_M", values = {128, 192}},
     {name = "BLOCK_N", values = {64, 80, 96, 112, 128, 160, 176, 192}},  -- keys per K/V tile
     {name = "STAGES", values = {2}},                 -- K and V buffers of each ring
-    {name = "OVERLAP", values = {0, 1}},             -- softmax of tile j beside P·V of tile j - 1
+    -- Softmax of tile j beside P·V of tile j - 1: 1 as written (ptxas
+    -- moves the wait for P·V above the softmax), 2 with the wait held
+    -- behind it in the machine code too (templates/fwd_ws90.cu).
+    {name = "OVERLAP", values = {0, 1, 2}},
     {name = "PINGPONG", values = {0, 1}},            -- consumers take turns to issue their products
     -- One block an SM looping over query blocks: 1 every gridDim.x-th, 2
     -- the next a counter hands out (blocks of unequal work: masks).
@@ -61,11 +64,11 @@ local family = {
   fixed = {PACK_GQA = 0, SPLITS = 1},
 }
 
--- m128n176s2opr: BLOCK_M, BLOCK_N, STAGES, then o for OVERLAP, p for
--- PINGPONG, r for PERSISTENT 1 (resident blocks), d for 2 (drawn from a
--- counter).
+-- m128n176s2opr: BLOCK_M, BLOCK_N, STAGES, then o for OVERLAP 1 (O for 2),
+-- p for PINGPONG, r for PERSISTENT 1 (resident blocks), d for 2 (drawn
+-- from a counter).
 function family.tag(c)
-  return ("m%dn%ds%d%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.OVERLAP == 1 and "o" or "",
+  return ("m%dn%ds%d%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, ({[1] = "o", [2] = "O"})[c.OVERLAP] or "",
                                    c.PINGPONG == 1 and "p" or "", ({[1] = "r", [2] = "d"})[c.PERSISTENT] or "")
 end
 

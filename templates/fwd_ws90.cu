@@ -22,7 +22,12 @@
 //   region j      issue S(j) and O += P(j - 1)·V(j - 1), both from shared
 //                 memory but P from registers;
 //                 OVERLAP 1: wait for S(j) only, softmax(j) while the
-//                 tensor cores still run P·V, then wait for P·V;
+//                 tensor cores still run P·V, then wait for P·V -- in the
+//                 source: ptxas hoists that wait above the softmax (the
+//                 SASS has both WARPGROUP.DEPBARs before the first
+//                 MUFU.EX2), so the softmax runs after P·V all the same;
+//                 OVERLAP 2: the same, the wait held behind the softmax in
+//                 the machine code too (hold_wait_behind, below);
 //                 OVERLAP 0: wait for both, then softmax(j);
 //                 then rescale O and round P(j) into registers
 //   region n      issue O += P(n - 1)·V(n - 1); wait for it
@@ -52,12 +57,15 @@ constexpr int kHeadDim = {{HEAD_DIM}};
 constexpr int kBlockM = {{BLOCK_M}};      // query rows per block: 64 per consumer warpgroup
 constexpr int kBlockN = {{BLOCK_N}};      // keys per K/V tile
 constexpr int kStages = {{STAGES}};       // K and V buffers of each ring
-constexpr bool kOverlap = {{OVERLAP}};    // the schedule, above
+constexpr bool kOverlap = {{OVERLAP}} != 0;  // the schedule, above
 constexpr bool kPingpong = {{PINGPONG}};  // consumers take turns to issue
 constexpr bool kPersistent = {{PERSISTENT}} != 0;  // one block an SM, looping over query blocks
 // ... drawn from a counter. An enumerator: NVRTC writes every namespace-scope
 // constexpr variable into the cubin, and the others' cubins stay as they were.
 enum : bool { kDynamic = {{PERSISTENT}} == 2 };
+// OVERLAP 2: P·V's wait held behind the softmax in the machine code (an
+// enumerator for the same reason).
+enum : bool { kHoldWait = {{OVERLAP}} == 2 };
 constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
@@ -103,9 +111,24 @@ static_assert(kConsumers == 1 ||
               "the traded registers are the block's own");
 static_assert(!(kIsCausal && kIsLocal), "causal is the local window (-1, 0), generated apart");
 static_assert({{PERSISTENT}} >= 0 && {{PERSISTENT}} <= 2, "PERSISTENT: 0, 1 or 2");
+static_assert({{OVERLAP}} >= 0 && {{OVERLAP}} <= 2, "OVERLAP: 0, 1 or 2");
 
 #include "wgmma.cuh"
 #include "tma.cuh"
+
+// Keeps the arithmetic that produced X ahead of the next wgmma wait in the
+// machine code. ptxas moves a WARPGROUP.DEPBAR up to the first point its
+// own operands allow, and the softmax has no dependence on it: left alone,
+// OVERLAP's wait for P·V lands right after S's and every MUFU.EX2 of the
+// softmax follows it. A shared-memory store is not moved across the wait,
+// and this one needs X -- the row sums, the softmax's last results -- for
+// its predicate; it never executes (a sum of exponentials is not negative,
+// and NaN compares false), so it orders and writes nothing. ADDR: any
+// shared address of the block.
+__device__ __forceinline__ void hold_wait_behind(float x, u32 addr) {
+  asm volatile("{\n.reg .pred p;\nsetp.lt.f32 p, %1, 0f00000000;\n@p st.shared.f32 [%0], %1;\n}\n" ::"r"(addr), "f"(x)
+               : "memory");
+}
 
 // The work of one query block, which producer and consumers derive alike
 // from its index: blocks are numbered with the query block fastest (the
@@ -474,6 +497,7 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
           release(k_empty(sk));
           if (j == b.n_tiles - 1) release(q_empty);
           softmax(s, j, masked, alpha);
+          if constexpr (kHoldWait) hold_wait_behind(row_sum[0] + row_sum[1], q_rows);
           wgmma_wait<0>();
           pin(o);
           pin(a);

@@ -27,7 +27,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
 #define SPLITKV_GRID 40 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x5 */
 #define WGMMA90_GRID 16 /* BLOCK_M x BLOCK_N x STAGES x OVERLAP = 2x2x2x2, sm_90a, d64..d256 by 64 */
-#define WS90_GRID 192   /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT = 2x8x1x2x2x3, sm_90a */
+#define WS90_GRID 288   /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT = 2x8x1x3x2x3, sm_90a */
 #define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
@@ -148,7 +148,7 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   CHECK_WHY(ws_defaults == 0, "%s: %d ws90 variants marked default", arch, ws_defaults);
   CHECK_WHY(other == 0, "%s: %d variants of an unknown family", arch, other);
   /* every configuration of mma80's 2x4x2x3 grid, of splitkv's 2x2x2x5, of
-   * wgmma90's 2x2x2x2 and ws90's 2x8x1x2x2x3 (sm_90a's d64 to d256, d32
+   * wgmma90's 2x2x2x2 and ws90's 2x8x1x3x2x3 (sm_90a's d64 to d256, d32
    * aside) and of
    * the baseline's tiles is either a variant or pruned */
   size_t wgmma_grid = 0;
@@ -315,11 +315,11 @@ static void test_pruning(fat_gen *g) {
     return;
   }
   /* mma80's 19, splitkv's 18 (BLOCK_N 64: the rest do not fit), wgmma90's
-   * 8, ws90's 16 and the materialising baseline's 2 tiles; mma80's 29,
-   * splitkv's 22, wgmma90's 8 and ws90's 80 of 128 rows pruned (PERSISTENT 2
-   * wants a mask) and all 96 of 192 (three consumers' registers) */
-  CHECK_WHY(n == 19 + 18 + 8 + 16 + MATERIALIZE_TILES && np == 29 + 22 + 8 + 80 + 96, "%zu variants, %zu pruned", n,
-            np);
+   * 8, ws90's 24 and the materialising baseline's 2 tiles; mma80's 29,
+   * splitkv's 22, wgmma90's 8 and ws90's 120 of 128 rows pruned (PERSISTENT 2
+   * wants a mask) and all 144 of 192 (three consumers' registers) */
+  CHECK_WHY(n == 19 + 18 + 8 + 24 + MATERIALIZE_TILES && np == 29 + 22 + 8 + 120 + 144, "%zu variants, %zu pruned",
+            n, np);
   /* (128 + 2*2*96) * 256 * 2 + 1024 + 10 barriers of 8 bytes = 263248,
    * and BLOCK_N 96 is in no list at d256 (its 48 + 128 + 24 accumulators
    * would fit); at BLOCK_N 112, 56 + 128 + 28 do not */
@@ -864,12 +864,12 @@ int main(void) {
   const int wgmma_sm80[N_HEAD_DIMS] = {0, 0, 0, 0, 0, 0};
   const int wgmma_sm90a[N_HEAD_DIMS] = {0, 12, 12, 12, 10, 8};
   /* ws90 without a mask: sm_90a only, each head dim's key tiles (3 up to
-   * d128, 2 above) times OVERLAP, PINGPONG and PERSISTENT; its register and
+   * d128, 2 above) times OVERLAP (3), PINGPONG and PERSISTENT; its register and
    * shared-memory rules leave all of them (they prune the tiles the lists
    * leave out), and of 192 rows (three consumers' 160 registers) d64's
    * 128-key tile alone; causal and local as many (PERSISTENT 2 for 1) */
   const int ws_sm80[N_HEAD_DIMS] = {0, 0, 0, 0, 0, 0};
-  const int ws_sm90a[N_HEAD_DIMS] = {0, 24 + 8, 24, 24, 16, 16};
+  const int ws_sm90a[N_HEAD_DIMS] = {0, 36 + 12, 36, 36, 24, 24};
   test_space_counts(g, "sm_80", want_sm80, splitkv_sm80, wgmma_sm80, ws_sm80);
   test_space_counts(g, "sm_90a", want_sm90a, splitkv_sm90a, wgmma_sm90a, ws_sm90a);
   /* per head dim 64..256, atomic and separate, PREFETCH 0 and 1; see
