@@ -55,17 +55,24 @@ local family = {
     -- dO and dQ accumulator fit a third of the L2, heaviest first within a
     -- group, rather than every pair's heaviest key block first
     {name = "GROUPED", values = {0, 1}},
+    -- 1: each tile's lse and D into registers before its products, not
+    -- beside their first use (where P's and dS's arithmetic waited for them)
+    {name = "STATS_AHEAD", values = {0, 1}},
+    -- 1: dSᵀ into shared memory by stmatrix (four 8 x 8 blocks a warp an
+    -- instruction), not a 32-bit st.shared a value pair
+    {name = "DS_STSM", values = {0, 1}},
     -- dQ summed with atomics (one value: named so the launcher reads it
     -- as it reads mma80's)
     {name = "DQ_MODE", values = {"atomic"}},
   },
 }
 
--- m64n128s2kpg: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
--- PERSISTENT 1, g for GROUPED 1.
+-- m64n128s2kpgax: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
+-- PERSISTENT 1, g for GROUPED 1, a for STATS_AHEAD 1, x for DS_STSM 1.
 function family.tag(c)
-  return ("m%dn%ds%d%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
-                                    c.PERSISTENT == 1 and "p" or "", c.GROUPED == 1 and "g" or "")
+  return ("m%dn%ds%d%s%s%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
+                                        c.PERSISTENT == 1 and "p" or "", c.GROUPED == 1 and "g" or "",
+                                        c.STATS_AHEAD == 1 and "a" or "", c.DS_STSM == 1 and "x" or "")
 end
 
 family.template_head_dim = tiles.template_head_dim

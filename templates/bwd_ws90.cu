@@ -88,6 +88,22 @@ constexpr int kWarpSize = 32;
 constexpr int kChunk = 8;  // elements of one 16-byte copy
 constexpr float kLog2e = 1.4426950408889634f;
 enum : int {
+  // STATS_AHEAD 1: a tile's lse and D read from shared memory into
+  // registers as soon as the tile has landed, before its products, rather
+  // than beside their first use: there the FFMA of P = exp2(S·scale − lse)
+  // and the FADD of dP − D waited for the loads (short scoreboard, 14.5 % of
+  // the consumers' stall samples at d128 none s4096; ncu, notes/kernel-log.md
+  // ws7). An enumerator, not a constexpr variable: NVRTC puts every one of
+  // those into the cubin, and a new one would change the machine code of the
+  // STATS_AHEAD 0 variants.
+  kStatsAhead = {{STATS_AHEAD}},
+  // DS_STSM 1: dSᵀ into shared memory by stmatrix, four 8 x 8 blocks of a
+  // warp an instruction (kPSteps a thread a tile), where 0 stores its 32-bit
+  // pairs one st.shared each (kBlockM / 4): the MIO queue throttled the
+  // consumers 0.80 cycles an issued instruction against cuDNN's 0.07, whose
+  // kernel stores dSᵀ with STSM (ncu, notes/kernel-log.md ws7). An
+  // enumerator, as STATS_AHEAD.
+  kDsStsm = {{DS_STSM}},
   kConsumers = kBlockN / 64,
   kThreads = 128 * (kConsumers + 1),
   kConsumerThreads = 128 * kConsumers,
@@ -150,6 +166,8 @@ static_assert(!kDqSplitK || kDqKSteps * 16 == 64, "split-K dQ: each consumer its
 static_assert(!kOwnKeys || kConsumers == 2, "DQ_KEYS 1: two consumers (one owns every key already)");
 static_assert(kStages >= 2 && kStages <= 4, "a ring of two to four buffers");
 static_assert({{PERSISTENT}} == 0 || {{PERSISTENT}} == 1, "PERSISTENT: 0 or 1");
+static_assert(kStatsAhead == 0 || kStatsAhead == 1, "STATS_AHEAD: 0 or 1");
+static_assert(kDsStsm == 0 || kDsStsm == 1, "DS_STSM: 0 or 1");
 static_assert(!kGrouped || kIsCausal, "GROUPED: causal items only (without a mask they go pair by pair already)");
 static_assert(kConsumers == 1 || kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
               "the traded registers are the block's own");
@@ -505,6 +523,19 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       const u32 ds_t = ds_s + (it % kDsBuffers) * kDsBytes;
       const float *lse_s = stats + s * 2 * kBlockM, *delta_s = lse_s + kBlockM;
       mbar_wait(q_full(s), (it / kStages) & 1);
+      // STATS_AHEAD: this thread's columns' lse (2t and 2t + 1 of each
+      // 8-query group) loaded under the products below, D under P's
+      // arithmetic (both under the products spilled at d96 and d128).
+      float lse_r[kBlockM / 4], delta_r[kBlockM / 4];
+      auto stats_ahead = [&](const float *from, float (&to)[kBlockM / 4]) {
+#pragma unroll
+        for (int nt = 0; nt < kBlockM / 8; nt++) {
+          const float2 v = *reinterpret_cast<const float2 *>(from + 8 * nt + 2 * t);
+          to[2 * nt] = v.x, to[2 * nt + 1] = v.y;
+        }
+        pin(to);
+      };
+      if constexpr (kStatsAhead) stats_ahead(lse_s, lse_r);
 
       // Sᵀ and dPᵀ: this warpgroup's 64 keys x kBlockM queries, two groups.
       float sc[kSRegs], dp[kSRegs];
@@ -523,6 +554,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       }
       wgmma_wait<1>();
       pin(sc);
+      if constexpr (kStatsAhead) stats_ahead(delta_s, delta_r);
       mask_scores(sc, m0);
       // Pᵀ and dSᵀ = Pᵀ ∘ (dPᵀ − D) as the A fragments of dV's and dK's
       // products, dSᵀ also into ds_t; then dV += Pᵀ·dO and dK += dSᵀ·Q
@@ -531,7 +563,11 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       u32 pa[kPSteps][4], da[kPSteps][4];
 #pragma unroll
       for (int nt = 0; nt < kBlockM / 8; nt++) {
-        const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * nt + 2 * t);
+        float2 lse;
+        if constexpr (kStatsAhead)
+          lse = make_float2(lse_r[2 * nt], lse_r[2 * nt + 1]);
+        else
+          lse = *reinterpret_cast<const float2 *>(lse_s + 8 * nt + 2 * t);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           const int i = 4 * nt + 2 * h;
@@ -554,14 +590,37 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       pin(dp);
 #pragma unroll
       for (int nt = 0; nt < kBlockM / 8; nt++) {
-        const float2 delta = *reinterpret_cast<const float2 *>(delta_s + 8 * nt + 2 * t);
+        float2 delta;
+        if constexpr (kStatsAhead)
+          delta = make_float2(delta_r[2 * nt], delta_r[2 * nt + 1]);
+        else
+          delta = *reinterpret_cast<const float2 *>(delta_s + 8 * nt + 2 * t);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           const int i = 4 * nt + 2 * h;
           const u32 ds2 = pack2(sc[i] * (dp[i] - delta.x), sc[i + 1] * (dp[i + 1] - delta.y));
           if constexpr (!kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(sc[i], sc[i + 1]);
           da[nt / 2][h + 2 * (nt % 2)] = ds2;
-          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ds_t + kq_offset(nt, h)), "r"(ds2) : "memory");
+          if constexpr (!kDsStsm)
+            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ds_t + kq_offset(nt, h)), "r"(ds2) : "memory");
+        }
+      }
+      if constexpr (kDsStsm) {
+        // da[kk] holds the 8 x 8 blocks (query groups 2kk, 2kk + 1) x (keys
+        // row_key's 8, and 8 more) in stmatrix's order: lane 4g + t has row
+        // g's columns 2t, 2t + 1 of each, matrix m = 2·(group - 2kk) + h.
+        // Lane L gives the address of row L % 8 of matrix L / 8: its key,
+        // its query group, the 128-byte swizzle as kq_offset's (row % 8 is
+        // the key's, L % 8).
+        const int m = lane / 8, r = lane % 8;
+        const int key = 64 * wg + 16 * (warp % 4) + 8 * (m % 2) + r;
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; kk++) {
+          const int nt = 2 * kk + m / 2;
+          const u32 row = ds_t + (nt / 8) * kBlockN * 128 + key * 128 + (((nt % 8) ^ r) * 16);
+          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row),
+                       "r"(da[kk][0]), "r"(da[kk][1]), "r"(da[kk][2]), "r"(da[kk][3])
+                       : "memory");
         }
       }
       if constexpr (!kEarlyDv) {

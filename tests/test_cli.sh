@@ -375,7 +375,8 @@ fi
 # accumulators leave room for many warps) and 4 of the wgmma90 family, the
 # default FlashAttention-2's 64 x 64 tiles with atomic dQ and no prefetch;
 # mma80f's 36 (mma80's configurations that keep room for the soft-cap's
-# factor; its default eight warps); fwd,bwd lists both.
+# factor; its default eight warps); ws90's 20, each with STATS_AHEAD and
+# DS_STSM 0 and 1 (80); fwd,bwd lists both.
 bwd=$("$F" --list --direction bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null)
 both=$("$F" --list --direction fwd,bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
 fwd=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
@@ -390,9 +391,9 @@ if [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic ' <<<"$bwd")" -eq 1
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n\(64\|128\)s[23]k\?p\?g .* GROUPED=1 ' <<<"$bwd")" -eq 10 ] &&
    [ "$(grep -c '^bwd\.mma80f\.bf16\.d128\.causal\.' <<<"$bwd")" -eq 36 ] &&
    grep -q '^bwd.mma80f.bf16.d128.causal.m64n64w8.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=8  [0-9a-f]\{64\}$' <<<"$bwd" &&
-   [ "$(wc -l <<<"$bwd")" -eq 104 ] &&
+   [ "$(wc -l <<<"$bwd")" -eq 164 ] &&
    grep -q '^bwd.mma80.bf16.d128.causal.m64n64w4.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=4  [0-9a-f]\{64\}$' <<<"$bwd" &&
-   [ "$both" -eq $((fwd + 104)) ]; then
+   [ "$both" -eq $((fwd + 164)) ]; then
   pass=$((pass + 1))
 else
   fail=$((fail + 1)); echo "FAIL: --list --direction bwd ($(wc -l <<<"$bwd") bwd lines, $both for fwd,bwd, $fwd fwd)"

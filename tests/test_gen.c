@@ -32,7 +32,8 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
 #define BWD_WGMMA_GRID 8  /* backward wgmma90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
-#define BWD_WS90_GRID 64  /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS x PERSISTENT x GROUPED = 2x2x2x2x2x2 */
+#define BWD_WS90_GRID 256 /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS x PERSISTENT x GROUPED x
+                             STATS_AHEAD x DS_STSM = 2x2x2x2x2x2x2x2 */
 #define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
@@ -422,11 +423,15 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
                     !v[i].is_default && strstr(v[i].params, "DQ_MODE=atomic") && strstr(v[i].source, "{{") == NULL,
                 "%s on %s: entry %s params %s", v[i].name, arch, v[i].entry, v[i].params);
       /* ws90's tag ends in p for PERSISTENT=1, then g for GROUPED=1 (causal
-       * only). */
+       * only), then a for STATS_AHEAD=1, then x for DS_STSM=1. */
       const size_t name_len = strlen(v[i].name);
-      const int grouped = is_ws90 && v[i].name[name_len - 1] == 'g';
-      CHECK_WHY(!is_ws90 || (grouped == (strstr(v[i].params, "GROUPED=1") != NULL) &&
-                             (v[i].name[name_len - 1 - grouped] == 'p') ==
+      const int stsm = is_ws90 && v[i].name[name_len - 1] == 'x';
+      const int ahead = is_ws90 && v[i].name[name_len - 1 - stsm] == 'a';
+      const int grouped = is_ws90 && v[i].name[name_len - 1 - stsm - ahead] == 'g';
+      CHECK_WHY(!is_ws90 || (stsm == (strstr(v[i].params, "DS_STSM=1") != NULL) &&
+                             ahead == (strstr(v[i].params, "STATS_AHEAD=1") != NULL) &&
+                             grouped == (strstr(v[i].params, "GROUPED=1") != NULL) &&
+                             (v[i].name[name_len - 1 - stsm - ahead - grouped] == 'p') ==
                                  (strstr(v[i].params, "PERSISTENT=1") != NULL) &&
                              (!grouped || v[i].mask == FAT_MASK_CAUSAL)),
                 "%s: params %s", v[i].name, v[i].params);
@@ -893,8 +898,8 @@ int main(void) {
    * shared memory too), d96 and d128 BLOCK_M 128 (accumulators); none past
    * d128; each with PERSISTENT 0 and 1 but DQ_KEYS 1 with PERSISTENT 1 on
    * the 128-column template (d96, d128: spills); causal each also with
-   * GROUPED 1 */
-  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {16, 10, 10, 0, 0};
+   * GROUPED 1; every one with STATS_AHEAD and DS_STSM 0 and 1 */
+  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {64, 40, 40, 0, 0};
   test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_wgmma_sm80);
   test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a);
   test_names_and_hashes(g);
