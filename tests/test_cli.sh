@@ -423,6 +423,33 @@ if [ -f "$tables_db" ]; then
   else
     fail=$((fail + 1)); printf 'FAIL: report without a database of its own (%d): %s\n' "$rc" "$msg"
   fi
+  # The shipped tables hold a table per GPU model (the H200's and the
+  # H100's): without --gpu-name the one with the most winners speaks, and
+  # both commands say so; --gpu-name picks another.
+  read -r n_gpus most < <(python3 - "$tables_db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+rows = c.execute("SELECT g.name, (SELECT COUNT(*) FROM winners w WHERE w.gpu_id = g.id) n FROM gpus g"
+                 " ORDER BY n DESC, g.id DESC").fetchall()
+print(len({r[0] for r in rows}), rows[0][0].replace(" ", "_") if rows else "")
+PY
+)
+  most=${most//_/ }
+  if [ "${n_gpus:-0}" -gt 1 ]; then
+    if grep -qxF "fatune report: the shipped tables hold $n_gpus GPUs: reporting $most, the most tuned (--gpu-name picks another)" <<<"$msg" &&
+       grep -qxF "(they hold $n_gpus GPUs: $most, the most tuned, speaks for them; --gpu-name picks another)" <<<"$out"; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1)); printf 'FAIL: several GPUs in the shipped tables (%s, most %s):\n%s\n%s\n' "$n_gpus" "$most" "$msg" "$out"
+    fi
+    other=$(python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print([r[0] for r in c.execute('SELECT DISTINCT name FROM gpus') if r[0] != sys.argv[2]][0])" "$tables_db" "$most")
+    out2=$(alone explain --seqlen 4096 --head-dim 128 --dtype bf16 --causal --gpu-name "$other" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && grep -q "^Floors on $other: " <<<"$out2" && ! grep -q 'the most tuned' <<<"$out2"; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1)); printf 'FAIL: explain --gpu-name %s on the shipped tables (%d):\n%s\n' "$other" "$rc" "$out2"
+    fi
+  fi
 else
   fail=$((fail + 1)); echo "FAIL: no shipped tables beside $F ($tables_db)"
 fi

@@ -490,7 +490,7 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
   fat_db *db = NULL;
   fat_ceilings c = {0};
   sqlite3_int64 gpu_id = 0;
-  int status = FAT_EXIT_USAGE, have_gpu = 0, have_winner = 0, shipped = 0;
+  int status = FAT_EXIT_USAGE, have_gpu = 0, have_winner = 0, shipped = 0, n_gpus = 0;
   fat_problem stored; /* with no winner of the shape: the first stored one of its key */
   double median_ms = 0;
 
@@ -514,7 +514,7 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
   }
   {
     int rc = fat_results_db_open(db_path, sizeof db_path, o.db_path[0] != 0, o.gpu_name, &db, &gpu_id, gpu,
-                                 sizeof gpu, &have_gpu, &shipped, err, sizeof err);
+                                 sizeof gpu, &have_gpu, &shipped, &n_gpus, err, sizeof err);
     if (rc) {
       fprintf(errf, "fatune explain: %s\n", err);
       status = rc == 2 ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
@@ -549,6 +549,8 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
 
   fat_explain_print_model(out, &m);
   if (shipped) fprintf(out, "\n(your database has no GPU results: read from the shipped tables, %s)\n", db_path);
+  if (shipped && n_gpus > 1 && !o.gpu_name[0])
+    fprintf(out, "(they hold %d GPUs: %s, the most tuned, speaks for them; --gpu-name picks another)\n", n_gpus, gpu);
   if (!c.bandwidth_measured && !c.peak_measured)
     fprintf(out, "\nno measured ceilings for %s in %s; run fatune on a GPU%s\n",
             have_gpu ? gpu : "this GPU", db_path,

@@ -90,9 +90,9 @@ int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
   }
   char user_db[sizeof db_path];
   snprintf(user_db, sizeof user_db, "%s", db_path);
-  int shipped = 0;
+  int shipped = 0, n_gpus = 0;
   int rc = fat_results_db_open(db_path, sizeof db_path, seen_db, gpu_name, &db, &gpu_id, gpu, sizeof gpu, &found,
-                               &shipped, err, sizeof err);
+                               &shipped, &n_gpus, err, sizeof err);
   if (rc) {
     fprintf(errf, "fatune report: %s\n", err);
     status = rc == 2 ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
@@ -114,6 +114,9 @@ int fat_report_run(int argc, char **argv, FILE *out, FILE *errf) {
   }
   if (shipped)
     fprintf(errf, "fatune report: no GPU results in %s: reporting the shipped tables, %s\n", user_db, db_path);
+  if (shipped && n_gpus > 1 && !gpu_name[0])
+    fprintf(errf, "fatune report: the shipped tables hold %d GPUs: reporting %s, the most tuned (--gpu-name picks another)\n",
+            n_gpus, gpu);
   /* Written aside and renamed: a failed run never leaves half a page. The
    * temporary is this process's own (O_EXCL | O_NOFOLLOW: a link planted
    * at its name is never followed), and an OUTPUT that is anything but a

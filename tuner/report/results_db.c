@@ -49,16 +49,20 @@ out:
   return ret;
 }
 
-int fat_db_pick_gpu(fat_db *db, const char *name, sqlite3_int64 *gpu_id, char *name_out,
-                    size_t name_cap, int *found, char *err, size_t errlen) {
+/* fat_db_pick_gpu, and with MOST set, several GPUs and no NAME, the one
+ * with the most winners rather than an error; *COUNT gets how many GPU
+ * names the database holds. */
+static int pick_gpu(fat_db *db, const char *name, int most, sqlite3_int64 *gpu_id, char *name_out,
+                    size_t name_cap, int *found, int *count_out, char *err, size_t errlen) {
   char names[1024];
   int count = 0, ret = -1, rc;
   sqlite3_stmt *s = NULL;
   *found = 0;
   if (gpu_names(db, names, sizeof names, &count, err, errlen)) return -1;
+  if (count_out) *count_out = count;
   if (!name || !*name) {
     if (count == 0) return 0;
-    if (count > 1) {
+    if (count > 1 && !most) {
       snprintf(err, errlen, "the database holds results of several GPUs (%s): choose one with "
                "--gpu-name", names);
       return 2;
@@ -66,9 +70,13 @@ int fat_db_pick_gpu(fat_db *db, const char *name, sqlite3_int64 *gpu_id, char *n
     /* The only name, read back below. */
     name = NULL;
   }
+  /* By name, the latest row with winners, else the latest; without, the
+   * most winners (then the latest). */
   if (sqlite3_prepare_v2(fat_db_handle(db),
                          "SELECT g.id, g.name FROM gpus g WHERE ?1 IS NULL OR g.name = ?1"
-                         " ORDER BY EXISTS (SELECT 1 FROM winners w WHERE w.gpu_id = g.id) DESC,"
+                         " ORDER BY CASE WHEN ?1 IS NULL THEN"
+                         " (SELECT COUNT(*) FROM winners w WHERE w.gpu_id = g.id) END DESC,"
+                         " EXISTS (SELECT 1 FROM winners w WHERE w.gpu_id = g.id) DESC,"
                          " g.id DESC LIMIT 1",
                          -1, &s, NULL) != SQLITE_OK) {
     snprintf(err, errlen, "cannot read GPUs: %s", sqlite3_errmsg(fat_db_handle(db)));
@@ -95,18 +103,23 @@ out:
   return ret;
 }
 
+int fat_db_pick_gpu(fat_db *db, const char *name, sqlite3_int64 *gpu_id, char *name_out,
+                    size_t name_cap, int *found, char *err, size_t errlen) {
+  return pick_gpu(db, name, 0, gpu_id, name_out, name_cap, found, NULL, err, errlen);
+}
+
 int fat_results_db_open(char *path, size_t path_cap, int given, const char *gpu_name, fat_db **db,
                         sqlite3_int64 *gpu_id, char *gpu, size_t gpu_cap, int *found, int *shipped,
-                        char *err, size_t errlen) {
+                        int *n_gpus, char *err, size_t errlen) {
   char tables[4096], looked[4096];
   int rc;
   char why[1024];
-  *found = *shipped = 0;
+  *found = *shipped = *n_gpus = 0;
   if (fat_db_open_existing(path, db, why, sizeof why)) {
     snprintf(err, errlen, "--db: %s", why);
     return 2;
   }
-  if (*db && (rc = fat_db_pick_gpu(*db, gpu_name, gpu_id, gpu, gpu_cap, found, err, errlen))) return rc;
+  if (*db && (rc = pick_gpu(*db, gpu_name, 0, gpu_id, gpu, gpu_cap, found, n_gpus, err, errlen))) return rc;
   if (*found || given || fat_tables_default(tables, sizeof tables, looked, sizeof looked)) return 0;
   if (strlen(tables) >= path_cap) return 0; /* the user's (empty) database stays the answer */
   fat_db_close(*db);
@@ -116,5 +129,7 @@ int fat_results_db_open(char *path, size_t path_cap, int given, const char *gpu_
     snprintf(err, errlen, "the shipped tables: %s", why);
     return -1;
   }
-  return *db ? fat_db_pick_gpu(*db, gpu_name, gpu_id, gpu, gpu_cap, found, err, errlen) : 0;
+  /* The shipped tables hold one table per GPU model: without --gpu-name,
+   * the most complete. */
+  return *db ? pick_gpu(*db, gpu_name, 1, gpu_id, gpu, gpu_cap, found, n_gpus, err, errlen) : 0;
 }

@@ -29,10 +29,13 @@ int fat_db_open_existing(const char *path, fat_db **db, char *err, size_t errlen
  * as fat_db_open_existing does, the GPU picked as fat_db_pick_gpu does with
  * GPU_NAME. With no --db given and no GPU results in the user's database
  * (or no database at all), the shipped tables instead when some are found
- * (fat_tables_default): PATH then names them and *SHIPPED is 1. *DB may be
- * NULL (no database anywhere). Returns fat_db_pick_gpu's 0, 2 or -1, and 2
- * with ERR ("--db: ...") for a file at PATH that is not a usable database. */
+ * (fat_tables_default): PATH then names them and *SHIPPED is 1, and
+ * without GPU_NAME the GPU with the most winners speaks for them (they
+ * hold one table per GPU model). *N_GPUS gets how many GPU names the
+ * database read holds. *DB may be NULL (no database anywhere). Returns
+ * fat_db_pick_gpu's 0, 2 or -1, and 2 with ERR ("--db: ...") for a file at
+ * PATH that is not a usable database. */
 int fat_results_db_open(char *path, size_t path_cap, int given, const char *gpu_name, fat_db **db,
                         sqlite3_int64 *gpu_id, char *gpu, size_t gpu_cap, int *found, int *shipped,
-                        char *err, size_t errlen);
+                        int *n_gpus, char *err, size_t errlen);
 #endif
