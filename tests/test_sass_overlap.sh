@@ -12,16 +12,8 @@
 # without one the test skips (77), unless FATUNE_REQUIRE_CUOBJDUMP=1.
 set -u
 fatune=$1
-tool=""
-for c in "${FATUNE_CUOBJDUMP:-}" "${CUDA_ROOT:-/usr/local/cuda}/bin/cuobjdump" "$(command -v cuobjdump || true)" \
-         "$HOME/.cache/fatune/tools/nvidia/cu13/bin/cuobjdump"; do
-  if [ -n "$c" ] && [ -x "$c" ]; then tool=$c; break; fi
-done
-if [ -z "$tool" ]; then
-  echo "no cuobjdump (set FATUNE_CUOBJDUMP, or run scripts/install-deps.sh)"
-  [ "${FATUNE_REQUIRE_CUOBJDUMP:-0}" = 1 ] && exit 1
-  exit 77
-fi
+# shellcheck source=find_cuobjdump.sh
+. "$(dirname "$0")/find_cuobjdump.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Compile only (no GPU here, or FATUNE_LIBCUDA pointing nowhere): status 3.

@@ -17,16 +17,8 @@
 # a failure.
 set -u
 tables=runtime/fatune_tables.db
-tool=""
-for c in "${FATUNE_CUOBJDUMP:-}" "${CUDA_ROOT:-/usr/local/cuda}/bin/cuobjdump" "$(command -v cuobjdump || true)" \
-         "$HOME/.cache/fatune/tools/nvidia/cu13/bin/cuobjdump"; do
-  if [ -n "$c" ] && [ -x "$c" ]; then tool=$c; break; fi
-done
-if [ -z "$tool" ]; then
-  echo "no cuobjdump (set FATUNE_CUOBJDUMP, or run scripts/install-deps.sh)"
-  [ "${FATUNE_REQUIRE_CUOBJDUMP:-0}" = 1 ] && exit 1
-  exit 77
-fi
+# shellcheck source=find_cuobjdump.sh
+. "$(dirname "$0")/find_cuobjdump.sh"
 [ -f "$tables" ] || { echo "FAIL: no $tables (the build makes it)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
