@@ -23,7 +23,7 @@
 #define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
 
 /* The schema version this build reads and writes (PRAGMA user_version). */
-#define FAT_DB_SCHEMA_VERSION 4
+#define FAT_DB_SCHEMA_VERSION 5
 /* The schema's embedded file (embedded.h): what a new database is given. */
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"
 /* How long a writer waits for another process holding the lock. */
@@ -88,8 +88,14 @@ const char *fat_db_path(const fat_db *db);
 sqlite3 *fat_db_handle(fat_db *db);
 
 /* Inserts the GPU or finds it by (name, cc, SM count, driver, NVRTC);
- * refreshes the informational columns (memory, clocks). */
+ * refreshes the informational columns (memory, clocks). Identical GPUs of
+ * a host are one row: the key their winners are stored and looked up by. */
 int fat_db_put_gpu(fat_db *db, const fat_gpu_info *gpu, sqlite3_int64 *id);
+/* Inserts the device -- one GPU of a host, under its model's GPU_ID -- or
+ * finds it by (GPU_ID, HOST, DEVICE_INDEX, the CUDA ordinal); refreshes the
+ * informational columns (memory, clocks, last seen) from GPU. */
+int fat_db_put_device(fat_db *db, sqlite3_int64 gpu_id, const char *host, int device_index,
+                      const fat_gpu_info *gpu, sqlite3_int64 *id);
 
 /* Inserts the variant or finds it by (name, hash); the source text is stored
  * in full. is_default is refreshed (it belongs to the space, not the source). */
@@ -116,9 +122,15 @@ int fat_db_put_problem(fat_db *db, const fat_problem *p, sqlite3_int64 *id);
  * was the winner for this GPU and problem. NaN errors are stored as NULL. */
 int fat_db_put_check(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
                      sqlite3_int64 problem_id, const fat_check *c);
-/* Records one timing; *ID (may be NULL) gets its row id. */
+/* Records one timing; *ID (may be NULL) gets its row id. _on names the
+ * device (fat_db_put_device's id) it was measured on, which the schema
+ * refuses unless it is one of GPU_ID's; fat_db_put_timing names none
+ * (device_id NULL), as a timing brought from elsewhere has. */
 int fat_db_put_timing(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
                       sqlite3_int64 problem_id, const fat_timing *t, sqlite3_int64 *id);
+int fat_db_put_timing_on(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
+                         sqlite3_int64 device_id, sqlite3_int64 problem_id, const fat_timing *t,
+                         sqlite3_int64 *id);
 
 /* What resume needs, over live (not retired) rows of VARIANT_ID on GPU_ID for
  * PROBLEM_ID: *CHECKED = 1 if any check exists, *PASSED = 1 if at least one
@@ -161,11 +173,12 @@ int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
 int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                       fat_db_choice *out, size_t cap, size_t *n);
 /* Stores the N timings T of one interleaved job (VARIANT_IDS[i] timed as
- * T[i]) and their timing_jobs rows, all or none; *JOB (may be NULL) gets the
- * job's number, the id of its first timing. */
-int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id, size_t n,
-                           const sqlite3_int64 *variant_ids, const fat_timing *t,
-                           sqlite3_int64 *job);
+ * T[i]) on device DEVICE_ID of GPU_ID (0: none named, as
+ * fat_db_put_timing) and their timing_jobs rows, all or none; *JOB (may be
+ * NULL) gets the job's number, the id of its first timing. */
+int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 device_id,
+                           sqlite3_int64 problem_id, size_t n, const sqlite3_int64 *variant_ids,
+                           const fat_timing *t, sqlite3_int64 *job);
 /* The first of fat_db_rank; *FOUND = 0 when no variant qualifies. */
 int fat_db_best(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                 fat_db_choice *out, int *found);

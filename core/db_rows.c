@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The tuning database's rows (db.h): the puts and gets of GPUs, variants,
- * builds, problems, checks and timings, the ranking and the winner,
+ * devices, builds, problems, checks and timings, the ranking and the winner,
  * forgetting for --retune, the summary, ceilings and external timings. Each
  * put is a single statement in autocommit mode, so it is committed (WAL)
  * before the function returns; the statements are prepared once per
@@ -77,8 +77,15 @@ static const char *const stmt_sql[ST_COUNT] = {
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
   [ST_PUT_TIMING] =
     "INSERT INTO timings (variant_id, gpu_id, problem_id, reps, median_ms, min_ms, max_ms,"
-    " p10_ms, p90_ms, tflops, sm_clock_mhz)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    " p10_ms, p90_ms, tflops, sm_clock_mhz, device_id)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+  [ST_PUT_DEVICE] =
+    "INSERT INTO devices (gpu_id, host, device_index, mem_bytes, clock_khz, mem_clock_khz)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+    " ON CONFLICT (gpu_id, host, device_index)"
+    " DO UPDATE SET mem_bytes = excluded.mem_bytes, clock_khz = excluded.clock_khz,"
+    " mem_clock_khz = excluded.mem_clock_khz, last_seen = excluded.last_seen"
+    " RETURNING id",
   [ST_HAS_RESULT] =
     "SELECT"
     " (SELECT count(*) FROM checks WHERE variant_id = ?1 AND gpu_id = ?2 AND problem_id = ?3"
@@ -248,6 +255,24 @@ int fat_db_put_gpu(fat_db *db, const fat_gpu_info *g, sqlite3_int64 *id) {
     ret = fail(db, "cannot store GPU '%s' (cc %d.%d, %d SMs, driver %d, NVRTC %d.%d)", g->name,
                g->cc_major, g->cc_minor, g->sm_count, g->driver_version, g->nvrtc_major,
                g->nvrtc_minor);
+  release(s);
+  return ret;
+}
+
+int fat_db_put_device(fat_db *db, sqlite3_int64 gpu_id, const char *host, int device_index,
+                      const fat_gpu_info *g, sqlite3_int64 *id) {
+  sqlite3_stmt *s = stmt(db, ST_PUT_DEVICE);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_text(s, 2, host, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 3, device_index);
+  sqlite3_bind_int64(s, 4, (sqlite3_int64)g->mem_bytes);
+  sqlite3_bind_int(s, 5, g->clock_khz);
+  sqlite3_bind_int(s, 6, g->mem_clock_khz);
+  int ret = 0;
+  if (step_returning_id(s, id) != SQLITE_OK)
+    ret = fail(db, "cannot store device %d of host '%s' (gpu %lld, %s)", device_index,
+               host ? host : "(null)", (long long)gpu_id, g->name);
   release(s);
   return ret;
 }
@@ -482,6 +507,12 @@ int fat_db_put_check(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
 
 int fat_db_put_timing(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
                       sqlite3_int64 problem_id, const fat_timing *t, sqlite3_int64 *id) {
+  return fat_db_put_timing_on(db, variant_id, gpu_id, 0, problem_id, t, id);
+}
+
+int fat_db_put_timing_on(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id,
+                         sqlite3_int64 device_id, sqlite3_int64 problem_id, const fat_timing *t,
+                         sqlite3_int64 *id) {
   sqlite3_stmt *s = stmt(db, ST_PUT_TIMING);
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, variant_id);
@@ -495,12 +526,20 @@ int fat_db_put_timing(fat_db *db, sqlite3_int64 variant_id, sqlite3_int64 gpu_id
   sqlite3_bind_double(s, 9, t->p90_ms);
   sqlite3_bind_double(s, 10, t->tflops);
   sqlite3_bind_int(s, 11, t->sm_clock_mhz);
+  if (device_id > 0)
+    sqlite3_bind_int64(s, 12, device_id);
+  else
+    sqlite3_bind_null(s, 12);
   int ret = 0;
-  if (sqlite3_step(s) != SQLITE_DONE)
-    ret = fail(db, "cannot store timing of variant %lld on gpu %lld, problem %lld (median %g ms)",
-               (long long)variant_id, (long long)gpu_id, (long long)problem_id, t->median_ms);
-  else if (id)
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    char device[48] = "";
+    if (device_id > 0) snprintf(device, sizeof device, ", device %lld", (long long)device_id);
+    ret = fail(db, "cannot store timing of variant %lld on gpu %lld%s, problem %lld (median %g ms)",
+               (long long)variant_id, (long long)gpu_id, device, (long long)problem_id,
+               t->median_ms);
+  } else if (id) {
     *id = sqlite3_last_insert_rowid(db->h);
+  }
   release(s);
   return ret;
 }
@@ -567,9 +606,9 @@ int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
   return 0;
 }
 
-int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id, size_t n,
-                           const sqlite3_int64 *variant_ids, const fat_timing *t,
-                           sqlite3_int64 *job) {
+int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 device_id,
+                           sqlite3_int64 problem_id, size_t n, const sqlite3_int64 *variant_ids,
+                           const fat_timing *t, sqlite3_int64 *job) {
   int ret = 0;
   sqlite3_int64 first = 0;
   if (exec(db, "SAVEPOINT put_job") != SQLITE_OK)
@@ -577,7 +616,8 @@ int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 probl
                 (long long)problem_id);
   for (size_t i = 0; i < n && !ret; i++) {
     sqlite3_int64 id;
-    if ((ret = fat_db_put_timing(db, variant_ids[i], gpu_id, problem_id, &t[i], &id))) break;
+    if ((ret = fat_db_put_timing_on(db, variant_ids[i], gpu_id, device_id, problem_id, &t[i], &id)))
+      break;
     if (i == 0) first = id;
     sqlite3_stmt *s = stmt(db, ST_PUT_JOB);
     if (!s) {

@@ -1,4 +1,4 @@
--- fatune's tuning database, schema version 4 (PRAGMA user_version).
+-- fatune's tuning database, schema version 5 (PRAGMA user_version).
 --
 -- Why it looks like this: every compile, check and timing is kept as it is
 -- made (one row, one commit), so an interrupted run resumes and adding a
@@ -22,8 +22,10 @@
 -- Version 4: timing_jobs records which timings were taken together (the
 -- close contenders re-timed interleaved), so that a winner is decided among
 -- timings of one job.
+-- Version 5: devices, one row per GPU of a host under its model's gpus row,
+-- and timings name theirs (device_id).
 
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;
 
 -- The GPU a measurement was made on, with everything that can change a
 -- timing: a driver or NVRTC upgrade is a different row.
@@ -44,6 +46,27 @@ CREATE TABLE gpus (
   mem_clock_khz        INTEGER NOT NULL CHECK (mem_clock_khz >= 0),
   first_seen           TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
   UNIQUE (name, cc_major, cc_minor, sm_count, driver_version, nvrtc_major, nvrtc_minor)
+);
+
+-- One GPU of a host, as the runs that measured on it saw it. GPUs of one
+-- model share their gpus row -- the key their winners are stored and looked
+-- up by, so that the identical GPUs of a host tune one table between them
+-- -- and each has its own row here: a timing names its device
+-- (timings.device_id), so that which GPU measured what, at which clocks,
+-- stays known. The rows are the host's own: export, import and merge carry
+-- none.
+CREATE TABLE devices (
+  id            INTEGER PRIMARY KEY,
+  gpu_id        INTEGER NOT NULL REFERENCES gpus (id),
+  host          TEXT    NOT NULL CHECK (length(host) > 0),   -- gethostname()
+  device_index  INTEGER NOT NULL CHECK (device_index >= 0),  -- the CUDA ordinal the run saw (--gpu)
+  -- Informational, not part of the key; refreshed each time the device is seen.
+  mem_bytes     INTEGER NOT NULL CHECK (mem_bytes >= 0),
+  clock_khz     INTEGER NOT NULL CHECK (clock_khz >= 0),     -- max SM clock
+  mem_clock_khz INTEGER NOT NULL CHECK (mem_clock_khz >= 0),
+  first_seen    TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  last_seen     TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  UNIQUE (gpu_id, host, device_index)
 );
 
 -- One generated kernel. The full source is kept: the runtime compiles from
@@ -158,11 +181,14 @@ CREATE INDEX checks_by_result ON checks (gpu_id, problem_id, variant_id, retired
 
 -- One timing of a variant on one GPU and problem. Every timing is kept, not
 -- only the winner's; a re-timing (close contenders, interleaved) adds a row
--- and the latest row counts.
+-- and the latest row counts. device_id is the GPU of the host it ran on:
+-- NULL for a timing made before schema version 5 or brought in by import
+-- or merge.
 CREATE TABLE timings (
   id           INTEGER PRIMARY KEY,
   variant_id   INTEGER NOT NULL REFERENCES variants (id),
   gpu_id       INTEGER NOT NULL REFERENCES gpus (id),
+  device_id    INTEGER REFERENCES devices (id),
   problem_id   INTEGER NOT NULL REFERENCES problems (id),
   reps         INTEGER NOT NULL CHECK (reps > 0),
   median_ms    REAL    NOT NULL CHECK (median_ms > 0),
@@ -176,6 +202,15 @@ CREATE TABLE timings (
   created_at   TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE INDEX timings_by_result ON timings (gpu_id, problem_id, variant_id, retired);
+
+-- A timing's device is one of its GPU's: the key a winner is stored under
+-- and the GPU that measured it never disagree.
+CREATE TRIGGER timings_device_insert BEFORE INSERT ON timings
+WHEN NEW.device_id IS NOT NULL
+ AND NOT EXISTS (SELECT 1 FROM devices d WHERE d.id = NEW.device_id AND d.gpu_id = NEW.gpu_id)
+BEGIN
+  SELECT RAISE(ABORT, 'timing device is not a device of its GPU');
+END;
 
 -- Timings taken together: the close contenders of a problem re-timed
 -- interleaved in one worker job (round-robin, so that clocks and
@@ -237,11 +272,12 @@ BEGIN
   WHERE gpu_id = NEW.gpu_id AND problem_id = NEW.problem_id AND variant_id = NEW.variant_id;
 END;
 
--- Every timing with the conditions it was measured under, in one row.
+-- Every timing with the conditions it was measured under, in one row (host
+-- and device NULL where the timing names no device).
 CREATE VIEW timing_conditions AS
 SELECT t.id AS timing_id, v.name AS variant, v.source_hash,
        g.name AS gpu, g.cc_major, g.cc_minor, g.sm_count, g.driver_version,
-       g.nvrtc_major, g.nvrtc_minor, t.sm_clock_mhz,
+       g.nvrtc_major, g.nvrtc_minor, d.host, d.device_index AS device, t.sm_clock_mhz,
        p.direction, p.dtype, p.mask, p.head_dim, p.batch, p.heads, p.heads_k,
        p.seqlen_q, p.seqlen_k, p.window_left, p.window_right, p.lengths,
        t.reps, t.median_ms, t.min_ms, t.p10_ms, t.p90_ms, t.max_ms, t.tflops,
@@ -249,6 +285,7 @@ SELECT t.id AS timing_id, v.name AS variant, v.source_hash,
 FROM timings t
 JOIN variants v ON v.id = t.variant_id
 JOIN gpus g ON g.id = t.gpu_id
+LEFT JOIN devices d ON d.id = t.device_id
 JOIN problems p ON p.id = t.problem_id;
 
 -- The GPU's measured ceilings, for the roofline floors of `fatune explain`

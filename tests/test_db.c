@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Proves the tuning database keeps what the tuner relies on: the schema is
- * created at version 2 in WAL mode; every row round-trips (a cubin byte for
- * byte); each put is committed before it returns; a re-run sees what was
+ * created at this build's version in WAL mode; every row round-trips (a
+ * cubin byte for byte); identical GPUs share one key and each keeps its own
+ * device row, a timing naming only a device of its own GPU; each put is
+ * committed before it returns; a re-run sees what was
  * measured for the same source hash and nothing for another; a variant that
  * failed a check never wins however fast; --retune forgets without deleting;
  * and bad input, foreign files and newer schemas are refused with exact
@@ -129,10 +131,10 @@ static void test_schema_created(void) {
   sqlite3 *h = fat_db_handle(db);
   text_of(h, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema"
              " WHERE type = 'table' ORDER BY name)", text, sizeof text);
-  CHECK_STR(text, "build_hashes,builds,ceilings,checks,external_timings,gpus,problems,timing_jobs,"
-                 "timings,variants,winners");
+  CHECK_STR(text, "build_hashes,builds,ceilings,checks,devices,external_timings,gpus,problems,"
+                 "timing_jobs,timings,variants,winners");
   text_of(h, "PRAGMA user_version", text, sizeof text);
-  CHECK_STR(text, "4");
+  CHECK_STR(text, "5");
   text_of(h, "PRAGMA journal_mode", text, sizeof text);
   CHECK_STR(text, "wal");
   text_of(h, "PRAGMA foreign_keys", text, sizeof text);
@@ -141,7 +143,7 @@ static void test_schema_created(void) {
   db = NULL;
   /* Reopening an existing database keeps it as it is. */
   REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
-  CHECK_INT(peek_int(path, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 11);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 12);
 out:
   fat_db_close(db);
 }
@@ -263,6 +265,93 @@ static void test_round_trips(void) {
 out:
   fat_variant_free(&got);
   fat_build_free(&back);
+  fat_db_close(db);
+}
+
+/* Two identical GPUs of a host share their gpus row (the key winners are
+ * stored under) and each has its own devices row; another model has its
+ * own key; a timing names its device, never another GPU's; a job's
+ * timings name theirs; and the winner rule reads the timings of every
+ * device of the key alike. */
+static void test_devices(void) {
+  fat_db *db = NULL;
+  char err[ERRLEN], text[256], want[ERRLEN];
+  const char *path = new_path("devices.db");
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  fat_gpu_info g = test_gpu(), other = test_gpu();
+  snprintf(other.name, sizeof other.name, "NVIDIA H100 80GB HBM3");
+  other.sm_count = 132 - 18;
+  sqlite3_int64 h200 = 0, h200_again = 0, h100 = 0, d0 = 0, d1 = 0, d1_again = 0, e0 = 0, b0 = 0;
+  REQUIRE(fat_db_put_gpu(db, &g, &h200) == 0);
+  REQUIRE(fat_db_put_gpu(db, &g, &h200_again) == 0);  /* the second H200 of the host */
+  CHECK_INT(h200_again, h200);
+  REQUIRE(fat_db_put_gpu(db, &other, &h100) == 0);
+  CHECK(h100 != h200);
+  REQUIRE(fat_db_put_device(db, h200, "node7", 0, &g, &d0) == 0);
+  REQUIRE(fat_db_put_device(db, h200, "node7", 1, &g, &d1) == 0);
+  CHECK(d0 > 0 && d1 > 0 && d0 != d1);
+  g.clock_khz = 1755000;  /* informational: the same device, refreshed */
+  REQUIRE(fat_db_put_device(db, h200, "node7", 1, &g, &d1_again) == 0);
+  CHECK_INT(d1_again, d1);
+  CHECK_INT(peek_int(path, "SELECT clock_khz FROM devices WHERE device_index = 1"), 1755000);
+  CHECK_INT(peek_int(path, "SELECT clock_khz FROM devices WHERE device_index = 0"), 1980000);
+  REQUIRE(fat_db_put_device(db, h100, "node7", 0, &other, &e0) == 0);
+  REQUIRE(fat_db_put_device(db, h200, "node8", 0, &g, &b0) == 0);  /* another host's GPU 0 */
+  CHECK(e0 != d0 && b0 != d0 && b0 != e0);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM devices"), 4);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM gpus"), 2);
+  /* No host is no device. */
+  sqlite3_int64 bad = 0;
+  CHECK_INT(fat_db_put_device(db, h200, "", 2, &g, &bad), -1);
+  snprintf(want, sizeof want, "cannot store device 2 of host '' (gpu %lld, NVIDIA H200): CHECK"
+           " constraint failed: length(host) > 0", (long long)h200);
+  CHECK_STR(fat_db_errmsg(db), want);
+
+  fat_variant v = test_variant("fwd.mma80.bf16.d128.causal.m128n64w4s2", 'a', 0);
+  fat_variant w = test_variant("fwd.mma80.bf16.d128.causal.m64n64w4s2", 'b', 0);
+  fat_problem p = test_problem(2048);
+  sqlite3_int64 vid = 0, wid = 0, pid = 0, t0 = 0, t1 = 0, tn = 0, job = 0;
+  REQUIRE(fat_db_put_variant(db, &v, &vid) == 0);
+  REQUIRE(fat_db_put_variant(db, &w, &wid) == 0);
+  REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
+  fat_timing t = timing_of(2.0);
+  REQUIRE(fat_db_put_timing_on(db, vid, h200, d0, pid, &t, &t0) == 0);
+  t.sm_clock_mhz = 1980;
+  REQUIRE(fat_db_put_timing_on(db, vid, h200, d1, pid, &t, &t1) == 0);
+  REQUIRE(fat_db_put_timing(db, vid, h200, pid, &t, &tn) == 0);
+  sqlite3 *h = fat_db_handle(db);
+  snprintf(want, sizeof want, "SELECT group_concat(coalesce(host, '-') || ':' || coalesce(device, '-')"
+           " || '@' || sm_clock_mhz, ' ') FROM (SELECT * FROM timing_conditions ORDER BY timing_id)");
+  text_of(h, want, text, sizeof text);
+  CHECK_STR(text, "node7:0@1755 node7:1@1980 -:-@1980");
+  /* The H100's device under the H200's key is refused, and so is no device. */
+  CHECK_INT(fat_db_put_timing_on(db, vid, h200, e0, pid, &t, &bad), -1);
+  snprintf(want, sizeof want, "cannot store timing of variant %lld on gpu %lld, device %lld, problem"
+           " %lld (median 2 ms): timing device is not a device of its GPU", (long long)vid,
+           (long long)h200, (long long)e0, (long long)pid);
+  CHECK_STR(fat_db_errmsg(db), want);
+  CHECK_INT(fat_db_put_timing_on(db, vid, h200, e0 + 100, pid, &t, &bad), -1);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM timings"), 3);
+  /* A job's timings name its device, all of them or none stored. */
+  const sqlite3_int64 ids[2] = {vid, wid};
+  const fat_timing job_t[2] = {timing_of(2.1), timing_of(2.05)};
+  REQUIRE(fat_db_put_job_timings(db, h200, d1, pid, 2, ids, job_t, &job) == 0);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM timings WHERE device_id IS NOT NULL AND id >= (SELECT"
+                           " max(job) FROM timing_jobs)"), 2);
+  CHECK_INT(fat_db_put_job_timings(db, h200, e0, pid, 2, ids, job_t, NULL), -1);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM timings"), 5);
+  /* Both H200s' timings count for the one key: the rule decides among the
+   * job's, whichever device ran it. */
+  fat_check c = check_result(1, 0.002);
+  REQUIRE(fat_db_put_check(db, vid, h200, pid, &c) == 0);
+  REQUIRE(fat_db_put_check(db, wid, h200, pid, &c) == 0);
+  fat_db_choice best;
+  int found = 0;
+  REQUIRE(fat_db_decide_winner(db, h200, pid, &best, &found, NULL) == 0);
+  CHECK_INT(found, 1);
+  CHECK_INT(best.variant_id, wid);
+  CHECK_INT(best.timing_id, job + 1);
+out:
   fat_db_close(db);
 }
 
@@ -522,18 +611,18 @@ static void test_open_refusals(void) {
   /* A database written by a newer fatune is refused, untouched. */
   const char *future = new_path("future.db");
   REQUIRE(sqlite3_open(future, &h) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(h, "CREATE TABLE gpus (id INTEGER PRIMARY KEY); PRAGMA user_version = 5",
+  REQUIRE(sqlite3_exec(h, "CREATE TABLE gpus (id INTEGER PRIMARY KEY); PRAGMA user_version = 6",
                        NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(h);
   h = NULL;
   CHECK_INT(fat_db_open(future, &db, err, sizeof err), -1);
   CHECK(db == NULL);
   snprintf(want, sizeof want,
-           "database %s has schema version 5, newer than this fatune's 4: use a newer fatune or"
+           "database %s has schema version 6, newer than this fatune's 5: use a newer fatune or"
            " another database",
            future);
   CHECK_STR(err, want);
-  CHECK_INT(peek_int(future, "PRAGMA user_version"), 5);
+  CHECK_INT(peek_int(future, "PRAGMA user_version"), 6);
 out:
   sqlite3_close(h);
   fat_db_close(db);
@@ -645,6 +734,7 @@ int main(void) {
   }
   test_schema_created();
   test_round_trips();
+  test_devices();
   test_resume();
   test_winner();
   test_bad_rows_refused();

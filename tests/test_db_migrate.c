@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* Proves the upgrades of a version-1 database (db/migrations/2.sql and
- * 3.sql, run by fat_db_open one after the other): a real version-1 file,
+/* Proves the upgrades of a version-1 database (db/migrations/2.sql to
+ * 5.sql, run by fat_db_open one after the other): a real version-1 file,
  * made from the frozen copy of the old schema (tests/data/schema_v1.sql)
- * and filled with rows whose ids have gaps, opens at version 4 with every
+ * and filled with rows whose ids have gaps, opens at version 5 with every
  * row and id kept and every reference intact; its schema is then, object
  * for object, the schema a new database gets; a local problem (the reason
- * for version 2) and a variable-length profile (version 3) can be stored,
- * with their CHECKs in force; and a file whose upgrade cannot succeed (a
- * row referencing a missing parent) is refused with the row named and left
- * at version 1, untouched. */
+ * for version 2), a variable-length profile (version 3) and a timing on a
+ * device of its GPU (version 5) can be stored, with their CHECKs in force;
+ * a version-4 file's timings keep their ids, jobs and winners, naming no
+ * device; and a file whose upgrade cannot succeed (a row referencing a
+ * missing parent) is refused with the row named and left at version 1,
+ * untouched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +61,7 @@ static const char *const V1_ROWS =
     " (41, 4, 7, 'sdpa_flash', 2.5, 250);";
 
 
-/* A database of schema VERSION (1, 2 or 3) at PATH, as that fatune left it
+/* A database of schema VERSION (1 to 4) at PATH, as that fatune left it
  * (WAL mode), holding V1_ROWS and then EXTRA (written with foreign keys
  * off). */
 static void make_old(const char *path, int version, const char *extra) {
@@ -110,7 +112,7 @@ static void test_rows_and_ids_kept(const char *path) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "4\n");
+  CHECK_STR(got, "5\n");
   rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right, '[' || lengths || ']'"
              " FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|64|1024|0|0|[]\n7|causal|128|4096|0|0|[]\n");
@@ -126,6 +128,9 @@ static void test_rows_and_ids_kept(const char *path) {
   CHECK_STR(got, "21|5|7\n22|9|3\n");
   rows_of(h, "SELECT id, problem_id FROM external_timings", got, sizeof got);
   CHECK_STR(got, "41|7\n");
+  rows_of(h, "SELECT id, variant_id, gpu_id, problem_id, coalesce(device_id, '-'), median_ms,"
+             " sm_clock_mhz FROM timings ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "31|5|4|7|-|2.0|1755\n32|9|4|3|-|0.5|1755\n");
   rows_of(h, "SELECT count(*) FROM build_hashes", got, sizeof got);
   CHECK_STR(got, "1\n");
   /* The view reads the new tables, windows and lengths included. */
@@ -163,6 +168,8 @@ static void test_schema_matches_new(const char *upgraded, const char *fresh) {
   rows_of(fat_db_handle(db), objects, got, TEXT_CAP);
   CHECK(strstr(want, "window_left  INTEGER NOT NULL DEFAULT 0") != NULL);
   CHECK(strstr(want, "lengths      TEXT    NOT NULL DEFAULT ''") != NULL);
+  CHECK(strstr(want, "device_id    INTEGER REFERENCES devices (id)") != NULL);
+  CHECK(strstr(want, "timing_id INTEGER PRIMARY KEY REFERENCES timings (id)") != NULL);
   CHECK_STR(got, want);
 out:
   fat_db_close(db);
@@ -281,7 +288,7 @@ out:
 }
 
 /* A version-2 database (tests/data/schema_v2.sql) with a local problem
- * upgrades to version 4 by 3.sql and 4.sql: its windows and ids kept,
+ * upgrades to version 5 by 3.sql, 4.sql and 5.sql: its windows and ids kept,
  * every problem dense, its schema the new one. */
 static void test_v2_upgrade(const char *path, const char *fresh) {
   char err[ERRLEN], got[TEXT_CAP];
@@ -293,7 +300,7 @@ static void test_v2_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "4\n");
+  CHECK_STR(got, "5\n");
   rows_of(h, "SELECT id, mask, window_left, window_right, '[' || lengths || ']' FROM problems"
              " ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|0|0|[]\n7|causal|0|0|[]\n12|local|1024|0|[]\n");
@@ -309,10 +316,10 @@ out:
   fat_db_close(db);
 }
 
-/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 4 by
- * 4.sql alone: every timing kept, none of them in a job (timed alone), the
- * winners as they were, its schema the new one; a job can then be stored
- * and a timing_jobs row naming no timing is refused. */
+/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 5 by
+ * 4.sql and 5.sql: every timing kept, none of them in a job (timed alone),
+ * the winners as they were, its schema the new one; a job can then be
+ * stored and a timing_jobs row naming no timing is refused. */
 static void test_v3_upgrade(const char *path, const char *fresh) {
   char err[ERRLEN], got[TEXT_CAP];
   fat_db *db = NULL;
@@ -321,7 +328,7 @@ static void test_v3_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "4\n");
+  CHECK_STR(got, "5\n");
   rows_of(h, "SELECT id, variant_id, median_ms FROM timings ORDER BY id", got, sizeof got);
   CHECK_STR(got, "31|5|2.0\n32|9|0.5\n");
   rows_of(h, "SELECT count(*) FROM timing_jobs", got, sizeof got);
@@ -342,14 +349,86 @@ out:
   fat_db_close(db);
 }
 
+/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 5
+ * by 5.sql alone: its timings keep their ids, values, jobs and winners and
+ * name no device (NULL: which GPU of the host made them is not known); a
+ * device of its GPU can then be stored and named by a timing, one of
+ * another GPU cannot; the winner rule reads the kept job as before; its
+ * schema is the new one. */
+static void test_v4_upgrade(const char *path, const char *fresh) {
+  char err[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_old(path, 4, "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads,"
+                    " heads_k, seqlen_q, seqlen_k, lengths) VALUES"
+                    " (13, 'fwd', 'bf16', 'causal', 128, 3, 16, 16, 3976, 3976, '538,3976,2092');"
+                    "INSERT INTO timings (id, variant_id, gpu_id, problem_id, reps, median_ms,"
+                    " min_ms, max_ms, p10_ms, p90_ms, tflops, sm_clock_mhz) VALUES"
+                    " (35, 5, 4, 7, 20, 2.1, 2.0, 2.2, 2.05, 2.15, 290, 1755);"
+                    "INSERT INTO timing_jobs (timing_id, job) VALUES (35, 35)");
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
+  REQUIRE(db);
+  sqlite3 *h = fat_db_handle(db);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "5\n");
+  rows_of(h, "SELECT id, variant_id, gpu_id, problem_id, coalesce(device_id, '-'), reps, median_ms,"
+             " min_ms, max_ms, p10_ms, p90_ms, tflops, sm_clock_mhz, retired FROM timings ORDER BY id",
+          got, sizeof got);
+  CHECK_STR(got, "31|5|4|7|-|20|2.0|1.9|2.2|1.95|2.1|300.0|1755|0\n"
+                 "32|9|4|3|-|20|0.5|0.4|0.6|0.45|0.55|200.0|1755|0\n"
+                 "35|5|4|7|-|20|2.1|2.0|2.2|2.05|2.15|290.0|1755|0\n");
+  rows_of(h, "SELECT timing_id, job FROM timing_jobs", got, sizeof got);
+  CHECK_STR(got, "35|35\n");
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
+          got, sizeof got);
+  CHECK_STR(got, "4|3|9|32\n4|7|5|31\n");
+  rows_of(h, "SELECT id, lengths FROM problems WHERE lengths <> ''", got, sizeof got);
+  CHECK_STR(got, "13|538,3976,2092\n");
+  rows_of(h, "SELECT timing_id, coalesce(host, '-'), coalesce(device, '-') FROM timing_conditions"
+             " ORDER BY timing_id", got, sizeof got);
+  CHECK_STR(got, "31|-|-\n32|-|-\n35|-|-\n");
+  rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
+  CHECK_STR(got, "");
+  /* The rule still reads the kept job: variant 5's only contender is itself. */
+  fat_db_choice best;
+  int found = 0;
+  CHECK_INT(fat_db_decide_winner(db, 4, 7, &best, &found, NULL), 0);
+  CHECK_INT(found, 1);
+  CHECK_INT(best.variant_id, 5);
+  fat_gpu_info g = {.cc_major = 9, .sm_count = 132, .driver_version = 13000, .nvrtc_major = 13,
+                    .clock_khz = 1980000};
+  snprintf(g.name, sizeof g.name, "NVIDIA H200");
+  fat_timing t = {.reps = 20, .median_ms = 1.5, .min_ms = 1.4, .max_ms = 1.6, .p10_ms = 1.45,
+                  .p90_ms = 1.55, .tflops = 400, .sm_clock_mhz = 1980};
+  sqlite3_int64 dev = -1, tid = -1;
+  CHECK_INT(fat_db_put_device(db, 4, "node7", 1, &g, &dev), 0);
+  CHECK_INT(fat_db_put_timing_on(db, 5, 4, dev, 7, &t, &tid), 0);
+  CHECK(tid > 35);
+  rows_of(h, "SELECT host, device FROM timing_conditions WHERE timing_id > 35", got, sizeof got);
+  CHECK_STR(got, "node7|1\n");
+  REQUIRE(sqlite3_exec(h, "INSERT INTO gpus (id, name, cc_major, cc_minor, sm_count, driver_version,"
+                          " nvrtc_major, nvrtc_minor, mem_bytes, smem_per_block_optin, l2_bytes,"
+                          " clock_khz, mem_clock_khz) VALUES (6, 'NVIDIA H100', 9, 0, 114, 13000,"
+                          " 13, 0, 1, 232448, 1, 1980000, 3201000)", NULL, NULL, NULL) == SQLITE_OK);
+  sqlite3_int64 other = -1;
+  CHECK_INT(fat_db_put_device(db, 6, "node7", 0, &g, &other), 0);
+  CHECK_INT(fat_db_put_timing_on(db, 5, 4, other, 7, &t, &tid), -1);
+  CHECK(strstr(fat_db_errmsg(db), ": timing device is not a device of its GPU") != NULL);
+  fat_db_close(db);
+  db = NULL;
+  test_schema_matches_new(path, fresh);
+out:
+  fat_db_close(db);
+}
+
 int main(void) {
-  char upgraded[256], fresh[256], broken[256], v2[256], v3[256];
+  char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256];
   REQUIRE_EXIT(mkdtemp(tmpdir));
   snprintf(upgraded, sizeof upgraded, "%s/v1.db", tmpdir);
   snprintf(fresh, sizeof fresh, "%s/new.db", tmpdir);
   snprintf(broken, sizeof broken, "%s/broken.db", tmpdir);
   snprintf(v2, sizeof v2, "%s/v2.db", tmpdir);
   snprintf(v3, sizeof v3, "%s/v3.db", tmpdir);
+  snprintf(v4, sizeof v4, "%s/v4.db", tmpdir);
   test_rows_and_ids_kept(upgraded);
   test_schema_matches_new(upgraded, fresh);
   test_local_problem_stored(upgraded);
@@ -357,6 +436,7 @@ int main(void) {
   test_broken_file_untouched(broken);
   test_v2_upgrade(v2, fresh);
   test_v3_upgrade(v3, fresh);
+  test_v4_upgrade(v4, fresh);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -178,7 +178,7 @@ static char *as_old_export(const char *text, int version) {
     size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
     memcpy(w, l, len);
     w[len] = 0;
-    char *h = strstr(w, "schema version 4;");
+    char *h = strstr(w, "schema version 5;");
     if (version <= 2 && !strncmp(w, "INSERT INTO problems ", 21)) {
       char *c = strstr(w, lengths_col), *v = strstr(w, lengths_val);
       REQUIRE_EXIT(c && v);
@@ -763,7 +763,7 @@ int main(void) {
   window_override = NULL;
   fat_db_close(db);
   char *local = export_text(d, H200);
-  CHECK(strstr(local, "database schema version 4;") != NULL);
+  CHECK(strstr(local, "database schema version 5;") != NULL);
   CHECK_INT(count_lines(local, "INSERT INTO problems "), 2);
   CHECK(strstr(local, "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads, "
                       "heads_k, seqlen_q, seqlen_k, window_left, window_right, lengths) VALUES (1, "

@@ -254,7 +254,7 @@ static void test_jobs(void) {
   const sqlite3_int64 ids[2] = {ia, ib};
   const fat_timing job[2] = {timing_of(0.535, 1755), timing_of(0.53, 1755)};
   sqlite3_int64 job_id = 0;
-  REQUIRE(fat_db_put_job_timings(db, fx.gpu_id, P, 2, ids, job, &job_id) == 0);
+  REQUIRE(fat_db_put_job_timings(db, fx.gpu_id, 0, P, 2, ids, job, &job_id) == 0);
   CHECK(job_id > 0);
   fat_db_choice latest[4];
   REQUIRE(fat_db_rank(db, fx.gpu_id, P, latest, 4, &n) == 0);
@@ -271,7 +271,7 @@ static void test_jobs(void) {
   /* A newer job without A (the best alone) does not decide: the older one
    * that timed A with B still does. */
   const fat_timing b_only = timing_of(0.3, 1755);
-  REQUIRE(fat_db_put_job_timings(db, fx.gpu_id, P, 1, &ib, &b_only, NULL) == 0);
+  REQUIRE(fat_db_put_job_timings(db, fx.gpu_id, 0, P, 1, &ib, &b_only, NULL) == 0);
   REQUIRE(fat_db_decide_winner(db, fx.gpu_id, P, &w, &found, &changed) == 0);
   CHECK_INT(changed, 0);
   CHECK_STR(w.name, b);
@@ -283,7 +283,7 @@ static void test_jobs(void) {
   REQUIRE(fat_db_put_timing(db, ic, fx.gpu_id, P, &c_alone, NULL) == 0);
   const sqlite3_int64 ids3[3] = {ia, ib, ic};
   const fat_timing job3[3] = {timing_of(0.54, 1740), timing_of(0.535, 1740), timing_of(0.532, 1740)};
-  REQUIRE(fat_db_put_job_timings(db, fx.gpu_id, P, 3, ids3, job3, NULL) == 0);
+  REQUIRE(fat_db_put_job_timings(db, fx.gpu_id, 0, P, 3, ids3, job3, NULL) == 0);
   REQUIRE(fat_db_decide_winner(db, fx.gpu_id, P, &w, &found, &changed) == 0);
   CHECK_INT(changed, 1);
   CHECK_STR(w.name, c);
@@ -294,12 +294,12 @@ static void test_jobs(void) {
   text_of(db, "SELECT count(*) || '/' || (SELECT count(*) FROM timing_jobs) FROM timings", before,
           sizeof before);
   const sqlite3_int64 bad[2] = {ia, 999999};
-  CHECK_INT(fat_db_put_job_timings(db, fx.gpu_id, P, 2, bad, job, NULL), -1);
+  CHECK_INT(fat_db_put_job_timings(db, fx.gpu_id, 0, P, 2, bad, job, NULL), -1);
   text_of(db, "SELECT count(*) || '/' || (SELECT count(*) FROM timing_jobs) FROM timings", after,
           sizeof after);
   CHECK_STR(after, before);
   /* The database still takes a job after the failed one. */
-  CHECK_INT(fat_db_put_job_timings(db, fx.gpu_id, P, 2, ids, job, NULL), 0);
+  CHECK_INT(fat_db_put_job_timings(db, fx.gpu_id, 0, P, 2, ids, job, NULL), 0);
 out:
   fat_db_close(db);
   char side[300];

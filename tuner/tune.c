@@ -487,7 +487,7 @@ static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id,
     fat_timing t[FAT_MAX_INTERLEAVED];
     int st = fat_worker_time_interleaved(r->worker, vs, bs, close, p, t, reason, sizeof reason);
     if (st == FAT_WORKER_OK) {
-      if (fat_db_put_job_timings(r->db, r->gpu_id, problem_id, (size_t)close, ids, t, NULL)) {
+      if (fat_db_put_job_timings(r->db, r->gpu_id, 0, problem_id, (size_t)close, ids, t, NULL)) {
         db_error(r, "", "storing timing");
         return -1;
       }
