@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The tuning pipeline (tune.h): the one place that strings the generator,
  * the compiler, the GPU worker and the database together. Order matters:
- * the worker is forked before any compile thread exists, every result is
- * committed the moment it is known, a variant is checked before it is timed,
- * and only a variant that passed every check can win. */
+ * the worker is forked before any compile thread exists, every build is
+ * committed the moment it is made, and the problems are tuned -- checked
+ * before timed, only a variant that passed every check a winner -- by the
+ * tune stage (tune_problem.h). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -20,12 +21,14 @@
 #include "interrupt.h"
 #include "nvrtc_api.h"
 #include "problems.h"
+#include "progress.h"
 #include "summary.h"
 #include "tune.h"
+#include "tune_problem.h"
 #include "worker.h"
 
 #define ERRLEN 1024
-#define PROGRESS_INTERVAL_S 0.25  /* terminal refresh: a few times a second */
+#define HOST_NAME_CAP 256  /* a host name as the devices table keeps it (POSIX: at most 255) */
 #define BYTES_PER_TB 1e12
 #define FLOPS_PER_TFLOP 1e12
 #define BYTES_PER_GB 1e9
@@ -41,20 +44,17 @@ typedef struct run {
   char no_gpu[ERRLEN];  /* why there is no GPU; "" when there is one */
   char arch[16];
   sqlite3_int64 gpu_id;
+  fat_lane lane;         /* the GPU the problems are tuned on */
+  fat_model model;       /* its model: the gpus row, the variants and the lane */
   double peak_flops[2];  /* measured mma.sync peak by dtype (FLOP/s); 0 when unknown */
   fat_variant *variants;
   size_t n_variants;
   sqlite3_int64 *variant_ids;
   fat_build *builds;
   char (*keys)[65];
-  /* progress */
-  int tty;
-  double t0, last_progress;
-  size_t compiled, compile_total, cached, compile_failed;
-  size_t evals_done, evals_total, evals_skipped, eval_failed, evals_timed;
-  double eval_seconds;
+  fat_progress pr;  /* the counts of the run and its progress line */
+  double t0;
   double stage_s[FAT_STAGE_COUNT];  /* wall time of each stage; -1 until it ran */
-  char stage[96];
   int interrupted;  /* SIGINT or SIGTERM seen: stop after the variant in hand */
   char store_err[ERRLEN + 4096 + 256];  /* why a build could not be stored ("" none): the run stops */
 } run;
@@ -79,40 +79,6 @@ static double now_s(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The materialising baseline's fp32 scores are measured while both sides
- * stay within FAT_MATERIALIZE_MAX_SEQLEN. */
-static int baseline_too_long(int seqlen_q, int seqlen_k) {
-  return seqlen_q > FAT_MATERIALIZE_MAX_SEQLEN || seqlen_k > FAT_MATERIALIZE_MAX_SEQLEN;
-}
-
-static void fmt_duration(double s, char *buf, size_t n) {
-  if (s < 0 || !isfinite(s)) snprintf(buf, n, "?");
-  else if (s < 60) snprintf(buf, n, "%.0fs", s);
-  else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-  else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
-}
-
-/* The progress line: on a terminal only, refreshed in place. */
-static void progress(run *r, int force) {
-  if (!r->tty || r->o->quiet) return;
-  double t = now_s();
-  if (!force && t - r->last_progress < PROGRESS_INTERVAL_S) return;
-  r->last_progress = t;
-  char eta[32] = "";
-  size_t left = r->evals_total - r->evals_done - r->evals_skipped;
-  size_t measured = r->evals_done;
-  if (measured > 0) fmt_duration(r->eval_seconds / measured * left, eta, sizeof eta);
-  fprintf(r->log, "\r\033[K[%s] compiled %zu/%zu, checked %zu/%zu (%zu failed, %zu resumed)%s%s",
-          r->stage, r->compiled + r->cached, r->compile_total + r->cached,
-          r->evals_done + r->evals_skipped, r->evals_total, r->eval_failed, r->evals_skipped,
-          *eta ? ", ETA " : "", eta);
-  fflush(r->log);
-}
-
-static void end_progress(run *r) {
-  if (r->tty && !r->o->quiet) fprintf(r->log, "\r\033[K");
-}
-
 /* Stores each build as it comes: a build that cannot be committed (a full
  * disk, a read-only file) stops the run -- reporting it compiled would lose
  * it, and every rerun would compile it again. */
@@ -121,9 +87,9 @@ static int on_compiled(void *user, size_t done, size_t total, const fat_variant 
   run *r = user;
   size_t i = (size_t)(v - r->variants);
   (void)done;
-  r->compiled++;
-  r->compile_total = total;
-  if (!b->ok) r->compile_failed++;
+  r->pr.compiled++;
+  r->pr.compile_total = total;
+  if (!b->ok) r->pr.compile_failed++;
   char nv[32];
   const fat_nvrtc *nvrtc = fat_nvrtc_get(NULL, 0);
   snprintf(nv, sizeof nv, "%d.%d", nvrtc ? nvrtc->major : 0, nvrtc ? nvrtc->minor : 0);
@@ -135,14 +101,14 @@ static int on_compiled(void *user, size_t done, size_t total, const fat_variant 
     return -1;
   }
   if (r->o->verbose) {
-    end_progress(r);
+    fat_progress_end(&r->pr);
     if (b->ok)
       fprintf(r->log, "%-52s compiled: %d registers, %d B spilled, %.0f ms\n", v->name,
               b->registers, b->spill_stores, b->compile_ms);
     else
       fprintf(r->log, "%-52s %s\n", v->name, b->capped && b->log ? b->log : "compilation error");
   }
-  progress(r, 0);
+  fat_progress_show(&r->pr, 0);
   return 0;
 }
 
@@ -317,268 +283,39 @@ static int compile_all(run *r) {
     }
     if (found) {
       skip[i] = 1;
-      r->cached++;
-      if (!r->builds[i].ok) r->compile_failed++;
+      r->pr.cached++;
+      if (!r->builds[i].ok) r->pr.compile_failed++;
     }
   }
-  snprintf(r->stage, sizeof r->stage, "compile %s", r->arch);
-  r->compile_total = n - r->cached;
-  progress(r, 1);
+  snprintf(r->pr.stage, sizeof r->pr.stage, "compile %s", r->arch);
+  r->pr.compile_total = n - r->pr.cached;
+  fat_progress_show(&r->pr, 1);
   double t = now_s();
   if (fat_compile_all(r->variants, n, r->arch, r->o->jobs, skip, r->builds, on_compiled, r,
                       fat_interrupted, err, sizeof err)) {
-    end_progress(r);
+    fat_progress_end(&r->pr);
     fprintf(r->log, "fatune: %s\n", r->store_err[0] ? r->store_err : err);
     goto out;
   }
-  end_progress(r);
+  fat_progress_end(&r->pr);
   if (!r->o->quiet)
     fprintf(r->log, "fatune: compiled %zu variants in %.1f s on %d threads, %zu from the cache, %zu failed\n",
-            r->compiled, now_s() - t, r->o->jobs ? r->o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN),
-            r->cached, r->compile_failed);
+            r->pr.compiled, now_s() - t, r->o->jobs ? r->o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN),
+            r->pr.cached, r->pr.compile_failed);
   rc = 0;
 out:
   free(skip);
   return rc;
 }
 
-static void print_variant_row(run *r, const fat_variant *v, const fat_problem *p, const char *what) {
-  if (!r->o->verbose) return;
-  end_progress(r);
-  fprintf(r->log, "%-52s s%-6d %s\n", v->name, p->seqlen_q, what);
-}
-
-/* Records a failure that left no per-shape result (a fault, a timeout, a
- * refused job) as one failed check on the first shape. */
-static int record_failure(run *r, size_t i, sqlite3_int64 problem_id, const fat_check_shape *s,
-                          const char *reason) {
-  fat_check c;
-  memset(&c, 0, sizeof c);
-  c.batch = s->batch;
-  c.heads = s->heads;
-  c.seqlen_q = s->seqlen_q;
-  c.seqlen_k = s->seqlen_k;
-  c.rel_l2 = c.max_abs = c.lse_max_abs = NAN;
-  c.passed = 0;
-  snprintf(c.reason, sizeof c.reason, "%.*s", (int)sizeof c.reason - 1, reason);
-  if (fat_db_put_check(r->db, r->variant_ids[i], r->gpu_id, problem_id, &c)) {
-    db_error(r, "", "storing check");
-    return -1;
-  }
-  return 0;
-}
-
-/* After a job that did not come to a result: the worker it lost, if any,
- * restarted (fat_worker_recover, the one policy). Returns 0, or -1 (said on
- * the log after LEAD) when none would restart and the run cannot go on. */
-static int keep_worker(run *r, const char *lead) {
+/* After the ceilings' job: the worker it lost, if any, restarted
+ * (fat_worker_recover, the one policy). Returns 0, or -1 (said on the log)
+ * when none would restart and the run cannot go on. */
+static int keep_worker(run *r) {
   char err[ERRLEN];
   if (!fat_worker_recover(r->worker, err, sizeof err)) return 0;
-  fprintf(r->log, "%sfatune: restarting the GPU worker: %s\n", lead, err);
+  fprintf(r->log, "fatune: restarting the GPU worker: %s\n", err);
   return -1;
-}
-
-/* Checks and times variant I on problem P; everything stored. Returns 0, or
- * -1 when the run cannot go on (database, or the worker will not restart). */
-static int evaluate(run *r, size_t i, const fat_problem *p, sqlite3_int64 problem_id) {
-  fat_check_shape shapes[FAT_TUNE_CHECK_SHAPES];
-  fat_check checks[FAT_TUNE_CHECK_SHAPES];
-  fat_timing timing;
-  int timed = 0, n = fat_check_shapes_for(p, shapes);
-  char reason[ERRLEN];
-  const fat_variant *v = &r->variants[i];
-  double t = now_s();
-  memset(checks, 0, sizeof checks);
-  int st = fat_worker_evaluate(r->worker, v, &r->builds[i], shapes, n, p, checks, &timing, &timed,
-                               reason, sizeof reason);
-  r->eval_seconds += now_s() - t;
-  r->evals_done++;
-  if (st == FAT_WORKER_ERROR) {
-    fprintf(r->log, "\nfatune: worker: %s\n", reason);
-    return -1;
-  }
-  if (st != FAT_WORKER_OK) {
-    r->eval_failed++;
-    print_variant_row(r, v, p, reason);
-    if (record_failure(r, i, problem_id, &shapes[0], reason)) return -1;
-    return keep_worker(r, "\n");
-  }
-  int passed = 1;
-  for (int s = 0; s < n; s++) {
-    if (fat_db_put_check(r->db, r->variant_ids[i], r->gpu_id, problem_id, &checks[s])) {
-      db_error(r, "\n", "storing check");
-      return -1;
-    }
-    if (!checks[s].passed) {
-      if (passed) {
-        char what[ERRLEN];
-        snprintf(what, sizeof what, "check failed at %dx%dx%d: %s", checks[s].batch,
-                 checks[s].heads, checks[s].seqlen_q, checks[s].reason);
-        print_variant_row(r, v, p, what);
-      }
-      passed = 0;
-    }
-  }
-  if (!passed) {
-    r->eval_failed++;
-    return 0;
-  }
-  if (timed) {
-    if (fat_db_put_timing(r->db, r->variant_ids[i], r->gpu_id, problem_id, &timing, NULL)) {
-      db_error(r, "\n", "storing timing");
-      return -1;
-    }
-    r->evals_timed++;
-    char what[256];
-    double worst = 0;
-    for (int s = 0; s < n; s++) worst = fmax(worst, checks[s].rel_l2);
-    snprintf(what, sizeof what, "results match (rel_l2 %.1e)  %8.3f ms  %6.1f TFLOP/s", worst,
-             timing.median_ms, timing.tflops);
-    print_variant_row(r, v, p, what);
-  }
-  return 0;
-}
-
-static ssize_t variant_index(run *r, sqlite3_int64 id) {
-  for (size_t i = 0; i < r->n_variants; i++)
-    if (r->variant_ids[i] == id) return (ssize_t)i;
-  return -1;
-}
-
-/* Re-times the close contenders (fat_db_contenders: within
- * FAT_CLOSE_CONTENDER of the best by their timings alone) together,
- * interleaved, as one job, then decides the winner (fat_db_decide_winner,
- * the one rule, which compares them by that job). A winner is decided once:
- * when this run measured nothing of P (MEASURED 0: a rerun, every result
- * resumed) and P has a stored winner, it stands -- re-timing the close
- * contenders on every rerun let noise pick another, and the rerun's table
- * then disagreed with the one the cold run printed. */
-static int choose_winner(run *r, const fat_problem *p, sqlite3_int64 problem_id, size_t measured) {
-  fat_db_choice ranked[FAT_DB_MAX_CONTENDERS];
-  size_t n = 0;
-  char reason[ERRLEN];
-  if (!measured) {
-    fat_db_choice stored;
-    int has = 0;
-    if (fat_db_get_winner(r->db, r->gpu_id, problem_id, &stored, &has)) {
-      db_error(r, "", "reading the winner");
-      return -1;
-    }
-    if (has) return 0;
-  }
-  if (fat_db_contenders(r->db, r->gpu_id, problem_id, ranked, FAT_DB_MAX_CONTENDERS, &n)) {
-    db_error(r, "", "ranking");
-    return -1;
-  }
-  const fat_variant *vs[FAT_MAX_INTERLEAVED];
-  const fat_build *bs[FAT_MAX_INTERLEAVED];
-  sqlite3_int64 ids[FAT_MAX_INTERLEAVED];
-  int close = 0;
-  /* A contender this run has no build of (another family's, say) is not
-   * re-timed; the rule compares the others by the job. */
-  for (size_t k = 0; k < n && close < FAT_MAX_INTERLEAVED; k++) {
-    ssize_t i = variant_index(r, ranked[k].variant_id);
-    if (i < 0 || !r->builds[i].ok) continue;
-    vs[close] = &r->variants[i];
-    bs[close] = &r->builds[i];
-    ids[close++] = r->variant_ids[i];
-  }
-  if (close >= 2) {
-    fat_timing t[FAT_MAX_INTERLEAVED];
-    int st = fat_worker_time_interleaved(r->worker, vs, bs, close, p, t, reason, sizeof reason);
-    if (st == FAT_WORKER_OK) {
-      if (fat_db_put_job_timings(r->db, r->gpu_id, 0, problem_id, (size_t)close, ids, t, NULL)) {
-        db_error(r, "", "storing timing");
-        return -1;
-      }
-    } else {
-      fprintf(r->log, "fatune: re-timing close contenders: %s\n", reason);
-      if (keep_worker(r, "")) return -1;
-    }
-  }
-  fat_db_choice best;
-  int found = 0;
-  if (fat_db_decide_winner(r->db, r->gpu_id, problem_id, &best, &found, NULL)) {
-    db_error(r, "", "choosing the winner");
-    return -1;
-  }
-  if (!found) {
-    char label[96];
-    fat_problem_label(p, label, sizeof label);
-    fprintf(r->log, "fatune: no variant passed for %s\n", label);
-  }
-  return 0;
-}
-
-/* Whether variant I is checked and timed on problem P: its own key, a
- * build, and a family that applies to the shape. */
-static int runs_on(const run *r, size_t i, const fat_problem *p) {
-  const fat_variant *v = &r->variants[i];
-  if (v->direction != p->direction || v->dtype != p->dtype || v->mask != p->mask ||
-      v->head_dim != p->head_dim || !r->builds[i].ok)
-    return 0;
-  if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE) && baseline_too_long(p->seqlen_q, p->seqlen_k))
-    return 0;
-  return fat_family_applies(v, p);
-}
-
-/* Stores problem P (*PID gets its id), checks and times every variant that
- * runs on it -- resuming what the database already holds -- and chooses
- * its winner. Returns 0, 1 when interrupted before P was finished (a
- * problem left half-measured gets no winner: resume finishes it), -1 when
- * the run cannot go on. */
-static int tune_problem(run *r, const fat_problem *p, sqlite3_int64 *pid) {
-  if (fat_db_put_problem(r->db, p, pid)) {
-    db_error(r, "", "storing problem");
-    return -1;
-  }
-  if (r->o->retune && fat_db_forget(r->db, r->gpu_id, *pid, NULL)) {
-    db_error(r, "", "--retune");
-    return -1;
-  }
-  if (fat_interrupted()) return 1;
-  fat_problem_label(p, r->stage, sizeof r->stage);
-  if (!r->tty && !r->o->quiet) fprintf(r->log, "fatune: tuning %s\n", r->stage);
-  size_t measured = 0;  /* variants checked (and timed) on P by this run */
-  for (size_t i = 0; i < r->n_variants; i++) {
-    if (!runs_on(r, i, p)) continue;
-    int checked = 0, passed = 0, timed = 0;
-    if (fat_db_has_result(r->db, r->variant_ids[i], r->gpu_id, *pid, &checked, &passed, &timed)) {
-      db_error(r, "", "reading results");
-      return -1;
-    }
-    if (checked && (!passed || timed)) {
-      r->evals_skipped++;  /* measured before, same source hash */
-      progress(r, 0);
-      continue;
-    }
-    if (fat_interrupted()) return 1;
-    if (evaluate(r, i, p, *pid)) return -1;
-    measured++;
-    progress(r, 0);
-  }
-  return choose_winner(r, p, *pid, measured);
-}
-
-/* Tunes the N PROBLEMS in order; PROBLEM_IDS gets the ids of those
- * finished, *N_DONE their number. */
-static int tune_problems(run *r, const fat_problem *problems, size_t n, sqlite3_int64 *problem_ids,
-                         size_t *n_done) {
-  *n_done = 0;
-  /* Count the evaluations first, for the ETA. */
-  for (size_t k = 0; k < n; k++)
-    for (size_t i = 0; i < r->n_variants; i++) r->evals_total += runs_on(r, i, &problems[k]);
-  for (size_t k = 0; k < n; k++) {
-    int rc = tune_problem(r, &problems[k], &problem_ids[*n_done]);
-    if (rc < 0) return -1;
-    if (rc > 0) {
-      r->interrupted = 1;
-      break;
-    }
-    (*n_done)++;
-  }
-  end_progress(r);
-  return 0;
 }
 
 /* The winners of the run's N_PROBLEMS PROBLEM_IDS, as the table at its end
@@ -660,7 +397,7 @@ static int ensure_ceilings(run *r) {
     int st = fat_worker_measure_ceilings(r->worker, &c, reason, sizeof reason);
     if (st != FAT_WORKER_OK) {
       fprintf(r->log, "fatune: measuring the GPU's ceilings: %s\n", reason);
-      return keep_worker(r, "");
+      return keep_worker(r);
     }
     value[COPY] = c.copy_bytes_per_s;
     value[FP16] = c.mma_fp16_flops_per_s;
@@ -680,6 +417,13 @@ static int ensure_ceilings(run *r) {
   return 0;
 }
 
+/* This host's name, by which the devices table tells its GPUs from another
+ * host's; "localhost" where it has none. */
+static void host_name(char *out, size_t cap) {
+  if (gethostname(out, cap) || !out[0]) snprintf(out, cap, "localhost");
+  out[cap - 1] = '\0';  /* gethostname may leave a cut name unterminated */
+}
+
 static uint64_t fresh_seed(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -695,7 +439,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   r.o = o;
   r.out = out;
   r.log = log;
-  r.tty = isatty(fileno(log));
+  fat_progress_init(&r.pr, log, o->quiet);
   r.t0 = now_s();
   fat_interrupt_install();
   sqlite3_int64 *problem_ids = NULL;
@@ -788,7 +532,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   r.stage_s[FAT_STAGE_COMPILE] = now_s() - t_stage;
   if (fat_interrupted()) {
     fprintf(log, "fatune: %zu builds committed to %s; rerun to go on from there\n",
-            r.compiled + r.cached, o->db_path);
+            r.pr.compiled + r.pr.cached, o->db_path);
     goto interrupted;
   }
   if (r.no_gpu[0]) {
@@ -808,7 +552,11 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   }
   r.gpu.nvrtc_major = nv->major;
   r.gpu.nvrtc_minor = nv->minor;
-  if (fat_db_put_gpu(r.db, &r.gpu, &r.gpu_id)) {
+  char host[HOST_NAME_CAP];
+  host_name(host, sizeof host);
+  r.lane = (fat_lane){.gpu = o->gpu, .m = fat_worker_measurer(r.worker)};
+  if (fat_db_put_gpu(r.db, &r.gpu, &r.gpu_id) ||
+      fat_db_put_device(r.db, r.gpu_id, host, o->gpu, &r.gpu, &r.lane.device_id)) {
     fprintf(log, "fatune: storing the GPU: %s\n", fat_db_errmsg(r.db));
     goto out;
   }
@@ -819,11 +567,19 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   if (ensure_ceilings(&r)) goto out;
   r.stage_s[FAT_STAGE_CEILINGS] = now_s() - t_stage;
   t_stage = now_s();
-  if (tune_problems(&r, problems, n_query, problem_ids, &n_problems)) goto out;
+  r.model = (fat_model){.name = r.gpu.name, .gpu_id = r.gpu_id, .variants = r.variants,
+                        .builds = r.builds, .variant_ids = r.variant_ids,
+                        .n_variants = r.n_variants, .lanes = &r.lane, .n_lanes = 1,
+                        .problem_ids = problem_ids};
+  fat_tuning tuning = {.db = r.db, .log = log, .verbose = o->verbose, .quiet = o->quiet,
+                       .retune = o->retune, .models = &r.model, .n_models = 1, .progress = &r.pr};
+  int tuned = fat_tuning_run(&tuning, problems, n_query, &r.interrupted);
+  n_problems = r.model.n_done;
+  if (tuned) goto out;
   r.stage_s[FAT_STAGE_TUNE] = now_s() - t_stage;
   if (!o->quiet)
     fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
-            r.evals_done, r.eval_failed, r.evals_skipped, now_s() - r.t0);
+            r.pr.evals_done, r.pr.eval_failed, r.pr.evals_skipped, now_s() - r.t0);
   if (run_winners(&r, problem_ids, n_problems, &winners, &n_winners)) goto out;
   print_table(&r, winners, n_winners);
   if (r.interrupted) goto interrupted;
@@ -846,9 +602,9 @@ out:
         .gpu = r.no_gpu[0] || !r.gpu.name[0] ? NULL : &r.gpu, .no_gpu = r.no_gpu,
         .shard_index = o->shard_index, .shard_count = o->shard_count,
         .problems = n_query, .problems_done = n_problems, .variants = r.n_variants,
-        .compiled = r.compiled, .cached = r.cached, .compile_failed = r.compile_failed,
-        .checked = r.evals_done, .timed = r.evals_timed, .check_failed = r.eval_failed,
-        .resumed = r.evals_skipped, .total_s = now_s() - r.t0};
+        .compiled = r.pr.compiled, .cached = r.pr.cached, .compile_failed = r.pr.compile_failed,
+        .checked = r.pr.evals_done, .timed = r.pr.evals_timed, .check_failed = r.pr.eval_failed,
+        .resumed = r.pr.evals_skipped, .total_s = now_s() - r.t0};
     memcpy(sum.stage_s, r.stage_s, sizeof r.stage_s);
     if (fat_summary_save_json(o->json_path, &sum, winners, n_winners, err, sizeof err)) {
       fprintf(log, "fatune: --json: %s\n", err);
