@@ -3,11 +3,16 @@
  * drive libfatune's launch path -- the lookup, the module load, the
  * parameter block and the launch -- on a machine without a GPU: a test
  * points FATUNE_LIBCUDA at this library. It describes one H200 (compute
- * capability 9.0, 132 SMs), "loads" any image as a module that remembers
- * the image's text, and records each launch instead of running it. Device
- * memory is addresses handed out and never backed (an allocation, a
- * memset and a synchronisation succeed; a copy is refused), so that a
- * benchmark's loop runs here too; events are refused
+ * capability 9.0, 132 SMs), or the devices FATUNE_STAND_IN_DEVICES lists
+ * (kinds, comma-separated: "h200,h200,a100"; an unknown kind or a list
+ * longer than STAND_IN_MAX_DEVICES fails cuInit), "loads" any image as a
+ * module that remembers the image's text, and records each launch instead
+ * of running it. Device memory is addresses handed out and never backed
+ * (an allocation, a memset and a synchronisation succeed; a copy is
+ * refused), so that a benchmark's loop runs here too, and so does the
+ * tuner's worker up to its first copy back: it opens its device (a stream
+ * is a handle handed out), loads its support kernels and has every check
+ * refused, as a job the worker could not run; events are refused
  * (CUDA_ERROR_NOT_SUPPORTED). The test reads what
  * was launched through the stand_in_* functions at the end (dlsym on the
  * same path, which dlopen hands back as the same library). Each entry
@@ -17,16 +22,57 @@
 #include <string.h>
 #include <cuda.h>
 
-#define STAND_IN_NAME "NVIDIA H200"
-#define STAND_IN_CC_MAJOR 9
-#define STAND_IN_CC_MINOR 0
-#define STAND_IN_SMS 132
-#define STAND_IN_SMEM_OPTIN 232448     /* an H200's opt-in shared memory per block */
 #define STAND_IN_DRIVER 13000
+#define STAND_IN_DEVICES_ENV "FATUNE_STAND_IN_DEVICES"
+#define STAND_IN_MAX_DEVICES 16
+#define STAND_IN_KIND_MAX 16           /* characters of a kind's name, at most */
 #define STAND_IN_IMAGE_CAP 256         /* bytes of a module's image remembered */
 #define STAND_IN_ENTRIES 8             /* entry points a module hands out */
 #define STAND_IN_MEMORY_BASE (1ull << 40)  /* the first device address handed out */
 #define STAND_IN_MEMORY_ALIGN 256ull       /* as cuMemAlloc's are, at least */
+
+/* A kind of GPU the stand-in describes. */
+typedef struct stand_in_kind {
+  const char *kind;       /* its name in FATUNE_STAND_IN_DEVICES */
+  const char *name;       /* cuDeviceGetName's */
+  int cc_major, cc_minor, sms;
+  int smem_optin;         /* opt-in shared memory per block */
+  size_t mem_bytes;
+  int clock_khz, mem_clock_khz;
+} stand_in_kind;
+
+static const stand_in_kind kinds[] = {
+  {"h200", "NVIDIA H200", 9, 0, 132, 232448, 143771533312ull, 1980000, 3201000},
+  {"h100", "NVIDIA H100 80GB HBM3", 9, 0, 132, 232448, 85029158912ull, 1980000, 2619000},
+  {"a100", "NVIDIA A100-SXM4-80GB", 8, 0, 108, 166912, 85097971712ull, 1410000, 1593000},
+};
+#define N_KINDS (int)(sizeof kinds / sizeof kinds[0])
+
+/* The devices, read from the environment on cuInit; one H200 without it. */
+static const stand_in_kind *devices[STAND_IN_MAX_DEVICES];
+static int n_devices;
+
+/* Fills DEVICES from FATUNE_STAND_IN_DEVICES. Returns 0, or -1 for an
+ * unknown kind, an empty item or too many devices. */
+static int read_devices(void) {
+  const char *list = getenv(STAND_IN_DEVICES_ENV);
+  n_devices = 0;
+  if (!list || !*list) {
+    devices[n_devices++] = &kinds[0];
+    return 0;
+  }
+  for (const char *p = list;;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    const stand_in_kind *k = NULL;
+    for (int i = 0; i < N_KINDS && len < STAND_IN_KIND_MAX; i++)
+      if (strlen(kinds[i].kind) == len && !strncmp(kinds[i].kind, p, len)) k = &kinds[i];
+    if (!k || n_devices == STAND_IN_MAX_DEVICES) return -1;
+    devices[n_devices++] = k;
+    if (!end) return 0;
+    p = end + 1;
+  }
+}
 
 /* A loaded module: the text of its image, and its functions by name. */
 typedef struct stand_in_fn {
@@ -60,7 +106,7 @@ const char *stand_in_last_entry(void) { return last_launched ? last_launched->na
 
 CUresult cuInit(unsigned int flags) {
   (void)flags;
-  return CUDA_SUCCESS;
+  return read_devices() ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 CUresult cuDriverGetVersion(int *version) {
@@ -69,49 +115,61 @@ CUresult cuDriverGetVersion(int *version) {
 }
 
 CUresult cuGetErrorName(CUresult error, const char **name) {
-  *name = error == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_NOT_SUPPORTED";
+  *name = error == CUDA_SUCCESS         ? "CUDA_SUCCESS"
+          : error == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE"
+          : error == CUDA_ERROR_INVALID_DEVICE ? "CUDA_ERROR_INVALID_DEVICE"
+                                         : "CUDA_ERROR_NOT_SUPPORTED";
   return CUDA_SUCCESS;
 }
 
 CUresult cuGetErrorString(CUresult error, const char **text) {
-  *text = error == CUDA_SUCCESS ? "no error" : "not supported by the stand-in driver";
+  *text = error == CUDA_SUCCESS         ? "no error"
+          : error == CUDA_ERROR_INVALID_VALUE ? "bad " STAND_IN_DEVICES_ENV " (kinds: h200, h100, a100)"
+          : error == CUDA_ERROR_INVALID_DEVICE ? "no such stand-in device"
+                                         : "not supported by the stand-in driver";
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetCount(int *count) {
-  *count = 1;
+  *count = n_devices;
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *device = 0;
+  if (ordinal < 0 || ordinal >= n_devices) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
   return CUDA_SUCCESS;
 }
 
+/* Device DEV's kind; the first for a device cuInit has not described (the
+ * runtime asks before, as its tests do). */
+static const stand_in_kind *kind_of(CUdevice dev) {
+  return dev >= 0 && dev < n_devices ? devices[dev] : &kinds[0];
+}
+
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
-  (void)dev;
-  strncpy(name, STAND_IN_NAME, (size_t)len - 1);
+  strncpy(name, kind_of(dev)->name, (size_t)len - 1);
   name[len - 1] = 0;
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevice dev) {
-  (void)dev;
+  const stand_in_kind *k = kind_of(dev);
   switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = STAND_IN_CC_MAJOR; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = STAND_IN_CC_MINOR; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = STAND_IN_SMS; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = STAND_IN_SMEM_OPTIN; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = k->cc_major; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = k->cc_minor; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = k->sms; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = k->smem_optin; break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *value = k->clock_khz; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *value = k->mem_clock_khz; break;
     default: *value = 0;
   }
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
-  (void)dev;
-  *bytes = 0;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  *bytes = kind_of(dev)->mem_bytes;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
@@ -269,10 +327,13 @@ CUresult cuEventDestroy(CUevent event) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* A handle for the worker to hold: nothing is queued on it. */
+static int stream_handle;
+
 CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
   (void)flags;
-  *stream = NULL;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  *stream = (CUstream)&stream_handle;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuStreamSynchronize(CUstream stream) {
@@ -282,5 +343,5 @@ CUresult cuStreamSynchronize(CUstream stream) {
 
 CUresult cuStreamDestroy(CUstream stream) {
   (void)stream;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
 }

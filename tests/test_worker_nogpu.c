@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests of the GPU worker that need no GPU: that a missing driver is
- * reported with the exact message and leaves no process behind; that
+ * reported with the exact message and leaves no process behind; that a
+ * worker on the stand-in driver (stand_in_cuda.c) opens the device it was
+ * started for, says how many the driver reports (--gpu all's count) and
+ * refuses an index past them naming it; that
  * CUresults are named and classified; that every message of the worker
  * protocol survives a round trip field by field and that truncated,
  * oversized or garbled frames are refused; that the channel reports EOF and
@@ -39,6 +42,44 @@ static void test_no_driver(void) {
   CHECK_PREFIX(err, "no CUDA driver: could not load " MISSING_LIB " (");
   /* The worker that found no driver was reaped: no child is left. */
   CHECK(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD);
+  unsetenv("FATUNE_LIBCUDA");
+}
+
+/* Workers on the stand-in driver describing an H200 and an A100: each
+ * opens its own device and reports both; index 2 is refused, named. */
+static void test_stand_in_devices(void) {
+  char err[ERRLEN] = "";
+  fat_worker *w = NULL;
+  fat_gpu_info info;
+  const char *driver = getenv("FATUNE_STAND_IN_CUDA");
+  if (!driver) {
+    fprintf(stderr, "test_stand_in_devices: skipped (no FATUNE_STAND_IN_CUDA: run it from ctest)\n");
+    return;
+  }
+  setenv("FATUNE_LIBCUDA", driver, 1);
+  setenv("FATUNE_STAND_IN_DEVICES", "h200,a100", 1);
+  CHECK_INT(fat_worker_start(1, NULL, &w, &info, err, sizeof err), FAT_GPU_OPENED);
+  CHECK_STR(err, "");
+  CHECK_STR(info.name, "NVIDIA A100-SXM4-80GB");
+  CHECK(info.cc_major == 8 && info.cc_minor == 0 && info.sm_count == 108);
+  CHECK_INT(fat_worker_device_count(w), 2);
+  CHECK(fat_worker_alive(w));
+  fat_worker_stop(w);
+  w = NULL;
+  CHECK_INT(fat_worker_start(0, NULL, &w, &info, err, sizeof err), FAT_GPU_OPENED);
+  CHECK_STR(info.name, "NVIDIA H200");
+  CHECK_INT(fat_worker_device_count(w), 2);
+  fat_worker_stop(w);
+  w = NULL;
+  CHECK_INT(fat_worker_start(2, NULL, &w, &info, err, sizeof err), FAT_GPU_BAD_INDEX);
+  CHECK(w == NULL);
+  CHECK_STR(err, "GPU index 2 out of range: 2 devices found");
+  /* A list the driver cannot read fails its cuInit: no device. */
+  setenv("FATUNE_STAND_IN_DEVICES", "h200,v100", 1);
+  CHECK_INT(fat_worker_start(0, NULL, &w, &info, err, sizeof err), FAT_GPU_NO_DEVICE);
+  CHECK_PREFIX(err, "no CUDA device: cuInit: CUDA_ERROR_INVALID_VALUE");
+  CHECK(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD);
+  unsetenv("FATUNE_STAND_IN_DEVICES");
   unsetenv("FATUNE_LIBCUDA");
 }
 
@@ -163,6 +204,55 @@ static void fill_kernel(fat_kernel_desc *k, const char *name) {
   k->cubin = fake_cubin;
   k->cubin_size = sizeof fake_cubin;
   k->splits = 1; /* one block per query block and head: the unsplit schedule */
+}
+
+/* The hello of each outcome, field by field; a status out of range or an
+ * opened worker reporting no device is unreadable. */
+static void test_hello_round_trip(void) {
+  static fat_hello h, h2;
+  fat_wbuf b = {0};
+  h.status = FAT_GPU_OPENED;
+  h.info = (fat_gpu_info){.name = "NVIDIA H200", .cc_major = 9, .sm_count = 132,
+                          .driver_version = 13000, .mem_bytes = (size_t)141 << 30,
+                          .clock_khz = 1980000};
+  h.device_count = 8;
+  fat_put_hello(&b, &h);
+  fat_rbuf r = reader(&b);
+  memset(&h2, 0x55, sizeof h2);
+  fat_get_hello(&r, &h2);
+  CHECK(fat_rbuf_done(&r) == 0);
+  CHECK_INT(h2.status, FAT_GPU_OPENED);
+  CHECK_STR(h2.info.name, "NVIDIA H200");
+  CHECK(h2.info.cc_major == 9 && h2.info.sm_count == 132 && h2.info.driver_version == 13000 &&
+        h2.info.mem_bytes == ((size_t)141 << 30) && h2.info.clock_khz == 1980000);
+  CHECK_INT(h2.device_count, 8);
+  CHECK_STR(h2.error, "");
+  fat_wbuf_free(&b);
+  memset(&h, 0, sizeof h);
+  h.status = FAT_GPU_BAD_INDEX;
+  snprintf(h.error, sizeof h.error, "GPU index 9 out of range: 8 devices found");
+  fat_put_hello(&b, &h);
+  r = reader(&b);
+  fat_get_hello(&r, &h2);
+  CHECK(fat_rbuf_done(&r) == 0);
+  CHECK_INT(h2.status, FAT_GPU_BAD_INDEX);
+  CHECK_STR(h2.error, "GPU index 9 out of range: 8 devices found");
+  CHECK_INT(h2.device_count, 0);
+  fat_wbuf_free(&b);
+  /* Unreadable: a status past FAT_GPU_OPEN_FAILED, an opened one with no device. */
+  fat_put_i32(&b, FAT_GPU_OPEN_FAILED + 1);
+  fat_put_str(&b, "?");
+  r = reader(&b);
+  fat_get_hello(&r, &h2);
+  CHECK(fat_rbuf_done(&r) == -1);
+  fat_wbuf_free(&b);
+  h.status = FAT_GPU_OPENED;
+  h.device_count = 0;
+  fat_put_hello(&b, &h);
+  r = reader(&b);
+  fat_get_hello(&r, &h2);
+  CHECK(fat_rbuf_done(&r) == -1);
+  fat_wbuf_free(&b);
 }
 
 static void test_jobs_round_trip(void) {
@@ -378,10 +468,12 @@ static void test_parent_refusals(void) {
 
 int main(void) {
   test_no_driver();
+  test_stand_in_devices();
   test_result_names();
   test_shape_validation();
   test_scalars_round_trip();
   test_records_round_trip();
+  test_hello_round_trip();
   test_jobs_round_trip();
   test_frames();
   test_parent_refusals();

@@ -63,6 +63,7 @@ int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t
     goto out;
   }
   CU(g->cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  g->device_count = count;
   if (index < 0 || index >= count) {
     snprintf(err, errlen, "GPU index %d out of range: %d device%s found", index, count,
              count == 1 ? "" : "s");
@@ -116,6 +117,7 @@ void fat_gpu_close(fat_gpu *g) {
 }
 
 const fat_cuda *fat_gpu_driver(const fat_gpu *g) { return &g->cu; }
+int fat_gpu_device_count(const fat_gpu *g) { return g->device_count; }
 fat_ref_cache *fat_gpu_refs(fat_gpu *g) { return &g->refs; }
 
 /* ---- support kernels ------------------------------------------------ */

@@ -51,6 +51,8 @@ static inline int fat_gpu_absent(int status) {
 int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t errlen);
 void fat_gpu_close(fat_gpu *g);
 const fat_cuda *fat_gpu_driver(const fat_gpu *g);
+/* How many devices the driver reports on this machine (--gpu all's). */
+int fat_gpu_device_count(const fat_gpu *g);
 /* The device's cache of fp64 references (ref_cache.h): its counters, or a
  * budget of one's own (fat_ref_cache_init; 0 bytes would mean the default,
  * 1 keeps nothing). */

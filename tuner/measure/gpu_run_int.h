@@ -27,6 +27,7 @@ struct fat_gpu {
   CUcontext ctx;       /* the primary context, retained */
   CUstream stream;
   fat_gpu_info info;
+  int device_count;    /* devices the driver reports (cuDeviceGetCount) */
   CUmodule util_module, ref_module;
   CUfunction fill_fn, clock_fn, ref_fn;
   CUfunction ref_bwd_round_fn, ref_bwd_rows_fn, ref_bwd_cols_fn;  /* templates/reference_bwd.cu */

@@ -58,6 +58,7 @@ struct fat_worker {
   int fd;                    /* parent's end of the socket pair; -1 when none */
   fat_worker_options opts;
   fat_gpu_info info;
+  int device_count;          /* devices the worker's driver reports */
   char arch[16];
   fat_build util, ref;       /* support cubins for ARCH, compiled once */
   fat_build ceilings;        /* templates/ceilings.cu for ARCH, compiled on first use */
@@ -211,10 +212,10 @@ static void child_ceilings(int fd, fat_gpu *g, fat_rbuf *in) {
 
 static void child_main(int fd, int gpu) __attribute__((noreturn));
 static void child_main(int fd, int gpu) {
+  static fat_hello hello;
   char err[MSG_MAX];
   fat_gpu *g = NULL;
-  fat_gpu_info info;
-  fat_wbuf hello = {0};
+  fat_wbuf out = {0};
 
   /* ^C at a terminal reaches the whole process group, and so does the
    * SIGTERM of a batch scheduler: the parent decides when to stop (after
@@ -223,17 +224,17 @@ static void child_main(int fd, int gpu) {
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
 
-  int opened = fat_gpu_open(gpu, &g, &info, err, sizeof err);
-  if (opened != FAT_GPU_OPENED) {
-    fat_put_i32(&hello, opened);
-    fat_put_str(&hello, err);
-    child_send(fd, FAT_MSG_W_HELLO, &hello);
+  hello.status = fat_gpu_open(gpu, &g, &hello.info, err, sizeof err);
+  if (hello.status != FAT_GPU_OPENED) {
+    snprintf(hello.error, sizeof hello.error, "%s", err);
+    fat_put_hello(&out, &hello);
+    child_send(fd, FAT_MSG_W_HELLO, &out);
     _exit(CHILD_EXIT_NO_GPU);
   }
-  fat_put_i32(&hello, FAT_GPU_OPENED);
-  fat_put_gpu_info(&hello, &info);
-  child_send(fd, FAT_MSG_W_HELLO, &hello);
-  fat_wbuf_free(&hello);
+  hello.device_count = fat_gpu_device_count(g);
+  fat_put_hello(&out, &hello);
+  child_send(fd, FAT_MSG_W_HELLO, &out);
+  fat_wbuf_free(&out);
 
   for (;;) {
     uint32_t type;
@@ -427,11 +428,12 @@ static void exec_worker(int fd, pid_t parent, const char *exe, char **envp) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(CHILD_EXIT_OK);
   execve(exe, argv, envp);
-  /* hello: magic, type, length, then i32 0 and the message as bytes. */
+  /* hello (fat_put_hello): magic, type, length, then i32 FAT_GPU_OPEN_FAILED
+   * and the message as bytes. */
   unsigned char frame[16 + 4 + 8 + sizeof failed - 1];
   uint32_t magic = FAT_WIRE_MAGIC, type = FAT_MSG_W_HELLO;
   uint64_t len = sizeof frame - 16, text_len = sizeof failed - 1;
-  int32_t ok = 0;
+  int32_t ok = FAT_GPU_OPEN_FAILED;
   memcpy(frame, &magic, 4);
   memcpy(frame + 4, &type, 4);
   memcpy(frame + 8, &len, 8);
@@ -518,22 +520,22 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
     goto out;
   }
   fat_rbuf in = {.data = payload, .len = len};
-  int opened = fat_get_i32(&in);
-  if (opened != FAT_GPU_OPENED) {
-    /* The worker's own code and words: "no CUDA driver: ...", "GPU index ...". */
-    fat_get_str(&in, reason, sizeof reason);
-    int readable = !fat_rbuf_done(&in) && opened > FAT_GPU_OPENED && opened <= FAT_GPU_OPEN_FAILED;
-    set_msg(err, errlen, "%s", readable ? reason : "worker sent an unreadable hello");
-    rc = readable ? opened : FAT_GPU_OPEN_FAILED;
-    reap(w, REAP_GRACE_MS, death, sizeof death);
-    goto out;
-  }
-  fat_get_gpu_info(&in, &w->info);
+  fat_hello hello;
+  fat_get_hello(&in, &hello);
   if (fat_rbuf_done(&in)) {
     kill_now(w);
     set_msg(err, errlen, "worker sent an unreadable hello");
     goto out;
   }
+  if (hello.status != FAT_GPU_OPENED) {
+    /* The worker's own code and words: "no CUDA driver: ...", "GPU index ...". */
+    set_msg(err, errlen, "%s", hello.error);
+    rc = hello.status;
+    reap(w, REAP_GRACE_MS, death, sizeof death);
+    goto out;
+  }
+  w->info = hello.info;
+  w->device_count = hello.device_count;
   free(payload);
   payload = NULL;
 
@@ -614,6 +616,7 @@ int fat_worker_recover(fat_worker *w, char *err, size_t errlen) {
 }
 
 int fat_worker_alive(const fat_worker *w) { return w && w->pid > 0; }
+int fat_worker_device_count(const fat_worker *w) { return w ? w->device_count : 0; }
 int fat_worker_pid(const fat_worker *w) { return w ? (int)w->pid : 0; }
 
 /* ---- jobs ----------------------------------------------------------- */

@@ -68,7 +68,10 @@ int fat_worker_start(int gpu, const fat_worker_options *opts, fat_worker **w,
                      fat_gpu_info *info, char *err, size_t errlen);
 
 /* Replaces a dead (or live) worker process by a fresh one on the same GPU
- * with the same options. Returns 0, or fat_worker_start's code with err. */
+ * with the same options. Returns 0, or fat_worker_start's code with err.
+ * The fresh worker dies with the thread that restarted it, as a started
+ * one does: the tuner's lanes restart theirs from the lane's thread, which
+ * lives until the run's last job on that GPU. */
 int fat_worker_restart(fat_worker *w, char *err, size_t errlen);
 
 /* The one restart policy, for a caller after any job: a worker the job lost
@@ -82,6 +85,10 @@ void fat_worker_stop(fat_worker *w);
 
 /* 1 while a worker process is running. */
 int fat_worker_alive(const fat_worker *w);
+
+/* How many devices the worker's driver reports on this machine, as its
+ * last start saw them (--gpu all tunes on each): at least 1. */
+int fat_worker_device_count(const fat_worker *w);
 
 /* The process id of the running worker (0 when none): for tests and logs. */
 int fat_worker_pid(const fat_worker *w);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "worker_wire.h"
 #include "fwd_launch.h"
+#include "gpu_run.h"
 
 #define WBUF_MIN_CAP 256
 #define HEADER_BYTES 16  /* u32 magic, u32 type, u64 payload length */
@@ -144,6 +145,32 @@ void fat_get_gpu_info(fat_rbuf *b, fat_gpu_info *x) {
   x->l2_bytes = fat_get_i32(b);
   x->clock_khz = fat_get_i32(b);
   x->mem_clock_khz = fat_get_i32(b);
+}
+
+void fat_put_hello(fat_wbuf *b, const fat_hello *x) {
+  fat_put_i32(b, x->status);
+  if (x->status == FAT_GPU_OPENED) {
+    fat_put_gpu_info(b, &x->info);
+    fat_put_i32(b, x->device_count);
+  } else {
+    fat_put_str(b, x->error);
+  }
+}
+
+void fat_get_hello(fat_rbuf *b, fat_hello *x) {
+  memset(x, 0, sizeof *x);
+  x->status = fat_get_i32(b);
+  if (x->status < FAT_GPU_OPENED || x->status > FAT_GPU_OPEN_FAILED) {
+    b->failed = 1;
+    return;
+  }
+  if (x->status == FAT_GPU_OPENED) {
+    fat_get_gpu_info(b, &x->info);
+    x->device_count = fat_get_i32(b);
+    if (x->device_count < 1) b->failed = 1;
+  } else {
+    fat_get_str(b, x->error, sizeof x->error);
+  }
 }
 
 void fat_put_check(fat_wbuf *b, const fat_check *x) {

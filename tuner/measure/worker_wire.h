@@ -14,7 +14,7 @@
 
 /* Message types. P_ = parent to worker, W_ = worker to parent. */
 enum {
-  FAT_MSG_W_HELLO = 1,      /* i32 ok; ok: gpu_info, else str error. First message */
+  FAT_MSG_W_HELLO = 1,      /* fat_hello. First message */
   FAT_MSG_P_SETUP,          /* bytes util cubin, bytes reference cubin */
   FAT_MSG_W_READY,          /* (empty) setup done */
   FAT_MSG_P_EVALUATE,       /* fat_eval_job */
@@ -71,6 +71,20 @@ int fat_rbuf_done(const fat_rbuf *b);
 /* Records of the vocabulary in types.h, kernel.h and job.h. */
 void fat_put_gpu_info(fat_wbuf *b, const fat_gpu_info *x);
 void fat_get_gpu_info(fat_rbuf *b, fat_gpu_info *x);
+
+/* The worker's first message: i32 STATUS (gpu_run.h's fat_gpu_open_status,
+ * 0 opened to 4); opened, its device's gpu_info and i32 the devices its
+ * driver reports (at least 1); else str why not. fat_get_hello fails the
+ * reader on a status out of that range or a count below 1. */
+#define FAT_HELLO_ERROR_MAX 1024
+typedef struct fat_hello {
+  int status;
+  fat_gpu_info info;                /* opened only */
+  int device_count;                 /* opened only: what --gpu all tunes on */
+  char error[FAT_HELLO_ERROR_MAX];  /* not opened only */
+} fat_hello;
+void fat_put_hello(fat_wbuf *b, const fat_hello *x);
+void fat_get_hello(fat_rbuf *b, fat_hello *x);
 void fat_put_check(fat_wbuf *b, const fat_check *x);
 void fat_get_check(fat_rbuf *b, fat_check *x);
 void fat_put_timing(fat_wbuf *b, const fat_timing *x);
