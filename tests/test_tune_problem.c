@@ -437,6 +437,9 @@ static void test_lane_lost(void) {
     CHECK_INT(b.lanes[1].problems, 0);
     CHECK_INT(b.gpus[1].evaluations, 2);
     CHECK_INT(b.gpus[0].evaluations, 6 * N_VARIANTS - 2);
+    /* The fault GPU 0 resumes was counted once, when GPU 1 measured it. */
+    CHECK_INT(b.pr.evals_skipped, 0);
+    CHECK_INT(b.pr.evals_done, b.pr.evals_total);
     CHECK_CONTAINS(b.text, "fatune: GPU 1 drops out: restarting its worker: worker for GPU 1 failed"
                            " to start: fake restart refused; fwd fp16 d64 none s");
     CHECK_CONTAINS(b.text, " goes back to the other GPUs\n");

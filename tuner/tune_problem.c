@@ -55,6 +55,8 @@ typedef struct model_run {
                               handed out again after its lane dropped out is not retired twice */
   size_t *measured;        /* variants checked on problem k by this run, over every lane that
                               had it: a winner is decided again when this is not 0 */
+  unsigned char *counted;  /* variant i on problem k counted in the run's figures (row k):
+                              a problem handed out again counts what it resumes once */
   int alive;               /* its lanes that have not dropped out */
   fat_handout_stats stats;
   int started;             /* its hand-out ran (fat_handout_run returned 0) */
@@ -368,13 +370,18 @@ static fat_lane_result tune_problem(model_run *mr, fat_handout *h, fat_lane *l, 
       db_error(s, "", "reading results");
       return FAT_LANE_FAILED;
     }
+    unsigned char *counted = &mr->counted[k * m->n_variants + i];
     if (checked && (!passed || timed)) {
-      pr->evals_skipped++;  /* measured before, same source hash */
-      l->resumed++;
+      if (!*counted) {
+        pr->evals_skipped++;  /* measured before, same source hash */
+        l->resumed++;
+        *counted = 1;
+      }
       fat_progress_show(pr, 0);
       continue;
     }
     if (fat_handout_stopping(h)) return FAT_LANE_STOPPED;
+    *counted = 1;
     fat_lane_result rc = evaluate(mr, l, i, p, pid);
     if (rc != FAT_LANE_DONE) return rc;
     mr->measured[k]++;
@@ -435,7 +442,8 @@ int fat_tuning_run(fat_tuning *t, const fat_problem *problems, size_t n, int *st
     s.n_lanes += mr->m->n_lanes;
     mr->retired = calloc(n ? n : 1, sizeof *mr->retired);
     mr->measured = calloc(n ? n : 1, sizeof *mr->measured);
-    if (!mr->retired || !mr->measured) {
+    mr->counted = calloc(n * mr->m->n_variants + 1, 1);
+    if (!mr->retired || !mr->measured || !mr->counted) {
       fprintf(t->log, "fatune: out of memory for %zu problems\n", n);
       goto out;
     }
@@ -489,6 +497,7 @@ out:
     for (int j = 0; j < t->n_models; j++) {
       free(runs[j].retired);
       free(runs[j].measured);
+      free(runs[j].counted);
     }
   free(runs);
   free(threads);
