@@ -64,8 +64,12 @@ int fat_cli_valued(int argc, char **argv, int *i, const char *const *valued, int
 }
 
 int fat_exit_flushed(FILE *out, const char *who, int status) {
+  /* A write that failed before this call (output longer than the buffer)
+   * left its reason in errno, and the flush may not find it again. */
+  const int earlier = ferror(out) ? errno : 0;
   errno = 0;
   if (fflush(out) == 0 && !ferror(out)) return status;
-  fprintf(stderr, "%s: cannot write the output: %s\n", who, errno ? strerror(errno) : "write error");
+  const int e = errno ? errno : earlier;
+  fprintf(stderr, "%s: cannot write the output: %s\n", who, e ? strerror(e) : "write error");
   return status == 0 ? 1 : status; /* FAT_EXIT_FAILED (options.h) */
 }
