@@ -35,6 +35,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc == 0 && runs && (o.n_gqa < 1 || o.n_gqa > FAT_MAX_LIST)) abort();
   for (int i = 0; rc == 0 && runs && i < o.n_gqa; i++)
     if (o.gqa[i] != FAT_GQA_MQA && (o.gqa[i] < 1 || o.gqa[i] > FAT_MAX_GROUP)) abort();
+  /* A run has GPUs: all of them, or 1 .. FAT_MAX_LIST indices in range. */
+  if (rc == 0 && runs && !o.gpu_all && (o.n_gpus < 1 || o.n_gpus > FAT_MAX_LIST)) abort();
+  for (int i = 0; rc == 0 && runs && i < o.n_gpus; i++)
+    if (o.gpus[i] < 0 || o.gpus[i] > FAT_MAX_GPU_INDEX) abort();
   free(buf);
   return 0;
 }

@@ -13,17 +13,24 @@
  * tuner's worker up to its first copy back: it opens its device (a stream
  * is a handle handed out), loads its support kernels and has every check
  * refused, as a job the worker could not run; events are refused
- * (CUDA_ERROR_NOT_SUPPORTED). The test reads what
+ * (CUDA_ERROR_NOT_SUPPORTED). FATUNE_STAND_IN_LOSE=INDEX:PATH loses device
+ * INDEX as a GPU that falls off the bus does: the first kernel launched on
+ * it creates PATH and kills the process (SIGKILL), and once PATH exists
+ * cuInit finds no device. The test reads what
  * was launched through the stand_in_* functions at the end (dlsym on the
  * same path, which dlopen hands back as the same library). Each entry
  * point is defined under cuda.h's name, which maps it to the symbol the
  * runtime resolves (cuMemAlloc is cuMemAlloc_v2). */
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cuda.h>
 
 #define STAND_IN_DRIVER 13000
 #define STAND_IN_DEVICES_ENV "FATUNE_STAND_IN_DEVICES"
+#define STAND_IN_LOSE_ENV "FATUNE_STAND_IN_LOSE"
 #define STAND_IN_MAX_DEVICES 16
 #define STAND_IN_KIND_MAX 16           /* characters of a kind's name, at most */
 #define STAND_IN_IMAGE_CAP 256         /* bytes of a module's image remembered */
@@ -74,6 +81,19 @@ static int read_devices(void) {
   }
 }
 
+/* FATUNE_STAND_IN_LOSE's device (-1 none) and the path that says it is lost. */
+static int lose_device = -1;
+static const char *lose_path;
+static CUdevice retained = -1;  /* the device whose primary context this process retained */
+
+static void read_lose(void) {
+  const char *s = getenv(STAND_IN_LOSE_ENV);
+  const char *colon = s ? strchr(s, ':') : NULL;
+  lose_device = colon && colon > s ? atoi(s) : -1;
+  lose_path = colon && colon[1] ? colon + 1 : NULL;
+  if (!lose_path) lose_device = -1;
+}
+
 /* A loaded module: the text of its image, and its functions by name. */
 typedef struct stand_in_fn {
   struct stand_in_module *module;
@@ -106,6 +126,8 @@ const char *stand_in_last_entry(void) { return last_launched ? last_launched->na
 
 CUresult cuInit(unsigned int flags) {
   (void)flags;
+  read_lose();
+  if (lose_path && access(lose_path, F_OK) == 0) return CUDA_ERROR_NO_DEVICE;
   return read_devices() ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
@@ -118,6 +140,7 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
   *name = error == CUDA_SUCCESS         ? "CUDA_SUCCESS"
           : error == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE"
           : error == CUDA_ERROR_INVALID_DEVICE ? "CUDA_ERROR_INVALID_DEVICE"
+          : error == CUDA_ERROR_NO_DEVICE ? "CUDA_ERROR_NO_DEVICE"
                                          : "CUDA_ERROR_NOT_SUPPORTED";
   return CUDA_SUCCESS;
 }
@@ -126,6 +149,7 @@ CUresult cuGetErrorString(CUresult error, const char **text) {
   *text = error == CUDA_SUCCESS         ? "no error"
           : error == CUDA_ERROR_INVALID_VALUE ? "bad " STAND_IN_DEVICES_ENV " (kinds: h200, h100, a100)"
           : error == CUDA_ERROR_INVALID_DEVICE ? "no such stand-in device"
+          : error == CUDA_ERROR_NO_DEVICE ? "the stand-in device was lost (" STAND_IN_LOSE_ENV ")"
                                          : "not supported by the stand-in driver";
   return CUDA_SUCCESS;
 }
@@ -173,7 +197,7 @@ CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
-  (void)dev;
+  retained = dev;
   *pctx = (CUcontext)&primary_ctx;
   return CUDA_SUCCESS;
 }
@@ -284,6 +308,11 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, 
                         unsigned int smem_bytes, CUstream stream, void **params, void **extra) {
   (void)grid_x, (void)grid_y, (void)grid_z, (void)block_x, (void)block_y, (void)block_z;
   (void)smem_bytes, (void)stream, (void)params, (void)extra;
+  if (retained >= 0 && retained == lose_device) {
+    int fd = open(lose_path, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) close(fd);
+    raise(SIGKILL);
+  }
   last_launched = (const stand_in_fn *)f;
   launches++;
   return CUDA_SUCCESS;

@@ -94,6 +94,21 @@ expect 2 "fatune: --head-dim given twice" --head-dim 64 --head-dim 128
 
 # More bad values: non-numeric, huge, negative, zero, duplicates, too many.
 expect 2 "fatune: --gpu: 'abc' is not a number" --gpu abc
+# --gpu LIST or all: indices each in range, none twice, all alone.
+expect 2 "fatune: --gpu: '1' given twice" --gpu 0,1,1
+expect 2 "fatune: --gpu: 'all' goes alone, not in a list of indices" --gpu 0,all
+expect 2 "fatune: --gpu: 1024 is out of range [0, 1023]" --gpu 0,1024
+expect 2 "fatune: --gpu: 'x' is not a number" --gpu 1,x
+expect 2 "fatune: --gpu: 'ALL' is not a number" --gpu ALL
+expect 2 "fatune: --gpu: empty list" --gpu ""
+expect 2 "fatune: --gpu: empty item in '0,,1'" --gpu 0,,1
+expect 2 "fatune: --gpu: more than 16 items" --gpu 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16
+expect 2 "fatune: --gpu given twice" --gpu all --gpu 0
+if "$F" --help | grep -q "^  --gpu LIST         CUDA device indices, e.g. 0 or 0,1, or all: one worker per GPU,$"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: --help names --gpu LIST and all"
+fi
 expect 2 "fatune: --gpu: '0x1' is not a number" --gpu 0x1
 expect 2 "fatune: --gpu: 99999 is out of range [0, 1023]" --gpu 99999
 expect 2 "fatune: --jobs: 257 is out of range [1, 256]" --jobs 257

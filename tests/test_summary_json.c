@@ -108,6 +108,38 @@ static void test_fixture_summary(void) {
   got = json_of(&s, rows, n);
   CHECK_STR(got, WANT_JSON);
   free(got);
+  /* One device listed is none: the single-GPU run's JSON as it was. */
+  const fat_summary_device one = {.index = 0, .gpu = &g};
+  s.devices = &one, s.n_devices = 1;
+  got = json_of(&s, rows, n);
+  CHECK_STR(got, WANT_JSON);
+  free(got);
+  /* Several GPUs: each listed after the first model's; with several models
+   * each winner names its GPU. */
+  fat_gpu_info a100 = g;
+  snprintf(a100.name, sizeof a100.name, "NVIDIA A100-SXM4-80GB");
+  a100.cc_major = 8, a100.sm_count = 108;
+  const fat_summary_device devices[3] = {{.index = 0, .gpu = &g}, {.index = 1, .gpu = &g},
+                                         {.index = 3, .gpu = &a100}};
+  const char *row_gpus[FIX_N_PROBLEMS];
+  for (int k = 0; k < FIX_N_PROBLEMS; k++) row_gpus[k] = k ? a100.name : g.name;
+  s.devices = devices, s.n_devices = 3, s.row_gpus = row_gpus;
+  got = json_of(&s, rows, n);
+  char want[2048];
+  snprintf(want, sizeof want, "  \"gpu\": {\"name\": \"%s\", \"compute_capability\": \"9.0\","
+           " \"sm_count\": 132, \"driver\": 13000, \"nvrtc\": \"13.0\"},\n  \"devices\": [{\"index\": 0,"
+           " \"gpu\": {\"name\": \"%s\", \"compute_capability\": \"9.0\", \"sm_count\": 132, \"driver\":"
+           " 13000, \"nvrtc\": \"13.0\"}}, {\"index\": 1, \"gpu\": {\"name\": \"%s\","
+           " \"compute_capability\": \"9.0\", \"sm_count\": 132, \"driver\": 13000, \"nvrtc\": \"13.0\"}},"
+           " {\"index\": 3, \"gpu\": {\"name\": \"NVIDIA A100-SXM4-80GB\", \"compute_capability\": \"8.0\","
+           " \"sm_count\": 108, \"driver\": 13000, \"nvrtc\": \"13.0\"}}],\n  \"no_gpu\": null,\n",
+           g.name, g.name, g.name);
+  CHECK_CONTAINS(got, want);
+  snprintf(want, sizeof want, "  \"winners\": [\n    {\"gpu\": \"%s\", \"problem\": ", g.name);
+  CHECK_CONTAINS(got, want);
+  CHECK_CONTAINS(got, "\n    {\"gpu\": \"NVIDIA A100-SXM4-80GB\", \"problem\": ");
+  free(got);
+  s.devices = NULL, s.n_devices = 0, s.row_gpus = NULL;
 
   fat_run_summary none = {.status = 3, .db_path = "x.db", .arch = "sm_80", .gpu = NULL,
                           .no_gpu = "no CUDA driver: \tgone", .shard_index = 1, .shard_count = 1,

@@ -29,7 +29,9 @@ const char *fat_options_usage(void) {
          "an fp64 reference on the GPU, times the survivors and stores everything (and the\n"
          "winner of every problem) in SQLite.\n"
          "\n"
-         "  --gpu N            CUDA device index (default 0)\n"
+         "  --gpu LIST         CUDA device indices, e.g. 0 or 0,1, or all: one worker per GPU,\n"
+         "                     the problems handed out among them, results into one --db;\n"
+         "                     identical GPUs share their winners (default 0)\n"
          "  --head-dim LIST    head dims to tune, e.g. 128 or 64,128 (default: all)\n"
          "  --dtype LIST       fp16, bf16 (default: both)\n"
          "  --mask LIST        none, causal, local (default: none,causal)\n"
@@ -295,6 +297,16 @@ static int each_direction(const char *flag, const char *item, void *out, int ind
   return -1;
 }
 
+/* One --gpu index: 0 .. FAT_MAX_GPU_INDEX ("all" only alone). */
+static int each_gpu(const char *flag, const char *item, void *out, int index, char *err,
+                    size_t errlen) {
+  if (!strcmp(item, "all")) {
+    snprintf(err, errlen, "%s: 'all' goes alone, not in a list of indices", flag);
+    return -1;
+  }
+  return fat_cli_parse_int(flag, item, 0, FAT_MAX_GPU_INDEX, (int *)out + index, err, errlen);
+}
+
 static int each_seqlen(const char *flag, const char *item, void *out, int index, char *err,
                        size_t errlen) {
   return fat_cli_parse_int(flag, item, 1, FAT_MAX_SEQLEN, (int *)out + index, err, errlen);
@@ -426,7 +438,10 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     const char *flag = valued[k];
     int rc = 0;
     if (!strcmp(flag, "--gpu")) {
-      rc = fat_cli_parse_int(flag, value, 0, 1023, &o->gpu, err, errlen);
+      if (!strcmp(value, "all"))
+        o->gpu_all = 1;
+      else
+        rc = parse_list(flag, value, each_gpu, o->gpus, &o->n_gpus, sizeof(int), err, errlen);
     } else if (!strcmp(flag, "--head-dim")) {
       head_dim_ctx c = {.out = o->head_dims, .known = known_head_dims, .n_known = n_known};
       rc = parse_list(flag, value, each_head_dim, &c, &o->n_head_dims, 0, err, errlen);
@@ -526,6 +541,10 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
   if (o->n_gqa == 0) {
     o->gqa[0] = 1;
     o->n_gqa = 1;
+  }
+  if (o->n_gpus == 0 && !o->gpu_all) {
+    o->gpus[0] = 0;
+    o->n_gpus = 1;
   }
   return 0;
 }

@@ -19,6 +19,7 @@
 #define FAT_GQA_MQA 0
 #define FAT_MAX_GROUP 128         /* largest --gqa group: query heads per K/V head */
 #define FAT_MAX_SHARDS 4096       /* largest N of --shard K/N: machines of one job array */
+#define FAT_MAX_GPU_INDEX 1023    /* largest --gpu index */
 
 /* The exit-status paragraph of every --help: one rule for the command and
  * each subcommand. */
@@ -54,7 +55,9 @@ typedef struct fat_window {
 
 typedef struct fat_options {
   fat_command command;
-  int gpu;                               /* --gpu: CUDA device index */
+  int gpus[FAT_MAX_LIST];                /* --gpu: CUDA device indices, in the order given */
+  int n_gpus;                            /* default: {0}; 0 with --gpu all */
+  int gpu_all;                           /* --gpu all: every device the driver reports */
   int head_dims[FAT_MAX_LIST];           /* --head-dim */
   int n_head_dims;                       /* 0: every head dim of the space */
   fat_dtype dtypes[FAT_MAX_LIST];        /* --dtype */

@@ -76,12 +76,28 @@ static void put_seconds(FILE *f, double s) {
   else put_number(f, round(s * MS_PER_S) / MS_PER_S);
 }
 
-static void put_winner(FILE *f, const fat_db_summary_row *row) {
+/* GPU G as the JSON names it: name, compute capability, SMs, driver, NVRTC. */
+static void put_gpu(FILE *f, const fat_gpu_info *g) {
+  fputs("{\"name\": ", f);
+  put_string(f, g->name);
+  fprintf(f, ", \"compute_capability\": \"%d.%d\", \"sm_count\": %d, \"driver\": %d,"
+          " \"nvrtc\": \"%d.%d\"}", g->cc_major, g->cc_minor, g->sm_count, g->driver_version,
+          g->nvrtc_major, g->nvrtc_minor);
+}
+
+/* A winner row; GPU (NULL: none) the model it was tuned on, as "gpu". */
+static void put_winner(FILE *f, const fat_db_summary_row *row, const char *gpu) {
   const fat_problem *p = &row->problem;
   char label[160], lengths[FAT_LENGTHS_TEXT_CAP];
   fat_problem_label(p, label, sizeof label);
   fat_lengths_text(p, lengths);
-  fputs("    {\"problem\": ", f);
+  fputs("    {", f);
+  if (gpu) {
+    fputs("\"gpu\": ", f);
+    put_string(f, gpu);
+    fputs(", ", f);
+  }
+  fputs("\"problem\": ", f);
   put_string(f, label);
   fprintf(f, ", \"direction\": \"%s\", \"dtype\": \"%s\", \"mask\": \"%s\", \"head_dim\": %d,"
           " \"batch\": %d, \"heads\": %d, \"heads_k\": %d, \"seqlen_q\": %d, \"seqlen_k\": %d,"
@@ -121,14 +137,18 @@ int fat_summary_write_json(FILE *f, const fat_run_summary *s, const fat_db_summa
   fputs(",\n  \"arch\": ", f);
   put_string(f, s->arch && s->arch[0] ? s->arch : NULL);
   fputs(",\n  \"gpu\": ", f);
-  if (s->gpu) {
-    fputs("{\"name\": ", f);
-    put_string(f, s->gpu->name);
-    fprintf(f, ", \"compute_capability\": \"%d.%d\", \"sm_count\": %d, \"driver\": %d,"
-            " \"nvrtc\": \"%d.%d\"}", s->gpu->cc_major, s->gpu->cc_minor, s->gpu->sm_count,
-            s->gpu->driver_version, s->gpu->nvrtc_major, s->gpu->nvrtc_minor);
-  } else {
+  if (s->gpu)
+    put_gpu(f, s->gpu);
+  else
     fputs("null", f);
+  if (s->n_devices > 1) {
+    fputs(",\n  \"devices\": [", f);
+    for (size_t i = 0; i < s->n_devices; i++) {
+      fprintf(f, "%s{\"index\": %d, \"gpu\": ", i ? ", " : "", s->devices[i].index);
+      put_gpu(f, s->devices[i].gpu);
+      fputc('}', f);
+    }
+    fputc(']', f);
   }
   fputs(",\n  \"no_gpu\": ", f);
   put_string(f, s->no_gpu && s->no_gpu[0] ? s->no_gpu : NULL);
@@ -149,7 +169,7 @@ int fat_summary_write_json(FILE *f, const fat_run_summary *s, const fat_db_summa
   fputs("},\n  \"winners\": [", f);
   for (size_t k = 0; k < n; k++) {
     fputs(k ? ",\n" : "\n", f);
-    put_winner(f, &rows[k]);
+    put_winner(f, &rows[k], s->row_gpus ? s->row_gpus[k] : NULL);
   }
   fputs(n ? "\n  ]\n}\n" : "]\n}\n", f);
   return ferror(f) ? -1 : 0;

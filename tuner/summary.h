@@ -26,13 +26,19 @@ typedef enum fat_stage {
 } fat_stage;
 const char *fat_stage_name(fat_stage s);  /* "generate", "compile", ... */
 
+/* One GPU of a run of several (--gpu 0,1, --gpu all), as the JSON lists it. */
+typedef struct fat_summary_device {
+  int index;                 /* its CUDA device index */
+  const fat_gpu_info *gpu;
+} fat_summary_device;
+
 /* What one run did. Seconds are wall time; a stage the run did not reach
  * has a negative time (written as null). */
 typedef struct fat_run_summary {
   int status;                       /* the run's exit status (options.h, interrupt.h) */
   const char *db_path;              /* --db */
-  const char *arch;                 /* the architecture compiled for */
-  const fat_gpu_info *gpu;          /* NULL when there is no GPU */
+  const char *arch;                 /* the architecture compiled for (the first GPU's) */
+  const fat_gpu_info *gpu;          /* NULL when there is no GPU; the first model's */
   const char *no_gpu;               /* why there is none; "" or NULL with one */
   int shard_index, shard_count;     /* --shard K/N; 1/1 without */
   size_t problems;                  /* the run's problems (this shard's) */
@@ -42,6 +48,12 @@ typedef struct fat_run_summary {
   size_t checked, timed, check_failed, resumed;  /* (variant, problem) pairs */
   double stage_s[FAT_STAGE_COUNT];
   double total_s;
+  /* A run of several GPUs: each of them, written as "devices" (nothing
+   * with one); with several models, ROW_GPUS[k] the GPU of winner row k,
+   * written as its "gpu" (NULL: none written). */
+  const fat_summary_device *devices;
+  size_t n_devices;
+  const char *const *row_gpus;
 } fat_run_summary;
 
 /* "done", "failed", "usage", "no_gpu", "interrupted" (SIGINT) or
@@ -49,7 +61,7 @@ typedef struct fat_run_summary {
 const char *fat_summary_outcome(int status);
 
 /* Writes S and the N winners ROWS (fat_db_summary's rows of the run's
- * problems, in its order) to F as one JSON object, keys in a fixed order,
+ * problems, in its order, model after model) to F as one JSON object, keys in a fixed order,
  * numbers in their shortest form that reads back to the same double
  * (NaN and infinities as null). 0, or -1 when F could not be written. */
 int fat_summary_write_json(FILE *f, const fat_run_summary *s, const fat_db_summary_row *rows,

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The tuning pipeline (tune.h): the one place that strings the generator,
- * the compiler, the GPU worker and the database together. Order matters:
- * the worker is forked before any compile thread exists, every build is
- * committed the moment it is made, and the problems are tuned -- checked
- * before timed, only a variant that passed every check a winner -- by the
- * tune stage (tune_problem.h). */
+ * the compiler, the GPU workers and the database together. Order matters:
+ * the workers (one per GPU, gpus.h) are forked before any compile thread
+ * exists, the variants are generated and compiled once per architecture,
+ * every build is committed the moment it is made, and the problems are
+ * tuned -- checked before timed, only a variant that passed every check a
+ * winner, on each GPU model under its own key -- by the tune stage
+ * (tune_problem.h). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -18,6 +20,7 @@
 #include "db.h"
 #include "family.h"
 #include "gen.h"
+#include "gpus.h"
 #include "interrupt.h"
 #include "nvrtc_api.h"
 #include "problems.h"
@@ -34,24 +37,41 @@
 #define BYTES_PER_GB 1e9
 #define PERCENT 100.0
 
-typedef struct run {
-  const fat_options *o;
-  FILE *out, *log;
-  fat_gen *gen;
-  fat_db *db;
-  fat_worker *worker;
-  fat_gpu_info gpu;
-  char no_gpu[ERRLEN];  /* why there is no GPU; "" when there is one */
-  char arch[16];
-  sqlite3_int64 gpu_id;
-  fat_lane lane;         /* the GPU the problems are tuned on */
-  fat_model model;       /* its model: the gpus row, the variants and the lane */
-  double peak_flops[2];  /* measured mma.sync peak by dtype (FLOP/s); 0 when unknown */
+/* One architecture of the run: its variants, generated and compiled once
+ * for every GPU of it. */
+typedef struct target {
+  const fat_run_arch *arch;
   fat_variant *variants;
   size_t n_variants;
   sqlite3_int64 *variant_ids;
   fat_build *builds;
   char (*keys)[65];
+} target;
+
+/* One GPU model of the run: the GPUs that share a gpus row. */
+typedef struct model {
+  fat_gpu_info gpu;            /* as its first GPU saw it, NVRTC's version filled in */
+  fat_run_gpu *first;          /* that GPU: its worker measures the model's ceilings */
+  double peak_flops[2];        /* measured mma.sync peak by dtype (FLOP/s); 0 when unknown */
+  fat_model m;                 /* the tune stage's: key, variants, lanes, problems done */
+  unsigned char member[FAT_MAX_GPUS];  /* the run's GPUs of this model */
+  fat_db_summary_row *winners; /* its table, fat_db_summary's rows of the run's problems */
+  size_t n_winners;
+} model;
+
+typedef struct run {
+  const fat_options *o;
+  FILE *out, *log;
+  fat_gen *gen;
+  fat_db *db;
+  fat_run_gpus gpus;    /* the GPUs, their workers and architectures; none without a GPU */
+  char no_gpu[ERRLEN];  /* why there is no GPU; "" when there is one */
+  target targets[FAT_MAX_GPUS];  /* one per architecture (gpus.archs) */
+  int n_targets;
+  size_t n_variants;    /* over every architecture */
+  fat_lane lanes[FAT_MAX_GPUS];  /* one per GPU, those of a model side by side */
+  model models[FAT_MAX_GPUS];
+  int n_models;
   fat_progress pr;  /* the counts of the run and its progress line */
   double t0;
   double stage_s[FAT_STAGE_COUNT];  /* wall time of each stage; -1 until it ran */
@@ -79,23 +99,32 @@ static double now_s(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* What the compile's callback is given: the run and the architecture
+ * compiled for. */
+typedef struct compiling {
+  run *r;
+  target *t;
+  size_t compiled_before;  /* builds the run compiled for the architectures before T's */
+} compiling;
+
 /* Stores each build as it comes: a build that cannot be committed (a full
  * disk, a read-only file) stops the run -- reporting it compiled would lose
  * it, and every rerun would compile it again. */
 static int on_compiled(void *user, size_t done, size_t total, const fat_variant *v,
                        const fat_build *b) {
-  run *r = user;
-  size_t i = (size_t)(v - r->variants);
+  run *r = ((compiling *)user)->r;
+  target *t = ((compiling *)user)->t;
+  size_t i = (size_t)(v - t->variants);
   (void)done;
   r->pr.compiled++;
-  r->pr.compile_total = total;
+  r->pr.compile_total = ((compiling *)user)->compiled_before + total;
   if (!b->ok) r->pr.compile_failed++;
   char nv[32];
   const fat_nvrtc *nvrtc = fat_nvrtc_get(NULL, 0);
   snprintf(nv, sizeof nv, "%d.%d", nvrtc ? nvrtc->major : 0, nvrtc ? nvrtc->minor : 0);
   /* A build a cap stopped says nothing about the source: not cached (the
    * next run tries again). */
-  if (!b->capped && fat_db_put_build(r->db, r->variant_ids[i], b, fat_compile_options(), nv)) {
+  if (!b->capped && fat_db_put_build(r->db, t->variant_ids[i], b, fat_compile_options(), nv)) {
     snprintf(r->store_err, sizeof r->store_err, "storing the build of %s in %s: %s", v->name,
              r->o->db_path, fat_db_errmsg(r->db));
     return -1;
@@ -120,38 +149,39 @@ static int has_param(const char *params, const char *word) {
   return 0;
 }
 
-/* Appends the variants of the query for DIRECTION to r->variants (the
+/* Appends the variants of the query for DIRECTION to t->variants (the
  * structs move; their strings stay where the generator put them). */
-static int generate_direction(run *r, fat_direction direction);
+static int generate_direction(run *r, target *t, fat_direction direction);
 
-/* Generate the query's variants for r->arch into r->variants, one
+/* Generate the query's variants for T's architecture into t->variants, one
  * direction after the other (--direction). */
-static int generate(run *r) {
+static int generate(run *r, target *t) {
+  const char *arch = t->arch->name;
   for (int i = 0; i < r->o->n_directions; i++)
-    if (generate_direction(r, r->o->directions[i])) return -1;
+    if (generate_direction(r, t, r->o->directions[i])) return -1;
   /* A --param set no variant has is a typo or another family's parameter. */
-  if (r->o->n_params > 0 && r->n_variants == 0) {
+  if (r->o->n_params > 0 && t->n_variants == 0) {
     char list[FAT_MAX_LIST * 66] = "";
     for (int i = 0; i < r->o->n_params; i++)
       snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", r->o->params[i]);
-    fprintf(r->log, "fatune: --param %s: no variant of this query for %s has %s\n", list, r->arch,
+    fprintf(r->log, "fatune: --param %s: no variant of this query for %s has %s\n", list, arch,
             r->o->n_params > 1 ? "all of them" : "it");
     return -1;
   }
   /* A --family that gave no variant is a typo or another query's family. */
   for (int f = 0; f < r->o->n_families; f++) {
     int found = 0;
-    for (size_t i = 0; i < r->n_variants && !found; i++) found = !strcmp(r->variants[i].family, r->o->families[f]);
+    for (size_t i = 0; i < t->n_variants && !found; i++) found = !strcmp(t->variants[i].family, r->o->families[f]);
     if (!found) {
       fprintf(r->log, "fatune: --family %s: no variant of that family in this query for %s\n", r->o->families[f],
-              r->arch);
+              arch);
       return -1;
     }
   }
   return 0;
 }
 
-static int generate_direction(run *r, fat_direction direction) {
+static int generate_direction(run *r, target *t, fat_direction direction) {
   char err[ERRLEN];
   fat_gen_query q = {0};
   fat_variant *more = NULL;
@@ -163,8 +193,8 @@ static int generate_direction(run *r, fat_direction direction) {
   q.n_dtypes = r->o->n_dtypes;
   q.masks = r->o->masks;
   q.n_masks = r->o->n_masks;
-  q.arch = r->arch;
-  q.smem_limit = r->no_gpu[0] ? 0 : r->gpu.smem_per_block_optin;
+  q.arch = t->arch->name;
+  q.smem_limit = t->arch->smem_limit;
   fat_pruned *pruned = NULL;
   size_t n_pruned = 0;
   if (fat_gen_variants(r->gen, &q, &more, &n_more, &pruned, &n_pruned, err, sizeof err)) {
@@ -198,22 +228,22 @@ static int generate_direction(run *r, fat_direction direction) {
     }
     n_more = kept;
   }
-  if (r->n_variants == 0) {
-    free(r->variants);
-    r->variants = more;
-    r->n_variants = n_more;
+  if (t->n_variants == 0) {
+    free(t->variants);
+    t->variants = more;
+    t->n_variants = n_more;
   } else if (n_more > 0) {
-    fat_variant *all = realloc(r->variants, (r->n_variants + n_more) * sizeof *all);
+    fat_variant *all = realloc(t->variants, (t->n_variants + n_more) * sizeof *all);
     if (!all) {
       for (size_t i = 0; i < n_more; i++) fat_variant_free(&more[i]);
       free(more);
       fat_pruned_free_all(pruned, n_pruned);
-      fprintf(r->log, "fatune: out of memory for %zu variants\n", r->n_variants + n_more);
+      fprintf(r->log, "fatune: out of memory for %zu variants\n", t->n_variants + n_more);
       return -1;
     }
-    memcpy(all + r->n_variants, more, n_more * sizeof *more);
-    r->variants = all;
-    r->n_variants += n_more;
+    memcpy(all + t->n_variants, more, n_more * sizeof *more);
+    t->variants = all;
+    t->n_variants += n_more;
     free(more);
   } else {
     free(more);
@@ -224,10 +254,10 @@ static int generate_direction(run *r, fat_direction direction) {
   /* One line per direction; the forward-only run reads as it always has. */
   if (!r->o->quiet && direction == FAT_FWD)
     fprintf(r->log, "fatune: %zu variants for %s (%zu configurations pruned before compiling)\n",
-            n_more, r->arch, n_pruned);
+            n_more, t->arch->name, n_pruned);
   else if (!r->o->quiet)
     fprintf(r->log, "fatune: %zu %s variants for %s (%zu configurations pruned before compiling)\n",
-            n_more, fat_direction_name(direction), r->arch, n_pruned);
+            n_more, fat_direction_name(direction), t->arch->name, n_pruned);
   fat_pruned_free_all(pruned, n_pruned);
   return 0;
 }
@@ -235,63 +265,69 @@ static int generate_direction(run *r, fat_direction direction) {
 /* --shard: keeps the variants of the keys (direction, dtype, mask, head
  * dim) of the shard's N PROBLEMS, so that a shard compiles only what it
  * measures. Says how the query was split. */
-static void keep_shard_variants(run *r, const fat_problem *problems, size_t n, size_t n_all) {
+static void keep_shard_variants(run *r, target *t, const fat_problem *problems, size_t n,
+                                size_t n_all) {
   size_t kept = 0;
-  for (size_t i = 0; i < r->n_variants; i++) {
-    const fat_variant *v = &r->variants[i];
+  for (size_t i = 0; i < t->n_variants; i++) {
+    const fat_variant *v = &t->variants[i];
     int wanted = 0;
     for (size_t k = 0; k < n && !wanted; k++)
       wanted = v->direction == problems[k].direction && v->dtype == problems[k].dtype &&
                v->mask == problems[k].mask && v->head_dim == problems[k].head_dim;
     if (wanted)
-      r->variants[kept++] = r->variants[i];
+      t->variants[kept++] = t->variants[i];
     else
-      fat_variant_free(&r->variants[i]);
+      fat_variant_free(&t->variants[i]);
   }
   if (!r->o->quiet)
     fprintf(r->log, "fatune: shard %d/%d: %zu of the query's %zu problems, %zu of its %zu variants\n",
-            r->o->shard_index, r->o->shard_count, n, n_all, kept, r->n_variants);
-  r->n_variants = kept;
+            r->o->shard_index, r->o->shard_count, n, n_all, kept, t->n_variants);
+  t->n_variants = kept;
 }
 
-/* Store the variants, reuse cached builds, compile the rest in parallel. */
-static int compile_all(run *r) {
+/* Store T's variants, reuse cached builds, compile the rest in parallel. */
+static int compile_all(run *r, target *t) {
   char err[ERRLEN];
-  size_t n = r->n_variants;
-  r->variant_ids = calloc(n ? n : 1, sizeof *r->variant_ids);
-  r->builds = calloc(n ? n : 1, sizeof *r->builds);
-  r->keys = calloc(n ? n : 1, sizeof *r->keys);
+  const char *arch = t->arch->name;
+  size_t n = t->n_variants;
+  /* The counts are the run's, over every architecture; the line says this one's. */
+  const size_t compiled_before = r->pr.compiled, cached_before = r->pr.cached;
+  const size_t failed_before = r->pr.compile_failed;
+  compiling c = {.r = r, .t = t, .compiled_before = compiled_before};
+  t->variant_ids = calloc(n ? n : 1, sizeof *t->variant_ids);
+  t->builds = calloc(n ? n : 1, sizeof *t->builds);
+  t->keys = calloc(n ? n : 1, sizeof *t->keys);
   unsigned char *skip = calloc(n ? n : 1, 1);
   int rc = -1;
-  if (!r->variant_ids || !r->builds || !r->keys || !skip) {
+  if (!t->variant_ids || !t->builds || !t->keys || !skip) {
     fprintf(r->log, "fatune: out of memory\n");
     goto out;
   }
   for (size_t i = 0; i < n; i++) {
-    if (fat_db_put_variant(r->db, &r->variants[i], &r->variant_ids[i])) {
-      db_error(r, "", "storing variant %s", r->variants[i].name);
+    if (fat_db_put_variant(r->db, &t->variants[i], &t->variant_ids[i])) {
+      db_error(r, "", "storing variant %s", t->variants[i].name);
       goto out;
     }
-    if (fat_build_key(r->variants[i].source, r->arch, r->keys[i], err, sizeof err)) {
+    if (fat_build_key(t->variants[i].source, arch, t->keys[i], err, sizeof err)) {
       fprintf(r->log, "fatune: %s\n", err);
       goto out;
     }
     int found = 0;
-    if (fat_db_find_build(r->db, r->keys[i], &r->builds[i], &found)) {
+    if (fat_db_find_build(r->db, t->keys[i], &t->builds[i], &found)) {
       db_error(r, "", "reading build cache");
       goto out;
     }
     if (found) {
       skip[i] = 1;
       r->pr.cached++;
-      if (!r->builds[i].ok) r->pr.compile_failed++;
+      if (!t->builds[i].ok) r->pr.compile_failed++;
     }
   }
-  snprintf(r->pr.stage, sizeof r->pr.stage, "compile %s", r->arch);
-  r->pr.compile_total = n - r->pr.cached;
+  snprintf(r->pr.stage, sizeof r->pr.stage, "compile %s", arch);
+  r->pr.compile_total = compiled_before + n - (r->pr.cached - cached_before);
   fat_progress_show(&r->pr, 1);
-  double t = now_s();
-  if (fat_compile_all(r->variants, n, r->arch, r->o->jobs, skip, r->builds, on_compiled, r,
+  double t0 = now_s();
+  if (fat_compile_all(t->variants, n, arch, r->o->jobs, skip, t->builds, on_compiled, &c,
                       fat_interrupted, err, sizeof err)) {
     fat_progress_end(&r->pr);
     fprintf(r->log, "fatune: %s\n", r->store_err[0] ? r->store_err : err);
@@ -299,55 +335,60 @@ static int compile_all(run *r) {
   }
   fat_progress_end(&r->pr);
   if (!r->o->quiet)
-    fprintf(r->log, "fatune: compiled %zu variants in %.1f s on %d threads, %zu from the cache, %zu failed\n",
-            r->pr.compiled, now_s() - t, r->o->jobs ? r->o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN),
-            r->pr.cached, r->pr.compile_failed);
+    fprintf(r->log, "fatune: compiled %zu variants%s%s in %.1f s on %d threads, %zu from the cache, %zu failed\n",
+            r->pr.compiled - compiled_before, r->n_targets > 1 ? " for " : "",
+            r->n_targets > 1 ? arch : "", now_s() - t0,
+            r->o->jobs ? r->o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN),
+            r->pr.cached - cached_before, r->pr.compile_failed - failed_before);
   rc = 0;
 out:
   free(skip);
   return rc;
 }
 
-/* After the ceilings' job: the worker it lost, if any, restarted
+/* After the ceilings' job: the worker W lost, if any, restarted
  * (fat_worker_recover, the one policy). Returns 0, or -1 (said on the log)
  * when none would restart and the run cannot go on. */
-static int keep_worker(run *r) {
+static int keep_worker(run *r, fat_worker *w) {
   char err[ERRLEN];
-  if (!fat_worker_recover(r->worker, err, sizeof err)) return 0;
+  if (!fat_worker_recover(w, err, sizeof err)) return 0;
   fprintf(r->log, "fatune: restarting the GPU worker: %s\n", err);
   return -1;
 }
 
-/* The winners of the run's N_PROBLEMS PROBLEM_IDS, as the table at its end
+/* The winners of M's problems tuned in this run, as the table at its end
  * and --json show them: fat_db_summary's rows of those problems, in its
- * order, into *ROWS (heap) and *N. */
-static int run_winners(run *r, const sqlite3_int64 *problem_ids, size_t n_problems,
-                       fat_db_summary_row **rows, size_t *n) {
-  size_t kept = 0;
-  if (fat_db_summary(r->db, r->gpu_id, rows, n)) {
+ * order, into m->winners (heap) and m->n_winners. */
+static int run_winners(run *r, model *m) {
+  size_t kept = 0, n = 0;
+  fat_db_summary_row *rows = NULL;
+  if (fat_db_summary(r->db, m->m.gpu_id, &rows, &n)) {
     db_error(r, "", "summary");
     return -1;
   }
-  for (size_t k = 0; k < *n; k++) {
+  for (size_t k = 0; k < n; k++) {
     int mine = 0;
-    for (size_t j = 0; j < n_problems; j++) mine |= problem_ids[j] == (*rows)[k].problem_id;
-    if (mine) (*rows)[kept++] = (*rows)[k];
+    for (size_t j = 0; j < m->m.n_done; j++) mine |= m->m.problem_ids[j] == rows[k].problem_id;
+    if (mine) rows[kept++] = rows[k];
   }
-  *n = kept;
+  m->winners = rows;
+  m->n_winners = kept;
   return 0;
 }
 
-static void print_table(run *r, const fat_db_summary_row *rows, size_t n) {
-  fprintf(r->out, "\n%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d) -- database %s\n", r->gpu.name,
-          r->gpu.cc_major, r->gpu.cc_minor, r->gpu.sm_count, r->gpu.driver_version,
-          r->gpu.nvrtc_major, r->gpu.nvrtc_minor, r->o->db_path);
+static void print_table(run *r, const model *m) {
+  const fat_gpu_info *g = &m->gpu;
+  const fat_db_summary_row *rows = m->winners;
+  fprintf(r->out, "\n%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d) -- database %s\n", g->name,
+          g->cc_major, g->cc_minor, g->sm_count, g->driver_version, g->nvrtc_major, g->nvrtc_minor,
+          r->o->db_path);
   /* x materialise: the winner's speedup over the materialising baseline;
    * peak GB: device memory of the fused pass / of the materialising one,
    * from the shapes (Q, K, V, O, lse; plus the fp32 scores). */
   fprintf(r->out, "%-34s %-40s %9s %8s %6s %8s %9s %9s %13s %15s %7s\n", "problem (batch x heads)",
           "winner", "ms", "TFLOP/s", "%mma", "rel_l2", "x slowest", "x default", "x materialise",
           "peak GB fus/mat", "passed");
-  for (size_t k = 0; k < n; k++) {
+  for (size_t k = 0; k < m->n_winners; k++) {
     const fat_db_summary_row *row = &rows[k];
     const fat_problem *p = &row->problem;
     char prob[128], label[96], def[16] = "-";
@@ -357,7 +398,7 @@ static void print_table(run *r, const fat_db_summary_row *rows, size_t n) {
     char mat[16] = "-", peak[16] = "-", mem[32];
     if (isfinite(row->materialize_ms))
       snprintf(mat, sizeof mat, "%.2fx", row->materialize_ms / row->median_ms);
-    double ceiling = r->peak_flops[p->dtype];
+    double ceiling = m->peak_flops[p->dtype];
     if (ceiling > 0) snprintf(peak, sizeof peak, "%.0f%%", row->tflops * FLOPS_PER_TFLOP / ceiling * PERCENT);
     if (p->direction == FAT_FWD)  /* the baseline and its workspace are forward-only */
       snprintf(mem, sizeof mem, "%.2f/%.2f", fat_fwd_peak_bytes(p, 0) / BYTES_PER_GB,
@@ -372,10 +413,10 @@ static void print_table(run *r, const fat_db_summary_row *rows, size_t n) {
   }
 }
 
-/* The GPU's ceilings: read from the database, or measured once by the
- * worker and stored. A failed measurement is reported and the run goes on
- * (the ceilings only add context to the tables). */
-static int ensure_ceilings(run *r) {
+/* Model M's ceilings: read from the database, or measured once by its
+ * first GPU's worker and stored. A failed measurement is reported and the
+ * run goes on (the ceilings only add context to the tables). */
+static int ensure_ceilings(run *r, model *m) {
   enum { COPY, FP16, BF16, N_CEILINGS };
   static const char *const names[N_CEILINGS] = {FAT_CEILING_COPY_BANDWIDTH, FAT_CEILING_PEAK_FP16,
                                                 FAT_CEILING_PEAK_BF16};
@@ -383,10 +424,12 @@ static int ensure_ceilings(run *r) {
                                                 FAT_CEILING_UNIT_FLOPS};
   double value[N_CEILINGS] = {0, 0, 0};
   int missing = 0;
-  char reason[ERRLEN];
+  char reason[ERRLEN], of[sizeof m->gpu.name + 8] = "";
+  if (r->n_models > 1) snprintf(of, sizeof of, " of %s", m->gpu.name);
+  const char *whose = r->n_models > 1 ? "" : " the GPU's";
   for (int i = 0; i < N_CEILINGS; i++) {
     int found = 0;
-    if (fat_db_get_ceiling(r->db, r->gpu_id, names[i], &value[i], NULL, 0, &found)) {
+    if (fat_db_get_ceiling(r->db, m->m.gpu_id, names[i], &value[i], NULL, 0, &found)) {
       db_error(r, "", "reading ceilings");
       return -1;
     }
@@ -394,25 +437,25 @@ static int ensure_ceilings(run *r) {
   }
   if (missing) {
     fat_ceilings c;
-    int st = fat_worker_measure_ceilings(r->worker, &c, reason, sizeof reason);
+    int st = fat_worker_measure_ceilings(m->first->worker, &c, reason, sizeof reason);
     if (st != FAT_WORKER_OK) {
-      fprintf(r->log, "fatune: measuring the GPU's ceilings: %s\n", reason);
-      return keep_worker(r);
+      fprintf(r->log, "fatune: measuring%s ceilings%s: %s\n", whose, of, reason);
+      return keep_worker(r, m->first->worker);
     }
     value[COPY] = c.copy_bytes_per_s;
     value[FP16] = c.mma_fp16_flops_per_s;
     value[BF16] = c.mma_bf16_flops_per_s;
     for (int i = 0; i < N_CEILINGS; i++)
-      if (fat_db_put_ceiling(r->db, r->gpu_id, names[i], value[i], units[i])) {
+      if (fat_db_put_ceiling(r->db, m->m.gpu_id, names[i], value[i], units[i])) {
         db_error(r, "", "storing ceilings");
         return -1;
       }
   }
-  r->peak_flops[FAT_FP16] = value[FP16];
-  r->peak_flops[FAT_BF16] = value[BF16];
+  m->peak_flops[FAT_FP16] = value[FP16];
+  m->peak_flops[FAT_BF16] = value[BF16];
   if (!r->o->quiet)
-    fprintf(r->log, "fatune: ceilings%s: copy %.2f TB/s, mma.sync bf16 %.0f TFLOP/s, fp16 %.0f TFLOP/s\n",
-            missing ? " (measured)" : " (from the database)", value[COPY] / BYTES_PER_TB,
+    fprintf(r->log, "fatune: ceilings%s%s: copy %.2f TB/s, mma.sync bf16 %.0f TFLOP/s, fp16 %.0f TFLOP/s\n",
+            of, missing ? " (measured)" : " (from the database)", value[COPY] / BYTES_PER_TB,
             value[BF16] / FLOPS_PER_TFLOP, value[FP16] / FLOPS_PER_TFLOP);
   return 0;
 }
@@ -422,6 +465,128 @@ static int ensure_ceilings(run *r) {
 static void host_name(char *out, size_t cap) {
   if (gethostname(out, cap) || !out[0]) snprintf(out, cap, "localhost");
   out[cap - 1] = '\0';  /* gethostname may leave a cut name unterminated */
+}
+
+/* Stores every GPU of the run (its model's gpus row and its own devices
+ * row) and groups them by model: the lanes of a model side by side in
+ * r->lanes, each model's problems room for N. Says what the run tunes on. */
+static int store_gpus(run *r, const fat_nvrtc *nv, sqlite3_int64 *problem_ids_all, size_t n) {
+  char host[HOST_NAME_CAP];
+  sqlite3_int64 gpu_ids[FAT_MAX_GPUS], device_ids[FAT_MAX_GPUS];
+  int model_of[FAT_MAX_GPUS];
+  host_name(host, sizeof host);
+  for (int i = 0; i < r->gpus.n; i++) {
+    fat_run_gpu *g = &r->gpus.gpus[i];
+    g->info.nvrtc_major = nv->major;
+    g->info.nvrtc_minor = nv->minor;
+    if (fat_db_put_gpu(r->db, &g->info, &gpu_ids[i]) ||
+        fat_db_put_device(r->db, gpu_ids[i], host, g->index, &g->info, &device_ids[i])) {
+      fprintf(r->log, "fatune: storing the GPU: %s\n", fat_db_errmsg(r->db));
+      return -1;
+    }
+    int k = 0;
+    while (k < r->n_models && r->models[k].m.gpu_id != gpu_ids[i]) k++;
+    if (k == r->n_models) {
+      model *m = &r->models[r->n_models++];
+      const target *t = &r->targets[g->arch];
+      m->gpu = g->info;
+      m->first = g;
+      m->m = (fat_model){.name = m->gpu.name, .gpu_id = gpu_ids[i], .variants = t->variants,
+                         .builds = t->builds, .variant_ids = t->variant_ids,
+                         .n_variants = t->n_variants, .problem_ids = problem_ids_all + k * n};
+    }
+    model_of[i] = k;
+    r->models[k].member[i] = 1;
+  }
+  int lanes = 0;
+  for (int k = 0; k < r->n_models; k++) {
+    model *m = &r->models[k];
+    m->m.lanes = &r->lanes[lanes];
+    for (int i = 0; i < r->gpus.n; i++)
+      if (model_of[i] == k)
+        r->lanes[lanes++] = (fat_lane){.gpu = r->gpus.gpus[i].index, .device_id = device_ids[i],
+                                       .m = fat_worker_measurer(r->gpus.gpus[i].worker)};
+    m->m.n_lanes = (int)(&r->lanes[lanes] - m->m.lanes);
+  }
+  return 0;
+}
+
+/* "fatune: tuning on NAME (compute capability X.Y, N SMs)", with the GPUs
+ * of the model where the run has several. */
+static void say_model(run *r, const model *m) {
+  const fat_gpu_info *g = &m->gpu;
+  fprintf(r->log, "fatune: tuning on %s (compute capability %d.%d, %d SMs)", g->name, g->cc_major,
+          g->cc_minor, g->sm_count);
+  if (r->gpus.n > 1) {
+    char list[FAT_MAX_GPUS * 8];
+    fat_run_gpus_list(&r->gpus, m->member, list, sizeof list);
+    fprintf(r->log, ": %s", list);
+  }
+  fputc('\n', r->log);
+}
+
+/* The problems tuned to the end on every model of the run (--json's done). */
+static size_t problems_done(const run *r) {
+  if (r->n_models == 0) return 0;
+  size_t done = 0;
+  const fat_model *first = &r->models[0].m;
+  for (size_t j = 0; j < first->n_done; j++) {
+    int everywhere = 1;
+    for (int k = 1; k < r->n_models && everywhere; k++) {
+      int found = 0;
+      for (size_t i = 0; i < r->models[k].m.n_done && !found; i++)
+        found = r->models[k].m.problem_ids[i] == first->problem_ids[j];
+      everywhere = found;
+    }
+    done += everywhere;
+  }
+  return done;
+}
+
+/* --json: the run's summary; with several GPUs each of them, and with
+ * several models the GPU of each winner. 0 or -1 (said on the log). */
+static int save_json(run *r, int status, size_t n_query) {
+  char err[ERRLEN];
+  fat_summary_device devices[FAT_MAX_GPUS];
+  size_t n_rows = 0;
+  for (int k = 0; k < r->n_models; k++) n_rows += r->models[k].n_winners;
+  fat_db_summary_row *rows = calloc(n_rows ? n_rows : 1, sizeof *rows);
+  const char **row_gpus = calloc(n_rows ? n_rows : 1, sizeof *row_gpus);
+  int rc = -1;
+  if (!rows || !row_gpus) {
+    fprintf(r->log, "fatune: --json: out of memory\n");
+    goto out;
+  }
+  n_rows = 0;
+  for (int k = 0; k < r->n_models; k++)
+    for (size_t j = 0; j < r->models[k].n_winners; j++) {
+      row_gpus[n_rows] = r->models[k].gpu.name;
+      rows[n_rows++] = r->models[k].winners[j];
+    }
+  for (int i = 0; i < r->gpus.n; i++)
+    devices[i] = (fat_summary_device){.index = r->gpus.gpus[i].index, .gpu = &r->gpus.gpus[i].info};
+  /* The first model's GPU; before the GPUs were stored, the first GPU's. */
+  const fat_gpu_info *gpu = r->n_models > 0 ? &r->models[0].gpu
+                            : r->gpus.n > 0  ? &r->gpus.gpus[0].info
+                                             : NULL;
+  fat_run_summary sum = {
+      .status = status, .db_path = r->o->db_path,
+      .arch = r->n_targets > 0 ? r->targets[0].arch->name : "",
+      .gpu = r->no_gpu[0] ? NULL : gpu, .no_gpu = r->no_gpu,
+      .shard_index = r->o->shard_index, .shard_count = r->o->shard_count,
+      .problems = n_query, .problems_done = problems_done(r), .variants = r->n_variants,
+      .compiled = r->pr.compiled, .cached = r->pr.cached, .compile_failed = r->pr.compile_failed,
+      .checked = r->pr.evals_done, .timed = r->pr.evals_timed, .check_failed = r->pr.eval_failed,
+      .resumed = r->pr.evals_skipped, .total_s = now_s() - r->t0,
+      .devices = devices, .n_devices = (size_t)r->gpus.n,
+      .row_gpus = r->n_models > 1 ? row_gpus : NULL};
+  memcpy(sum.stage_s, r->stage_s, sizeof r->stage_s);
+  rc = fat_summary_save_json(r->o->json_path, &sum, rows, n_rows, err, sizeof err);
+  if (rc) fprintf(r->log, "fatune: --json: %s\n", err);
+out:
+  free(rows);
+  free(row_gpus);
+  return rc;
 }
 
 static uint64_t fresh_seed(void) {
@@ -434,21 +599,23 @@ static uint64_t fresh_seed(void) {
 int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   char err[ERRLEN];
   int status = FAT_EXIT_FAILED;
-  run r;
-  memset(&r, 0, sizeof r);
-  r.o = o;
-  r.out = out;
-  r.log = log;
-  fat_progress_init(&r.pr, log, o->quiet);
-  r.t0 = now_s();
+  run *r = calloc(1, sizeof *r);  /* tens of kB: a slot for every GPU a run may have */
+  if (!r) {
+    fprintf(log, "fatune: out of memory\n");
+    return FAT_EXIT_FAILED;
+  }
+  r->o = o;
+  r->out = out;
+  r->log = log;
+  fat_progress_init(&r->pr, log, o->quiet);
+  r->t0 = now_s();
   fat_interrupt_install();
   sqlite3_int64 *problem_ids = NULL;
   fat_problem *problems = NULL;
-  size_t n_query = 0, n_problems = 0, n_winners = 0;
-  fat_db_summary_row *winners = NULL;
+  size_t n_query = 0;
   /* --json: refused before any work when it cannot be written. */
   int json = o->command == FAT_CMD_TUNE && o->json_path[0];
-  for (int i = 0; i < FAT_STAGE_COUNT; i++) r.stage_s[i] = -1;
+  for (int i = 0; i < FAT_STAGE_COUNT; i++) r->stage_s[i] = -1;
   if (json && fat_summary_check_path(o->json_path, err, sizeof err)) {
     fprintf(log, "fatune: --json: %s\n", err);
     json = 0;
@@ -460,88 +627,87 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
    * compiles only the variants they need. */
   n_query = fat_tune_problems(o, NULL);
   problems = calloc(n_query + 1, sizeof *problems);
-  problem_ids = calloc(n_query + 1, sizeof *problem_ids);
-  if (!problems || !problem_ids) {
+  if (!problems) {
     fprintf(log, "fatune: out of memory for %zu problems\n", n_query);
     goto out;
   }
   fat_tune_problems(o, problems);
   double t_stage = now_s();
-  r.gen = fat_gen_open(o->source_dir[0] ? o->source_dir : NULL, err, sizeof err);
-  if (!r.gen) {
+  r->gen = fat_gen_open(o->source_dir[0] ? o->source_dir : NULL, err, sizeof err);
+  if (!r->gen) {
     fprintf(log, "fatune: generator: %s\n", err);
     goto out;
   }
   if (o->command == FAT_CMD_TUNE) {
-    /* The worker is forked first, before any compile thread exists. */
+    /* The workers are forked first, before any compile thread exists. */
     fat_worker_options wo;
     fat_worker_options_default(&wo);
     wo.timeout_base_s = o->timeout_s;
     wo.time.reps = o->reps;
     wo.seed = fresh_seed();
-    int started = fat_worker_start(o->gpu, &wo, &r.worker, &r.gpu, err, sizeof err);
+    int started = fat_run_gpus_start(o, &wo, &r->gpus, err, sizeof err);
     if (started != FAT_GPU_OPENED) {
       if (!fat_gpu_absent(started)) {
-        fprintf(log, "fatune: --gpu %d: %s\n", o->gpu, err);
+        fprintf(log, "fatune: --gpu %d: %s\n", r->gpus.failed_index, err);
         status = started == FAT_GPU_BAD_INDEX ? FAT_EXIT_USAGE : FAT_EXIT_FAILED;
         goto out;
       }
-      snprintf(r.no_gpu, sizeof r.no_gpu, "%s", err);
+      snprintf(r->no_gpu, sizeof r->no_gpu, "%s", err);
     }
   } else {
-    snprintf(r.no_gpu, sizeof r.no_gpu, "not asked for (--list)");
+    snprintf(r->no_gpu, sizeof r->no_gpu, "not asked for (--list)");
   }
-  if (!r.no_gpu[0]) {
-    char want[16];
-    fat_arch_for_cc(r.gpu.cc_major, r.gpu.cc_minor, want);
-    if (o->arch[0] && strcmp(o->arch, want)) {
-      fprintf(log, "fatune: --arch %s: GPU %d is %s (compute capability %d.%d), which runs %s\n",
-              o->arch, o->gpu, r.gpu.name, r.gpu.cc_major, r.gpu.cc_minor, want);
-      status = FAT_EXIT_USAGE;
-      goto out;
-    }
-    snprintf(r.arch, sizeof r.arch, "%s", want);
-  } else {
-    snprintf(r.arch, sizeof r.arch, "%s", o->arch[0] ? o->arch : "sm_90a");
+  if (fat_run_gpus_archs(&r->gpus, o->arch, err, sizeof err)) {
+    fprintf(log, "fatune: %s\n", err);
+    status = FAT_EXIT_USAGE;
+    goto out;
   }
+  r->n_targets = r->gpus.n_archs;
+  for (int a = 0; a < r->n_targets; a++) r->targets[a].arch = &r->gpus.archs[a];
   /* Said before the compile, which may take minutes, not only after it. */
-  if (o->command == FAT_CMD_TUNE && r.no_gpu[0] && !o->quiet)
+  if (o->command == FAT_CMD_TUNE && r->no_gpu[0] && !o->quiet)
     fprintf(log, "fatune: no GPU found: compiling only, for %s; checking, timing and choosing "
-            "winners need an NVIDIA GPU (%s)\n", r.arch, r.no_gpu);
-  if (generate(&r)) goto out;
-  if (o->shard_count > 1) {
-    fat_options all = *o;
-    all.shard_index = all.shard_count = 1;
-    keep_shard_variants(&r, problems, n_query, fat_tune_problems(&all, NULL));
+            "winners need an NVIDIA GPU (%s)\n", r->targets[0].arch->name, r->no_gpu);
+  for (int a = 0; a < r->n_targets; a++) {
+    target *t = &r->targets[a];
+    if (generate(r, t)) goto out;
+    if (o->shard_count > 1) {
+      fat_options all = *o;
+      all.shard_index = all.shard_count = 1;
+      keep_shard_variants(r, t, problems, n_query, fat_tune_problems(&all, NULL));
+    }
+    r->n_variants += t->n_variants;
   }
-  r.stage_s[FAT_STAGE_GENERATE] = now_s() - t_stage;
+  r->stage_s[FAT_STAGE_GENERATE] = now_s() - t_stage;
   if (o->command == FAT_CMD_LIST) {
-    for (size_t i = 0; i < r.n_variants; i++)
-      fprintf(out, "%s%s  %s  %s\n", r.variants[i].name, r.variants[i].is_default ? " (default)" : "",
-              r.variants[i].params, r.variants[i].hash);
+    const target *t = &r->targets[0];
+    for (size_t i = 0; i < t->n_variants; i++)
+      fprintf(out, "%s%s  %s  %s\n", t->variants[i].name, t->variants[i].is_default ? " (default)" : "",
+              t->variants[i].params, t->variants[i].hash);
     status = FAT_EXIT_OK;
     goto out;
   }
-  if (fat_db_open(o->db_path, &r.db, err, sizeof err)) {
+  if (fat_db_open(o->db_path, &r->db, err, sizeof err)) {
     fprintf(log, "fatune: --db: %s\n", err);
     status = FAT_EXIT_USAGE;
     goto out;
   }
   t_stage = now_s();
-  if (compile_all(&r)) goto out;
-  r.stage_s[FAT_STAGE_COMPILE] = now_s() - t_stage;
+  for (int a = 0; a < r->n_targets && !fat_interrupted(); a++)
+    if (compile_all(r, &r->targets[a])) goto out;
+  r->stage_s[FAT_STAGE_COMPILE] = now_s() - t_stage;
   if (fat_interrupted()) {
     fprintf(log, "fatune: %zu builds committed to %s; rerun to go on from there\n",
-            r.pr.compiled + r.pr.cached, o->db_path);
+            r->pr.compiled + r->pr.cached, o->db_path);
     goto interrupted;
   }
-  if (r.no_gpu[0]) {
+  if (r->no_gpu[0]) {
     fprintf(log,
             "fatune: no GPU: %s\n"
             "fatune: without a GPU fatune generated %zu variants and compiled them for %s\n"
             "        (cubins and resource usage stored in %s); checking against the\n"
             "        reference, timing and choosing winners need an NVIDIA GPU (sm_80 or newer).\n",
-            r.no_gpu, r.n_variants, r.arch, o->db_path);
+            r->no_gpu, r->n_variants, r->targets[0].arch->name, o->db_path);
     status = FAT_EXIT_NO_GPU;
     goto out;
   }
@@ -550,39 +716,37 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     fprintf(log, "fatune: %s\n", err);
     goto out;
   }
-  r.gpu.nvrtc_major = nv->major;
-  r.gpu.nvrtc_minor = nv->minor;
-  char host[HOST_NAME_CAP];
-  host_name(host, sizeof host);
-  r.lane = (fat_lane){.gpu = o->gpu, .m = fat_worker_measurer(r.worker)};
-  if (fat_db_put_gpu(r.db, &r.gpu, &r.gpu_id) ||
-      fat_db_put_device(r.db, r.gpu_id, host, o->gpu, &r.gpu, &r.lane.device_id)) {
-    fprintf(log, "fatune: storing the GPU: %s\n", fat_db_errmsg(r.db));
+  /* Each model's problems tuned to the end, room for all of them. */
+  problem_ids = calloc((size_t)r->gpus.n * n_query + 1, sizeof *problem_ids);
+  if (!problem_ids) {
+    fprintf(log, "fatune: out of memory for %zu problems\n", n_query);
     goto out;
   }
-  if (!o->quiet)
-    fprintf(log, "fatune: tuning on %s (compute capability %d.%d, %d SMs)\n", r.gpu.name,
-            r.gpu.cc_major, r.gpu.cc_minor, r.gpu.sm_count);
+  if (store_gpus(r, nv, problem_ids, n_query)) goto out;
   t_stage = now_s();
-  if (ensure_ceilings(&r)) goto out;
-  r.stage_s[FAT_STAGE_CEILINGS] = now_s() - t_stage;
+  for (int k = 0; k < r->n_models; k++) {
+    if (!o->quiet) say_model(r, &r->models[k]);
+    if (ensure_ceilings(r, &r->models[k])) goto out;
+  }
+  r->stage_s[FAT_STAGE_CEILINGS] = now_s() - t_stage;
   t_stage = now_s();
-  r.model = (fat_model){.name = r.gpu.name, .gpu_id = r.gpu_id, .variants = r.variants,
-                        .builds = r.builds, .variant_ids = r.variant_ids,
-                        .n_variants = r.n_variants, .lanes = &r.lane, .n_lanes = 1,
-                        .problem_ids = problem_ids};
-  fat_tuning tuning = {.db = r.db, .log = log, .verbose = o->verbose, .quiet = o->quiet,
-                       .retune = o->retune, .models = &r.model, .n_models = 1, .progress = &r.pr};
-  int tuned = fat_tuning_run(&tuning, problems, n_query, &r.interrupted);
-  n_problems = r.model.n_done;
+  fat_model tuned_models[FAT_MAX_GPUS];
+  for (int k = 0; k < r->n_models; k++) tuned_models[k] = r->models[k].m;
+  fat_tuning tuning = {.db = r->db, .log = log, .verbose = o->verbose, .quiet = o->quiet,
+                       .retune = o->retune, .models = tuned_models, .n_models = r->n_models,
+                       .progress = &r->pr};
+  int tuned = fat_tuning_run(&tuning, problems, n_query, &r->interrupted);
+  for (int k = 0; k < r->n_models; k++) r->models[k].m = tuned_models[k];
   if (tuned) goto out;
-  r.stage_s[FAT_STAGE_TUNE] = now_s() - t_stage;
+  r->stage_s[FAT_STAGE_TUNE] = now_s() - t_stage;
   if (!o->quiet)
     fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
-            r.pr.evals_done, r.pr.eval_failed, r.pr.evals_skipped, now_s() - r.t0);
-  if (run_winners(&r, problem_ids, n_problems, &winners, &n_winners)) goto out;
-  print_table(&r, winners, n_winners);
-  if (r.interrupted) goto interrupted;
+            r->pr.evals_done, r->pr.eval_failed, r->pr.evals_skipped, now_s() - r->t0);
+  for (int k = 0; k < r->n_models; k++) {
+    if (run_winners(r, &r->models[k])) goto out;
+    print_table(r, &r->models[k]);
+  }
+  if (r->interrupted) goto interrupted;
   status = FAT_EXIT_OK;
   goto out;
 interrupted:
@@ -596,34 +760,24 @@ interrupted:
     status = FAT_EXIT_INTERRUPTED;
   }
 out:
-  if (json) {
-    fat_run_summary sum = {
-        .status = status, .db_path = o->db_path, .arch = r.arch,
-        .gpu = r.no_gpu[0] || !r.gpu.name[0] ? NULL : &r.gpu, .no_gpu = r.no_gpu,
-        .shard_index = o->shard_index, .shard_count = o->shard_count,
-        .problems = n_query, .problems_done = n_problems, .variants = r.n_variants,
-        .compiled = r.pr.compiled, .cached = r.pr.cached, .compile_failed = r.pr.compile_failed,
-        .checked = r.pr.evals_done, .timed = r.pr.evals_timed, .check_failed = r.pr.eval_failed,
-        .resumed = r.pr.evals_skipped, .total_s = now_s() - r.t0};
-    memcpy(sum.stage_s, r.stage_s, sizeof r.stage_s);
-    if (fat_summary_save_json(o->json_path, &sum, winners, n_winners, err, sizeof err)) {
-      fprintf(log, "fatune: --json: %s\n", err);
-      if (status == FAT_EXIT_OK) status = FAT_EXIT_FAILED;
-    }
-  }
-  free(winners);
+  if (json && save_json(r, status, n_query) && status == FAT_EXIT_OK) status = FAT_EXIT_FAILED;
   free(problems);
   free(problem_ids);
-  if (r.worker) fat_worker_stop(r.worker);
-  for (size_t i = 0; i < r.n_variants; i++) {
-    fat_variant_free(&r.variants[i]);
-    if (r.builds) fat_build_free(&r.builds[i]);
+  fat_run_gpus_stop(&r->gpus);
+  for (int k = 0; k < r->n_models; k++) free(r->models[k].winners);
+  for (int a = 0; a < r->n_targets; a++) {
+    target *t = &r->targets[a];
+    for (size_t i = 0; i < t->n_variants; i++) {
+      fat_variant_free(&t->variants[i]);
+      if (t->builds) fat_build_free(&t->builds[i]);
+    }
+    free(t->variants);
+    free(t->builds);
+    free(t->variant_ids);
+    free(t->keys);
   }
-  free(r.variants);
-  free(r.builds);
-  free(r.variant_ids);
-  free(r.keys);
-  if (r.db) fat_db_close(r.db);
-  if (r.gen) fat_gen_close(r.gen);
+  if (r->db) fat_db_close(r->db);
+  if (r->gen) fat_gen_close(r->gen);
+  free(r);
   return status;
 }
