@@ -461,8 +461,10 @@ int fat_tuning_run(fat_tuning *t, const fat_problem *problems, size_t n, int *st
     /* Each model its own hand-out, all at once; the lock is the stage's. */
     for (; threads_started < t->n_models; threads_started++)
       if (pthread_create(&threads[threads_started], NULL, model_thread, &runs[threads_started])) {
+        atomic_store(&s.failed, 1);  /* the models already running stop after their variant */
+        pthread_mutex_lock(&s.lock);
         fprintf(t->log, "fatune: cannot start the thread of %s\n", runs[threads_started].m->name);
-        atomic_store(&s.failed, 1);
+        pthread_mutex_unlock(&s.lock);
         break;
       }
     for (int j = 0; j < threads_started; j++) pthread_join(threads[j], NULL);
