@@ -8,7 +8,7 @@
 
 #define PROGRESS_INTERVAL_S 0.25  /* terminal refresh: a few times a second */
 
-static double now_s(void) {
+double fat_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -30,7 +30,7 @@ void fat_progress_init(fat_progress *p, FILE *log, int quiet) {
 
 void fat_progress_show(fat_progress *p, int force) {
   if (!p->tty || p->quiet) return;
-  double t = now_s();
+  double t = fat_now_s();
   if (!force && t - p->last < PROGRESS_INTERVAL_S) return;
   p->last = t;
   char eta[32] = "";

@@ -24,6 +24,9 @@ typedef struct fat_progress {
   int lanes;           /* GPUs measuring at once, which the ETA divides by (0 counts as 1) */
 } fat_progress;
 
+/* Monotonic seconds: what the progress line, the stages' wall times and
+ * the evaluations are timed by. */
+double fat_now_s(void);
 /* A line for LOG with every count 0. */
 void fat_progress_init(fat_progress *p, FILE *log, int quiet);
 /* Draws the line: at once when FORCE, else when it was last drawn a

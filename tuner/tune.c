@@ -93,12 +93,6 @@ static void db_error(const run *r, const char *lead, const char *fmt, ...) {
   va_end(ap);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* What the compile's callback is given: the run and the architecture
  * compiled for. */
 typedef struct compiling {
@@ -326,7 +320,7 @@ static int compile_all(run *r, target *t) {
   snprintf(r->pr.stage, sizeof r->pr.stage, "compile %s", arch);
   r->pr.compile_total = compiled_before + n - (r->pr.cached - cached_before);
   fat_progress_show(&r->pr, 1);
-  double t0 = now_s();
+  double t0 = fat_now_s();
   if (fat_compile_all(t->variants, n, arch, r->o->jobs, skip, t->builds, on_compiled, &c,
                       fat_interrupted, err, sizeof err)) {
     fat_progress_end(&r->pr);
@@ -337,7 +331,7 @@ static int compile_all(run *r, target *t) {
   if (!r->o->quiet)
     fprintf(r->log, "fatune: compiled %zu variants%s%s in %.1f s on %d threads, %zu from the cache, %zu failed\n",
             r->pr.compiled - compiled_before, r->n_targets > 1 ? " for " : "",
-            r->n_targets > 1 ? arch : "", now_s() - t0,
+            r->n_targets > 1 ? arch : "", fat_now_s() - t0,
             r->o->jobs ? r->o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN),
             r->pr.cached - cached_before, r->pr.compile_failed - failed_before);
   rc = 0;
@@ -577,7 +571,7 @@ static int save_json(run *r, int status, size_t n_query) {
       .problems = n_query, .problems_done = problems_done(r), .variants = r->n_variants,
       .compiled = r->pr.compiled, .cached = r->pr.cached, .compile_failed = r->pr.compile_failed,
       .checked = r->pr.evals_done, .timed = r->pr.evals_timed, .check_failed = r->pr.eval_failed,
-      .resumed = r->pr.evals_skipped, .total_s = now_s() - r->t0,
+      .resumed = r->pr.evals_skipped, .total_s = fat_now_s() - r->t0,
       .devices = devices, .n_devices = (size_t)r->gpus.n,
       .row_gpus = r->n_models > 1 ? row_gpus : NULL};
   memcpy(sum.stage_s, r->stage_s, sizeof r->stage_s);
@@ -608,7 +602,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   r->out = out;
   r->log = log;
   fat_progress_init(&r->pr, log, o->quiet);
-  r->t0 = now_s();
+  r->t0 = fat_now_s();
   fat_interrupt_install();
   sqlite3_int64 *problem_ids = NULL;
   fat_problem *problems = NULL;
@@ -632,7 +626,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     goto out;
   }
   fat_tune_problems(o, problems);
-  double t_stage = now_s();
+  double t_stage = fat_now_s();
   r->gen = fat_gen_open(o->source_dir[0] ? o->source_dir : NULL, err, sizeof err);
   if (!r->gen) {
     fprintf(log, "fatune: generator: %s\n", err);
@@ -678,7 +672,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     }
     r->n_variants += t->n_variants;
   }
-  r->stage_s[FAT_STAGE_GENERATE] = now_s() - t_stage;
+  r->stage_s[FAT_STAGE_GENERATE] = fat_now_s() - t_stage;
   if (o->command == FAT_CMD_LIST) {
     const target *t = &r->targets[0];
     for (size_t i = 0; i < t->n_variants; i++)
@@ -692,10 +686,10 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     status = FAT_EXIT_USAGE;
     goto out;
   }
-  t_stage = now_s();
+  t_stage = fat_now_s();
   for (int a = 0; a < r->n_targets && !fat_interrupted(); a++)
     if (compile_all(r, &r->targets[a])) goto out;
-  r->stage_s[FAT_STAGE_COMPILE] = now_s() - t_stage;
+  r->stage_s[FAT_STAGE_COMPILE] = fat_now_s() - t_stage;
   if (fat_interrupted()) {
     fprintf(log, "fatune: %zu builds committed to %s; rerun to go on from there\n",
             r->pr.compiled + r->pr.cached, o->db_path);
@@ -723,13 +717,13 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     goto out;
   }
   if (store_gpus(r, nv, problem_ids, n_query)) goto out;
-  t_stage = now_s();
+  t_stage = fat_now_s();
   for (int k = 0; k < r->n_models; k++) {
     if (!o->quiet) say_model(r, &r->models[k]);
     if (ensure_ceilings(r, &r->models[k])) goto out;
   }
-  r->stage_s[FAT_STAGE_CEILINGS] = now_s() - t_stage;
-  t_stage = now_s();
+  r->stage_s[FAT_STAGE_CEILINGS] = fat_now_s() - t_stage;
+  t_stage = fat_now_s();
   fat_model tuned_models[FAT_MAX_GPUS];
   for (int k = 0; k < r->n_models; k++) tuned_models[k] = r->models[k].m;
   fat_tuning tuning = {.db = r->db, .log = log, .verbose = o->verbose, .quiet = o->quiet,
@@ -738,10 +732,10 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   int tuned = fat_tuning_run(&tuning, problems, n_query, &r->interrupted);
   for (int k = 0; k < r->n_models; k++) r->models[k].m = tuned_models[k];
   if (tuned) goto out;
-  r->stage_s[FAT_STAGE_TUNE] = now_s() - t_stage;
+  r->stage_s[FAT_STAGE_TUNE] = fat_now_s() - t_stage;
   if (!o->quiet)
     fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
-            r->pr.evals_done, r->pr.eval_failed, r->pr.evals_skipped, now_s() - r->t0);
+            r->pr.evals_done, r->pr.eval_failed, r->pr.evals_skipped, fat_now_s() - r->t0);
   for (int k = 0; k < r->n_models; k++) {
     if (run_winners(r, &r->models[k])) goto out;
     print_table(r, &r->models[k]);

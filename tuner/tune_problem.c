@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
-#include <time.h>
 #include "family.h"
 #include "handout.h"
 #include "interrupt.h"
@@ -75,12 +74,6 @@ struct stage {
   pthread_mutex_t lock;
   atomic_int failed; /* a model's hand-out failed: every other model's ends too */
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* "GPU 1: " before a lane's lines when the run has several lanes, "" with
  * one (the single-GPU run reads as it always has). */
@@ -196,13 +189,13 @@ static fat_lane_result evaluate(model_run *mr, fat_lane *l, size_t i, const fat_
   int timed = 0, n = fat_check_shapes_for(p, shapes);
   char reason[ERRLEN], tg[TAG_MAX];
   const fat_variant *v = &m->variants[i];
-  double t0 = now_s();
+  double t0 = fat_now_s();
   memset(checks, 0, sizeof checks);
   pthread_mutex_unlock(&s->lock);
   int st = l->m.evaluate(l->m.self, v, &m->builds[i], shapes, n, p, checks, &timing, &timed,
                          reason, sizeof reason);
   pthread_mutex_lock(&s->lock);
-  pr->eval_seconds += now_s() - t0;
+  pr->eval_seconds += fat_now_s() - t0;
   pr->evals_done++;
   l->checked++;
   if (st == FAT_WORKER_ERROR) {
