@@ -96,6 +96,7 @@ typedef struct fake {
   int lose_every;         /* every call drops its lane out */
   int fail_problem;       /* the call for this problem fails the run (-1 none) */
   int stop_after;         /* stop() says 1 once this many calls have begun (0: never) */
+  int stop_now;           /* stop() says 1 from the start */
   int polls;              /* "variants" per problem, fat_handout_stopping asked before each */
   int failing;            /* the call for fail_problem has begun: every other call in
                              flight holds until the hand-out ends (under LOCK) */
@@ -122,7 +123,7 @@ static void fake_reset(void) {
 
 static int fake_stop(void *user) {
   const fake *f = user;
-  return f->stop_after > 0 && atomic_load(&f->started) >= f->stop_after;
+  return f->stop_now || (f->stop_after > 0 && atomic_load(&f->started) >= f->stop_after);
 }
 
 static fat_lane_result fake_tune(void *user, fat_handout *h, int lane, size_t problem) {
@@ -210,6 +211,38 @@ static void test_every_problem_once(void) {
   CHECK_INT(st.lanes_lost, 0);
   for (int l = 0; l < 4; l++)
     if (F.lane_calls[l]) CHECK(!pthread_equal(F.thread_of[l], pthread_self()));
+}
+
+/* The deal: each lane's first problem is its own index, though lane 0's
+ * problems take no time and could all be gone before another lane's thread
+ * first runs; a lane past the problems is dealt none and never called. */
+static void test_deal(void) {
+  fat_handout_stats st;
+  char err[256];
+  for (int round = 0; round < 20; round++) {
+    fake_reset();
+    CHECK_INT(fat_handout_run(8, 3, fake_tune, &F, NULL, &st, err, sizeof err), 0);
+    check_each_once(8);
+    CHECK_INT(st.done, 8);
+    for (int l = 0; l < 3; l++) {
+      int first = -1;
+      for (int i = 0; i < F.n_calls && first < 0; i++)
+        if (F.calls[i].lane == l) first = (int)F.calls[i].problem;
+      CHECK_WHY(first == l, "round %d: lane %d began with problem %d", round, l, first);
+    }
+  }
+  fake_reset();
+  CHECK_INT(fat_handout_run(2, 4, fake_tune, &F, NULL, &st, err, sizeof err), 0);
+  CHECK_INT(F.n_calls, 2);
+  CHECK_INT(F.lane_calls[2] + F.lane_calls[3], 0);
+  CHECK_INT(st.done, 2);
+  /* STOP before anything begins: the dealt problems are left, not tuned. */
+  fake_reset();
+  F.stop_now = 1;
+  CHECK_INT(fat_handout_run(6, 3, fake_tune, &F, fake_stop, &st, err, sizeof err), 0);
+  CHECK_INT(F.n_calls, 0);
+  CHECK_INT(st.left, 6);
+  CHECK_INT(st.stopped, 1);
 }
 
 /* A lane that drops out on its first problem: that problem goes back and
@@ -362,6 +395,7 @@ int main(void) {
   test_queue_order();
   test_one_lane_in_order();
   test_every_problem_once();
+  test_deal();
   test_lost_lane_gives_back();
   test_last_problem_to_idle_lane();
   test_every_lane_lost();

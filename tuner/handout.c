@@ -49,7 +49,8 @@ struct fat_handout {
   void *user;
   fat_stop_fn stop;
   atomic_int ending;      /* a lane stopped or failed: no more hand-outs */
-  int busy;               /* lanes tuning a problem now */
+  int busy;               /* lanes tuning a problem now, or dealt one not yet begun */
+  int n_dealt;            /* lanes 0 .. n_dealt - 1 were dealt problem LANE at the start */
   fat_handout_stats stats;
 };
 
@@ -61,16 +62,27 @@ int fat_handout_stopping(fat_handout *h) {
  * give one back), the hand-out ends, or the lane drops out. */
 static void run_lane(fat_handout *h, int lane) {
   pthread_mutex_lock(&h->lock);
+  int dealt = lane < h->n_dealt; /* its first problem, counted busy since the deal */
   for (;;) {
     size_t p;
-    while (!fat_handout_stopping(h) && fat_queue_waiting(&h->q) == 0 && h->busy > 0)
+    while (!dealt && !fat_handout_stopping(h) && fat_queue_waiting(&h->q) == 0 && h->busy > 0)
       pthread_cond_wait(&h->changed, &h->lock);
     if (fat_handout_stopping(h)) {
       h->stats.stopped |= !h->stats.failed;
+      if (dealt) { /* never begun: it stays unfinished, and no lane waits for it */
+        h->busy--;
+        pthread_cond_broadcast(&h->changed);
+      }
       break;
     }
-    if (fat_queue_take(&h->q, &p)) break; /* all handed out and no lane busy: finished */
-    h->busy++;
+    if (dealt) {
+      p = (size_t)lane;
+      dealt = 0;
+    } else if (fat_queue_take(&h->q, &p)) {
+      break; /* all handed out and no lane busy: finished */
+    } else {
+      h->busy++;
+    }
     pthread_mutex_unlock(&h->lock);
     const fat_lane_result r = h->tune(h->user, h, lane, p);
     pthread_mutex_lock(&h->lock);
@@ -136,6 +148,9 @@ int fat_handout_run(size_t n_problems, int n_lanes, fat_lane_fn tune, void *user
   h.tune = tune;
   h.user = user;
   h.stop = stop;
+  /* The deal: lane k's first problem is problem k, so that every GPU starts
+   * at once, whichever of the lanes' threads the system runs first. */
+  for (size_t p; h.n_dealt < n_lanes && fat_queue_take(&h.q, &p) == 0; h.n_dealt++) h.busy++;
   if (n_lanes == 1) {
     run_lane(&h, 0); /* the single-GPU run: in this thread, as it always was */
     rc = 0;
@@ -155,6 +170,12 @@ int fat_handout_run(size_t n_problems, int n_lanes, fat_lane_fn tune, void *user
       atomic_store(&h.ending, 1);
       break;
     }
+  }
+  if (started < n_lanes) { /* the lanes never started will not begin the problems dealt them */
+    pthread_mutex_lock(&h.lock);
+    for (int i = started; i < h.n_dealt; i++) h.busy--;
+    pthread_cond_broadcast(&h.changed);
+    pthread_mutex_unlock(&h.lock);
   }
   for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
   rc = started == n_lanes ? 0 : -1;

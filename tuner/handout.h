@@ -8,9 +8,13 @@
  * done with the last. Nothing here knows of GPUs or databases: a lane is a
  * function that tunes one problem, which the CPU tests fake.
  *
- * Which lane tunes which problem is a function of the order in which the
- * lanes finish: a lane that asks gets the oldest problem given back by a
- * lane that dropped out, else the next in tuning order. */
+ * Lane k's first problem is problem k, dealt before any lane's thread runs,
+ * so that every GPU starts at once whichever thread the system schedules
+ * first (and a GPU is never left idle because another finished the whole
+ * queue before its worker came up). After that, which lane tunes which
+ * problem is a function of the order in which the lanes finish: a lane
+ * that asks gets the oldest problem given back by a lane that dropped out,
+ * else the next in tuning order. */
 #ifndef FAT_HANDOUT_H
 #define FAT_HANDOUT_H
 #include <stddef.h>
