@@ -546,7 +546,7 @@ static void server_main(const fat_variant *variants, size_t n, const char *arch,
 
 /* Forks S's child. Returns 0, or -1 with err. */
 static int server_start(server *s, const fat_variant *variants, size_t n, const char *arch,
-                        long long max_bytes, char *err, size_t errlen) {
+                        long long max_bytes, int niceness, char *err, size_t errlen) {
   int sv[2];
   s->pid = 0;
   s->fd = -1;
@@ -566,6 +566,7 @@ static int server_start(server *s, const fat_variant *variants, size_t n, const 
     /* Only its own socket: another server's open end would keep that one
      * from seeing its socket close, the tuner's database its own. */
     if (dup2(sv[1], SERVER_FD) < 0) _exit(1);
+    if (niceness > 0 && nice(niceness) == -1 && errno) _exit(1);
     if (syscall(SYS_close_range, SERVER_FD + 1, ~0U, 0))
       for (int fd = SERVER_FD + 1; fd < 65536; fd++) close(fd);
     server_main(variants, n, arch, parent, max_bytes);
@@ -688,6 +689,8 @@ typedef struct pool {
   size_t n;
   const char *arch;
   const unsigned char *skip;
+  const size_t *order; /* the hand-out order (NULL: 0, 1, ...) */
+  int nice;            /* the compile processes' niceness */
   fat_build *builds;
   fat_compile_progress progress;
   void *user;
@@ -712,8 +715,10 @@ typedef struct worker_arg {
  * the caller's cancel stopped the run). Skipped indices are passed over here. */
 static size_t take_index(pool *p) {
   pthread_mutex_lock(&p->lock);
-  while (p->next < p->n && p->skip && p->skip[p->next]) p->next++;
-  size_t i = p->failed || (p->cancelled && p->cancelled()) ? p->n : p->next;
+#define AT(k) (p->order ? p->order[k] : (k))
+  while (p->next < p->n && p->skip && p->skip[AT(p->next)]) p->next++;
+  size_t i = p->failed || (p->cancelled && p->cancelled()) || p->next >= p->n ? p->n : AT(p->next);
+#undef AT
   if (i < p->n) p->next++;
   pthread_mutex_unlock(&p->lock);
   return i;
@@ -727,7 +732,8 @@ static void *worker(void *arg) {
     const fat_variant *v = &p->variants[i];
     /* A child that timed out or died is replaced for the next variant. */
     int rc = w->s.pid > 0 ? 0
-             : server_start(&w->s, p->variants, p->n, p->arch, p->max_bytes, err, sizeof err);
+             : server_start(&w->s, p->variants, p->n, p->arch, p->max_bytes, p->nice, err,
+                          sizeof err);
     if (rc == 0)
       rc = server_compile(&w->s, i, v, p->arch, p->timeout_s, p->max_bytes, &p->builds[i], err,
                           sizeof err);
@@ -751,7 +757,45 @@ int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int
                     const unsigned char *skip, fat_build *builds,
                     fat_compile_progress progress, void *user, fat_compile_cancelled cancelled,
                     char *err, size_t errlen) {
+  return fat_compile_planned(variants, n, arch, jobs, skip, builds, progress, user, cancelled,
+                             NULL, err, errlen);
+}
+
+/* 0 when PLAN is one fat_compile_planned takes for N variants, else -1 with
+ * err naming what is wrong. */
+static int check_plan(const fat_compile_plan *plan, size_t n, char *err, size_t errlen) {
+  if (!plan) return 0;
+  if (plan->nice < 0 || plan->nice > 19) {
+    set_err(err, errlen, "fat_compile_planned: niceness %d is outside 0-19", plan->nice);
+    return -1;
+  }
+  if (!plan->order || n == 0) return 0;
+  unsigned char *seen = calloc(n, 1);
+  if (!seen) {
+    set_err(err, errlen, "out of memory");
+    return -1;
+  }
+  int rc = 0;
+  for (size_t k = 0; k < n && !rc; k++) {
+    const size_t i = plan->order[k];
+    if (i >= n || seen[i]) {
+      set_err(err, errlen, "fat_compile_planned: order[%zu] = %zu is %s", k, i,
+              i >= n ? "past the variants" : "there twice");
+      rc = -1;
+    } else {
+      seen[i] = 1;
+    }
+  }
+  free(seen);
+  return rc;
+}
+
+int fat_compile_planned(const fat_variant *variants, size_t n, const char *arch, int jobs,
+                        const unsigned char *skip, fat_build *builds,
+                        fat_compile_progress progress, void *user, fat_compile_cancelled cancelled,
+                        const fat_compile_plan *plan, char *err, size_t errlen) {
   if (check_arch(arch, err, errlen)) return -1;
+  if (check_plan(plan, n, err, errlen)) return -1;
   /* Fail before starting threads when NVRTC is missing: one clear message. */
   if (!fat_nvrtc_get(err, errlen)) return -1;
   if (n == 0) return 0;
@@ -760,7 +804,8 @@ int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int
             !variants ? "variants" : "builds", n);
     return -1;
   }
-  pool p = {.variants = variants, .n = n, .arch = arch, .skip = skip, .builds = builds,
+  pool p = {.variants = variants, .n = n, .arch = arch, .skip = skip,
+            .order = plan ? plan->order : NULL, .nice = plan ? plan->nice : 0, .builds = builds,
             .progress = progress, .user = user, .cancelled = cancelled,
             .timeout_s = (int)env_or("FATUNE_COMPILE_TIMEOUT_S", COMPILE_TIMEOUT_S),
             .max_bytes = env_or("FATUNE_COMPILE_MAX_MB", COMPILE_MAX_MB) * BYTES_PER_MB};
@@ -787,7 +832,7 @@ int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int
    * exist: each child starts as a copy of one thread. */
   for (size_t t = 0; t < nthreads; t++) {
     w[t].p = &p;
-    if (server_start(&w[t].s, variants, n, arch, p.max_bytes, err, errlen)) {
+    if (server_start(&w[t].s, variants, n, arch, p.max_bytes, p.nice, err, errlen)) {
       for (size_t u = 0; u < t; u++) server_stop(&w[u].s, 0);
       goto out;
     }

@@ -61,4 +61,23 @@ int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int
                     const unsigned char *skip, fat_build *builds,
                     fat_compile_progress progress, void *user, fat_compile_cancelled cancelled,
                     char *err, size_t errlen);
+
+/* How fat_compile_planned hands the work out. */
+typedef struct fat_compile_plan {
+  /* The variants' indices in the order to compile them (a permutation of
+   * 0 .. n - 1), so that a consumer waiting on the builds gets the ones it
+   * needs first; NULL: 0, 1, ... */
+  const size_t *order;
+  /* Added to each compile process's niceness (0-19): a compile running
+   * beside the GPU's timings leaves the CPU to the GPU worker first. */
+  int nice;
+} fat_compile_plan;
+
+/* fat_compile_all with PLAN (NULL: as fat_compile_all). An ORDER that is
+ * not a permutation of 0 .. n - 1, or a NICE outside 0-19, is refused with
+ * err naming it, before anything is compiled. */
+int fat_compile_planned(const fat_variant *variants, size_t n, const char *arch, int jobs,
+                        const unsigned char *skip, fat_build *builds,
+                        fat_compile_progress progress, void *user, fat_compile_cancelled cancelled,
+                        const fat_compile_plan *plan, char *err, size_t errlen);
 #endif

@@ -300,6 +300,44 @@ static void test_compile_all(void) {
                  "8.0 or newer, e.g. sm_80, sm_86, sm_90a)");
   CHECK_INT(p.calls, 0);
 
+  /* A plan: one thread hands the builds out in its order, skipped ones
+   * passed over; an order that is no permutation, or a niceness outside
+   * 0-19, is refused by name before any work. */
+  v[2].source = sources[2];
+  {
+    const size_t order[N_POOL] = {5, 3, 1, 0, 2, 4};
+    const size_t want[] = {5, 1, 0, 2, 4};
+    unsigned char skip3[N_POOL] = {0, 0, 0, 1, 0, 0};
+    fat_compile_plan plan = {.order = order, .nice = 5};
+    memset(all, 0, sizeof all);
+    memset(&p, 0, sizeof p);
+    p.variants = v;
+    p.builds = all;
+    CHECK_INT(fat_compile_planned(v, N_POOL, "sm_80", 1, skip3, all, on_progress, &p, NULL, &plan,
+                                  err, sizeof err), 0);
+    CHECK_INT(p.calls, 5);
+    for (size_t c = 0; c < 5 && c < p.calls; c++) CHECK_INT(p.index[c], want[c]);
+    for (int i = 0; i < N_POOL; i++) {
+      CHECK_INT(all[i].ok, i != 3);
+      fat_build_free(&all[i]);
+    }
+    const size_t twice[N_POOL] = {0, 1, 2, 3, 4, 4}, past[N_POOL] = {0, 1, 2, 3, 4, 6};
+    memset(&p, 0, sizeof p);
+    plan = (fat_compile_plan){.order = twice};
+    CHECK_INT(fat_compile_planned(v, N_POOL, "sm_80", 1, NULL, all, on_progress, &p, NULL, &plan,
+                                  err, sizeof err), -1);
+    CHECK_STR(err, "fat_compile_planned: order[5] = 4 is there twice");
+    plan = (fat_compile_plan){.order = past};
+    CHECK_INT(fat_compile_planned(v, N_POOL, "sm_80", 1, NULL, all, on_progress, &p, NULL, &plan,
+                                  err, sizeof err), -1);
+    CHECK_STR(err, "fat_compile_planned: order[5] = 6 is past the variants");
+    plan = (fat_compile_plan){.nice = 20};
+    CHECK_INT(fat_compile_planned(v, N_POOL, "sm_80", 1, NULL, all, on_progress, &p, NULL, &plan,
+                                  err, sizeof err), -1);
+    CHECK_STR(err, "fat_compile_planned: niceness 20 is outside 0-19");
+    CHECK_INT(p.calls, 0);
+  }
+
   for (int i = 0; i < N_POOL; i++) fat_build_free(&one[i]);
 }
 
