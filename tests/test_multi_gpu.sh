@@ -157,6 +157,20 @@ try:
 except (OSError, ValueError, KeyError) as e:
     fail(f"--gpu all's --json: {e}")
 
+# ---- cold: the compile runs beside the tune stage ----
+# No build in the database: the lanes check each variant once its build is
+# stored, every build is stored by the end, and the rerun compiles nothing.
+db = os.path.join(tmp, "cold.db")
+rc, err, _ = run(["--gpu", "0,1", "--db", db] + seqlens(3), devices="h200,h200")
+check(rc == 0 and re.search(r"^fatune: compiled 4 variants in [0-9.]+ s on 2 threads, 0 from the cache,"
+                            r" 0 failed$", err, re.M) is not None, f"cold --gpu 0,1: {rc}\n{err}")
+check(rows(db, "SELECT count(*) FROM builds WHERE ok = 1") == [(VARIANTS,)]
+      and rows(db, "SELECT count(*), count(DISTINCT variant_id || '/' || problem_id) FROM checks")
+      == [(3 * VARIANTS, 3 * VARIANTS)], "cold --gpu 0,1: every build stored, every pair checked once")
+rc, err, _ = run(["--gpu", "0,1", "--db", db] + seqlens(3), devices="h200,h200")
+check(rc == 0 and "fatune: compiled 0 variants in" in err and ", 4 from the cache, 0 failed" in err,
+      f"cold --gpu 0,1 again: {rc}\n{err}")
+
 # ---- a GPU lost mid-run: its problem goes back to the other ----
 db = fresh("lost.db")
 lost = os.path.join(tmp, "lost")

@@ -10,7 +10,9 @@
  * under their own keys; a lane whose worker will not restart drops out,
  * its problem finished by the other (--retune retiring nothing the lost
  * lane measured in this run), and with every lane of a model lost the
- * stage fails, saying so, after the other model has finished. */
+ * stage fails, saying so, after the other model has finished; beside a
+ * compile (a fake one), no variant is measured before its build is final,
+ * a failed build never, and the compile's failure or ^C ends the stage. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +56,42 @@ static struct {
   double step;           /* variant j's median: 1 + STEP * j ms */
 } world = {.lock = PTHREAD_MUTEX_INITIALIZER, .first_calls = PTHREAD_COND_INITIALIZER};
 
+/* A compile beside the stage (fat_build_feed), faked: a thread that makes
+ * the builds one by one under the feed's lock. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int ended;
+  unsigned char built[N_VARIANTS];
+  int on;                    /* bench_run hands the feed to the stage */
+  int early;                 /* evaluations of a variant whose build was not final */
+  const int *order;          /* the builds in this order ... */
+  int n_order;               /* ... this many of them, then the end */
+  int end_as;                /* what ended says then: 1 done (or ^C), -1 failed */
+  int broken;                /* this variant's build fails (-1: none) */
+  fat_build *builds;
+} feed = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .broken = -1};
+
 static int variant_number(const fat_variant *v) { return v->name[strlen(v->name) - 1] - '0'; }
+
+static void *fake_compile(void *arg) {
+  (void)arg;
+  for (int k = 0; k < feed.n_order; k++) {
+    usleep(20000);
+    pthread_mutex_lock(&feed.lock);
+    const int i = feed.order[k];
+    feed.builds[i].ok = i != feed.broken;
+    feed.built[i] = 1;
+    pthread_cond_broadcast(&feed.changed);
+    pthread_mutex_unlock(&feed.lock);
+  }
+  usleep(20000);
+  pthread_mutex_lock(&feed.lock);
+  feed.ended = feed.end_as;
+  pthread_cond_broadcast(&feed.changed);
+  pthread_mutex_unlock(&feed.lock);
+  return NULL;
+}
 
 static fat_timing timing_of(double median_ms) {
   fat_timing t = {.reps = 20, .median_ms = median_ms, .min_ms = median_ms * 0.99,
@@ -83,6 +120,11 @@ static int fake_evaluate(void *self, const fat_variant *v, const fat_build *b,
                          size_t reasonlen) {
   fake_gpu *g = self;
   (void)b;
+  if (feed.on) {
+    pthread_mutex_lock(&feed.lock);
+    feed.early += !feed.built[variant_number(v)] || !b->ok;
+    pthread_mutex_unlock(&feed.lock);
+  }
   if (g->evaluations++ == 0 && world.lanes_waited_for) meet_the_other_lane();
   if (!g->alive) {
     snprintf(reason, reasonlen, "no worker running (restart it after a fault or timeout)");
@@ -227,7 +269,18 @@ static int bench_run(bench *b, int h200_lanes, int h100, int retune, int *stoppe
   }
   fat_tuning t = {.db = b->db, .log = b->log, .retune = retune, .models = b->models,
                   .n_models = n_models, .progress = &b->pr};
+  const fat_build_feed f = {.lock = &feed.lock, .changed = &feed.changed, .ended = &feed.ended};
+  pthread_t compiler;
+  int compiling = 0;
+  if (feed.on) {
+    t.compile = &f;
+    for (int k = 0; k < n_models; k++) b->models[k].built = feed.built;
+    feed.builds = b->builds;
+    compiling = !pthread_create(&compiler, NULL, fake_compile, NULL);
+    if (!compiling) return -2;
+  }
   int rc = fat_tuning_run(&t, b->problems, b->n_problems, stopped);
+  if (compiling) pthread_join(compiler, NULL);
   rewind(b->log);
   size_t got = fread(b->text, 1, sizeof b->text - 1, b->log);
   b->text[got] = 0;
@@ -500,6 +553,62 @@ out:
   bench_close(&b);
 }
 
+/* The compile beside the stage: builds arriving last first, one failing;
+ * no variant evaluated before its build is final, the failed one never,
+ * every problem finished on two lanes and the ETA's count corrected. Then
+ * a compile that fails, and one stopped by ^C, before the builds a lane
+ * waits for: the stage fails, or stops with the problem unfinished. */
+static void test_builds_beside(void) {
+  bench b;
+  int stopped = -1;
+  static const int last_first[N_VARIANTS] = {3, 2, 1, 0};
+  REQUIRE(bench_open(&b, "beside.db", 6) == 0);
+  world.step = 0.1;
+  world.lanes_waited_for = 0;
+  memset(feed.built, 0, sizeof feed.built);
+  for (int j = 0; j < N_VARIANTS; j++) b.builds[j].ok = 0;
+  feed.on = 1, feed.early = 0, feed.ended = 0, feed.order = last_first, feed.n_order = N_VARIANTS;
+  feed.end_as = 1, feed.broken = 1;
+  CHECK_INT(bench_run(&b, 2, 0, 0, &stopped), 0);
+  CHECK_INT(stopped, 0);
+  CHECK_INT(feed.early, 0);
+  CHECK_INT(b.models[0].n_done, 6);
+  CHECK_INT(b.gpus[0].evaluations + b.gpus[1].evaluations, 6 * (N_VARIANTS - 1));
+  CHECK_INT(b.pr.evals_total, 6 * (N_VARIANTS - 1));
+  CHECK_INT(b.pr.evals_done, 6 * (N_VARIANTS - 1));
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM checks c JOIN variants v ON v.id = c.variant_id"
+                         " WHERE v.name LIKE '%.v1'"), 0);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners w JOIN variants v ON v.id = w.variant_id"
+                         " WHERE v.name LIKE '%.v0'"), 6);
+  bench_close(&b);
+
+  static const int first_only[1] = {3};
+  REQUIRE(bench_open(&b, "beside_failed.db", 4) == 0);
+  memset(feed.built, 0, sizeof feed.built);
+  for (int j = 0; j < N_VARIANTS; j++) b.builds[j].ok = 0;
+  feed.early = 0, feed.ended = 0, feed.order = first_only, feed.n_order = 1;
+  feed.end_as = -1, feed.broken = -1;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), -1);
+  CHECK_INT(stopped, 0);
+  CHECK_INT(feed.early, 0);
+  CHECK_INT(b.models[0].n_done, 0);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners"), 0);
+  bench_close(&b);
+
+  REQUIRE(bench_open(&b, "beside_stopped.db", 4) == 0);
+  memset(feed.built, 0, sizeof feed.built);
+  for (int j = 0; j < N_VARIANTS; j++) b.builds[j].ok = 0;
+  feed.early = 0, feed.ended = 0, feed.end_as = 1;
+  CHECK_INT(bench_run(&b, 2, 0, 0, &stopped), 0);
+  CHECK_INT(stopped, 1);
+  CHECK_INT(feed.early, 0);
+  CHECK_INT(b.models[0].n_done, 0);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners"), 0);
+  feed.on = 0;
+out:
+  bench_close(&b);
+}
+
 int main(void) {
   REQUIRE_EXIT(mkdtemp(tmpdir));
   test_one_lane();
@@ -507,6 +616,7 @@ int main(void) {
   test_two_models();
   test_lane_lost();
   test_every_lane_lost();
+  test_builds_beside();
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -6,10 +6,16 @@
  * every build is committed the moment it is made, and the problems are
  * tuned -- checked before timed, only a variant that passed every check a
  * winner, on each GPU model under its own key -- by the tune stage
- * (tune_problem.h). */
+ * (tune_problem.h). With a GPU the compile runs on a thread of its own
+ * beside the tune stage (fat_build_feed): the variants of the first
+ * problems are compiled first, a lane waits only for a build it needs
+ * next, and one lock (the run's) covers the database connection, the
+ * counts and the log for both. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,6 +52,11 @@ typedef struct target {
   sqlite3_int64 *variant_ids;
   fat_build *builds;
   char (*keys)[65];
+  unsigned char *cached;  /* variant i's build came from the database: not compiled again */
+  unsigned char *built;   /* the tune stage's fat_model.built: cached, then each build as it is
+                             stored (under the run's lock) */
+  size_t *order;          /* the compile's order: the variants of the run's problems, in tuning
+                             order, first (NULL: 0, 1, ...) */
 } target;
 
 /* One GPU model of the run: the GPUs that share a gpus row. */
@@ -77,7 +88,25 @@ typedef struct run {
   double stage_s[FAT_STAGE_COUNT];  /* wall time of each stage; -1 until it ran */
   int interrupted;  /* SIGINT or SIGTERM seen: stop after the variant in hand */
   char store_err[ERRLEN + 4096 + 256];  /* why a build could not be stored ("" none): the run stops */
+  /* The compile beside the tune stage (with a GPU): its thread stores each
+   * build and the lanes wait for the ones they need, one lock over the
+   * database connection, the counts and the log for both. */
+  pthread_mutex_t lock;
+  pthread_cond_t built;     /* a build stored, or the compile ended */
+  int compile_ended;        /* 0 while it runs, 1 ended, -1 failed (said on the log) */
+  int compile_cut;          /* it stopped on ^C or SIGTERM before every build was made */
+  pthread_t compile_thread;
+  int compile_running;      /* the thread was started and not yet joined */
+  fat_build_feed feed;
 } run;
+
+/* Set when the run gives up on the compile beside the tune stage (a
+ * failure of the stage): it hands out no more builds. */
+static atomic_int compile_abandoned;
+
+static int compile_cancelled(void) {
+  return fat_interrupted() || atomic_load(&compile_abandoned);
+}
 
 /* The tuner's line for a database call that failed: "fatune: WHAT: " and
  * the database's error, after LEAD ("\n" where a variant's row is open on
@@ -101,6 +130,9 @@ typedef struct compiling {
   size_t compiled_before;  /* builds the run compiled for the architectures before T's */
 } compiling;
 
+static int stored(run *r, target *t, size_t compiled_before, size_t i, size_t total,
+                  const fat_variant *v, const fat_build *b);
+
 /* Stores each build as it comes: a build that cannot be committed (a full
  * disk, a read-only file) stops the run -- reporting it compiled would lose
  * it, and every rerun would compile it again. */
@@ -110,8 +142,19 @@ static int on_compiled(void *user, size_t done, size_t total, const fat_variant 
   target *t = ((compiling *)user)->t;
   size_t i = (size_t)(v - t->variants);
   (void)done;
+  pthread_mutex_lock(&r->lock);
+  int rc = stored(r, t, ((compiling *)user)->compiled_before, i, total, v, b);
+  t->built[i] = 1; /* final, stored or not: a lane waiting on it goes on */
+  pthread_cond_broadcast(&r->built);
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+/* on_compiled's work, under the run's lock. */
+static int stored(run *r, target *t, size_t compiled_before, size_t i, size_t total,
+                  const fat_variant *v, const fat_build *b) {
   r->pr.compiled++;
-  r->pr.compile_total = ((compiling *)user)->compiled_before + total;
+  r->pr.compile_total = compiled_before + total;
   if (!b->ok) r->pr.compile_failed++;
   char nv[32];
   const fat_nvrtc *nvrtc = fat_nvrtc_get(NULL, 0);
@@ -280,64 +323,138 @@ static void keep_shard_variants(run *r, target *t, const fat_problem *problems, 
 }
 
 /* Store T's variants, reuse cached builds, compile the rest in parallel. */
-static int compile_all(run *r, target *t) {
+/* Stores T's variants and looks each build up in the database: a build
+ * found there is final (cached, built) and not compiled again. */
+static int prepare_builds(run *r, target *t) {
   char err[ERRLEN];
   const char *arch = t->arch->name;
   size_t n = t->n_variants;
-  /* The counts are the run's, over every architecture; the line says this one's. */
-  const size_t compiled_before = r->pr.compiled, cached_before = r->pr.cached;
-  const size_t failed_before = r->pr.compile_failed;
-  compiling c = {.r = r, .t = t, .compiled_before = compiled_before};
   t->variant_ids = calloc(n ? n : 1, sizeof *t->variant_ids);
   t->builds = calloc(n ? n : 1, sizeof *t->builds);
   t->keys = calloc(n ? n : 1, sizeof *t->keys);
-  unsigned char *skip = calloc(n ? n : 1, 1);
-  int rc = -1;
-  if (!t->variant_ids || !t->builds || !t->keys || !skip) {
+  t->cached = calloc(n ? n : 1, 1);
+  t->built = calloc(n ? n : 1, 1);
+  if (!t->variant_ids || !t->builds || !t->keys || !t->cached || !t->built) {
     fprintf(r->log, "fatune: out of memory\n");
-    goto out;
+    return -1;
   }
   for (size_t i = 0; i < n; i++) {
     if (fat_db_put_variant(r->db, &t->variants[i], &t->variant_ids[i])) {
       db_error(r, "", "storing variant %s", t->variants[i].name);
-      goto out;
+      return -1;
     }
     if (fat_build_key(t->variants[i].source, arch, t->keys[i], err, sizeof err)) {
       fprintf(r->log, "fatune: %s\n", err);
-      goto out;
+      return -1;
     }
     int found = 0;
     if (fat_db_find_build(r->db, t->keys[i], &t->builds[i], &found)) {
       db_error(r, "", "reading build cache");
-      goto out;
+      return -1;
     }
     if (found) {
-      skip[i] = 1;
+      t->cached[i] = t->built[i] = 1;
       r->pr.cached++;
       if (!t->builds[i].ok) r->pr.compile_failed++;
     }
   }
-  snprintf(r->pr.stage, sizeof r->pr.stage, "compile %s", arch);
-  r->pr.compile_total = compiled_before + n - (r->pr.cached - cached_before);
-  fat_progress_show(&r->pr, 1);
-  double t0 = fat_now_s();
-  if (fat_compile_all(t->variants, n, arch, r->o->jobs, skip, t->builds, on_compiled, &c,
-                      fat_interrupted, err, sizeof err)) {
-    fat_progress_end(&r->pr);
-    fprintf(r->log, "fatune: %s\n", r->store_err[0] ? r->store_err : err);
-    goto out;
+  return 0;
+}
+
+/* T's compile order for the tune stage beside it: the variants of the
+ * run's N PROBLEMS in tuning order (each problem's in generation order),
+ * then the rest, so that the first lanes wait only for the builds they
+ * need first. */
+static int plan_order(run *r, target *t, const fat_problem *problems, size_t n) {
+  t->order = malloc((t->n_variants ? t->n_variants : 1) * sizeof *t->order);
+  unsigned char *placed = calloc(t->n_variants ? t->n_variants : 1, 1);
+  if (!t->order || !placed) {
+    free(placed);
+    fprintf(r->log, "fatune: out of memory\n");
+    return -1;
   }
+  size_t k = 0;
+  for (size_t j = 0; j < n; j++)
+    for (size_t i = 0; i < t->n_variants; i++)
+      if (!placed[i] && fat_tuning_fits(&t->variants[i], &problems[j])) {
+        placed[i] = 1;
+        t->order[k++] = i;
+      }
+  for (size_t i = 0; i < t->n_variants; i++)
+    if (!placed[i]) t->order[k++] = i;
+  free(placed);
+  return 0;
+}
+
+/* Compiles T's builds not found in the database, each stored as it comes
+ * (on_compiled), then says what it did. BESIDE: the tune stage runs beside
+ * it (its compile processes niced, the progress line's stage left to the
+ * tune stage's problems). Takes the run's lock for the log and counts. */
+static int compile_target(run *r, target *t, int beside) {
+  char err[ERRLEN];
+  const char *arch = t->arch->name;
+  size_t n = t->n_variants;
+  pthread_mutex_lock(&r->lock);
+  /* The counts are the run's, over every architecture; the line says this one's. */
+  const size_t compiled_before = r->pr.compiled, failed_before = r->pr.compile_failed;
+  size_t cached_here = 0;
+  for (size_t i = 0; i < n; i++) cached_here += t->cached[i];
+  compiling c = {.r = r, .t = t, .compiled_before = compiled_before};
+  if (!beside) snprintf(r->pr.stage, sizeof r->pr.stage, "compile %s", arch);
+  r->pr.compile_total = compiled_before + n - cached_here;
+  fat_progress_show(&r->pr, 1);
+  pthread_mutex_unlock(&r->lock);
+  double t0 = fat_now_s();
+  /* Beside the tune stage the GPU worker's host thread comes first. */
+  const fat_compile_plan plan = {.order = t->order, .nice = beside ? 10 : 0};
+  int rc = fat_compile_planned(t->variants, n, arch, r->o->jobs, t->cached, t->builds, on_compiled,
+                               &c, compile_cancelled, &plan, err, sizeof err);
+  pthread_mutex_lock(&r->lock);
   fat_progress_end(&r->pr);
-  if (!r->o->quiet)
+  if (rc) {
+    fprintf(r->log, "fatune: %s\n", r->store_err[0] ? r->store_err : err);
+  } else if (!r->o->quiet) {
     fprintf(r->log, "fatune: compiled %zu variants%s%s in %.1f s on %d threads, %zu from the cache, %zu failed\n",
             r->pr.compiled - compiled_before, r->n_targets > 1 ? " for " : "",
             r->n_targets > 1 ? arch : "", fat_now_s() - t0,
             r->o->jobs ? r->o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN),
-            r->pr.cached - cached_before, r->pr.compile_failed - failed_before);
-  rc = 0;
-out:
-  free(skip);
-  return rc;
+            cached_here, r->pr.compile_failed - failed_before);
+  }
+  if (beside) fat_progress_show(&r->pr, 1);
+  pthread_mutex_unlock(&r->lock);
+  return rc ? -1 : 0;
+}
+
+/* Compiles every target's builds; with BESIDE, from the compile thread. */
+static int compile_targets(run *r, int beside) {
+  for (int a = 0; a < r->n_targets && !fat_interrupted(); a++)
+    if (compile_target(r, &r->targets[a], beside)) return -1;
+  return 0;
+}
+
+/* The compile thread: every target compiled, then the end said to the
+ * lanes that wait on a build (compile_ended). */
+static void *compile_main(void *arg) {
+  run *r = arg;
+  const double t0 = fat_now_s();
+  const int rc = compile_targets(r, 1);
+  pthread_mutex_lock(&r->lock);
+  r->stage_s[FAT_STAGE_COMPILE] = fat_now_s() - t0;
+  r->compile_ended = rc ? -1 : 1;
+  r->compile_cut = !rc && fat_interrupted();
+  pthread_cond_broadcast(&r->built);
+  pthread_mutex_unlock(&r->lock);
+  return NULL;
+}
+
+/* Waits for the compile thread, if it runs; ABANDON: it hands out no more
+ * builds first (the run is failing). Returns -1 when the compile failed. */
+static int join_compile(run *r, int abandon) {
+  if (!r->compile_running) return 0;
+  if (abandon) atomic_store(&compile_abandoned, 1);
+  pthread_join(r->compile_thread, NULL);
+  r->compile_running = 0;
+  return r->compile_ended < 0 ? -1 : 0;
 }
 
 /* After the ceilings' job: the worker W lost, if any, restarted
@@ -486,7 +603,7 @@ static int store_gpus(run *r, const fat_nvrtc *nv, sqlite3_int64 *problem_ids_al
       m->gpu = g->info;
       m->first = g;
       m->m = (fat_model){.name = m->gpu.name, .gpu_id = gpu_ids[i], .variants = t->variants,
-                         .builds = t->builds, .variant_ids = t->variant_ids,
+                         .builds = t->builds, .built = t->built, .variant_ids = t->variant_ids,
                          .n_variants = t->n_variants, .problem_ids = problem_ids_all + k * n};
     }
     model_of[i] = k;
@@ -601,6 +718,9 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   r->o = o;
   r->out = out;
   r->log = log;
+  pthread_mutex_init(&r->lock, NULL);
+  pthread_cond_init(&r->built, NULL);
+  atomic_store(&compile_abandoned, 0);
   fat_progress_init(&r->pr, log, o->quiet);
   r->t0 = fat_now_s();
   fat_interrupt_install();
@@ -686,16 +806,17 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     status = FAT_EXIT_USAGE;
     goto out;
   }
-  t_stage = fat_now_s();
-  for (int a = 0; a < r->n_targets && !fat_interrupted(); a++)
-    if (compile_all(r, &r->targets[a])) goto out;
-  r->stage_s[FAT_STAGE_COMPILE] = fat_now_s() - t_stage;
-  if (fat_interrupted()) {
-    fprintf(log, "fatune: %zu builds committed to %s; rerun to go on from there\n",
-            r->pr.compiled + r->pr.cached, o->db_path);
-    goto interrupted;
-  }
+  for (int a = 0; a < r->n_targets; a++)
+    if (prepare_builds(r, &r->targets[a])) goto out;
   if (r->no_gpu[0]) {
+    t_stage = fat_now_s();
+    if (compile_targets(r, 0)) goto out;
+    r->stage_s[FAT_STAGE_COMPILE] = fat_now_s() - t_stage;
+    if (fat_interrupted()) {
+      fprintf(log, "fatune: %zu builds committed to %s; rerun to go on from there\n",
+              r->pr.compiled + r->pr.cached, o->db_path);
+      goto interrupted;
+    }
     fprintf(log,
             "fatune: no GPU: %s\n"
             "fatune: without a GPU fatune generated %zu variants and compiled them for %s\n"
@@ -705,6 +826,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     status = FAT_EXIT_NO_GPU;
     goto out;
   }
+  /* NVRTC loaded before the compile thread forks its processes. */
   const fat_nvrtc *nv = fat_nvrtc_get(err, sizeof err);
   if (!nv) {
     fprintf(log, "fatune: %s\n", err);
@@ -716,23 +838,52 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     fprintf(log, "fatune: out of memory for %zu problems\n", n_query);
     goto out;
   }
-  if (store_gpus(r, nv, problem_ids, n_query)) goto out;
+  for (int a = 0; a < r->n_targets; a++)
+    if (plan_order(r, &r->targets[a], problems, n_query)) goto out;
+  /* The compile runs beside the GPU's work: the lanes check and time the
+   * first problem's variants while NVRTC makes the rest. With nothing to
+   * compile (every build cached), or where no thread can be started, it
+   * runs here first, its line before the GPU's as it always was. */
+  size_t to_compile = 0;
+  for (int a = 0; a < r->n_targets; a++)
+    for (size_t i = 0; i < r->targets[a].n_variants; i++) to_compile += !r->targets[a].cached[i];
+  if (to_compile && pthread_create(&r->compile_thread, NULL, compile_main, r) == 0) {
+    r->compile_running = 1;
+  } else {
+    t_stage = fat_now_s();
+    if (compile_targets(r, 0)) goto out;
+    r->stage_s[FAT_STAGE_COMPILE] = fat_now_s() - t_stage;
+    r->compile_ended = 1;
+    r->compile_cut = fat_interrupted();
+  }
+  pthread_mutex_lock(&r->lock);
+  int ready = !store_gpus(r, nv, problem_ids, n_query);
   t_stage = fat_now_s();
-  for (int k = 0; k < r->n_models; k++) {
+  for (int k = 0; k < r->n_models && ready; k++) {
     if (!o->quiet) say_model(r, &r->models[k]);
-    if (ensure_ceilings(r, &r->models[k])) goto out;
+    ready = !ensure_ceilings(r, &r->models[k]);
   }
   r->stage_s[FAT_STAGE_CEILINGS] = fat_now_s() - t_stage;
+  pthread_mutex_unlock(&r->lock);
+  if (!ready) goto out;
   t_stage = fat_now_s();
   fat_model tuned_models[FAT_MAX_GPUS];
   for (int k = 0; k < r->n_models; k++) tuned_models[k] = r->models[k].m;
+  r->feed = (fat_build_feed){.lock = &r->lock, .changed = &r->built, .ended = &r->compile_ended};
   fat_tuning tuning = {.db = r->db, .log = log, .verbose = o->verbose, .quiet = o->quiet,
                        .retune = o->retune, .models = tuned_models, .n_models = r->n_models,
-                       .progress = &r->pr};
+                       .progress = &r->pr, .compile = &r->feed};
   int tuned = fat_tuning_run(&tuning, problems, n_query, &r->interrupted);
   for (int k = 0; k < r->n_models; k++) r->models[k].m = tuned_models[k];
   if (tuned) goto out;
   r->stage_s[FAT_STAGE_TUNE] = fat_now_s() - t_stage;
+  /* The builds the problems did not wait for are finished and stored. */
+  if (join_compile(r, 0)) goto out;
+  if (r->compile_cut) {
+    fprintf(log, "fatune: %zu builds committed to %s; rerun to go on from there\n",
+            r->pr.compiled + r->pr.cached, o->db_path);
+    r->interrupted = 1;
+  }
   if (!o->quiet)
     fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
             r->pr.evals_done, r->pr.eval_failed, r->pr.evals_skipped, fat_now_s() - r->t0);
@@ -754,6 +905,7 @@ interrupted:
     status = FAT_EXIT_INTERRUPTED;
   }
 out:
+  join_compile(r, 1);
   if (json && save_json(r, status, n_query) && status == FAT_EXIT_OK) status = FAT_EXIT_FAILED;
   free(problems);
   free(problem_ids);
@@ -769,9 +921,14 @@ out:
     free(t->builds);
     free(t->variant_ids);
     free(t->keys);
+    free(t->cached);
+    free(t->built);
+    free(t->order);
   }
   if (r->db) fat_db_close(r->db);
   if (r->gen) fat_gen_close(r->gen);
+  pthread_cond_destroy(&r->built);
+  pthread_mutex_destroy(&r->lock);
   free(r);
   return status;
 }

@@ -56,6 +56,8 @@ typedef struct model_run {
                               had it: a winner is decided again when this is not 0 */
   unsigned char *counted;  /* variant i on problem k counted in the run's figures (row k):
                               a problem handed out again counts what it resumes once */
+  unsigned char *pending;  /* variant i's build was still to come when the evaluations were
+                              counted: counted as one that builds */
   int alive;               /* its lanes that have not dropped out */
   fat_handout_stats stats;
   int started;             /* its hand-out ran (fat_handout_run returned 0) */
@@ -70,8 +72,10 @@ struct stage {
   int n_lanes;       /* over every model: 1 reads as the single-GPU run always has */
   int alive;         /* lanes of every model that have not dropped out (the ETA's) */
   /* The database connection, every count, the log and the models' arrays:
-   * a lane holds it for all but its measurer's calls. */
-  pthread_mutex_t lock;
+   * a lane holds it for all but its measurer's calls. The compile's
+   * (fat_tuning.compile) when one runs beside the stage, else own_lock. */
+  pthread_mutex_t *lock;
+  pthread_mutex_t own_lock;
   atomic_int failed; /* a model's hand-out failed: every other model's ends too */
 };
 
@@ -103,14 +107,30 @@ static int baseline_too_long(int seqlen_q, int seqlen_k) {
   return seqlen_q > FAT_MATERIALIZE_MAX_SEQLEN || seqlen_k > FAT_MATERIALIZE_MAX_SEQLEN;
 }
 
-int fat_tuning_runs_on(const fat_model *m, size_t i, const fat_problem *p) {
-  const fat_variant *v = &m->variants[i];
+int fat_tuning_fits(const fat_variant *v, const fat_problem *p) {
   if (v->direction != p->direction || v->dtype != p->dtype || v->mask != p->mask ||
-      v->head_dim != p->head_dim || !m->builds[i].ok)
+      v->head_dim != p->head_dim)
     return 0;
   if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE) && baseline_too_long(p->seqlen_q, p->seqlen_k))
     return 0;
   return fat_family_applies(v, p);
+}
+
+/* Whether variant I of model M's build is final: always, but while the
+ * compile beside the stage has yet to make it. Called with the lock held. */
+static int built(const stage *s, const fat_model *m, size_t i) {
+  return !s->t->compile || !m->built || m->built[i];
+}
+
+/* Waits (the lock held) until variant I of model M's build is final.
+ * FAT_LANE_DONE; FAT_LANE_STOPPED when the compile ended without it on ^C
+ * or SIGTERM; FAT_LANE_FAILED when it ended on a failure (said by the
+ * compile's end). */
+static fat_lane_result await_build(stage *s, const fat_model *m, size_t i) {
+  const fat_build_feed *c = s->t->compile;
+  while (!built(s, m, i) && !*c->ended) pthread_cond_wait(c->changed, s->lock);
+  if (built(s, m, i)) return FAT_LANE_DONE;
+  return *c->ended < 0 ? FAT_LANE_FAILED : FAT_LANE_STOPPED;
 }
 
 static void print_variant_row(stage *s, const fat_lane *l, const fat_variant *v,
@@ -150,9 +170,9 @@ static fat_lane_result keep_worker(model_run *mr, fat_lane *l, const fat_problem
                                    const char *lead) {
   stage *s = mr->s;
   char err[ERRLEN], label[LABEL_MAX];
-  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_unlock(s->lock);
   int rc = l->m.recover(l->m.self, err, sizeof err);
-  pthread_mutex_lock(&s->lock);
+  pthread_mutex_lock(s->lock);
   if (!rc) return FAT_LANE_DONE;
   l->lost = 1;
   mr->alive--;
@@ -191,10 +211,10 @@ static fat_lane_result evaluate(model_run *mr, fat_lane *l, size_t i, const fat_
   const fat_variant *v = &m->variants[i];
   double t0 = fat_now_s();
   memset(checks, 0, sizeof checks);
-  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_unlock(s->lock);
   int st = l->m.evaluate(l->m.self, v, &m->builds[i], shapes, n, p, checks, &timing, &timed,
                          reason, sizeof reason);
-  pthread_mutex_lock(&s->lock);
+  pthread_mutex_lock(s->lock);
   pr->eval_seconds += fat_now_s() - t0;
   pr->evals_done++;
   l->checked++;
@@ -298,9 +318,9 @@ static fat_lane_result choose_winner(model_run *mr, fat_lane *l, const fat_probl
   }
   if (close >= 2) {
     fat_timing tm[FAT_MAX_INTERLEAVED];
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(s->lock);
     int st = l->m.time_interleaved(l->m.self, vs, bs, close, p, tm, reason, sizeof reason);
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(s->lock);
     if (st == FAT_WORKER_OK) {
       if (fat_db_put_job_timings(t->db, m->gpu_id, l->device_id, problem_id, (size_t)close, ids,
                                  tm, NULL)) {
@@ -357,7 +377,15 @@ static fat_lane_result tune_problem(model_run *mr, fat_handout *h, fat_lane *l, 
   fat_problem_label(p, pr->stage + tagged, sizeof pr->stage - (size_t)tagged);
   if (!pr->tty && !t->quiet) fprintf(t->log, "fatune: %stuning %s\n", tag(s, l, tg), label);
   for (size_t i = 0; i < m->n_variants; i++) {
-    if (!fat_tuning_runs_on(m, i, p)) continue;
+    if (!fat_tuning_fits(&m->variants[i], p)) continue;
+    if (!built(s, m, i)) {
+      fat_lane_result waited = await_build(s, m, i);
+      if (waited != FAT_LANE_DONE) return waited;
+    }
+    if (!m->builds[i].ok) {
+      if (mr->pending[i]) pr->evals_total--; /* counted as a build to come, which failed */
+      continue;
+    }
     int checked = 0, passed = 0, timed = 0;
     if (fat_db_has_result(t->db, m->variant_ids[i], m->gpu_id, pid, &checked, &passed, &timed)) {
       db_error(s, "", "reading results");
@@ -390,9 +418,9 @@ static fat_lane_result tune_problem(model_run *mr, fat_handout *h, fat_lane *l, 
 
 static fat_lane_result tune_on_lane(void *user, fat_handout *h, int lane, size_t k) {
   model_run *mr = user;
-  pthread_mutex_lock(&mr->s->lock);
+  pthread_mutex_lock(mr->s->lock);
   fat_lane_result rc = tune_problem(mr, h, &mr->m->lanes[lane], k);
-  pthread_mutex_unlock(&mr->s->lock);
+  pthread_mutex_unlock(mr->s->lock);
   return rc;
 }
 
@@ -421,6 +449,8 @@ int fat_tuning_run(fat_tuning *t, const fat_problem *problems, size_t n, int *st
   int rc = -1, threads_started = 0;
   *stopped = 0;
   atomic_init(&s.failed, 0);
+  pthread_mutex_init(&s.own_lock, NULL);
+  s.lock = t->compile ? t->compile->lock : &s.own_lock;
   if (!runs || !threads) {
     fprintf(t->log, "fatune: out of memory for %d GPU models\n", t->n_models);
     goto out;
@@ -436,18 +466,24 @@ int fat_tuning_run(fat_tuning *t, const fat_problem *problems, size_t n, int *st
     mr->retired = calloc(n ? n : 1, sizeof *mr->retired);
     mr->measured = calloc(n ? n : 1, sizeof *mr->measured);
     mr->counted = calloc(n * mr->m->n_variants + 1, 1);
-    if (!mr->retired || !mr->measured || !mr->counted) {
+    mr->pending = calloc(mr->m->n_variants + 1, 1);
+    if (!mr->retired || !mr->measured || !mr->counted || !mr->pending) {
       fprintf(t->log, "fatune: out of memory for %zu problems\n", n);
       goto out;
     }
-    /* Count the evaluations first, for the ETA. */
+    /* Count the evaluations first, for the ETA: a build still to come as
+     * one that will build. */
+    pthread_mutex_lock(s.lock);
+    for (size_t i = 0; i < mr->m->n_variants; i++) mr->pending[i] = !built(&s, mr->m, i);
     for (size_t k = 0; k < n; k++)
       for (size_t i = 0; i < mr->m->n_variants; i++)
-        t->progress->evals_total += fat_tuning_runs_on(mr->m, i, &problems[k]);
+        t->progress->evals_total += fat_tuning_fits(&mr->m->variants[i], &problems[k]) &&
+                                    (mr->pending[i] || mr->m->builds[i].ok);
+    pthread_mutex_unlock(s.lock);
   }
   s.alive = s.n_lanes;
   t->progress->lanes = s.n_lanes;
-  pthread_mutex_init(&s.lock, NULL);
+
   if (t->n_models == 1) {
     run_model(&runs[0]); /* one lane runs in this thread, as the single-GPU run always did */
   } else {
@@ -455,14 +491,13 @@ int fat_tuning_run(fat_tuning *t, const fat_problem *problems, size_t n, int *st
     for (; threads_started < t->n_models; threads_started++)
       if (pthread_create(&threads[threads_started], NULL, model_thread, &runs[threads_started])) {
         atomic_store(&s.failed, 1);  /* the models already running stop after their variant */
-        pthread_mutex_lock(&s.lock);
+        pthread_mutex_lock(s.lock);
         fprintf(t->log, "fatune: cannot start the thread of %s\n", runs[threads_started].m->name);
-        pthread_mutex_unlock(&s.lock);
+        pthread_mutex_unlock(s.lock);
         break;
       }
     for (int j = 0; j < threads_started; j++) pthread_join(threads[j], NULL);
   }
-  pthread_mutex_destroy(&s.lock);
   int failed = threads_started < t->n_models && t->n_models > 1, any_lost = 0;
   for (int j = 0; j < t->n_models; j++) {
     model_run *mr = &runs[j];
@@ -483,7 +518,9 @@ int fat_tuning_run(fat_tuning *t, const fat_problem *problems, size_t n, int *st
     }
   }
   if (!failed && !any_lost) {
+    pthread_mutex_lock(s.lock);  /* the compile beside the stage shows it too */
     fat_progress_end(t->progress);
+    pthread_mutex_unlock(s.lock);
     rc = 0;
   }
   if (failed) *stopped = 0; /* the failure is the run's end; stopping was its echo */
@@ -493,8 +530,10 @@ out:
       free(runs[j].retired);
       free(runs[j].measured);
       free(runs[j].counted);
+      free(runs[j].pending);
     }
   free(runs);
   free(threads);
+  pthread_mutex_destroy(&s.own_lock);
   return rc;
 }

@@ -17,6 +17,7 @@
  * everything but its measurer's calls. */
 #ifndef FAT_TUNE_PROBLEM_H
 #define FAT_TUNE_PROBLEM_H
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include "db.h"
@@ -59,6 +60,9 @@ typedef struct fat_model {
   sqlite3_int64 gpu_id;              /* its gpus row: the key its winners go under */
   const fat_variant *variants;       /* those of its architecture */
   const fat_build *builds;           /* variant i's build; those not ok run nowhere */
+  const unsigned char *built;        /* with a compile beside the stage: variant i's build is
+                                        final once built[i] (written and read under the
+                                        compile's lock); NULL: every build is */
   const sqlite3_int64 *variant_ids;  /* variant i's row */
   size_t n_variants;
   fat_lane *lanes;
@@ -70,6 +74,19 @@ typedef struct fat_model {
   int all_lost;                      /* every lane dropped out before the problems were done */
 } fat_model;
 
+/* The compile running beside the stage (tune.c), so that the GPU checks
+ * the first variants while NVRTC makes the rest: the stage takes LOCK, the
+ * one the compile stores each build and sets fat_model.built under, for
+ * everything but its measurers' calls (the database connection is one), and
+ * a lane that meets a build still to come waits on CHANGED. */
+typedef struct fat_build_feed {
+  pthread_mutex_t *lock;
+  pthread_cond_t *changed;  /* broadcast under LOCK after each build and at the compile's end */
+  const int *ended;         /* under LOCK: 0 while it runs, 1 when it ended (every build made, or
+                               ^C), -1 when it failed (said on the log): a build not made then
+                               never will be */
+} fat_build_feed;
+
 /* What the tune stage works on; the caller fills it and keeps it alive. */
 typedef struct fat_tuning {
   fat_db *db;
@@ -79,11 +96,12 @@ typedef struct fat_tuning {
   fat_model *models;
   int n_models;            /* one model of one lane: the problems in order, in the caller's thread */
   fat_progress *progress;  /* the run's counts (the compile's too) and its line */
+  const fat_build_feed *compile;  /* NULL: every build is made before the stage */
 } fat_tuning;
 
-/* Whether variant I of model M is checked and timed on problem P: its own
- * key, a build, and a family that applies to the shape. */
-int fat_tuning_runs_on(const fat_model *m, size_t i, const fat_problem *p);
+/* Whether variant V is checked and timed on problem P, given a build: its
+ * own key and a family that applies to the shape. */
+int fat_tuning_fits(const fat_variant *v, const fat_problem *p);
 
 /* Tunes the N PROBLEMS on every model of T, each model's on its lanes.
  * Each model's problem_ids and n_done say which problems it tuned to the
