@@ -19,6 +19,9 @@ ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/call.log") 2>&1
+# shellcheck source=gpu_unpack.sh
+. "$ROOT/scripts/gpu_unpack.sh"
+gpu_unpack "$B" || { echo "gpu_call.sh: cannot unpack $B/pack.tar.xz"; exit 2; }
 [ -x "$B/fatune" ] || { echo "gpu_call.sh: no $B/fatune: pack a build first (scripts/gpu_pack.sh)"; exit 2; }
 # The pack leaves out the soname link and the tables database (the device
 # tool carries no links, and the tree holds the tables as SQL).

@@ -38,6 +38,10 @@ DB="$OUT/fatune.db"
 failures=0
 section() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
+# A pack carried as one tarball (scripts/gpu_pack.sh) is unpacked first.
+# shellcheck source=gpu_unpack.sh
+. "$ROOT/scripts/gpu_unpack.sh"
+gpu_unpack "$B" || { echo "cannot unpack $B/pack.tar.xz"; exit 1; }
 # scripts/gpu_pack.sh leaves out the soname link and the shipped tables'
 # database: made here, from the tree's db/tables/*.sql as the build does.
 soname=$(grep -ao 'libfatune\.so\.[0-9]*' "$B/runtime/libfatune.so" | head -1)  # its DT_SONAME
