@@ -609,6 +609,38 @@ out:
   bench_close(&b);
 }
 
+/* A Hopper forward kernel (ws90) whose build keeps local memory is
+ * refused before it is checked: one failed check saying why, per problem,
+ * never measured, and a rerun does not ask again; an mma80 build with a
+ * stack frame runs as before. */
+static void test_local_memory_refused(void) {
+  bench b;
+  int stopped = -1;
+  REQUIRE(bench_open(&b, "local.db", 3) == 0);
+  world.step = 0.1;
+  world.lanes_waited_for = 0;
+  b.variants[2].family = "ws90";
+  b.builds[2].stack_frame = 8;
+  b.builds[1].stack_frame = 16;  /* mma80: allowed */
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].evaluations, 3 * (N_VARIANTS - 1));
+  CHECK_INT(b.pr.evals_done, 3 * N_VARIANTS);
+  CHECK_INT(b.pr.eval_failed, 3 * 2);  /* v2 refused, v3 fails its checks */
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM checks c JOIN variants v ON v.id = c.variant_id"
+                         " WHERE v.name LIKE '%.v2' AND c.passed = 0 AND c.reason ="
+                         " 'refused: local memory (stack frame 8 B, spill stores 0 B, loads 0 B):"
+                         " a shipped Hopper forward kernel keeps none'"), 3);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings t JOIN variants v ON v.id = t.variant_id"
+                         " WHERE v.name LIKE '%.v2'"), 0);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings t JOIN variants v ON v.id = t.variant_id"
+                         " WHERE v.name LIKE '%.v1'"), 3);
+  b.gpus[0].evaluations = 0;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].evaluations, 0);
+out:
+  bench_close(&b);
+}
+
 int main(void) {
   REQUIRE_EXIT(mkdtemp(tmpdir));
   test_one_lane();
@@ -617,6 +649,7 @@ int main(void) {
   test_lane_lost();
   test_every_lane_lost();
   test_builds_beside();
+  test_local_memory_refused();
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

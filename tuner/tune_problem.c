@@ -194,6 +194,22 @@ static fat_lane_result keep_worker(model_run *mr, fat_lane *l, const fat_problem
   return FAT_LANE_LOST;
 }
 
+/* Why variant V's build B is not checked: a forward kernel of Hopper's
+ * warpgroup products (wgmma) that keeps anything in local memory -- a
+ * stack frame or spills, by ptxas's report -- which no shipped table may
+ * hold (tests/test_sass_winners.sh reads their machine code for LDL and
+ * STL): a winner that spills would have to be cut from the table by hand
+ * after the tune. Empty when it may run. */
+static void refusal(const fat_variant *v, const fat_build *b, char *why, size_t cap) {
+  const fat_family *f = fat_family_find(v->family, v->direction);
+  why[0] = 0;
+  if (v->direction != FAT_FWD || !f || f->matrix_op != FAT_MATRIX_WGMMA) return;
+  if (b->stack_frame > 0 || b->spill_stores > 0 || b->spill_loads > 0)
+    snprintf(why, cap, "refused: local memory (stack frame %d B, spill stores %d B, loads %d B):"
+             " a shipped Hopper forward kernel keeps none", b->stack_frame, b->spill_stores,
+             b->spill_loads);
+}
+
 /* Checks and times variant I on problem P on lane L; everything stored.
  * FAT_LANE_DONE, FAT_LANE_LOST (its worker would not restart) or
  * FAT_LANE_FAILED (the database, or the worker broke the protocol). */
@@ -209,6 +225,15 @@ static fat_lane_result evaluate(model_run *mr, fat_lane *l, size_t i, const fat_
   int timed = 0, n = fat_check_shapes_for(p, shapes);
   char reason[ERRLEN], tg[TAG_MAX];
   const fat_variant *v = &m->variants[i];
+  refusal(v, &m->builds[i], reason, sizeof reason);
+  if (reason[0]) {  /* a failed check of its own, so that a rerun does not ask again */
+    pr->evals_done++;
+    pr->eval_failed++;
+    l->checked++;
+    l->failed++;
+    print_variant_row(s, l, v, p, reason);
+    return record_failure(mr, i, problem_id, &shapes[0], reason) ? FAT_LANE_FAILED : FAT_LANE_DONE;
+  }
   double t0 = fat_now_s();
   memset(checks, 0, sizeof checks);
   pthread_mutex_unlock(s->lock);
