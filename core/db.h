@@ -147,6 +147,7 @@ typedef struct fat_db_choice {
   double median_ms;
   double tflops;
   char name[256];
+  int reps;  /* the timing's repetitions: fewer than FAT_FULL_REPS, a screening one */
 } fat_db_choice;
 
 /* The candidates for (GPU_ID, PROBLEM_ID), fastest first by their latest live
@@ -159,6 +160,23 @@ int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
  * timings alone are re-timed together, interleaved, and the winner is
  * decided among them by that job (fat_db_decide_winner). */
 #define FAT_CLOSE_CONTENDER 0.03
+/* A timing of at least this many repetitions is a full one (the tuner's
+ * --reps is never fewer); one of fewer is a screening: the first round of
+ * successive halving, a few repetitions of every candidate, after which
+ * only the close contenders are timed in full, in the job that decides. */
+#define FAT_FULL_REPS 20
+#define FAT_SQL_FULL_REPS "20" /* the same, for SQL text */
+/* The margin of a comparison that involves a screening median, whose few
+ * repetitions spread more: a candidate within it of the best stays a
+ * contender. (The shipped H200 winners' full timings spread (p90 - p10) /
+ * median 0.9 % at the median, 7.6 % at the 90th percentile.) */
+#define FAT_SCREEN_CONTENDER 0.10
+/* The repetitions of a screening (the tuner's, unless --exhaustive). */
+#define FAT_SCREEN_REPS 5
+/* The margin within which candidate C of the best, BEST, is a contender:
+ * FAT_CLOSE_CONTENDER between full timings, FAT_SCREEN_CONTENDER where
+ * either is a screening. */
+double fat_db_contender_margin(const fat_db_choice *best, const fat_db_choice *c);
 /* At most this many contenders are compared (the worker's FAT_MAX_INTERLEAVED). */
 #define FAT_DB_MAX_CONTENDERS 16
 /* The newest jobs of a problem the rule reads, looking for one that timed
@@ -166,12 +184,19 @@ int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
 #define FAT_DB_MAX_JOBS_READ 64
 /* The close contenders of (GPU_ID, PROBLEM_ID): the candidates (as
  * fat_db_rank's) ranked by their latest live timing taken alone -- not in a
- * job -- fastest first, those within FAT_CLOSE_CONTENDER of the first; up
+ * job -- fastest first, those within fat_db_contender_margin of the first; up
  * to CAP into OUT, *N how many (0: no candidate). A variant with no timing
  * alone (merged from a database that timed it only in jobs) is ranked by
  * its latest. */
 int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                       fat_db_choice *out, size_t cap, size_t *n);
+/* The fastest candidate of (GPU_ID, PROBLEM_ID) by its timing alone (as
+ * fat_db_contenders ranks) among the backward variants without atomics
+ * (FAT_SQL_DQ_SEPARATE): what the deterministic backward is served from,
+ * which the tuner re-times with the contenders so that it has a full
+ * timing to be served and exported by. *FOUND = 0 when there is none. */
+int fat_db_best_deterministic(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                              fat_db_choice *out, int *found);
 /* Stores the N timings T of one interleaved job (VARIANT_IDS[i] timed as
  * T[i]) on device DEVICE_ID of GPU_ID (0: none named, as
  * fat_db_put_timing) and their timing_jobs rows, all or none; *JOB (may be
@@ -196,7 +221,9 @@ int fat_db_get_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
  * compared only with timings of their kind: the close contenders
  * (fat_db_contenders) are found by their timings alone, and the winner is
  * the fastest contender in the newest job that timed the best of them
- * (ties by name); with one contender, or no such job, the best alone wins.
+ * (ties by name), with that job's timing -- a lone contender's too, so that
+ * a winner screened by a few repetitions is served with its full timing;
+ * where no job timed the best, the best alone wins.
  * (A variant timed alone runs a short burst at the boost clock, a job of
  * several the sustained one: on the H200 the re-timed contenders ran
  * 1.03x their first timings, so "the fastest latest timing" let a variant

@@ -100,7 +100,7 @@ static const char *const stmt_sql[ST_COUNT] = {
   [ST_RANK] =
     "WITH latest AS (SELECT variant_id, max(id) AS id FROM timings"
     "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id)"
-    " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name"
+    " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name, t.reps"
     " FROM latest l JOIN timings t ON t.id = l.id JOIN variants v ON v.id = t.variant_id"
     " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
     " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
@@ -115,19 +115,33 @@ static const char *const stmt_sql[ST_COUNT] = {
     " alone AS (SELECT t.variant_id, max(t.id) AS id FROM timings t"
     "  WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"
     "  AND NOT EXISTS (SELECT 1 FROM timing_jobs j WHERE j.timing_id = t.id) GROUP BY t.variant_id)"
-    " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name"
+    " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name, t.reps"
     " FROM latest l LEFT JOIN alone a ON a.variant_id = l.variant_id"
     " JOIN timings t ON t.id = coalesce(a.id, l.id) JOIN variants v ON v.id = t.variant_id"
     " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
     " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
     " ORDER BY t.median_ms, v.name",
+  /* As ST_RANK_ALONE, the first of the variants without atomics (dQ in a
+   * pass of its own): the deterministic backward's. */
+  [ST_RANK_ALONE_DQ_SEPARATE] =
+    "WITH latest AS (SELECT variant_id, max(id) AS id FROM timings"
+    "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id),"
+    " alone AS (SELECT t.variant_id, max(t.id) AS id FROM timings t"
+    "  WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"
+    "  AND NOT EXISTS (SELECT 1 FROM timing_jobs j WHERE j.timing_id = t.id) GROUP BY t.variant_id)"
+    " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name, t.reps"
+    " FROM latest l LEFT JOIN alone a ON a.variant_id = l.variant_id"
+    " JOIN timings t ON t.id = coalesce(a.id, l.id) JOIN variants v ON v.id = t.variant_id"
+    " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
+    " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
+    " AND " FAT_SQL_DQ_SEPARATE("v.params") " ORDER BY t.median_ms, v.name LIMIT 1",
   /* The jobs with live timings of (GPU, problem), the newest first. */
   [ST_JOBS] =
     "SELECT j.job FROM timing_jobs j JOIN timings t ON t.id = j.timing_id"
     " WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"
     " GROUP BY j.job ORDER BY max(t.id) DESC",
   [ST_JOB_TIMINGS] =
-    "SELECT t.variant_id, t.id, t.median_ms, t.tflops FROM timing_jobs j"
+    "SELECT t.variant_id, t.id, t.median_ms, t.tflops, t.reps FROM timing_jobs j"
     " JOIN timings t ON t.id = j.timing_id WHERE j.job = ?1 AND t.retired = 0",
   /* REPLACE deletes the old winner and inserts, so the schema's insert
    * triggers vet every winner. */
@@ -135,7 +149,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     "INSERT OR REPLACE INTO winners (gpu_id, problem_id, variant_id, timing_id)"
     " VALUES (?1, ?2, ?3, ?4)",
   [ST_GET_WINNER] =
-    "SELECT w.variant_id, w.timing_id, t.median_ms, t.tflops, v.name FROM winners w"
+    "SELECT w.variant_id, w.timing_id, t.median_ms, t.tflops, v.name, t.reps FROM winners w"
     " JOIN timings t ON t.id = w.timing_id JOIN variants v ON v.id = w.variant_id"
     " WHERE w.gpu_id = ?1 AND w.problem_id = ?2",
   [ST_RETIRE_CHECKS] =
@@ -583,6 +597,7 @@ static int rank_by(fat_db *db, enum stmt_id id, sqlite3_int64 gpu_id, sqlite3_in
     c->median_ms = sqlite3_column_double(s, 2);
     c->tflops = sqlite3_column_double(s, 3);
     snprintf(c->name, sizeof c->name, "%s", (const char *)sqlite3_column_text(s, 4));
+    c->reps = sqlite3_column_int(s, 5);
   }
   int ret = 0;
   if (*n < cap && rc != SQLITE_DONE)
@@ -597,11 +612,30 @@ int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
   return rank_by(db, ST_RANK, gpu_id, problem_id, out, cap, n);
 }
 
+int fat_db_best_deterministic(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                              fat_db_choice *out, int *found) {
+  size_t n = 0;
+  memset(out, 0, sizeof *out);
+  int ret = rank_by(db, ST_RANK_ALONE_DQ_SEPARATE, gpu_id, problem_id, out, 1, &n);
+  *found = n == 1;
+  return ret;
+}
+
+_Static_assert(FAT_FULL_REPS == 20, "FAT_SQL_FULL_REPS spells FAT_FULL_REPS");
+_Static_assert(FAT_SCREEN_REPS > 0 && FAT_SCREEN_REPS < FAT_FULL_REPS, "a screening has fewer");
+
+double fat_db_contender_margin(const fat_db_choice *best, const fat_db_choice *c) {
+  return best->reps < FAT_FULL_REPS || c->reps < FAT_FULL_REPS ? FAT_SCREEN_CONTENDER
+                                                               : FAT_CLOSE_CONTENDER;
+}
+
 int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                       fat_db_choice *out, size_t cap, size_t *n) {
   if (rank_by(db, ST_RANK_ALONE, gpu_id, problem_id, out, cap, n)) return -1;
   size_t close = 0;
-  while (close < *n && out[close].median_ms <= out[0].median_ms * (1 + FAT_CLOSE_CONTENDER)) close++;
+  for (size_t k = 0; k < *n; k++)
+    if (out[k].median_ms <= out[0].median_ms * (1 + fat_db_contender_margin(&out[0], &out[k])))
+      out[close++] = out[k];
   *n = close;
   return 0;
 }
@@ -648,7 +682,7 @@ int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 devic
 static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                                 const fat_db_choice *c, size_t n, fat_db_choice *out) {
   *out = c[0];
-  if (n < 2) return 0;
+  if (n < 1) return 0;
   sqlite3_int64 jobs[FAT_DB_MAX_JOBS_READ];
   size_t n_jobs = 0;
   sqlite3_stmt *s = stmt(db, ST_JOBS);
@@ -684,6 +718,7 @@ static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 
         best.timing_id = sqlite3_column_int64(s, 1);
         best.median_ms = ms;
         best.tflops = sqlite3_column_double(s, 3);
+        best.reps = sqlite3_column_int(s, 4);
         has_best = 1;
       }
     }
@@ -743,6 +778,7 @@ int fat_db_get_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
     out->median_ms = sqlite3_column_double(s, 2);
     out->tflops = sqlite3_column_double(s, 3);
     snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 4));
+    out->reps = sqlite3_column_int(s, 5);
   } else if (rc != SQLITE_DONE) {
     ret = fail(db, "cannot read the winner on gpu %lld, problem %lld", (long long)gpu_id,
                (long long)problem_id);

@@ -89,6 +89,7 @@ for a in sm_86 sm_87 sm_89 sm_100 sm_103 sm_120; do
 done
 expect 2 "fatune: --db: empty path" --db ""
 expect 2 "fatune: --retune given twice" --retune --retune
+expect 2 "fatune: --exhaustive given twice" --exhaustive --list --exhaustive
 expect 2 "fatune: --quiet and --verbose contradict each other" -q -v
 expect 2 "fatune: --head-dim given twice" --head-dim 64 --head-dim 128
 

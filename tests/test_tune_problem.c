@@ -54,6 +54,7 @@ static struct {
   int lanes_waited_for;  /* lanes whose first evaluate waits for the others' (0: none) */
   int lanes_arrived;
   double step;           /* variant j's median: 1 + STEP * j ms */
+  int alone_reps;        /* a timing after the checks: this many repetitions (0: 20) */
 } world = {.lock = PTHREAD_MUTEX_INITIALIZER, .first_calls = PTHREAD_COND_INITIALIZER};
 
 /* A compile beside the stage (fat_build_feed), faked: a thread that makes
@@ -145,6 +146,7 @@ static int fake_evaluate(void *self, const fat_variant *v, const fat_build *b,
   }
   *timed = !fails && problem;
   if (*timed) *timing = timing_of(1 + world.step * variant_number(v));
+  if (*timed && world.alone_reps) timing->reps = world.alone_reps;
   snprintf(reason, reasonlen, "ok");
   return FAT_WORKER_OK;
 }
@@ -641,6 +643,42 @@ out:
   bench_close(&b);
 }
 
+/* Screened timings (a few repetitions, as the worker takes them unless
+ * --exhaustive): the candidates within the screening margin (10 %) of the
+ * best are timed in full together, a lone one too, and every winner is
+ * served by its full timing from that job. */
+static void test_screening(void) {
+  bench b;
+  int stopped = -1;
+  const long long n = 3;
+  const fat_db_choice full = {.reps = 20}, screen = {.reps = FAT_SCREEN_REPS};
+  CHECK(fat_db_contender_margin(&full, &full) == FAT_CLOSE_CONTENDER);
+  CHECK(fat_db_contender_margin(&full, &screen) == FAT_SCREEN_CONTENDER);
+  CHECK(fat_db_contender_margin(&screen, &full) == FAT_SCREEN_CONTENDER);
+  REQUIRE(bench_open(&b, "screen.db", (size_t)n) == 0);
+  world.step = 0.07;  /* v0 1.00, v1 1.07 within 10 %; v2 1.14 not; v3 fails */
+  world.lanes_waited_for = 0;
+  world.alone_reps = FAT_SCREEN_REPS;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].interleaved, (int)n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timing_jobs"), 2 * n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners w JOIN timings t ON t.id = w.timing_id"
+                         " JOIN timing_jobs j ON j.timing_id = t.id JOIN variants v ON"
+                         " v.id = w.variant_id WHERE t.reps = 20 AND v.name LIKE '%.v0'"), n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings WHERE reps = 5"), 3 * n);
+  bench_close(&b);
+  REQUIRE(bench_open(&b, "screen_lone.db", (size_t)n) == 0);
+  world.step = 0.2;  /* v0 alone within 10 % */
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].interleaved, (int)n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timing_jobs"), n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners w JOIN timings t ON t.id = w.timing_id"
+                         " JOIN timing_jobs j ON j.timing_id = t.id WHERE t.reps = 20"), n);
+  world.alone_reps = 0;
+out:
+  bench_close(&b);
+}
+
 int main(void) {
   REQUIRE_EXIT(mkdtemp(tmpdir));
   test_one_lane();
@@ -650,6 +688,7 @@ int main(void) {
   test_every_lane_lost();
   test_builds_beside();
   test_local_memory_refused();
+  test_screening();
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

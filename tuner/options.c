@@ -11,7 +11,10 @@
 #include <sys/stat.h>
 #include "compile.h"
 #include "cli_args.h"
+#include "db.h"
 #include "options.h"
+
+_Static_assert(FAT_MIN_REPS >= FAT_FULL_REPS, "--reps gives full timings");
 
 static const int default_seqlens[] = {512, 1024, 2048, 4096, 8192, 16384};
 #define N_DEFAULT_SEQLENS (int)(sizeof default_seqlens / sizeof default_seqlens[0])
@@ -55,7 +58,10 @@ const char *fat_options_usage(void) {
          "  --db PATH          database (default $FATUNE_DB, else\n"
          "                     $XDG_CACHE_HOME/fatune/fatune.db or ~/.cache/fatune/fatune.db)\n"
          "  --jobs J           compile threads (default: number of CPUs)\n"
-         "  --reps N           timed repetitions per variant, at least 20 (default 20)\n"
+         "  --reps N           timed repetitions of a full timing, at least 20 (default 20):\n"
+         "                     every candidate is first screened by 5, and those within\n"
+         "                     10% of the best are timed in full, together\n"
+         "  --exhaustive       time every candidate in full (no screening round)\n"
          "  --timeout S        watchdog for one variant on the GPU, seconds (default 60)\n"
          "  --arch ARCH        compile for ARCH (sm_80, sm_86, sm_89, sm_90a, sm_100, sm_120,\n"
          "                     ...; default: the GPU's)\n"
@@ -387,7 +393,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
                                        "--varlen", "--family", "--param", "--json",
                                        "--shard"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
-  int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0;
+  int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0, seen_exhaustive = 0;
 
   memset(o, 0, sizeof *o);
   o->command = FAT_CMD_TUNE;
@@ -414,6 +420,14 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
     }
     if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       o->quiet = 1;
+      continue;
+    }
+    if (!strcmp(a, "--exhaustive")) {
+      if (seen_exhaustive++) {
+        snprintf(err, errlen, "%s given twice", a);
+        return -1;
+      }
+      o->exhaustive = 1;
       continue;
     }
     if (!strcmp(a, "--retune") || !strcmp(a, "--list")) {

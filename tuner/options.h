@@ -88,6 +88,8 @@ typedef struct fat_options {
   char params[FAT_MAX_LIST][64];         /* --param: only variants with each NAME=VALUE */
   int n_params;                          /* 0: every variant */
   int retune;                            /* --retune: re-measure what the DB already has */
+  int exhaustive;                        /* --exhaustive: every candidate timed in full, no
+                                            screening round */
   int verbose;                           /* -v: one row per variant; -vv: pruned ones too */
   int quiet;                             /* -q: only the final table and errors */
   fat_direction directions[2];           /* --direction: fwd, bwd or both, in the order given */

@@ -758,6 +758,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
     fat_worker_options_default(&wo);
     wo.timeout_base_s = o->timeout_s;
     wo.time.reps = o->reps;
+    wo.screen_reps = o->exhaustive ? 0 : FAT_SCREEN_REPS;
     wo.seed = fresh_seed();
     int started = fat_run_gpus_start(o, &wo, &r->gpus, err, sizeof err);
     if (started != FAT_GPU_OPENED) {

@@ -300,8 +300,10 @@ static ssize_t variant_index(const fat_model *m, sqlite3_int64 id) {
 }
 
 /* Re-times the close contenders (fat_db_contenders: within
- * FAT_CLOSE_CONTENDER of the best by their timings alone) together,
- * interleaved, as one job on lane L, then decides the winner
+ * fat_db_contender_margin of the best by their timings alone, the wider
+ * one of a screening) together, interleaved, in full, as one job on lane
+ * L -- a lone contender too when it was only screened, and for the
+ * backward the deterministic pick with them -- then decides the winner
  * (fat_db_decide_winner, the one rule, which compares them by that job). A
  * winner is decided once: when this run measured nothing of P (MEASURED 0:
  * a rerun, every result resumed) and P has a stored winner, it stands --
@@ -328,10 +330,24 @@ static fat_lane_result choose_winner(model_run *mr, fat_lane *l, const fat_probl
     db_error(s, "", "ranking");
     return FAT_LANE_FAILED;
   }
+  /* The deterministic backward's variant (the fastest without atomics)
+   * goes into the job too, unless a contender is it: it is served, and
+   * exported, by a full timing. */
+  if (p->direction == FAT_BWD && n < FAT_DB_MAX_CONTENDERS) {
+    fat_db_choice det;
+    int has = 0;
+    if (fat_db_best_deterministic(t->db, m->gpu_id, problem_id, &det, &has)) {
+      db_error(s, "", "ranking");
+      return FAT_LANE_FAILED;
+    }
+    size_t k = 0;
+    while (has && k < n && ranked[k].variant_id != det.variant_id) k++;
+    if (has && k == n) ranked[n++] = det;
+  }
   const fat_variant *vs[FAT_MAX_INTERLEAVED];
   const fat_build *bs[FAT_MAX_INTERLEAVED];
   sqlite3_int64 ids[FAT_MAX_INTERLEAVED];
-  int close = 0;
+  int close = 0, screened = 0;
   /* A contender this run has no build of (another family's, say) is not
    * re-timed; the rule compares the others by the job. */
   for (size_t k = 0; k < n && close < FAT_MAX_INTERLEAVED; k++) {
@@ -340,8 +356,11 @@ static fat_lane_result choose_winner(model_run *mr, fat_lane *l, const fat_probl
     vs[close] = &m->variants[i];
     bs[close] = &m->builds[i];
     ids[close++] = m->variant_ids[i];
+    screened |= ranked[k].reps < FAT_FULL_REPS;
   }
-  if (close >= 2) {
+  /* Timed together when there are several to compare, and always where
+   * one was only screened: a winner's timing is a full one. */
+  if (close >= 2 || (close == 1 && screened)) {
     fat_timing tm[FAT_MAX_INTERLEAVED];
     pthread_mutex_unlock(s->lock);
     int st = l->m.time_interleaved(l->m.self, vs, bs, close, p, tm, reason, sizeof reason);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "compile.h"
+#include "family.h"
 #include "gpu_run.h"
 #include "worker.h"
 #include "fwd_launch.h"
@@ -697,14 +698,18 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
   job->seed = w->opts.seed + w->jobs++;
   job->check_seed = fat_seed_derive(w->opts.seed, CHECK_SEED_STREAM);
   job->timed = problem != NULL;
+  job->opts = w->opts.time;
+  /* A screening, but for the figures the run's table prints beside the
+   * winner: the default variant's and the materialising baseline's. */
+  if (w->opts.screen_reps > 0 && !v->is_default && strcmp(v->family, FAT_FAMILY_MATERIALIZE))
+    job->opts.reps = w->opts.screen_reps;
   if (problem) {
     job->problem = *problem;
-    estimate_s += (w->opts.time.reps + w->opts.time.warmup) * fat_problem_flops(problem) /
+    estimate_s += (job->opts.reps + job->opts.warmup) * fat_problem_flops(problem) /
                   VARIANT_FLOP_PER_S;
   } else {
     memset(&job->problem, 0, sizeof job->problem);
   }
-  job->opts = w->opts.time;
   fat_put_eval_job(&msg, job);
 
   rc = transact(w, FAT_MSG_P_EVALUATE, &msg, watchdog_ms(w, estimate_s), FAT_MSG_W_EVALUATED,

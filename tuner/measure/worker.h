@@ -46,6 +46,11 @@ typedef struct fat_worker_options {
   double timeout_base_s;    /* watchdog: every job gets this much ... */
   double timeout_factor;    /* ... plus this many times its estimated duration */
   fat_time_opts time;       /* repetitions, warm-up, L2 flush */
+  int screen_reps;          /* > 0: the timing after a variant's checks is a screening of
+                               this many repetitions (fewer than FAT_FULL_REPS), but for the
+                               default variant's and the materialising baseline's, which the
+                               run's table prints as figures; interleaved jobs take
+                               time.reps. 0: every timing takes time.reps */
   uint64_t seed;            /* first job's seed; each job after takes the next */
 } fat_worker_options;
 
