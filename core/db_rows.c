@@ -29,6 +29,21 @@ enum summary_col {
   SC_WINDOW_LEFT, SC_WINDOW_RIGHT, SC_LENGTHS
 };
 
+/* The candidates ranked by their latest live timing taken alone (no
+ * timing_jobs row), a variant timed only in jobs by its latest; WHERE adds
+ * to the condition, TAIL follows the order. */
+#define RANK_ALONE_SQL(where, tail)                                                              \
+  "WITH latest AS (SELECT variant_id, max(id) AS id FROM timings"                                \
+  "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id),"                \
+  " alone AS (SELECT t.variant_id, max(t.id) AS id FROM timings t"                               \
+  "  WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"                                \
+  "  AND NOT EXISTS (SELECT 1 FROM timing_jobs j WHERE j.timing_id = t.id) GROUP BY t.variant_id)" \
+  " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name, t.reps"                            \
+  " FROM latest l LEFT JOIN alone a ON a.variant_id = l.variant_id"                              \
+  " JOIN timings t ON t.id = coalesce(a.id, l.id) JOIN variants v ON v.id = t.variant_id"        \
+  " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")                                 \
+  " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'" where " ORDER BY t.median_ms, v.name" tail
+
 /* The SQL of each prepared statement (enum stmt_id, db_int.h). */
 static const char *const stmt_sql[ST_COUNT] = {
   [ST_PUT_GPU] =
@@ -109,32 +124,11 @@ static const char *const stmt_sql[ST_COUNT] = {
   /* As ST_RANK, by each variant's latest live timing taken alone (no
    * timing_jobs row); a variant timed only in jobs (merged from elsewhere)
    * by its latest. */
-  [ST_RANK_ALONE] =
-    "WITH latest AS (SELECT variant_id, max(id) AS id FROM timings"
-    "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id),"
-    " alone AS (SELECT t.variant_id, max(t.id) AS id FROM timings t"
-    "  WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"
-    "  AND NOT EXISTS (SELECT 1 FROM timing_jobs j WHERE j.timing_id = t.id) GROUP BY t.variant_id)"
-    " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name, t.reps"
-    " FROM latest l LEFT JOIN alone a ON a.variant_id = l.variant_id"
-    " JOIN timings t ON t.id = coalesce(a.id, l.id) JOIN variants v ON v.id = t.variant_id"
-    " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
-    " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
-    " ORDER BY t.median_ms, v.name",
-  /* As ST_RANK_ALONE, the first of the variants without atomics (dQ in a
-   * pass of its own): the deterministic backward's. */
+  [ST_RANK_ALONE] = RANK_ALONE_SQL("", ""),
+  /* The same, the first of the variants without atomics (dQ in a pass of
+   * its own): the deterministic backward's. */
   [ST_RANK_ALONE_DQ_SEPARATE] =
-    "WITH latest AS (SELECT variant_id, max(id) AS id FROM timings"
-    "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id),"
-    " alone AS (SELECT t.variant_id, max(t.id) AS id FROM timings t"
-    "  WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"
-    "  AND NOT EXISTS (SELECT 1 FROM timing_jobs j WHERE j.timing_id = t.id) GROUP BY t.variant_id)"
-    " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name, t.reps"
-    " FROM latest l LEFT JOIN alone a ON a.variant_id = l.variant_id"
-    " JOIN timings t ON t.id = coalesce(a.id, l.id) JOIN variants v ON v.id = t.variant_id"
-    " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
-    " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
-    " AND " FAT_SQL_DQ_SEPARATE("v.params") " ORDER BY t.median_ms, v.name LIMIT 1",
+    RANK_ALONE_SQL(" AND " FAT_SQL_DQ_SEPARATE("v.params"), " LIMIT 1"),
   /* The jobs with live timings of (GPU, problem), the newest first. */
   [ST_JOBS] =
     "SELECT j.job FROM timing_jobs j JOIN timings t ON t.id = j.timing_id"
