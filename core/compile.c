@@ -566,7 +566,9 @@ static int server_start(server *s, const fat_variant *variants, size_t n, const 
     /* Only its own socket: another server's open end would keep that one
      * from seeing its socket close, the tuner's database its own. */
     if (dup2(sv[1], SERVER_FD) < 0) _exit(1);
-    if (niceness > 0 && nice(niceness) == -1 && errno) _exit(1);
+    /* Raising one's own niceness cannot be refused; were it, the compile
+     * would only run at its parent's priority. */
+    if (niceness > 0 && nice(niceness) == -1) errno = 0;
     if (syscall(SYS_close_range, SERVER_FD + 1, ~0U, 0))
       for (int fd = SERVER_FD + 1; fd < 65536; fd++) close(fd);
     server_main(variants, n, arch, parent, max_bytes);
