@@ -740,6 +740,25 @@ int main(void) {
   snprintf(d, sizeof d, "%s/e2.db", dir);
   CHECK_INT(import_text(d, bwd, err, sizeof err), 1 + 2 + 2 + 2 + 1 + 4 + 2 + 1);
   free(bwd);
+  /* The run's database itself merges (a shard's, say), its screening with
+   * it: a measurement, if no winner's. */
+  {
+    char src[256], dst[256];
+    long long added = -1;
+    snprintf(src, sizeof src, "%s/d2.db", dir);
+    snprintf(dst, sizeof dst, "%s/m2.db", dir);
+    REQUIRE_EXIT(fat_db_open(dst, &db, err, sizeof err) == 0);
+    CHECK_INT(merge(db, src, &added, err, sizeof err), 0);
+    fat_db_close(db);
+    sqlite3 *h = NULL;
+    REQUIRE_EXIT(sqlite3_open_v2(dst, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    REQUIRE_EXIT(sqlite3_prepare_v2(h, "SELECT count(*) FROM timings WHERE reps = 5", -1, &q,
+                                    NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW);
+    CHECK_INT(sqlite3_column_int(q, 0), 1);
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+  }
 
   /* A source of thousands of lines (an inlined backward kernel) stays one
    * INSERT line that SQLite can parse: its concatenation is chunked, not

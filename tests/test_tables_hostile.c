@@ -620,7 +620,11 @@ static void hostile_measurements(fat_gen *g) {
        "t.sql: timings row 1: median_ms 0.001 puts its problem at 1.37e+05 TFLOP/s, more than "
        "10000"},
       {timing_values, "9223372036854775807, 1, 0.90000000000000002, 1.2, 0.94999999999999996, "
-       "1.05, 1, 1755", "t.sql: timings row 1: reps 9223372036854775807 is outside [20, 10000]"},
+       "1.05, 1, 1755", "t.sql: timings row 1: reps 9223372036854775807 is outside [20, 10000]: a"
+       " winner's timing is a full one"},
+      /* A screening's few repetitions are no winner's timing. */
+      {timing_values, "5, 1, 0.90000000000000002, 1.2, 0.94999999999999996, 1.05, 1, 1755",
+       "t.sql: timings row 1: reps 5 is outside [20, 10000]: a winner's timing is a full one"},
       {timing_values, "20, 1, 0.90000000000000002, 1.2, 0.94999999999999996, 1.05, 1e999, 1755",
        "t.sql: timings row 1: tflops inf is more than 10000"},
       {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA H200', 2147483648, 0, 132,",

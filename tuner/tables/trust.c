@@ -642,8 +642,10 @@ out:
   return rc;
 }
 
-/* A timing is a measurement: reps the tuner takes, a median no launch can
- * beat and no problem's FLOPs can make faster than MAX_PLAUSIBLE_TFLOPS. */
+/* A timing is a measurement: reps the tuner takes (a winner's a full
+ * timing's, at least FAT_FULL_REPS; another's at least a screening's,
+ * FAT_SCREEN_REPS), a median no launch can beat and no problem's FLOPs can
+ * make faster than MAX_PLAUSIBLE_TFLOPS. */
 /* The problem of a row whose columns FIRST.. are a problems row's
  * direction, mask, head_dim, batch, heads, seqlen_q, seqlen_k,
  * window_left, window_right and lengths (what fat_problem_flops needs). */
@@ -682,7 +684,8 @@ static int check_timings(sqlite3 *h, const char *name, char *err, size_t errlen)
   int rc = -1, step;
   if (sqlite3_prepare_v2(h, "SELECT t.id, t.reps, t.median_ms, t.min_ms, t.max_ms, t.tflops,"
                             " t.sm_clock_mhz, p.direction, p.mask, p.head_dim, p.batch, p.heads,"
-                            " p.seqlen_q, p.seqlen_k, p.window_left, p.window_right, p.lengths"
+                            " p.seqlen_q, p.seqlen_k, p.window_left, p.window_right, p.lengths,"
+                            " EXISTS (SELECT 1 FROM main.winners w WHERE w.timing_id = t.id)"
                             " FROM main.timings t JOIN main.problems p ON p.id = t.problem_id"
                             " ORDER BY t.id", -1, &s, NULL) != SQLITE_OK)
     goto sqlfail;
@@ -692,8 +695,11 @@ static int check_timings(sqlite3 *h, const char *name, char *err, size_t errlen)
     const double hi = sqlite3_column_double(s, 4), tflops = sqlite3_column_double(s, 5);
     const fat_problem p = problem_of_row(s, 7);
     char what[200] = "";
-    if (reps < FAT_MIN_REPS || reps > FAT_MAX_REPS)
-      snprintf(what, sizeof what, "reps %lld is outside [%d, %d]", reps, FAT_MIN_REPS, FAT_MAX_REPS);
+    const int winning = sqlite3_column_int(s, 17);
+    const int least = winning ? FAT_FULL_REPS : FAT_SCREEN_REPS;
+    if (reps < least || reps > FAT_MAX_REPS)
+      snprintf(what, sizeof what, "reps %lld is outside [%d, %d]%s", reps, least, FAT_MAX_REPS,
+               winning ? ": a winner's timing is a full one" : "");
     else if (!isfinite(lo) || !isfinite(hi))
       snprintf(what, sizeof what, "median_ms %g is outside [%g, %g]", median, MIN_MEDIAN_MS,
                MAX_MEDIAN_MS);
