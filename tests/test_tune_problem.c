@@ -55,6 +55,7 @@ static struct {
   int lanes_arrived;
   double step;           /* variant j's median: 1 + STEP * j ms */
   int alone_reps;        /* a timing after the checks: this many repetitions (0: 20) */
+  int interleave_faults; /* time_interleaved kills the worker */
 } world = {.lock = PTHREAD_MUTEX_INITIALIZER, .first_calls = PTHREAD_COND_INITIALIZER};
 
 /* A compile beside the stage (fat_build_feed), faked: a thread that makes
@@ -157,6 +158,11 @@ static int fake_interleave(void *self, const fat_variant *const *v, const fat_bu
   fake_gpu *g = self;
   (void)b, (void)problem;
   g->interleaved++;
+  if (world.interleave_faults) {
+    g->alive = 0;
+    snprintf(reason, reasonlen, "fault: worker killed by signal 11 (Segmentation fault)");
+    return FAT_WORKER_FAULT;
+  }
   /* Re-timed, the order holds: the same medians. */
   for (int i = 0; i < n; i++) timings[i] = timing_of(1 + world.step * variant_number(v[i]));
   snprintf(reason, reasonlen, "ok");
@@ -674,6 +680,21 @@ static void test_screening(void) {
   CHECK_INT(count_of(&b, "SELECT count(*) FROM timing_jobs"), n);
   CHECK_INT(count_of(&b, "SELECT count(*) FROM winners w JOIN timings t ON t.id = w.timing_id"
                          " JOIN timing_jobs j ON j.timing_id = t.id WHERE t.reps = 20"), n);
+  bench_close(&b);
+  /* The full timing fails: no winner by a screening; the rerun times the
+   * contenders in full and decides. */
+  REQUIRE(bench_open(&b, "screen_fault.db", (size_t)n) == 0);
+  world.interleave_faults = 1;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  world.interleave_faults = 0;
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners"), 0);
+  CHECK_CONTAINS(b.text, "fatune: no winner for fwd fp16 d64 none s256 yet: its screened contenders"
+                         " were not timed in full; a rerun times them again\n");
+  b.gpus[0].interleaved = 0;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].interleaved, (int)n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners w JOIN timings t ON t.id = w.timing_id"
+                         " WHERE t.reps = 20"), n);
   world.alone_reps = 0;
 out:
   bench_close(&b);

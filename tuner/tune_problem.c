@@ -375,6 +375,13 @@ static fat_lane_result choose_winner(model_run *mr, fat_lane *l, const fat_probl
       fprintf(t->log, "fatune: %sre-timing close contenders: %s\n", tag(s, l, tg), reason);
       fat_lane_result kept = keep_worker(mr, l, p, "");
       if (kept != FAT_LANE_DONE) return kept;
+      if (screened) {  /* no winner by a screening: the rerun times them in full again */
+        char label[LABEL_MAX];
+        fat_problem_label(p, label, sizeof label);
+        fprintf(t->log, "fatune: %sno winner for %s yet: its screened contenders were not timed"
+                " in full; a rerun times them again\n", tag(s, l, tg), label);
+        return FAT_LANE_DONE;
+      }
     }
   }
   fat_db_choice best;
