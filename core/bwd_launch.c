@@ -51,7 +51,7 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
     bwd_tensors(p, t);
     for (int i = 0; i < BWD_MAPS; i++) {
       const int rows = i == 1 || i == 2 ? g->block_n : g->block_q;
-      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], f->head_dim, g->bf16, rows);
+      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], f->head_dim, g->bf16, FAT_TMA_BOX_COLUMNS, rows);
       if (e != CUDA_SUCCESS) return e;
     }
   }

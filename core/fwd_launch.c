@@ -77,18 +77,21 @@ int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, c
 }
 
 CUresult fat_tma_encode(const fat_cuda *cu, CUtensorMap *map, const fat_tma_tensor *t, int head_dim,
-                        int bf16, int box_rows) {
+                        int bf16, int box_columns, int box_rows) {
+  if (box_columns != FAT_TMA_BOX_COLUMNS && box_columns != FAT_TMA_HALF_SLAB) return CUDA_ERROR_INVALID_VALUE;
   long long extent[3], stride[3];
   const int n = tma_dims(t, extent, stride);
   cuuint64_t dims[4] = {(cuuint64_t)head_dim}, strides[3];
-  cuuint32_t box[4] = {FAT_TMA_BOX_COLUMNS, (cuuint32_t)box_rows, 1, 1}, steps[4] = {1, 1, 1, 1};
+  cuuint32_t box[4] = {(cuuint32_t)box_columns, (cuuint32_t)box_rows, 1, 1}, steps[4] = {1, 1, 1, 1};
   for (int d = 0; d < n; d++) {
     dims[d + 1] = (cuuint64_t)extent[d];
     strides[d] = (cuuint64_t)(stride[d] * ELEMENT_BYTES);
   }
   return cu->cuTensorMapEncodeTiled(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                                     (cuuint32_t)(n + 1), (void *)t->base, dims, strides, box, steps,
-                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    box_columns == FAT_TMA_BOX_COLUMNS ? CU_TENSOR_MAP_SWIZZLE_128B
+                                                                       : CU_TENSOR_MAP_SWIZZLE_64B,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
@@ -98,7 +101,7 @@ static int schedule(fat_kernel_desc *d, fat_direction direction, const fat_famil
   int block_n = 0;
   d->direction = direction;
   d->kind = f->kind;
-  d->pack_gqa = d->block_q = d->dq_separate = d->block_n = d->persistent = 0;
+  d->pack_gqa = d->block_q = d->dq_separate = d->block_n = d->persistent = d->tma_slab = 0;
   d->splits = 1;
   /* A backward variant's block_m is its key block; its query tile and dQ
    * strategy are in its parameters. */
@@ -108,11 +111,13 @@ static int schedule(fat_kernel_desc *d, fat_direction direction, const fat_famil
      * whether its blocks are resident, looping over key blocks. */
     if (d->kind != FAT_KERNEL_FUSED_TMA) return 0;
     d->block_n = block_n;
+    d->tma_slab = FAT_TMA_BOX_COLUMNS;
     return fat_bwd_tma_parse(params, &d->persistent, err, errlen);
   }
   if (fat_fwd_params_parse(params, &d->pack_gqa, &d->splits, err, errlen)) return -1;
-  return d->kind == FAT_KERNEL_FUSED_TMA ? fat_fwd_tma_parse(params, &d->block_n, &d->persistent, err, errlen)
-                                          : 0;
+  return d->kind == FAT_KERNEL_FUSED_TMA
+             ? fat_fwd_tma_parse(params, &d->block_n, &d->persistent, &d->tma_slab, err, errlen)
+             : 0;
 }
 
 int fat_kernel_schedule(fat_kernel_desc *d, fat_direction direction, const char *family,
@@ -232,7 +237,8 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
     if (fat_fwd_tma_describable(p, call, why, sizeof why)) return CUDA_ERROR_INVALID_VALUE;
     tma_tensors(p, call, t);
     for (int i = 0; i < 3; i++) {
-      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], p->head_dim, g->bf16, i == 0 ? g->block_m : g->block_n);
+      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], p->head_dim, g->bf16,
+                                  g->tma_slab ? g->tma_slab : FAT_TMA_BOX_COLUMNS, i == 0 ? g->block_m : g->block_n);
       if (e != CUDA_SUCCESS) return e;
     }
   }

@@ -30,15 +30,20 @@ typedef struct fat_fwd_geometry {
   int splits;        /* blocks the keys of one query block are divided among */
   int head_dim;      /* the template's: the row pitch of the fp32 partials */
   int block_n;       /* > 0: the kernel takes tensor maps of q, k and v after P, in boxes of
-                        64 columns by block_m (q) and block_n (k, v) rows; 0: P alone */
+                        tma_slab columns by block_m (q) and block_n (k, v) rows; 0: P alone */
+  int tma_slab;      /* with block_n: the boxes' columns, the template's slab: 64, or 32
+                        (0 reads as 64) */
   int bf16;          /* with block_n: the maps' element type, 1 bf16, 0 fp16 */
   int persistent;    /* 0: one block a query block; FAT_FWD_RESIDENT: at most one block an SM
                         (fat_fwd_call's sm_count), each looping over the query blocks;
                         FAT_FWD_DRAWN: the same, drawn from a counter in the workspace */
 } fat_fwd_geometry;
 
-/* Columns of one tensor-map box: a 128-byte swizzled slab of 16-bit elements. */
+/* Columns of one tensor-map box: a 128-byte swizzled slab of 16-bit elements.
+ * The ws90 forward's SLAB 32 (d96 on a template of its own width) takes
+ * boxes of 32, a 64-byte swizzled slab. */
 #define FAT_TMA_BOX_COLUMNS 64
+#define FAT_TMA_HALF_SLAB 32
 
 /* One of the tensors a map describes (q, k, v; the backward's dout too):
  * (head_dim, rows, heads, batch), innermost first, strides in elements; a
@@ -56,11 +61,13 @@ typedef struct fat_tma_tensor {
  * extents below 2^32), else -1 with err naming the first that cannot. */
 int fat_tma_describable(const fat_tma_tensor *t, int n, int head_dim, char *err, size_t errlen);
 
-/* Encodes the map of T in boxes of FAT_TMA_BOX_COLUMNS columns by BOX_ROWS
- * rows, with the swizzle of the templates' tiles (wgmma's 128-byte one);
- * rows and columns past its extents load as zeros. T must be describable. */
+/* Encodes the map of T in boxes of BOX_COLUMNS columns (FAT_TMA_BOX_COLUMNS
+ * or FAT_TMA_HALF_SLAB) by BOX_ROWS rows, with the swizzle of the
+ * templates' tiles (wgmma's 128-byte one, or its 64-byte one for a half
+ * slab); rows and columns past its extents load as zeros. T must be
+ * describable. */
 CUresult fat_tma_encode(const fat_cuda *cu, CUtensorMap *map, const fat_tma_tensor *t, int head_dim,
-                        int bf16, int box_rows);
+                        int bf16, int box_columns, int box_rows);
 
 /* What a launch needs of the call and its GPU beyond P: the rows of a
  * packed batch's q and o (total_q) and k and v (total_k, cu_seqlens_*[batch];

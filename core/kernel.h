@@ -37,6 +37,8 @@ typedef struct fat_kernel_desc {
   int block_m, threads, smem_bytes;
   int pack_gqa, splits;              /* forward decoding schedule (fwd_launch.h): 0, 1 for most */
   int block_n;                       /* FAT_KERNEL_FUSED_TMA: keys per K/V tile (the maps' box) */
+  int tma_slab;                      /* FAT_KERNEL_FUSED_TMA: columns of the maps' box, the
+                                        template's slab (FAT_TMA_BOX_COLUMNS, or 32) */
   int persistent;                    /* FAT_KERNEL_FUSED_TMA: PERSISTENT (types.h's FAT_FWD_*):
                                         resident blocks looping over query blocks (a
                                         backward's: over key blocks, FAT_FWD_RESIDENT only) */

@@ -195,7 +195,7 @@ int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq
   return -1;
 }
 
-int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, char *err, size_t errlen) {
+int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, int *slab, char *err, size_t errlen) {
   if (!params) params = "";
   if (param_int(params, "BLOCK_N", 1, block_n) || *block_n > 256) {
     snprintf(err, errlen, "forward parameters '%s': no BLOCK_N of 1 .. 256", params);
@@ -204,6 +204,12 @@ int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, char *e
   *persistent = 0;
   if (param_int(params, "PERSISTENT", 0, persistent) < 0 || *persistent > FAT_FWD_DRAWN) {
     snprintf(err, errlen, "forward parameters '%s': PERSISTENT is not 0, 1 or 2", params);
+    return -1;
+  }
+  /* Variants tuned before SLAB was a parameter have 64-column slabs. */
+  *slab = 64;
+  if (param_int(params, "SLAB", 0, slab) < 0 || (*slab != 64 && *slab != 32)) {
+    snprintf(err, errlen, "forward parameters '%s': SLAB is not 64 or 32", params);
     return -1;
   }
   return 0;

@@ -41,7 +41,7 @@ enum { FAT_FWD_ONE_BLOCK_EACH = 0, FAT_FWD_RESIDENT = 1, FAT_FWD_DRAWN = 2 };
  * (FAT_KERNEL_FUSED_TMA): BLOCK_N of its parameter string, 1 .. 256 (a
  * copy box's rows), and PERSISTENT, 0 .. FAT_FWD_DRAWN (0 when absent): 0,
  * or -1 with err naming what is missing or bad. */
-int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, char *err, size_t errlen);
+int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, int *slab, char *err, size_t errlen);
 
 /* PERSISTENT of a backward variant that loads through tensor maps: 0 (one
  * block a key block, also when absent) or FAT_FWD_RESIDENT (at most one

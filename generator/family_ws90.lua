@@ -2,8 +2,9 @@
 -- fwd_ws90.cu), sm_90a only. A producer warp loads Q, K and V with the
 -- tensor copy engine through rings of mbarriers; one to three consumer
 -- warpgroups compute on wgmma, their registers traded for the producer's
--- (setmaxnreg). Head dims as wgmma90's: whole 64-column slabs, d96 on the
--- 128-column template; dense and variable-length batches, GQA, windows and
+-- (setmaxnreg). Head dims in whole slabs of 64 columns (d96 then on the
+-- 128-column template) or, SLAB 32, of 32 (d96 on a template of its own
+-- width); dense and variable-length batches, GQA, windows and
 -- the soft-cap; no decoding schedules. The runtime launches it with three
 -- tensor maps (tuner/fwd_launch.c) and serves a call whose tensors they
 -- cannot describe with another family.
@@ -29,6 +30,7 @@ local BARRIER_BYTES = 8
 -- largest that fits). BLOCK_N outside a head dim's list is not generated.
 local BLOCK_N = {
   [64] = {128, 160, 192},
+  [96] = {96, 128, 144, 176},  -- FlashAttention-3's 144 and its neighbours
   [128] = {112, 128, 176},
   [192] = {96, 112},
   [256] = {64, 80},
@@ -50,7 +52,7 @@ local family = {
     -- fits them (the register rule below prunes the rest); one has no
     -- pingpong and leaves most of the SM's registers unused.
     {name = "BLOCK_M", values = {128, 192}},
-    {name = "BLOCK_N", values = {64, 80, 96, 112, 128, 160, 176, 192}},  -- keys per K/V tile
+    {name = "BLOCK_N", values = {64, 80, 96, 112, 128, 144, 160, 176, 192}},  -- keys per K/V tile
     {name = "STAGES", values = {2}},                 -- K and V buffers of each ring
     -- Softmax of tile j beside P·V of tile j - 1: 1 as written (ptxas
     -- moves the wait for P·V above the softmax), 2 with the wait held
@@ -60,19 +62,29 @@ local family = {
     -- One block an SM looping over query blocks: 1 every gridDim.x-th, 2
     -- the next a counter hands out (blocks of unequal work: masks).
     {name = "PERSISTENT", values = {0, 1, 2}},
+    -- Columns of a swizzled slab: 64 (128-byte rows, whole 64-column slabs
+    -- of the head dim) or 32 (64-byte rows), which only d96 needs: its
+    -- template is then 96 columns wide, not 128.
+    {name = "SLAB", values = {64, 32}},
   },
   fixed = {PACK_GQA = 0, SPLITS = 1},
 }
 
 -- m128n176s2opr: BLOCK_M, BLOCK_N, STAGES, then o for OVERLAP 1 (O for 2),
 -- p for PINGPONG, r for PERSISTENT 1 (resident blocks), d for 2 (drawn
--- from a counter).
+-- from a counter), h for SLAB 32 (half slabs).
 function family.tag(c)
-  return ("m%dn%ds%d%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, ({[1] = "o", [2] = "O"})[c.OVERLAP] or "",
-                                   c.PINGPONG == 1 and "p" or "", ({[1] = "r", [2] = "d"})[c.PERSISTENT] or "")
+  return ("m%dn%ds%d%s%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, ({[1] = "o", [2] = "O"})[c.OVERLAP] or "",
+                                     c.PINGPONG == 1 and "p" or "", ({[1] = "r", [2] = "d"})[c.PERSISTENT] or "",
+                                     c.SLAB == 32 and "h" or "")
 end
 
-family.template_head_dim = tiles.template_head_dim
+-- The template's head dim for head dim D in configuration C: D in whole
+-- slabs (the columns past D load as zeros and are never stored).
+function family.template_head_dim(d, c)
+  if c and c.SLAB == 32 then return (d + 31) // 32 * 32 end
+  return tiles.template_head_dim(d)
+end
 
 -- No fixed choice of its own (mma80's default is every problem's baseline).
 function family.default()
@@ -86,7 +98,7 @@ end
 -- Q, STAGES K and V tiles (swizzled, unpadded), the alignment slack and
 -- the barriers.
 function family.smem_bytes(c)
-  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * tiles.template_head_dim(c.HEAD_DIM) * tiles.ELEMENT_BYTES +
+  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * family.template_head_dim(c.HEAD_DIM, c) * tiles.ELEMENT_BYTES +
          tiles.ALIGNMENT_SLACK + (2 + 4 * c.STAGES + (c.PERSISTENT == 2 and 1 or 0)) * BARRIER_BYTES
 end
 
@@ -98,15 +110,22 @@ end
 -- A consumer thread's accumulators: S (BLOCK_N / 2 fp32), O (head dim / 2
 -- fp32) and P rounded for P·V (BLOCK_N / 4 registers of two elements).
 function family.accumulator_registers(c)
-  return c.BLOCK_N // 2 + tiles.template_head_dim(c.HEAD_DIM) // 2 + c.BLOCK_N // 4
+  return c.BLOCK_N // 2 + family.template_head_dim(c.HEAD_DIM, c) // 2 + c.BLOCK_N // 4
 end
 
 family.constraints = {
+  -- Half slabs only where they make the template narrower (d96: 96
+  -- columns, not 128); elsewhere the same width in more, smaller copies.
   function(c)
-    local list = BLOCK_N[tiles.template_head_dim(c.HEAD_DIM)]
+    if c.SLAB == 32 and family.template_head_dim(c.HEAD_DIM, c) == tiles.template_head_dim(c.HEAD_DIM) then
+      return ("SLAB 32: head dim %d is whole 64-column slabs already"):format(c.HEAD_DIM)
+    end
+  end,
+  function(c)
+    local d = family.template_head_dim(c.HEAD_DIM, c)
+    local list = BLOCK_N[d]
     for _, n in ipairs(list) do if n == c.BLOCK_N then return nil end end
-    return ("BLOCK_N %d is not among head dim %d's key tiles (%s)"):format(
-      c.BLOCK_N, tiles.template_head_dim(c.HEAD_DIM), table.concat(list, ", "))
+    return ("BLOCK_N %d is not among head dim %d's key tiles (%s)"):format(c.BLOCK_N, d, table.concat(list, ", "))
   end,
   constraints.fits_shared_memory(family),
   function(c)

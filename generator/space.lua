@@ -174,7 +174,7 @@ function space.generate(query)
               end
               local params = canonical(f, c)
               -- A family may run a head dim on a wider template (zero columns).
-              local template_d = f.template_head_dim and f.template_head_dim(d) or d
+              local template_d = f.template_head_dim and f.template_head_dim(d, c) or d
               -- PADS_HEAD_DIM: 1 where it does (a template may lay out its
               -- buffers for the template's width then).
               local values = {HEAD_DIM = template_d, PADS_HEAD_DIM = template_d ~= d and 1 or 0,

@@ -63,7 +63,7 @@ static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
 static fat_fwd_geometry entry_geometry(const sel_record *e) {
   fat_fwd_geometry g = {.block_m = e->block_m, .threads = e->threads, .smem_bytes = e->smem_bytes,
                         .pack_gqa = e->pack_gqa, .splits = e->splits, .head_dim = e->template_dim,
-                        .block_n = e->block_n, .bf16 = e->dtype == FAT_ATTN_BF16,
+                        .block_n = e->block_n, .tma_slab = e->tma_slab, .bf16 = e->dtype == FAT_ATTN_BF16,
                         .persistent = e->persistent};
   return g;
 }
@@ -166,6 +166,7 @@ static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a
                                                       .smem_bytes = sel.smem_bytes, .pack_gqa = sel.pack_gqa,
                                                       .splits = sel.splits > 1 ? sel.splits : 1,
                                                       .head_dim = sel.head_dim, .block_n = sel.block_n,
+                                                      .tma_slab = sel.tma_slab,
                                                       .bf16 = a->dtype == FAT_ATTN_BF16};
     *bytes = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
     if (*bytes == SIZE_MAX) st = fat_rt_workspace_overflow(c, a);

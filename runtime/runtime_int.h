@@ -61,6 +61,7 @@ typedef struct sel_record {
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
   int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h) */
   int block_n;               /* > 0 for a variant that takes tensor maps: its key tile */
+  int tma_slab;              /* with block_n: the maps' box columns, the template's slab */
   int persistent;            /* forward: resident blocks, at most one an SM */
   int template_dim;          /* the template's head dim (>= the problem's) */
   const kernel *k;
@@ -150,6 +151,7 @@ typedef struct selection {
   int block_q, dq_separate;        /* backward only */
   int pack_gqa, splits;            /* forward only */
   int block_n;                     /* a tensor-map variant's key tile, else 0 */
+  int tma_slab;                    /* with block_n: the maps' box columns */
   int persistent;                  /* forward: a persistent variant */
   int direction, dtype, mask, head_dim;  /* the key's (for storing a compiled build); head_dim
                                             is the template's */

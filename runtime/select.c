@@ -346,6 +346,7 @@ static void put_schedule(selection *out, const fat_kernel_desc *sched) {
   out->pack_gqa = sched->pack_gqa;
   out->splits = sched->splits;
   out->block_n = sched->block_n;
+  out->tma_slab = sched->tma_slab;
   out->persistent = sched->persistent;
 }
 
@@ -768,7 +769,8 @@ static int same_record(const sel_record *x, const sel_record *y) {
   return x->k == y->k && x->direction == y->direction && x->dtype == y->dtype &&
          x->block_m == y->block_m && x->threads == y->threads && x->smem_bytes == y->smem_bytes &&
          x->block_q == y->block_q && x->dq_separate == y->dq_separate && x->pack_gqa == y->pack_gqa &&
-         x->splits == y->splits && x->block_n == y->block_n && x->persistent == y->persistent &&
+         x->splits == y->splits && x->block_n == y->block_n && x->tma_slab == y->tma_slab &&
+         x->persistent == y->persistent &&
          x->template_dim == y->template_dim && !strcmp(p->variant, q->variant) &&
          !strcmp(p->source_hash, q->source_hash) && p->origin == q->origin &&
          p->bucket_seqlen == q->bucket_seqlen && p->bucket_seqlen_k == q->bucket_seqlen_k &&
@@ -787,7 +789,7 @@ static fat_status record_of(fat_context *c, sel_key key, const selection *sel, c
                   .block_m = sel->block_m, .threads = sel->threads, .smem_bytes = sel->smem_bytes,
                   .block_q = sel->block_q, .dq_separate = sel->dq_separate,
                   .pack_gqa = sel->pack_gqa, .splits = sel->splits > 1 ? sel->splits : 1,
-                  .block_n = sel->block_n, .persistent = sel->persistent,
+                  .block_n = sel->block_n, .tma_slab = sel->tma_slab, .persistent = sel->persistent,
                   .template_dim = sel->head_dim, .k = k};
   r.choice.loaded = 1;
   r.choice.load = k->load;

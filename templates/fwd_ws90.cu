@@ -46,9 +46,11 @@
 //
 // Masks compare absolute positions, bottom-right aligned; a row that sees no
 // key gets O = 0 and lse = -inf. O goes straight from the accumulators to
-// device memory, so nothing but Q holds the Q tile. Tiles are 64-column
-// slabs of 128-byte rows in wgmma's 128-byte swizzle, which is the copy
-// engine's CU_TENSOR_MAP_SWIZZLE_128B.
+// device memory, so nothing but Q holds the Q tile. Tiles are slabs of
+// SLAB columns: 64 (128-byte rows in wgmma's 128-byte swizzle, the copy
+// engine's CU_TENSOR_MAP_SWIZZLE_128B), or 32 (64-byte rows, the 64-byte
+// swizzle), which lets d96 run on a template of its own width rather than
+// on d128's with a quarter of every product on zero columns.
 // Parameters in double braces are substituted by generator/expand.lua; they
 // change speed, never results.
 #include "fat_abi.h"
@@ -57,6 +59,10 @@ constexpr int kHeadDim = {{HEAD_DIM}};
 constexpr int kBlockM = {{BLOCK_M}};      // query rows per block: 64 per consumer warpgroup
 constexpr int kBlockN = {{BLOCK_N}};      // keys per K/V tile
 constexpr int kStages = {{STAGES}};       // K and V buffers of each ring
+// Columns of a swizzled slab: 64 (128-byte rows) or 32 (64). Enumerators,
+// here and below: NVRTC writes every namespace-scope constexpr variable into
+// the cubin, and the 64-column variants' cubins stay as they were.
+enum : int { kSlabCols = {{SLAB}} };
 constexpr bool kOverlap = {{OVERLAP}} != 0;  // the schedule, above
 constexpr bool kPingpong = {{PINGPONG}};  // consumers take turns to issue
 constexpr bool kPersistent = {{PERSISTENT}} != 0;  // one block an SM, looping over query blocks
@@ -85,6 +91,11 @@ constexpr int kPSteps = kBlockN / 16;   // k-steps of O += P·V
 constexpr int kSRegs = kBlockN / 2;     // S accumulators a thread
 constexpr int kORegs = kHeadDim / 2;    // O accumulators a thread
 constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks of a row
+enum : int {
+  kRowBytes = kSlabCols * 2,    // a row of a slab
+  kGroupBytes = 8 * kRowBytes,  // 8 rows: one swizzle pattern, the descriptors' SBO
+  kSlabSteps = kSlabCols / 16,  // k-steps of S in one slab
+};
 constexpr unsigned kQBytes = kBlockM * kHeadDim * 2;
 constexpr unsigned kKVBytes = kBlockN * kHeadDim * 2;
 // Registers a thread once the warpgroups have traded (the block's, one
@@ -98,7 +109,8 @@ enum { kTurnBarrier = 1, kZeroBarrier = 4 };
 
 static_assert(kConsumers >= 1 && kConsumers <= 3, "one to three consumer warpgroups");
 static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "S's N and P·V's k-steps: multiples of 16");
-static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "whole 64-column slabs; wgmma's N <= 256");
+static_assert(kSlabCols == 64 || kSlabCols == 32, "slabs of 64 or 32 columns");
+static_assert(kHeadDim % kSlabCols == 0 && kHeadDim <= 256, "whole slabs; wgmma's N <= 256");
 static_assert(kStages >= 2, "a ring of at least two buffers");
 static_assert(!kPingpong || kConsumers >= 2, "the pingpong needs two consumers");
 // setmaxnreg.inc takes only what the block's own .dec gave back: asked for
@@ -115,6 +127,31 @@ static_assert({{OVERLAP}} >= 0 && {{OVERLAP}} <= 2, "OVERLAP: 0, 1 or 2");
 
 #include "wgmma.cuh"
 #include "tma.cuh"
+
+// The slab layout's three facts, for 64-column slabs those of wgmma.cuh:
+// a tile's descriptor (LBO, and SBO = one 8-row group; the swizzle), the
+// byte offset of chunk c of row r of a kRows-row tile, and one k-step of
+// O += P·V (wgmma's N = kHeadDim: 96 has no case in wgmma.cuh).
+__device__ __forceinline__ u64 slab_descriptor(u32 addr, u32 lbo) {
+  if constexpr (kSlabCols == 64) return descriptor(addr, lbo, kGroupBytes);
+  else return (u64)((addr & 0x3ffff) >> 4) | (u64)((lbo >> 4) & 0x3fff) << 16 |
+              (u64)((kGroupBytes >> 4) & 0x3fff) << 32 | 2ull << 62;  // 2: the 64-byte swizzle
+}
+template <int kRows>
+__device__ __forceinline__ u32 tile_offset(int r, int c) {
+  if constexpr (kSlabCols == 64) return slab_offset<kRows>(r, c);
+  else return (u32)((c / 4) * kRows * kRowBytes + r * kRowBytes + ((c % 4) ^ ((r / 2) % 4)) * 16);
+}
+template <int kN>
+__device__ __forceinline__ void pv_step(float (&d)[kN / 2], const u32 (&a)[4], u64 db) {
+  if constexpr (kN == 96)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n96k16.f32." FAT_ELEM "." FAT_ELEM " {" FAT_ACC48
+                 "}, {%48, %49, %50, %51}, %52, p, 1, 1, 1;\n}\n"
+                 : FAT_RW48
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+  else wgmma_rs<kN>(d, a, db);
+}
 
 // Keeps the arithmetic that produced X ahead of the next wgmma wait in the
 // machine code. ptxas moves a WARPGROUP.DEPBAR up to the first point its
@@ -255,11 +292,11 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
       auto load = [&](const TensorMap &map, u32 dst, u32 bar, int rows, int row, int h, bool packed,
                       u64 policy) {
 #pragma unroll
-        for (int slab = 0; slab < kHeadDim / 64; slab++) {
+        for (int slab = 0; slab < kHeadDim / kSlabCols; slab++) {
           if (packed)
-            tma_load_3d(dst + slab * rows * 128, map, bar, slab * 64, row, h, policy);
+            tma_load_3d(dst + slab * rows * kRowBytes, map, bar, slab * kSlabCols, row, h, policy);
           else
-            tma_load_4d(dst + slab * rows * 128, map, bar, slab * 64, row, h, b.batch, policy);
+            tma_load_4d(dst + slab * rows * kRowBytes, map, bar, slab * kSlabCols, row, h, b.batch, policy);
         }
       };
       // Q once the consumers are past the last query block's last S.
@@ -314,7 +351,7 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
   const int row0 = 64 * w + 16 * ((threadIdx.x / 32) % 4) + g;  // rows row0 and row0 + 8 of a block
   const float scale_log2 = p.scale_log2;
   const bool softcap = p.softcap_in != 0.f;
-  const u32 q_rows = q_tile + w * 64 * 128;  // this warpgroup's rows start 64w rows into each slab
+  const u32 q_rows = q_tile + w * 64 * kRowBytes;  // this warpgroup's rows start 64w rows into each slab
   // One arrival of this warp on an empty barrier, once its products have
   // read the buffer.
   auto release = [&](u32 bar) {
@@ -363,14 +400,15 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
         if (w < kConsumers - 1 || r < b.n_tiles) named_arrive(kTurnBarrier + (w + 1) % kConsumers, 256);
     };
     // S = Q·Kᵀ of tile j (buffer s), issued, not waited for: k-step ks is
-    // slab ks / 4, 32 bytes further per step in it; the first one overwrites.
+    // slab ks / kSlabSteps, 32 bytes further per step in it; the first one
+    // overwrites.
     auto issue_s = [&](float (&s_acc)[kSRegs], int s) {
-      const u64 dq = descriptor(q_rows, 16, 1024), dk = descriptor(k_tiles + s * kKVBytes, 16, 1024);
+      const u64 dq = slab_descriptor(q_rows, 16), dk = slab_descriptor(k_tiles + s * kKVBytes, 16);
   #pragma unroll
       for (int ks = 0; ks < kKSteps; ks++) {
-        const u32 in_slab = (ks % 4) * 32;
-        const u64 a = desc_add(dq, (ks / 4) * kBlockM * 128 + in_slab);
-        const u64 b = desc_add(dk, (ks / 4) * kBlockN * 128 + in_slab);
+        const u32 in_slab = (ks % kSlabSteps) * 32;
+        const u64 a = desc_add(dq, (ks / kSlabSteps) * kBlockM * kRowBytes + in_slab);
+        const u64 b = desc_add(dk, (ks / kSlabSteps) * kBlockN * kRowBytes + in_slab);
         if (ks == 0)
           wgmma_s<kBlockN, false>(s_acc, a, b);
         else
@@ -378,12 +416,12 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
       }
       wgmma_commit();
     };
-    // O += P·V of buffer s: 16 keys (two 8-row groups) a k-step, the next 64
-    // columns one slab (kBlockN rows) further.
+    // O += P·V of buffer s: 16 keys (two 8-row groups) a k-step, the next
+    // kSlabCols columns one slab (kBlockN rows) further.
     auto issue_pv = [&](const u32 (&a)[kPSteps][4], int s) {
-      const u64 dv = descriptor(v_tiles + s * kKVBytes, kBlockN * 128, 1024);
+      const u64 dv = slab_descriptor(v_tiles + s * kKVBytes, kBlockN * kRowBytes);
   #pragma unroll
-      for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(o, a[kk], desc_add(dv, kk * 2048));
+      for (int kk = 0; kk < kPSteps; kk++) pv_step<kHeadDim>(o, a[kk], desc_add(dv, kk * 2 * kGroupBytes));
       wgmma_commit();
     };
     // The soft-cap, the mask (when MASKED) and the online softmax of tile j's
@@ -455,7 +493,7 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
       const u32 v = v_tiles + s * kKVBytes;
       for (int i = ctid; i < (kBlockN - valid) * kChunks; i += kConsumerThreads) {
         const int r = valid + i / kChunks, c = i % kChunks;
-        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(v + slab_offset<kBlockN>(r, c)),
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(v + tile_offset<kBlockN>(r, c)),
                      "r"(0u)
                      : "memory");
       }

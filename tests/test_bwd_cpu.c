@@ -178,9 +178,9 @@ static void test_wire(void) {
             "round trip: direction %d block_q %d dq_separate %d pack_gqa %d splits %d",
             back.direction, back.block_q, back.dq_separate, back.pack_gqa, back.splits);
   /* A direction that is neither fwd nor bwd is a garbled frame; it is
-   * followed by block_q, dq_separate, pack_gqa, splits, block_n and
-   * persistent. */
-  b.data[b.len - 7 * 4] = 9;
+   * followed by block_q, dq_separate, pack_gqa, splits, block_n,
+   * persistent and tma_slab. */
+  b.data[b.len - 8 * 4] = 9;
   fat_rbuf bad = {.data = b.data, .len = b.len};
   fat_get_kernel(&bad, &back);
   CHECK_WHY(fat_rbuf_done(&bad) != 0, "direction 9 accepted");

@@ -193,13 +193,23 @@ static void test_wire(void) {
   snprintf(d.entry, sizeof d.entry, "fat_fwd_ws90");
   d.block_m = 128, d.threads = 384, d.smem_bytes = 214096, d.head_dim = 128, d.dtype = FAT_BF16;
   d.cubin = cubin, d.cubin_size = sizeof cubin, d.kind = FAT_KERNEL_FUSED_TMA, d.splits = 1;
-  d.block_n = 176, d.persistent = 1;
+  d.block_n = 176, d.persistent = 1, d.tma_slab = FAT_TMA_BOX_COLUMNS;
   fat_wbuf b = {0};
   fat_put_kernel(&b, &d);
   fat_rbuf r = {.data = b.data, .len = b.len};
   fat_get_kernel(&r, &back);
   CHECK(fat_rbuf_done(&r) == 0);
-  CHECK(back.kind == FAT_KERNEL_FUSED_TMA && back.block_n == 176 && back.persistent == 1);
+  CHECK(back.kind == FAT_KERNEL_FUSED_TMA && back.block_n == 176 && back.persistent == 1 &&
+        back.tma_slab == FAT_TMA_BOX_COLUMNS);
+  /* The maps' box is a slab of 64 columns or a half slab of 32 (SLAB 32);
+   * any other width, or none on a tensor-map kind, is a garbled frame. */
+  d.tma_slab = FAT_TMA_HALF_SLAB;
+  CHECK(wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.tma_slab = 48;
+  CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.tma_slab = 0;
+  CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.tma_slab = FAT_TMA_BOX_COLUMNS;
   /* Drawn blocks pass; a schedule past them does not. A backward's
    * resident blocks pass; drawn ones do not. */
   CHECK(wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN) && !wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN + 1));

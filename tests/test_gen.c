@@ -27,7 +27,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
 #define SPLITKV_GRID 40 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x5 */
 #define WGMMA90_GRID 16 /* BLOCK_M x BLOCK_N x STAGES x OVERLAP = 2x2x2x2, sm_90a, d64..d256 by 64 */
-#define WS90_GRID 288   /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT = 2x8x1x3x2x3, sm_90a */
+#define WS90_GRID 648   /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT x SLAB = 2x9x1x3x2x3x2, sm_90a */
 #define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
@@ -109,8 +109,10 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
     } else if (strcmp(v[i].family, "ws90") == 0) {
       ws[d][v[i].dtype][v[i].mask]++;
       ws_defaults += v[i].is_default;
-      /* 128 rows on two consumer warpgroups, or 192 on three (d64 alone) */
-      const int three = v[i].block_m == 192 && v[i].head_dim == 64;
+      /* 128 rows on two consumer warpgroups, or 192 on three (d64, and d96
+       * on its own template) */
+      const int three = v[i].block_m == 192 &&
+                        (v[i].head_dim == 64 || (v[i].head_dim == 96 && strstr(v[i].params, "SLAB=32")));
       CHECK_WHY(!strcmp(v[i].entry, "fat_fwd_ws90") && v[i].threads == (three ? 512 : 384) &&
                     (v[i].block_m == 128 || three) &&
                     (v[i].mask == FAT_MASK_NONE || !strstr(v[i].params, "PERSISTENT=1")),
@@ -149,7 +151,7 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   CHECK_WHY(ws_defaults == 0, "%s: %d ws90 variants marked default", arch, ws_defaults);
   CHECK_WHY(other == 0, "%s: %d variants of an unknown family", arch, other);
   /* every configuration of mma80's 2x4x2x3 grid, of splitkv's 2x2x2x5, of
-   * wgmma90's 2x2x2x2 and ws90's 2x8x1x3x2x3 (sm_90a's d64 to d256, d32
+   * wgmma90's 2x2x2x2 and ws90's 2x9x1x3x2x3x2 (sm_90a's d64 to d256, d32
    * aside) and of
    * the baseline's tiles is either a variant or pruned */
   size_t wgmma_grid = 0;
@@ -318,9 +320,10 @@ static void test_pruning(fat_gen *g) {
   /* mma80's 19, splitkv's 18 (BLOCK_N 64: the rest do not fit), wgmma90's
    * 8, ws90's 24 and the materialising baseline's 2 tiles; mma80's 29,
    * splitkv's 22, wgmma90's 8 and ws90's 120 of 128 rows pruned (PERSISTENT 2
-   * wants a mask) and all 144 of 192 (three consumers' registers) */
-  CHECK_WHY(n == 19 + 18 + 8 + 24 + MATERIALIZE_TILES && np == 29 + 22 + 8 + 120 + 144, "%zu variants, %zu pruned",
-            n, np);
+   * wants a mask), all 144 of 192 (three consumers' registers) and all 360
+   * with SLAB 32 (d256 is whole 64-column slabs) or BLOCK_N 144 */
+  CHECK_WHY(n == 19 + 18 + 8 + 24 + MATERIALIZE_TILES && np == 29 + 22 + 8 + 120 + 144 + 360,
+            "%zu variants, %zu pruned", n, np);
   /* (128 + 2*2*96) * 256 * 2 + 1024 + 10 barriers of 8 bytes = 263248,
    * and BLOCK_N 96 is in no list at d256 (its 48 + 128 + 24 accumulators
    * would fit); at BLOCK_N 112, 56 + 128 + 28 do not */
@@ -872,9 +875,11 @@ int main(void) {
    * d128, 2 above) times OVERLAP (3), PINGPONG and PERSISTENT; its register and
    * shared-memory rules leave all of them (they prune the tiles the lists
    * leave out), and of 192 rows (three consumers' 160 registers) d64's
-   * 128-key tile alone; causal and local as many (PERSISTENT 2 for 1) */
+   * 128-key tile alone; d96 also on its own 96-column template (SLAB 32):
+   * four key tiles of 128 rows and the 96-key one of 192; causal and local
+   * as many (PERSISTENT 2 for 1) */
   const int ws_sm80[N_HEAD_DIMS] = {0, 0, 0, 0, 0, 0};
-  const int ws_sm90a[N_HEAD_DIMS] = {0, 36 + 12, 36, 36, 24, 24};
+  const int ws_sm90a[N_HEAD_DIMS] = {0, 36 + 12, 36 + 48 + 12, 36, 24, 24};
   test_space_counts(g, "sm_80", want_sm80, splitkv_sm80, wgmma_sm80, ws_sm80);
   test_space_counts(g, "sm_90a", want_sm90a, splitkv_sm90a, wgmma_sm90a, ws_sm90a);
   /* per head dim 64..256, atomic and separate, PREFETCH 0 and 1; see

@@ -94,7 +94,8 @@ static fat_fwd_geometry fwd_geometry(const fat_kernel_desc *d) {
    * (fat_kernel_schedule, and the wire refuses anything else). */
   fat_fwd_geometry geo = {.block_m = d->block_m, .threads = d->threads, .smem_bytes = d->smem_bytes,
                           .pack_gqa = d->pack_gqa, .splits = d->splits > 1 ? d->splits : 1,
-                          .head_dim = d->head_dim, .block_n = d->block_n, .bf16 = d->dtype == FAT_BF16,
+                          .head_dim = d->head_dim, .block_n = d->block_n, .tma_slab = d->tma_slab,
+                          .bf16 = d->dtype == FAT_BF16,
                           .persistent = d->persistent};
   return geo;
 }

@@ -297,6 +297,7 @@ void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
   fat_put_i32(b, x->splits);
   fat_put_i32(b, x->block_n);
   fat_put_i32(b, x->persistent);
+  fat_put_i32(b, x->tma_slab);
 }
 
 void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
@@ -332,6 +333,10 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   /* A backward's resident blocks have no drawn schedule. */
   const int most = x->direction == FAT_BWD ? FAT_FWD_RESIDENT : FAT_FWD_DRAWN;
   if (x->persistent != 0 && (x->kind != FAT_KERNEL_FUSED_TMA || x->persistent < 0 || x->persistent > most))
+    b->failed = 1;
+  x->tma_slab = fat_get_i32(b);
+  if (x->kind == FAT_KERNEL_FUSED_TMA ? x->tma_slab != FAT_TMA_BOX_COLUMNS && x->tma_slab != FAT_TMA_HALF_SLAB
+                                      : x->tma_slab != 0)
     b->failed = 1;
 }
 
