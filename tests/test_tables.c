@@ -741,12 +741,21 @@ int main(void) {
   CHECK_INT(import_text(d, bwd, err, sizeof err), 1 + 2 + 2 + 2 + 1 + 4 + 2 + 1);
   free(bwd);
   /* The run's database itself merges (a shard's, say), its screening with
-   * it: a measurement, if no winner's. */
+   * it: a measurement, if no winner's. A tuning run names the device of
+   * each timing (schema 5); the merge leaves the device behind, as a table
+   * does, and takes the timing as its GPU model's. */
   {
     char src[256], dst[256];
     long long added = -1;
     snprintf(src, sizeof src, "%s/d2.db", dir);
     snprintf(dst, sizeof dst, "%s/m2.db", dir);
+    REQUIRE_EXIT(fat_db_open(src, &db, err, sizeof err) == 0);
+    REQUIRE_EXIT(sqlite3_exec(fat_db_handle(db),
+                              "INSERT INTO devices (gpu_id, host, device_index, mem_bytes, clock_khz,"
+                              " mem_clock_khz) SELECT id, 'tuning-host', 0, 0, 0, 0 FROM gpus;"
+                              "UPDATE timings SET device_id = (SELECT max(id) FROM devices)",
+                              NULL, NULL, NULL) == SQLITE_OK);
+    fat_db_close(db);
     REQUIRE_EXIT(fat_db_open(dst, &db, err, sizeof err) == 0);
     CHECK_INT(merge(db, src, &added, err, sizeof err), 0);
     fat_db_close(db);

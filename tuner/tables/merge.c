@@ -177,10 +177,19 @@ static void columns_free(char **cols) {
   free(cols);
 }
 
+/* A column of a run's database that no table carries: the device a
+ * timing was measured on names a host's GPU (the devices table, which
+ * neither a table file nor a merge brings), so a merged timing is of its
+ * GPU model alone, as an imported one is. */
+static int column_left_out(const char *table, const char *column) {
+  return !strcmp(table, "timings") && !strcmp(column, "device_id");
+}
+
 /* Copies TABLE's rows from SRC into scratch SH: the columns both have (an
  * older source lacks some, which take their defaults), named as the
- * scratch's schema names them. The scratch's constraints and triggers
- * judge each row as they judge an imported file's INSERT. */
+ * scratch's schema names them, but for the ones no table carries
+ * (column_left_out). The scratch's constraints and triggers judge each row
+ * as they judge an imported file's INSERT. */
 static int copy_table(sqlite3 *src, sqlite3 *sh, const char *path, const char *table, char *err,
                       size_t errlen) {
   char **ours = table_columns(sh, table), **theirs = table_columns(src, table);
@@ -205,14 +214,14 @@ static int copy_table(sqlite3 *src, sqlite3 *sh, const char *path, const char *t
   }
   strcpy(select, "SELECT ");
   snprintf(insert, 2 * cap, "INSERT INTO main.\"%s\" (", table);
-  for (size_t i = 0; ours[i]; i++) n += has_column(theirs, ours[i]);
+  for (size_t i = 0; ours[i]; i++) n += has_column(theirs, ours[i]) && !column_left_out(table, ours[i]);
   if (n == 0) {  /* nothing in common: nothing to bring */
     rc = 0;
     goto out;
   }
   n = 0;
   for (size_t i = 0; ours[i]; i++) {
-    if (!has_column(theirs, ours[i])) continue;
+    if (!has_column(theirs, ours[i]) || column_left_out(table, ours[i])) continue;
     strcat(select, n ? ", \"" : "\"");
     strcat(select, ours[i]);
     strcat(select, "\"");
