@@ -766,6 +766,14 @@ int main(void) {
                                     NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW);
     CHECK_INT(sqlite3_column_int(q, 0), 1);
     sqlite3_finalize(q);
+    REQUIRE_EXIT(sqlite3_prepare_v2(h,
+                                    "SELECT (SELECT count(*) FROM timings WHERE device_id IS NOT NULL),"
+                                    " (SELECT count(*) FROM devices)",
+                                    -1, &q, NULL) == SQLITE_OK &&
+                 sqlite3_step(q) == SQLITE_ROW);
+    CHECK_INT(sqlite3_column_int(q, 0), 0);
+    CHECK_INT(sqlite3_column_int(q, 1), 0);
+    sqlite3_finalize(q);
     sqlite3_close(h);
   }
 

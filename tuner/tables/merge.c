@@ -177,19 +177,20 @@ static void columns_free(char **cols) {
   free(cols);
 }
 
-/* A column of a run's database that no table carries: the device a
- * timing was measured on names a host's GPU (the devices table, which
+/* Whether TABLE's COLUMN of the scratch's schema comes from the source
+ * with columns THEIRS: where the source has it (an older one lacks some,
+ * which take their defaults), but for what no table carries -- the device
+ * a timing was measured on names a host's GPU (the devices table, which
  * neither a table file nor a merge brings), so a merged timing is of its
  * GPU model alone, as an imported one is. */
-static int column_left_out(const char *table, const char *column) {
-  return !strcmp(table, "timings") && !strcmp(column, "device_id");
+static int column_brought(char *const *theirs, const char *table, const char *column) {
+  return has_column(theirs, column) && !(!strcmp(table, "timings") && !strcmp(column, "device_id"));
 }
 
-/* Copies TABLE's rows from SRC into scratch SH: the columns both have (an
- * older source lacks some, which take their defaults), named as the
- * scratch's schema names them, but for the ones no table carries
- * (column_left_out). The scratch's constraints and triggers judge each row
- * as they judge an imported file's INSERT. */
+/* Copies TABLE's rows from SRC into scratch SH: the columns brought
+ * (column_brought), named as the scratch's schema names them. The
+ * scratch's constraints and triggers judge each row as they judge an
+ * imported file's INSERT. */
 static int copy_table(sqlite3 *src, sqlite3 *sh, const char *path, const char *table, char *err,
                       size_t errlen) {
   char **ours = table_columns(sh, table), **theirs = table_columns(src, table);
@@ -214,14 +215,14 @@ static int copy_table(sqlite3 *src, sqlite3 *sh, const char *path, const char *t
   }
   strcpy(select, "SELECT ");
   snprintf(insert, 2 * cap, "INSERT INTO main.\"%s\" (", table);
-  for (size_t i = 0; ours[i]; i++) n += has_column(theirs, ours[i]) && !column_left_out(table, ours[i]);
+  for (size_t i = 0; ours[i]; i++) n += column_brought(theirs, table, ours[i]);
   if (n == 0) {  /* nothing in common: nothing to bring */
     rc = 0;
     goto out;
   }
   n = 0;
   for (size_t i = 0; ours[i]; i++) {
-    if (!has_column(theirs, ours[i]) || column_left_out(table, ours[i])) continue;
+    if (!column_brought(theirs, table, ours[i])) continue;
     strcat(select, n ? ", \"" : "\"");
     strcat(select, ours[i]);
     strcat(select, "\"");
