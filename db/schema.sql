@@ -1,4 +1,4 @@
--- fatune's tuning database, schema version 5 (PRAGMA user_version).
+-- fatune's tuning database, schema version 6 (PRAGMA user_version).
 --
 -- Why it looks like this: every compile, check and timing is kept as it is
 -- made (one row, one commit), so an interrupted run resumes and adding a
@@ -24,8 +24,11 @@
 -- timings of one job.
 -- Version 5: devices, one row per GPU of a host under its model's gpus row,
 -- and timings name theirs (device_id).
+-- Version 6: a variant's source may be NULL -- not stored: a table file
+-- carries each variant's source_hash alone, and import fills the source in
+-- from the generator where it reproduces that hash.
 
-PRAGMA user_version = 5;
+PRAGMA user_version = 6;
 
 -- The GPU a measurement was made on, with everything that can change a
 -- timing: a driver or NVRTC upgrade is a different row.
@@ -72,6 +75,10 @@ CREATE TABLE devices (
 -- One generated kernel. The full source is kept: the runtime compiles from
 -- it when no cubin fits, and its hash is what makes a stored result valid
 -- (a template change gives a new hash, hence a new row with no results).
+-- NULL only for a variant that came from a table file (which carries no
+-- sources) and that the generator here no longer reproduces: a stale one
+-- kept for `fatune rehash` (build_tables --keep-stale). Nothing compiles
+-- it or serves it until rehash gives it today's source.
 CREATE TABLE variants (
   id          INTEGER PRIMARY KEY,
   name        TEXT    NOT NULL CHECK (length(name) > 0),
@@ -87,7 +94,7 @@ CREATE TABLE variants (
   threads     INTEGER NOT NULL CHECK (threads BETWEEN 32 AND 1024 AND threads % 32 = 0),
   smem_bytes  INTEGER NOT NULL CHECK (smem_bytes >= 0),    -- dynamic shared memory per block
   source_hash TEXT    NOT NULL CHECK (length(source_hash) = 64 AND source_hash NOT GLOB '*[^0-9a-f]*'),
-  source      TEXT    NOT NULL CHECK (length(source) > 0),
+  source      TEXT    CHECK (source IS NULL OR length(source) > 0),
   is_default  INTEGER NOT NULL DEFAULT 0 CHECK (is_default IN (0, 1)),  -- the untuned baseline
   created_at  TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
   UNIQUE (name, source_hash)

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* Proves the upgrades of a version-1 database (db/migrations/2.sql to
- * 5.sql, run by fat_db_open one after the other): a real version-1 file,
+ * 6.sql, run by fat_db_open one after the other): a real version-1 file,
  * made from the frozen copy of the old schema (tests/data/schema_v1.sql)
- * and filled with rows whose ids have gaps, opens at version 5 with every
+ * and filled with rows whose ids have gaps, opens at version 6 with every
  * row and id kept and every reference intact; its schema is then, object
  * for object, the schema a new database gets; a local problem (the reason
  * for version 2), a variable-length profile (version 3) and a timing on a
  * device of its GPU (version 5) can be stored, with their CHECKs in force;
  * a version-4 file's timings keep their ids, jobs and winners, naming no
- * device; and a file whose upgrade cannot succeed (a row referencing a
+ * device; a version-5 file's variants keep theirs, and a sourceless one
+ * can then be stored; and a file whose upgrade cannot succeed (a row referencing a
  * missing parent) is refused with the row named and left at version 1,
  * untouched. */
 #include <stdio.h>
@@ -61,7 +62,7 @@ static const char *const V1_ROWS =
     " (41, 4, 7, 'sdpa_flash', 2.5, 250);";
 
 
-/* A database of schema VERSION (1 to 4) at PATH, as that fatune left it
+/* A database of schema VERSION (1 to 5) at PATH, as that fatune left it
  * (WAL mode), holding V1_ROWS and then EXTRA (written with foreign keys
  * off). */
 static void make_old(const char *path, int version, const char *extra) {
@@ -112,7 +113,7 @@ static void test_rows_and_ids_kept(const char *path) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "5\n");
+  CHECK_STR(got, "6\n");
   rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right, '[' || lengths || ']'"
              " FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|64|1024|0|0|[]\n7|causal|128|4096|0|0|[]\n");
@@ -288,7 +289,7 @@ out:
 }
 
 /* A version-2 database (tests/data/schema_v2.sql) with a local problem
- * upgrades to version 5 by 3.sql, 4.sql and 5.sql: its windows and ids kept,
+ * upgrades to version 6 by 3.sql to 6.sql: its windows and ids kept,
  * every problem dense, its schema the new one. */
 static void test_v2_upgrade(const char *path, const char *fresh) {
   char err[ERRLEN], got[TEXT_CAP];
@@ -300,7 +301,7 @@ static void test_v2_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "5\n");
+  CHECK_STR(got, "6\n");
   rows_of(h, "SELECT id, mask, window_left, window_right, '[' || lengths || ']' FROM problems"
              " ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|0|0|[]\n7|causal|0|0|[]\n12|local|1024|0|[]\n");
@@ -316,8 +317,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 5 by
- * 4.sql and 5.sql: every timing kept, none of them in a job (timed alone),
+/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 6 by
+ * 4.sql to 6.sql: every timing kept, none of them in a job (timed alone),
  * the winners as they were, its schema the new one; a job can then be
  * stored and a timing_jobs row naming no timing is refused. */
 static void test_v3_upgrade(const char *path, const char *fresh) {
@@ -328,7 +329,7 @@ static void test_v3_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "5\n");
+  CHECK_STR(got, "6\n");
   rows_of(h, "SELECT id, variant_id, median_ms FROM timings ORDER BY id", got, sizeof got);
   CHECK_STR(got, "31|5|2.0\n32|9|0.5\n");
   rows_of(h, "SELECT count(*) FROM timing_jobs", got, sizeof got);
@@ -349,8 +350,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 5
- * by 5.sql alone: its timings keep their ids, values, jobs and winners and
+/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 6
+ * by 5.sql and 6.sql: its timings keep their ids, values, jobs and winners and
  * name no device (NULL: which GPU of the host made them is not known); a
  * device of its GPU can then be stored and named by a timing, one of
  * another GPU cannot; the winner rule reads the kept job as before; its
@@ -369,7 +370,7 @@ static void test_v4_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "5\n");
+  CHECK_STR(got, "6\n");
   rows_of(h, "SELECT id, variant_id, gpu_id, problem_id, coalesce(device_id, '-'), reps, median_ms,"
              " min_ms, max_ms, p10_ms, p90_ms, tflops, sm_clock_mhz, retired FROM timings ORDER BY id",
           got, sizeof got);
@@ -420,8 +421,50 @@ out:
   fat_db_close(db);
 }
 
+/* A version-5 database (tests/data/schema_v5.sql) upgrades to version 6 by
+ * 6.sql alone: its variants keep their ids, sources and everything that
+ * references them (builds, checks, timings, winners, the view), and a
+ * variant may then be stored without a source (a table's stale one), while
+ * an empty source is still refused; its schema is the new one. */
+static void test_v5_upgrade(const char *path, const char *fresh) {
+  char err[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_old(path, 5, NULL);
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
+  REQUIRE(db);
+  sqlite3 *h = fat_db_handle(db);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "6\n");
+  rows_of(h, "SELECT id, name, source, is_default FROM variants ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "5|fwd.mma80.bf16.d128.causal.a|source a|1\n9|fwd.mma80.fp16.d64.none.b|source b|0\n");
+  rows_of(h, "SELECT id, variant_id FROM builds ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "11|9\n");
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
+          got, sizeof got);
+  CHECK_STR(got, "4|3|9|32\n4|7|5|31\n");
+  rows_of(h, "SELECT timing_id, variant FROM timing_conditions ORDER BY timing_id", got, sizeof got);
+  CHECK_STR(got, "31|fwd.mma80.bf16.d128.causal.a\n32|fwd.mma80.fp16.d64.none.b\n");
+  rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
+  CHECK_STR(got, "");
+  CHECK_INT(sqlite3_exec(h, "INSERT INTO variants (id, name, family, direction, dtype, mask, head_dim,"
+                            " params, entry, block_m, threads, smem_bytes, source_hash, source)"
+                            " VALUES (12, 'fwd.mma80.bf16.d64.none.c', 'mma80', 'fwd', 'bf16', 'none',"
+                            " 64, 'P=3', 'f', 64, 128, 0, " HEX64("d") ", NULL)", NULL, NULL, NULL),
+            SQLITE_OK);
+  CHECK_INT(sqlite3_exec(h, "INSERT INTO variants (id, name, family, direction, dtype, mask, head_dim,"
+                            " params, entry, block_m, threads, smem_bytes, source_hash, source)"
+                            " VALUES (13, 'fwd.mma80.bf16.d64.none.e', 'mma80', 'fwd', 'bf16', 'none',"
+                            " 64, 'P=4', 'f', 64, 128, 0, " HEX64("e") ", '')", NULL, NULL, NULL) & 0xff,
+            SQLITE_CONSTRAINT);
+  fat_db_close(db);
+  db = NULL;
+  test_schema_matches_new(path, fresh);
+out:
+  fat_db_close(db);
+}
+
 int main(void) {
-  char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256];
+  char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256], v5[256];
   REQUIRE_EXIT(mkdtemp(tmpdir));
   snprintf(upgraded, sizeof upgraded, "%s/v1.db", tmpdir);
   snprintf(fresh, sizeof fresh, "%s/new.db", tmpdir);
@@ -429,6 +472,7 @@ int main(void) {
   snprintf(v2, sizeof v2, "%s/v2.db", tmpdir);
   snprintf(v3, sizeof v3, "%s/v3.db", tmpdir);
   snprintf(v4, sizeof v4, "%s/v4.db", tmpdir);
+  snprintf(v5, sizeof v5, "%s/v5.db", tmpdir);
   test_rows_and_ids_kept(upgraded);
   test_schema_matches_new(upgraded, fresh);
   test_local_problem_stored(upgraded);
@@ -437,6 +481,7 @@ int main(void) {
   test_v2_upgrade(v2, fresh);
   test_v3_upgrade(v3, fresh);
   test_v4_upgrade(v4, fresh);
+  test_v5_upgrade(v5, fresh);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -31,16 +31,30 @@ static const int *window_override;
 static int reps_override;  /* put_variant's timing: this many repetitions (0: 20) */
 /* When set, the next put_variant's problem is this variable-length profile. */
 static const char *lengths_override;
+/* When set, the next put_variant's build has this log (else "ptxas info"). */
+static const char *log_override;
 
 /* The generator, and what the imports and merges here are checked against. */
 static fat_gen *gen;
 static fat_trust *trust;
 
+/* Today's space for (direction, bf16, mask, d128) on sm_90a, expanded on
+ * first need and kept for the whole test. */
+static fat_variant *cache[2][3];
+static size_t n_cache[2][3];
+
+/* The source of the variant of the cache whose hash is HASH, or NULL. */
+static const char *cached_source(const char *hash) {
+  for (int d = 0; d < 2; d++)
+    for (int m = 0; m < 3; m++)
+      for (size_t i = 0; i < n_cache[d][m]; i++)
+        if (!strncmp(cache[d][m][i].hash, hash, 64)) return cache[d][m][i].source;
+  return NULL;
+}
+
 /* The K-th variant of today's space for (DIR, bf16, MK, d128) on sm_90a
  * whose params contain WITH ("" for any). Kept for the whole test. */
 static const fat_variant *real_variant(fat_direction dir, fat_mask mk, const char *with, int k) {
-  static fat_variant *cache[2][3];
-  static size_t n_cache[2][3];
   char err[1024];
   if (!cache[dir][mk]) {
     int hd = 128;
@@ -80,7 +94,7 @@ static void put_variant(fat_db *db, const char *gpu, const fat_variant *v, int s
   snprintf(b.arch, sizeof b.arch, "sm_90a");
   fat_sha256_hex(v->name, strlen(v->name), b.key);
   b.ok = 1, b.cubin = cubin, b.cubin_size = sizeof cubin, b.registers = 168, b.compile_ms = 812.25;
-  b.log = "ptxas info";
+  b.log = (char *)(log_override ? log_override : "ptxas info");
   fat_check c1 = {.batch = 1, .heads = 2, .seqlen_q = 256, .seqlen_k = 256, .rel_l2 = 0.0021,
                   .max_abs = 0.0123, .lse_max_abs = 1e-5, .nonfinite = 0, .passed = 1,
                   .reason = "ok"};
@@ -164,22 +178,78 @@ static int merge(fat_db *db, const char *path, long long *added, char *err, size
   return rc;
 }
 
-/* TEXT as a fatune of schema VERSION (1, 2 or 3) exported it: version 3's
- * rows are today's (version 4 added a table that tables do not carry);
- * version 2's problems have no lengths column (every problem dense), and
- * version 1's no window columns either (every window 0, 0); the header
- * naming the version. */
+/* How many of PATH's variants have the source the cache gives their hash
+ * (-1 when one has another, or none). */
+static int generators_sources(const char *path) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *s = NULL;
+  int n = 0;
+  REQUIRE_EXIT(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+  REQUIRE_EXIT(sqlite3_prepare_v2(h, "SELECT source_hash, source FROM variants", -1, &s, NULL) ==
+               SQLITE_OK);
+  while (n >= 0 && sqlite3_step(s) == SQLITE_ROW) {
+    const char *want = cached_source((const char *)sqlite3_column_text(s, 0));
+    const char *got = (const char *)sqlite3_column_text(s, 1);
+    n = want && got && !strcmp(want, got) ? n + 1 : -1;
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return n;
+}
+
+/* TEXT as a fatune of schema VERSION (1 to 5) exported it, in table format
+ * 1: each variant with its source (the cache's, by its hash; a literal
+ * over several lines, as SQL allows); version 3's rows are otherwise
+ * today's (versions 4 to 6 added a table tables do not carry, and let a
+ * variant's source be NULL); version 2's problems have no lengths column
+ * (every problem dense), and version 1's no window columns either (every
+ * window 0, 0); the header naming the version. */
 static char *as_old_export(const char *text, int version) {
   static const char *const lengths_col = ", lengths", *lengths_val = ", '');\n";
   static const char *const window_cols = ", window_left, window_right", *window_vals = ", 0, 0);\n";
-  char *out = malloc(strlen(text) + 1), *w = out;
+  static const char *const hash_col = "source_hash, ", *source_col = "source, ";
+  char now[32];
+  size_t cap = strlen(text) + 1;
+  for (int d = 0; d < 2; d++)
+    for (int m = 0; m < 3; m++)
+      for (size_t i = 0; i < n_cache[d][m]; i++) cap += 2 * strlen(cache[d][m][i].source) + 16;
+  char *out = malloc(cap), *w = out;
   REQUIRE_EXIT(out);
+  snprintf(now, sizeof now, "schema version %d;", FAT_DB_SCHEMA_VERSION);
   for (const char *l = text; *l;) {
     const char *nl = strchr(l, '\n');
     size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
+    if (!strncmp(l, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC))) {
+      w += sprintf(w, "%s", FAT_TABLES_MAGIC_V1);
+      len -= strlen(FAT_TABLES_MAGIC), l += strlen(FAT_TABLES_MAGIC);
+    }
     memcpy(w, l, len);
     w[len] = 0;
-    char *h = strstr(w, "schema version 5;");
+    if (!strncmp(w, "INSERT INTO variants ", 21)) {
+      /* The source after the 64-digit hash, its column after hash's. */
+      char *c = strstr(w, hash_col), *q = strstr(w, ") VALUES (");
+      REQUIRE_EXIT(c && q);
+      c += strlen(hash_col);
+      memmove(c + strlen(source_col), c, strlen(c) + 1);
+      memcpy(c, source_col, strlen(source_col));
+      char *hq = NULL;
+      for (char *p = strchr(q, '\''); p && !hq; p = strchr(p + 1, '\''))
+        if (strspn(p + 1, "0123456789abcdef") == 64 && p[65] == '\'') hq = p;
+      REQUIRE_EXIT(hq);
+      const char *src = cached_source(hq + 1);
+      REQUIRE_EXIT(src);
+      char *tail = strdup(hq + 66), *o = hq + 66;
+      REQUIRE_EXIT(tail);
+      o += sprintf(o, ", '");
+      for (const char *c2 = src; *c2; c2++) {
+        if (*c2 == '\'') *o++ = '\'';
+        *o++ = *c2;
+      }
+      *o++ = '\'';
+      strcpy(o, tail);
+      free(tail);
+    }
+    char *h = strstr(w, now);
     if (version <= 2 && !strncmp(w, "INSERT INTO problems ", 21)) {
       char *c = strstr(w, lengths_col), *v = strstr(w, lengths_val);
       REQUIRE_EXIT(c && v);
@@ -446,7 +516,7 @@ static void reexport_keeps_ids(const char *dir) {
 
   /* A previous table that is none is refused by name, as import refuses it. */
   CHECK(fat_table_ids_read("garbage\n", "g.sql", H200, err, sizeof err) == NULL);
-  CHECK_STR(err, "g.sql: not a fatune table (first line must start '-- fatune tables 1')");
+  CHECK_STR(err, "g.sql: not a fatune table (first line must start '-- fatune tables 2')");
   char *cut = strndup(second, strlen(second) / 2);
   CHECK(fat_table_ids_read(cut, "cut.sql", H200, err, sizeof err) == NULL);
   CHECK_STR(err, "cut.sql: truncated: the file does not end with the line '-- end of fatune tables'");
@@ -635,12 +705,15 @@ int main(void) {
   CHECK_INT(count_lines(first, "INSERT INTO winners "), 2);
   CHECK_INT(count_lines(first, "INSERT"), 2 + 1 + 2 + 2 + 2 + 4 + 2 + 2);
   CHECK(strstr(first, "X'7f454c460001ff'") != NULL);
-  CHECK(strstr(first, "' || char(10) || '") != NULL);
+  /* The variants go out by name and source hash, without their sources. */
+  CHECK(strstr(first, "smem_bytes, source_hash, is_default, created_at) VALUES") != NULL);
+  CHECK(strstr(first, "extern \"C\"") == NULL);
   CHECK(strstr(first, "A100") == NULL);
   CHECK(strstr(first, on_a100->name) == NULL);
 
-  /* Round trip: byte-identical. */
+  /* Round trip: byte-identical, each variant's source the generator's. */
   CHECK_INT(import_text(b, first, err, sizeof err), 2 + 1 + 2 + 2 + 2 + 4 + 2 + 2);
+  CHECK_INT(generators_sources(b), 2);
   char *second = export_text(b, H200);
   CHECK_STR(second, first);
   /* Importing again adds nothing. */
@@ -679,7 +752,7 @@ int main(void) {
   CHECK_INT(import_text(c, "-- fatune tables 1\nINSERT INTO gpus (name) SELECT load_extension('x');\n-- end of fatune tables\n", err, sizeof err), -1);
   CHECK_STR(err, "t.sql:2: refused SELECT: a table may only INSERT into fatune's tables");
   CHECK_INT(import_text(c, "INSERT INTO gpus VALUES (1);\n", err, sizeof err), -1);
-  CHECK_STR(err, "t.sql: not a fatune table (first line must start '-- fatune tables 1')");
+  CHECK_STR(err, "t.sql: not a fatune table (first line must start '-- fatune tables 2')");
   REQUIRE_EXIT(fat_db_open(c, &db, err, sizeof err) == 0);
   sqlite3_stmt *s = NULL;
   REQUIRE_EXIT(sqlite3_prepare_v2(fat_db_handle(db), "SELECT count(*) FROM winners", -1, &s, NULL) == SQLITE_OK);
@@ -777,35 +850,53 @@ int main(void) {
     sqlite3_close(h);
   }
 
-  /* A source of thousands of lines (an inlined backward kernel) stays one
-   * INSERT line that SQLite can parse: its concatenation is chunked, not
-   * one chain deeper than SQLite's expression limit of 1000. The backward
-   * above (over a thousand lines) came back whole; so does this stand-in of
-   * 5000, as far as an import goes with it: parsed and stored, then refused
-   * by the generator check, which no stand-in passes. A stand-in with a
-   * quote, a tab and CR LF is written as SQL that gives them back. */
+  /* A text of thousands of lines stays one INSERT line that SQLite can
+   * parse: its concatenation is chunked, not one chain deeper than
+   * SQLite's expression limit of 1000 -- a build log of 5000 lines here,
+   * which comes back whole; one with a quote, a tab and CR LF is written as
+   * SQL that gives them back. A stand-in variant (one the generator does
+   * not make) goes out by name and hash alone, and import refuses it. */
   size_t long_len = 5000 * 8 + 1;
-  char *long_src = malloc(long_len), *w = long_src;
+  char *long_log = malloc(long_len), *w = long_log;
   for (int i = 0; i < 5000; i++) w += sprintf(w, "l%04d%s", i, i % 2 ? "\n" : "\r\n");
-  snprintf(d, sizeof d, "%s/f.db", dir);
-  REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
-  put_stand_in(db, "fwd.long", long_src);
-  fat_db_close(db);
-  char *long_sql = export_text(d, H200);
-  CHECK_INT(count_lines(long_sql, "INSERT INTO variants "), 1);
-  snprintf(d, sizeof d, "%s/g.db", dir);
-  CHECK_INT(import_text(d, long_sql, err, sizeof err), -1);
-  CHECK_STR(err, "t.sql: variant fwd.long: the generator does not produce this variant; refusing "
-                 "the table");
-  free(long_sql), free(long_src);
-  snprintf(d, sizeof d, "%s/quotes.db", dir);
+  static const char quoted_log[] = "// 'fwd.quoted'\n\textern \"C\" __global__ void f() {}\r\n";
+  const char *const logs[2] = {long_log, quoted_log};
+  for (int i = 0; i < 2; i++) {
+    snprintf(d, sizeof d, "%s/log%d.db", dir, i);
+    REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
+    log_override = logs[i];
+    put_winner(db, H200, real_variant(FAT_FWD, FAT_MASK_CAUSAL, "", 2), 1024, 1.0);
+    log_override = NULL;
+    fat_db_close(db);
+    char *log_sql = export_text(d, H200);
+    CHECK_INT(count_lines(log_sql, "INSERT INTO builds "), 1);
+    if (i == 1)
+      CHECK(strstr(log_sql, "'// ''fwd.quoted''' || char(10) || '\textern \"C\" __global__ void f() {}'"
+                            " || char(13) || '' || char(10) || ''") != NULL);
+    snprintf(d, sizeof d, "%s/log%d-back.db", dir, i);
+    CHECK(import_text(d, log_sql, err, sizeof err) > 0);
+    sqlite3 *lh = NULL;
+    REQUIRE_EXIT(sqlite3_open_v2(d, &lh, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    REQUIRE_EXIT(sqlite3_prepare_v2(lh, "SELECT log FROM builds", -1, &s, NULL) == SQLITE_OK);
+    CHECK(sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0) &&
+          !strcmp((const char *)sqlite3_column_text(s, 0), logs[i]));
+    sqlite3_finalize(s);
+    sqlite3_close(lh);
+    free(log_sql);
+  }
+  free(long_log);
+  snprintf(d, sizeof d, "%s/stand-in.db", dir);
   REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
   put_stand_in(db, "fwd.quoted", NULL);
   fat_db_close(db);
-  char *quotes = export_text(d, H200);
-  CHECK(strstr(quotes, "'// ''fwd.quoted''' || char(10) || '\textern \"C\" __global__ void f() {}'"
-                       " || char(13) || '' || char(10) || ''") != NULL);
-  free(quotes);
+  char *stand_in = export_text(d, H200);
+  CHECK_INT(count_lines(stand_in, "INSERT INTO variants "), 1);
+  CHECK(strstr(stand_in, "extern") == NULL);
+  snprintf(d, sizeof d, "%s/stand-in-back.db", dir);
+  CHECK_INT(import_text(d, stand_in, err, sizeof err), -1);
+  CHECK_STR(err, "t.sql: variant fwd.quoted: the generator does not produce this variant; "
+                 "refusing the table");
+  free(stand_in);
 
   /* Local windows travel: two windows of one shape are two problems,
    * exported with their windows, and come back the same. */
@@ -819,7 +910,9 @@ int main(void) {
   window_override = NULL;
   fat_db_close(db);
   char *local = export_text(d, H200);
-  CHECK(strstr(local, "database schema version 5;") != NULL);
+  char schema_line[64];
+  snprintf(schema_line, sizeof schema_line, "database schema version %d;", FAT_DB_SCHEMA_VERSION);
+  CHECK(strstr(local, schema_line) != NULL);
   CHECK_INT(count_lines(local, "INSERT INTO problems "), 2);
   CHECK(strstr(local, "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads, "
                       "heads_k, seqlen_q, seqlen_k, window_left, window_right, lengths) VALUES (1, "
@@ -867,11 +960,12 @@ int main(void) {
   CHECK(strstr(err, "seqlen_q 3976 is not its profile's longest, 3977") != NULL);
   free(varlen), free(varlen2), free(varlen3);
 
-  /* A table exported by a fatune of schema 3, 2 (no lengths: every problem
-   * dense) or 1 (no windows either: every window 0, 0) imports, and
-   * today's export of the result is today's format; so does a database of
-   * that schema merge, read as it is and left at its version. */
-  for (int version = 3; version >= 1; version--) {
+  /* A table of format 1 (each variant with its source) exported by a
+   * fatune of schema 5 to 3, 2 (no lengths: every problem dense) or 1 (no
+   * windows either: every window 0, 0) imports, and today's export of the
+   * result is today's format; so does a database of that schema merge,
+   * read as it is and left at its version. */
+  for (int version = 5; version >= 1; version--) {
     char *old = as_old_export(first, version), old_db[256], vname[32];
     /* (the kernel sources say "window" and "lengths": only the problems' columns count) */
     CHECK(version > 2 || (strstr(old, ", lengths)") == NULL && strstr(old, ", '');\n") == NULL));

@@ -170,7 +170,7 @@ static char *replaced(const char *text, const char *from, const char *to) {
   return out;
 }
 
-/* "-- fatune tables 1\n" BODY FAT_TABLES_END (heap). */
+/* FAT_TABLES_MAGIC "\n" BODY FAT_TABLES_END (heap). */
 static char *table_text(const char *body) {
   size_t n = strlen(FAT_TABLES_MAGIC) + strlen(body) + strlen(FAT_TABLES_END) + 2;
   char *t = malloc(n);
@@ -272,18 +272,22 @@ static void hostile_sql(fat_gen *g) {
   t = strndup(good, (size_t)(cut - good));
   REFUSED(t, NULL, "t.sql: truncated: the file does not end with the line '-- end of fatune tables'");
   free(t);
-  /* a source that is not what its hash names (the runtime compiles it) */
-  t = replaced(good, "// stand-in source", "__global__ void steal() {} // stand-in source");
-  char src_hash[65];
+  /* a source that is not what its hash names (the runtime compiles it): a
+   * table of format 1 carries sources, each checked against its hash */
+  char src_hash[65], good_hash[65], from[80], to[512];
   const char *src = "__global__ void steal() {} // stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n" ABI_LINE;
-  fat_sha256_hex(src, strlen(src), src_hash);
-  char good_hash[65];
   const char *good_src = "// stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n" ABI_LINE;
+  fat_sha256_hex(src, strlen(src), src_hash);
   fat_sha256_hex(good_src, strlen(good_src), good_hash);
+  snprintf(from, sizeof from, "'%s', ", good_hash);
+  snprintf(to, sizeof to, "'%s', '%s', ", good_hash, src);  /* no quote in it; a raw newline */
+  char *v1 = replaced(good, FAT_TABLES_MAGIC, FAT_TABLES_MAGIC_V1);
+  char *with_col = replaced(v1, "source_hash, is_default", "source_hash, source, is_default");
+  t = replaced(with_col, from, to);
   snprintf(want, sizeof want, "t.sql: variant fwd.mma80.fp16.d64.none.m64n64w4s2: source_hash %s"
            " is not the hash of its source (%s)", good_hash, src_hash);
   REFUSED(t, NULL, want);
-  free(t);
+  free(t), free(with_col), free(v1);
   /* a cubin swapped for other bytes, its recorded hash left as it was */
   char cubin_hash[65], evil_hash[65];
   const unsigned char evil[CUBIN_BYTES] = {0x7f, 'E', 'L', 'F', 0, 1, 0xfe};
@@ -378,7 +382,7 @@ static void hostile_names_and_sources(fat_gen *g) {
   t = table_of_real(&v[0]);
   /* An empty file is refused before any database is touched. */
   CHECK_INT(fat_tables_import(NULL, "", "x", &checked, NULL, err, sizeof err), -1);
-  CHECK_STR(err, "x: not a fatune table (first line must start '-- fatune tables 1')");
+  CHECK_STR(err, "x: not a fatune table (first line must start '-- fatune tables 2')");
   /* Today's variant itself imports, and no build of it comes in. */
   fat_tables_report r;
   REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);

@@ -152,7 +152,8 @@ static int run_table_text(sqlite3 *sh, const char *text, const char *name, impor
 
 const char *table_text_begin(const char *text, const char *name, char *err, size_t errlen) {
   if (!strncmp(text, UTF8_BOM, strlen(UTF8_BOM))) text += strlen(UTF8_BOM);
-  if (strncmp(text, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC))) {
+  if (strncmp(text, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC)) &&
+      strncmp(text, FAT_TABLES_MAGIC_V1, strlen(FAT_TABLES_MAGIC_V1))) {
     set_err(err, errlen, "%s: not a fatune table (first line must start '%s')", name,
             FAT_TABLES_MAGIC);
     return NULL;

@@ -12,15 +12,12 @@
 #include "sha256.h"
 #include "tables_int.h"
 
-/* Architectures the generator is asked for in the stale check: a variant
- * pruned for one may exist for the other. */
-static const char *const STALE_ARCHS[] = {"sm_90a", "sm_80"};
-#define N_STALE_ARCHS 2
-
 /* ---- stale check --------------------------------------------------------- */
 
 /* 1 when the source in column COL of row S hashes to HASH: a source
- * altered under its hash (the runtime refuses to compile it) counts stale. */
+ * altered under its hash (the runtime refuses to compile it) counts stale,
+ * and so does none (NULL: a table's stale variant, kept sourceless by
+ * build_tables --keep-stale), until rehash fills it in. */
 static int source_hashes_to(sqlite3_stmt *s, int col, const char *hash) {
   char hex[FAT_SHA256_HEX_CHARS + 1];
   const char *src = (const char *)sqlite3_column_text(s, col);
@@ -29,36 +26,20 @@ static int source_hashes_to(sqlite3_stmt *s, int col, const char *hash) {
   return !strcmp(hex, hash);
 }
 
-/* The generator's variants of one (DIR, DT, MK, HD) for the stale check's
- * architecture A (*V: free each, then the array). Returns 0 or -1 with err. */
-static int stale_arch_variants(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int hd,
-                               int a, fat_variant **v, size_t *n, char *err, size_t errlen) {
-  fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
-                     .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = STALE_ARCHS[a]};
-  *v = NULL;
-  *n = 0;
-  return fat_gen_variants(g, &q, v, n, NULL, NULL, err, errlen);
-}
-
 /* What the generator produces today for variant NAME of (DIR, DT, MK, HD):
  * its source hash in NOW, or "" when no architecture's space has it.
  * Returns 0, or -1 with err when the generator fails. */
 static int regenerated_hash(fat_gen *g, const char *name, fat_direction dir, fat_dtype dt,
                             fat_mask mk, int hd, char now[FAT_SHA256_HEX_CHARS + 1], char *err,
                             size_t errlen) {
+  gen_group gg = {0};
   now[0] = 0;
-  for (int a = 0; a < N_STALE_ARCHS && !now[0]; a++) {
-    fat_variant *v;
-    size_t n;
-    if (stale_arch_variants(g, dir, dt, mk, hd, a, &v, &n, err, errlen)) return -1;
-    for (size_t i = 0; i < n; i++)
-      if (!strcmp(v[i].name, name)) snprintf(now, FAT_SHA256_HEX_CHARS + 1, "%s", v[i].hash);
-    for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
-    free(v);
-  }
+  if (gen_group_load(g, dir, dt, mk, hd, NULL, &gg, err, errlen)) return -1;
+  const fat_variant *v = gen_group_find(&gg, name);
+  if (v) snprintf(now, FAT_SHA256_HEX_CHARS + 1, "%s", v->hash);
+  gen_group_free(&gg);
   return 0;
 }
-
 
 int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err, size_t errlen) {
   sqlite3 *h = fat_db_handle(db);
@@ -89,16 +70,20 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
       goto out;
     }
     char now[FAT_SHA256_HEX_CHARS + 1] = "", e2[ERRLEN];
-    const int altered = !source_hashes_to(s, 6, hash);
+    const int sourceless = sqlite3_column_type(s, 6) == SQLITE_NULL;
+    const int altered = !sourceless && !source_hashes_to(s, 6, hash);
     /* A generator failure counts the variant stale (as before): nothing
      * today produces it. */
     if (regenerated_hash(g, name, dir, dt, mk, hd, now, e2, sizeof e2)) now[0] = 0;
-    if (!strcmp(now, hash) && !altered) continue;
+    if (!strcmp(now, hash) && !altered && !sourceless) continue;
     n_stale++;
     if (report && used < cap) {
       int k = altered ? snprintf(report + used, cap - used,
                                  "stale: %s: its source does not hash to its source_hash %s\n",
                                  name, hash)
+            : !strcmp(now, hash) ? snprintf(report + used, cap - used,
+                                            "stale: %s: no stored source (fatune rehash fills it"
+                                            " in)\n", name)
             : now[0] ? snprintf(report + used, cap - used,
                                 "stale: %s: table source_hash %s, generator gives %s\n", name,
                                 hash, now)
@@ -120,14 +105,6 @@ out:
 
 /* ---- retiring stale variants ------------------------------------------- */
 
-/* The generator's variants of one (direction, dtype, mask, head dim) over
- * the stale check's architectures, generated once for all the database's
- * variants of that group (thousands after a few tunes). */
-typedef struct gen_group {
-  fat_variant *v;
-  size_t n;
-} gen_group;
-
 /* Variants anything live still refers to (a live timing or check, or a
  * winner), grouped by (direction, dtype, mask, head dim) for the
  * generator: what retire-stale and rehash walk. */
@@ -139,44 +116,9 @@ static const char *const LIVE_VARIANTS_SQL =
     " OR EXISTS (SELECT 1 FROM winners w WHERE w.variant_id = v.id)"
     " ORDER BY v.direction, v.dtype, v.mask, v.head_dim, v.name";
 
-static void group_free(gen_group *gg) {
-  for (size_t i = 0; i < gg->n; i++) fat_variant_free(&gg->v[i]);
-  free(gg->v);
-  gg->v = NULL;
-  gg->n = 0;
-}
-
-static int group_load(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int hd,
-                      gen_group *gg, char *err, size_t errlen) {
-  group_free(gg);
-  for (int a = 0; a < N_STALE_ARCHS; a++) {
-    fat_variant *v;
-    size_t n;
-    if (stale_arch_variants(g, dir, dt, mk, hd, a, &v, &n, err, errlen)) return -1;
-    fat_variant *all = realloc(gg->v, (gg->n + n) * sizeof *all);
-    if (!all && gg->n + n) {
-      for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
-      free(v);
-      set_err(err, errlen, "out of memory");
-      return -1;
-    }
-    if (n) memcpy(all + gg->n, v, n * sizeof *v);
-    gg->v = all;
-    gg->n += n;
-    free(v);
-  }
-  return 0;
-}
-
-/* The group's variant NAME as the generator gives it today, or NULL. */
-static const fat_variant *group_find(const gen_group *gg, const char *name) {
-  for (size_t i = 0; i < gg->n; i++)
-    if (!strcmp(gg->v[i].name, name)) return &gg->v[i];
-  return NULL;
-}
-
+/* The group's variant NAME's source hash today, or NULL. */
 static const char *group_hash(const gen_group *gg, const char *name) {
-  const fat_variant *v = group_find(gg, name);
+  const fat_variant *v = gen_group_find(gg, name);
   return v ? v->hash : NULL;
 }
 
@@ -217,7 +159,7 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
     char key[64];
     snprintf(key, sizeof key, "%s %s %s %d", dir_s, dt_s, mk_s, hd);
     if (!have_group || strcmp(key, group_key)) {
-      if (group_load(g, dir, dt, mk, hd, &gg, err, errlen)) goto out;
+      if (gen_group_load(g, dir, dt, mk, hd, NULL, &gg, err, errlen)) goto out;
       snprintf(group_key, sizeof group_key, "%s", key);
       have_group = 1;
     }
@@ -256,7 +198,7 @@ out:
   sqlite3_finalize(s);
   for (int i = 0; i < 3; i++) sqlite3_finalize(retire[i]);
   if (in_tx) sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
-  group_free(&gg);
+  gen_group_free(&gg);
   return rc;
 }
 
@@ -266,6 +208,7 @@ out:
  * mask, head dim) group, for the generator. */
 typedef struct rehash_item {
   sqlite3_int64 id;
+  int fill;  /* sourceless, of the generator's hash today: its source is filled in */
   char *name, *key;
   fat_direction dir;
   fat_dtype dt;
@@ -470,19 +413,22 @@ int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n
     char key[64];
     snprintf(key, sizeof key, "%s %s %s %d", dir_s, dt_s, mk_s, it.hd);
     if (strcmp(key, group_key)) {
-      if (group_load(g, it.dir, it.dt, it.mk, it.hd, &gg, err, errlen)) goto out;
+      if (gen_group_load(g, it.dir, it.dt, it.mk, it.hd, NULL, &gg, err, errlen)) goto out;
       snprintf(group_key, sizeof group_key, "%s", key);
     }
     const char *now = group_hash(&gg, name);
-    const int altered = !source_hashes_to(s, 7, hash);
-    if (now && !strcmp(now, hash) && !altered) continue;
+    const int sourceless = sqlite3_column_type(s, 7) == SQLITE_NULL;
+    const int altered = !sourceless && !source_hashes_to(s, 7, hash);
+    if (now && !strcmp(now, hash) && !altered && !sourceless) continue;
     /* The space no longer has it, or its stored source is not the one its
      * hash names (its builds were made from who knows what): nothing to
-     * compare with. */
+     * compare with. A sourceless one has no text to have been altered:
+     * its cubins are compared with today's source's as any other's. */
     if (!now || altered) {
       left++;
       continue;
     }
+    it.fill = sourceless && !strcmp(now, hash);
     if (n == cap) {
       size_t more = cap ? 2 * cap : 64;
       rehash_item *grown = realloc(items, more * sizeof *grown);
@@ -505,11 +451,18 @@ int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n
   group_key[0] = 0;
   for (size_t i = 0; i < n; i++) {
     if (strcmp(items[i].key, group_key)) {
-      if (group_load(g, items[i].dir, items[i].dt, items[i].mk, items[i].hd, &gg, err, errlen))
+      if (gen_group_load(g, items[i].dir, items[i].dt, items[i].mk, items[i].hd, NULL,
+                         &gg, err, errlen))
         goto out;
       snprintf(group_key, sizeof group_key, "%s", items[i].key);
     }
-    const fat_variant *now = group_find(&gg, items[i].name);
+    const fat_variant *now = gen_group_find(&gg, items[i].name);
+    /* Its hash names today's source: the text its builds were made from. */
+    if (items[i].fill) {
+      if (carry_over(h, items[i].id, now, err, errlen)) goto out;
+      carried++;
+      continue;
+    }
     int same = same_shape(h, items[i].id, now);
     if (same < 0) goto sqlfail;
     sqlite3_reset(taken);
@@ -543,6 +496,6 @@ out:
   sqlite3_finalize(s);
   sqlite3_finalize(taken);
   if (in_tx) sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
-  group_free(&gg);
+  gen_group_free(&gg);
   return rc;
 }

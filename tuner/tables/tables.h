@@ -17,8 +17,13 @@
 #include "gen.h"
 #include "trust.h"
 
-/* First line of every exported table; import refuses a file without it. */
-#define FAT_TABLES_MAGIC "-- fatune tables 1"
+/* First line of every exported table; import refuses a file without it or
+ * FAT_TABLES_MAGIC_V1's. Format 2 carries each variant's source_hash without
+ * its source (the generator that judges an import reproduces it, and
+ * import fills it in): the shipped tables are a third the size. Format 1,
+ * sources and all, still loads, each source checked against its hash. */
+#define FAT_TABLES_MAGIC "-- fatune tables 2"
+#define FAT_TABLES_MAGIC_V1 "-- fatune tables 1"
 /* Last line of every exported table: a file cut between two statements
  * still parses, so import refuses one that does not end with this line. */
 #define FAT_TABLES_END "-- end of fatune tables\n"
@@ -55,8 +60,9 @@ void fat_table_ids_free(fat_table_ids *ids);
  * which new ids cannot count past a 64-bit integer. */
 #define FAT_TABLE_MAX_ID ((long long)1 << 53)
 
-/* Writes the winners of every GPU named GPU_NAME in DB (with their variants'
- * sources, their cubins, problems, live checks and winning timings) to OUT,
+/* Writes the winners of every GPU named GPU_NAME in DB (their variants by
+ * name and source hash, without the sources; their cubins, problems, live
+ * checks and winning timings) to OUT,
  * each table's rows in id order. With IDS NULL, rows are numbered 1, 2, ...
  * in natural-key order; with IDS, a row whose natural key the earlier
  * export has keeps its id there, and the others are numbered on from that
@@ -131,8 +137,11 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
  * checks, timings and winners, which were measured on that very machine
  * code -- with today's source, hash and build keys. The others stay stale
  * (re-tune them, or retire-stale), and so does one whose stored source does
- * not hash to its source_hash (its builds were made from another text). *N_CARRIED and *N_LEFT (may be NULL)
- * get the counts. Needs NVRTC, not a GPU. Returns 0, or -1 with err
+ * not hash to its source_hash (its builds were made from another text). A
+ * variant with no stored source (a table's, kept by build_tables
+ * --keep-stale) is compared by its cubins alone, and one whose hash the
+ * generator gives today just gets that source. *N_CARRIED and *N_LEFT (may
+ * be NULL) get the counts. Needs NVRTC, not a GPU. Returns 0, or -1 with err
  * (nothing changed). */
 int fat_tables_rehash(fat_db *db, fat_gen *g, long long *n_carried, long long *n_left, char *err,
                       size_t errlen);

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include "gen.h"
 #include "interrupt.h"
 #include "tables.h"
 
@@ -85,4 +86,25 @@ int judge_and_merge(fat_db *db, fat_db *sdb, const char *stage, const char *name
 /* The handler of a signal that ends the process (SIGTERM, SIGHUP): the
  * scratch database in use is removed first. */
 void remove_and_die(int sig);
+
+/* ---- the generator's variants of one key (gen_group.c) ------------------ */
+
+/* The generator's variants of one (direction, dtype, mask, head dim) over
+ * the architectures it is asked for (sm_90a, then sm_80), sources and all:
+ * loaded once for every variant of a database or a table with that key. */
+typedef struct gen_group {
+  fat_variant *v;
+  size_t n;
+} gen_group;
+
+/* Frees GG's variants; GG is then empty (and may be loaded again). */
+void gen_group_free(gen_group *gg);
+/* Replaces GG's variants with the generator's for (DIR, DT, MK, HD), of
+ * architecture ARCH alone when not NULL. 0, or -1 with err (the generator
+ * failed; GG is then empty). */
+int gen_group_load(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int hd,
+                   const char *arch, gen_group *gg, char *err, size_t errlen);
+/* GG's variant NAME, the first architecture's where both have it; NULL
+ * when the group has none of that name. */
+const fat_variant *gen_group_find(const gen_group *gg, const char *name);
 #endif

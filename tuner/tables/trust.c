@@ -38,6 +38,7 @@ typedef struct known_variant {
   fat_dtype dtype;
   fat_mask mask;
   int head_dim, block_m, threads, smem_bytes;
+  size_t arch;  /* the TRUST_ARCHS space it is of */
 } known_variant;
 
 /* One (direction, architecture) of the space, sorted by name. */
@@ -105,6 +106,7 @@ static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size
       k->direction = v[i].direction, k->dtype = v[i].dtype, k->mask = v[i].mask;
       k->head_dim = v[i].head_dim, k->block_m = v[i].block_m, k->threads = v[i].threads;
       k->smem_bytes = v[i].smem_bytes;
+      k->arch = a;
     }
     fat_variant_free(&v[i]);
   }
@@ -228,8 +230,11 @@ static int check_contents(sqlite3 *h, const char *name, char *err, size_t errlen
   }
   if (step != SQLITE_DONE) goto sqlfail;
   sqlite3_finalize(s);
-  if (sqlite3_prepare_v2(h, "SELECT name, source_hash, source FROM main.variants ORDER BY id",
-                         -1, &s, NULL) != SQLITE_OK) goto sqlfail;
+  /* A sourceless variant (a table's) gets its source from the generator
+   * in check_variants, or none when it is stale. */
+  if (sqlite3_prepare_v2(h, "SELECT name, source_hash, source FROM main.variants"
+                            " WHERE source IS NOT NULL ORDER BY id", -1, &s, NULL) != SQLITE_OK)
+    goto sqlfail;
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
     const char *src = (const char *)sqlite3_column_text(s, 2);
     fat_sha256_hex(src, (size_t)sqlite3_column_bytes(s, 2), hex);
@@ -272,9 +277,9 @@ out:
 /* A variant row as check_variants reads it, and the columns it names. */
 #define VARIANT_SQL                                                                         \
   "SELECT id, name, source_hash, family, direction, dtype, mask, head_dim, params, entry,"  \
-  " block_m, threads, smem_bytes FROM main.variants ORDER BY name, source_hash"
+  " block_m, threads, smem_bytes, source IS NULL FROM main.variants ORDER BY name, source_hash"
 enum { V_ID, V_NAME, V_HASH, V_FAMILY, V_DIRECTION, V_DTYPE, V_MASK, V_HEAD_DIM, V_PARAMS,
-       V_ENTRY, V_BLOCK_M, V_THREADS, V_SMEM_BYTES };
+       V_ENTRY, V_BLOCK_M, V_THREADS, V_SMEM_BYTES, V_SOURCELESS };
 
 /* The first field of the stored row S that is not K's, as "block_m 16 is
  * not the generator's 64" in WHY; "" when every field agrees. */
@@ -346,11 +351,84 @@ static int leave_out(sqlite3 *h, sqlite3_int64 id) {
   return 0;
 }
 
+/* A variant that came without its source and that the generator produces
+ * with its source_hash: its row and the generator's record of it. */
+typedef struct to_fill {
+  sqlite3_int64 id;
+  const known_variant *k;
+} to_fill;
+
+/* By the generator's group (direction, dtype, mask, head dim, architecture). */
+static int by_group(const void *a, const void *b) {
+  const known_variant *x = ((const to_fill *)a)->k, *y = ((const to_fill *)b)->k;
+  if (x->direction != y->direction) return x->direction < y->direction ? -1 : 1;
+  if (x->dtype != y->dtype) return x->dtype < y->dtype ? -1 : 1;
+  if (x->mask != y->mask) return x->mask < y->mask ? -1 : 1;
+  if (x->head_dim != y->head_dim) return x->head_dim < y->head_dim ? -1 : 1;
+  if (x->arch != y->arch) return x->arch < y->arch ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* Fills in the source of each of the N variants of FILL from the
+ * generator: FILL sorted by group, each (direction, dtype, mask, head dim,
+ * architecture) expanded once more with its sources (gen_group), each
+ * source hashed again before it is stored. 0, or -1 with err. */
+static int fill_sources(fat_trust *t, sqlite3 *h, const char *name, to_fill *fill, size_t n,
+                        char *err, size_t errlen) {
+  gen_group gg = {0};
+  const known_variant *group = NULL;  /* the group GG holds: one of its variants */
+  sqlite3_stmt *up = NULL;
+  char e2[ERRLEN], hex[FAT_SHA256_HEX_CHARS + 1];
+  int rc = -1;
+  if (sqlite3_prepare_v2(h, "UPDATE main.variants SET source = ?2 WHERE id = ?1", -1, &up,
+                         NULL) != SQLITE_OK) {
+    set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+    return -1;
+  }
+  if (n) qsort(fill, n, sizeof *fill, by_group);
+  for (size_t i = 0; i < n; i++) {
+    const known_variant *k = fill[i].k;
+    if (!group || group->direction != k->direction || group->dtype != k->dtype ||
+        group->mask != k->mask || group->head_dim != k->head_dim || group->arch != k->arch) {
+      if (gen_group_load(t->g, k->direction, k->dtype, k->mask, k->head_dim, TRUST_ARCHS[k->arch],
+                         &gg, e2, sizeof e2)) {
+        set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, k->name, e2);
+        goto out;
+      }
+      group = k;
+    }
+    const fat_variant *v = gen_group_find(&gg, k->name);
+    if (v) fat_sha256_hex(v->source, strlen(v->source), hex);
+    if (!v || strcmp(hex, k->hash)) {
+      set_err(err, errlen, "%s: variant %s: the generator gives it with source_hash %s in its "
+              "%s space but %s%s expanded for head dim %d alone", name, k->name, k->hash,
+              TRUST_ARCHS[k->arch], v ? "a source hashing to " : "not at all", v ? hex : "",
+              k->head_dim);
+      goto out;
+    }
+    sqlite3_reset(up);
+    sqlite3_bind_int64(up, 1, fill[i].id);
+    sqlite3_bind_text(up, 2, v->source, -1, SQLITE_STATIC);
+    if (sqlite3_step(up) != SQLITE_DONE) {
+      set_err(err, errlen, "%s: variant %s: %s", name, k->name, sqlite3_errmsg(h));
+      goto out;
+    }
+  }
+  rc = 0;
+out:
+  sqlite3_finalize(up);
+  gen_group_free(&gg);
+  return rc;
+}
+
+/* Each variant against the generator (trust.h); a sourceless one it
+ * produces with its hash gets its source (fill_sources), after the walk. */
 static int check_variants(fat_trust *t, sqlite3 *h, const char *name, fat_stale stale,
                           fat_trust_report *r, char *err, size_t errlen) {
   sqlite3_stmt *s = NULL;
   sqlite3_int64 *out = NULL;
-  size_t n_out = 0, cap = 0;
+  to_fill *fill = NULL;
+  size_t n_out = 0, cap = 0, n_fill = 0, fill_cap = 0;
   int rc = -1, step;
   char e2[ERRLEN], why[512];
   if (sqlite3_prepare_v2(h, VARIANT_SQL, -1, &s, NULL) != SQLITE_OK) goto sqlfail;
@@ -396,18 +474,31 @@ static int check_variants(fat_trust *t, sqlite3 *h, const char *name, fat_stale 
       set_err(err, errlen, "%s: variant %s: %s; refusing the table", name, vname, why);
       goto out;
     }
+    if (!sqlite3_column_int(s, V_SOURCELESS)) continue;
+    if (n_fill == fill_cap) {  /* filled after the walk, not under its cursor */
+      size_t more = fill_cap ? 2 * fill_cap : 64;
+      to_fill *grown = realloc(fill, more * sizeof *grown);
+      if (!grown) {
+        set_err(err, errlen, "out of memory");
+        goto out;
+      }
+      fill = grown, fill_cap = more;
+    }
+    fill[n_fill++] = (to_fill){.id = sqlite3_column_int64(s, V_ID), .k = k};
   }
   if (step != SQLITE_DONE) goto sqlfail;
   sqlite3_finalize(s);
   s = NULL;
   for (size_t i = 0; i < n_out; i++)
     if (leave_out(h, out[i])) goto sqlfail;
+  if (fill_sources(t, h, name, fill, n_fill, err, errlen)) goto out;
   rc = 0;
   goto out;
 sqlfail:
   set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
 out:
   free(out);
+  free(fill);
   sqlite3_finalize(s);
   return rc;
 }

@@ -65,7 +65,10 @@ typedef struct fat_trust_report {
  *   - each column holds the storage class its declaration names;
  *   - no cubin is over FAT_TABLES_MAX_CUBIN_BYTES;
  *   - a variable-length profile parses and its longest is its seqlen;
- *   - each source hashes to its source_hash, each build_hashes row to its cubin;
+ *   - each source hashes to its source_hash, each build_hashes row to its cubin
+ *     (a table file carries no sources: a variant without one gets the
+ *     generator's below, or stays without one only when it is stale and
+ *     STALE keeps it -- nothing compiles or serves it until `fatune rehash`);
  *   - each variant is what the generator produces for its name today, field by
  *     field: "NAME: variant V: block_m 16 is not the generator's 64; refusing
  *     the table"; a variant the generator produces with another source, or not

@@ -45,6 +45,7 @@ static int recompile_arch(sqlite3 *h, const char *name, const char *arch,
   int rc = -1, step;
   if (sqlite3_prepare_v2(h,
                          "SELECT b.id, v.name, v.source, b.options = ?2 AND b.nvrtc_version = ?3"
+                         " AND v.source IS NOT NULL"
                          " FROM main.builds b JOIN main.variants v ON v.id = b.variant_id"
                          " WHERE b.arch = ?1 AND b.ok = 1 ORDER BY b.id", -1, &s, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(h,
@@ -73,7 +74,8 @@ static int recompile_arch(sqlite3 *h, const char *name, const char *arch,
     }
     memset(&v[n], 0, sizeof v[n]);
     ids[n] = sqlite3_column_int64(s, 0);
-    /* Another compiler or options: nothing here reproduces it (dropped below). */
+    /* Another compiler or options, or no source (a stale variant kept
+     * sourceless): nothing here reproduces it (dropped below). */
     if (sqlite3_column_int(s, 3)) {
       v[n].name = strdup((const char *)sqlite3_column_text(s, 1));
       v[n].source = strdup((const char *)sqlite3_column_text(s, 2));
