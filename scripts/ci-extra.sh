@@ -103,7 +103,7 @@ for target in fuzz/fuzz_*.c; do
   fi
   clang -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -g -D_GNU_SOURCE \
     -Icore -Ituner -Ituner/generate -Ituner/measure -Ituner/tables -Ituner/report -Itemplates -Iinclude -I"${CUDA_ROOT:-/usr/local/cuda}/include" -I/usr/include/lua5.4 \
-    "$target" "${libs[@]}" -lpthread -ldl -lm -o "$B-fuzz/$name"
+    "$target" "${libs[@]}" -lz -lpthread -ldl -lm -o "$B-fuzz/$name"
   corpus=fuzz/corpus/$name
   mkdir -p "$corpus" "$B-fuzz/$name.new"
   # New inputs go to a scratch folder; the kept corpus changes only by commit.

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Installs what fatune's build and tests need and the machine lacks: a C
-# compiler, CMake, Lua 5.4 and SQLite development files (Debian/Ubuntu
+# compiler, CMake, Lua 5.4, SQLite and zlib development files (Debian/Ubuntu
 # packages), and Chromium for the report rendering test. The CUDA toolkit
 # (headers, NVRTC) is expected at /usr/local/cuda (or $CUDA_ROOT).
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in build-essential cmake liblua5.4-dev libsqlite3-dev python3 ${FATUNE_EXTRA_PACKAGES:-}; do
+for p in build-essential cmake liblua5.4-dev libsqlite3-dev zlib1g-dev python3 ${FATUNE_EXTRA_PACKAGES:-}; do
   have_pkg "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

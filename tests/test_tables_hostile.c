@@ -15,6 +15,7 @@
 #include "gen.h"
 #include "sha256.h"
 #include "tables.h"
+#include "tables_int.h"
 #include "problems.h"
 #include "check.h"
 #include "fat_abi.h"
@@ -30,6 +31,24 @@ static int n_hostile;
 #define H200_SMS 132
 #define ERRLEN 1024
 #define CUBIN_BYTES 7
+
+/* The longest cubin_text below writes: a 7-byte cubin deflated is 15 bytes. */
+#define CUBIN_TEXT_CAP 256
+
+/* CUBIN (N bytes) as export spells it: fat_inflate(X'<zlib stream>', N),
+ * into OUT (CUBIN_TEXT_CAP bytes); returns the stream's bytes. */
+static size_t cubin_text(const unsigned char *cubin, size_t n, char *out) {
+  unsigned char *z = NULL;
+  size_t zn = 0;
+  REQUIRE_EXIT(cubin_deflate(cubin, n, &z, &zn) == 0 && 2 * zn + 64 < CUBIN_TEXT_CAP);
+  char *o = out + sprintf(out, "fat_inflate(X'");
+  for (size_t i = 0; i < zn; i++) o += sprintf(o, "%02x", z[i]);
+  sprintf(o, "', %zu)", n);
+  free(z);
+  return zn;
+}
+
+static long long imported(const char *text, char *err, size_t errlen);
 
 static const unsigned char CUBIN[CUBIN_BYTES] = {0x7f, 'E', 'L', 'F', 0, 1, 0xff};
 static char dir[] = "/tmp/fatune-hostile-XXXXXX";
@@ -244,19 +263,34 @@ static void hostile_sql(fat_gen *g) {
   REFUSED(t, NULL, want);
   free(t);
 
-  /* Rows of the wrong type or out of range. A valid table to bend: */
+  /* Rows of the wrong type or out of range. A valid table to bend, and
+   * its cubin as export spells it: */
   char *good = table_of("fwd.mma80.fp16.d64.none.m64n64w4s2", NULL, "sm_90a");
   fat_sha256_hex("fwd.mma80.fp16.d64.none.m64n64w4s2/sm_90a", strlen("fwd.mma80.fp16.d64.none.m64n64w4s2/sm_90a"), key);
+  char deflated[CUBIN_TEXT_CAP], from[CUBIN_TEXT_CAP + 64], to[CUBIN_TEXT_CAP + 64];
+  size_t deflated_bytes = cubin_text(CUBIN, CUBIN_BYTES, deflated);
+  CHECK(strstr(good, deflated) != NULL);
   /* text in an INTEGER column that every CHECK lets through ('many' >= 0) */
-  t = replaced(good, "'13.0', 1, X'7f454c460001ff', 96,", "'13.0', 1, X'7f454c460001ff', 'many',");
+  snprintf(from, sizeof from, "'13.0', 1, %s, 96,", deflated);
+  snprintf(to, sizeof to, "'13.0', 1, %s, 'many',", deflated);
+  t = replaced(good, from, to);
   REFUSED(t, NULL, "t.sql: builds row 1: registers holds text, declared INTEGER");
   free(t);
   /* a cubin given as text, and an empty one */
-  t = replaced(good, "X'7f454c460001ff'", "X''");
+  t = replaced(good, deflated, "X''");
   REFUSED(t, NULL, "t.sql:8: CHECK constraint failed: (ok = 1) = (cubin IS NOT NULL AND length(cubin) > 0)");
   free(t);
-  t = replaced(good, "'13.0', 1, X'7f454c460001ff', 96,", "'13.0', 1, '7f454c460001ff', 96,");
+  t = replaced(good, from, "'13.0', 1, '7f454c460001ff', 96,");
   REFUSED(t, NULL, "t.sql: builds row 1: cubin holds text, declared BLOB");
+  free(t);
+  /* a cubin as plain hex (format 1's spelling) loads as the same bytes:
+   * the table goes as far as the deflated one (the generator's check,
+   * which no stand-in source passes) */
+  char err_plain[ERRLEN], err_good[ERRLEN];
+  t = replaced(good, deflated, "X'7f454c460001ff'");
+  CHECK_INT(imported(t, err_plain, sizeof err_plain), imported(good, err_good, sizeof err_good));
+  CHECK_STR(err_plain, err_good);
+  CHECK(strstr(err_good, "refusing a stale table") != NULL);
   free(t);
   /* a negative size */
   t = replaced(good, ", 64, 128, 40960, '", ", 64, 128, -40960, '");
@@ -274,16 +308,16 @@ static void hostile_sql(fat_gen *g) {
   free(t);
   /* a source that is not what its hash names (the runtime compiles it): a
    * table of format 1 carries sources, each checked against its hash */
-  char src_hash[65], good_hash[65], from[80], to[512];
+  char src_hash[65], good_hash[65], src_from[80], src_to[512];
   const char *src = "__global__ void steal() {} // stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n" ABI_LINE;
   const char *good_src = "// stand-in source of fwd.mma80.fp16.d64.none.m64n64w4s2\n" ABI_LINE;
   fat_sha256_hex(src, strlen(src), src_hash);
   fat_sha256_hex(good_src, strlen(good_src), good_hash);
-  snprintf(from, sizeof from, "'%s', ", good_hash);
-  snprintf(to, sizeof to, "'%s', '%s', ", good_hash, src);  /* no quote in it; a raw newline */
+  snprintf(src_from, sizeof src_from, "'%s', ", good_hash);
+  snprintf(src_to, sizeof src_to, "'%s', '%s', ", good_hash, src);  /* no quote in it; a raw newline */
   char *v1 = replaced(good, FAT_TABLES_MAGIC, FAT_TABLES_MAGIC_V1);
   char *with_col = replaced(v1, "source_hash, is_default", "source_hash, source, is_default");
-  t = replaced(with_col, from, to);
+  t = replaced(with_col, src_from, src_to);
   snprintf(want, sizeof want, "t.sql: variant fwd.mma80.fp16.d64.none.m64n64w4s2: source_hash %s"
            " is not the hash of its source (%s)", good_hash, src_hash);
   REFUSED(t, NULL, want);
@@ -293,11 +327,66 @@ static void hostile_sql(fat_gen *g) {
   const unsigned char evil[CUBIN_BYTES] = {0x7f, 'E', 'L', 'F', 0, 1, 0xfe};
   fat_sha256_hex(CUBIN, CUBIN_BYTES, cubin_hash);
   fat_sha256_hex(evil, CUBIN_BYTES, evil_hash);
-  t = replaced(good, "X'7f454c460001ff'", "X'7f454c460001fe'");
+  t = replaced(good, deflated, "X'7f454c460001fe'");
   snprintf(want, sizeof want, "t.sql: build %s: cubin sha256 %s does not match its stored hash %s",
            key, evil_hash, cubin_hash);
   REFUSED(t, NULL, want);
   free(t);
+  const char *cubin_hash_of_good = cubin_hash;
+  /* a cubin's stream that is not what it says: a size over the cap or
+   * under one byte, a stream that inflates to more or fewer bytes than
+   * named, no zlib stream at all, a text where the blob goes */
+  struct {
+    const char *to, *why;
+  } bad_streams[] = {
+      {"fat_inflate(X'00', 7)", "fat_inflate: the 1-byte stream does not inflate to 7 bytes (not a"
+                                " zlib stream, or damaged)"},
+      {"fat_inflate('7f454c460001ff', 7)", "fat_inflate: takes a blob and its inflated size in bytes"},
+      {"fat_inflate(X'7f', '7')", "fat_inflate: takes a blob and its inflated size in bytes"},
+      {"fat_inflate(X'')", "wrong number of arguments to function fat_inflate()"},
+  };
+  for (size_t i = 0; i < sizeof bad_streams / sizeof bad_streams[0]; i++) {
+    t = replaced(good, deflated, bad_streams[i].to);
+    snprintf(want, sizeof want, "t.sql:8: %s", bad_streams[i].why);
+    REFUSED(t, NULL, want);
+    free(t);
+  }
+  const long long sizes[] = {6, 8, 0, FAT_TABLES_MAX_CUBIN_BYTES + 1};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char to[CUBIN_TEXT_CAP];
+    snprintf(to, sizeof to, "%.*s%lld)", (int)(strrchr(deflated, ',') + 2 - deflated), deflated,
+             sizes[i]);
+    t = replaced(good, deflated, to);
+    if (sizes[i] < 1 || sizes[i] > FAT_TABLES_MAX_CUBIN_BYTES)
+      snprintf(want, sizeof want, "t.sql:8: fat_inflate: size %lld is outside 1 to %lld bytes",
+               sizes[i], (long long)FAT_TABLES_MAX_CUBIN_BYTES);
+    else
+      snprintf(want, sizeof want, "t.sql:8: fat_inflate: the %zu-byte stream does not inflate to"
+               " %lld bytes (it holds %s)", deflated_bytes, sizes[i], sizes[i] < 7 ? "more" : "fewer");
+    REFUSED(t, NULL, want);
+    free(t);
+  }
+  /* a stream of a megabyte of zeros (a kilobyte deflated) is no bomb: its
+   * size is named, and it is a cubin as the checks judge one (its hash) */
+  {
+    unsigned char *zeros = calloc(1, 1 << 20), *z = NULL;
+    size_t zn = 0;
+    REQUIRE_EXIT(zeros && cubin_deflate(zeros, 1 << 20, &z, &zn) == 0);
+    CHECK(zn < 2048);
+    char *to = malloc(2 * zn + 64), *o = to;
+    REQUIRE_EXIT(to);
+    o += sprintf(o, "fat_inflate(X'");
+    for (size_t i = 0; i < zn; i++) o += sprintf(o, "%02x", z[i]);
+    sprintf(o, "', %d)", 1 << 20);
+    t = replaced(good, deflated, to);
+    char zeros_hash[65];
+    fat_sha256_hex(zeros, 1 << 20, zeros_hash);
+    snprintf(want, sizeof want, "t.sql: build %s: cubin sha256 %s does not match its stored hash %s",
+             key, zeros_hash, cubin_hash_of_good);
+    REFUSED(t, NULL, want);
+    free(t), free(to), free(z), free(zeros);
+  }
+
   /* a hash for a build the file does not have */
   snprintf(body, sizeof body, "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES ('%s', '%s');\n",
            cubin_hash, cubin_hash);

@@ -607,6 +607,38 @@ static void stale_in_the_build(void) {
   query(path, "SELECT (SELECT count(*) FROM variants) || ' ' || (SELECT count(*) FROM winners)"
         " || ' ' || (SELECT count(*) FROM builds)", got, sizeof got);
   CHECK_STR(got, "1 1 1");
+  /* Kept without a source (its table had none, the generator gives
+   * another): nothing serves it, the stale check names it, rehash finds
+   * its stand-in cubin is not today's source's machine code, and
+   * retire-stale retires it. */
+  query(path, "SELECT count(*) FROM variants WHERE source IS NULL", got, sizeof got);
+  CHECK_STR(got, "1");
+  fat_choice ch = offline_choice(path, FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64);
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  fat_db *db = NULL;
+  char report[4096];
+  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
+  CHECK_INT(fat_tables_stale(db, gen, report, sizeof report, err, sizeof err), 1);
+  snprintf(want, sizeof want, "stale: %s: table source_hash %s, generator gives %s\n", v[0].name,
+           old_hash, v[0].hash);
+  CHECK_STR(report, want);
+  long long carried = -1, left = -1, retired = -1, winners = -1;
+  if (fat_nvrtc_get(NULL, 0)) {
+    CHECK_INT(fat_tables_rehash(db, gen, &carried, &left, err, sizeof err), 0);
+    CHECK_INT(carried, 0);
+    CHECK_INT(left, 1);
+  }
+  CHECK_INT(fat_tables_retire_stale(db, gen, &retired, &winners, err, sizeof err), 0);
+  CHECK_INT(retired, 1);
+  CHECK_INT(winners, 1);
+  fat_db_close(db);
+  /* --keep-cubins cannot compile what has no source: its build is dropped. */
+  if (fat_nvrtc_get(NULL, 0)) {
+    o.cubins = FAT_CUBINS_RECOMPILE;
+    CHECK_WHY(import_into(path, sizeof path, t, &o, &r, err) == 0, "%s", err);
+    CHECK_INT(r.trust.builds_kept, 0);
+    CHECK_INT(r.trust.builds_dropped, 1);
+  }
   free(t);
   free(old.source);
   for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
@@ -664,10 +696,9 @@ static void altered_in_place(void) {
 
 /* A table carries each variant's hash, not its source: import fills the
  * generator's in (what the runtime compiles), a merge fills in a
- * database's sourceless variant too, and one the generator no longer
- * gives is refused, left out, or kept without a source for rehash -- which
- * the stale check names, retire-stale retires, and rehash fills in once
- * the generator gives its hash again (compared by cubins otherwise). */
+ * database's sourceless variant too, and the stale check names one stored
+ * sourceless, which rehash fills in where the generator gives its hash
+ * (stale_in_the_build: one it gives with another). */
 static void sourceless_variants(void) {
   char err[ERRLEN], path[256], src[256], got[256], want[ERRLEN], report[4096];
   size_t n;
@@ -710,56 +741,6 @@ static void sourceless_variants(void) {
     CHECK_INT(fat_tables_stale(db, gen, report, sizeof report, err, sizeof err), 0);
   }
   fat_db_close(db);
-
-  /* A stale one (an older template's hash): refused by import, and kept
-   * without a source by the build's --keep-stale. */
-  fat_variant old = v[0];
-  char old_hash[65];
-  size_t len = strlen(v[0].source) + 64;
-  old.source = malloc(len);
-  REQUIRE_EXIT(old.source);
-  snprintf(old.source, len, "%s// an older template\n", v[0].source);
-  fat_sha256_hex(old.source, strlen(old.source), old_hash);
-  memcpy(old.hash, old_hash, sizeof old.hash);
-  t = table_of(&old);
-  snprintf(want, sizeof want, "t.sql: variant %s: table source_hash %s, generator gives %s; "
-           "refusing a stale table", v[0].name, old_hash, v[0].hash);
-  IMPORT_REFUSED(t, want);
-  fat_import_options o = {.trust = checked.trust, .cubins = FAT_CUBINS_SHIPPED,
-                          .stale = FAT_STALE_KEEP};
-  CHECK_WHY(import_into(path, sizeof path, t, &o, &r, err) == 0, "%s", err);
-  CHECK_INT(r.trust.stale, 1);
-  query(path, "SELECT (SELECT count(*) FROM variants WHERE source IS NULL) || ' ' ||"
-        " (SELECT count(*) FROM winners) || ' ' || (SELECT count(*) FROM builds)", got, sizeof got);
-  CHECK_STR(got, "1 1 1");
-  /* Nothing serves it: the runtime falls back. */
-  ch = offline_choice(path, FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 64);
-  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
-  REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
-  CHECK_INT(fat_tables_stale(db, gen, report, sizeof report, err, sizeof err), 1);
-  snprintf(want, sizeof want, "stale: %s: table source_hash %s, generator gives %s\n", v[0].name,
-           old_hash, v[0].hash);
-  CHECK_STR(report, want);
-  if (fat_nvrtc_get(NULL, 0)) {
-    /* Its stand-in cubin is not today's source's machine code. */
-    CHECK_INT(fat_tables_rehash(db, gen, &carried, &left, err, sizeof err), 0);
-    CHECK_INT(carried, 0);
-    CHECK_INT(left, 1);
-  }
-  long long retired = -1, winners = -1;
-  CHECK_INT(fat_tables_retire_stale(db, gen, &retired, &winners, err, sizeof err), 0);
-  CHECK_INT(retired, 1);
-  CHECK_INT(winners, 1);
-  fat_db_close(db);
-  /* --keep-cubins cannot compile what has no source: its build is dropped. */
-  if (fat_nvrtc_get(NULL, 0)) {
-    o.cubins = FAT_CUBINS_RECOMPILE;
-    CHECK_WHY(import_into(path, sizeof path, t, &o, &r, err) == 0, "%s", err);
-    CHECK_INT(r.trust.builds_kept, 0);
-    CHECK_INT(r.trust.builds_dropped, 1);
-  }
-  free(t);
-  free(old.source);
   for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
   free(v);
 }

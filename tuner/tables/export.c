@@ -7,6 +7,7 @@
  * export replaces (fat_table_ids), so that a re-export changes the lines
  * of the rows that changed and no others. */
 #include <stdio.h>
+#include <stdlib.h>
 #include "tables_int.h"
 
 /* The (variant, timing) pairs that go out for each problem with a winner
@@ -239,21 +240,27 @@ static void put_text(FILE *out, const unsigned char *s) {
   if (chunked) fputc(')', out);
 }
 
-static void put_value(FILE *out, sqlite3_stmt *s, int col) {
+/* Column COL of row S as an SQL value. 0, or -1 out of memory. */
+static int put_value(FILE *out, sqlite3_stmt *s, int col) {
   switch (sqlite3_column_type(s, col)) {
   case SQLITE_NULL: fputs("NULL", out); break;
   case SQLITE_INTEGER: fprintf(out, "%lld", (long long)sqlite3_column_int64(s, col)); break;
   case SQLITE_FLOAT: fprintf(out, "%.17g", sqlite3_column_double(s, col)); break;
-  case SQLITE_BLOB: {
+  case SQLITE_BLOB: {  /* a cubin: deflated (cubin_text.c) */
     const unsigned char *b = sqlite3_column_blob(s, col);
-    int n = sqlite3_column_bytes(s, col);
-    fputs("X'", out);
-    for (int i = 0; i < n; i++) fprintf(out, "%02x", b[i]);
-    fputc('\'', out);
+    const size_t n = (size_t)sqlite3_column_bytes(s, col);
+    unsigned char *z = NULL;
+    size_t zn = 0;
+    if (cubin_deflate(b, n, &z, &zn)) return -1;
+    fputs(FAT_INFLATE_SQL "(X'", out);
+    for (size_t i = 0; i < zn; i++) fprintf(out, "%02x", z[i]);
+    fprintf(out, "', %zu)", n);
+    free(z);
     break;
   }
   default: put_text(out, sqlite3_column_text(s, col)); break;
   }
+  return 0;
 }
 
 /* Runs the statements of SQL on H one by one (so that :gpu can be bound
@@ -348,7 +355,10 @@ int fat_tables_export(fat_db *db, const char *gpu_name, const fat_table_ids *ids
       fprintf(out, "INSERT INTO %s (%s) VALUES (", EXPORT_TABLES[t].name, EXPORT_TABLES[t].columns);
       for (int c = 0; c < sqlite3_column_count(s); c++) {
         if (c) fputs(", ", out);
-        put_value(out, s, c);
+        if (put_value(out, s, c)) {
+          set_err(err, errlen, "export %s: out of memory", EXPORT_TABLES[t].name);
+          goto out;
+        }
       }
       fputs(");\n", out);
     }

@@ -11,9 +11,11 @@
 #include <string.h>
 #include "tables_int.h"
 
-/* Functions a table file may call: char() splices newlines, the rest are
- * what the schema's constraints and defaults evaluate. */
-static const char *const IMPORT_FUNCTIONS[] = {"char", "length", "strftime", "glob"};
+/* Functions a table file may call: char() splices newlines, fat_inflate()
+ * gives a cubin back (cubin_text.c), the rest are what the schema's
+ * constraints and defaults evaluate. */
+static const char *const IMPORT_FUNCTIONS[] = {"char", FAT_INFLATE_SQL, "length", "strftime",
+                                               "glob"};
 #define N_IMPORT_FUNCTIONS (sizeof IMPORT_FUNCTIONS / sizeof IMPORT_FUNCTIONS[0])
 
 typedef struct import_guard {
@@ -174,9 +176,17 @@ int table_text_run(sqlite3 *sh, const char *text, const char *name, char *err, s
    * shadow tables, whatever the file manages to say. */
   sqlite3_db_config(sh, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
   sqlite3_db_config(sh, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+  /* Direct only: no view or trigger of the schema calls it. */
+  if (sqlite3_create_function(sh, FAT_INFLATE_SQL, 2,
+                              SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_DIRECTONLY, NULL,
+                              cubin_inflate_sql, NULL, NULL) != SQLITE_OK) {
+    set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(sh));
+    return -1;
+  }
   sqlite3_set_authorizer(sh, import_authorizer, &guard);
   int rc = run_table_text(sh, text, name, &guard, err, errlen);
   sqlite3_set_authorizer(sh, NULL, NULL);
+  sqlite3_create_function(sh, FAT_INFLATE_SQL, 2, SQLITE_UTF8, NULL, NULL, NULL, NULL);
   return rc;
 }
 

@@ -20,8 +20,9 @@
 /* First line of every exported table; import refuses a file without it or
  * FAT_TABLES_MAGIC_V1's. Format 2 carries each variant's source_hash without
  * its source (the generator that judges an import reproduces it, and
- * import fills it in): the shipped tables are a third the size. Format 1,
- * sources and all, still loads, each source checked against its hash. */
+ * import fills it in) and each cubin deflated (fat_inflate(X'...', N):
+ * cubin_text.c): the shipped tables are a fifth the size. Format 1,
+ * sources and plain hex, still loads, each source checked against its hash. */
 #define FAT_TABLES_MAGIC "-- fatune tables 2"
 #define FAT_TABLES_MAGIC_V1 "-- fatune tables 1"
 /* Last line of every exported table: a file cut between two statements

@@ -87,6 +87,20 @@ int judge_and_merge(fat_db *db, fat_db *sdb, const char *stage, const char *name
  * scratch database in use is removed first. */
 void remove_and_die(int sig);
 
+/* ---- a cubin as table text (cubin_text.c) ------------------------------ */
+
+/* The SQL function a table file spells each cubin with:
+ * fat_inflate(X'<zlib stream>', <inflated bytes>). */
+#define FAT_INFLATE_SQL "fat_inflate"
+/* BLOB's N bytes deflated (zlib, level 9) into *OUT (malloc'd, *OUT_N
+ * bytes). 0, or -1 out of memory. */
+int cubin_deflate(const void *blob, size_t n, unsigned char **out, size_t *out_n);
+/* FAT_INFLATE_SQL as an SQLite function: the blob its stream inflates to,
+ * or an error naming what is wrong (a size outside 1 to
+ * FAT_TABLES_MAX_CUBIN_BYTES, a stream that does not inflate to exactly
+ * that many bytes). */
+void cubin_inflate_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+
 /* ---- the generator's variants of one key (gen_group.c) ------------------ */
 
 /* The generator's variants of one (direction, dtype, mask, head dim) over
