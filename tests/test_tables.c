@@ -238,33 +238,33 @@ static char *as_old_export(const char *text, int version) {
   static const char *const lengths_col = ", lengths", *lengths_val = ", '');\n";
   static const char *const window_cols = ", window_left, window_right", *window_vals = ", 0, 0);\n";
   static const char *const hash_col = "source_hash, ", *source_col = "source, ";
-  char now[32];
-  size_t cap = strlen(text) + 1;
+  char now[32], *out = NULL;
+  size_t out_len = 0, longest = 0;
   for (int d = 0; d < 2; d++)
     for (int m = 0; m < 3; m++)
-      for (size_t i = 0; i < n_cache[d][m]; i++) cap += 2 * strlen(cache[d][m][i].source) + 16;
-  char *out = malloc(cap), *w = out;
-  REQUIRE_EXIT(out);
+      for (size_t i = 0; i < n_cache[d][m]; i++)
+        if (strlen(cache[d][m][i].source) > longest) longest = strlen(cache[d][m][i].source);
+  FILE *f = open_memstream(&out, &out_len);
+  REQUIRE_EXIT(f);
   snprintf(now, sizeof now, "schema version %d;", FAT_DB_SCHEMA_VERSION);
   for (const char *l = text; *l;) {
     const char *nl = strchr(l, '\n');
     size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
     if (!strncmp(l, FAT_TABLES_MAGIC, strlen(FAT_TABLES_MAGIC))) {
-      w += sprintf(w, "%s", FAT_TABLES_MAGIC_V1);
+      fputs(FAT_TABLES_MAGIC_V1, f);
       len -= strlen(FAT_TABLES_MAGIC), l += strlen(FAT_TABLES_MAGIC);
     }
     if (!strncmp(l, "INSERT INTO builds ", 19)) {
       char *plain = plain_blobs(strndup(l, len));
       REQUIRE_EXIT(plain);
-      const size_t used = (size_t)(w - out), grown = used + strlen(plain) + strlen(l) + cap;
-      char *bigger = realloc(out, grown);
-      REQUIRE_EXIT(bigger);
-      out = bigger, w = out + used, cap = grown;
-      w += sprintf(w, "%s", plain);
+      fputs(plain, f);
       free(plain);
       l += len;
       continue;
     }
+    /* The line, edited in place: room for a source with every quote doubled. */
+    char *w = malloc(len + 2 * longest + 64);
+    REQUIRE_EXIT(w);
     memcpy(w, l, len);
     w[len] = 0;
     if (!strncmp(w, "INSERT INTO variants ", 21)) {
@@ -305,13 +305,15 @@ static char *as_old_export(const char *text, int version) {
       }
     }
     if (h) h[strlen("schema version ")] = (char)('0' + version);
-    w += strlen(w);
+    fputs(w, f);
+    free(w);
     l += len;
   }
+  REQUIRE_EXIT(fclose(f) == 0);
   return out;
 }
 
-/* A database of schema VERSION (1, 2 or 3) at PATH holding the rows of TEXT,
+/* A database of schema VERSION (1 to 5) at PATH holding the rows of TEXT,
  * a table of that version (its INSERTs run as they are, as that fatune's
  * own import would have). */
 static void make_old_db(const char *path, int version, const char *text) {

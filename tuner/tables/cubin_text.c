@@ -48,7 +48,8 @@ void cubin_inflate_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_error_nomem(ctx);
     return;
   }
-  /* One byte more than named: a stream that inflates to more says so. */
+  /* uncompress stops at the named size: a stream that holds more ends in
+   * Z_BUF_ERROR, one cut short or damaged in Z_DATA_ERROR. */
   uLongf got = (uLongf)want;
   const int zrc = in_n > 0 ? uncompress(out, &got, in, (uLong)in_n) : Z_DATA_ERROR;
   if (zrc != Z_OK || got != (uLongf)want) {
