@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Shipped tables (tuner/tables/tables.h) on databases built here: export -> import
  * -> export is byte-identical; importing or merging twice adds nothing; the
- * exported text is one INSERT per line with blobs as X'hex'; local windows
- * travel as part of the problem key; a table exported by a schema-1 fatune
- * (no window columns) still imports, and a schema-1 database still merges,
+ * exported text is one INSERT per line, each variant without its source
+ * (import fills the generator's in) and each cubin deflated; local windows
+ * travel as part of the problem key; a table of format 1 (sources, plain
+ * hex) exported by a fatune of schema 5 down to 1 (no window columns)
+ * still imports, and a database of each of those schemas still merges,
  * both to what today's export gives; an import that tries anything but
  * INSERT into fatune's tables is refused with its reason; a re-export
  * keeps the ids of the table it replaces, so that only the changed rows'
