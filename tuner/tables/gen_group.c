@@ -5,11 +5,6 @@
 #include <stdlib.h>
 #include "tables_int.h"
 
-/* Architectures the generator is asked for, in turn: a variant pruned for
- * one (its shared-memory limit) may exist for the other. */
-static const char *const GROUP_ARCHS[] = {"sm_90a", "sm_80"};
-#define N_GROUP_ARCHS (sizeof GROUP_ARCHS / sizeof GROUP_ARCHS[0])
-
 void gen_group_free(gen_group *gg) {
   for (size_t i = 0; i < gg->n; i++) fat_variant_free(&gg->v[i]);
   free(gg->v);
@@ -20,10 +15,10 @@ void gen_group_free(gen_group *gg) {
 int gen_group_load(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int hd,
                    const char *arch, gen_group *gg, char *err, size_t errlen) {
   gen_group_free(gg);
-  for (size_t a = 0; a < N_GROUP_ARCHS; a++) {
-    if (arch && strcmp(arch, GROUP_ARCHS[a])) continue;
+  for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
+    if (arch && strcmp(arch, TABLES_ARCHS[a])) continue;
     fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
-                       .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = GROUP_ARCHS[a]};
+                       .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = TABLES_ARCHS[a]};
     fat_variant *v = NULL;
     size_t n = 0;
     if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, errlen)) return -1;

@@ -103,8 +103,15 @@ void cubin_inflate_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
 /* ---- the generator's variants of one key (gen_group.c) ------------------ */
 
+/* Architectures the generator is asked for, in turn, wherever a table's or
+ * a database's variants are judged (trust.c, stale.c): each is a space of
+ * its own (its shared-memory limit prunes differently), and a variant
+ * pruned for one may exist for the other. */
+static const char *const TABLES_ARCHS[] = {"sm_90a", "sm_80"};
+#define N_TABLES_ARCHS (sizeof TABLES_ARCHS / sizeof TABLES_ARCHS[0])
+
 /* The generator's variants of one (direction, dtype, mask, head dim) over
- * the architectures it is asked for (sm_90a, then sm_80), sources and all:
+ * TABLES_ARCHS, in order, sources and all:
  * loaded once for every variant of a database or a table with that key. */
 typedef struct gen_group {
   fat_variant *v;

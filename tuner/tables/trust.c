@@ -16,11 +16,6 @@
 
 #define N_DIRECTIONS 2
 #define MAX_HEAD_DIMS 64
-/* Architectures the generator is asked for, each a space of its own (its
- * shared-memory limit prunes differently): a name is looked up in each in
- * turn, and the first that has it says what the variant is. */
-static const char *const TRUST_ARCHS[] = {"sm_90a", "sm_80"};
-#define N_TRUST_ARCHS (sizeof TRUST_ARCHS / sizeof TRUST_ARCHS[0])
 
 /* The tables a scratch database holds, in the order their rows are loaded. */
 static const char *const TRUST_TABLES[] = {"gpus",     "ceilings", "variants", "builds",  "build_hashes",
@@ -38,7 +33,7 @@ typedef struct known_variant {
   fat_dtype dtype;
   fat_mask mask;
   int head_dim, block_m, threads, smem_bytes;
-  size_t arch;  /* the TRUST_ARCHS space it is of */
+  size_t arch;  /* the TABLES_ARCHS space it is of */
 } known_variant;
 
 /* One (direction, architecture) of the space, sorted by name. */
@@ -50,7 +45,7 @@ typedef struct known_space {
 
 struct fat_trust {
   fat_gen *g;
-  known_space spaces[N_DIRECTIONS][N_TRUST_ARCHS];
+  known_space spaces[N_DIRECTIONS][N_TABLES_ARCHS];
   int head_dims[N_DIRECTIONS][MAX_HEAD_DIMS];  /* the space's, ascending */
   int n_head_dims[N_DIRECTIONS];               /* -1 until asked */
 };
@@ -73,7 +68,7 @@ static void known_free(known_variant *k) {
 void fat_trust_close(fat_trust *t) {
   if (!t) return;
   for (int d = 0; d < N_DIRECTIONS; d++)
-    for (size_t a = 0; a < N_TRUST_ARCHS; a++) {
+    for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
       known_space *s = &t->spaces[d][a];
       for (size_t i = 0; i < s->n; i++) known_free(&s->v[i]);
       free(s->v);
@@ -89,7 +84,7 @@ static int by_name(const void *a, const void *b) {
  * dtypes and masks, at the architecture's own shared-memory limit. */
 static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size_t errlen) {
   known_space *s = &t->spaces[dir][a];
-  fat_gen_query q = {.direction = dir, .arch = TRUST_ARCHS[a]};
+  fat_gen_query q = {.direction = dir, .arch = TABLES_ARCHS[a]};
   fat_variant *v = NULL;
   size_t n = 0;
   if (s->loaded) return 0;
@@ -130,7 +125,7 @@ static int known_find(fat_trust *t, fat_direction dir, const char *name, const k
   *out = NULL;
   for (int pass = 0; pass < N_DIRECTIONS; pass++) {
     const fat_direction d = pass == 0 ? dir : (dir == FAT_FWD ? FAT_BWD : FAT_FWD);
-    for (size_t a = 0; a < N_TRUST_ARCHS; a++) {
+    for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
       if (space_load(t, d, a, err, errlen)) return -1;
       const known_space *s = &t->spaces[d][a];
       if ((*out = bsearch(&key, s->v, s->n, sizeof *s->v, by_name))) return 0;
@@ -390,7 +385,7 @@ static int fill_sources(fat_trust *t, sqlite3 *h, const char *name, to_fill *fil
     const known_variant *k = fill[i].k;
     if (!group || group->direction != k->direction || group->dtype != k->dtype ||
         group->mask != k->mask || group->head_dim != k->head_dim || group->arch != k->arch) {
-      if (gen_group_load(t->g, k->direction, k->dtype, k->mask, k->head_dim, TRUST_ARCHS[k->arch],
+      if (gen_group_load(t->g, k->direction, k->dtype, k->mask, k->head_dim, TABLES_ARCHS[k->arch],
                          &gg, e2, sizeof e2)) {
         set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, k->name, e2);
         goto out;
@@ -402,7 +397,7 @@ static int fill_sources(fat_trust *t, sqlite3 *h, const char *name, to_fill *fil
     if (!v || strcmp(hex, k->hash)) {
       set_err(err, errlen, "%s: variant %s: the generator gives it with source_hash %s in its "
               "%s space but %s%s expanded for head dim %d alone", name, k->name, k->hash,
-              TRUST_ARCHS[k->arch], v ? "a source hashing to " : "not at all", v ? hex : "",
+              TABLES_ARCHS[k->arch], v ? "a source hashing to " : "not at all", v ? hex : "",
               k->head_dim);
       goto out;
     }
