@@ -5,6 +5,7 @@
  * ptxas's verbose report; the cache key covers everything that can change
  * the cubin: source, architecture, options and NVRTC's version. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -17,7 +18,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -410,21 +410,56 @@ int fat_compile_one(const char *name, const char *source, const char *arch, fat_
 /* ---- compile processes ------------------------------------------------ */
 
 /* fat_compile_all runs each compile in a child process, one per pool
- * thread, forked once and handed variant after variant (a "compile
+ * thread, started once and handed variant after variant (a "compile
  * server"): NVRTC there runs under a wall-clock and an address-space cap,
  * so neither a macro bomb (one reached 24 GB, and the kernel's OOM killer)
  * nor NVRTC crashing takes the tuner down; such a build fails, capped, and
  * is never cached. SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked in the
  * child: NVRTC installs a handler of its own for part of a compile, which
  * on ^C called exit(4) or hung; the tuner's handler sees ^C, hands out no
- * more work, and the compiles in flight finish. */
+ * more work, and the compiles in flight finish.
+ *
+ * The server is a fresh process image, as the GPU worker is (worker.h):
+ * fork, then exec of the running binary (/proc/self/exe, resolved in the
+ * parent) with SERVER_ENV in its environment; compile_server_entry, a
+ * constructor, sees it and serves before main. A forked copy of the tuner
+ * would run NVRTC and malloc in a copy of a multithreaded process, where a
+ * lock another thread held at the fork stays held for good: under
+ * AddressSanitizer a compile hung on its allocator's quarantine lock until
+ * the time cap (CI's test_multi_gpu). Between fork and exec the child makes
+ * only async-signal-safe calls, so a server may be started from any thread
+ * while others run. Every binary that calls fat_compile_planned links this
+ * file and so hosts the server; in any other process (libfatune, whose
+ * objects include this file, too) the constructor returns at once. */
 #define COMPILE_TIMEOUT_S 300      /* the longest legitimate compile takes seconds */
-#define COMPILE_MAX_MB 8192        /* address space one compile may add to the tuner's */
+#define COMPILE_MAX_MB 8192        /* address space one compile may add to the server's own */
 #define BYTES_PER_MB (1024LL * 1024)
 #define MS_PER_S_INT 1000
-#define SERVER_FD 3                /* the child's socket, all other descriptors closed */
+#define NICE_MAX 19                /* the most a process may add to its niceness */
+#define SELF_EXE "/proc/self/exe"  /* the running binary: the server is a copy of it */
+#define SERVER_ARGV0 "fatune-compile" /* what ps shows */
+/* The server's one environment variable, "FD ARCH MAX_BYTES NICE": its end of the socket,
+ * the architecture it compiles for, the address space one compile may add, its niceness.
+ * The parent's pid is not needed: the child checks it before exec. */
+#define SERVER_ENV "FATUNE_COMPILE_SERVER"
+#define SERVER_ENV_MAX 128         /* SERVER_ENV=, three numbers and an architecture */
+#define FD_SCAN_MAX 65536          /* without close_range (Linux < 5.9): descriptors closed one by one */
+/* A request's bounds: a generated variant's name is under 100 bytes and its source under a
+ * MiB; a length past these is a garbled request, not a variant. */
+#define REQUEST_NAME_MAX 4096
+#define REQUEST_SOURCE_MAX (64 * BYTES_PER_MB)
 /* How NVRTC's front end words running out of memory, in a compile error. */
 #define NVRTC_OUT_OF_MEMORY_LOG "catastrophic error: out of memory"
+
+/* How a server process ends. */
+enum {
+  SERVER_EXIT_DONE = 0,      /* its socket closed, or its parent was gone before the exec */
+  SERVER_EXIT_USAGE = 2,     /* a SERVER_ENV it cannot read, or a request past its bounds */
+  SERVER_EXIT_NO_MEMORY = 3, /* no memory for a request's name and source */
+  SERVER_EXIT_NO_EXEC = 127, /* the forked child could not exec (its errno went to the pipe) */
+};
+
+extern char **environ;
 
 /* The caps: the defaults, or $FATUNE_COMPILE_TIMEOUT_S and
  * $FATUNE_COMPILE_MAX_MB (tests; a machine with less memory per job). */
@@ -440,7 +475,13 @@ typedef struct server {
   int fd;     /* our end of the socket pair */
 } server;
 
-/* What the child answers for one variant; CUBIN_SIZE, LOG_SIZE and ERR_SIZE
+/* What the pool sends for one variant; NAME_SIZE bytes of its name (0: none) and
+ * SOURCE_SIZE bytes of its source follow, without their NULs. */
+typedef struct request {
+  uint64_t name_size, source_size;
+} request;
+
+/* What the server answers for one variant; CUBIN_SIZE, LOG_SIZE and ERR_SIZE
  * bytes follow, in that order. */
 typedef struct reply {
   int32_t rc;  /* fat_compile_one's: 0 an answer, -1 NVRTC itself failed (ERR says why) */
@@ -452,12 +493,33 @@ typedef struct reply {
   char arch[16];
 } reply;
 
-static int send_all(int fd, const void *buf, size_t n) {
+/* Waits until FD is ready for EVENTS, before DEADLINE (now_ms() clock). 0,
+ * 1 on error, 2 when the deadline passed. */
+static int wait_ready(int fd, short events, double deadline) {
+  for (;;) {
+    const double left = deadline - now_ms();
+    if (left <= 0) return 2;
+    struct pollfd pf = {.fd = fd, .events = events};
+    const int r = poll(&pf, 1, left > INT_MAX ? INT_MAX : (int)left + 1);
+    if (r < 0 && errno == EINTR) continue;
+    return r == 0 ? 2 : r < 0 ? 1 : 0;
+  }
+}
+
+/* N bytes from BUF before DEADLINE (now_ms() clock; < 0: none). 0, 1 on
+ * error (the peer gone), 2 when the deadline passed. */
+static int send_all(int fd, const void *buf, size_t n, double deadline) {
   const char *p = buf;
   while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
+    if (deadline >= 0) {
+      const int w = wait_ready(fd, POLLOUT, deadline);
+      if (w) return w;
+    }
+    /* With a deadline, never blocked in send: a source larger than the
+     * socket's buffer goes in the pieces the server takes. */
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL | (deadline >= 0 ? MSG_DONTWAIT : 0));
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (k <= 0) return 1;
     p += k, n -= (size_t)k;
   }
   return 0;
@@ -469,13 +531,8 @@ static int recv_all(int fd, void *buf, size_t n, double deadline) {
   char *p = buf;
   while (n > 0) {
     if (deadline >= 0) {
-      double left = deadline - now_ms();
-      if (left <= 0) return 2;
-      struct pollfd pf = {.fd = fd, .events = POLLIN};
-      int r = poll(&pf, 1, left > INT_MAX ? INT_MAX : (int)left + 1);
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0) return 2;
-      if (r < 0) return 1;
+      const int w = wait_ready(fd, POLLIN, deadline);
+      if (w) return w;
     }
     ssize_t k = recv(fd, p, n, 0);
     if (k < 0 && errno == EINTR) continue;
@@ -495,20 +552,21 @@ static long long address_space_bytes(void) {
   return pages * sysconf(_SC_PAGESIZE);
 }
 
-/* The child: compiles VARIANTS[i] for each index read from SERVER_FD until
- * the socket closes. Never returns. */
-static void server_main(const fat_variant *variants, size_t n, const char *arch, pid_t parent,
-                        long long max_bytes) {
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGHUP);
-  sigaddset(&stop, SIGQUIT);
-  sigprocmask(SIG_BLOCK, &stop, NULL);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(0);
-  /* The address-space cap: what the tuner has mapped already plus MAX_BYTES. */
+/* The server: compiles each request read from FD for ARCH until the socket
+ * closes, at NICENESS, each compile able to add MAX_BYTES of address space
+ * to what the server has. Never returns. */
+static void server_main(int fd, const char *arch, long long max_bytes, int niceness)
+    __attribute__((noreturn));
+static void server_main(int fd, const char *arch, long long max_bytes, int niceness) {
+  /* Raising one's own niceness cannot be refused; were it, the compile
+   * would only run at its parent's priority. */
+  if (niceness > 0 && nice(niceness) == -1) errno = 0;
+  /* NVRTC is loaded before the cap is measured: its libraries are the
+   * server's, not the compile's. Where it cannot load, the first
+   * request's answer says why. */
+  char e[WORKER_ERR_MAX] = "";
+  (void)fat_nvrtc_get(e, sizeof e);
+  /* The address-space cap: what the server has mapped now plus MAX_BYTES. */
   const long long now = address_space_bytes();
   struct rlimit rl;
   if (now > 0 && getrlimit(RLIMIT_AS, &rl) == 0) {
@@ -519,12 +577,21 @@ static void server_main(const fat_variant *variants, size_t n, const char *arch,
     }
   }
   for (;;) {
-    uint64_t i;
-    if (recv_all(SERVER_FD, &i, sizeof i, -1) || i >= n) _exit(0);
+    request q;
+    if (recv_all(fd, &q, sizeof q, -1)) _exit(SERVER_EXIT_DONE);
+    if (q.name_size > REQUEST_NAME_MAX || q.source_size > (uint64_t)REQUEST_SOURCE_MAX)
+      _exit(SERVER_EXIT_USAGE);
+    char *name = malloc(q.name_size + 1), *source = malloc(q.source_size + 1);
+    if (!name || !source) _exit(SERVER_EXIT_NO_MEMORY);
+    if (recv_all(fd, name, q.name_size, -1) || recv_all(fd, source, q.source_size, -1))
+      _exit(SERVER_EXIT_DONE);
+    name[q.name_size] = source[q.source_size] = 0;
     fat_build b;
-    char e[WORKER_ERR_MAX] = "";
     nvrtcResult code = NVRTC_SUCCESS;
-    int rc = compile_one(variants[i].name, variants[i].source, arch, &b, e, sizeof e, &code);
+    e[0] = 0;
+    int rc = compile_one(q.name_size ? name : NULL, source, arch, &b, e, sizeof e, &code);
+    free(name);
+    free(source);
     /* Out of memory under the cap: NVRTC fails the call, or its front end
      * answers with a compile error that says so (no code tells them apart). */
     const int capped = (rc && code == NVRTC_ERROR_OUT_OF_MEMORY) ||
@@ -537,49 +604,159 @@ static void server_main(const fat_variant *variants, size_t n, const char *arch,
                .err_size = rc ? strlen(e) : 0};
     memcpy(r.key, b.key, sizeof r.key);
     memcpy(r.arch, b.arch, sizeof r.arch);
-    if (send_all(SERVER_FD, &r, sizeof r) || send_all(SERVER_FD, b.cubin, r.cubin_size) ||
-        send_all(SERVER_FD, b.log, r.log_size) || send_all(SERVER_FD, e, r.err_size))
-      _exit(0);
+    if (send_all(fd, &r, sizeof r, -1) || send_all(fd, b.cubin, r.cubin_size, -1) ||
+        send_all(fd, b.log, r.log_size, -1) || send_all(fd, e, r.err_size, -1))
+      _exit(SERVER_EXIT_DONE);
     fat_build_free(&b);
   }
 }
 
-/* Forks S's child. Returns 0, or -1 with err. */
-static int server_start(server *s, const fat_variant *variants, size_t n, const char *arch,
-                        long long max_bytes, int niceness, char *err, size_t errlen) {
-  int sv[2];
+/* The server's entry point: runs before main in a process exec'd by
+ * exec_server, recognised by SERVER_ENV; returns at once in any other
+ * process. glibc runs an executable's constructors after its libraries
+ * are initialised, so the server may use everything. */
+__attribute__((constructor)) static void compile_server_entry(void) {
+  const char *spec = getenv(SERVER_ENV);
+  if (!spec) return;
+  int fd = -1, niceness = -1, end = 0;
+  long long max_bytes = 0;
+  char arch[16] = "";
+  if (sscanf(spec, "%d %15s %lld %d%n", &fd, arch, &max_bytes, &niceness, &end) != 4 ||
+      spec[end] || fd <= STDERR_FILENO || !fat_arch_valid(arch) || max_bytes <= 0 ||
+      niceness < 0 || niceness > NICE_MAX)
+    _exit(SERVER_EXIT_USAGE);
+  /* Not inherited by anything NVRTC may start. */
+  unsetenv(SERVER_ENV);
+  server_main(fd, arch, max_bytes, niceness);
+}
+
+/* The environment of a server: the parent's, with SERVER_ENV for socket
+ * end FD. Built before fork, because the child may only call
+ * async-signal-safe functions until it execs. NULL when out of memory. */
+static char **server_environment(int fd, const char *arch, long long max_bytes, int niceness) {
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **envp = calloc(n + 2, sizeof *envp);
+  char *var = malloc(SERVER_ENV_MAX);
+  if (!envp || !var) {
+    free(envp);
+    free(var);
+    return NULL;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], SERVER_ENV "=", sizeof SERVER_ENV)) envp[k++] = environ[i];
+  snprintf(var, SERVER_ENV_MAX, SERVER_ENV "=%d %s %lld %d", fd, arch, max_bytes, niceness);
+  envp[k] = var;
+  return envp;
+}
+
+/* Frees server_environment's ENVP: only its last entry is ours, the rest
+ * belong to environ. */
+static void free_environment(char **envp) {
+  size_t n = 0;
+  while (envp[n]) n++;
+  free(envp[n - 1]);
+  free(envp);
+}
+
+/* In the forked child: closes every descriptor above stderr but KEEP_A and
+ * KEEP_B. Async-signal-safe. */
+static void close_all_but(int keep_a, int keep_b) {
+  const int lo = keep_a < keep_b ? keep_a : keep_b, hi = keep_a < keep_b ? keep_b : keep_a;
+  const int from[] = {STDERR_FILENO + 1, lo + 1, hi + 1}, to[] = {lo - 1, hi - 1, INT_MAX};
+  for (int r = 0; r < 3; r++) {
+    if (from[r] > to[r]) continue;
+    if (close_range((unsigned)from[r], to[r] == INT_MAX ? ~0u : (unsigned)to[r], 0))
+      for (int fd = from[r]; fd <= to[r] && fd < FD_SCAN_MAX; fd++) close(fd);
+  }
+}
+
+/* In the forked child: keep only FD (the server's socket) and REPORT (the
+ * pipe that tells the parent the exec failed; close-on-exec), block the
+ * signals the tuner handles (the mask survives exec, so ^C cannot end the
+ * server before its first line), arrange to die with the parent thread,
+ * and become a fresh copy of EXE. Async-signal-safe calls only. */
+static void exec_server(int fd, int report, pid_t parent, const char *exe, char **envp)
+    __attribute__((noreturn));
+static void exec_server(int fd, int report, pid_t parent, const char *exe, char **envp) {
+  char *const argv[] = {(char *)SERVER_ARGV0, NULL};
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
+  sigaddset(&stop, SIGQUIT);
+  sigprocmask(SIG_BLOCK, &stop, NULL);
+  /* Not the tuner's database, not another server's socket. */
+  close_all_but(fd, report);
+  fcntl(fd, F_SETFD, 0); /* the socket survives exec */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(SERVER_EXIT_DONE);
+  execve(exe, argv, envp);
+  const int32_t errnum = errno;
+  ssize_t ignored = write(report, &errnum, sizeof errnum);
+  (void)ignored;
+  _exit(SERVER_EXIT_NO_EXEC);
+}
+
+/* Starts S's server, a fresh image of EXE compiling for ARCH. Returns 0
+ * once it has exec'd, or -1 with err (an exec that failed named with its
+ * reason). */
+static int server_start(server *s, const char *exe, const char *arch, long long max_bytes,
+                        int niceness, char *err, size_t errlen) {
+  int sv[2] = {-1, -1}, report[2] = {-1, -1}, rc = -1;
+  char **envp = NULL;
   s->pid = 0;
   s->fd = -1;
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
     set_err(err, errlen, "cannot start a compile process: socketpair: %s", strerror(errno));
-    return -1;
+    goto out;
+  }
+  if (pipe2(report, O_CLOEXEC)) {
+    set_err(err, errlen, "cannot start a compile process: pipe: %s", strerror(errno));
+    goto out;
+  }
+  if (!(envp = server_environment(sv[1], arch, max_bytes, niceness))) {
+    set_err(err, errlen, "out of memory");
+    goto out;
   }
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     set_err(err, errlen, "cannot start a compile process: fork: %s", strerror(errno));
-    close(sv[0]);
-    close(sv[1]);
-    return -1;
+    goto out;
   }
-  if (pid == 0) {
-    /* Only its own socket: another server's open end would keep that one
-     * from seeing its socket close, the tuner's database its own. */
-    if (dup2(sv[1], SERVER_FD) < 0) _exit(1);
-    /* Raising one's own niceness cannot be refused; were it, the compile
-     * would only run at its parent's priority. */
-    if (niceness > 0 && nice(niceness) == -1) errno = 0;
-    if (syscall(SYS_close_range, SERVER_FD + 1, ~0U, 0))
-      for (int fd = SERVER_FD + 1; fd < 65536; fd++) close(fd);
-    server_main(variants, n, arch, parent, max_bytes);
+  if (pid == 0) exec_server(sv[1], report[1], parent, exe, envp); /* never returns */
+  /* The pipe reads end of file once the child has exec'd (its end is
+   * close-on-exec), or the errno of the exec that failed. */
+  close(report[1]);
+  report[1] = -1;
+  int32_t errnum = 0;
+  ssize_t k;
+  while ((k = read(report[0], &errnum, sizeof errnum)) < 0 && errno == EINTR) {
   }
-  close(sv[1]);
+  if (k > 0) {
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    set_err(err, errlen, "cannot start a compile process: exec of %s (" SELF_EXE "): %s", exe,
+            strerror(errnum));
+    goto out;
+  }
   s->pid = pid;
   s->fd = sv[0];
-  return 0;
+  sv[0] = -1;
+  rc = 0;
+out:
+  for (int i = 0; i < 2; i++) {
+    if (sv[i] >= 0) close(sv[i]);
+    if (report[i] >= 0) close(report[i]);
+  }
+  if (envp) free_environment(envp);
+  return rc;
 }
 
-/* Ends S's child: its socket closed, it exits; or killed (KILL). */
+/* Ends S's server: its socket closed, it exits; or killed (KILL). */
 static void server_stop(server *s, int kill_it) {
   if (s->fd >= 0) close(s->fd);
   if (s->pid > 0) {
@@ -605,18 +782,33 @@ static int capped_build(fat_build *b, const fat_variant *v, const char *arch, co
   return 0;
 }
 
-/* Compiles V (VARIANTS[I]) in S's child within TIMEOUT_S seconds into B.
- * Returns 0 (an answer; B->capped when a cap stopped it or the child died,
- * and S is then stopped), or -1 with err when NVRTC itself failed. */
-static int server_compile(server *s, size_t i, const fat_variant *v, const char *arch,
-                          int timeout_s, long long max_bytes, fat_build *b, char *err,
-                          size_t errlen) {
-  uint64_t index = i;
+/* Compiles V in S's server within TIMEOUT_S seconds into B. Returns 0 (an
+ * answer; B->capped when a cap stopped it or the server died, and S is
+ * then stopped), or -1 with err when NVRTC itself failed. */
+static int server_compile(server *s, const fat_variant *v, const char *arch, int timeout_s,
+                          long long max_bytes, fat_build *b, char *err, size_t errlen) {
   reply r;
   char why[512];
   memset(b, 0, sizeof *b);
+  if (!v->source) {
+    set_err(err, errlen, "fat_compile_all: %s has no source", v->name ? v->name : "a variant");
+    return -1;
+  }
+  const char *name = v->name ? v->name : "";
+  const request q = {.name_size = strlen(name), .source_size = strlen(v->source)};
+  if (q.name_size > REQUEST_NAME_MAX || q.source_size > (uint64_t)REQUEST_SOURCE_MAX) {
+    snprintf(why, sizeof why, "fatune: this variant (a name of %llu bytes, a source of %llu) is "
+             "more than a compile process takes (names to %d bytes, sources to %lld MiB); not "
+             "cached",
+             (unsigned long long)q.name_size, (unsigned long long)q.source_size,
+             REQUEST_NAME_MAX, REQUEST_SOURCE_MAX / BYTES_PER_MB);
+    return capped_build(b, v, arch, why, err, errlen);
+  }
   const double deadline = now_ms() + (double)timeout_s * MS_PER_S_INT;
-  int got = send_all(s->fd, &index, sizeof index) ? 1 : recv_all(s->fd, &r, sizeof r, deadline);
+  int got = send_all(s->fd, &q, sizeof q, deadline);
+  if (!got) got = send_all(s->fd, name, q.name_size, deadline);
+  if (!got) got = send_all(s->fd, v->source, q.source_size, deadline);
+  if (!got) got = recv_all(s->fd, &r, sizeof r, deadline);
   if (got == 0 && (r.cubin_size > (uint64_t)SIZE_MAX / 2 || r.log_size > (uint64_t)SIZE_MAX / 2 ||
                    r.err_size > (uint64_t)SIZE_MAX / 2))
     got = 1;
@@ -699,6 +891,7 @@ typedef struct pool {
   fat_compile_cancelled cancelled;
   int timeout_s;       /* each compile's wall-clock cap */
   long long max_bytes; /* ... and its address-space cap */
+  char exe[PATH_MAX];  /* the running binary, which each compile process is */
   pthread_mutex_t lock;
   size_t next;        /* first index not yet handed out */
   size_t done;        /* builds finished, reported to PROGRESS */
@@ -732,12 +925,12 @@ static void *worker(void *arg) {
   char err[WORKER_ERR_MAX];
   for (size_t i; (i = take_index(p)) < p->n;) {
     const fat_variant *v = &p->variants[i];
-    /* A child that timed out or died is replaced for the next variant. */
+    /* Each thread starts its server for its first variant; one that timed
+     * out or died is replaced for the next. */
     int rc = w->s.pid > 0 ? 0
-             : server_start(&w->s, p->variants, p->n, p->arch, p->max_bytes, p->nice, err,
-                          sizeof err);
+             : server_start(&w->s, p->exe, p->arch, p->max_bytes, p->nice, err, sizeof err);
     if (rc == 0)
-      rc = server_compile(&w->s, i, v, p->arch, p->timeout_s, p->max_bytes, &p->builds[i], err,
+      rc = server_compile(&w->s, v, p->arch, p->timeout_s, p->max_bytes, &p->builds[i], err,
                           sizeof err);
     pthread_mutex_lock(&p->lock);
     if (rc != 0) {
@@ -767,8 +960,8 @@ int fat_compile_all(const fat_variant *variants, size_t n, const char *arch, int
  * err naming what is wrong. */
 static int check_plan(const fat_compile_plan *plan, size_t n, char *err, size_t errlen) {
   if (!plan) return 0;
-  if (plan->nice < 0 || plan->nice > 19) {
-    set_err(err, errlen, "fat_compile_planned: niceness %d is outside 0-19", plan->nice);
+  if (plan->nice < 0 || plan->nice > NICE_MAX) {
+    set_err(err, errlen, "fat_compile_planned: niceness %d is outside 0-%d", plan->nice, NICE_MAX);
     return -1;
   }
   if (!plan->order || n == 0) return 0;
@@ -830,15 +1023,17 @@ int fat_compile_planned(const fat_variant *variants, size_t n, const char *arch,
     set_err(err, errlen, "out of memory for %zu compile threads", nthreads);
     goto out;
   }
-  /* The compile processes are forked here, before the pool's threads
-   * exist: each child starts as a copy of one thread. */
-  for (size_t t = 0; t < nthreads; t++) {
-    w[t].p = &p;
-    if (server_start(&w[t].s, variants, n, arch, p.max_bytes, p.nice, err, errlen)) {
-      for (size_t u = 0; u < t; u++) server_stop(&w[u].s, 0);
-      goto out;
-    }
+  /* The binary's own path, resolved here: in a forked child /proc/self/exe
+   * would name whatever runs us (valgrind, a loader), not this program. */
+  const ssize_t exe_len = readlink(SELF_EXE, p.exe, sizeof p.exe - 1);
+  if (exe_len <= 0) {
+    set_err(err, errlen, "cannot start a compile process: cannot resolve " SELF_EXE ": %s",
+            exe_len < 0 ? strerror(errno) : "empty");
+    goto out;
   }
+  p.exe[exe_len] = 0;
+  /* Each thread starts its own compile process (worker). */
+  for (size_t t = 0; t < nthreads; t++) w[t].p = &p;
   /* The calling thread is one of the workers; if fewer threads can be
    * created than asked for, the ones that exist share the work. */
   size_t started = 0;

@@ -45,10 +45,13 @@ int fat_compile_one(const char *name, const char *source, const char *arch,
  * done so far; it returns 0 to go on, or -1 to stop the run (a build it could
  * not store: the caller says why), which then hands out no more work and
  * returns -1 with "stopped after VARIANT". Returns 0, or -1 with err set
- * when NVRTC is unavailable. Each compile runs in a child process forked
- * here (one per thread, before the threads; call it where no other thread
- * is inside NVRTC or the loader): capped at FATUNE_COMPILE_TIMEOUT_S seconds
- * (300) and FATUNE_COMPILE_MAX_MB of address space (8192), where a cap or a
+ * when NVRTC is unavailable or a compile process cannot start. Each compile
+ * runs in a compile process, one per thread: a fresh image of the running
+ * binary (fork, then exec of /proc/self/exe; a constructor in compile.c
+ * serves there before main, so a binary that calls this hosts it), which
+ * may be started from any thread while others run. It is capped at
+ * FATUNE_COMPILE_TIMEOUT_S seconds (300) and FATUNE_COMPILE_MAX_MB of
+ * address space (8192) beyond its own with NVRTC loaded, where a cap or a
  * crash gives a failed build with B->capped set; SIGINT is blocked there. */
 typedef int (*fat_compile_progress)(void *user, size_t done, size_t total,
                                     const fat_variant *v, const fat_build *b);
