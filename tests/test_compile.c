@@ -2,14 +2,23 @@
 /* The compile module against the real NVRTC of the toolkit (no GPU needed):
  * architecture names, the ptxas report parser on verbatim logs, cubins for
  * sm_80 and sm_90a, compile errors reported as answers, the cache key's
- * layout and sensitivity, and the thread pool matching one-at-a-time builds.
+ * layout and sensitivity, the thread pool matching one-at-a-time builds,
+ * and its compile processes (this binary exec'd: their requests, caps and
+ * refusals, an exec that fails, starts beside threads that allocate).
  * NVRTC missing is a failure here, not a skip: the toolkit is required. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "build_key.h"
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include "build_key.h"
 #include "compile.h"
 #include "cuda_api.h"
 #include "elf_check.h"
@@ -341,6 +350,300 @@ static void test_compile_all(void) {
   for (int i = 0; i < N_POOL; i++) fat_build_free(&one[i]);
 }
 
+/* ---- the compile processes ------------------------------------------- */
+
+/* Sets NAME to VALUE (NULL: unsets it); returns the old value to give back
+ * to env_restore. */
+static char *env_swap(const char *name, const char *value) {
+  char *old = getenv(name) ? strdup(getenv(name)) : NULL;
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+  return old;
+}
+
+static void env_restore(const char *name, char *old) {
+  if (old) setenv(name, old, 1);
+  else unsetenv(name);
+  free(old);
+}
+
+/* One variant through the pool, on one thread: in one compile process. */
+static int compile_in_server(const char *name, const char *source, fat_build *b, char *err,
+                             size_t errlen) {
+  fat_variant v = {.name = (char *)name, .source = (char *)source};
+  memset(b, 0, sizeof *b);
+  return fat_compile_all(&v, 1, "sm_80", 1, NULL, b, NULL, NULL, NULL, err, errlen);
+}
+
+/* The request carries the variant's name and source: a source larger than
+ * the socket's buffer arrives whole (the same key and cubin as in
+ * process), a variant without a name is compiled as "variant.cu", and a
+ * source past the bound a compile process takes is a capped build that
+ * says so. */
+static void test_server_requests(void) {
+  char err[4096];
+  const size_t comment = 1 << 20; /* past any socket buffer */
+  const size_t len = strlen(kernel_src);
+  char *big = malloc(len + comment + 1);
+  REQUIRE_EXIT(big);
+  memcpy(big, kernel_src, len);
+  memset(big + len, ' ', comment);
+  memcpy(big + len, "//", 2);
+  big[len + comment] = 0;
+  fat_build in_process, served;
+  CHECK_INT(fat_compile_one("big.cu", big, "sm_80", &in_process, err, sizeof err), 0);
+  CHECK_INT(compile_in_server("big.cu", big, &served, err, sizeof err), 0);
+  CHECK_INT(served.ok, 1);
+  CHECK_STR(served.key, in_process.key);
+  CHECK(served.cubin_size == in_process.cubin_size &&
+        memcmp(served.cubin, in_process.cubin, served.cubin_size) == 0);
+  fat_build_free(&in_process);
+  fat_build_free(&served);
+  free(big);
+
+  CHECK_INT(compile_in_server(NULL, "__global__ void k( {", &served, err, sizeof err), 0);
+  CHECK_INT(served.ok, 0);
+  CHECK_INT(served.capped, 0);
+  CHECK_WHY(served.log && strstr(served.log, "variant.cu(1): error"), "%s", served.log);
+  fat_build_free(&served);
+
+  const size_t past = (64u << 20) + 1; /* REQUEST_SOURCE_MAX + 1 */
+  char *huge = malloc(past + 1);
+  REQUIRE_EXIT(huge);
+  memset(huge, ' ', past);
+  huge[past] = 0;
+  CHECK_INT(compile_in_server("huge.cu", huge, &served, err, sizeof err), 0);
+  CHECK_INT(served.capped, 1);
+  CHECK_STR(served.log, "fatune: this variant (a name of 7 bytes, a source of 67108865) is more "
+                        "than a compile process takes (names to 4096 bytes, sources to 64 MiB); "
+                        "not cached");
+  fat_build_free(&served);
+  free(huge);
+}
+
+/* The caps hold in the server: a front end that runs past
+ * FATUNE_COMPILE_TIMEOUT_S and, but under AddressSanitizer (whose
+ * allocator reports the cap as an error of its own and ends the process),
+ * a macro bomb past FATUNE_COMPILE_MAX_MB of address space (its own
+ * excluded: the server's NVRTC is loaded before the cap is measured) are
+ * capped builds that say which cap; a small kernel still compiles under
+ * the memory cap. */
+static void test_server_caps(void) {
+  char err[4096];
+  fat_build b;
+  /* The front end of 'slow' takes about 2 s on CI's cores. */
+  size_t terms = 50000;
+  char *slow = malloc(2 * terms + 64);
+  REQUIRE_EXIT(slow);
+  char *at = slow + sprintf(slow, "__device__ int f(int a) { return ");
+  for (size_t i = 0; i < terms; i++) at += sprintf(at, "a+");
+  sprintf(at, "0; }\n");
+  char *old = env_swap("FATUNE_COMPILE_TIMEOUT_S", "1");
+  CHECK_INT(compile_in_server("slow.cu", slow, &b, err, sizeof err), 0);
+  CHECK_INT(b.capped, 1);
+  CHECK_STR(b.log, "fatune: NVRTC ran for more than 1 s on this variant and was stopped "
+                   "(FATUNE_COMPILE_TIMEOUT_S); not cached");
+  fat_build_free(&b);
+  env_restore("FATUNE_COMPILE_TIMEOUT_S", old);
+  free(slow);
+
+  old = env_swap("FATUNE_COMPILE_MAX_MB", "512");
+  CHECK_INT(compile_in_server("k.cu", kernel_src, &b, err, sizeof err), 0);
+  CHECK_INT(b.ok, 1);
+  fat_build_free(&b);
+#ifndef __SANITIZE_ADDRESS__
+  static const char bomb[] = "#define A(x) x x x x x x x x x x\n#define B(x) A(A(A(A(x))))\n"
+                             "__device__ int f(int a) { return B(B(a+)) 0; }\n";
+  CHECK_INT(compile_in_server("bomb.cu", bomb, &b, err, sizeof err), 0);
+  CHECK_INT(b.capped, 1);
+  CHECK_STR(b.log, "fatune: NVRTC ran out of memory on this variant under a cap of 512 MiB per "
+                   "compile (FATUNE_COMPILE_MAX_MB); not cached");
+  fat_build_free(&b);
+#endif
+  env_restore("FATUNE_COMPILE_MAX_MB", old);
+}
+
+/* This binary started with ENV_VAR added to its environment (NULL: none)
+ * and ARG as its one argument, keeping descriptor KEEP open (-1: none);
+ * returns its pid. */
+static pid_t start_self(const char *self, const char *env_var, const char *arg, int keep) {
+  extern char **environ;
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **envp = calloc(n + 2, sizeof *envp);
+  REQUIRE_EXIT(envp);
+  memcpy(envp, environ, n * sizeof *envp);
+  envp[n] = (char *)env_var;
+  char *const argv[] = {(char *)self, (char *)arg, NULL};
+  const pid_t pid = fork();
+  REQUIRE_EXIT(pid >= 0);
+  if (pid == 0) {
+    if (keep >= 0) fcntl(keep, F_SETFD, 0);
+    execve(self, argv, env_var ? envp : environ);
+    _exit(127);
+  }
+  free(envp);
+  return pid;
+}
+
+/* How process PID ended: its exit status, or 128 + its signal. */
+static int end_of(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A compile process refuses what it cannot take by exiting (2) before
+ * compiling anything: an environment variable it cannot read, a request
+ * longer than its bounds. Were it to reach main instead, main would end
+ * it with NOT_SERVED. */
+#define SERVE_ONLY_ARG "--serve-only"
+#define NOT_SERVED 99
+
+static void test_server_refuses(const char *self) {
+  CHECK_INT(end_of(start_self(self, "FATUNE_COMPILE_SERVER=3 sm_80", SERVE_ONLY_ARG, -1)), 2);
+  CHECK_INT(end_of(start_self(self, "FATUNE_COMPILE_SERVER=9 sm_75 1048576 0", SERVE_ONLY_ARG, -1)),
+            2);
+  int sv[2];
+  REQUIRE_EXIT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  char var[128];
+  snprintf(var, sizeof var, "FATUNE_COMPILE_SERVER=%d sm_80 536870912 0", sv[1]);
+  const pid_t pid = start_self(self, var, SERVE_ONLY_ARG, sv[1]);
+  close(sv[1]);
+  const uint64_t request[2] = {1ull << 40, 1}; /* a name of a TiB */
+  CHECK_INT(write(sv[0], request, sizeof request), (long long)sizeof request);
+  CHECK_INT(end_of(pid), 2);
+  close(sv[0]);
+}
+
+/* Where the running binary cannot be exec'd (here: deleted after it
+ * started), the pool fails with a message that names it and why. A copy
+ * of this binary runs with --deleted-exe, removes itself and checks. */
+#define DELETED_EXE_ARG "--deleted-exe"
+
+static int deleted_exe_child(void) {
+  char self[4096], err[4096], want[sizeof self + 128];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE_EXIT(len > 0);
+  self[len] = 0;
+  REQUIRE_EXIT(unlink(self) == 0);
+  len = readlink("/proc/self/exe", self, sizeof self - 1); /* now "PATH (deleted)" */
+  REQUIRE_EXIT(len > 0);
+  self[len] = 0;
+  fat_build b;
+  CHECK_INT(compile_in_server("k.cu", kernel_src, &b, err, sizeof err), -1);
+  snprintf(want, sizeof want, "cannot start a compile process: exec of %s (/proc/self/exe): "
+           "No such file or directory", self);
+  CHECK_STR(err, want);
+  return check_summary("test_compile " DELETED_EXE_ARG);
+}
+
+/* FROM copied to TO, executable. 0, or -1. */
+static int copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  static char chunk[1 << 16];
+  size_t k;
+  int rc = in && out ? 0 : -1;
+  while (!rc && (k = fread(chunk, 1, sizeof chunk, in)) > 0)
+    if (fwrite(chunk, 1, k, out) != k) rc = -1;
+  if (in) fclose(in);
+  if (out && fclose(out)) rc = -1;
+  return rc ? rc : chmod(to, 0700);
+}
+
+static void test_exec_failure(const char *self) {
+  char dir[] = "/tmp/fatune-exe-XXXXXX", copy[256];
+  REQUIRE_EXIT(mkdtemp(dir));
+  snprintf(copy, sizeof copy, "%s/test_compile", dir);
+  REQUIRE_EXIT(copy_file(self, copy) == 0);
+  CHECK_INT(end_of(start_self(copy, NULL, DELETED_EXE_ARG, -1)), 0);
+  unlink(copy); /* where the child did not get that far */
+  rmdir(dir);
+}
+
+/* The compile processes start while other threads allocate: the tuner's
+ * lanes run beside its compile stage. A forked copy of the tuner that
+ * allocated before exec deadlocked under AddressSanitizer when another
+ * thread held its allocator's quarantine lock at the fork (a compile hung
+ * till its 300 s cap, CI's test_multi_gpu); each process is now a fresh
+ * image of this binary. HAMMER_ROUNDS pools of HAMMER_JOBS processes start
+ * while HAMMER_THREADS threads allocate and free -- half of them a block
+ * of HAMMER_QUARANTINE_BYTES at a time (each sixteenth free passes a
+ * thread's share of the quarantine to the shared one, under its lock),
+ * half a mix through the size classes and mmap -- and each process
+ * compiles its kernel (NVRTC frees far more than a thread's share) within
+ * HAMMER_TIMEOUT_S. Against a415cb9's forked processes under
+ * AddressSanitizer, 4 to 7 of this test's 64 starts hung in each of 6
+ * runs (32 of 600 in longer ones). */
+#define HAMMER_ROUNDS 16
+#define HAMMER_JOBS 4
+#define HAMMER_THREADS 4
+#define HAMMER_TIMEOUT_S "60"                /* a hang is a capped build, not a stuck test */
+#define HAMMER_QUARANTINE_BYTES (64 << 10)   /* a sixteenth of ASan's 1 MiB thread quarantine */
+#define HAMMER_BLOCKS 256                    /* blocks a mixing thread holds at once */
+#define HAMMER_LARGE (1 << 20)               /* one mixed block in 16 this size: mmap'ed */
+
+static atomic_int hammer_stop;
+
+static void *hammer(void *arg) {
+  const int k = (int)(size_t)arg;
+  if (k % 2 == 0) {
+    while (!atomic_load(&hammer_stop)) {
+      char *p = malloc(HAMMER_QUARANTINE_BYTES);
+      if (p) p[0] = 1;
+      free(p);
+    }
+    return NULL;
+  }
+  unsigned size = (unsigned)k;
+  void *held[HAMMER_BLOCKS];
+  while (!atomic_load(&hammer_stop)) {
+    for (int i = 0; i < HAMMER_BLOCKS; i++) {
+      size = size * 1103515245u + 12345u;
+      held[i] = malloc(i % 16 == 0 ? HAMMER_LARGE : 16 + size % 8192);
+      if (held[i]) memset(held[i], i, 16);
+    }
+    for (int i = 0; i < HAMMER_BLOCKS; i++) free(held[i]);
+  }
+  return NULL;
+}
+
+static void test_start_beside_malloc(void) {
+  fat_variant v[HAMMER_JOBS];
+  char sources[HAMMER_JOBS][256], names[HAMMER_JOBS][32], err[4096];
+  memset(v, 0, sizeof v);
+  for (int i = 0; i < HAMMER_JOBS; i++) {
+    snprintf(sources[i], sizeof sources[i],
+             "extern \"C\" __global__ void h%d(float *x) { x[threadIdx.x] += %d.0f; }\n", i, i);
+    snprintf(names[i], sizeof names[i], "hammer%d.cu", i);
+    v[i].name = names[i];
+    v[i].source = sources[i];
+  }
+  char *old = env_swap("FATUNE_COMPILE_TIMEOUT_S", HAMMER_TIMEOUT_S);
+  pthread_t t[HAMMER_THREADS];
+  atomic_store(&hammer_stop, 0);
+  for (size_t k = 0; k < HAMMER_THREADS; k++)
+    REQUIRE_EXIT(pthread_create(&t[k], NULL, hammer, (void *)k) == 0);
+  int compiled = 0;
+  for (int round = 0; round < HAMMER_ROUNDS; round++) {
+    fat_build b[HAMMER_JOBS];
+    memset(b, 0, sizeof b);
+    CHECK_INT(fat_compile_all(v, HAMMER_JOBS, "sm_80", HAMMER_JOBS, NULL, b, NULL, NULL, NULL, err,
+                              sizeof err), 0);
+    for (int i = 0; i < HAMMER_JOBS; i++) {
+      CHECK_WHY(b[i].ok && !b[i].capped, "round %d, variant %d: %s", round, i,
+                b[i].log ? b[i].log : "(no log)");
+      compiled += b[i].ok;
+      fat_build_free(&b[i]);
+    }
+  }
+  atomic_store(&hammer_stop, 1);
+  for (size_t k = 0; k < HAMMER_THREADS; k++) pthread_join(t[k], NULL);
+  CHECK_INT(compiled, HAMMER_ROUNDS * HAMMER_JOBS);
+  env_restore("FATUNE_COMPILE_TIMEOUT_S", old);
+}
+
 static void test_missing_nvrtc_message(void) {
   static const char *const bogus[] = {"/nonexistent/libnvrtc.so.13", "libm.so.6"};
   fat_nvrtc t;
@@ -464,7 +767,9 @@ static void test_source_file_reads(void) {
   fat_build_free(&b);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], DELETED_EXE_ARG)) return deleted_exe_child();
+  if (argc == 2 && !strcmp(argv[1], SERVE_ONLY_ARG)) return NOT_SERVED;
   char err[4096];
   const fat_nvrtc *nv = fat_nvrtc_get(err, sizeof err);
   test_arch_names();
@@ -484,5 +789,14 @@ int main(void) {
   test_compile_real(nv);
   test_key_sensitivity();
   test_compile_all();
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE_EXIT(len > 0);
+  self[len] = 0;
+  test_server_requests();
+  test_server_caps();
+  test_server_refuses(self);
+  test_exec_failure(self);
+  test_start_beside_malloc();
   return check_summary("test_compile");
 }
