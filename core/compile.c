@@ -430,7 +430,8 @@ int fat_compile_one(const char *name, const char *source, const char *arch, fat_
  * only async-signal-safe calls, so a server may be started from any thread
  * while others run. Every binary that calls fat_compile_planned links this
  * file and so hosts the server; in any other process (libfatune, whose
- * objects include this file, too) the constructor returns at once. */
+ * objects include this file, too) the constructor returns at once, the
+ * variable set or not. */
 #define COMPILE_TIMEOUT_S 300      /* the longest legitimate compile takes seconds */
 #define COMPILE_MAX_MB 8192        /* address space one compile may add to the server's own */
 #define BYTES_PER_MB (1024LL * 1024)
@@ -612,12 +613,14 @@ static void server_main(int fd, const char *arch, long long max_bytes, int nicen
 }
 
 /* The server's entry point: runs before main in a process exec'd by
- * exec_server, recognised by SERVER_ENV; returns at once in any other
- * process. glibc runs an executable's constructors after its libraries
- * are initialised, so the server may use everything. */
-__attribute__((constructor)) static void compile_server_entry(void) {
+ * exec_server, recognised by SERVER_ENV and its one argument, SERVER_ARGV0
+ * (glibc hands constructors argc and argv); returns at once in any other
+ * process, so that a SERVER_ENV left in a user's environment never ends a
+ * program that loads libfatune. glibc runs an executable's constructors
+ * after its libraries are initialised, so the server may use everything. */
+__attribute__((constructor)) static void compile_server_entry(int argc, char **argv) {
   const char *spec = getenv(SERVER_ENV);
-  if (!spec) return;
+  if (!spec || argc != 1 || !argv || !argv[0] || strcmp(argv[0], SERVER_ARGV0)) return;
   int fd = -1, niceness = -1, end = 0;
   long long max_bytes = 0;
   char arch[16] = "";

@@ -464,9 +464,9 @@ static void test_server_caps(void) {
 }
 
 /* This binary started with ENV_VAR added to its environment (NULL: none)
- * and ARG as its one argument, keeping descriptor KEEP open (-1: none);
- * returns its pid. */
-static pid_t start_self(const char *self, const char *env_var, const char *arg, int keep) {
+ * and ARG as its one argument (NULL: none) after ARGV0 (NULL: SELF),
+ * keeping descriptor KEEP open (-1: none); returns its pid. */
+static pid_t start_self(const char *self, const char *argv0, const char *env_var, const char *arg, int keep) {
   extern char **environ;
   size_t n = 0;
   while (environ[n]) n++;
@@ -474,7 +474,7 @@ static pid_t start_self(const char *self, const char *env_var, const char *arg, 
   REQUIRE_EXIT(envp);
   memcpy(envp, environ, n * sizeof *envp);
   envp[n] = (char *)env_var;
-  char *const argv[] = {(char *)self, (char *)arg, NULL};
+  char *const argv[] = {(char *)(argv0 ? argv0 : self), (char *)arg, NULL};
   const pid_t pid = fork();
   REQUIRE_EXIT(pid >= 0);
   if (pid == 0) {
@@ -494,22 +494,27 @@ static int end_of(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* A compile process refuses what it cannot take by exiting (2) before
- * compiling anything: an environment variable it cannot read, a request
- * longer than its bounds. Were it to reach main instead, main would end
- * it with NOT_SERVED. */
+/* A compile process (argv exactly {SERVER_ARGV0}) refuses what it cannot
+ * take by exiting (2) before compiling anything: an environment variable
+ * it cannot read, a request longer than its bounds. Were it to reach main
+ * instead, main would end it with NOT_SERVED. Any other process ignores
+ * the variable, however it reads: it reaches main (a program that loads
+ * libfatune goes on). */
+#define SERVER_ARGV0 "fatune-compile"
 #define SERVE_ONLY_ARG "--serve-only"
 #define NOT_SERVED 99
 
 static void test_server_refuses(const char *self) {
-  CHECK_INT(end_of(start_self(self, "FATUNE_COMPILE_SERVER=3 sm_80", SERVE_ONLY_ARG, -1)), 2);
-  CHECK_INT(end_of(start_self(self, "FATUNE_COMPILE_SERVER=9 sm_75 1048576 0", SERVE_ONLY_ARG, -1)),
-            2);
+  CHECK_INT(end_of(start_self(self, SERVER_ARGV0, "FATUNE_COMPILE_SERVER=3 sm_80", NULL, -1)), 2);
+  CHECK_INT(end_of(start_self(self, SERVER_ARGV0, "FATUNE_COMPILE_SERVER=9 sm_75 1048576 0", NULL, -1)), 2);
+  CHECK_INT(end_of(start_self(self, NULL, "FATUNE_COMPILE_SERVER=3 sm_80", SERVE_ONLY_ARG, -1)), NOT_SERVED);
+  CHECK_INT(end_of(start_self(self, SERVER_ARGV0, "FATUNE_COMPILE_SERVER=3 sm_80", SERVE_ONLY_ARG, -1)),
+            NOT_SERVED);
   int sv[2];
   REQUIRE_EXIT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
   char var[128];
   snprintf(var, sizeof var, "FATUNE_COMPILE_SERVER=%d sm_80 536870912 0", sv[1]);
-  const pid_t pid = start_self(self, var, SERVE_ONLY_ARG, sv[1]);
+  const pid_t pid = start_self(self, SERVER_ARGV0, var, NULL, sv[1]);
   close(sv[1]);
   const uint64_t request[2] = {1ull << 40, 1}; /* a name of a TiB */
   CHECK_INT(write(sv[0], request, sizeof request), (long long)sizeof request);
@@ -557,7 +562,7 @@ static void test_exec_failure(const char *self) {
   REQUIRE_EXIT(mkdtemp(dir));
   snprintf(copy, sizeof copy, "%s/test_compile", dir);
   REQUIRE_EXIT(copy_file(self, copy) == 0);
-  CHECK_INT(end_of(start_self(copy, NULL, DELETED_EXE_ARG, -1)), 0);
+  CHECK_INT(end_of(start_self(copy, NULL, NULL, DELETED_EXE_ARG, -1)), 0);
   unlink(copy); /* where the child did not get that far */
   rmdir(dir);
 }
@@ -770,6 +775,7 @@ static void test_source_file_reads(void) {
 int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], DELETED_EXE_ARG)) return deleted_exe_child();
   if (argc == 2 && !strcmp(argv[1], SERVE_ONLY_ARG)) return NOT_SERVED;
+  if (argc == 1 && !strcmp(argv[0], SERVER_ARGV0)) return NOT_SERVED;
   char err[4096];
   const fat_nvrtc *nv = fat_nvrtc_get(err, sizeof err);
   test_arch_names();
