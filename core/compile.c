@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "build_key.h"
+#include "child_env.h"
 #include "compile.h"
 #include "nvrtc_api.h"
 #include "ptxas_log.h"
@@ -460,8 +461,6 @@ enum {
   SERVER_EXIT_NO_EXEC = 127, /* the forked child could not exec (its errno went to the pipe) */
 };
 
-extern char **environ;
-
 /* The caps: the defaults, or $FATUNE_COMPILE_TIMEOUT_S and
  * $FATUNE_COMPILE_MAX_MB (tests; a machine with less memory per job). */
 static long env_or(const char *name, long fallback) {
@@ -634,33 +633,12 @@ __attribute__((constructor)) static void compile_server_entry(int argc, char **a
 }
 
 /* The environment of a server: the parent's, with SERVER_ENV for socket
- * end FD. Built before fork, because the child may only call
- * async-signal-safe functions until it execs. NULL when out of memory. */
+ * end FD (fat_child_env: built before fork). NULL when out of memory. */
 static char **server_environment(int fd, const char *arch, long long max_bytes, int niceness) {
-  size_t n = 0;
-  while (environ[n]) n++;
-  char **envp = calloc(n + 2, sizeof *envp);
-  char *var = malloc(SERVER_ENV_MAX);
-  if (!envp || !var) {
-    free(envp);
-    free(var);
-    return NULL;
-  }
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], SERVER_ENV "=", sizeof SERVER_ENV)) envp[k++] = environ[i];
-  snprintf(var, SERVER_ENV_MAX, SERVER_ENV "=%d %s %lld %d", fd, arch, max_bytes, niceness);
-  envp[k] = var;
-  return envp;
-}
-
-/* Frees server_environment's ENVP: only its last entry is ours, the rest
- * belong to environ. */
-static void free_environment(char **envp) {
-  size_t n = 0;
-  while (envp[n]) n++;
-  free(envp[n - 1]);
-  free(envp);
+  char var[SERVER_ENV_MAX];
+  snprintf(var, sizeof var, SERVER_ENV "=%d %s %lld %d", fd, arch, max_bytes, niceness);
+  const char *const vars[] = {var};
+  return fat_child_env(vars, 1);
 }
 
 /* In the forked child: closes every descriptor above stderr but KEEP_A and
@@ -755,7 +733,7 @@ out:
     if (sv[i] >= 0) close(sv[i]);
     if (report[i] >= 0) close(report[i]);
   }
-  if (envp) free_environment(envp);
+  if (envp) fat_child_env_free(envp, 1);
   return rc;
 }
 

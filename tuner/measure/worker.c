@@ -16,14 +16,13 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "child_env.h"
 #include "compile.h"
 #include "family.h"
 #include "gpu_run.h"
 #include "worker.h"
 #include "fwd_launch.h"
 #include "worker_wire.h"
-
-extern char **environ;
 
 #define START_TIMEOUT_MS 60000     /* cuInit and module loads; generous for a cold driver */
 #define REAP_GRACE_MS 5000         /* a worker that reported a fault gets this long to exit */
@@ -378,39 +377,14 @@ static int transact(fat_worker *w, uint32_t type, const fat_wbuf *msg, int timeo
 }
 
 /* The environment of a worker: the parent's, plus where to find its
- * channel and its GPU. Built before fork, because the child may only call
- * async-signal-safe functions until it execs. */
+ * channel and its GPU (fat_child_env: built before fork). */
+#define WORKER_ENV_VARS 2
 static char **worker_environment(int fd, int gpu) {
-  size_t n = 0;
-  while (environ[n]) n++;
-  char **envp = calloc(n + 3, sizeof *envp);
-  if (!envp) return NULL;
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], WORKER_FD_ENV "=", sizeof WORKER_FD_ENV) &&
-        strncmp(environ[i], WORKER_GPU_ENV "=", sizeof WORKER_GPU_ENV))
-      envp[k++] = environ[i];
   char fd_var[ENV_VAR_MAX], gpu_var[ENV_VAR_MAX];
   snprintf(fd_var, sizeof fd_var, WORKER_FD_ENV "=%d", fd);
   snprintf(gpu_var, sizeof gpu_var, WORKER_GPU_ENV "=%d", gpu);
-  envp[k] = strdup(fd_var);
-  envp[k + 1] = strdup(gpu_var);
-  if (!envp[k] || !envp[k + 1]) {
-    free(envp[k]);
-    free(envp[k + 1]);
-    free(envp);
-    return NULL;
-  }
-  return envp;
-}
-
-static void free_environment(char **envp) {
-  size_t n = 0;
-  while (envp[n]) n++;
-  /* Only the last two entries are ours; the rest belong to environ. */
-  free(envp[n - 2]);
-  free(envp[n - 1]);
-  free(envp);
+  const char *const vars[WORKER_ENV_VARS] = {fd_var, gpu_var};
+  return fat_child_env(vars, WORKER_ENV_VARS);
 }
 
 /* In the forked child: keep only the channel, arrange to die with the
@@ -487,7 +461,7 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
   ssize_t exe_len = readlink(SELF_EXE, exe, sizeof exe - 1);
   if (exe_len <= 0) {
     set_msg(err, errlen, "cannot resolve %s: %s", SELF_EXE, strerror(errno));
-    free_environment(envp);
+    fat_child_env_free(envp, WORKER_ENV_VARS);
     close(sv[0]);
     close(sv[1]);
     return FAT_GPU_OPEN_FAILED;
@@ -497,13 +471,13 @@ static int spawn(fat_worker *w, fat_gpu_info *info, char *err, size_t errlen) {
   pid_t pid = fork();
   if (pid < 0) {
     set_msg(err, errlen, "fork of the worker: %s", strerror(errno));
-    free_environment(envp);
+    fat_child_env_free(envp, WORKER_ENV_VARS);
     close(sv[0]);
     close(sv[1]);
     return FAT_GPU_OPEN_FAILED;
   }
   if (pid == 0) exec_worker(sv[1], parent, exe, envp); /* never returns */
-  free_environment(envp);
+  fat_child_env_free(envp, WORKER_ENV_VARS);
   close(sv[1]);
   w->pid = pid;
   w->fd = sv[0];
