@@ -40,6 +40,7 @@
 #define MIN_ARCH_NUMBER 80      /* the oldest family (mma80) needs Ampere's cp.async and bf16 mma */
 #define MAX_ARCH_DIGITS 3       /* sm_80 ... sm_120 */
 #define HOPPER_MAJOR 9
+#define HOPPER_ARCH "sm_90a"    /* wgmma and TMA: the architecture-specific target only */
 #define PTXAS_PREFIX "ptxas"       /* every line of ptxas's report starts so */
 #define ENTRY_MARKER "Compiling entry function" /* ptxas: one line per kernel */
 #define NS_PER_MS 1e6
@@ -65,10 +66,12 @@ int fat_arch_valid(const char *arch) {
 void fat_arch_for_cc(int major, int minor, char out[16]) {
   /* Hopper's wgmma and TMA exist only in the architecture-specific target. */
   if (major == HOPPER_MAJOR && minor == 0)
-    snprintf(out, 16, "sm_90a");
+    snprintf(out, 16, "%s", HOPPER_ARCH);
   else
     snprintf(out, 16, "sm_%d%d", major, minor);
 }
+
+int fat_arch_has_wgmma(const char *arch) { return arch && strcmp(arch, HOPPER_ARCH) == 0; }
 
 const char *fat_compile_options(void) { return COMPILE_OPTIONS; }
 

@@ -12,6 +12,9 @@ int fat_arch_valid(const char *arch);
 /* The architecture to compile for on a GPU of compute capability major.minor:
  * "sm_90a" for 9.0, else "sm_<major><minor>". Writes into out (>= 16 bytes). */
 void fat_arch_for_cc(int major, int minor, char out[16]);
+/* 1 when ARCH has Hopper's warpgroup products (wgmma): "sm_90a", the
+ * architecture-specific target, only. */
+int fat_arch_has_wgmma(const char *arch);
 
 /* The NVRTC options every variant is compiled with for ARCH, as one string
  * (recorded in the database and part of the cache key). */

@@ -4,6 +4,7 @@
  * problem and their random inputs, and copies back to the host. The files
  * beside it check, time and measure on what this one sets up. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include "compile.h"
@@ -24,6 +25,11 @@
 #define REF_BWD_COLS_ENTRY "fat_reference_bwd_cols"
 #define SEED_GOLDEN 0x9e3779b97f4a7c15ull
 #define LOG_EXCERPT 2000                /* bytes of an NVRTC log quoted in an error */
+#define TEMPLATES_DIR "templates/"
+#define TEMPLATE_NAME_MAX 256           /* a file name in templates/ */
+#define TEMPLATE_PATH_MAX (sizeof TEMPLATES_DIR + TEMPLATE_NAME_MAX)
+#define INCLUDE_LINE_MAX 512            /* a #line marker naming a template's path */
+#define MAX_INLINED 16                  /* templates one assembled source may inline */
 
 uint64_t fat_seed_derive(uint64_t seed, uint64_t index) {
   uint64_t z = seed + (index + 1) * SEED_GOLDEN;  /* splitmix64 */
@@ -167,6 +173,122 @@ char *fat_gpu_ceilings_source(char *err, size_t errlen) {
   return s;
 }
 
+/* A growing heap string; FAILED once an allocation failed (the text is then cut). */
+typedef struct text_buf {
+  char *s;
+  size_t len, cap;
+  int failed;
+} text_buf;
+
+static void text_put(text_buf *t, const char *p, size_t n) {
+  if (t->failed) return;
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 4096;
+    while (cap < t->len + n + 1) cap *= 2;
+    char *grown = realloc(t->s, cap);
+    if (!grown) {
+      t->failed = 1;
+      return;
+    }
+    t->s = grown;
+    t->cap = cap;
+  }
+  memcpy(t->s + t->len, p, n);
+  t->len += n;
+  t->s[t->len] = '\0';
+}
+
+static void text_line(text_buf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_line(text_buf *t, const char *fmt, ...) {
+  char line[INCLUDE_LINE_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof line) t->failed = 1;
+  else text_put(t, line, (size_t)n);
+}
+
+/* The file a line includes when it is `#include "NAME"` of a file in
+ * templates/ (no folder in NAME): NAME into OUT, else 0. */
+static int quoted_include(const char *line, const char *end, char *out, size_t cap) {
+  const char *p = line;
+  while (p < end && (*p == ' ' || *p == '\t')) p++;
+  if (p == end || *p++ != '#') return 0;
+  while (p < end && (*p == ' ' || *p == '\t')) p++;
+  if ((size_t)(end - p) < 7 || strncmp(p, "include", 7)) return 0;
+  p += 7;
+  while (p < end && (*p == ' ' || *p == '\t')) p++;
+  if (p == end || *p++ != '"') return 0;
+  const char *q = memchr(p, '"', (size_t)(end - p));
+  if (!q || q == p || (size_t)(q - p) >= cap || memchr(p, '/', (size_t)(q - p))) return 0;
+  memcpy(out, p, (size_t)(q - p));
+  out[q - p] = '\0';
+  return 1;
+}
+
+/* Appends templates/NAME with its quoted includes of other templates
+ * inlined, each file once and between #line markers, so that NVRTC's
+ * messages name the file and line: generator/expand.lua's rule, for a
+ * template compiled without the generator (the wgmma ceilings). SEEN holds
+ * the *N_SEEN files inlined so far. */
+static int inline_template(text_buf *t, const char *name, const char **seen, int *n_seen,
+                           char *err, size_t errlen) {
+  char path[TEMPLATE_PATH_MAX], target[TEMPLATE_NAME_MAX];
+  snprintf(path, sizeof path, TEMPLATES_DIR "%s", name);
+  const fat_embedded_file *f = embedded(path, err, errlen);
+  if (!f) return -1;
+  if (*n_seen == MAX_INLINED) {
+    snprintf(err, errlen, "%s: more than %d templates included", path, MAX_INLINED);
+    return -1;
+  }
+  seen[(*n_seen)++] = f->path;
+  int line_no = 1;
+  for (const char *p = f->data; *p; line_no++) {
+    const char *nl = strchr(p, '\n'), *end = nl ? nl : p + strlen(p);
+    int inlined = 0, again = 0;
+    if (quoted_include(p, end, target, sizeof target)) {
+      char tpath[TEMPLATE_PATH_MAX];
+      snprintf(tpath, sizeof tpath, TEMPLATES_DIR "%s", target);
+      for (int i = 0; i < *n_seen; i++) again |= !strcmp(seen[i], tpath);
+      if (!again && fat_embedded_find(tpath)) {
+        text_line(t, "#line 1 \"%s\"\n", tpath);
+        if (inline_template(t, target, seen, n_seen, err, errlen)) return -1;
+        text_line(t, "#line %d \"%s\"\n", line_no + 1, path);
+        inlined = 1;
+      } else if (again) {
+        text_line(t, "// %s inlined above\n", tpath);
+        inlined = 1;
+      }
+    }
+    if (!inlined) {
+      text_put(t, p, (size_t)(end - p));
+      text_put(t, "\n", 1);
+    }
+    p = nl ? nl + 1 : end;
+  }
+  return 0;
+}
+
+char *fat_gpu_wgmma_ceilings_source(fat_dtype dtype, char *err, size_t errlen) {
+  text_buf t = {0};
+  const char *seen[MAX_INLINED];
+  int n_seen = 0;
+  text_line(&t, "// %s for %s, its includes inlined (tuner/measure/device.c)\n"
+                "#define FAT_CEILING_BF16 %d\n#line 1 \"%s\"\n",
+            CEILINGS_WGMMA_PATH, fat_dtype_name(dtype), dtype == FAT_BF16, CEILINGS_WGMMA_PATH);
+  if (inline_template(&t, CEILINGS_WGMMA_PATH + strlen(TEMPLATES_DIR), seen, &n_seen, err, errlen)) {
+    free(t.s);
+    return NULL;
+  }
+  if (t.failed) {
+    snprintf(err, errlen, "out of host memory assembling %s", CEILINGS_WGMMA_PATH);
+    free(t.s);
+    return NULL;
+  }
+  return t.s;
+}
+
 static int compile_support_one(const char *name, char *source, const char *arch, fat_build *b,
                                char *err, size_t errlen) {
   int rc = -1;
@@ -201,6 +323,21 @@ int fat_gpu_compile_ceilings(const char *arch, fat_build *b, char *err, size_t e
   memset(b, 0, sizeof *b);
   if (compile_support_one(CEILINGS_PATH, fat_gpu_ceilings_source(err, errlen), arch, b, err,
                           errlen)) {
+    fat_build_free(b);
+    return -1;
+  }
+  return 0;
+}
+
+int fat_gpu_compile_wgmma_ceilings(const char *arch, fat_dtype dtype, fat_build *b, char *err,
+                                   size_t errlen) {
+  memset(b, 0, sizeof *b);
+  if (!fat_arch_has_wgmma(arch)) {
+    snprintf(err, errlen, "%s is for sm_90a (wgmma), not %s", CEILINGS_WGMMA_PATH, arch ? arch : "(null)");
+    return -1;
+  }
+  if (compile_support_one(CEILINGS_WGMMA_PATH, fat_gpu_wgmma_ceilings_source(dtype, err, errlen),
+                          arch, b, err, errlen)) {
     fat_build_free(b);
     return -1;
   }

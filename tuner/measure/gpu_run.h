@@ -76,6 +76,15 @@ int fat_gpu_compile_support(const char *arch, fat_build *util, fat_build *ref, c
 char *fat_gpu_ceilings_source(char *err, size_t errlen);
 int fat_gpu_compile_ceilings(const char *arch, fat_build *b, char *err, size_t errlen);
 
+/* The wgmma ceilings (templates/ceilings_wgmma90.cu) of DTYPE as NVRTC
+ * source -- the template with FAT_CEILING_BF16 defined first and its
+ * includes of other templates inlined -- and compiled into B for ARCH,
+ * which must have wgmma (fat_arch_has_wgmma: -1 with err otherwise). One
+ * cubin per dtype: wgmma's products name the element type in their text. */
+char *fat_gpu_wgmma_ceilings_source(fat_dtype dtype, char *err, size_t errlen);
+int fat_gpu_compile_wgmma_ceilings(const char *arch, fat_dtype dtype, fat_build *b, char *err,
+                                   size_t errlen);
+
 /* Measures the GPU's ceilings with the ceilings cubin: copy bandwidth
  * (read + write bytes of a 16-byte-vector copy between two buffers of
  * FAT_CEILING_L2_FACTOR x the L2, at least FAT_CEILING_MIN_COPY_BYTES each,

@@ -14,6 +14,7 @@
 #include "ref_cache.h"
 
 #define CEILINGS_PATH "templates/ceilings.cu"
+#define CEILINGS_WGMMA_PATH "templates/ceilings_wgmma90.cu"
 #define FILL_THREADS 256
 #define FILL_MAX_BLOCKS 4096            /* grid-stride beyond this */
 #define MS_PER_S 1e3
