@@ -267,10 +267,21 @@ int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, 
  * stores them; `fatune explain` and `fatune report` read them for the
  * roofline floors. */
 #define FAT_CEILING_COPY_BANDWIDTH "copy_bandwidth"  /* B/s, device-to-device copy */
-#define FAT_CEILING_PEAK_FP16 "matrix_peak_fp16"      /* FLOP/s, mma fp16, fp32 accumulate */
-#define FAT_CEILING_PEAK_BF16 "matrix_peak_bf16"      /* FLOP/s, mma bf16, fp32 accumulate */
+#define FAT_CEILING_PEAK_FP16 "matrix_peak_fp16"      /* FLOP/s, mma.sync fp16, fp32 accumulate */
+#define FAT_CEILING_PEAK_BF16 "matrix_peak_bf16"      /* FLOP/s, mma.sync bf16, fp32 accumulate */
+/* Hopper's (sm_90a only): wgmma m64n256k16, fp32 accumulate, both operands
+ * in shared memory (the forward's S = Q·Kᵀ), and with A in registers. */
+#define FAT_CEILING_WGMMA_PEAK_FP16 "wgmma_peak_fp16"        /* FLOP/s */
+#define FAT_CEILING_WGMMA_PEAK_BF16 "wgmma_peak_bf16"        /* FLOP/s */
+#define FAT_CEILING_WGMMA_RS_PEAK_FP16 "wgmma_rs_peak_fp16"  /* FLOP/s */
+#define FAT_CEILING_WGMMA_RS_PEAK_BF16 "wgmma_rs_peak_bf16"  /* FLOP/s */
 #define FAT_CEILING_UNIT_BANDWIDTH "B/s"
 #define FAT_CEILING_UNIT_FLOPS "FLOP/s"
+
+/* The ceiling that is the peak of instruction OP in DTYPE, the roof of a
+ * family that issues OP (family.h's matrix_op): FAT_CEILING_PEAK_* for
+ * mma.sync, FAT_CEILING_WGMMA_PEAK_* for wgmma; NULL for FAT_MATRIX_OTHER. */
+const char *fat_ceiling_peak_name(fat_matrix_op op, fat_dtype dtype);
 
 /* Stores ceiling NAME = VALUE (UNIT) for GPU_ID, replacing an earlier
  * measurement of the same name. VALUE must be positive and finite. */

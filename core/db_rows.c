@@ -928,6 +928,16 @@ static int prepare_once(fat_db *db, const char *sql, sqlite3_stmt **s, const cha
   return fail(db, "cannot %s in %s", what, db->path);
 }
 
+const char *fat_ceiling_peak_name(fat_matrix_op op, fat_dtype dtype) {
+  switch (op) {
+    case FAT_MATRIX_MMA_SYNC: return dtype == FAT_BF16 ? FAT_CEILING_PEAK_BF16 : FAT_CEILING_PEAK_FP16;
+    case FAT_MATRIX_WGMMA:
+      return dtype == FAT_BF16 ? FAT_CEILING_WGMMA_PEAK_BF16 : FAT_CEILING_WGMMA_PEAK_FP16;
+    case FAT_MATRIX_OTHER: break;
+  }
+  return NULL;
+}
+
 int fat_db_put_ceiling(fat_db *db, sqlite3_int64 gpu_id, const char *name, double value,
                        const char *unit) {
   int ret = -1;

@@ -14,14 +14,18 @@
 #include "types.h"
 
 /* The tensor-core instruction of a family's matrix products: whose peak
- * is the family's roof in the report's roofline (the tuner measures
- * mma.sync's, templates/ceilings.cu). */
+ * a winner of the family is placed against (the tuner's end-of-run table,
+ * explain, the report's roofline). The tuner measures each instruction's
+ * peak: mma.sync's on every GPU (templates/ceilings.cu), wgmma's on sm_90a
+ * (templates/ceilings_wgmma90.cu); db.h's fat_ceiling_peak_name names the
+ * ceiling. */
 typedef enum fat_matrix_op {
   FAT_MATRIX_OTHER,     /* none this table knows: the baseline's CUDA-core loops, a
                            template folder's own family */
   FAT_MATRIX_MMA_SYNC,  /* mma.sync m16n8k16, every architecture from sm_80 */
   FAT_MATRIX_WGMMA,     /* Hopper's warpgroup wgmma.mma_async (sm_90a) */
 } fat_matrix_op;
+#define FAT_MATRIX_OP_COUNT (FAT_MATRIX_WGMMA + 1)
 
 /* "mma.sync", "wgmma" or "other". */
 const char *fat_matrix_op_name(fat_matrix_op op);

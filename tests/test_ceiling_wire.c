@@ -6,7 +6,8 @@
  * refused; the family decides the kind; the workspace and peak-memory
  * arithmetic gives exact byte counts; a call without a worker is refused
  * before anything is sent; and templates/ceilings.cu and materialize
- * variants compile with NVRTC for sm_80 and sm_90a without spilling. */
+ * variants compile with NVRTC for sm_80 and sm_90a without spilling
+ * (templates/ceilings_wgmma90.cu, sm_90a's alone: test_ceilings_wgmma). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,17 +43,41 @@ static void test_ceiling_job_round_trip(void) {
   fat_ceiling_job job = {.cubin = fake_cubin, .cubin_size = sizeof fake_cubin,
                          .reps = FAT_CEILING_REPS, .warmup = FAT_CEILING_WARMUP}, got;
   fat_put_ceiling_job(&b, &job);
-  CHECK(!b.failed && b.len == 8 + sizeof fake_cubin + 4 + 4);
+  /* The cubin, then two empty wgmma cubins (no wgmma on this arch). */
+  CHECK(!b.failed && b.len == 8 + sizeof fake_cubin + 8 + 8 + 4 + 4);
   fat_rbuf r = reader(&b);
   CHECK(fat_get_ceiling_job(&r, &got) == 0);
   CHECK(got.cubin_size == sizeof fake_cubin && memcmp(got.cubin, fake_cubin, sizeof fake_cubin) == 0);
   CHECK((const unsigned char *)got.cubin >= b.data && (const unsigned char *)got.cubin < b.data + b.len);
   CHECK(got.reps == 10 && got.warmup == 2);
+  CHECK(got.wgmma_cubin[FAT_FP16] == NULL && got.wgmma_cubin_size[FAT_FP16] == 0);
+  CHECK(got.wgmma_cubin[FAT_BF16] == NULL && got.wgmma_cubin_size[FAT_BF16] == 0);
   /* Cut short by one byte: refused. */
   r = reader(&b);
   r.len--;
   CHECK(fat_get_ceiling_job(&r, &got) == -1);
   fat_wbuf_free(&b);
+
+  /* sm_90a's: each dtype's wgmma cubin travels, in its place. */
+  static const unsigned char f16_cubin[] = {0x7f, 'E', 'L', 'F', 16}, bf16_cubin[] = {0x7f, 'E', 'L', 'F', 1, 6};
+  job.wgmma_cubin[FAT_FP16] = f16_cubin, job.wgmma_cubin_size[FAT_FP16] = sizeof f16_cubin;
+  job.wgmma_cubin[FAT_BF16] = bf16_cubin, job.wgmma_cubin_size[FAT_BF16] = sizeof bf16_cubin;
+  fat_put_ceiling_job(&b, &job);
+  CHECK(!b.failed && b.len == 8 + sizeof fake_cubin + 8 + sizeof f16_cubin + 8 + sizeof bf16_cubin + 4 + 4);
+  r = reader(&b);
+  CHECK(fat_get_ceiling_job(&r, &got) == 0);
+  CHECK(got.cubin_size == sizeof fake_cubin && memcmp(got.cubin, fake_cubin, sizeof fake_cubin) == 0);
+  CHECK(got.wgmma_cubin_size[FAT_FP16] == sizeof f16_cubin &&
+        memcmp(got.wgmma_cubin[FAT_FP16], f16_cubin, sizeof f16_cubin) == 0);
+  CHECK(got.wgmma_cubin_size[FAT_BF16] == sizeof bf16_cubin &&
+        memcmp(got.wgmma_cubin[FAT_BF16], bf16_cubin, sizeof bf16_cubin) == 0);
+  CHECK(got.reps == 10 && got.warmup == 2);
+  r = reader(&b);
+  r.len -= 5;  /* into the bf16 cubin's bytes */
+  CHECK(fat_get_ceiling_job(&r, &got) == -1);
+  fat_wbuf_free(&b);
+  job.wgmma_cubin[FAT_FP16] = job.wgmma_cubin[FAT_BF16] = NULL;
+  job.wgmma_cubin_size[FAT_FP16] = job.wgmma_cubin_size[FAT_BF16] = 0;
 
   /* No timed run, a negative warm-up, no cubin: not jobs. */
   fat_ceiling_job bad[] = {{.cubin = fake_cubin, .cubin_size = sizeof fake_cubin, .reps = 0,
@@ -71,14 +96,21 @@ static void test_ceiling_job_round_trip(void) {
 static void test_ceilings_round_trip(void) {
   fat_wbuf b = {0};
   fat_ceilings c = {.copy_bytes_per_s = 4.21e12, .mma_fp16_flops_per_s = 6.15e14,
-                    .mma_bf16_flops_per_s = 6.125e14, .copy_bytes = 251658240ull, .reps = 10};
+                    .mma_bf16_flops_per_s = 6.125e14,
+                    .wgmma_flops_per_s = {[FAT_FP16] = 8.25e14, [FAT_BF16] = 8.375e14},
+                    .wgmma_rs_flops_per_s = {[FAT_FP16] = 8.5e14, [FAT_BF16] = 8.625e14},
+                    .copy_bytes = 251658240ull, .reps = 10};
   fat_ceilings got;
   fat_put_ceilings(&b, &c);
-  CHECK(!b.failed && b.len == 8 * 4 + 4);
+  CHECK(!b.failed && b.len == 8 * 8 + 4);
   fat_rbuf r = reader(&b);
   CHECK(fat_get_ceilings_result(&r, &got) == 0);
   CHECK(got.copy_bytes_per_s == 4.21e12 && got.mma_fp16_flops_per_s == 6.15e14 &&
         got.mma_bf16_flops_per_s == 6.125e14 && got.copy_bytes == 251658240ull && got.reps == 10);
+  CHECK_DBL(got.wgmma_flops_per_s[FAT_FP16], 8.25e14);
+  CHECK_DBL(got.wgmma_flops_per_s[FAT_BF16], 8.375e14);
+  CHECK_DBL(got.wgmma_rs_flops_per_s[FAT_FP16], 8.5e14);
+  CHECK_DBL(got.wgmma_rs_flops_per_s[FAT_BF16], 8.625e14);
   r = reader(&b);
   r.len -= 4;
   CHECK(fat_get_ceilings_result(&r, &got) == -1);
@@ -174,10 +206,10 @@ static void test_memory_arithmetic(void) {
 
 static void test_no_worker(void) {
   char reason[256] = "";
-  fat_ceilings c = {.reps = 99};
+  fat_ceilings c = {.reps = 99, .wgmma_flops_per_s = {1, 1}};
   CHECK(fat_worker_measure_ceilings(NULL, &c, reason, sizeof reason) == FAT_WORKER_ERROR);
   CHECK_STR(reason, "no worker running (restart it after a fault or timeout)");
-  CHECK(c.reps == 0 && c.copy_bytes_per_s == 0);
+  CHECK(c.reps == 0 && c.copy_bytes_per_s == 0 && c.wgmma_flops_per_s[FAT_BF16] == 0);
 }
 
 /* NVRTC: the ceilings kernels and a corner of the materialize family (both

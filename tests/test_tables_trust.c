@@ -748,7 +748,7 @@ static void sourceless_variants(void) {
 /* ---- the GPU's ceilings, a measurement each ---------------------------------- */
 
 static void ceilings_travel_and_are_judged(void) {
-  char src[256], path[256], err[ERRLEN], got[128];
+  char src[256], path[256], err[ERRLEN], got[256];
   size_t n;
   fat_variant *v = space_of(FAT_FWD, FAT_FP16, FAT_MASK_NONE, 64, &n);
   db_of(new_db(src, sizeof src), &v[0]);
@@ -757,6 +757,9 @@ static void ceilings_travel_and_are_judged(void) {
   REQUIRE_EXIT(fat_db_open(src, &db, err, sizeof err) == 0);
   REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_COPY_BANDWIDTH, 3.7e12, "B/s") == 0);
   REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_PEAK_BF16, 6.0e14, "FLOP/s") == 0);
+  /* Hopper's: the wgmma peaks beside mma.sync's. */
+  REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_WGMMA_PEAK_BF16, 8.0e14, "FLOP/s") == 0);
+  REQUIRE_EXIT(fat_db_put_ceiling(db, 1, FAT_CEILING_WGMMA_RS_PEAK_BF16, 8.25e14, "FLOP/s") == 0);
   fat_db_close(db);
   char *good = export_of(src), *t;
   CHECK(strstr(good, "INSERT INTO ceilings (id, gpu_id, name, value, unit, measured_at) VALUES (1, 1,"
@@ -765,7 +768,8 @@ static void ceilings_travel_and_are_judged(void) {
   CHECK(import_into(path, sizeof path, good, &checked, &r, err) == 0);
   query(path, "SELECT group_concat(name || '=' || value, ' ') FROM (SELECT * FROM ceilings ORDER BY name)",
         got, sizeof got);
-  CHECK_STR(got, "copy_bandwidth=3700000000000.0 matrix_peak_bf16=600000000000000.0");
+  CHECK_STR(got, "copy_bandwidth=3700000000000.0 matrix_peak_bf16=600000000000000.0 "
+                 "wgmma_peak_bf16=800000000000000.0 wgmma_rs_peak_bf16=825000000000000.0");
   /* Merged into a database with its own measurement of one of them: that
    * one stays, the other comes in. */
   char target[256];
@@ -776,7 +780,8 @@ static void ceilings_travel_and_are_judged(void) {
   fat_db_close(db);
   query(target, "SELECT group_concat(name || '=' || value, ' ') FROM (SELECT * FROM ceilings ORDER BY name)",
         got, sizeof got);
-  CHECK_STR(got, "copy_bandwidth=3500000000000.0 matrix_peak_bf16=600000000000000.0");
+  CHECK_STR(got, "copy_bandwidth=3500000000000.0 matrix_peak_bf16=600000000000000.0 "
+                 "wgmma_peak_bf16=800000000000000.0 wgmma_rs_peak_bf16=825000000000000.0");
   /* What no GPU measures is refused, naming the row. */
   const char *row = "INSERT INTO ceilings ", *copy = "'copy_bandwidth', 3700000000000,";
   t = edited(good, row, copy, "'copy_bandwidth', 1e300,");
@@ -790,6 +795,9 @@ static void ceilings_travel_and_are_judged(void) {
   free(t);
   t = edited(good, row, "'copy_bandwidth'", "'tensor_peak'");
   IMPORT_REFUSED(t, "t.sql: ceilings row 1: 'tensor_peak' is no ceiling the tuner measures");
+  free(t);
+  t = edited(good, "VALUES (3, 1, 'wgmma_peak_bf16', ", "800000000000000,", "8e16,");
+  IMPORT_REFUSED(t, "t.sql: ceilings row 3: wgmma_peak_bf16 8e+16 FLOP/s is outside (0, 1e+16]");
   free(t);
   t = edited(good, row, "VALUES (1, 1,", "VALUES (1, 7,");
   IMPORT_REFUSED(t, "t.sql:7: FOREIGN KEY constraint failed");

@@ -63,7 +63,8 @@ typedef struct target {
 typedef struct model {
   fat_gpu_info gpu;            /* as its first GPU saw it, NVRTC's version filled in */
   fat_run_gpu *first;          /* that GPU: its worker measures the model's ceilings */
-  double peak_flops[2];        /* measured mma.sync peak by dtype (FLOP/s); 0 when unknown */
+  double peak_flops[FAT_MATRIX_OP_COUNT][2];  /* measured peak by instruction and dtype
+                                                 (FLOP/s); 0 when unknown (wgmma's off sm_90a) */
   fat_model m;                 /* the tune stage's: key, variants, lanes, problems done */
   unsigned char member[FAT_MAX_GPUS];  /* the run's GPUs of this model */
   fat_db_summary_row *winners; /* its table, fat_db_summary's rows of the run's problems */
@@ -509,7 +510,7 @@ static void print_table(run *r, const model *m) {
     char mat[16] = "-", peak[16] = "-", mem[32];
     if (isfinite(row->materialize_ms))
       snprintf(mat, sizeof mat, "%.2fx", row->materialize_ms / row->median_ms);
-    double ceiling = m->peak_flops[p->dtype];
+    double ceiling = m->peak_flops[FAT_MATRIX_MMA_SYNC][p->dtype];
     if (ceiling > 0) snprintf(peak, sizeof peak, "%.0f%%", row->tflops * FLOPS_PER_TFLOP / ceiling * PERCENT);
     if (p->direction == FAT_FWD)  /* the baseline and its workspace are forward-only */
       snprintf(mem, sizeof mem, "%.2f/%.2f", fat_fwd_peak_bytes(p, 0) / BYTES_PER_GB,
@@ -525,20 +526,25 @@ static void print_table(run *r, const model *m) {
 }
 
 /* Model M's ceilings: read from the database, or measured once by its
- * first GPU's worker and stored. A failed measurement is reported and the
- * run goes on (the ceilings only add context to the tables). */
+ * first GPU's worker and stored -- the copy bandwidth and mma.sync peaks
+ * on every model, the wgmma peaks (operands in shared memory, and A in
+ * registers) where the model's architecture has wgmma. A failed
+ * measurement is reported and the run goes on (the ceilings only add
+ * context to the tables). */
 static int ensure_ceilings(run *r, model *m) {
-  enum { COPY, FP16, BF16, N_CEILINGS };
-  static const char *const names[N_CEILINGS] = {FAT_CEILING_COPY_BANDWIDTH, FAT_CEILING_PEAK_FP16,
-                                                FAT_CEILING_PEAK_BF16};
-  static const char *const units[N_CEILINGS] = {FAT_CEILING_UNIT_BANDWIDTH, FAT_CEILING_UNIT_FLOPS,
-                                                FAT_CEILING_UNIT_FLOPS};
-  double value[N_CEILINGS] = {0, 0, 0};
+  enum { COPY, MMA_FP16, MMA_BF16, WGMMA_FP16, WGMMA_BF16, WGMMA_RS_FP16, WGMMA_RS_BF16, N_CEILINGS };
+  static const char *const names[N_CEILINGS] = {
+      FAT_CEILING_COPY_BANDWIDTH,   FAT_CEILING_PEAK_FP16,          FAT_CEILING_PEAK_BF16,
+      FAT_CEILING_WGMMA_PEAK_FP16,  FAT_CEILING_WGMMA_PEAK_BF16,    FAT_CEILING_WGMMA_RS_PEAK_FP16,
+      FAT_CEILING_WGMMA_RS_PEAK_BF16};
+  const int wgmma = fat_arch_has_wgmma(r->gpus.archs[m->first->arch].name);
+  const int wanted = wgmma ? N_CEILINGS : WGMMA_FP16;
+  double value[N_CEILINGS] = {0};
   int missing = 0;
   char reason[ERRLEN], of[sizeof m->gpu.name + 8] = "";
   if (r->n_models > 1) snprintf(of, sizeof of, " of %s", m->gpu.name);
   const char *whose = r->n_models > 1 ? "" : " the GPU's";
-  for (int i = 0; i < N_CEILINGS; i++) {
+  for (int i = 0; i < wanted; i++) {
     int found = 0;
     if (fat_db_get_ceiling(r->db, m->m.gpu_id, names[i], &value[i], NULL, 0, &found)) {
       db_error(r, "", "reading ceilings");
@@ -554,20 +560,33 @@ static int ensure_ceilings(run *r, model *m) {
       return keep_worker(r, m->first->worker);
     }
     value[COPY] = c.copy_bytes_per_s;
-    value[FP16] = c.mma_fp16_flops_per_s;
-    value[BF16] = c.mma_bf16_flops_per_s;
-    for (int i = 0; i < N_CEILINGS; i++)
-      if (fat_db_put_ceiling(r->db, m->m.gpu_id, names[i], value[i], units[i])) {
+    value[MMA_FP16] = c.mma_fp16_flops_per_s;
+    value[MMA_BF16] = c.mma_bf16_flops_per_s;
+    for (int t = FAT_FP16; t <= FAT_BF16; t++) {
+      value[WGMMA_FP16 + t] = c.wgmma_flops_per_s[t];
+      value[WGMMA_RS_FP16 + t] = c.wgmma_rs_flops_per_s[t];
+    }
+    for (int i = 0; i < wanted; i++)
+      if (fat_db_put_ceiling(r->db, m->m.gpu_id, names[i], value[i],
+                             i == COPY ? FAT_CEILING_UNIT_BANDWIDTH : FAT_CEILING_UNIT_FLOPS)) {
         db_error(r, "", "storing ceilings");
         return -1;
       }
   }
-  m->peak_flops[FAT_FP16] = value[FP16];
-  m->peak_flops[FAT_BF16] = value[BF16];
-  if (!r->o->quiet)
-    fprintf(r->log, "fatune: ceilings%s%s: copy %.2f TB/s, mma.sync bf16 %.0f TFLOP/s, fp16 %.0f TFLOP/s\n",
+  for (int t = FAT_FP16; t <= FAT_BF16; t++) {
+    m->peak_flops[FAT_MATRIX_MMA_SYNC][t] = value[MMA_FP16 + t];
+    m->peak_flops[FAT_MATRIX_WGMMA][t] = value[WGMMA_FP16 + t];
+  }
+  if (!r->o->quiet) {
+    fprintf(r->log, "fatune: ceilings%s%s: copy %.2f TB/s, mma.sync bf16 %.0f TFLOP/s, fp16 %.0f TFLOP/s",
             of, missing ? " (measured)" : " (from the database)", value[COPY] / BYTES_PER_TB,
-            value[BF16] / FLOPS_PER_TFLOP, value[FP16] / FLOPS_PER_TFLOP);
+            value[MMA_BF16] / FLOPS_PER_TFLOP, value[MMA_FP16] / FLOPS_PER_TFLOP);
+    if (wgmma)
+      fprintf(r->log, ", wgmma bf16 %.0f TFLOP/s (A in registers %.0f), fp16 %.0f (%.0f)",
+              value[WGMMA_BF16] / FLOPS_PER_TFLOP, value[WGMMA_RS_BF16] / FLOPS_PER_TFLOP,
+              value[WGMMA_FP16] / FLOPS_PER_TFLOP, value[WGMMA_RS_FP16] / FLOPS_PER_TFLOP);
+    fputc('\n', r->log);
+  }
   return 0;
 }
 

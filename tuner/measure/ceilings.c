@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The ceilings job: the GPU's copy bandwidth and mma.sync fp16 and bf16
- * rates, measured with the microbenchmarks of templates/ceilings.cu (the
- * parent compiles them: device.c), for the roofline floors of explain and
- * report. */
+ * rates, measured with the microbenchmarks of templates/ceilings.cu, and on
+ * Hopper (sm_90a) the wgmma m64n256k16 rates of templates/ceilings_wgmma90.cu
+ * (the parent compiles them: device.c), for the roofline floors of explain
+ * and report and the tuner's fraction of the peak. */
 #include <stdlib.h>
 #include <string.h>
 #include "gpu_run_int.h"
@@ -11,6 +12,8 @@
 #define COPY_ENTRY "fat_ceiling_copy"
 #define MMA_F16_ENTRY "fat_ceiling_mma_f16"
 #define MMA_BF16_ENTRY "fat_ceiling_mma_bf16"
+#define WGMMA_SS_ENTRY "fat_ceiling_wgmma_ss"
+#define WGMMA_RS_ENTRY "fat_ceiling_wgmma_rs"
 
 /* Ceilings. The copy runs a full GPU of 256-thread blocks (2048 resident
  * threads per SM); the mma loop 4 blocks of 8 warps per SM, 32 warps each
@@ -25,12 +28,19 @@
  * CEIL_MMA_ITERS times stay small and finite in fp32. */
 #define CEIL_F16_BITS 0x24002400u
 #define CEIL_BF16_BITS 0x3c803c80u
+/* wgmma: one block an SM (its warpgroups' 128 accumulators a thread leave
+ * room for no second), of the block size the kernel declares
+ * (__launch_bounds__, read back from the cubin rather than copied here). */
+#define CEIL_WGMMA_BLOCKS_PER_SM 1
+#define CEIL_WGMMA_ITERS 16384          /* about 11 ms per run at 800 TFLOP/s on 132 SMs */
+#define CEIL_WGMMA_SEED 0x2545f491u     /* any: the operands' noise */
 
 /* ---- ceilings ------------------------------------------------------- */
 
-/* Median of REPS event-timed launches of FN after WARMUP untimed ones. */
-static int time_launches(fat_gpu *g, CUfunction fn, unsigned blocks, void **args, int reps,
-                         int warmup, const char *what, double *median_ms, char *err,
+/* Median of REPS event-timed launches of FN (BLOCKS of THREADS) after
+ * WARMUP untimed ones. */
+static int time_launches(fat_gpu *g, CUfunction fn, unsigned blocks, unsigned threads, void **args,
+                         int reps, int warmup, const char *what, double *median_ms, char *err,
                          size_t errlen) {
   int rc = FAT_GPU_OK;
   CUevent start = NULL, stop = NULL;
@@ -43,12 +53,12 @@ static int time_launches(fat_gpu *g, CUfunction fn, unsigned blocks, void **args
   CU(g->cu.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
   CU(g->cu.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
   for (int w = 0; w < warmup; w++)
-    CU(g->cu.cuLaunchKernel(fn, blocks, 1, 1, CEIL_THREADS, 1, 1, 0, g->stream, args, NULL),
+    CU(g->cu.cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, g->stream, args, NULL),
        "warm-up launch of %s", what);
   for (int r = 0; r < reps; r++) {
     float elapsed;
     CU(g->cu.cuEventRecord(start, g->stream), "cuEventRecord");
-    CU(g->cu.cuLaunchKernel(fn, blocks, 1, 1, CEIL_THREADS, 1, 1, 0, g->stream, args, NULL),
+    CU(g->cu.cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, g->stream, args, NULL),
        "launching %s", what);
     CU(g->cu.cuEventRecord(stop, g->stream), "cuEventRecord");
     CU(g->cu.cuEventSynchronize(stop), "running %s", what);
@@ -68,19 +78,18 @@ out:
   return rc;
 }
 
-/* FLOP/s of one mma microbenchmark: the FLOPs its warps counted over every
- * launch, per launch, over the median time. */
-static int mma_rate(fat_gpu *g, CUfunction fn, const char *what, unsigned bits, CUdeviceptr sink,
-                    CUdeviceptr flops, int reps, int warmup, double *rate, char *err,
-                    size_t errlen) {
-  int rc = FAT_GPU_OK, iters = CEIL_MMA_ITERS;
+/* FLOP/s of one tensor-core microbenchmark FN (BLOCKS of THREADS, its
+ * arguments ARGS with the FLOP counter FLOPS among them): the FLOPs its
+ * warps counted over every launch, per launch, over the median time. */
+static int flop_rate(fat_gpu *g, CUfunction fn, const char *what, unsigned blocks, unsigned threads,
+                     void **args, CUdeviceptr flops, int reps, int warmup, double *rate, char *err,
+                     size_t errlen) {
+  int rc = FAT_GPU_OK;
   unsigned long long counted = 0;
   double ms = 0;
-  unsigned a_bits = bits, b_bits = bits;
-  const unsigned blocks = (unsigned)g->info.sm_count * CEIL_MMA_BLOCKS_PER_SM;
-  void *args[] = {&sink, &flops, &a_bits, &b_bits, &iters};
   CU(g->cu.cuMemsetD8Async(flops, 0, sizeof counted, g->stream), "clearing the FLOP counter");
-  if ((rc = time_launches(g, fn, blocks, args, reps, warmup, what, &ms, err, errlen)) != FAT_GPU_OK)
+  if ((rc = time_launches(g, fn, blocks, threads, args, reps, warmup, what, &ms, err, errlen)) !=
+      FAT_GPU_OK)
     goto out;
   if ((rc = fat_gpu_download(g, &counted, flops, sizeof counted, err, errlen)) != FAT_GPU_OK) goto out;
   *rate = (double)counted / (reps + warmup) / (ms / MS_PER_S);
@@ -88,8 +97,53 @@ out:
   return rc;
 }
 
-int fat_gpu_measure_ceilings(fat_gpu *g, const void *cubin, int reps, int warmup,
-                             fat_ceilings *out, char *err, size_t errlen) {
+/* The mma.sync rate of FN, its operands' bits BITS. */
+static int mma_rate(fat_gpu *g, CUfunction fn, const char *what, unsigned bits, CUdeviceptr sink,
+                    CUdeviceptr flops, int reps, int warmup, double *rate, char *err,
+                    size_t errlen) {
+  int iters = CEIL_MMA_ITERS;
+  unsigned a_bits = bits, b_bits = bits;
+  void *args[] = {&sink, &flops, &a_bits, &b_bits, &iters};
+  return flop_rate(g, fn, what, (unsigned)g->info.sm_count * CEIL_MMA_BLOCKS_PER_SM, CEIL_THREADS,
+                   args, flops, reps, warmup, rate, err, errlen);
+}
+
+/* The wgmma rates of one dtype's cubin: SS into *SS_RATE, RS into *RS_RATE. */
+static int wgmma_rates(fat_gpu *g, const void *cubin, const char *dtype, int reps, int warmup,
+                       double *ss_rate, double *rs_rate, char *err, size_t errlen) {
+  int rc = FAT_GPU_OK, threads = 0, iters = CEIL_WGMMA_ITERS;
+  unsigned seed = CEIL_WGMMA_SEED;
+  CUmodule module = NULL;
+  CUfunction ss_fn, rs_fn;
+  CUdeviceptr sink = 0, flops = 0;
+  char what[2][64];
+  snprintf(what[0], sizeof what[0], "%s (%s)", WGMMA_SS_ENTRY, dtype);
+  snprintf(what[1], sizeof what[1], "%s (%s)", WGMMA_RS_ENTRY, dtype);
+  CU(g->cu.cuModuleLoadData(&module, cubin), "loading %s for %s", CEILINGS_WGMMA_PATH, dtype);
+  CU(g->cu.cuModuleGetFunction(&ss_fn, module, WGMMA_SS_ENTRY), "%s", WGMMA_SS_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&rs_fn, module, WGMMA_RS_ENTRY), "%s", WGMMA_RS_ENTRY);
+  CU(g->cu.cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, ss_fn),
+     "the block size of %s", WGMMA_SS_ENTRY);
+  const unsigned blocks = (unsigned)g->info.sm_count * CEIL_WGMMA_BLOCKS_PER_SM;
+  CU(g->cu.cuMemAlloc(&sink, (size_t)blocks * (unsigned)threads * sizeof(float)),
+     "cuMemAlloc of the wgmma sink");
+  CU(g->cu.cuMemAlloc(&flops, sizeof(unsigned long long)), "cuMemAlloc of the FLOP counter");
+  void *args[] = {&sink, &flops, &seed, &iters};
+  if ((rc = flop_rate(g, ss_fn, what[0], blocks, (unsigned)threads, args, flops, reps, warmup,
+                      ss_rate, err, errlen)) == FAT_GPU_OK)
+    rc = flop_rate(g, rs_fn, what[1], blocks, (unsigned)threads, args, flops, reps, warmup, rs_rate,
+                   err, errlen);
+out:
+  if (rc != FAT_GPU_FATAL) {
+    if (sink) g->cu.cuMemFree(sink);
+    if (flops) g->cu.cuMemFree(flops);
+    if (module) g->cu.cuModuleUnload(module);
+  }
+  return rc;
+}
+
+int fat_gpu_measure_ceilings(fat_gpu *g, const void *cubin, const void *const wgmma_cubin[2],
+                             int reps, int warmup, fat_ceilings *out, char *err, size_t errlen) {
   int rc = FAT_GPU_OK;
   CUmodule module = NULL;
   CUfunction copy_fn, f16_fn, bf16_fn;
@@ -115,8 +169,9 @@ int fat_gpu_measure_ceilings(fat_gpu *g, const void *cubin, int reps, int warmup
   CU(g->cu.cuMemAlloc(&dst, (size_t)bytes), "cuMemAlloc of the copy destination, %llu bytes", bytes);
   CU(g->cu.cuMemsetD32Async(src, 0, (size_t)(bytes / sizeof(uint32_t)), g->stream), "filling the copy source");
   void *copy_args[] = {&src, &dst, &n};
-  if ((rc = time_launches(g, copy_fn, (unsigned)g->info.sm_count * CEIL_COPY_BLOCKS_PER_SM, copy_args,
-                          reps, warmup, COPY_ENTRY, &copy_ms, err, errlen)) != FAT_GPU_OK)
+  if ((rc = time_launches(g, copy_fn, (unsigned)g->info.sm_count * CEIL_COPY_BLOCKS_PER_SM,
+                          CEIL_THREADS, copy_args, reps, warmup, COPY_ENTRY, &copy_ms, err,
+                          errlen)) != FAT_GPU_OK)
     goto out;
   out->copy_bytes = bytes;
   out->copy_bytes_per_s = (double)CEIL_COPY_DIRECTIONS * (double)bytes / (copy_ms / MS_PER_S);
@@ -130,6 +185,14 @@ int fat_gpu_measure_ceilings(fat_gpu *g, const void *cubin, int reps, int warmup
       (rc = mma_rate(g, bf16_fn, MMA_BF16_ENTRY, CEIL_BF16_BITS, sink, flops, reps, warmup,
                      &out->mma_bf16_flops_per_s, err, errlen)) != FAT_GPU_OK)
     goto out;
+
+  /* wgmma, where the parent compiled it (sm_90a). */
+  for (int t = FAT_FP16; t <= FAT_BF16; t++)
+    if (wgmma_cubin[t] &&
+        (rc = wgmma_rates(g, wgmma_cubin[t], fat_dtype_name((fat_dtype)t), reps, warmup,
+                          &out->wgmma_flops_per_s[t], &out->wgmma_rs_flops_per_s[t], err,
+                          errlen)) != FAT_GPU_OK)
+      goto out;
   out->reps = reps;
 out:
   if (rc != FAT_GPU_FATAL) {

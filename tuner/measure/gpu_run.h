@@ -90,9 +90,11 @@ int fat_gpu_compile_wgmma_ceilings(const char *arch, fat_dtype dtype, fat_build 
  * FAT_CEILING_L2_FACTOR x the L2, at least FAT_CEILING_MIN_COPY_BYTES each,
  * over the median of REPS event-timed runs after WARMUP untimed ones) and
  * the mma.sync m16n8k16 fp16 and bf16 rates (FLOPs counted by the kernel,
- * median time). FAILED when the buffers do not fit or a launch is refused. */
-int fat_gpu_measure_ceilings(fat_gpu *g, const void *cubin, int reps, int warmup,
-                             fat_ceilings *out, char *err, size_t errlen);
+ * median time); with WGMMA_CUBIN[dtype] (fat_gpu_compile_wgmma_ceilings's,
+ * NULL: none) the wgmma m64n256k16 rates of that dtype the same way, SS
+ * and RS. FAILED when the buffers do not fit or a launch is refused. */
+int fat_gpu_measure_ceilings(fat_gpu *g, const void *cubin, const void *const wgmma_cubin[2],
+                             int reps, int warmup, fat_ceilings *out, char *err, size_t errlen);
 
 /* Loads the support cubins (fat_gpu_compile_support's output). */
 int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cubin, char *err,

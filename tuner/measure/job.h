@@ -60,11 +60,16 @@ typedef struct fat_time_opts {
 #define FAT_DEFAULT_WARMUP 3
 
 /* The GPU's ceilings, measured by the worker's ceilings job once per GPU
- * (templates/ceilings.cu) and stored in the ceilings table. */
+ * (templates/ceilings.cu, and on sm_90a templates/ceilings_wgmma90.cu) and
+ * stored in the ceilings table. */
 typedef struct fat_ceilings {
   double copy_bytes_per_s;       /* device-memory copy: (read + write bytes) / median time */
   double mma_fp16_flops_per_s;   /* mma.sync m16n8k16 fp16, fp32 accumulate, whole GPU */
   double mma_bf16_flops_per_s;   /* the same in bf16 */
+  double wgmma_flops_per_s[2];   /* by fat_dtype: wgmma m64n256k16, fp32 accumulate, both
+                                    operands in shared memory, whole GPU; 0: not measured
+                                    (an architecture without wgmma) */
+  double wgmma_rs_flops_per_s[2];  /* the same with A in registers */
   unsigned long long copy_bytes; /* bytes of each copy buffer (source and destination) */
   int reps;                      /* timed runs each figure is the median of */
 } fat_ceilings;

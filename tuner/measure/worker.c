@@ -34,9 +34,10 @@
  * tens; the factor in the options multiplies the estimate anyway. */
 #define REFERENCE_FLOP_PER_S 1e12
 #define VARIANT_FLOP_PER_S 1e13
-/* The ceilings job: a few hundred ms of microbenchmarks and two buffer
- * allocations; the watchdog multiplies this by the timeout factor. */
-#define CEILINGS_ESTIMATE_S 2.0
+/* The ceilings job: a few hundred ms of microbenchmarks (about a second
+ * with the wgmma ones) and a few buffer allocations; the watchdog
+ * multiplies this by the timeout factor. */
+#define CEILINGS_ESTIMATE_S 3.0
 #define TIMING_SEED_STREAM 0x7fffffffu /* the timing inputs' stream, apart from the checks' */
 /* The checks' seed, one for the worker's life: every variant checked on a
  * shape draws the same inputs, so the shape's fp64 reference is computed
@@ -62,6 +63,8 @@ struct fat_worker {
   char arch[16];
   fat_build util, ref;       /* support cubins for ARCH, compiled once */
   fat_build ceilings;        /* templates/ceilings.cu for ARCH, compiled on first use */
+  fat_build wgmma_ceilings[2];  /* templates/ceilings_wgmma90.cu by fat_dtype, likewise, where
+                                   ARCH has wgmma (fat_arch_has_wgmma) */
   uint64_t jobs;             /* jobs sent so far: job j uses seed opts.seed + j */
 };
 
@@ -199,7 +202,8 @@ static void child_ceilings(int fd, fat_gpu *g, fat_rbuf *in) {
   char err[MSG_MAX];
   fat_wbuf out = {0};
   if (fat_get_ceiling_job(in, &job)) child_fatal(fd, "malformed ceilings message");
-  int rc = fat_gpu_measure_ceilings(g, job.cubin, job.reps, job.warmup, &c, err, sizeof err);
+  int rc = fat_gpu_measure_ceilings(g, job.cubin, job.wgmma_cubin, job.reps, job.warmup, &c, err,
+                                    sizeof err);
   if (rc == FAT_GPU_FATAL) child_fatal(fd, err);
   if (rc == FAT_GPU_FAILED) {
     child_send_text(fd, FAT_MSG_W_REJECTED, err);
@@ -579,6 +583,7 @@ void fat_worker_stop(fat_worker *w) {
   fat_build_free(&w->util);
   fat_build_free(&w->ref);
   fat_build_free(&w->ceilings);
+  for (int t = FAT_FP16; t <= FAT_BF16; t++) fat_build_free(&w->wgmma_ceilings[t]);
   free(w);
 }
 
@@ -779,6 +784,18 @@ int fat_worker_measure_ceilings(fat_worker *w, fat_ceilings *out, char *reason, 
   }
   fat_ceiling_job job = {.cubin = w->ceilings.cubin, .cubin_size = w->ceilings.cubin_size,
                          .reps = FAT_CEILING_REPS, .warmup = FAT_CEILING_WARMUP};
+  for (int t = FAT_FP16; t <= FAT_BF16 && fat_arch_has_wgmma(w->arch); t++) {
+    if (!w->wgmma_ceilings[t].ok) {
+      char err[MSG_MAX];
+      if (fat_gpu_compile_wgmma_ceilings(w->arch, (fat_dtype)t, &w->wgmma_ceilings[t], err,
+                                         sizeof err)) {
+        set_msg(reason, reasonlen, "%s", err);
+        goto out;
+      }
+    }
+    job.wgmma_cubin[t] = w->wgmma_ceilings[t].cubin;
+    job.wgmma_cubin_size[t] = w->wgmma_ceilings[t].cubin_size;
+  }
   fat_put_ceiling_job(&msg, &job);
   rc = transact(w, FAT_MSG_P_CEILINGS, &msg, watchdog_ms(w, CEILINGS_ESTIMATE_S),
                 FAT_MSG_W_CEILINGS, &payload, &len, reason, reasonlen);

@@ -118,9 +118,11 @@ int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
                                 fat_timing *timings, char *reason, size_t reasonlen);
 
 /* Measures the GPU's ceilings (job.h's fat_ceilings): device-memory copy
- * bandwidth and the mma.sync fp16 and bf16 rates, each the median of
- * FAT_CEILING_REPS runs. templates/ceilings.cu is compiled here with NVRTC
- * on first use (ERROR with NVRTC's reason when it cannot be). Returns a
- * fat_worker_status; REJECTED when the buffers do not fit. */
+ * bandwidth and the mma.sync fp16 and bf16 rates, and on a GPU whose
+ * architecture has wgmma (sm_90a) the wgmma fp16 and bf16 rates, each the
+ * median of FAT_CEILING_REPS runs. templates/ceilings.cu (and
+ * ceilings_wgmma90.cu) is compiled here with NVRTC on first use (ERROR
+ * with NVRTC's reason when it cannot be). Returns a fat_worker_status;
+ * REJECTED when the buffers do not fit. */
 int fat_worker_measure_ceilings(fat_worker *w, fat_ceilings *out, char *reason, size_t reasonlen);
 #endif

@@ -356,6 +356,10 @@ void fat_put_ceilings(fat_wbuf *b, const fat_ceilings *x) {
   fat_put_f64(b, x->copy_bytes_per_s);
   fat_put_f64(b, x->mma_fp16_flops_per_s);
   fat_put_f64(b, x->mma_bf16_flops_per_s);
+  for (int t = FAT_FP16; t <= FAT_BF16; t++) {
+    fat_put_f64(b, x->wgmma_flops_per_s[t]);
+    fat_put_f64(b, x->wgmma_rs_flops_per_s[t]);
+  }
   fat_put_u64(b, x->copy_bytes);
   fat_put_i32(b, x->reps);
 }
@@ -364,6 +368,10 @@ void fat_get_ceilings(fat_rbuf *b, fat_ceilings *x) {
   x->copy_bytes_per_s = fat_get_f64(b);
   x->mma_fp16_flops_per_s = fat_get_f64(b);
   x->mma_bf16_flops_per_s = fat_get_f64(b);
+  for (int t = FAT_FP16; t <= FAT_BF16; t++) {
+    x->wgmma_flops_per_s[t] = fat_get_f64(b);
+    x->wgmma_rs_flops_per_s[t] = fat_get_f64(b);
+  }
   x->copy_bytes = fat_get_u64(b);
   x->reps = fat_get_i32(b);
 }
@@ -372,6 +380,8 @@ void fat_get_ceilings(fat_rbuf *b, fat_ceilings *x) {
 
 void fat_put_ceiling_job(fat_wbuf *b, const fat_ceiling_job *x) {
   fat_put_bytes(b, x->cubin, x->cubin_size);
+  for (int t = FAT_FP16; t <= FAT_BF16; t++)
+    fat_put_bytes(b, x->wgmma_cubin[t], x->wgmma_cubin_size[t]);
   fat_put_i32(b, x->reps);
   fat_put_i32(b, x->warmup);
 }
@@ -379,6 +389,10 @@ void fat_put_ceiling_job(fat_wbuf *b, const fat_ceiling_job *x) {
 int fat_get_ceiling_job(fat_rbuf *b, fat_ceiling_job *x) {
   memset(x, 0, sizeof *x);
   x->cubin = fat_get_bytes(b, &x->cubin_size);
+  for (int t = FAT_FP16; t <= FAT_BF16; t++) {
+    x->wgmma_cubin[t] = fat_get_bytes(b, &x->wgmma_cubin_size[t]);
+    if (!x->wgmma_cubin_size[t]) x->wgmma_cubin[t] = NULL;  /* none: nothing to load */
+  }
   x->reps = fat_get_i32(b);
   x->warmup = fat_get_i32(b);
   /* At least one timed run and a cubin; anything else is not a job. */

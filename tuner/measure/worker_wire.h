@@ -131,10 +131,14 @@ typedef struct fat_interleave_job {
 } fat_interleave_job;
 
 /* Ceilings: the microbenchmarks' cubin (templates/ceilings.cu, compiled by
- * the parent for the worker's GPU) and how many runs to make. */
+ * the parent for the worker's GPU), on sm_90a the wgmma ones'
+ * (templates/ceilings_wgmma90.cu, one a dtype), and how many runs to make. */
 typedef struct fat_ceiling_job {
   const void *cubin;              /* not owned; on receipt points into the payload */
   size_t cubin_size;
+  const void *wgmma_cubin[2];     /* by fat_dtype, as CUBIN; size 0 (and NULL on receipt):
+                                     no wgmma ceiling to measure */
+  size_t wgmma_cubin_size[2];
   int reps, warmup;
 } fat_ceiling_job;
 
