@@ -248,6 +248,8 @@ typedef struct fat_db_summary_row {
   sqlite3_int64 problem_id;
   fat_problem problem;
   char winner[256];
+  char winner_family[64];       /* the winner's family (family.h): its instruction's peak is
+                                   the one the winner is placed against */
   double median_ms, tflops;     /* the winner's winning timing */
   double rel_l2, max_abs;       /* the winner's worst live check */
   double slowest_ms;            /* slowest passing variant (latest timings) */

@@ -26,7 +26,7 @@ enum summary_col {
   SC_PROBLEM_ID, SC_DIRECTION, SC_DTYPE, SC_MASK, SC_HEAD_DIM, SC_BATCH, SC_HEADS, SC_HEADS_K,
   SC_SEQLEN_Q, SC_SEQLEN_K, SC_WINNER, SC_MEDIAN_MS, SC_TFLOPS, SC_REL_L2, SC_MAX_ABS,
   SC_SLOWEST_MS, SC_DEFAULT_MS, SC_DEFAULT_NAME, SC_N_PASSING, SC_N_FAILED, SC_MATERIALIZE_MS,
-  SC_WINDOW_LEFT, SC_WINDOW_RIGHT, SC_LENGTHS
+  SC_WINDOW_LEFT, SC_WINDOW_RIGHT, SC_LENGTHS, SC_WINNER_FAMILY
 };
 
 /* The candidates ranked by their latest live timing taken alone (no
@@ -182,7 +182,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     "  (SELECT count(*) FROM verdict f WHERE f.problem_id = p.id AND f.all_passed = 0),"
     "  (SELECT min(s.median_ms) FROM passing_all s WHERE s.problem_id = p.id"
     "    AND s.family = '" FAT_FAMILY_MATERIALIZE "'),"
-    "  p.window_left, p.window_right, p.lengths"
+    "  p.window_left, p.window_right, p.lengths, vw.family"
     " FROM winners w"
     " JOIN problems p ON p.id = w.problem_id"
     " JOIN variants vw ON vw.id = w.variant_id"
@@ -206,7 +206,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 static const int stmt_columns[ST_COUNT] = {
   [ST_GET_VARIANT] = VC_IS_DEFAULT + 1,
   [ST_FIND_BUILD] = BC_LOG + 1,
-  [ST_SUMMARY] = SC_LENGTHS + 1,
+  [ST_SUMMARY] = SC_WINNER_FAMILY + 1,
 };
 
 static sqlite3_stmt *stmt(fat_db *db, enum stmt_id id) {
@@ -886,6 +886,8 @@ int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, 
     row->problem.seqlen_q = sqlite3_column_int(s, SC_SEQLEN_Q);
     row->problem.seqlen_k = sqlite3_column_int(s, SC_SEQLEN_K);
     snprintf(row->winner, sizeof row->winner, "%s", (const char *)sqlite3_column_text(s, SC_WINNER));
+    snprintf(row->winner_family, sizeof row->winner_family, "%s",
+             (const char *)sqlite3_column_text(s, SC_WINNER_FAMILY));
     row->median_ms = column_real(s, SC_MEDIAN_MS);
     row->tflops = column_real(s, SC_TFLOPS);
     row->rel_l2 = column_real(s, SC_REL_L2);

@@ -57,3 +57,8 @@ const fat_family *fat_family_find(const char *name, fat_direction direction) {
       return &FAMILIES[i];
   return NULL;
 }
+
+fat_matrix_op fat_family_matrix_op(const char *name, fat_direction direction) {
+  const fat_family *f = fat_family_find(name, direction);
+  return f ? f->matrix_op : FAT_MATRIX_OTHER;
+}

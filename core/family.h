@@ -52,6 +52,11 @@ typedef struct fat_family {
 /* The family NAME of DIRECTION, or NULL when there is none. */
 const fat_family *fat_family_find(const char *name, fat_direction direction);
 
+/* The instruction of family NAME's products in DIRECTION (its row's
+ * matrix_op): what a winner of it is placed against. FAT_MATRIX_OTHER for a
+ * family the table does not name (a template folder's own). */
+fat_matrix_op fat_family_matrix_op(const char *name, fat_direction direction);
+
 /* The row the tuner gives a family the table does not name, one that a
  * template folder given with --templates adds (a family of one's own, the
  * fault-isolation test's): the fused kernel's launch contract (kernel.h),

@@ -17,6 +17,8 @@
 #define DOUBLE_DIGITS 17  /* enough for any double to read back exactly */
 #define TEMP_TRIES 100    /* fresh temporary names tried before giving up */
 #define MS_PER_S 1000.0
+#define FLOPS_PER_TFLOP 1e12
+#define PERCENT 100.0
 
 const char *fat_stage_name(fat_stage s) {
   static const char *const names[FAT_STAGE_COUNT] = {
@@ -242,4 +244,15 @@ int fat_summary_save_json(const char *path, const fat_run_summary *s,
   }
   if (rc) unlink(tmp);
   return rc;
+}
+
+void fat_summary_peak_cell(const fat_db_summary_row *row,
+                           const double peaks[FAT_MATRIX_OP_COUNT][2], char *out, size_t cap) {
+  const fat_matrix_op op = fat_family_matrix_op(row->winner_family, row->problem.direction);
+  const double peak = peaks[op][row->problem.dtype];
+  if (op == FAT_MATRIX_OTHER || !(peak > 0))
+    snprintf(out, cap, "-");
+  else
+    snprintf(out, cap, "%.0f%% %s", row->tflops * FLOPS_PER_TFLOP / peak * PERCENT,
+             fat_matrix_op_name(op));
 }

@@ -56,6 +56,14 @@ typedef struct fat_run_summary {
   const char *const *row_gpus;
 } fat_run_summary;
 
+/* The "% peak" cell of the end-of-run table for ROW: its TFLOP/s over
+ * PEAKS[its family's instruction][its dtype] (FLOP/s, 0 where not measured:
+ * the mma.sync peak for mma80's winners, the wgmma peak for ws90's) and
+ * that instruction's name, "87% wgmma"; "-" when the peak is not measured
+ * or the family's instruction is unknown. */
+void fat_summary_peak_cell(const fat_db_summary_row *row,
+                           const double peaks[FAT_MATRIX_OP_COUNT][2], char *out, size_t cap);
+
 /* "done", "failed", "usage", "no_gpu", "interrupted" (SIGINT) or
  * "terminated" (SIGTERM): the JSON's "outcome" for exit status STATUS. */
 const char *fat_summary_outcome(int status);

@@ -41,7 +41,6 @@
 #define BYTES_PER_TB 1e12
 #define FLOPS_PER_TFLOP 1e12
 #define BYTES_PER_GB 1e9
-#define PERCENT 100.0
 
 /* One architecture of the run: its variants, generated and compiled once
  * for every GPU of it. */
@@ -494,11 +493,13 @@ static void print_table(run *r, const model *m) {
   fprintf(r->out, "\n%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d) -- database %s\n", g->name,
           g->cc_major, g->cc_minor, g->sm_count, g->driver_version, g->nvrtc_major, g->nvrtc_minor,
           r->o->db_path);
-  /* x materialise: the winner's speedup over the materialising baseline;
+  /* % peak: the winner's TFLOP/s over the measured peak of the instruction
+   * its family issues (mma.sync or wgmma), named beside it;
+   * x materialise: the winner's speedup over the materialising baseline;
    * peak GB: device memory of the fused pass / of the materialising one,
    * from the shapes (Q, K, V, O, lse; plus the fp32 scores). */
-  fprintf(r->out, "%-34s %-40s %9s %8s %6s %8s %9s %9s %13s %15s %7s\n", "problem (batch x heads)",
-          "winner", "ms", "TFLOP/s", "%mma", "rel_l2", "x slowest", "x default", "x materialise",
+  fprintf(r->out, "%-34s %-40s %9s %8s %-13s %8s %9s %9s %13s %15s %7s\n", "problem (batch x heads)",
+          "winner", "ms", "TFLOP/s", "% peak", "rel_l2", "x slowest", "x default", "x materialise",
           "peak GB fus/mat", "passed");
   for (size_t k = 0; k < m->n_winners; k++) {
     const fat_db_summary_row *row = &rows[k];
@@ -507,11 +508,10 @@ static void print_table(run *r, const model *m) {
     fat_problem_label(p, label, sizeof label);
     snprintf(prob, sizeof prob, "%s (%dx%d)", label, p->batch, p->heads);
     if (isfinite(row->default_ms)) snprintf(def, sizeof def, "%.2fx", row->default_ms / row->median_ms);
-    char mat[16] = "-", peak[16] = "-", mem[32];
+    char mat[16] = "-", peak[32] = "-", mem[32];
     if (isfinite(row->materialize_ms))
       snprintf(mat, sizeof mat, "%.2fx", row->materialize_ms / row->median_ms);
-    double ceiling = m->peak_flops[FAT_MATRIX_MMA_SYNC][p->dtype];
-    if (ceiling > 0) snprintf(peak, sizeof peak, "%.0f%%", row->tflops * FLOPS_PER_TFLOP / ceiling * PERCENT);
+    fat_summary_peak_cell(row, (const double(*)[2])m->peak_flops, peak, sizeof peak);
     if (p->direction == FAT_FWD)  /* the baseline and its workspace are forward-only */
       snprintf(mem, sizeof mem, "%.2f/%.2f", fat_fwd_peak_bytes(p, 0) / BYTES_PER_GB,
                fat_fwd_peak_bytes(p, 1) / BYTES_PER_GB);
@@ -519,7 +519,7 @@ static void print_table(run *r, const model *m) {
       snprintf(mem, sizeof mem, "-");
     const char *short_name = strrchr(row->winner, '.');
     const char *winner = short_name ? short_name + 1 : row->winner;
-    fprintf(r->out, "%-34s %-40s %9.3f %8.1f %6s %8.1e %8.2fx %9s %13s %15s %3d/%-3d\n", prob, winner,
+    fprintf(r->out, "%-34s %-40s %9.3f %8.1f %-13s %8.1e %8.2fx %9s %13s %15s %3d/%-3d\n", prob, winner,
             row->median_ms, row->tflops, peak, row->rel_l2, row->slowest_ms / row->median_ms, def,
             mat, mem, row->n_passing, row->n_passing + row->n_failed);
   }
