@@ -4,8 +4,11 @@
  * traffic, lower bound, ratio and FLOPs, both in the computed struct and in
  * the printed lines; hand-computed causal (square and not) and grouped-query
  * cases; floors and the measured winner from a database built here, with
- * ceilings by hand overriding none; and every refusal of bad input with its
- * exact message and exit status 2. Files live in a fresh /tmp folder. */
+ * ceilings by hand overriding none, each winner against the measured peak
+ * of the instruction its family issues (mma.sync's for mma80, wgmma's for
+ * ws90, which a database from before the wgmma ceiling says it lacks); and
+ * every refusal of bad input with its exact message and exit status 2.
+ * Files live in a fresh /tmp folder. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,12 +268,12 @@ static void test_floors_by_hand(void) {
 /* A variant that passed its check and was timed at MEDIAN_MS, made the
  * winner of PROBLEM on GPU. */
 static int store_winner(fat_db *db, sqlite3_int64 gpu, const fat_problem *problem,
-                        const char *name, double median_ms) {
+                        const char *name, const char *family, double median_ms) {
   char hash[65];
   sqlite3_int64 vid, pid, tid;
   for (int i = 0; i < 64; i++) hash[i] = "0123456789abcdef"[(name[i % strlen(name)] + i) % 16];
   hash[64] = '\0';
-  fat_variant v = {.name = (char *)name, .family = "mma80",
+  fat_variant v = {.name = (char *)name, .family = (char *)family,
                    .params = "BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4", .entry = "fat_fwd",
                    .source = "// source", .direction = FAT_FWD, .dtype = problem->dtype,
                    .mask = problem->mask, .head_dim = problem->head_dim, .block_m = 128,
@@ -324,7 +327,7 @@ static void test_with_database(void) {
   REQUIRE(fat_db_put_ceiling(db, gpu, FAT_CEILING_PEAK_FP16, 900e12, FAT_CEILING_UNIT_FLOPS) == 0);
   /* A re-measurement replaces the value. */
   REQUIRE(fat_db_put_ceiling(db, gpu, FAT_CEILING_PEAK_FP16, 800e12, FAT_CEILING_UNIT_FLOPS) == 0);
-  REQUIRE(store_winner(db, gpu, &p, "fwd.mma80.fp16.d128.none.m128n64w4s2", 0.1) == 0);
+  REQUIRE(store_winner(db, gpu, &p, "fwd.mma80.fp16.d128.none.m128n64w4s2", "mma80", 0.1) == 0);
   {
     double v = 0;
     char unit[16] = "";
@@ -346,13 +349,14 @@ static void test_with_database(void) {
   CHECK_INT(r.status, 0);
   CHECK_STR(r.err, "");
   CHECK(strstr(r.out, "no measured ceilings") == NULL);
-  CHECK_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured), fp16 matrix "
+  CHECK_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured), fp16 mma.sync "
                      "peak 800 TFLOP/s (measured)");
   CHECK_LINE(r.out, "  bandwidth floor: 2.1 µs (lower-bound bytes at the copy bandwidth)");
-  CHECK_LINE(r.out, "  compute floor: 42.9 µs (FLOPs at the matrix peak)");
+  CHECK_LINE(r.out, "  compute floor: 42.9 µs (FLOPs at the mma.sync peak)");
   CHECK_LINE(r.out, "Measured on NVIDIA Test GPU: winner fwd.mma80.fp16.d128.none.m128n64w4s2");
   CHECK_LINE(r.out, "  time 100 µs, 343.6 TFLOP/s");
-  CHECK_LINE(r.out, "  compute floor / measured time: 42.9% of the matrix peak");
+  CHECK_LINE(r.out, "  compute floor / measured time: 42.9% of the mma.sync peak (mma80 issues "
+                     "mma.sync)");
   CHECK_LINE(r.out, "  bandwidth floor / measured time: 2.1% of the copy bandwidth");
   run_free(&r);
 
@@ -401,6 +405,42 @@ static void test_with_database(void) {
   CHECK_INT(r.status, 0);
   CHECK_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured)");
   CHECK(strstr(r.out, "compute floor") == NULL);
+  run_free(&r);
+
+  /* A Hopper winner (ws90 issues wgmma) on a database from before the
+   * tuner measured wgmma's peak: mma.sync's floor, and the winner's own
+   * peak said to be missing rather than mma.sync's put in its place. */
+  fat_problem p4 = shape(1, 1, 1, 4096, 4096, 128, FAT_MASK_NONE);
+  REQUIRE(store_winner(db, gpu, &p4, "fwd.ws90.fp16.d128.none.m64n128s2o1p0q0", "ws90", 0.02) == 0);
+  snprintf(line, sizeof line, "--seqlen 4096 --head-dim 128 --db %s", db_path);
+  r = run(line);
+  CHECK_INT(r.status, 0);
+  CHECK_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured), fp16 mma.sync "
+                     "peak 800 TFLOP/s (measured)");
+  CHECK_LINE(r.out, "  time 20 µs, 429.5 TFLOP/s");
+  CHECK_LINE(r.out, "  wgmma peak: not measured (ws90 issues wgmma)");
+  CHECK(strstr(r.out, "% of the mma.sync peak") == NULL);
+  run_free(&r);
+  /* Measured (the RS figure beside it is not a floor): both compute floors,
+   * 8.59 GFLOP at 800 and at 900 TFLOP/s, and the winner's 20 µs against
+   * wgmma's 9.54. */
+  REQUIRE(fat_db_put_ceiling(db, gpu, FAT_CEILING_WGMMA_PEAK_FP16, 900e12, FAT_CEILING_UNIT_FLOPS) == 0);
+  REQUIRE(fat_db_put_ceiling(db, gpu, FAT_CEILING_WGMMA_RS_PEAK_FP16, 950e12, FAT_CEILING_UNIT_FLOPS) == 0);
+  r = run(line);
+  CHECK_INT(r.status, 0);
+  CHECK_LINE(r.out, "Floors on NVIDIA Test GPU: copy bandwidth 4 TB/s (measured), fp16 mma.sync "
+                     "peak 800 TFLOP/s (measured), fp16 wgmma peak 900 TFLOP/s (measured)");
+  CHECK_LINE(r.out, "  compute floor: 10.7 µs (FLOPs at the mma.sync peak)");
+  CHECK_LINE(r.out, "  compute floor: 9.54 µs (FLOPs at the wgmma peak)");
+  CHECK_LINE(r.out, "Measured on NVIDIA Test GPU: winner fwd.ws90.fp16.d128.none.m64n128s2o1p0q0");
+  CHECK_LINE(r.out, "  compute floor / measured time: 47.7% of the wgmma peak (ws90 issues wgmma)");
+  CHECK(strstr(r.out, "950") == NULL);
+  run_free(&r);
+  /* The mma.sync winner stays against mma.sync's peak. */
+  snprintf(line, sizeof line, "--seqlen 8192 --head-dim 128 --db %s", db_path);
+  r = run(line);
+  CHECK_LINE(r.out, "  compute floor / measured time: 42.9% of the mma.sync peak (mma80 issues "
+                     "mma.sync)");
   run_free(&r);
 out:
   fat_db_close(db);

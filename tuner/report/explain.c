@@ -246,7 +246,9 @@ const char *fat_explain_usage(void) {
          "Counts what one attention forward shape costs: the score matrix, the bytes a\n"
          "materialising implementation moves, the input/output lower bound, the FLOPs and,\n"
          "with the GPU's measured ceilings, the bandwidth and compute floors. With a tuned\n"
-         "winner for the shape in the database, where the measured kernel sits.\n"
+         "winner for the shape in the database, where the measured kernel sits: its FLOP\n"
+         "rate against the measured peak of the instruction its family issues (mma.sync,\n"
+         "or wgmma on Hopper).\n"
          "\n"
          "  --seqlen N         query and key length (or --seqlen-q N and --seqlen-k N)\n"
          "  --head-dim D       head dimension\n"
@@ -259,7 +261,8 @@ const char *fat_explain_usage(void) {
          "                     $FATUNE_DB, else the cache folder's fatune.db)\n"
          "  --gpu-name NAME    which GPU of the database (default: its only one)\n"
          "  --bandwidth TB/s   copy bandwidth for the bandwidth floor, by hand\n"
-         "  --peak TFLOP/s     matrix peak for the compute floor, by hand\n"
+         "  --peak TFLOP/s     matrix peak for the compute floor, by hand (standing for\n"
+         "                     every instruction's measured one)\n"
          "  -h, --help         this text\n"
          "\n" FAT_EXIT_STATUS_HELP;
 }
@@ -387,14 +390,26 @@ int fat_explain_parse(int argc, char **argv, fat_explain_options *o, char *err, 
 
 /* -------------------------------------------------------------- database */
 
+/* A winner stored for explain's shape, or for its key at another batch. */
+typedef struct stored_winner {
+  char name[256];      /* the variant */
+  char family[64];     /* its family, whose instruction's peak it is placed against */
+  double median_ms;
+} stored_winner;
+
+static void read_winner(sqlite3_stmt *s, stored_winner *w) {
+  snprintf(w->name, sizeof w->name, "%s", (const char *)sqlite3_column_text(s, 3));
+  w->median_ms = sqlite3_column_double(s, 4);
+  snprintf(w->family, sizeof w->family, "%s", (const char *)sqlite3_column_text(s, 5));
+}
+
 /* The winner stored for P's (dtype, head dim, mask, seqlens) on GPU_ID.
- * *FOUND = 1 with NAME and *MEDIAN_MS when one matches batch and heads
- * exactly; otherwise OTHERS lists the batch/heads that are stored ("" when
- * none), and the first of them is in *STORED (its batch and heads), NAME and
- * *MEDIAN_MS. */
+ * *FOUND = 1 with *W when one matches batch and heads exactly; otherwise
+ * OTHERS lists the batch/heads that are stored ("" when none), and the
+ * first of them is in *STORED (its batch and heads) and *W. */
 static int find_winner(fat_db *db, sqlite3_int64 gpu_id, const fat_problem *p, int *found,
-                       fat_problem *stored, char *name, size_t name_cap, double *median_ms, char *others,
-                       size_t others_cap, char *err, size_t errlen) {
+                       fat_problem *stored, stored_winner *w, char *others, size_t others_cap,
+                       char *err, size_t errlen) {
   sqlite3_stmt *s = NULL;
   int ret = -1, rc;
   size_t used = 0;
@@ -402,7 +417,7 @@ static int find_winner(fat_db *db, sqlite3_int64 gpu_id, const fat_problem *p, i
   others[0] = '\0';
   if (sqlite3_prepare_v2(
           fat_db_handle(db),
-          "SELECT p.batch, p.heads, p.heads_k, v.name, t.median_ms FROM winners w"
+          "SELECT p.batch, p.heads, p.heads_k, v.name, t.median_ms, v.family FROM winners w"
           " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"
           " JOIN timings t ON t.id = w.timing_id"
           " WHERE w.gpu_id = ?1 AND p.direction = 'fwd' AND p.dtype = ?2 AND p.mask = ?3"
@@ -420,15 +435,13 @@ static int find_winner(fat_db *db, sqlite3_int64 gpu_id, const fat_problem *p, i
     int b = sqlite3_column_int(s, 0), h = sqlite3_column_int(s, 1), hk = sqlite3_column_int(s, 2);
     if (b == p->batch && h == p->heads && hk == p->heads_k) {
       *found = 1;
-      snprintf(name, name_cap, "%s", (const char *)sqlite3_column_text(s, 3));
-      *median_ms = sqlite3_column_double(s, 4);
+      read_winner(s, w);
       continue;
     }
     if (!*found && !used) {
       *stored = *p;
       stored->batch = b, stored->heads = h, stored->heads_k = hk;
-      snprintf(name, name_cap, "%s", (const char *)sqlite3_column_text(s, 3));
-      *median_ms = sqlite3_column_double(s, 4);
+      read_winner(s, w);
     }
     int n = snprintf(others + used, others_cap - used, "%sbatch %d, heads %d (K/V heads %d)",
                      used ? "; " : "", b, h, hk);
@@ -446,16 +459,35 @@ out:
 
 /* ------------------------------------------------------------------- run */
 
-static void print_floors(FILE *out, const fat_io_model *m, const fat_ceilings *c,
-                         const char *gpu) {
+/* The instructions whose measured peaks explain shows, in order. */
+static const fat_matrix_op shown_ops[] = {FAT_MATRIX_MMA_SYNC, FAT_MATRIX_WGMMA};
+#define N_SHOWN_OPS (sizeof shown_ops / sizeof shown_ops[0])
+
+static int any_peak_measured(const fat_floors *c) {
+  for (size_t k = 0; k < N_SHOWN_OPS; k++)
+    if (c->peak[shown_ops[k]] > 0) return 1;
+  return 0;
+}
+
+static void print_floors(FILE *out, const fat_io_model *m, const fat_floors *c, const char *gpu) {
   char t[64], v[64];
+  const char *dt = fat_dtype_name(m->problem.dtype), *sep = "";
   fprintf(out, "\nFloors%s%s:", gpu ? " on " : "", gpu ? gpu : "");
-  if (c->bandwidth > 0)
-    fprintf(out, " copy bandwidth %s TB/s (%s)%s", fmt_trimmed(c->bandwidth / TERA, 2, v, sizeof v),
-            c->bandwidth_measured ? "measured" : "given", c->peak > 0 ? "," : "");
-  if (c->peak > 0)
-    fprintf(out, " %s matrix peak %s TFLOP/s (%s)", fat_dtype_name(m->problem.dtype),
-            fmt_trimmed(c->peak / TERA, 1, v, sizeof v), c->peak_measured ? "measured" : "given");
+  if (c->bandwidth > 0) {
+    fprintf(out, " copy bandwidth %s TB/s (%s)", fmt_trimmed(c->bandwidth / TERA, 2, v, sizeof v),
+            c->bandwidth_measured ? "measured" : "given");
+    sep = ",";
+  }
+  if (c->given_peak > 0)
+    fprintf(out, "%s %s matrix peak %s TFLOP/s (given)", sep, dt,
+            fmt_trimmed(c->given_peak / TERA, 1, v, sizeof v));
+  else
+    for (size_t k = 0; k < N_SHOWN_OPS; k++) {
+      if (!(c->peak[shown_ops[k]] > 0)) continue;
+      fprintf(out, "%s %s %s peak %s TFLOP/s (measured)", sep, dt, fat_matrix_op_name(shown_ops[k]),
+              fmt_trimmed(c->peak[shown_ops[k]] / TERA, 1, v, sizeof v));
+      sep = ",";
+    }
   fprintf(out, "\n");
   if (c->bandwidth > 0) {
     fprintf(out, "  bandwidth floor: %s (lower-bound bytes at the copy bandwidth)\n",
@@ -463,36 +495,54 @@ static void print_floors(FILE *out, const fat_io_model *m, const fat_ceilings *c
     fprintf(out, "  the materialising bytes alone at the copy bandwidth: %s\n",
             fmt_seconds((double)m->materialise_bytes / c->bandwidth, t, sizeof t));
   }
-  if (c->peak > 0)
+  if (c->given_peak > 0)
     fprintf(out, "  compute floor: %s (FLOPs at the matrix peak)\n",
-            fmt_seconds((double)m->flops / c->peak, t, sizeof t));
+            fmt_seconds((double)m->flops / c->given_peak, t, sizeof t));
+  else
+    for (size_t k = 0; k < N_SHOWN_OPS; k++)
+      if (c->peak[shown_ops[k]] > 0)
+        fprintf(out, "  compute floor: %s (FLOPs at the %s peak)\n",
+                fmt_seconds((double)m->flops / c->peak[shown_ops[k]], t, sizeof t),
+                fat_matrix_op_name(shown_ops[k]));
 }
 
-static void print_measured(FILE *out, const fat_io_model *m, const fat_ceilings *c,
-                           const char *gpu, const char *variant, double median_ms) {
+/* The winner W at M's shape: its time and TFLOP/s, then the fraction of
+ * the matrix peak given by hand or, without one, of the measured peak of
+ * the instruction its family issues (or that this peak was not measured),
+ * and of the copy bandwidth. */
+static void print_measured(FILE *out, const fat_io_model *m, const fat_floors *c, const char *gpu,
+                           const stored_winner *w) {
   char t[64], v[64];
-  double s = median_ms * 1e-3;
-  fprintf(out, "\nMeasured on %s: winner %s\n", gpu, variant);
+  double s = w->median_ms * 1e-3;
+  fprintf(out, "\nMeasured on %s: winner %s\n", gpu, w->name);
   fprintf(out, "  time %s, %s TFLOP/s\n", fmt_seconds(s, t, sizeof t),
           fmt_trimmed((double)m->flops / s / TERA, 1, v, sizeof v));
-  if (c->peak > 0)
+  const fat_matrix_op op = fat_family_matrix_op(w->family, FAT_FWD);
+  if (c->given_peak > 0)
     fprintf(out, "  compute floor / measured time: %s%% of the matrix peak\n",
-            fmt_trimmed(100.0 * ((double)m->flops / c->peak) / s, 1, v, sizeof v));
+            fmt_trimmed(100.0 * ((double)m->flops / c->given_peak) / s, 1, v, sizeof v));
+  else if (op != FAT_MATRIX_OTHER && c->peak[op] > 0)
+    fprintf(out, "  compute floor / measured time: %s%% of the %s peak (%s issues %s)\n",
+            fmt_trimmed(100.0 * ((double)m->flops / c->peak[op]) / s, 1, v, sizeof v),
+            fat_matrix_op_name(op), w->family, fat_matrix_op_name(op));
+  else if (op != FAT_MATRIX_OTHER)
+    fprintf(out, "  %s peak: not measured (%s issues %s)\n", fat_matrix_op_name(op), w->family,
+            fat_matrix_op_name(op));
   if (c->bandwidth > 0)
     fprintf(out, "  bandwidth floor / measured time: %s%% of the copy bandwidth\n",
             fmt_trimmed(100.0 * ((double)m->lower_bound_bytes / c->bandwidth) / s, 1, v, sizeof v));
 }
 
 int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
-  char err[ERRLEN] = "", gpu[256] = "", variant[256] = "", others[1024] = "", db_path[4096];
+  char err[ERRLEN] = "", gpu[256] = "", others[1024] = "", db_path[4096];
   fat_explain_options o;
   fat_io_model m;
   fat_db *db = NULL;
-  fat_ceilings c = {0};
+  fat_floors c = {0};
+  stored_winner winner = {.median_ms = 0};
   sqlite3_int64 gpu_id = 0;
   int status = FAT_EXIT_USAGE, have_gpu = 0, have_winner = 0, shipped = 0, n_gpus = 0;
   fat_problem stored; /* with no winner of the shape: the first stored one of its key */
-  double median_ms = 0;
 
   if (fat_explain_parse(argc, argv, &o, err, sizeof err)) {
     fprintf(errf, "fatune explain: %s\n", err);
@@ -524,17 +574,19 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
   status = FAT_EXIT_FAILED;
   if (have_gpu) {
     int found = 0;
-    const char *peak_name =
-        o.problem.dtype == FAT_BF16 ? FAT_CEILING_PEAK_BF16 : FAT_CEILING_PEAK_FP16;
     if (fat_db_get_ceiling(db, gpu_id, FAT_CEILING_COPY_BANDWIDTH, &c.bandwidth, NULL, 0, &found))
       goto db_fail;
     c.bandwidth_measured = found;
     if (!found) c.bandwidth = 0;
-    if (fat_db_get_ceiling(db, gpu_id, peak_name, &c.peak, NULL, 0, &found)) goto db_fail;
-    c.peak_measured = found;
-    if (!found) c.peak = 0;
-    if (find_winner(db, gpu_id, &o.problem, &have_winner, &stored, variant, sizeof variant, &median_ms,
-                    others, sizeof others, err, sizeof err))
+    for (size_t k = 0; k < N_SHOWN_OPS; k++) {
+      const fat_matrix_op op = shown_ops[k];
+      if (fat_db_get_ceiling(db, gpu_id, fat_ceiling_peak_name(op, o.problem.dtype), &c.peak[op],
+                             NULL, 0, &found))
+        goto db_fail;
+      if (!found) c.peak[op] = 0;
+    }
+    if (find_winner(db, gpu_id, &o.problem, &have_winner, &stored, &winner, others, sizeof others,
+                    err, sizeof err))
       goto fail;
   }
   /* Flags given by hand override what was measured. */
@@ -542,22 +594,20 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
     c.bandwidth = o.bandwidth;
     c.bandwidth_measured = 0;
   }
-  if (o.peak > 0) {
-    c.peak = o.peak;
-    c.peak_measured = 0;
-  }
+  c.given_peak = o.peak;
 
   fat_explain_print_model(out, &m);
   if (shipped) fprintf(out, "\n(your database has no GPU results: read from the shipped tables, %s)\n", db_path);
   if (shipped && n_gpus > 1 && !o.gpu_name[0])
     fprintf(out, "(they hold %d GPUs: %s, the most tuned, speaks for them; --gpu-name picks another)\n", n_gpus, gpu);
-  if (!c.bandwidth_measured && !c.peak_measured)
+  if (!c.bandwidth_measured && !any_peak_measured(&c))
     fprintf(out, "\nno measured ceilings for %s in %s; run fatune on a GPU%s\n",
             have_gpu ? gpu : "this GPU", db_path,
-            c.bandwidth > 0 || c.peak > 0 ? "" : " (or give --bandwidth TB/s and --peak TFLOP/s)");
-  if (c.bandwidth > 0 || c.peak > 0) print_floors(out, &m, &c, have_gpu ? gpu : NULL);
+            c.bandwidth > 0 || c.given_peak > 0 ? "" : " (or give --bandwidth TB/s and --peak TFLOP/s)");
+  if (c.bandwidth > 0 || c.given_peak > 0 || any_peak_measured(&c))
+    print_floors(out, &m, &c, have_gpu ? gpu : NULL);
   if (have_winner) {
-    print_measured(out, &m, &c, gpu, variant, median_ms);
+    print_measured(out, &m, &c, gpu, &winner);
   } else if (have_gpu) {
     fprintf(out, "\nno tuned winner on %s in %s for %s, head dim %d, %s, seqlen_q %d, seqlen_k %d",
             gpu, db_path, fat_dtype_name(o.problem.dtype), o.problem.head_dim,
@@ -568,7 +618,7 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
       /* What was measured is for its own batch and heads: shown at that shape. */
       fat_io_model at;
       if (fat_io_model_compute(&stored, &at, err, sizeof err) == 0) {
-        print_measured(out, &at, &c, gpu, variant, median_ms);
+        print_measured(out, &at, &c, gpu, &winner);
         fprintf(out, "  (at the stored shape: batch %d, heads %d, K/V heads %d)\n", stored.batch, stored.heads,
                 stored.heads_k);
       }

@@ -4,7 +4,9 @@
  * than taken on faith. For a shape it counts the score matrix, the bytes a
  * materialising implementation moves, the input/output lower bound, the
  * FLOPs, and -- with the GPU's measured ceilings and a tuned winner from the
- * database -- the roofline floors and where the measured kernel sits.
+ * database -- the roofline floors and where the measured kernel sits, its
+ * FLOP rate over the peak of the instruction its family issues (mma.sync
+ * or wgmma: family.h's matrix_op).
  *
  * The lower bound is never called FlashAttention's traffic: a tiled kernel
  * re-reads K and V once per query tile. The materialising/lower-bound ratio
@@ -48,13 +50,16 @@ typedef struct fat_io_model {
  * counts overflow 64 bits. */
 int fat_io_model_compute(const fat_problem *p, fat_io_model *m, char *err, size_t errlen);
 
-/* The roofline ceilings used for floors, and where each came from. */
-typedef struct fat_ceilings {
+/* The roofline ceilings the floors are drawn from, and where each came from. */
+typedef struct fat_floors {
   double bandwidth;            /* B/s; 0 when unknown */
-  double peak;                 /* FLOP/s for the problem's dtype; 0 when unknown */
   int bandwidth_measured;      /* 1: from the database, 0: --bandwidth (or unknown) */
-  int peak_measured;
-} fat_ceilings;
+  double peak[FAT_MATRIX_OP_COUNT];  /* FLOP/s of each instruction's products in the problem's
+                                        dtype as measured (mma.sync's; wgmma's on Hopper);
+                                        0 when not */
+  double given_peak;           /* --peak, FLOP/s: the matrix peak by hand, which stands for
+                                  every instruction's; 0 when not given */
+} fat_floors;
 
 /* The shape and where to look, as parsed from the command line. */
 typedef struct fat_explain_options {
