@@ -10,7 +10,9 @@
  * of speed-ups against the peers first with its exact values, one <svg> per
  * direction, dtype and mask (decoding in TB/s) plus the roofline, at least
  * two series in every chart and a non-empty path for exactly the series
- * that have data, the roofs, every winner (never the failed variant) in the
+ * that have data, the roofs (each instruction's peak in the colour of its
+ * winners; a wgmma peak said missing until one is measured, then drawn:
+ * a second fixture), every winner (never the failed variant) in the
  * table with its TFLOP/s, escaped text, no path of the machine and nothing
  * that reaches the network; without peers or defaults it says so and draws
  * no empty columns. Bad usage is refused with exact messages and leaves no
@@ -142,12 +144,12 @@ static int fx_problem(fixture *fx, fat_dtype dtype, fat_mask mask, int d, int se
   return fx_problem_shape(fx, dtype, mask, d, seq, seq, 1, full, custom);
 }
 
-static int build_fixture(fixture *fx) {
+static int build_fixture(fixture *fx, const char *path) {
   char err[ERRLEN];
   static const int seqlens[] = {1024, 2048, 4096};
   fat_gpu_info g = {.name = FIXTURE_GPU, .cc_major = 9, .cc_minor = 0, .sm_count = 132,
                     .driver_version = 13000, .nvrtc_major = 13, .nvrtc_minor = 0};
-  if (fat_db_open(db_path, &fx->db, err, sizeof err)) {
+  if (fat_db_open(path, &fx->db, err, sizeof err)) {
     fprintf(stderr, "fixture: %s\n", err);
     return -1;
   }
@@ -233,7 +235,7 @@ static void run_free(run_result *r) {
 static void test_report_of_fixture(void) {
   fixture fx = {0};
   char *html = NULL, want[600], tmp[300];
-  REQUIRE(build_fixture(&fx) == 0);
+  REQUIRE(build_fixture(&fx, db_path) == 0);
   fat_db_close(fx.db);
   fx.db = NULL;
 
@@ -373,16 +375,23 @@ static void test_report_of_fixture(void) {
   const char *decode = strstr(html, "<figure id=\"fwd-bf16-decoding\">");
   REQUIRE(decode != NULL);
   CHECK_INT(series_paths(decode, strstr(decode, "</svg>"), "roof"), 1);
-  /* The roofline: one mma.sync roof (fp16 and bf16 peaks equal), the
-   * bandwidth line, a note for the wgmma peak nobody measured, and a marker
-   * per forward winner, each with its tooltip. */
+  /* The roofline: one mma.sync roof (fp16 and bf16 peaks equal) in the
+   * colour of mma.sync's winners, the bandwidth line, a note for the wgmma
+   * peak nobody measured, and a marker per forward winner, each with its
+   * tooltip. */
   const char *roof = strstr(html, "<h2 id=\"roofline\">");
   REQUIRE(roof != NULL);
   const char *roof_end = strstr(roof, "</svg>");
   CHECK_INT(series_paths(roof, roof_end, "roof"), 2);
   CHECK(strstr(roof, ">mma.sync peak 800 TFLOP/s (fp16, bf16)</text>") < roof_end);
+  CHECK(strstr(roof, "<path class=\"roof\" data-roof=\"mma.sync\" stroke=\"#0072B2\" "
+                     "stroke-width=\"1.5\" stroke-dasharray=\"none\"") < roof_end);
+  CHECK(strstr(roof, "data-roof=\"wgmma\"") == NULL);
   CHECK(strstr(roof, ">copy bandwidth 4.00 TB/s</text>") < roof_end);
   CHECK(strstr(roof, ">wgmma peak: not measured</text>") < roof_end);
+  CHECK(strstr(roof, "No wgmma peak is stored for this GPU (a database from before the tuner "
+                     "measured it on Hopper: a tuning run there measures it), so its wgmma "
+                     "winners have no roof of their own.</figcaption>") != NULL);
   CHECK(strstr(roof, "<g class=\"series\" data-series=\"wgmma bf16\">") < roof_end);
   CHECK_INT(count(roof, "<title>") - count(roof_end, "<title>"), 11);
 
@@ -410,7 +419,8 @@ static void test_report_of_fixture(void) {
   CHECK(strstr(html, "custom&lt;kernel&gt;") != NULL);
   CHECK(strstr(html, "custom<kernel>") == NULL);
   CHECK(strstr(html, "Measured ceilings: copy bandwidth 4.00 TB/s; fp16 mma.sync peak 800 "
-                     "TFLOP/s; bf16 mma.sync peak 800 TFLOP/s.") != NULL);
+                     "TFLOP/s; bf16 mma.sync peak 800 TFLOP/s; fp16 wgmma peak not measured; "
+                     "bf16 wgmma peak not measured.</p>") != NULL);
 out:
   free(html);
   fat_db_close(fx.db);
@@ -464,6 +474,78 @@ static void test_local_windows(void) {
   CHECK_INT(count(html, "<tr><td class=\"shape\">fp16 d64 local w256,0</td>"), 2);
   CHECK_INT(count(html, "<tr><td class=\"shape\">fp16 d64 local w1024,-1</td>"), 1);
   CHECK(strstr(html, "no mask") == NULL);
+out:
+  free(html);
+  fat_db_close(fx.db);
+  remove_db(path);
+}
+
+/* The fixture with wgmma's peaks measured (as a tuning run on Hopper now
+ * stores them; fp16's and bf16's apart by more than the merge, RS beside
+ * them): a wgmma roof of each dtype in wgmma's colour over the mma.sync
+ * roof, the bandwidth line running on to wgmma's ridge, every winner placed
+ * as before, no note of a missing peak, and the page's ceilings line naming
+ * both instructions' peaks. Then bf16's alone: fp16's is said missing. */
+static void test_measured_wgmma_peak(void) {
+  fixture fx = {0};
+  char path[300], err[ERRLEN], *html = NULL;
+  size_t n_html = 0;
+  snprintf(path, sizeof path, "%s/wgmma.db", tmpdir);
+  REQUIRE(build_fixture(&fx, path) == 0);
+  REQUIRE(fat_db_put_ceiling(fx.db, fx.gpu, FAT_CEILING_WGMMA_PEAK_FP16, 820e12, FAT_CEILING_UNIT_FLOPS) == 0);
+  REQUIRE(fat_db_put_ceiling(fx.db, fx.gpu, FAT_CEILING_WGMMA_PEAK_BF16, 900e12, FAT_CEILING_UNIT_FLOPS) == 0);
+  REQUIRE(fat_db_put_ceiling(fx.db, fx.gpu, FAT_CEILING_WGMMA_RS_PEAK_FP16, 840e12, FAT_CEILING_UNIT_FLOPS) == 0);
+  REQUIRE(fat_db_put_ceiling(fx.db, fx.gpu, FAT_CEILING_WGMMA_RS_PEAK_BF16, 930e12, FAT_CEILING_UNIT_FLOPS) == 0);
+  FILE *f = open_memstream(&html, &n_html);
+  CHECK_INT(fat_report_write(fx.db, fx.gpu, f, NULL, err, sizeof err), 0);
+  fclose(f);
+  const char *roof = strstr(html, "<h2 id=\"roofline\">");
+  REQUIRE(roof != NULL);
+  const char *roof_end = strstr(roof, "</svg>");
+  CHECK_INT(series_paths(roof, roof_end, "roof"), 4);
+  CHECK(strstr(roof, ">mma.sync peak 800 TFLOP/s (fp16, bf16)</text>") < roof_end);
+  CHECK(strstr(roof, ">wgmma fp16 peak 820 TFLOP/s</text>") < roof_end);
+  CHECK(strstr(roof, ">wgmma bf16 peak 900 TFLOP/s</text>") < roof_end);
+  CHECK(strstr(roof, "<path class=\"roof\" data-roof=\"wgmma\" stroke=\"#D55E00\" "
+                     "stroke-width=\"1.5\" stroke-dasharray=\"none\"") < roof_end);
+  CHECK(strstr(roof, "<path class=\"roof\" data-roof=\"wgmma\" stroke=\"#D55E00\" "
+                     "stroke-width=\"1.5\" stroke-dasharray=\"6 3\"") < roof_end);
+  CHECK(strstr(roof, ">copy bandwidth 4.00 TB/s</text>") < roof_end);
+  CHECK(strstr(roof, "not measured") == NULL);
+  CHECK(strstr(roof, "<g class=\"series\" data-series=\"wgmma bf16\">") < roof_end);
+  CHECK_INT(count(roof, "<title>") - count(roof_end, "<title>"), 11);
+  CHECK(strstr(html, "No wgmma peak is stored") == NULL);
+  CHECK(strstr(html, "Measured ceilings: copy bandwidth 4.00 TB/s; fp16 mma.sync peak 800 "
+                     "TFLOP/s; bf16 mma.sync peak 800 TFLOP/s; fp16 wgmma peak 820 TFLOP/s (A in "
+                     "registers 840); bf16 wgmma peak 900 TFLOP/s (A in registers 930).</p>") != NULL);
+  /* The bandwidth line ends at the highest roof's ridge (900 / 4 = 225
+   * FLOP/byte), where the bf16 wgmma roof begins. */
+  const char *bw = strstr(roof, "data-roof=\"copy\""), *wg = strstr(roof, "data-roof=\"wgmma\"");
+  REQUIRE(bw != NULL && wg != NULL);
+  double x0, y0, x1, y1, wx_fp16, wy, wx;
+  REQUIRE(sscanf(strstr(bw, " d=\"M"), " d=\"M%lf,%lf L%lf,%lf", &x0, &y0, &x1, &y1) == 4);
+  REQUIRE(sscanf(strstr(wg, " d=\"M"), " d=\"M%lf,%lf", &wx_fp16, &wy) == 2);
+  const char *wg_bf16 = strstr(wg + 1, "data-roof=\"wgmma\"");
+  REQUIRE(wg_bf16 && sscanf(strstr(wg_bf16, " d=\"M"), " d=\"M%lf,%lf", &wx, &wy) == 2);
+  CHECK_NEAR(x1, wx, 0.05);
+  CHECK_NEAR(y1, wy, 0.05);
+  CHECK(wx_fp16 < wx);  /* fp16's lower roof meets the line sooner */
+  free(html);
+  html = NULL;
+
+  /* bf16's gone (a partial database): the fixture's wgmma winner is bf16,
+   * so its peak is said missing by its dtype; fp16's roof stays. */
+  sqlite3_exec(fat_db_handle(fx.db), "DELETE FROM ceilings WHERE name = 'wgmma_peak_bf16'", NULL,
+               NULL, NULL);
+  f = open_memstream(&html, &n_html);
+  CHECK_INT(fat_report_write(fx.db, fx.gpu, f, NULL, err, sizeof err), 0);
+  fclose(f);
+  roof = strstr(html, "<h2 id=\"roofline\">");
+  REQUIRE(roof != NULL);
+  roof_end = strstr(roof, "</svg>");
+  CHECK_INT(series_paths(roof, roof_end, "roof"), 3);
+  CHECK(strstr(roof, ">wgmma bf16 peak: not measured</text>") < roof_end);
+  CHECK(strstr(html, "; bf16 wgmma peak not measured.</p>") != NULL);
 out:
   free(html);
   fat_db_close(fx.db);
@@ -567,6 +649,7 @@ int main(void) {
   }
   snprintf(html_path, sizeof html_path, "%s/report.html", tmpdir);
   test_report_of_fixture();
+  test_measured_wgmma_peak();
   test_local_windows();
   test_refusals();
   if (!keep_db || !*keep_db) remove_db(db_path);

@@ -354,15 +354,20 @@ static double winner_tflops(const rp_problem *r) {
 /* The roofline's series: one per instruction and dtype. */
 static const char *const op_colour[] = {"#999999", "#0072B2", "#D55E00"}; /* by fat_matrix_op */
 static const enum marker_shape dtype_shape[] = {MARK_DOT, MARK_SQUARE};   /* by fat_dtype */
+static const char *const dtype_dash[] = {"none", "6 3"};                 /* a roof, by fat_dtype */
+/* The instructions with roofs of their own, in the legend's order. */
+static const fat_matrix_op roof_ops[] = {FAT_MATRIX_MMA_SYNC, FAT_MATRIX_WGMMA};
+#define N_ROOF_OPS (sizeof roof_ops / sizeof roof_ops[0])
 
 /* Each forward winner at (FLOPs / lower-bound bytes, TFLOP/s), log-log,
- * under the measured copy bandwidth and the matrix peak of its family's
- * instruction where one was measured. *ROOFS gets the roof lines drawn;
- * returns the series (instruction, dtype) drawn. */
+ * under the measured copy bandwidth and the peak of its family's
+ * instruction, drawn in the instruction's colour as its winners are; where
+ * that peak was not measured the legend says so. *ROOFS gets the roof
+ * lines drawn; returns the series (instruction, dtype) drawn. */
 static int roofline_chart(FILE *f, const rp_data *d, int *roofs) {
   const plot_box *b = &roof_box;
-  double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
-  int drawn = 0, has_op[3] = {0, 0, 0};
+  double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY, top = 0;
+  int drawn = 0, has[FAT_MATRIX_OP_COUNT][2] = {{0}};
   double ly = b->y1 + 8;
   int row = 0;
   *roofs = 0;
@@ -374,17 +379,17 @@ static int roofline_chart(FILE *f, const rp_data *d, int *roofs) {
     xhi = fmax(xhi, m.intensity);
     ylo = fmin(ylo, winner_tflops(r));
     yhi = fmax(yhi, winner_tflops(r));
-    has_op[r->matrix_op] = 1;
+    has[r->matrix_op][r->p.dtype] = 1;
   }
   if (xlo > xhi) return 0;
-  /* mma.sync's peaks, one roof where they are as good as equal. */
-  double peak[2] = {d->peak[FAT_FP16], d->peak[FAT_BF16]};
-  int merged = peak[0] > 0 && peak[1] > 0 && fabs(peak[0] - peak[1]) <= ROOF_MERGE * peak[0];
-  for (int t = 0; t < 2; t++)
-    if (peak[t] > 0) {
-      yhi = fmax(yhi, peak[t] / TERA);
+  for (size_t k = 0; k < N_ROOF_OPS; k++)
+    for (int t = 0; t < 2; t++) {
+      const double peak = d->peak[roof_ops[k]][t];
+      if (!(peak > 0)) continue;
+      top = fmax(top, peak);
+      yhi = fmax(yhi, peak / TERA);
       /* The ridge point, where the bandwidth line meets the roof. */
-      if (d->bandwidth > 0) xlo = fmin(xlo, peak[t] / d->bandwidth);
+      if (d->bandwidth > 0) xlo = fmin(xlo, peak / d->bandwidth);
     }
   if (d->bandwidth > 0) ylo = fmin(ylo, d->bandwidth * xlo / LOG_PAD / TERA);
   double lxlo = log10(xlo / LOG_PAD), lxhi = log10(xhi * LOG_PAD);
@@ -392,29 +397,36 @@ static int roofline_chart(FILE *f, const rp_data *d, int *roofs) {
   svg_open(f, b, "Roofline of the forward winners");
   log_ticks(f, b, lxlo, lxhi, 1);
   log_ticks(f, b, lylo, lyhi, 0);
-  for (int t = 0; t < 2; t++) {
-    if (peak[t] <= 0 || (t == FAT_BF16 && merged)) continue;
-    double ridge = d->bandwidth > 0 ? log10(peak[t] / d->bandwidth) : lxlo;
-    double py = lerp(log10(peak[t] / TERA), lylo, lyhi, b->y0, b->y1);
-    fprintf(f,
-            "<path class=\"roof\" stroke=\"" INK "\" stroke-width=\"1.5\" stroke-dasharray=\"%s\" "
-            "fill=\"none\" d=\"M%.1f,%.1f L%.1f,%.1f\"/>\n",
-            t ? "6 3" : "none", lerp(fmax(ridge, lxlo), lxlo, lxhi, b->x0, b->x1), py, b->x1, py);
-    char label[96];
-    if (merged)
-      snprintf(label, sizeof label, "mma.sync peak %.0f TFLOP/s (fp16, bf16)", peak[t] / TERA);
-    else
-      snprintf(label, sizeof label, "mma.sync %s peak %.0f TFLOP/s", fat_dtype_name((fat_dtype)t),
-               peak[t] / TERA);
-    legend_entry(f, b, ly + row++ * LEGEND_ROW, INK, t ? "6 3" : "none", 1.5, -1, label);
-    (*roofs)++;
+  /* Each instruction's peaks, one roof where its two dtypes' are as good as equal. */
+  for (size_t k = 0; k < N_ROOF_OPS; k++) {
+    const fat_matrix_op op = roof_ops[k];
+    const double *peak = d->peak[op];
+    const int merged = peak[0] > 0 && peak[1] > 0 && fabs(peak[0] - peak[1]) <= ROOF_MERGE * peak[0];
+    for (int t = 0; t < 2; t++) {
+      if (!(peak[t] > 0) || (t == FAT_BF16 && merged)) continue;
+      double ridge = d->bandwidth > 0 ? log10(peak[t] / d->bandwidth) : lxlo;
+      double py = lerp(log10(peak[t] / TERA), lylo, lyhi, b->y0, b->y1);
+      fprintf(f,
+              "<path class=\"roof\" data-roof=\"%s\" stroke=\"%s\" stroke-width=\"1.5\" "
+              "stroke-dasharray=\"%s\" fill=\"none\" d=\"M%.1f,%.1f L%.1f,%.1f\"/>\n",
+              fat_matrix_op_name(op), op_colour[op], dtype_dash[t],
+              lerp(fmax(ridge, lxlo), lxlo, lxhi, b->x0, b->x1), py, b->x1, py);
+      char label[96];
+      if (merged)
+        snprintf(label, sizeof label, "%s peak %.0f TFLOP/s (fp16, bf16)", fat_matrix_op_name(op),
+                 peak[t] / TERA);
+      else
+        snprintf(label, sizeof label, "%s %s peak %.0f TFLOP/s", fat_matrix_op_name(op),
+                 fat_dtype_name((fat_dtype)t), peak[t] / TERA);
+      legend_entry(f, b, ly + row++ * LEGEND_ROW, op_colour[op], dtype_dash[t], 1.5, -1, label);
+      (*roofs)++;
+    }
   }
   if (d->bandwidth > 0) {
-    double top = fmax(peak[0], peak[1]);
     double x_end = top > 0 ? fmin(log10(top / d->bandwidth), lxhi) : lxhi;
     fprintf(f,
-            "<path class=\"roof\" stroke=\"" INK "\" stroke-width=\"1.5\" stroke-dasharray=\"2 2\" "
-            "fill=\"none\" d=\"M%.1f,%.1f L%.1f,%.1f\"/>\n",
+            "<path class=\"roof\" data-roof=\"copy\" stroke=\"" INK "\" stroke-width=\"1.5\" "
+            "stroke-dasharray=\"2 2\" fill=\"none\" d=\"M%.1f,%.1f L%.1f,%.1f\"/>\n",
             b->x0, lerp(log10(d->bandwidth * pow(10, lxlo) / TERA), lylo, lyhi, b->y0, b->y1),
             lerp(x_end, lxlo, lxhi, b->x0, b->x1),
             lerp(log10(d->bandwidth * pow(10, x_end) / TERA), lylo, lyhi, b->y0, b->y1));
@@ -423,10 +435,23 @@ static int roofline_chart(FILE *f, const rp_data *d, int *roofs) {
     legend_entry(f, b, ly + row++ * LEGEND_ROW, INK, "2 2", 1.5, -1, label);
     (*roofs)++;
   }
-  /* The tuner measures mma.sync's rate only: say so rather than draw a
-   * roof nobody measured. */
-  if (has_op[FAT_MATRIX_WGMMA])
-    legend_entry(f, b, ly + row++ * LEGEND_ROW, INK, NULL, 0, -1, "wgmma peak: not measured");
+  /* Winners whose instruction's peak nobody measured here (a database from
+   * before the wgmma ceiling): said, rather than a roof drawn. */
+  for (size_t k = 0; k < N_ROOF_OPS; k++) {
+    const fat_matrix_op op = roof_ops[k];
+    const int any_peak = d->peak[op][0] > 0 || d->peak[op][1] > 0;
+    char label[96];
+    for (int t = 0; t < 2; t++) {
+      if (!has[op][t] || d->peak[op][t] > 0) continue;
+      if (any_peak)
+        snprintf(label, sizeof label, "%s %s peak: not measured", fat_matrix_op_name(op),
+                 fat_dtype_name((fat_dtype)t));
+      else
+        snprintf(label, sizeof label, "%s peak: not measured", fat_matrix_op_name(op));
+      legend_entry(f, b, ly + row++ * LEGEND_ROW, INK, NULL, 0, -1, label);
+      if (!any_peak) break;
+    }
+  }
   ly += LEGEND_GAP;
   for (int op = FAT_MATRIX_OTHER; op <= FAT_MATRIX_WGMMA; op++)
     for (int t = 0; t < 2; t++) {
@@ -730,11 +755,12 @@ int fat_report_write(fat_db *db, sqlite3_int64 gpu_id, FILE *f, fat_report_count
                      char *err, size_t errlen) {
   rp_data d = {0};
   fat_report_counts c = {0};
-  int ret = -1, any_winner = 0, varlen = 0;
+  int ret = -1, any_winner = 0, varlen = 0, wgmma_winners = 0;
   if (fat_report_load(db, gpu_id, &d, err, errlen)) goto out;
   for (size_t i = 0; i < d.n; i++) {
     any_winner |= d.probs[i].has_winner;
     varlen += d.probs[i].has_winner && kind_of(&d.probs[i].p) == CK_NONE;
+    wgmma_winners |= d.probs[i].has_winner && d.probs[i].matrix_op == FAT_MATRIX_WGMMA;
   }
 
   fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -750,10 +776,22 @@ int fat_report_write(fat_db *db, sqlite3_int64 gpu_id, FILE *f, fat_report_count
   if (d.bandwidth > 0) fprintf(f, "copy bandwidth %.2f TB/s", d.bandwidth / TERA);
   else fputs("copy bandwidth not measured", f);
   for (int t = 0; t < 2; t++) {
-    if (d.peak[t] > 0)
-      fprintf(f, "; %s mma.sync peak %.0f TFLOP/s", fat_dtype_name((fat_dtype)t), d.peak[t] / TERA);
+    if (d.peak[FAT_MATRIX_MMA_SYNC][t] > 0)
+      fprintf(f, "; %s mma.sync peak %.0f TFLOP/s", fat_dtype_name((fat_dtype)t),
+              d.peak[FAT_MATRIX_MMA_SYNC][t] / TERA);
     else fprintf(f, "; %s mma.sync peak not measured", fat_dtype_name((fat_dtype)t));
   }
+  /* wgmma's where measured, or where a winner issues it (Hopper's). */
+  if (wgmma_winners || d.peak[FAT_MATRIX_WGMMA][FAT_FP16] > 0 || d.peak[FAT_MATRIX_WGMMA][FAT_BF16] > 0)
+    for (int t = 0; t < 2; t++) {
+      if (!(d.peak[FAT_MATRIX_WGMMA][t] > 0)) {
+        fprintf(f, "; %s wgmma peak not measured", fat_dtype_name((fat_dtype)t));
+        continue;
+      }
+      fprintf(f, "; %s wgmma peak %.0f TFLOP/s", fat_dtype_name((fat_dtype)t),
+              d.peak[FAT_MATRIX_WGMMA][t] / TERA);
+      if (d.wgmma_rs_peak[t] > 0) fprintf(f, " (A in registers %.0f)", d.wgmma_rs_peak[t] / TERA);
+    }
   fputs(".</p>\n", f);
   fputs("<p class=\"note\">FLOPs follow the FlashAttention papers: forward 4·batch·heads·"
         "seqlen_q·seqlen_k·head dim, halved for causal when seqlen_q = seqlen_k (backward 2.5× "
@@ -810,11 +848,20 @@ int fat_report_write(fat_db *db, sqlite3_int64 gpu_id, FILE *f, fat_report_count
           "and V for every query tile, so its real intensity is lower than drawn. ",
           f);
     if (roofs)
-      fputs("The roofs are this GPU's measured copy bandwidth and mma.sync peak; the tuner "
-            "measures no wgmma peak, so Hopper's families have no roof of their own.",
+      fputs("The roofs are this GPU's measured copy bandwidth and the measured peak of each "
+            "matrix instruction, in the colour of the winners that issue it: mma.sync "
+            "m16n8k16's, and on Hopper wgmma m64n256k16's with both operands in shared memory "
+            "(the forward's S = Q·Kᵀ). A winner's distance under its own roof is the fraction of "
+            "its instruction's peak it leaves unused.",
             f);
     else
       fputs("No ceilings were measured on this GPU, so no roofs are drawn.", f);
+    if (wgmma_winners &&
+        !(d.peak[FAT_MATRIX_WGMMA][FAT_FP16] > 0 || d.peak[FAT_MATRIX_WGMMA][FAT_BF16] > 0))
+      fputs(" No wgmma peak is stored for this GPU (a database from before the tuner measured "
+            "it on Hopper: a tuning run there measures it), so its wgmma winners have no roof of "
+            "their own.",
+            f);
     fputs("</figcaption>\n</figure>\n<h2 id=\"winners\">Winners</h2>\n", f);
     winners_table(f, &d, &c.winners);
     fputs("<p class=\"note\">Errors are the worst of the live reference checks (fp64 "

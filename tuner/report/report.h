@@ -9,7 +9,8 @@
  * winner and each peer (TFLOP/s against sequence length; decoding shapes in
  * TB/s over the input/output lower bound); a roofline placing each forward
  * winner by its arithmetic intensity under the measured copy bandwidth and
- * mma.sync peak; and a table of the winners with their verified error. It
+ * the measured peak of the instruction its family issues (mma.sync's;
+ * wgmma's on Hopper); and a table of the winners with their verified error. It
  * opens in any browser and prints. */
 #ifndef FAT_REPORT_H
 #define FAT_REPORT_H

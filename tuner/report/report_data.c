@@ -110,36 +110,6 @@ out:
   return ret;
 }
 
-/* The instruction of each winner's family, for the roofline's roofs. */
-static int load_matrix_ops(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err,
-                           size_t errlen) {
-  sqlite3_stmt *s = NULL;
-  int rc, ret = -1;
-  if (sqlite3_prepare_v2(fat_db_handle(db),
-                         "SELECT w.problem_id, v.family, v.direction FROM winners w"
-                         " JOIN variants v ON v.id = w.variant_id WHERE w.gpu_id = ?1",
-                         -1, &s, NULL) != SQLITE_OK) {
-    sql_fail(db, "the winners' families", err, errlen);
-    goto out;
-  }
-  sqlite3_bind_int64(s, 1, gpu_id);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    rp_problem *r = find_problem(d, sqlite3_column_int64(s, 0));
-    fat_direction dir;
-    if (!r || fat_direction_parse((const char *)sqlite3_column_text(s, 2), &dir)) continue;
-    const fat_family *fam = fat_family_find((const char *)sqlite3_column_text(s, 1), dir);
-    r->matrix_op = fam ? fam->matrix_op : FAT_MATRIX_OTHER;
-  }
-  if (rc != SQLITE_DONE) {
-    sql_fail(db, "the winners' families", err, errlen);
-    goto out;
-  }
-  ret = 0;
-out:
-  sqlite3_finalize(s);
-  return ret;
-}
-
 /* Display name of an external source. */
 static const char *source_label(const char *source) {
   if (!strcmp(source, FAT_EXTERNAL_SDPA_FLASH)) return "SDPA FlashAttention-2";
@@ -244,19 +214,26 @@ int fat_report_load(fat_db *db, sqlite3_int64 gpu_id, rp_data *d, char *err, siz
     r->summary = rows[i];
     r->ms[S_WINNER] = rows[i].median_ms;
     r->ms[S_DEFAULT] = rows[i].default_ms;
+    r->matrix_op = fat_family_matrix_op(rows[i].winner_family, rows[i].problem.direction);
   }
-  if (load_materialize(db, gpu_id, d, err, errlen) || load_external(db, gpu_id, d, err, errlen) ||
-      load_matrix_ops(db, gpu_id, d, err, errlen))
+  if (load_materialize(db, gpu_id, d, err, errlen) || load_external(db, gpu_id, d, err, errlen))
     goto out;
   if (fat_db_get_ceiling(db, gpu_id, FAT_CEILING_COPY_BANDWIDTH, &d->bandwidth, NULL, 0, &found))
     goto db_fail;
   if (!found) d->bandwidth = 0;
-  if (fat_db_get_ceiling(db, gpu_id, FAT_CEILING_PEAK_FP16, &d->peak[FAT_FP16], NULL, 0, &found))
-    goto db_fail;
-  if (!found) d->peak[FAT_FP16] = 0;
-  if (fat_db_get_ceiling(db, gpu_id, FAT_CEILING_PEAK_BF16, &d->peak[FAT_BF16], NULL, 0, &found))
-    goto db_fail;
-  if (!found) d->peak[FAT_BF16] = 0;
+  /* Each instruction's peak, the roof of the winners that issue it. */
+  static const char *const rs_names[2] = {FAT_CEILING_WGMMA_RS_PEAK_FP16, FAT_CEILING_WGMMA_RS_PEAK_BF16};
+  for (int t = FAT_FP16; t <= FAT_BF16; t++) {
+    for (int op = FAT_MATRIX_MMA_SYNC; op < FAT_MATRIX_OP_COUNT; op++) {
+      if (fat_db_get_ceiling(db, gpu_id, fat_ceiling_peak_name((fat_matrix_op)op, (fat_dtype)t),
+                             &d->peak[op][t], NULL, 0, &found))
+        goto db_fail;
+      if (!found) d->peak[op][t] = 0;
+    }
+    if (fat_db_get_ceiling(db, gpu_id, rs_names[t], &d->wgmma_rs_peak[t], NULL, 0, &found))
+      goto db_fail;
+    if (!found) d->wgmma_rs_peak[t] = 0;
+  }
   /* Keep only problems with something to show. */
   size_t kept = 0;
   for (size_t i = 0; i < d->n; i++) {

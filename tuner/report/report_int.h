@@ -34,7 +34,9 @@ typedef struct rp_data {
   int n_series;
   int dropped_sources;          /* external sources beyond MAX_SERIES, not drawn */
   double bandwidth;             /* B/s, 0 when not measured */
-  double peak[2];               /* mma.sync's FLOP/s by fat_dtype, 0 when not measured */
+  double peak[FAT_MATRIX_OP_COUNT][2];  /* FLOP/s of each instruction by fat_dtype (mma.sync's;
+                                           wgmma's, SS, on Hopper), 0 when not measured */
+  double wgmma_rs_peak[2];      /* wgmma's with A in registers, by fat_dtype; 0: not measured */
   char gpu[256];
   char gpu_detail[256];
 } rp_data;
