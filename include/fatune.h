@@ -43,7 +43,7 @@ extern "C" {
  * FATUNE_VERSION_NUMBER at run time (as zstd's ZSTD_versionNumber and
  * SQLite's sqlite3_libversion_number). */
 #define FATUNE_VERSION_MAJOR 0
-#define FATUNE_VERSION_MINOR 3
+#define FATUNE_VERSION_MINOR 4
 #define FATUNE_VERSION_PATCH 0
 #define FATUNE_VERSION_NUMBER \
   (FATUNE_VERSION_MAJOR * 10000 + FATUNE_VERSION_MINOR * 100 + FATUNE_VERSION_PATCH)
@@ -53,8 +53,8 @@ extern "C" {
   FATUNE_STRINGIFY(FATUNE_VERSION_MAJOR) "." FATUNE_STRINGIFY(FATUNE_VERSION_MINOR) "." \
       FATUNE_STRINGIFY(FATUNE_VERSION_PATCH)
 
-/* The library's FATUNE_VERSION_NUMBER (300 for 0.3.0) and
- * FATUNE_VERSION_STRING ("0.3.0"), which may differ from the header's a
+/* The library's FATUNE_VERSION_NUMBER (400 for 0.4.0) and
+ * FATUNE_VERSION_STRING ("0.4.0"), which may differ from the header's a
  * program was built with. */
 FAT_API unsigned fat_version_number(void);
 FAT_API const char *fat_version_string(void);
@@ -168,6 +168,26 @@ typedef struct fat_attn_args {
    * so in the choice's note. */
   void *workspace;
   size_t workspace_bytes;
+  /* A paged K/V cache (flash_attn_with_kvcache's block_table; vLLM's and
+   * FlashInfer's pages): with block_table set, k and v are pools of
+   * num_pages pages of page_size tokens each, (num_pages, page_size,
+   * heads_k, head_dim) -- their batch strides step from page to page, their
+   * row strides from token to token -- and key j of sequence b is row
+   * j % page_size of page block_table[b * block_table_stride + j /
+   * page_size]. block_table: device int32, batch rows of block_table_stride
+   * >= ceil(seqlen_k / page_size) entries; page_size a power of two from 1
+   * to 65536 (a key's page is found by a shift); seqlen_k the longest
+   * sequence's keys, seqused_k (FlashAttention's cache_seqlens) each
+   * sequence's own. A sequence's pages may lie anywhere in the pool, in any
+   * order. The entries for a sequence's keys must name pages of the pool,
+   * the rest are never read: device data, the caller's promise as
+   * cu_seqlens are. Queries dense (cu_seqlens NULL), forward only; served by
+   * the paged family's variants, which serve nothing else. NULL: k and v
+   * are contiguous, and block_table_stride, page_size and num_pages are 0. */
+  const int *block_table;
+  int block_table_stride;
+  int page_size;
+  int num_pages;
 } fat_attn_args;
 
 #define FAT_ATTN_ARGS_INIT FAT_STRUCT_INIT_(fat_attn_args)
@@ -218,6 +238,8 @@ typedef struct fat_choice {
   int bucket_group;       /* ... its query heads per K/V head; 0 for the default */
   int bucket_window_left; /* ... its local window (-1: unbounded); 0 for other masks and */
   int bucket_window_right; /*    the default: a local call may be served by a nearby window */
+  int bucket_page_size;   /* ... its K/V page size (a paged call's: the nearest tuned one);
+                             0 for a contiguous cache and the default */
   double tuned_ms;        /* the winner's median on its bucket; 0 for the default */
   int loaded;             /* 1 once the module is loaded in this context (then `load` is set) */
   fat_load load;
@@ -292,7 +314,9 @@ FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *a
                                         fat_choice *out);
 
 /* Everything fat_attention_fwd checks about ARGS before it selects or
- * launches, without a GPU (an offline context answers it too):
+ * launches, without a GPU (an offline context answers it too) -- with a
+ * block table (a paged cache), its page_size, num_pages, block_table_stride
+ * and the table itself, each by name, and k and v as pools of pages:
  *   FAT_ERR_INVALID_ARGUMENT: ARGS NULL; dtype or mask out of range; batch,
  *     heads, heads_k, seqlen_q or seqlen_k < 1 (each by name); heads_k not
  *     dividing heads; q, k, v, o or lse NULL or not 16-byte aligned; a stride
@@ -309,7 +333,13 @@ FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *a
  *     end of the address space or inside o or lse; a workspace past the end
  *     of the address space (workspace_bytes = SIZE_MAX)
  *     (a variable-length batch is checked as one sequence of total rows:
- *     its batch strides, 0 say, are not read).
+ *     its batch strides, 0 say, are not read); a paged call's page_size
+ *     not a power of two in 1 .. 65536, num_pages < 1, block_table_stride
+ *     below ceil(seqlen_k / page_size), block_table not 4-byte aligned,
+ *     past the end of the address space or inside o or lse, cu_seqlens
+ *     with it, or page_size, num_pages or block_table_stride set without
+ *     it (k and v are then checked as (num_pages, page_size, heads_k,
+ *     head_dim) pools, their batch strides the page stride).
  *   FAT_ERR_UNSUPPORTED: head_dim not a multiple of 8 or above the largest
  *     template.
  * Each failure leaves a message naming the bad value in fat_context_error.
@@ -415,7 +445,9 @@ FAT_API fat_status fat_attention_bwd_select(fat_context *ctx, const fat_attn_bwd
 /* Everything fat_attention_bwd checks without a GPU: ARGS->fwd as
  * fat_attention_check does (o and lse are inputs here), then dout, dq, dk,
  * dv and workspace NULL, misaligned, with bad strides, overlapping each
- * other or an input, and a workspace smaller than needed; each by name. */
+ * other or an input, and a workspace smaller than needed; each by name. A
+ * paged cache (block_table) is FAT_ERR_UNSUPPORTED: the backward reads
+ * contiguous K and V. */
 FAT_API fat_status fat_attention_bwd_check(fat_context *ctx, const fat_attn_bwd_args *args);
 
 /* Launches the backward pass on STREAM (a CUstream; NULL: the legacy

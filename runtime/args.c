@@ -22,6 +22,7 @@
 #define N_STRIDED 4                 /* q, k, v, o have (batch, row, head) strides */
 #define ELEM_BYTES 2                /* fp16 and bf16 */
 #define LSE_BYTES 4                 /* fp32 */
+#define MAX_PAGE_SIZE 65536         /* tokens a page of a paged K/V cache, at most */
 
 /* ---- the problem -------------------------------------------------------- */
 
@@ -30,6 +31,36 @@ fat_status fat_rt_check_bwd_size(fat_context *c, const fat_attn_bwd_args *a) {
   if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
   fat_status st = CHECK_SIZE(c, fat_attn_bwd_args, a, "FAT_ATTN_BWD_ARGS_INIT");
   return st ? st : CHECK_SIZE(c, fat_attn_args, &a->fwd, "FAT_ATTN_ARGS_INIT");
+}
+
+/* A paged cache's shape (fatune.h, fat_attn_args.block_table): its page
+ * size, pages and table rows, each by name; the table itself is checked
+ * with the tensors. Without a block table its fields are 0. */
+static fat_status check_pages(fat_context *c, const fat_attn_args *a) {
+  if (!a->block_table) {
+    if (a->page_size || a->num_pages || a->block_table_stride)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "page_size %d, num_pages %d, block_table_stride %d: "
+                  "a paged cache's; set them only with a block_table (0 for a contiguous one)",
+                  a->page_size, a->num_pages, a->block_table_stride);
+    return FAT_OK;
+  }
+  if (a->page_size < 1 || a->page_size > MAX_PAGE_SIZE || (a->page_size & (a->page_size - 1)))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "page_size %d: must be a power of two from 1 to %d "
+                "(a key's page is found by a shift)", a->page_size, MAX_PAGE_SIZE);
+  if (a->num_pages < 1)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "num_pages %d: a paged cache has at least one page",
+                a->num_pages);
+  const int pages = (int)(((long long)a->seqlen_k + a->page_size - 1) / a->page_size);
+  if (a->block_table_stride < pages)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "block_table_stride %d: fewer entries than the %d "
+                "pages of seqlen_k %d in pages of %d", a->block_table_stride, pages, a->seqlen_k,
+                a->page_size);
+  if (a->cu_seqlens_q || a->cu_seqlens_k)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "block_table %p with cu_seqlens_q %p, cu_seqlens_k %p: "
+                "a paged cache takes a dense batch of queries (cu_seqlens NULL; seqused_k gives "
+                "each sequence's keys)", (const void *)a->block_table, (const void *)a->cu_seqlens_q,
+                (const void *)a->cu_seqlens_k);
+  return FAT_OK;
 }
 
 fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a) {
@@ -64,7 +95,7 @@ fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a) {
   if (a->heads % a->heads_k)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "heads_k %d does not divide heads %d", a->heads_k,
                 a->heads);
-  return FAT_OK;
+  return check_pages(c, a);
 }
 
 #define MAX_HEAD_DIMS 16
@@ -216,13 +247,16 @@ static fat_status check_tensors(fat_context *c, const fat_attn_args *a, span t[N
    * layout goes: its batch strides are not used. */
   const int vl = a->cu_seqlens_q != NULL;
   const int bq = vl ? 1 : a->batch, sq = vl ? a->total_q : a->seqlen_q;
-  const int sk = vl ? a->total_k : a->seqlen_k;
+  /* A paged cache's k and v are pools of num_pages pages of page_size
+   * rows, the batch stride the page's. */
+  const int paged = a->block_table != NULL;
+  const int bk = paged ? a->num_pages : bq, sk = paged ? a->page_size : vl ? a->total_k : a->seqlen_k;
   if ((st = check_strided(c, "q", a->q, vl ? 0 : a->q_batch_stride, a->q_row_stride,
                           a->q_head_stride, bq, sq, a->heads, a->head_dim, &t[2])) ||
       (st = check_strided(c, "k", a->k, vl ? 0 : a->k_batch_stride, a->k_row_stride,
-                          a->k_head_stride, bq, sk, a->heads_k, a->head_dim, &t[3])) ||
+                          a->k_head_stride, bk, sk, a->heads_k, a->head_dim, &t[3])) ||
       (st = check_strided(c, "v", a->v, vl ? 0 : a->v_batch_stride, a->v_row_stride,
-                          a->v_head_stride, bq, sk, a->heads_k, a->head_dim, &t[4])) ||
+                          a->v_head_stride, bk, sk, a->heads_k, a->head_dim, &t[4])) ||
       (st = check_strided(c, "o", a->o, vl ? 0 : a->o_batch_stride, a->o_row_stride,
                           a->o_head_stride, bq, sq, a->heads, a->head_dim, &t[0])) ||
       (st = check_rows(c, "lse", a->lse, a, &t[1])))
@@ -230,12 +264,13 @@ static fat_status check_tensors(fat_context *c, const fat_attn_args *a, span t[N
   if (!(a->softmax_scale >= 0) || isinf(a->softmax_scale))
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "softmax_scale %g: must be finite and >= 0 (0: default)",
                 (double)a->softmax_scale);
-  /* The variable-length index arrays: device int32, read whole by every
-   * block, beside the outputs it writes. */
+  /* The variable-length index arrays and the block table: device int32,
+   * read by the blocks beside the outputs they write. */
   const struct { const char *name; const int *ptr; unsigned long long n; } index[] = {
       {"cu_seqlens_q", a->cu_seqlens_q, (unsigned long long)a->batch + 1},
       {"cu_seqlens_k", a->cu_seqlens_k, (unsigned long long)a->batch + 1},
-      {"seqused_k", a->seqused_k, (unsigned long long)a->batch}};
+      {"seqused_k", a->seqused_k, (unsigned long long)a->batch},
+      {"block_table", a->block_table, (unsigned long long)a->batch * (unsigned)a->block_table_stride}};
   for (size_t i = 0; i < sizeof index / sizeof index[0]; i++) {
     const uintptr_t at = (uintptr_t)index[i].ptr;
     const unsigned long long bytes = index[i].n * INDEX_BYTES;
@@ -351,6 +386,14 @@ fat_status fat_rt_workspace_overflow(fat_context *c, const fat_attn_args *a) {
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
+fat_status fat_rt_check_bwd_problem(fat_context *c, const fat_attn_args *a) {
+  fat_status st = fat_rt_check_problem(c, a);
+  if (!st && a->block_table)
+    st = fail(c, FAT_ERR_UNSUPPORTED, "block_table %p: the backward reads contiguous K and V (a "
+              "paged cache is the forward's)", (const void *)a->block_table);
+  return st;
+}
+
 int fat_rt_bwd_features(const fat_attn_args *a) {
   return a->cu_seqlens_q || a->cu_seqlens_k || a->seqused_k || a->softcap > 0;
 }
@@ -394,7 +437,7 @@ fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *
   fat_status st = fat_rt_check_bwd_size(c, a);
   if (!st)
     st = !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL")
-                : fat_rt_check_problem(c, &a->fwd);
+                : fat_rt_check_bwd_problem(c, &a->fwd);
   if (!st && fat_rt_bwd_workspace_parts(&a->fwd, a->deterministic, &delta, &accum))
     st = fat_rt_workspace_overflow(c, &a->fwd);
   else if (!st)
@@ -411,7 +454,7 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
   const fat_attn_args *f = &a->fwd;
   /* The written ones first: dq, dk, dv, workspace; then dout and the forward's. */
   span t[N_BWD_SPANS];
-  if ((st = fat_rt_check_problem(c, f))) return st;
+  if ((st = fat_rt_check_bwd_problem(c, f))) return st;
   if (a->deterministic != 0 && a->deterministic != 1)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "deterministic %d: must be 0 or 1", a->deterministic);
   const sel_key key = {.direction = FAT_BWD, .deterministic = a->deterministic,

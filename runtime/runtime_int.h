@@ -301,6 +301,8 @@ const kernel *fat_rt_loaded_kernel(const fat_context *c, const char *hash);
 /* args.c: the checks of a call, each with the lock held. */
 fat_status fat_rt_check_bwd_size(fat_context *c, const fat_attn_bwd_args *a);
 fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a);
+/* ... and for the backward: that, and no paged cache (FAT_ERR_UNSUPPORTED). */
+fat_status fat_rt_check_bwd_problem(fat_context *c, const fat_attn_args *a);
 fat_status fat_rt_unsupported_head_dim(fat_context *c, int head_dim);
 fat_status fat_rt_check_args(fat_context *c, const fat_attn_args *a);
 fat_status fat_rt_check_on_device(fat_context *c, const void *args, int direction, void *stream);

@@ -614,9 +614,12 @@ static void join_notes(char *out, size_t cap, const char *const *parts, size_t n
  * seqlen_q) on this context's GPU, or why none does. */
 fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_args *a,
                                  selection *out) {
-  fat_status st = fat_rt_check_problem(c, a);
+  fat_status st = key.direction == FAT_BWD ? fat_rt_check_bwd_problem(c, a) : fat_rt_check_problem(c, a);
   if (st) return st;
   memset(out, 0, sizeof *out);
+  if (a->block_table)
+    return fail(c, FAT_ERR_UNSUPPORTED, "block_table %p: this libfatune has no kernels for a paged "
+                "cache yet", (const void *)a->block_table);
   if (c->cc_major < MIN_CC_MAJOR)
     return fail(c, FAT_ERR_UNSUPPORTED,
                 "%s has compute capability %d.%d; fatune's kernels need %d.0 or newer", c->gpu_name,
@@ -858,7 +861,7 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
   pthread_mutex_lock(&c->lock);
   fat_status st = !out ? fail(c, FAT_ERR_INVALID_ARGUMENT, "out is NULL")
                   : CHECK_SIZE(c, fat_choice, out, "FAT_CHOICE_INIT");
-  if (!st) st = fat_rt_check_problem(c, a);
+  if (!st) st = key.direction == FAT_BWD ? fat_rt_check_bwd_problem(c, a) : fat_rt_check_problem(c, a);
   /* A problem this context has launched is answered as its launch was:
    * that is what the next launch runs, and answering from memory spares
    * the database read and the cubin's hash (milliseconds for a large

@@ -30,6 +30,7 @@ static int n_bad;
 #define WS_AT 0xA000000
 #define CU_Q_AT 0xB000000 /* cu_seqlens_q */
 #define CU_K_AT 0xB001000 /* cu_seqlens_k */
+#define BT_AT 0xC000000   /* a paged cache's block table */
 
 static fat_context *ctx;
 
@@ -41,6 +42,18 @@ static fat_attn_args good(void) {
   a.batch = 2, a.heads = 4, a.heads_k = 2, a.seqlen_q = 64, a.seqlen_k = 128, a.head_dim = 64;
   a.dtype = FAT_ATTN_BF16, a.mask = FAT_ATTN_MASK_CAUSAL;
   fat_attn_args_contiguous(&a);
+  return a;
+}
+
+/* good() decoding from a paged cache: one query a sequence, its 128 keys
+ * in 8 pages of 16 (of a pool of 20) listed by a block table of 8 entries
+ * a sequence. */
+static fat_attn_args good_paged(void) {
+  fat_attn_args a = good();
+  a.seqlen_q = 1;
+  fat_attn_args_contiguous(&a);
+  a.block_table = (const int *)BT_AT, a.block_table_stride = 8, a.page_size = 16, a.num_pages = 20;
+  a.k_batch_stride = a.v_batch_stride = (long long)a.page_size * a.k_row_stride; /* a page */
   return a;
 }
 
@@ -306,6 +319,58 @@ int main(void) {
   a = good(), a.seqused_k = (const int *)CU_K_AT;
   CHECK_OK(&a);
 
+  /* A paged cache: its page size, pages and table, each by name; k and v
+   * as pools of pages, the page stride their batch stride. */
+  a = good_paged();
+  CHECK_OK(&a);
+  a = good_paged(), a.seqused_k = (const int *)CU_K_AT; /* cache_seqlens */
+  CHECK_OK(&a);
+  a = good_paged(), a.page_size = 1, a.block_table_stride = 128; /* a page a token */
+  a.k_batch_stride = a.v_batch_stride = a.k_row_stride;
+  CHECK_OK(&a);
+  a = good_paged(), a.page_size = 48;
+  CHECK_BAD(&a, "page_size 48: must be a power of two from 1 to 65536 (a key's page is found by a "
+                "shift)");
+  a = good_paged(), a.page_size = 0;
+  CHECK_BAD(&a, "page_size 0: must be a power of two from 1 to 65536 (a key's page is found by a "
+                "shift)");
+  a = good_paged(), a.page_size = 131072;
+  CHECK_BAD(&a, "page_size 131072: must be a power of two from 1 to 65536 (a key's page is found "
+                "by a shift)");
+  a = good_paged(), a.num_pages = 0;
+  CHECK_BAD(&a, "num_pages 0: a paged cache has at least one page");
+  a = good_paged(), a.block_table_stride = 7;
+  CHECK_BAD(&a, "block_table_stride 7: fewer entries than the 8 pages of seqlen_k 128 in pages of 16");
+  a = good_paged(), a.seqlen_k = 129;
+  CHECK_BAD(&a, "block_table_stride 8: fewer entries than the 9 pages of seqlen_k 129 in pages of 16");
+  a = good_paged(), a.cu_seqlens_q = (const int *)CU_Q_AT, a.cu_seqlens_k = (const int *)CU_K_AT;
+  a.total_q = 2, a.total_k = 256;
+  CHECK_BAD(&a, "block_table 0xc000000 with cu_seqlens_q 0xb000000, cu_seqlens_k 0xb001000: a paged "
+                "cache takes a dense batch of queries (cu_seqlens NULL; seqused_k gives each "
+                "sequence's keys)");
+  a = good(), a.page_size = 16;
+  CHECK_BAD(&a, "page_size 16, num_pages 0, block_table_stride 0: a paged cache's; set them only "
+                "with a block_table (0 for a contiguous one)");
+  a = good(), a.block_table_stride = 4;
+  CHECK_BAD(&a, "page_size 0, num_pages 0, block_table_stride 4: a paged cache's; set them only "
+                "with a block_table (0 for a contiguous one)");
+  a = good_paged(), a.block_table = (const int *)(BT_AT + 2);
+  CHECK_BAD(&a, "block_table 0xc000002 is not 4-byte aligned (int32 entries)");
+  a = good_paged(), a.block_table = (const int *)((const char *)a.o + 512);
+  CHECK_BAD(&a, "block_table [0x4000200, +64 bytes) overlaps o [0x4000000, +1024 bytes)");
+  a = good_paged(), a.k_batch_stride = 1024; /* half a page of 16 rows of 128 */
+  CHECK_BAD(&a, "k_batch_stride 1024: smaller than the 2048 elements inside it (row_stride); k "
+                "would overlap itself");
+  a = good_paged(), a.v_row_stride = 64;
+  CHECK_BAD(&a, "v_row_stride 64: smaller than the 128 elements inside it (head_stride); v would "
+                "overlap itself");
+  /* The pool, not batch x seqlen_k, is what k spans: o just past 20 pages. */
+  a = good_paged(), a.o = (void *)(K_AT + 20 * 2048 * 2);
+  CHECK_OK(&a);
+  a = good_paged(), a.o = (void *)(K_AT + 20 * 2048 * 2 - 16);
+  CHECK_BAD(&a, "o [0x2013ff0, +1024 bytes) overlaps k [0x2000000, +81920 bytes): the outputs must "
+                "not alias another tensor");
+
   /* Each dimension by name. */
   a = good(), a.batch = 0;
   CHECK_BAD(&a, "batch 0: must be >= 1");
@@ -485,6 +550,13 @@ int main(void) {
   CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes), FAT_OK);
   CHECK_BWD_BAD(&b, "dq [0x7000000, +51712 bytes) overlaps dk [0x700c800, +51200 bytes): the outputs "
                     "must not alias another tensor");
+  /* A paged cache is the forward's: the backward says so by name. */
+  b = good_bwd(), b.fwd = good_paged();
+  expect_bwd(__LINE__, &b, FAT_ERR_UNSUPPORTED, "block_table 0xc000000: the backward reads "
+             "contiguous K and V (a paged cache is the forward's)");
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes), FAT_ERR_UNSUPPORTED);
+  CHECK_INT(fat_attention_bwd_select(ctx, &b, &(fat_choice)FAT_CHOICE_INIT), FAT_ERR_UNSUPPORTED);
+  n_bad += 2;
   /* The local mask has a backward. */
   b = good_bwd(), b.fwd.mask = FAT_ATTN_MASK_LOCAL, b.fwd.window_left = 16, b.fwd.window_right = 0;
   CHECK_BWD_OK(&b);

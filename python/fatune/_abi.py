@@ -13,8 +13,8 @@ import ctypes
 
 # The library this mirror is of: its soname (FATUNE_SOVERSION in
 # CMakeLists.txt) and the header version whose structs are declared here.
-SONAME = "libfatune.so.1"
-VERSION = (0, 3, 0)
+SONAME = "libfatune.so.2"
+VERSION = (0, 4, 0)
 
 # enum fat_status.
 STATUS = {
@@ -56,7 +56,10 @@ class fat_attn_args(_Sized):
         # Device int32 arrays (varlen offsets, used keys per sequence), or NULL.
         ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
         ("seqused_k", ctypes.c_void_p), ("total_q", ctypes.c_int), ("total_k", ctypes.c_int),
-        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t)]
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        # A paged K/V cache: device int32 (batch, block_table_stride) page indices, or NULL.
+        ("block_table", ctypes.c_void_p), ("block_table_stride", ctypes.c_int),
+        ("page_size", ctypes.c_int), ("num_pages", ctypes.c_int)]
 
 
 class fat_attn_bwd_args(_Sized):
@@ -72,7 +75,7 @@ class fat_choice(_Sized):
                 ("origin", ctypes.c_int), ("match", ctypes.c_int), ("bucket_seqlen", ctypes.c_int),
                 ("bucket_seqlen_k", ctypes.c_int), ("bucket_group", ctypes.c_int),
                 ("bucket_window_left", ctypes.c_int), ("bucket_window_right", ctypes.c_int),
-                ("tuned_ms", ctypes.c_double), ("loaded", ctypes.c_int), ("load", ctypes.c_int),
+                ("bucket_page_size", ctypes.c_int), ("tuned_ms", ctypes.c_double), ("loaded", ctypes.c_int), ("load", ctypes.c_int),
                 ("db_path", ctypes.c_char * 512), ("note", ctypes.c_char * 256)]
 
 
