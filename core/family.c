@@ -14,6 +14,8 @@ static const fat_family FAMILIES[] = {
      .builtin_default = 1, .matrix_op = FAT_MATRIX_MMA_SYNC},
     {.name = "splitkv", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1,
      .max_seqlen_q = SPLITKV_MAX_SEQLEN_Q, .matrix_op = FAT_MATRIX_MMA_SYNC},
+    {.name = "paged", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1,
+     .builtin_default = 1, .matrix_op = FAT_MATRIX_MMA_SYNC, .paged = 1},
     {.name = "wgmma90", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1, .packed = 1,
      .matrix_op = FAT_MATRIX_WGMMA},
     {.name = "ws90", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED_TMA, .may_win = 1, .packed = 1,

@@ -47,6 +47,9 @@ typedef struct fat_family {
                                 timed on, only the calls that have one, and the others
                                 serve only the calls that have neither */
   fat_matrix_op matrix_op;   /* the instruction of its products */
+  int paged;                 /* forward: 1 when its kernels read K and V from a paged cache
+                                through a block table (fat_abi_kv.h); such a family serves,
+                                and is timed on, only paged calls, and they only it */
 } fat_family;
 
 /* The family NAME of DIRECTION, or NULL when there is none. */

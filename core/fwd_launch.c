@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The forward's launch (fwd_launch.h). */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,7 +102,7 @@ static int schedule(fat_kernel_desc *d, fat_direction direction, const fat_famil
   int block_n = 0;
   d->direction = direction;
   d->kind = f->kind;
-  d->pack_gqa = d->block_q = d->dq_separate = d->block_n = d->persistent = d->tma_slab = 0;
+  d->pack_gqa = d->block_q = d->dq_separate = d->block_n = d->persistent = d->tma_slab = d->paged = 0;
   d->splits = 1;
   /* A backward variant's block_m is its key block; its query tile and dQ
    * strategy are in its parameters. */
@@ -115,6 +116,7 @@ static int schedule(fat_kernel_desc *d, fat_direction direction, const fat_famil
     return fat_bwd_tma_parse(params, &d->persistent, err, errlen);
   }
   if (fat_fwd_params_parse(params, &d->pack_gqa, &d->splits, err, errlen)) return -1;
+  d->paged = f->paged;
   return d->kind == FAT_KERNEL_FUSED_TMA
              ? fat_fwd_tma_parse(params, &d->block_n, &d->persistent, &d->tma_slab, err, errlen)
              : 0;
@@ -180,6 +182,65 @@ void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap) {
 
 int fat_fwd_needs_workspace(int splits, int persistent) { return splits > 1 || persistent == FAT_FWD_DRAWN; }
 
+/* The split rule (FlashAttention-2's num_splits_heuristic, on keys rather
+ * than tiles). Decoding reads K and V once and computes little on them: its
+ * time is the bytes over the bandwidth the blocks in flight can draw, so a
+ * launch wants enough blocks to keep every SM streaming, and no more --
+ * each split adds a block's fixed cost (its Q tile, its partial written
+ * and read again by the combine kernel).
+ *   - An unsplit grid that fills SPLIT_FILL of the GPU's block slots
+ *     (SPLIT_SLOTS_PER_SM an SM: two decoding blocks stream side by side
+ *     in one SM's shared memory) runs unsplit.
+ *   - Otherwise a split count s gives waves = blocks·s / slots, and a
+ *     last wave as full as waves / ceil(waves); among the counts up to
+ *     FAT_FWD_MAX_LAUNCH_SPLITS that leave each split at least
+ *     SPLIT_MIN_KEYS keys (fewer, and its fixed cost is no longer small
+ *     beside its reads) and that differ in keys a split (11 splits of 64
+ *     chunks are 6 a split, as 12 are: the larger count only adds blocks),
+ *     the smallest whose last wave is within SPLIT_EFFICIENCY of the
+ *     fullest. */
+#define SPLIT_SLOTS_PER_SM 2
+#define SPLIT_FILL 0.8
+#define SPLIT_MIN_KEYS 256
+#define SPLIT_EFFICIENCY 0.85
+
+static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
+int fat_fwd_launch_splits(long long blocks, long long keys, int sm_count) {
+  if (blocks < 1 || keys < 1 || sm_count < 1) return 1;
+  const double slots = (double)sm_count * SPLIT_SLOTS_PER_SM;
+  if (blocks >= SPLIT_FILL * slots) return 1;
+  const long long chunks = ceil_div(keys, SPLIT_MIN_KEYS);
+  const int most = chunks < FAT_FWD_MAX_LAUNCH_SPLITS ? (int)chunks : FAT_FWD_MAX_LAUNCH_SPLITS;
+  double fill[FAT_FWD_MAX_LAUNCH_SPLITS + 1] = {0}, fullest = 0;
+  for (int s = 1; s <= most; s++) {
+    if (s > 1 && ceil_div(chunks, s) == ceil_div(chunks, s - 1)) continue; /* fill[s] stays 0 */
+    const double waves = (double)blocks * s / slots;
+    fill[s] = waves / ceil(waves);
+    if (fill[s] > fullest) fullest = fill[s];
+  }
+  for (int s = 1; s <= most; s++)
+    if (fill[s] > 0 && fill[s] >= SPLIT_EFFICIENCY * fullest) return s;
+  return 1;
+}
+
+int fat_fwd_call_splits(const fat_fwd_geometry *g, const fat_fwd_params *p, const fat_fwd_call *call) {
+  if (!g->launch_splits) return g->splits;
+  const int group = p->heads_k > 0 ? p->heads / p->heads_k : 1;
+  const long long rows = (long long)p->seqlen_q * (g->pack_gqa ? group : 1);
+  const long long blocks = ceil_div(rows, g->block_m) * (g->pack_gqa ? p->heads_k : p->heads) * p->batch;
+  /* A window bounds the keys a query block sees: its width and the
+   * block's query positions (a bound of -1 is none). */
+  long long keys = p->seqlen_k;
+  if (g->local && (p->window_left >= 0 || p->window_right >= 0)) {
+    const long long left = p->window_left >= 0 ? p->window_left : p->seqlen_k;
+    const long long right = p->window_right >= 0 ? p->window_right : p->seqlen_k;
+    const long long positions = g->pack_gqa ? ceil_div(g->block_m, group) : g->block_m;
+    if (left + right + positions < keys) keys = left + right + positions;
+  }
+  return fat_fwd_launch_splits(blocks, keys, call ? call->sm_count : 0);
+}
+
 size_t fat_fwd_workspace_bytes(const fat_fwd_geometry *g, int batch, int heads, int seqlen_q) {
   if (!fat_fwd_needs_workspace(g->splits, g->persistent)) return 0;
   if (g->persistent == FAT_FWD_DRAWN) return WORKSPACE_ALIGN;
@@ -228,6 +289,17 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
   }
   CUtensorMap maps[3];
   void *args[] = {p, &maps[0], &maps[1], &maps[2]};
+  /* Variants that take the second block: the pages, the launch's splits. */
+  fat_fwd_kv_params kv = {.block_table = call->block_table, .block_table_stride = call->block_table_stride,
+                          .splits = g->splits};
+  if (g->splits < 1) return CUDA_ERROR_INVALID_VALUE;
+  if (g->paged) {
+    const int size = call->page_size;
+    if (!call->block_table || call->block_table_stride < 1 || size < 1 || (size & (size - 1)))
+      return CUDA_ERROR_INVALID_VALUE;
+    while ((1 << kv.page_shift) < size) kv.page_shift++;
+  }
+  if (fat_fwd_takes_kv(g)) args[1] = &kv;
   if (g->splits > 1 && (!k->combine || !p->o_accum || !p->lse_accum)) return CUDA_ERROR_INVALID_VALUE;
   if (g->persistent == FAT_FWD_DRAWN && !p->o_accum) return CUDA_ERROR_INVALID_VALUE;
   if (g->block_n > 0) {

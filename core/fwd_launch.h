@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include "cuda_api.h"
 #include "fat_abi.h"
+#include "fat_abi_kv.h"
 #include "kernel.h"
 #include "types.h"
 
@@ -27,7 +28,13 @@ typedef struct fat_fwd_geometry {
   int threads;
   int smem_bytes;
   int pack_gqa;      /* 1: the rows of a block are (position, head of the group) pairs */
-  int splits;        /* blocks the keys of one query block are divided among */
+  int splits;        /* blocks the keys of one query block are divided among; 0 until
+                        fat_fwd_call_splits sets it for a variant whose launch chooses them */
+  int launch_splits; /* 1: the variant's split count is chosen at launch (SPLITS 0), and its
+                        kernels read it from fat_fwd_kv_params */
+  int paged;         /* 1: K and V are read from a paged cache (fat_fwd_call's block table) */
+  int local;         /* 1: the variant applies a local window (P's), which bounds the keys
+                        a block sees: a launch's split count counts those */
   int head_dim;      /* the template's: the row pitch of the fp32 partials */
   int block_n;       /* > 0: the kernel takes tensor maps of q, k and v after P, in boxes of
                         tma_slab columns by block_m (q) and block_n (k, v) rows; 0: P alone */
@@ -76,7 +83,30 @@ CUresult fat_tma_encode(const fat_cuda *cu, CUtensorMap *map, const fat_tma_tens
 typedef struct fat_fwd_call {
   long long total_q, total_k;
   int sm_count;
+  /* A paged cache (fat_abi_kv.h): P's k and v are pools of pages of
+   * page_size rows (a power of two), their batch strides a page's, and
+   * block_table batch rows of block_table_stride page indices; NULL for a
+   * contiguous cache. */
+  const int *block_table;
+  int block_table_stride, page_size;
 } fat_fwd_call;
+
+/* Whether a variant of geometry G takes fat_fwd_kv_params as its second
+ * argument: it reads pages, or its launch chooses its split count. */
+static inline int fat_fwd_takes_kv(const fat_fwd_geometry *g) { return g->paged || g->launch_splits; }
+
+/* The key splits of a launch whose variant lets the launch choose them
+ * (SPLITS 0): BLOCKS, the blocks of one split (query blocks x heads or
+ * K/V heads x batch), each reading at most KEYS keys, on a GPU of SM_COUNT
+ * SMs; 1 .. FAT_FWD_MAX_LAUNCH_SPLITS. The rule and its reasons are beside
+ * its code (fwd_launch.c). */
+int fat_fwd_launch_splits(long long blocks, long long keys, int sm_count);
+
+/* The split count a launch of G runs P's call with: G's own, or, for a
+ * variant whose launch chooses it, fat_fwd_launch_splits for P's grid, the
+ * keys one query block sees (its window's, for a local variant: P's
+ * window is read only then) and CALL's SMs. */
+int fat_fwd_call_splits(const fat_fwd_geometry *g, const fat_fwd_params *p, const fat_fwd_call *call);
 
 /* 0 when the tensor maps of P's q, k and v can describe them (bases
  * 16-byte aligned, strides multiples of 16 bytes below 2^40, extents below
@@ -113,7 +143,8 @@ void fat_fwd_set_scale(fat_fwd_params *p, double scale, double softcap);
 /* Whether a forward variant of this schedule (fat_kernel_desc's or
  * fat_fwd_geometry's splits and persistent) needs a workspace at all: the
  * rule fat_fwd_workspace_bytes sizes and the runtime's no-workspace lookup
- * skips by. */
+ * skips by. A variant whose launch chooses its splits (0) needs none: with
+ * too little workspace its launch runs one split. */
 int fat_fwd_needs_workspace(int splits, int persistent);
 
 /* The grid.x of a persistent kernel over BLOCKS blocks (the forward's query
@@ -142,9 +173,10 @@ void fat_fwd_set_workspace(const fat_fwd_geometry *g, fat_fwd_params *p, CUdevic
  * failure's result. CUDA_ERROR_INVALID_VALUE when a split variant has no
  * workspace or no combine kernel, or when a tensor-map variant's tensors
  * are none the maps can describe (fat_fwd_tma_describable), or when a
- * persistent variant is given no SM count. CALL: the call's packed rows and
- * its GPU's SMs (read by tensor-map and persistent variants; NULL for
- * neither). */
+ * persistent variant is given no SM count, or a paged one no block table,
+ * or when G's splits are not set (0: fat_fwd_call_splits first). CALL: the
+ * call's packed rows, its GPU's SMs and its pages (read by tensor-map,
+ * persistent and paged variants; NULL for none of them). */
 CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_fwd_geometry *g,
                         fat_fwd_params *p, const fat_fwd_call *call, CUstream stream);
 #endif

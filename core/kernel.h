@@ -35,7 +35,10 @@ typedef struct fat_kernel_desc {
   char name[FAT_KERNEL_NAME_MAX];    /* the variant's name, for messages */
   char entry[FAT_KERNEL_ENTRY_MAX];  /* kernel symbol in the cubin */
   int block_m, threads, smem_bytes;
-  int pack_gqa, splits;              /* forward decoding schedule (fwd_launch.h): 0, 1 for most */
+  int pack_gqa, splits;              /* forward decoding schedule (fwd_launch.h): 0, 1 for most;
+                                        splits 0: chosen at launch (fat_fwd_launch_splits) */
+  int paged;                         /* forward: K and V read from a paged cache through a block
+                                        table (the family's row, family.h) */
   int block_n;                       /* FAT_KERNEL_FUSED_TMA: keys per K/V tile (the maps' box) */
   int tma_slab;                      /* FAT_KERNEL_FUSED_TMA: columns of the maps' box, the
                                         template's slab (FAT_TMA_BOX_COLUMNS, or 32) */

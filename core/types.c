@@ -234,9 +234,9 @@ int fat_fwd_params_parse(const char *params, int *pack_gqa, int *splits, char *e
     snprintf(err, errlen, "forward parameters '%s': PACK_GQA is not 0 or 1", params);
     return -1;
   }
-  if (param_int(params, "SPLITS", 1, splits) < 0 || *splits > FAT_FWD_MAX_SPLITS) {
-    snprintf(err, errlen, "forward parameters '%s': SPLITS is not 1 .. %d", params,
-             FAT_FWD_MAX_SPLITS);
+  if (param_int(params, "SPLITS", 0, splits) < 0 || *splits > FAT_FWD_MAX_SPLITS) {
+    snprintf(err, errlen, "forward parameters '%s': SPLITS is not 0 .. %d (0: chosen at launch)",
+             params, FAT_FWD_MAX_SPLITS);
     return -1;
   }
   return 0;

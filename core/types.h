@@ -26,8 +26,9 @@ int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq
 
 /* The decoding schedule of a forward variant from its parameter string
  * (core/fwd_launch.h launches it): PACK_GQA (0 or 1) and SPLITS (1 ..
- * FAT_FWD_MAX_SPLITS), 0 and 1 when the string does not name them (the
- * mma80 family): 0, or -1 with err naming the bad value. */
+ * FAT_FWD_MAX_SPLITS, or 0: chosen at launch, fat_fwd_launch_splits), 0
+ * and 1 when the string does not name them (the mma80 family): 0, or -1
+ * with err naming the bad value. */
 #define FAT_FWD_MAX_SPLITS 32  /* the combine kernel gives each split one lane */
 int fat_fwd_params_parse(const char *params, int *pack_gqa, int *splits, char *err,
                          size_t errlen);

@@ -36,7 +36,7 @@ local family = {
   },
   -- One block per (query block, head), the keys walked by one block: the
   -- decoding schedules are family_splitkv.lua's.
-  fixed = {PACK_GQA = 0, SPLITS = 1},
+  fixed = {PACK_GQA = 0, SPLITS = 1, PAGED = 0},
 }
 
 function family.tag(c)

@@ -32,6 +32,8 @@ local family = {
     {name = "PACK_GQA", values = {0, 1}},
     {name = "SPLITS", values = {1, 4, 8, 16, 32}},
   },
+  -- K and V contiguous: the paged cache is family_paged.lua's.
+  fixed = {PAGED = 0},
 }
 
 function family.tag(c)

@@ -9,6 +9,7 @@ local expand = fat.require("expand")
 local families = {
   fat.require("family_mma80"),  -- forward, mma.sync m16n8k16, sm_80 and newer
   fat.require("family_splitkv"),  -- forward for decoding: packed GQA, keys split over blocks
+  fat.require("family_paged"),  -- forward over a paged K/V cache (decoding, chunked prefill)
   fat.require("family_wgmma90"),  -- forward, wgmma (sm_90a): Hopper's warpgroup products
   fat.require("family_ws90"),  -- forward, wgmma + TMA (sm_90a), warp-specialised: producer and consumers
   fat.require("family_materialize"),  -- forward baseline: scores in device memory, never a winner

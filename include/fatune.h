@@ -175,8 +175,9 @@ typedef struct fat_attn_args {
    * row strides from token to token -- and key j of sequence b is row
    * j % page_size of page block_table[b * block_table_stride + j /
    * page_size]. block_table: device int32, batch rows of block_table_stride
-   * >= ceil(seqlen_k / page_size) entries; page_size a power of two from 1
-   * to 65536 (a key's page is found by a shift); seqlen_k the longest
+   * >= ceil(seqlen_k / page_size) entries; page_size a power of two from 16
+   * to 65536 (a key's page is found by a shift, and each 16 keys of a key
+   * tile lie in one page, whose entry one lane reads); seqlen_k the longest
    * sequence's keys, seqused_k (FlashAttention's cache_seqlens) each
    * sequence's own. A sequence's pages may lie anywhere in the pool, in any
    * order. The entries for a sequence's keys must name pages of the pool,
@@ -334,7 +335,7 @@ FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *a
  *     of the address space (workspace_bytes = SIZE_MAX)
  *     (a variable-length batch is checked as one sequence of total rows:
  *     its batch strides, 0 say, are not read); a paged call's page_size
- *     not a power of two in 1 .. 65536, num_pages < 1, block_table_stride
+ *     not a power of two in 16 .. 65536, num_pages < 1, block_table_stride
  *     below ceil(seqlen_k / page_size), block_table not 4-byte aligned,
  *     past the end of the address space or inside o or lse, cu_seqlens
  *     with it, or page_size, num_pages or block_table_stride set without

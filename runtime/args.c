@@ -11,6 +11,7 @@
 #include <string.h>
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
+#include "fat_abi_kv.h"
 #include "types.h"
 #include "runtime_int.h"
 
@@ -44,9 +45,10 @@ static fat_status check_pages(fat_context *c, const fat_attn_args *a) {
                   a->page_size, a->num_pages, a->block_table_stride);
     return FAT_OK;
   }
-  if (a->page_size < 1 || a->page_size > MAX_PAGE_SIZE || (a->page_size & (a->page_size - 1)))
-    return fail(c, FAT_ERR_INVALID_ARGUMENT, "page_size %d: must be a power of two from 1 to %d "
-                "(a key's page is found by a shift)", a->page_size, MAX_PAGE_SIZE);
+  if (a->page_size < FAT_FWD_PAGE_GROUP || a->page_size > MAX_PAGE_SIZE ||
+      (a->page_size & (a->page_size - 1)))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "page_size %d: must be a power of two from %d to %d "
+                "(a key's page is found by a shift)", a->page_size, FAT_FWD_PAGE_GROUP, MAX_PAGE_SIZE);
   if (a->num_pages < 1)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "num_pages %d: a paged cache has at least one page",
                 a->num_pages);
@@ -309,7 +311,7 @@ fat_status fat_rt_check_args(fat_context *c, const fat_attn_args *a) {
   span t[N_TENSORS];
   fat_status st = fat_rt_check_problem(c, a);
   if (st) return st;
-  if (!fat_rt_find_default((sel_key){.direction = FAT_FWD}, a->dtype, a->mask,
+  if (!fat_rt_find_default(fat_rt_fwd_key(a), a->dtype, a->mask,
                            fat_rt_template_head_dim(FAT_FWD, a->head_dim)))
     return fat_rt_unsupported_head_dim(c, a->head_dim);
   if ((st = check_tensors(c, a, t))) return st;

@@ -60,11 +60,29 @@ static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
                     a->softcap);
 }
 
-static fat_fwd_geometry entry_geometry(const sel_record *e) {
+/* What a launch of A needs beyond P: its packed rows, the GPU's SMs and
+ * a paged cache's table. */
+static fat_fwd_call fwd_call(const fat_context *c, const fat_attn_args *a) {
+  return (fat_fwd_call){.total_q = a->cu_seqlens_q ? a->total_q : 0,
+                        .total_k = a->cu_seqlens_k ? a->total_k : 0, .sm_count = c->sm_count,
+                        .block_table = a->block_table, .block_table_stride = a->block_table_stride,
+                        .page_size = a->page_size};
+}
+
+/* The geometry a record's variant launches P's call with: its split count
+ * chosen for the call where the launch chooses it, and then one split
+ * (which needs no workspace) where the caller's WORKSPACE_BYTES are too few
+ * for more. */
+static fat_fwd_geometry call_geometry(const sel_record *e, const fat_fwd_params *p, const fat_fwd_call *call,
+                                      size_t workspace_bytes) {
   fat_fwd_geometry g = {.block_m = e->block_m, .threads = e->threads, .smem_bytes = e->smem_bytes,
-                        .pack_gqa = e->pack_gqa, .splits = e->splits, .head_dim = e->template_dim,
-                        .block_n = e->block_n, .tma_slab = e->tma_slab, .bf16 = e->dtype == FAT_ATTN_BF16,
-                        .persistent = e->persistent};
+                        .pack_gqa = e->pack_gqa, .splits = e->splits, .launch_splits = e->splits == 0,
+                        .paged = e->paged, .local = e->mask == FAT_ATTN_MASK_LOCAL,
+                        .head_dim = e->template_dim, .block_n = e->block_n, .tma_slab = e->tma_slab,
+                        .bf16 = e->dtype == FAT_ATTN_BF16, .persistent = e->persistent};
+  g.splits = fat_fwd_call_splits(&g, p, call);
+  if (g.launch_splits && fat_fwd_workspace_bytes(&g, p->batch, p->heads, p->seqlen_q) > workspace_bytes)
+    g.splits = 1;
   return g;
 }
 
@@ -116,7 +134,7 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
    * variant, or the best one that can run the call: one that needs no
    * scratch when the caller's is too small for the tuned split, one that
    * loads without tensor maps when they cannot describe the tensors. */
-  sel_key key = {.direction = FAT_FWD};
+  sel_key key = fat_rt_fwd_key(a);
   fat_fwd_params p;
   fat_fwd_call call;
   fat_fwd_geometry g;
@@ -124,10 +142,8 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
     if ((st = prepare_launch(c, key, a, a, check_fwd, stream, &served))) return st;
     e = served.rec;
     fwd_params(a, &p);  /* A is checked now */
-    call = (fat_fwd_call){.total_q = a->cu_seqlens_q ? a->total_q : 0,
-                          .total_k = a->cu_seqlens_k ? a->total_k : 0,
-                          .sm_count = c->sm_count};
-    g = entry_geometry(e);
+    call = fwd_call(c, a);
+    g = call_geometry(e, &p, &call, a->workspace ? a->workspace_bytes : 0);
     size_t need = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
     char why[256];
     if (!key.no_workspace && need > 0 && (!a->workspace || a->workspace_bytes < need)) {
@@ -155,19 +171,25 @@ static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a
   if (!bytes)
     st = fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL");
   else if (c->offline)
-    st = fat_rt_select_variant(c, (sel_key){.direction = FAT_FWD}, a, &sel);
+    st = fat_rt_select_variant(c, fat_rt_fwd_key(a), a, &sel);
   else if (!(st = fat_rt_check_problem(c, a)))
     /* With a device, what serves the launch: asked before every call, it
      * must cost no more than the launch's lookup. */
-    st = fat_rt_lookup_entry(c, (sel_key){.direction = FAT_FWD}, a, &e);
+    st = fat_rt_lookup_entry(c, fat_rt_fwd_key(a), a, &e);
   if (st == FAT_OK) {
-    const fat_fwd_geometry g = e.rec ? entry_geometry(e.rec)
-                                 : (fat_fwd_geometry){.block_m = sel.block_m, .threads = sel.threads,
-                                                      .smem_bytes = sel.smem_bytes, .pack_gqa = sel.pack_gqa,
-                                                      .splits = sel.splits > 1 ? sel.splits : 1,
-                                                      .head_dim = sel.head_dim, .block_n = sel.block_n,
-                                                      .tma_slab = sel.tma_slab,
-                                                      .bf16 = a->dtype == FAT_ATTN_BF16};
+    /* The bytes of the split count the launch will choose (the record of
+     * an offline selection: its variant's schedule). */
+    sel_record offline = {.splits = 1};
+    if (!e.rec)
+      offline = (sel_record){.mask = a->mask, .block_m = sel.block_m, .threads = sel.threads,
+                             .smem_bytes = sel.smem_bytes,
+                             .pack_gqa = sel.pack_gqa, .splits = sel.splits, .paged = sel.paged,
+                             .template_dim = sel.head_dim, .block_n = sel.block_n,
+                             .tma_slab = sel.tma_slab, .dtype = a->dtype, .persistent = sel.persistent};
+    fat_fwd_params p;
+    fwd_params(a, &p);
+    const fat_fwd_call call = fwd_call(c, a);
+    const fat_fwd_geometry g = call_geometry(e.rec ? e.rec : &offline, &p, &call, SIZE_MAX);
     *bytes = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
     if (*bytes == SIZE_MAX) st = fat_rt_workspace_overflow(c, a);
   }

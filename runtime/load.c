@@ -271,7 +271,7 @@ fat_status fat_rt_ensure_kernel(fat_context *c, const selection *sel, const kern
               fat_cuda_result_text(&c->cu, r, e, sizeof e));
     goto out;
   }
-  if (sel->direction == FAT_FWD && sel->splits > 1) {
+  if (sel->direction == FAT_FWD && sel->splits != 1) { /* a fixed count, or the launch's (0) */
     char entry[160];
     snprintf(entry, sizeof entry, "%s%s", sel->entry, FAT_FWD_COMBINE_SUFFIX);
     r = c->cu.cuModuleGetFunction(&k->combine_fn, k->module, entry);

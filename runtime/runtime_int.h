@@ -20,6 +20,7 @@
 #include "fatune.h"
 #include "cuda_api.h"
 #include "defaults.h"
+#include "types.h"
 
 #define ERR_CAP 1024
 #define PATH_CAP 4096
@@ -55,11 +56,13 @@ typedef struct kernel {
  * context: a launch reads it with the lock released. */
 typedef struct sel_record {
   struct sel_record *next;
-  int direction, dtype;
+  int direction, dtype, mask;
   fat_choice choice;         /* match: not read (the shape's is, sel_shape) */
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
-  int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h) */
+  int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h); splits 0: the
+                                launch chooses them */
+  int paged;                 /* forward: K and V read from a paged cache */
   int block_n;               /* > 0 for a variant that takes tensor maps: its key tile */
   int tma_slab;              /* with block_n: the maps' box columns, the template's slab */
   int persistent;            /* forward: resident blocks, at most one an SM */
@@ -69,10 +72,11 @@ typedef struct sel_record {
 
 /* A call's exact problem: its sel_key and its shape. */
 typedef struct sel_shape_key {
-  int direction, deterministic, no_workspace, no_tma, features;  /* the sel_key */
+  int direction, deterministic, no_workspace, no_tma, features, paged;  /* the sel_key */
   int dtype, mask, head_dim, seqlen_q, seqlen_k, group;
   int window_left, window_right;  /* the local mask's window (0, 0 for the others) */
   int varlen_mean;                /* a packed batch's mean length step (varlen_mean_step); 0 dense */
+  int page_size;                  /* a paged cache's page size; 0 contiguous */
 } sel_shape_key;
 
 /* One way of the exact-shape memo: a problem and what serves it. */
@@ -135,7 +139,15 @@ typedef struct sel_key {
                          (fat_rt_bwd_features); only families that take them
                          (family.h's features), a call without them only the
                          others */
+  int paged;          /* forward: the call reads a paged cache (a block table); only
+                         families that do (family.h's paged), a call without one only
+                         the others */
 } sel_key;
+
+/* The selection key of forward call A: the forward, paged or not. */
+static inline sel_key fat_rt_fwd_key(const fat_attn_args *a) {
+  return (sel_key){.direction = FAT_FWD, .paged = a && a->block_table != NULL};
+}
 
 /* 1 when the backward of A needs a family with features (family.h): a
  * packed batch (cu_seqlens), seqused_k or a soft-cap. */
@@ -149,7 +161,8 @@ typedef struct selection {
   char family[64], params[256];
   int block_m, threads, smem_bytes;
   int block_q, dq_separate;        /* backward only */
-  int pack_gqa, splits;            /* forward only */
+  int pack_gqa, splits;            /* forward only; splits 0: chosen at launch */
+  int paged;                       /* forward: a paged family's variant */
   int block_n;                     /* a tensor-map variant's key tile, else 0 */
   int tma_slab;                    /* with block_n: the maps' box columns */
   int persistent;                  /* forward: a persistent variant */

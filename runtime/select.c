@@ -77,10 +77,13 @@ int fat_rt_template_head_dim(int direction, int head_dim) {
 
 /* Whether a variant of FAMILY serves a call of KEY: a backward with
  * variable lengths or a soft-cap only on a family that takes them, one
- * without on a family for dense calls (family.h's features). */
+ * without on a family for dense calls (family.h's features); a forward
+ * over a paged cache only on a family that reads pages, one over a
+ * contiguous cache on the others (family.h's paged). */
 static int family_serves(sel_key key, const char *family) {
   const fat_family *f = fat_family_find(family, (fat_direction)key.direction);
-  return !f || key.direction != FAT_BWD || f->features == key.features;
+  if (!f) return 1;
+  return key.direction == FAT_BWD ? f->features == key.features : f->paged == key.paged;
 }
 
 /* The built-in default of a problem: for the backward, the deterministic
@@ -145,17 +148,20 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   return h;
 }
 
-/* The first schema versions whose problems carry a window, and a
- * variable-length profile. A user's database of an older one is read as it
- * is (the tuner upgrades it on its next write): its problems read as
- * window 0, 0 and dense, and it has no local or variable-length one. */
+/* The first schema versions whose problems carry a window, a
+ * variable-length profile, and a paged cache's page size. A user's database
+ * of an older one is read as it is (the tuner upgrades it on its next
+ * write): its problems read as window 0, 0, dense and contiguous, and it
+ * has no local, variable-length or paged one. */
 #define WINDOW_SCHEMA_VERSION 2
 #define LENGTHS_SCHEMA_VERSION 3
+#define PAGE_SCHEMA_VERSION 7
 
 /* The winners of a key, bucket by bucket (a bucket's rows adjacent, its
- * newest winner first). WINDOW: the problem's window and lengths columns,
- * or constants for a database without them; either way result columns 13,
- * 14 and 15, which the ORDER BY names by number; the source is the 16th.
+ * newest winner first). WINDOW: the problem's window, lengths and page
+ * size columns, or constants for a database without them; either way
+ * result columns 13 to 16, which the ORDER BY names by number; the source
+ * is the 17th.
  * The variant must be of its problem's key (import refuses any other). */
 #define VARIANT_OF_PROBLEM                                                                     \
   " AND v.direction = p.direction AND v.dtype = p.dtype AND v.mask = p.mask"                   \
@@ -172,7 +178,7 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   /* Families the table lets win: the materialising baseline never does. */                   \
   " AND " FAT_SQL_MAY_WIN("v.family", "v.direction") " AND instr(v.source, ?9) > 0"            \
   " AND instr(v.source, ?10) > 0"                                                              \
-  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, w.chosen_at DESC"
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, 16, w.chosen_at DESC"
 
 /* The deterministic backward: the fastest live timing, per bucket, of a
  * variant without atomics (dQ in its own pass: mma80's DQ_MODE=separate
@@ -191,16 +197,19 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   " AND instr(v.source, ?9) > 0 AND instr(v.source, ?10) > 0"                                  \
   " AND " FAT_SQL_DQ_SEPARATE("v.params")                                                      \
   " AND " FAT_SQL_LIVE_PASSING("", "t.variant_id", "t.gpu_id", "t.problem_id")                \
-  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, t.median_ms, t.id"
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, 16, t.median_ms, t.id"
 
-#define V1_COLUMNS "0, 0, ''"
-#define V2_COLUMNS "p.window_left, p.window_right, ''"
-#define V3_COLUMNS "p.window_left, p.window_right, p.lengths"
-/* By [deterministic][the database's columns: none, windows, windows and lengths]. */
-static const char *const LOOKUP_SQL[2][3] = {
-    {WINNER_SELECT(V1_COLUMNS), WINNER_SELECT(V2_COLUMNS), WINNER_SELECT(V3_COLUMNS)},
+#define V1_COLUMNS "0, 0, '', 0"
+#define V2_COLUMNS "p.window_left, p.window_right, '', 0"
+#define V3_COLUMNS "p.window_left, p.window_right, p.lengths, 0"
+#define V5_COLUMNS "p.window_left, p.window_right, p.lengths, p.page_size"
+/* By [deterministic][the database's columns: none, windows, windows and
+ * lengths, and page sizes]. */
+static const char *const LOOKUP_SQL[2][4] = {
+    {WINNER_SELECT(V1_COLUMNS), WINNER_SELECT(V2_COLUMNS), WINNER_SELECT(V3_COLUMNS),
+     WINNER_SELECT(V5_COLUMNS)},
     {DETERMINISTIC_SELECT(V1_COLUMNS), DETERMINISTIC_SELECT(V2_COLUMNS),
-     DETERMINISTIC_SELECT(V3_COLUMNS)},
+     DETERMINISTIC_SELECT(V3_COLUMNS), DETERMINISTIC_SELECT(V5_COLUMNS)},
 };
 
 /* The line every source built against today's fat_fwd_params carries:
@@ -220,6 +229,7 @@ typedef struct bucket {
   int sequences;                  /* a packed batch of variable lengths: its sequences; 0 dense */
   double mean;                    /* ... and their mean length (a dense bucket: seqlen_q) */
   int mean_step;                  /* ... in quarter octaves (mean_step_of) */
+  int page_size;                  /* a paged cache's page size; 0 contiguous */
 } bucket;
 
 static int mean_step_of(double mean) { return (int)lround(4.0 * log2(mean > 1.0 ? mean : 1.0)); }
@@ -237,7 +247,8 @@ static int key_varlen_mean(const fat_attn_args *a) {
 /* The bucket of call A (its group and window as its problem key has them). */
 static bucket call_bucket(const fat_attn_args *a, int window_left, int window_right) {
   bucket b = {.seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k, .group = a->heads / a->heads_k,
-              .window_left = window_left, .window_right = window_right, .mean = a->seqlen_q};
+              .window_left = window_left, .window_right = window_right, .mean = a->seqlen_q,
+              .page_size = a->block_table ? a->page_size : 0};
   if (a->cu_seqlens_q) {
     b.sequences = a->batch;
     b.mean_step = varlen_mean_step(a);
@@ -285,13 +296,16 @@ static double bucket_distance(bucket b, bucket call) {
   /* A packed call also weighs the mean length, where most of its work is
    * (a dense bucket's mean is its length). */
   if (call.sequences) d += fabs(log(b.mean / call.mean));
+  /* A paged call weighs the page size, at a quarter: the kernels are the
+   * same, only how far apart their rows' pages are differs. */
+  if (call.page_size && b.page_size) d += 0.25 * fabs(log((double)b.page_size / call.page_size));
   return d;
 }
 
 static int same_bucket(bucket a, bucket b) {
   return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.group == b.group &&
          a.window_left == b.window_left && a.window_right == b.window_right &&
-         a.sequences == b.sequences && a.mean_step == b.mean_step;
+         a.sequences == b.sequences && a.mean_step == b.mean_step && a.page_size == b.page_size;
 }
 
 /* The window in A's problem key: the local mask's own, 0, 0 for the
@@ -316,7 +330,7 @@ static int schema_version(sqlite3 *h) {
 
 /* 1 when the stored source of row S (column SOURCE_COL) hashes to its
  * source_hash (column 1): what is compiled is what was checked. */
-#define SOURCE_COL 15
+#define SOURCE_COL 16
 static int source_matches(sqlite3_stmt *s) {
   char hex[FAT_SHA256_HEX_CHARS + 1];
   const char *src = (const char *)sqlite3_column_text(s, SOURCE_COL);
@@ -324,6 +338,13 @@ static int source_matches(sqlite3_stmt *s) {
   if (!src || !hash) return 0;
   fat_sha256_hex(src, (size_t)sqlite3_column_bytes(s, SOURCE_COL), hex);
   return !strcmp(hex, hash);
+}
+
+/* 1 when the source of row S carries today's layout of fat_fwd_kv_params. */
+#define KV_ABI_MARKER "#define FAT_ABI_KV_VERSION " ABI_STR(FAT_ABI_KV_VERSION)
+static int kv_abi_of(sqlite3_stmt *s) {
+  const char *src = (const char *)sqlite3_column_text(s, SOURCE_COL);
+  return src && strstr(src, KV_ABI_MARKER) != NULL;
 }
 
 /* The variant a selection names, and its launch geometry. */
@@ -345,6 +366,7 @@ static void put_schedule(selection *out, const fat_kernel_desc *sched) {
   out->dq_separate = sched->dq_separate;
   out->pack_gqa = sched->pack_gqa;
   out->splits = sched->splits;
+  out->paged = sched->paged;
   out->block_n = sched->block_n;
   out->tma_slab = sched->tma_slab;
   out->persistent = sched->persistent;
@@ -359,9 +381,11 @@ static void put_schedule(selection *out, const fat_kernel_desc *sched) {
 struct sel_row {
   char *name, *source_hash, *entry, *family, *params, *lengths;
   int block_m, threads, smem_bytes;
-  int seqlen_q, seqlen_k, group, window_left, window_right;
+  int seqlen_q, seqlen_k, group, window_left, window_right, page_size;
   double tuned_ms;
   int source_ok;
+  int kv_abi;  /* its source carries today's FAT_ABI_KV_VERSION line (a variant that takes
+                  fat_fwd_kv_params is served only then) */
 };
 
 static char *dup_text(sqlite3_stmt *s, int col) {
@@ -468,7 +492,8 @@ static fat_status lookup_rows(fat_context *c, int i, const tuned_gpu *gpu, sel_k
   fat_status st = FAT_OK;
   if (h) {
     const int version = schema_version(h);
-    const char *sql = LOOKUP_SQL[deterministic][version >= LENGTHS_SCHEMA_VERSION ? 2
+    const char *sql = LOOKUP_SQL[deterministic][version >= PAGE_SCHEMA_VERSION      ? 3
+                                                : version >= LENGTHS_SCHEMA_VERSION ? 2
                                                 : version >= WINDOW_SCHEMA_VERSION];
     if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
       /* A database without fatune's tables has nothing for us. */
@@ -501,7 +526,8 @@ static fat_status lookup_rows(fat_context *c, int i, const tuned_gpu *gpu, sel_k
                      .smem_bytes = sqlite3_column_int(s, 7), .seqlen_q = sqlite3_column_int(s, 8),
                      .tuned_ms = sqlite3_column_double(s, 9), .seqlen_k = sqlite3_column_int(s, 10),
                      .group = sqlite3_column_int(s, 11), .window_left = sqlite3_column_int(s, 12),
-                     .window_right = sqlite3_column_int(s, 13), .source_ok = source_matches(s)};
+                     .window_right = sqlite3_column_int(s, 13), .page_size = sqlite3_column_int(s, 15),
+                     .source_ok = source_matches(s), .kv_abi = kv_abi_of(s)};
       w->name = dup_text(s, 0), w->source_hash = dup_text(s, 1), w->entry = dup_text(s, 2);
       w->family = dup_text(s, 3), w->params = dup_text(s, 4), w->lengths = dup_text(s, 14);
       r->n++;
@@ -542,7 +568,11 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
   for (int j = 0; j < rows->n; j++) {
     const sel_row *w = &rows->rows[j];
     bucket b = {.seqlen_q = w->seqlen_q, .seqlen_k = w->seqlen_k, .group = w->group,
-                .window_left = w->window_left, .window_right = w->window_right};
+                .window_left = w->window_left, .window_right = w->window_right,
+                .page_size = w->page_size};
+    /* A paged problem's winner read pages: it serves paged calls only, and
+     * they only such winners. */
+    if ((b.page_size > 0) != (call.page_size > 0)) continue;
     if (b.seqlen_q < 1 || b.seqlen_k < 1 || b.group < 1) continue; /* the schema forbids these */
     b.mean = b.seqlen_q;
     if (profile_of(w->lengths, &b)) continue;
@@ -563,6 +593,9 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
     if (!family_serves(key, w->family)) continue;
     if (key.no_workspace && fat_fwd_needs_workspace(sched.splits, sched.persistent)) continue;
     if (key.no_tma && sched.kind == FAT_KERNEL_FUSED_TMA) continue;
+    /* A variant that takes fat_fwd_kv_params, built against another layout
+     * of it, would read the wrong fields. */
+    if ((sched.paged || (key.direction == FAT_FWD && sched.splits == 0)) && !w->kv_abi) continue;
     /* A family with a longest seqlen_q (the decoding family's tiles are for
      * short query sides) serves calls of that kind only, however near their
      * bucket; fat_kernel_schedule found its row. */
@@ -587,6 +620,7 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
     out->choice.bucket_group = b.group;
     out->choice.bucket_window_left = b.window_left;
     out->choice.bucket_window_right = b.window_right;
+    out->choice.bucket_page_size = b.page_size;
     out->choice.tuned_ms = w->tuned_ms;
     out->choice.origin = i == 0 ? FAT_ORIGIN_USER_DB : FAT_ORIGIN_TABLES;
     out->choice.match = same_bucket(b, call) ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;
@@ -617,9 +651,6 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
   fat_status st = key.direction == FAT_BWD ? fat_rt_check_bwd_problem(c, a) : fat_rt_check_problem(c, a);
   if (st) return st;
   memset(out, 0, sizeof *out);
-  if (a->block_table)
-    return fail(c, FAT_ERR_UNSUPPORTED, "block_table %p: this libfatune has no kernels for a paged "
-                "cache yet", (const void *)a->block_table);
   if (c->cc_major < MIN_CC_MAJOR)
     return fail(c, FAT_ERR_UNSUPPORTED,
                 "%s has compute capability %d.%d; fatune's kernels need %d.0 or newer", c->gpu_name,
@@ -713,6 +744,7 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
 static sel_shape_key shape_key(sel_key k, const fat_attn_args *a) {
   return (sel_shape_key){.direction = k.direction, .deterministic = k.deterministic,
                          .no_workspace = k.no_workspace, .no_tma = k.no_tma, .features = k.features,
+                         .paged = k.paged, .page_size = a->block_table ? a->page_size : 0,
                          .dtype = a->dtype, .mask = a->mask, .head_dim = a->head_dim,
                          .seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k,
                          .group = a->heads / a->heads_k, .window_left = key_window_left(a),
@@ -725,7 +757,7 @@ static int same_shape(const sel_shape_key *x, const sel_shape_key *y) {
          x->dtype == y->dtype && x->mask == y->mask && x->head_dim == y->head_dim &&
          x->seqlen_q == y->seqlen_q && x->seqlen_k == y->seqlen_k && x->group == y->group &&
          x->window_left == y->window_left && x->window_right == y->window_right &&
-         x->varlen_mean == y->varlen_mean;
+         x->varlen_mean == y->varlen_mean && x->paged == y->paged && x->page_size == y->page_size;
 }
 
 /* The memo's set of SHAPE. */
@@ -733,7 +765,8 @@ static sel_shape *memo_set(fat_context *c, const sel_shape_key *s) {
   uint32_t h = 2166136261u; /* FNV-1a over the key */
   const int key[] = {s->direction, s->deterministic, s->no_workspace, s->no_tma, s->features,
                      s->dtype,     s->mask,          s->head_dim,     s->seqlen_q, s->seqlen_k,
-                     s->group,     s->window_left,   s->window_right, s->varlen_mean};
+                     s->group,     s->window_left,   s->window_right, s->varlen_mean,
+                     s->paged,     s->page_size};
   for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;
@@ -769,11 +802,11 @@ static void memo_put(fat_context *c, const sel_shape_key *shape, sel_served serv
  * choice (but for match, the shape's). */
 static int same_record(const sel_record *x, const sel_record *y) {
   const fat_choice *p = &x->choice, *q = &y->choice;
-  return x->k == y->k && x->direction == y->direction && x->dtype == y->dtype &&
+  return x->k == y->k && x->direction == y->direction && x->dtype == y->dtype && x->mask == y->mask &&
          x->block_m == y->block_m && x->threads == y->threads && x->smem_bytes == y->smem_bytes &&
          x->block_q == y->block_q && x->dq_separate == y->dq_separate && x->pack_gqa == y->pack_gqa &&
-         x->splits == y->splits && x->block_n == y->block_n && x->tma_slab == y->tma_slab &&
-         x->persistent == y->persistent &&
+         x->splits == y->splits && x->paged == y->paged && x->block_n == y->block_n &&
+         x->tma_slab == y->tma_slab && x->persistent == y->persistent &&
          x->template_dim == y->template_dim && !strcmp(p->variant, q->variant) &&
          !strcmp(p->source_hash, q->source_hash) && p->origin == q->origin &&
          p->bucket_seqlen == q->bucket_seqlen && p->bucket_seqlen_k == q->bucket_seqlen_k &&
@@ -788,10 +821,10 @@ static int same_record(const sel_record *x, const sel_record *y) {
  * held. */
 static fat_status record_of(fat_context *c, sel_key key, const selection *sel, const kernel *k,
                             const sel_record **out) {
-  sel_record r = {.direction = key.direction, .dtype = sel->dtype, .choice = sel->choice,
+  sel_record r = {.direction = key.direction, .dtype = sel->dtype, .mask = sel->mask, .choice = sel->choice,
                   .block_m = sel->block_m, .threads = sel->threads, .smem_bytes = sel->smem_bytes,
                   .block_q = sel->block_q, .dq_separate = sel->dq_separate,
-                  .pack_gqa = sel->pack_gqa, .splits = sel->splits > 1 ? sel->splits : 1,
+                  .pack_gqa = sel->pack_gqa, .splits = sel->splits, .paged = sel->paged,
                   .block_n = sel->block_n, .tma_slab = sel->tma_slab, .persistent = sel->persistent,
                   .template_dim = sel->head_dim, .k = k};
   r.choice.loaded = 1;
@@ -898,7 +931,7 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
 }
 
 fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choice *out) {
-  return select_public(c, (sel_key){.direction = FAT_FWD}, a, out);
+  return select_public(c, fat_rt_fwd_key(a), a, out);
 }
 
 fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, fat_choice *out) {

@@ -24,16 +24,20 @@
  * next. Key j of sequence b is row j % page_size of page
  * block_table[b * block_table_stride + j / page_size].
  *
- * The page size is any power of two (the public API takes 1 .. 65536):
- * the kernels find a key's page by a shift and its row by a mask, and
- * look the page up for every row they copy, so a key tile may span pages
- * and no page size is tied to a tile size. The other choice, pages a
- * multiple of the key tile (FlashAttention-2's 256), would cost one table
- * read a tile instead of one a copied row, but would serve neither vLLM's
- * 16-token pages nor SGLang's single tokens, and would make the page size
- * a compile-time parameter of each variant; the row's read is a few bytes
- * that every block of a sequence reads (L1 serves them) and is issued with
- * the copies of the tiles in flight, which hide it.
+ * The page size is any power of two from FAT_FWD_PAGE_GROUP (16, vLLM's)
+ * up (the public API takes 16 .. 65536; 64 and 256, FlashAttention-2's
+ * least, alike): the kernels find a key's page by a shift and its row by a
+ * mask, so a key tile may span pages and no page size is tied to a tile
+ * size. Each 16-key group of a tile (the P·V product's k-step) lies in one
+ * page, whose table entry one lane of each warp reads and hands to the
+ * others' copies by a shuffle: a few bytes every block of a sequence reads
+ * (L1 serves them), under the copies of the tiles in flight. The two other
+ * choices measured worse on paper or in ptxas: pages a multiple of the key
+ * tile (FlashAttention-2's) would serve neither vLLM's 16-token pages nor
+ * the 64-key tiles with 16-token pages, and would make the page size a
+ * compile-time parameter of each variant; a table read for every copied
+ * row (which would take any page size, SGLang's single tokens too) made
+ * ptxas hold one register a copy and spill (d192: 160 bytes).
  *
  * Each sequence's keys are its first seqused_k[b] (FlashAttention's
  * cache_seqlens), else seqlen_k; causal masks and windows align bottom-
@@ -59,6 +63,11 @@
 /* The most splits a launch may choose: the combine kernel gives each split
  * one lane of a warp. */
 #define FAT_FWD_MAX_LAUNCH_SPLITS 32
+
+/* The fewest keys a page holds: a key tile's groups of this many keys
+ * (the P·V product's k-step) each lie in one page, whose table entry one
+ * lane reads for the warp. */
+#define FAT_FWD_PAGE_GROUP 16
 
 typedef struct fat_fwd_kv_params {
   const int *block_table;  /* paged: batch rows of block_table_stride page indices; 0 dense */

@@ -26,10 +26,30 @@
 //   SPLITS    the block's key tiles are divided among SPLITS blocks, each
 //             writing an fp32 partial output and its log-sum-exp; the second
 //             kernel, fat_fwd_mma80_combine, merges them (FlashDecoding).
+// Two more, which the launch completes (issue 24), come in variants of
+// their own, so that every variant tuned before keeps its machine code
+// (each switch is a preprocessor condition or an enumerator, never a
+// namespace-scope constexpr variable, which NVRTC writes into the cubin):
+//   PAGED     K and V live in a pool of pages found through a block table
+//             (templates/fat_abi_kv.h has the layout and the page size
+//             rule). Each 16-key group of a key tile lies in one page, whose
+//             table entry one lane reads and shuffles to the copies, so a
+//             tile may span pages and every power of two from 16 is a page
+//             size -- 16 (vLLM's), 64, 256 (FlashAttention-2's least) alike.
+//             Q is reloaded from shared memory at every k-step (the copies'
+//             addresses need the registers), and with SPLITS 0 the output
+//             leaves straight from registers. Masks and windows compare
+//             logical key positions, as for a contiguous cache;
+//   SPLITS 0  the split count comes with the launch (fat_fwd_kv_params'
+//             splits), chosen for the machine from the grid and the keys
+//             (core/fwd_launch.c, fat_fwd_launch_splits); the combine kernel
+//             reads it too, and a launch of one split writes O itself.
+// A variant that does either takes fat_fwd_kv_params as its second argument.
 //
 // Parameters in double braces are substituted by generator/expand.lua; they change
 // speed, never results.
 #include "fat_abi.h"
+#include "fat_abi_kv.h"
 
 constexpr int kHeadDim = {{HEAD_DIM}};
 constexpr int kBlockM = {{BLOCK_M}};   // query rows per thread block
@@ -40,7 +60,12 @@ constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
 constexpr bool kPackGqa = {{PACK_GQA}};
-constexpr int kSplits = {{SPLITS}};     // blocks the keys of one query block are divided among
+constexpr int kSplits = {{SPLITS}};     // blocks the keys of one query block are divided among;
+                                        // 0: as many as the launch says (fat_fwd_kv_params)
+// Enumerators, not constexpr variables: the variants without them keep their cubins.
+enum : int { kPaged = {{PAGED}} };      // K and V in pages (fat_fwd_kv_params' block table)
+// The kernels take fat_fwd_kv_params as a second argument.
+#define FAT_TAKES_KV ({{PAGED}} || {{SPLITS}} == 0)
 
 constexpr int kThreads = kWarps * 32;
 constexpr int kWarpRows = kBlockM / kWarps;  // query rows owned by one warp
@@ -61,17 +86,20 @@ constexpr bool kSwizzle = kHeadDim % 64 == 0;
 constexpr int kRowPitch = kSwizzle ? kHeadDim : kHeadDim + 8;  // elements
 constexpr int kChunksPerRow = kHeadDim / 8;                    // 16-byte chunks of one row
 // Keep Q's MMA fragments in registers when they fit beside the accumulators;
-// otherwise reload them from shared memory at every k-step.
+// otherwise reload them from shared memory at every k-step. A paged
+// variant always reloads: its copies' addresses (a page and a row each)
+// need the registers, and a decoding block, bound by reading K and V, pays
+// nothing for the extra ldmatrix of Q.
 constexpr int kAccumRegs = kMTiles * (kDTiles * 4 + kNTiles * 4);
 constexpr int kQFragRegs = kMTiles * kKSteps * 4;
 constexpr int kRegBudget = 176;              // of 255; the rest: fragments, addresses, softmax state
-constexpr bool kQInRegs = kAccumRegs + kQFragRegs <= kRegBudget;
+constexpr bool kQInRegs = kAccumRegs + kQFragRegs <= kRegBudget && !kPaged;
 
 static_assert(kBlockM % (16 * kWarps) == 0, "each warp owns whole 16-row tiles");
 static_assert(kBlockN % 16 == 0, "P·V consumes keys 16 at a time");
 static_assert(kHeadDim % 16 == 0, "the MMA k-step is 16");
 static_assert(kStages >= 1, "at least one K/V buffer");
-static_assert(kSplits >= 1 && kSplits <= 32, "the combine kernel gives each split one lane");
+static_assert(kSplits >= 0 && kSplits <= FAT_FWD_MAX_LAUNCH_SPLITS, "the combine kernel gives each split one lane");
 static_assert(!(kIsCausal && kIsLocal), "causal is the local window (-1, 0), generated apart");
 
 #include "fwd_common.cuh"
@@ -131,10 +159,67 @@ __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long
   }
 }
 
+#if {{PAGED}}
+// load_tile for a key tile of a paged K or V: tile row r is key n0 + r of
+// the sequence, row (n0 + r) & page_mask of its page, pages page_stride
+// elements apart from head_base (the pool's first page at this block's
+// K/V head). A page holds at least FAT_FWD_PAGE_GROUP keys (a power of two,
+// as is the page), so each FAT_FWD_PAGE_GROUP-key group of the tile lies in
+// one page: lane q of each warp reads group q's entry of the sequence's
+// block table row page_of, and every copy takes its row's page from that
+// lane by a shuffle -- one table read a group, not one a copied row (which
+// ptxas hoisted, one register each, into spills). A group at or past
+// valid_rows (keys past the sequence's end, whose entries may name no page)
+// reads nothing; its rows, and columns past head_dim, are zero-filled.
+template <int kRows>
+__device__ __forceinline__ void load_tile_paged(u32 tile, const elem_t *head_base, const int *page_of,
+                                                int page_shift, long long page_stride, long long row_stride,
+                                                int n0, int valid_rows, int head_dim, int tid) {
+  constexpr int kGroups = kRows / FAT_FWD_PAGE_GROUP;  // of this tile, each in one page
+  static_assert(kRows % FAT_FWD_PAGE_GROUP == 0 && kGroups <= 32, "a lane holds each group's page");
+  const int lane = tid % 32, page_mask = (1 << page_shift) - 1;
+  const int group_key = n0 + lane * FAT_FWD_PAGE_GROUP;
+  const int lane_page = lane < kGroups && lane * FAT_FWD_PAGE_GROUP < valid_rows
+                            ? __ldg(page_of + (group_key >> page_shift)) : 0;
+  // Where the chunk at column col of tile row row lives, in the page PAGE.
+  auto source = [&](int row, int col, int page) {
+    return head_base + (long long)page * page_stride + ((n0 + row) & page_mask) * row_stride + col;
+  };
+  // Each thread walks one column chunk down the rows, as load_tile does;
+  // where the threads are no multiple of a row's chunks (d96, d192) the
+  // last few only shuffle, so that no copy needs a row and column of its
+  // own (ptxas kept one each live, and spilled them).
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  constexpr int kCopiers = kRowsPerPass * kChunksPerRow;
+  const int row0 = tid / kChunksPerRow, col = (tid % kChunksPerRow) * 8;
+  const bool copies = kCopiers == kThreads || tid < kCopiers;
+  const u32 dst = tile + tile_offset(row0, col);
+#pragma unroll
+  for (int i = 0; i < (kRows + kRowsPerPass - 1) / kRowsPerPass; i++) {
+    const int row = row0 + i * kRowsPerPass;
+    const int page = __shfl_sync(0xffffffffu, lane_page, row / FAT_FWD_PAGE_GROUP);  // every lane
+    if (copies && (kRows % kRowsPerPass == 0 || row < kRows)) {
+      const bool inside = row < valid_rows && col < head_dim;
+      const u32 d = kRowsPerPass % 8 == 0 ? dst + i * kRowsPerPass * kRowPitch * sizeof(elem_t)
+                                          : tile + tile_offset(row, col);
+      cp_async_16(d, inside ? source(row, col, page) : head_base, inside ? 16 : 0);
+    }
+  }
+}
+#endif
+
 // Grid: (ceil(rows / kBlockM), kPackGqa ? heads_k : heads, batch · kSplits),
-// rows = seqlen_q · (kPackGqa ? heads / heads_k : 1).
+// rows = seqlen_q · (kPackGqa ? heads / heads_k : 1); SPLITS 0: kv.splits
+// in place of kSplits.
+#if FAT_TAKES_KV
+// One block an SM is all ptxas need plan for: left to itself it capped
+// some paged variants at 168 registers (three blocks) and spilled.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+fat_fwd_mma80(const fat_fwd_params p, const fat_fwd_kv_params kv) {
+#else
 extern "C" __global__ void __launch_bounds__(kThreads)
 fat_fwd_mma80(const fat_fwd_params p) {
+#endif
   extern __shared__ __align__(128) unsigned char smem[];  // whole lines: the swizzle's xor
   // Shared-memory addresses as 32-bit offsets, so that every operand address
   // below is one base register plus a constant.
@@ -148,7 +233,12 @@ fat_fwd_mma80(const fat_fwd_params p) {
   const int g = lane / 4, t = lane % 4;  // MMA fragment coordinates: row group, column pair
   // Causal blocks further down see more keys: launch them first.
   const int m_block = kIsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int batch = blockIdx.z / kSplits, split = blockIdx.z % kSplits;
+#if {{SPLITS}} == 0
+  const int n_splits = kv.splits;  // chosen at launch
+#else
+  constexpr int n_splits = kSplits;
+#endif
+  const int batch = blockIdx.z / n_splits, split = blockIdx.z % n_splits;
   const int group = p.heads / p.heads_k;
   const int head_k = kPackGqa ? blockIdx.y : blockIdx.y / group;
   const Sequence seq = sequence_of(p, batch);
@@ -170,13 +260,38 @@ fat_fwd_mma80(const fat_fwd_params p) {
   if (kIsLocal && p.window_left >= 0) n_begin = max(0, first_pos + diag - p.window_left);
   int tile_begin = n_begin / kBlockN;
   int tile_end = n_end > n_begin ? (n_end + kBlockN - 1) / kBlockN : tile_begin;
-  if constexpr (kSplits > 1) {  // this block's share of the key tiles
-    const int per_split = (tile_end - tile_begin + kSplits - 1) / kSplits;
+  if constexpr (kSplits != 1) {  // this block's share of the key tiles
+    const int per_split = (tile_end - tile_begin + n_splits - 1) / n_splits;
     tile_begin = min(tile_end, tile_begin + split * per_split);
     tile_end = min(tile_end, tile_begin + per_split);
   }
   const int n_tiles = tile_end - tile_begin;
 
+#if {{PAGED}}
+  // The pools' first pages at this block's K/V head, and the sequence's
+  // row of the block table; the batch strides step from page to page.
+  const elem_t *k_g = static_cast<const elem_t *>(p.k) + head_k * p.k_head_stride;
+  const elem_t *v_g = static_cast<const elem_t *>(p.v) + head_k * p.v_head_stride;
+  const int *page_of = kv.block_table + (long long)batch * kv.block_table_stride;
+  const int head_dim = p.head_dim;
+
+  auto load_k = [&](int j) {  // the block's j-th key tile
+    if (j < n_tiles) {
+      const int n0 = (tile_begin + j) * kBlockN;
+      load_tile_paged<kBlockN>(k_base + (j % kStages) * kTileBytesN, k_g, page_of, kv.page_shift,
+                               p.k_batch_stride, p.k_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
+    }
+    cp_async_commit();  // empty groups keep the wait counts uniform
+  };
+  auto load_v = [&](int j) {
+    if (j < n_tiles) {
+      const int n0 = (tile_begin + j) * kBlockN;
+      load_tile_paged<kBlockN>(v_base + (j % kStages) * kTileBytesN, v_g, page_of, kv.page_shift,
+                               p.v_batch_stride, p.v_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
+    }
+    cp_async_commit();
+  };
+#else
   const elem_t *k_g = static_cast<const elem_t *>(p.k) + seq.k_off + head_k * p.k_head_stride;
   const elem_t *v_g = static_cast<const elem_t *>(p.v) + seq.v_off + head_k * p.v_head_stride;
   const int head_dim = p.head_dim;
@@ -197,6 +312,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
     }
     cp_async_commit();
   };
+#endif
 
   // Prologue: Q with the first K tile in one group, then the tiles ahead.
   const elem_t *q_all = static_cast<const elem_t *>(p.q) + seq.q_off;
@@ -412,6 +528,49 @@ fat_fwd_mma80(const fat_fwd_params p) {
   }
 
   cp_async_wait<0>();
+#if {{SPLITS}} == 0
+  // Straight from registers, whatever the launch chose: a split's partial
+  // as below, or, for a launch of one split, O and lse themselves (4-byte
+  // stores a quad of lanes makes 16 contiguous bytes of: a decoding block's
+  // few rows do not repay staging them in shared memory, and the registers
+  // that staging keeps live across the loop are what a d192 or d256 block
+  // has none of).
+  const long long split_rows = ((long long)split * p.batch + batch) * p.heads;
+  // Where the sequence's rows of O and lse are, read again rather than kept
+  // across the loop (NVVM kept them on the stack: local memory).
+  const Sequence out = sequence_of(p, batch);
+  elem_t *o_seq = static_cast<elem_t *>(p.o) + out.o_off;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; mt++) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const float l = quad_sum(row_sum[mt][h]), inv_l = l > 0.f ? 1.f / l : 0.f;
+      const int r = warp_row0 + mt * 16 + g + h * 8;
+      if (m0 + r >= rows) continue;
+      const float lse = row_lse(l, row_max[mt][h], p.softmax_scale);
+      if (n_splits > 1) {
+        const long long row = (split_rows + head_of(r)) * p.seqlen_q + row_pos[mt][h];
+        float *oa = p.o_accum + row * kHeadDim;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; dt++)
+          *reinterpret_cast<float2 *>(oa + dt * 8 + 2 * t) =
+              make_float2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
+        if (t == 0) p.lse_accum[row] = lse;
+      } else {
+        elem_t *o_row = o_seq + (long long)row_pos[mt][h] * p.o_row_stride + head_of(r) * p.o_head_stride;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; dt++)
+          if (dt * 8 < head_dim)  // the problem's columns only
+            *reinterpret_cast<u32 *>(o_row + dt * 8 + 2 * t) =
+                pack2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
+        if (t == 0)
+          p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head_of(r)) * out.lse_rows +
+                out.lse_row0 + row_pos[mt][h]] = lse;
+      }
+    }
+  }
+  return;
+#endif
   if constexpr (kSplits > 1) {
     // A partial: o / l and its log-sum-exp in fp32, straight from registers
     // (the combine kernel reads it once). A split that saw no key of a row
@@ -470,13 +629,25 @@ fat_fwd_mma80(const fat_fwd_params p) {
   }
 }
 
-#if {{SPLITS}} > 1
+#if {{SPLITS}} != 1
 // Merges the kSplits partials of each query row (one warp per row, lane s
 // holding split s's log-sum-exp): lse = log Σ exp(lse_s), O = Σ exp(lse_s -
 // lse) · o_s, in fp32, rounded once. Grid: ceil(batch · heads · seqlen_q /
-// rows per block) blocks of FAT_FWD_COMBINE_THREADS threads.
+// rows per block) blocks of FAT_FWD_COMBINE_THREADS threads. SPLITS 0:
+// kv.splits partials (launched only when it is above one), every lane's
+// weight gathered, those past kv.splits zero.
+enum : int { kMaxSplits = kSplits > 0 ? kSplits : FAT_FWD_MAX_LAUNCH_SPLITS };  // the lanes that may hold a split
 extern "C" __global__ void __launch_bounds__(FAT_FWD_COMBINE_THREADS)
+#if FAT_TAKES_KV
+fat_fwd_mma80_combine(const fat_fwd_params p, const fat_fwd_kv_params kv) {
+#else
 fat_fwd_mma80_combine(const fat_fwd_params p) {
+#endif
+#if {{SPLITS}} == 0
+  const int n_splits = kv.splits;
+#else
+  constexpr int n_splits = kSplits;
+#endif
   constexpr int kRowsPerBlock = FAT_FWD_COMBINE_THREADS / 32;
   const int lane = threadIdx.x % 32;
   const long long row = (long long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
@@ -488,7 +659,7 @@ fat_fwd_mma80_combine(const fat_fwd_params p) {
   const Sequence seq = sequence_of(p, batch);
   if (pos >= seq.seqlen_q) return;
   const long long split_stride = n_rows;  // rows of one split's partials
-  const float lse_s = lane < kSplits ? p.lse_accum[lane * split_stride + row] : neg_inf();
+  const float lse_s = lane < n_splits ? p.lse_accum[lane * split_stride + row] : neg_inf();
   float lse_max = lse_s;
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) lse_max = fmaxf(lse_max, __shfl_xor_sync(0xffffffffu, lse_max, off));
@@ -498,9 +669,9 @@ fat_fwd_mma80_combine(const fat_fwd_params p) {
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   const float weight = sum > 0.f ? w / sum : 0.f;  // this lane's split's share
-  float weights[kSplits];  // every split's, in every lane, before lanes part ways below
+  float weights[kMaxSplits];  // every split's, in every lane, before lanes part ways below
 #pragma unroll
-  for (int s = 0; s < kSplits; s++) weights[s] = __shfl_sync(0xffffffffu, weight, s);
+  for (int s = 0; s < kMaxSplits; s++) weights[s] = __shfl_sync(0xffffffffu, weight, s);
   if (lane == 0)
     p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head) * seq.lse_rows + seq.lse_row0 + pos] =
         sum > 0.f ? lse_max + logf(sum) : neg_inf();
@@ -508,7 +679,7 @@ fat_fwd_mma80_combine(const fat_fwd_params p) {
   for (int col = lane * 8; col < p.head_dim; col += 32 * 8) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int s = 0; s < kSplits; s++) {
+    for (int s = 0; s < kMaxSplits; s++) {
       const float ws = weights[s];
       if (ws == 0.f) continue;  // also never reads an empty split's partial
       const float4 *src = reinterpret_cast<const float4 *>(p.o_accum + (s * split_stride + row) * kHeadDim + col);

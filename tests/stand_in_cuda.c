@@ -106,11 +106,23 @@ typedef struct stand_in_module {
   int n_fns;
 } stand_in_module;
 
+/* A launch as the stand-in saw it: the function, its grid, and the first
+ * bytes its second parameter points at (a forward variant's second block,
+ * fat_fwd_kv_params, where it takes one; a tensor map or nothing else). */
+#define STAND_IN_PARAM_BYTES 24  /* sizeof(fat_fwd_kv_params) */
+typedef struct stand_in_launch {
+  const stand_in_fn *fn;
+  unsigned grid[3];
+  unsigned char second[STAND_IN_PARAM_BYTES];
+} stand_in_launch;
+#define STAND_IN_LAUNCHES_KEPT 4  /* the most recent, newest first */
+
 static int primary_ctx;                   /* its address is the primary context */
 static _Thread_local CUcontext current;   /* the driver's current context is per thread */
 static unsigned long launches, modules_loaded;
 static CUdeviceptr next_address = STAND_IN_MEMORY_BASE;
 static const stand_in_fn *last_launched;
+static stand_in_launch recent[STAND_IN_LAUNCHES_KEPT];
 
 /* ---- what the test reads -------------------------------------------------- */
 
@@ -121,6 +133,16 @@ unsigned long stand_in_modules_loaded(void) { return modules_loaded; }
  * the first launch), and that function's name. */
 const char *stand_in_last_image(void) { return last_launched ? last_launched->module->image : ""; }
 const char *stand_in_last_entry(void) { return last_launched ? last_launched->name : ""; }
+
+/* The launch BACK launches before the last (0: the last): its entry's name
+ * ("" when there was none), and into GRID and SECOND (may be NULL) its grid
+ * and the first N <= 24 bytes of its second parameter. */
+const char *stand_in_recent_launch(int back, unsigned grid[3], void *second, size_t n) {
+  if (back < 0 || back >= STAND_IN_LAUNCHES_KEPT || !recent[back].fn) return "";
+  if (grid) memcpy(grid, recent[back].grid, sizeof recent[back].grid);
+  if (second) memcpy(second, recent[back].second, n < STAND_IN_PARAM_BYTES ? n : STAND_IN_PARAM_BYTES);
+  return recent[back].fn->name;
+}
 
 /* ---- the driver ---------------------------------------------------------- */
 
@@ -306,8 +328,7 @@ CUresult cuFuncGetAttribute(int *value, CUfunction_attribute attrib, CUfunction 
 CUresult cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
                         unsigned int block_x, unsigned int block_y, unsigned int block_z,
                         unsigned int smem_bytes, CUstream stream, void **params, void **extra) {
-  (void)grid_x, (void)grid_y, (void)grid_z, (void)block_x, (void)block_y, (void)block_z;
-  (void)smem_bytes, (void)stream, (void)params, (void)extra;
+  (void)block_x, (void)block_y, (void)block_z, (void)smem_bytes, (void)stream, (void)extra;
   if (retained >= 0 && retained == lose_device) {
     int fd = open(lose_path, O_WRONLY | O_CREAT, 0644);
     if (fd >= 0) close(fd);
@@ -315,6 +336,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, 
   }
   last_launched = (const stand_in_fn *)f;
   launches++;
+  memmove(&recent[1], &recent[0], (STAND_IN_LAUNCHES_KEPT - 1) * sizeof recent[0]);
+  recent[0] = (stand_in_launch){.fn = last_launched, .grid = {grid_x, grid_y, grid_z}};
+  /* libfatune passes the mma80 forward's kernels (the main one and its
+   * combine) an array of at least two parameter pointers: its block, then
+   * the second block or the first tensor map (fwd_launch.c). */
+  if (params && !strncmp(last_launched->name, "fat_fwd_mma80", strlen("fat_fwd_mma80")))
+    memcpy(recent[0].second, params[1], STAND_IN_PARAM_BYTES);
   return CUDA_SUCCESS;
 }
 

@@ -179,8 +179,8 @@ static void test_wire(void) {
             back.direction, back.block_q, back.dq_separate, back.pack_gqa, back.splits);
   /* A direction that is neither fwd nor bwd is a garbled frame; it is
    * followed by block_q, dq_separate, pack_gqa, splits, block_n,
-   * persistent and tma_slab. */
-  b.data[b.len - 8 * 4] = 9;
+   * persistent, tma_slab and paged. */
+  b.data[b.len - 9 * 4] = 9;
   fat_rbuf bad = {.data = b.data, .len = b.len};
   fat_get_kernel(&bad, &back);
   CHECK_WHY(fat_rbuf_done(&bad) != 0, "direction 9 accepted");

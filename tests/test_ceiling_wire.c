@@ -139,10 +139,10 @@ static void test_kernel_kind(void) {
         got.splits == 1 && got.pack_gqa == 0);
   CHECK_STR(got.entry, "fat_fwd_materialize");
   /* The kind follows the cubin, before direction, block_q, dq_separate,
-   * pack_gqa, splits, block_n and persistent: overwrite it with a value
-   * that is no kind. */
+   * pack_gqa, splits, block_n, persistent, tma_slab and paged: overwrite
+   * it with a value that is no kind. */
   int32_t bogus = 7;
-  memcpy(b.data + b.len - 8 * sizeof bogus, &bogus, sizeof bogus);
+  memcpy(b.data + b.len - 10 * sizeof bogus, &bogus, sizeof bogus);
   r = reader(&b);
   fat_get_kernel(&r, &got);
   CHECK(fat_rbuf_done(&r) == -1);

@@ -145,14 +145,15 @@ expect 2 "fatune: --shard: 'x' is not K/N (shard K of N machines, e.g. 2/4)" --s
 expect 2 "fatune: --shard given twice" --shard 1/2 --shard 2/2
 # Shards of one query split its problems and keep their variants only:
 # fp16 and bf16 d64 none at two lengths (fp16 s512, s1024, bf16 s512,
-# s1024 in tuning order): shard 3/4 is bf16 s512 alone.
+# s1024 in tuning order): shard 3/4 is bf16 s512 alone, with its variants
+# (mma80's 33, splitkv's 27, paged's 9 and the baseline's 2).
 if [ "$("$F" --list --shard 3/4 --head-dim 64 --dtype fp16,bf16 --mask none --seqlen 512,1024 --arch sm_80 2>&1 >/dev/null |
        grep -c '^fatune: shard 3/4: 1 of the query.s 4 problems, ')" -eq 1 ] &&
    [ "$("$F" --list --shard 3/4 --head-dim 64 --dtype fp16,bf16 --mask none --seqlen 512,1024 --arch sm_80 2>/dev/null | grep -vc '^fwd\.[a-z0-9]*\.bf16\.')" -eq 0 ] &&
-   [ "$("$F" --list --shard 3/4 --head-dim 64 --dtype fp16,bf16 --mask none --seqlen 512,1024 --arch sm_80 2>/dev/null | wc -l)" -eq 62 ]; then
+   [ "$("$F" --list --shard 3/4 --head-dim 64 --dtype fp16,bf16 --mask none --seqlen 512,1024 --arch sm_80 2>/dev/null | wc -l)" -eq 71 ]; then
   pass=$((pass + 1))
 else
-  fail=$((fail + 1)); echo "FAIL: --list --shard 3/4 (want 1 of 4 problems, the 62 bf16 variants only)"
+  fail=$((fail + 1)); echo "FAIL: --list --shard 3/4 (want 1 of 4 problems, the 71 bf16 variants only)"
 fi
 
 # A database path that cannot be written: refused with exit 2 before any work.
@@ -182,20 +183,22 @@ expect 2 "fatune: --db: cannot open database $tmp: it is a folder" \
 expect 2 "fatune: --db: cannot open database :memory:: an in-memory database keeps nothing; give a file" \
   --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db :memory:
 
-# Valid lists are accepted (the list of three head dims reaches --list).
-if [ "$("$F" --list --head-dim 64,128,256 --dtype fp16,bf16 --mask none,causal --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 12 ]; then
+# Valid lists are accepted (the list of three head dims reaches --list):
+# mma80's default and the paged family's of each (head dim, dtype, mask).
+if [ "$("$F" --list --head-dim 64,128,256 --dtype fp16,bf16 --mask none,causal --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 24 ]; then
   pass=$((pass + 1))
 else
-  fail=$((fail + 1)); echo "FAIL: --head-dim 64,128,256 (want 12 defaults)"
+  fail=$((fail + 1)); echo "FAIL: --head-dim 64,128,256 (want 24 defaults)"
 fi
 
-# Local windows with the other masks: one default per (head dim, dtype, mask).
-if [ "$("$F" --list --head-dim 128 --dtype fp16 --mask none,causal,local --window=256,0:-1,0 --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 3 ] &&
+# Local windows with the other masks: one default per (head dim, dtype,
+# mask) and family with defaults (mma80, paged).
+if [ "$("$F" --list --head-dim 128 --dtype fp16 --mask none,causal,local --window=256,0:-1,0 --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 6 ] &&
    "$F" --list --head-dim 128 --dtype fp16 --mask local --window 256,0 --arch sm_90a 2>/dev/null |
      grep -q '^fwd.mma80.fp16.d128.local.m128n64w4s1 (default)'; then
   pass=$((pass + 1))
 else
-  fail=$((fail + 1)); echo "FAIL: --mask none,causal,local --window 256,0:-1,0 (want 3 defaults, the local one named)"
+  fail=$((fail + 1)); echo "FAIL: --mask none,causal,local --window 256,0:-1,0 (want 6 defaults, the local one named)"
 fi
 if "$F" --help | grep -q "^  --window LIST      the local mask's windows L,R, ':'-separated"; then
   pass=$((pass + 1))
@@ -214,10 +217,11 @@ if [ "$got_version" = "$want_version" ]; then pass=$((pass + 1)); else fail=$((f
 got_version=$(FATUNE_TABLES=/nonexistent/a.db "$F" --version | tail -1)
 if [ "$got_version" = "shipped tables: none found (looked for /nonexistent/a.db)" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version with a missing FATUNE_TABLES printed '$got_version'"; fi
 
-# --list: the query's variants, names stable, one default per (dtype, mask).
+# --list: the query's variants, names stable, one default per (dtype,
+# mask) of mma80 and of the paged family.
 n=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
 defaults=$("$F" --list --head-dim 128 --arch sm_90a 2>/dev/null | grep -c '(default)')
-if [ "$n" -ge 12 ] && [ "$defaults" -eq 4 ] &&
+if [ "$n" -ge 12 ] && [ "$defaults" -eq 8 ] &&
    "$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null |
      grep -q '^fwd.mma80.bf16.d128.causal.m128n64w4s1 (default)  BLOCK_M=128 BLOCK_N=64 STAGES=1 WARPS=4  [0-9a-f]\{64\}$'; then
   pass=$((pass + 1))

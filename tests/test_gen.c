@@ -26,6 +26,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define MIN_CONFIGS 12 /* the floor per (head dim, dtype, mask) */
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
 #define SPLITKV_GRID 40 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x5 */
+#define PAGED_GRID 48   /* BLOCK_M x BLOCK_N x WARPS x STAGES x PACK_GQA = 2x3x2x2x2, SPLITS 0 */
 #define WGMMA90_GRID 16 /* BLOCK_M x BLOCK_N x STAGES x OVERLAP = 2x2x2x2, sm_90a, d64..d256 by 64 */
 #define WS90_GRID 648   /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT x SLAB = 2x9x1x3x2x3x2, sm_90a */
 #define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
@@ -72,8 +73,8 @@ static int head_dim_index(int d) {
  * the materialising baseline has one variant per tile for none and causal
  * (no local, no d32), none a default; nothing is left unsubstituted. */
 static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEAD_DIMS],
-                              const int want_splitkv[N_HEAD_DIMS], const int want_wgmma[N_HEAD_DIMS],
-                              const int want_ws[N_HEAD_DIMS]) {
+                              const int want_splitkv[N_HEAD_DIMS], const int want_paged[N_HEAD_DIMS],
+                              const int want_wgmma[N_HEAD_DIMS], const int want_ws[N_HEAD_DIMS]) {
   char err[ERR_LEN];
   fat_gen_query q = {.direction = FAT_FWD, .arch = arch};
   fat_variant *v;
@@ -86,6 +87,7 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   }
   int count[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, defaults[N_HEAD_DIMS][2][N_MASKS] = {{{0}}};
   int splitkv[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, splitkv_defaults = 0;
+  int paged[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, paged_defaults[N_HEAD_DIMS][2][N_MASKS] = {{{0}}};
   int baseline[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, baseline_defaults = 0, other = 0;
   int wgmma[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, wgmma_defaults = 0;
   int ws[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, ws_defaults = 0;
@@ -103,6 +105,14 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
     } else if (strcmp(v[i].family, "splitkv") == 0) {
       splitkv[d][v[i].dtype][v[i].mask]++;
       splitkv_defaults += v[i].is_default;
+    } else if (strcmp(v[i].family, "paged") == 0) {
+      paged[d][v[i].dtype][v[i].mask]++;
+      paged_defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
+      /* mma80's template and entry, reading pages, its split count the launch's */
+      CHECK_WHY(!strcmp(v[i].entry, "fat_fwd_mma80") && strstr(v[i].params, "SPLITS=0") &&
+                    strstr(v[i].source, "enum : int { kPaged = 1 };") &&
+                    strstr(v[i].source, "constexpr int kSplits = 0;"),
+                "%s: entry %s, params %s", v[i].name, v[i].entry, v[i].params);
     } else if (strcmp(v[i].family, "wgmma90") == 0) {
       wgmma[d][v[i].dtype][v[i].mask]++;
       wgmma_defaults += v[i].is_default;
@@ -134,6 +144,11 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
                   fat_mask_name(m), defaults[d][t][m]);
         CHECK_WHY(splitkv[d][t][m] == want_splitkv[d], "%s d%d %s %s: %d splitkv variants, want %d", arch,
                   HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), splitkv[d][t][m], want_splitkv[d]);
+        CHECK_WHY(paged[d][t][m] == want_paged[d], "%s d%d %s %s: %d paged variants, want %d", arch,
+                  HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), paged[d][t][m], want_paged[d]);
+        /* The runtime's default for a paged call, one of each problem. */
+        CHECK_WHY(paged_defaults[d][t][m] == 1, "%s d%d %s %s: %d paged defaults", arch, HEAD_DIMS[d],
+                  fat_dtype_name(t), fat_mask_name(m), paged_defaults[d][t][m]);
         CHECK_WHY(wgmma[d][t][m] == want_wgmma[d], "%s d%d %s %s: %d wgmma90 variants, want %d", arch,
                   HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), wgmma[d][t][m], want_wgmma[d]);
         /* PERSISTENT 1 only without a mask, 2 only with one: as many each */
@@ -151,6 +166,7 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   CHECK_WHY(ws_defaults == 0, "%s: %d ws90 variants marked default", arch, ws_defaults);
   CHECK_WHY(other == 0, "%s: %d variants of an unknown family", arch, other);
   /* every configuration of mma80's 2x4x2x3 grid, of splitkv's 2x2x2x5, of
+   * paged's 2x2x2x2x2, of
    * wgmma90's 2x2x2x2 and ws90's 2x9x1x3x2x3x2 (sm_90a's d64 to d256, d32
    * aside) and of
    * the baseline's tiles is either a variant or pruned */
@@ -158,7 +174,7 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   for (int d = 0; d < N_HEAD_DIMS; d++)
     wgmma_grid += (want_wgmma[d] ? (size_t)2 * N_MASKS * WGMMA90_GRID : 0) +
                   (want_ws[d] ? (size_t)2 * N_MASKS * WS90_GRID : 0);
-  CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * 2 * N_MASKS * (MMA80_GRID + SPLITKV_GRID) + wgmma_grid +
+  CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * 2 * N_MASKS * (MMA80_GRID + SPLITKV_GRID + PAGED_GRID) + wgmma_grid +
                           (size_t)(N_HEAD_DIMS - 1) * 2 * MATERIALIZE_MASKS * MATERIALIZE_TILES,
             "%s: %zu variants + %zu pruned", arch, n, np);
   /* FlashAttention-2's choices survive: WARPS 4 up to d128, 8 above */
@@ -244,6 +260,7 @@ static void test_names_and_hashes(fat_gen *g) {
   if (a) {
     CHECK_CONTAINS(a->source, "constexpr bool kPackGqa = 0;");
     CHECK_CONTAINS(a->source, "constexpr int kSplits = 1;");
+    CHECK_CONTAINS(a->source, "enum : int { kPaged = 0 };");
   }
   /* A decoding variant: mma80's template and entry, its tiles' resources,
    * the schedule in its name, parameters and source. */
@@ -317,13 +334,23 @@ static void test_pruning(fat_gen *g) {
     CHECK_WHY(0, "%s", err);
     return;
   }
-  /* mma80's 19, splitkv's 18 (BLOCK_N 64: the rest do not fit), wgmma90's
-   * 8, ws90's 24 and the materialising baseline's 2 tiles; mma80's 29,
-   * splitkv's 22, wgmma90's 8 and ws90's 120 of 128 rows pruned (PERSISTENT 2
-   * wants a mask), all 144 of 192 (three consumers' registers) and all 360
-   * with SLAB 32 (d256 is whole 64-column slabs) or BLOCK_N 144 */
-  CHECK_WHY(n == 19 + 18 + 8 + 24 + MATERIALIZE_TILES && np == 29 + 22 + 8 + 120 + 144 + 360,
+  /* mma80's 19, splitkv's 18 (BLOCK_N 64: the rest do not fit), paged's
+   * 7, wgmma90's 8, ws90's 24 and the materialising baseline's 2 tiles;
+   * mma80's 29, splitkv's 22, paged's 41, wgmma90's 8 and ws90's 120 of 128
+   * rows pruned (PERSISTENT 2 wants a mask), all 144 of 192 (three
+   * consumers' registers) and all 360 with SLAB 32 (d256 is whole 64-column
+   * slabs) or BLOCK_N 144 */
+  CHECK_WHY(n == 19 + 18 + 7 + 8 + 24 + MATERIALIZE_TILES &&
+                np == 29 + 22 + 41 + 8 + 120 + 144 + 360,
             "%zu variants, %zu pruned", n, np);
+  CHECK_STR(find_reason(p, np, "fwd.paged.fp16.d256.none.m128n64w4s2.g0x0"),
+            "accumulators 320 > 192 registers per thread; rows per warp BLOCK_M/WARPS = 32 is not 16; "
+            "registers: 160 accumulators + 2 x 16 copies > 176");
+  /* 128 + 32 accumulators, 4 rows a pass of 128 threads: 16 copies */
+  CHECK_STR(find_reason(p, np, "fwd.paged.fp16.d256.none.m64n64w4s2.g0x0"),
+            "registers: 160 accumulators + 2 x 16 copies > 176");
+  CHECK_STR(find_reason(p, np, "fwd.paged.fp16.d256.none.m128n64w8s2.g1x0"),
+            "PACK_GQA 1 is for decoding's BLOCK_M 64, not 128");
   /* (128 + 2*2*96) * 256 * 2 + 1024 + 10 barriers of 8 bytes = 263248,
    * and BLOCK_N 96 is in no list at d256 (its 48 + 128 + 24 accumulators
    * would fit); at BLOCK_N 112, 56 + 128 + 28 do not */
@@ -866,6 +893,14 @@ int main(void) {
    * (the tiles of head dims that are multiples of 64 are unpadded) */
   const int splitkv_sm80[N_HEAD_DIMS] = {27, 27, 27, 27, 9, 9};
   const int splitkv_sm90a[N_HEAD_DIMS] = {27, 27, 27, 27, 27, 18};
+  /* paged: one 16-row tile a warp leaves BLOCK_M 64 on 4 warps (6: key
+   * tiles 64 and 128, STAGES 3 with 64 keys only, packed or not) and
+   * BLOCK_M 128 on 8 (3: unpacked only), BLOCK_N 32 only from d192; there
+   * the register rule (accumulators and copies) leaves 32 and 64 keys at
+   * d192 (BLOCK_M 64 with 64 keys: STAGES 2 alone on sm_80, shared memory)
+   * and 32 at d256 (BLOCK_M 128 with 64 too on sm_90a) */
+  const int paged_sm80[N_HEAD_DIMS] = {9, 9, 9, 9, 9, 6};
+  const int paged_sm90a[N_HEAD_DIMS] = {9, 9, 9, 9, 12, 7};
   /* wgmma90: sm_90a only, head dims 64, 128, 192, 256 and 96 (on the d128
    * template: its shared memory); OVERLAP only with STAGES 2 (4 of 16
    * pruned), then shared memory prunes more at d192 and d256 */
@@ -880,8 +915,8 @@ int main(void) {
    * as many (PERSISTENT 2 for 1) */
   const int ws_sm80[N_HEAD_DIMS] = {0, 0, 0, 0, 0, 0};
   const int ws_sm90a[N_HEAD_DIMS] = {0, 36 + 12, 36 + 48 + 12, 36, 24, 24};
-  test_space_counts(g, "sm_80", want_sm80, splitkv_sm80, wgmma_sm80, ws_sm80);
-  test_space_counts(g, "sm_90a", want_sm90a, splitkv_sm90a, wgmma_sm90a, ws_sm90a);
+  test_space_counts(g, "sm_80", want_sm80, splitkv_sm80, paged_sm80, wgmma_sm80, ws_sm80);
+  test_space_counts(g, "sm_90a", want_sm90a, splitkv_sm90a, paged_sm90a, wgmma_sm90a, ws_sm90a);
   /* per head dim 64..256, atomic and separate, PREFETCH 0 and 1; see
    * family_bwd_mma80.lua's constraints (sm_90a's larger shared memory keeps
    * more of d192, d256; PREFETCH only where accumulators are many; atomic

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The family table's fact of which instruction each family issues, and the
  * ceiling that instruction's peak is stored under: every forward and
- * backward family on mma.sync (mma80, splitkv, bwd mma80, mma80f) is placed
+ * backward family on mma.sync (mma80, splitkv, paged, bwd mma80, mma80f) is placed
  * against the mma.sync peak, every Hopper family (wgmma90, ws90, both
  * directions) against the wgmma peak, the materialising baseline and a
  * family no row names against none; a family found by name in the other
@@ -24,11 +24,12 @@ static void test_families(void) {
       {"wgmma90", FAT_FWD, FAT_MATRIX_WGMMA},    {"ws90", FAT_FWD, FAT_MATRIX_WGMMA},
       {"materialize", FAT_FWD, FAT_MATRIX_OTHER}, {"mma80", FAT_BWD, FAT_MATRIX_MMA_SYNC},
       {"mma80f", FAT_BWD, FAT_MATRIX_MMA_SYNC},  {"wgmma90", FAT_BWD, FAT_MATRIX_WGMMA},
-      {"ws90", FAT_BWD, FAT_MATRIX_WGMMA},
+      {"ws90", FAT_BWD, FAT_MATRIX_WGMMA},       {"paged", FAT_FWD, FAT_MATRIX_MMA_SYNC},
       /* Not in the table: a template folder's family, a forward-only one
        * asked for backward, a backward-only one asked for forward, none. */
       {"faulty", FAT_FWD, FAT_MATRIX_OTHER},     {"splitkv", FAT_BWD, FAT_MATRIX_OTHER},
-      {"mma80f", FAT_FWD, FAT_MATRIX_OTHER},     {NULL, FAT_FWD, FAT_MATRIX_OTHER},
+      {"mma80f", FAT_FWD, FAT_MATRIX_OTHER},     {"paged", FAT_BWD, FAT_MATRIX_OTHER},
+      {NULL, FAT_FWD, FAT_MATRIX_OTHER},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     fat_matrix_op got = fat_family_matrix_op(rows[i].family, rows[i].direction);
@@ -37,7 +38,7 @@ static void test_families(void) {
               fat_matrix_op_name(rows[i].op));
   }
   /* Every row of the table is one of the above: a new family says its instruction here. */
-  CHECK_INT(fat_family_count(), 9);
+  CHECK_INT(fat_family_count(), 10);
   CHECK_STR(fat_family_of_template("faulty", FAT_FWD).name, "faulty");
   CHECK_INT(fat_family_of_template("faulty", FAT_FWD).matrix_op, FAT_MATRIX_OTHER);
 }

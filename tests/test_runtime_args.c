@@ -325,17 +325,21 @@ int main(void) {
   CHECK_OK(&a);
   a = good_paged(), a.seqused_k = (const int *)CU_K_AT; /* cache_seqlens */
   CHECK_OK(&a);
-  a = good_paged(), a.page_size = 1, a.block_table_stride = 128; /* a page a token */
-  a.k_batch_stride = a.v_batch_stride = a.k_row_stride;
+  a = good_paged(), a.page_size = 256, a.block_table_stride = 1; /* one page holds a sequence */
+  a.k_batch_stride = a.v_batch_stride = 256 * a.k_row_stride;
+  a.num_pages = 2;
   CHECK_OK(&a);
   a = good_paged(), a.page_size = 48;
-  CHECK_BAD(&a, "page_size 48: must be a power of two from 1 to 65536 (a key's page is found by a "
+  CHECK_BAD(&a, "page_size 48: must be a power of two from 16 to 65536 (a key's page is found by a "
+                "shift)");
+  a = good_paged(), a.page_size = 8, a.block_table_stride = 16; /* below a key tile's group */
+  CHECK_BAD(&a, "page_size 8: must be a power of two from 16 to 65536 (a key's page is found by a "
                 "shift)");
   a = good_paged(), a.page_size = 0;
-  CHECK_BAD(&a, "page_size 0: must be a power of two from 1 to 65536 (a key's page is found by a "
+  CHECK_BAD(&a, "page_size 0: must be a power of two from 16 to 65536 (a key's page is found by a "
                 "shift)");
   a = good_paged(), a.page_size = 131072;
-  CHECK_BAD(&a, "page_size 131072: must be a power of two from 1 to 65536 (a key's page is found "
+  CHECK_BAD(&a, "page_size 131072: must be a power of two from 16 to 65536 (a key's page is found "
                 "by a shift)");
   a = good_paged(), a.num_pages = 0;
   CHECK_BAD(&a, "num_pages 0: a paged cache has at least one page");

@@ -7,6 +7,7 @@
  * GPU key, a user database of schema version 1 read as it is, refusals
  * with their exact messages, and that the built-in defaults are what the
  * generator produces today. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 
 #define H200 "NVIDIA H200"
 #define H200_SMS 132
+#define PAGED_TABLE_AT 0x1000  /* a paged call's block table: only its shape is read */
 
 static fat_gpu_info gpu_of(const char *name, int sms) {
   fat_gpu_info g = {0};
@@ -483,6 +485,10 @@ int main(void) {
     const fat_family *fam = fat_family_find(v[i].family, FAT_FWD);
     if (v[i].is_default && fam && fam->builtin_default) {
       a = problem((fat_attn_dtype)v[i].dtype, (fat_attn_mask)v[i].mask, v[i].head_dim, 512);
+      if (fam->paged) { /* the paged family's default serves paged calls, and only those */
+        a.block_table = (const int *)(uintptr_t)PAGED_TABLE_AT, a.page_size = 16;
+        a.block_table_stride = 512 / 16, a.num_pages = 512 / 16;
+      }
       CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
       CHECK_STR(ch.variant, v[i].name);
       CHECK_STR(ch.source_hash, v[i].hash);
@@ -493,7 +499,7 @@ int main(void) {
   free(v);
   fat_gen_close(g);
   fat_context_close(c);
-  CHECK_INT(n_defaults, 36); /* 6 head dims x 2 dtypes x 3 masks */
+  CHECK_INT(n_defaults, 72); /* 6 head dims x 2 dtypes x 3 masks, contiguous and paged */
   /* Every forward key has a backward default too, and a deterministic one;
    * the backward has no d32 template, so d32 runs on d64. */
   c = offline("", missing, 1, H200_SMS, 0);

@@ -267,6 +267,7 @@ static void test_jobs_round_trip(void) {
   job.kernel.mask = FAT_MASK_LOCAL;
   job.kernel.pack_gqa = 1;
   job.kernel.splits = 8;
+  job.kernel.paged = 1;
   job.seed = UINT64_C(0xfeedfacecafebeef);
   job.check_seed = UINT64_C(0x0123456789abcdef);
   job.n_shapes = 3;
@@ -291,7 +292,7 @@ static void test_jobs_round_trip(void) {
   CHECK(job2.kernel.block_m == 128 && job2.kernel.threads == 256 &&
         job2.kernel.smem_bytes == 98304 && job2.kernel.dtype == FAT_BF16 &&
         job2.kernel.mask == FAT_MASK_LOCAL && job2.kernel.head_dim == 128 &&
-        job2.kernel.pack_gqa == 1 && job2.kernel.splits == 8);
+        job2.kernel.pack_gqa == 1 && job2.kernel.splits == 8 && job2.kernel.paged == 1);
   CHECK(job2.kernel.cubin_size == sizeof fake_cubin &&
         memcmp(job2.kernel.cubin, fake_cubin, sizeof fake_cubin) == 0);
   /* The cubin is read in place, not copied. */
@@ -340,8 +341,8 @@ static void test_jobs_round_trip(void) {
   fat_wbuf_free(&b);
 
   /* A schedule the kernels do not have is a garbled frame: packing is 0 or
-   * 1, splits 1 to 32 (family_splitkv.lua's largest). */
-  const int bad_geometry[][2] = {{2, 1}, {-1, 1}, {0, 0}, {0, 33}, {1, -4}};
+   * 1, splits 0 (the launch's) to 32 (family_splitkv.lua's largest). */
+  const int bad_geometry[][2] = {{2, 1}, {-1, 1}, {0, -1}, {0, 33}, {1, -4}};
   for (size_t i = 0; i < sizeof bad_geometry / sizeof bad_geometry[0]; i++) {
     job.kernel.pack_gqa = bad_geometry[i][0];
     job.kernel.splits = bad_geometry[i][1];
@@ -357,6 +358,23 @@ static void test_jobs_round_trip(void) {
   r = reader(&b);
   CHECK(fat_get_eval_job(&r, &job2) == 0 && job2.kernel.splits == 32 && job2.kernel.pack_gqa == 0);
   fat_wbuf_free(&b);
+  job.kernel.splits = 0; /* chosen at launch */
+  fat_put_eval_job(&b, &job);
+  r = reader(&b);
+  CHECK(fat_get_eval_job(&r, &job2) == 0 && job2.kernel.splits == 0);
+  fat_wbuf_free(&b);
+  /* Paged is 0 or 1, and only a fused forward's. */
+  job.kernel.paged = 2;
+  fat_put_eval_job(&b, &job);
+  r = reader(&b);
+  CHECK(fat_get_eval_job(&r, &job2) == -1);
+  fat_wbuf_free(&b);
+  job.kernel.paged = 1, job.kernel.kind = FAT_KERNEL_MATERIALIZE;
+  fat_put_eval_job(&b, &job);
+  r = reader(&b);
+  CHECK(fat_get_eval_job(&r, &job2) == -1);
+  fat_wbuf_free(&b);
+  job.kernel.kind = FAT_KERNEL_FUSED, job.kernel.paged = 0;
 
   res.n_checks = 2;
   res.checks[0] = (fat_check){.batch = 1, .heads = 2, .seqlen_q = 37, .seqlen_k = 53,

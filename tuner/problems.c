@@ -103,6 +103,7 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
 int fat_family_applies(const fat_variant *v, const fat_problem *p) {
   const fat_family *f = fat_family_find(v->family, v->direction);
   if (!f) return 1;
+  if (f->paged) return 0; /* no paged problem yet: --paged comes with the tuner's pages */
   if (p->lengths.n > 0) return f->packed;
   if (f->features) return 0;
   if (f->max_seqlen_q > 0 && p->seqlen_q > f->max_seqlen_q) return 0;

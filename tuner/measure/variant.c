@@ -68,7 +68,7 @@ int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k,
     goto out;
   }
   CU(g->cu.cuModuleGetFunction(&k->fn, k->module, d->entry), "entry %s of %s", d->entry, d->name);
-  if (d->splits > 1) {
+  if (d->splits != 1) { /* a fixed split count, or one the launch chooses (0) */
     char entry[FAT_KERNEL_ENTRY_MAX + 16];
     snprintf(entry, sizeof entry, "%s%s", d->entry, FAT_FWD_COMBINE_SUFFIX);
     CU(g->cu.cuModuleGetFunction(&k->combine_fn, k->module, entry), "entry %s of %s", entry, d->name);
@@ -94,9 +94,20 @@ static fat_fwd_geometry fwd_geometry(const fat_kernel_desc *d) {
    * (fat_kernel_schedule, and the wire refuses anything else). */
   fat_fwd_geometry geo = {.block_m = d->block_m, .threads = d->threads, .smem_bytes = d->smem_bytes,
                           .pack_gqa = d->pack_gqa, .splits = d->splits > 1 ? d->splits : 1,
+                          .launch_splits = d->splits == 0, .paged = d->paged,
+                          .local = d->mask == FAT_MASK_LOCAL,
                           .head_dim = d->head_dim, .block_n = d->block_n, .tma_slab = d->tma_slab,
                           .bf16 = d->dtype == FAT_BF16,
                           .persistent = d->persistent};
+  return geo;
+}
+
+/* ... and the split count a launch on T runs with (chosen for the call
+ * and this GPU where the variant lets the launch choose). */
+static fat_fwd_geometry call_geometry(const fat_gpu *g, const fat_kernel_desc *d, fat_gpu_tensors *t) {
+  fat_fwd_geometry geo = fwd_geometry(d);
+  t->call.sm_count = g->info.sm_count;
+  geo.splits = fat_fwd_call_splits(&geo, &t->params, &t->call);
   return geo;
 }
 
@@ -106,7 +117,7 @@ int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensor
   size_t free_bytes = 0, total_bytes = 0;
   const fat_fwd_params *p = &t->params;
   const fat_check_shape s = {FAT_SHAPE_DIMS(p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k)};
-  const fat_fwd_geometry geo = fwd_geometry(&k->desc);
+  const fat_fwd_geometry geo = call_geometry(g, &k->desc, t);
   size_t need = 0;
   if (k->desc.direction == FAT_FWD && k->desc.kind == FAT_KERNEL_MATERIALIZE)
     need = fat_materialize_workspace_bytes(&s);
@@ -160,10 +171,9 @@ static CUresult launch_materialize(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_
 
 CUresult fat_gpu_launch_variant(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensors *t) {
   if (k->desc.kind == FAT_KERNEL_MATERIALIZE) return launch_materialize(g, k, t);
-  const fat_fwd_geometry geo = fwd_geometry(&k->desc);
+  const fat_fwd_geometry geo = call_geometry(g, &k->desc, t);
   const fat_fwd_kernels fns = {.main = k->fn, .combine = k->combine_fn};
   fat_fwd_set_workspace(&geo, &t->params, t->workspace);
-  t->call.sm_count = g->info.sm_count;
   return fat_fwd_launch(&g->cu, &fns, &geo, &t->params, &t->call, g->stream);
 }
 

@@ -298,6 +298,7 @@ void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
   fat_put_i32(b, x->block_n);
   fat_put_i32(b, x->persistent);
   fat_put_i32(b, x->tma_slab);
+  fat_put_i32(b, x->paged);
 }
 
 void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
@@ -324,7 +325,8 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   x->dq_separate = dq_separate == 1;
   x->pack_gqa = fat_get_i32(b);
   x->splits = fat_get_i32(b);
-  if (x->pack_gqa < 0 || x->pack_gqa > 1 || x->splits < 1 || x->splits > FAT_FWD_MAX_SPLITS)
+  /* SPLITS 0: the launch chooses them. */
+  if (x->pack_gqa < 0 || x->pack_gqa > 1 || x->splits < 0 || x->splits > FAT_FWD_MAX_SPLITS)
     b->failed = 1;
   x->block_n = fat_get_i32(b);
   x->persistent = fat_get_i32(b);
@@ -337,6 +339,10 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   x->tma_slab = fat_get_i32(b);
   if (x->kind == FAT_KERNEL_FUSED_TMA ? x->tma_slab != FAT_TMA_BOX_COLUMNS && x->tma_slab != FAT_TMA_HALF_SLAB
                                       : x->tma_slab != 0)
+    b->failed = 1;
+  /* A paged variant is a forward one of the fused launch. */
+  x->paged = fat_get_i32(b);
+  if (x->paged != 0 && (x->paged != 1 || x->direction != FAT_FWD || x->kind != FAT_KERNEL_FUSED))
     b->failed = 1;
 }
 
