@@ -48,6 +48,7 @@ static int resolve_all(fat_cuda *cu, char *err, size_t errlen) {
   RESOLVE(cuMemFree);
   RESOLVE(cuMemcpyHtoD);
   RESOLVE(cuMemcpyDtoH);
+  RESOLVE(cuMemcpyDtoDAsync);
   RESOLVE(cuMemsetD8);
   RESOLVE(cuMemsetD32);
   RESOLVE(cuMemsetD8Async);

@@ -37,6 +37,7 @@ typedef struct fat_cuda {
   FAT_CUDA_FN(cuMemFree);
   FAT_CUDA_FN(cuMemcpyHtoD);
   FAT_CUDA_FN(cuMemcpyDtoH);
+  FAT_CUDA_FN(cuMemcpyDtoDAsync);
   FAT_CUDA_FN(cuMemsetD8);
   FAT_CUDA_FN(cuMemsetD32);
   FAT_CUDA_FN(cuMemsetD8Async);

@@ -26,7 +26,7 @@ enum summary_col {
   SC_PROBLEM_ID, SC_DIRECTION, SC_DTYPE, SC_MASK, SC_HEAD_DIM, SC_BATCH, SC_HEADS, SC_HEADS_K,
   SC_SEQLEN_Q, SC_SEQLEN_K, SC_WINNER, SC_MEDIAN_MS, SC_TFLOPS, SC_REL_L2, SC_MAX_ABS,
   SC_SLOWEST_MS, SC_DEFAULT_MS, SC_DEFAULT_NAME, SC_N_PASSING, SC_N_FAILED, SC_MATERIALIZE_MS,
-  SC_WINDOW_LEFT, SC_WINDOW_RIGHT, SC_LENGTHS, SC_WINNER_FAMILY
+  SC_WINDOW_LEFT, SC_WINDOW_RIGHT, SC_LENGTHS, SC_WINNER_FAMILY, SC_PAGE_SIZE
 };
 
 /* The candidates ranked by their latest live timing taken alone (no
@@ -80,10 +80,10 @@ static const char *const stmt_sql[ST_COUNT] = {
     " created_at = excluded.created_at",
   [ST_PUT_PROBLEM] =
     "INSERT INTO problems (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q,"
-    " seqlen_k, window_left, window_right, lengths)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+    " seqlen_k, window_left, window_right, lengths, page_size)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
     " ON CONFLICT (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k,"
-    " window_left, window_right, lengths)"
+    " window_left, window_right, lengths, page_size)"
     " DO UPDATE SET head_dim = excluded.head_dim" /* no-op, so that RETURNING reports the row */
     " RETURNING id",
   [ST_PUT_CHECK] =
@@ -182,7 +182,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     "  (SELECT count(*) FROM verdict f WHERE f.problem_id = p.id AND f.all_passed = 0),"
     "  (SELECT min(s.median_ms) FROM passing_all s WHERE s.problem_id = p.id"
     "    AND s.family = '" FAT_FAMILY_MATERIALIZE "'),"
-    "  p.window_left, p.window_right, p.lengths, vw.family"
+    "  p.window_left, p.window_right, p.lengths, vw.family, p.page_size"
     " FROM winners w"
     " JOIN problems p ON p.id = w.problem_id"
     " JOIN variants vw ON vw.id = w.variant_id"
@@ -190,8 +190,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     " LEFT JOIN verdict d ON d.variant_id = w.variant_id AND d.problem_id = w.problem_id"
     " WHERE w.gpu_id = ?1"
     " ORDER BY p.direction = 'bwd', p.dtype, p.mask, p.head_dim, p.window_left,"
-    "  p.window_right, p.lengths <> '', p.seqlen_q, p.seqlen_k, p.batch, p.heads, p.heads_k,"
-    "  p.lengths",
+    "  p.window_right, p.lengths <> '', p.page_size, p.seqlen_q, p.seqlen_k, p.batch, p.heads,"
+    "  p.heads_k, p.lengths",
   [ST_PUT_BUILD_HASH] =
     "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES (?1, ?2)"
     " ON CONFLICT (build_key) DO UPDATE SET cubin_sha256 = excluded.cubin_sha256",
@@ -206,7 +206,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 static const int stmt_columns[ST_COUNT] = {
   [ST_GET_VARIANT] = VC_IS_DEFAULT + 1,
   [ST_FIND_BUILD] = BC_LOG + 1,
-  [ST_SUMMARY] = SC_WINNER_FAMILY + 1,
+  [ST_SUMMARY] = SC_PAGE_SIZE + 1,
 };
 
 static sqlite3_stmt *stmt(fat_db *db, enum stmt_id id) {
@@ -477,12 +477,14 @@ int fat_db_put_problem(fat_db *db, const fat_problem *p, sqlite3_int64 *id) {
   char lengths[FAT_LENGTHS_TEXT_CAP];
   fat_lengths_text(p, lengths);
   sqlite3_bind_text(s, 12, lengths, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(s, 13, p->page_size);
   int ret = 0;
   if (step_returning_id(s, id) != SQLITE_OK)
-    ret = fail(db, "cannot store problem %s %s %s d%d b%d h%d/%d sq%d sk%d w%d,%d%s%.60s",
+    ret = fail(db, "cannot store problem %s %s %s d%d b%d h%d/%d sq%d sk%d w%d,%d%s%.60s%s%.0d",
                fat_direction_name(p->direction), fat_dtype_name(p->dtype), fat_mask_name(p->mask),
                p->head_dim, p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k,
-               p->window_left, p->window_right, lengths[0] ? " lengths " : "", lengths);
+               p->window_left, p->window_right, lengths[0] ? " lengths " : "", lengths,
+               p->page_size ? " page_size " : "", p->page_size);
   release(s);
   return ret;
 }
@@ -901,6 +903,7 @@ int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, 
     row->materialize_ms = column_real(s, SC_MATERIALIZE_MS);
     row->problem.window_left = sqlite3_column_int(s, SC_WINDOW_LEFT);
     row->problem.window_right = sqlite3_column_int(s, SC_WINDOW_RIGHT);
+    row->problem.page_size = sqlite3_column_int(s, SC_PAGE_SIZE);
     const char *lengths = (const char *)sqlite3_column_text(s, SC_LENGTHS);
     char why[160];
     if (fat_lengths_parse(lengths ? lengths : "", &row->problem.lengths, why,

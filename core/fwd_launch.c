@@ -206,6 +206,11 @@ int fat_fwd_needs_workspace(int splits, int persistent) { return splits > 1 || p
 
 static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
+_Static_assert(FAT_FWD_MAX_SPLITS == FAT_FWD_MAX_LAUNCH_SPLITS,
+               "one combine kernel merges fixed and launch-chosen splits: a lane each");
+_Static_assert(FAT_PAGE_SIZE_MIN == FAT_FWD_PAGE_GROUP,
+               "a page holds at least a key tile's group, whose table entry one lane reads");
+
 int fat_fwd_launch_splits(long long blocks, long long keys, int sm_count) {
   if (blocks < 1 || keys < 1 || sm_count < 1) return 1;
   const double slots = (double)sm_count * SPLIT_SLOTS_PER_SM;

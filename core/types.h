@@ -106,6 +106,11 @@ typedef struct fat_gpu_info {
   int mem_clock_khz;
 } fat_gpu_info;
 
+/* A paged problem's page sizes: powers of two from the kernels' 16-key
+ * group (templates/fat_abi_kv.h) to what the public API takes. */
+#define FAT_PAGE_SIZE_MIN 16
+#define FAT_PAGE_SIZE_MAX 65536
+
 /* Sequences of a variable-length profile, at most. */
 #define FAT_VARLEN_MAX 256
 /* Characters of a profile's text ("538,2092,3976"), its terminator included. */
@@ -130,6 +135,10 @@ typedef struct fat_problem {
   /* A variable-length profile; then batch = lengths.n and seqlen_q =
    * seqlen_k = the longest (fat_lengths_apply). */
   fat_lengths lengths;
+  /* A paged K/V cache's page size (a power of two from 16: tokens a page;
+   * the forward reads K and V through a block table, pages in random
+   * order); 0 for a contiguous cache. */
+  int page_size;
 } fat_problem;
 
 /* FLOPs by the FlashAttention papers' convention: forward 4*B*H*Sq*Sk*D,

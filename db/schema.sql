@@ -27,8 +27,10 @@
 -- Version 6: a variant's source may be NULL -- not stored: a table file
 -- carries each variant's source_hash alone, and import fills the source in
 -- from the generator where it reproduces that hash.
+-- Version 7: problems carry a paged K/V cache's page size (page_size),
+-- part of their key.
 
-PRAGMA user_version = 6;
+PRAGMA user_version = 7;
 
 -- The GPU a measurement was made on, with everything that can change a
 -- timing: a driver or NVRTC upgrade is a different row.
@@ -150,13 +152,20 @@ CREATE TABLE problems (
                CHECK (lengths = '' OR (lengths GLOB '[1-9]*' AND lengths NOT GLOB '*[^0-9,]*'
                       AND lengths NOT GLOB '*,' AND lengths NOT GLOB '*,,*'
                       AND lengths NOT GLOB '*,0*')),
+  -- A paged K/V cache: tokens a page (a power of two from 16), K and V read
+  -- through a block table of pages in random order (the paged family's
+  -- problems). 0 for a contiguous cache. A forward of a dense batch only.
+  page_size    INTEGER NOT NULL DEFAULT 0
+               CHECK (page_size = 0 OR (page_size BETWEEN 16 AND 65536
+                                        AND (page_size & (page_size - 1)) = 0)),
   CHECK (mask = 'local' OR (window_left = 0 AND window_right = 0)),
   -- A window unbounded on both sides is no mask: tune mask 'none'.
   CHECK (mask <> 'local' OR window_left >= 0 OR window_right >= 0),
   CHECK (lengths = '' OR (seqlen_q = seqlen_k
                           AND batch = length(lengths) - length(replace(lengths, ',', '')) + 1)),
+  CHECK (page_size = 0 OR (direction = 'fwd' AND lengths = '')),
   UNIQUE (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k,
-          window_left, window_right, lengths)
+          window_left, window_right, lengths, page_size)
 );
 
 -- One reference check of a variant on one GPU, for one problem (the shape
@@ -286,7 +295,7 @@ SELECT t.id AS timing_id, v.name AS variant, v.source_hash,
        g.name AS gpu, g.cc_major, g.cc_minor, g.sm_count, g.driver_version,
        g.nvrtc_major, g.nvrtc_minor, d.host, d.device_index AS device, t.sm_clock_mhz,
        p.direction, p.dtype, p.mask, p.head_dim, p.batch, p.heads, p.heads_k,
-       p.seqlen_q, p.seqlen_k, p.window_left, p.window_right, p.lengths,
+       p.seqlen_q, p.seqlen_k, p.window_left, p.window_right, p.lengths, p.page_size,
        t.reps, t.median_ms, t.min_ms, t.p10_ms, t.p90_ms, t.max_ms, t.tflops,
        t.retired, t.created_at
 FROM timings t

@@ -11,7 +11,6 @@
 #include <string.h>
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
-#include "fat_abi_kv.h"
 #include "types.h"
 #include "runtime_int.h"
 
@@ -23,7 +22,6 @@
 #define N_STRIDED 4                 /* q, k, v, o have (batch, row, head) strides */
 #define ELEM_BYTES 2                /* fp16 and bf16 */
 #define LSE_BYTES 4                 /* fp32 */
-#define MAX_PAGE_SIZE 65536         /* tokens a page of a paged K/V cache, at most */
 
 /* ---- the problem -------------------------------------------------------- */
 
@@ -45,10 +43,10 @@ static fat_status check_pages(fat_context *c, const fat_attn_args *a) {
                   a->page_size, a->num_pages, a->block_table_stride);
     return FAT_OK;
   }
-  if (a->page_size < FAT_FWD_PAGE_GROUP || a->page_size > MAX_PAGE_SIZE ||
+  if (a->page_size < FAT_PAGE_SIZE_MIN || a->page_size > FAT_PAGE_SIZE_MAX ||
       (a->page_size & (a->page_size - 1)))
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "page_size %d: must be a power of two from %d to %d "
-                "(a key's page is found by a shift)", a->page_size, FAT_FWD_PAGE_GROUP, MAX_PAGE_SIZE);
+                "(a key's page is found by a shift)", a->page_size, FAT_PAGE_SIZE_MIN, FAT_PAGE_SIZE_MAX);
   if (a->num_pages < 1)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "num_pages %d: a paged cache has at least one page",
                 a->num_pages);

@@ -268,6 +268,11 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  (void)dst, (void)src, (void)bytes, (void)stream;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n) {
   (void)dst, (void)value, (void)n;
   return CUDA_SUCCESS;

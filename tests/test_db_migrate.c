@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* Proves the upgrades of a version-1 database (db/migrations/2.sql to
- * 6.sql, run by fat_db_open one after the other): a real version-1 file,
+ * 7.sql, run by fat_db_open one after the other): a real version-1 file,
  * made from the frozen copy of the old schema (tests/data/schema_v1.sql)
- * and filled with rows whose ids have gaps, opens at version 6 with every
+ * and filled with rows whose ids have gaps, opens at version 7 with every
  * row and id kept and every reference intact; its schema is then, object
  * for object, the schema a new database gets; a local problem (the reason
  * for version 2), a variable-length profile (version 3) and a timing on a
  * device of its GPU (version 5) can be stored, with their CHECKs in force;
  * a version-4 file's timings keep their ids, jobs and winners, naming no
  * device; a version-5 file's variants keep theirs, and a sourceless one
- * can then be stored; and a file whose upgrade cannot succeed (a row referencing a
- * missing parent) is refused with the row named and left at version 1,
- * untouched. */
+ * can then be stored; a version-6 file's problems keep theirs, each
+ * contiguous, and a paged one can then be stored (version 7); and a file
+ * whose upgrade cannot succeed (a row referencing a missing parent) is
+ * refused with the row named and left at version 1, untouched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +63,7 @@ static const char *const V1_ROWS =
     " (41, 4, 7, 'sdpa_flash', 2.5, 250);";
 
 
-/* A database of schema VERSION (1 to 5) at PATH, as that fatune left it
+/* A database of schema VERSION (1 to 6) at PATH, as that fatune left it
  * (WAL mode), holding V1_ROWS and then EXTRA (written with foreign keys
  * off). */
 static void make_old(const char *path, int version, const char *extra) {
@@ -113,7 +114,7 @@ static void test_rows_and_ids_kept(const char *path) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "6\n");
+  CHECK_STR(got, "7\n");
   rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right, '[' || lengths || ']'"
              " FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|64|1024|0|0|[]\n7|causal|128|4096|0|0|[]\n");
@@ -171,6 +172,7 @@ static void test_schema_matches_new(const char *upgraded, const char *fresh) {
   CHECK(strstr(want, "lengths      TEXT    NOT NULL DEFAULT ''") != NULL);
   CHECK(strstr(want, "device_id    INTEGER REFERENCES devices (id)") != NULL);
   CHECK(strstr(want, "timing_id INTEGER PRIMARY KEY REFERENCES timings (id)") != NULL);
+  CHECK(strstr(want, "page_size    INTEGER NOT NULL DEFAULT 0") != NULL);
   CHECK_STR(got, want);
 out:
   fat_db_close(db);
@@ -289,7 +291,7 @@ out:
 }
 
 /* A version-2 database (tests/data/schema_v2.sql) with a local problem
- * upgrades to version 6 by 3.sql to 6.sql: its windows and ids kept,
+ * upgrades to version 7 by 3.sql to 7.sql: its windows and ids kept,
  * every problem dense, its schema the new one. */
 static void test_v2_upgrade(const char *path, const char *fresh) {
   char err[ERRLEN], got[TEXT_CAP];
@@ -301,7 +303,7 @@ static void test_v2_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "6\n");
+  CHECK_STR(got, "7\n");
   rows_of(h, "SELECT id, mask, window_left, window_right, '[' || lengths || ']' FROM problems"
              " ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|0|0|[]\n7|causal|0|0|[]\n12|local|1024|0|[]\n");
@@ -317,8 +319,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 6 by
- * 4.sql to 6.sql: every timing kept, none of them in a job (timed alone),
+/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 7 by
+ * 4.sql to 7.sql: every timing kept, none of them in a job (timed alone),
  * the winners as they were, its schema the new one; a job can then be
  * stored and a timing_jobs row naming no timing is refused. */
 static void test_v3_upgrade(const char *path, const char *fresh) {
@@ -329,7 +331,7 @@ static void test_v3_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "6\n");
+  CHECK_STR(got, "7\n");
   rows_of(h, "SELECT id, variant_id, median_ms FROM timings ORDER BY id", got, sizeof got);
   CHECK_STR(got, "31|5|2.0\n32|9|0.5\n");
   rows_of(h, "SELECT count(*) FROM timing_jobs", got, sizeof got);
@@ -350,8 +352,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 6
- * by 5.sql and 6.sql: its timings keep their ids, values, jobs and winners and
+/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 7
+ * by 5.sql to 7.sql: its timings keep their ids, values, jobs and winners and
  * name no device (NULL: which GPU of the host made them is not known); a
  * device of its GPU can then be stored and named by a timing, one of
  * another GPU cannot; the winner rule reads the kept job as before; its
@@ -370,7 +372,7 @@ static void test_v4_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "6\n");
+  CHECK_STR(got, "7\n");
   rows_of(h, "SELECT id, variant_id, gpu_id, problem_id, coalesce(device_id, '-'), reps, median_ms,"
              " min_ms, max_ms, p10_ms, p90_ms, tflops, sm_clock_mhz, retired FROM timings ORDER BY id",
           got, sizeof got);
@@ -421,8 +423,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-5 database (tests/data/schema_v5.sql) upgrades to version 6 by
- * 6.sql alone: its variants keep their ids, sources and everything that
+/* A version-5 database (tests/data/schema_v5.sql) upgrades to version 7 by
+ * 6.sql and 7.sql: its variants keep their ids, sources and everything that
  * references them (builds, checks, timings, winners, the view), and a
  * variant may then be stored without a source (a table's stale one), while
  * an empty source is still refused; its schema is the new one. */
@@ -434,7 +436,7 @@ static void test_v5_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "6\n");
+  CHECK_STR(got, "7\n");
   rows_of(h, "SELECT id, name, source, is_default FROM variants ORDER BY id", got, sizeof got);
   CHECK_STR(got, "5|fwd.mma80.bf16.d128.causal.a|source a|1\n9|fwd.mma80.fp16.d64.none.b|source b|0\n");
   rows_of(h, "SELECT id, variant_id FROM builds ORDER BY id", got, sizeof got);
@@ -463,8 +465,54 @@ out:
   fat_db_close(db);
 }
 
+/* A version-6 database (tests/data/schema_v6.sql) upgrades to version 7 by
+ * 7.sql alone: its problems and ids kept, each contiguous (page_size 0),
+ * the winners as they were, its schema the new one; a paged problem (the
+ * reason for version 7) is then a problem of its own beside the
+ * contiguous one of its shape, and a page size that is no power of two
+ * from 16, or a paged backward, is refused by the CHECKs. */
+static void test_v6_upgrade(const char *path, const char *fresh) {
+  char err[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_old(path, 6, NULL);
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
+  REQUIRE(db);
+  sqlite3 *h = fat_db_handle(db);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "7\n");
+  rows_of(h, "SELECT id, seqlen_q, page_size FROM problems ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "3|1024|0\n7|4096|0\n");
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
+          got, sizeof got);
+  CHECK_STR(got, "4|3|9|32\n4|7|5|31\n");
+  rows_of(h, "SELECT timing_id, page_size FROM timing_conditions ORDER BY timing_id", got, sizeof got);
+  CHECK_STR(got, "31|0\n32|0\n");
+  fat_problem p = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_CAUSAL, .head_dim = 128,
+                   .batch = 4, .heads = 16, .heads_k = 16, .seqlen_q = 4096, .seqlen_k = 4096,
+                   .page_size = 64};
+  sqlite3_int64 id = 0;
+  CHECK_INT(fat_db_put_problem(db, &p, &id), 0);
+  CHECK(id != 7);
+  rows_of(h, "SELECT count(*) FROM problems WHERE seqlen_q = 4096", got, sizeof got);
+  CHECK_STR(got, "2\n");
+  p.page_size = 48;
+  CHECK_INT(fat_db_put_problem(db, &p, &id), -1);
+  CHECK(strstr(fat_db_errmsg(db), "CHECK constraint failed") != NULL);
+  p.page_size = 8;
+  CHECK_INT(fat_db_put_problem(db, &p, &id), -1);
+  p.page_size = 64, p.direction = FAT_BWD;
+  CHECK_INT(fat_db_put_problem(db, &p, &id), -1);
+  rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
+  CHECK_STR(got, "");
+  fat_db_close(db);
+  db = NULL;
+  test_schema_matches_new(path, fresh);
+out:
+  fat_db_close(db);
+}
+
 int main(void) {
-  char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256], v5[256];
+  char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256], v5[256], v6[256];
   REQUIRE_EXIT(mkdtemp(tmpdir));
   snprintf(upgraded, sizeof upgraded, "%s/v1.db", tmpdir);
   snprintf(fresh, sizeof fresh, "%s/new.db", tmpdir);
@@ -473,6 +521,7 @@ int main(void) {
   snprintf(v3, sizeof v3, "%s/v3.db", tmpdir);
   snprintf(v4, sizeof v4, "%s/v4.db", tmpdir);
   snprintf(v5, sizeof v5, "%s/v5.db", tmpdir);
+  snprintf(v6, sizeof v6, "%s/v6.db", tmpdir);
   test_rows_and_ids_kept(upgraded);
   test_schema_matches_new(upgraded, fresh);
   test_local_problem_stored(upgraded);
@@ -482,6 +531,7 @@ int main(void) {
   test_v3_upgrade(v3, fresh);
   test_v4_upgrade(v4, fresh);
   test_v5_upgrade(v5, fresh);
+  test_v6_upgrade(v6, fresh);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

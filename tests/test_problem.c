@@ -261,6 +261,57 @@ int main(void) {
   char *twice[] = {"fatune", "--varlen", "12,3:4:12,3"};
   CHECK_INT(fat_options_parse(3, twice, known, 2, &o, err, sizeof err), -1);
   CHECK_STR(err, "--varlen: '12,3' given twice");
+  /* Paged problems: one per --paged page size beside every other axis,
+   * labelled with it, checked on shapes of its page size with one sequence
+   * more, partly filled caches and the soft-cap on the short one; timed on
+   * the paged family alone, which nothing else is. */
+  char *pg[] = {"fatune", "--head-dim", "128", "--dtype", "bf16", "--mask", "causal", "--seqlen", "1",
+                "--seqlen-k", "4096", "--gqa", "4", "--paged", "16,256"};
+  fat_problem pp[4];
+  CHECK_INT(problems_of(15, pg, pp, 4), 2);
+  CHECK(pp[0].page_size == 16 && pp[1].page_size == 256 && pp[0].seqlen_q == 1 &&
+        pp[0].seqlen_k == 4096 && pp[0].heads == 4 * pp[0].heads_k);
+  fat_problem_label(&pp[1], label, sizeof label);
+  CHECK_STR(label, "fwd bf16 d128 causal s1/k4096 gqa4 paged 256");
+  CHECK(fat_problem_flops(&pp[0]) == fat_problem_flops(&(fat_problem){
+                                         .direction = FAT_FWD, .mask = FAT_MASK_CAUSAL, .head_dim = 128,
+                                         .batch = pp[0].batch, .heads = pp[0].heads,
+                                         .heads_k = pp[0].heads_k, .seqlen_q = 1, .seqlen_k = 4096}));
+  fat_check_shape plain[FAT_TUNE_CHECK_SHAPES];
+  fat_problem contiguous = pp[0];
+  contiguous.page_size = 0;
+  CHECK_INT(fat_check_shapes_for(&contiguous, plain), 3);
+  CHECK_INT(fat_check_shapes_for(&pp[0], s), 3);
+  for (int i = 0; i < 3; i++)
+    CHECK(s[i].page_size == 16 && s[i].varlen == 1 && s[i].batch == plain[i].batch + 1 &&
+          s[i].seqlen_k == plain[i].seqlen_k && s[i].softcap == (i == 2 ? 2.f : 0.f));
+  /* Caches: the first sequence full, the others shorter, not a page apart. */
+  CHECK_INT(fat_paged_used_keys(&s[1], 0), s[1].seqlen_k);
+  CHECK(fat_paged_used_keys(&s[1], 1) < s[1].seqlen_k && fat_paged_used_keys(&s[1], 1) % 16 != 0);
+  fat_variant paged_v = {.family = "paged", .direction = FAT_FWD, .params = "PACK_GQA=1 SPLITS=0"},
+              mma80_v = {.family = "mma80", .direction = FAT_FWD, .params = ""},
+              splitkv_v = {.family = "splitkv", .direction = FAT_FWD, .params = "PACK_GQA=1 SPLITS=8"};
+  CHECK(fat_family_applies(&paged_v, &pp[0]) && !fat_family_applies(&mma80_v, &pp[0]) &&
+        !fat_family_applies(&splitkv_v, &pp[0]));
+  CHECK(!fat_family_applies(&paged_v, &contiguous) && fat_family_applies(&mma80_v, &contiguous) &&
+        fat_family_applies(&splitkv_v, &contiguous));
+  /* --paged refuses what is no page size, the backward and --varlen, by name. */
+  static const char *const bad_pages[] = {"48", "8", "131072", "0", "x"};
+  for (size_t i = 0; i < sizeof bad_pages / sizeof bad_pages[0]; i++) {
+    char *one[] = {"fatune", "--paged", (char *)bad_pages[i]};
+    char want[128];
+    snprintf(want, sizeof want, "--paged: page size '%s' is not a power of two from 16 to 65536",
+             bad_pages[i]);
+    CHECK_INT(fat_options_parse(3, one, known, 2, &o, err, sizeof err), -1);
+    CHECK_STR(err, want);
+  }
+  char *paged_bwd[] = {"fatune", "--paged", "64", "--direction", "fwd,bwd"};
+  CHECK_INT(fat_options_parse(5, paged_bwd, known, 2, &o, err, sizeof err), -1);
+  CHECK_STR(err, "--paged: the backward reads contiguous K and V (a paged cache is the forward's): "
+                 "--direction fwd");
+  char *paged_vl[] = {"fatune", "--paged", "64", "--varlen", "12,3"};
+  CHECK_INT(fat_options_parse(5, paged_vl, known, 2, &o, err, sizeof err), -1);
+  CHECK_STR(err, "--paged and --varlen: a paged cache's problems are dense batches");
   test_shards();
   return check_summary("test_problem");
 }

@@ -150,7 +150,8 @@ static int same_choice(const fat_choice *x, const fat_choice *y, const char **wh
   SAME_FIELD(x->match == y->match, "match");
   SAME_FIELD(x->bucket_seqlen == y->bucket_seqlen && x->bucket_seqlen_k == y->bucket_seqlen_k &&
                  x->bucket_group == y->bucket_group && x->bucket_window_left == y->bucket_window_left &&
-                 x->bucket_window_right == y->bucket_window_right, "bucket");
+                 x->bucket_window_right == y->bucket_window_right &&
+                 x->bucket_page_size == y->bucket_page_size, "bucket");
   SAME_FIELD(x->tuned_ms == y->tuned_ms, "tuned_ms");
   SAME_FIELD(x->loaded == y->loaded && x->load == y->load, "load");
   SAME_FIELD(!strcmp(x->db_path, y->db_path), "db_path");

@@ -36,6 +36,8 @@ static int reps_override;  /* put_variant's timing: this many repetitions (0: 20
 static const char *lengths_override;
 /* When set, the next put_variant's build has this log (else "ptxas info"). */
 static const char *log_override;
+/* When set, the next put_variant's problem reads a paged cache of this page size. */
+static int page_override;
 
 /* The generator, and what the imports and merges here are checked against. */
 static fat_gen *gen;
@@ -73,6 +75,14 @@ static const fat_variant *real_variant(fat_direction dir, fat_mask mk, const cha
   return NULL;
 }
 
+/* The first variant of FAMILY for (forward, bf16, MK, d128). */
+static const fat_variant *family_variant(fat_mask mk, const char *family) {
+  for (int k = 0;; k++) {
+    const fat_variant *v = real_variant(FAT_FWD, mk, "", k);
+    if (!strcmp(v->family, family)) return v;
+  }
+}
+
 /* V as a result on GPU at SEQLEN (its problem: V's direction, dtype, mask
  * and head dim; the window or profile of the overrides), with a cubin
  * build, two checks (the second failed unless PASSED) and a fractional
@@ -92,6 +102,7 @@ static void put_variant(fat_db *db, const char *gpu, const fat_variant *v, int s
     REQUIRE_EXIT(fat_lengths_parse(lengths_override, &p.lengths, why, sizeof why) == 0);
     fat_lengths_apply(&p);
   }
+  p.page_size = page_override;
   unsigned char cubin[] = {0x7f, 'E', 'L', 'F', 0, 1, 0xff};
   fat_build b = {0};
   snprintf(b.arch, sizeof b.arch, "sm_90a");
@@ -1006,6 +1017,43 @@ int main(void) {
   CHECK_INT(import_text(d, varlen, err, sizeof err), -1);
   CHECK(strstr(err, "seqlen_q 3976 is not its profile's longest, 3977") != NULL);
   free(varlen), free(varlen2), free(varlen3);
+
+  /* Paged problems travel: a paged winner's problem is one of its own
+   * beside the contiguous one of its shape, exported with a page_size
+   * column (every problem's, then: a table of contiguous problems has none,
+   * as version 6 wrote it), and comes back the same, merged too. */
+  snprintf(d, sizeof d, "%s/paged.db", dir);
+  REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
+  put_winner(db, H200, real_variant(FAT_FWD, FAT_MASK_CAUSAL, "", 0), 4096, 0.8);
+  page_override = 64;
+  put_winner(db, H200, family_variant(FAT_MASK_CAUSAL, "paged"), 4096, 0.5);
+  page_override = 0;
+  fat_db_close(db);
+  char *paged = export_text(d, H200);
+  CHECK_INT(count_lines(paged, "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, "
+                               "heads, heads_k, seqlen_q, seqlen_k, window_left, window_right, "
+                               "lengths, page_size) VALUES "), 2);
+  CHECK(strstr(paged, "'bf16', 'causal', 128, 4, 16, 16, 4096, 4096, 0, 0, '', 64);\n") != NULL);
+  CHECK(strstr(paged, "'bf16', 'causal', 128, 4, 16, 16, 4096, 4096, 0, 0, '', 0);\n") != NULL);
+  snprintf(d, sizeof d, "%s/paged2.db", dir);
+  CHECK(import_text(d, paged, err, sizeof err) > 0);
+  char *paged2 = export_text(d, H200);
+  CHECK_STR(paged2, paged);
+  snprintf(src_path, sizeof src_path, "%s/paged.db", dir);
+  snprintf(d, sizeof d, "%s/paged3.db", dir);
+  REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
+  CHECK_INT(merge(db, src_path, &added, err, sizeof err), 0);
+  fat_db_close(db);
+  char *paged3 = export_text(d, H200);
+  CHECK_STR(paged3, paged);
+  /* A contiguous family's variant on a paged problem is refused at import,
+   * by name. */
+  char *misplaced = replaced(paged, ", 4096, 0, 0, '', 0);\n", ", 4096, 0, 0, '', 16);\n");
+  snprintf(d, sizeof d, "%s/paged4.db", dir);
+  CHECK_INT(import_text(d, misplaced, err, sizeof err), -1);
+  CHECK_WHY(strstr(err, "does not read a paged cache, its problem") && strstr(err, "has page size 16"),
+            "%s", err);
+  free(misplaced), free(paged), free(paged2), free(paged3);
 
   /* A table of format 1 (each variant with its source) exported by a
    * fatune of schema 5 to 3, 2 (no lengths: every problem dense) or 1 (no

@@ -278,11 +278,13 @@ static void test_jobs_round_trip(void) {
                                     .window_right = 7, .varlen = 1,
                                     .lengths = {.n = 2, .v = {17, 64}}};
   job.shapes[2] = (fat_check_shape){FAT_SHAPE_DIMS(1, 2, 2, 53, 37), .window_left = 3,
-                                    .window_right = 5, .head_dim = 120, .softcap = 0.125f};
+                                    .window_right = 5, .head_dim = 120, .softcap = 0.125f,
+                                    .page_size = 64};
   job.timed = 1;
   job.problem = (fat_problem){.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_LOCAL,
                               .head_dim = 128, .batch = 4, .heads = 16, .heads_k = 16,
-                              .seqlen_q = 4096, .seqlen_k = 4096, .window_left = 256};
+                              .seqlen_q = 4096, .seqlen_k = 4096, .window_left = 256,
+                              .page_size = 16};
   job.opts = (fat_time_opts){.reps = 20, .warmup = 3, .flush_l2 = 1};
   fat_put_eval_job(&b, &job);
   fat_rbuf r = reader(&b);
@@ -305,7 +307,8 @@ static void test_jobs_round_trip(void) {
         job2.shapes[0].head_dim == 80 && job2.shapes[0].softcap == 30.5f &&
         job2.shapes[0].varlen == 1 && job2.shapes[2].softcap == 0.125f);
   CHECK(job2.problem.mask == FAT_MASK_LOCAL && job2.problem.window_left == 256 &&
-        job2.problem.window_right == 0);
+        job2.problem.window_right == 0 && job2.problem.page_size == 16 &&
+        job2.shapes[2].page_size == 64 && job2.shapes[0].page_size == 0);
   CHECK(job2.opts.reps == 20 && job2.opts.warmup == 3 && job2.opts.flush_l2 == 1);
   /* Every truncation of the message is refused. */
   int refused = 0;
@@ -317,10 +320,10 @@ static void test_jobs_round_trip(void) {
   CHECK(job2.shapes[1].lengths.n == 2 && job2.shapes[1].lengths.v[0] == 17 &&
         job2.shapes[1].lengths.v[1] == 64 && job2.problem.lengths.n == 0);
   /* A shape count beyond the array is refused, not trusted. After the count:
-   * 3 shapes of 10 int32 and an f64 (softcap), the second with its 2
-   * lengths, then timed, the problem's 12 int32 and the 3 of the options. */
-  const size_t shape_bytes = 10 * sizeof(int32_t) + sizeof(double);
-  size_t count_at = b.len - (sizeof(int32_t) * (1 + 12 + 3 + 2) + 3 * shape_bytes) - sizeof(int32_t);
+   * 3 shapes of 11 int32 and an f64 (softcap), the second with its 2
+   * lengths, then timed, the problem's 13 int32 and the 3 of the options. */
+  const size_t shape_bytes = 11 * sizeof(int32_t) + sizeof(double);
+  size_t count_at = b.len - (sizeof(int32_t) * (1 + 13 + 3 + 2) + 3 * shape_bytes) - sizeof(int32_t);
   int32_t huge = FAT_MAX_CHECK_SHAPES + 1;
   int32_t was;
   memcpy(&was, b.data + count_at, sizeof was);

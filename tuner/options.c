@@ -55,6 +55,9 @@ const char *fat_options_usage(void) {
          "                     lengths of a packed batch (flash_attn_varlen_func's), ':'-\n"
          "                     separated (538,2092,3976:1024,1024,512); the backward's on\n"
          "                     its family with variable lengths (mma80f)\n"
+         "  --paged LIST       K and V in a paged cache instead, one problem per page size\n"
+         "                     (tokens a page, a power of two from 16: 16,64,256), pages in\n"
+         "                     random order; forward only, on the paged family\n"
          "  --db PATH          database (default $FATUNE_DB, else\n"
          "                     $XDG_CACHE_HOME/fatune/fatune.db or ~/.cache/fatune/fatune.db)\n"
          "  --jobs J           compile threads (default: number of CPUs)\n"
@@ -280,6 +283,35 @@ static int check_varlen(const fat_options *o, int shape_given, char *err, size_t
   return 0;
 }
 
+/* A page size: a power of two the kernels read (FAT_PAGE_SIZE_MIN ..). */
+static int each_page_size(const char *flag, const char *item, void *out, int index, char *err,
+                          size_t errlen) {
+  int *v = (int *)out + index;
+  if (fat_cli_parse_int(flag, item, FAT_PAGE_SIZE_MIN, FAT_PAGE_SIZE_MAX, v, err, errlen) ||
+      (*v & (*v - 1))) {
+    snprintf(err, errlen, "%s: page size '%s' is not a power of two from %d to %d", flag, item,
+             FAT_PAGE_SIZE_MIN, FAT_PAGE_SIZE_MAX);
+    return -1;
+  }
+  return 0;
+}
+
+/* --paged: the forward's problems over a paged cache of dense batches. */
+static int check_paged(const fat_options *o, char *err, size_t errlen) {
+  if (o->n_page_sizes == 0) return 0;
+  if (o->n_varlens) {
+    snprintf(err, errlen, "--paged and --varlen: a paged cache's problems are dense batches");
+    return -1;
+  }
+  for (int i = 0; i < o->n_directions; i++)
+    if (o->directions[i] == FAT_BWD) {
+      snprintf(err, errlen, "--paged: the backward reads contiguous K and V (a paged cache is "
+               "the forward's): --direction fwd");
+      return -1;
+    }
+  return 0;
+}
+
 /* --window belongs to the local mask, and the local mask needs one. */
 static int check_windows(const fat_options *o, char *err, size_t errlen) {
   int local = 0;
@@ -391,7 +423,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
                                        "--timeout", "--arch",  "--templates", "--direction",
                                        "--seqlen-k", "--gqa", "--batch", "--window",
                                        "--varlen", "--family", "--param", "--json",
-                                       "--shard"};
+                                       "--shard", "--paged"};
   enum { N_VALUED = sizeof valued / sizeof valued[0] };
   int seen[N_VALUED] = {0}, seen_retune = 0, seen_list = 0, seen_exhaustive = 0;
 
@@ -501,6 +533,9 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
                       errlen);
     } else if (!strcmp(flag, "--gqa")) {
       rc = parse_list(flag, value, each_gqa, o->gqa, &o->n_gqa, sizeof(int), err, errlen);
+    } else if (!strcmp(flag, "--paged")) {
+      rc = parse_list(flag, value, each_page_size, o->page_sizes, &o->n_page_sizes, sizeof(int), err,
+                      errlen);
     } else if (!strcmp(flag, "--batch")) {
       rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_BATCH, &o->batch, err, errlen);
     } else if (!strcmp(flag, "--db")) {
@@ -548,6 +583,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
                     !strcmp(valued[k], "--batch")))
       shape_given = 1;
   if (check_varlen(o, shape_given, err, errlen)) return -1;
+  if (check_paged(o, err, errlen)) return -1;
   if (o->n_seqlens == 0) {
     memcpy(o->seqlens, default_seqlens, sizeof default_seqlens);
     o->n_seqlens = N_DEFAULT_SEQLENS;

@@ -75,6 +75,9 @@ typedef struct fat_options {
   int batch;                             /* --batch; 0: 16384 tokens / the longer seqlen */
   fat_lengths varlens[FAT_MAX_LIST];     /* --varlen: variable-length problems, one a profile */
   int n_varlens;                         /* 0: dense problems (--seqlen) */
+  int page_sizes[FAT_MAX_LIST];          /* --paged: problems over a paged K/V cache, one a
+                                            page size (the paged family's) */
+  int n_page_sizes;                      /* 0: a contiguous cache */
   char db_path[4096];                    /* --db; "" until fat_options_default_db fills it */
   char arch[16];                         /* --arch; "" means: the GPU's, or sm_90a without one */
   char source_dir[4096];                 /* --templates: a folder with generator/ and templates/ */

@@ -49,8 +49,10 @@ void fat_problem_label(const fat_problem *p, char *out, size_t cap) {
   if (n > 0 && (size_t)n < cap && p->mask == FAT_MASK_LOCAL)
     n += snprintf(out + n, cap - (size_t)n, " w%d,%d", p->window_left, p->window_right);
   if (n > 0 && (size_t)n < cap && p->lengths.n > 0)
-    snprintf(out + n, cap - (size_t)n, " varlen %dx%lld", p->lengths.n,
-             fat_lengths_tokens(&p->lengths) / p->lengths.n);
+    n += snprintf(out + n, cap - (size_t)n, " varlen %dx%lld", p->lengths.n,
+                  fat_lengths_tokens(&p->lengths) / p->lengths.n);
+  if (n > 0 && (size_t)n < cap && p->page_size > 0)
+    snprintf(out + n, cap - (size_t)n, " paged %d", p->page_size);
 }
 
 /* The shapes every variant is checked on for problem P: the bucket's own
@@ -88,6 +90,17 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
    * soft-cap (family.h's features), one path of its code: its short shape
    * checks that path too. */
   if (p->lengths.n > 0 && p->direction == FAT_BWD) s[2].softcap = CHECK_SOFTCAP;
+  /* A paged problem is checked on its page size, one sequence more, the
+   * caches partly filled (varlen: fat_paged_used_keys), so that tables of
+   * different lengths and half-filled last pages are read; its short shape
+   * has the soft-cap too. */
+  if (p->page_size > 0)
+    for (int i = 0; i < FAT_TUNE_CHECK_SHAPES; i++) {
+      s[i].page_size = p->page_size;
+      s[i].varlen = 1;
+      s[i].batch += 1;
+      if (i == 2) s[i].softcap = CHECK_SOFTCAP;
+    }
   return FAT_TUNE_CHECK_SHAPES;
 }
 
@@ -103,7 +116,8 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
 int fat_family_applies(const fat_variant *v, const fat_problem *p) {
   const fat_family *f = fat_family_find(v->family, v->direction);
   if (!f) return 1;
-  if (f->paged) return 0; /* no paged problem yet: --paged comes with the tuner's pages */
+  /* A paged cache is read by the paged family alone, and it reads nothing else. */
+  if (f->paged != (p->page_size > 0)) return 0;
   if (p->lengths.n > 0) return f->packed;
   if (f->features) return 0;
   if (f->max_seqlen_q > 0 && p->seqlen_q > f->max_seqlen_q) return 0;
@@ -137,6 +151,8 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
   /* Dense problems by --seqlen (and --seqlen-k), or one per --varlen profile. */
   const int n_lens = o->n_varlens ? o->n_varlens : o->n_seqlens;
   const int n_keys = o->n_seqlens_k && !o->n_varlens ? o->n_seqlens_k : 1;
+  /* ... and over a paged cache, one per --paged page size. */
+  const int n_pages = o->n_page_sizes ? o->n_page_sizes : 1;
   const fat_window *windows;
   for (int ri = 0; ri < o->n_directions; ri++)
   for (int di = 0; di < o->n_dtypes; di++)
@@ -145,7 +161,8 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
       for (int hi = 0; hi < o->n_head_dims; hi++)
         for (int gi = 0; gi < o->n_gqa; gi++)
         for (int si = 0; si < n_lens; si++)
-        for (int ki = 0; ki < n_keys; ki++, i++) {
+        for (int ki = 0; ki < n_keys; ki++)
+        for (int pi = 0; pi < n_pages; pi++, i++) {
           if (!fat_shard_takes(o, i)) continue;
           if (!out) {
             n++;
@@ -163,6 +180,7 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
           }
           p->window_left = windows[wi].left;
           p->window_right = windows[wi].right;
+          p->page_size = o->n_page_sizes ? o->page_sizes[pi] : 0;
           /* The backward is tuned on the forward's shapes; its FLOPs are
            * 2.5x (fat_problem_flops). */
           p->direction = o->directions[ri];

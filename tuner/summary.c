@@ -108,6 +108,7 @@ static void put_winner(FILE *f, const fat_db_summary_row *row, const char *gpu) 
           p->head_dim, p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k, p->window_left,
           p->window_right);
   put_string(f, lengths);
+  fprintf(f, ", \"page_size\": %d", p->page_size);
   fputs(", \"winner\": ", f);
   put_string(f, row->winner);
   fputs(", \"median_ms\": ", f);

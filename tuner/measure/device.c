@@ -24,6 +24,7 @@
 #define REF_BWD_ROWS_ENTRY "fat_reference_bwd_rows"
 #define REF_BWD_COLS_ENTRY "fat_reference_bwd_cols"
 #define SEED_GOLDEN 0x9e3779b97f4a7c15ull
+#define POISON_PAGE_BYTE 0xff           /* 0xFFFF: NaN in fp16 and bf16 */
 #define LOG_EXCERPT 2000                /* bytes of an NVRTC log quoted in an error */
 #define TEMPLATES_DIR "templates/"
 #define TEMPLATE_NAME_MAX 256           /* a file name in templates/ */
@@ -364,6 +365,91 @@ out:
 
 /* ---- tensors -------------------------------------------------------- */
 
+/* A paged shape's pools, table and used keys (fat_gpu_tensors says what
+ * they hold): ROW_BYTES a key row of one head. Each sequence b uses
+ * fat_paged_used_keys(s, b) keys in ceil(used / page_size) pages; the pool
+ * has those pages and one spare a sequence, and every table row
+ * ceil(seqlen_k / page_size) entries. */
+static int paged_alloc(fat_gpu *g, const fat_check_shape *s, size_t row_bytes, fat_gpu_tensors *t,
+                       char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  const int page = s->page_size, stride = (s->seqlen_k + page - 1) / page;
+  t->used_keys = malloc((size_t)s->batch * sizeof *t->used_keys);
+  if (!t->used_keys) {
+    snprintf(err, errlen, "out of host memory");
+    return FAT_GPU_FAILED;
+  }
+  t->num_pages = s->batch;  /* the spares */
+  for (int b = 0; b < s->batch; b++) {
+    t->used_keys[b] = fat_paged_used_keys(s, b);
+    t->num_pages += (t->used_keys[b] + page - 1) / page;
+  }
+  t->batch = s->batch, t->seqlen_k = s->seqlen_k, t->heads_k = s->heads_k;
+  t->call.page_size = page;
+  t->call.block_table_stride = stride;
+  const size_t pool = (size_t)t->num_pages * page * s->heads_k * row_bytes;
+  const size_t table = (size_t)s->batch * stride * sizeof(int);
+  CU(g->cu.cuMemAlloc(&t->k_pages, pool), "cuMemAlloc of the K pages, %zu bytes", pool);
+  CU(g->cu.cuMemAlloc(&t->v_pages, pool), "cuMemAlloc of the V pages, %zu bytes", pool);
+  CU(g->cu.cuMemAlloc(&t->block_table, table), "cuMemAlloc of the block table");
+  CU(g->cu.cuMemAlloc(&t->seqinfo, (size_t)s->batch * sizeof(int)), "cuMemAlloc of seqused_k");
+  CU(g->cu.cuMemcpyHtoD(t->seqinfo, t->used_keys, (size_t)s->batch * sizeof(int)), "copying seqused_k");
+  t->call.block_table = (const int *)(uintptr_t)t->block_table;
+out:
+  return rc;
+}
+
+/* T's pages laid out anew from SEED: the contiguous K and V (filled) copied
+ * a page at a time into pages of the pool in a random order (Fisher-Yates
+ * on splitmix64), every other row of the pool NaN, and the table's entries
+ * past a sequence's pages naming one of the spares (NaN too): a kernel
+ * that reads a row it should not gets NaN into its output. */
+static int paged_fill(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  const int page = t->call.page_size, stride = t->call.block_table_stride;
+  const size_t e = fat_dtype_size(t->dtype), row = (size_t)t->heads_k * (size_t)t->head_dim * e;
+  const size_t page_bytes = (size_t)page * row, pool = (size_t)t->num_pages * page_bytes;
+  int *order = malloc((size_t)t->num_pages * sizeof *order);
+  int *table = malloc((size_t)t->batch * stride * sizeof *table);
+  if (!order || !table) {
+    snprintf(err, errlen, "out of host memory");
+    rc = FAT_GPU_FAILED;
+    goto out;
+  }
+  for (int i = 0; i < t->num_pages; i++) order[i] = i;
+  for (int i = t->num_pages - 1; i > 0; i--) {
+    const int j = (int)(fat_seed_derive(seed, (uint64_t)i) % (uint64_t)(i + 1));
+    const int x = order[i];
+    order[i] = order[j], order[j] = x;
+  }
+  CU(g->cu.cuMemsetD8Async(t->k_pages, POISON_PAGE_BYTE, pool, g->stream), "poisoning the K pages");
+  CU(g->cu.cuMemsetD8Async(t->v_pages, POISON_PAGE_BYTE, pool, g->stream), "poisoning the V pages");
+  const int spare = order[t->num_pages - 1];  /* never written */
+  int next = 0;
+  for (int b = 0; b < t->batch; b++)
+    for (int i = 0; i < stride; i++) {
+      const int r0 = i * page, rows = t->used_keys[b] - r0 < page ? t->used_keys[b] - r0 : page;
+      if (rows <= 0) {
+        table[b * stride + i] = spare;
+        continue;
+      }
+      const int at = table[b * stride + i] = order[next++];
+      const size_t from = ((size_t)b * t->seqlen_k + (size_t)r0) * row, to = (size_t)at * page_bytes;
+      CU(g->cu.cuMemcpyDtoDAsync(t->k_pages + to, t->k + from, (size_t)rows * row, g->stream),
+         "copying K rows into page %d", at);
+      CU(g->cu.cuMemcpyDtoDAsync(t->v_pages + to, t->v + from, (size_t)rows * row, g->stream),
+         "copying V rows into page %d", at);
+    }
+  /* Synchronous: the table on the host is freed below. */
+  CU(g->cu.cuStreamSynchronize(g->stream), "waiting for the pages");
+  CU(g->cu.cuMemcpyHtoD(t->block_table, table, (size_t)t->batch * stride * sizeof *table),
+     "copying the block table");
+out:
+  free(order);
+  free(table);
+  return rc;
+}
+
 int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
                           int with_reference, fat_gpu_tensors *t, char *err, size_t errlen) {
   int rc = FAT_GPU_FAILED;
@@ -383,7 +469,9 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
   rc = FAT_GPU_OK;
   const size_t d = (size_t)dp, e = fat_dtype_size(dtype);
   long long total_q = (long long)s->batch * s->seqlen_q, total_k = (long long)s->batch * s->seqlen_k;
-  if (s->varlen) {
+  if (s->page_size > 0) {
+    if ((rc = paged_alloc(g, s, d * e, t, err, errlen)) != FAT_GPU_OK) goto out;
+  } else if (s->varlen) {
     /* cu_seqlens_q, cu_seqlens_k (batch + 1 each) and seqused_k (batch). */
     const int n_ints = 3 * s->batch + 2;
     lengths = malloc((size_t)n_ints * sizeof *lengths);
@@ -429,7 +517,9 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
   p->v = (const void *)(uintptr_t)t->v;
   p->o = (void *)(uintptr_t)t->o;
   p->lse = (float *)(uintptr_t)t->lse;
-  if (s->varlen) {
+  if (s->page_size > 0) {
+    p->seqused_k = (const int *)(uintptr_t)t->seqinfo;
+  } else if (s->varlen) {
     p->cu_seqlens_q = (const int *)(uintptr_t)t->seqinfo;
     p->cu_seqlens_k = p->cu_seqlens_q + s->batch + 1;
     p->seqused_k = p->cu_seqlens_k + s->batch + 1;
@@ -456,8 +546,11 @@ out:
 }
 
 void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t) {
-  CUdeviceptr *all[] = {&t->q,     &t->k,       &t->v,         &t->o,      &t->lse,
-                        &t->ref_o, &t->ref_lse, &t->workspace, &t->seqinfo};
+  CUdeviceptr *all[] = {&t->q,       &t->k,       &t->v,         &t->o,      &t->lse,
+                        &t->ref_o,   &t->ref_lse, &t->workspace, &t->seqinfo,
+                        &t->k_pages, &t->v_pages, &t->block_table};
+  free(t->used_keys);
+  t->used_keys = NULL;
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (*all[i]) {
       g->cu.cuMemFree(*all[i]);
@@ -488,7 +581,16 @@ int fat_gpu_fill_random(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err
       (rc = fat_gpu_fill_one(g, t->k, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_K), "K", err, errlen)) ||
       (rc = fat_gpu_fill_one(g, t->v, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_V), "V", err, errlen)))
     return rc;
-  return FAT_GPU_OK;
+  return t->block_table ? paged_fill(g, t, fat_seed_derive(seed, SEED_PAGES), err, errlen) : FAT_GPU_OK;
+}
+
+fat_fwd_params fat_gpu_variant_params(const fat_gpu_tensors *t, int paged) {
+  fat_fwd_params p = t->params;
+  if (!paged || !t->block_table) return p;
+  p.k = (const void *)(uintptr_t)t->k_pages;
+  p.v = (const void *)(uintptr_t)t->v_pages;
+  p.k_batch_stride = p.v_batch_stride = (long long)t->call.page_size * p.k_row_stride;
+  return p;
 }
 
 int fat_gpu_download(fat_gpu *g, void *dst, CUdeviceptr src, size_t bytes, char *err,

@@ -111,9 +111,23 @@ typedef struct fat_gpu_tensors {
   CUdeviceptr ref_o, ref_lse; /* double; 0 unless allocated with the reference */
   CUdeviceptr workspace;      /* fp32 scores of a materialize variant, or the partials of a
                                  split-KV one; 0 until one needs it */
-  CUdeviceptr seqinfo;        /* variable-length shapes: cu_seqlens_q, cu_seqlens_k, seqused_k */
+  CUdeviceptr seqinfo;        /* variable-length shapes: cu_seqlens_q, cu_seqlens_k, seqused_k;
+                                 paged ones: seqused_k */
   size_t workspace_bytes;
-  fat_fwd_call call;          /* the packed rows of q and k of a variable-length shape, the SMs */
+  fat_fwd_call call;          /* the packed rows of q and k of a variable-length shape, the SMs;
+                                 a paged shape's table, its row length and page size */
+  /* A paged shape (fat_check_shape's page_size): K and V also in pools of
+   * num_pages pages, (num_pages, page_size, heads_k, head_dim), which the
+   * paged variants read through block_table (batch rows of
+   * call.block_table_stride entries); params (the reference's) keeps the
+   * contiguous K and V. fat_gpu_fill_random lays the pages out anew from
+   * its seed: a sequence's pages in random places of the pool, every row
+   * no sequence uses NaN, and a table's entries past a sequence's pages
+   * naming a page of NaN. 0 for a contiguous shape. */
+  CUdeviceptr k_pages, v_pages, block_table;
+  int num_pages;
+  int *used_keys;             /* host: each sequence's keys (seqused_k), batch entries */
+  int batch, seqlen_k, heads_k;
 } fat_gpu_tensors;
 
 int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
@@ -121,8 +135,14 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
 void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t);
 
 /* Q, K and V drawn from N(0, 1) on the GPU and rounded to the dtype; the
- * tensors are a function of SEED alone. */
+ * tensors are a function of SEED alone (a paged shape's pages and table
+ * too: fat_gpu_tensors). */
 int fat_gpu_fill_random(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen);
+
+/* The parameter block a variant reads T with: T's own, or for a paged
+ * variant (PAGED) on a paged shape, K and V in their pools, the batch
+ * strides a page's. */
+fat_fwd_params fat_gpu_variant_params(const fat_gpu_tensors *t, int paged);
 
 /* Runs the fp64 reference into ref_o / ref_lse and waits for it. */
 int fat_gpu_reference(fat_gpu *g, fat_gpu_tensors *t, fat_mask mask, char *err, size_t errlen);

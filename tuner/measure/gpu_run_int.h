@@ -20,7 +20,7 @@
 #define MS_PER_S 1e3
 #define WHAT_MAX 512
 
-enum { SEED_Q, SEED_K, SEED_V, SEED_DO };  /* streams of one tensor set */
+enum { SEED_Q, SEED_K, SEED_V, SEED_DO, SEED_PAGES };  /* streams of one tensor set */
 
 struct fat_gpu {
   fat_cuda cu;

@@ -44,7 +44,19 @@ int fat_check_shape_validate(const fat_check_shape *s, int index, char *err, siz
         return -1;
       }
   }
+  if (s->page_size != 0 &&
+      (s->page_size < FAT_PAGE_SIZE_MIN || s->page_size > FAT_PAGE_SIZE_MAX ||
+       (s->page_size & (s->page_size - 1)) || s->lengths.n != 0)) {
+    snprintf(err, errlen, "check shape %d: page_size %d is not a power of two from %d to %d over "
+             "a dense batch", index, s->page_size, FAT_PAGE_SIZE_MIN, FAT_PAGE_SIZE_MAX);
+    return -1;
+  }
   return 0;
+}
+
+int fat_paged_used_keys(const fat_check_shape *s, int b) {
+  /* As fat_varlen_lengths cuts its keys: uneven, never a multiple of a page. */
+  return b == 0 || !s->varlen ? s->seqlen_k : s->seqlen_k - (b * 53 + 5) % s->seqlen_k;
 }
 
 void fat_varlen_lengths(const fat_check_shape *s, int b, int *len_q, int *len_k, int *used_k) {
@@ -73,7 +85,9 @@ size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize) {
   size_t rows_q = (size_t)p->batch * p->seqlen_q, rows_k = (size_t)p->batch * p->seqlen_k;
   if (p->lengths.n > 0) rows_q = rows_k = (size_t)fat_lengths_tokens(&p->lengths);
   const size_t q_o = 2 * rows_q * p->heads * d * e;
-  const size_t k_v = 2 * rows_k * p->heads_k * d * e;
+  /* A paged problem's K and V twice: contiguous (the reference's) and in
+   * the pool of pages the kernels read (and a spare page a sequence). */
+  const size_t k_v = 2 * (p->page_size ? 2 : 1) * rows_k * p->heads_k * d * e;
   const size_t lse = rows_q * p->heads * sizeof(float);
   fat_check_shape s = {FAT_SHAPE_DIMS(p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k)};
   return q_o + k_v + lse + (materialize ? fat_materialize_workspace_bytes(&s) : 0);

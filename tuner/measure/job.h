@@ -20,9 +20,13 @@ typedef struct fat_check_shape {
   float softcap;  /* > 0: scores capped at cap · tanh(score / cap) */
   int varlen;     /* 1: a variable-length batch: sequence b has seqlen_q - f(b)
                      queries and seqlen_k - f'(b) keys (fat_varlen_lengths), packed,
-                     and odd sequences use only part of their keys (seqused_k) */
+                     and odd sequences use only part of their keys (seqused_k); with
+                     page_size, the caches partly filled instead (fat_paged_used_keys),
+                     the queries dense */
   fat_lengths lengths; /* varlen with a profile's lengths instead (lengths.n = batch,
                           the longest = seqlen_q = seqlen_k); n = 0: the formula's */
+  int page_size;  /* > 0: K and V in a pool of pages of this many keys, in random order
+                     (the fp64 reference reads them contiguous); 0: contiguous */
 } fat_check_shape;
 
 /* A shape's dense dimensions as designated initializers, for the tables
@@ -36,6 +40,12 @@ typedef struct fat_check_shape {
  * seqlen_q and seqlen_k; the others are shorter, down to one. A shape with
  * a profile (lengths.n > 0) has its lengths, every key used. */
 void fat_varlen_lengths(const fat_check_shape *s, int b, int *len_q, int *len_k, int *used_k);
+
+/* The keys sequence B of a paged check shape uses (its cache's length,
+ * seqused_k): all seqlen_k for sequence 0 or a shape without varlen, the
+ * others fewer, down to one -- so that the last page of most is partly
+ * filled and the table rows are of different lengths. */
+int fat_paged_used_keys(const fat_check_shape *s, int b);
 
 /* Bytes of the materialising baseline's fp32 score workspace for SHAPE:
  * batch·heads·seqlen_q·seqlen_k·4. */

@@ -141,7 +141,9 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
   fat_check_shape shape = {.batch = p->batch, .heads = p->heads, .heads_k = p->heads_k,
                            .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k,
                            .window_left = p->window_left, .window_right = p->window_right,
-                           .varlen = p->lengths.n > 0, .lengths = p->lengths};
+                           .varlen = p->lengths.n > 0, .lengths = p->lengths,
+                           /* a paged problem's every cache full (no varlen) */
+                           .page_size = p->page_size};
 
   memset(&t, 0, sizeof t);
   if (n >= 1 && k[0]->desc.direction == FAT_BWD) return time_bwd(g, k, n, p, o, seed, out, err, errlen);

@@ -173,8 +173,10 @@ CUresult fat_gpu_launch_variant(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_ten
   if (k->desc.kind == FAT_KERNEL_MATERIALIZE) return launch_materialize(g, k, t);
   const fat_fwd_geometry geo = call_geometry(g, &k->desc, t);
   const fat_fwd_kernels fns = {.main = k->fn, .combine = k->combine_fn};
-  fat_fwd_set_workspace(&geo, &t->params, t->workspace);
-  return fat_fwd_launch(&g->cu, &fns, &geo, &t->params, &t->call, g->stream);
+  /* A paged variant reads the pages (the reference read t->params'). */
+  fat_fwd_params p = fat_gpu_variant_params(t, k->desc.paged);
+  fat_fwd_set_workspace(&geo, &p, t->workspace);
+  return fat_fwd_launch(&g->cu, &fns, &geo, &p, &t->call, g->stream);
 }
 
 CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t) {

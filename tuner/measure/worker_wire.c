@@ -234,6 +234,7 @@ void fat_put_problem(fat_wbuf *b, const fat_problem *x) {
   fat_put_i32(b, x->window_left);
   fat_put_i32(b, x->window_right);
   put_lengths(b, &x->lengths);
+  fat_put_i32(b, x->page_size);
 }
 
 void fat_get_problem(fat_rbuf *b, fat_problem *x) {
@@ -249,6 +250,7 @@ void fat_get_problem(fat_rbuf *b, fat_problem *x) {
   x->window_left = fat_get_i32(b);
   x->window_right = fat_get_i32(b);
   get_lengths(b, &x->lengths);
+  x->page_size = fat_get_i32(b);
 }
 
 void fat_put_shape(fat_wbuf *b, const fat_check_shape *x) {
@@ -263,6 +265,7 @@ void fat_put_shape(fat_wbuf *b, const fat_check_shape *x) {
   fat_put_f64(b, x->softcap);
   fat_put_i32(b, x->varlen);
   put_lengths(b, &x->lengths);
+  fat_put_i32(b, x->page_size);
 }
 
 void fat_get_shape(fat_rbuf *b, fat_check_shape *x) {
@@ -277,6 +280,7 @@ void fat_get_shape(fat_rbuf *b, fat_check_shape *x) {
   x->softcap = (float)fat_get_f64(b);
   x->varlen = fat_get_i32(b);
   get_lengths(b, &x->lengths);
+  x->page_size = fat_get_i32(b);
 }
 
 void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {

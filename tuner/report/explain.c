@@ -422,6 +422,7 @@ static int find_winner(fat_db *db, sqlite3_int64 gpu_id, const fat_problem *p, i
           " JOIN timings t ON t.id = w.timing_id"
           " WHERE w.gpu_id = ?1 AND p.direction = 'fwd' AND p.dtype = ?2 AND p.mask = ?3"
           " AND p.head_dim = ?4 AND p.seqlen_q = ?5 AND p.seqlen_k = ?6 AND p.lengths = ''"
+          " AND p.page_size = 0"
           " ORDER BY p.batch, p.heads, p.heads_k",
           -1, &s, NULL) != SQLITE_OK)
     goto fail;

@@ -123,7 +123,8 @@ static int same_series(const fat_problem *a, const fat_problem *b) {
   if (a->head_dim != b->head_dim || query_group(a) != query_group(b)) return 0;
   switch (kind_of(a)) {
     case CK_LOCAL: return a->window_left == b->window_left && a->window_right == b->window_right;
-    case CK_DECODE: return a->mask == b->mask && a->seqlen_k == b->seqlen_k;
+    case CK_DECODE:
+      return a->mask == b->mask && a->seqlen_k == b->seqlen_k && a->page_size == b->page_size;
     default: return 1;
   }
 }
@@ -136,6 +137,7 @@ static void series_label(FILE *f, const fat_problem *p) {
   if (query_group(p) != 1) fprintf(f, " g%d", query_group(p));
   if (kind_of(p) == CK_LOCAL) fprintf(f, " w%d,%d", p->window_left, p->window_right);
   if (kind_of(p) == CK_DECODE) fprintf(f, " k%d", p->seqlen_k);
+  if (p->page_size) fprintf(f, " paged %d", p->page_size);
 }
 
 static void chart_title(FILE *f, const fat_problem *p) {
@@ -165,6 +167,7 @@ static void problem_short(FILE *f, const fat_problem *p) {
   if (p->heads_k != p->heads) fprintf(f, " g%d", query_group(p));
   if (p->seqlen_k != p->seqlen_q) fprintf(f, " k%d", p->seqlen_k);
   if (p->lengths.n) fputs(" varlen", f);
+  if (p->page_size) fprintf(f, " paged %d", p->page_size);
 }
 
 /* A chart's measure of series K of R: TFLOP/s by the FLOP convention, or

@@ -25,10 +25,11 @@ static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
   int rc, ret = -1;
   if (sqlite3_prepare_v2(fat_db_handle(db),
                          "SELECT id, direction, dtype, mask, head_dim, batch, heads, heads_k,"
-                         " seqlen_q, seqlen_k, window_left, window_right, lengths FROM problems"
+                         " seqlen_q, seqlen_k, window_left, window_right, lengths, page_size"
+                         " FROM problems"
                          /* same_group's key (report.c) first, so that each group is one run */
                          " ORDER BY direction = 'bwd', dtype, mask, head_dim, window_left,"
-                         " window_right, lengths <> '', heads / heads_k,"
+                         " window_right, lengths <> '', page_size, heads / heads_k,"
                          " seqlen_k != seqlen_q, CASE WHEN seqlen_k = seqlen_q THEN 0 ELSE"
                          " seqlen_k END, seqlen_q, seqlen_k, batch, heads, heads_k",
                          -1, &s, NULL) != SQLITE_OK) {
@@ -62,6 +63,7 @@ static int load_problems(fat_db *db, rp_data *d, char *err, size_t errlen) {
     r->p.window_right = sqlite3_column_int(s, 11);
     const char *lengths = (const char *)sqlite3_column_text(s, 12);
     if (fat_lengths_parse(lengths ? lengths : "", &r->p.lengths, err, errlen)) goto out;
+    r->p.page_size = sqlite3_column_int(s, 13);
     for (int k = 0; k < MAX_SERIES; k++) r->ms[k] = NAN;
     r->bench_ms = NAN;
   }

@@ -56,10 +56,10 @@ static const id_table ID_TABLES[] = {
      EXPORT_PICKS_SQL},
     {"problems",
      "direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, window_left,"
-     " window_right, lengths",
+     " window_right, lengths, page_size",
      "SELECT id AS old, direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q,"
-     " seqlen_k, window_left, window_right, lengths FROM main.problems WHERE id IN (SELECT"
-     " problem_id FROM main.winners WHERE gpu_id IN (SELECT old FROM temp.x_gpus))",
+     " seqlen_k, window_left, window_right, lengths, page_size FROM main.problems WHERE id IN"
+     " (SELECT problem_id FROM main.winners WHERE gpu_id IN (SELECT old FROM temp.x_gpus))",
      NULL},
     {"builds", "key",
      "SELECT id AS old, key FROM main.builds"
@@ -123,13 +123,23 @@ static const char *const EXPORT_DROP_SQL =
     "DROP TABLE IF EXISTS temp.p_ceilings; DROP TABLE IF EXISTS temp.x_external_timings;"
     "DROP TABLE IF EXISTS temp.p_external_timings;";
 
+/* Which exports write an export_table's rows: all, or only those with
+ * paged problems, or only those with none. */
+enum { EXPORT_ALWAYS = 0, EXPORT_IF_PAGED, EXPORT_IF_NOT_PAGED };
+
 /* One exported table: its INSERT column list and the SELECT giving the
- * values in that order, sorted by the new ids. */
+ * values in that order, sorted by the new ids; WHEN one of EXPORT_*. */
 typedef struct export_table {
   const char *name;
   const char *columns;
   const char *select;
+  int when;
 } export_table;
+
+/* Whether the exported problems hold a paged one. */
+static const char *const EXPORT_HAS_PAGED_SQL =
+    "SELECT count(*) FROM main.problems t JOIN temp.x_problems x ON x.old = t.id"
+    " WHERE t.page_size <> 0";
 
 static const export_table EXPORT_TABLES[] = {
     {"gpus",
@@ -138,13 +148,13 @@ static const export_table EXPORT_TABLES[] = {
      "SELECT x.new, t.name, t.cc_major, t.cc_minor, t.sm_count, t.driver_version, t.nvrtc_major,"
      " t.nvrtc_minor, t.mem_bytes, t.smem_per_block_optin, t.l2_bytes, t.clock_khz,"
      " t.mem_clock_khz, t.first_seen FROM main.gpus t JOIN temp.x_gpus x ON x.old = t.id"
-     " ORDER BY x.new"},
+     " ORDER BY x.new", EXPORT_ALWAYS},
     /* The GPU's measured ceilings (explain's floors, the report's roofs),
      * so that a table serves them where its user has tuned nothing. */
     {"ceilings", "id, gpu_id, name, value, unit, measured_at",
      "SELECT x.new, g.new, t.name, t.value, t.unit, t.measured_at FROM main.ceilings t"
      " JOIN temp.x_ceilings x ON x.old = t.id JOIN temp.x_gpus g ON g.old = t.gpu_id"
-     " ORDER BY x.new"},
+     " ORDER BY x.new", EXPORT_ALWAYS},
     /* No source: import fills it in from its generator, which must give
      * this source_hash or the variant is stale (trust.h). */
     {"variants",
@@ -152,27 +162,37 @@ static const export_table EXPORT_TABLES[] = {
      "smem_bytes, source_hash, is_default, created_at",
      "SELECT x.new, t.name, t.family, t.direction, t.dtype, t.mask, t.head_dim, t.params, t.entry,"
      " t.block_m, t.threads, t.smem_bytes, t.source_hash, t.is_default, t.created_at"
-     " FROM main.variants t JOIN temp.x_variants x ON x.old = t.id ORDER BY x.new"},
+     " FROM main.variants t JOIN temp.x_variants x ON x.old = t.id ORDER BY x.new", EXPORT_ALWAYS},
     {"builds",
      "id, key, variant_id, arch, options, nvrtc_version, ok, cubin, registers, smem_static, "
      "stack_frame, spill_stores, spill_loads, compile_ms, log, created_at",
      "SELECT x.new, t.key, v.new, t.arch, t.options, t.nvrtc_version, t.ok, t.cubin, t.registers,"
      " t.smem_static, t.stack_frame, t.spill_stores, t.spill_loads, t.compile_ms, t.log,"
      " t.created_at FROM main.builds t JOIN temp.x_builds x ON x.old = t.id"
-     " JOIN temp.x_variants v ON v.old = t.variant_id ORDER BY x.new"},
+     " JOIN temp.x_variants v ON v.old = t.variant_id ORDER BY x.new", EXPORT_ALWAYS},
     /* The hash the runtime checks each cubin against before loading it. */
     {"build_hashes", "build_key, cubin_sha256",
      "SELECT h.build_key, h.cubin_sha256 FROM main.build_hashes h JOIN main.builds t ON t.key ="
-     " h.build_key JOIN temp.x_builds x ON x.old = t.id ORDER BY x.new"},
+     " h.build_key JOIN temp.x_builds x ON x.old = t.id ORDER BY x.new", EXPORT_ALWAYS},
     /* A table of schema version 1 has no window columns: they default to
      * 0, 0, the window of every problem but a local one; one of version 2
-     * has no lengths, which default to '' (dense). */
+     * has no lengths, which default to '' (dense); one of version 6 or
+     * older and any without a paged problem has no page_size, which
+     * defaults to 0 (contiguous): a table of contiguous problems is written
+     * as version 6 wrote it, so that a re-export's diff holds the rows that
+     * changed and a fatune of version 6 still reads it. */
     {"problems",
      "id, direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, "
      "window_left, window_right, lengths",
      "SELECT x.new, t.direction, t.dtype, t.mask, t.head_dim, t.batch, t.heads, t.heads_k,"
      " t.seqlen_q, t.seqlen_k, t.window_left, t.window_right, t.lengths FROM main.problems t"
-     " JOIN temp.x_problems x ON x.old = t.id ORDER BY x.new"},
+     " JOIN temp.x_problems x ON x.old = t.id ORDER BY x.new", EXPORT_IF_NOT_PAGED},
+    {"problems",
+     "id, direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k, "
+     "window_left, window_right, lengths, page_size",
+     "SELECT x.new, t.direction, t.dtype, t.mask, t.head_dim, t.batch, t.heads, t.heads_k,"
+     " t.seqlen_q, t.seqlen_k, t.window_left, t.window_right, t.lengths, t.page_size"
+     " FROM main.problems t JOIN temp.x_problems x ON x.old = t.id ORDER BY x.new", EXPORT_IF_PAGED},
     {"checks",
      "id, variant_id, gpu_id, problem_id, batch, heads, seqlen_q, seqlen_k, rel_l2, max_abs, "
      "lse_max_abs, nonfinite, passed, reason, retired, created_at",
@@ -180,7 +200,7 @@ static const export_table EXPORT_TABLES[] = {
      " t.max_abs, t.lse_max_abs, t.nonfinite, t.passed, t.reason, t.retired, t.created_at"
      " FROM main.checks t JOIN temp.x_checks x ON x.old = t.id"
      " JOIN temp.x_variants v ON v.old = t.variant_id JOIN temp.x_gpus g ON g.old = t.gpu_id"
-     " JOIN temp.x_problems p ON p.old = t.problem_id ORDER BY x.new"},
+     " JOIN temp.x_problems p ON p.old = t.problem_id ORDER BY x.new", EXPORT_ALWAYS},
     {"timings",
      "id, variant_id, gpu_id, problem_id, reps, median_ms, min_ms, max_ms, p10_ms, p90_ms, "
      "tflops, sm_clock_mhz, retired, created_at",
@@ -188,12 +208,12 @@ static const export_table EXPORT_TABLES[] = {
      " t.p90_ms, t.tflops, t.sm_clock_mhz, t.retired, t.created_at"
      " FROM main.timings t JOIN temp.x_timings x ON x.old = t.id"
      " JOIN temp.x_variants v ON v.old = t.variant_id JOIN temp.x_gpus g ON g.old = t.gpu_id"
-     " JOIN temp.x_problems p ON p.old = t.problem_id ORDER BY x.new"},
+     " JOIN temp.x_problems p ON p.old = t.problem_id ORDER BY x.new", EXPORT_ALWAYS},
     {"winners", "gpu_id, problem_id, variant_id, timing_id, chosen_at",
      "SELECT g.new, p.new, v.new, tm.new, w.chosen_at FROM main.winners w"
      " JOIN temp.x_gpus g ON g.old = w.gpu_id JOIN temp.x_problems p ON p.old = w.problem_id"
      " JOIN temp.x_variants v ON v.old = w.variant_id JOIN temp.x_timings tm ON tm.old ="
-     " w.timing_id ORDER BY g.new, p.new"},
+     " w.timing_id ORDER BY g.new, p.new", EXPORT_ALWAYS},
     /* Other implementations' timings of the exported problems on this GPU
      * (bench/store_peers.py), so that the report of a table alone draws
      * fatune beside them; never candidates. */
@@ -201,7 +221,7 @@ static const export_table EXPORT_TABLES[] = {
      "SELECT x.new, g.new, p.new, t.source, t.median_ms, t.tflops, t.measured_at"
      " FROM main.external_timings t JOIN temp.x_external_timings x ON x.old = t.id"
      " JOIN temp.x_gpus g ON g.old = t.gpu_id JOIN temp.x_problems p ON p.old = t.problem_id"
-     " ORDER BY x.new"},
+     " ORDER BY x.new", EXPORT_ALWAYS},
 };
 #define N_EXPORT_TABLES (sizeof EXPORT_TABLES / sizeof EXPORT_TABLES[0])
 
@@ -331,6 +351,15 @@ int fat_tables_export(fat_db *db, const char *gpu_name, const fat_table_ids *ids
   }
   sqlite3_finalize(s);
   s = NULL;
+  int paged = 0;
+  if (sqlite3_prepare_v2(h, EXPORT_HAS_PAGED_SQL, -1, &s, NULL) != SQLITE_OK ||
+      sqlite3_step(s) != SQLITE_ROW) {
+    set_err(err, errlen, "export: %s", sqlite3_errmsg(h));
+    goto out;
+  }
+  paged = sqlite3_column_int(s, 0) > 0;
+  sqlite3_finalize(s);
+  s = NULL;
 
   /* The header is comment lines: a control character in the name (which
    * the command refuses; the API may be handed one) is written as \xNN, so
@@ -346,6 +375,9 @@ int fat_tables_export(fat_db *db, const char *gpu_name, const fat_table_ids *ids
                "-- Load with: fatune import FILE.sql (only INSERTs into fatune tables are accepted).\n",
           FAT_VERSION, FAT_DB_SCHEMA_VERSION);
   for (size_t t = 0; t < N_EXPORT_TABLES; t++) {
+    if ((EXPORT_TABLES[t].when == EXPORT_IF_PAGED && !paged) ||
+        (EXPORT_TABLES[t].when == EXPORT_IF_NOT_PAGED && paged))
+      continue;
     if (sqlite3_prepare_v2(h, EXPORT_TABLES[t].select, -1, &s, NULL) != SQLITE_OK) {
       set_err(err, errlen, "export %s: %s", EXPORT_TABLES[t].name, sqlite3_errmsg(h));
       goto out;

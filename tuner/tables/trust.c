@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "family.h"
 #include "options.h"
 #include "tolerance.h"
 #include "sha256.h"
@@ -505,16 +506,17 @@ out:
  * the checks; each with its variant's and its problem's key. */
 static const char *const RESULTS_SQL =
     "SELECT 'winners', w.rowid, v.name, v.direction, v.dtype, v.mask, v.head_dim, p.id,"
-    " p.direction, p.dtype, p.mask, p.head_dim FROM main.winners w"
+    " p.direction, p.dtype, p.mask, p.head_dim, v.family, p.page_size FROM main.winners w"
     " JOIN main.variants v ON v.id = w.variant_id JOIN main.problems p ON p.id = w.problem_id"
     " UNION ALL SELECT 'timings', t.id, v.name, v.direction, v.dtype, v.mask, v.head_dim, p.id,"
-    " p.direction, p.dtype, p.mask, p.head_dim FROM main.timings t"
+    " p.direction, p.dtype, p.mask, p.head_dim, v.family, p.page_size FROM main.timings t"
     " JOIN main.variants v ON v.id = t.variant_id JOIN main.problems p ON p.id = t.problem_id"
     " UNION ALL SELECT 'checks', c.id, v.name, v.direction, v.dtype, v.mask, v.head_dim, p.id,"
-    " p.direction, p.dtype, p.mask, p.head_dim FROM main.checks c"
+    " p.direction, p.dtype, p.mask, p.head_dim, v.family, p.page_size FROM main.checks c"
     " JOIN main.variants v ON v.id = c.variant_id JOIN main.problems p ON p.id = c.problem_id";
 enum { R_TABLE, R_ROW, R_VARIANT, R_V_KEY /* 3 columns: direction, dtype, mask */,
-       R_V_HEAD_DIM = R_V_KEY + 3, R_PROBLEM, R_P_KEY, R_P_HEAD_DIM = R_P_KEY + 3 };
+       R_V_HEAD_DIM = R_V_KEY + 3, R_PROBLEM, R_P_KEY, R_P_HEAD_DIM = R_P_KEY + 3, R_V_FAMILY,
+       R_P_PAGE_SIZE };
 
 static int check_results(fat_trust *t, sqlite3 *h, const char *name, char *err, size_t errlen) {
   static const char *const fields[3] = {"direction", "dtype", "mask"};
@@ -540,6 +542,17 @@ static int check_results(fat_trust *t, sqlite3 *h, const char *name, char *err, 
     int tdim;
     const int vdim = sqlite3_column_int(s, R_V_HEAD_DIM), pdim = sqlite3_column_int(s, R_P_HEAD_DIM);
     if (fat_direction_parse((const char *)sqlite3_column_text(s, R_P_KEY), &dir)) dir = FAT_FWD;
+    /* A paged family's variant reads pages: it runs a paged problem, and
+     * only it does (the family table's row; a family without one is the
+     * generator check's to refuse). */
+    const fat_family *fam = fat_family_find((const char *)sqlite3_column_text(s, R_V_FAMILY), dir);
+    const int page_size = sqlite3_column_int(s, R_P_PAGE_SIZE);
+    if (fam && fam->paged != (page_size > 0)) {
+      set_err(err, errlen, "%s: %s row %lld: variant %s %s a paged cache, its problem %lld has page "
+              "size %d", name, table, row, vname, fam->paged ? "reads" : "does not read", problem,
+              page_size);
+      goto out;
+    }
     if (template_dim(t, dir, pdim, &tdim, e2, sizeof e2)) {
       set_err(err, errlen, "%s: the generator failed: %s", name, e2);
       goto out;
