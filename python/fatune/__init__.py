@@ -63,6 +63,24 @@ attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     Differentiable in q, k and v (fatune::bwd_varlen, on the mma80f family);
     a key past seqused_k gets zero gradients.
 attention_varlen_with_lse(...)  attention_varlen(..., return_softmax_lse=True).
+attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None,
+                       block_table=None, causal=False, softmax_scale=None,
+                       window_size=(-1, -1), softcap=0.0, return_softmax_lse=False)
+    flash_attn_with_kvcache's decoding and chunked-prefill call, inference
+    only: q (batch, seqlen_q, heads, head_dim) against a K/V cache, either
+    contiguous, k_cache and v_cache (batch, seqlen_cache, heads_k,
+    head_dim), or paged: k_cache and v_cache (num_blocks, page_block_size,
+    heads_k, head_dim), a pool of pages, with block_table int32 (batch,
+    max_blocks_per_seq) naming sequence b's pages in order (page_block_size
+    a power of two from 16: vLLM's 16 up to FlashAttention-2's 256 and
+    beyond). cache_seqlens (an int, or int32 (batch,)) is each sequence's
+    cache length, None for the whole cache (seqlen_cache, or max_blocks x
+    page_block_size); causal and windows align bottom-right on it. k and v
+    (appending new keys to the cache) are not supported yet: a ValueError,
+    as are the table's and lengths' values (device data, not read on the
+    host: the caller's promise). Returns out, or (out, lse). A paged cache
+    runs on libfatune's paged family (fatune --paged tunes it). The
+    operator fatune::fwd_kvcache.
 attention_bwd(dout, q, k, v, o, lse, *, causal, softmax_scale, window_size,
               softcap, deterministic, dq, dk, dv)  the backward itself: (dq, dk, dv),
     into given tensors if dq, dk, dv are passed (dk, dv have heads_k heads).
@@ -94,7 +112,8 @@ else:
     from . import _ops  # noqa: F401  (registers fatune::fwd, fatune::bwd, fatune::fwd_varlen)
 
 __all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse",
-           "attention_bwd", "last_choice", "select", "select_bwd", "Choice", "FatuneError"]
+           "attention_with_kvcache", "attention_bwd", "last_choice", "select", "select_bwd", "Choice",
+           "FatuneError"]
 
 _MASK_NONE, _MASK_CAUSAL = _abi.MASK["FAT_ATTN_MASK_NONE"], _abi.MASK["FAT_ATTN_MASK_CAUSAL"]
 _MASK_LOCAL = _abi.MASK["FAT_ATTN_MASK_LOCAL"]
@@ -273,6 +292,53 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
             raise TypeError(f"{name} must be an int, got {type(x).__name__}")
     o, lse = torch.ops.fatune.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
                                          max_seqlen_k, *options, deterministic)
+    return (o, lse) if return_softmax_lse else o
+
+
+def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None, block_table=None,
+                           causal=False, softmax_scale=None, window_size=(-1, -1), softcap=0.0,
+                           return_softmax_lse=False, rotary_cos=None, rotary_sin=None, cache_batch_idx=None,
+                           cache_leftpad=None, alibi_slopes=None, num_splits=0, scale=None):
+    """flash_attn_with_kvcache on libfatune: attention of q (batch, seqlen_q,
+    heads, head_dim) over a K/V cache, contiguous (k_cache, v_cache: (batch,
+    seqlen_cache, heads_k, head_dim)) or paged (k_cache, v_cache:
+    (num_blocks, page_block_size, heads_k, head_dim); block_table: int32
+    (batch, max_blocks_per_seq) of block indices, its last dimension
+    contiguous). cache_seqlens: an int or an int32 CUDA tensor (batch,), the
+    keys of each sequence's cache (None: all). The options are
+    flash_attn_with_kvcache's (causal and window_size bottom-right aligned on
+    each sequence's cache length), every one after v by keyword only. k and v
+    (new keys to append), rotary embeddings, cache_batch_idx, cache_leftpad
+    and alibi_slopes are what fatune has not: each a ValueError naming it;
+    num_splits is chosen by the launch for the GPU (0 only). Returns out
+    (batch, seqlen_q, heads, head_dim), or (out, lse) with
+    return_softmax_lse=True, lse (batch, heads, seqlen_q) fp32. Not
+    differentiable (a cache is an inference's). The operator
+    fatune::fwd_kvcache."""
+    api = "fatune.attention_with_kvcache"
+    for name, x in (("k", k), ("v", v), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin),
+                    ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad),
+                    ("alibi_slopes", alibi_slopes)):
+        if x is not None:
+            raise ValueError(f"{api}: {name} {type(x).__name__}: fatune's KV-cache call has no {name}; "
+                             f"{name} must be None")
+    if not _is_int(num_splits) or num_splits != 0:
+        raise ValueError(f"{api}: num_splits {num_splits!r}: the launch chooses the split count for the "
+                         "GPU; num_splits must be 0")
+    _check_bool("return_softmax_lse", return_softmax_lse)
+    value, name = _scale_arg(api, softmax_scale, scale)
+    options = _options(causal, value, window_size, softcap, name)
+    _need_torch(api)
+    _check_tensors(q=q, k_cache=k_cache, v_cache=v_cache)
+    if block_table is not None:
+        _check_tensors(block_table=block_table)
+    if _is_length(cache_seqlens):
+        if not 0 <= cache_seqlens <= _INT_MAX:
+            raise ValueError(f"{api}: cache_seqlens {cache_seqlens} must be 0 .. {_INT_MAX}")
+        cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
+    elif cache_seqlens is not None:
+        _check_tensors(cache_seqlens=cache_seqlens)
+    o, lse = torch.ops.fatune.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options)
     return (o, lse) if return_softmax_lse else o
 
 

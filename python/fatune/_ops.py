@@ -25,6 +25,9 @@ call these.
                        seqused_k, max_seqlen_q, max_seqlen_k, mask,
                        window_left, window_right, softmax_scale, softcap,
                        deterministic) -> (dq, dk, dv)
+    fatune::fwd_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, mask,
+                        window_left, window_right, softmax_scale, softcap)
+                        -> (out, lse)          (inference: no autograd)
 
 The options are fat_attn_args' own terms (_runtime's docstring); a
 forward's deterministic is its backward's, which is why the forwards carry
@@ -97,6 +100,21 @@ def _bwd_varlen_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sequse
     _runtime.check_bwd_varlen(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
                               max_seqlen_k, storage=False)
     return _runtime.bwd_outputs(q, k, v)
+
+
+@torch.library.custom_op("fatune::fwd_kvcache", mutates_args=())
+def fwd_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Optional[Tensor],
+                block_table: Optional[Tensor], mask: int, window_left: int, window_right: int,
+                softmax_scale: float, softcap: float) -> tuple[Tensor, Tensor]:
+    return _runtime.forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, mask, window_left,
+                                    window_right, softmax_scale, softcap)
+
+
+@fwd_kvcache.register_fake
+def _fwd_kvcache_fake(q, k_cache, v_cache, cache_seqlens, block_table, mask, window_left, window_right,
+                      softmax_scale, softcap):
+    _runtime.check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, storage=False)
+    return _runtime.fwd_outputs(q)
 
 
 # ---- autograd -----------------------------------------------------------------------

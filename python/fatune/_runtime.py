@@ -51,7 +51,8 @@ class Choice:
     this architecture, note names it), match ('exact bucket', 'nearest bucket',
     'default'), bucket_seqlen, bucket_seqlen_k, bucket_group and bucket_window
     ((left, right) of a local mask, -1 unbounded; (0, 0) otherwise: the tuned
-    problem's key), tuned_ms, load ('stored cubin', 'compiled with
+    problem's key), bucket_page_size (a paged call's tuned page size, 0 for a
+    contiguous cache), tuned_ms, load ('stored cubin', 'compiled with
     NVRTC'), db_path, note (why no stored cubin served, '' when one did)."""
 
     def __init__(self, lib, c):
@@ -63,6 +64,7 @@ class Choice:
         self.bucket_seqlen_k = c.bucket_seqlen_k
         self.bucket_group = c.bucket_group
         self.bucket_window = (c.bucket_window_left, c.bucket_window_right)
+        self.bucket_page_size = c.bucket_page_size
         self.tuned_ms = c.tuned_ms
         self.load = lib.fat_load_name(c.load).decode() if c.loaded else None
         self.db_path = c.db_path.decode()
@@ -491,6 +493,84 @@ def backward_varlen(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k
                       window_left, window_right, softmax_scale, softcap)
     _launch_bwd(bwd_args(fwd, dout, dq, dk, dv, deterministic), q, "fatune.attention_varlen")
     return dq, dk, dv
+
+
+# ---- the KV-cache call (flash_attn_with_kvcache) -------------------------------------
+
+KVCACHE_API = "fatune.attention_with_kvcache"
+CACHE = "(batch, seqlen_cache, heads_k, head_dim)"
+PAGES = "(num_blocks, page_block_size, heads_k, head_dim)"
+
+
+def check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, storage=True):
+    """attention_with_kvcache's tensors: q dense, k_cache and v_cache a
+    contiguous cache of q's batch or, with block_table ((batch, max_blocks)
+    int32, last dimension contiguous), a pool of pages; cache_seqlens None or
+    int32 (batch,). Returns seqlen_k: the cache's length, or max_blocks x
+    page_block_size (the table's reach)."""
+    api = KVCACHE_API
+    check_tensor("q", q, api, DENSE, storage)
+    paged = block_table is not None
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        check_tensor(name, t, api, PAGES if paged else CACHE, storage)
+    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+        raise ValueError(f"q, k_cache and v_cache must share a dtype: got {q.dtype}, {k_cache.dtype}, "
+                         f"{v_cache.dtype}")
+    if k_cache.device != q.device or v_cache.device != q.device:
+        raise ValueError(f"q, k_cache and v_cache must be on one device: got {q.device}, "
+                         f"{k_cache.device}, {v_cache.device}")
+    if k_cache.shape != v_cache.shape or k_cache.shape[3] != q.shape[3]:
+        raise ValueError(f"shapes q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}, v_cache "
+                         f"{tuple(v_cache.shape)}: the caches must match, with q's head_dim")
+    if q.shape[2] % k_cache.shape[2]:
+        raise ValueError(f"k/v heads {k_cache.shape[2]} do not divide q heads {q.shape[2]}")
+    batch = q.shape[0]
+    if paged:
+        if not isinstance(block_table, torch.Tensor):
+            raise TypeError(f"block_table must be a torch.Tensor, got {type(block_table).__name__}")
+        if (block_table.dtype != torch.int32 or block_table.dim() != 2 or block_table.device != q.device
+                or block_table.shape[0] != batch or block_table.stride(1) != 1):
+            raise ValueError(f"block_table is {block_table.dtype} {tuple(block_table.shape)} on "
+                             f"{block_table.device}; {api} takes a torch.int32 (batch, max_blocks) on "
+                             f"{q.device} whose last dimension is contiguous, batch {batch}")
+        seqlen_k = block_table.shape[1] * k_cache.shape[1]
+    else:
+        if k_cache.shape[0] != batch:
+            raise ValueError(f"k_cache has batch {k_cache.shape[0]}; q has {batch}")
+        seqlen_k = k_cache.shape[1]
+    if cache_seqlens is not None:
+        check_offsets("cache_seqlens", cache_seqlens, batch, q.device, api)
+    if not 1 <= seqlen_k <= INT_MAX:
+        raise ValueError(f"the cache holds {seqlen_k} keys; {api} takes 1 .. {INT_MAX}")
+    return seqlen_k
+
+
+def kvcache_args(q, k_cache, v_cache, o, lse, cache_seqlens, block_table, mask, window_left, window_right,
+                 softmax_scale, softcap):
+    """fat_attn_args of a KV-cache call (checked: check_kvcache): seqused_k
+    the cache lengths, and for a paged cache the block table, its row
+    length, the page size and the pool's pages (k and v's batch strides the
+    page's)."""
+    a = fwd_args(q, k_cache, v_cache, o, lse, mask, window_left, window_right, softmax_scale, softcap)
+    a.seqused_k = cache_seqlens.data_ptr() if cache_seqlens is not None else None
+    if block_table is not None:
+        a.seqlen_k = block_table.shape[1] * k_cache.shape[1]
+        a.block_table = block_table.data_ptr()
+        a.block_table_stride = block_table.stride(0)
+        a.page_size = k_cache.shape[1]
+        a.num_pages = k_cache.shape[0]
+    return a
+
+
+def forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, mask, window_left, window_right,
+                    softmax_scale, softcap):
+    """(out, lse) of a KV-cache call by fat_attention_fwd."""
+    check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table)
+    o, lse = fwd_outputs(q)
+    a = kvcache_args(q, k_cache, v_cache, o, lse, cache_seqlens, block_table, mask, window_left, window_right,
+                     softmax_scale, softcap)
+    _launch_fwd(a, device_index(q), q, KVCACHE_API)
+    return o, lse
 
 
 # ---- selection and the last choice --------------------------------------------------

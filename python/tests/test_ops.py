@@ -121,6 +121,30 @@ def test_fake_varlen():
                                                               (k.shape, k.dtype)]
 
 
+def test_fake_kvcache():
+    """The KV-cache forward on fake CUDA tensors: out like q, lse (batch,
+    heads, seqlen_q), a contiguous cache and a paged one alike; a block table
+    of another dtype or batch refused with the real one's message."""
+    with FakeTensorMode():
+        q = torch.empty(B, 1, H, D, device="cuda", dtype=torch.bfloat16)
+        cache = torch.empty(B, SK, HK, D, device="cuda", dtype=torch.bfloat16)
+        pool = torch.empty(40, 64, HK, D, device="cuda", dtype=torch.bfloat16)
+        table = torch.empty(B, 5, device="cuda", dtype=torch.int32)
+        lens = torch.empty(B, device="cuda", dtype=torch.int32)
+        for kc, bt in ((cache, None), (pool, table)):
+            o, lse = fatune.attention_with_kvcache(q, kc, kc, cache_seqlens=lens, block_table=bt, causal=True,
+                                                   return_softmax_lse=True)
+            assert (o.shape, o.dtype, lse.shape, lse.dtype) == (q.shape, q.dtype, (B, H, 1), torch.float32)
+        kind, msg = raised(lambda: fatune.attention_with_kvcache(q, pool, pool, block_table=table.long()))
+        assert kind is ValueError and msg.startswith("block_table is torch.int64"), msg
+        kind, msg = raised(lambda: fatune.attention_with_kvcache(q, pool, pool, block_table=table[:1]))
+        assert kind is ValueError and "batch 2" in msg, msg
+    assert str(torch.ops.fatune.fwd_kvcache.default._schema) == (
+        "fatune::fwd_kvcache(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? cache_seqlens, "
+        "Tensor? block_table, SymInt mask, SymInt window_left, SymInt window_right, float softmax_scale, "
+        "float softcap) -> (Tensor, Tensor)")
+
+
 def test_fake_refusals():
     """The fake implementations refuse what the real ones refuse, with their
     messages: torch.compile reports a bad call when it traces it."""
