@@ -227,7 +227,34 @@ static void test_wire(void) {
   fat_wbuf_free(&b2);
 }
 
+/* The split count a launch chooses (fwd_launch.c says why): none where the
+ * unsplit grid fills most of the GPU's block slots (two an SM) or its keys
+ * are one split's 256; else the fewest whose last wave is within 85 % of the
+ * fullest, among counts up to 32 that change the keys a split reads. */
+static void test_launch_splits(void) {
+  CHECK_INT(fat_fwd_launch_splits(8, 4096, 132), 16);      /* 8 K/V heads, batch 1 */
+  CHECK_INT(fat_fwd_launch_splits(8, 131072, 132), 29);
+  CHECK_INT(fat_fwd_launch_splits(1, 65536, 132), 29);     /* one K/V head */
+  CHECK_INT(fat_fwd_launch_splits(64, 4096, 132), 4);      /* batch 8 */
+  CHECK_INT(fat_fwd_launch_splits(256, 4096, 132), 1);     /* fills the GPU */
+  CHECK_INT(fat_fwd_launch_splits(8, 256, 132), 1);        /* one split's keys */
+  CHECK_INT(fat_fwd_launch_splits(8, 4096, 0), 1);         /* no SM count */
+  /* From a geometry: packed rows, the window's keys for a local variant
+   * (its window read only then). */
+  fat_fwd_geometry g = {.block_m = 64, .threads = 128, .smem_bytes = 81920, .pack_gqa = 1, .splits = 0,
+                        .launch_splits = 1, .head_dim = 128};
+  fat_fwd_params p = dense(1, 32, 8, 1, 131072, 128);
+  p.window_left = 1024, p.window_right = 0;
+  const fat_fwd_call call = {.sm_count = 132};
+  CHECK_INT(fat_fwd_call_splits(&g, &p, &call), 29);      /* causal: every key */
+  g.local = 1;
+  CHECK_INT(fat_fwd_call_splits(&g, &p, &call), fat_fwd_launch_splits(8, 1024 + 0 + 16, 132));
+  g.launch_splits = 0, g.splits = 8;
+  CHECK_INT(fat_fwd_call_splits(&g, &p, &call), 8);        /* a fixed count is kept */
+}
+
 int main(void) {
+  test_launch_splits();
   test_describable();
   test_bwd_describable();
   test_schedule();

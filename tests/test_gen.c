@@ -25,7 +25,7 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define N_MASKS 3          /* none, causal, local */
 #define MIN_CONFIGS 12 /* the floor per (head dim, dtype, mask) */
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
-#define SPLITKV_GRID 40 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x5 */
+#define SPLITKV_GRID 48 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x6 */
 #define PAGED_GRID 48   /* BLOCK_M x BLOCK_N x WARPS x STAGES x PACK_GQA = 2x3x2x2x2, SPLITS 0 */
 #define WGMMA90_GRID 16 /* BLOCK_M x BLOCK_N x STAGES x OVERLAP = 2x2x2x2, sm_90a, d64..d256 by 64 */
 #define WS90_GRID 648   /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT x SLAB = 2x9x1x3x2x3x2, sm_90a */
@@ -336,13 +336,15 @@ static void test_pruning(fat_gen *g) {
   }
   /* mma80's 19, splitkv's 18 (BLOCK_N 64: the rest do not fit), paged's
    * 7, wgmma90's 8, ws90's 24 and the materialising baseline's 2 tiles;
-   * mma80's 29, splitkv's 22, paged's 41, wgmma90's 8 and ws90's 120 of 128
+   * mma80's 29, splitkv's 30, paged's 41, wgmma90's 8 and ws90's 120 of 128
    * rows pruned (PERSISTENT 2 wants a mask), all 144 of 192 (three
    * consumers' registers) and all 360 with SLAB 32 (d256 is whole 64-column
    * slabs) or BLOCK_N 144 */
   CHECK_WHY(n == 19 + 18 + 7 + 8 + 24 + MATERIALIZE_TILES &&
-                np == 29 + 22 + 41 + 8 + 120 + 144 + 360,
+                np == 29 + 30 + 41 + 8 + 120 + 144 + 360,
             "%zu variants, %zu pruned", n, np);
+  CHECK_STR(find_reason(p, np, "fwd.splitkv.fp16.d256.none.m64n64w4s2.g1x0"),
+            "SPLITS 0 above head dim 128: its blocks spill");
   CHECK_STR(find_reason(p, np, "fwd.paged.fp16.d256.none.m128n64w4s2.g0x0"),
             "accumulators 320 > 192 registers per thread; rows per warp BLOCK_M/WARPS = 32 is not 16; "
             "registers: 160 accumulators + 2 x 16 copies > 176");
@@ -891,8 +893,10 @@ int main(void) {
    * (9 more) is 27; shared memory leaves BLOCK_N 64 with STAGES 2 only
    * (9) at d192 and d256 on sm_80, and BLOCK_N 64 (18) at d256 on sm_90a
    * (the tiles of head dims that are multiples of 64 are unpadded) */
-  const int splitkv_sm80[N_HEAD_DIMS] = {27, 27, 27, 27, 9, 9};
-  const int splitkv_sm90a[N_HEAD_DIMS] = {27, 27, 27, 27, 27, 18};
+  /* ... and SPLITS 0 (the launch's) with each of the three tiles, packed
+   * or not, up to d128 (6 more) */
+  const int splitkv_sm80[N_HEAD_DIMS] = {33, 33, 33, 33, 9, 9};
+  const int splitkv_sm90a[N_HEAD_DIMS] = {33, 33, 33, 33, 27, 18};
   /* paged: one 16-row tile a warp leaves BLOCK_M 64 on 4 warps (6: key
    * tiles 64 and 128, STAGES 3 with 64 keys only, packed or not) and
    * BLOCK_M 128 on 8 (3: unpacked only), BLOCK_N 32 only from d192; there

@@ -55,6 +55,9 @@ static const winner WINNERS[] = {
      "BLOCK_M=64 BLOCK_N=64 PACK_GQA=1 SPLITS=0 STAGES=3 WARPS=4", 64, 0},
     {"fwd.paged.bf16.d128.causal.m64n128w4s2.g1x0", "paged",
      "BLOCK_M=64 BLOCK_N=128 PACK_GQA=1 SPLITS=0 STAGES=2 WARPS=4", 256, 1},
+    /* d64: a contiguous decoding winner whose launch chooses its splits */
+    {"fwd.splitkv.bf16.d64.causal.m64n64w4s2.g1x0", "splitkv",
+     "BLOCK_M=64 BLOCK_N=64 PACK_GQA=1 SPLITS=0 STAGES=2 WARPS=4", 0, 1},
 };
 #define N_WINNERS (sizeof WINNERS / sizeof WINNERS[0])
 
@@ -74,14 +77,15 @@ static void put_winner(const char *path, const winner *w, const char *arch) {
                     .nvrtc_major = 13, .nvrtc_minor = 0, .smem_per_block_optin = 232448};
   snprintf(g.name, sizeof g.name, "%s", H200);
   fat_problem p;
-  fat_tune_problem(FAT_BF16, FAT_MASK_CAUSAL, HEAD_DIM, 1, SEQLEN_K, HEADS / HEADS_K, 8, &p);
+  const int head_dim = strstr(w->name, ".d64.") ? 64 : HEAD_DIM;
+  fat_tune_problem(FAT_BF16, FAT_MASK_CAUSAL, head_dim, 1, SEQLEN_K, HEADS / HEADS_K, 8, &p);
   p.page_size = w->page_size;
   snprintf(source, sizeof source, "// stand-in source of %s\n#define FAT_ABI_VERSION %d\n"
            "#define FAT_ABI_KV_VERSION %d\n", w->name, FAT_ABI_VERSION,
            w->kv_abi ? FAT_ABI_KV_VERSION : FAT_ABI_KV_VERSION + 1);
   fat_variant v = {.name = (char *)w->name, .family = (char *)w->family, .source = source,
                    .params = (char *)w->params, .entry = "fat_fwd_mma80", .direction = FAT_FWD,
-                   .dtype = FAT_BF16, .mask = FAT_MASK_CAUSAL, .head_dim = HEAD_DIM, .block_m = 64,
+                   .dtype = FAT_BF16, .mask = FAT_MASK_CAUSAL, .head_dim = head_dim, .block_m = 64,
                    .threads = 128, .smem_bytes = 81920};
   fat_sha256_hex(source, strlen(source), v.hash);
   fat_check c = {.batch = 2, .heads = 8, .seqlen_q = 1, .seqlen_k = 1000, .rel_l2 = 0.002,
@@ -186,12 +190,12 @@ int main(void) {
     CHECK_STR(selected(c, &a, &page), PAGED[i].variant);
     CHECK_INT(page, PAGED[i].page_size == 16 || PAGED[i].page_size == 32 ? 16 : 256);
   }
-  /* Nothing tuned at d64: the paged call runs the paged family's default,
-   * the contiguous one mma80's. */
+  /* Nothing paged tuned at d64: the paged call runs the paged family's
+   * default; the contiguous one the splitkv winner. */
   a = call(64, 16);
   CHECK_STR(selected(c, &a, &page), "fwd.paged.bf16.d64.causal.m64n64w4s2.g0x0");
   a = call(64, 0);
-  CHECK_STR(selected(c, &a, &page), "fwd.mma80.bf16.d64.causal.m128n64w4s1");
+  CHECK_STR(selected(c, &a, &page), "fwd.splitkv.bf16.d64.causal.m64n64w4s2.g1x0");
 
   /* The launch of a paged call: the main kernel gets the block table, the
    * page size's shift and the launch's split count (8 blocks of one split
@@ -245,15 +249,27 @@ int main(void) {
   char want_image[256];
   snprintf(want_image, sizeof want_image, CUBIN_PREFIX "%s", ran.variant);
   CHECK_STR(stand_in_last_image(), want_image);
+  /* A contiguous decoding winner whose launch chooses its splits: the
+   * second block with no table and the launch's count, then the combine. */
+  a = call(64, 0);
+  CHECK_INT(fat_attention_fwd_workspace(c, &a, &need), FAT_OK);
+  a.workspace = (void *)(uintptr_t)WORKSPACE_AT, a.workspace_bytes = need;
+  CHECK_INT(fat_attention_fwd(c, &a, NULL, &ran), FAT_OK);
+  CHECK_STR(ran.variant, "fwd.splitkv.bf16.d64.causal.m64n64w4s2.g1x0");
+  CHECK_STR(stand_in_recent_launch(0, NULL, NULL, 0), "fat_fwd_mma80_combine");
+  CHECK_STR(stand_in_recent_launch(1, grid, &kv, sizeof kv), "fat_fwd_mma80");
+  CHECK(kv.block_table == NULL && kv.page_shift == 0);
+  CHECK_INT(kv.splits, splits);
+  CHECK_INT(grid[2], splits);
   fat_context_close(c);
 
   /* Without the built-in defaults, a paged problem with nothing tuned is
    * refused by name, as a contiguous one is. */
   c = open_ctx(path, 1);
-  a = call(64, 16);
+  a = call(256, 16);
   fat_choice ch = FAT_CHOICE_INIT;
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_UNSUPPORTED);
-  CHECK_STR(fat_context_error(c), "no tuned fwd winner for bf16 causal head_dim 64 on NVIDIA H200 "
+  CHECK_STR(fat_context_error(c), "no tuned fwd winner for bf16 causal head_dim 256 on NVIDIA H200 "
                                   "and the built-in default is disabled");
   fat_context_close(c);
   dlclose(lib);
