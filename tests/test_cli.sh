@@ -422,8 +422,9 @@ fi
 # With no --db and no results of one's own, explain and report read the
 # shipped tables (found beside this fatune, as the build leaves them) and say
 # so; explain shows a winner stored for another batch at its own shape, the
-# floors from the ceilings the table carries, and the winner against the
-# peak of its family's instruction (or that it was not measured).
+# floors from the ceilings the table carries (of the GPU with the most
+# winners, whichever that is), and the winner against the peak of its
+# family's instruction (or that it was not measured).
 mkdir -p "$tmp/empty-home"
 alone() { env -u FATUNE_DB -u FATUNE_TABLES -u XDG_CACHE_HOME HOME="$tmp/empty-home" "$F" "$@"; }
 tables_db=$(alone --version | sed -n 's/^shipped tables: //p')
@@ -431,7 +432,7 @@ if [ -f "$tables_db" ]; then
   out=$(alone explain --seqlen 4096 --head-dim 128 --dtype bf16 --causal 2>&1); rc=$?
   if [ $rc -eq 0 ] && grep -qxF "(your database has no GPU results: read from the shipped tables, $tables_db)" <<<"$out" &&
      grep -q '^Measured on .*: winner fwd\.' <<<"$out" && grep -q '^  (at the stored shape: batch ' <<<"$out" &&
-     grep -q '^Floors on NVIDIA H200: copy bandwidth [0-9.]* TB/s (measured), bf16 mma\.sync peak [0-9.]* TFLOP/s (measured)' <<<"$out" &&
+     grep -q '^Floors on NVIDIA [^:]*: copy bandwidth [0-9.]* TB/s (measured), bf16 mma\.sync peak [0-9.]* TFLOP/s (measured)' <<<"$out" &&
      grep -qE '^  (compute floor / measured time: [0-9.]+% of the (mma\.sync|wgmma) peak|(mma\.sync|wgmma) peak: not measured) \([a-z0-9]+ issues (mma\.sync|wgmma)\)$' <<<"$out" &&
      ! grep -q 'no measured ceilings' <<<"$out"; then
     pass=$((pass + 1))
