@@ -44,28 +44,7 @@ static char err[ERRLEN];
 static fat_variant *space;
 static size_t n_space;
 
-static const fat_variant *variant(const char *name) {
-  for (size_t i = 0; i < n_space; i++)
-    if (!strcmp(space[i].name, name)) return &space[i];
-  return NULL;
-}
-
-/* Compiles V for ARCH into B and loads it on G as K. 0 or -1 with err. */
-static int load(fat_gpu *g, const fat_variant *v, const char *arch, fat_build *b, fat_gpu_kernel *k) {
-  fat_kernel_desc d;
-  char why[ERRLEN];
-  memset(b, 0, sizeof *b);
-  if (fat_compile_one(v->name, v->source, arch, b, err, sizeof err)) return -1;
-  if (!b->ok) {
-    snprintf(err, sizeof err, "%s: %.2000s", v->name, b->log ? b->log : "");
-    return -1;
-  }
-  if (fat_kernel_describe(v, b, &d, why, sizeof why)) {
-    snprintf(err, sizeof err, "%s", why);
-    return -1;
-  }
-  return fat_gpu_kernel_load(g, &d, k, err, sizeof err) == FAT_GPU_OK ? 0 : -1;
-}
+static const fat_variant *variant(const char *name) { return gpu_test_variant(space, n_space, name); }
 
 static void print_row(const char *name, const fat_check_shape *s, const fat_bwd_check *bc,
                       const fat_check *c) {
@@ -86,7 +65,7 @@ static void check_variant(fat_gpu *g, const char *arch, const char *name, const 
     fprintf(stderr, "%s is not in the %s backward space\n", name, arch);
     return;
   }
-  if (load(g, v, arch, &b, &k)) {
+  if (gpu_test_load(g, v, arch, &b, &k, err, sizeof err)) {
     fprintf(stderr, "loading %s: %s\n", name, err);
     check_record(0);
     fat_build_free(&b);
@@ -120,7 +99,7 @@ static void check_wrong_mask_fails(fat_gpu *g, const char *arch) {
   fat_gpu_kernel k;
   CHECK(v != NULL);
   if (!v) return;
-  if (load(g, v, arch, &b, &k)) {
+  if (gpu_test_load(g, v, arch, &b, &k, err, sizeof err)) {
     fprintf(stderr, "loading %s: %s\n", v->name, err);
     check_record(0);
     fat_build_free(&b);

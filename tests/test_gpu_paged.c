@@ -32,28 +32,9 @@ static char err[ERRLEN];
 static fat_variant *space;
 static size_t n_space;
 
-static const fat_variant *variant(const char *name) {
-  for (size_t i = 0; i < n_space; i++)
-    if (!strcmp(space[i].name, name)) return &space[i];
-  return NULL;
-}
-
 /* Compiles the variant NAME for ARCH and loads it on G. 0 or -1 with err. */
 static int load(fat_gpu *g, const char *name, const char *arch, fat_build *b, fat_gpu_kernel *k) {
-  const fat_variant *v = variant(name);
-  fat_kernel_desc d;
-  memset(b, 0, sizeof *b);
-  if (!v) {
-    snprintf(err, sizeof err, "%s is not in the space", name);
-    return -1;
-  }
-  if (fat_compile_one(v->name, v->source, arch, b, err, sizeof err)) return -1;
-  if (!b->ok) {
-    snprintf(err, sizeof err, "%s: %.2000s", v->name, b->log ? b->log : "");
-    return -1;
-  }
-  if (fat_kernel_describe(v, b, &d, err, sizeof err)) return -1;
-  return fat_gpu_kernel_load(g, &d, k, err, sizeof err) == FAT_GPU_OK ? 0 : -1;
+  return gpu_test_load_named(g, space, n_space, name, arch, b, k, err, sizeof err);
 }
 
 static unsigned seed_counter;
