@@ -9,13 +9,13 @@ enum { BWD_MAPS = 4 };  /* q, k, v, dout: the kernel's parameters after P, in th
 static void bwd_tensors(const fat_bwd_params *p, fat_tma_tensor t[BWD_MAPS]) {
   const fat_fwd_params *f = &p->fwd;
   t[0] = (fat_tma_tensor){"q", f->q, f->seqlen_q, f->heads, f->batch, f->q_row_stride, f->q_head_stride,
-                          f->q_batch_stride, 0};
+                          f->q_batch_stride, 0, 2};
   t[1] = (fat_tma_tensor){"k", f->k, f->seqlen_k, f->heads_k, f->batch, f->k_row_stride, f->k_head_stride,
-                          f->k_batch_stride, 0};
+                          f->k_batch_stride, 0, 2};
   t[2] = (fat_tma_tensor){"v", f->v, f->seqlen_k, f->heads_k, f->batch, f->v_row_stride, f->v_head_stride,
-                          f->v_batch_stride, 0};
+                          f->v_batch_stride, 0, 2};
   t[3] = (fat_tma_tensor){"dout", p->dout, f->seqlen_q, f->heads, f->batch, p->do_row_stride,
-                          p->do_head_stride, p->do_batch_stride, 0};
+                          p->do_head_stride, p->do_batch_stride, 0, 2};
 }
 
 int fat_bwd_tma_describable(const fat_bwd_params *p, char *err, size_t errlen) {
@@ -51,7 +51,7 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
     bwd_tensors(p, t);
     for (int i = 0; i < BWD_MAPS; i++) {
       const int rows = i == 1 || i == 2 ? g->block_n : g->block_q;
-      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], f->head_dim, g->bf16, FAT_TMA_BOX_COLUMNS, rows);
+      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], f->head_dim, g->bf16 ? FAT_BF16 : FAT_FP16, FAT_TMA_BOX_COLUMNS, rows);
       if (e != CUDA_SUCCESS) return e;
     }
   }

@@ -8,20 +8,20 @@
 #include "family.h"
 
 #define WORKSPACE_ALIGN 256
-#define ELEMENT_BYTES 2          /* fp16 and bf16 */
 #define TMA_ALIGN 16             /* bytes: a map's base and its strides */
 #define TMA_MAX_STRIDE (1ll << 40)
 #define TMA_MAX_EXTENT (1ll << 32)
 
-static void tma_tensors(const fat_fwd_params *p, const fat_fwd_call *call, fat_tma_tensor t[3]) {
+static void tma_tensors(const fat_fwd_params *p, const fat_fwd_call *call, int dtype, fat_tma_tensor t[3]) {
   const int packed_q = p->cu_seqlens_q != NULL, packed_k = p->cu_seqlens_k != NULL;
   const long long rq = packed_q ? call->total_q : p->seqlen_q, rk = packed_k ? call->total_k : p->seqlen_k;
+  const int e = (int)fat_dtype_size((fat_dtype)dtype);
   t[0] = (fat_tma_tensor){"q", p->q, rq, p->heads, p->batch, p->q_row_stride, p->q_head_stride,
-                      p->q_batch_stride, packed_q};
+                      p->q_batch_stride, packed_q, e};
   t[1] = (fat_tma_tensor){"k", p->k, rk, p->heads_k, p->batch, p->k_row_stride, p->k_head_stride,
-                      p->k_batch_stride, packed_k};
+                      p->k_batch_stride, packed_k, e};
   t[2] = (fat_tma_tensor){"v", p->v, rk, p->heads_k, p->batch, p->v_row_stride, p->v_head_stride,
-                      p->v_batch_stride, packed_k};
+                      p->v_batch_stride, packed_k, e};
 }
 
 /* The (extent, stride) pairs of T's outer dimensions; a dimension of extent
@@ -32,7 +32,7 @@ static int tma_dims(const fat_tma_tensor *t, long long extent[3], long long stri
   const int n = t->packed ? 2 : 3;
   for (int i = 0; i < n; i++) {
     extent[i] = e[i];
-    stride[i] = e[i] == 1 ? TMA_ALIGN / ELEMENT_BYTES : s[i];
+    stride[i] = e[i] == 1 ? TMA_ALIGN / t->elem_bytes : s[i];
   }
   return n;
 }
@@ -58,8 +58,8 @@ int fat_tma_describable(const fat_tma_tensor *t, int n_tensors, int head_dim, ch
                  extent[d], dim_names[d]);
         return -1;
       }
-      if (stride[d] < 0 || stride[d] * ELEMENT_BYTES % TMA_ALIGN ||
-          stride[d] >= TMA_MAX_STRIDE / ELEMENT_BYTES) {
+      if (stride[d] < 0 || stride[d] * t[i].elem_bytes % TMA_ALIGN ||
+          stride[d] >= TMA_MAX_STRIDE / t[i].elem_bytes) {
         snprintf(err, errlen,
                  "%s's %s %lld: a tensor map's strides are multiples of %d bytes below 2^40",
                  t[i].name, stride_names[d], stride[d], TMA_ALIGN);
@@ -70,29 +70,35 @@ int fat_tma_describable(const fat_tma_tensor *t, int n_tensors, int head_dim, ch
   return 0;
 }
 
-int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, char *err,
+int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, int dtype, char *err,
                             size_t errlen) {
   fat_tma_tensor t[3];
-  tma_tensors(p, call, t);
+  tma_tensors(p, call, dtype, t);
   return fat_tma_describable(t, 3, p->head_dim, err, errlen);
 }
 
 CUresult fat_tma_encode(const fat_cuda *cu, CUtensorMap *map, const fat_tma_tensor *t, int head_dim,
-                        int bf16, int box_columns, int box_rows) {
-  if (box_columns != FAT_TMA_BOX_COLUMNS && box_columns != FAT_TMA_HALF_SLAB) return CUDA_ERROR_INVALID_VALUE;
+                        int dtype, int box_columns, int box_rows) {
+  const int box_bytes = box_columns * t->elem_bytes;
+  if ((box_bytes != FAT_TMA_SLAB_BYTES && box_bytes != FAT_TMA_SLAB_BYTES / 2) ||
+      t->elem_bytes != (int)fat_dtype_size((fat_dtype)dtype))
+    return CUDA_ERROR_INVALID_VALUE;
+  const CUtensorMapDataType type = dtype == FAT_BF16   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                   : dtype == FAT_E4M3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   long long extent[3], stride[3];
   const int n = tma_dims(t, extent, stride);
   cuuint64_t dims[4] = {(cuuint64_t)head_dim}, strides[3];
   cuuint32_t box[4] = {(cuuint32_t)box_columns, (cuuint32_t)box_rows, 1, 1}, steps[4] = {1, 1, 1, 1};
   for (int d = 0; d < n; d++) {
     dims[d + 1] = (cuuint64_t)extent[d];
-    strides[d] = (cuuint64_t)(stride[d] * ELEMENT_BYTES);
+    strides[d] = (cuuint64_t)(stride[d] * t->elem_bytes);
   }
-  return cu->cuTensorMapEncodeTiled(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+  return cu->cuTensorMapEncodeTiled(map, type,
                                     (cuuint32_t)(n + 1), (void *)t->base, dims, strides, box, steps,
                                     CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    box_columns == FAT_TMA_BOX_COLUMNS ? CU_TENSOR_MAP_SWIZZLE_128B
-                                                                       : CU_TENSOR_MAP_SWIZZLE_64B,
+                                    box_bytes == FAT_TMA_SLAB_BYTES ? CU_TENSOR_MAP_SWIZZLE_128B
+                                                                    : CU_TENSOR_MAP_SWIZZLE_64B,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
@@ -293,7 +299,8 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
     grid_y = grid_z = 1;
   }
   CUtensorMap maps[3];
-  void *args[] = {p, &maps[0], &maps[1], &maps[2]};
+  /* An e4m3 variant takes its descale factors after the maps. */
+  void *args[] = {p, &maps[0], &maps[1], &maps[2], (void *)&call->fp8};
   /* Variants that take the second block: the pages, the launch's splits. */
   fat_fwd_kv_params kv = {.block_table = call->block_table, .block_table_stride = call->block_table_stride,
                           .splits = g->splits};
@@ -311,10 +318,10 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
     /* q in boxes of a query block, k and v of a key tile. */
     char why[256];
     fat_tma_tensor t[3];
-    if (fat_fwd_tma_describable(p, call, why, sizeof why)) return CUDA_ERROR_INVALID_VALUE;
-    tma_tensors(p, call, t);
+    if (fat_fwd_tma_describable(p, call, g->dtype, why, sizeof why)) return CUDA_ERROR_INVALID_VALUE;
+    tma_tensors(p, call, g->dtype, t);
     for (int i = 0; i < 3; i++) {
-      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], p->head_dim, g->bf16,
+      CUresult e = fat_tma_encode(cu, &maps[i], &t[i], p->head_dim, g->dtype,
                                   g->tma_slab ? g->tma_slab : FAT_TMA_BOX_COLUMNS, i == 0 ? g->block_m : g->block_n);
       if (e != CUDA_SUCCESS) return e;
     }

@@ -10,6 +10,7 @@
 #include "cuda_api.h"
 #include "fat_abi.h"
 #include "fat_abi_kv.h"
+#include "fat_abi_fp8.h"
 #include "kernel.h"
 #include "types.h"
 
@@ -39,8 +40,9 @@ typedef struct fat_fwd_geometry {
   int block_n;       /* > 0: the kernel takes tensor maps of q, k and v after P, in boxes of
                         tma_slab columns by block_m (q) and block_n (k, v) rows; 0: P alone */
   int tma_slab;      /* with block_n: the boxes' columns, the template's slab: 64, or 32
-                        (0 reads as 64) */
-  int bf16;          /* with block_n: the maps' element type, 1 bf16, 0 fp16 */
+                        (0 reads as 64); e4m3: 128 or 64 (a slab of 128 or 64 bytes) */
+  int dtype;         /* the inputs' fat_dtype: the maps' element type, and e4m3 variants
+                        take fat_fwd_fp8_params (fat_fwd_call's) after the maps */
   int persistent;    /* 0: one block a query block; FAT_FWD_RESIDENT: at most one block an SM
                         (fat_fwd_call's sm_count), each looping over the query blocks;
                         FAT_FWD_DRAWN: the same, drawn from a counter in the workspace */
@@ -48,9 +50,11 @@ typedef struct fat_fwd_geometry {
 
 /* Columns of one tensor-map box: a 128-byte swizzled slab of 16-bit elements.
  * The ws90 forward's SLAB 32 (d96 on a template of its own width) takes
- * boxes of 32, a 64-byte swizzled slab. */
+ * boxes of 32, a 64-byte swizzled slab. A box is always a slab of 128 or
+ * 64 bytes (the e4m3 variants' 128 or 64 one-byte columns). */
 #define FAT_TMA_BOX_COLUMNS 64
 #define FAT_TMA_HALF_SLAB 32
+#define FAT_TMA_SLAB_BYTES 128
 
 /* One of the tensors a map describes (q, k, v; the backward's dout too):
  * (head_dim, rows, heads, batch), innermost first, strides in elements; a
@@ -61,6 +65,7 @@ typedef struct fat_tma_tensor {
   long long rows, heads, batch;
   long long row_stride, head_stride, batch_stride;
   int packed;
+  int elem_bytes;  /* 2 (fp16, bf16) or 1 (e4m3) */
 } fat_tma_tensor;
 
 /* 0 when tensor maps can describe the N tensors T of HEAD_DIM columns
@@ -68,13 +73,13 @@ typedef struct fat_tma_tensor {
  * extents below 2^32), else -1 with err naming the first that cannot. */
 int fat_tma_describable(const fat_tma_tensor *t, int n, int head_dim, char *err, size_t errlen);
 
-/* Encodes the map of T in boxes of BOX_COLUMNS columns (FAT_TMA_BOX_COLUMNS
- * or FAT_TMA_HALF_SLAB) by BOX_ROWS rows, with the swizzle of the
- * templates' tiles (wgmma's 128-byte one, or its 64-byte one for a half
- * slab); rows and columns past its extents load as zeros. T must be
- * describable. */
+/* Encodes the map of T (elements of fat_dtype DTYPE) in boxes of
+ * BOX_COLUMNS columns by BOX_ROWS rows, a box's row 128 or 64 bytes, with
+ * the swizzle of the templates' tiles (wgmma's 128-byte one, or its 64-byte
+ * one for a half slab); rows and columns past its extents load as zeros. T
+ * must be describable. */
 CUresult fat_tma_encode(const fat_cuda *cu, CUtensorMap *map, const fat_tma_tensor *t, int head_dim,
-                        int bf16, int box_columns, int box_rows);
+                        int dtype, int box_columns, int box_rows);
 
 /* What a launch needs of the call and its GPU beyond P: the rows of a
  * packed batch's q and o (total_q) and k and v (total_k, cu_seqlens_*[batch];
@@ -89,6 +94,9 @@ typedef struct fat_fwd_call {
    * contiguous cache. */
   const int *block_table;
   int block_table_stride, page_size;
+  /* An e4m3 variant's descale factors (fat_abi_fp8.h), its last argument;
+   * unread by the others. */
+  fat_fwd_fp8_params fp8;
 } fat_fwd_call;
 
 /* Whether a variant of geometry G takes fat_fwd_kv_params as its second
@@ -108,11 +116,12 @@ int fat_fwd_launch_splits(long long blocks, long long keys, int sm_count);
  * window is read only then) and CALL's SMs. */
 int fat_fwd_call_splits(const fat_fwd_geometry *g, const fat_fwd_params *p, const fat_fwd_call *call);
 
-/* 0 when the tensor maps of P's q, k and v can describe them (bases
- * 16-byte aligned, strides multiples of 16 bytes below 2^40, extents below
- * 2^32), else -1 with err naming the first that cannot: the runtime then
- * serves the call with a family that loads without them. */
-int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, char *err,
+/* 0 when the tensor maps of P's q, k and v, of elements of fat_dtype
+ * DTYPE, can describe them (bases 16-byte aligned, strides multiples of 16
+ * bytes below 2^40, extents below 2^32), else -1 with err naming the first
+ * that cannot: the runtime then serves the call with a family that loads
+ * without them. */
+int fat_fwd_tma_describable(const fat_fwd_params *p, const fat_fwd_call *call, int dtype, char *err,
                             size_t errlen);
 
 /* The part of D its name and resources do not say, from the variant's

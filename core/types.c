@@ -5,7 +5,7 @@
 #include <string.h>
 #include "types.h"
 
-static const char *const dtype_names[] = {"fp16", "bf16"};
+static const char *const dtype_names[] = {"fp16", "bf16", "e4m3"};
 static const char *const mask_names[] = {"none", "causal", "local"};
 static const char *const direction_names[] = {"fwd", "bwd"};
 
@@ -28,7 +28,7 @@ static int parse_name(const char *s, const char *const *table, int n, int *out) 
 
 int fat_dtype_parse(const char *s, fat_dtype *out) {
   int i;
-  if (parse_name(s, dtype_names, 2, &i)) return -1;
+  if (parse_name(s, dtype_names, 3, &i)) return -1;
   *out = (fat_dtype)i;
   return 0;
 }
@@ -47,10 +47,9 @@ int fat_direction_parse(const char *s, fat_direction *out) {
   return 0;
 }
 
-size_t fat_dtype_size(fat_dtype d) {
-  (void)d;
-  return 2;
-}
+size_t fat_dtype_size(fat_dtype d) { return d == FAT_E4M3 ? 1 : 2; }
+
+fat_dtype fat_dtype_out(fat_dtype d) { return d == FAT_E4M3 ? FAT_BF16 : d; }
 
 /* Keys a query at position POS (of SK keys) sees through window [LO, HI]
  * around it (-1: unbounded). */

@@ -79,7 +79,7 @@ static fat_fwd_geometry call_geometry(const sel_record *e, const fat_fwd_params 
                         .pack_gqa = e->pack_gqa, .splits = e->splits, .launch_splits = e->splits == 0,
                         .paged = e->paged, .local = e->mask == FAT_ATTN_MASK_LOCAL,
                         .head_dim = e->template_dim, .block_n = e->block_n, .tma_slab = e->tma_slab,
-                        .bf16 = e->dtype == FAT_ATTN_BF16, .persistent = e->persistent};
+                        .dtype = (int)e->dtype, .persistent = e->persistent};
   g.splits = fat_fwd_call_splits(&g, p, call);
   if (g.launch_splits && fat_fwd_workspace_bytes(&g, p->batch, p->heads, p->seqlen_q) > workspace_bytes)
     g.splits = 1;
@@ -148,7 +148,7 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
     char why[256];
     if (!key.no_workspace && need > 0 && (!a->workspace || a->workspace_bytes < need)) {
       key.no_workspace = 1;
-    } else if (!key.no_tma && g.block_n > 0 && fat_fwd_tma_describable(&p, &call, why, sizeof why)) {
+    } else if (!key.no_tma && g.block_n > 0 && fat_fwd_tma_describable(&p, &call, g.dtype, why, sizeof why)) {
       logf_(c, "%s: %s", e->choice.variant, why);
       key.no_tma = 1;
     } else {

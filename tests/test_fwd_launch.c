@@ -35,33 +35,39 @@ static void test_describable(void) {
   char err[ERRLEN];
   const fat_fwd_call dense_call = {.total_q = 0, .total_k = 0, .sm_count = 132};
   fat_fwd_params p = dense(2, 16, 4, 1000, 777, 96);
-  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == 0);
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, FAT_BF16, err, sizeof err) == 0);
   /* A batch of one: its batch stride is never stepped, any value serves. */
   p = dense(1, 8, 8, 17, 17, 64);
   p.q_batch_stride = 3;
-  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == 0);
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, FAT_BF16, err, sizeof err) == 0);
   /* What the maps refuse, each by name. */
   p = dense(2, 8, 8, 64, 64, 64);
   p.k = (const void *)(uintptr_t)0x20000008;
-  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == -1);
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, FAT_BF16, err, sizeof err) == -1);
   CHECK_STR(err, "k at 0x20000008 is not 16-byte aligned (tensor maps need it)");
   p = dense(2, 8, 8, 64, 64, 64);
   p.v_row_stride = 516;
-  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == -1);
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, FAT_BF16, err, sizeof err) == -1);
   CHECK_STR(err, "v's row_stride 516: a tensor map's strides are multiples of 16 bytes below 2^40");
+  /* Strides are bytes to the maps: 520 elements are 1040 bytes of bf16,
+   * 520 of e4m3. */
+  p.v_row_stride = 520;
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, FAT_BF16, err, sizeof err) == 0);
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, FAT_E4M3, err, sizeof err) == -1);
+  CHECK_STR(err, "v's row_stride 520: a tensor map's strides are multiples of 16 bytes below 2^40");
   p = dense(2, 8, 8, 64, 64, 64);
   p.q_batch_stride = 1ll << 39;
-  CHECK(fat_fwd_tma_describable(&p, &dense_call, err, sizeof err) == -1);
+  CHECK(fat_fwd_tma_describable(&p, &dense_call, FAT_BF16, err, sizeof err) == -1);
   CHECK_STR(err, "q's batch_stride 549755813888: a tensor map's strides are multiples of 16 bytes below 2^40");
   /* A packed batch spans its total rows and has no batch dimension. */
   p = dense(3, 4, 2, 300, 500, 128);
   p.cu_seqlens_q = p.cu_seqlens_k = (const int *)(uintptr_t)0x40000000;
   p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = 0;
   const fat_fwd_call packed = {.total_q = 650, .total_k = 0, .sm_count = 132};
-  CHECK(fat_fwd_tma_describable(&p, &packed, err, sizeof err) == -1);
+  CHECK(fat_fwd_tma_describable(&p, &packed, FAT_BF16, err, sizeof err) == -1);
   CHECK_STR(err, "k has 0 rows: a tensor map's extent is 1 .. 2^32 - 1");
   const fat_fwd_call packed_ok = {.total_q = 650, .total_k = 1200, .sm_count = 132};
-  CHECK(fat_fwd_tma_describable(&p, &packed_ok, err, sizeof err) == 0);
+  CHECK(fat_fwd_tma_describable(&p, &packed_ok, FAT_BF16, err, sizeof err) == 0);
 }
 
 /* The backward's maps: q, k, v as the forward's, and dout with its own
@@ -154,7 +160,7 @@ static void test_bwd_persistent_launch(void) {
  * is queued. Others keep their sizes. */
 static void test_drawn_workspace(void) {
   fat_fwd_geometry g = {.block_m = 128, .threads = 384, .smem_bytes = 164944, .splits = 1, .head_dim = 128,
-                        .block_n = 128, .bf16 = 1, .persistent = FAT_FWD_DRAWN};
+                        .block_n = 128, .dtype = FAT_BF16, .persistent = FAT_FWD_DRAWN};
   CHECK(fat_fwd_workspace_bytes(&g, 16, 16, 1024) == 256);
   fat_fwd_params p = dense(16, 16, 16, 1024, 1024, 128);
   fat_fwd_set_workspace(&g, &p, (CUdeviceptr)0x7000);

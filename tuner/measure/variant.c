@@ -97,8 +97,7 @@ static fat_fwd_geometry fwd_geometry(const fat_kernel_desc *d) {
                           .launch_splits = d->splits == 0, .paged = d->paged,
                           .local = d->mask == FAT_MASK_LOCAL,
                           .head_dim = d->head_dim, .block_n = d->block_n, .tma_slab = d->tma_slab,
-                          .bf16 = d->dtype == FAT_BF16,
-                          .persistent = d->persistent};
+                          .dtype = (int)d->dtype, .persistent = d->persistent};
   return geo;
 }
 
