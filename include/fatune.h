@@ -94,8 +94,10 @@ typedef enum fat_status {
 /* "invalid argument", "unsupported problem", ... for S; never NULL. */
 FAT_API const char *fat_strerror(fat_status s);
 
-/* Element types; values match the tuner's. */
-typedef enum fat_attn_dtype { FAT_ATTN_FP16 = 0, FAT_ATTN_BF16 = 1 } fat_attn_dtype;
+/* Element types; values match the tuner's. FAT_ATTN_E4M3: q, k and v in
+ * fp8 (FP8 E4M3FN, one byte each, with descale factors: fat_attn_args),
+ * o in bf16; forward only, on Hopper (sm_90a). */
+typedef enum fat_attn_dtype { FAT_ATTN_FP16 = 0, FAT_ATTN_BF16 = 1, FAT_ATTN_E4M3 = 2 } fat_attn_dtype;
 /* Masks, bottom-right aligned (FlashAttention's convention): query i of a
  * sequence sits at key position i + seqlen_k - seqlen_q. Causal: it sees the
  * keys up to that position. Local (sliding window): the keys from position
@@ -189,6 +191,19 @@ typedef struct fat_attn_args {
   int block_table_stride;
   int page_size;
   int num_pages;
+  /* fp8 inputs (dtype FAT_ATTN_E4M3): q, k and v hold e4m3 values, each
+   * standing for value x its tensor's descale factor (FlashAttention-3's
+   * q_descale, k_descale, v_descale): device fp32, indexed by batch and key
+   * head, descale[b * batch_stride + head_k * head_stride] -- strides 0 and
+   * 0 for one factor per tensor, heads_k and 1 for a (batch, heads_k)
+   * tensor; NULL for 1. q's factor too is a key head's: the query heads of
+   * a group share it. o is bf16 (its strides in its own elements); q's, k's
+   * and v's strides are in their one-byte elements, multiples of 16. For
+   * the 16-bit dtypes the pointers must be NULL and the strides 0. */
+  const float *q_descale, *k_descale, *v_descale;
+  int q_descale_batch_stride, q_descale_head_stride;
+  int k_descale_batch_stride, k_descale_head_stride;
+  int v_descale_batch_stride, v_descale_head_stride;
 } fat_attn_args;
 
 #define FAT_ATTN_ARGS_INIT FAT_STRUCT_INIT_(fat_attn_args)
