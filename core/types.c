@@ -207,8 +207,8 @@ int fat_fwd_tma_parse(const char *params, int *block_n, int *persistent, int *sl
   }
   /* Variants tuned before SLAB was a parameter have 64-column slabs. */
   *slab = 64;
-  if (param_int(params, "SLAB", 0, slab) < 0 || (*slab != 64 && *slab != 32)) {
-    snprintf(err, errlen, "forward parameters '%s': SLAB is not 64 or 32", params);
+  if (param_int(params, "SLAB", 0, slab) < 0 || (*slab != 64 && *slab != 32 && *slab != 128)) {
+    snprintf(err, errlen, "forward parameters '%s': SLAB is not 64, 32 or 128", params);
     return -1;
   }
   return 0;

@@ -8,6 +8,13 @@
 -- the soft-cap; no decoding schedules. The runtime launches it with three
 -- tensor maps (tuner/fwd_launch.c) and serves a call whose tensors they
 -- cannot describe with another family.
+--
+-- e4m3 (fp8 inputs, O in bf16) runs on the same template: S's products
+-- take 32 one-byte columns a k-step, a slab is 128 bytes (128 columns; 64
+-- for d64 and d192), and P·V reads V transposed -- wgmma's fp8 operands
+-- are K-major only -- from a second ring the producer warpgroup's other
+-- warps fill from the staged tiles (templates/fwd_ws90.cu). This family
+-- alone serves e4m3, so it names the built-in default for it.
 
 local constraints = fat.require("constraints")
 local tiles = fat.require("wgmma_tiles")
@@ -17,6 +24,9 @@ local tiles = fat.require("wgmma_tiles")
 -- or three consumers, what setmaxnreg gives them (FlashAttention-3's
 -- split of the 65,536 of an SM); a lone consumer keeps the launch's 255.
 local CONSUMER_REGISTERS = {[1] = 255, [2] = 240, [3] = 160}
+-- e4m3's: the producer warpgroup keeps 40 for transposing V (the
+-- template's kProducerRegs), so two consumers have 232 and three 152.
+local CONSUMER_REGISTERS_FP8 = {[1] = 255, [2] = 232, [3] = 152}
 -- Registers a consumer thread needs beyond its accumulators (row
 -- statistics, addresses, loop state, the softmax's temporaries); from
 -- ptxas's reports of the first builds.
@@ -35,6 +45,20 @@ local BLOCK_N = {
   [192] = {96, 112},
   [256] = {64, 80},
 }
+-- e4m3's, in multiples of 32 (P·V's k-step, a slab of transposed V):
+-- FlashAttention-3's fp8 tiles (d64 160, d128 224, d192 160, d256 128)
+-- and their neighbours. One byte an element halves every tile, so each is
+-- wider than its 16-bit head dim's.
+local BLOCK_N_FP8 = {
+  [64] = {128, 160, 192},
+  [128] = {128, 160, 192, 224},
+  [192] = {96, 128, 160},
+  [256] = {96, 128},
+}
+-- Bytes an input element (e4m3: 1).
+local function element_bytes(c)
+  return c.DTYPE == "e4m3" and 1 or tiles.ELEMENT_BYTES
+end
 
 local family = {
   name = "ws90",
@@ -43,7 +67,7 @@ local family = {
   entry = "fat_fwd_ws90",
   archs = {"sm_90a"},
   head_dims = {64, 96, 128, 192, 256},
-  dtypes = {"fp16", "bf16"},
+  dtypes = {"fp16", "bf16", "e4m3"},
   masks = {"none", "causal", "local"},
   params = {
     -- Query rows per block, 64 per consumer warpgroup. The template takes
@@ -52,7 +76,7 @@ local family = {
     -- fits them (the register rule below prunes the rest); one has no
     -- pingpong and leaves most of the SM's registers unused.
     {name = "BLOCK_M", values = {128, 192}},
-    {name = "BLOCK_N", values = {64, 80, 96, 112, 128, 144, 160, 176, 192}},  -- keys per K/V tile
+    {name = "BLOCK_N", values = {64, 80, 96, 112, 128, 144, 160, 176, 192, 224}},  -- keys per K/V tile
     {name = "STAGES", values = {2}},                 -- K and V buffers of each ring
     -- Softmax of tile j beside P·V of tile j - 1: 1 as written (ptxas
     -- moves the wait for P·V above the softmax), 2 with the wait held
@@ -64,19 +88,22 @@ local family = {
     {name = "PERSISTENT", values = {0, 1, 2}},
     -- Columns of a swizzled slab: 64 (128-byte rows, whole 64-column slabs
     -- of the head dim) or 32 (64-byte rows), which only d96 needs: its
-    -- template is then 96 columns wide, not 128.
-    {name = "SLAB", values = {64, 32}},
+    -- template is then 96 columns wide, not 128. e4m3's slabs are 128
+    -- columns (128-byte rows) where the template's width is a multiple of
+    -- 128, else 64 (64-byte rows): one value a head dim, not a choice.
+    {name = "SLAB", values = {64, 32, 128}},
   },
   fixed = {PACK_GQA = 0, SPLITS = 1},
 }
 
 -- m128n176s2opr: BLOCK_M, BLOCK_N, STAGES, then o for OVERLAP 1 (O for 2),
 -- p for PINGPONG, r for PERSISTENT 1 (resident blocks), d for 2 (drawn
--- from a counter), h for SLAB 32 (half slabs).
+-- from a counter), h for SLAB 32 (half slabs), w for SLAB 128 (e4m3's wide
+-- slabs).
 function family.tag(c)
   return ("m%dn%ds%d%s%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, ({[1] = "o", [2] = "O"})[c.OVERLAP] or "",
                                      c.PINGPONG == 1 and "p" or "", ({[1] = "r", [2] = "d"})[c.PERSISTENT] or "",
-                                     c.SLAB == 32 and "h" or "")
+                                     ({[32] = "h", [128] = "w"})[c.SLAB] or "")
 end
 
 -- The template's head dim for head dim D in configuration C: D in whole
@@ -86,9 +113,15 @@ function family.template_head_dim(d, c)
   return tiles.template_head_dim(d)
 end
 
--- No fixed choice of its own (mma80's default is every problem's baseline).
-function family.default()
-  return {}
+-- No fixed choice of its own for the 16-bit dtypes (mma80's default is
+-- their baseline). e4m3 has no other family: FlashAttention-3's fp8 tile
+-- where this space has it (d64's 192-row blocks pruned, 128), the
+-- pingpong, softmax beside P·V, no persistence.
+function family.default(d, dtype)
+  if dtype ~= "e4m3" then return {} end
+  local t = tiles.template_head_dim(d)
+  return {BLOCK_M = 128, BLOCK_N = ({[64] = 128, [128] = 128, [192] = 128, [256] = 128})[t], STAGES = 2,
+          OVERLAP = 1, PINGPONG = 1, PERSISTENT = 0, SLAB = t % 128 == 0 and 128 or 64}
 end
 
 local function consumers(c)
@@ -96,10 +129,14 @@ local function consumers(c)
 end
 
 -- Q, STAGES K and V tiles (swizzled, unpadded), the alignment slack and
--- the barriers.
+-- the barriers; e4m3 also STAGES tiles of V transposed, their barriers
+-- and a word a stage (the keys a staged V tile holds).
 function family.smem_bytes(c)
-  return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * family.template_head_dim(c.HEAD_DIM, c) * tiles.ELEMENT_BYTES +
-         tiles.ALIGNMENT_SLACK + (2 + 4 * c.STAGES + (c.PERSISTENT == 2 and 1 or 0)) * BARRIER_BYTES
+  local fp8 = c.DTYPE == "e4m3"
+  local tiles_kv = (fp8 and 3 or 2) * c.STAGES * c.BLOCK_N
+  return (c.BLOCK_M + tiles_kv) * family.template_head_dim(c.HEAD_DIM, c) * element_bytes(c) +
+         tiles.ALIGNMENT_SLACK + (2 + (fp8 and 6 or 4) * c.STAGES + (c.PERSISTENT == 2 and 1 or 0)) * BARRIER_BYTES +
+         (fp8 and 4 * c.STAGES or 0)
 end
 
 function family.resources(c)
@@ -108,12 +145,24 @@ function family.resources(c)
 end
 
 -- A consumer thread's accumulators: S (BLOCK_N / 2 fp32), O (head dim / 2
--- fp32) and P rounded for P·V (BLOCK_N / 4 registers of two elements).
+-- fp32) and P rounded for P·V (BLOCK_N / 4 registers of two elements; of
+-- four, e4m3).
 function family.accumulator_registers(c)
-  return c.BLOCK_N // 2 + family.template_head_dim(c.HEAD_DIM, c) // 2 + c.BLOCK_N // 4
+  return c.BLOCK_N // 2 + family.template_head_dim(c.HEAD_DIM, c) // 2 + c.BLOCK_N // (4 * (2 // element_bytes(c)))
 end
 
 family.constraints = {
+  -- e4m3's slab is its head dim's (128 bytes where the template is whole
+  -- 128-byte rows, else 64); the 16-bit dtypes' never 128 columns (256
+  -- bytes: no swizzle is that wide).
+  function(c)
+    if c.DTYPE == "e4m3" then
+      local want = tiles.template_head_dim(c.HEAD_DIM) % 128 == 0 and 128 or 64
+      if c.SLAB ~= want then return ("SLAB %d: e4m3 head dim %d takes slabs of %d"):format(c.SLAB, c.HEAD_DIM, want) end
+    elseif c.SLAB == 128 then
+      return "SLAB 128: one-byte elements only (e4m3)"
+    end
+  end,
   -- Half slabs only where they make the template narrower (d96: 96
   -- columns, not 128); elsewhere the same width in more, smaller copies.
   function(c)
@@ -123,13 +172,13 @@ family.constraints = {
   end,
   function(c)
     local d = family.template_head_dim(c.HEAD_DIM, c)
-    local list = BLOCK_N[d]
+    local list = (c.DTYPE == "e4m3" and BLOCK_N_FP8 or BLOCK_N)[d] or {}  -- none: a width no slab gives
     for _, n in ipairs(list) do if n == c.BLOCK_N then return nil end end
     return ("BLOCK_N %d is not among head dim %d's key tiles (%s)"):format(c.BLOCK_N, d, table.concat(list, ", "))
   end,
   constraints.fits_shared_memory(family),
   function(c)
-    local have = CONSUMER_REGISTERS[consumers(c)]
+    local have = (c.DTYPE == "e4m3" and CONSUMER_REGISTERS_FP8 or CONSUMER_REGISTERS)[consumers(c)]
     local need = family.accumulator_registers(c) + REGISTER_OVERHEAD
     if need > have then
       return ("registers: %d accumulators + %d > the %d a consumer thread has"):format(

@@ -157,11 +157,11 @@ function space.generate(query)
   for _, f in ipairs(fams) do
     for _, d in ipairs(head_dims) do
       if contains(f.head_dims, d) then
-        local default = f.default(d)
         for _, dtype in ipairs(dtypes) do
+          local default = f.default(d, dtype)
           for _, mask in ipairs(masks) do if contains(f.masks, mask) then
             each_config(f, function(c)
-              c.HEAD_DIM, c.MASK = d, mask
+              c.HEAD_DIM, c.MASK, c.DTYPE = d, mask, dtype
               local name = ("%s.%s.%s.d%d.%s.%s"):format(f.direction, f.name, dtype, d, mask, f.tag(c))
               assert(not names[name], "two configurations are both named " .. name)
               names[name] = true
@@ -179,7 +179,9 @@ function space.generate(query)
               -- PADS_HEAD_DIM: 1 where it does (a template may lay out its
               -- buffers for the template's width then).
               local values = {HEAD_DIM = template_d, PADS_HEAD_DIM = template_d ~= d and 1 or 0,
-                              IS_BF16 = dtype == "bf16" and 1 or 0,
+                              -- O's 16-bit type: bf16 for the bf16 and the e4m3 inputs
+                              IS_BF16 = (dtype == "bf16" or dtype == "e4m3") and 1 or 0,
+                              IS_FP8 = dtype == "e4m3" and 1 or 0,
                               IS_CAUSAL = mask == "causal" and 1 or 0, IS_LOCAL = mask == "local" and 1 or 0,
                               VARIANT_NAME = name}
               for k, v in pairs(f.fixed or {}) do values[k] = v end

@@ -51,9 +51,27 @@
 // engine's CU_TENSOR_MAP_SWIZZLE_128B), or 32 (64-byte rows, the 64-byte
 // swizzle), which lets d96 run on a template of its own width rather than
 // on d128's with a quarter of every product on zero columns.
+//
+// e4m3 (IS_FP8 1: fp8 inputs, O in bf16; templates/fat_abi_fp8.h): S =
+// Q·Kᵀ's k-steps take 32 one-byte columns, a slab 128 of them (or 64:
+// d64, d192), and the descale factors of Q and K join the softmax's scale.
+// P leaves the softmax FlashAttention-3's way, 2^8 times too large (the
+// exponent's offset kMaxOffset: P in (0, 256], where e4m3 keeps 3 bits to
+// its smallest values), rounded to e4m3, and the same 2^8 in the row sums
+// cancels it. wgmma reads fp8 operands K-major only, so P·V needs V with
+// its keys contiguous: the producer's copy engine stages V as it is, and
+// the producer warpgroup's other three warps write each staged tile
+// transposed into a ring of its own (transpose_v, below), which the
+// consumers read as they read V in 16 bits. P comes from the consumers'
+// registers in the layout S left it: a thread holds keys 2t, 2t + 1,
+// 8 + 2t, 9 + 2t of every 16 of its rows, where wgmma's fp8 A fragment
+// wants k-indices 4t .. 4t + 3, so the transposed V stores key 2t at
+// k-index 4t (and so on: below, at kVtSlabBytes) -- the product sums over the keys
+// whatever their order, and no register moves between threads.
 // Parameters in double braces are substituted by generator/expand.lua; they
 // change speed, never results.
 #include "fat_abi.h"
+#include "fat_abi_fp8.h"
 
 constexpr int kHeadDim = {{HEAD_DIM}};
 constexpr int kBlockM = {{BLOCK_M}};      // query rows per block: 64 per consumer warpgroup
@@ -72,10 +90,15 @@ enum : bool { kDynamic = {{PERSISTENT}} == 2 };
 // OVERLAP 2: P·V's wait held behind the softmax in the machine code (an
 // enumerator for the same reason).
 enum : bool { kHoldWait = {{OVERLAP}} == 2 };
-constexpr bool kIsBf16 = {{IS_BF16}};
+constexpr bool kIsBf16 = {{IS_BF16}};  // O's type (e4m3 inputs: bf16)
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
-#if {{IS_BF16}}
+// e4m3 inputs, and their elements' bytes (enumerators, as above).
+enum : bool { kIsFp8 = {{IS_FP8}} != 0 };
+enum : int { kElemBytes = kIsFp8 ? 1 : 2 };
+#if {{IS_FP8}}
+#define FAT_ELEM "e4m3"
+#elif {{IS_BF16}}
 #define FAT_ELEM "bf16"
 #else
 #define FAT_ELEM "f16"
@@ -86,31 +109,32 @@ constexpr bool kIsLocal = {{IS_LOCAL}};
 constexpr int kConsumers = kBlockM / 64;
 constexpr int kThreads = 128 * (kConsumers + 1);
 constexpr int kConsumerThreads = 128 * kConsumers;
-constexpr int kKSteps = kHeadDim / 16;  // k-steps of S = Q·Kᵀ
-constexpr int kPSteps = kBlockN / 16;   // k-steps of O += P·V
+constexpr int kKSteps = kHeadDim * kElemBytes / 32;  // k-steps of S = Q·Kᵀ (32 bytes each)
+constexpr int kPSteps = kBlockN * kElemBytes / 32;   // k-steps of O += P·V
 constexpr int kSRegs = kBlockN / 2;     // S accumulators a thread
 constexpr int kORegs = kHeadDim / 2;    // O accumulators a thread
-constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks of a row
+constexpr int kChunks = kHeadDim * kElemBytes / 16;  // 16-byte chunks of a row
 enum : int {
-  kRowBytes = kSlabCols * 2,    // a row of a slab
+  kRowBytes = kSlabCols * kElemBytes,  // a row of a slab: 128 or 64 bytes
   kGroupBytes = 8 * kRowBytes,  // 8 rows: one swizzle pattern, the descriptors' SBO
-  kSlabSteps = kSlabCols / 16,  // k-steps of S in one slab
+  kSlabSteps = kRowBytes / 32,  // k-steps of S in one slab
 };
-constexpr unsigned kQBytes = kBlockM * kHeadDim * 2;
-constexpr unsigned kKVBytes = kBlockN * kHeadDim * 2;
+constexpr unsigned kQBytes = kBlockM * kHeadDim * kElemBytes;
+constexpr unsigned kKVBytes = kBlockN * kHeadDim * kElemBytes;
 // Registers a thread once the warpgroups have traded (the block's, one
 // block an SM): the producer keeps what one issuing thread needs,
 // FlashAttention-3's figures. One consumer needs no trade.
-constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
-constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+constexpr int kProducerRegs = kIsFp8 ? 40 : kConsumers == 2 ? 24 : 32;
+constexpr int kConsumerRegs = kIsFp8 ? (kConsumers == 2 ? 232 : 152) : kConsumers == 2 ? 240 : 160;
 // Named barriers (0 is __syncthreads): the pingpong token of consumer w is
 // kTurnBarrier + w; kZeroBarrier meets all consumers.
 enum { kTurnBarrier = 1, kZeroBarrier = 4 };
 
 static_assert(kConsumers >= 1 && kConsumers <= 3, "one to three consumer warpgroups");
 static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "S's N and P·V's k-steps: multiples of 16");
-static_assert(kSlabCols == 64 || kSlabCols == 32, "slabs of 64 or 32 columns");
+static_assert(kRowBytes == 128 || kRowBytes == 64, "slabs of 128- or 64-byte rows");
 static_assert(kHeadDim % kSlabCols == 0 && kHeadDim <= 256, "whole slabs; wgmma's N <= 256");
+static_assert(!kIsFp8 || kBlockN % 32 == 0, "e4m3: whole 32-key k-steps of P·V");
 static_assert(kStages >= 2, "a ring of at least two buffers");
 static_assert(!kPingpong || kConsumers >= 2, "the pingpong needs two consumers");
 // setmaxnreg.inc takes only what the block's own .dec gave back: asked for
@@ -133,13 +157,13 @@ static_assert({{OVERLAP}} >= 0 && {{OVERLAP}} <= 2, "OVERLAP: 0, 1 or 2");
 // byte offset of chunk c of row r of a kRows-row tile, and one k-step of
 // O += P·V (wgmma's N = kHeadDim: 96 has no case in wgmma.cuh).
 __device__ __forceinline__ u64 slab_descriptor(u32 addr, u32 lbo) {
-  if constexpr (kSlabCols == 64) return descriptor(addr, lbo, kGroupBytes);
+  if constexpr (kRowBytes == 128) return descriptor(addr, lbo, kGroupBytes);
   else return (u64)((addr & 0x3ffff) >> 4) | (u64)((lbo >> 4) & 0x3fff) << 16 |
               (u64)((kGroupBytes >> 4) & 0x3fff) << 32 | 2ull << 62;  // 2: the 64-byte swizzle
 }
 template <int kRows>
 __device__ __forceinline__ u32 tile_offset(int r, int c) {
-  if constexpr (kSlabCols == 64) return slab_offset<kRows>(r, c);
+  if constexpr (kRowBytes == 128) return slab_offset<kRows>(r, c);
   else return (u32)((c / 4) * kRows * kRowBytes + r * kRowBytes + ((c % 4) ^ ((r / 2) % 4)) * 16);
 }
 template <int kN>
@@ -151,6 +175,124 @@ __device__ __forceinline__ void pv_step(float (&d)[kN / 2], const u32 (&a)[4], u
                  : FAT_RW48
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
   else wgmma_rs<kN>(d, a, db);
+}
+
+// ---- e4m3 ------------------------------------------------------------------
+// One k-step of S in e4m3 (32 one-byte columns), A and B K-major in shared
+// memory, D = A·B (SCALE 0) or accumulating; wgmma's fp8 forms take no
+// transpose flags. The tile widths of the family's fp8 list.
+#define FAT_WGMMA_S8(N, ACC, OPS, DA, DB, SCALE)                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " #SCALE ", 0;\n"                      \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" ACC "}, %" #DA \
+               ", %" #DB ", p, 1, 1;\n}\n"                                                \
+               : OPS : "l"(da), "l"(db))
+#define FAT_S8_CASE(N, C, C1)                                                     \
+  if constexpr (kN == N) {                                                        \
+    if constexpr (kAccumulate) FAT_WGMMA_S8(N, FAT_ACC##C, FAT_RW##C, C, C1, 1); \
+    else FAT_WGMMA_S8(N, FAT_ACC##C, FAT_WO##C, C, C1, 0);                       \
+  }
+template <int kN, bool kAccumulate>
+__device__ __forceinline__ void wgmma_s8(float (&d)[kN / 2], u64 da, u64 db) {
+  static_assert(kN == 96 || kN == 128 || kN == 160 || kN == 192 || kN == 224, "e4m3 key tiles");
+  FAT_S8_CASE(96, 48, 49)
+  FAT_S8_CASE(128, 64, 65)
+  FAT_S8_CASE(160, 80, 81)
+  FAT_S8_CASE(192, 96, 97)
+  FAT_S8_CASE(224, 112, 113)
+}
+#undef FAT_S8_CASE
+// One k-step of O += P·V in e4m3: P's 32 keys from registers (four bytes a
+// register), V transposed (K-major) in shared memory; N the head dim.
+#define FAT_WGMMA_RS8(N, ACC, TAIL, OPS)                                               \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                               \
+               "wgmma.mma_async.sync.aligned.m64n" N "k32.f32.e4m3.e4m3 {" ACC "}, " TAIL \
+               ", p, 1, 1;\n}\n"                                                          \
+               : OPS : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+template <int kN>
+__device__ __forceinline__ void pv_step8(float (&d)[kN / 2], const u32 (&a)[4], u64 db) {
+  if constexpr (kN == 64) FAT_WGMMA_RS8("64", FAT_ACC32, "{%32, %33, %34, %35}, %36", FAT_D32);
+  else if constexpr (kN == 128) FAT_WGMMA_RS8("128", FAT_ACC64, "{%64, %65, %66, %67}, %68", FAT_D64);
+  else if constexpr (kN == 192) FAT_WGMMA_RS8("192", FAT_ACC96, "{%96, %97, %98, %99}, %100", FAT_D96);
+  else if constexpr (kN == 256) FAT_WGMMA_RS8("256", FAT_ACC128, "{%128, %129, %130, %131}, %132", FAT_D128);
+  else static_assert(kN == 64, "e4m3 O's N: 64, 128, 192 or 256");
+}
+
+// V transposed: a slab a k-step of P·V (32 keys), kHeadDim rows (one a
+// column of the head) of 32 bytes in wgmma's 32-byte swizzle: byte k of
+// row r of slab g is at g · kVtSlabBytes + 32 r + 16 ((k / 16) ^ (r / 4 %
+// 2)) + k % 16, and holds the key the A fragment of P puts at k-index k
+// (round_p): k-index 16q + 4t + e holds key 16q + 2t + e % 2 + 8 (e / 2).
+enum : int {
+  kMaxOffset = 8,  // P = 2^(s - max + 8): (0, 256]
+  kVtSlabBytes = kHeadDim * 32,
+  kTransposers = 96,  // the producer warpgroup's warps 1 .. 3
+};
+// The descriptor of slab G: K-major, SBO one 8-row group (256 bytes), the
+// 32-byte swizzle (3); LBO unused (one k-step spans the swizzle).
+__device__ __forceinline__ u64 vt_descriptor(u32 tile, int g) {
+  const u32 addr = tile + (u32)(g * kVtSlabBytes);
+  return (u64)((addr & 0x3ffff) >> 4) | (u64)1 << 16 | (u64)(256 >> 4) << 32 | 3ull << 62;
+}
+// Byte I of an e4m3 x4 word from four fp32 values, I = 0 lowest (the A
+// fragment's lowest k-index); round to nearest, saturating at +-448.
+__device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3) {
+  u32 r;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r) : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+  return r;
+}
+// One staged V tile (kBlockN keys of kHeadDim bytes, the copy engine's
+// swizzled slabs at STAGED) written transposed at VT by the 96 threads of
+// warps 1 .. 3 of the producer warpgroup (TID 0 .. 95); keys at or past
+// VALID are written as zeros (another sequence's rows, or a cache's stale
+// ones, which may hold NaN: P is 0 there, but 0 · NaN is not).
+// A lane moves 4 keys (k-indices 4t .. 4t + 3 of a 16: keys 2t, 2t + 1,
+// 8 + 2t, 9 + 2t) by 4 columns (column group c): four 4-byte loads from
+// the staged rows, a 4 x 4 byte transpose by PRMT, four 4-byte stores to
+// rows 4c .. 4c + 3. A warp's 32 lanes take t = lane % 4 and 8
+// consecutive column groups c = 8 cb + lane / 4 of one half h of one
+// 32-key slab g (a unit); the warps take the units in turn. The loads hit
+// 32 banks (the copy's swizzle spreads the four rows 2t over the chunks);
+// the stores would hit 8 (rows 4c + i at 32-byte pitch), so the lanes of
+// column group c start their stores at row i = c / 2 % 4 -- their input
+// words rotated by that many bytes first -- and hit 32. Everything but
+// the unit's slab, half and column block is fixed per lane.
+__device__ __forceinline__ void transpose_v(u32 staged, u32 vt, int valid, unsigned tid) {
+  constexpr unsigned kSlabs = kBlockN / 32, kColBlocks = kHeadDim / 32, kUnits = kSlabs * 2 * kColBlocks;
+  const unsigned lane = tid % 32, t = lane % 4, cl = lane / 4, rot = (cl / 2) % 4;
+  const unsigned sel = (0x3210u + 0x1111u * rot) & 0x3333u;  // byte j of a rotated word: byte (j + rot) % 4
+  for (unsigned unit = tid / 32; unit < kUnits; unit += kTransposers / 32) {
+    const unsigned cb = unit / (2 * kSlabs), g = (unit / 2) % kSlabs, h = unit % 2;
+    const unsigned c = 8 * cb + cl, chunk = c / 4;  // the column group, its 16-byte chunk of a row
+    const unsigned key0 = 32 * g + 16 * h + 2 * t;
+    u32 w[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const unsigned key = key0 + e % 2 + 8 * (e / 2);
+      // tile_offset's: chunk c of row key of the copy's swizzled slabs
+      const unsigned swizzled = kRowBytes == 128 ? (chunk % 8) ^ (key % 8) : (chunk % 4) ^ ((key / 2) % 4);
+      const u32 at = staged + (chunk / (kRowBytes / 16)) * kBlockN * kRowBytes + key * kRowBytes + swizzled * 16 +
+                     (c % 4) * 4;
+      u32 x = 0;
+      if ((int)key < valid) asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(x) : "r"(at));
+      w[e] = __byte_perm(x, x, sel);
+    }
+    // out[j]: column (j + rot) % 4 of the four keys, key 2t in byte 0.
+    const u32 x0 = __byte_perm(w[0], w[1], 0x5140), x1 = __byte_perm(w[0], w[1], 0x7362);
+    const u32 y0 = __byte_perm(w[2], w[3], 0x5140), y1 = __byte_perm(w[2], w[3], 0x7362);
+    const u32 out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632), __byte_perm(x1, y1, 0x5410),
+                        __byte_perm(x1, y1, 0x7632)};
+    // the layout's (at kVtSlabBytes): row r, k-index 16h + 4t of slab g; (r / 4) % 2 = c % 2
+    const u32 row_base = vt + g * kVtSlabBytes + (((h ^ (c % 2)) * 16) + 4 * t);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const unsigned r = 4 * c + (j + rot) % 4;
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(row_base + r * 32), "r"(out[j]) : "memory");
+    }
+  }
 }
 
 // Keeps the arithmetic that produced X ahead of the next wgmma wait in the
@@ -224,34 +366,61 @@ __device__ __forceinline__ Block block_of(const fat_fwd_params &p, int index, in
 // counter at p.o_accum hands out after its first, blockIdx.x (the producer
 // loads the next one's Q and K while the consumers finish this one). Dynamic
 // shared memory: Q,
-// kStages K and V tiles, and 1 KiB to align them. The tensor maps (host:
-// tuner/fwd_launch.c) describe q, k and v as (head_dim, rows, heads,
-// batch), or (head_dim, total rows, heads) for a packed batch, in boxes of
-// 64 columns by kBlockM (Q) or kBlockN (K, V) rows.
+// kStages K and V tiles (e4m3: and kStages of V transposed), and 1 KiB to
+// align them. The tensor maps (host: tuner/fwd_launch.c) describe q, k and
+// v as (head_dim, rows, heads, batch), or (head_dim, total rows, heads)
+// for a packed batch, in boxes of a slab's columns by kBlockM (Q) or
+// kBlockN (K, V) rows. e4m3 variants take their descale factors last.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
-             const __grid_constant__ TensorMap k_map, const __grid_constant__ TensorMap v_map) {
+             const __grid_constant__ TensorMap k_map, const __grid_constant__ TensorMap v_map
+#if {{IS_FP8}}
+             , const fat_fwd_fp8_params f8
+#endif
+) {
+#if !{{IS_FP8}}
+  const fat_fwd_fp8_params f8 = {};  // read only by e4m3 code
+#endif
   extern __shared__ __align__(128) unsigned char smem[];
   // The rings' barriers and, PERSISTENT 2, one more word: the query block
   // the producer drew, published with q_full.
   __shared__ __align__(8) u64 barriers[2 + 4 * kStages + (kDynamic ? 1 : 0)];
   volatile int *const drawn = reinterpret_cast<volatile int *>(&barriers[2 + 4 * kStages]);
+#if {{IS_FP8}}
+  // e4m3: the staged V ring's barriers (full: the copy engine's bytes;
+  // empty: the transposing threads' arrivals) and the keys each staged
+  // tile holds for them (-1: no more tiles), written before its full
+  // barrier's arrival.
+  __shared__ __align__(8) u64 staged_barriers[2 * kStages];
+  __shared__ int staged_valid[kStages];
+#else
+  u64 *const staged_barriers = nullptr;
+  int *const staged_valid = nullptr;
+#endif
   const u32 q_tile = (smem_u32(smem) + 1023u) & ~1023u;
   const u32 k_tiles = q_tile + kQBytes;               // kStages tiles
-  const u32 v_tiles = k_tiles + kStages * kKVBytes;   // kStages tiles
+  // kStages tiles of V as the consumers read it (e4m3: transposed)
+  const u32 v_tiles = k_tiles + kStages * kKVBytes;
+  const u32 staged_tiles = v_tiles + kStages * kKVBytes;  // e4m3: kStages tiles of V as copied
   const u32 q_full = smem_u32(&barriers[0]), q_empty = smem_u32(&barriers[1]);
   auto k_full = [&](int s) { return smem_u32(&barriers[2 + s]); };
   auto k_empty = [&](int s) { return smem_u32(&barriers[2 + kStages + s]); };
   auto v_full = [&](int s) { return smem_u32(&barriers[2 + 2 * kStages + s]); };
   auto v_empty = [&](int s) { return smem_u32(&barriers[2 + 3 * kStages + s]); };
+  auto staged_full = [&](int s) { return smem_u32(&staged_barriers[s]); };
+  auto staged_empty = [&](int s) { return smem_u32(&staged_barriers[kStages + s]); };
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
     mbar_init(q_empty, 4 * kConsumers);  // one arrival a consumer warp
     for (int s = 0; s < kStages; s++) {
       mbar_init(k_full(s), 1);
-      mbar_init(v_full(s), 1);
+      mbar_init(v_full(s), kIsFp8 ? kTransposers : 1);  // e4m3: each transposing thread's arrival
       mbar_init(k_empty(s), 4 * kConsumers);
       mbar_init(v_empty(s), 4 * kConsumers);
+      if constexpr (kIsFp8) {
+        mbar_init(staged_full(s), 1);
+        mbar_init(staged_empty(s), kTransposers);
+      }
     }
     mbar_init_fence();
   }
@@ -275,6 +444,25 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
   if (threadIdx.x < 128) {
     // ---- producer -------------------------------------------------------
     if constexpr (kConsumers > 1) regs_release<kProducerRegs>();
+    if constexpr (kIsFp8) {
+      // Warps 1 .. 3: each staged V tile, in ring order, transposed into
+      // the consumers' V ring, until the tile count says there are no more.
+      if (threadIdx.x >= 32) {
+        const int tid = threadIdx.x - 32;
+        for (int slot = 0;; slot++) {
+          const int s = slot % kStages, parity = (slot / kStages) & 1;
+          mbar_wait(staged_full(s), parity);
+          const int valid = staged_valid[s];
+          if (valid < 0) break;
+          mbar_wait(v_empty(s), parity ^ 1);
+          transpose_v(staged_tiles + s * kKVBytes, v_tiles + s * kKVBytes, valid, tid);
+          mbar_arrive(staged_empty(s));  // its loads are done
+          fence_async_shared();          // its stores, for the consumers' products
+          mbar_arrive(v_full(s));
+        }
+        return;
+      }
+    }
     if (threadIdx.x != 0) return;
     tma_prefetch(q_map);
     tma_prefetch(k_map);
@@ -321,6 +509,17 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
       };
       auto load_v = [&](int j) {
         const int slot = kv + j, s = slot % kStages;
+        if constexpr (kIsFp8) {
+          // Into the staging ring, with the keys the tile holds of its
+          // sequence (past a packed or cache-limited sequence's end the
+          // copy engine loads other rows; past the tensor's, zeros).
+          mbar_wait(staged_empty(s), ((slot / kStages) & 1) ^ 1);
+          staged_valid[s] = packed_k || p.seqused_k ? min(kBlockN, b.seqlen_k - b.tile_n0(j)) : kBlockN;
+          mbar_arrive_expect(staged_full(s), kKVBytes);
+          load(v_map, staged_tiles + s * kKVBytes, staged_full(s), kBlockN, k_row0 + b.tile_n0(j), b.head_k,
+               packed_k, kEvictLast);
+          return;
+        }
         mbar_wait(v_empty(s), ((slot / kStages) & 1) ^ 1);
         mbar_arrive_expect(v_full(s), kKVBytes);
         load(v_map, v_tiles + s * kKVBytes, v_full(s), kBlockN, k_row0 + b.tile_n0(j), b.head_k, packed_k,
@@ -339,6 +538,12 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
       mbar_wait(q_empty, (qn & 1) ^ 1);
       *drawn = n_blocks;
       mbar_arrive(q_full);
+    }
+    if constexpr (kIsFp8) {  // the end, to the transposing warps: a staged slot without a tile
+      const int s = kv % kStages;
+      mbar_wait(staged_empty(s), ((kv / kStages) & 1) ^ 1);
+      staged_valid[s] = -1;
+      mbar_arrive(staged_full(s));
     }
     return;
   }
@@ -388,6 +593,19 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
     float row_max[2] = {neg_inf(), neg_inf()}, row_sum[2] = {0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < kORegs; i++) o[i] = 0.f;
+    // e4m3: the block's descale factors (its batch's and key head's), Q's
+    // and K's folded into the softmax's scale, V's into O's at the end.
+    float qk_descale = 1.f, v_descale = 1.f;
+    if constexpr (kIsFp8) {
+      auto factor = [&](int i) {
+        return f8.descale[i] ? f8.descale[i][(long long)b.batch * f8.batch_stride[i] +
+                                            (long long)b.head_k * f8.head_stride[i]]
+                             : 1.f;
+      };
+      qk_descale = factor(0) * factor(1);
+      v_descale = factor(2);
+    }
+    const float sl2 = kIsFp8 ? scale_log2 * qk_descale : scale_log2;
 
     // The pingpong token before and after region r of 0 .. n_tiles:
     // consumer 0 holds it first, and the last consumer keeps it at the end.
@@ -409,7 +627,12 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
         const u32 in_slab = (ks % kSlabSteps) * 32;
         const u64 a = desc_add(dq, (ks / kSlabSteps) * kBlockM * kRowBytes + in_slab);
         const u64 b = desc_add(dk, (ks / kSlabSteps) * kBlockN * kRowBytes + in_slab);
-        if (ks == 0)
+        if constexpr (kIsFp8) {
+          if (ks == 0)
+            wgmma_s8<kBlockN, false>(s_acc, a, b);
+          else
+            wgmma_s8<kBlockN, true>(s_acc, a, b);
+        } else if (ks == 0)
           wgmma_s<kBlockN, false>(s_acc, a, b);
         else
           wgmma_s<kBlockN, true>(s_acc, a, b);
@@ -419,9 +642,14 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
     // O += P·V of buffer s: 16 keys (two 8-row groups) a k-step, the next
     // kSlabCols columns one slab (kBlockN rows) further.
     auto issue_pv = [&](const u32 (&a)[kPSteps][4], int s) {
-      const u64 dv = slab_descriptor(v_tiles + s * kKVBytes, kBlockN * kRowBytes);
+      if constexpr (kIsFp8) {  // 32 keys a k-step: a slab of V transposed
   #pragma unroll
-      for (int kk = 0; kk < kPSteps; kk++) pv_step<kHeadDim>(o, a[kk], desc_add(dv, kk * 2 * kGroupBytes));
+        for (int kk = 0; kk < kPSteps; kk++) pv_step8<kHeadDim>(o, a[kk], vt_descriptor(v_tiles + s * kKVBytes, kk));
+      } else {
+        const u64 dv = slab_descriptor(v_tiles + s * kKVBytes, kBlockN * kRowBytes);
+  #pragma unroll
+        for (int kk = 0; kk < kPSteps; kk++) pv_step<kHeadDim>(o, a[kk], desc_add(dv, kk * 2 * kGroupBytes));
+      }
       wgmma_commit();
     };
     // The soft-cap, the mask (when MASKED) and the online softmax of tile j's
@@ -429,8 +657,11 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
     // on, and alpha[h] is what row h's O must be multiplied by.
     auto softmax = [&](float (&s_acc)[kSRegs], int j, bool masked, float (&alpha)[2]) {
       if (softcap) {
+        // e4m3: raw scores are the stored values' products, qk_descale times too small
+        const float cap_in = kIsFp8 ? p.softcap_in * qk_descale : p.softcap_in;
+        const float cap_out = kIsFp8 ? p.softcap_out / qk_descale : p.softcap_out;
   #pragma unroll
-        for (int i = 0; i < kSRegs; i++) s_acc[i] = p.softcap_out * fast_tanh(s_acc[i] * p.softcap_in);
+        for (int i = 0; i < kSRegs; i++) s_acc[i] = cap_out * fast_tanh(s_acc[i] * cap_in);
       }
       if (masked) {
         // Accumulator i: row row_pos[(i % 4) / 2], key n0 + 2t + 8·(i / 4) + i % 2:
@@ -454,15 +685,16 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
         const float m_old = row_max[h], m_new = fmaxf(m_old, tile_max);
         row_max[h] = m_new;
-        const float m_scaled = m_new == neg_inf() ? 0.f : m_new * scale_log2;
-        alpha[h] = fast_exp2(m_old * scale_log2 - m_scaled);
+        const float m_scaled = m_new == neg_inf() ? 0.f : m_new * sl2;
+        alpha[h] = fast_exp2(m_old * sl2 - m_scaled);
+        const float m_exp = kIsFp8 ? m_scaled - kMaxOffset : m_scaled;  // e4m3: P 2^8 times larger
         float sum = 0.f;
   #pragma unroll
         for (int nt = 0; nt < kBlockN / 8; nt++) {
   #pragma unroll
           for (int e = 0; e < 2; e++) {
             float &x = s_acc[4 * nt + 2 * h + e];
-            x = fast_exp2(fmaf(x, scale_log2, -m_scaled));
+            x = fast_exp2(fmaf(x, sl2, -m_exp));
             sum += x;
           }
         }
@@ -471,11 +703,26 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
     };
     // P rounded into the A fragments of P·V: k-step kk takes the 8-key tiles
     // 2kk and 2kk + 1.
+    // e4m3: k-step kk takes the 8-key tiles 4kk .. 4kk + 3; register h +
+    // 2q of row h holds tiles 4kk + 2q and + 1's two keys each (k-indices
+    // 16q + 4t .. + 3: the transposed V's order, at kVtSlabBytes).
     auto round_p = [&](const float (&s_acc)[kSRegs], u32 (&a)[kPSteps][4]) {
+      if constexpr (kIsFp8) {
   #pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; nt++)
+        for (int kk = 0; kk < kPSteps; kk++)
   #pragma unroll
-        for (int h = 0; h < 2; h++) a[nt / 2][h + 2 * (nt % 2)] = pack2(s_acc[4 * nt + 2 * h], s_acc[4 * nt + 2 * h + 1]);
+          for (int q = 0; q < 2; q++)
+  #pragma unroll
+            for (int h = 0; h < 2; h++) {
+              const int i = 4 * (4 * kk + 2 * q) + 2 * h;
+              a[kk][h + 2 * q] = pack4_e4m3(s_acc[i], s_acc[i + 1], s_acc[i + 4], s_acc[i + 5]);
+            }
+      } else {
+  #pragma unroll
+        for (int nt = 0; nt < kBlockN / 8; nt++)
+  #pragma unroll
+          for (int h = 0; h < 2; h++) a[nt / 2][h + 2 * (nt % 2)] = pack2(s_acc[4 * nt + 2 * h], s_acc[4 * nt + 2 * h + 1]);
+      }
     };
     auto rescale_o = [&](const float (&alpha)[2]) {
   #pragma unroll
@@ -488,6 +735,7 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
     // there, but 0 · NaN is not, so the first tile's V rows past the end are
     // zeroed by all consumers together before any P·V reads them.
     auto clear_tail_v = [&](int s) {
+      if constexpr (kIsFp8) return;  // transpose_v wrote those keys as zeros
       const int valid = b.seqlen_k - b.tile_n0(0);
       if (!(packed_k || p.seqused_k) || valid >= kBlockN) return;
       const u32 v = v_tiles + s * kKVBytes;
@@ -580,7 +828,7 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
     elem_t *o_head = static_cast<elem_t *>(p.o) + seq.o_off + b.head * p.o_head_stride;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const float l = quad_sum(row_sum[h]), inv_l = l > 0.f ? 1.f / l : 0.f;
+      const float l = quad_sum(row_sum[h]), inv_l = l > 0.f ? (kIsFp8 ? v_descale : 1.f) / l : 0.f;
       const int pos = row_pos[h];
       if (pos >= b.seqlen_q) continue;
       elem_t *dst = o_head + (long long)pos * p.o_row_stride;
@@ -588,9 +836,12 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
       for (int dt = 0; dt < kHeadDim / 8; dt++)
         if (8 * dt + 2 * t < p.head_dim)
           *reinterpret_cast<u32 *>(dst + 8 * dt + 2 * t) = pack2(o[4 * dt + 2 * h] * inv_l, o[4 * dt + 2 * h + 1] * inv_l);
-      if (t == 0)
+      if (t == 0) {
+        // e4m3: l is 2^kMaxOffset times the row's sum
+        const float lse = row_lse(l, row_max[h], kIsFp8 ? p.softmax_scale * qk_descale : p.softmax_scale);
         p.lse[((long long)b.batch * (p.cu_seqlens_q ? 0 : p.heads) + b.head) * seq.lse_rows + seq.lse_row0 + pos] =
-            row_lse(l, row_max[h], p.softmax_scale);
+            kIsFp8 ? lse - kMaxOffset * 0.69314718f : lse;
+      }
     }
   }
 }

@@ -9,9 +9,12 @@
  * 128-column template); on lengths 1, 17, 1000 and 4097, causal with
  * seqlen_q above and below seqlen_k (rows that see no key), grouped and
  * multi-query heads, variable lengths with seqused_k, sliding windows,
- * head dims below the template's and the soft-cap. Prints one row per
- * check and a count per variant. Exits 77 (skipped) when no CUDA driver or
- * device is present. */
+ * head dims below the template's and the soft-cap; e4m3 (fp8 inputs, O in
+ * bf16) every combination at d128 for every mask and those with both
+ * schedules on at d64, d96, d192 and d256 for none and causal. Prints one
+ * row per check and a count per variant. FATUNE_TEST_PARAM=NAME=VALUE
+ * and FATUNE_TEST_DTYPE=e4m3 (or fp16, bf16) narrow the pick. Exits 77
+ * (skipped) when no CUDA driver or device is present. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +64,17 @@ static const fat_check_shape windows[] = {
 };
 
 /* Whether the ws90 variant V is among those this test runs. */
-static int tested(const fat_variant *v, const char *param) {
+static int tested(const fat_variant *v, const char *param, int dtype) {
   if (strcmp(v->family, "ws90") != 0) return 0;
   if (param && *param && !strstr(v->params, param)) return 0;
+  if (dtype >= 0 && (int)v->dtype != dtype) return 0;
   const int d = v->head_dim;
+  /* e4m3: the transposed V, the fp8 products and P's permuted keys on
+   * every schedule at d128; on each other slab width (64-byte rows: d64,
+   * d192; d96 on the 128 template) with both schedules on. */
+  if (v->dtype == FAT_E4M3 && d == 128) return 1;
+  if (v->dtype == FAT_E4M3)
+    return v->mask != FAT_MASK_LOCAL && strstr(v->params, "OVERLAP=1") && strstr(v->params, "PINGPONG=1");
   if (v->dtype == FAT_BF16 && d == 128) return 1;                       /* every mask */
   if (v->dtype == FAT_BF16 && (d == 64 || d == 192 || d == 256)) return v->mask != FAT_MASK_LOCAL;
   /* d96 on its own 96-column template (SLAB 32, the 64-byte swizzle):
@@ -145,17 +155,27 @@ int main(void) {
   }
   /* FATUNE_TEST_PARAM=NAME=VALUE: only the variants with it (a new
    * schedule's half of the space, e.g. BLOCK_M=192). */
-  const char *param = getenv("FATUNE_TEST_PARAM");
+  const char *param = getenv("FATUNE_TEST_PARAM"), *dtype_name = getenv("FATUNE_TEST_DTYPE");
+  fat_dtype dtype = FAT_FP16;
+  if (dtype_name && *dtype_name && fat_dtype_parse(dtype_name, &dtype)) {
+    fprintf(stderr, "FATUNE_TEST_DTYPE '%s': not fp16, bf16 or e4m3\n", dtype_name);
+    check_record(0);
+    goto out;
+  }
+  const int only = dtype_name && *dtype_name ? (int)dtype : -1;
   for (size_t i = 0; i < n_space; i++)
-    if (tested(&space[i], param)) pick[n_pick++] = space[i]; /* shallow: space owns the strings */
+    if (tested(&space[i], param, only)) pick[n_pick++] = space[i]; /* shallow: space owns the strings */
   /* bf16 d128: 36 configurations without a mask (OVERLAP 0, 1, 2;
    * PERSISTENT 1 too), 36 for causal and local each (PERSISTENT 2 too); d64
    * 36 + 36 of 128 rows and 12 + 12 of 192, d192 and d256 24 + 24; 1 at
    * fp16 d128 and bf16 d96 for none and causal each; d96 with SLAB 32
-   * 60 + 60 */
-  if (!(param && *param))
-    CHECK_WHY(n_pick == 108 + 96 + 48 + 48 + 2 + 2 + 120, "%zu ws90 variants picked", n_pick);
-  printf("%zu ws90 variants picked%s%s\n", n_pick, param && *param ? " with " : "", param ? param : "");
+   * 60 + 60; e4m3 d128 36 a mask, d64 16 (192-row blocks too), d96 and
+   * d192 12, d256 4 */
+  if (!(param && *param) && only < 0)
+    CHECK_WHY(n_pick == 108 + 96 + 48 + 48 + 2 + 2 + 120 + 108 + 16 + 12 + 12 + 4, "%zu ws90 variants picked",
+              n_pick);
+  printf("%zu ws90 variants picked%s%s%s%s\n", n_pick, param && *param ? " with " : "", param ? param : "",
+         only >= 0 ? " of " : "", only >= 0 ? dtype_name : "");
   if (fat_compile_all(pick, n_pick, arch, COMPILE_JOBS, NULL, builds, NULL, NULL, NULL, err, sizeof err)) {
     fprintf(stderr, "compile: %s\n", err);
     check_record(0);
