@@ -79,4 +79,16 @@ FAT_E4M3_FN unsigned char fat_e4m3_encode(double x) {
     return (unsigned char)(sign | FAT_E4M3_MAX_BYTE);  /* (a < 448 never gets here) */
   return (unsigned char)(sign | (e << FAT_E4M3_MANT_BITS) | (n - (1 << FAT_E4M3_MANT_BITS)));
 }
+
+/* The layout of a tensor the tuner fills with e4m3 values (the argument of
+ * templates/fat_util.cu's fat_fill_e4m3_amax and fat_fill_e4m3, packed by
+ * tuner/measure/device.c): (rows, heads, head_dim), the rows of sequence b
+ * at b · seqlen (dense) or from cu_seqlens[b] (packed); GROUP query heads
+ * share a key head (1 for K and V). PER_HEAD 0: one descale factor for the
+ * tensor; 1: one a (batch, key head), b · heads_k + kh, as
+ * templates/fat_abi_fp8.h indexes them with strides heads_k and 1. */
+typedef struct fat_fp8_fill_layout {
+  int head_dim, heads, group, heads_k, seqlen, batch, per_head;
+  const int *cu_seqlens;  /* device rows of a packed batch (batch + 1), or 0 */
+} fat_fp8_fill_layout;
 #endif

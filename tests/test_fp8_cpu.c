@@ -21,6 +21,7 @@
 #include <string.h>
 #include "fat_e4m3.h"
 #include "fwd_compare.h"
+#include "gpu_run.h"
 #include "tolerance.h"
 #include "check.h"
 
@@ -296,7 +297,28 @@ static void test_compare_e4m3(void) {
   CHECK_STR(c.reason, "1 non-finite output");
 }
 
+/* The support kernels compile with the e4m3 format in them (NVRTC, no GPU):
+ * the fill's fat_fill_e4m3_amax and fat_fill_e4m3, and the reference,
+ * which takes the descale factors as its last argument. */
+static void test_support_compiles(void) {
+  static const char *const archs[] = {"sm_80", "sm_90a"};
+  char err[4096];
+  for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+    fat_build util, ref;
+    const int rc = fat_gpu_compile_support(archs[a], &util, &ref, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    CHECK_INT(rc, 0);
+    if (rc) continue;
+    CHECK(util.log && strstr(util.log, "fat_fill_e4m3_amax"));
+    CHECK(util.log && strstr(util.log, "'fat_fill_e4m3'"));
+    CHECK(ref.log && strstr(ref.log, "fat_reference_fwd"));
+    fat_build_free(&util);
+    fat_build_free(&ref);
+  }
+}
+
 int main(void) {
+  test_support_compiles();
   test_decode_known();
   test_encode();
   test_compare_e4m3();
