@@ -934,6 +934,7 @@ static int prepare_once(fat_db *db, const char *sql, sqlite3_stmt **s, const cha
 }
 
 const char *fat_ceiling_peak_name(fat_matrix_op op, fat_dtype dtype) {
+  if (!fat_dtype_has_peak(dtype)) return NULL;
   switch (op) {
     case FAT_MATRIX_MMA_SYNC: return dtype == FAT_BF16 ? FAT_CEILING_PEAK_BF16 : FAT_CEILING_PEAK_FP16;
     case FAT_MATRIX_WGMMA:

@@ -5,9 +5,17 @@
 //                     rounded to fp16 or bf16. Each element depends only on
 //                     the seed and its index, so any launch shape gives the
 //                     same tensor and a test can reproduce it.
+//   fat_fill_e4m3_amax, fat_fill_e4m3
+//                     e4m3 inputs as an fp8 user makes them: the same N(0, 1)
+//                     draws times a spread per descale group (so that the
+//                     groups' factors differ), the amax of each group, then
+//                     each value divided by its group's descale = amax / 448
+//                     and rounded to e4m3 (templates/fat_e4m3.h, prepended by
+//                     the tuner); the descale factors are written beside.
 //   fat_clock_probe   the SM clock a kernel sees: spins for a fixed time by
 //                     %globaltimer (ns) and counts clock64() cycles.
-// Self-contained: NVRTC compiles it alone, without the host toolchain.
+// Self-contained: NVRTC compiles it alone, without the host toolchain
+// (tuner/measure/device.c prepends templates/fat_e4m3.h).
 
 typedef unsigned short elem_t;  // raw fp16 / bf16 bits
 typedef unsigned long long u64;
@@ -37,15 +45,94 @@ __device__ __forceinline__ elem_t to_bf16(float x) {
   return (elem_t)(bits >> 16);
 }
 
+// Element i's draw from N(0, 1): a function of (seed, i) alone.
+__device__ __forceinline__ float normal_at(u64 seed, u64 i) {
+  u64 bits = mix64(seed + (i + 1) * kGolden);
+  // u1 in (0, 1] keeps log() finite; u2 in [0, 1) picks the angle.
+  float u1 = ((float)(unsigned int)(bits >> 32) + 1.0f) * kTwoPow32Inv;
+  float u2 = (float)(unsigned int)bits * kTwoPow32Inv;
+  return sqrtf(-2.0f * logf(u1)) * cosf((float)kTwoPi * u2);
+}
+
 extern "C" __global__ void fat_fill_normal(elem_t *dst, u64 n, int is_bf16, u64 seed) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
        i += (u64)gridDim.x * blockDim.x) {
-    u64 bits = mix64(seed + (i + 1) * kGolden);
-    // u1 in (0, 1] keeps log() finite; u2 in [0, 1) picks the angle.
-    float u1 = ((float)(unsigned int)(bits >> 32) + 1.0f) * kTwoPow32Inv;
-    float u2 = (float)(unsigned int)bits * kTwoPow32Inv;
-    float x = sqrtf(-2.0f * logf(u1)) * cosf((float)kTwoPi * u2);
+    float x = normal_at(seed, i);
     dst[i] = is_bf16 ? to_bf16(x) : to_fp16(x);
+  }
+}
+
+// ---- e4m3 -------------------------------------------------------------------
+
+typedef fat_fp8_fill_layout fp8_layout;  // templates/fat_e4m3.h
+
+// The spread of group g's values: 2^((g mod 5 - 2) / 2), 0.5 to 2, so that
+// neighbouring groups have different descale factors.
+constexpr int kSpreads = 5;
+__device__ __forceinline__ float group_spread(unsigned g) {
+  const float spread[kSpreads] = {0.5f, 0.70710678f, 1.0f, 1.41421356f, 2.0f};
+  return spread[g % kSpreads];
+}
+
+__device__ __forceinline__ unsigned fp8_group(const fp8_layout &t, u64 i) {
+  if (!t.per_head) return 0;
+  const u64 row = i / ((u64)t.head_dim * t.heads);
+  const int h = (int)((i / t.head_dim) % t.heads);
+  int b;
+  if (t.cu_seqlens) {
+    int lo = 0, hi = t.batch - 1;  // the last sequence starting at or before row
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if ((u64)t.cu_seqlens[mid] <= row) lo = mid; else hi = mid - 1;
+    }
+    b = lo;
+  } else {
+    b = (int)(row / (u64)t.seqlen);
+  }
+  return (unsigned)(b * t.heads_k + h / t.group);
+}
+
+__device__ __forceinline__ float fp8_value(const fp8_layout &t, u64 seed, u64 i, unsigned *g) {
+  *g = fp8_group(t, i);
+  return group_spread(*g) * normal_at(seed, i);
+}
+
+// amax_bits[g] = max |x| over group g, as float bits (non-negative floats
+// order as their bits); zeroed by the host first. Each thread takes a run of
+// consecutive elements, so that one atomic serves a head's row.
+extern "C" __global__ void fat_fill_e4m3_amax(u64 n, u64 seed, fp8_layout t, unsigned *amax_bits) {
+  const u64 threads = (u64)gridDim.x * blockDim.x;
+  const u64 run = (n + threads - 1) / threads;
+  const u64 first = (blockIdx.x * (u64)blockDim.x + threadIdx.x) * run;
+  unsigned group = 0, g;
+  float m = -1.0f;
+  for (u64 i = first; i < n && i < first + run; i++) {
+    const float a = fabsf(fp8_value(t, seed, i, &g));
+    if (m >= 0.0f && g != group) {
+      atomicMax(amax_bits + group, __float_as_uint(m));
+      m = -1.0f;
+    }
+    group = g;
+    m = fmaxf(m, a);
+  }
+  if (m >= 0.0f) atomicMax(amax_bits + group, __float_as_uint(m));
+}
+
+// The factor of group g: its amax maps to 448 (1 for an all-zero group).
+__device__ __forceinline__ float fp8_descale(const unsigned *amax_bits, unsigned g) {
+  const float amax = __uint_as_float(amax_bits[g]);
+  return amax > 0.0f ? amax / (float)FAT_E4M3_MAX : 1.0f;
+}
+
+// dst[i] = e4m3(x_i / descale of its group); descale[g] for the n_groups.
+extern "C" __global__ void fat_fill_e4m3(unsigned char *dst, u64 n, u64 seed, fp8_layout t,
+                                         const unsigned *amax_bits, float *descale, int n_groups) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+       i += (u64)gridDim.x * blockDim.x) {
+    unsigned g;
+    const float x = fp8_value(t, seed, i, &g);
+    dst[i] = fat_e4m3_encode((double)(x / fp8_descale(amax_bits, g)));
+    if (i < (u64)n_groups) descale[i] = fp8_descale(amax_bits, (unsigned)i);
   }
 }
 

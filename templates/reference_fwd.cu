@@ -1,6 +1,9 @@
 // The forward reference every variant is checked against: attention in
 // double precision. Inputs are the same 16-bit values the variant read,
-// converted exactly; scores, softmax and P·V are all accumulated in double,
+// converted exactly -- or for e4m3 the same bytes decoded exactly
+// (templates/fat_e4m3.h) times their descale factors (fat_abi_fp8.h, indexed
+// by batch and key head as the variants index them): the dequantised
+// values, whose products with the fp32 factors are exact in double; scores, softmax and P·V are all accumulated in double,
 // so its error (~1e-15) is far below any tolerance in tuner/tolerance.h.
 //
 // Same contract as the variants (templates/fat_abi.h): tensors addressed
@@ -12,9 +15,10 @@
 // -inf - (-inf) is never computed. Outputs are double: ref_o in O's layout
 // (O's strides), ref_lse in lse's. head_dim is the problem's (p.head_dim).
 //
-// tuner/gpu_run.c compiles this file standalone with NVRTC, prepending
+// tuner/measure/device.c compiles this file standalone with NVRTC, prepending
 // templates/fat_abi.h (the definition of fat_fwd_params) as the generator does
-// for every variant; nothing else is included.
+// for every variant, templates/fat_abi_fp8.h and templates/fat_e4m3.h;
+// nothing else is included.
 //
 // One block owns `rows` query rows of one (batch, head); K and V tiles of
 // `key_tile` keys stream through shared memory as doubles. The online softmax
@@ -26,6 +30,9 @@
 
 typedef unsigned short elem_t;  // raw fp16 / bf16 bits
 
+// The inputs' fat_dtype (core/types.h).
+enum { kFp16 = 0, kBf16 = 1, kE4m3 = 2 };
+
 #define LLONG_MIN (-0x7fffffffffffffffll - 1)
 #define LLONG_MAX 0x7fffffffffffffffll
 
@@ -34,14 +41,22 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ __forceinline__ double neg_inf() { return __longlong_as_double(0xfff0000000000000ll); }
 
-// The exact value of a 16-bit input: bf16 is the upper half of a float;
-// fp16 → fp32 is exact.
-__device__ __forceinline__ double load_elem(const elem_t *p, bool is_bf16) {
-  elem_t bits = *p;
-  if (is_bf16) return (double)__uint_as_float((unsigned)bits << 16);
+// The exact value of element I of an input: bf16 is the upper half of a
+// float; fp16 → fp32 is exact; an e4m3 byte decodes exactly, times its
+// tensor's DESCALE.
+__device__ __forceinline__ double load_elem(const void *base, long long i, int dtype, double descale) {
+  if (dtype == kE4m3) return fat_e4m3_decode(((const unsigned char *)base)[i]) * descale;
+  elem_t bits = ((const elem_t *)base)[i];
+  if (dtype == kBf16) return (double)__uint_as_float((unsigned)bits << 16);
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
   return (double)f;
+}
+
+// Tensor T's descale factor for (batch b, key head kh): 1 when none is given.
+__device__ __forceinline__ double descale_of(const fat_fwd_fp8_params &fp8, int t, int b, int kh) {
+  const float *d = fp8.descale[t];
+  return d ? (double)d[(long long)b * fp8.batch_stride[t] + (long long)kh * fp8.head_stride[t]] : 1.0;
 }
 
 __device__ __forceinline__ double warp_max(double x) {
@@ -62,10 +77,11 @@ __device__ __forceinline__ double warp_sum(double x) {
 //   p_s[rows][key_tile]     scores S, then probabilities P
 //   o_s[rows][d]            unnormalised output o
 //   m_s, l_s, alpha_s[rows] per-row softmax state
-// mask: 0 none, 1 causal, 2 local (tuner/types.h's fat_mask).
-extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_dim, int is_bf16,
+// mask: 0 none, 1 causal, 2 local (core/types.h's fat_mask); dtype the
+// inputs' fat_dtype; fp8 the descale factors of e4m3 inputs (unread else).
+extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_dim, int dtype,
                                              int mask, double *ref_o, double *ref_lse,
-                                             int rows, int key_tile) {
+                                             int rows, int key_tile, const fat_fwd_fp8_params fp8) {
   extern __shared__ double smem[];
   const int d = head_dim;
   const int kv_pitch = d + 1;
@@ -82,7 +98,6 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
   const int q0 = blockIdx.x * rows;
   const int h = blockIdx.y, b = blockIdx.z;
   const int kh = h / (p.heads / p.heads_k);  // grouped-query attention: heads share K/V
-  const bool bf16 = is_bf16 != 0;
   // This sequence's rows and lengths (variable-length batches pack them).
   long long q_off = b * p.q_batch_stride, o_off = b * p.o_batch_stride;
   long long k_off = b * p.k_batch_stride, v_off = b * p.v_batch_stride;
@@ -103,9 +118,14 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
   }
   if (p.seqused_k) seqlen_k = min(seqlen_k, p.seqused_k[b]);
   if (q0 >= seqlen_q) return;
-  const elem_t *q = (const elem_t *)p.q + q_off + h * p.q_head_stride;
-  const elem_t *k = (const elem_t *)p.k + k_off + kh * p.k_head_stride;
-  const elem_t *v = (const elem_t *)p.v + v_off + kh * p.v_head_stride;
+  // Element offsets of this (batch, head) in q, k and v.
+  const long long q_at = q_off + h * p.q_head_stride;
+  const long long k_at = k_off + kh * p.k_head_stride;
+  const long long v_at = v_off + kh * p.v_head_stride;
+  const bool fp8_in = dtype == kE4m3;
+  const double q_descale = fp8_in ? descale_of(fp8, 0, b, kh) : 1.0;
+  const double k_descale = fp8_in ? descale_of(fp8, 1, b, kh) : 1.0;
+  const double v_descale = fp8_in ? descale_of(fp8, 2, b, kh) : 1.0;
   const double scale = (double)p.softmax_scale;
   // The soft-cap in the variants' terms: cap = softcap_out · softmax_scale.
   const double cap = p.softcap_in != 0.f ? (double)p.softcap_out * p.softmax_scale : 0.0;
@@ -118,7 +138,9 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
 
   for (int i = tid; i < rows * d; i += nthreads) {
     int r = i / d, c = i % d;
-    q_s[i] = q0 + r < seqlen_q ? load_elem(q + (long long)(q0 + r) * p.q_row_stride + c, bf16) : 0.0;
+    q_s[i] = q0 + r < seqlen_q
+                 ? load_elem(p.q, q_at + (long long)(q0 + r) * p.q_row_stride + c, dtype, q_descale)
+                 : 0.0;
     o_s[i] = 0.0;
   }
   for (int r = tid; r < rows; r += nthreads) {
@@ -137,7 +159,7 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
     __syncthreads();  // the previous tile's V is no longer read
     for (int i = tid; i < n * d; i += nthreads) {
       int j = i / d, c = i % d;
-      kv_s[j * kv_pitch + c] = load_elem(k + (k0 + j) * p.k_row_stride + c, bf16);
+      kv_s[j * kv_pitch + c] = load_elem(p.k, k_at + (k0 + j) * p.k_row_stride + c, dtype, k_descale);
     }
     __syncthreads();
 
@@ -161,7 +183,7 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
     // V replaces K while each warp turns its rows' scores into P.
     for (int i = tid; i < n * d; i += nthreads) {
       int j = i / d, c = i % d;
-      kv_s[j * kv_pitch + c] = load_elem(v + (k0 + j) * p.v_row_stride + c, bf16);
+      kv_s[j * kv_pitch + c] = load_elem(p.v, v_at + (k0 + j) * p.v_row_stride + c, dtype, v_descale);
     }
     for (int r = warp; r < rows; r += nwarps) {
       double tile_max = neg_inf();

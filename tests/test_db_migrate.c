@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Proves the upgrades of a version-1 database (db/migrations/2.sql to
- * 7.sql, run by fat_db_open one after the other): a real version-1 file,
+ * 8.sql, run by fat_db_open one after the other): a real version-1 file,
  * made from the frozen copy of the old schema (tests/data/schema_v1.sql)
- * and filled with rows whose ids have gaps, opens at version 7 with every
+ * and filled with rows whose ids have gaps, opens at version 8 with every
  * row and id kept and every reference intact; its schema is then, object
  * for object, the schema a new database gets; a local problem (the reason
  * for version 2), a variable-length profile (version 3) and a timing on a
@@ -10,7 +10,9 @@
  * a version-4 file's timings keep their ids, jobs and winners, naming no
  * device; a version-5 file's variants keep theirs, and a sourceless one
  * can then be stored; a version-6 file's problems keep theirs, each
- * contiguous, and a paged one can then be stored (version 7); and a file
+ * contiguous, and a paged one can then be stored (version 7); a version-7
+ * file's variants and problems keep theirs, and an e4m3 forward of each
+ * can then be stored, an e4m3 backward cannot (version 8); and a file
  * whose upgrade cannot succeed (a row referencing a missing parent) is
  * refused with the row named and left at version 1, untouched. */
 #include <stdio.h>
@@ -63,7 +65,7 @@ static const char *const V1_ROWS =
     " (41, 4, 7, 'sdpa_flash', 2.5, 250);";
 
 
-/* A database of schema VERSION (1 to 6) at PATH, as that fatune left it
+/* A database of schema VERSION (1 to 7) at PATH, as that fatune left it
  * (WAL mode), holding V1_ROWS and then EXTRA (written with foreign keys
  * off). */
 static void make_old(const char *path, int version, const char *extra) {
@@ -114,7 +116,7 @@ static void test_rows_and_ids_kept(const char *path) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "7\n");
+  CHECK_STR(got, "8\n");
   rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right, '[' || lengths || ']'"
              " FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|64|1024|0|0|[]\n7|causal|128|4096|0|0|[]\n");
@@ -174,6 +176,7 @@ static void test_schema_matches_new(const char *upgraded, const char *fresh) {
   CHECK(strstr(want, "timing_id INTEGER PRIMARY KEY REFERENCES timings (id)") != NULL);
   CHECK(strstr(want, "page_size    INTEGER NOT NULL DEFAULT 0") != NULL);
   CHECK_STR(got, want);
+  CHECK(strstr(want, "CHECK (dtype <> 'e4m3' OR direction = 'fwd')") != NULL);
 out:
   fat_db_close(db);
   free(want);
@@ -291,7 +294,7 @@ out:
 }
 
 /* A version-2 database (tests/data/schema_v2.sql) with a local problem
- * upgrades to version 7 by 3.sql to 7.sql: its windows and ids kept,
+ * upgrades to version 8 by 3.sql to 8.sql: its windows and ids kept,
  * every problem dense, its schema the new one. */
 static void test_v2_upgrade(const char *path, const char *fresh) {
   char err[ERRLEN], got[TEXT_CAP];
@@ -303,7 +306,7 @@ static void test_v2_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "7\n");
+  CHECK_STR(got, "8\n");
   rows_of(h, "SELECT id, mask, window_left, window_right, '[' || lengths || ']' FROM problems"
              " ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|0|0|[]\n7|causal|0|0|[]\n12|local|1024|0|[]\n");
@@ -319,8 +322,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 7 by
- * 4.sql to 7.sql: every timing kept, none of them in a job (timed alone),
+/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 8 by
+ * 4.sql to 8.sql: every timing kept, none of them in a job (timed alone),
  * the winners as they were, its schema the new one; a job can then be
  * stored and a timing_jobs row naming no timing is refused. */
 static void test_v3_upgrade(const char *path, const char *fresh) {
@@ -331,7 +334,7 @@ static void test_v3_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "7\n");
+  CHECK_STR(got, "8\n");
   rows_of(h, "SELECT id, variant_id, median_ms FROM timings ORDER BY id", got, sizeof got);
   CHECK_STR(got, "31|5|2.0\n32|9|0.5\n");
   rows_of(h, "SELECT count(*) FROM timing_jobs", got, sizeof got);
@@ -352,8 +355,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 7
- * by 5.sql to 7.sql: its timings keep their ids, values, jobs and winners and
+/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 8
+ * by 5.sql to 8.sql: its timings keep their ids, values, jobs and winners and
  * name no device (NULL: which GPU of the host made them is not known); a
  * device of its GPU can then be stored and named by a timing, one of
  * another GPU cannot; the winner rule reads the kept job as before; its
@@ -372,7 +375,7 @@ static void test_v4_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "7\n");
+  CHECK_STR(got, "8\n");
   rows_of(h, "SELECT id, variant_id, gpu_id, problem_id, coalesce(device_id, '-'), reps, median_ms,"
              " min_ms, max_ms, p10_ms, p90_ms, tflops, sm_clock_mhz, retired FROM timings ORDER BY id",
           got, sizeof got);
@@ -423,8 +426,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-5 database (tests/data/schema_v5.sql) upgrades to version 7 by
- * 6.sql and 7.sql: its variants keep their ids, sources and everything that
+/* A version-5 database (tests/data/schema_v5.sql) upgrades to version 8 by
+ * 6.sql to 8.sql: its variants keep their ids, sources and everything that
  * references them (builds, checks, timings, winners, the view), and a
  * variant may then be stored without a source (a table's stale one), while
  * an empty source is still refused; its schema is the new one. */
@@ -436,7 +439,7 @@ static void test_v5_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "7\n");
+  CHECK_STR(got, "8\n");
   rows_of(h, "SELECT id, name, source, is_default FROM variants ORDER BY id", got, sizeof got);
   CHECK_STR(got, "5|fwd.mma80.bf16.d128.causal.a|source a|1\n9|fwd.mma80.fp16.d64.none.b|source b|0\n");
   rows_of(h, "SELECT id, variant_id FROM builds ORDER BY id", got, sizeof got);
@@ -465,8 +468,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-6 database (tests/data/schema_v6.sql) upgrades to version 7 by
- * 7.sql alone: its problems and ids kept, each contiguous (page_size 0),
+/* A version-6 database (tests/data/schema_v6.sql) upgrades to version 8 by
+ * 7.sql and 8.sql: its problems and ids kept, each contiguous (page_size 0),
  * the winners as they were, its schema the new one; a paged problem (the
  * reason for version 7) is then a problem of its own beside the
  * contiguous one of its shape, and a page size that is no power of two
@@ -479,7 +482,7 @@ static void test_v6_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "7\n");
+  CHECK_STR(got, "8\n");
   rows_of(h, "SELECT id, seqlen_q, page_size FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|1024|0\n7|4096|0\n");
   rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
@@ -511,8 +514,70 @@ out:
   fat_db_close(db);
 }
 
+/* A version-7 database (tests/data/schema_v7.sql) with a paged problem
+ * upgrades to version 8 by 8.sql alone: its variants and problems keep
+ * their ids (and the builds, checks, timings and winners that name them
+ * stay valid), its schema the new one; an e4m3 forward problem and variant
+ * (the reason for version 8) can then be stored, and an e4m3 backward
+ * problem or variant is refused by the CHECKs. */
+static void test_v7_upgrade(const char *path, const char *fresh) {
+  char err[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_old(path, 7, "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads,"
+                    " heads_k, seqlen_q, seqlen_k, page_size) VALUES"
+                    " (14, 'fwd', 'bf16', 'none', 128, 2, 16, 16, 1024, 1024, 64)");
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
+  REQUIRE(db);
+  sqlite3 *h = fat_db_handle(db);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "8\n");
+  rows_of(h, "SELECT id, dtype, seqlen_q, page_size FROM problems ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "3|fp16|1024|0\n7|bf16|4096|0\n14|bf16|1024|64\n");
+  rows_of(h, "SELECT id, name, source FROM variants ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "5|fwd.mma80.bf16.d128.causal.a|source a\n9|fwd.mma80.fp16.d64.none.b|source b\n");
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
+          got, sizeof got);
+  CHECK_STR(got, "4|3|9|32\n4|7|5|31\n");
+  rows_of(h, "SELECT timing_id, variant, dtype FROM timing_conditions ORDER BY timing_id", got,
+          sizeof got);
+  CHECK_STR(got, "31|fwd.mma80.bf16.d128.causal.a|bf16\n32|fwd.mma80.fp16.d64.none.b|fp16\n");
+  rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
+  CHECK_STR(got, "");
+  fat_problem p = {.direction = FAT_FWD, .dtype = FAT_E4M3, .mask = FAT_MASK_CAUSAL, .head_dim = 128,
+                   .batch = 4, .heads = 16, .heads_k = 16, .seqlen_q = 4096, .seqlen_k = 4096};
+  sqlite3_int64 id = 0, again = 0;
+  CHECK_INT(fat_db_put_problem(db, &p, &id), 0);
+  CHECK(id > 14);
+  CHECK_INT(fat_db_put_problem(db, &p, &again), 0);
+  CHECK_INT(again, id);
+  p.direction = FAT_BWD;
+  CHECK_INT(fat_db_put_problem(db, &p, &again), -1);
+  CHECK(strstr(fat_db_errmsg(db), "CHECK constraint failed: dtype <> 'e4m3' OR direction = 'fwd'")
+        != NULL);
+  fat_variant v = {0};
+  v.name = "fwd.ws90.e4m3.d128.causal.m128n128s2op", v.family = "ws90", v.params = "P=5";
+  v.entry = "f", v.source = "source e";
+  memset(v.hash, 'e', 64);
+  v.direction = FAT_FWD, v.dtype = FAT_E4M3, v.mask = FAT_MASK_CAUSAL, v.head_dim = 128;
+  v.block_m = 128, v.threads = 384, v.smem_bytes = 200000;
+  CHECK_INT(fat_db_put_variant(db, &v, &id), 0);
+  CHECK(id > 9);
+  rows_of(h, "SELECT dtype, direction FROM variants WHERE name LIKE '%e4m3%'", got, sizeof got);
+  CHECK_STR(got, "e4m3|fwd\n");
+  v.name = "bwd.ws90.e4m3.d128.causal.x", v.direction = FAT_BWD;
+  memset(v.hash, 'f', 64);
+  CHECK_INT(fat_db_put_variant(db, &v, &id), -1);
+  CHECK(strstr(fat_db_errmsg(db), "CHECK constraint failed: dtype <> 'e4m3' OR direction = 'fwd'")
+        != NULL);
+  fat_db_close(db);
+  db = NULL;
+  test_schema_matches_new(path, fresh);
+out:
+  fat_db_close(db);
+}
+
 int main(void) {
-  char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256], v5[256], v6[256];
+  char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256], v5[256], v6[256], v7[256];
   REQUIRE_EXIT(mkdtemp(tmpdir));
   snprintf(upgraded, sizeof upgraded, "%s/v1.db", tmpdir);
   snprintf(fresh, sizeof fresh, "%s/new.db", tmpdir);
@@ -522,6 +587,7 @@ int main(void) {
   snprintf(v4, sizeof v4, "%s/v4.db", tmpdir);
   snprintf(v5, sizeof v5, "%s/v5.db", tmpdir);
   snprintf(v6, sizeof v6, "%s/v6.db", tmpdir);
+  snprintf(v7, sizeof v7, "%s/v7.db", tmpdir);
   test_rows_and_ids_kept(upgraded);
   test_schema_matches_new(upgraded, fresh);
   test_local_problem_stored(upgraded);
@@ -532,6 +598,7 @@ int main(void) {
   test_v4_upgrade(v4, fresh);
   test_v5_upgrade(v5, fresh);
   test_v6_upgrade(v6, fresh);
+  test_v7_upgrade(v7, fresh);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

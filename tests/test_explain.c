@@ -93,6 +93,33 @@ static void test_model_one_head_8192(void) {
 out:;
 }
 
+/* e4m3: Q, K and V one byte an element, O (and the scores a materialising
+ * implementation stores) bf16's two; the FLOPs are the same. */
+static void test_model_e4m3(void) {
+  char err[ERRLEN] = "";
+  fat_io_model m;
+  fat_problem p = shape(1, 1, 1, 8192, 8192, 128, FAT_MASK_NONE);
+  p.dtype = FAT_E4M3;
+  REQUIRE(fat_io_model_compute(&p, &m, err, sizeof err) == 0);
+  CHECK_INT(m.elem_bytes, 1);
+  CHECK_INT(m.out_bytes, 2);
+  CHECK_INT(m.score_bytes, 134217728);
+  CHECK_INT(m.q_bytes, 1048576);
+  CHECK_INT(m.k_bytes, 1048576);
+  CHECK_INT(m.v_bytes, 1048576);
+  CHECK_INT(m.o_bytes, 2097152);
+  CHECK_INT(m.lower_bound_bytes, 5242880);       /* 5 MiB */
+  CHECK_INT(m.flops, 34359738368LL);
+  CHECK_DBL(m.intensity, 34359738368.0 / 5242880);
+  run_result r = run("--seqlen 8192 --head-dim 128 --dtype e4m3 --bandwidth 4");
+  CHECK_INT(r.status, 0);
+  CHECK(strstr(r.out, "Attention forward, e4m3, batch 1,") != NULL);
+  CHECK(strstr(r.out, "Q, K and V in e4m3 (1 byte each), O, S and P in bf16 (2 bytes)\n") != NULL);
+  CHECK(strstr(r.out, "Q, K, V read and O written once: 5,242,880 bytes") != NULL);
+  run_free(&r);
+out:;
+}
+
 /* The printed text of the same shape, whole, without a database. */
 static void test_print_one_head_8192(void) {
   char want[4096];
@@ -479,7 +506,7 @@ static void test_bad_input(void) {
       {"--seqlen 8192 --head-dim 128 --frobnicate", "unknown option '--frobnicate' (see fatune "
                                                     "explain --help)"},
       {"--seqlen 8k --head-dim 128", "--seqlen: '8k' is not a number"},
-      {"--seqlen 8192 --head-dim 128 --dtype fp32", "--dtype: unknown dtype 'fp32' (fp16, bf16)"},
+      {"--seqlen 8192 --head-dim 128 --dtype fp32", "--dtype: unknown dtype 'fp32' (fp16, bf16, e4m3)"},
       {"--seqlen 8192 --head-dim 128 --heads 6 --heads-k 4", "--heads-k: 4 does not divide "
                                                              "--heads 6"},
       {"--seqlen 8192 --head-dim 128 --bandwidth 0", "--bandwidth: '0' is not a positive number "
@@ -574,6 +601,7 @@ int main(void) {
   snprintf(db_path, sizeof db_path, "%s/explain.db", tmpdir);
   snprintf(missing_path, sizeof missing_path, "%s/missing.db", tmpdir);
   test_model_one_head_8192();
+  test_model_e4m3();
   test_print_one_head_8192();
   test_causal_square();
   test_causal_rectangular();

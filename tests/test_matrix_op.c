@@ -52,6 +52,11 @@ static void test_names(void) {
   CHECK_STR(fat_ceiling_peak_name(FAT_MATRIX_WGMMA, FAT_FP16), "wgmma_peak_fp16");
   CHECK_STR(fat_ceiling_peak_name(FAT_MATRIX_WGMMA, FAT_BF16), "wgmma_peak_bf16");
   CHECK(fat_ceiling_peak_name(FAT_MATRIX_OTHER, FAT_BF16) == NULL);
+  /* No fp8 peak is measured: e4m3 has none to be placed against. */
+  CHECK(fat_ceiling_peak_name(FAT_MATRIX_MMA_SYNC, FAT_E4M3) == NULL);
+  CHECK(fat_ceiling_peak_name(FAT_MATRIX_WGMMA, FAT_E4M3) == NULL);
+  CHECK_INT(fat_dtype_has_peak(FAT_E4M3), 0);
+  CHECK_INT(fat_dtype_has_peak(FAT_BF16), 1);
   CHECK_STR(FAT_CEILING_WGMMA_RS_PEAK_FP16, "wgmma_rs_peak_fp16");
   CHECK_STR(FAT_CEILING_WGMMA_RS_PEAK_BF16, "wgmma_rs_peak_bf16");
 }
@@ -59,7 +64,7 @@ static void test_names(void) {
 /* 600 TFLOP/s against mma.sync's 800 and wgmma's 750 (bf16; fp16's wgmma
  * peak not measured). */
 static void test_peak_cell(void) {
-  const double peaks[FAT_MATRIX_OP_COUNT][2] = {
+  const double peaks[FAT_MATRIX_OP_COUNT][FAT_PEAK_DTYPES] = {
       [FAT_MATRIX_MMA_SYNC] = {[FAT_FP16] = 800e12, [FAT_BF16] = 800e12},
       [FAT_MATRIX_WGMMA] = {[FAT_FP16] = 0, [FAT_BF16] = 750e12}};
   fat_db_summary_row row = {.problem = {.direction = FAT_FWD, .dtype = FAT_BF16}, .tflops = 600};
@@ -85,6 +90,12 @@ static void test_peak_cell(void) {
   row.tflops = 1000;
   fat_summary_peak_cell(&row, peaks, cell, sizeof cell);
   CHECK_STR(cell, "125% mma.sync");
+  /* An e4m3 winner (ws90, wgmma) is placed against nothing, and reads no
+   * peak past the array's two dtypes. */
+  snprintf(row.winner_family, sizeof row.winner_family, "ws90");
+  row.problem.direction = FAT_FWD, row.problem.dtype = FAT_E4M3;
+  fat_summary_peak_cell(&row, peaks, cell, sizeof cell);
+  CHECK_STR(cell, "-");
 }
 
 int main(void) {

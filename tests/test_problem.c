@@ -128,6 +128,18 @@ int main(void) {
   EXPECT_SHAPE(&s[2], 1, 2, 2, 77, 77);
   fat_problem_label(&p, label, sizeof label);
   CHECK_STR(label, "fwd bf16 d128 causal s4096");
+  CHECK(s[0].descale_per_head == 0 && s[1].descale_per_head == 0 && s[2].descale_per_head == 0);
+  /* e4m3: the same shapes, the bucket's with one descale factor a tensor,
+   * the other two with one a (batch, key head). */
+  fat_bench_problem(FAT_E4M3, FAT_MASK_CAUSAL, 128, 4096, &p);
+  EXPECT_PROBLEM(&p, 4, 16, 16, 4096, 4096);
+  CHECK_INT(fat_check_shapes_for(&p, s), 3);
+  EXPECT_SHAPE(&s[1], 2, 3, 3, 3089, 3089);
+  CHECK_INT(s[0].descale_per_head, 0);
+  CHECK_INT(s[1].descale_per_head, 1);
+  CHECK_INT(s[2].descale_per_head, 1);
+  fat_problem_label(&p, label, sizeof label);
+  CHECK_STR(label, "fwd e4m3 d128 causal s4096");
 
   /* Grouped-query: heads rounded down to a multiple of the group. */
   fat_tune_problem(FAT_FP16, FAT_MASK_NONE, 96, 2048, 2048, 4, 0, &p);

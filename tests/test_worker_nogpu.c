@@ -279,7 +279,7 @@ static void test_jobs_round_trip(void) {
                                     .lengths = {.n = 2, .v = {17, 64}}};
   job.shapes[2] = (fat_check_shape){FAT_SHAPE_DIMS(1, 2, 2, 53, 37), .window_left = 3,
                                     .window_right = 5, .head_dim = 120, .softcap = 0.125f,
-                                    .page_size = 64};
+                                    .page_size = 64, .descale_per_head = 1};
   job.timed = 1;
   job.problem = (fat_problem){.direction = FAT_FWD, .dtype = FAT_BF16, .mask = FAT_MASK_LOCAL,
                               .head_dim = 128, .batch = 4, .heads = 16, .heads_k = 16,
@@ -309,6 +309,7 @@ static void test_jobs_round_trip(void) {
   CHECK(job2.problem.mask == FAT_MASK_LOCAL && job2.problem.window_left == 256 &&
         job2.problem.window_right == 0 && job2.problem.page_size == 16 &&
         job2.shapes[2].page_size == 64 && job2.shapes[0].page_size == 0);
+  CHECK(job2.shapes[2].descale_per_head == 1 && job2.shapes[0].descale_per_head == 0);
   CHECK(job2.opts.reps == 20 && job2.opts.warmup == 3 && job2.opts.flush_l2 == 1);
   /* Every truncation of the message is refused. */
   int refused = 0;
@@ -320,9 +321,9 @@ static void test_jobs_round_trip(void) {
   CHECK(job2.shapes[1].lengths.n == 2 && job2.shapes[1].lengths.v[0] == 17 &&
         job2.shapes[1].lengths.v[1] == 64 && job2.problem.lengths.n == 0);
   /* A shape count beyond the array is refused, not trusted. After the count:
-   * 3 shapes of 11 int32 and an f64 (softcap), the second with its 2
+   * 3 shapes of 12 int32 and an f64 (softcap), the second with its 2
    * lengths, then timed, the problem's 13 int32 and the 3 of the options. */
-  const size_t shape_bytes = 11 * sizeof(int32_t) + sizeof(double);
+  const size_t shape_bytes = 12 * sizeof(int32_t) + sizeof(double);
   size_t count_at = b.len - (sizeof(int32_t) * (1 + 13 + 3 + 2) + 3 * shape_bytes) - sizeof(int32_t);
   int32_t huge = FAT_MAX_CHECK_SHAPES + 1;
   int32_t was;

@@ -36,7 +36,8 @@ const char *fat_options_usage(void) {
          "                     the problems handed out among them, results into one --db;\n"
          "                     identical GPUs share their winners (default 0)\n"
          "  --head-dim LIST    head dims to tune, e.g. 128 or 64,128 (default: all)\n"
-         "  --dtype LIST       fp16, bf16 (default: both)\n"
+         "  --dtype LIST       fp16, bf16, e4m3 (default: fp16,bf16; e4m3: fp8 inputs, O in bf16,\n"
+         "                     the forward only)\n"
          "  --mask LIST        none, causal, local (default: none,causal)\n"
          "  --family LIST      only these template families' variants, e.g. ws90 (default: all)\n"
          "  --param LIST       only variants whose parameters include each NAME=VALUE,\n"
@@ -180,7 +181,7 @@ int fat_options_check_head_dims(const fat_options *o, const int *known, int n_kn
 static int each_dtype(const char *flag, const char *item, void *out, int index, char *err,
                       size_t errlen) {
   if (fat_dtype_parse(item, (fat_dtype *)out + index) == 0) return 0;
-  snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16)", flag, item);
+  snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16, e4m3)", flag, item);
   return -1;
 }
 
@@ -307,6 +308,19 @@ static int check_paged(const fat_options *o, char *err, size_t errlen) {
     if (o->directions[i] == FAT_BWD) {
       snprintf(err, errlen, "--paged: the backward reads contiguous K and V (a paged cache is "
                "the forward's): --direction fwd");
+      return -1;
+    }
+  return 0;
+}
+
+/* --dtype e4m3 is the forward's: there is no e4m3 backward. */
+static int check_e4m3(const fat_options *o, char *err, size_t errlen) {
+  int e4m3 = 0;
+  for (int i = 0; i < o->n_dtypes; i++) e4m3 |= o->dtypes[i] == FAT_E4M3;
+  for (int i = 0; e4m3 && i < o->n_directions; i++)
+    if (o->directions[i] == FAT_BWD) {
+      snprintf(err, errlen, "--dtype e4m3: there is no e4m3 backward (fp8 inputs are the "
+               "forward's): --direction fwd, or the backward with --dtype fp16,bf16");
       return -1;
     }
   return 0;
@@ -584,6 +598,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
       shape_given = 1;
   if (check_varlen(o, shape_given, err, errlen)) return -1;
   if (check_paged(o, err, errlen)) return -1;
+  if (check_e4m3(o, err, errlen)) return -1;
   if (o->n_seqlens == 0) {
     memcpy(o->seqlens, default_seqlens, sizeof default_seqlens);
     o->n_seqlens = N_DEFAULT_SEQLENS;

@@ -248,9 +248,10 @@ int fat_summary_save_json(const char *path, const fat_run_summary *s,
 }
 
 void fat_summary_peak_cell(const fat_db_summary_row *row,
-                           const double peaks[FAT_MATRIX_OP_COUNT][2], char *out, size_t cap) {
+                           const double peaks[FAT_MATRIX_OP_COUNT][FAT_PEAK_DTYPES], char *out, size_t cap) {
   const fat_matrix_op op = fat_family_matrix_op(row->winner_family, row->problem.direction);
-  const double peak = peaks[op][row->problem.dtype];
+  /* e4m3 has no measured peak (fat_dtype_has_peak): placed against nothing. */
+  const double peak = fat_dtype_has_peak(row->problem.dtype) ? peaks[op][row->problem.dtype] : 0;
   if (op == FAT_MATRIX_OTHER || !(peak > 0))
     snprintf(out, cap, "-");
   else

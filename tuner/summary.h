@@ -62,7 +62,7 @@ typedef struct fat_run_summary {
  * that instruction's name, "87% wgmma"; "-" when the peak is not measured
  * or the family's instruction is unknown. */
 void fat_summary_peak_cell(const fat_db_summary_row *row,
-                           const double peaks[FAT_MATRIX_OP_COUNT][2], char *out, size_t cap);
+                           const double peaks[FAT_MATRIX_OP_COUNT][FAT_PEAK_DTYPES], char *out, size_t cap);
 
 /* "done", "failed", "usage", "no_gpu", "interrupted" (SIGINT) or
  * "terminated" (SIGTERM): the JSON's "outcome" for exit status STATUS. */

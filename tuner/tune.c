@@ -62,7 +62,7 @@ typedef struct target {
 typedef struct model {
   fat_gpu_info gpu;            /* as its first GPU saw it, NVRTC's version filled in */
   fat_run_gpu *first;          /* that GPU: its worker measures the model's ceilings */
-  double peak_flops[FAT_MATRIX_OP_COUNT][2];  /* measured peak by instruction and dtype
+  double peak_flops[FAT_MATRIX_OP_COUNT][FAT_PEAK_DTYPES];  /* measured peak by instruction and dtype
                                                  (FLOP/s); 0 when unknown (wgmma's off sm_90a) */
   fat_model m;                 /* the tune stage's: key, variants, lanes, problems done */
   unsigned char member[FAT_MAX_GPUS];  /* the run's GPUs of this model */
@@ -511,7 +511,7 @@ static void print_table(run *r, const model *m) {
     char mat[16] = "-", peak[32] = "-", mem[32];
     if (isfinite(row->materialize_ms))
       snprintf(mat, sizeof mat, "%.2fx", row->materialize_ms / row->median_ms);
-    fat_summary_peak_cell(row, (const double(*)[2])m->peak_flops, peak, sizeof peak);
+    fat_summary_peak_cell(row, (const double(*)[FAT_PEAK_DTYPES])m->peak_flops, peak, sizeof peak);
     if (p->direction == FAT_FWD)  /* the baseline and its workspace are forward-only */
       snprintf(mem, sizeof mem, "%.2f/%.2f", fat_fwd_peak_bytes(p, 0) / BYTES_PER_GB,
                fat_fwd_peak_bytes(p, 1) / BYTES_PER_GB);

@@ -17,7 +17,8 @@
 #include "gpu_run_int.h"
 
 /* 0xFFFF is a NaN in fp16 and in bf16 (all-ones exponent, non-zero
- * mantissa) and 0xFFFFFFFF one in fp32: one byte poisons O and lse alike. */
+ * mantissa) and 0xFFFFFFFF one in fp32: one byte poisons O and lse alike
+ * (and 0xFF is e4m3's NaN: unused K and V rows of e4m3 inputs too). */
 #define POISON_BYTE 0xff
 #define REF_BWD_MAX_HEAD_DIM 256          /* reference_bwd.cu: 8 columns per lane */
 
@@ -107,7 +108,7 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
     goto out;
   }
   /* Poisoned outputs: anything the variant fails to write reads as NaN. */
-  CU(g->cu.cuMemsetD8Async(t.o, POISON_BYTE, t.n_q * fat_dtype_size(d->dtype), g->stream),
+  CU(g->cu.cuMemsetD8Async(t.o, POISON_BYTE, t.n_q * fat_dtype_size(fat_dtype_out(d->dtype)), g->stream),
      "poisoning O");
   CU(g->cu.cuMemsetD8Async(t.lse, POISON_BYTE, t.n_rows * sizeof(float), g->stream), "poisoning lse");
   if ((rc = fat_gpu_ensure_workspace(g, k, &t, out->reason, sizeof out->reason)) != FAT_GPU_OK) {

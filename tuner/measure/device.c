@@ -9,6 +9,7 @@
 #include <string.h>
 #include "compile.h"
 #include "embedded.h"
+#include "fat_e4m3.h"
 #include "fwd_launch.h"
 #include "gpu_run_int.h"
 
@@ -17,7 +18,11 @@
 #define REFERENCE_BWD_PATH "templates/reference_bwd.cu"
 #define ABI_PATH "templates/fat_abi.h"
 #define ABI_BWD_PATH "templates/fat_abi_bwd.h"
+#define ABI_FP8_PATH "templates/fat_abi_fp8.h"
+#define E4M3_PATH "templates/fat_e4m3.h"
 #define FILL_ENTRY "fat_fill_normal"
+#define FILL_E4M3_AMAX_ENTRY "fat_fill_e4m3_amax"
+#define FILL_E4M3_ENTRY "fat_fill_e4m3"
 #define CLOCK_ENTRY "fat_clock_probe"
 #define REFERENCE_ENTRY "fat_reference_fwd"
 #define REF_BWD_ROUND_ENTRY "fat_reference_bwd_round"
@@ -135,45 +140,6 @@ static const fat_embedded_file *embedded(const char *path, char *err, size_t err
   return f;
 }
 
-char *fat_gpu_util_source(char *err, size_t errlen) {
-  const fat_embedded_file *f = embedded(UTIL_PATH, err, errlen);
-  char *s = f ? strdup(f->data) : NULL;
-  if (f && !s) snprintf(err, errlen, "out of host memory copying %s", UTIL_PATH);
-  return s;
-}
-
-char *fat_gpu_reference_source(char *err, size_t errlen) {
-  /* fat_abi.h and fat_abi_bwd.h first, as the generator does for variants,
-   * so the references read the parameter blocks exactly as the host lays
-   * them out; the forward and backward references share one module, and
-   * #line keeps NVRTC's messages pointing into each file. */
-  static const char abi_bwd_line[] = "\n#line 1 \"" ABI_BWD_PATH "\"\n";
-  static const char fwd_line[] = "\n#line 1 \"" REFERENCE_PATH "\"\n";
-  static const char bwd_line[] = "\n#line 1 \"" REFERENCE_BWD_PATH "\"\n";
-  const fat_embedded_file *abi = embedded(ABI_PATH, err, errlen);
-  const fat_embedded_file *abi_bwd = abi ? embedded(ABI_BWD_PATH, err, errlen) : NULL;
-  const fat_embedded_file *ref = abi_bwd ? embedded(REFERENCE_PATH, err, errlen) : NULL;
-  const fat_embedded_file *ref_bwd = ref ? embedded(REFERENCE_BWD_PATH, err, errlen) : NULL;
-  if (!ref_bwd) return NULL;
-  size_t n = abi->size + sizeof abi_bwd_line - 1 + abi_bwd->size + sizeof fwd_line - 1 + ref->size +
-             sizeof bwd_line - 1 + ref_bwd->size;
-  char *s = malloc(n + 1);
-  if (!s) {
-    snprintf(err, errlen, "out of host memory copying %s", REFERENCE_PATH);
-    return NULL;
-  }
-  snprintf(s, n + 1, "%s%s%s%s%s%s%s", abi->data, abi_bwd_line, abi_bwd->data, fwd_line, ref->data,
-           bwd_line, ref_bwd->data);
-  return s;
-}
-
-char *fat_gpu_ceilings_source(char *err, size_t errlen) {
-  const fat_embedded_file *f = embedded(CEILINGS_PATH, err, errlen);
-  char *s = f ? strdup(f->data) : NULL;
-  if (f && !s) snprintf(err, errlen, "out of host memory copying %s", CEILINGS_PATH);
-  return s;
-}
-
 /* A growing heap string; FAILED once an allocation failed (the text is then cut). */
 typedef struct text_buf {
   char *s;
@@ -208,6 +174,57 @@ static void text_line(text_buf *t, const char *fmt, ...) {
   va_end(ap);
   if (n < 0 || (size_t)n >= sizeof line) t->failed = 1;
   else text_put(t, line, (size_t)n);
+}
+
+char *fat_gpu_util_source(char *err, size_t errlen) {
+  /* templates/fat_e4m3.h first: the e4m3 fill quantises with it. */
+  text_buf t = {0};
+  const fat_embedded_file *e4m3 = embedded(E4M3_PATH, err, errlen);
+  const fat_embedded_file *f = e4m3 ? embedded(UTIL_PATH, err, errlen) : NULL;
+  if (!f) return NULL;
+  text_line(&t, "#line 1 \"%s\"\n", E4M3_PATH);
+  text_put(&t, e4m3->data, e4m3->size);
+  text_line(&t, "\n#line 1 \"%s\"\n", UTIL_PATH);
+  text_put(&t, f->data, f->size);
+  if (t.failed) {
+    snprintf(err, errlen, "out of host memory copying %s", UTIL_PATH);
+    free(t.s);
+    return NULL;
+  }
+  return t.s;
+}
+
+char *fat_gpu_reference_source(char *err, size_t errlen) {
+  /* fat_abi.h, fat_abi_bwd.h and fat_abi_fp8.h first, as the generator does
+   * for variants, so the references read the parameter blocks exactly as
+   * the host lays them out, and fat_e4m3.h, the e4m3 decoding; the forward
+   * and backward references share one module, and #line keeps NVRTC's
+   * messages pointing into each file. */
+  static const char *const parts[] = {ABI_PATH, ABI_BWD_PATH, ABI_FP8_PATH, E4M3_PATH,
+                                      REFERENCE_PATH, REFERENCE_BWD_PATH};
+  text_buf t = {0};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    const fat_embedded_file *f = embedded(parts[i], err, errlen);
+    if (!f) {
+      free(t.s);
+      return NULL;
+    }
+    text_line(&t, "%s#line 1 \"%s\"\n", i ? "\n" : "", parts[i]);
+    text_put(&t, f->data, f->size);
+  }
+  if (t.failed) {
+    snprintf(err, errlen, "out of host memory copying %s", REFERENCE_PATH);
+    free(t.s);
+    return NULL;
+  }
+  return t.s;
+}
+
+char *fat_gpu_ceilings_source(char *err, size_t errlen) {
+  const fat_embedded_file *f = embedded(CEILINGS_PATH, err, errlen);
+  char *s = f ? strdup(f->data) : NULL;
+  if (f && !s) snprintf(err, errlen, "out of host memory copying %s", CEILINGS_PATH);
+  return s;
 }
 
 /* The file a line includes when it is `#include "NAME"` of a file in
@@ -351,6 +368,10 @@ int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cub
   CU(g->cu.cuModuleLoadData(&g->util_module, util_cubin), "loading %s", UTIL_PATH);
   CU(g->cu.cuModuleLoadData(&g->ref_module, ref_cubin), "loading %s", REFERENCE_PATH);
   CU(g->cu.cuModuleGetFunction(&g->fill_fn, g->util_module, FILL_ENTRY), "%s", FILL_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->fill_e4m3_amax_fn, g->util_module, FILL_E4M3_AMAX_ENTRY), "%s",
+     FILL_E4M3_AMAX_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->fill_e4m3_fn, g->util_module, FILL_E4M3_ENTRY), "%s",
+     FILL_E4M3_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->clock_fn, g->util_module, CLOCK_ENTRY), "%s", CLOCK_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->ref_fn, g->ref_module, REFERENCE_ENTRY), "%s", REFERENCE_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->ref_bwd_round_fn, g->ref_module, REF_BWD_ROUND_ENTRY), "%s",
@@ -501,10 +522,24 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
   t->n_q = (size_t)total_q * s->heads * d;
   t->n_kv = (size_t)total_k * s->heads_k * d;
   t->n_rows = (size_t)total_q * s->heads;
+  const size_t e_out = fat_dtype_size(fat_dtype_out(dtype));
   CU(g->cu.cuMemAlloc(&t->q, t->n_q * e), "cuMemAlloc of Q, %zu bytes", t->n_q * e);
   CU(g->cu.cuMemAlloc(&t->k, t->n_kv * e), "cuMemAlloc of K, %zu bytes", t->n_kv * e);
   CU(g->cu.cuMemAlloc(&t->v, t->n_kv * e), "cuMemAlloc of V, %zu bytes", t->n_kv * e);
-  CU(g->cu.cuMemAlloc(&t->o, t->n_q * e), "cuMemAlloc of O, %zu bytes", t->n_q * e);
+  CU(g->cu.cuMemAlloc(&t->o, t->n_q * e_out), "cuMemAlloc of O, %zu bytes", t->n_q * e_out);
+  if (dtype == FAT_E4M3) {
+    /* Each of q, k and v: its descale factors, then its amax scratch. */
+    const int per_head = s->descale_per_head != 0;
+    t->descale_groups = per_head ? s->batch * s->heads_k : 1;
+    const size_t bytes = (size_t)FAT_FP8_TENSORS * 2 * (size_t)t->descale_groups * sizeof(float);
+    CU(g->cu.cuMemAlloc(&t->descale, bytes), "cuMemAlloc of the descale factors, %zu bytes", bytes);
+    for (int i = 0; i < FAT_FP8_TENSORS; i++) {
+      t->call.fp8.descale[i] = (const float *)(uintptr_t)(t->descale + (size_t)i * t->descale_groups *
+                                                                        sizeof(float));
+      t->call.fp8.batch_stride[i] = per_head ? s->heads_k : 0;
+      t->call.fp8.head_stride[i] = per_head ? 1 : 0;
+    }
+  }
   CU(g->cu.cuMemAlloc(&t->lse, t->n_rows * sizeof(float)), "cuMemAlloc of lse");
   if (with_reference) {
     CU(g->cu.cuMemAlloc(&t->ref_o, t->n_q * sizeof(double)), "cuMemAlloc of the reference O, %zu bytes",
@@ -548,7 +583,7 @@ out:
 void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t) {
   CUdeviceptr *all[] = {&t->q,       &t->k,       &t->v,         &t->o,      &t->lse,
                         &t->ref_o,   &t->ref_lse, &t->workspace, &t->seqinfo,
-                        &t->k_pages, &t->v_pages, &t->block_table};
+                        &t->k_pages, &t->v_pages, &t->block_table, &t->descale};
   free(t->used_keys);
   t->used_keys = NULL;
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -574,13 +609,63 @@ out:
   return rc;
 }
 
+/* Fills e4m3 tensor I (0 q, 1 k, 2 v) of T at DST, N elements of LAYOUT,
+ * from SEED: its amax per descale group, then the bytes and the factors. */
+static int fill_e4m3(fat_gpu *g, fat_gpu_tensors *t, int i, CUdeviceptr dst, size_t n,
+                     fat_fp8_fill_layout layout, uint64_t seed, const char *name, char *err,
+                     size_t errlen) {
+  int rc = FAT_GPU_OK;
+  unsigned long long count = n, s = seed;
+  const size_t groups = (size_t)t->descale_groups;
+  CUdeviceptr descale = t->descale + (size_t)i * groups * sizeof(float);
+  CUdeviceptr amax = t->descale + (FAT_FP8_TENSORS + (size_t)i) * groups * sizeof(float);
+  int n_groups = t->descale_groups;
+  size_t blocks = (n + FILL_THREADS - 1) / FILL_THREADS;
+  if (blocks > FILL_MAX_BLOCKS) blocks = FILL_MAX_BLOCKS;
+  void *amax_args[] = {&count, &s, &layout, &amax};
+  void *fill_args[] = {&dst, &count, &s, &layout, &amax, &descale, &n_groups};
+  CU(g->cu.cuMemsetD32Async(amax, 0, groups, g->stream), "zeroing the amax of %s", name);
+  CU(g->cu.cuLaunchKernel(g->fill_e4m3_amax_fn, (unsigned)blocks, 1, 1, FILL_THREADS, 1, 1, 0,
+                          g->stream, amax_args, NULL),
+     "the amax of %s's random values", name);
+  CU(g->cu.cuLaunchKernel(g->fill_e4m3_fn, (unsigned)blocks, 1, 1, FILL_THREADS, 1, 1, 0, g->stream,
+                          fill_args, NULL),
+     "filling %s with random e4m3 values", name);
+out:
+  return rc;
+}
+
+/* T's e4m3 Q, K and V from SEED (fat_gpu_fill_random). */
+static int fill_random_e4m3(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen) {
+  const fat_fwd_params *p = &t->params;
+  const int per_head = t->call.fp8.batch_stride[0] != 0 || t->call.fp8.head_stride[0] != 0;
+  const fat_fp8_fill_layout q = {.head_dim = t->head_dim, .heads = p->heads,
+                                 .group = p->heads / p->heads_k, .heads_k = p->heads_k,
+                                 .seqlen = p->seqlen_q, .batch = p->batch, .per_head = per_head,
+                                 .cu_seqlens = p->cu_seqlens_q};
+  fat_fp8_fill_layout kv = q;
+  kv.heads = p->heads_k, kv.group = 1, kv.seqlen = p->seqlen_k, kv.cu_seqlens = p->cu_seqlens_k;
+  int rc;
+  if ((rc = fill_e4m3(g, t, 0, t->q, t->n_q, q, fat_seed_derive(seed, SEED_Q), "Q", err, errlen)) ||
+      (rc = fill_e4m3(g, t, 1, t->k, t->n_kv, kv, fat_seed_derive(seed, SEED_K), "K", err, errlen)) ||
+      (rc = fill_e4m3(g, t, 2, t->v, t->n_kv, kv, fat_seed_derive(seed, SEED_V), "V", err, errlen)))
+    return rc;
+  return FAT_GPU_OK;
+}
+
 int fat_gpu_fill_random(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen) {
   int rc;
   if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
-  if ((rc = fat_gpu_fill_one(g, t->q, t->n_q, t->dtype, fat_seed_derive(seed, SEED_Q), "Q", err, errlen)) ||
-      (rc = fat_gpu_fill_one(g, t->k, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_K), "K", err, errlen)) ||
-      (rc = fat_gpu_fill_one(g, t->v, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_V), "V", err, errlen)))
+  if (t->dtype == FAT_E4M3) {
+    if ((rc = fill_random_e4m3(g, t, seed, err, errlen)) != FAT_GPU_OK) return rc;
+  } else if ((rc = fat_gpu_fill_one(g, t->q, t->n_q, t->dtype, fat_seed_derive(seed, SEED_Q), "Q", err,
+                                     errlen)) ||
+             (rc = fat_gpu_fill_one(g, t->k, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_K), "K", err,
+                                    errlen)) ||
+             (rc = fat_gpu_fill_one(g, t->v, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_V), "V", err,
+                                    errlen))) {
     return rc;
+  }
   return t->block_table ? paged_fill(g, t, fat_seed_derive(seed, SEED_PAGES), err, errlen) : FAT_GPU_OK;
 }
 
@@ -608,6 +693,10 @@ int fat_gpu_bwd_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim
                               int with_reference, fat_gpu_bwd_tensors *t, char *err, size_t errlen) {
   int rc;
   memset(t, 0, sizeof *t);
+  if (dtype == FAT_E4M3) {
+    snprintf(err, errlen, "dtype e4m3 has no backward (forward only)");
+    return FAT_GPU_FAILED;
+  }
   if ((rc = fat_gpu_tensors_alloc(g, s, head_dim, dtype, with_reference, &t->fwd, err, errlen)) !=
       FAT_GPU_OK)
     return rc;

@@ -12,8 +12,8 @@
  * FAT_FP16 (subnormals, inf and NaN included), bfloat16 for FAT_BF16. */
 double fat_half_to_double(uint16_t bits, fat_dtype d);
 
-/* Compares O (N_O 16-bit values of dtype D) with REF_O and LSE (N_ROWS) with
- * REF_LSE, filling rel_l2, max_abs, lse_max_abs, nonfinite, passed and
+/* Compares O (N_O 16-bit values of fat_dtype_out(D): bf16 for e4m3) with
+ * REF_O and LSE (N_ROWS) with REF_LSE, by D's tolerances, filling rel_l2, max_abs, lse_max_abs, nonfinite, passed and
  * reason of OUT (the shape fields are the caller's). Reasons, first failing
  * test first: "3 non-finite outputs" ("1 non-finite output"), "rel_l2 1.3e-02 > 1.0e-02",
  * "max_abs 1.5e-01 > 4.0e-02 x max|ref| 3.2e+00", "lse row 7 is 1.2e+00,

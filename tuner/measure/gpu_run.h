@@ -100,8 +100,11 @@ int fat_gpu_measure_ceilings(fat_gpu *g, const void *cubin, const void *const wg
 int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cubin, char *err,
                          size_t errlen);
 
+#define FAT_FP8_TENSORS 3  /* q, k, v: the descale factors of fat_fwd_fp8_params */
+
 /* Device tensors of one forward problem; PARAMS points at them in the
- * contiguous (batch, seqlen, heads, head_dim) layout. */
+ * contiguous (batch, seqlen, heads, head_dim) layout. Q, K and V are of
+ * DTYPE (one byte for e4m3), O of fat_dtype_out(DTYPE) (bf16 for e4m3). */
 typedef struct fat_gpu_tensors {
   fat_fwd_params params;
   fat_dtype dtype;
@@ -126,6 +129,12 @@ typedef struct fat_gpu_tensors {
    * naming a page of NaN. 0 for a contiguous shape. */
   CUdeviceptr k_pages, v_pages, block_table;
   int num_pages;
+  /* e4m3 inputs (fat_check_shape's descale_per_head): the descale factors
+   * of q, k and v, descale_groups floats each (1, or batch x heads_k), then
+   * as many of scratch for the fill's amax; call.fp8 points at them. 0 for
+   * the 16-bit dtypes. */
+  CUdeviceptr descale;
+  int descale_groups;
   int *used_keys;             /* host: each sequence's keys (seqused_k), batch entries */
   int batch, seqlen_k, heads_k;
 } fat_gpu_tensors;
@@ -136,7 +145,9 @@ void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t);
 
 /* Q, K and V drawn from N(0, 1) on the GPU and rounded to the dtype; the
  * tensors are a function of SEED alone (a paged shape's pages and table
- * too: fat_gpu_tensors). */
+ * too: fat_gpu_tensors). e4m3: each descale group's values (a tensor's, or
+ * a (batch, key head)'s) drawn times a spread of its own (0.5 to 2), then
+ * quantised as an fp8 user does, descale = amax / 448 (templates/fat_util.cu). */
 int fat_gpu_fill_random(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen);
 
 /* The parameter block a variant reads T with: T's own, or for a paged

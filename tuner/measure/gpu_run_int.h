@@ -31,6 +31,7 @@ struct fat_gpu {
   int device_count;    /* devices the driver reports (cuDeviceGetCount) */
   CUmodule util_module, ref_module;
   CUfunction fill_fn, clock_fn, ref_fn;
+  CUfunction fill_e4m3_amax_fn, fill_e4m3_fn;  /* templates/fat_util.cu's e4m3 inputs */
   CUfunction ref_bwd_round_fn, ref_bwd_rows_fn, ref_bwd_cols_fn;  /* templates/reference_bwd.cu */
   CUdeviceptr flush;   /* scratch overwritten to evict L2; allocated on first use */
   size_t flush_bytes;

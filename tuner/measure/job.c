@@ -84,7 +84,8 @@ size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize) {
   /* Rows of Q (and of K): a packed profile holds its sequences' tokens. */
   size_t rows_q = (size_t)p->batch * p->seqlen_q, rows_k = (size_t)p->batch * p->seqlen_k;
   if (p->lengths.n > 0) rows_q = rows_k = (size_t)fat_lengths_tokens(&p->lengths);
-  const size_t q_o = 2 * rows_q * p->heads * d * e;
+  /* O in its own type: bf16 for e4m3's one-byte inputs. */
+  const size_t q_o = rows_q * p->heads * d * (e + fat_dtype_size(fat_dtype_out(p->dtype)));
   /* A paged problem's K and V twice: contiguous (the reference's) and in
    * the pool of pages the kernels read (and a spare page a sequence). */
   const size_t k_v = 2 * (p->page_size ? 2 : 1) * rows_k * p->heads_k * d * e;

@@ -33,7 +33,8 @@ static int shape_equal(const fat_check_shape *a, const fat_check_shape *b) {
       a->seqlen_q != b->seqlen_q || a->seqlen_k != b->seqlen_k ||
       a->window_left != b->window_left || a->window_right != b->window_right ||
       a->head_dim != b->head_dim || a->softcap != b->softcap || a->varlen != b->varlen ||
-      a->lengths.n != b->lengths.n || a->page_size != b->page_size)
+      a->lengths.n != b->lengths.n || a->page_size != b->page_size ||
+      a->descale_per_head != b->descale_per_head)
     return 0;
   for (int i = 0; i < a->lengths.n && i < FAT_VARLEN_MAX; i++)
     if (a->lengths.v[i] != b->lengths.v[i]) return 0;

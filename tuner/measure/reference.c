@@ -45,10 +45,12 @@ int fat_gpu_reference(fat_gpu *g, fat_gpu_tensors *t, fat_mask mask, char *err, 
     }
   }
   size_t smem = reference_smem(rows, key_tile, d);
-  int is_bf16 = t->dtype == FAT_BF16, mask_mode = (int)mask;
+  /* The inputs' dtype, and for e4m3 their descale factors (the variant's). */
+  int dtype = (int)t->dtype, mask_mode = (int)mask;
+  fat_fwd_fp8_params fp8 = t->call.fp8;
   const fat_fwd_params *p = &t->params;
   unsigned grid_x = (unsigned)((p->seqlen_q + rows - 1) / rows);
-  void *args[] = {&t->params, &d, &is_bf16, &mask_mode, &t->ref_o, &t->ref_lse, &rows, &key_tile};
+  void *args[] = {&t->params, &d, &dtype, &mask_mode, &t->ref_o, &t->ref_lse, &rows, &key_tile, &fp8};
   rc = FAT_GPU_OK;
   CU(g->cu.cuFuncSetAttribute(g->ref_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
      "reference: %zu bytes of shared memory", smem);

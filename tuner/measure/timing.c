@@ -143,7 +143,9 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
                            .window_left = p->window_left, .window_right = p->window_right,
                            .varlen = p->lengths.n > 0, .lengths = p->lengths,
                            /* a paged problem's every cache full (no varlen) */
-                           .page_size = p->page_size};
+                           .page_size = p->page_size,
+                           /* e4m3: a factor a (batch, key head), as FlashAttention-3 takes them */
+                           .descale_per_head = p->dtype == FAT_E4M3};
 
   memset(&t, 0, sizeof t);
   if (n >= 1 && k[0]->desc.direction == FAT_BWD) return time_bwd(g, k, n, p, o, seed, out, err, errlen);

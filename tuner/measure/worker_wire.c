@@ -266,6 +266,7 @@ void fat_put_shape(fat_wbuf *b, const fat_check_shape *x) {
   fat_put_i32(b, x->varlen);
   put_lengths(b, &x->lengths);
   fat_put_i32(b, x->page_size);
+  fat_put_i32(b, x->descale_per_head);
 }
 
 void fat_get_shape(fat_rbuf *b, fat_check_shape *x) {
@@ -281,6 +282,7 @@ void fat_get_shape(fat_rbuf *b, fat_check_shape *x) {
   x->varlen = fat_get_i32(b);
   get_lengths(b, &x->lengths);
   x->page_size = fat_get_i32(b);
+  x->descale_per_head = fat_get_i32(b);
 }
 
 void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {

@@ -54,19 +54,22 @@ int fat_io_model_compute(const fat_problem *p, fat_io_model *m, char *err, size_
   m->problem = *p;
   m->problem.direction = FAT_FWD;
   m->elem_bytes = fat_dtype_size(p->dtype);
-  const uint64_t e = m->elem_bytes, b = (uint64_t)p->batch, h = (uint64_t)p->heads,
+  /* O, and the scores a materialising implementation stores, are of the
+   * output's type: e4m3's one-byte inputs give bf16 ones. */
+  m->out_bytes = fat_dtype_size(fat_dtype_out(p->dtype));
+  const uint64_t e = m->elem_bytes, eo = m->out_bytes, b = (uint64_t)p->batch, h = (uint64_t)p->heads,
                  hk = (uint64_t)p->heads_k, sq = (uint64_t)p->seqlen_q,
                  sk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim;
   uint64_t passes = MATERIALISE_SCORE_PASSES, fpd = FLOPS_PER_QK_D;
   int bad = 0;
   bad |= product(&m->score_elements, 4, (uint64_t[]){b, h, sq, sk});
-  bad |= product(&m->score_bytes, 2, (uint64_t[]){m->score_elements, e});
-  bad |= product(&m->row_bytes, 2, (uint64_t[]){sk, e});
+  bad |= product(&m->score_bytes, 2, (uint64_t[]){m->score_elements, eo});
+  bad |= product(&m->row_bytes, 2, (uint64_t[]){sk, eo});
   bad |= product(&m->scores_traffic, 2, (uint64_t[]){m->score_bytes, passes});
   bad |= product(&m->q_bytes, 5, (uint64_t[]){b, h, sq, d, e});
   bad |= product(&m->k_bytes, 5, (uint64_t[]){b, hk, sk, d, e});
   m->v_bytes = m->k_bytes;
-  m->o_bytes = m->q_bytes;
+  bad |= product(&m->o_bytes, 5, (uint64_t[]){b, h, sq, d, eo});
   bad |= __builtin_add_overflow(m->q_bytes, m->k_bytes, &m->lower_bound_bytes);
   bad |= __builtin_add_overflow(m->lower_bound_bytes, m->v_bytes, &m->lower_bound_bytes);
   bad |= __builtin_add_overflow(m->lower_bound_bytes, m->o_bytes, &m->lower_bound_bytes);
@@ -184,11 +187,16 @@ void fat_explain_print_model(FILE *out, const fat_io_model *m) {
           "head dim %d, %s\n\n",
           fat_dtype_name(p->dtype), p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k,
           p->head_dim, p->mask == FAT_MASK_CAUSAL ? "causal" : "no mask");
+  if (m->out_bytes != m->elem_bytes)
+    fprintf(out, "Q, K and V in %s (%llu byte%s each), O, S and P in %s (%llu bytes)\n\n",
+            fat_dtype_name(p->dtype), (unsigned long long)m->elem_bytes,
+            m->elem_bytes == 1 ? "" : "s", fat_dtype_name(fat_dtype_out(p->dtype)),
+            (unsigned long long)m->out_bytes);
 
   fprintf(out, "Score matrix S = Q·Kᵀ (P = softmax(S) is the same size)\n");
   fprintf(out, "  %s score elements, %s at %llu bytes each\n",
           fat_fmt_thousands(m->score_elements, a, sizeof a),
-          fat_fmt_bytes((double)m->score_bytes, h1, sizeof h1), (unsigned long long)m->elem_bytes);
+          fat_fmt_bytes((double)m->score_bytes, h1, sizeof h1), (unsigned long long)m->out_bytes);
   fprintf(out, "  one row: %s scores, a %s row\n\n", fat_fmt_thousands((uint64_t)p->seqlen_k, a, sizeof a),
           fat_fmt_bytes((double)m->row_bytes, h1, sizeof h1));
 
@@ -255,7 +263,8 @@ const char *fat_explain_usage(void) {
          "  --batch B          batch size (default 1)\n"
          "  --heads H          query heads (default 1)\n"
          "  --heads-k H        key/value heads, dividing --heads (default: --heads)\n"
-         "  --dtype T          fp16 or bf16, both 2 bytes (default fp16)\n"
+         "  --dtype T          fp16 or bf16, both 2 bytes, or e4m3: 1-byte Q, K and V, O in\n"
+         "                     bf16 (default fp16)\n"
          "  --causal           causal mask\n"
          "  --db PATH          database with measured ceilings and winners (default\n"
          "                     $FATUNE_DB, else the cache folder's fatune.db)\n"
@@ -347,7 +356,7 @@ int fat_explain_parse(int argc, char **argv, fat_explain_options *o, char *err, 
       rc = fat_cli_parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEAD_DIM, &p->head_dim, err, errlen);
     else if (!strcmp(flag, "--dtype")) {
       if (fat_dtype_parse(value, &p->dtype)) {
-        snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16)", flag, value);
+        snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16, e4m3)", flag, value);
         rc = -1;
       }
     } else if (!strcmp(flag, "--db"))
@@ -526,6 +535,9 @@ static void print_measured(FILE *out, const fat_io_model *m, const fat_floors *c
     fprintf(out, "  compute floor / measured time: %s%% of the %s peak (%s issues %s)\n",
             fmt_trimmed(100.0 * ((double)m->flops / c->peak[op]) / s, 1, v, sizeof v),
             fat_matrix_op_name(op), w->family, fat_matrix_op_name(op));
+  else if (op != FAT_MATRIX_OTHER && !fat_ceiling_peak_name(op, m->problem.dtype))
+    fprintf(out, "  %s peak: none for %s (fatune measures no fp8 peak: the rate stands alone)\n",
+            fat_matrix_op_name(op), fat_dtype_name(m->problem.dtype));
   else if (op != FAT_MATRIX_OTHER)
     fprintf(out, "  %s peak: not measured (%s issues %s)\n", fat_matrix_op_name(op), w->family,
             fat_matrix_op_name(op));
@@ -581,8 +593,9 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
     if (!found) c.bandwidth = 0;
     for (size_t k = 0; k < N_SHOWN_OPS; k++) {
       const fat_matrix_op op = shown_ops[k];
-      if (fat_db_get_ceiling(db, gpu_id, fat_ceiling_peak_name(op, o.problem.dtype), &c.peak[op],
-                             NULL, 0, &found))
+      const char *peak = fat_ceiling_peak_name(op, o.problem.dtype);  /* none for e4m3 */
+      found = 0;
+      if (peak && fat_db_get_ceiling(db, gpu_id, peak, &c.peak[op], NULL, 0, &found))
         goto db_fail;
       if (!found) c.peak[op] = 0;
     }

@@ -34,7 +34,7 @@ typedef struct rp_data {
   int n_series;
   int dropped_sources;          /* external sources beyond MAX_SERIES, not drawn */
   double bandwidth;             /* B/s, 0 when not measured */
-  double peak[FAT_MATRIX_OP_COUNT][2];  /* FLOP/s of each instruction by fat_dtype (mma.sync's;
+  double peak[FAT_MATRIX_OP_COUNT][FAT_PEAK_DTYPES];  /* FLOP/s of each instruction by fat_dtype (mma.sync's;
                                            wgmma's, SS, on Hopper), 0 when not measured */
   double wgmma_rs_peak[2];      /* wgmma's with A in registers, by fat_dtype; 0: not measured */
   char gpu[256];
