@@ -43,7 +43,7 @@ extern "C" {
  * FATUNE_VERSION_NUMBER at run time (as zstd's ZSTD_versionNumber and
  * SQLite's sqlite3_libversion_number). */
 #define FATUNE_VERSION_MAJOR 0
-#define FATUNE_VERSION_MINOR 4
+#define FATUNE_VERSION_MINOR 5
 #define FATUNE_VERSION_PATCH 0
 #define FATUNE_VERSION_NUMBER \
   (FATUNE_VERSION_MAJOR * 10000 + FATUNE_VERSION_MINOR * 100 + FATUNE_VERSION_PATCH)
