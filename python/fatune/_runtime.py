@@ -203,8 +203,9 @@ def check_tensor(name, t, api="fatune.attention", layout=DENSE, storage=True, fp
         raise ValueError(f"{name} has shape {tuple(t.shape)}: every dimension must be >= 1")
     multiple = _stride_multiple(t)
     if t.shape[-1] % multiple:
+        of = f" for {t.dtype}" if fp8 else ""
         raise ValueError(f"{name} has head_dim {t.shape[-1]}; {api} takes multiples of "
-                         f"{multiple} for {t.dtype} (the kernels load {ALIGN_BYTES} bytes at a time)")
+                         f"{multiple}{of} (the kernels load {ALIGN_BYTES} bytes at a time)")
     if t.stride(-1) != 1:
         raise ValueError(f"{name} has stride {t.stride(-1)} in its last dimension; it must be "
                          "contiguous (stride 1)")

@@ -243,9 +243,6 @@ def test_fp8_refusals():
         (lambda: fatune.attention_bwd(q8, q8, k8, v8, q8, meta(B, H, SQ, dtype=torch.float32)), ValueError,
          "q is torch.float8_e4m3fn: fatune.attention_bwd has no fp8 path (fp8 e4m3 is fatune.attention's "
          "forward only, on Hopper); it takes torch.float16 or torch.bfloat16"),
-        (lambda: fatune.select_bwd(q8, k8, v8), ValueError,
-         "q is torch.float8_e4m3fn: fatune.select_bwd has no fp8 path (fp8 e4m3 is fatune.attention's "
-         "forward only, on Hopper); it takes torch.float16 or torch.bfloat16"),
         (lambda: fatune.attention_varlen(q8[0], k8[0], v8[0], meta(3, dtype=torch.int32), meta(3, dtype=torch.int32),
                                          64, 64), ValueError,
          "q is torch.float8_e4m3fn: fatune.attention_varlen has no fp8 path (fp8 e4m3 is fatune.attention's "
@@ -255,6 +252,11 @@ def test_fp8_refusals():
         assert raised(fn) == (kind, message), raised(fn)
     o = fatune.attention(q8, k8, v8, causal=True, q_descale=ds)
     assert (o.device.type, o.shape, o.dtype) == ("meta", q8.shape, torch.bfloat16)
+    with FakeTensorMode():  # a selection reads no storage before its dtype check
+        q8 = torch.empty(B, SQ, H, D, device="cuda", dtype=e4m3)
+        assert raised(lambda: fatune.select_bwd(q8, q8, q8)) == (
+            ValueError, "q is torch.float8_e4m3fn: fatune.select_bwd has no fp8 path (fp8 e4m3 is "
+            "fatune.attention's forward only, on Hopper); it takes torch.float16 or torch.bfloat16")
 
 
 def test_fp8_has_no_backward():
