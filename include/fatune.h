@@ -43,7 +43,7 @@ extern "C" {
  * FATUNE_VERSION_NUMBER at run time (as zstd's ZSTD_versionNumber and
  * SQLite's sqlite3_libversion_number). */
 #define FATUNE_VERSION_MAJOR 0
-#define FATUNE_VERSION_MINOR 4
+#define FATUNE_VERSION_MINOR 5
 #define FATUNE_VERSION_PATCH 0
 #define FATUNE_VERSION_NUMBER \
   (FATUNE_VERSION_MAJOR * 10000 + FATUNE_VERSION_MINOR * 100 + FATUNE_VERSION_PATCH)
@@ -355,9 +355,16 @@ FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *a
  *     past the end of the address space or inside o or lse, cu_seqlens
  *     with it, or page_size, num_pages or block_table_stride set without
  *     it (k and v are then checked as (num_pages, page_size, heads_k,
- *     head_dim) pools, their batch strides the page stride).
+ *     head_dim) pools, their batch strides the page stride); a descale
+ *     pointer or stride set with fp16 or bf16; for e4m3, a q, k or v stride
+ *     not a multiple of 16 (their one-byte elements), a descale stride
+ *     negative, set without its pointer or reaching an index past INT_MAX,
+ *     a descale pointer not 4-byte aligned, past the end of the address
+ *     space or inside o or lse.
  *   FAT_ERR_UNSUPPORTED: head_dim not a multiple of 8 or above the largest
- *     template.
+ *     template; e4m3 with a block_table, or at a head dim or mask no e4m3
+ *     kernel serves (and, from fat_attention_select and the launch, on a
+ *     GPU other than compute capability 9.0).
  * Each failure leaves a message naming the bad value in fat_context_error.
  * What needs the driver -- a pointer on another device, a stream of another
  * context -- is checked by fat_attention_fwd itself (cuPointerGetAttribute,
@@ -463,7 +470,7 @@ FAT_API fat_status fat_attention_bwd_select(fat_context *ctx, const fat_attn_bwd
  * dv and workspace NULL, misaligned, with bad strides, overlapping each
  * other or an input, and a workspace smaller than needed; each by name. A
  * paged cache (block_table) is FAT_ERR_UNSUPPORTED: the backward reads
- * contiguous K and V. */
+ * contiguous K and V; so is dtype e4m3 (no fp8 backward yet). */
 FAT_API fat_status fat_attention_bwd_check(fat_context *ctx, const fat_attn_bwd_args *args);
 
 /* Launches the backward pass on STREAM (a CUstream; NULL: the legacy

@@ -15,13 +15,15 @@
 #include "runtime_int.h"
 
 #define INDEX_BYTES 4               /* cu_seqlens_q/k and seqused_k: device int32 */
-#define ALIGN_BYTES 16              /* kernels load and store 16 bytes at a time */
-#define STRIDE_MULTIPLE 8           /* elements of 2 bytes per 16-byte access */
+#define ALIGN_BYTES 16              /* kernels load and store 16 bytes at a time: strides are
+                                       multiples of ALIGN_BYTES / element bytes (8 of fp16
+                                       and bf16, 16 of e4m3) */
 #define N_TENSORS 5                 /* q, k, v, o, lse */
 #define N_BWD_SPANS (N_TENSORS + 5) /* and the backward's dout, dq, dk, dv, workspace */
 #define N_STRIDED 4                 /* q, k, v, o have (batch, row, head) strides */
-#define ELEM_BYTES 2                /* fp16 and bf16 */
 #define LSE_BYTES 4                 /* fp32 */
+#define DESCALE_BYTES 4             /* e4m3's descale factors: device fp32 */
+#define N_DESCALES 3                /* q, k, v */
 
 /* ---- the problem -------------------------------------------------------- */
 
@@ -63,13 +65,68 @@ static fat_status check_pages(fat_context *c, const fat_attn_args *a) {
   return FAT_OK;
 }
 
+/* Tensor I's (q, k, v) descale factor and its strides. */
+typedef struct descale {
+  const char *name;  /* "q_descale" */
+  const float *ptr;
+  int batch_stride, head_stride;
+} descale;
+
+static void descales(const fat_attn_args *a, descale d[N_DESCALES]) {
+  d[0] = (descale){"q_descale", a->q_descale, a->q_descale_batch_stride, a->q_descale_head_stride};
+  d[1] = (descale){"k_descale", a->k_descale, a->k_descale_batch_stride, a->k_descale_head_stride};
+  d[2] = (descale){"v_descale", a->v_descale, a->v_descale_batch_stride, a->v_descale_head_stride};
+}
+
+/* The factors D indexes for A's batch and key heads: its largest index + 1
+ * (the shape is checked positive; at most INT_MAX once checked). */
+static long long descale_count(const fat_attn_args *a, const descale *d) {
+  return (long long)(a->batch - 1) * d->batch_stride + (long long)(a->heads_k - 1) * d->head_stride + 1;
+}
+
+/* e4m3's descale factors (fatune.h, fat_attn_args.q_descale): for the
+ * 16-bit dtypes none (pointers NULL, strides 0); for e4m3 strides >= 0,
+ * set only with their factor, and every (batch, key head) index within an
+ * int (the kernels index in int). Each by name; the pointers themselves
+ * are checked with the tensors. */
+static fat_status check_descales(fat_context *c, const fat_attn_args *a) {
+  descale d[N_DESCALES];
+  descales(a, d);
+  for (int i = 0; i < N_DESCALES; i++) {
+    if (a->dtype != FAT_ATTN_E4M3) {
+      if (d[i].ptr)
+        return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: descale factors are e4m3's; with dtype %s "
+                    "set it NULL", d[i].name, (const void *)d[i].ptr, fat_dtype_name((fat_dtype)a->dtype));
+      if (d[i].batch_stride || d[i].head_stride)
+        return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_batch_stride %d, %s_head_stride %d: descale "
+                    "strides are e4m3's; with dtype %s set them 0", d[i].name, d[i].batch_stride,
+                    d[i].name, d[i].head_stride, fat_dtype_name((fat_dtype)a->dtype));
+      continue;
+    }
+    if (d[i].batch_stride < 0 || d[i].head_stride < 0)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_batch_stride %d, %s_head_stride %d: must be >= 0 "
+                  "(0 and 0: one factor for the tensor)", d[i].name, d[i].batch_stride, d[i].name,
+                  d[i].head_stride);
+    if (!d[i].ptr && (d[i].batch_stride || d[i].head_stride))
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_batch_stride %d, %s_head_stride %d with %s NULL: "
+                  "strides of a factor not given; set them 0 (NULL is a factor of 1)", d[i].name,
+                  d[i].batch_stride, d[i].name, d[i].head_stride, d[i].name);
+    const long long n = descale_count(a, &d[i]);
+    if (n - 1 > INT_MAX)
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_batch_stride %d, %s_head_stride %d: batch %d x "
+                  "heads_k %d factors reach index %lld, past %d", d[i].name, d[i].batch_stride,
+                  d[i].name, d[i].head_stride, a->batch, a->heads_k, n - 1, INT_MAX);
+  }
+  return FAT_OK;
+}
+
 fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a) {
   if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
   fat_status st = CHECK_SIZE(c, fat_attn_args, a, "FAT_ATTN_ARGS_INIT");
   if (st) return st;
-  if (a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16)
-    return fail(c, FAT_ERR_INVALID_ARGUMENT, "dtype %d: must be FAT_ATTN_FP16 or FAT_ATTN_BF16",
-                (int)a->dtype);
+  if (a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16 && a->dtype != FAT_ATTN_E4M3)
+    return fail(c, FAT_ERR_INVALID_ARGUMENT,
+                "dtype %d: must be FAT_ATTN_FP16, FAT_ATTN_BF16 or FAT_ATTN_E4M3", (int)a->dtype);
   if (a->mask != FAT_ATTN_MASK_NONE && a->mask != FAT_ATTN_MASK_CAUSAL &&
       a->mask != FAT_ATTN_MASK_LOCAL)
     return fail(c, FAT_ERR_INVALID_ARGUMENT,
@@ -95,18 +152,49 @@ fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a) {
   if (a->heads % a->heads_k)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "heads_k %d does not divide heads %d", a->heads_k,
                 a->heads);
-  return check_pages(c, a);
+  if ((st = check_descales(c, a)) || (st = check_pages(c, a))) return st;
+  /* The e4m3 kernels are the ws90 family's, which reads a contiguous
+   * cache; the paged family takes 16-bit pages. */
+  if (a->dtype == FAT_ATTN_E4M3 && a->block_table)
+    return fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3 with block_table %p: a paged cache takes fp16 "
+                "or bf16 (the e4m3 forward reads a contiguous K/V cache)", (const void *)a->block_table);
+  return FAT_OK;
 }
 
 #define MAX_HEAD_DIMS 16
 
+/* "64, 128, 256": the N head dims of DIMS, into LIST (CAP bytes). */
+static void list_dims(char *list, size_t cap, const int *dims, int n) {
+  list[0] = 0;
+  for (int i = 0; i < n; i++)
+    snprintf(list + strlen(list), cap - strlen(list), "%s%d", i ? ", " : "", dims[i]);
+}
+
+
 fat_status fat_rt_unsupported_head_dim(fat_context *c, int head_dim) {
   int dims[MAX_HEAD_DIMS], n = fat_supported_head_dims(dims, MAX_HEAD_DIMS);
-  char list[128] = "";
-  for (int i = 0; i < n; i++)
-    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "", dims[i]);
+  char list[128];
+  list_dims(list, sizeof list, dims, n);
   return fail(c, FAT_ERR_UNSUPPORTED, "head_dim %d has no template (templates: %s; any multiple "
               "of 8 up to %d runs on the next one up)", head_dim, list, n ? dims[n - 1] : 0);
+}
+
+fat_status fat_rt_unsupported(fat_context *c, const fat_attn_args *a) {
+  if (a->dtype != FAT_ATTN_E4M3) return fat_rt_unsupported_head_dim(c, a->head_dim);
+  int all[MAX_HEAD_DIMS], of_mask[MAX_HEAD_DIMS];
+  const int n_all = fat_rt_e4m3_head_dims(-1, all, MAX_HEAD_DIMS);
+  const int n_mask = fat_rt_e4m3_head_dims(a->mask, of_mask, MAX_HEAD_DIMS);
+  char list[128];
+  if (n_all == 0)
+    return fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3: this libfatune has no e4m3 kernel built in "
+                "(its built-in defaults are fp16 and bf16 only)");
+  if (n_mask == 0)
+    return fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3: no e4m3 kernel takes mask %s",
+                fat_mask_name((fat_mask)a->mask));
+  list_dims(list, sizeof list, of_mask, n_mask);
+  return fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3: head_dim %d has no e4m3 template for mask %s "
+              "(e4m3 templates: %s; a smaller head dim runs on the next one up)", a->head_dim,
+              fat_mask_name((fat_mask)a->mask), list);
 }
 
 /* ---- tensors ------------------------------------------------------------ */
@@ -176,13 +264,15 @@ typedef struct span {
   unsigned long long bytes;
 } span;
 
-/* NAME at PTR, a (batch, seqlen, heads, head_dim) tensor with the given
- * element strides: not NULL, aligned, strides the kernels can use, no
+/* NAME at PTR, a (batch, seqlen, heads, head_dim) tensor of ELEM_BYTES
+ * elements with the given element strides: not NULL, aligned, strides
+ * (multiples of 16 bytes) the kernels can use, no
  * element sharing an address with another, within the address space. *OUT
  * gets the bytes it spans. */
 static fat_status check_strided(fat_context *c, const char *name, const void *ptr, long long bs,
                                 long long rs, long long hs, int batch, int seqlen, int heads,
-                                int head_dim, span *out) {
+                                int head_dim, int elem_bytes, span *out) {
+  const int multiple = ALIGN_BYTES / elem_bytes;
   if (!ptr) return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s is NULL", name);
   if ((uintptr_t)ptr % ALIGN_BYTES)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned", name, ptr,
@@ -191,16 +281,16 @@ static fat_status check_strided(fat_context *c, const char *name, const void *pt
    * is stable), so the message blames the outer dimension. */
   dim d[3] = {{"head_stride", heads, hs}, {"row_stride", seqlen, rs}, {"batch_stride", batch, bs}};
   for (int i = 2; i >= 0; i--)
-    if (d[i].stride < 0 || d[i].stride % STRIDE_MULTIPLE)
+    if (d[i].stride < 0 || d[i].stride % multiple)
       return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_%s %lld: must be a non-negative multiple of %d",
-                  name, d[i].name, d[i].stride, STRIDE_MULTIPLE);
+                  name, d[i].name, d[i].stride, multiple);
   long long n = 0;
   unsigned long long bytes;
   fat_status st = check_layout(c, name, d, 3, head_dim, &n);
   if (st) return st;
   /* Bytes, then room above PTR: a bound computed as UINTPTR_MAX / 2 - PTR
    * wrapped for a pointer in the upper half and passed anything. */
-  if (__builtin_mul_overflow((unsigned long long)n, (unsigned long long)ELEM_BYTES, &bytes) ||
+  if (__builtin_mul_overflow((unsigned long long)n, (unsigned long long)elem_bytes, &bytes) ||
       bytes > UINTPTR_MAX - (uintptr_t)ptr)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %lld elements run past the end of the "
                 "address space", name, ptr, n);
@@ -251,41 +341,52 @@ static fat_status check_tensors(fat_context *c, const fat_attn_args *a, span t[N
    * rows, the batch stride the page's. */
   const int paged = a->block_table != NULL;
   const int bk = paged ? a->num_pages : bq, sk = paged ? a->page_size : vl ? a->total_k : a->seqlen_k;
+  /* q, k and v of the dtype's inputs (e4m3: one byte), o of its output (bf16). */
+  const int in = (int)fat_dtype_size((fat_dtype)a->dtype);
+  const int out = (int)fat_dtype_size(fat_dtype_out((fat_dtype)a->dtype));
   if ((st = check_strided(c, "q", a->q, vl ? 0 : a->q_batch_stride, a->q_row_stride,
-                          a->q_head_stride, bq, sq, a->heads, a->head_dim, &t[2])) ||
+                          a->q_head_stride, bq, sq, a->heads, a->head_dim, in, &t[2])) ||
       (st = check_strided(c, "k", a->k, vl ? 0 : a->k_batch_stride, a->k_row_stride,
-                          a->k_head_stride, bk, sk, a->heads_k, a->head_dim, &t[3])) ||
+                          a->k_head_stride, bk, sk, a->heads_k, a->head_dim, in, &t[3])) ||
       (st = check_strided(c, "v", a->v, vl ? 0 : a->v_batch_stride, a->v_row_stride,
-                          a->v_head_stride, bk, sk, a->heads_k, a->head_dim, &t[4])) ||
+                          a->v_head_stride, bk, sk, a->heads_k, a->head_dim, in, &t[4])) ||
       (st = check_strided(c, "o", a->o, vl ? 0 : a->o_batch_stride, a->o_row_stride,
-                          a->o_head_stride, bq, sq, a->heads, a->head_dim, &t[0])) ||
+                          a->o_head_stride, bq, sq, a->heads, a->head_dim, out, &t[0])) ||
       (st = check_rows(c, "lse", a->lse, a, &t[1])))
     return st;
   if (!(a->softmax_scale >= 0) || isinf(a->softmax_scale))
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "softmax_scale %g: must be finite and >= 0 (0: default)",
                 (double)a->softmax_scale);
-  /* The variable-length index arrays and the block table: device int32,
-   * read by the blocks beside the outputs they write. */
-  const struct { const char *name; const int *ptr; unsigned long long n; } index[] = {
-      {"cu_seqlens_q", a->cu_seqlens_q, (unsigned long long)a->batch + 1},
-      {"cu_seqlens_k", a->cu_seqlens_k, (unsigned long long)a->batch + 1},
-      {"seqused_k", a->seqused_k, (unsigned long long)a->batch},
-      {"block_table", a->block_table, (unsigned long long)a->batch * (unsigned)a->block_table_stride}};
+  /* The variable-length index arrays and the block table (device int32)
+   * and e4m3's descale factors (device fp32, their counts checked to fit
+   * an int): read by the blocks beside the outputs they write. */
+  descale d[N_DESCALES];
+  descales(a, d);
+  const struct { const char *name; const void *ptr; unsigned long long n; const char *entries; } index[] = {
+      {"cu_seqlens_q", a->cu_seqlens_q, (unsigned long long)a->batch + 1, "int32 entries"},
+      {"cu_seqlens_k", a->cu_seqlens_k, (unsigned long long)a->batch + 1, "int32 entries"},
+      {"seqused_k", a->seqused_k, (unsigned long long)a->batch, "int32 entries"},
+      {"block_table", a->block_table, (unsigned long long)a->batch * (unsigned)a->block_table_stride,
+       "int32 entries"},
+      {d[0].name, d[0].ptr, (unsigned long long)descale_count(a, &d[0]), "fp32 factors"},
+      {d[1].name, d[1].ptr, (unsigned long long)descale_count(a, &d[1]), "fp32 factors"},
+      {d[2].name, d[2].ptr, (unsigned long long)descale_count(a, &d[2]), "fp32 factors"}};
+  /* INDEX_BYTES and DESCALE_BYTES are both 4: one rule for all of them. */
+  _Static_assert(INDEX_BYTES == DESCALE_BYTES, "index arrays and descale factors are 4-byte words");
   for (size_t i = 0; i < sizeof index / sizeof index[0]; i++) {
     const uintptr_t at = (uintptr_t)index[i].ptr;
     const unsigned long long bytes = index[i].n * INDEX_BYTES;
     if (!at) continue;
     if (at % INDEX_BYTES)
-      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned (int32 entries)",
-                  index[i].name, (const void *)index[i].ptr, INDEX_BYTES);
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not %d-byte aligned (%s)",
+                  index[i].name, index[i].ptr, INDEX_BYTES, index[i].entries);
     if (bytes > UINTPTR_MAX - at)
       return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: its %llu entries run past the end of the "
-                  "address space", index[i].name, (const void *)index[i].ptr, index[i].n);
+                  "address space", index[i].name, index[i].ptr, index[i].n);
     for (int w = 0; w < 2; w++) /* o and lse, which the forward writes */
       if (overlaps(at, bytes, (uintptr_t)t[w].ptr, t[w].bytes))
         return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s [%p, +%llu bytes) overlaps %s [%p, +%llu "
-                    "bytes)", index[i].name, (const void *)index[i].ptr, bytes, t[w].name,
-                    t[w].ptr, t[w].bytes);
+                    "bytes)", index[i].name, index[i].ptr, bytes, t[w].name, t[w].ptr, t[w].bytes);
   }
   /* The forward's scratch (split variants write their partials there). */
   if (a->workspace && a->workspace_bytes > 0) {
@@ -310,8 +411,8 @@ fat_status fat_rt_check_args(fat_context *c, const fat_attn_args *a) {
   fat_status st = fat_rt_check_problem(c, a);
   if (st) return st;
   if (!fat_rt_find_default(fat_rt_fwd_key(a), a->dtype, a->mask,
-                           fat_rt_template_head_dim(FAT_FWD, a->head_dim)))
-    return fat_rt_unsupported_head_dim(c, a->head_dim);
+                           fat_rt_template_head_dim(FAT_FWD, a->dtype, a->head_dim)))
+    return fat_rt_unsupported(c, a);
   if ((st = check_tensors(c, a, t))) return st;
   return check_no_alias(c, t, N_TENSORS, 2);
 }
@@ -383,12 +484,16 @@ fat_status fat_rt_workspace_overflow(fat_context *c, const fat_attn_args *a) {
 /* ---- backward ------------------------------------------------------------- */
 
 #define WORKSPACE_ALIGN 256  /* D, then the dQ accumulator at this alignment */
+#define BWD_ELEM_BYTES 2     /* dO and the gradients: fp16 or bf16 (no e4m3 backward) */
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 fat_status fat_rt_check_bwd_problem(fat_context *c, const fat_attn_args *a) {
   fat_status st = fat_rt_check_problem(c, a);
-  if (!st && a->block_table)
+  if (!st && a->dtype == FAT_ATTN_E4M3)
+    st = fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3: the backward takes fp16 or bf16 (the e4m3 "
+              "forward has no backward yet)");
+  else if (!st && a->block_table)
     st = fail(c, FAT_ERR_UNSUPPORTED, "block_table %p: the backward reads contiguous K and V (a "
               "paged cache is the forward's)", (const void *)a->block_table);
   return st;
@@ -459,7 +564,7 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "deterministic %d: must be 0 or 1", a->deterministic);
   const sel_key key = {.direction = FAT_BWD, .deterministic = a->deterministic,
                        .features = fat_rt_bwd_features(f)};
-  if (!fat_rt_find_default(key, f->dtype, f->mask, fat_rt_template_head_dim(FAT_BWD, f->head_dim)))
+  if (!fat_rt_find_default(key, f->dtype, f->mask, fat_rt_template_head_dim(FAT_BWD, f->dtype, f->head_dim)))
     return fat_rt_unsupported_head_dim(c, f->head_dim);
   /* The gradients have their inputs' shapes: a packed batch's are one
    * sequence of total rows, their batch strides unused (check_tensors). */
@@ -467,13 +572,13 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
   const int bq = vl ? 1 : f->batch, sq = vl ? f->total_q : f->seqlen_q, sk = vl ? f->total_k : f->seqlen_k;
   if ((st = check_tensors(c, f, t + 5)) ||
       (st = check_strided(c, "dout", a->dout, vl ? 0 : a->do_batch_stride, a->do_row_stride,
-                          a->do_head_stride, bq, sq, f->heads, f->head_dim, &t[4])) ||
+                          a->do_head_stride, bq, sq, f->heads, f->head_dim, BWD_ELEM_BYTES, &t[4])) ||
       (st = check_strided(c, "dq", a->dq, vl ? 0 : a->dq_batch_stride, a->dq_row_stride,
-                          a->dq_head_stride, bq, sq, f->heads, f->head_dim, &t[0])) ||
+                          a->dq_head_stride, bq, sq, f->heads, f->head_dim, BWD_ELEM_BYTES, &t[0])) ||
       (st = check_strided(c, "dk", a->dk, vl ? 0 : a->dk_batch_stride, a->dk_row_stride,
-                          a->dk_head_stride, bq, sk, f->heads_k, f->head_dim, &t[1])) ||
+                          a->dk_head_stride, bq, sk, f->heads_k, f->head_dim, BWD_ELEM_BYTES, &t[1])) ||
       (st = check_strided(c, "dv", a->dv, vl ? 0 : a->dv_batch_stride, a->dv_row_stride,
-                          a->dv_head_stride, bq, sk, f->heads_k, f->head_dim, &t[2])))
+                          a->dv_head_stride, bq, sk, f->heads_k, f->head_dim, BWD_ELEM_BYTES, &t[2])))
     return st;
   size_t delta, accum;
   if (fat_rt_bwd_workspace_parts(f, a->deterministic, &delta, &accum))

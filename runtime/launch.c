@@ -60,13 +60,19 @@ static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
                     a->softcap);
 }
 
-/* What a launch of A needs beyond P: its packed rows, the GPU's SMs and
- * a paged cache's table. */
+/* What a launch of A needs beyond P: its packed rows, the GPU's SMs, a
+ * paged cache's table and e4m3's descale factors (NULL and 0 for the
+ * 16-bit dtypes, as fat_attention_check requires). */
 static fat_fwd_call fwd_call(const fat_context *c, const fat_attn_args *a) {
   return (fat_fwd_call){.total_q = a->cu_seqlens_q ? a->total_q : 0,
                         .total_k = a->cu_seqlens_k ? a->total_k : 0, .sm_count = c->sm_count,
                         .block_table = a->block_table, .block_table_stride = a->block_table_stride,
-                        .page_size = a->page_size};
+                        .page_size = a->page_size,
+                        .fp8 = {.descale = {a->q_descale, a->k_descale, a->v_descale},
+                                .batch_stride = {a->q_descale_batch_stride, a->k_descale_batch_stride,
+                                                 a->v_descale_batch_stride},
+                                .head_stride = {a->q_descale_head_stride, a->k_descale_head_stride,
+                                                a->v_descale_head_stride}}};
 }
 
 /* The geometry a record's variant launches P's call with: its split count
@@ -146,11 +152,27 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
     g = call_geometry(e, &p, &call, a->workspace ? a->workspace_bytes : 0);
     size_t need = fat_fwd_workspace_bytes(&g, a->batch, a->heads, a->seqlen_q);
     char why[256];
-    if (!key.no_workspace && need > 0 && (!a->workspace || a->workspace_bytes < need)) {
+    const int short_workspace = need > 0 && (!a->workspace || a->workspace_bytes < need);
+    const int no_maps = g.block_n > 0 && fat_fwd_tma_describable(&p, &call, g.dtype, why, sizeof why);
+    if (!key.no_workspace && short_workspace) {
       key.no_workspace = 1;
-    } else if (!key.no_tma && g.block_n > 0 && fat_fwd_tma_describable(&p, &call, g.dtype, why, sizeof why)) {
+    } else if (!key.no_tma && no_maps) {
       logf_(c, "%s: %s", e->choice.variant, why);
       key.no_tma = 1;
+    } else if (short_workspace || no_maps) {
+      /* Nothing that could run the call is left: every e4m3 variant loads
+       * through tensor maps, and a built-in default may need workspace. */
+      pthread_mutex_lock(&c->lock);
+      st = short_workspace
+               ? fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace_bytes %zu: %s needs %zu "
+                      "(fat_attention_fwd_workspace) and no variant that needs none serves %s",
+                      a->workspace ? a->workspace_bytes : (size_t)0, e->choice.variant, need,
+                      fat_dtype_name((fat_dtype)a->dtype))
+               : fail(c, FAT_ERR_UNSUPPORTED, "dtype %s: %s (%s loads through tensor maps, and no "
+                      "variant that loads without serves it)", fat_dtype_name((fat_dtype)a->dtype),
+                      why, e->choice.variant);
+      pthread_mutex_unlock(&c->lock);
+      return st;
     } else {
       break;
     }

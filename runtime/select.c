@@ -34,6 +34,8 @@
 #include "runtime_int.h"
 
 #define MIN_CC_MAJOR 8              /* the mma80 family needs Ampere or newer */
+#define E4M3_CC_MAJOR 9             /* the e4m3 kernels are the ws90 family's: sm_90a, */
+#define E4M3_CC_MINOR 0             /* which only compute capability 9.0 runs */
 
 /* ---- supported problems --------------------------------------------------- */
 
@@ -61,18 +63,41 @@ int fat_supported_head_dims(int *out, int cap) {
   return k;
 }
 
+/* Whether default D's templates are those of a problem of DTYPE: e4m3's
+ * are its own (the ws90 family's), the 16-bit dtypes' the others'. */
+static int default_of_dtype(const fat_default_variant *d, int dtype) {
+  return (d->dtype == FAT_E4M3) == (dtype == FAT_E4M3);
+}
+
 /* The template a problem's head dim runs on in DIRECTION: itself, or the
  * next one up for any other multiple of 8 (the kernels zero the padding);
- * 0 if none. The backward has no d32, so its small head dims run on d64. */
-int fat_rt_template_head_dim(int direction, int head_dim) {
+ * 0 if none. The backward has no d32, so its small head dims run on d64;
+ * e4m3 runs on the head dims of e4m3's own defaults. */
+int fat_rt_template_head_dim(int direction, int dtype, int head_dim) {
   int best = 0;
   if (head_dim < 1 || head_dim % 8) return 0;
   for (int i = 0; i < fat_n_default_variants; i++) {
     const int d = fat_default_variants[i].head_dim;
-    if (fat_default_variants[i].direction == direction && d >= head_dim && (!best || d < best))
+    if (fat_default_variants[i].direction == direction && default_of_dtype(&fat_default_variants[i], dtype) &&
+        d >= head_dim && (!best || d < best))
       best = d;
   }
   return best;
+}
+
+int fat_rt_e4m3_head_dims(int mask, int *out, int cap) {
+  int n = 0;
+  for (int i = 0; i < fat_n_default_variants; i++) {
+    const fat_default_variant *v = &fat_default_variants[i];
+    if (v->direction != FAT_FWD || v->dtype != FAT_E4M3 || (mask >= 0 && v->mask != mask)) continue;
+    int j = 0;
+    while (j < n && out[j] < v->head_dim) j++;
+    if ((j < n && out[j] == v->head_dim) || n == cap) continue;
+    memmove(out + j + 1, out + j, (size_t)(n - j) * sizeof *out); /* ascending */
+    out[j] = v->head_dim;
+    n++;
+  }
+  return n;
 }
 
 /* Whether a variant of FAMILY serves a call of KEY: a backward with
@@ -347,6 +372,14 @@ static int kv_abi_of(sqlite3_stmt *s) {
   return src && strstr(src, KV_ABI_MARKER) != NULL;
 }
 
+/* 1 when the source of row S carries today's layout of fat_fwd_fp8_params
+ * (an e4m3 variant's last argument: templates/fat_abi_fp8.h). */
+#define FP8_ABI_MARKER "#define FAT_ABI_FP8_VERSION " ABI_STR(FAT_ABI_FP8_VERSION)
+static int fp8_abi_of(sqlite3_stmt *s) {
+  const char *src = (const char *)sqlite3_column_text(s, SOURCE_COL);
+  return src && strstr(src, FP8_ABI_MARKER) != NULL;
+}
+
 /* The variant a selection names, and its launch geometry. */
 static void put_variant(selection *out, const char *name, const char *hash, const char *entry,
                         const char *family, const char *params, int block_m, int threads, int smem_bytes) {
@@ -386,6 +419,7 @@ struct sel_row {
   int source_ok;
   int kv_abi;  /* its source carries today's FAT_ABI_KV_VERSION line (a variant that takes
                   fat_fwd_kv_params is served only then) */
+  int fp8_abi; /* ... and FAT_ABI_FP8_VERSION's (an e4m3 variant is served only then) */
 };
 
 static char *dup_text(sqlite3_stmt *s, int col) {
@@ -527,7 +561,8 @@ static fat_status lookup_rows(fat_context *c, int i, const tuned_gpu *gpu, sel_k
                      .tuned_ms = sqlite3_column_double(s, 9), .seqlen_k = sqlite3_column_int(s, 10),
                      .group = sqlite3_column_int(s, 11), .window_left = sqlite3_column_int(s, 12),
                      .window_right = sqlite3_column_int(s, 13), .page_size = sqlite3_column_int(s, 15),
-                     .source_ok = source_matches(s), .kv_abi = kv_abi_of(s)};
+                     .source_ok = source_matches(s), .kv_abi = kv_abi_of(s),
+                     .fp8_abi = fp8_abi_of(s)};
       w->name = dup_text(s, 0), w->source_hash = dup_text(s, 1), w->entry = dup_text(s, 2);
       w->family = dup_text(s, 3), w->params = dup_text(s, 4), w->lengths = dup_text(s, 14);
       r->n++;
@@ -596,6 +631,13 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
     /* A variant that takes fat_fwd_kv_params, built against another layout
      * of it, would read the wrong fields. */
     if ((sched.paged || (key.direction == FAT_FWD && sched.splits == 0)) && !w->kv_abi) continue;
+    /* An e4m3 variant built against another layout of fat_fwd_fp8_params
+     * would read the wrong descale factors. */
+    if (dtype == FAT_E4M3 && !w->fp8_abi) {
+      logf_(c, "%s: variant %s: its source does not carry today's %s; passed over", c->dbs[i],
+            w->name, FP8_ABI_MARKER);
+      continue;
+    }
     /* A family with a longest seqlen_q (the decoding family's tiles are for
      * short query sides) serves calls of that kind only, however near their
      * bucket; fat_kernel_schedule found its row. */
@@ -655,9 +697,15 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
     return fail(c, FAT_ERR_UNSUPPORTED,
                 "%s has compute capability %d.%d; fatune's kernels need %d.0 or newer", c->gpu_name,
                 c->cc_major, c->cc_minor, MIN_CC_MAJOR);
-  const int tdim = fat_rt_template_head_dim(key.direction, a->head_dim);
+  /* Never an attempt to compile sm_90a code for another architecture. */
+  if (a->dtype == FAT_ATTN_E4M3 && (c->cc_major != E4M3_CC_MAJOR || c->cc_minor != E4M3_CC_MINOR))
+    return fail(c, FAT_ERR_UNSUPPORTED,
+                "dtype e4m3: its kernels are Hopper's (sm_90a, compute capability %d.%d); %s is %s "
+                "(compute capability %d.%d)", E4M3_CC_MAJOR, E4M3_CC_MINOR, c->gpu_name, c->arch,
+                c->cc_major, c->cc_minor);
+  const int tdim = fat_rt_template_head_dim(key.direction, a->dtype, a->head_dim);
   const fat_default_variant *def = fat_rt_find_default(key, a->dtype, a->mask, tdim);
-  if (!def) return fat_rt_unsupported_head_dim(c, a->head_dim);
+  if (!def) return fat_rt_unsupported(c, a);
   /* Within a level an exact bucket anywhere (the user's database first)
    * beats a nearest one; among nearest ones the nearest, the earlier
    * database on a tie. Level 0, this GPU's winners; level 1, where no

@@ -110,10 +110,13 @@ typedef struct stand_in_module {
  * bytes its second parameter points at (a forward variant's second block,
  * fat_fwd_kv_params, where it takes one; a tensor map or nothing else). */
 #define STAND_IN_PARAM_BYTES 24  /* sizeof(fat_fwd_kv_params) */
+#define STAND_IN_FP8_BYTES 48    /* sizeof(fat_fwd_fp8_params): test_runtime_fp8 asserts it */
+#define STAND_IN_FP8_ARG 4       /* an e4m3 forward's fifth argument: P, three maps, the block */
 typedef struct stand_in_launch {
   const stand_in_fn *fn;
   unsigned grid[3];
   unsigned char second[STAND_IN_PARAM_BYTES];
+  unsigned char fp8[STAND_IN_FP8_BYTES];  /* an e4m3 entry's (its name says e4m3) */
 } stand_in_launch;
 #define STAND_IN_LAUNCHES_KEPT 4  /* the most recent, newest first */
 
@@ -137,6 +140,14 @@ const char *stand_in_last_entry(void) { return last_launched ? last_launched->na
 /* The launch BACK launches before the last (0: the last): its entry's name
  * ("" when there was none), and into GRID and SECOND (may be NULL) its grid
  * and the first N <= 24 bytes of its second parameter. */
+/* The fp8 parameter block of the launch BACK launches ago, into OUT (N
+ * bytes at most); its entry's name, "" when there is none. */
+const char *stand_in_recent_fp8(int back, void *out, size_t n) {
+  if (back < 0 || back >= STAND_IN_LAUNCHES_KEPT || !recent[back].fn) return "";
+  memcpy(out, recent[back].fp8, n < STAND_IN_FP8_BYTES ? n : STAND_IN_FP8_BYTES);
+  return recent[back].fn->name;
+}
+
 const char *stand_in_recent_launch(int back, unsigned grid[3], void *second, size_t n) {
   if (back < 0 || back >= STAND_IN_LAUNCHES_KEPT || !recent[back].fn) return "";
   if (grid) memcpy(grid, recent[back].grid, sizeof recent[back].grid);
@@ -348,6 +359,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, 
    * the second block or the first tensor map (fwd_launch.c). */
   if (params && !strncmp(last_launched->name, "fat_fwd_mma80", strlen("fat_fwd_mma80")))
     memcpy(recent[0].second, params[1], STAND_IN_PARAM_BYTES);
+  /* ... and an e4m3 forward its descale factors after the three maps. */
+  if (params && strstr(last_launched->name, "e4m3"))
+    memcpy(recent[0].fp8, params[STAND_IN_FP8_ARG], STAND_IN_FP8_BYTES);
   return CUDA_SUCCESS;
 }
 

@@ -31,6 +31,7 @@ static int n_bad;
 #define CU_Q_AT 0xB000000 /* cu_seqlens_q */
 #define CU_K_AT 0xB001000 /* cu_seqlens_k */
 #define BT_AT 0xC000000   /* a paged cache's block table */
+#define DS_AT 0xD000000   /* e4m3's descale factors */
 
 static fat_context *ctx;
 
@@ -254,6 +255,146 @@ static void edges(void) {
   }
 }
 
+/* good() in e4m3 at d128 (q, k and v of one byte; o bf16), with one
+ * descale factor per tensor. */
+static fat_attn_args good_e4m3(void) {
+  fat_attn_args a = good();
+  a.dtype = FAT_ATTN_E4M3, a.head_dim = 128;
+  fat_attn_args_contiguous(&a);
+  a.q_descale = (const float *)DS_AT, a.k_descale = (const float *)(DS_AT + 64);
+  a.v_descale = (const float *)(DS_AT + 128);
+  return a;
+}
+
+/* The status and message of CTX's fat_attention_select for A. */
+static void expect_select(int line, fat_context *c, const fat_attn_args *a, fat_status want,
+                          const char *msg) {
+  fat_choice ch = FAT_CHOICE_INIT;
+  fat_status st = fat_attention_select(c, a, &ch);
+  n_bad += want != FAT_OK;
+  if (!check_record(st == want && (!msg || !strcmp(fat_context_error(c), msg))))
+    fprintf(stderr, "%s:%d: select gave %d \"%s\",\n  want %d \"%s\"\n", __FILE__, line, (int)st,
+            fat_context_error(c), (int)want, msg ? msg : "(any)");
+}
+
+/* e4m3 (issue 26): the descale factors' rules for every dtype, the
+ * refusals of what the e4m3 forward does not serve (a paged cache, the
+ * backward, a GPU other than compute capability 9.0), and, where this
+ * build has e4m3 kernels built in, its tensors' one-byte strides and
+ * spans and its factors' pointers. */
+static void e4m3(void) {
+  fat_attn_args a = good();
+  /* The 16-bit dtypes take no factors. */
+  a.q_descale = (const float *)DS_AT;
+  CHECK_BAD(&a, "q_descale 0xd000000: descale factors are e4m3's; with dtype bf16 set it NULL");
+  a = good(), a.dtype = FAT_ATTN_FP16, a.v_descale = (const float *)DS_AT;
+  CHECK_BAD(&a, "v_descale 0xd000000: descale factors are e4m3's; with dtype fp16 set it NULL");
+  a = good(), a.k_descale_head_stride = 1;
+  CHECK_BAD(&a, "k_descale_batch_stride 0, k_descale_head_stride 1: descale strides are e4m3's; "
+                "with dtype bf16 set them 0");
+  /* e4m3's strides: >= 0, only with their factor, every index an int. */
+  a = good_e4m3(), a.q_descale_batch_stride = -2, a.q_descale_head_stride = 1;
+  CHECK_BAD(&a, "q_descale_batch_stride -2, q_descale_head_stride 1: must be >= 0 (0 and 0: one "
+                "factor for the tensor)");
+  a = good_e4m3(), a.v_descale = NULL, a.v_descale_batch_stride = 2, a.v_descale_head_stride = 1;
+  CHECK_BAD(&a, "v_descale_batch_stride 2, v_descale_head_stride 1 with v_descale NULL: strides of "
+                "a factor not given; set them 0 (NULL is a factor of 1)");
+  a = good_e4m3(), a.k_descale_batch_stride = INT_MAX, a.k_descale_head_stride = 1;
+  CHECK_BAD(&a, "k_descale_batch_stride 2147483647, k_descale_head_stride 1: batch 2 x heads_k 2 "
+                "factors reach index 2147483648, past 2147483647");
+  /* What the e4m3 forward does not serve. */
+  a = good_e4m3(), a.seqlen_q = 1;
+  fat_attn_args_contiguous(&a);
+  a.block_table = (const int *)BT_AT, a.block_table_stride = 8, a.page_size = 16, a.num_pages = 20;
+  a.k_batch_stride = a.v_batch_stride = (long long)a.page_size * a.k_row_stride;
+  expect(__LINE__, &a, FAT_ERR_UNSUPPORTED, "dtype e4m3 with block_table 0xc000000: a paged cache "
+         "takes fp16 or bf16 (the e4m3 forward reads a contiguous K/V cache)");
+  fat_attn_bwd_args b = good_bwd();
+  b.fwd = good_e4m3();
+  const char *no_bwd = "dtype e4m3: the backward takes fp16 or bf16 (the e4m3 forward has no "
+                       "backward yet)";
+  expect_bwd(__LINE__, &b, FAT_ERR_UNSUPPORTED, no_bwd);
+  size_t bytes = 7;
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &bytes), FAT_ERR_UNSUPPORTED);
+  CHECK_STR(fat_context_error(ctx), no_bwd);
+  CHECK_INT((long long)bytes, 7);
+  CHECK_INT(fat_attention_bwd_select(ctx, &b, &(fat_choice)FAT_CHOICE_INIT), FAT_ERR_UNSUPPORTED);
+  CHECK_STR(fat_context_error(ctx), no_bwd);
+  n_bad += 2;
+  /* Hopper only: an A100 (and a Blackwell) is refused by its architecture,
+   * before any kernel is looked for. */
+  const struct { const char *name; int major, minor; const char *arch; } others[] = {
+      {"NVIDIA A100-SXM4-80GB", 8, 0, "sm_80"}, {"NVIDIA B200", 10, 0, "sm_100"}};
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
+    fat_context *c = NULL;
+    char want[256];
+    o.user_db = "", o.gpu_name = others[i].name, o.gpu_cc_major = others[i].major;
+    o.gpu_cc_minor = others[i].minor, o.gpu_sm_count = 108;
+    const char *none[1] = {"/nonexistent/tables.db"};
+    o.tables = none, o.n_tables = 1;
+    REQUIRE_EXIT(fat_context_open(&c, &o) == FAT_OK);
+    snprintf(want, sizeof want, "dtype e4m3: its kernels are Hopper's (sm_90a, compute capability "
+             "9.0); %s is %s (compute capability %d.%d)", others[i].name, others[i].arch,
+             others[i].major, others[i].minor);
+    a = good_e4m3();
+    expect_select(__LINE__, c, &a, FAT_ERR_UNSUPPORTED, want);
+    size_t ws = 0;
+    CHECK_INT(fat_attention_fwd_workspace(c, &a, &ws), FAT_ERR_UNSUPPORTED);
+    CHECK_STR(fat_context_error(c), want);
+    n_bad++;
+    a = good(); /* bf16 still serves there */
+    expect_select(__LINE__, c, &a, FAT_OK, NULL);
+    fat_context_close(c);
+  }
+  /* The H200's: served by the built-in e4m3 defaults where this build has
+   * them (the ws90 family's e4m3 variants), else refused by name. */
+  a = good_e4m3();
+  fat_status have = fat_attention_check(ctx, &a);
+  if (have == FAT_ERR_UNSUPPORTED) {
+    expect(__LINE__, &a, FAT_ERR_UNSUPPORTED, "dtype e4m3: this libfatune has no e4m3 kernel "
+           "built in (its built-in defaults are fp16 and bf16 only)");
+    expect_select(__LINE__, ctx, &a, FAT_ERR_UNSUPPORTED, "dtype e4m3: this libfatune has no e4m3 "
+                  "kernel built in (its built-in defaults are fp16 and bf16 only)");
+    printf("e4m3: no e4m3 kernel is built in; its tensor checks skipped until the generator's e4m3 "
+           "defaults land\n");
+    return;
+  }
+  CHECK_OK(&a);
+  expect_select(__LINE__, ctx, &a, FAT_OK, NULL);
+  a = good_e4m3(), a.q_descale = a.k_descale = a.v_descale = NULL; /* factors of 1 */
+  CHECK_OK(&a);
+  /* FlashAttention-3's (batch, heads_k) factors: 4 of each. */
+  a = good_e4m3();
+  a.q_descale_batch_stride = a.k_descale_batch_stride = a.v_descale_batch_stride = 2;
+  a.q_descale_head_stride = a.k_descale_head_stride = a.v_descale_head_stride = 1;
+  CHECK_OK(&a);
+  a.k_descale = (const float *)(O_AT + 64);
+  CHECK_BAD(&a, "k_descale [0x4000040, +16 bytes) overlaps o [0x4000000, +131072 bytes)");
+  a = good_e4m3(), a.q_descale = (const float *)(DS_AT + 2);
+  CHECK_BAD(&a, "q_descale 0xd000002 is not 4-byte aligned (fp32 factors)");
+  a = good_e4m3(), a.v_descale = (const float *)(uintptr_t)0xfffffffffffffffcull;
+  a.v_descale_batch_stride = 2, a.v_descale_head_stride = 1;
+  CHECK_BAD(&a, "v_descale 0xfffffffffffffffc: its 4 entries run past the end of the address space");
+  /* One-byte inputs: strides multiples of 16 elements, spans in bytes;
+   * o is bf16, multiples of 8. */
+  a = good_e4m3(), a.q_head_stride = 136, a.q_row_stride = 4 * 136, a.q_batch_stride = 64 * 4 * 136;
+  CHECK_BAD(&a, "q_head_stride 136: must be a non-negative multiple of 16");
+  a = good_e4m3(), a.o_head_stride = 136, a.o_row_stride = 4 * 136, a.o_batch_stride = 64 * 4 * 136;
+  CHECK_OK(&a);
+  a = good_e4m3(), a.o = (void *)(Q_AT + 65536); /* q: 65536 one-byte elements */
+  CHECK_OK(&a);
+  a.o = (void *)(Q_AT + 65536 - 16);
+  CHECK_BAD(&a, "o [0x100fff0, +131072 bytes) overlaps q [0x1000000, +65536 bytes): the outputs "
+                "must not alias another tensor");
+  /* A head dim no e4m3 template serves. */
+  a = good_e4m3(), a.head_dim = 264;
+  fat_attn_args_contiguous(&a);
+  expect(__LINE__, &a, FAT_ERR_UNSUPPORTED, NULL);
+  const char *prefix = "dtype e4m3: head_dim 264 has no e4m3 template for mask causal (e4m3 templates: ";
+  CHECK(!strncmp(fat_context_error(ctx), prefix, strlen(prefix)));
+}
+
 int main(void) {
   fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
   o.user_db = "", o.tables = NULL, o.n_tables = 0;
@@ -274,7 +415,7 @@ int main(void) {
 
   /* Enums out of range. */
   a = good(), a.dtype = (fat_attn_dtype)7;
-  CHECK_BAD(&a, "dtype 7: must be FAT_ATTN_FP16 or FAT_ATTN_BF16");
+  CHECK_BAD(&a, "dtype 7: must be FAT_ATTN_FP16, FAT_ATTN_BF16 or FAT_ATTN_E4M3");
   a = good(), a.mask = (fat_attn_mask)-1;
   CHECK_BAD(&a, "mask -1: must be FAT_ATTN_MASK_NONE, FAT_ATTN_MASK_CAUSAL or FAT_ATTN_MASK_LOCAL");
   a = good(), a.mask = (fat_attn_mask)3;
@@ -591,6 +732,7 @@ int main(void) {
             "fat_attention_fwd gave %d \"%s\",\n  want %d \"%s\"", (int)st, fat_context_error(ctx),
             (int)FAT_ERR_INVALID_ARGUMENT, offline);
   edges();
+  e4m3();
   fat_context_close(ctx);
   printf("%d bad inputs refused with their messages\n", n_bad);
   return check_summary("test_runtime_args");

@@ -37,7 +37,11 @@ attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1),
     deterministic: the backward uses only variants without atomics, so the
     gradients are bit-identical from run to run (slower); it does not change
     the forward. return_softmax_lse=True returns (out, lse), lse the fp32
-    log-sum-exp (batch, heads, seqlen_q), carrying no gradient. dropout_p
+    log-sum-exp (batch, heads, seqlen_q), carrying no gradient.
+    q_descale, k_descale, v_descale: with torch.float8_e4m3fn q, k and v
+    (FlashAttention-3's fp8 forward), their fp32 descale factors, () or
+    (1,) or (batch, heads_k), None for 1; out is bf16; forward only, on
+    Hopper. dropout_p
     other than 0, alibi_slopes and return_attn_probs=True are what fatune
     has not: each a ValueError naming it, never ignored. Differentiable in q, k and v (torch.autograd): the backward
     recomputes the probabilities from q, k and the forward's log-sum-exp, so
@@ -224,7 +228,7 @@ def attention_with_lse(q, k, v, **options):
 
 def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1), softcap=0.0,
               deterministic=False, return_softmax_lse=False, dropout_p=0.0, alibi_slopes=None,
-              return_attn_probs=False, scale=None):
+              return_attn_probs=False, scale=None, q_descale=None, k_descale=None, v_descale=None):
     """softmax(softmax_scale · q·kᵀ [soft-capped] [causal or window mask]) · v
     for CUDA tensors in PyTorch's (batch, seqlen, heads, head_dim) layout,
     fp16 or bf16, head_dim a multiple of 8 up to 256: flash_attn_func's
@@ -238,12 +242,36 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
     return_attn_probs False: fatune has none of them, and refuses rather
     than ignores them. Raises ValueError for a wrong dtype, device, shape,
     window or a non-contiguous last dimension, TypeError for a value of the
-    wrong kind. The operator fatune::fwd (its backward fatune::bwd)."""
+    wrong kind. The operator fatune::fwd (its backward fatune::bwd).
+
+    fp8: q, k and v torch.float8_e4m3fn (all three), each value standing for
+    itself times its descale factor: q_descale, k_descale, v_descale
+    (FlashAttention-3's flash_attn_func arguments), fp32 tensors on the
+    inputs' device of shape () or (1,) (one factor per tensor) or (batch,
+    heads_k), None for 1. Returns out in bf16 (and lse fp32). Forward only,
+    on Hopper (compute capability 9.0): the operator fatune::fwd_fp8, whose
+    backward raises (no fp8 backward yet). Descale factors with fp16 or bf16
+    inputs are a ValueError naming them."""
     api = "fatune.attention"
     options = _flash_options(api, causal, softmax_scale, scale, window_size, softcap, deterministic,
                              dropout_p, alibi_slopes, return_attn_probs, return_softmax_lse)
     _need_torch(api)
     _check_tensors(q=q, k=k, v=v)
+    descales = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
+    fp8 = [_runtime.is_e4m3(t) for t in (q, k, v)]
+    if any(fp8):
+        if not all(fp8):
+            raise ValueError(f"{api}: q, k and v are {q.dtype}, {k.dtype}, {v.dtype}: fp8 inputs are all "
+                             "three torch.float8_e4m3fn, or none")
+        for name, d in descales:
+            if d is not None and not isinstance(d, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor or None, got {type(d).__name__}")
+        o, lse = torch.ops.fatune.fwd_fp8(q, k, v, q_descale, k_descale, v_descale, *options)
+        return (o, lse) if return_softmax_lse else o
+    given = [name for name, d in descales if d is not None]
+    if given:
+        raise ValueError(f"{api}: {', '.join(given)} given with {q.dtype} q, k and v: descale factors "
+                         "are for torch.float8_e4m3fn inputs; pass None")
     o, lse = torch.ops.fatune.fwd(q, k, v, *options, deterministic)
     return (o, lse) if return_softmax_lse else o
 

@@ -13,8 +13,8 @@ import ctypes
 
 # The library this mirror is of: its soname (FATUNE_SOVERSION in
 # CMakeLists.txt) and the header version whose structs are declared here.
-SONAME = "libfatune.so.2"
-VERSION = (0, 4, 0)
+SONAME = "libfatune.so.3"
+VERSION = (0, 5, 0)
 
 # enum fat_status.
 STATUS = {
@@ -22,7 +22,7 @@ STATUS = {
     "FAT_ERR_CUDA": 4, "FAT_ERR_NO_NVRTC": 5, "FAT_ERR_COMPILE": 6, "FAT_ERR_DATABASE": 7,
     "FAT_ERR_OUT_OF_MEMORY": 8, "FAT_ERR_INTEGRITY": 9,
 }
-DTYPE = {"FAT_ATTN_FP16": 0, "FAT_ATTN_BF16": 1}                # enum fat_attn_dtype
+DTYPE = {"FAT_ATTN_FP16": 0, "FAT_ATTN_BF16": 1, "FAT_ATTN_E4M3": 2}  # enum fat_attn_dtype
 MASK = {"FAT_ATTN_MASK_NONE": 0, "FAT_ATTN_MASK_CAUSAL": 1, "FAT_ATTN_MASK_LOCAL": 2}  # enum fat_attn_mask
 ENUMS = {"fat_status": STATUS, "fat_attn_dtype": DTYPE, "fat_attn_mask": MASK}
 
@@ -59,7 +59,12 @@ class fat_attn_args(_Sized):
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
         # A paged K/V cache: device int32 (batch, block_table_stride) page indices, or NULL.
         ("block_table", ctypes.c_void_p), ("block_table_stride", ctypes.c_int),
-        ("page_size", ctypes.c_int), ("num_pages", ctypes.c_int)]
+        ("page_size", ctypes.c_int), ("num_pages", ctypes.c_int),
+        # e4m3 inputs: device fp32 descale factors of q, k, v (NULL: 1), indexed
+        # by (batch, key head) through their strides (0, 0: one per tensor).
+        ("q_descale", ctypes.c_void_p), ("k_descale", ctypes.c_void_p),
+        ("v_descale", ctypes.c_void_p)] + [
+        (f"{t}_descale_{s}_stride", ctypes.c_int) for t in ("q", "k", "v") for s in ("batch", "head")]
 
 
 class fat_attn_bwd_args(_Sized):

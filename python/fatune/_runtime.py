@@ -27,14 +27,30 @@ _STATUS_NAMES = {v: k for k, v in _abi.STATUS.items()}
 # The caller's problem: ValueError.
 _CALLER_ERRORS = (_abi.STATUS["FAT_ERR_INVALID_ARGUMENT"], _abi.STATUS["FAT_ERR_UNSUPPORTED"])
 _FP16, _BF16 = _abi.DTYPE["FAT_ATTN_FP16"], _abi.DTYPE["FAT_ATTN_BF16"]
+_E4M3 = _abi.DTYPE["FAT_ATTN_E4M3"]
 ALIGN_BYTES = 16            # the kernels load 16 bytes at a time
-STRIDE_MULTIPLE = 8         # elements of a 16-byte load
+STRIDE_MULTIPLE = 8         # elements of a 16-byte load (fp16, bf16; e4m3's are 16)
 INT_MAX = 2**31 - 1         # the C API's int fields
 DENSE = "(batch, seqlen, heads, head_dim)"
 PACKED = "(total, heads, head_dim)"  # attention_varlen's q, k, v
 # Devices a tensor may be on: CUDA to launch; meta (and fake tensors, which
 # report the device they stand for) for shapes only, never launched.
 _SHAPE_ONLY = "meta"
+
+
+def _e4m3_dtype():
+    """torch.float8_e4m3fn, or None where this PyTorch has no fp8."""
+    return getattr(torch, "float8_e4m3fn", None) if torch is not None else None
+
+
+def is_e4m3(t):
+    """Whether T is a tensor of FP8 E4M3FN values (fatune's e4m3 inputs)."""
+    return isinstance(t, torch.Tensor) and t.dtype == _e4m3_dtype() and t.dtype is not None
+
+
+def _stride_multiple(t):
+    """Elements of one 16-byte load of T's dtype: 8 of fp16 and bf16, 16 of e4m3."""
+    return ALIGN_BYTES // t.element_size()
 
 
 class FatuneError(RuntimeError):
@@ -159,12 +175,13 @@ def _raise(lib, ctx, st, api):
 # ---- the tensors' checks ---------------------------------------------------------
 
 
-def check_tensor(name, t, api="fatune.attention", layout=DENSE, storage=True):
+def check_tensor(name, t, api="fatune.attention", layout=DENSE, storage=True, fp8=False):
     """TypeError unless T is a tensor; ValueError unless it is an fp16/bf16
-    CUDA tensor of LAYOUT's dimensions the kernels can read: head_dim a
-    multiple of 8, last dimension contiguous, the others' strides multiples
-    of 8 elements, data 16-byte aligned. STORAGE False (a fake or meta
-    tensor, which has none): all but the data's alignment, and the meta
+    (FP8: torch.float8_e4m3fn) CUDA tensor of LAYOUT's dimensions the
+    kernels can read: head_dim a multiple of 8 (e4m3: 16), last dimension
+    contiguous, the others' strides multiples of 8 elements (e4m3: 16, one
+    16-byte load either way), data 16-byte aligned. STORAGE False (a fake or
+    meta tensor, which has none): all but the data's alignment, and the meta
     device allowed."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -173,23 +190,33 @@ def check_tensor(name, t, api="fatune.attention", layout=DENSE, storage=True):
     ndim = layout.count(",") + 1
     if t.dim() != ndim:
         raise ValueError(f"{name} has {t.dim()} dimensions; expected {ndim}: {layout}")
-    if t.dtype not in (torch.float16, torch.bfloat16):
+    if fp8 and t.dtype != _e4m3_dtype():
+        raise ValueError(f"{name} is {t.dtype}; with fp8 inputs {api} takes torch.float8_e4m3fn q, k "
+                         "and v")
+    if not fp8 and is_e4m3(t):
+        raise ValueError(f"{name} is {t.dtype}: {api} has no fp8 path (fp8 e4m3 is "
+                         "fatune.attention's forward only, on Hopper); it takes torch.float16 or "
+                         "torch.bfloat16")
+    if not fp8 and t.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"{name} is {t.dtype}; {api} takes torch.float16 or torch.bfloat16")
     if 0 in t.shape:
         raise ValueError(f"{name} has shape {tuple(t.shape)}: every dimension must be >= 1")
-    if t.shape[-1] % STRIDE_MULTIPLE:
+    multiple = _stride_multiple(t)
+    if t.shape[-1] % multiple:
+        of = f" for {t.dtype}" if fp8 else ""
         raise ValueError(f"{name} has head_dim {t.shape[-1]}; {api} takes multiples of "
-                         f"{STRIDE_MULTIPLE} (the kernels load {ALIGN_BYTES} bytes at a time)")
+                         f"{multiple}{of} (the kernels load {ALIGN_BYTES} bytes at a time)")
     if t.stride(-1) != 1:
         raise ValueError(f"{name} has stride {t.stride(-1)} in its last dimension; it must be "
                          "contiguous (stride 1)")
     if not (_strides_aligned(t) and (not storage or t.data_ptr() % ALIGN_BYTES == 0)):
         raise ValueError(f"{name} strides {tuple(t.stride())} must be multiples of "
-                         f"{STRIDE_MULTIPLE} and its data {ALIGN_BYTES}-byte aligned")
+                         f"{multiple} and its data {ALIGN_BYTES}-byte aligned")
 
 
 def _strides_aligned(t):
-    return all(s % STRIDE_MULTIPLE == 0 for s in t.stride()[:-1])
+    multiple = _stride_multiple(t)
+    return all(s % multiple == 0 for s in t.stride()[:-1])
 
 
 def kernel_layout(t):
@@ -208,12 +235,12 @@ def kernel_layout(t):
     return t.clone(memory_format=torch.contiguous_format)
 
 
-def check_qkv(q, k, v, api="fatune.attention", layout=DENSE, storage=True):
+def check_qkv(q, k, v, api="fatune.attention", layout=DENSE, storage=True, fp8=False):
     """Python-side refusals of q, k and v, before libfatune's own
     (fat_attention_check): TypeError for a value of the wrong kind, ValueError
-    for a wrong one."""
+    for a wrong one. FP8: all three torch.float8_e4m3fn."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, t, api, layout, storage)
+        check_tensor(name, t, api, layout, storage, fp8)
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise ValueError(f"q, k and v must share a dtype: got {q.dtype}, {k.dtype}, {v.dtype}")
     if k.device != q.device or v.device != q.device:
@@ -316,6 +343,11 @@ def _set_options(a, mask, window_left, window_right, softmax_scale, softcap):
     a.softcap = softcap
 
 
+def _dtype_of(q):
+    """The fat_attn_dtype of checked inputs Q."""
+    return _E4M3 if is_e4m3(q) else _BF16 if q.dtype == torch.bfloat16 else _FP16
+
+
 def fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap):
     """fat_attn_args of a dense call (o may stand for itself when only the
     shape is read: a selection)."""
@@ -325,7 +357,7 @@ def fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, so
         _set_strides(a, name, t)
     a.batch, a.seqlen_q, a.heads, a.head_dim = q.shape
     a.seqlen_k, a.heads_k = k.shape[1], k.shape[2]
-    a.dtype = _BF16 if q.dtype == torch.bfloat16 else _FP16
+    a.dtype = _dtype_of(q)
     _set_options(a, mask, window_left, window_right, softmax_scale, softcap)
     return a
 
@@ -347,11 +379,12 @@ def bwd_args(fwd, dout, dq, dk, dv, deterministic):
 
 
 def fwd_outputs(q):
-    """out (q's shape, contiguous) and lse (batch, heads, seqlen_q) fp32 of a
-    dense forward."""
+    """out (q's shape, contiguous; bf16 for e4m3 inputs, else q's dtype) and
+    lse (batch, heads, seqlen_q) fp32 of a dense forward."""
     b, sq, h, _ = q.shape
-    return (torch.empty_like(q, memory_format=torch.contiguous_format),
-            torch.empty((b, h, sq), dtype=torch.float32, device=q.device))
+    out = (torch.empty(q.shape, dtype=torch.bfloat16, device=q.device) if is_e4m3(q)
+           else torch.empty_like(q, memory_format=torch.contiguous_format))
+    return out, torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
 
 
 def varlen_outputs(q):
@@ -407,6 +440,51 @@ def forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap):
     return o, lse
 
 
+def check_descale(name, t, batch, heads_k, device, api="fatune.attention", storage=True):
+    """(batch_stride, head_stride) of descale factor T of a (BATCH, HEADS_K)
+    e4m3 call, in fat_attn_args' terms: None (a factor of 1) and a tensor of
+    shape () or (1,) (one factor for the tensor) are (0, 0); a (batch,
+    heads_k) tensor, FlashAttention-3's layout, its strides. fp32 on the
+    inputs' DEVICE (STORAGE False: meta allowed, as check_tensor)."""
+    if t is None:
+        return 0, 0
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
+    if t.dtype != torch.float32 or not (t.device == device or (not storage and t.device.type == _SHAPE_ONLY)):
+        raise ValueError(f"{name} is {t.dtype} on {t.device}; {api} takes torch.float32 descale "
+                         f"factors on {device}")
+    if t.dim() == 0 or tuple(t.shape) == (1,):
+        return 0, 0
+    if tuple(t.shape) != (batch, heads_k):
+        raise ValueError(f"{name} has shape {tuple(t.shape)}; {api} takes () or (1,) (one factor) or "
+                         f"(batch, heads_k) = {(batch, heads_k)}")
+    return t.stride(0), t.stride(1)
+
+
+def check_fp8(q, k, v, q_descale, k_descale, v_descale, api="fatune.attention", storage=True):
+    """q, k, v of an e4m3 forward and their descale factors: ((batch
+    stride, head stride) of each factor)."""
+    check_qkv(q, k, v, api, storage=storage, fp8=True)
+    b, hk = q.shape[0], k.shape[2]
+    return tuple(check_descale(name, t, b, hk, q.device, api, storage)
+                 for name, t in (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale)))
+
+
+def forward_fp8(q, k, v, q_descale, k_descale, v_descale, mask, window_left, window_right, softmax_scale,
+                softcap):
+    """(out bf16, lse) of e4m3 inputs by fat_attention_fwd, each value
+    standing for itself times its tensor's descale factor."""
+    strides = check_fp8(q, k, v, q_descale, k_descale, v_descale)
+    o, lse = fwd_outputs(q)
+    a = fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap)
+    for name, t, (sb, sh) in zip("qkv", (q_descale, k_descale, v_descale), strides):
+        setattr(a, f"{name}_descale", t.data_ptr() if t is not None else None)
+        setattr(a, f"{name}_descale_batch_stride", sb)
+        setattr(a, f"{name}_descale_head_stride", sh)
+    _launch_fwd(a, device_index(q), q, "fatune.attention")
+    return o, lse
+
+
 def varlen_args(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, mask,
                 window_left, window_right, softmax_scale, softcap):
     """fat_attn_args of a packed batch (checked: check_varlen)."""
@@ -421,7 +499,7 @@ def varlen_args(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seql
     a.total_q, a.total_k = total_q, k.shape[0]
     a.cu_seqlens_q, a.cu_seqlens_k = cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr()
     a.seqused_k = seqused_k.data_ptr() if seqused_k is not None else None
-    a.dtype = _BF16 if q.dtype == torch.bfloat16 else _FP16
+    a.dtype = _dtype_of(q)
     _set_options(a, mask, window_left, window_right, softmax_scale, softcap)
     return a
 
@@ -579,7 +657,7 @@ def forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, mask, windo
 def select(q, k, v, mask, window_left, window_right, softcap, bwd=False, deterministic=False):
     """The Choice a forward (BWD: a backward) launch would make, without launching."""
     api = "fatune.select_bwd" if bwd else "fatune.select"
-    check_qkv(q, k, v, api)
+    check_qkv(q, k, v, api, fp8=not bwd and is_e4m3(q))
     lib = load()
     ctx = context(device_index(q))
     lse = torch.empty(1, device=q.device)  # only the shape is read

@@ -136,6 +136,21 @@ def test_refusals_name_the_value():
         TypeError, "deterministic must be a bool, got 1")
 
 
+def test_descales_need_fp8():
+    """q_descale, k_descale, v_descale (FlashAttention-3's fp8 arguments) with
+    16-bit q, k, v: a ValueError naming the ones given, before the tensors'
+    own checks."""
+    q = dense()
+    d = torch.ones(())
+    assert raised(lambda: fatune.attention(q, q, q, k_descale=d)) == (
+        ValueError, "fatune.attention: k_descale given with torch.float16 q, k and v: descale factors are "
+        "for torch.float8_e4m3fn inputs; pass None")
+    assert raised(lambda: fatune.attention(q, q, q, q_descale=None, k_descale=None, v_descale=None)) == (
+        ValueError, ON_CPU)
+    q8 = q.to(torch.float8_e4m3fn)
+    assert raised(lambda: fatune.attention(q8, q8, q8, q_descale=d)) == (ValueError, ON_CPU)
+
+
 def main():
     if torch is None:
         print("skipped: no PyTorch")

@@ -70,6 +70,9 @@ def test_schemas():
                       "Tensor cu_seqlens_q, Tensor cu_seqlens_k, Tensor? seqused_k, SymInt max_seqlen_q, "
                       "SymInt max_seqlen_k, SymInt mask, SymInt window_left, SymInt window_right, "
                       "float softmax_scale, float softcap, bool deterministic) -> (Tensor, Tensor, Tensor)",
+        "fwd_fp8": "fatune::fwd_fp8(Tensor q, Tensor k, Tensor v, Tensor? q_descale, Tensor? k_descale, "
+                   "Tensor? v_descale, SymInt mask, SymInt window_left, SymInt window_right, "
+                   "float softmax_scale, float softcap) -> (Tensor, Tensor)",
     }
     for name, schema in want.items():
         assert str(getattr(torch.ops.fatune, name).default._schema) == schema, name
@@ -193,6 +196,77 @@ def test_fake_refusals():
     # to say so), a meta one only by a launch, which it never reaches.
     assert raised(lambda: fatune.attention(cpu, cpu, cpu)) == (
         ValueError, "q is on cpu; fatune.attention needs CUDA tensors")
+
+
+def test_fake_fp8_forward():
+    """Fake CUDA e4m3 tensors: out bf16 of q's shape, lse fp32, with descale
+    factors per tensor ((), (1,)), FlashAttention-3's (batch, heads_k), or none."""
+    e4m3 = torch.float8_e4m3fn
+    with FakeTensorMode():
+        q = torch.empty(B, SQ, H, D, device="cuda", dtype=e4m3)
+        k = torch.empty(B, SK, HK, D, device="cuda", dtype=e4m3)
+        for ds in (None, torch.ones((), device="cuda"), torch.ones(1, device="cuda"),
+                   torch.ones(B, HK, device="cuda")):
+            o, lse = fatune.attention(q, k, k, causal=True, return_softmax_lse=True, q_descale=ds, k_descale=ds,
+                                      v_descale=ds)
+            assert isinstance(o, FakeTensor)
+            assert (o.shape, o.dtype, o.stride()) == (q.shape, torch.bfloat16, q.stride()), ds
+            assert (lse.shape, lse.dtype) == ((B, H, SQ), torch.float32)
+
+
+def test_fp8_refusals():
+    """e4m3 on meta tensors: what the fp8 forward takes, each refusal naming
+    the value; descale factors with 16-bit inputs; the backward and the
+    other calls refuse e4m3 by name."""
+    e4m3 = torch.float8_e4m3fn
+    q8, k8, v8 = dense_meta(e4m3)
+    q, k, v = dense_meta()
+    ds = torch.empty((), device="meta", dtype=torch.float32)
+    cases = [
+        (lambda: fatune.attention(q, k, v, q_descale=ds, v_descale=ds), ValueError,
+         "fatune.attention: q_descale, v_descale given with torch.bfloat16 q, k and v: descale factors are "
+         "for torch.float8_e4m3fn inputs; pass None"),
+        (lambda: fatune.attention(q8, k, v), ValueError,
+         "fatune.attention: q, k and v are torch.float8_e4m3fn, torch.bfloat16, torch.bfloat16: fp8 inputs "
+         "are all three torch.float8_e4m3fn, or none"),
+        (lambda: fatune.attention(q8, k8, v8, k_descale=2.0), TypeError,
+         "k_descale must be a torch.Tensor or None, got float"),
+        (lambda: fatune.attention(q8, k8, v8, k_descale=meta(B, H, dtype=torch.float32)), ValueError,
+         "k_descale has shape (2, 8); fatune.attention takes () or (1,) (one factor) or (batch, heads_k) = "
+         "(2, 2)"),
+        (lambda: fatune.attention(q8, k8, v8, v_descale=meta(1)), ValueError,
+         "v_descale is torch.bfloat16 on meta; fatune.attention takes torch.float32 descale factors on meta"),
+        (lambda: fatune.attention(meta(B, SQ, H, 72, dtype=e4m3), meta(B, SK, HK, 72, dtype=e4m3),
+                                  meta(B, SK, HK, 72, dtype=e4m3)), ValueError,
+         "q has head_dim 72; fatune.attention takes multiples of 16 for torch.float8_e4m3fn (the kernels "
+         "load 16 bytes at a time)"),
+        (lambda: fatune.attention_bwd(q8, q8, k8, v8, q8, meta(B, H, SQ, dtype=torch.float32)), ValueError,
+         "q is torch.float8_e4m3fn: fatune.attention_bwd has no fp8 path (fp8 e4m3 is fatune.attention's "
+         "forward only, on Hopper); it takes torch.float16 or torch.bfloat16"),
+        (lambda: fatune.attention_varlen(q8[0], k8[0], v8[0], meta(3, dtype=torch.int32), meta(3, dtype=torch.int32),
+                                         64, 64), ValueError,
+         "q is torch.float8_e4m3fn: fatune.attention_varlen has no fp8 path (fp8 e4m3 is fatune.attention's "
+         "forward only, on Hopper); it takes torch.float16 or torch.bfloat16"),
+    ]
+    for fn, kind, message in cases:
+        assert raised(fn) == (kind, message), raised(fn)
+    o = fatune.attention(q8, k8, v8, causal=True, q_descale=ds)
+    assert (o.device.type, o.shape, o.dtype) == ("meta", q8.shape, torch.bfloat16)
+    with FakeTensorMode():  # a selection reads no storage before its dtype check
+        q8 = torch.empty(B, SQ, H, D, device="cuda", dtype=e4m3)
+        assert raised(lambda: fatune.select_bwd(q8, q8, q8)) == (
+            ValueError, "q is torch.float8_e4m3fn: fatune.select_bwd has no fp8 path (fp8 e4m3 is "
+            "fatune.attention's forward only, on Hopper); it takes torch.float16 or torch.bfloat16")
+
+
+def test_fp8_has_no_backward():
+    """A loss through the e4m3 forward: autograd reaches fatune::fwd_fp8's
+    backward, which refuses by name (no fp8 backward yet)."""
+    from fatune import _ops
+    q8, k8, v8 = (t.requires_grad_() for t in dense_meta(torch.float8_e4m3fn))
+    o = fatune.attention(q8, k8, v8)
+    assert o.requires_grad and o.dtype == torch.bfloat16
+    assert raised(lambda: o.float().sum().backward()) == (RuntimeError, _ops.NO_FP8_BACKWARD)
 
 
 def explain(fn, *args):
