@@ -120,7 +120,7 @@ end
 function family.default(d, dtype)
   if dtype ~= "e4m3" then return {} end
   local t = tiles.template_head_dim(d)
-  return {BLOCK_M = 128, BLOCK_N = ({[64] = 128, [128] = 128, [192] = 128, [256] = 128})[t], STAGES = 2,
+  return {BLOCK_M = 128, BLOCK_N = ({[64] = 128, [128] = 128, [192] = 128, [256] = 96})[t], STAGES = 2,
           OVERLAP = 1, PINGPONG = 1, PERSISTENT = 0, SLAB = t % 128 == 0 and 128 or 64}
 end
 

@@ -157,7 +157,7 @@ function space.generate(query)
   for _, f in ipairs(fams) do
     for _, d in ipairs(head_dims) do
       if contains(f.head_dims, d) then
-        for _, dtype in ipairs(dtypes) do
+        for _, dtype in ipairs(dtypes) do if contains(f.dtypes, dtype) then
           local default = f.default(d, dtype)
           for _, mask in ipairs(masks) do if contains(f.masks, mask) then
             each_config(f, function(c)
@@ -196,7 +196,7 @@ function space.generate(query)
               }
             end)
           end end
-        end
+        end end
       end
     end
   end

@@ -28,7 +28,11 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define SPLITKV_GRID 48 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x6 */
 #define PAGED_GRID 48   /* BLOCK_M x BLOCK_N x WARPS x STAGES x PACK_GQA = 2x3x2x2x2, SPLITS 0 */
 #define WGMMA90_GRID 16 /* BLOCK_M x BLOCK_N x STAGES x OVERLAP = 2x2x2x2, sm_90a, d64..d256 by 64 */
-#define WS90_GRID 648   /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT x SLAB = 2x9x1x3x2x3x2, sm_90a */
+#define WS90_GRID 1080  /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT x SLAB = 2x10x1x3x2x3x3, sm_90a */
+#define N_DTYPES 3      /* fp16, bf16, e4m3 (ws90 alone generates e4m3) */
+/* ws90's e4m3 variants per mask and head dim (HEAD_DIMS' order): its fp8
+ * key tiles, registers and shared memory (generator/family_ws90.lua) */
+static const int WS90_E4M3[] = {0, 48, 36, 36, 36, 12};
 #define MATERIALIZE_TILES 2 /* family_materialize.lua: TILE 16 and 32, none pruned */
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
@@ -85,17 +89,21 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
     CHECK_WHY(0, "%s: %s", arch, err);
     return;
   }
-  int count[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, defaults[N_HEAD_DIMS][2][N_MASKS] = {{{0}}};
-  int splitkv[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, splitkv_defaults = 0;
-  int paged[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, paged_defaults[N_HEAD_DIMS][2][N_MASKS] = {{{0}}};
-  int baseline[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, baseline_defaults = 0, other = 0;
-  int wgmma[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, wgmma_defaults = 0;
-  int ws[N_HEAD_DIMS][2][N_MASKS] = {{{0}}}, ws_defaults = 0;
+  int count[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
+  int splitkv[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, splitkv_defaults = 0;
+  int paged[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, paged_defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
+  int baseline[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, baseline_defaults = 0, other = 0;
+  int wgmma[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, wgmma_defaults = 0;
+  int ws[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, ws_defaults = 0, ws_e4m3_defaults[N_HEAD_DIMS][N_MASKS] = {{0}};
   for (size_t i = 0; i < n; i++) {
     int d = head_dim_index(v[i].head_dim);
     CHECK_WHY(d >= 0, "%s: unexpected head dim %d", v[i].name, v[i].head_dim);
     CHECK_WHY((int)v[i].mask >= 0 && (int)v[i].mask < N_MASKS, "%s: mask %d", v[i].name, (int)v[i].mask);
-    if (d < 0 || (int)v[i].mask < 0 || (int)v[i].mask >= N_MASKS) continue;
+    CHECK_WHY((int)v[i].dtype >= 0 && (int)v[i].dtype < N_DTYPES, "%s: dtype %d", v[i].name, (int)v[i].dtype);
+    CHECK_WHY(v[i].dtype != FAT_E4M3 || !strcmp(v[i].family, "ws90"), "%s: e4m3 outside ws90", v[i].name);
+    if (d < 0 || (int)v[i].mask < 0 || (int)v[i].mask >= N_MASKS || (int)v[i].dtype < 0 ||
+        (int)v[i].dtype >= N_DTYPES)
+      continue;
     if (strcmp(v[i].family, FAT_FAMILY_MATERIALIZE) == 0) {
       baseline[d][v[i].dtype][v[i].mask]++;
       baseline_defaults += v[i].is_default;
@@ -118,7 +126,8 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
       wgmma_defaults += v[i].is_default;
     } else if (strcmp(v[i].family, "ws90") == 0) {
       ws[d][v[i].dtype][v[i].mask]++;
-      ws_defaults += v[i].is_default;
+      if (v[i].dtype == FAT_E4M3) ws_e4m3_defaults[d][v[i].mask] += v[i].is_default;
+      else ws_defaults += v[i].is_default;
       /* 128 rows on two consumer warpgroups, or 192 on three (d64, and d96
        * on its own template) */
       const int three = v[i].block_m == 192 &&
@@ -160,6 +169,19 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
         CHECK_WHY(baseline[d][t][m] == want_baseline, "%s d%d %s %s: %d materialize variants, want %d",
                   arch, HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), baseline[d][t][m], want_baseline);
       }
+  /* e4m3: ws90 alone, every mask, one built-in default each (the runtime
+   * has no other family to fall back on); the other families none. */
+  for (int d = 0; d < N_HEAD_DIMS; d++)
+    for (int m = 0; m < N_MASKS; m++) {
+      const int e4m3_want = want_ws[d] ? WS90_E4M3[d] : 0;
+      CHECK_WHY(ws[d][FAT_E4M3][m] == e4m3_want, "%s d%d e4m3 %s: %d ws90 variants, want %d", arch,
+                HEAD_DIMS[d], fat_mask_name(m), ws[d][FAT_E4M3][m], e4m3_want);
+      CHECK_WHY(ws_e4m3_defaults[d][m] == (e4m3_want > 0), "%s d%d e4m3 %s: %d defaults", arch, HEAD_DIMS[d],
+                fat_mask_name(m), ws_e4m3_defaults[d][m]);
+      CHECK_WHY(!count[d][FAT_E4M3][m] && !splitkv[d][FAT_E4M3][m] && !paged[d][FAT_E4M3][m] &&
+                    !wgmma[d][FAT_E4M3][m] && !baseline[d][FAT_E4M3][m],
+                "%s d%d e4m3 %s: a family other than ws90", arch, HEAD_DIMS[d], fat_mask_name(m));
+    }
   CHECK_WHY(baseline_defaults == 0, "%s: %d materialize variants marked default", arch, baseline_defaults);
   CHECK_WHY(splitkv_defaults == 0, "%s: %d splitkv variants marked default", arch, splitkv_defaults);
   CHECK_WHY(wgmma_defaults == 0, "%s: %d wgmma90 variants marked default", arch, wgmma_defaults);
@@ -167,13 +189,13 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   CHECK_WHY(other == 0, "%s: %d variants of an unknown family", arch, other);
   /* every configuration of mma80's 2x4x2x3 grid, of splitkv's 2x2x2x5, of
    * paged's 2x2x2x2x2, of
-   * wgmma90's 2x2x2x2 and ws90's 2x9x1x3x2x3x2 (sm_90a's d64 to d256, d32
+   * wgmma90's 2x2x2x2 and ws90's 2x10x1x3x2x3x3 over three dtypes (sm_90a's d64 to d256, d32
    * aside) and of
    * the baseline's tiles is either a variant or pruned */
   size_t wgmma_grid = 0;
   for (int d = 0; d < N_HEAD_DIMS; d++)
     wgmma_grid += (want_wgmma[d] ? (size_t)2 * N_MASKS * WGMMA90_GRID : 0) +
-                  (want_ws[d] ? (size_t)2 * N_MASKS * WS90_GRID : 0);
+                  (want_ws[d] ? (size_t)N_DTYPES * N_MASKS * WS90_GRID : 0);
   CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * 2 * N_MASKS * (MMA80_GRID + SPLITKV_GRID + PAGED_GRID) + wgmma_grid +
                           (size_t)(N_HEAD_DIMS - 1) * 2 * MATERIALIZE_MASKS * MATERIALIZE_TILES,
             "%s: %zu variants + %zu pruned", arch, n, np);
@@ -339,9 +361,10 @@ static void test_pruning(fat_gen *g) {
    * mma80's 29, splitkv's 30, paged's 41, wgmma90's 8 and ws90's 120 of 128
    * rows pruned (PERSISTENT 2 wants a mask), all 144 of 192 (three
    * consumers' registers) and all 360 with SLAB 32 (d256 is whole 64-column
-   * slabs) or BLOCK_N 144 */
+   * slabs) or BLOCK_N 144; and the 432 e4m3's values add: the 360 of SLAB
+   * 128 (one-byte elements only), the 72 others of BLOCK_N 224 */
   CHECK_WHY(n == 19 + 18 + 7 + 8 + 24 + MATERIALIZE_TILES &&
-                np == 29 + 30 + 41 + 8 + 120 + 144 + 360,
+                np == 29 + 30 + 41 + 8 + 120 + 144 + 360 + 432,
             "%zu variants, %zu pruned", n, np);
   CHECK_STR(find_reason(p, np, "fwd.splitkv.fp16.d256.none.m64n64w4s2.g1x0"),
             "SPLITS 0 above head dim 128: its blocks spill");
