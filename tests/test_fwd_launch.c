@@ -215,7 +215,22 @@ static void test_wire(void) {
   CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
   d.tma_slab = 0;
   CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  /* A slab is 128 or 64 bytes: e4m3's 128 or 64 columns, never 32 or 256;
+   * 128 is no 16-bit width. The dtype is one of three. */
+  d.tma_slab = 128;
+  CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.dtype = FAT_E4M3;
+  CHECK(wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.tma_slab = 64;
+  CHECK(wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.tma_slab = 32;
+  CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.tma_slab = 256;
+  CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
   d.tma_slab = FAT_TMA_BOX_COLUMNS;
+  d.dtype = (fat_dtype)3;
+  CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.dtype = FAT_BF16;
   /* Drawn blocks pass; a schedule past them does not. A backward's
    * resident blocks pass; drawn ones do not. */
   CHECK(wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN) && !wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN + 1));
