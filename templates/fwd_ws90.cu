@@ -247,51 +247,42 @@ __device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3
 // One staged V tile (kBlockN keys of kHeadDim bytes, the copy engine's
 // swizzled slabs at STAGED) written transposed at VT by the 96 threads of
 // warps 1 .. 3 of the producer warpgroup (TID 0 .. 95); keys at or past
-// VALID are written as zeros (another sequence's rows, or a cache's stale
-// ones, which may hold NaN: P is 0 there, but 0 · NaN is not).
-// A lane moves 4 keys (k-indices 4t .. 4t + 3 of a 16: keys 2t, 2t + 1,
-// 8 + 2t, 9 + 2t) by 4 columns (column group c): four 4-byte loads from
-// the staged rows, a 4 x 4 byte transpose by PRMT, four 4-byte stores to
-// rows 4c .. 4c + 3. A warp's 32 lanes take t = lane % 4 and 8
-// consecutive column groups c = 8 cb + lane / 4 of one half h of one
-// 32-key slab g (a unit); the warps take the units in turn. The loads hit
-// 32 banks (the copy's swizzle spreads the four rows 2t over the chunks);
-// the stores would hit 8 (rows 4c + i at 32-byte pitch), so the lanes of
-// column group c start their stores at row i = c / 2 % 4 -- their input
-// words rotated by that many bytes first -- and hit 32. Everything but
-// the unit's slab, half and column block is fixed per lane.
-__device__ __forceinline__ void transpose_v(u32 staged, u32 vt, int valid, unsigned tid) {
-  constexpr unsigned kSlabs = kBlockN / 32, kColBlocks = kHeadDim / 32, kUnits = kSlabs * 2 * kColBlocks;
-  const unsigned lane = tid % 32, t = lane % 4, cl = lane / 4, rot = (cl / 2) % 4;
-  const unsigned sel = (0x3210u + 0x1111u * rot) & 0x3333u;  // byte j of a rotated word: byte (j + rot) % 4
-  for (unsigned unit = tid / 32; unit < kUnits; unit += kTransposers / 32) {
-    const unsigned cb = unit / (2 * kSlabs), g = (unit / 2) % kSlabs, h = unit % 2;
-    const unsigned c = 8 * cb + cl, chunk = c / 4;  // the column group, its 16-byte chunk of a row
-    const unsigned key0 = 32 * g + 16 * h + 2 * t;
-    u32 w[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const unsigned key = key0 + e % 2 + 8 * (e / 2);
-      // tile_offset's: chunk c of row key of the copy's swizzled slabs
-      const unsigned swizzled = kRowBytes == 128 ? (chunk % 8) ^ (key % 8) : (chunk % 4) ^ ((key / 2) % 4);
-      const u32 at = staged + (chunk / (kRowBytes / 16)) * kBlockN * kRowBytes + key * kRowBytes + swizzled * 16 +
-                     (c % 4) * 4;
-      u32 x = 0;
-      if ((int)key < valid) asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(x) : "r"(at));
-      w[e] = __byte_perm(x, x, sel);
-    }
-    // out[j]: column (j + rot) % 4 of the four keys, key 2t in byte 0.
-    const u32 x0 = __byte_perm(w[0], w[1], 0x5140), x1 = __byte_perm(w[0], w[1], 0x7362);
-    const u32 y0 = __byte_perm(w[2], w[3], 0x5140), y1 = __byte_perm(w[2], w[3], 0x7362);
-    const u32 out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632), __byte_perm(x1, y1, 0x5410),
-                        __byte_perm(x1, y1, 0x7632)};
-    // the layout's (at kVtSlabBytes): row r, k-index 16h + 4t of slab g; (r / 4) % 2 = c % 2
-    const u32 row_base = vt + g * kVtSlabBytes + (((h ^ (c % 2)) * 16) + 4 * t);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const unsigned r = 4 * c + (j + rot) % 4;
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(row_base + r * 32), "r"(out[j]) : "memory");
-    }
+// VALID are read from ZERO, 16 zero bytes (past a packed or cache-limited
+// sequence's end the copy engine loads other rows, which may hold NaN: P is
+// 0 there, but 0 · NaN is not).
+// A warp moves 32 keys (slab g) by 16 columns (d0 .. d0 + 15) a step, in
+// FlashAttention-3's way: ldmatrix .trans reads the 32 x 16 bytes as four 8
+// x 8 blocks of 16-bit pairs, keys 8i .. 8i + 7 in block i (lane 8i + j
+// names key 8i + j's row), and leaves lane t, of every block, keys 2(t % 4)
+// and + 1 at columns 2(t / 4) and + 1; two byte permutes of blocks 0 and 1
+// give the words of k-indices 4(t % 4) .. + 3 (keys 2t, 2t + 1, 8 + 2t, 9 +
+// 2t: the layout's order) of columns 2(t / 4) and + 1, blocks 2 and 3 those
+// of k-indices 16 + 4(t % 4); stmatrix writes the four words as rows d0 +
+// 2c (+ 1) of the slab, lane 8i + j naming row d0 + 2j + i % 2, half i / 2.
+// A step is one ldmatrix, four PRMT and one stmatrix.
+__device__ __forceinline__ void transpose_v(u32 staged, u32 vt, int valid, u32 zero, unsigned tid) {
+  constexpr unsigned kSlabs = kBlockN / 32, kSteps = kSlabs * (kHeadDim / 16);
+  const unsigned lane = tid % 32, i = lane / 8, j = lane % 8;
+  const unsigned half = i / 2, odd = i % 2;
+#pragma unroll 1  // unrolled, its hoisted addresses spill the producer's 40 registers
+  for (unsigned step = tid / 32; step < kSteps; step += kTransposers / 32) {
+    const unsigned g = step % kSlabs, chunk = step / kSlabs;  // the 16-byte chunk of columns d0 = 16 chunk
+    const unsigned key = 32 * g + 8 * i + j;
+    // tile_offset's: chunk of row key of the copy's swizzled slabs
+    const unsigned swizzled = kRowBytes == 128 ? (chunk % 8) ^ (key % 8) : (chunk % 4) ^ ((key / 2) % 4);
+    const u32 from = (int)key < valid ? staged + (chunk / (kRowBytes / 16)) * kBlockN * kRowBytes + key * kRowBytes +
+                                            swizzled * 16
+                                      : zero;
+    u32 r[4];
+    ldmatrix_x4_trans(r, from);
+    const u32 w0 = __byte_perm(r[0], r[1], 0x6420), w1 = __byte_perm(r[0], r[1], 0x7531);
+    const u32 w2 = __byte_perm(r[2], r[3], 0x6420), w3 = __byte_perm(r[2], r[3], 0x7531);
+    // the layout's (at kVtSlabBytes): row d0 + 2j + odd, half `half` of slab g
+    const unsigned row = 16 * chunk + 2 * j + odd;
+    const u32 to = vt + g * kVtSlabBytes + row * 32 + ((half ^ ((row / 4) % 2)) * 16);
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(to), "r"(w0), "r"(w1),
+                 "r"(w2), "r"(w3)
+                 : "memory");
   }
 }
 
@@ -393,9 +384,11 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
   // barrier's arrival.
   __shared__ __align__(8) u64 staged_barriers[2 * kStages];
   __shared__ int staged_valid[kStages];
+  __shared__ __align__(16) u32 zero_row[4];  // what transpose_v reads for keys past a sequence's end
 #else
   u64 *const staged_barriers = nullptr;
   int *const staged_valid = nullptr;
+  u32 *const zero_row = nullptr;
 #endif
   const u32 q_tile = (smem_u32(smem) + 1023u) & ~1023u;
   const u32 k_tiles = q_tile + kQBytes;               // kStages tiles
@@ -422,6 +415,8 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
         mbar_init(staged_empty(s), kTransposers);
       }
     }
+    if constexpr (kIsFp8)
+      for (int i = 0; i < 4; i++) zero_row[i] = 0;
     mbar_init_fence();
   }
   __syncthreads();
@@ -455,7 +450,7 @@ fat_fwd_ws90(const fat_fwd_params p, const __grid_constant__ TensorMap q_map,
           const int valid = staged_valid[s];
           if (valid < 0) break;
           mbar_wait(v_empty(s), parity ^ 1);
-          transpose_v(staged_tiles + s * kKVBytes, v_tiles + s * kKVBytes, valid, tid);
+          transpose_v(staged_tiles + s * kKVBytes, v_tiles + s * kKVBytes, valid, smem_u32(zero_row), tid);
           mbar_arrive(staged_empty(s));  // its loads are done
           fence_async_shared();          // its stores, for the consumers' products
           mbar_arrive(v_full(s));
