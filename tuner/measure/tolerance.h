@@ -30,10 +30,12 @@ typedef struct fat_tolerance {
 #define FAT_TOL_LSE_ABS 2e-3
 
 /* e4m3 (fp8 inputs, O in bf16): the inputs are exact -- the reference reads
- * the same bytes times the same descale factors -- and S is an fp32 sum of
- * exact products (e4m3 times e4m3 fits in fp32), the scale and the q and k
- * descales folded into one fp32 factor, so scores and lse are as good as
- * the 16-bit kernels' (FAT_TOL_LSE_ABS holds). What is new is P: the kernel
+ * the same bytes times the same descale factors -- and the products of
+ * e4m3 values are exact, but Hopper's fp8 wgmma does not keep a full fp32
+ * sum of them: its accumulator holds about 14 significant bits (DeepSeek-V3
+ * measured it on the H800), so a score of magnitude |s| is off by up to
+ * ~|s| 2^-13, and lse with it (FAT_TOL_E4M3_LSE_ABS, below). What is new
+ * besides is P: the kernel
  * rounds P = exp2(s - m + 8), in (0, 256] so that almost none is subnormal,
  * to e4m3 before P·V, a unit roundoff of 2^-4 (3 mantissa bits) on every
  * term; l sums P in fp32 before the rounding; O = acc · v_descale / l is
@@ -50,6 +52,14 @@ typedef struct fat_tolerance {
  * a forgotten v_descale by ~1e2; none can pass. */
 #define FAT_TOL_E4M3_REL_L2 7e-2
 #define FAT_TOL_E4M3_MAX_ABS_REL 1.2e-1
+/* e4m3's lse: measured on the H100 (thirtieth session, the tuner's checks
+ * of d64-d256 at 1024-16384 keys), 5e-6 to 2e-4 on most shapes and 3.1e-3
+ * to 9.9e-3 on the 2-batch, 3-head check shape, whose per-(batch, head)
+ * descale groups have the widest spreads (scores several times larger:
+ * the accumulator's error grows with them); 3e-2 is 3x the worst. A
+ * forgotten q or k descale or the 2^8 offset left in lse (8 ln 2) move it
+ * by order 1. */
+#define FAT_TOL_E4M3_LSE_ABS 3e-2
 
 static inline fat_tolerance fat_tolerance_for(fat_dtype d) {
   fat_tolerance t;
@@ -57,7 +67,7 @@ static inline fat_tolerance fat_tolerance_for(fat_dtype d) {
              : d == FAT_BF16 ? FAT_TOL_BF16_REL_L2 : FAT_TOL_FP16_REL_L2;
   t.max_abs_rel = d == FAT_E4M3 ? FAT_TOL_E4M3_MAX_ABS_REL
                   : d == FAT_BF16 ? FAT_TOL_BF16_MAX_ABS_REL : FAT_TOL_FP16_MAX_ABS_REL;
-  t.lse_abs = FAT_TOL_LSE_ABS;
+  t.lse_abs = d == FAT_E4M3 ? FAT_TOL_E4M3_LSE_ABS : FAT_TOL_LSE_ABS;
   return t;
 }
 /* Backward: how far dQ, dK and dV may stray from the fp64 reference

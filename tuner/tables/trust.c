@@ -716,8 +716,8 @@ static int check_checks(sqlite3 *h, const char *name, char *err, size_t errlen) 
       why = what;
     } else if (!isfinite(max_abs)) {
       why = "max_abs is not finite";
-    } else if (!isfinite(lse) || (dir == FAT_FWD && lse > FAT_TOL_LSE_ABS)) {
-      snprintf(what, sizeof what, "lse_max_abs %g over the tolerance %g", lse, FAT_TOL_LSE_ABS);
+    } else if (!isfinite(lse) || (dir == FAT_FWD && lse > fat_tolerance_for(dt).lse_abs)) {
+      snprintf(what, sizeof what, "lse_max_abs %g over the tolerance %g", lse, fat_tolerance_for(dt).lse_abs);
       why = what;
     }
     for (int c = 6; !why && c < 10; c++)
