@@ -259,30 +259,41 @@ __device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3
 // 2t: the layout's order) of columns 2(t / 4) and + 1, blocks 2 and 3 those
 // of k-indices 16 + 4(t % 4); stmatrix writes the four words as rows d0 +
 // 2c (+ 1) of the slab, lane 8i + j naming row d0 + 2j + i % 2, half i / 2.
-// A step is one ldmatrix, four PRMT and one stmatrix.
+// A step is one ldmatrix, four PRMT and one stmatrix. The warps take the
+// 16-column chunks in turn and each walks the tile's slabs at one chunk:
+// its addresses then step by constants (32 keys of the copy's tile, one
+// slab of the transposed one) -- every slab's within the unrolled loop --
+// and the step is those six instructions (a loop of address arithmetic
+// ran ~29 a step: 18 % of the kernel's instructions at d128). A tile that
+// holds fewer than kBlockN keys of its sequence (VALID: the last of a
+// packed or cache-limited one) takes the same steps with each lane's key
+// checked.
 __device__ __forceinline__ void transpose_v(u32 staged, u32 vt, int valid, u32 zero, unsigned tid) {
-  constexpr unsigned kSlabs = kBlockN / 32, kSteps = kSlabs * (kHeadDim / 16);
+  constexpr unsigned kSlabs = kBlockN / 32, kChunks16 = kHeadDim / 16;
   const unsigned lane = tid % 32, i = lane / 8, j = lane % 8;
   const unsigned half = i / 2, odd = i % 2;
-#pragma unroll 1  // unrolled, its hoisted addresses spill the producer's 40 registers
-  for (unsigned step = tid / 32; step < kSteps; step += kTransposers / 32) {
-    const unsigned g = step % kSlabs, chunk = step / kSlabs;  // the 16-byte chunk of columns d0 = 16 chunk
-    const unsigned key = 32 * g + 8 * i + j;
-    // tile_offset's: chunk of row key of the copy's swizzled slabs
+  // this lane's key row of slab 0 (8i + j) and transposed row (2j + odd) of chunk 0
+  const unsigned key = 8 * i + j, row = 2 * j + odd;
+  // (row / 4) % 2 of rows 16 chunk + row: the same for every chunk
+  const u32 to_lane = vt + row * 32 + ((half ^ ((row / 4) % 2)) * 16);
+#pragma unroll 1
+  for (unsigned chunk = tid / 32; chunk < kChunks16; chunk += kTransposers / 32) {
+    // tile_offset's: chunk of row key of the copy's swizzled slabs (key % 8
+    // and (key / 2) % 4 are the same in every slab: 32 keys apart)
     const unsigned swizzled = kRowBytes == 128 ? (chunk % 8) ^ (key % 8) : (chunk % 4) ^ ((key / 2) % 4);
-    const u32 from = (int)key < valid ? staged + (chunk / (kRowBytes / 16)) * kBlockN * kRowBytes + key * kRowBytes +
-                                            swizzled * 16
-                                      : zero;
-    u32 r[4];
-    ldmatrix_x4_trans(r, from);
-    const u32 w0 = __byte_perm(r[0], r[1], 0x6420), w1 = __byte_perm(r[0], r[1], 0x7531);
-    const u32 w2 = __byte_perm(r[2], r[3], 0x6420), w3 = __byte_perm(r[2], r[3], 0x7531);
-    // the layout's (at kVtSlabBytes): row d0 + 2j + odd, half `half` of slab g
-    const unsigned row = 16 * chunk + 2 * j + odd;
-    const u32 to = vt + g * kVtSlabBytes + row * 32 + ((half ^ ((row / 4) % 2)) * 16);
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(to), "r"(w0), "r"(w1),
-                 "r"(w2), "r"(w3)
-                 : "memory");
+    const u32 from = staged + (chunk / (kRowBytes / 16)) * kBlockN * kRowBytes + key * kRowBytes + swizzled * 16;
+    const u32 to = to_lane + chunk * 16 * 32;
+    const bool whole = valid >= kBlockN;
+#pragma unroll
+    for (unsigned g = 0; g < kSlabs; g++) {
+      u32 r[4];
+      ldmatrix_x4_trans(r, whole || (int)(32 * g + key) < valid ? from + g * 32 * kRowBytes : zero);
+      const u32 w0 = __byte_perm(r[0], r[1], 0x6420), w1 = __byte_perm(r[0], r[1], 0x7531);
+      const u32 w2 = __byte_perm(r[2], r[3], 0x6420), w3 = __byte_perm(r[2], r[3], 0x7531);
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(to + g * kVtSlabBytes),
+                   "r"(w0), "r"(w1), "r"(w2), "r"(w3)
+                   : "memory");
+    }
   }
 }
 
