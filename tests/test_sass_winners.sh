@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The machine code of the shipped tables' Hopper winners, read on the CPU
 # (cuobjdump, no GPU): every wgmma90 and ws90 winner's sm_90a cubin issues
-# the warpgroup products (HGMMA); every forward one keeps nothing in local
+# the warpgroup products (HGMMA; an e4m3 one QGMMA, fp8's, and stmatrix for
+# its transposed V); every forward one keeps nothing in local
 # memory (no LDL or STL: no spills, no register array moved to the stack);
 # every ws90 winner also loads through the tensor copy engine (UTMALDG), a
 # forward one trades registers between its warpgroups (USETMAXREG), a
@@ -42,7 +43,13 @@ for f in "$tmp"/*.cubin; do
   name=$(basename "$f" .cubin)
   sass=$("$tool" --dump-sass "$f" 2>&1) || { echo "FAIL: $name: cuobjdump: $sass"; fail=$((fail + 1)); continue; }
   why=()
-  grep -q 'HGMMA' <<<"$sass" || why+=("no HGMMA")
+  case $name in
+    *.e4m3.*)
+      grep -q 'QGMMA' <<<"$sass" || why+=("no QGMMA")
+      grep -q 'STSM' <<<"$sass" || why+=("no stmatrix (STSM: the transposed V)")
+      ;;
+    *) grep -q 'HGMMA' <<<"$sass" || why+=("no HGMMA") ;;
+  esac
   if grep -qE '\b(LDL|STL)(\.[A-Z0-9]+)*\b' <<<"$sass"; then
     case $name in
       bwd.*) echo "note: $name keeps values in local memory (LDL/STL)"; spilling=$((spilling + 1)) ;;

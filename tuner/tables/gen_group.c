@@ -15,13 +15,19 @@ void gen_group_free(gen_group *gg) {
 int gen_group_load(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int hd,
                    const char *arch, gen_group *gg, char *err, size_t errlen) {
   gen_group_free(gg);
+  /* An architecture whose space lacks the dtype or head dim (e4m3 is
+   * sm_90a's alone) refuses the query; the group is the others'. Only
+   * when every architecture refuses is it an error (the last one's). */
+  int answered = 0, asked = 0;
   for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
     if (arch && strcmp(arch, TABLES_ARCHS[a])) continue;
     fat_gen_query q = {.direction = dir, .head_dims = &hd, .n_head_dims = 1, .dtypes = &dt,
                        .n_dtypes = 1, .masks = &mk, .n_masks = 1, .arch = TABLES_ARCHS[a]};
     fat_variant *v = NULL;
     size_t n = 0;
-    if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, errlen)) return -1;
+    asked++;
+    if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, errlen)) continue;
+    answered++;
     fat_variant *all = realloc(gg->v, (gg->n + n) * sizeof *all);
     if (!all && gg->n + n) {
       for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
@@ -34,7 +40,7 @@ int gen_group_load(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int
     gg->n += n;
     free(v);
   }
-  return 0;
+  return answered || !asked ? 0 : -1;
 }
 
 const fat_variant *gen_group_find(const gen_group *gg, const char *name) {
