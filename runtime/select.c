@@ -41,21 +41,26 @@
 
 #define MAX_TEMPLATE_DIMS 64  /* more head dims than any space has */
 
-int fat_supported_head_dims(int *out, int cap) {
-  int all[MAX_TEMPLATE_DIMS], n = 0;
+/* The distinct head dims of the forward's built-in defaults, ascending, at
+ * most CAP of them into OUT: of DTYPE's and MASK's (-1: any). */
+static int default_head_dims(int dtype, int mask, int *out, int cap) {
+  int n = 0;
   for (int i = 0; i < fat_n_default_variants; i++) {
-    if (fat_default_variants[i].direction != FAT_FWD) continue;
-    int d = fat_default_variants[i].head_dim, seen = 0;
-    for (int j = 0; j < n; j++) seen |= all[j] == d;
-    if (seen || n == MAX_TEMPLATE_DIMS) continue;
-    /* insertion keeps the list ascending */
-    int j = n++;
-    while (j > 0 && all[j - 1] > d) {
-      all[j] = all[j - 1];
-      j--;
-    }
-    all[j] = d;
+    const fat_default_variant *v = &fat_default_variants[i];
+    if (v->direction != FAT_FWD || (dtype >= 0 && v->dtype != dtype) || (mask >= 0 && v->mask != mask)) continue;
+    int j = 0;
+    while (j < n && out[j] < v->head_dim) j++;
+    if ((j < n && out[j] == v->head_dim) || n == cap) continue;
+    memmove(out + j + 1, out + j, (size_t)(n - j) * sizeof *out); /* ascending */
+    out[j] = v->head_dim;
+    n++;
   }
+  return n;
+}
+
+int fat_supported_head_dims(int *out, int cap) {
+  int all[MAX_TEMPLATE_DIMS];
+  const int n = default_head_dims(-1, -1, all, MAX_TEMPLATE_DIMS);
   /* Nothing to fill: how many there are, for sizing OUT. */
   if (!out || cap <= 0) return n;
   const int k = n < cap ? n : cap;
@@ -85,20 +90,7 @@ int fat_rt_template_head_dim(int direction, int dtype, int head_dim) {
   return best;
 }
 
-int fat_rt_e4m3_head_dims(int mask, int *out, int cap) {
-  int n = 0;
-  for (int i = 0; i < fat_n_default_variants; i++) {
-    const fat_default_variant *v = &fat_default_variants[i];
-    if (v->direction != FAT_FWD || v->dtype != FAT_E4M3 || (mask >= 0 && v->mask != mask)) continue;
-    int j = 0;
-    while (j < n && out[j] < v->head_dim) j++;
-    if ((j < n && out[j] == v->head_dim) || n == cap) continue;
-    memmove(out + j + 1, out + j, (size_t)(n - j) * sizeof *out); /* ascending */
-    out[j] = v->head_dim;
-    n++;
-  }
-  return n;
-}
+int fat_rt_e4m3_head_dims(int mask, int *out, int cap) { return default_head_dims(FAT_E4M3, mask, out, cap); }
 
 /* Whether a variant of FAMILY serves a call of KEY: a backward with
  * variable lengths or a soft-cap only on a family that takes them, one

@@ -176,34 +176,12 @@ static void text_line(text_buf *t, const char *fmt, ...) {
   else text_put(t, line, (size_t)n);
 }
 
-char *fat_gpu_util_source(char *err, size_t errlen) {
-  /* templates/fat_e4m3.h first: the e4m3 fill quantises with it. */
+/* The N embedded files PARTS as one NVRTC source, each after a #line that
+ * keeps NVRTC's messages pointing into it; NULL with err (naming NAME, the
+ * module) when a file is missing or the host is out of memory. */
+static char *joined_source(const char *const *parts, size_t n, const char *name, char *err, size_t errlen) {
   text_buf t = {0};
-  const fat_embedded_file *e4m3 = embedded(E4M3_PATH, err, errlen);
-  const fat_embedded_file *f = e4m3 ? embedded(UTIL_PATH, err, errlen) : NULL;
-  if (!f) return NULL;
-  text_line(&t, "#line 1 \"%s\"\n", E4M3_PATH);
-  text_put(&t, e4m3->data, e4m3->size);
-  text_line(&t, "\n#line 1 \"%s\"\n", UTIL_PATH);
-  text_put(&t, f->data, f->size);
-  if (t.failed) {
-    snprintf(err, errlen, "out of host memory copying %s", UTIL_PATH);
-    free(t.s);
-    return NULL;
-  }
-  return t.s;
-}
-
-char *fat_gpu_reference_source(char *err, size_t errlen) {
-  /* fat_abi.h, fat_abi_bwd.h and fat_abi_fp8.h first, as the generator does
-   * for variants, so the references read the parameter blocks exactly as
-   * the host lays them out, and fat_e4m3.h, the e4m3 decoding; the forward
-   * and backward references share one module, and #line keeps NVRTC's
-   * messages pointing into each file. */
-  static const char *const parts[] = {ABI_PATH, ABI_BWD_PATH, ABI_FP8_PATH, E4M3_PATH,
-                                      REFERENCE_PATH, REFERENCE_BWD_PATH};
-  text_buf t = {0};
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+  for (size_t i = 0; i < n; i++) {
     const fat_embedded_file *f = embedded(parts[i], err, errlen);
     if (!f) {
       free(t.s);
@@ -213,11 +191,27 @@ char *fat_gpu_reference_source(char *err, size_t errlen) {
     text_put(&t, f->data, f->size);
   }
   if (t.failed) {
-    snprintf(err, errlen, "out of host memory copying %s", REFERENCE_PATH);
+    snprintf(err, errlen, "out of host memory copying %s", name);
     free(t.s);
     return NULL;
   }
   return t.s;
+}
+
+char *fat_gpu_util_source(char *err, size_t errlen) {
+  /* templates/fat_e4m3.h first: the e4m3 fill quantises with it. */
+  static const char *const parts[] = {E4M3_PATH, UTIL_PATH};
+  return joined_source(parts, sizeof parts / sizeof parts[0], UTIL_PATH, err, errlen);
+}
+
+char *fat_gpu_reference_source(char *err, size_t errlen) {
+  /* fat_abi.h, fat_abi_bwd.h and fat_abi_fp8.h first, as the generator does
+   * for variants, so the references read the parameter blocks exactly as
+   * the host lays them out, and fat_e4m3.h, the e4m3 decoding; the forward
+   * and backward references share one module. */
+  static const char *const parts[] = {ABI_PATH, ABI_BWD_PATH, ABI_FP8_PATH, E4M3_PATH,
+                                      REFERENCE_PATH, REFERENCE_BWD_PATH};
+  return joined_source(parts, sizeof parts / sizeof parts[0], REFERENCE_PATH, err, errlen);
 }
 
 char *fat_gpu_ceilings_source(char *err, size_t errlen) {
