@@ -15,13 +15,13 @@
 static void tma_tensors(const fat_fwd_params *p, const fat_fwd_call *call, int dtype, fat_tma_tensor t[3]) {
   const int packed_q = p->cu_seqlens_q != NULL, packed_k = p->cu_seqlens_k != NULL;
   const long long rq = packed_q ? call->total_q : p->seqlen_q, rk = packed_k ? call->total_k : p->seqlen_k;
-  const int e = (int)fat_dtype_size((fat_dtype)dtype);
+  const int e = (int)fat_dtype_size((fat_dtype)dtype), ekv = (int)fat_dtype_kv_size((fat_dtype)dtype);
   t[0] = (fat_tma_tensor){"q", p->q, rq, p->heads, p->batch, p->q_row_stride, p->q_head_stride,
                       p->q_batch_stride, packed_q, e};
   t[1] = (fat_tma_tensor){"k", p->k, rk, p->heads_k, p->batch, p->k_row_stride, p->k_head_stride,
-                      p->k_batch_stride, packed_k, e};
+                      p->k_batch_stride, packed_k, ekv};
   t[2] = (fat_tma_tensor){"v", p->v, rk, p->heads_k, p->batch, p->v_row_stride, p->v_head_stride,
-                      p->v_batch_stride, packed_k, e};
+                      p->v_batch_stride, packed_k, ekv};
 }
 
 /* The (extent, stride) pairs of T's outer dimensions; a dimension of extent
@@ -312,6 +312,8 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
     while ((1 << kv.page_shift) < size) kv.page_shift++;
   }
   if (fat_fwd_takes_kv(g)) args[1] = &kv;
+  /* An fp8 K/V cache's variant takes its descale factors third. */
+  if (g->dtype == FAT_FP16_E4M3KV || g->dtype == FAT_BF16_E4M3KV) args[2] = (void *)&call->fp8;
   if (g->splits > 1 && (!k->combine || !p->o_accum || !p->lse_accum)) return CUDA_ERROR_INVALID_VALUE;
   if (g->persistent == FAT_FWD_DRAWN && !p->o_accum) return CUDA_ERROR_INVALID_VALUE;
   if (g->block_n > 0) {

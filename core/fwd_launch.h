@@ -94,14 +94,18 @@ typedef struct fat_fwd_call {
    * contiguous cache. */
   const int *block_table;
   int block_table_stride, page_size;
-  /* An e4m3 variant's descale factors (fat_abi_fp8.h), its last argument;
-   * unread by the others. */
+  /* The descale factors (fat_abi_fp8.h) of an e4m3 variant, its last
+   * argument, and of an fp8 K/V cache's (dtype fp16-e4m3kv or bf16-e4m3kv:
+   * K's and V's, Q's NULL), its third; unread by the others. */
   fat_fwd_fp8_params fp8;
 } fat_fwd_call;
 
 /* Whether a variant of geometry G takes fat_fwd_kv_params as its second
- * argument: it reads pages, or its launch chooses its split count. */
-static inline int fat_fwd_takes_kv(const fat_fwd_geometry *g) { return g->paged || g->launch_splits; }
+ * argument: it reads pages, its launch chooses its split count, or it
+ * reads an fp8 K/V cache (whose descale factors follow as the third). */
+static inline int fat_fwd_takes_kv(const fat_fwd_geometry *g) {
+  return g->paged || g->launch_splits || g->dtype == FAT_FP16_E4M3KV || g->dtype == FAT_BF16_E4M3KV;
+}
 
 /* The key splits of a launch whose variant lets the launch choose them
  * (SPLITS 0): BLOCKS, the blocks of one split (query blocks x heads or

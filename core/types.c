@@ -5,7 +5,7 @@
 #include <string.h>
 #include "types.h"
 
-static const char *const dtype_names[] = {"fp16", "bf16", "e4m3"};
+static const char *const dtype_names[] = {"fp16", "bf16", "e4m3", "fp16-e4m3kv", "bf16-e4m3kv"};
 static const char *const mask_names[] = {"none", "causal", "local"};
 static const char *const direction_names[] = {"fwd", "bwd"};
 
@@ -28,7 +28,7 @@ static int parse_name(const char *s, const char *const *table, int n, int *out) 
 
 int fat_dtype_parse(const char *s, fat_dtype *out) {
   int i;
-  if (parse_name(s, dtype_names, 3, &i)) return -1;
+  if (parse_name(s, dtype_names, FAT_N_DTYPES, &i)) return -1;
   *out = (fat_dtype)i;
   return 0;
 }
@@ -49,7 +49,18 @@ int fat_direction_parse(const char *s, fat_direction *out) {
 
 size_t fat_dtype_size(fat_dtype d) { return d == FAT_E4M3 ? 1 : 2; }
 
-fat_dtype fat_dtype_out(fat_dtype d) { return d == FAT_E4M3 ? FAT_BF16 : d; }
+size_t fat_dtype_kv_size(fat_dtype d) { return fat_dtype_kv_fp8(d) ? 1 : 2; }
+
+fat_dtype fat_dtype_out(fat_dtype d) {
+  switch (d) {
+    case FAT_E4M3: return FAT_BF16;
+    case FAT_FP16_E4M3KV: return FAT_FP16;
+    case FAT_BF16_E4M3KV: return FAT_BF16;
+    default: return d;
+  }
+}
+
+int fat_dtype_kv_fp8(fat_dtype d) { return d == FAT_E4M3 || d == FAT_FP16_E4M3KV || d == FAT_BF16_E4M3KV; }
 
 /* Keys a query at position POS (of SK keys) sees through window [LO, HI]
  * around it (-1: unbounded). */

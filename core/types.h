@@ -6,21 +6,37 @@
 #include <stddef.h>
 
 /* FAT_E4M3: fp8 inputs (Q, K and V in e4m3, each with an fp32 descale
- * factor: templates/fat_abi_fp8.h), O in bf16 (fat_dtype_out), forward only. */
-typedef enum fat_dtype { FAT_FP16 = 0, FAT_BF16 = 1, FAT_E4M3 = 2 } fat_dtype;
+ * factor: templates/fat_abi_fp8.h), O in bf16 (fat_dtype_out), forward only.
+ * FAT_FP16_E4M3KV, FAT_BF16_E4M3KV: an fp8 K/V cache (issue 24) -- Q and O
+ * in the 16-bit type, K and V in e4m3 with K's and V's descale factors (the
+ * same block; Q has none), forward only, on the decoding families. */
+typedef enum fat_dtype {
+  FAT_FP16 = 0,
+  FAT_BF16 = 1,
+  FAT_E4M3 = 2,
+  FAT_FP16_E4M3KV = 3,
+  FAT_BF16_E4M3KV = 4,
+} fat_dtype;
+#define FAT_N_DTYPES 5
 typedef enum fat_mask { FAT_MASK_NONE = 0, FAT_MASK_CAUSAL = 1, FAT_MASK_LOCAL = 2 } fat_mask;
 typedef enum fat_direction { FAT_FWD = 0, FAT_BWD = 1 } fat_direction;
 
 /* Names as they appear in variant names, the CLI and the database. */
-const char *fat_dtype_name(fat_dtype d);          /* "fp16", "bf16", "e4m3" */
+/* "fp16", "bf16", "e4m3", "fp16-e4m3kv", "bf16-e4m3kv" */
+const char *fat_dtype_name(fat_dtype d);
 const char *fat_mask_name(fat_mask m);            /* "none", "causal", "local" */
 const char *fat_direction_name(fat_direction d);  /* "fwd", "bwd" */
 int fat_dtype_parse(const char *s, fat_dtype *out);   /* 0 on success */
 int fat_mask_parse(const char *s, fat_mask *out);
 int fat_direction_parse(const char *s, fat_direction *out);
-size_t fat_dtype_size(fat_dtype d);               /* bytes per input element: 2, e4m3 1 */
-/* The type of O (and of dO, dQ, dK, dV): the inputs' own, bf16 for e4m3. */
+size_t fat_dtype_size(fat_dtype d);               /* bytes per element of Q: 2, e4m3 1 */
+size_t fat_dtype_kv_size(fat_dtype d);            /* bytes per element of K and V: 2, e4m3 and *-e4m3kv 1 */
+/* The type of O (and of dO, dQ, dK, dV): the inputs' own, bf16 for e4m3,
+ * Q's for an fp8 K/V cache. */
 fat_dtype fat_dtype_out(fat_dtype d);
+/* K and V are e4m3 bytes with descale factors (e4m3, fp16-e4m3kv,
+ * bf16-e4m3kv): 1, else 0. */
+int fat_dtype_kv_fp8(fat_dtype d);
 
 /* The parameters of a backward variant from its canonical parameter string
  * ("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4"): 0, or -1 with err naming
