@@ -9,6 +9,20 @@ local constraints = {}
 -- compile for each of them (space.lua has each one's shared memory).
 constraints.MMA_SYNC_ARCHS = {"sm_80", "sm_86", "sm_87", "sm_89", "sm_90a", "sm_100", "sm_103", "sm_120"}
 
+-- The dtypes of an fp8 K/V cache: Q and O 16-bit, K and V e4m3 bytes that
+-- the kernel widens with the hardware's conversion (templates/fwd_mma80.cu's
+-- KV8), which sm_89 brought.
+constraints.KV8_DTYPES = {["fp16-e4m3kv"] = true, ["bf16-e4m3kv"] = true}
+local FP8_CONVERSION_MIN_SM = 89
+
+-- An fp8 K/V cache's configurations only on targets that convert e4m3.
+function constraints.fp8_conversion(c, target)
+  local sm = tonumber(target.arch:match("^sm_(%d+)"))
+  if constraints.KV8_DTYPES[c.DTYPE] and sm and sm < FP8_CONVERSION_MIN_SM then
+    return ("dtype %s needs sm_%d's e4m3 conversion (%s)"):format(c.DTYPE, FP8_CONVERSION_MIN_SM, target.arch)
+  end
+end
+
 -- The block must fit the shared memory one block may opt into;
 -- FAMILY.smem_bytes(c) says how much it asks for.
 function constraints.fits_shared_memory(family)

@@ -50,9 +50,14 @@ end
 
 -- Q tile plus STAGES buffers each of K and V, rows padded for ldmatrix.
 -- Rows of whole 128-byte lines (head dims that are multiples of 64) are
--- swizzled, not padded (the template's kSwizzle).
+-- swizzled, not padded (the template's kSwizzle). An fp8 K/V cache (the
+-- decoding families' KV8 dtypes) keeps one widened 16-bit tile each of K
+-- and V and STAGES byte tiles of each, rows of HEAD_DIM bytes unpadded.
 function family.smem_bytes(c)
   local pitch = c.HEAD_DIM % 64 == 0 and c.HEAD_DIM or c.HEAD_DIM + SMEM_ROW_PAD
+  if constraints.KV8_DTYPES[c.DTYPE] then
+    return (c.BLOCK_M + 2 * c.BLOCK_N) * pitch * ELEMENT_BYTES + 2 * c.STAGES * c.BLOCK_N * c.HEAD_DIM
+  end
   return (c.BLOCK_M + 2 * c.STAGES * c.BLOCK_N) * pitch * ELEMENT_BYTES
 end
 

@@ -39,7 +39,7 @@ local family = {
   entry = "fat_fwd_mma80",
   archs = constraints.MMA_SYNC_ARCHS,
   head_dims = mma80.head_dims,
-  dtypes = {"fp16", "bf16"},
+  dtypes = {"fp16", "bf16", "fp16-e4m3kv", "bf16-e4m3kv"},  -- *-e4m3kv: an fp8 cache, sm_89 on
   masks = {"none", "causal", "local"},
   -- Enumerated in this order, first outermost; names show them as m<>n<>w<>s<>.g<>x<>.
   params = {
@@ -105,6 +105,7 @@ family.constraints[#family.constraints + 1] = function(c)
     return ("registers: %d accumulators + 2 x %d copies > %d"):format(acc, copies_per_thread(c), REGISTER_BUDGET)
   end
 end
+family.constraints[#family.constraints + 1] = constraints.fp8_conversion
 -- A key tile of 32 costs twice the loop's barriers a key: only where 64
 -- keys do not fit the budget (head dims above 128).
 family.constraints[#family.constraints + 1] = function(c)

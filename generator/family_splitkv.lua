@@ -10,6 +10,9 @@
 --             many as the launch chooses for the GPU and the call
 --             (core/fwd_launch.c, fat_fwd_launch_splits), so that a variant
 --             tuned at batch 8 still fills the GPU at batch 1.
+-- Its dtypes include an fp8 K/V cache's (fp16-e4m3kv, bf16-e4m3kv: K and V
+-- e4m3, widened in the kernel; sm_89 and newer), which only it and the
+-- paged family generate.
 -- The tuner times this family only on problems with few queries
 -- (tuner/tune.c: FAT_SPLITKV_MAX_SEQLEN_Q); the mma80 family competes there
 -- too, so a split wins only where it is faster.
@@ -24,12 +27,12 @@ local family = {
   entry = "fat_fwd_mma80",
   archs = constraints.MMA_SYNC_ARCHS,
   head_dims = mma80.head_dims,
-  dtypes = {"fp16", "bf16"},
+  dtypes = {"fp16", "bf16", "fp16-e4m3kv", "bf16-e4m3kv"},
   masks = {"none", "causal", "local"},
   -- Enumerated in this order, first outermost; names show them as m<>n<>w<>s<>.g<>x<>.
   params = {
     {name = "BLOCK_M", values = {64}},            -- 4 warps of 16 rows: the smallest block
-    {name = "BLOCK_N", values = {64, 128}},
+    {name = "BLOCK_N", values = {64, 128, 32}},   -- 32: an fp8 cache's above d128 (below)
     {name = "WARPS", values = {4}},
     {name = "STAGES", values = {2, 3}},           -- decoding is a stream of K/V: keep tiles in flight
     {name = "PACK_GQA", values = {0, 1}},
@@ -43,10 +46,16 @@ function family.tag(c)
   return ("%s.g%dx%d"):format(mma80.tag(c), c.PACK_GQA, c.SPLITS)
 end
 
--- No fixed choice to measure against: mma80's default is the baseline of
--- every problem this family is timed on.
-function family.default()
-  return {}
+-- The 16-bit dtypes: no fixed choice to measure against, mma80's default
+-- is the baseline of every problem this family is timed on. An fp8 K/V
+-- cache, which mma80 does not read: the launch's splits over the unpacked
+-- decoding tile (it serves every group size), its key tile the one whose
+-- block fits sm_89's shared memory and does not spill (32 above d128).
+local KV8_WIDE_HEAD_DIM = 192
+function family.default(head_dim, dtype)
+  if not constraints.KV8_DTYPES[dtype] then return {} end
+  return {BLOCK_M = 64, BLOCK_N = head_dim < KV8_WIDE_HEAD_DIM and 64 or 32, WARPS = 4, STAGES = 2,
+          PACK_GQA = 0, SPLITS = 0}
 end
 
 family.smem_bytes = mma80.smem_bytes
@@ -69,11 +78,36 @@ end
 -- The launch's split count (SPLITS 0) where its blocks do not spill: above
 -- d128 they keep 96-128 accumulators of O and spill (sm_90a, NVRTC 13.0:
 -- d192 24-176 bytes, as its fixed-split variants do; d256 without a mask 8);
--- the paged family serves those head dims with smaller key tiles.
+-- the paged family serves those head dims with smaller key tiles, and so
+-- does this one for an fp8 cache (BLOCK_N 32, below).
 local LAUNCH_SPLITS_MAX_HEAD_DIM = 128
 family.constraints[#family.constraints + 1] = function(c)
-  if c.SPLITS == 0 and c.HEAD_DIM > LAUNCH_SPLITS_MAX_HEAD_DIM then
-    return ("SPLITS 0 above head dim %d: its blocks spill"):format(LAUNCH_SPLITS_MAX_HEAD_DIM)
+  if c.SPLITS == 0 and c.HEAD_DIM > LAUNCH_SPLITS_MAX_HEAD_DIM and c.BLOCK_N > 32 then
+    return ("SPLITS 0 above head dim %d on %d-key tiles: its blocks spill"):format(LAUNCH_SPLITS_MAX_HEAD_DIM,
+                                                                                 c.BLOCK_N)
+  end
+end
+-- 32-key tiles only for an fp8 cache above d128, where no other tile of the
+-- launch's splits fits (the 16-bit dtypes' space is as it was).
+family.constraints[#family.constraints + 1] = function(c)
+  if c.BLOCK_N == 32 and not (constraints.KV8_DTYPES[c.DTYPE] and c.HEAD_DIM > LAUNCH_SPLITS_MAX_HEAD_DIM) then
+    return "BLOCK_N 32 is an fp8 cache's above head dim " .. LAUNCH_SPLITS_MAX_HEAD_DIM
+  end
+end
+family.constraints[#family.constraints + 1] = constraints.fp8_conversion
+-- An fp8 cache's splits are the launch's only: it chooses one where the
+-- grid fills the GPU, so the fixed counts (tuned per batch before the
+-- launch could choose) would only lengthen its tuning.
+family.constraints[#family.constraints + 1] = function(c)
+  if constraints.KV8_DTYPES[c.DTYPE] and c.SPLITS ~= 0 then
+    return "an fp8 cache's splits are the launch's (SPLITS 0)"
+  end
+end
+-- An fp8 cache widens each tile while the next is in flight: two stages
+-- at least (STAGES here is 2 or 3 already; the rule says why it must stay).
+family.constraints[#family.constraints + 1] = function(c)
+  if constraints.KV8_DTYPES[c.DTYPE] and c.STAGES < 2 then
+    return "an fp8 cache needs STAGES 2 or more"
   end
 end
 

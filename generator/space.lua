@@ -179,9 +179,12 @@ function space.generate(query)
               -- PADS_HEAD_DIM: 1 where it does (a template may lay out its
               -- buffers for the template's width then).
               local values = {HEAD_DIM = template_d, PADS_HEAD_DIM = template_d ~= d and 1 or 0,
-                              -- O's 16-bit type: bf16 for the bf16 and the e4m3 inputs
-                              IS_BF16 = (dtype == "bf16" or dtype == "e4m3") and 1 or 0,
+                              -- O's 16-bit type: bf16 for the bf16 and the e4m3 inputs,
+                              -- Q's for an fp8 K/V cache
+                              IS_BF16 = (dtype == "bf16" or dtype == "e4m3" or dtype == "bf16-e4m3kv") and 1 or 0,
                               IS_FP8 = dtype == "e4m3" and 1 or 0,
+                              -- K and V in e4m3, Q 16-bit (templates/fwd_mma80.cu's KV8)
+                              KV8 = (dtype == "fp16-e4m3kv" or dtype == "bf16-e4m3kv") and 1 or 0,
                               IS_CAUSAL = mask == "causal" and 1 or 0, IS_LOCAL = mask == "local" and 1 or 0,
                               VARIANT_NAME = name}
               for k, v in pairs(f.fixed or {}) do values[k] = v end

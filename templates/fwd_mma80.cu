@@ -45,6 +45,23 @@
 //             (core/fwd_launch.c, fat_fwd_launch_splits); the combine kernel
 //             reads it too, and a launch of one split writes O itself.
 // A variant that does either takes fat_fwd_kv_params as its second argument.
+// One more, in variants of its own for the same reason:
+//   KV8       an fp8 K/V cache (dtypes fp16-e4m3kv and bf16-e4m3kv; issue
+//             24): K and V are e4m3 bytes, each with a descale factor per
+//             (batch, key head) (fat_abi_fp8.h's block, the third argument;
+//             Q's factor unused), Q and O in the 16-bit type. The bytes
+//             stream through shared memory as the 16-bit tiles do, half the
+//             size; when a tile's keys and values have landed every thread
+//             widens them, 8 bytes into one 16-byte chunk of the 16-bit
+//             tiles the products read (exact: every e4m3 value is an fp16
+//             one, and one of at most four significant bits a bf16 one;
+//             sm_89's conversion, the generator's arch rule). So the product
+//             loops are the 16-bit kernel's, and each tile costs the widening
+//             (about two instructions an element) and one more barrier: a
+//             decoding block is bound by reading K and V, which this halves.
+//             K's factor joins the scores' scale (the soft-cap's input scale
+//             where there is one, since the cap reads true scores), V's the
+//             final 1/l.
 //
 // Parameters in double braces are substituted by generator/expand.lua; they change
 // speed, never results.
@@ -65,7 +82,7 @@ constexpr int kSplits = {{SPLITS}};     // blocks the keys of one query block ar
 // Enumerators, not constexpr variables: the variants without them keep their cubins.
 enum : int { kPaged = {{PAGED}} };      // K and V in pages (fat_fwd_kv_params' block table)
 // The kernels take fat_fwd_kv_params as a second argument.
-#define FAT_TAKES_KV ({{PAGED}} || {{SPLITS}} == 0)
+#define FAT_TAKES_KV ({{PAGED}} || {{SPLITS}} == 0 || {{KV8}})
 
 constexpr int kThreads = kWarps * 32;
 constexpr int kWarpRows = kBlockM / kWarps;  // query rows owned by one warp
@@ -119,6 +136,107 @@ __device__ __forceinline__ u32 lane_step(u32 lane_addr, int step) {
   if constexpr (kSwizzle) return (lane_addr ^ (16 * (step % 8))) + 128 * (step / 8);
   return lane_addr + 16 * step;
 }
+
+#if {{KV8}}
+#include "fat_abi_fp8.h"
+// The fp8 K/V cache's byte tiles: kBlockN rows of kHeadDim e4m3 bytes,
+// unpadded (lanes read them 8 bytes each, consecutive, so a warp's reads
+// are whole lines), kStages of each of K and V in flight; the 16-bit tiles
+// the products read are one each.
+constexpr int kChunksPerRow8 = kHeadDim / 16;  // 16-byte copies of one byte row
+constexpr u32 kTileBytes8 = kBlockN * kHeadDim;
+static_assert(kStages > 1, "KV8 widens a tile while the next ones are in flight");
+static_assert(kHeadDim % 16 == 0, "a byte row is whole 16-byte copies");
+
+// Two e4m3 pairs (x's bytes, lowest first) as two pairs of the 16-bit
+// type. fp16: the hardware's conversion (sm_89 and newer), exact; bf16:
+// through fp32 (PTX converts to bf16x2 from fp32 only), exact too.
+__device__ __forceinline__ void widen4(u32 x, u32 &lo, u32 &hi) {
+  u32 h0, h1;
+  asm("{\n.reg .b16 a, b;\nmov.b32 {a, b}, %2;\ncvt.rn.f16x2.e4m3x2 %0, a;\ncvt.rn.f16x2.e4m3x2 %1, b;\n}\n"
+      : "=r"(h0), "=r"(h1) : "r"(x));
+  if constexpr (kIsBf16) {
+    asm("{\n.reg .b16 a, b;\n.reg .f32 fa, fb;\nmov.b32 {a, b}, %1;\ncvt.f32.f16 fa, a;\ncvt.f32.f16 fb, b;\n"
+        "cvt.rn.bf16x2.f32 %0, fb, fa;\n}\n" : "=r"(lo) : "r"(h0));
+    asm("{\n.reg .b16 a, b;\n.reg .f32 fa, fb;\nmov.b32 {a, b}, %1;\ncvt.f32.f16 fa, a;\ncvt.f32.f16 fb, b;\n"
+        "cvt.rn.bf16x2.f32 %0, fb, fa;\n}\n" : "=r"(hi) : "r"(h1));
+  } else {
+    lo = h0;
+    hi = h1;
+  }
+}
+
+// The byte tile at SRC into the 16-bit tile at DST (tile_offset's layout):
+// each thread turns 8 bytes into one 16-byte chunk, so that a warp's
+// stores cover whole rows of chunks (the swizzle spreads them over every
+// bank) and its loads whole lines.
+__device__ __forceinline__ void widen_tile(u32 dst, u32 src, int tid) {
+  constexpr int kUnitsPerRow = kHeadDim / 8, kUnits = kBlockN * kUnitsPerRow;
+#pragma unroll 2
+  for (int i = 0; i < (kUnits + kThreads - 1) / kThreads; i++) {
+    const int u = tid + i * kThreads;
+    if (kUnits % kThreads == 0 || u < kUnits) {
+      const int row = u / kUnitsPerRow, col = (u % kUnitsPerRow) * 8;
+      u32 x0, x1, y0, y1, y2, y3;
+      asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(src + row * kHeadDim + col));
+      widen4(x0, y0, y1);
+      widen4(x1, y2, y3);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
+                   :: "r"(dst + tile_offset(row, col)), "r"(y0), "r"(y1), "r"(y2), "r"(y3));
+    }
+  }
+}
+
+// load_tile for a byte tile of kBlockN keys (kTileBytes8's layout): each
+// thread walks one 16-byte column chunk down the rows; rows at or past
+// valid_rows, and columns at or past head_dim (a multiple of 16: the
+// runtime's rule for these dtypes), are zero-filled.
+__device__ __forceinline__ void load_tile8(u32 tile, const unsigned char *src, long long row_stride,
+                                           int valid_rows, int head_dim, int tid) {
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow8;
+  constexpr int kCopiers = kRowsPerPass * kChunksPerRow8;  // d96, d192: the last few threads idle
+  const int row0 = tid / kChunksPerRow8, col = (tid % kChunksPerRow8) * 16;
+  if (kCopiers < kThreads && tid >= kCopiers) return;
+  const unsigned char *g = src + row0 * row_stride + col;
+#pragma unroll
+  for (int i = 0; i < (kBlockN + kRowsPerPass - 1) / kRowsPerPass; i++) {
+    const int row = row0 + i * kRowsPerPass;
+    if (kBlockN % kRowsPerPass == 0 || row < kBlockN) {
+      const bool inside = row < valid_rows && col < head_dim;
+      cp_async_16(tile + row * kHeadDim + col, inside ? g : src, inside ? 16 : 0);
+    }
+    g += kRowsPerPass * row_stride;
+  }
+}
+
+#if {{PAGED}}
+// load_tile_paged for a byte tile: the same pages, groups and shuffles.
+__device__ __forceinline__ void load_tile8_paged(u32 tile, const unsigned char *head_base, const int *page_of,
+                                                 int page_shift, long long page_stride, long long row_stride,
+                                                 int n0, int valid_rows, int head_dim, int tid) {
+  constexpr int kGroups = kBlockN / FAT_FWD_PAGE_GROUP;
+  static_assert(kBlockN % FAT_FWD_PAGE_GROUP == 0 && kGroups <= 32, "a lane holds each group's page");
+  const int lane = tid % 32, page_mask = (1 << page_shift) - 1;
+  const int group_key = n0 + lane * FAT_FWD_PAGE_GROUP;
+  const int lane_page = lane < kGroups && lane * FAT_FWD_PAGE_GROUP < valid_rows
+                            ? __ldg(page_of + (group_key >> page_shift)) : 0;
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow8;
+  constexpr int kCopiers = kRowsPerPass * kChunksPerRow8;
+  const int row0 = tid / kChunksPerRow8, col = (tid % kChunksPerRow8) * 16;
+  const bool copies = kCopiers == kThreads || tid < kCopiers;
+#pragma unroll
+  for (int i = 0; i < (kBlockN + kRowsPerPass - 1) / kRowsPerPass; i++) {
+    const int row = row0 + i * kRowsPerPass;
+    const int page = __shfl_sync(0xffffffffu, lane_page, (row / FAT_FWD_PAGE_GROUP) % 32);  // every lane
+    if (copies && (kBlockN % kRowsPerPass == 0 || row < kBlockN)) {
+      const bool inside = row < valid_rows && col < head_dim;
+      const unsigned char *g = head_base + (long long)page * page_stride + ((n0 + row) & page_mask) * row_stride + col;
+      cp_async_16(tile + row * kHeadDim + col, inside ? g : head_base, inside ? 16 : 0);
+    }
+  }
+}
+#endif
+#endif
 
 // Copies kRows rows of one head (kHeadDim elements each) into a shared-memory
 // tile (tile_offset's layout); rows at or past valid_rows, and columns at or past
@@ -215,7 +333,11 @@ __device__ __forceinline__ void load_tile_paged(u32 tile, const elem_t *head_bas
 // One block an SM is all ptxas need plan for: left to itself it capped
 // some paged variants at 168 registers (three blocks) and spilled.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
+#if {{KV8}}
+fat_fwd_mma80(const fat_fwd_params p, const fat_fwd_kv_params kv, const fat_fwd_fp8_params fp8) {
+#else
 fat_fwd_mma80(const fat_fwd_params p, const fat_fwd_kv_params kv) {
+#endif
 #else
 extern "C" __global__ void __launch_bounds__(kThreads)
 fat_fwd_mma80(const fat_fwd_params p) {
@@ -227,7 +349,13 @@ fat_fwd_mma80(const fat_fwd_params p) {
   elem_t *q_smem = reinterpret_cast<elem_t *>(smem);
   const u32 q_base = smem_u32(smem);
   const u32 k_base = q_base + kBlockM * kRowPitch * sizeof(elem_t);  // kStages tiles
+#if {{KV8}}
+  // One widened tile each of K and V, then the byte rings.
+  const u32 v_base = k_base + kTileBytesN;
+  const u32 k8_base = v_base + kTileBytesN, v8_base = k8_base + kStages * kTileBytes8;
+#else
   const u32 v_base = k_base + kStages * kTileBytesN;                 // kStages tiles
+#endif
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;  // MMA fragment coordinates: row group, column pair
@@ -267,7 +395,51 @@ fat_fwd_mma80(const fat_fwd_params p) {
   }
   const int n_tiles = tile_end - tile_begin;
 
-#if {{PAGED}}
+#if {{PAGED}} && {{KV8}}
+  // The byte pools' first pages at this block's K/V head, as below.
+  const unsigned char *k_g = static_cast<const unsigned char *>(p.k) + head_k * p.k_head_stride;
+  const unsigned char *v_g = static_cast<const unsigned char *>(p.v) + head_k * p.v_head_stride;
+  const int *page_of = kv.block_table + (long long)batch * kv.block_table_stride;
+  const int head_dim = p.head_dim;
+
+  auto load_k = [&](int j) {  // the block's j-th key tile, into its byte ring slot
+    if (j < n_tiles) {
+      const int n0 = (tile_begin + j) * kBlockN;
+      load_tile8_paged(k8_base + (j % kStages) * kTileBytes8, k_g, page_of, kv.page_shift, p.k_batch_stride,
+                       p.k_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
+    }
+    cp_async_commit();
+  };
+  auto load_v = [&](int j) {
+    if (j < n_tiles) {
+      const int n0 = (tile_begin + j) * kBlockN;
+      load_tile8_paged(v8_base + (j % kStages) * kTileBytes8, v_g, page_of, kv.page_shift, p.v_batch_stride,
+                       p.v_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
+    }
+    cp_async_commit();
+  };
+#elif {{KV8}}
+  const unsigned char *k_g = static_cast<const unsigned char *>(p.k) + seq.k_off + head_k * p.k_head_stride;
+  const unsigned char *v_g = static_cast<const unsigned char *>(p.v) + seq.v_off + head_k * p.v_head_stride;
+  const int head_dim = p.head_dim;
+
+  auto load_k = [&](int j) {  // the block's j-th key tile, into its byte ring slot
+    if (j < n_tiles) {
+      const int n0 = (tile_begin + j) * kBlockN;
+      load_tile8(k8_base + (j % kStages) * kTileBytes8, k_g + n0 * p.k_row_stride, p.k_row_stride,
+                 seq.seqlen_k - n0, head_dim, tid);
+    }
+    cp_async_commit();
+  };
+  auto load_v = [&](int j) {
+    if (j < n_tiles) {
+      const int n0 = (tile_begin + j) * kBlockN;
+      load_tile8(v8_base + (j % kStages) * kTileBytes8, v_g + n0 * p.v_row_stride, p.v_row_stride,
+                 seq.seqlen_k - n0, head_dim, tid);
+    }
+    cp_async_commit();
+  };
+#elif {{PAGED}}
   // The pools' first pages at this block's K/V head, and the sequence's
   // row of the block table; the batch strides step from page to page.
   const elem_t *k_g = static_cast<const elem_t *>(p.k) + head_k * p.k_head_stride;
@@ -368,14 +540,49 @@ fat_fwd_mma80(const fat_fwd_params p) {
   const u32 q_lane = q_base + tile_offset(warp_row0 + lane % 16, (lane / 16) * 8);            // Q as row-major A
   const u32 kb_lane = tile_offset((lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8);        // K as B
   const u32 vb_lane = tile_offset((lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8);        // V as B, transposed
+#if {{KV8}}
+  // K's and V's factors for this block's (batch, key head) (fat_abi_fp8.h;
+  // NULL stands for 1). K's scales the raw scores: into the softmax's scale
+  // and the log-sum-exp's, or, with a soft-cap (whose output is a true
+  // score), into the cap's input scale. V's scales O, with 1/l.
+  auto descale = [&](int i) {
+    return fp8.descale[i] ? fp8.descale[i][(long long)batch * fp8.batch_stride[i] + head_k * fp8.head_stride[i]]
+                          : 1.f;
+  };
+  const float k_descale = descale(1), v_descale = descale(2);
+  const bool softcap = p.softcap_in != 0.f;
+  const float scale_log2 = softcap ? p.scale_log2 : p.scale_log2 * k_descale;
+  const float softcap_in = p.softcap_in * k_descale;
+  const float lse_scale = softcap ? p.softmax_scale : p.softmax_scale * k_descale;
+#define FAT_SOFTCAP_IN softcap_in
+#define FAT_LSE_SCALE lse_scale
+#define FAT_INV_L(l) ((l) > 0.f ? v_descale / (l) : 0.f)
+#else
   const float scale_log2 = p.scale_log2;
   const bool softcap = p.softcap_in != 0.f;
+// Macros, so that the 16-bit variants' expressions stay token for token.
+#define FAT_SOFTCAP_IN p.softcap_in
+#define FAT_LSE_SCALE p.softmax_scale
+#define FAT_INV_L(l) ((l) > 0.f ? 1.f / (l) : 0.f)
+#endif
   // The window's bounds as offsets from a row's position (unbounded: out of reach).
   const int win_hi = kIsLocal && p.window_right >= 0 ? diag + p.window_right : 0x3fffffff;
   const int win_lo = kIsLocal && p.window_left >= 0 ? diag - p.window_left : -0x3fffffff;
 
   for (int j = 0; j < n_tiles; j++) {
     const int n0 = (tile_begin + j) * kBlockN;
+#if {{KV8}}
+    const u32 k_tile = k_base + kb_lane;
+    const u32 v_tile = v_base + vb_lane;
+    cp_async_wait<2 * kStages - 4>();  // K[j] and V[j] (and Q) landed
+    __syncthreads();                   // ... in every thread's copies; tile j-1's products are done
+    // The byte slots of tile j-1 are free (widened last iteration).
+    load_k(j + kStages - 1);
+    load_v(j + kStages - 1);
+    widen_tile(k_base, k8_base + (j % kStages) * kTileBytes8, tid);
+    widen_tile(v_base, v8_base + (j % kStages) * kTileBytes8, tid);
+    __syncthreads();
+#else
     const u32 k_tile = k_base + (j % kStages) * kTileBytesN + kb_lane;
     const u32 v_tile = v_base + (j % kStages) * kTileBytesN + vb_lane;
 
@@ -392,6 +599,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
       load_k(j + kStages - 1);
       load_v(j + kStages - 1);
     }
+#endif
     if constexpr (kQInRegs) {
       if (j == 0) {
 #pragma unroll
@@ -445,7 +653,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
 #pragma unroll
         for (int nt = 0; nt < kNTiles; nt++)
 #pragma unroll
-          for (int e = 0; e < 4; e++) s[mt][nt][e] = p.softcap_out * fast_tanh(s[mt][nt][e] * p.softcap_in);
+          for (int e = 0; e < 4; e++) s[mt][nt][e] = p.softcap_out * fast_tanh(s[mt][nt][e] * FAT_SOFTCAP_IN);
     }
 
     // Mask by absolute position: keys past the end, after the query's
@@ -505,11 +713,13 @@ fat_fwd_mma80(const fat_fwd_params p) {
       }
     }
 
+#if !{{KV8}}
     if constexpr (kStages == 1)
       cp_async_wait<1>();  // V[j] landed
     else
       cp_async_wait<2 * kStages - 2>();
     __syncthreads();
+#endif
 
     // O += P·V
 #pragma unroll
@@ -544,10 +754,10 @@ fat_fwd_mma80(const fat_fwd_params p) {
   for (int mt = 0; mt < kMTiles; mt++) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const float l = quad_sum(row_sum[mt][h]), inv_l = l > 0.f ? 1.f / l : 0.f;
+      const float l = quad_sum(row_sum[mt][h]), inv_l = FAT_INV_L(l);
       const int r = warp_row0 + mt * 16 + g + h * 8;
       if (m0 + r >= rows) continue;
-      const float lse = row_lse(l, row_max[mt][h], p.softmax_scale);
+      const float lse = row_lse(l, row_max[mt][h], FAT_LSE_SCALE);
       if (n_splits > 1) {
         const long long row = (split_rows + head_of(r)) * p.seqlen_q + row_pos[mt][h];
         float *oa = p.o_accum + row * kHeadDim;
@@ -580,7 +790,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
     for (int mt = 0; mt < kMTiles; mt++) {
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const float l = quad_sum(row_sum[mt][h]), inv_l = l > 0.f ? 1.f / l : 0.f;
+        const float l = quad_sum(row_sum[mt][h]), inv_l = FAT_INV_L(l);
         const int r = warp_row0 + mt * 16 + g + h * 8;
         if (m0 + r >= rows) continue;
         const long long row = (split_rows + head_of(r)) * p.seqlen_q + row_pos[mt][h];
@@ -589,7 +799,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
         for (int dt = 0; dt < kDTiles; dt++)
           *reinterpret_cast<float2 *>(oa + dt * 8 + 2 * t) =
               make_float2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
-        if (t == 0) p.lse_accum[row] = row_lse(l, row_max[mt][h], p.softmax_scale);
+        if (t == 0) p.lse_accum[row] = row_lse(l, row_max[mt][h], FAT_LSE_SCALE);
       }
     }
     return;
@@ -602,7 +812,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
   for (int mt = 0; mt < kMTiles; mt++) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const float l = quad_sum(row_sum[mt][h]), inv_l = l > 0.f ? 1.f / l : 0.f;
+      const float l = quad_sum(row_sum[mt][h]), inv_l = FAT_INV_L(l);
       const int r = warp_row0 + mt * 16 + g + h * 8;
 #pragma unroll
       for (int dt = 0; dt < kDTiles; dt++)
@@ -610,7 +820,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
             pack2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
       if (t == 0 && m0 + r < rows)
         p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head_of(r)) * seq.lse_rows +
-              seq.lse_row0 + row_pos[mt][h]] = row_lse(l, row_max[mt][h], p.softmax_scale);
+              seq.lse_row0 + row_pos[mt][h]] = row_lse(l, row_max[mt][h], FAT_LSE_SCALE);
     }
   }
   __syncthreads();
@@ -628,6 +838,9 @@ fat_fwd_mma80(const fat_fwd_params p) {
     }
   }
 }
+#undef FAT_SOFTCAP_IN
+#undef FAT_LSE_SCALE
+#undef FAT_INV_L
 
 #if {{SPLITS}} != 1
 // Merges the kSplits partials of each query row (one warp per row, lane s

@@ -25,11 +25,20 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define N_MASKS 3          /* none, causal, local */
 #define MIN_CONFIGS 12 /* the floor per (head dim, dtype, mask) */
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
-#define SPLITKV_GRID 48 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 2x2x2x6 */
+#define SPLITKV_GRID 72 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 3x2x2x6 */
 #define PAGED_GRID 48   /* BLOCK_M x BLOCK_N x WARPS x STAGES x PACK_GQA = 2x3x2x2x2, SPLITS 0 */
 #define WGMMA90_GRID 16 /* BLOCK_M x BLOCK_N x STAGES x OVERLAP = 2x2x2x2, sm_90a, d64..d256 by 64 */
 #define WS90_GRID 1080  /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT x SLAB = 2x10x1x3x2x3x3, sm_90a */
-#define N_DTYPES 3      /* fp16, bf16, e4m3 (ws90 alone generates e4m3) */
+#define N_DTYPES 5      /* fp16, bf16, e4m3 (ws90 alone generates e4m3), fp16-e4m3kv, bf16-e4m3kv
+                           (splitkv and paged alone, from sm_89) */
+#define WS90_DTYPES 3  /* fp16, bf16, e4m3 */
+#define N_KV8_FAMILIES_DTYPES 4  /* splitkv's and paged's: fp16, bf16 and the two fp8 caches */
+/* An fp8 K/V cache's variants per mask and head dim on sm_90a: splitkv's
+ * launch-split tiles (64 and 128 keys, STAGES 3 with 64 only, packed or
+ * not; 32 keys above d128), paged's as its 16-bit ones but d256, where the
+ * smaller byte tiles let BLOCK_M 128 with 64 keys fit too */
+static const int SPLITKV_KV8[] = {6, 6, 6, 6, 4, 4};
+static const int PAGED_KV8[] = {9, 9, 9, 9, 12, 8};
 /* ws90's e4m3 variants per mask and head dim (HEAD_DIMS' order): its fp8
  * key tiles, registers and shared memory (generator/family_ws90.lua) */
 static const int WS90_E4M3[] = {0, 48, 36, 36, 36, 12};
@@ -91,6 +100,7 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   }
   int count[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
   int splitkv[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, splitkv_defaults = 0;
+  int splitkv_kv8_defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
   int paged[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, paged_defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
   int baseline[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, baseline_defaults = 0, other = 0;
   int wgmma[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, wgmma_defaults = 0;
@@ -112,7 +122,10 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
       defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
     } else if (strcmp(v[i].family, "splitkv") == 0) {
       splitkv[d][v[i].dtype][v[i].mask]++;
-      splitkv_defaults += v[i].is_default;
+      if (v[i].dtype == FAT_FP16_E4M3KV || v[i].dtype == FAT_BF16_E4M3KV)
+        splitkv_kv8_defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
+      else
+        splitkv_defaults += v[i].is_default;
     } else if (strcmp(v[i].family, "paged") == 0) {
       paged[d][v[i].dtype][v[i].mask]++;
       paged_defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
@@ -182,6 +195,24 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
                     !wgmma[d][FAT_E4M3][m] && !baseline[d][FAT_E4M3][m],
                 "%s d%d e4m3 %s: a family other than ws90", arch, HEAD_DIMS[d], fat_mask_name(m));
     }
+  /* The fp8 caches: splitkv and paged alone, from sm_89 (the e4m3
+   * conversion), one built-in default of each family a problem (the
+   * runtime's, contiguous and paged: mma80 reads no fp8 cache). */
+  const int kv8_arch = strcmp(arch, "sm_90a") == 0;
+  for (int t = FAT_FP16_E4M3KV; t <= FAT_BF16_E4M3KV; t++)
+    for (int d = 0; d < N_HEAD_DIMS; d++)
+      for (int m = 0; m < N_MASKS; m++) {
+        const int want_s = kv8_arch ? SPLITKV_KV8[d] : 0, want_p = kv8_arch ? PAGED_KV8[d] : 0;
+        CHECK_WHY(splitkv[d][t][m] == want_s && paged[d][t][m] == want_p, "%s d%d %s %s: %d splitkv, %d paged, want %d, %d",
+                  arch, HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), splitkv[d][t][m], paged[d][t][m], want_s,
+                  want_p);
+        CHECK_WHY(splitkv_kv8_defaults[d][t][m] == kv8_arch && paged_defaults[d][t][m] == kv8_arch,
+                  "%s d%d %s %s: %d splitkv and %d paged defaults", arch, HEAD_DIMS[d], fat_dtype_name(t),
+                  fat_mask_name(m), splitkv_kv8_defaults[d][t][m], paged_defaults[d][t][m]);
+        CHECK_WHY(!count[d][t][m] && !wgmma[d][t][m] && !ws[d][t][m] && !baseline[d][t][m],
+                  "%s d%d %s %s: a family other than splitkv and paged", arch, HEAD_DIMS[d], fat_dtype_name(t),
+                  fat_mask_name(m));
+      }
   CHECK_WHY(baseline_defaults == 0, "%s: %d materialize variants marked default", arch, baseline_defaults);
   CHECK_WHY(splitkv_defaults == 0, "%s: %d splitkv variants marked default", arch, splitkv_defaults);
   CHECK_WHY(wgmma_defaults == 0, "%s: %d wgmma90 variants marked default", arch, wgmma_defaults);
@@ -195,8 +226,10 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   size_t wgmma_grid = 0;
   for (int d = 0; d < N_HEAD_DIMS; d++)
     wgmma_grid += (want_wgmma[d] ? (size_t)2 * N_MASKS * WGMMA90_GRID : 0) +
-                  (want_ws[d] ? (size_t)N_DTYPES * N_MASKS * WS90_GRID : 0);
-  CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * 2 * N_MASKS * (MMA80_GRID + SPLITKV_GRID + PAGED_GRID) + wgmma_grid +
+                  (want_ws[d] ? (size_t)WS90_DTYPES * N_MASKS * WS90_GRID : 0);
+  CHECK_WHY(n + np == (size_t)N_HEAD_DIMS * N_MASKS *
+                              (2 * MMA80_GRID + N_KV8_FAMILIES_DTYPES * (SPLITKV_GRID + PAGED_GRID)) +
+                          wgmma_grid +
                           (size_t)(N_HEAD_DIMS - 1) * 2 * MATERIALIZE_MASKS * MATERIALIZE_TILES,
             "%s: %zu variants + %zu pruned", arch, n, np);
   /* FlashAttention-2's choices survive: WARPS 4 up to d128, 8 above */
@@ -362,12 +395,13 @@ static void test_pruning(fat_gen *g) {
    * rows pruned (PERSISTENT 2 wants a mask), all 144 of 192 (three
    * consumers' registers) and all 360 with SLAB 32 (d256 is whole 64-column
    * slabs) or BLOCK_N 144; and the 432 e4m3's values add: the 360 of SLAB
-   * 128 (one-byte elements only), the 72 others of BLOCK_N 224 */
+   * 128 (one-byte elements only), the 72 others of BLOCK_N 224; and
+   * splitkv's 24 of BLOCK_N 32 (an fp8 cache's tile) */
   CHECK_WHY(n == 19 + 18 + 7 + 8 + 24 + MATERIALIZE_TILES &&
-                np == 29 + 30 + 41 + 8 + 120 + 144 + 360 + 432,
+                np == 29 + 30 + 24 + 41 + 8 + 120 + 144 + 360 + 432,
             "%zu variants, %zu pruned", n, np);
   CHECK_STR(find_reason(p, np, "fwd.splitkv.fp16.d256.none.m64n64w4s2.g1x0"),
-            "SPLITS 0 above head dim 128: its blocks spill");
+            "SPLITS 0 above head dim 128 on 64-key tiles: its blocks spill");
   CHECK_STR(find_reason(p, np, "fwd.paged.fp16.d256.none.m128n64w4s2.g0x0"),
             "accumulators 320 > 192 registers per thread; rows per warp BLOCK_M/WARPS = 32 is not 16; "
             "registers: 160 accumulators + 2 x 16 copies > 176");
@@ -642,7 +676,8 @@ static void test_query_errors(fat_gen *g) {
     for (size_t i = 0; i < n_by_arch[a]; i++) fat_variant_free(&v[i]);
     free(v);
   }
-  CHECK(n_by_arch[1] < n_by_arch[0] && n_by_arch[1] == n_by_arch[3] && n_by_arch[1] == n_by_arch[7]);
+  /* sm_89 and sm_120 (99 KiB too) add the fp8 caches' variants to sm_86's. */
+  CHECK(n_by_arch[1] < n_by_arch[0] && n_by_arch[3] > n_by_arch[1] && n_by_arch[3] == n_by_arch[7]);
   CHECK(n_by_arch[2] == n_by_arch[0]);
   q.arch = "sm_80";
   q.direction = FAT_BWD;

@@ -10,7 +10,11 @@
  * causal bottom-right on each sequence's own length), grouped-query and
  * multi-query heads, packed and not, sliding windows, the soft-cap, a head
  * dim below its template's, and the split counts the launch chooses for
- * this GPU (one sequence of one K/V head: all 32). Prints one row per
+ * this GPU (one sequence of one K/V head: all 32); and an fp8 K/V cache
+ * (dtypes fp16-e4m3kv and bf16-e4m3kv: K and V e4m3 with descale factors
+ * per tensor and per (batch, key head), Q 16-bit) on both decoding
+ * families, contiguous and paged, where the GPU converts e4m3 (sm_89 and
+ * newer). Prints one row per
  * check. Exits 77 (skipped) when no CUDA driver or device is present; the
  * variants to check can be narrowed to those whose name holds
  * $FATUNE_TEST_PARAM. */
@@ -55,9 +59,10 @@ static void check_variant(fat_gpu *g, const char *arch, const char *name, const 
   for (int i = 0; i < n; i++) {
     fat_check c;
     char shape[160];
-    snprintf(shape, sizeof shape, "%dx%d/%dx%dx%d page %d w%d,%d d%d cap%g%s", s[i].batch, s[i].heads,
+    snprintf(shape, sizeof shape, "%dx%d/%dx%dx%d page %d w%d,%d d%d cap%g%s%s", s[i].batch, s[i].heads,
              s[i].heads_k, s[i].seqlen_q, s[i].seqlen_k, s[i].page_size, s[i].window_left,
-             s[i].window_right, s[i].head_dim, (double)s[i].softcap, s[i].varlen ? " partial" : "");
+             s[i].window_right, s[i].head_dim, (double)s[i].softcap, s[i].varlen ? " partial" : "",
+             s[i].descale_per_head ? " per-head" : "");
     int rc = fat_gpu_check(g, &k, &s[i], TEST_SEED + seed_counter++, &c, err, sizeof err);
     if (rc != FAT_GPU_OK) {
       fprintf(stderr, "%s on %s: %s\n", name, shape, err);
@@ -147,6 +152,53 @@ int main(void) {
       {FAT_SHAPE_DIMS(3, 8, 2, 16, 3000), .window_left = 700, .window_right = 0, .head_dim = 88,
        .page_size = 16, .varlen = 1, .softcap = 30.f}};
   check_variant(g, arch, "fwd.paged.bf16.d96.local.m64n64w4s2.g1x0", all, N(all));
+
+  /* An fp8 K/V cache, where the GPU converts e4m3 (the generator's rule:
+   * sm_89 and newer). Contiguous (splitkv, its splits the launch's) and
+   * paged, decoding and a prefill chunk, grouped heads, partly filled
+   * caches, windows, the soft-cap and a head dim below its template's (80
+   * on 96: a multiple of 16, the runtime's rule for one-byte rows); the
+   * descale factors one per tensor and one per (batch, key head). */
+  if (info.cc_major * 10 + info.cc_minor >= 89) {
+    const fat_check_shape kv8_dense[] = {
+        {FAT_SHAPE_DIMS(2, 8, 2, 1, 4097)},
+        {FAT_SHAPE_DIMS(2, 8, 2, 16, 4097), .descale_per_head = 1},
+        {FAT_SHAPE_DIMS(1, 8, 1, 1, 65536), .descale_per_head = 1},
+        {FAT_SHAPE_DIMS(3, 8, 2, 16, 700), .varlen = 1, .descale_per_head = 1},
+        {FAT_SHAPE_DIMS(4, 4, 4, 4, 300)},
+    };
+    static const char *const kv8_dense_variants[] = {
+        "fwd.splitkv.bf16-e4m3kv.d128.causal.m64n64w4s2.g0x0", /* the built-in default */
+        "fwd.splitkv.fp16-e4m3kv.d128.none.m64n128w4s2.g1x0",
+        "fwd.splitkv.bf16-e4m3kv.d64.causal.m64n64w4s3.g1x0",
+        "fwd.splitkv.fp16-e4m3kv.d256.causal.m64n32w4s2.g0x0",
+        "fwd.splitkv.bf16-e4m3kv.d192.none.m64n32w4s2.g1x0",
+    };
+    for (int i = 0; i < N(kv8_dense_variants); i++)
+      check_variant(g, arch, kv8_dense_variants[i], kv8_dense, N(kv8_dense));
+    const fat_check_shape kv8_paged[] = {
+        {FAT_SHAPE_DIMS(3, 8, 2, 1, 4097), .page_size = 16, .varlen = 1},
+        {FAT_SHAPE_DIMS(2, 8, 2, 16, 4097), .page_size = 64, .varlen = 1, .descale_per_head = 1},
+        {FAT_SHAPE_DIMS(1, 8, 1, 1, 65536), .page_size = 256, .descale_per_head = 1},
+        {FAT_SHAPE_DIMS(2, 8, 2, 1, 17), .page_size = 128, .varlen = 1},
+    };
+    static const char *const kv8_paged_variants[] = {
+        "fwd.paged.bf16-e4m3kv.d128.causal.m64n64w4s2.g0x0", /* the built-in default */
+        "fwd.paged.fp16-e4m3kv.d128.causal.m64n64w4s3.g1x0",
+        "fwd.paged.bf16-e4m3kv.d128.none.m64n128w4s2.g1x0",
+        "fwd.paged.bf16-e4m3kv.d256.causal.m64n32w4s2.g0x0",
+    };
+    for (int i = 0; i < N(kv8_paged_variants); i++)
+      check_variant(g, arch, kv8_paged_variants[i], kv8_paged, N(kv8_paged));
+    check_variant(g, arch, "fwd.paged.bf16-e4m3kv.d128.causal.m128n64w8s2.g0x0", prefill, N(prefill));
+    const fat_check_shape kv8_all[] = {
+        {FAT_SHAPE_DIMS(3, 8, 2, 16, 3000), .window_left = 700, .window_right = 0, .head_dim = 80,
+         .page_size = 16, .varlen = 1, .softcap = 30.f, .descale_per_head = 1},
+        {FAT_SHAPE_DIMS(2, 8, 2, 1, 2000), .window_left = 256, .window_right = -1, .head_dim = 80,
+         .softcap = 30.f}};
+    check_variant(g, arch, "fwd.paged.fp16-e4m3kv.d96.local.m64n64w4s2.g1x0", kv8_all, 1);
+    check_variant(g, arch, "fwd.splitkv.bf16-e4m3kv.d96.local.m64n64w4s2.g1x0", &kv8_all[1], 1);
+  }
 out:
   for (size_t i = 0; i < n_space; i++) fat_variant_free(&space[i]);
   free(space);

@@ -2,7 +2,9 @@
 /* Build-time tool: expands the generator's default variants (is_default = 1,
  * every head dim, dtype and mask of both directions, and for the backward a
  * deterministic one as well; e4m3's, which only the sm_90a family ws90
- * generates, from an sm_90a query of its own) into a C file for the runtime,
+ * generates, from an sm_90a query of its own; an fp8 K/V cache's, which
+ * the decoding families generate from sm_89, from an sm_89 query: its 99
+ * KiB of shared memory is the least of those targets') into a C file for the runtime,
  * which cannot embed Lua. Run by runtime/CMakeLists.txt:
  *   gen_defaults OUT.c
  * Writes OUT.c through a temporary name, so a failed run leaves no half file. */
@@ -17,6 +19,7 @@
  * architectures, so every default listed fits every supported GPU. */
 #define DEFAULTS_ARCH "sm_80"
 #define E4M3_ARCH "sm_90a"  /* e4m3's one family (ws90) is Hopper's */
+#define KV8_ARCH "sm_89"    /* the first target that converts e4m3 */
 
 /* Writes S as a C string literal, one source line per literal line. Octal
  * escapes are always three digits (never swallow a following digit) and
@@ -56,9 +59,10 @@ int main(int argc, char **argv) {
   char err[ERRLEN], tmp[ERRLEN / 2];
   int rc = 1;
   fat_gen *g = NULL;
-  /* The forward and backward spaces of DEFAULTS_ARCH, and e4m3's forward. */
-  fat_variant *v[3] = {NULL, NULL, NULL};
-  size_t n[3] = {0, 0, 0};
+  /* The forward and backward spaces of DEFAULTS_ARCH, e4m3's forward, and
+   * the fp8 caches'. */
+  fat_variant *v[4] = {NULL, NULL, NULL, NULL};
+  size_t n[4] = {0, 0, 0, 0};
   /* What goes into the table: (variant, deterministic) pairs. */
   const fat_variant **pick = NULL;
   int *pick_det = NULL, count = 0;
@@ -76,8 +80,11 @@ int main(int argc, char **argv) {
   const fat_dtype e4m3[] = {FAT_E4M3};
   fat_gen_query q8 = {.direction = FAT_FWD, .arch = E4M3_ARCH, .dtypes = e4m3, .n_dtypes = 1};
   if (fat_gen_variants(g, &q8, &v[2], &n[2], NULL, NULL, err, sizeof err)) goto fail;
-  pick = calloc(2 * (n[0] + n[1]) + n[2] + 1, sizeof *pick);
-  pick_det = calloc(2 * (n[0] + n[1]) + n[2] + 1, sizeof *pick_det);
+  const fat_dtype kv8[] = {FAT_FP16_E4M3KV, FAT_BF16_E4M3KV};
+  fat_gen_query qkv = {.direction = FAT_FWD, .arch = KV8_ARCH, .dtypes = kv8, .n_dtypes = 2};
+  if (fat_gen_variants(g, &qkv, &v[3], &n[3], NULL, NULL, err, sizeof err)) goto fail;
+  pick = calloc(2 * (n[0] + n[1]) + n[2] + n[3] + 1, sizeof *pick);
+  pick_det = calloc(2 * (n[0] + n[1]) + n[2] + n[3] + 1, sizeof *pick_det);
   if (!pick || !pick_det) {
     snprintf(err, sizeof err, "out of memory");
     goto fail;
@@ -109,6 +116,11 @@ int main(int argc, char **argv) {
    * that alone serves the dtype. */
   for (size_t i = 0; i < n[2]; i++)
     if (v[2][i].is_default && v[2][i].dtype == FAT_E4M3) pick_det[count] = 0, pick[count++] = &v[2][i];
+  /* The fp8 caches: the defaults of the two families that read them, the
+   * contiguous cache's (splitkv) and the paged one's. */
+  for (size_t i = 0; i < n[3]; i++)
+    if (v[3][i].is_default && (v[3][i].dtype == FAT_FP16_E4M3KV || v[3][i].dtype == FAT_BF16_E4M3KV))
+      pick_det[count] = 0, pick[count++] = &v[3][i];
   if (count == 0) {
     snprintf(err, sizeof err, "the generator produced no default variant");
     goto fail;
@@ -149,7 +161,7 @@ fail:
   fprintf(stderr, "gen_defaults: %s\n", err);
 out:
   if (f) fclose(f);
-  for (int d = 0; d < 3; d++) {
+  for (int d = 0; d < 4; d++) {
     for (size_t i = 0; i < n[d]; i++) fat_variant_free(&v[d][i]);
     free(v[d]);
   }
