@@ -41,15 +41,18 @@ def sleep_cycles(torch, ms=SLEEP_MS):
     return int(ms * 10_000_000 / a.elapsed_time(b))
 
 
-def timed(torch, fn, reps, warmup=3, sleep=0):
+def timed(torch, fn, reps, warmup=3, sleep=0, flush=None):
     """(median ms between CUDA events around FN, median host µs of the call)
     over REPS calls after WARMUP; SLEEP > 0 queues each call behind a sleep
-    kernel of that many cycles."""
+    kernel of that many cycles; FLUSH, a device tensor larger than the L2,
+    is zeroed before each call, so that no call finds its inputs cached."""
     for _ in range(warmup):
         fn()
     dev, host = [], []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if flush is not None:
+            flush.zero_()
         if sleep:
             torch.cuda._sleep(sleep)
         a.record()
