@@ -96,8 +96,19 @@ FAT_API const char *fat_strerror(fat_status s);
 
 /* Element types; values match the tuner's. FAT_ATTN_E4M3: q, k and v in
  * fp8 (FP8 E4M3FN, one byte each, with descale factors: fat_attn_args),
- * o in bf16; forward only, on Hopper (sm_90a). */
-typedef enum fat_attn_dtype { FAT_ATTN_FP16 = 0, FAT_ATTN_BF16 = 1, FAT_ATTN_E4M3 = 2 } fat_attn_dtype;
+ * o in bf16; forward only, on Hopper (sm_90a). FAT_ATTN_FP16_E4M3KV and
+ * FAT_ATTN_BF16_E4M3KV: an fp8 K/V cache for decoding -- q and o in the
+ * 16-bit type, k and v in e4m3 with k_descale and v_descale (q_descale
+ * NULL, its strides 0); forward only, compute capability 8.9 or newer,
+ * served by the decoding families (splitkv for a contiguous cache, paged
+ * for a block table). */
+typedef enum fat_attn_dtype {
+  FAT_ATTN_FP16 = 0,
+  FAT_ATTN_BF16 = 1,
+  FAT_ATTN_E4M3 = 2,
+  FAT_ATTN_FP16_E4M3KV = 3,
+  FAT_ATTN_BF16_E4M3KV = 4,
+} fat_attn_dtype;
 /* Masks, bottom-right aligned (FlashAttention's convention): query i of a
  * sequence sits at key position i + seqlen_k - seqlen_q. Causal: it sees the
  * keys up to that position. Local (sliding window): the keys from position
@@ -198,7 +209,10 @@ typedef struct fat_attn_args {
    * 0 for one factor per tensor, heads_k and 1 for a (batch, heads_k)
    * tensor; NULL for 1. q's factor too is a key head's: the query heads of
    * a group share it. o is bf16 (its strides in its own elements); q's, k's
-   * and v's strides are in their one-byte elements, multiples of 16. For
+   * and v's strides are in their one-byte elements, multiples of 16. An
+   * fp8 K/V cache (FAT_ATTN_FP16_E4M3KV, FAT_ATTN_BF16_E4M3KV): k and v
+   * alone are e4m3, with k_descale and v_descale as above; q and o are
+   * 16-bit (strides multiples of 8), q_descale NULL and its strides 0. For
    * the 16-bit dtypes the pointers must be NULL and the strides 0. */
   const float *q_descale, *k_descale, *v_descale;
   int q_descale_batch_stride, q_descale_head_stride;
@@ -356,15 +370,19 @@ FAT_API fat_status fat_attention_select(fat_context *ctx, const fat_attn_args *a
  *     with it, or page_size, num_pages or block_table_stride set without
  *     it (k and v are then checked as (num_pages, page_size, heads_k,
  *     head_dim) pools, their batch strides the page stride); a descale
- *     pointer or stride set with fp16 or bf16; for e4m3, a q, k or v stride
- *     not a multiple of 16 (their one-byte elements), a descale stride
- *     negative, set without its pointer or reaching an index past INT_MAX,
- *     a descale pointer not 4-byte aligned, past the end of the address
- *     space or inside o or lse.
+ *     pointer or stride set with fp16 or bf16, or q_descale's with an fp8
+ *     K/V cache; for e4m3, a q, k or v stride not a multiple of 16 (their
+ *     one-byte elements), for an fp8 K/V cache a k or v stride; a descale
+ *     stride negative, set without its pointer or reaching an index past
+ *     INT_MAX, a descale pointer not 4-byte aligned, past the end of the
+ *     address space or inside o or lse.
  *   FAT_ERR_UNSUPPORTED: head_dim not a multiple of 8 or above the largest
  *     template; e4m3 with a block_table, or at a head dim or mask no e4m3
  *     kernel serves (and, from fat_attention_select and the launch, on a
- *     GPU other than compute capability 9.0).
+ *     GPU other than compute capability 9.0); an fp8 K/V cache at a head
+ *     dim, mask or cache layout no kernel of its dtype serves, or at a head
+ *     dim narrower than its template and not a multiple of 16 (and, from
+ *     fat_attention_select and the launch, below compute capability 8.9).
  * Each failure leaves a message naming the bad value in fat_context_error.
  * What needs the driver -- a pointer on another device, a stream of another
  * context -- is checked by fat_attention_fwd itself (cuPointerGetAttribute,
@@ -470,7 +488,8 @@ FAT_API fat_status fat_attention_bwd_select(fat_context *ctx, const fat_attn_bwd
  * dv and workspace NULL, misaligned, with bad strides, overlapping each
  * other or an input, and a workspace smaller than needed; each by name. A
  * paged cache (block_table) is FAT_ERR_UNSUPPORTED: the backward reads
- * contiguous K and V; so is dtype e4m3 (no fp8 backward yet). */
+ * contiguous K and V; so are dtype e4m3 and the fp8 K/V caches (no fp8
+ * backward yet). */
 FAT_API fat_status fat_attention_bwd_check(fat_context *ctx, const fat_attn_bwd_args *args);
 
 /* Launches the backward pass on STREAM (a CUstream; NULL: the legacy

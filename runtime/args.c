@@ -18,11 +18,13 @@
 #define ALIGN_BYTES 16              /* kernels load and store 16 bytes at a time: strides are
                                        multiples of ALIGN_BYTES / element bytes (8 of fp16
                                        and bf16, 16 of e4m3) */
+#define KV8_ROW_CHUNK 16            /* an fp8 K/V cache's kernels copy a K or V row in 16-byte
+                                       chunks of this many e4m3 elements */
 #define N_TENSORS 5                 /* q, k, v, o, lse */
 #define N_BWD_SPANS (N_TENSORS + 5) /* and the backward's dout, dq, dk, dv, workspace */
 #define N_STRIDED 4                 /* q, k, v, o have (batch, row, head) strides */
 #define LSE_BYTES 4                 /* fp32 */
-#define DESCALE_BYTES 4             /* e4m3's descale factors: device fp32 */
+#define DESCALE_BYTES 4             /* fp8 inputs' descale factors: device fp32 */
 #define N_DESCALES 3                /* q, k, v */
 
 /* ---- the problem -------------------------------------------------------- */
@@ -84,23 +86,41 @@ static long long descale_count(const fat_attn_args *a, const descale *d) {
   return (long long)(a->batch - 1) * d->batch_stride + (long long)(a->heads_k - 1) * d->head_stride + 1;
 }
 
-/* e4m3's descale factors (fatune.h, fat_attn_args.q_descale): for the
- * 16-bit dtypes none (pointers NULL, strides 0); for e4m3 strides >= 0,
- * set only with their factor, and every (batch, key head) index within an
- * int (the kernels index in int). Each by name; the pointers themselves
- * are checked with the tensors. */
+/* Whether DTYPE is an fp8 K/V cache's (fp16-e4m3kv, bf16-e4m3kv): q and o
+ * 16-bit, k and v e4m3. */
+static int kv8(int dtype) { return dtype == FAT_ATTN_FP16_E4M3KV || dtype == FAT_ATTN_BF16_E4M3KV; }
+
+/* The descale factors of fp8 inputs (fatune.h, fat_attn_args.q_descale):
+ * for the 16-bit dtypes none (pointers NULL, strides 0), nor q's for an
+ * fp8 K/V cache (its q is 16-bit); for the tensors that are e4m3, strides
+ * >= 0, set only with their factor, and every (batch, key head) index
+ * within an int (the kernels index in int). Each by name; the pointers
+ * themselves are checked with the tensors. */
 static fat_status check_descales(fat_context *c, const fat_attn_args *a) {
   descale d[N_DESCALES];
   descales(a, d);
+  const char *dtype = fat_dtype_name((fat_dtype)a->dtype);
   for (int i = 0; i < N_DESCALES; i++) {
-    if (a->dtype != FAT_ATTN_E4M3) {
+    if (kv8(a->dtype) && i == 0) {
       if (d[i].ptr)
-        return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: descale factors are e4m3's; with dtype %s "
-                    "set it NULL", d[i].name, (const void *)d[i].ptr, fat_dtype_name((fat_dtype)a->dtype));
+        return fail(c, FAT_ERR_INVALID_ARGUMENT, "q_descale %p: dtype %s has a %s q, which takes "
+                    "no descale factor (k_descale and v_descale are its cache's); set it NULL",
+                    (const void *)d[i].ptr, dtype, fat_dtype_name(fat_dtype_out((fat_dtype)a->dtype)));
+      if (d[i].batch_stride || d[i].head_stride)
+        return fail(c, FAT_ERR_INVALID_ARGUMENT, "q_descale_batch_stride %d, q_descale_head_stride "
+                    "%d: dtype %s's q takes no descale factor; set them 0", d[i].batch_stride,
+                    d[i].head_stride, dtype);
+      continue;
+    }
+    if (!fat_dtype_kv_fp8((fat_dtype)a->dtype)) {
+      if (d[i].ptr)
+        return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p: descale factors are fp8 inputs' (e4m3, "
+                    "fp16-e4m3kv, bf16-e4m3kv); with dtype %s set it NULL", d[i].name,
+                    (const void *)d[i].ptr, dtype);
       if (d[i].batch_stride || d[i].head_stride)
         return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s_batch_stride %d, %s_head_stride %d: descale "
-                    "strides are e4m3's; with dtype %s set them 0", d[i].name, d[i].batch_stride,
-                    d[i].name, d[i].head_stride, fat_dtype_name((fat_dtype)a->dtype));
+                    "strides are fp8 inputs'; with dtype %s set them 0", d[i].name, d[i].batch_stride,
+                    d[i].name, d[i].head_stride, dtype);
       continue;
     }
     if (d[i].batch_stride < 0 || d[i].head_stride < 0)
@@ -124,9 +144,10 @@ fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a) {
   if (!a) return fail(c, FAT_ERR_INVALID_ARGUMENT, "args is NULL");
   fat_status st = CHECK_SIZE(c, fat_attn_args, a, "FAT_ATTN_ARGS_INIT");
   if (st) return st;
-  if (a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16 && a->dtype != FAT_ATTN_E4M3)
-    return fail(c, FAT_ERR_INVALID_ARGUMENT,
-                "dtype %d: must be FAT_ATTN_FP16, FAT_ATTN_BF16 or FAT_ATTN_E4M3", (int)a->dtype);
+  if (a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16 && a->dtype != FAT_ATTN_E4M3 &&
+      !kv8(a->dtype))
+    return fail(c, FAT_ERR_INVALID_ARGUMENT, "dtype %d: must be FAT_ATTN_FP16, FAT_ATTN_BF16, "
+                "FAT_ATTN_E4M3, FAT_ATTN_FP16_E4M3KV or FAT_ATTN_BF16_E4M3KV", (int)a->dtype);
   if (a->mask != FAT_ATTN_MASK_NONE && a->mask != FAT_ATTN_MASK_CAUSAL &&
       a->mask != FAT_ATTN_MASK_LOCAL)
     return fail(c, FAT_ERR_INVALID_ARGUMENT,
@@ -154,7 +175,8 @@ fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a) {
                 a->heads);
   if ((st = check_descales(c, a)) || (st = check_pages(c, a))) return st;
   /* The e4m3 kernels are the ws90 family's, which reads a contiguous
-   * cache; the paged family takes 16-bit pages. */
+   * cache; the paged family takes 16-bit pages, or an fp8 K/V cache's
+   * (whose q is 16-bit). */
   if (a->dtype == FAT_ATTN_E4M3 && a->block_table)
     return fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3 with block_table %p: a paged cache takes fp16 "
                 "or bf16 (the e4m3 forward reads a contiguous K/V cache)", (const void *)a->block_table);
@@ -180,21 +202,44 @@ fat_status fat_rt_unsupported_head_dim(fat_context *c, int head_dim) {
 }
 
 fat_status fat_rt_unsupported(fat_context *c, const fat_attn_args *a) {
-  if (a->dtype != FAT_ATTN_E4M3) return fat_rt_unsupported_head_dim(c, a->head_dim);
+  if (a->dtype == FAT_ATTN_FP16 || a->dtype == FAT_ATTN_BF16)
+    return fat_rt_unsupported_head_dim(c, a->head_dim);
+  /* The fp8 dtypes run on their own defaults' templates (select.c). */
+  const char *name = fat_dtype_name((fat_dtype)a->dtype);
   int all[MAX_HEAD_DIMS], of_mask[MAX_HEAD_DIMS];
-  const int n_all = fat_rt_e4m3_head_dims(-1, all, MAX_HEAD_DIMS);
-  const int n_mask = fat_rt_e4m3_head_dims(a->mask, of_mask, MAX_HEAD_DIMS);
+  const int n_all = fat_rt_dtype_head_dims(a->dtype, -1, all, MAX_HEAD_DIMS);
+  const int n_mask = fat_rt_dtype_head_dims(a->dtype, a->mask, of_mask, MAX_HEAD_DIMS);
+  const int tdim = fat_rt_template_head_dim(FAT_FWD, a->dtype, a->head_dim);
   char list[128];
   if (n_all == 0)
-    return fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3: this libfatune has no e4m3 kernel built in "
-                "(its built-in defaults are fp16 and bf16 only)");
+    return fail(c, FAT_ERR_UNSUPPORTED, "dtype %s: this libfatune has no %s kernel built in "
+                "(none of its built-in defaults is of that dtype)", name, name);
   if (n_mask == 0)
-    return fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3: no e4m3 kernel takes mask %s",
+    return fail(c, FAT_ERR_UNSUPPORTED, "dtype %s: no %s kernel takes mask %s", name, name,
                 fat_mask_name((fat_mask)a->mask));
+  /* The head dim has a template of the mask, but not of the family that
+   * reads this cache (an fp8 K/V cache's: splitkv contiguous, paged paged). */
+  for (int i = 0; i < n_mask; i++)
+    if (of_mask[i] == tdim)
+      return fail(c, FAT_ERR_UNSUPPORTED, "dtype %s: no %s kernel reads a %s K/V cache at head_dim "
+                  "%d, mask %s", name, name, a->block_table ? "paged" : "contiguous", a->head_dim,
+                  fat_mask_name((fat_mask)a->mask));
   list_dims(list, sizeof list, of_mask, n_mask);
-  return fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3: head_dim %d has no e4m3 template for mask %s "
-              "(e4m3 templates: %s; a smaller head dim runs on the next one up)", a->head_dim,
-              fat_mask_name((fat_mask)a->mask), list);
+  return fail(c, FAT_ERR_UNSUPPORTED, "dtype %s: head_dim %d has no %s template for mask %s "
+              "(%s templates: %s; a smaller head dim runs on the next one up)", name, a->head_dim,
+              name, fat_mask_name((fat_mask)a->mask), name, list);
+}
+
+fat_status fat_rt_check_padded(fat_context *c, const fat_attn_args *a, int template_dim) {
+  /* A row of 16 e4m3 bytes at a time: a head dim narrower than its
+   * template would have its last chunk read past the row (the 16-bit
+   * kernels' chunks are 8 elements, every head dim's multiple). */
+  if (kv8(a->dtype) && template_dim != a->head_dim && a->head_dim % KV8_ROW_CHUNK)
+    return fail(c, FAT_ERR_UNSUPPORTED, "dtype %s: head_dim %d runs on the d%d template, whose "
+                "K and V rows are read in chunks of %d e4m3 elements (16 bytes): a head dim below "
+                "its template must be a multiple of %d", fat_dtype_name((fat_dtype)a->dtype),
+                a->head_dim, template_dim, KV8_ROW_CHUNK, KV8_ROW_CHUNK);
+  return FAT_OK;
 }
 
 /* ---- tensors ------------------------------------------------------------ */
@@ -341,15 +386,17 @@ static fat_status check_tensors(fat_context *c, const fat_attn_args *a, span t[N
    * rows, the batch stride the page's. */
   const int paged = a->block_table != NULL;
   const int bk = paged ? a->num_pages : bq, sk = paged ? a->page_size : vl ? a->total_k : a->seqlen_k;
-  /* q, k and v of the dtype's inputs (e4m3: one byte), o of its output (bf16). */
-  const int in = (int)fat_dtype_size((fat_dtype)a->dtype);
+  /* q of the dtype's queries, k and v of its cache (e4m3 and the fp8 K/V
+   * caches: one byte), o of its output (e4m3: bf16; an fp8 K/V cache: q's). */
+  const int in_q = (int)fat_dtype_size((fat_dtype)a->dtype);
+  const int in_kv = (int)fat_dtype_kv_size((fat_dtype)a->dtype);
   const int out = (int)fat_dtype_size(fat_dtype_out((fat_dtype)a->dtype));
   if ((st = check_strided(c, "q", a->q, vl ? 0 : a->q_batch_stride, a->q_row_stride,
-                          a->q_head_stride, bq, sq, a->heads, a->head_dim, in, &t[2])) ||
+                          a->q_head_stride, bq, sq, a->heads, a->head_dim, in_q, &t[2])) ||
       (st = check_strided(c, "k", a->k, vl ? 0 : a->k_batch_stride, a->k_row_stride,
-                          a->k_head_stride, bk, sk, a->heads_k, a->head_dim, in, &t[3])) ||
+                          a->k_head_stride, bk, sk, a->heads_k, a->head_dim, in_kv, &t[3])) ||
       (st = check_strided(c, "v", a->v, vl ? 0 : a->v_batch_stride, a->v_row_stride,
-                          a->v_head_stride, bk, sk, a->heads_k, a->head_dim, in, &t[4])) ||
+                          a->v_head_stride, bk, sk, a->heads_k, a->head_dim, in_kv, &t[4])) ||
       (st = check_strided(c, "o", a->o, vl ? 0 : a->o_batch_stride, a->o_row_stride,
                           a->o_head_stride, bq, sq, a->heads, a->head_dim, out, &t[0])) ||
       (st = check_rows(c, "lse", a->lse, a, &t[1])))
@@ -358,7 +405,7 @@ static fat_status check_tensors(fat_context *c, const fat_attn_args *a, span t[N
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "softmax_scale %g: must be finite and >= 0 (0: default)",
                 (double)a->softmax_scale);
   /* The variable-length index arrays and the block table (device int32)
-   * and e4m3's descale factors (device fp32, their counts checked to fit
+   * and fp8 inputs' descale factors (device fp32, their counts checked to fit
    * an int): read by the blocks beside the outputs they write. */
   descale d[N_DESCALES];
   descales(a, d);
@@ -410,10 +457,9 @@ fat_status fat_rt_check_args(fat_context *c, const fat_attn_args *a) {
   span t[N_TENSORS];
   fat_status st = fat_rt_check_problem(c, a);
   if (st) return st;
-  if (!fat_rt_find_default(fat_rt_fwd_key(a), a->dtype, a->mask,
-                           fat_rt_template_head_dim(FAT_FWD, a->dtype, a->head_dim)))
-    return fat_rt_unsupported(c, a);
-  if ((st = check_tensors(c, a, t))) return st;
+  const int tdim = fat_rt_template_head_dim(FAT_FWD, a->dtype, a->head_dim);
+  if (!fat_rt_find_default(fat_rt_fwd_key(a), a->dtype, a->mask, tdim)) return fat_rt_unsupported(c, a);
+  if ((st = fat_rt_check_padded(c, a, tdim)) || (st = check_tensors(c, a, t))) return st;
   return check_no_alias(c, t, N_TENSORS, 2);
 }
 
@@ -484,15 +530,16 @@ fat_status fat_rt_workspace_overflow(fat_context *c, const fat_attn_args *a) {
 /* ---- backward ------------------------------------------------------------- */
 
 #define WORKSPACE_ALIGN 256  /* D, then the dQ accumulator at this alignment */
-#define BWD_ELEM_BYTES 2     /* dO and the gradients: fp16 or bf16 (no e4m3 backward) */
+#define BWD_ELEM_BYTES 2     /* dO and the gradients: fp16 or bf16 (no fp8 backward) */
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 fat_status fat_rt_check_bwd_problem(fat_context *c, const fat_attn_args *a) {
   fat_status st = fat_rt_check_problem(c, a);
-  if (!st && a->dtype == FAT_ATTN_E4M3)
-    st = fail(c, FAT_ERR_UNSUPPORTED, "dtype e4m3: the backward takes fp16 or bf16 (the e4m3 "
-              "forward has no backward yet)");
+  if (!st && a->dtype != FAT_ATTN_FP16 && a->dtype != FAT_ATTN_BF16)
+    st = fail(c, FAT_ERR_UNSUPPORTED, "dtype %s: the backward takes fp16 or bf16 (the %s "
+              "forward has no backward yet)", fat_dtype_name((fat_dtype)a->dtype),
+              fat_dtype_name((fat_dtype)a->dtype));
   else if (!st && a->block_table)
     st = fail(c, FAT_ERR_UNSUPPORTED, "block_table %p: the backward reads contiguous K and V (a "
               "paged cache is the forward's)", (const void *)a->block_table);

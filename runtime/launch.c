@@ -61,8 +61,10 @@ static void fwd_params(const fat_attn_args *a, fat_fwd_params *p) {
 }
 
 /* What a launch of A needs beyond P: its packed rows, the GPU's SMs, a
- * paged cache's table and e4m3's descale factors (NULL and 0 for the
- * 16-bit dtypes, as fat_attention_check requires). */
+ * paged cache's table and the descale factors of fp8 inputs -- e4m3's
+ * three, an fp8 K/V cache's k and v (its q's NULL and 0, as for the
+ * 16-bit dtypes all three: fat_attention_check requires it), which
+ * fat_fwd_launch hands an e4m3 variant last and an fp8 K/V cache's third. */
 static fat_fwd_call fwd_call(const fat_context *c, const fat_attn_args *a) {
   return (fat_fwd_call){.total_q = a->cu_seqlens_q ? a->total_q : 0,
                         .total_k = a->cu_seqlens_k ? a->total_k : 0, .sm_count = c->sm_count,

@@ -292,9 +292,9 @@ void fat_rt_restore_current(fat_context *c, saved_ctx s);
 sqlite3 *fat_rt_open_ro(fat_context *c, int i);
 /* select.c: the template a head dim of DTYPE runs on in DIRECTION (0 if none). */
 int fat_rt_template_head_dim(int direction, int dtype, int head_dim);
-/* select.c: the head dims of the built-in e4m3 forwards of MASK (-1: any
- * mask), ascending, up to CAP into OUT; how many. */
-int fat_rt_e4m3_head_dims(int mask, int *out, int cap);
+/* select.c: the head dims of the built-in forwards of DTYPE and MASK (-1:
+ * any mask), ascending, up to CAP into OUT; how many. */
+int fat_rt_dtype_head_dims(int dtype, int mask, int *out, int cap);
 /* select.c: the built-in default of a problem, or NULL. */
 const fat_default_variant *fat_rt_find_default(sel_key key, int dtype, int mask, int head_dim);
 /* select.c: the one selection function. */
@@ -321,8 +321,11 @@ fat_status fat_rt_check_problem(fat_context *c, const fat_attn_args *a);
 fat_status fat_rt_check_bwd_problem(fat_context *c, const fat_attn_args *a);
 fat_status fat_rt_unsupported_head_dim(fat_context *c, int head_dim);
 /* ... the refusal of A when no built-in default serves it: its head dim,
- * or for e4m3 what its kernels do not cover (FAT_ERR_UNSUPPORTED). */
+ * or for the fp8 dtypes what their kernels do not cover (FAT_ERR_UNSUPPORTED). */
 fat_status fat_rt_unsupported(fat_context *c, const fat_attn_args *a);
+/* ... an fp8 K/V cache's head dim below its template TEMPLATE_DIM and not
+ * a multiple of 16 (FAT_ERR_UNSUPPORTED); FAT_OK for any other call. */
+fat_status fat_rt_check_padded(fat_context *c, const fat_attn_args *a, int template_dim);
 fat_status fat_rt_check_args(fat_context *c, const fat_attn_args *a);
 fat_status fat_rt_check_on_device(fat_context *c, const void *args, int direction, void *stream);
 fat_status fat_rt_check_bwd_args(fat_context *c, const void *args);

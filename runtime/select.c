@@ -36,6 +36,8 @@
 #define MIN_CC_MAJOR 8              /* the mma80 family needs Ampere or newer */
 #define E4M3_CC_MAJOR 9             /* the e4m3 kernels are the ws90 family's: sm_90a, */
 #define E4M3_CC_MINOR 0             /* which only compute capability 9.0 runs */
+#define KV8_MIN_CC 89               /* an fp8 K/V cache's kernels convert e4m3 with sm_89's
+                                       cvt (Ada, Hopper and newer), as major * 10 + minor */
 
 /* ---- supported problems --------------------------------------------------- */
 
@@ -68,16 +70,19 @@ int fat_supported_head_dims(int *out, int cap) {
   return k;
 }
 
-/* Whether default D's templates are those of a problem of DTYPE: e4m3's
- * are its own (the ws90 family's), the 16-bit dtypes' the others'. */
+static int sixteen_bit(int dtype) { return dtype == FAT_FP16 || dtype == FAT_BF16; }
+
+/* Whether default D's templates are those of a problem of DTYPE: an fp8
+ * dtype's are its own (e4m3's the ws90 family's, an fp8 K/V cache's the
+ * decoding families'), the 16-bit dtypes' those of either. */
 static int default_of_dtype(const fat_default_variant *d, int dtype) {
-  return (d->dtype == FAT_E4M3) == (dtype == FAT_E4M3);
+  return sixteen_bit(dtype) ? sixteen_bit(d->dtype) : d->dtype == dtype;
 }
 
 /* The template a problem's head dim runs on in DIRECTION: itself, or the
  * next one up for any other multiple of 8 (the kernels zero the padding);
  * 0 if none. The backward has no d32, so its small head dims run on d64;
- * e4m3 runs on the head dims of e4m3's own defaults. */
+ * an fp8 dtype runs on the head dims of its own defaults. */
 int fat_rt_template_head_dim(int direction, int dtype, int head_dim) {
   int best = 0;
   if (head_dim < 1 || head_dim % 8) return 0;
@@ -90,7 +95,9 @@ int fat_rt_template_head_dim(int direction, int dtype, int head_dim) {
   return best;
 }
 
-int fat_rt_e4m3_head_dims(int mask, int *out, int cap) { return default_head_dims(FAT_E4M3, mask, out, cap); }
+int fat_rt_dtype_head_dims(int dtype, int mask, int *out, int cap) {
+  return default_head_dims(dtype, mask, out, cap);
+}
 
 /* Whether a variant of FAMILY serves a call of KEY: a backward with
  * variable lengths or a soft-cap only on a family that takes them, one
@@ -365,7 +372,8 @@ static int kv_abi_of(sqlite3_stmt *s) {
 }
 
 /* 1 when the source of row S carries today's layout of fat_fwd_fp8_params
- * (an e4m3 variant's last argument: templates/fat_abi_fp8.h). */
+ * (an e4m3 variant's last argument, an fp8 K/V cache's third:
+ * templates/fat_abi_fp8.h). */
 #define FP8_ABI_MARKER "#define FAT_ABI_FP8_VERSION " ABI_STR(FAT_ABI_FP8_VERSION)
 static int fp8_abi_of(sqlite3_stmt *s) {
   const char *src = (const char *)sqlite3_column_text(s, SOURCE_COL);
@@ -411,7 +419,8 @@ struct sel_row {
   int source_ok;
   int kv_abi;  /* its source carries today's FAT_ABI_KV_VERSION line (a variant that takes
                   fat_fwd_kv_params is served only then) */
-  int fp8_abi; /* ... and FAT_ABI_FP8_VERSION's (an e4m3 variant is served only then) */
+  int fp8_abi; /* ... and FAT_ABI_FP8_VERSION's (a variant of fp8 K and V -- e4m3, an fp8
+                  K/V cache -- is served only then) */
 };
 
 static char *dup_text(sqlite3_stmt *s, int col) {
@@ -620,12 +629,14 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
     if (!family_serves(key, w->family)) continue;
     if (key.no_workspace && fat_fwd_needs_workspace(sched.splits, sched.persistent)) continue;
     if (key.no_tma && sched.kind == FAT_KERNEL_FUSED_TMA) continue;
-    /* A variant that takes fat_fwd_kv_params, built against another layout
-     * of it, would read the wrong fields. */
-    if ((sched.paged || (key.direction == FAT_FWD && sched.splits == 0)) && !w->kv_abi) continue;
-    /* An e4m3 variant built against another layout of fat_fwd_fp8_params
-     * would read the wrong descale factors. */
-    if (dtype == FAT_E4M3 && !w->fp8_abi) {
+    /* A variant that takes fat_fwd_kv_params (fat_fwd_takes_kv: it reads
+     * pages, its launch chooses its splits, or it reads an fp8 K/V cache),
+     * built against another layout of it, would read the wrong fields. */
+    const int kv8 = dtype == FAT_FP16_E4M3KV || dtype == FAT_BF16_E4M3KV;
+    if ((sched.paged || (key.direction == FAT_FWD && sched.splits == 0) || kv8) && !w->kv_abi) continue;
+    /* A variant of fp8 K and V built against another layout of
+     * fat_fwd_fp8_params would read the wrong descale factors. */
+    if (fat_dtype_kv_fp8((fat_dtype)dtype) && !w->fp8_abi) {
       logf_(c, "%s: variant %s: its source does not carry today's %s; passed over", c->dbs[i],
             w->name, FP8_ABI_MARKER);
       continue;
@@ -695,9 +706,19 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
                 "dtype e4m3: its kernels are Hopper's (sm_90a, compute capability %d.%d); %s is %s "
                 "(compute capability %d.%d)", E4M3_CC_MAJOR, E4M3_CC_MINOR, c->gpu_name, c->arch,
                 c->cc_major, c->cc_minor);
+  /* Never an attempt to compile an fp8 K/V cache's kernels for an
+   * architecture without e4m3 conversions (NVRTC would refuse them). */
+  if ((a->dtype == FAT_ATTN_FP16_E4M3KV || a->dtype == FAT_ATTN_BF16_E4M3KV) &&
+      c->cc_major * 10 + c->cc_minor < KV8_MIN_CC)
+    return fail(c, FAT_ERR_UNSUPPORTED,
+                "dtype %s: its kernels need compute capability %d.%d or newer (sm_%d's e4m3 "
+                "conversions); %s is %s (compute capability %d.%d)",
+                fat_dtype_name((fat_dtype)a->dtype), KV8_MIN_CC / 10, KV8_MIN_CC % 10, KV8_MIN_CC,
+                c->gpu_name, c->arch, c->cc_major, c->cc_minor);
   const int tdim = fat_rt_template_head_dim(key.direction, a->dtype, a->head_dim);
   const fat_default_variant *def = fat_rt_find_default(key, a->dtype, a->mask, tdim);
   if (!def) return fat_rt_unsupported(c, a);
+  if ((st = fat_rt_check_padded(c, a, tdim))) return st;
   /* Within a level an exact bucket anywhere (the user's database first)
    * beats a nearest one; among nearest ones the nearest, the earlier
    * database on a tie. Level 0, this GPU's winners; level 1, where no

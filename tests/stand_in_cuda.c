@@ -112,11 +112,12 @@ typedef struct stand_in_module {
 #define STAND_IN_PARAM_BYTES 24  /* sizeof(fat_fwd_kv_params) */
 #define STAND_IN_FP8_BYTES 48    /* sizeof(fat_fwd_fp8_params): test_runtime_fp8 asserts it */
 #define STAND_IN_FP8_ARG 4       /* an e4m3 forward's fifth argument: P, three maps, the block */
+#define STAND_IN_KV8_ARG 2       /* an fp8 K/V cache's third: P, fat_fwd_kv_params, the block */
 typedef struct stand_in_launch {
   const stand_in_fn *fn;
   unsigned grid[3];
   unsigned char second[STAND_IN_PARAM_BYTES];
-  unsigned char fp8[STAND_IN_FP8_BYTES];  /* an e4m3 entry's (its name says e4m3) */
+  unsigned char fp8[STAND_IN_FP8_BYTES];  /* an e4m3 or e4m3kv entry's (its name says which) */
 } stand_in_launch;
 #define STAND_IN_LAUNCHES_KEPT 4  /* the most recent, newest first */
 
@@ -359,8 +360,11 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, 
    * the second block or the first tensor map (fwd_launch.c). */
   if (params && !strncmp(last_launched->name, "fat_fwd_mma80", strlen("fat_fwd_mma80")))
     memcpy(recent[0].second, params[1], STAND_IN_PARAM_BYTES);
-  /* ... and an e4m3 forward its descale factors after the three maps. */
-  if (params && strstr(last_launched->name, "e4m3"))
+  /* ... an fp8 K/V cache's forward its descale factors third, after its
+   * second block, and an e4m3 forward its own after the three maps. */
+  if (params && strstr(last_launched->name, "e4m3kv"))
+    memcpy(recent[0].fp8, params[STAND_IN_KV8_ARG], STAND_IN_FP8_BYTES);
+  else if (params && strstr(last_launched->name, "e4m3"))
     memcpy(recent[0].fp8, params[STAND_IN_FP8_ARG], STAND_IN_FP8_BYTES);
   return CUDA_SUCCESS;
 }

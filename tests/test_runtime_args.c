@@ -286,11 +286,13 @@ static void e4m3(void) {
   fat_attn_args a = good();
   /* The 16-bit dtypes take no factors. */
   a.q_descale = (const float *)DS_AT;
-  CHECK_BAD(&a, "q_descale 0xd000000: descale factors are e4m3's; with dtype bf16 set it NULL");
+  CHECK_BAD(&a, "q_descale 0xd000000: descale factors are fp8 inputs' (e4m3, fp16-e4m3kv, "
+                "bf16-e4m3kv); with dtype bf16 set it NULL");
   a = good(), a.dtype = FAT_ATTN_FP16, a.v_descale = (const float *)DS_AT;
-  CHECK_BAD(&a, "v_descale 0xd000000: descale factors are e4m3's; with dtype fp16 set it NULL");
+  CHECK_BAD(&a, "v_descale 0xd000000: descale factors are fp8 inputs' (e4m3, fp16-e4m3kv, "
+                "bf16-e4m3kv); with dtype fp16 set it NULL");
   a = good(), a.k_descale_head_stride = 1;
-  CHECK_BAD(&a, "k_descale_batch_stride 0, k_descale_head_stride 1: descale strides are e4m3's; "
+  CHECK_BAD(&a, "k_descale_batch_stride 0, k_descale_head_stride 1: descale strides are fp8 inputs'; "
                 "with dtype bf16 set them 0");
   /* e4m3's strides: >= 0, only with their factor, every index an int. */
   a = good_e4m3(), a.q_descale_batch_stride = -2, a.q_descale_head_stride = 1;
@@ -353,9 +355,9 @@ static void e4m3(void) {
   fat_status have = fat_attention_check(ctx, &a);
   if (have == FAT_ERR_UNSUPPORTED) {
     expect(__LINE__, &a, FAT_ERR_UNSUPPORTED, "dtype e4m3: this libfatune has no e4m3 kernel "
-           "built in (its built-in defaults are fp16 and bf16 only)");
+           "built in (none of its built-in defaults is of that dtype)");
     expect_select(__LINE__, ctx, &a, FAT_ERR_UNSUPPORTED, "dtype e4m3: this libfatune has no e4m3 "
-                  "kernel built in (its built-in defaults are fp16 and bf16 only)");
+                  "kernel built in (none of its built-in defaults is of that dtype)");
     printf("e4m3: no e4m3 kernel is built in; its tensor checks skipped until the generator's e4m3 "
            "defaults land\n");
     return;
@@ -395,6 +397,144 @@ static void e4m3(void) {
   CHECK(!strncmp(fat_context_error(ctx), prefix, strlen(prefix)));
 }
 
+/* good() decoding from an fp8 K/V cache of DTYPE at d128: one query a
+ * sequence (q and o 16-bit), k and v of one byte with one descale factor
+ * each. */
+static fat_attn_args good_kv8(fat_attn_dtype dtype) {
+  fat_attn_args a = good();
+  a.dtype = dtype, a.head_dim = 128, a.seqlen_q = 1;
+  fat_attn_args_contiguous(&a);
+  a.k_descale = (const float *)DS_AT, a.v_descale = (const float *)(DS_AT + 64);
+  return a;
+}
+
+/* An fp8 K/V cache (issue 24): q_descale refused (its q is 16-bit), the
+ * backward refused, a GPU below compute capability 8.9 refused by its
+ * architecture before any kernel is looked for; and, where this build has
+ * kernels of the dtype built in, q and o checked as 16-bit, k and v in
+ * bytes (multiples of 16), a paged cache served, and a head dim narrower
+ * than its template refused unless a multiple of 16. */
+static void kv8(void) {
+  static const fat_attn_dtype dtypes[] = {FAT_ATTN_FP16_E4M3KV, FAT_ATTN_BF16_E4M3KV};
+  for (size_t t = 0; t < sizeof dtypes / sizeof dtypes[0]; t++) {
+    const fat_attn_dtype dt = dtypes[t];
+    const char *name = dt == FAT_ATTN_FP16_E4M3KV ? "fp16-e4m3kv" : "bf16-e4m3kv";
+    const char *q_type = dt == FAT_ATTN_FP16_E4M3KV ? "fp16" : "bf16";
+    char want[512];
+    fat_attn_args a = good_kv8(dt);
+    a.q_descale = (const float *)(DS_AT + 128);
+    snprintf(want, sizeof want, "q_descale 0xd000080: dtype %s has a %s q, which takes no descale "
+             "factor (k_descale and v_descale are its cache's); set it NULL", name, q_type);
+    CHECK_BAD(&a, want);
+    a = good_kv8(dt), a.q_descale_batch_stride = 2, a.q_descale_head_stride = 1;
+    snprintf(want, sizeof want, "q_descale_batch_stride 2, q_descale_head_stride 1: dtype %s's q "
+             "takes no descale factor; set them 0", name);
+    CHECK_BAD(&a, want);
+    a = good_kv8(dt), a.v_descale = NULL, a.v_descale_head_stride = 1;
+    CHECK_BAD(&a, "v_descale_batch_stride 0, v_descale_head_stride 1 with v_descale NULL: strides of "
+                  "a factor not given; set them 0 (NULL is a factor of 1)");
+    /* No fp8 backward. */
+    fat_attn_bwd_args b = good_bwd();
+    b.fwd = good_kv8(dt);
+    snprintf(want, sizeof want, "dtype %s: the backward takes fp16 or bf16 (the %s forward has no "
+             "backward yet)", name, name);
+    expect_bwd(__LINE__, &b, FAT_ERR_UNSUPPORTED, want);
+    /* Below compute capability 8.9 (an A100) refused by name; an L4 (8.9)
+     * and an H200 (9.0) are not. */
+    const struct { const char *name; int major, minor; const char *arch; } gpus[] = {
+        {"NVIDIA A100-SXM4-80GB", 8, 0, "sm_80"}, {"NVIDIA A10", 8, 6, "sm_86"},
+        {"NVIDIA L4", 8, 9, "sm_89"}};
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
+      fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
+      fat_context *c = NULL;
+      const char *none[1] = {"/nonexistent/tables.db"};
+      o.user_db = "", o.tables = none, o.n_tables = 1, o.gpu_name = gpus[i].name;
+      o.gpu_cc_major = gpus[i].major, o.gpu_cc_minor = gpus[i].minor, o.gpu_sm_count = 58;
+      REQUIRE_EXIT(fat_context_open(&c, &o) == FAT_OK);
+      snprintf(want, sizeof want, "dtype %s: its kernels need compute capability 8.9 or newer "
+               "(sm_89's e4m3 conversions); %s is %s (compute capability %d.%d)", name, gpus[i].name,
+               gpus[i].arch, gpus[i].major, gpus[i].minor);
+      a = good_kv8(dt);
+      fat_choice ch = FAT_CHOICE_INIT;
+      const fat_status st = fat_attention_select(c, &a, &ch);
+      if (gpus[i].major * 10 + gpus[i].minor < 89) {
+        expect_select(__LINE__, c, &a, FAT_ERR_UNSUPPORTED, want);
+        size_t ws = 0;
+        CHECK_INT(fat_attention_fwd_workspace(c, &a, &ws), FAT_ERR_UNSUPPORTED);
+        CHECK_STR(fat_context_error(c), want);
+        n_bad++;
+      } else {
+        CHECK(st == FAT_OK || strcmp(fat_context_error(c), want));
+      }
+      fat_context_close(c);
+    }
+    /* The H200's: served by the built-in defaults of the dtype where this
+     * build has them, else refused by name. */
+    a = good_kv8(dt);
+    if (fat_attention_check(ctx, &a) == FAT_ERR_UNSUPPORTED) {
+      snprintf(want, sizeof want, "dtype %s: this libfatune has no %s kernel built in (none of its "
+               "built-in defaults is of that dtype)", name, name);
+      expect(__LINE__, &a, FAT_ERR_UNSUPPORTED, want);
+      expect_select(__LINE__, ctx, &a, FAT_ERR_UNSUPPORTED, want);
+      printf("%s: no %s kernel is built in; its tensor checks skipped until the generator's "
+             "defaults of it land\n", name, name);
+      continue;
+    }
+    CHECK_OK(&a);
+    expect_select(__LINE__, ctx, &a, FAT_OK, NULL);
+    a = good_kv8(dt), a.k_descale = a.v_descale = NULL; /* factors of 1 */
+    CHECK_OK(&a);
+    /* FlashAttention-3's (batch, heads_k) factors. */
+    a = good_kv8(dt);
+    a.k_descale_batch_stride = a.v_descale_batch_stride = 2;
+    a.k_descale_head_stride = a.v_descale_head_stride = 1;
+    CHECK_OK(&a);
+    /* A paged fp8 cache (e4m3's is refused) is the paged family's. */
+    a = good_kv8(dt);
+    a.block_table = (const int *)BT_AT, a.block_table_stride = 8, a.page_size = 16, a.num_pages = 20;
+    a.k_batch_stride = a.v_batch_stride = (long long)a.page_size * a.k_row_stride;
+    CHECK_OK(&a);
+    expect_select(__LINE__, ctx, &a, FAT_OK, NULL);
+    /* q and o are 16-bit: strides multiples of 8; k and v one byte: of 16. */
+    a = good_kv8(dt), a.q_head_stride = 136, a.q_row_stride = 4 * 136, a.q_batch_stride = 4 * 136;
+    CHECK_OK(&a);
+    a = good_kv8(dt), a.o_head_stride = 136, a.o_row_stride = 4 * 136, a.o_batch_stride = 4 * 136;
+    CHECK_OK(&a);
+    a = good_kv8(dt), a.k_head_stride = 136, a.k_row_stride = 2 * 136, a.k_batch_stride = 128 * 2 * 136;
+    CHECK_BAD(&a, "k_head_stride 136: must be a non-negative multiple of 16");
+    a = good_kv8(dt), a.v_batch_stride = 128 * 256 + 8;
+    CHECK_BAD(&a, "v_batch_stride 32776: must be a non-negative multiple of 16");
+    a = good_kv8(dt), a.v_row_stride = 264, a.v_batch_stride = 128 * 272;
+    CHECK_BAD(&a, "v_row_stride 264: must be a non-negative multiple of 16");
+    /* k spans bytes: 2 x 128 x 2 x 128 of them, v right after it; o
+     * 2 x 1 x 4 x 128 16-bit elements. */
+    a = good_kv8(dt), a.v = (const void *)(K_AT + 65536);
+    CHECK_OK(&a);
+    a.o = (void *)(K_AT + 65536 - 16);
+    CHECK_BAD(&a, "o [0x200fff0, +2048 bytes) overlaps k [0x2000000, +65536 bytes): the outputs "
+                  "must not alias another tensor");
+    /* A head dim below its template: a multiple of 16 runs (its rows'
+     * last chunk is whole), another (72, whose contiguous strides are not
+     * even the load rule's) is refused by name before its strides. */
+    a = good_kv8(dt), a.head_dim = 80;
+    fat_attn_args_contiguous(&a);
+    CHECK_OK(&a);
+    a = good_kv8(dt), a.head_dim = 72;
+    fat_attn_args_contiguous(&a);
+    const char *prefix = "head_dim 72 runs on the d";
+    const char *suffix = " template, whose K and V rows are read in chunks of 16 e4m3 elements (16 "
+                         "bytes): a head dim below its template must be a multiple of 16";
+    snprintf(want, sizeof want, "dtype %s: %s", name, prefix);
+    expect(__LINE__, &a, FAT_ERR_UNSUPPORTED, NULL);
+    const char *got = fat_context_error(ctx);
+    CHECK_WHY(!strncmp(got, want, strlen(want)) && strlen(got) > strlen(suffix) &&
+                  !strcmp(got + strlen(got) - strlen(suffix), suffix), "got \"%s\"", got);
+    char refused[512];
+    snprintf(refused, sizeof refused, "%s", got);
+    expect_select(__LINE__, ctx, &a, FAT_ERR_UNSUPPORTED, refused);
+  }
+}
+
 int main(void) {
   fat_context_options o = FAT_CONTEXT_OPTIONS_INIT;
   o.user_db = "", o.tables = NULL, o.n_tables = 0;
@@ -415,7 +555,8 @@ int main(void) {
 
   /* Enums out of range. */
   a = good(), a.dtype = (fat_attn_dtype)7;
-  CHECK_BAD(&a, "dtype 7: must be FAT_ATTN_FP16, FAT_ATTN_BF16 or FAT_ATTN_E4M3");
+  CHECK_BAD(&a, "dtype 7: must be FAT_ATTN_FP16, FAT_ATTN_BF16, FAT_ATTN_E4M3, FAT_ATTN_FP16_E4M3KV "
+                "or FAT_ATTN_BF16_E4M3KV");
   a = good(), a.mask = (fat_attn_mask)-1;
   CHECK_BAD(&a, "mask -1: must be FAT_ATTN_MASK_NONE, FAT_ATTN_MASK_CAUSAL or FAT_ATTN_MASK_LOCAL");
   a = good(), a.mask = (fat_attn_mask)3;
@@ -733,6 +874,7 @@ int main(void) {
             (int)FAT_ERR_INVALID_ARGUMENT, offline);
   edges();
   e4m3();
+  kv8();
   fat_context_close(ctx);
   printf("%d bad inputs refused with their messages\n", n_bad);
   return check_summary("test_runtime_args");

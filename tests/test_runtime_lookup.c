@@ -392,7 +392,8 @@ int main(void) {
   CHECK_STR(fat_context_error(c), "heads_k 3 does not divide heads 16");
   a = problem((fat_attn_dtype)7, FAT_ATTN_MASK_NONE, 128, 1024);
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
-  CHECK_STR(fat_context_error(c), "dtype 7: must be FAT_ATTN_FP16, FAT_ATTN_BF16 or FAT_ATTN_E4M3");
+  CHECK_STR(fat_context_error(c), "dtype 7: must be FAT_ATTN_FP16, FAT_ATTN_BF16, FAT_ATTN_E4M3, "
+            "FAT_ATTN_FP16_E4M3KV or FAT_ATTN_BF16_E4M3KV");
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 0);
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_ERR_INVALID_ARGUMENT);
   CHECK_STR(fat_context_error(c), "seqlen_q 0: must be >= 1");

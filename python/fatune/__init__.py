@@ -41,7 +41,9 @@ attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1),
     q_descale, k_descale, v_descale: with torch.float8_e4m3fn q, k and v
     (FlashAttention-3's fp8 forward), their fp32 descale factors, () or
     (1,) or (batch, heads_k), None for 1; out is bf16; forward only, on
-    Hopper. dropout_p
+    Hopper. An fp8 K/V cache: fp16 or bf16 q with torch.float8_e4m3fn k and
+    v, k_descale and v_descale as above (q_descale None), out in q's type;
+    forward only, compute capability 8.9 or newer. dropout_p
     other than 0, alibi_slopes and return_attn_probs=True are what fatune
     has not: each a ValueError naming it, never ignored. Differentiable in q, k and v (torch.autograd): the backward
     recomputes the probabilities from q, k and the forward's log-sum-exp, so
@@ -69,7 +71,8 @@ attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
 attention_varlen_with_lse(...)  attention_varlen(..., return_softmax_lse=True).
 attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None,
                        block_table=None, causal=False, softmax_scale=None,
-                       window_size=(-1, -1), softcap=0.0, return_softmax_lse=False)
+                       window_size=(-1, -1), softcap=0.0, return_softmax_lse=False,
+                       k_descale=None, v_descale=None)
     flash_attn_with_kvcache's decoding and chunked-prefill call, inference
     only: q (batch, seqlen_q, heads, head_dim) against a K/V cache, either
     contiguous, k_cache and v_cache (batch, seqlen_cache, heads_k,
@@ -84,7 +87,11 @@ attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=Non
     as are the table's and lengths' values (device data, not read on the
     host: the caller's promise). Returns out, or (out, lse). A paged cache
     runs on libfatune's paged family (fatune --paged tunes it). The
-    operator fatune::fwd_kvcache.
+    operator fatune::fwd_kvcache. An fp8 cache: k_cache and v_cache
+    torch.float8_e4m3fn under an fp16 or bf16 q, k_descale and v_descale
+    their fp32 factors (FlashAttention-3's: (), (1,) or (batch, heads_k),
+    None for 1), out in q's type; compute capability 8.9 or newer; the
+    operator fatune::fwd_kvcache_fp8.
 attention_bwd(dout, q, k, v, o, lse, *, causal, softmax_scale, window_size,
               softcap, deterministic, dq, dk, dv)  the backward itself: (dq, dk, dv),
     into given tensors if dq, dk, dv are passed (dk, dv have heads_k heads).
@@ -251,21 +258,26 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
     heads_k), None for 1. Returns out in bf16 (and lse fp32). Forward only,
     on Hopper (compute capability 9.0): the operator fatune::fwd_fp8, whose
     backward raises (no fp8 backward yet). Descale factors with fp16 or bf16
-    inputs are a ValueError naming them."""
+    inputs are a ValueError naming them.
+
+    An fp8 K/V cache: q fp16 or bf16 with k and v torch.float8_e4m3fn,
+    k_descale and v_descale as above and q_descale None (q is not fp8).
+    Returns out in q's type. Forward only, compute capability 8.9 or newer,
+    served by libfatune's decoding families (splitkv): the same operator
+    fatune::fwd_fp8. Any other mix of fp8 and 16-bit inputs is a ValueError
+    naming the dtypes."""
     api = "fatune.attention"
     options = _flash_options(api, causal, softmax_scale, scale, window_size, softcap, deterministic,
                              dropout_p, alibi_slopes, return_attn_probs, return_softmax_lse)
     _need_torch(api)
     _check_tensors(q=q, k=k, v=v)
     descales = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
-    fp8 = [_runtime.is_e4m3(t) for t in (q, k, v)]
-    if any(fp8):
-        if not all(fp8):
-            raise ValueError(f"{api}: q, k and v are {q.dtype}, {k.dtype}, {v.dtype}: fp8 inputs are all "
-                             "three torch.float8_e4m3fn, or none")
-        for name, d in descales:
-            if d is not None and not isinstance(d, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor or None, got {type(d).__name__}")
+    # None, "all" (e4m3 q, k, v) or "kv" (an fp8 K/V cache); any other mix refused by name.
+    fp8 = _runtime.fp8_kind(q, k, v, api)
+    if fp8:
+        _check_descales(descales)
+        if fp8 == "kv":
+            _runtime.check_q_descale(q, q_descale, api)
         o, lse = torch.ops.fatune.fwd_fp8(q, k, v, q_descale, k_descale, v_descale, *options)
         return (o, lse) if return_softmax_lse else o
     given = [name for name, d in descales if d is not None]
@@ -274,6 +286,13 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
                          "are for torch.float8_e4m3fn inputs; pass None")
     o, lse = torch.ops.fatune.fwd(q, k, v, *options, deterministic)
     return (o, lse) if return_softmax_lse else o
+
+
+def _check_descales(descales):
+    """TypeError for a descale factor that is neither a tensor nor None."""
+    for name, d in descales:
+        if d is not None and not isinstance(d, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(d).__name__}")
 
 
 def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options):
@@ -326,7 +345,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None, block_table=None,
                            causal=False, softmax_scale=None, window_size=(-1, -1), softcap=0.0,
                            return_softmax_lse=False, rotary_cos=None, rotary_sin=None, cache_batch_idx=None,
-                           cache_leftpad=None, alibi_slopes=None, num_splits=0, scale=None):
+                           cache_leftpad=None, alibi_slopes=None, num_splits=0, scale=None, q_descale=None,
+                           k_descale=None, v_descale=None):
     """flash_attn_with_kvcache on libfatune: attention of q (batch, seqlen_q,
     heads, head_dim) over a K/V cache, contiguous (k_cache, v_cache: (batch,
     seqlen_cache, heads_k, head_dim)) or paged (k_cache, v_cache:
@@ -342,7 +362,17 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens
     (batch, seqlen_q, heads, head_dim), or (out, lse) with
     return_softmax_lse=True, lse (batch, heads, seqlen_q) fp32. Not
     differentiable (a cache is an inference's). The operator
-    fatune::fwd_kvcache."""
+    fatune::fwd_kvcache.
+
+    An fp8 K/V cache: k_cache and v_cache torch.float8_e4m3fn (both) under
+    an fp16 or bf16 q, each cached value standing for itself times its
+    tensor's descale factor: k_descale and v_descale (FlashAttention-3's
+    flash_attn_with_kvcache arguments), fp32 tensors on q's device of shape
+    () or (1,) or (batch, heads_k), None for 1; q_descale must be None (q
+    is not fp8). Returns out in q's type. Compute capability 8.9 or newer,
+    contiguous (splitkv) or paged (the paged family). The operator
+    fatune::fwd_kvcache_fp8. Descale factors with a 16-bit cache, an fp8 q,
+    and fp8 formats other than E4M3FN are a ValueError naming them."""
     api = "fatune.attention_with_kvcache"
     for name, x in (("k", k), ("v", v), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin),
                     ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad),
@@ -366,6 +396,21 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens
         cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
     elif cache_seqlens is not None:
         _check_tensors(cache_seqlens=cache_seqlens)
+    descales = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
+    fp8 = _runtime.fp8_kind(q, k_cache, v_cache, api, ("q", "k_cache", "v_cache"))
+    if fp8 == "all":
+        raise ValueError(f"{api}: q is {q.dtype}: an fp8 K/V cache takes a torch.float16 or torch.bfloat16 "
+                         "q (fp8 q, k and v are fatune.attention's e4m3 forward)")
+    if fp8 == "kv":
+        _check_descales(descales)
+        _runtime.check_q_descale(q, q_descale, api)
+        o, lse = torch.ops.fatune.fwd_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale,
+                                                  v_descale, *options)
+        return (o, lse) if return_softmax_lse else o
+    given = [name for name, d in descales if d is not None]
+    if given:
+        raise ValueError(f"{api}: {', '.join(given)} given with a {k_cache.dtype} cache: descale factors "
+                         "are for a torch.float8_e4m3fn cache; pass None")
     o, lse = torch.ops.fatune.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options)
     return (o, lse) if return_softmax_lse else o
 

@@ -22,7 +22,8 @@ STATUS = {
     "FAT_ERR_CUDA": 4, "FAT_ERR_NO_NVRTC": 5, "FAT_ERR_COMPILE": 6, "FAT_ERR_DATABASE": 7,
     "FAT_ERR_OUT_OF_MEMORY": 8, "FAT_ERR_INTEGRITY": 9,
 }
-DTYPE = {"FAT_ATTN_FP16": 0, "FAT_ATTN_BF16": 1, "FAT_ATTN_E4M3": 2}  # enum fat_attn_dtype
+DTYPE = {"FAT_ATTN_FP16": 0, "FAT_ATTN_BF16": 1, "FAT_ATTN_E4M3": 2,  # enum fat_attn_dtype
+         "FAT_ATTN_FP16_E4M3KV": 3, "FAT_ATTN_BF16_E4M3KV": 4}
 MASK = {"FAT_ATTN_MASK_NONE": 0, "FAT_ATTN_MASK_CAUSAL": 1, "FAT_ATTN_MASK_LOCAL": 2}  # enum fat_attn_mask
 ENUMS = {"fat_status": STATUS, "fat_attn_dtype": DTYPE, "fat_attn_mask": MASK}
 

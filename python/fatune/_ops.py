@@ -30,8 +30,17 @@ call these.
                         -> (out, lse)          (inference: no autograd)
     fatune::fwd_fp8(q, k, v, q_descale, k_descale, v_descale, mask,
                     window_left, window_right, softmax_scale, softcap)
-                    -> (out, lse)              (e4m3 q, k, v; out bf16;
-                                                its backward refuses: none yet)
+                    -> (out, lse)              (e4m3 q, k, v, out bf16; or an
+                                                fp8 K/V cache: fp16/bf16 q, e4m3
+                                                k and v, out q's type, no
+                                                q_descale; its backward
+                                                refuses: none yet)
+    fatune::fwd_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table,
+                            k_descale, v_descale, mask, window_left,
+                            window_right, softmax_scale, softcap)
+                            -> (out, lse)      (an fp8 K/V cache: e4m3 caches
+                                                under an fp16/bf16 q, out q's
+                                                type; inference: no autograd)
 
 The options are fat_attn_args' own terms (_runtime's docstring); a
 forward's deterministic is its backward's, which is why the forwards carry
@@ -133,7 +142,24 @@ def fwd_fp8(q: Tensor, k: Tensor, v: Tensor, q_descale: Optional[Tensor], k_desc
 def _fwd_fp8_fake(q, k, v, q_descale, k_descale, v_descale, mask, window_left, window_right, softmax_scale,
                   softcap):
     _runtime.check_fp8(q, k, v, q_descale, k_descale, v_descale, storage=False)
-    return _runtime.fwd_outputs(q)  # out bf16
+    return _runtime.fwd_outputs(q)  # out bf16 for e4m3 q, else q's type
+
+
+@torch.library.custom_op("fatune::fwd_kvcache_fp8", mutates_args=())
+def fwd_kvcache_fp8(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Optional[Tensor],
+                    block_table: Optional[Tensor], k_descale: Optional[Tensor], v_descale: Optional[Tensor],
+                    mask: int, window_left: int, window_right: int, softmax_scale: float,
+                    softcap: float) -> tuple[Tensor, Tensor]:
+    return _runtime.forward_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale,
+                                        mask, window_left, window_right, softmax_scale, softcap)
+
+
+@fwd_kvcache_fp8.register_fake
+def _fwd_kvcache_fp8_fake(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, mask,
+                          window_left, window_right, softmax_scale, softcap):
+    _runtime.check_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale,
+                               storage=False)
+    return _runtime.fwd_outputs(q)  # out in q's type
 
 
 # ---- autograd -----------------------------------------------------------------------
@@ -184,8 +210,9 @@ def _varlen_backward(ctx, dout, _dlse):
 fwd_varlen.register_autograd(_varlen_backward, setup_context=_varlen_setup)
 
 
-# The e4m3 forward has no backward yet (issue 26): a loss through its output
-# is refused by name when autograd reaches it, never answered with zeros.
+# The fp8 forwards (e4m3, issue 26; an fp8 K/V cache, issue 24) have no
+# backward yet: a loss through their output is refused by name when
+# autograd reaches it, never answered with zeros.
 NO_FP8_BACKWARD = ("fatune.attention: the fp8 (torch.float8_e4m3fn) forward has no backward yet; "
                    "run it under torch.no_grad() or detach q, k and v, or use fp16/bf16 inputs for "
                    "training")

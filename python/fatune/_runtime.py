@@ -28,6 +28,8 @@ _STATUS_NAMES = {v: k for k, v in _abi.STATUS.items()}
 _CALLER_ERRORS = (_abi.STATUS["FAT_ERR_INVALID_ARGUMENT"], _abi.STATUS["FAT_ERR_UNSUPPORTED"])
 _FP16, _BF16 = _abi.DTYPE["FAT_ATTN_FP16"], _abi.DTYPE["FAT_ATTN_BF16"]
 _E4M3 = _abi.DTYPE["FAT_ATTN_E4M3"]
+# An fp8 K/V cache: q and o in the 16-bit type, k and v e4m3.
+_KV8 = {"torch.float16": _abi.DTYPE["FAT_ATTN_FP16_E4M3KV"], "torch.bfloat16": _abi.DTYPE["FAT_ATTN_BF16_E4M3KV"]}
 ALIGN_BYTES = 16            # the kernels load 16 bytes at a time
 STRIDE_MULTIPLE = 8         # elements of a 16-byte load (fp16, bf16; e4m3's are 16)
 INT_MAX = 2**31 - 1         # the C API's int fields
@@ -46,6 +48,29 @@ def _e4m3_dtype():
 def is_e4m3(t):
     """Whether T is a tensor of FP8 E4M3FN values (fatune's e4m3 inputs)."""
     return isinstance(t, torch.Tensor) and t.dtype == _e4m3_dtype() and t.dtype is not None
+
+
+def fp8_kind(q, k, v, api, names=("q", "k", "v")):
+    """How Q, K, V use fp8: None (none is e4m3), "all" (all three
+    torch.float8_e4m3fn: the e4m3 forward) or "kv" (k and v e4m3 with an
+    fp16 or bf16 q: an fp8 K/V cache). Any other mix, and an fp8 format
+    other than E4M3FN, is a ValueError naming the dtypes (NAMES: the
+    caller's names of the three)."""
+    e4m3 = [is_e4m3(t) for t in (q, k, v)]
+    for name, t in zip(names, (q, k, v)):
+        if isinstance(t, torch.Tensor) and not is_e4m3(t) and "float8" in str(t.dtype):
+            raise ValueError(f"{api}: {name} is {t.dtype}: fatune's fp8 is FP8 E4M3FN "
+                             "(torch.float8_e4m3fn) only")
+    if not any(e4m3):
+        return None
+    if all(e4m3):
+        return "all"
+    if e4m3 == [False, True, True] and getattr(q, "dtype", None) in (torch.float16, torch.bfloat16):
+        return "kv"
+    dtypes = ", ".join(str(getattr(t, "dtype", type(t).__name__)) for t in (q, k, v))
+    raise ValueError(f"{api}: {', '.join(names[:2])} and {names[2]} are {dtypes}: "
+                     f"fp8 inputs are all three torch.float8_e4m3fn, or {names[1]} and {names[2]} alone "
+                     f"with a torch.float16 or torch.bfloat16 {names[0]} (an fp8 K/V cache)")
 
 
 def _stride_multiple(t):
@@ -177,7 +202,8 @@ def _raise(lib, ctx, st, api):
 
 def check_tensor(name, t, api="fatune.attention", layout=DENSE, storage=True, fp8=False):
     """TypeError unless T is a tensor; ValueError unless it is an fp16/bf16
-    (FP8: torch.float8_e4m3fn) CUDA tensor of LAYOUT's dimensions the
+    (FP8: torch.float8_e4m3fn; its callers have named any other mix of
+    dtypes first: fp8_kind) CUDA tensor of LAYOUT's dimensions the
     kernels can read: head_dim a multiple of 8 (e4m3: 16), last dimension
     contiguous, the others' strides multiples of 8 elements (e4m3: 16, one
     16-byte load either way), data 16-byte aligned. STORAGE False (a fake or
@@ -195,8 +221,8 @@ def check_tensor(name, t, api="fatune.attention", layout=DENSE, storage=True, fp
                          "and v")
     if not fp8 and is_e4m3(t):
         raise ValueError(f"{name} is {t.dtype}: {api} has no fp8 path (fp8 e4m3 is "
-                         "fatune.attention's forward only, on Hopper); it takes torch.float16 or "
-                         "torch.bfloat16")
+                         "fatune.attention's forward only, on Hopper, and an fp8 K/V cache's k and v); "
+                         "it takes torch.float16 or torch.bfloat16")
     if not fp8 and t.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"{name} is {t.dtype}; {api} takes torch.float16 or torch.bfloat16")
     if 0 in t.shape:
@@ -235,13 +261,14 @@ def kernel_layout(t):
     return t.clone(memory_format=torch.contiguous_format)
 
 
-def check_qkv(q, k, v, api="fatune.attention", layout=DENSE, storage=True, fp8=False):
+def check_qkv(q, k, v, api="fatune.attention", layout=DENSE, storage=True, fp8=None):
     """Python-side refusals of q, k and v, before libfatune's own
     (fat_attention_check): TypeError for a value of the wrong kind, ValueError
-    for a wrong one. FP8: all three torch.float8_e4m3fn."""
+    for a wrong one. FP8 (fp8_kind's): "all", all three
+    torch.float8_e4m3fn; "kv", k and v alone (q fp16 or bf16)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, t, api, layout, storage, fp8)
-    if k.dtype != q.dtype or v.dtype != q.dtype:
+        check_tensor(name, t, api, layout, storage, fp8 == "all" or (fp8 == "kv" and name != "q"))
+    if k.dtype != v.dtype or (fp8 != "kv" and k.dtype != q.dtype):
         raise ValueError(f"q, k and v must share a dtype: got {q.dtype}, {k.dtype}, {v.dtype}")
     if k.device != q.device or v.device != q.device:
         raise ValueError(f"q, k and v must be on one device: got {q.device}, {k.device}, {v.device}")
@@ -343,9 +370,14 @@ def _set_options(a, mask, window_left, window_right, softmax_scale, softcap):
     a.softcap = softcap
 
 
-def _dtype_of(q):
-    """The fat_attn_dtype of checked inputs Q."""
-    return _E4M3 if is_e4m3(q) else _BF16 if q.dtype == torch.bfloat16 else _FP16
+def _dtype_of(q, k):
+    """The fat_attn_dtype of checked inputs Q and K: e4m3, an fp8 K/V cache
+    (k e4m3 under a 16-bit q), else q's 16-bit type."""
+    if is_e4m3(q):
+        return _E4M3
+    if is_e4m3(k):
+        return _KV8[str(q.dtype)]
+    return _BF16 if q.dtype == torch.bfloat16 else _FP16
 
 
 def fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap):
@@ -357,7 +389,7 @@ def fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, so
         _set_strides(a, name, t)
     a.batch, a.seqlen_q, a.heads, a.head_dim = q.shape
     a.seqlen_k, a.heads_k = k.shape[1], k.shape[2]
-    a.dtype = _dtype_of(q)
+    a.dtype = _dtype_of(q, k)
     _set_options(a, mask, window_left, window_right, softmax_scale, softcap)
     return a
 
@@ -379,8 +411,9 @@ def bwd_args(fwd, dout, dq, dk, dv, deterministic):
 
 
 def fwd_outputs(q):
-    """out (q's shape, contiguous; bf16 for e4m3 inputs, else q's dtype) and
-    lse (batch, heads, seqlen_q) fp32 of a dense forward."""
+    """out (q's shape, contiguous; bf16 for e4m3 inputs, else q's dtype, an
+    fp8 K/V cache's too) and lse (batch, heads, seqlen_q) fp32 of a dense
+    forward."""
     b, sq, h, _ = q.shape
     out = (torch.empty(q.shape, dtype=torch.bfloat16, device=q.device) if is_e4m3(q)
            else torch.empty_like(q, memory_format=torch.contiguous_format))
@@ -442,7 +475,7 @@ def forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap):
 
 def check_descale(name, t, batch, heads_k, device, api="fatune.attention", storage=True):
     """(batch_stride, head_stride) of descale factor T of a (BATCH, HEADS_K)
-    e4m3 call, in fat_attn_args' terms: None (a factor of 1) and a tensor of
+    call of e4m3 inputs (or an fp8 K/V cache), in fat_attn_args' terms: None (a factor of 1) and a tensor of
     shape () or (1,) (one factor for the tensor) are (0, 0); a (batch,
     heads_k) tensor, FlashAttention-3's layout, its strides. fp32 on the
     inputs' DEVICE (STORAGE False: meta allowed, as check_tensor)."""
@@ -461,10 +494,24 @@ def check_descale(name, t, batch, heads_k, device, api="fatune.attention", stora
     return t.stride(0), t.stride(1)
 
 
+def check_q_descale(q, q_descale, api):
+    """An fp8 K/V cache's q is 16-bit: no descale factor of its own."""
+    if q_descale is not None:
+        raise ValueError(f"{api}: q_descale given with {q.dtype} q: q takes no descale factor (only an "
+                         "fp8 q does; an fp8 K/V cache's factors are k_descale and v_descale); pass None")
+
+
 def check_fp8(q, k, v, q_descale, k_descale, v_descale, api="fatune.attention", storage=True):
-    """q, k, v of an e4m3 forward and their descale factors: ((batch
-    stride, head stride) of each factor)."""
-    check_qkv(q, k, v, api, storage=storage, fp8=True)
+    """q, k, v of an fp8 forward -- e4m3 inputs, or an fp8 K/V cache (k and
+    v e4m3 under an fp16 or bf16 q, which takes no q_descale) -- and their
+    descale factors: ((batch stride, head stride) of each factor)."""
+    kind = fp8_kind(q, k, v, api)
+    if kind is None:
+        raise ValueError(f"{api}: q, k and v are {q.dtype}, {k.dtype}, {v.dtype}: the fp8 forward takes "
+                         "torch.float8_e4m3fn k and v (and q)")
+    if kind == "kv":
+        check_q_descale(q, q_descale, api)
+    check_qkv(q, k, v, api, storage=storage, fp8=kind)
     b, hk = q.shape[0], k.shape[2]
     return tuple(check_descale(name, t, b, hk, q.device, api, storage)
                  for name, t in (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale)))
@@ -472,17 +519,24 @@ def check_fp8(q, k, v, q_descale, k_descale, v_descale, api="fatune.attention", 
 
 def forward_fp8(q, k, v, q_descale, k_descale, v_descale, mask, window_left, window_right, softmax_scale,
                 softcap):
-    """(out bf16, lse) of e4m3 inputs by fat_attention_fwd, each value
-    standing for itself times its tensor's descale factor."""
+    """(out, lse) of fp8 inputs by fat_attention_fwd, each e4m3 value
+    standing for itself times its tensor's descale factor: out bf16 for
+    e4m3 q, k and v, q's type for an fp8 K/V cache."""
     strides = check_fp8(q, k, v, q_descale, k_descale, v_descale)
     o, lse = fwd_outputs(q)
     a = fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap)
-    for name, t, (sb, sh) in zip("qkv", (q_descale, k_descale, v_descale), strides):
+    _set_descales(a, (q_descale, k_descale, v_descale), strides)
+    _launch_fwd(a, device_index(q), q, "fatune.attention")
+    return o, lse
+
+
+def _set_descales(a, factors, strides):
+    """fat_attn_args' q, k and v descale factors (None: NULL, a factor of
+    1) and their strides (check_descale's)."""
+    for name, t, (sb, sh) in zip("qkv", factors, strides):
         setattr(a, f"{name}_descale", t.data_ptr() if t is not None else None)
         setattr(a, f"{name}_descale_batch_stride", sb)
         setattr(a, f"{name}_descale_head_stride", sh)
-    _launch_fwd(a, device_index(q), q, "fatune.attention")
-    return o, lse
 
 
 def varlen_args(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, mask,
@@ -499,7 +553,7 @@ def varlen_args(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seql
     a.total_q, a.total_k = total_q, k.shape[0]
     a.cu_seqlens_q, a.cu_seqlens_k = cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr()
     a.seqused_k = seqused_k.data_ptr() if seqused_k is not None else None
-    a.dtype = _dtype_of(q)
+    a.dtype = _dtype_of(q, k)
     _set_options(a, mask, window_left, window_right, softmax_scale, softcap)
     return a
 
@@ -580,18 +634,29 @@ CACHE = "(batch, seqlen_cache, heads_k, head_dim)"
 PAGES = "(num_blocks, page_block_size, heads_k, head_dim)"
 
 
-def check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, storage=True):
+def check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, storage=True, fp8=False):
     """attention_with_kvcache's tensors: q dense, k_cache and v_cache a
     contiguous cache of q's batch or, with block_table ((batch, max_blocks)
     int32, last dimension contiguous), a pool of pages; cache_seqlens None or
-    int32 (batch,). Returns seqlen_k: the cache's length, or max_blocks x
-    page_block_size (the table's reach)."""
+    int32 (batch,). FP8: an fp8 K/V cache, k_cache and v_cache
+    torch.float8_e4m3fn under an fp16 or bf16 q. Returns seqlen_k: the
+    cache's length, or max_blocks x page_block_size (the table's reach)."""
     api = KVCACHE_API
+    kind = fp8_kind(q, k_cache, v_cache, api, ("q", "k_cache", "v_cache"))
+    if kind == "all":
+        raise ValueError(f"{api}: q is {q.dtype}: an fp8 K/V cache takes a torch.float16 or "
+                         "torch.bfloat16 q (fp8 q, k and v are fatune.attention's e4m3 forward)")
+    if fp8 != (kind == "kv"):  # the operator called directly with the other kind of cache
+        raise ValueError(f"{api}: k_cache and v_cache are {k_cache.dtype}: "
+                         + ("fatune::fwd_kvcache_fp8 takes torch.float8_e4m3fn caches" if fp8 else
+                            "an fp8 cache is fatune::fwd_kvcache_fp8's, with its descale factors"))
     check_tensor("q", q, api, DENSE, storage)
     paged = block_table is not None
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        check_tensor(name, t, api, PAGES if paged else CACHE, storage)
-    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+        check_tensor(name, t, api, PAGES if paged else CACHE, storage, fp8)
+    if fp8 and k_cache.dtype != v_cache.dtype:  # not reached: fp8_kind's "kv" has both e4m3
+        raise ValueError(f"k_cache and v_cache must share a dtype: got {k_cache.dtype}, {v_cache.dtype}")
+    if not fp8 and (k_cache.dtype != q.dtype or v_cache.dtype != q.dtype):
         raise ValueError(f"q, k_cache and v_cache must share a dtype: got {q.dtype}, {k_cache.dtype}, "
                          f"{v_cache.dtype}")
     if k_cache.device != q.device or v_cache.device != q.device:
@@ -651,13 +716,37 @@ def forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, mask, windo
     return o, lse
 
 
+def check_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, storage=True):
+    """An fp8 K/V cache's call (check_kvcache's, FP8) and its descale
+    factors: ((batch stride, head stride) of k's and of v's)."""
+    check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, storage, fp8=True)
+    b, hk = q.shape[0], k_cache.shape[2]
+    return tuple(check_descale(name, t, b, hk, q.device, KVCACHE_API, storage)
+                 for name, t in (("k_descale", k_descale), ("v_descale", v_descale)))
+
+
+def forward_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, mask,
+                        window_left, window_right, softmax_scale, softcap):
+    """(out in q's type, lse) of a call over an fp8 K/V cache by
+    fat_attention_fwd: each cached value stands for itself times its
+    tensor's descale factor."""
+    k_strides, v_strides = check_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale,
+                                             v_descale)
+    o, lse = fwd_outputs(q)
+    a = kvcache_args(q, k_cache, v_cache, o, lse, cache_seqlens, block_table, mask, window_left, window_right,
+                     softmax_scale, softcap)
+    _set_descales(a, (None, k_descale, v_descale), ((0, 0), k_strides, v_strides))
+    _launch_fwd(a, device_index(q), q, KVCACHE_API)
+    return o, lse
+
+
 # ---- selection and the last choice --------------------------------------------------
 
 
 def select(q, k, v, mask, window_left, window_right, softcap, bwd=False, deterministic=False):
     """The Choice a forward (BWD: a backward) launch would make, without launching."""
     api = "fatune.select_bwd" if bwd else "fatune.select"
-    check_qkv(q, k, v, api, fp8=not bwd and is_e4m3(q))
+    check_qkv(q, k, v, api, fp8=None if bwd else fp8_kind(q, k, v, api))
     lib = load()
     ctx = context(device_index(q))
     lse = torch.empty(1, device=q.device)  # only the shape is read

@@ -151,6 +151,29 @@ def test_descales_need_fp8():
     assert raised(lambda: fatune.attention(q8, q8, q8, q_descale=d)) == (ValueError, ON_CPU)
 
 
+def test_fp8_kv_cache_descales():
+    """An fp8 K/V cache (fp16 q, e4m3 k and v): q_descale refused by name
+    before the tensors' own checks (q is not fp8), k_descale and v_descale
+    taken (the CPU tensors are refused only after); descale factors with a
+    16-bit cache refused by name."""
+    q = dense()
+    d = torch.ones(())
+    k8 = q.to(torch.float8_e4m3fn)
+    assert raised(lambda: fatune.attention(q, k8, k8, q_descale=d)) == (
+        ValueError, "fatune.attention: q_descale given with torch.float16 q: q takes no descale factor (only "
+        "an fp8 q does; an fp8 K/V cache's factors are k_descale and v_descale); pass None")
+    assert raised(lambda: fatune.attention(q, k8, k8, k_descale=d, v_descale=d)) == (ValueError, ON_CPU)
+    kvcache = "fatune.attention_with_kvcache"
+    assert raised(lambda: fatune.attention_with_kvcache(q, k8, k8, q_descale=d)) == (
+        ValueError, f"{kvcache}: q_descale given with torch.float16 q: q takes no descale factor (only an fp8 "
+        "q does; an fp8 K/V cache's factors are k_descale and v_descale); pass None")
+    assert raised(lambda: fatune.attention_with_kvcache(q, k8, k8, k_descale=d)) == (
+        ValueError, f"q is on cpu; {kvcache} needs CUDA tensors")
+    assert raised(lambda: fatune.attention_with_kvcache(q, q, q, v_descale=d)) == (
+        ValueError, f"{kvcache}: v_descale given with a torch.float16 cache: descale factors are for a "
+        "torch.float8_e4m3fn cache; pass None")
+
+
 def main():
     if torch is None:
         print("skipped: no PyTorch")

@@ -7,8 +7,14 @@ caches of uneven lengths (an int and a tensor cache_seqlens), causal
 (bottom-right on each sequence's cache length), grouped-query heads, a
 sliding window and the soft-cap; the choice names the paged family for a
 paged call and never for a contiguous one; opcheck of fatune::fwd_kvcache;
-torch.compile(fullgraph=True) of the call. Needs PyTorch and a CUDA GPU: each
-test skips without.
+torch.compile(fullgraph=True) of the call. An fp8 cache (issue 24): k and v
+quantised to torch.float8_e4m3fn with descale factors per tensor and per
+(batch, heads_k), under fp16 and bf16 queries, contiguous and paged, against
+SDPA on the dequantised keys (the same values the kernel reads), out in q's
+dtype, the variant of the dtype fp16-e4m3kv or bf16-e4m3kv; opcheck of
+fatune::fwd_kvcache_fp8; its refusals on the GPU. Needs PyTorch and a CUDA
+GPU: each test skips without (the fp8 ones also below compute capability
+8.9, and where this libfatune has no kernel of the dtype built in).
 
     FATUNE_LIB=build/runtime/libfatune.so python3 -m pytest -v python/tests/test_gpu_kvcache.py
 """
@@ -36,18 +42,28 @@ def rel_l2(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
+E4M3 = torch.float8_e4m3fn
+E4M3_MAX = 448.0   # the largest finite e4m3fn value
+E4M3_NAN = 0x7F    # an e4m3fn NaN byte (S.1111.111)
+
+
 def paged(k, v, lens, page, seed=0):
     """K and V (batch, seqlen, heads_k, d) scattered into a pool of pages of
     PAGE tokens in random order, NaN wherever no used key is; the block
-    table (batch, pages a sequence) names one NaN spare past each cache."""
+    table (batch, pages a sequence) names one NaN spare past each cache.
+    e4m3 caches are paged as their bytes (NaN the byte E4M3_NAN)."""
+    if k.dtype == E4M3:
+        pool_k, pool_v, table = paged(k.view(torch.uint8), v.view(torch.uint8), lens, page, seed)
+        return pool_k.view(E4M3), pool_v.view(E4M3), table
     b, s, hk, d = k.shape
     per = (s + page - 1) // page
     used_pages = [(n + page - 1) // page for n in lens]
     n_pages = sum(used_pages) + 1
     g = torch.Generator().manual_seed(seed)
     order = torch.randperm(n_pages, generator=g).tolist()
-    pool_k = torch.full((n_pages, page, hk, d), float("nan"), dtype=k.dtype, device=k.device)
-    pool_v = torch.full_like(pool_k, float("nan"))
+    nan = E4M3_NAN if k.dtype == torch.uint8 else float("nan")
+    pool_k = torch.full((n_pages, page, hk, d), nan, dtype=k.dtype, device=k.device)
+    pool_v = torch.full_like(pool_k, nan)
     table = torch.full((b, per), order[-1], dtype=torch.int32)
     nxt = 0
     for i in range(b):
@@ -149,6 +165,133 @@ def test_refusals():
         fatune.attention_with_kvcache(q, pool, pool, block_table=table)
     with pytest.raises(ValueError, match="block_table is torch.int64"):
         fatune.attention_with_kvcache(q, pool, pool, block_table=table.long())
+
+
+# ---- an fp8 K/V cache ---------------------------------------------------------------
+
+KV8_TOL = {torch.bfloat16: 2e-2, torch.float16: 1e-2}  # rel_l2 against float64 on the dequantised cache
+
+
+def need_kv8():
+    """Skips below compute capability 8.9 (the fp8 cache's kernels are
+    sm_89's and newer); the refusal there is test_fp8_cache_refusals'."""
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("an fp8 K/V cache needs compute capability 8.9 or newer")
+
+
+def quantise(x, per_head):
+    """X (batch, seqlen, heads_k, d) as e4m3 and its fp32 descale factors,
+    FlashAttention-3's: amax / 448 per (batch, heads_k) (PER_HEAD) or one
+    for the tensor (shape (1,)); and the dequantised values the kernel
+    reads, e4m3 x descale, in float64."""
+    amax = x.float().abs().amax(dim=(1, 3)) if per_head else x.float().abs().amax().reshape(1)
+    descale = (amax / E4M3_MAX).clamp(min=1e-12)
+    scale = descale[:, None, :, None] if per_head else descale
+    x8 = (x.float() / scale).to(E4M3)
+    return x8, descale.contiguous(), x8.float().double() * scale.double()
+
+
+def kv8_call(*args, **kwargs):
+    """fatune.attention_with_kvcache, skipping where this libfatune has no
+    kernel of the fp8 cache's dtype built in (the generator's decoding
+    families make them)."""
+    try:
+        return fatune.attention_with_kvcache(*args, **kwargs)
+    except ValueError as e:
+        if "kernel built in" in str(e):
+            pytest.skip(str(e))
+        raise
+
+
+KV8_CASES = [  # (batch, seqlen_q, heads, heads_k, d, seqlen_cache, causal, window, per_head)
+    (3, 1, 8, 2, 128, 4097, True, (-1, -1), True),
+    (2, 4, 8, 2, 128, 2000, True, (-1, -1), False),
+    (2, 1, 4, 4, 64, 777, False, (-1, -1), True),
+    (3, 8, 8, 2, 128, 3000, True, (500, 0), True),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("page", [None, 16, 64])
+@pytest.mark.parametrize("case", KV8_CASES)
+def test_fp8_cache_against_sdpa(case, page, dtype):
+    need_kv8()
+    b, sq, h, hk, d, s, causal, window, per_head = case
+    q = rand(b, sq, h, d, dtype=dtype, seed=11)
+    k, v = rand(b, s, hk, d, dtype=torch.float32, seed=12), rand(b, s, hk, d, dtype=torch.float32, seed=13)
+    k8, k_descale, k_dq = quantise(k, per_head)
+    v8, v_descale, v_dq = quantise(v, per_head)
+    lens = [s - (i * 53 + 5) % s if i else s for i in range(b)]
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    want = reference(q, k_dq, v_dq, lens, causal, window)
+    if page is None:
+        kc, vc, table = k8, v8, None
+    else:
+        kc, vc, table = paged(k8, v8, lens, page, seed=page)
+    o, lse = kv8_call(q, kc, vc, cache_seqlens=seqlens, block_table=table, causal=causal, window_size=window,
+                      return_softmax_lse=True, k_descale=k_descale, v_descale=v_descale)
+    torch.cuda.synchronize()
+    assert (o.dtype, o.shape, lse.shape) == (dtype, q.shape, (b, h, sq))
+    assert torch.isfinite(o).all(), f"page {page}: non-finite output"
+    err = rel_l2(o, want)
+    assert err < KV8_TOL[dtype], f"page {page}: rel_l2 {err:.2e}"
+    choice = fatune.last_choice()
+    name = "fp16-e4m3kv" if dtype == torch.float16 else "bf16-e4m3kv"
+    assert f".{name}." in choice.variant, choice.variant
+    assert choice.variant.startswith("fwd.paged.") == (page is not None), choice.variant
+
+
+def test_fp8_cache_through_attention():
+    """fatune.attention(q16, k8, v8, k_descale=, v_descale=): the same
+    forward over a whole contiguous cache (fatune::fwd_fp8)."""
+    need_kv8()
+    q = rand(2, 1, 8, 128, seed=14)
+    k8, k_descale, k_dq = quantise(rand(2, 1500, 2, 128, dtype=torch.float32, seed=15), True)
+    v8, v_descale, v_dq = quantise(rand(2, 1500, 2, 128, dtype=torch.float32, seed=16), False)
+    try:
+        o = fatune.attention(q, k8, v8, causal=True, k_descale=k_descale, v_descale=v_descale)
+    except ValueError as e:
+        if "kernel built in" in str(e):
+            pytest.skip(str(e))
+        raise
+    assert o.dtype == BF16
+    assert rel_l2(o, reference(q, k_dq, v_dq, [1500, 1500], True)) < KV8_TOL[BF16]
+
+
+def test_fp8_cache_refusals():
+    """What the fp8 cache does not take, each by name: a q_descale, an fp8
+    q, e5m2, descale factors with a 16-bit cache, k/v appends; and below
+    compute capability 8.9 the cache itself, naming the GPU's architecture."""
+    q = rand(1, 1, 8, 128)
+    k8 = rand(1, 64, 2, 128, dtype=torch.float32).to(E4M3)
+    one = torch.ones((), device="cuda")
+    with pytest.raises(ValueError, match="q_descale given with torch.bfloat16 q: q takes no descale factor"):
+        fatune.attention_with_kvcache(q, k8, k8, q_descale=one)
+    with pytest.raises(ValueError, match="an fp8 K/V cache takes a torch.float16 or torch.bfloat16 q"):
+        fatune.attention_with_kvcache(q.to(E4M3), k8, k8)
+    k5 = rand(1, 64, 2, 128, dtype=torch.float32).to(torch.float8_e5m2)
+    with pytest.raises(ValueError, match=r"k_cache is torch.float8_e5m2: fatune's fp8 is FP8 E4M3FN"):
+        fatune.attention_with_kvcache(q, k5, k5)
+    with pytest.raises(ValueError, match="descale factors are for a torch.float8_e4m3fn cache"):
+        fatune.attention_with_kvcache(q, rand(1, 64, 2, 128), rand(1, 64, 2, 128), k_descale=one)
+    with pytest.raises(ValueError, match="k Tensor: fatune's KV-cache call has no k"):
+        fatune.attention_with_kvcache(q, k8, k8, k8[:, :1], k8[:, :1])
+    if torch.cuda.get_device_capability() < (8, 9):
+        with pytest.raises(ValueError, match="its kernels need compute capability 8.9 or newer"):
+            fatune.attention_with_kvcache(q, k8, k8, k_descale=one, v_descale=one)
+
+
+def test_fp8_cache_opcheck():
+    need_kv8()
+    q = rand(2, 4, 8, 128, seed=17)
+    k8, k_descale, _ = quantise(rand(2, 512, 2, 128, dtype=torch.float32, seed=18), True)
+    v8, v_descale, _ = quantise(rand(2, 512, 2, 128, dtype=torch.float32, seed=19), True)
+    kc, vc, table = paged(k8, v8, [512, 300], 16)
+    seqlens = torch.tensor([512, 300], dtype=torch.int32, device="cuda")
+    kv8_call(q, kc, vc, cache_seqlens=seqlens, block_table=table, k_descale=k_descale, v_descale=v_descale)
+    torch.library.opcheck(torch.ops.fatune.fwd_kvcache_fp8,
+                          (q, kc, vc, seqlens, table, k_descale, v_descale, 1, -1, -1, 0.0, 0.0),
+                          test_utils=("test_schema", "test_faketensor"))
 
 
 def test_opcheck_and_compile():

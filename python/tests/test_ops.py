@@ -73,6 +73,10 @@ def test_schemas():
         "fwd_fp8": "fatune::fwd_fp8(Tensor q, Tensor k, Tensor v, Tensor? q_descale, Tensor? k_descale, "
                    "Tensor? v_descale, SymInt mask, SymInt window_left, SymInt window_right, "
                    "float softmax_scale, float softcap) -> (Tensor, Tensor)",
+        "fwd_kvcache_fp8": "fatune::fwd_kvcache_fp8(Tensor q, Tensor k_cache, Tensor v_cache, "
+                           "Tensor? cache_seqlens, Tensor? block_table, Tensor? k_descale, Tensor? v_descale, "
+                           "SymInt mask, SymInt window_left, SymInt window_right, float softmax_scale, "
+                           "float softcap) -> (Tensor, Tensor)",
     }
     for name, schema in want.items():
         assert str(getattr(torch.ops.fatune, name).default._schema) == schema, name
@@ -228,7 +232,8 @@ def test_fp8_refusals():
          "for torch.float8_e4m3fn inputs; pass None"),
         (lambda: fatune.attention(q8, k, v), ValueError,
          "fatune.attention: q, k and v are torch.float8_e4m3fn, torch.bfloat16, torch.bfloat16: fp8 inputs "
-         "are all three torch.float8_e4m3fn, or none"),
+         "are all three torch.float8_e4m3fn, or k and v alone with a torch.float16 or torch.bfloat16 q (an "
+         "fp8 K/V cache)"),
         (lambda: fatune.attention(q8, k8, v8, k_descale=2.0), TypeError,
          "k_descale must be a torch.Tensor or None, got float"),
         (lambda: fatune.attention(q8, k8, v8, k_descale=meta(B, H, dtype=torch.float32)), ValueError,
@@ -242,11 +247,11 @@ def test_fp8_refusals():
          "load 16 bytes at a time)"),
         (lambda: fatune.attention_bwd(q8, q8, k8, v8, q8, meta(B, H, SQ, dtype=torch.float32)), ValueError,
          "q is torch.float8_e4m3fn: fatune.attention_bwd has no fp8 path (fp8 e4m3 is fatune.attention's "
-         "forward only, on Hopper); it takes torch.float16 or torch.bfloat16"),
+         "forward only, on Hopper, and an fp8 K/V cache's k and v); it takes torch.float16 or torch.bfloat16"),
         (lambda: fatune.attention_varlen(q8[0], k8[0], v8[0], meta(3, dtype=torch.int32), meta(3, dtype=torch.int32),
                                          64, 64), ValueError,
          "q is torch.float8_e4m3fn: fatune.attention_varlen has no fp8 path (fp8 e4m3 is fatune.attention's "
-         "forward only, on Hopper); it takes torch.float16 or torch.bfloat16"),
+         "forward only, on Hopper, and an fp8 K/V cache's k and v); it takes torch.float16 or torch.bfloat16"),
     ]
     for fn, kind, message in cases:
         assert raised(fn) == (kind, message), raised(fn)
@@ -256,7 +261,8 @@ def test_fp8_refusals():
         q8 = torch.empty(B, SQ, H, D, device="cuda", dtype=e4m3)
         assert raised(lambda: fatune.select_bwd(q8, q8, q8)) == (
             ValueError, "q is torch.float8_e4m3fn: fatune.select_bwd has no fp8 path (fp8 e4m3 is "
-            "fatune.attention's forward only, on Hopper); it takes torch.float16 or torch.bfloat16")
+            "fatune.attention's forward only, on Hopper, and an fp8 K/V cache's k and v); it takes "
+            "torch.float16 or torch.bfloat16")
 
 
 def test_fp8_has_no_backward():
@@ -267,6 +273,116 @@ def test_fp8_has_no_backward():
     o = fatune.attention(q8, k8, v8)
     assert o.requires_grad and o.dtype == torch.bfloat16
     assert raised(lambda: o.float().sum().backward()) == (RuntimeError, _ops.NO_FP8_BACKWARD)
+
+
+def test_fake_fp8_kv_cache():
+    """An fp8 K/V cache on fake CUDA tensors: fp16 or bf16 q over e4m3 k and
+    v, through fatune.attention (fatune::fwd_fp8) and
+    fatune.attention_with_kvcache, contiguous and paged (fatune::fwd_kvcache_fp8),
+    with descale factors per tensor ((), (1,)), per (batch, heads_k) or none:
+    out in q's dtype and layout, lse fp32 (batch, heads, seqlen_q)."""
+    e4m3 = torch.float8_e4m3fn
+    with FakeTensorMode():
+        cache = torch.empty(B, SK, HK, D, device="cuda", dtype=e4m3)
+        pool = torch.empty(40, 64, HK, D, device="cuda", dtype=e4m3)
+        table = torch.empty(B, 5, device="cuda", dtype=torch.int32)
+        lens = torch.empty(B, device="cuda", dtype=torch.int32)
+        for dtype in (torch.float16, torch.bfloat16):
+            q = torch.empty(B, 1, H, D, device="cuda", dtype=dtype)
+            for ds in (None, torch.ones((), device="cuda"), torch.ones(1, device="cuda"),
+                       torch.ones(B, HK, device="cuda")):
+                o, lse = fatune.attention(q, cache, cache, causal=True, return_softmax_lse=True, k_descale=ds,
+                                          v_descale=ds)
+                assert isinstance(o, FakeTensor)
+                assert (o.shape, o.dtype, o.stride()) == (q.shape, dtype, q.stride()), ds
+                assert (lse.shape, lse.dtype) == ((B, H, 1), torch.float32)
+                for kc, bt in ((cache, None), (pool, table)):
+                    o, lse = fatune.attention_with_kvcache(q, kc, kc, cache_seqlens=lens, block_table=bt,
+                                                           causal=True, return_softmax_lse=True, k_descale=ds,
+                                                           v_descale=ds)
+                    assert (o.shape, o.dtype, lse.shape, lse.dtype) == (q.shape, dtype, (B, H, 1), torch.float32)
+
+
+def test_fp8_kv_cache_refusals():
+    """An fp8 K/V cache on meta tensors: each refusal names the value -- a
+    q_descale (q is not fp8), an fp8 q over an fp8 cache, k and v of
+    different kinds, e5m2, descale factors with a 16-bit cache or of the
+    wrong shape, k/v appends, a head dim the one-byte loads cannot read, the
+    16-bit operator handed an fp8 cache -- and a loss through the fp8
+    forward reaches its backward's refusal."""
+    from fatune import _ops
+    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
+    q = meta(B, 1, H, D)
+    k8, k16 = meta(B, SK, HK, D, dtype=e4m3), meta(B, SK, HK, D)
+    ds = torch.empty((), device="meta", dtype=torch.float32)
+    api = "fatune.attention_with_kvcache"
+    no_q_descale = ("q_descale given with torch.bfloat16 q: q takes no descale factor (only an fp8 q does; an "
+                    "fp8 K/V cache's factors are k_descale and v_descale); pass None")
+    cases = [
+        (lambda: fatune.attention(q, k8, k8, q_descale=ds), ValueError, f"fatune.attention: {no_q_descale}"),
+        (lambda: fatune.attention_with_kvcache(q, k8, k8, q_descale=ds), ValueError, f"{api}: {no_q_descale}"),
+        (lambda: fatune.attention(q, k8, k16), ValueError,
+         "fatune.attention: q, k and v are torch.bfloat16, torch.float8_e4m3fn, torch.bfloat16: fp8 inputs are "
+         "all three torch.float8_e4m3fn, or k and v alone with a torch.float16 or torch.bfloat16 q (an fp8 K/V "
+         "cache)"),
+        (lambda: fatune.attention_with_kvcache(q, k16, k8), ValueError,
+         f"{api}: q, k_cache and v_cache are torch.bfloat16, torch.bfloat16, torch.float8_e4m3fn: fp8 inputs "
+         "are all three torch.float8_e4m3fn, or k_cache and v_cache alone with a torch.float16 or "
+         "torch.bfloat16 q (an fp8 K/V cache)"),
+        (lambda: fatune.attention_with_kvcache(meta(B, 1, H, D, dtype=e4m3), k8, k8), ValueError,
+         f"{api}: q is torch.float8_e4m3fn: an fp8 K/V cache takes a torch.float16 or torch.bfloat16 q (fp8 "
+         "q, k and v are fatune.attention's e4m3 forward)"),
+        (lambda: fatune.attention_with_kvcache(q, meta(B, SK, HK, D, dtype=e5m2), meta(B, SK, HK, D, dtype=e5m2)),
+         ValueError, f"{api}: k_cache is torch.float8_e5m2: fatune's fp8 is FP8 E4M3FN (torch.float8_e4m3fn) "
+         "only"),
+        (lambda: fatune.attention(q, meta(B, SK, HK, D, dtype=e5m2), meta(B, SK, HK, D, dtype=e5m2)),
+         ValueError, "fatune.attention: k is torch.float8_e5m2: fatune's fp8 is FP8 E4M3FN "
+         "(torch.float8_e4m3fn) only"),
+        (lambda: fatune.attention_with_kvcache(q, k16, k16, k_descale=ds, v_descale=ds), ValueError,
+         f"{api}: k_descale, v_descale given with a torch.bfloat16 cache: descale factors are for a "
+         "torch.float8_e4m3fn cache; pass None"),
+        (lambda: fatune.attention_with_kvcache(q, k8, k8, k_descale=meta(B, H, dtype=torch.float32)), ValueError,
+         f"k_descale has shape (2, 8); {api} takes () or (1,) (one factor) or (batch, heads_k) = (2, 2)"),
+        (lambda: fatune.attention_with_kvcache(q, k8, k8, v_descale=2.0), TypeError,
+         "v_descale must be a torch.Tensor or None, got float"),
+        (lambda: fatune.attention_with_kvcache(q, k8, k8, k8[:, :1], k8[:, :1]), ValueError,
+         f"{api}: k Tensor: fatune's KV-cache call has no k; k must be None"),
+        (lambda: fatune.attention_with_kvcache(meta(B, 1, H, 72), meta(B, SK, HK, 72, dtype=e4m3),
+                                               meta(B, SK, HK, 72, dtype=e4m3)), ValueError,
+         f"k_cache has head_dim 72; {api} takes multiples of 16 for torch.float8_e4m3fn (the kernels load 16 "
+         "bytes at a time)"),
+        (lambda: torch.ops.fatune.fwd_kvcache(q, k8, k8, None, None, 1, -1, -1, 0.0, 0.0), ValueError,
+         f"{api}: k_cache and v_cache are torch.float8_e4m3fn: an fp8 cache is fatune::fwd_kvcache_fp8's, "
+         "with its descale factors"),
+        (lambda: torch.ops.fatune.fwd_kvcache_fp8(q, k16, k16, None, None, None, None, 1, -1, -1, 0.0, 0.0),
+         ValueError, f"{api}: k_cache and v_cache are torch.bfloat16: fatune::fwd_kvcache_fp8 takes "
+         "torch.float8_e4m3fn caches"),
+    ]
+    for fn, kind, message in cases:
+        assert raised(fn) == (kind, message), raised(fn)
+    o = fatune.attention_with_kvcache(q, k8, k8, causal=True, k_descale=ds)
+    assert (o.device.type, o.shape, o.dtype) == ("meta", q.shape, torch.bfloat16)
+    qg = meta(B, 1, H, D).requires_grad_()
+    o = fatune.attention(qg, k8, k8)
+    assert o.requires_grad and o.dtype == torch.bfloat16
+    assert raised(lambda: o.float().sum().backward()) == (RuntimeError, _ops.NO_FP8_BACKWARD)
+
+
+def test_opcheck_fp8_kv_cache():
+    """torch.library.opcheck of the fp8 K/V cache's operators on meta
+    tensors, which run their fake implementations: the schema (no
+    mutation, no aliasing) and the fake tensors' agreement with them."""
+    e4m3 = torch.float8_e4m3fn
+    q = meta(B, 1, H, D, dtype=torch.float16)
+    cache, pool = meta(B, SK, HK, D, dtype=e4m3), meta(40, 64, HK, D, dtype=e4m3)
+    table, lens = meta(B, 5, dtype=torch.int32), meta(B, dtype=torch.int32)
+    ds = meta(B, HK, dtype=torch.float32)
+    utils = ("test_schema", "test_faketensor")
+    for kc, bt in ((cache, None), (pool, table)):
+        torch.library.opcheck(torch.ops.fatune.fwd_kvcache_fp8.default,
+                              (q, kc, kc, lens, bt, ds, ds, 1, -1, -1, 0.0, 0.0), test_utils=utils)
+    torch.library.opcheck(torch.ops.fatune.fwd_fp8.default, (q, cache, cache, None, ds, None, 1, -1, -1, 0.0, 0.0),
+                          test_utils=utils)
 
 
 def explain(fn, *args):
