@@ -23,7 +23,7 @@
 #define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
 
 /* The schema version this build reads and writes (PRAGMA user_version). */
-#define FAT_DB_SCHEMA_VERSION 8
+#define FAT_DB_SCHEMA_VERSION 9
 /* The schema's embedded file (embedded.h): what a new database is given. */
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"
 /* How long a writer waits for another process holding the lock. */
