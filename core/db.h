@@ -23,7 +23,7 @@
 #define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
 
 /* The schema version this build reads and writes (PRAGMA user_version). */
-#define FAT_DB_SCHEMA_VERSION 8
+#define FAT_DB_SCHEMA_VERSION 9
 /* The schema's embedded file (embedded.h): what a new database is given. */
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"
 /* How long a writer waits for another process holding the lock. */
@@ -283,14 +283,28 @@ int fat_db_summary(fat_db *db, sqlite3_int64 gpu_id, fat_db_summary_row **rows, 
 /* The dtypes with measured peaks: fp16 and bf16, fat_dtype's first
  * FAT_PEAK_DTYPES, which index the arrays of peaks by dtype (fat_ceilings',
  * the end-of-run table's, the report's). e4m3 has none: fatune measures no
- * fp8 matrix peak, and an e4m3 winner is placed against nothing. */
+ * fp8 matrix peak, and an e4m3 winner is placed against nothing. An fp8
+ * K/V cache (fp16-e4m3kv, bf16-e4m3kv) is placed against its Q's type's
+ * peak: its kernels convert K and V to that type exactly and issue that
+ * type's products, so that instruction is the roof of what they compute
+ * (decoding sits far below it, on the bandwidth side: the roofline's
+ * intensity counts their one-byte K and V, explain's fat_io_model). */
 #define FAT_PEAK_DTYPES 2
-static inline int fat_dtype_has_peak(fat_dtype d) { return d == FAT_FP16 || d == FAT_BF16; }
+/* The index of D's peak in those arrays (fp16 or bf16), or -1 for none. */
+static inline int fat_dtype_peak(fat_dtype d) {
+  switch (d) {
+    case FAT_FP16: case FAT_FP16_E4M3KV: return FAT_FP16;
+    case FAT_BF16: case FAT_BF16_E4M3KV: return FAT_BF16;
+    default: return -1;
+  }
+}
+static inline int fat_dtype_has_peak(fat_dtype d) { return fat_dtype_peak(d) >= 0; }
 
 /* The ceiling that is the peak of instruction OP in DTYPE, the roof of a
  * family that issues OP (family.h's matrix_op): FAT_CEILING_PEAK_* for
- * mma.sync, FAT_CEILING_WGMMA_PEAK_* for wgmma; NULL for FAT_MATRIX_OTHER
- * and for a dtype without a peak (fat_dtype_has_peak: e4m3). */
+ * mma.sync, FAT_CEILING_WGMMA_PEAK_* for wgmma (of fat_dtype_peak's type:
+ * an fp8 K/V cache's Q's); NULL for FAT_MATRIX_OTHER and for a dtype
+ * without a peak (fat_dtype_has_peak: e4m3). */
 const char *fat_ceiling_peak_name(fat_matrix_op op, fat_dtype dtype);
 
 /* Stores ceiling NAME = VALUE (UNIT) for GPU_ID, replacing an earlier

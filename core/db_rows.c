@@ -934,11 +934,12 @@ static int prepare_once(fat_db *db, const char *sql, sqlite3_stmt **s, const cha
 }
 
 const char *fat_ceiling_peak_name(fat_matrix_op op, fat_dtype dtype) {
-  if (!fat_dtype_has_peak(dtype)) return NULL;
+  const int t = fat_dtype_peak(dtype);
+  if (t < 0) return NULL;
   switch (op) {
-    case FAT_MATRIX_MMA_SYNC: return dtype == FAT_BF16 ? FAT_CEILING_PEAK_BF16 : FAT_CEILING_PEAK_FP16;
+    case FAT_MATRIX_MMA_SYNC: return t == FAT_BF16 ? FAT_CEILING_PEAK_BF16 : FAT_CEILING_PEAK_FP16;
     case FAT_MATRIX_WGMMA:
-      return dtype == FAT_BF16 ? FAT_CEILING_WGMMA_PEAK_BF16 : FAT_CEILING_WGMMA_PEAK_FP16;
+      return t == FAT_BF16 ? FAT_CEILING_WGMMA_PEAK_BF16 : FAT_CEILING_WGMMA_PEAK_FP16;
     case FAT_MATRIX_OTHER: break;
   }
   return NULL;

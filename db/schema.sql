@@ -1,4 +1,4 @@
--- fatune's tuning database, schema version 8 (PRAGMA user_version).
+-- fatune's tuning database, schema version 9 (PRAGMA user_version).
 --
 -- Why it looks like this: every compile, check and timing is kept as it is
 -- made (one row, one commit), so an interrupted run resumes and adding a
@@ -31,8 +31,11 @@
 -- part of their key.
 -- Version 8: 'e4m3' is a dtype of variants and problems (fp8 inputs with
 -- descale factors, O in bf16), of the forward only.
+-- Version 9: 'fp16-e4m3kv' and 'bf16-e4m3kv' are dtypes of variants and
+-- problems (an fp8 K/V cache: Q and O in the 16-bit type, K and V in e4m3
+-- with descale factors), of the forward only.
 
-PRAGMA user_version = 8;
+PRAGMA user_version = 9;
 
 -- The GPU a measurement was made on, with everything that can change a
 -- timing: a driver or NVRTC upgrade is a different row.
@@ -88,8 +91,10 @@ CREATE TABLE variants (
   name        TEXT    NOT NULL CHECK (length(name) > 0),
   family      TEXT    NOT NULL CHECK (length(family) > 0),
   direction   TEXT    NOT NULL CHECK (direction IN ('fwd', 'bwd')),
-  -- e4m3: fp8 inputs, O in bf16 (core/types.h's fat_dtype_out); forward only.
-  dtype       TEXT    NOT NULL CHECK (dtype IN ('fp16', 'bf16', 'e4m3')),
+  -- e4m3: fp8 inputs, O in bf16 (core/types.h's fat_dtype_out); fp16-e4m3kv,
+  -- bf16-e4m3kv: an fp8 K/V cache, Q and O in the 16-bit type. Only the
+  -- 16-bit dtypes have a backward.
+  dtype       TEXT    NOT NULL CHECK (dtype IN ('fp16', 'bf16', 'e4m3', 'fp16-e4m3kv', 'bf16-e4m3kv')),
   mask        TEXT    NOT NULL CHECK (mask IN ('none', 'causal', 'local')),
   -- Tensor-core k-steps and 16-byte loads need multiples of 8.
   head_dim    INTEGER NOT NULL CHECK (head_dim BETWEEN 8 AND 256 AND head_dim % 8 = 0),
@@ -102,7 +107,7 @@ CREATE TABLE variants (
   source      TEXT    CHECK (source IS NULL OR length(source) > 0),
   is_default  INTEGER NOT NULL DEFAULT 0 CHECK (is_default IN (0, 1)),  -- the untuned baseline
   created_at  TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-  CHECK (dtype <> 'e4m3' OR direction = 'fwd'),
+  CHECK (dtype IN ('fp16', 'bf16') OR direction = 'fwd'),
   UNIQUE (name, source_hash)
 );
 CREATE INDEX variants_by_problem ON variants (direction, dtype, mask, head_dim);
@@ -136,7 +141,8 @@ CREATE INDEX builds_by_variant ON builds (variant_id, arch);
 CREATE TABLE problems (
   id        INTEGER PRIMARY KEY,
   direction TEXT    NOT NULL CHECK (direction IN ('fwd', 'bwd')),
-  dtype     TEXT    NOT NULL CHECK (dtype IN ('fp16', 'bf16', 'e4m3')),  -- e4m3: forward only
+  -- e4m3, fp16-e4m3kv and bf16-e4m3kv (fp8 inputs or K/V cache): forward only.
+  dtype     TEXT    NOT NULL CHECK (dtype IN ('fp16', 'bf16', 'e4m3', 'fp16-e4m3kv', 'bf16-e4m3kv')),
   mask      TEXT    NOT NULL CHECK (mask IN ('none', 'causal', 'local')),
   head_dim  INTEGER NOT NULL CHECK (head_dim BETWEEN 8 AND 256 AND head_dim % 8 = 0),
   batch     INTEGER NOT NULL CHECK (batch > 0),
@@ -168,7 +174,7 @@ CREATE TABLE problems (
   CHECK (lengths = '' OR (seqlen_q = seqlen_k
                           AND batch = length(lengths) - length(replace(lengths, ',', '')) + 1)),
   CHECK (page_size = 0 OR (direction = 'fwd' AND lengths = '')),
-  CHECK (dtype <> 'e4m3' OR direction = 'fwd'),
+  CHECK (dtype IN ('fp16', 'bf16') OR direction = 'fwd'),
   UNIQUE (direction, dtype, mask, head_dim, batch, heads, heads_k, seqlen_q, seqlen_k,
           window_left, window_right, lengths, page_size)
 );

@@ -202,6 +202,19 @@ static void test_memory_arithmetic(void) {
   CHECK(fat_materialize_workspace_bytes(&gs) == 2ull * 8 * 100 * 300 * 4);
   CHECK(fat_fwd_peak_bytes(&g, 0) == 2ull * 2 * 100 * 8 * 64 * 2 + 2ull * 2 * 300 * 2 * 64 * 2 +
                                          2ull * 8 * 100 * 4);
+  /* An fp8 K/V cache: Q and O of two bytes, K and V of one (e4m3 all
+   * three of one and O of two); a paged one's K and V twice (the
+   * contiguous copy and the pool). */
+  fat_problem kv = g;
+  kv.dtype = FAT_BF16_E4M3KV;
+  CHECK(fat_fwd_peak_bytes(&kv, 0) == 2ull * 100 * 8 * 64 * (2 + 2) + 2ull * 2 * 300 * 2 * 64 * 1 +
+                                          2ull * 8 * 100 * 4);
+  kv.page_size = 16;
+  CHECK(fat_fwd_peak_bytes(&kv, 0) == 2ull * 100 * 8 * 64 * (2 + 2) + 2ull * 2 * 2 * 300 * 2 * 64 +
+                                          2ull * 8 * 100 * 4);
+  kv.page_size = 0, kv.dtype = FAT_E4M3;
+  CHECK(fat_fwd_peak_bytes(&kv, 0) == 2ull * 100 * 8 * 64 * (1 + 2) + 2ull * 2 * 300 * 2 * 64 * 1 +
+                                          2ull * 8 * 100 * 4);
 }
 
 static void test_no_worker(void) {

@@ -30,10 +30,13 @@ expect 2 "fatune: --head-dim: 'abc' is not a number" --head-dim abc
 expect 2 "fatune: --head-dim: '128' given twice" --head-dim 128,128
 expect 2 "fatune: --head-dim: empty list" --head-dim ""
 expect 2 "fatune: --head-dim: empty item in '64,,128'" --head-dim 64,,128
-expect 2 "fatune: --dtype: unknown dtype 'fp8' (fp16, bf16, e4m3)" --dtype fp8
+expect 2 "fatune: --dtype: unknown dtype 'fp8' (fp16, bf16, e4m3, fp16-e4m3kv, bf16-e4m3kv)" --dtype fp8
 # e4m3 is the forward's alone, with --direction bwd in either order.
 expect 2 "fatune: --dtype e4m3: there is no e4m3 backward (fp8 inputs are the forward's): --direction fwd, or the backward with --dtype fp16,bf16" --dtype e4m3 --direction bwd
 expect 2 "fatune: --dtype e4m3: there is no e4m3 backward (fp8 inputs are the forward's): --direction fwd, or the backward with --dtype fp16,bf16" --direction fwd,bwd --dtype bf16,e4m3
+# So are the fp8 K/V caches, the first one listed named.
+expect 2 "fatune: --dtype fp16-e4m3kv: there is no fp16-e4m3kv backward (fp8 K/V caches are the forward's): --direction fwd, or the backward with --dtype fp16,bf16" --dtype fp16-e4m3kv --direction bwd
+expect 2 "fatune: --dtype bf16-e4m3kv: there is no bf16-e4m3kv backward (fp8 K/V caches are the forward's): --direction fwd, or the backward with --dtype fp16,bf16" --direction bwd --dtype fp16,bf16-e4m3kv,e4m3
 expect 2 "fatune: --mask: unknown mask 'sliding' (none, causal, local)" --mask sliding
 expect 2 "fatune: --family: 'a b' is no family name (letters, digits and '_', at most 31)" --family "a b"
 expect 2 "fatune: --family: 'ws90' given twice" --family ws90,ws90

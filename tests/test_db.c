@@ -134,7 +134,7 @@ static void test_schema_created(void) {
   CHECK_STR(text, "build_hashes,builds,ceilings,checks,devices,external_timings,gpus,problems,"
                  "timing_jobs,timings,variants,winners");
   text_of(h, "PRAGMA user_version", text, sizeof text);
-  CHECK_STR(text, "8");
+  CHECK_STR(text, "9");
   text_of(h, "PRAGMA journal_mode", text, sizeof text);
   CHECK_STR(text, "wal");
   text_of(h, "PRAGMA foreign_keys", text, sizeof text);
@@ -550,8 +550,15 @@ static void test_bad_rows_refused(void) {
   CHECK(strstr(fat_db_errmsg(db), "CHECK constraint failed") != NULL);
   CHECK_STR(fat_db_errmsg(db), "cannot store variant fwd.mma80.xx.d128.causal.m128n64w4s2"
                                " (source ffffffffffff): CHECK constraint failed:"
-                               " dtype IN ('fp16', 'bf16', 'e4m3')");
+                               " dtype IN ('fp16', 'bf16', 'e4m3', 'fp16-e4m3kv', 'bf16-e4m3kv')");
   CHECK_INT(id, -1);
+  /* An fp8 K/V cache has no backward, as e4m3 has none. */
+  v.dtype = FAT_BF16_E4M3KV, v.direction = FAT_BWD;
+  CHECK_INT(fat_db_put_variant(db, &v, &id), -1);
+  CHECK_STR(fat_db_errmsg(db), "cannot store variant fwd.mma80.xx.d128.causal.m128n64w4s2"
+                               " (source ffffffffffff): CHECK constraint failed:"
+                               " dtype IN ('fp16', 'bf16') OR direction = 'fwd'");
+  v.direction = FAT_FWD;
   v.dtype = FAT_FP16;
   v.head_dim = 100; /* not a multiple of 8 */
   CHECK_INT(fat_db_put_variant(db, &v, &id), -1);
@@ -611,18 +618,18 @@ static void test_open_refusals(void) {
   /* A database written by a newer fatune is refused, untouched. */
   const char *future = new_path("future.db");
   REQUIRE(sqlite3_open(future, &h) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(h, "CREATE TABLE gpus (id INTEGER PRIMARY KEY); PRAGMA user_version = 9",
+  REQUIRE(sqlite3_exec(h, "CREATE TABLE gpus (id INTEGER PRIMARY KEY); PRAGMA user_version = 10",
                        NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(h);
   h = NULL;
   CHECK_INT(fat_db_open(future, &db, err, sizeof err), -1);
   CHECK(db == NULL);
   snprintf(want, sizeof want,
-           "database %s has schema version 9, newer than this fatune's 8: use a newer fatune or"
+           "database %s has schema version 10, newer than this fatune's 9: use a newer fatune or"
            " another database",
            future);
   CHECK_STR(err, want);
-  CHECK_INT(peek_int(future, "PRAGMA user_version"), 9);
+  CHECK_INT(peek_int(future, "PRAGMA user_version"), 10);
 out:
   sqlite3_close(h);
   fat_db_close(db);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Proves the upgrades of a version-1 database (db/migrations/2.sql to
- * 8.sql, run by fat_db_open one after the other): a real version-1 file,
+ * 9.sql, run by fat_db_open one after the other): a real version-1 file,
  * made from the frozen copy of the old schema (tests/data/schema_v1.sql)
- * and filled with rows whose ids have gaps, opens at version 8 with every
+ * and filled with rows whose ids have gaps, opens at version 9 with every
  * row and id kept and every reference intact; its schema is then, object
  * for object, the schema a new database gets; a local problem (the reason
  * for version 2), a variable-length profile (version 3) and a timing on a
@@ -12,7 +12,10 @@
  * can then be stored; a version-6 file's problems keep theirs, each
  * contiguous, and a paged one can then be stored (version 7); a version-7
  * file's variants and problems keep theirs, and an e4m3 forward of each
- * can then be stored, an e4m3 backward cannot (version 8); and a file
+ * can then be stored, an e4m3 backward cannot (version 8); a version-8
+ * file's keep theirs, and an fp8 K/V cache's forward (fp16-e4m3kv,
+ * bf16-e4m3kv) of each can then be stored, its backward cannot (version
+ * 9); and a file
  * whose upgrade cannot succeed (a row referencing a missing parent) is
  * refused with the row named and left at version 1, untouched. */
 #include <stdio.h>
@@ -24,6 +27,9 @@
 
 #define ERRLEN 1024
 #define TEXT_CAP 65536
+/* The CHECK that refuses a backward of any dtype but the 16-bit ones
+ * (version 9's; version 8's named e4m3 alone), as SQLite words it. */
+#define BWD_CHECK "CHECK constraint failed: dtype IN ('fp16', 'bf16') OR direction = 'fwd'"
 
 static char tmpdir[] = "/tmp/fatune_test_migrate.XXXXXX";
 
@@ -65,7 +71,7 @@ static const char *const V1_ROWS =
     " (41, 4, 7, 'sdpa_flash', 2.5, 250);";
 
 
-/* A database of schema VERSION (1 to 7) at PATH, as that fatune left it
+/* A database of schema VERSION (1 to 8) at PATH, as that fatune left it
  * (WAL mode), holding V1_ROWS and then EXTRA (written with foreign keys
  * off). */
 static void make_old(const char *path, int version, const char *extra) {
@@ -116,7 +122,7 @@ static void test_rows_and_ids_kept(const char *path) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "8\n");
+  CHECK_STR(got, "9\n");
   rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right, '[' || lengths || ']'"
              " FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|64|1024|0|0|[]\n7|causal|128|4096|0|0|[]\n");
@@ -176,7 +182,7 @@ static void test_schema_matches_new(const char *upgraded, const char *fresh) {
   CHECK(strstr(want, "timing_id INTEGER PRIMARY KEY REFERENCES timings (id)") != NULL);
   CHECK(strstr(want, "page_size    INTEGER NOT NULL DEFAULT 0") != NULL);
   CHECK_STR(got, want);
-  CHECK(strstr(want, "CHECK (dtype <> 'e4m3' OR direction = 'fwd')") != NULL);
+  CHECK(strstr(want, "CHECK (dtype IN ('fp16', 'bf16') OR direction = 'fwd')") != NULL);
 out:
   fat_db_close(db);
   free(want);
@@ -294,7 +300,7 @@ out:
 }
 
 /* A version-2 database (tests/data/schema_v2.sql) with a local problem
- * upgrades to version 8 by 3.sql to 8.sql: its windows and ids kept,
+ * upgrades to version 9 by 3.sql to 9.sql: its windows and ids kept,
  * every problem dense, its schema the new one. */
 static void test_v2_upgrade(const char *path, const char *fresh) {
   char err[ERRLEN], got[TEXT_CAP];
@@ -306,7 +312,7 @@ static void test_v2_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "8\n");
+  CHECK_STR(got, "9\n");
   rows_of(h, "SELECT id, mask, window_left, window_right, '[' || lengths || ']' FROM problems"
              " ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|0|0|[]\n7|causal|0|0|[]\n12|local|1024|0|[]\n");
@@ -322,8 +328,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 8 by
- * 4.sql to 8.sql: every timing kept, none of them in a job (timed alone),
+/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 9 by
+ * 4.sql to 9.sql: every timing kept, none of them in a job (timed alone),
  * the winners as they were, its schema the new one; a job can then be
  * stored and a timing_jobs row naming no timing is refused. */
 static void test_v3_upgrade(const char *path, const char *fresh) {
@@ -334,7 +340,7 @@ static void test_v3_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "8\n");
+  CHECK_STR(got, "9\n");
   rows_of(h, "SELECT id, variant_id, median_ms FROM timings ORDER BY id", got, sizeof got);
   CHECK_STR(got, "31|5|2.0\n32|9|0.5\n");
   rows_of(h, "SELECT count(*) FROM timing_jobs", got, sizeof got);
@@ -355,8 +361,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 8
- * by 5.sql to 8.sql: its timings keep their ids, values, jobs and winners and
+/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 9
+ * by 5.sql to 9.sql: its timings keep their ids, values, jobs and winners and
  * name no device (NULL: which GPU of the host made them is not known); a
  * device of its GPU can then be stored and named by a timing, one of
  * another GPU cannot; the winner rule reads the kept job as before; its
@@ -375,7 +381,7 @@ static void test_v4_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "8\n");
+  CHECK_STR(got, "9\n");
   rows_of(h, "SELECT id, variant_id, gpu_id, problem_id, coalesce(device_id, '-'), reps, median_ms,"
              " min_ms, max_ms, p10_ms, p90_ms, tflops, sm_clock_mhz, retired FROM timings ORDER BY id",
           got, sizeof got);
@@ -426,8 +432,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-5 database (tests/data/schema_v5.sql) upgrades to version 8 by
- * 6.sql to 8.sql: its variants keep their ids, sources and everything that
+/* A version-5 database (tests/data/schema_v5.sql) upgrades to version 9 by
+ * 6.sql to 9.sql: its variants keep their ids, sources and everything that
  * references them (builds, checks, timings, winners, the view), and a
  * variant may then be stored without a source (a table's stale one), while
  * an empty source is still refused; its schema is the new one. */
@@ -439,7 +445,7 @@ static void test_v5_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "8\n");
+  CHECK_STR(got, "9\n");
   rows_of(h, "SELECT id, name, source, is_default FROM variants ORDER BY id", got, sizeof got);
   CHECK_STR(got, "5|fwd.mma80.bf16.d128.causal.a|source a|1\n9|fwd.mma80.fp16.d64.none.b|source b|0\n");
   rows_of(h, "SELECT id, variant_id FROM builds ORDER BY id", got, sizeof got);
@@ -468,8 +474,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-6 database (tests/data/schema_v6.sql) upgrades to version 8 by
- * 7.sql and 8.sql: its problems and ids kept, each contiguous (page_size 0),
+/* A version-6 database (tests/data/schema_v6.sql) upgrades to version 9 by
+ * 7.sql to 9.sql: its problems and ids kept, each contiguous (page_size 0),
  * the winners as they were, its schema the new one; a paged problem (the
  * reason for version 7) is then a problem of its own beside the
  * contiguous one of its shape, and a page size that is no power of two
@@ -482,7 +488,7 @@ static void test_v6_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "8\n");
+  CHECK_STR(got, "9\n");
   rows_of(h, "SELECT id, seqlen_q, page_size FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|1024|0\n7|4096|0\n");
   rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
@@ -515,7 +521,7 @@ out:
 }
 
 /* A version-7 database (tests/data/schema_v7.sql) with a paged problem
- * upgrades to version 8 by 8.sql alone: its variants and problems keep
+ * upgrades to version 9 by 8.sql and 9.sql: its variants and problems keep
  * their ids (and the builds, checks, timings and winners that name them
  * stay valid), its schema the new one; an e4m3 forward problem and variant
  * (the reason for version 8) can then be stored, and an e4m3 backward
@@ -530,7 +536,7 @@ static void test_v7_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "8\n");
+  CHECK_STR(got, "9\n");
   rows_of(h, "SELECT id, dtype, seqlen_q, page_size FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|fp16|1024|0\n7|bf16|4096|0\n14|bf16|1024|64\n");
   rows_of(h, "SELECT id, name, source FROM variants ORDER BY id", got, sizeof got);
@@ -552,8 +558,7 @@ static void test_v7_upgrade(const char *path, const char *fresh) {
   CHECK_INT(again, id);
   p.direction = FAT_BWD;
   CHECK_INT(fat_db_put_problem(db, &p, &again), -1);
-  CHECK(strstr(fat_db_errmsg(db), "CHECK constraint failed: dtype <> 'e4m3' OR direction = 'fwd'")
-        != NULL);
+  CHECK(strstr(fat_db_errmsg(db), BWD_CHECK) != NULL);
   fat_variant v = {0};
   v.name = "fwd.ws90.e4m3.d128.causal.m128n128s2op", v.family = "ws90", v.params = "P=5";
   v.entry = "f", v.source = "source e";
@@ -567,8 +572,96 @@ static void test_v7_upgrade(const char *path, const char *fresh) {
   v.name = "bwd.ws90.e4m3.d128.causal.x", v.direction = FAT_BWD;
   memset(v.hash, 'f', 64);
   CHECK_INT(fat_db_put_variant(db, &v, &id), -1);
-  CHECK(strstr(fat_db_errmsg(db), "CHECK constraint failed: dtype <> 'e4m3' OR direction = 'fwd'")
-        != NULL);
+  CHECK(strstr(fat_db_errmsg(db), BWD_CHECK) != NULL);
+  fat_db_close(db);
+  db = NULL;
+  test_schema_matches_new(path, fresh);
+out:
+  fat_db_close(db);
+}
+
+/* A version-8 database (tests/data/schema_v8.sql) with an e4m3 forward
+ * problem and variant upgrades to version 9 by 9.sql alone: its variants
+ * and problems keep their ids (and the builds, checks, timings and winners
+ * that name them stay valid), the e4m3 rows as they were, its schema the
+ * new one; a forward problem and variant of each fp8 K/V cache dtype (the
+ * reason for version 9) can then be stored -- a paged problem among them,
+ * the decoding families' -- and their backward is refused by the CHECKs,
+ * as e4m3's still is. */
+static void test_v8_upgrade(const char *path, const char *fresh) {
+  char err[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_old(path, 8, "INSERT INTO problems (id, direction, dtype, mask, head_dim, batch, heads,"
+                    " heads_k, seqlen_q, seqlen_k) VALUES"
+                    " (15, 'fwd', 'e4m3', 'causal', 128, 4, 16, 16, 4096, 4096);"
+                    "INSERT INTO variants (id, name, family, direction, dtype, mask, head_dim, params,"
+                    " entry, block_m, threads, smem_bytes, source_hash, source) VALUES"
+                    " (12, 'fwd.ws90.e4m3.d128.causal.c', 'ws90', 'fwd', 'e4m3', 'causal', 128, 'P=3',"
+                    "  'f', 128, 384, 200000, " HEX64("d") ", 'source c')");
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
+  REQUIRE(db);
+  sqlite3 *h = fat_db_handle(db);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "9\n");
+  rows_of(h, "SELECT id, direction, dtype, seqlen_q FROM problems ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "3|fwd|fp16|1024\n7|fwd|bf16|4096\n15|fwd|e4m3|4096\n");
+  rows_of(h, "SELECT id, dtype, source FROM variants ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "5|bf16|source a\n9|fp16|source b\n12|e4m3|source c\n");
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
+          got, sizeof got);
+  CHECK_STR(got, "4|3|9|32\n4|7|5|31\n");
+  rows_of(h, "SELECT timing_id, variant, dtype FROM timing_conditions ORDER BY timing_id", got,
+          sizeof got);
+  CHECK_STR(got, "31|fwd.mma80.bf16.d128.causal.a|bf16\n32|fwd.mma80.fp16.d64.none.b|fp16\n");
+  rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
+  CHECK_STR(got, "");
+  static const fat_dtype kv8[] = {FAT_FP16_E4M3KV, FAT_BF16_E4M3KV};
+  for (int i = 0; i < 2; i++) {
+    char name[96];
+    fat_problem p = {.direction = FAT_FWD, .dtype = kv8[i], .mask = FAT_MASK_NONE, .head_dim = 128,
+                     .batch = 8, .heads = 32, .heads_k = 8, .seqlen_q = 1, .seqlen_k = 8192,
+                     .page_size = 256};
+    sqlite3_int64 id = 0, again = 0;
+    CHECK_INT(fat_db_put_problem(db, &p, &id), 0);
+    CHECK(id > 15);
+    CHECK_INT(fat_db_put_problem(db, &p, &again), 0);
+    CHECK_INT(again, id);
+    p.direction = FAT_BWD, p.page_size = 0;
+    CHECK_INT(fat_db_put_problem(db, &p, &again), -1);
+    CHECK(strstr(fat_db_errmsg(db), BWD_CHECK) != NULL);
+    fat_variant v = {0};
+    snprintf(name, sizeof name, "fwd.splitkv.%s.d128.none.m64n64w4s2", fat_dtype_name(kv8[i]));
+    v.name = name, v.family = "splitkv", v.params = "P=6";
+    v.entry = "f", v.source = "source k";
+    memset(v.hash, i ? '9' : '8', 64);
+    v.direction = FAT_FWD, v.dtype = kv8[i], v.mask = FAT_MASK_NONE, v.head_dim = 128;
+    v.block_m = 64, v.threads = 128, v.smem_bytes = 24576;
+    CHECK_INT(fat_db_put_variant(db, &v, &id), 0);
+    CHECK(id > 12);
+    v.direction = FAT_BWD;
+    CHECK_INT(fat_db_put_variant(db, &v, &id), -1);
+    CHECK(strstr(fat_db_errmsg(db), BWD_CHECK) != NULL);
+  }
+  rows_of(h, "SELECT dtype, direction, name FROM variants WHERE dtype LIKE '%kv' ORDER BY dtype",
+          got, sizeof got);
+  CHECK_STR(got, "bf16-e4m3kv|fwd|fwd.splitkv.bf16-e4m3kv.d128.none.m64n64w4s2\n"
+                 "fp16-e4m3kv|fwd|fwd.splitkv.fp16-e4m3kv.d128.none.m64n64w4s2\n");
+  rows_of(h, "SELECT dtype, page_size FROM problems WHERE dtype LIKE '%kv' ORDER BY dtype", got,
+          sizeof got);
+  CHECK_STR(got, "bf16-e4m3kv|256\nfp16-e4m3kv|256\n");
+  /* e4m3 has no backward still: the new CHECK names the dtypes that do. */
+  fat_problem e = {.direction = FAT_BWD, .dtype = FAT_E4M3, .mask = FAT_MASK_CAUSAL, .head_dim = 128,
+                   .batch = 4, .heads = 16, .heads_k = 16, .seqlen_q = 4096, .seqlen_k = 4096};
+  sqlite3_int64 eid = 0;
+  CHECK_INT(fat_db_put_problem(db, &e, &eid), -1);
+  CHECK(strstr(fat_db_errmsg(db), BWD_CHECK) != NULL);
+  /* A dtype the schema does not know is still refused by name. */
+  CHECK(sqlite3_exec(h, "INSERT INTO problems (direction, dtype, mask, head_dim, batch, heads,"
+                        " heads_k, seqlen_q, seqlen_k) VALUES"
+                        " ('fwd', 'fp16-e5m2kv', 'none', 128, 1, 8, 8, 1, 1024)",
+                     NULL, NULL, NULL) != SQLITE_OK);
+  CHECK_STR(sqlite3_errmsg(h), "CHECK constraint failed: dtype IN ('fp16', 'bf16', 'e4m3',"
+                               " 'fp16-e4m3kv', 'bf16-e4m3kv')");
   fat_db_close(db);
   db = NULL;
   test_schema_matches_new(path, fresh);
@@ -577,7 +670,8 @@ out:
 }
 
 int main(void) {
-  char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256], v5[256], v6[256], v7[256];
+  char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256], v5[256], v6[256], v7[256],
+      v8[256];
   REQUIRE_EXIT(mkdtemp(tmpdir));
   snprintf(upgraded, sizeof upgraded, "%s/v1.db", tmpdir);
   snprintf(fresh, sizeof fresh, "%s/new.db", tmpdir);
@@ -588,6 +682,7 @@ int main(void) {
   snprintf(v5, sizeof v5, "%s/v5.db", tmpdir);
   snprintf(v6, sizeof v6, "%s/v6.db", tmpdir);
   snprintf(v7, sizeof v7, "%s/v7.db", tmpdir);
+  snprintf(v8, sizeof v8, "%s/v8.db", tmpdir);
   test_rows_and_ids_kept(upgraded);
   test_schema_matches_new(upgraded, fresh);
   test_local_problem_stored(upgraded);
@@ -599,6 +694,7 @@ int main(void) {
   test_v5_upgrade(v5, fresh);
   test_v6_upgrade(v6, fresh);
   test_v7_upgrade(v7, fresh);
+  test_v8_upgrade(v8, fresh);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -120,6 +120,39 @@ static void test_model_e4m3(void) {
 out:;
 }
 
+/* An fp8 K/V cache decoding: Q and O two bytes an element, K and V one;
+ * the K/V reads, nearly all of a decoding step's bytes, halve against
+ * bf16's, the FLOPs do not move, and the intensity nearly doubles. */
+static void test_model_kv8(void) {
+  char err[ERRLEN] = "";
+  fat_io_model m, m16;
+  fat_problem p = shape(8, 32, 8, 1, 8192, 128, FAT_MASK_NONE);
+  p.dtype = FAT_BF16;
+  REQUIRE(fat_io_model_compute(&p, &m16, err, sizeof err) == 0);
+  p.dtype = FAT_BF16_E4M3KV;
+  REQUIRE(fat_io_model_compute(&p, &m, err, sizeof err) == 0);
+  CHECK_INT(m.elem_bytes, 2);
+  CHECK_INT(m.kv_elem_bytes, 1);
+  CHECK_INT(m.out_bytes, 2);
+  CHECK_INT(m.q_bytes, 8 * 32 * 1 * 128 * 2);            /* 65,536 */
+  CHECK_INT(m.k_bytes, 8 * 8 * 8192 * 128 * 1);          /* 67,108,864 */
+  CHECK_INT(m.v_bytes, m.k_bytes);
+  CHECK_INT(m16.k_bytes, 2 * m.k_bytes);
+  CHECK_INT(m.o_bytes, 8 * 32 * 1 * 128 * 2);
+  CHECK_INT(m.lower_bound_bytes, 65536 + 2 * 67108864LL + 65536);
+  CHECK_INT(m.flops, m16.flops);
+  CHECK_DBL(m.intensity, (double)m.flops / (65536 + 2 * 67108864.0 + 65536));
+  run_result r = run("--seqlen-q 1 --seqlen-k 8192 --batch 8 --heads 32 --heads-k 8 --head-dim 128"
+                     " --dtype fp16-e4m3kv --bandwidth 4");
+  CHECK_INT(r.status, 0);
+  CHECK(strstr(r.out, "Attention forward, fp16-e4m3kv, batch 8,") != NULL);
+  CHECK(strstr(r.out, "Q, O, S and P in fp16 (2 bytes), K and V in e4m3 (1 byte each) with descale "
+                      "factors\n") != NULL);
+  CHECK(strstr(r.out, "Q, K, V read and O written once: 134,348,800 bytes") != NULL);
+  run_free(&r);
+out:;
+}
+
 /* The printed text of the same shape, whole, without a database. */
 static void test_print_one_head_8192(void) {
   char want[4096];
@@ -506,7 +539,8 @@ static void test_bad_input(void) {
       {"--seqlen 8192 --head-dim 128 --frobnicate", "unknown option '--frobnicate' (see fatune "
                                                     "explain --help)"},
       {"--seqlen 8k --head-dim 128", "--seqlen: '8k' is not a number"},
-      {"--seqlen 8192 --head-dim 128 --dtype fp32", "--dtype: unknown dtype 'fp32' (fp16, bf16, e4m3)"},
+      {"--seqlen 8192 --head-dim 128 --dtype fp32", "--dtype: unknown dtype 'fp32' (fp16, bf16, e4m3, fp16-e4m3kv, "
+                                                    "bf16-e4m3kv)"},
       {"--seqlen 8192 --head-dim 128 --heads 6 --heads-k 4", "--heads-k: 4 does not divide "
                                                              "--heads 6"},
       {"--seqlen 8192 --head-dim 128 --bandwidth 0", "--bandwidth: '0' is not a positive number "
@@ -602,6 +636,7 @@ int main(void) {
   snprintf(missing_path, sizeof missing_path, "%s/missing.db", tmpdir);
   test_model_one_head_8192();
   test_model_e4m3();
+  test_model_kv8();
   test_print_one_head_8192();
   test_causal_square();
   test_causal_rectangular();

@@ -216,7 +216,7 @@ static void test_wire(void) {
   d.tma_slab = 0;
   CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
   /* A slab is 128 or 64 bytes: e4m3's 128 or 64 columns, never 32 or 256;
-   * 128 is no 16-bit width. The dtype is one of three. */
+   * 128 is no 16-bit width. The dtype is one of FAT_N_DTYPES. */
   d.tma_slab = 128;
   CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
   d.dtype = FAT_E4M3;
@@ -228,8 +228,16 @@ static void test_wire(void) {
   d.tma_slab = 256;
   CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
   d.tma_slab = FAT_TMA_BOX_COLUMNS;
-  d.dtype = (fat_dtype)3;
+  d.dtype = (fat_dtype)FAT_N_DTYPES;
   CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.dtype = (fat_dtype)-1;
+  CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  /* An fp8 K/V cache's Q is 16-bit: its slab is Q's 64 or 32 columns. */
+  d.dtype = FAT_FP16_E4M3KV;
+  CHECK(wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.tma_slab = 128;
+  CHECK(!wire_passes(&d, FAT_FWD, FAT_FWD_DRAWN));
+  d.tma_slab = FAT_TMA_BOX_COLUMNS;
   d.dtype = FAT_BF16;
   /* Drawn blocks pass; a schedule past them does not. A backward's
    * resident blocks pass; drawn ones do not. */
@@ -246,6 +254,22 @@ static void test_wire(void) {
   CHECK(fat_rbuf_done(&r2) != 0);
   fat_wbuf_free(&b);
   fat_wbuf_free(&b2);
+  /* The fp8 K/V caches' kernels (the splitkv and paged families: the fused
+   * launch, a paged one or not) cross the wire with their dtype, and no
+   * backward of theirs is asked of it (the tuner refuses one first). */
+  static const fat_dtype kv8[] = {FAT_FP16_E4M3KV, FAT_BF16_E4M3KV};
+  for (int i = 0; i < 2; i++)
+    for (int paged = 0; paged <= 1; paged++) {
+      fat_kernel_desc k = {.block_m = 64, .threads = 128, .smem_bytes = 24576, .head_dim = 128,
+                           .dtype = kv8[i], .cubin = cubin, .cubin_size = sizeof cubin,
+                           .kind = FAT_KERNEL_FUSED, .pack_gqa = 1, .paged = paged};
+      fat_wbuf kb = {0};
+      fat_put_kernel(&kb, &k);
+      fat_rbuf kr = {.data = kb.data, .len = kb.len};
+      fat_get_kernel(&kr, &back);
+      CHECK(fat_rbuf_done(&kr) == 0 && back.dtype == kv8[i] && back.paged == paged);
+      fat_wbuf_free(&kb);
+    }
 }
 
 /* The split count a launch chooses (fwd_launch.c says why): none where the

@@ -57,6 +57,13 @@ static void test_names(void) {
   CHECK(fat_ceiling_peak_name(FAT_MATRIX_WGMMA, FAT_E4M3) == NULL);
   CHECK_INT(fat_dtype_has_peak(FAT_E4M3), 0);
   CHECK_INT(fat_dtype_has_peak(FAT_BF16), 1);
+  /* An fp8 K/V cache's kernels issue its Q's type's products: that peak. */
+  CHECK_STR(fat_ceiling_peak_name(FAT_MATRIX_MMA_SYNC, FAT_FP16_E4M3KV), "matrix_peak_fp16");
+  CHECK_STR(fat_ceiling_peak_name(FAT_MATRIX_MMA_SYNC, FAT_BF16_E4M3KV), "matrix_peak_bf16");
+  CHECK_STR(fat_ceiling_peak_name(FAT_MATRIX_WGMMA, FAT_BF16_E4M3KV), "wgmma_peak_bf16");
+  CHECK_INT(fat_dtype_peak(FAT_FP16_E4M3KV), FAT_FP16);
+  CHECK_INT(fat_dtype_peak(FAT_BF16_E4M3KV), FAT_BF16);
+  CHECK_INT(fat_dtype_peak(FAT_E4M3), -1);
   CHECK_STR(FAT_CEILING_WGMMA_RS_PEAK_FP16, "wgmma_rs_peak_fp16");
   CHECK_STR(FAT_CEILING_WGMMA_RS_PEAK_BF16, "wgmma_rs_peak_bf16");
 }
@@ -96,6 +103,12 @@ static void test_peak_cell(void) {
   row.problem.direction = FAT_FWD, row.problem.dtype = FAT_E4M3;
   fat_summary_peak_cell(&row, peaks, cell, sizeof cell);
   CHECK_STR(cell, "-");
+  /* An fp8 K/V cache's winner (splitkv, mma.sync) against its Q's type's
+   * peak: 8 TFLOP/s of fp16's 800 (a decoding step's share). */
+  snprintf(row.winner_family, sizeof row.winner_family, "splitkv");
+  row.problem.dtype = FAT_FP16_E4M3KV, row.tflops = 8;
+  fat_summary_peak_cell(&row, peaks, cell, sizeof cell);
+  CHECK_STR(cell, "1% mma.sync");
 }
 
 int main(void) {

@@ -140,6 +140,19 @@ int main(void) {
   CHECK_INT(s[2].descale_per_head, 1);
   fat_problem_label(&p, label, sizeof label);
   CHECK_STR(label, "fwd e4m3 d128 causal s4096");
+  /* An fp8 K/V cache: its descale factors indexed both ways too, on a
+   * decoding problem's shapes as on any other; the 16-bit dtypes have none. */
+  fat_tune_problem(FAT_BF16_E4M3KV, FAT_MASK_NONE, 128, 1, 4096, 4, 0, &p);
+  CHECK_INT(fat_check_shapes_for(&p, s), 3);
+  CHECK(s[0].descale_per_head == 0 && s[1].descale_per_head == 1 && s[2].descale_per_head == 1);
+  fat_problem_label(&p, label, sizeof label);
+  CHECK_STR(label, "fwd bf16-e4m3kv d128 none s1/k4096 gqa4");
+  fat_tune_problem(FAT_FP16_E4M3KV, FAT_MASK_CAUSAL, 64, 2048, 2048, 1, 0, &p);
+  CHECK_INT(fat_check_shapes_for(&p, s), 3);
+  CHECK(s[0].descale_per_head == 0 && s[1].descale_per_head == 1 && s[2].descale_per_head == 1);
+  fat_tune_problem(FAT_FP16, FAT_MASK_CAUSAL, 64, 2048, 2048, 1, 0, &p);
+  CHECK_INT(fat_check_shapes_for(&p, s), 3);
+  CHECK(s[0].descale_per_head == 0 && s[1].descale_per_head == 0 && s[2].descale_per_head == 0);
 
   /* Grouped-query: heads rounded down to a multiple of the group. */
   fat_tune_problem(FAT_FP16, FAT_MASK_NONE, 96, 2048, 2048, 4, 0, &p);
@@ -317,6 +330,18 @@ int main(void) {
     CHECK_INT(fat_options_parse(3, one, known, 2, &o, err, sizeof err), -1);
     CHECK_STR(err, want);
   }
+  /* The fp8 K/V caches are dtypes of the forward's problems, one problem
+   * each beside the 16-bit ones; the backward refuses them by name. */
+  char *kv8[] = {"fatune", "--head-dim", "128", "--dtype", "fp16,fp16-e4m3kv,bf16-e4m3kv",
+                 "--mask", "none", "--seqlen", "1", "--seqlen-k", "4096", "--paged", "256"};
+  fat_problem kp[4];
+  CHECK_INT(problems_of(13, kv8, kp, 4), 3);
+  CHECK(kp[0].dtype == FAT_FP16 && kp[1].dtype == FAT_FP16_E4M3KV &&
+        kp[2].dtype == FAT_BF16_E4M3KV && kp[2].page_size == 256 && kp[2].direction == FAT_FWD);
+  char *kv8_bwd[] = {"fatune", "--dtype", "bf16-e4m3kv", "--direction", "bwd"};
+  CHECK_INT(fat_options_parse(5, kv8_bwd, known, 2, &o, err, sizeof err), -1);
+  CHECK_STR(err, "--dtype bf16-e4m3kv: there is no bf16-e4m3kv backward (fp8 K/V caches are the "
+                 "forward's): --direction fwd, or the backward with --dtype fp16,bf16");
   char *paged_bwd[] = {"fatune", "--paged", "64", "--direction", "fwd,bwd"};
   CHECK_INT(fat_options_parse(5, paged_bwd, known, 2, &o, err, sizeof err), -1);
   CHECK_STR(err, "--paged: the backward reads contiguous K and V (a paged cache is the forward's): "

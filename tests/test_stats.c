@@ -183,6 +183,20 @@ static void test_tolerances(void) {
   fat_tolerance b = fat_tolerance_for(FAT_BF16), h = fat_tolerance_for(FAT_FP16);
   CHECK(b.rel_l2 == 1e-2 && b.max_abs_rel == 4e-2 && b.lse_abs == 2e-3);
   CHECK(h.rel_l2 == 2e-3 && h.max_abs_rel == 8e-3 && h.lse_abs == 2e-3);
+  /* An fp8 K/V cache is held to its Q's 16-bit bounds, not e4m3's looser ones. */
+  fat_tolerance hk = fat_tolerance_for(FAT_FP16_E4M3KV), bk = fat_tolerance_for(FAT_BF16_E4M3KV);
+  CHECK(hk.rel_l2 == h.rel_l2 && hk.max_abs_rel == h.max_abs_rel && hk.lse_abs == h.lse_abs);
+  CHECK(bk.rel_l2 == b.rel_l2 && bk.max_abs_rel == b.max_abs_rel && bk.lse_abs == b.lse_abs);
+  /* And its O is read as that type: fp16 bits are no bf16 value. */
+  fat_check c;
+  const uint16_t one_fp16 = 0x3c00;  /* 1.0 in fp16; 0x3c00 as bf16 is 2^-7 */
+  const double ref_one = 1.0;
+  const float lse0 = 0.f;
+  const double ref_lse0 = 0.0;
+  fat_compare_fwd(FAT_FP16_E4M3KV, &one_fp16, &ref_one, 1, &lse0, &ref_lse0, 1, &c);
+  CHECK(c.passed && c.rel_l2 == 0);
+  fat_compare_fwd(FAT_BF16_E4M3KV, &one_fp16, &ref_one, 1, &lse0, &ref_lse0, 1, &c);
+  CHECK(!c.passed);
 }
 
 int main(void) {

@@ -36,8 +36,9 @@ const char *fat_options_usage(void) {
          "                     the problems handed out among them, results into one --db;\n"
          "                     identical GPUs share their winners (default 0)\n"
          "  --head-dim LIST    head dims to tune, e.g. 128 or 64,128 (default: all)\n"
-         "  --dtype LIST       fp16, bf16, e4m3 (default: fp16,bf16; e4m3: fp8 inputs, O in bf16,\n"
-         "                     the forward only)\n"
+         "  --dtype LIST       fp16, bf16, e4m3, fp16-e4m3kv, bf16-e4m3kv (default: fp16,bf16;\n"
+         "                     e4m3: fp8 inputs, O in bf16; fp16-e4m3kv, bf16-e4m3kv: an fp8\n"
+         "                     K/V cache, Q and O 16-bit; the last three the forward only)\n"
          "  --mask LIST        none, causal, local (default: none,causal)\n"
          "  --family LIST      only these template families' variants, e.g. ws90 (default: all)\n"
          "  --param LIST       only variants whose parameters include each NAME=VALUE,\n"
@@ -181,7 +182,8 @@ int fat_options_check_head_dims(const fat_options *o, const int *known, int n_kn
 static int each_dtype(const char *flag, const char *item, void *out, int index, char *err,
                       size_t errlen) {
   if (fat_dtype_parse(item, (fat_dtype *)out + index) == 0) return 0;
-  snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16, e4m3)", flag, item);
+  snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16, e4m3, fp16-e4m3kv, bf16-e4m3kv)", flag,
+           item);
   return -1;
 }
 
@@ -313,14 +315,19 @@ static int check_paged(const fat_options *o, char *err, size_t errlen) {
   return 0;
 }
 
-/* --dtype e4m3 is the forward's: there is no e4m3 backward. */
-static int check_e4m3(const fat_options *o, char *err, size_t errlen) {
-  int e4m3 = 0;
-  for (int i = 0; i < o->n_dtypes; i++) e4m3 |= o->dtypes[i] == FAT_E4M3;
-  for (int i = 0; e4m3 && i < o->n_directions; i++)
+/* Only the 16-bit dtypes have a backward: e4m3 (fp8 inputs) and the fp8
+ * K/V caches (fp16-e4m3kv, bf16-e4m3kv) are the forward's. The first such
+ * dtype listed is named. */
+static int check_forward_only_dtypes(const fat_options *o, char *err, size_t errlen) {
+  int fp8 = -1;
+  for (int i = 0; i < o->n_dtypes && fp8 < 0; i++)
+    if (o->dtypes[i] != FAT_FP16 && o->dtypes[i] != FAT_BF16) fp8 = i;
+  for (int i = 0; fp8 >= 0 && i < o->n_directions; i++)
     if (o->directions[i] == FAT_BWD) {
-      snprintf(err, errlen, "--dtype e4m3: there is no e4m3 backward (fp8 inputs are the "
-               "forward's): --direction fwd, or the backward with --dtype fp16,bf16");
+      const char *name = fat_dtype_name(o->dtypes[fp8]);
+      snprintf(err, errlen, "--dtype %s: there is no %s backward (%s are the forward's): "
+               "--direction fwd, or the backward with --dtype fp16,bf16", name, name,
+               o->dtypes[fp8] == FAT_E4M3 ? "fp8 inputs" : "fp8 K/V caches");
       return -1;
     }
   return 0;
@@ -598,7 +605,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
       shape_given = 1;
   if (check_varlen(o, shape_given, err, errlen)) return -1;
   if (check_paged(o, err, errlen)) return -1;
-  if (check_e4m3(o, err, errlen)) return -1;
+  if (check_forward_only_dtypes(o, err, errlen)) return -1;
   if (o->n_seqlens == 0) {
     memcpy(o->seqlens, default_seqlens, sizeof default_seqlens);
     o->n_seqlens = N_DEFAULT_SEQLENS;

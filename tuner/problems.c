@@ -101,10 +101,11 @@ int fat_check_shapes_for(const fat_problem *p, fat_check_shape *s) {
       s[i].batch += 1;
       if (i == 2) s[i].softcap = CHECK_SOFTCAP;
     }
-  /* e4m3: the bucket's shape with one descale factor a tensor, the others
-   * (two sequences, three key heads) with one per (batch, key head), so
-   * that both ways of indexing them (fat_abi_fp8.h) are checked. */
-  if (p->dtype == FAT_E4M3)
+  /* e4m3 and the fp8 K/V caches: the bucket's shape with one descale
+   * factor a tensor, the others (two sequences, three key heads) with one
+   * per (batch, key head), so that both ways of indexing them
+   * (fat_abi_fp8.h) are checked. */
+  if (fat_dtype_kv_fp8(p->dtype))
     for (int i = 1; i < FAT_TUNE_CHECK_SHAPES; i++) s[i].descale_per_head = 1;
   return FAT_TUNE_CHECK_SHAPES;
 }

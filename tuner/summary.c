@@ -250,8 +250,10 @@ int fat_summary_save_json(const char *path, const fat_run_summary *s,
 void fat_summary_peak_cell(const fat_db_summary_row *row,
                            const double peaks[FAT_MATRIX_OP_COUNT][FAT_PEAK_DTYPES], char *out, size_t cap) {
   const fat_matrix_op op = fat_family_matrix_op(row->winner_family, row->problem.direction);
-  /* e4m3 has no measured peak (fat_dtype_has_peak): placed against nothing. */
-  const double peak = fat_dtype_has_peak(row->problem.dtype) ? peaks[op][row->problem.dtype] : 0;
+  /* e4m3 has no measured peak (fat_dtype_has_peak): placed against nothing;
+   * an fp8 K/V cache against its Q's type's (fat_dtype_peak). */
+  const int t = fat_dtype_peak(row->problem.dtype);
+  const double peak = t >= 0 ? peaks[op][t] : 0;
   if (op == FAT_MATRIX_OTHER || !(peak > 0))
     snprintf(out, cap, "-");
   else

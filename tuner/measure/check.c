@@ -31,7 +31,7 @@ static int poison_unused_keys(fat_gpu *g, const fat_check_shape *s, fat_gpu_tens
   /* (A paged shape's rows past its caches' lengths are never copied into
    * its pages, which are NaN where nothing was.) */
   if (!s->varlen || s->page_size) return rc;
-  const size_t row_bytes = (size_t)s->heads_k * (size_t)t->head_dim * fat_dtype_size(t->dtype);
+  const size_t row_bytes = (size_t)s->heads_k * (size_t)t->head_dim * fat_dtype_kv_size(t->dtype);
   size_t k0 = 0;
   for (int b = 0; b < s->batch; b++) {
     int lq, lk, uk;

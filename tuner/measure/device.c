@@ -29,7 +29,7 @@
 #define REF_BWD_ROWS_ENTRY "fat_reference_bwd_rows"
 #define REF_BWD_COLS_ENTRY "fat_reference_bwd_cols"
 #define SEED_GOLDEN 0x9e3779b97f4a7c15ull
-#define POISON_PAGE_BYTE 0xff           /* 0xFFFF: NaN in fp16 and bf16 */
+#define POISON_PAGE_BYTE 0xff           /* 0xFFFF: NaN in fp16 and bf16; 0xFF in e4m3 */
 #define LOG_EXCERPT 2000                /* bytes of an NVRTC log quoted in an error */
 #define TEMPLATES_DIR "templates/"
 #define TEMPLATE_NAME_MAX 256           /* a file name in templates/ */
@@ -422,7 +422,8 @@ out:
 static int paged_fill(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen) {
   int rc = FAT_GPU_OK;
   const int page = t->call.page_size, stride = t->call.block_table_stride;
-  const size_t e = fat_dtype_size(t->dtype), row = (size_t)t->heads_k * (size_t)t->head_dim * e;
+  /* Rows of K and V: one byte an element for e4m3 and the fp8 K/V caches. */
+  const size_t e = fat_dtype_kv_size(t->dtype), row = (size_t)t->heads_k * (size_t)t->head_dim * e;
   const size_t page_bytes = (size_t)page * row, pool = (size_t)t->num_pages * page_bytes;
   int *order = malloc((size_t)t->num_pages * sizeof *order);
   int *table = malloc((size_t)t->batch * stride * sizeof *table);
@@ -465,6 +466,10 @@ out:
   return rc;
 }
 
+/* The first of q, k and v (0, 1, 2: fat_fwd_fp8_params' order) that DTYPE
+ * holds in e4m3: 0 for e4m3, 1 for an fp8 K/V cache (Q 16-bit). */
+static int fp8_first_tensor(fat_dtype dtype) { return dtype == FAT_E4M3 ? 0 : 1; }
+
 int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fat_dtype dtype,
                           int with_reference, fat_gpu_tensors *t, char *err, size_t errlen) {
   int rc = FAT_GPU_FAILED;
@@ -482,10 +487,13 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
     goto out;
   }
   rc = FAT_GPU_OK;
-  const size_t d = (size_t)dp, e = fat_dtype_size(dtype);
+  /* Bytes an element of Q, of K and V (one for e4m3 and the fp8 K/V
+   * caches, whose Q is 16-bit) and of O. */
+  const size_t d = (size_t)dp, e = fat_dtype_size(dtype), e_kv = fat_dtype_kv_size(dtype);
+  const size_t e_out = fat_dtype_size(fat_dtype_out(dtype));
   long long total_q = (long long)s->batch * s->seqlen_q, total_k = (long long)s->batch * s->seqlen_k;
   if (s->page_size > 0) {
-    if ((rc = paged_alloc(g, s, d * e, t, err, errlen)) != FAT_GPU_OK) goto out;
+    if ((rc = paged_alloc(g, s, d * e_kv, t, err, errlen)) != FAT_GPU_OK) goto out;
   } else if (s->varlen) {
     /* cu_seqlens_q, cu_seqlens_k (batch + 1 each) and seqused_k (batch). */
     const int n_ints = 3 * s->batch + 2;
@@ -516,18 +524,19 @@ int fat_gpu_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim, fa
   t->n_q = (size_t)total_q * s->heads * d;
   t->n_kv = (size_t)total_k * s->heads_k * d;
   t->n_rows = (size_t)total_q * s->heads;
-  const size_t e_out = fat_dtype_size(fat_dtype_out(dtype));
   CU(g->cu.cuMemAlloc(&t->q, t->n_q * e), "cuMemAlloc of Q, %zu bytes", t->n_q * e);
-  CU(g->cu.cuMemAlloc(&t->k, t->n_kv * e), "cuMemAlloc of K, %zu bytes", t->n_kv * e);
-  CU(g->cu.cuMemAlloc(&t->v, t->n_kv * e), "cuMemAlloc of V, %zu bytes", t->n_kv * e);
+  CU(g->cu.cuMemAlloc(&t->k, t->n_kv * e_kv), "cuMemAlloc of K, %zu bytes", t->n_kv * e_kv);
+  CU(g->cu.cuMemAlloc(&t->v, t->n_kv * e_kv), "cuMemAlloc of V, %zu bytes", t->n_kv * e_kv);
   CU(g->cu.cuMemAlloc(&t->o, t->n_q * e_out), "cuMemAlloc of O, %zu bytes", t->n_q * e_out);
-  if (dtype == FAT_E4M3) {
-    /* Each of q, k and v: its descale factors, then its amax scratch. */
+  if (fat_dtype_kv_fp8(dtype)) {
+    /* Each of q, k and v: its descale factors, then its amax scratch (q's
+     * unused by an fp8 K/V cache, whose Q is 16-bit and has no factor:
+     * descale[0] stays NULL, as the kernels and the reference expect). */
     const int per_head = s->descale_per_head != 0;
     t->descale_groups = per_head ? s->batch * s->heads_k : 1;
     const size_t bytes = (size_t)FAT_FP8_TENSORS * 2 * (size_t)t->descale_groups * sizeof(float);
     CU(g->cu.cuMemAlloc(&t->descale, bytes), "cuMemAlloc of the descale factors, %zu bytes", bytes);
-    for (int i = 0; i < FAT_FP8_TENSORS; i++) {
+    for (int i = fp8_first_tensor(dtype); i < FAT_FP8_TENSORS; i++) {
       t->call.fp8.descale[i] = (const float *)(uintptr_t)(t->descale + (size_t)i * t->descale_groups *
                                                                         sizeof(float));
       t->call.fp8.batch_stride[i] = per_head ? s->heads_k : 0;
@@ -629,10 +638,12 @@ out:
   return rc;
 }
 
-/* T's e4m3 Q, K and V from SEED (fat_gpu_fill_random). */
-static int fill_random_e4m3(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen) {
+/* T's e4m3 K and V, and Q too for e4m3 (an fp8 K/V cache's is 16-bit,
+ * drawn as the 16-bit dtypes' are), from SEED (fat_gpu_fill_random). */
+static int fill_random_fp8(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen) {
   const fat_fwd_params *p = &t->params;
-  const int per_head = t->call.fp8.batch_stride[0] != 0 || t->call.fp8.head_stride[0] != 0;
+  /* K's factors are there for every dtype with fp8 K and V. */
+  const int per_head = t->call.fp8.batch_stride[1] != 0 || t->call.fp8.head_stride[1] != 0;
   const fat_fp8_fill_layout q = {.head_dim = t->head_dim, .heads = p->heads,
                                  .group = p->heads / p->heads_k, .heads_k = p->heads_k,
                                  .seqlen = p->seqlen_q, .batch = p->batch, .per_head = per_head,
@@ -640,7 +651,10 @@ static int fill_random_e4m3(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char 
   fat_fp8_fill_layout kv = q;
   kv.heads = p->heads_k, kv.group = 1, kv.seqlen = p->seqlen_k, kv.cu_seqlens = p->cu_seqlens_k;
   int rc;
-  if ((rc = fill_e4m3(g, t, 0, t->q, t->n_q, q, fat_seed_derive(seed, SEED_Q), "Q", err, errlen)) ||
+  if ((rc = fp8_first_tensor(t->dtype) == 0
+                ? fill_e4m3(g, t, 0, t->q, t->n_q, q, fat_seed_derive(seed, SEED_Q), "Q", err, errlen)
+                : fat_gpu_fill_one(g, t->q, t->n_q, fat_dtype_out(t->dtype), fat_seed_derive(seed, SEED_Q),
+                                   "Q", err, errlen)) ||
       (rc = fill_e4m3(g, t, 1, t->k, t->n_kv, kv, fat_seed_derive(seed, SEED_K), "K", err, errlen)) ||
       (rc = fill_e4m3(g, t, 2, t->v, t->n_kv, kv, fat_seed_derive(seed, SEED_V), "V", err, errlen)))
     return rc;
@@ -650,8 +664,8 @@ static int fill_random_e4m3(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char 
 int fat_gpu_fill_random(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen) {
   int rc;
   if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
-  if (t->dtype == FAT_E4M3) {
-    if ((rc = fill_random_e4m3(g, t, seed, err, errlen)) != FAT_GPU_OK) return rc;
+  if (fat_dtype_kv_fp8(t->dtype)) {
+    if ((rc = fill_random_fp8(g, t, seed, err, errlen)) != FAT_GPU_OK) return rc;
   } else if ((rc = fat_gpu_fill_one(g, t->q, t->n_q, t->dtype, fat_seed_derive(seed, SEED_Q), "Q", err,
                                      errlen)) ||
              (rc = fat_gpu_fill_one(g, t->k, t->n_kv, t->dtype, fat_seed_derive(seed, SEED_K), "K", err,
@@ -687,8 +701,8 @@ int fat_gpu_bwd_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim
                               int with_reference, fat_gpu_bwd_tensors *t, char *err, size_t errlen) {
   int rc;
   memset(t, 0, sizeof *t);
-  if (dtype == FAT_E4M3) {
-    snprintf(err, errlen, "dtype e4m3 has no backward (forward only)");
+  if (dtype != FAT_FP16 && dtype != FAT_BF16) {
+    snprintf(err, errlen, "dtype %s has no backward (forward only)", fat_dtype_name(dtype));
     return FAT_GPU_FAILED;
   }
   if ((rc = fat_gpu_tensors_alloc(g, s, head_dim, dtype, with_reference, &t->fwd, err, errlen)) !=

@@ -33,7 +33,7 @@ double fat_half_to_double(uint16_t bits, fat_dtype d) {
 void fat_compare_fwd(fat_dtype d, const uint16_t *o, const double *ref_o, size_t n_o,
                      const float *lse, const double *ref_lse, size_t n_rows, fat_check *out) {
   const fat_tolerance tol = fat_tolerance_for(d);
-  const fat_dtype o_type = fat_dtype_out(d);  /* e4m3's O is bf16 */
+  const fat_dtype o_type = fat_dtype_out(d);  /* e4m3's O is bf16, a K/V cache's its Q's type */
   double diff2 = 0, ref2 = 0, max_abs = 0, max_ref = 0, lse_max = 0;
   long long nonfinite = 0;
   char lse_problem[sizeof out->reason] = "";

@@ -12,7 +12,8 @@
  * FAT_FP16 (subnormals, inf and NaN included), bfloat16 for FAT_BF16. */
 double fat_half_to_double(uint16_t bits, fat_dtype d);
 
-/* Compares O (N_O 16-bit values of fat_dtype_out(D): bf16 for e4m3) with
+/* Compares O (N_O 16-bit values of fat_dtype_out(D): bf16 for e4m3, fp16
+ * or bf16 for the fp8 K/V caches) with
  * REF_O and LSE (N_ROWS) with REF_LSE, by D's tolerances, filling rel_l2, max_abs, lse_max_abs, nonfinite, passed and
  * reason of OUT (the shape fields are the caller's). Reasons, first failing
  * test first: "3 non-finite outputs" ("1 non-finite output"), "rel_l2 1.3e-02 > 1.0e-02",

@@ -104,7 +104,8 @@ int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cub
 
 /* Device tensors of one forward problem; PARAMS points at them in the
  * contiguous (batch, seqlen, heads, head_dim) layout. Q, K and V are of
- * DTYPE (one byte for e4m3), O of fat_dtype_out(DTYPE) (bf16 for e4m3). */
+ * DTYPE (one byte for e4m3; an fp8 K/V cache's Q 16-bit, its K and V one
+ * byte), O of fat_dtype_out(DTYPE) (bf16 for e4m3, Q's for a K/V cache). */
 typedef struct fat_gpu_tensors {
   fat_fwd_params params;
   fat_dtype dtype;
@@ -129,10 +130,11 @@ typedef struct fat_gpu_tensors {
    * naming a page of NaN. 0 for a contiguous shape. */
   CUdeviceptr k_pages, v_pages, block_table;
   int num_pages;
-  /* e4m3 inputs (fat_check_shape's descale_per_head): the descale factors
-   * of q, k and v, descale_groups floats each (1, or batch x heads_k), then
-   * as many of scratch for the fill's amax; call.fp8 points at them. 0 for
-   * the 16-bit dtypes. */
+  /* fp8 K and V (fat_dtype_kv_fp8; fat_check_shape's descale_per_head):
+   * the descale factors of q, k and v, descale_groups floats each (1, or
+   * batch x heads_k), then as many of scratch for the fill's amax; call.fp8
+   * points at them, at K's and V's alone for an fp8 K/V cache (Q's NULL).
+   * 0 for the 16-bit dtypes. */
   CUdeviceptr descale;
   int descale_groups;
   int *used_keys;             /* host: each sequence's keys (seqused_k), batch entries */
@@ -147,7 +149,8 @@ void fat_gpu_tensors_free(fat_gpu *g, fat_gpu_tensors *t);
  * tensors are a function of SEED alone (a paged shape's pages and table
  * too: fat_gpu_tensors). e4m3: each descale group's values (a tensor's, or
  * a (batch, key head)'s) drawn times a spread of its own (0.5 to 2), then
- * quantised as an fp8 user does, descale = amax / 448 (templates/fat_util.cu). */
+ * quantised as an fp8 user does, descale = amax / 448 (templates/fat_util.cu);
+ * an fp8 K/V cache's K and V so, its Q as the 16-bit dtypes' is. */
 int fat_gpu_fill_random(fat_gpu *g, fat_gpu_tensors *t, uint64_t seed, char *err, size_t errlen);
 
 /* The parameter block a variant reads T with: T's own, or for a paged

@@ -80,15 +80,19 @@ size_t fat_materialize_workspace_bytes(const fat_check_shape *s) {
 }
 
 size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize) {
-  const size_t e = fat_dtype_size(p->dtype), d = (size_t)p->head_dim;
+  /* Q's element, and K's and V's (one byte for an fp8 K/V cache, whose Q
+   * is 16-bit). */
+  const size_t e = fat_dtype_size(p->dtype), e_kv = fat_dtype_kv_size(p->dtype);
+  const size_t d = (size_t)p->head_dim;
   /* Rows of Q (and of K): a packed profile holds its sequences' tokens. */
   size_t rows_q = (size_t)p->batch * p->seqlen_q, rows_k = (size_t)p->batch * p->seqlen_k;
   if (p->lengths.n > 0) rows_q = rows_k = (size_t)fat_lengths_tokens(&p->lengths);
-  /* O in its own type: bf16 for e4m3's one-byte inputs. */
+  /* O in its own type: bf16 for e4m3's one-byte inputs, Q's for an fp8
+   * K/V cache. */
   const size_t q_o = rows_q * p->heads * d * (e + fat_dtype_size(fat_dtype_out(p->dtype)));
   /* A paged problem's K and V twice: contiguous (the reference's) and in
    * the pool of pages the kernels read (and a spare page a sequence). */
-  const size_t k_v = 2 * (p->page_size ? 2 : 1) * rows_k * p->heads_k * d * e;
+  const size_t k_v = 2 * (p->page_size ? 2 : 1) * rows_k * p->heads_k * d * e_kv;
   const size_t lse = rows_q * p->heads * sizeof(float);
   fat_check_shape s = {FAT_SHAPE_DIMS(p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k)};
   return q_o + k_v + lse + (materialize ? fat_materialize_workspace_bytes(&s) : 0);

@@ -27,8 +27,9 @@ typedef struct fat_check_shape {
                           the longest = seqlen_q = seqlen_k); n = 0: the formula's */
   int page_size;  /* > 0: K and V in a pool of pages of this many keys, in random order
                      (the fp64 reference reads them contiguous); 0: contiguous */
-  int descale_per_head; /* e4m3 only: 1: descale factors per (batch, key head), strides
-                           (heads_k, 1); 0: one per tensor, strides (0, 0) (fat_abi_fp8.h) */
+  int descale_per_head; /* fp8 K and V only (fat_dtype_kv_fp8): 1: descale factors per
+                           (batch, key head), strides (heads_k, 1); 0: one per tensor,
+                           strides (0, 0) (fat_abi_fp8.h) */
 } fat_check_shape;
 
 /* A shape's dense dimensions as designated initializers, for the tables
@@ -54,7 +55,8 @@ int fat_paged_used_keys(const fat_check_shape *s, int b);
 size_t fat_materialize_workspace_bytes(const fat_check_shape *shape);
 
 /* Peak device memory of a forward pass of problem P, computed from the
- * shape: Q, K, V in the element type, O in its own (bf16 for e4m3), lse in fp32 for a fused
+ * shape: Q, K, V in their element types (K and V one byte for e4m3 and
+ * the fp8 K/V caches), O in its own (bf16 for e4m3), lse in fp32 for a fused
  * kernel; that plus the score workspace when MATERIALIZE is 1. */
 size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize);
 

@@ -45,7 +45,10 @@ int fat_gpu_reference(fat_gpu *g, fat_gpu_tensors *t, fat_mask mask, char *err, 
     }
   }
   size_t smem = reference_smem(rows, key_tile, d);
-  /* The inputs' dtype, and for e4m3 their descale factors (the variant's). */
+  /* The inputs' dtype, which says how each of Q, K and V is read (an fp8
+   * K/V cache's Q in its 16-bit type, K and V as e4m3 bytes), and for fp8
+   * inputs their descale factors (the variant's: Q's NULL for a K/V cache,
+   * read as 1). */
   int dtype = (int)t->dtype, mask_mode = (int)mask;
   fat_fwd_fp8_params fp8 = t->call.fp8;
   const fat_fwd_params *p = &t->params;

@@ -144,8 +144,9 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
                            .varlen = p->lengths.n > 0, .lengths = p->lengths,
                            /* a paged problem's every cache full (no varlen) */
                            .page_size = p->page_size,
-                           /* e4m3: a factor a (batch, key head), as FlashAttention-3 takes them */
-                           .descale_per_head = p->dtype == FAT_E4M3};
+                           /* fp8 K and V: a factor a (batch, key head), as FlashAttention-3
+                            * takes them */
+                           .descale_per_head = fat_dtype_kv_fp8(p->dtype)};
 
   memset(&t, 0, sizeof t);
   if (n >= 1 && k[0]->desc.direction == FAT_BWD) return time_bwd(g, k, n, p, o, seed, out, err, errlen);

@@ -61,8 +61,23 @@ typedef struct fat_tolerance {
  * by order 1. */
 #define FAT_TOL_E4M3_LSE_ABS 3e-2
 
+/* fp16-e4m3kv and bf16-e4m3kv (an fp8 K/V cache: Q and O 16-bit, K and V
+ * e4m3 with descale factors) take the bounds of their Q's 16-bit type, no
+ * looser: their kernels round exactly as that type's do. An e4m3 byte
+ * converts to fp16 and to bf16 exactly (3 mantissa bits, exponents from
+ * 2^-9 to 2^8, within both), so S = Q·Kᵀ sums the same exact products of
+ * 16-bit values in fp32; K's descale scales S and V's scales O in fp32
+ * (one rounding of 2^-24 each, far below u); P is rounded to 16 bits
+ * before P·V and O to the storage type as in the 16-bit kernels. The
+ * reference reads the same bytes times the same factors, so the inputs
+ * are exact on both sides, and lse's bound holds as it does for fp16 and
+ * bf16. A forgotten descale (amax / 448: about 1e-2 for the tuner's
+ * inputs, templates/fat_util.cu) scales S or O by about 1e2 and cannot
+ * pass. */
+
 static inline fat_tolerance fat_tolerance_for(fat_dtype d) {
   fat_tolerance t;
+  if (d == FAT_FP16_E4M3KV || d == FAT_BF16_E4M3KV) d = fat_dtype_out(d);
   t.rel_l2 = d == FAT_E4M3 ? FAT_TOL_E4M3_REL_L2
              : d == FAT_BF16 ? FAT_TOL_BF16_REL_L2 : FAT_TOL_FP16_REL_L2;
   t.max_abs_rel = d == FAT_E4M3 ? FAT_TOL_E4M3_MAX_ABS_REL
@@ -90,8 +105,9 @@ static inline fat_tolerance fat_tolerance_for(fat_dtype d) {
 #define FAT_TOL_BWD_BF16_REL_L2 1e-2
 #define FAT_TOL_BWD_FP16_REL_L2 5e-3
 
-/* (e4m3 has no backward: the tuner refuses it, the schema too; its rows
- * are judged, if ever, by bf16's bound, its O's type.) */
+/* (e4m3 and the fp8 K/V caches have no backward: the tuner refuses them,
+ * the schema too; their rows are judged, if ever, by bf16's bound -- e4m3's
+ * O's type -- and an fp16-e4m3kv one by bf16's as well, the looser.) */
 static inline double fat_bwd_tolerance_for(fat_dtype d) {
   return d == FAT_FP16 ? FAT_TOL_BWD_FP16_REL_L2 : FAT_TOL_BWD_BF16_REL_L2;
 }

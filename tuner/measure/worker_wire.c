@@ -314,7 +314,7 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   x->threads = fat_get_i32(b);
   x->smem_bytes = fat_get_i32(b);
   x->dtype = (fat_dtype)fat_get_i32(b);
-  if ((int)x->dtype < FAT_FP16 || (int)x->dtype > FAT_E4M3) b->failed = 1;
+  if ((int)x->dtype < 0 || (int)x->dtype >= FAT_N_DTYPES) b->failed = 1;
   x->mask = (fat_mask)fat_get_i32(b);
   x->head_dim = fat_get_i32(b);
   x->cubin = fat_get_bytes(b, &x->cubin_size);
@@ -344,9 +344,9 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   if (x->persistent != 0 && (x->kind != FAT_KERNEL_FUSED_TMA || x->persistent < 0 || x->persistent > most))
     b->failed = 1;
   x->tma_slab = fat_get_i32(b);
-  /* A slab is a row of 128 or 64 bytes: 64 or 32 16-bit columns, 128 or
-   * 64 of e4m3. */
-  const int slab_bytes = x->tma_slab * (x->dtype == FAT_E4M3 ? 1 : 2);
+  /* A slab is a row of 128 or 64 bytes of Q: 64 or 32 16-bit columns, 128
+   * or 64 of e4m3. */
+  const int slab_bytes = x->tma_slab * (int)fat_dtype_size(x->dtype);
   if (x->kind == FAT_KERNEL_FUSED_TMA ? slab_bytes != FAT_TMA_SLAB_BYTES && slab_bytes != FAT_TMA_SLAB_BYTES / 2
                                       : x->tma_slab != 0)
     b->failed = 1;

@@ -54,10 +54,14 @@ int fat_io_model_compute(const fat_problem *p, fat_io_model *m, char *err, size_
   m->problem = *p;
   m->problem.direction = FAT_FWD;
   m->elem_bytes = fat_dtype_size(p->dtype);
+  /* An fp8 K/V cache reads one byte a K and V element beside a 16-bit Q:
+   * what makes decoding from it cheaper. */
+  m->kv_elem_bytes = fat_dtype_kv_size(p->dtype);
   /* O, and the scores a materialising implementation stores, are of the
    * output's type: e4m3's one-byte inputs give bf16 ones. */
   m->out_bytes = fat_dtype_size(fat_dtype_out(p->dtype));
-  const uint64_t e = m->elem_bytes, eo = m->out_bytes, b = (uint64_t)p->batch, h = (uint64_t)p->heads,
+  const uint64_t e = m->elem_bytes, ekv = m->kv_elem_bytes, eo = m->out_bytes;
+  const uint64_t b = (uint64_t)p->batch, h = (uint64_t)p->heads,
                  hk = (uint64_t)p->heads_k, sq = (uint64_t)p->seqlen_q,
                  sk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim;
   uint64_t passes = MATERIALISE_SCORE_PASSES, fpd = FLOPS_PER_QK_D;
@@ -67,7 +71,7 @@ int fat_io_model_compute(const fat_problem *p, fat_io_model *m, char *err, size_
   bad |= product(&m->row_bytes, 2, (uint64_t[]){sk, eo});
   bad |= product(&m->scores_traffic, 2, (uint64_t[]){m->score_bytes, passes});
   bad |= product(&m->q_bytes, 5, (uint64_t[]){b, h, sq, d, e});
-  bad |= product(&m->k_bytes, 5, (uint64_t[]){b, hk, sk, d, e});
+  bad |= product(&m->k_bytes, 5, (uint64_t[]){b, hk, sk, d, ekv});
   m->v_bytes = m->k_bytes;
   bad |= product(&m->o_bytes, 5, (uint64_t[]){b, h, sq, d, eo});
   bad |= __builtin_add_overflow(m->q_bytes, m->k_bytes, &m->lower_bound_bytes);
@@ -187,7 +191,11 @@ void fat_explain_print_model(FILE *out, const fat_io_model *m) {
           "head dim %d, %s\n\n",
           fat_dtype_name(p->dtype), p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k,
           p->head_dim, p->mask == FAT_MASK_CAUSAL ? "causal" : "no mask");
-  if (m->out_bytes != m->elem_bytes)
+  if (m->kv_elem_bytes != m->elem_bytes)
+    fprintf(out, "Q, O, S and P in %s (%llu bytes), K and V in e4m3 (%llu byte each) with descale "
+            "factors\n\n", fat_dtype_name(fat_dtype_out(p->dtype)), (unsigned long long)m->elem_bytes,
+            (unsigned long long)m->kv_elem_bytes);
+  else if (m->out_bytes != m->elem_bytes)
     fprintf(out, "Q, K and V in %s (%llu byte%s each), O, S and P in %s (%llu bytes)\n\n",
             fat_dtype_name(p->dtype), (unsigned long long)m->elem_bytes,
             m->elem_bytes == 1 ? "" : "s", fat_dtype_name(fat_dtype_out(p->dtype)),
@@ -264,7 +272,8 @@ const char *fat_explain_usage(void) {
          "  --heads H          query heads (default 1)\n"
          "  --heads-k H        key/value heads, dividing --heads (default: --heads)\n"
          "  --dtype T          fp16 or bf16, both 2 bytes, or e4m3: 1-byte Q, K and V, O in\n"
-         "                     bf16 (default fp16)\n"
+         "                     bf16, or fp16-e4m3kv, bf16-e4m3kv: an fp8 K/V cache, 1-byte\n"
+         "                     K and V, Q and O 2 bytes (default fp16)\n"
          "  --causal           causal mask\n"
          "  --db PATH          database with measured ceilings and winners (default\n"
          "                     $FATUNE_DB, else the cache folder's fatune.db)\n"
@@ -356,7 +365,8 @@ int fat_explain_parse(int argc, char **argv, fat_explain_options *o, char *err, 
       rc = fat_cli_parse_int(flag, value, 1, FAT_EXPLAIN_MAX_HEAD_DIM, &p->head_dim, err, errlen);
     else if (!strcmp(flag, "--dtype")) {
       if (fat_dtype_parse(value, &p->dtype)) {
-        snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16, e4m3)", flag, value);
+        snprintf(err, errlen, "%s: unknown dtype '%s' (fp16, bf16, e4m3, fp16-e4m3kv, bf16-e4m3kv)",
+                 flag, value);
         rc = -1;
       }
     } else if (!strcmp(flag, "--db"))
@@ -593,7 +603,8 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
     if (!found) c.bandwidth = 0;
     for (size_t k = 0; k < N_SHOWN_OPS; k++) {
       const fat_matrix_op op = shown_ops[k];
-      const char *peak = fat_ceiling_peak_name(op, o.problem.dtype);  /* none for e4m3 */
+      /* none for e4m3; an fp8 K/V cache's Q's type's */
+      const char *peak = fat_ceiling_peak_name(op, o.problem.dtype);
       found = 0;
       if (peak && fat_db_get_ceiling(db, gpu_id, peak, &c.peak[op], NULL, 0, &found))
         goto db_fail;

@@ -31,9 +31,11 @@
  * shape is refused when one would overflow 64 bits). */
 typedef struct fat_io_model {
   fat_problem problem;
-  uint64_t elem_bytes;         /* bytes per element of Q, K and V: 2, e4m3's 1 */
+  uint64_t elem_bytes;         /* bytes per element of Q: 2, e4m3's 1 */
+  uint64_t kv_elem_bytes;      /* bytes per element of K and V: 2, e4m3's and the fp8 K/V
+                                  caches' 1 (fat_dtype_kv_size) */
   uint64_t out_bytes;          /* bytes per element of O, S and P: the output's type
-                                  (fat_dtype_out: bf16 for e4m3), 2 */
+                                  (fat_dtype_out: bf16 for e4m3, Q's for a K/V cache), 2 */
   uint64_t score_elements;     /* batch·heads·seqlen_q·seqlen_k */
   uint64_t score_bytes;        /* one full S (or P) in memory */
   uint64_t row_bytes;          /* one score row: seqlen_k elements */

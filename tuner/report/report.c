@@ -356,7 +356,10 @@ static double winner_tflops(const rp_problem *r) {
 
 /* The roofline's series: one per instruction and dtype. */
 static const char *const op_colour[] = {"#999999", "#0072B2", "#D55E00"}; /* by fat_matrix_op */
-static const enum marker_shape dtype_shape[] = {MARK_DOT, MARK_SQUARE};   /* by fat_dtype */
+/* By fat_dtype: e4m3's unused (it is on no series), the fp8 K/V caches'
+ * apart from their Q's type's, under whose roof they are drawn. */
+static const enum marker_shape dtype_shape[FAT_N_DTYPES] = {MARK_DOT, MARK_SQUARE, MARK_DOT, MARK_RING,
+                                                            MARK_DIAMOND};
 static const char *const dtype_dash[] = {"none", "6 3"};                 /* a roof, by fat_dtype */
 /* The instructions with roofs of their own, in the legend's order. */
 static const fat_matrix_op roof_ops[] = {FAT_MATRIX_MMA_SYNC, FAT_MATRIX_WGMMA};
@@ -382,8 +385,9 @@ static int roofline_chart(FILE *f, const rp_data *d, int *roofs) {
     xhi = fmax(xhi, m.intensity);
     ylo = fmin(ylo, winner_tflops(r));
     yhi = fmax(yhi, winner_tflops(r));
-    /* (an e4m3 winner has no measured peak and no series of its own) */
-    if (fat_dtype_has_peak(r->p.dtype)) has[r->matrix_op][r->p.dtype] = 1;
+    /* (an e4m3 winner has no measured peak and no series of its own; an
+     * fp8 K/V cache's needs its Q's type's peak) */
+    if (fat_dtype_has_peak(r->p.dtype)) has[r->matrix_op][fat_dtype_peak(r->p.dtype)] = 1;
   }
   if (xlo > xhi) return 0;
   for (size_t k = 0; k < N_ROOF_OPS; k++)
@@ -457,8 +461,11 @@ static int roofline_chart(FILE *f, const rp_data *d, int *roofs) {
     }
   }
   ly += LEGEND_GAP;
+  /* A series for each instruction and dtype with a peak: the fp8 K/V
+   * caches' beside their Q's types'. */
   for (int op = FAT_MATRIX_OTHER; op <= FAT_MATRIX_WGMMA; op++)
-    for (int t = 0; t < FAT_PEAK_DTYPES; t++) {
+    for (int t = 0; t < FAT_N_DTYPES; t++) {
+      if (!fat_dtype_has_peak((fat_dtype)t)) continue;
       int any = 0;
       for (size_t i = 0; i < d->n; i++) {
         const rp_problem *r = &d->probs[i];

@@ -16,8 +16,10 @@ int gen_group_load(fat_gen *g, fat_direction dir, fat_dtype dt, fat_mask mk, int
                    const char *arch, gen_group *gg, char *err, size_t errlen) {
   gen_group_free(gg);
   /* An architecture whose space lacks the dtype or head dim (e4m3 is
-   * sm_90a's alone) refuses the query; the group is the others'. Only
-   * when every architecture refuses is it an error (the last one's). */
+   * sm_90a's alone; the fp8 K/V caches, sm_89's and later, are not
+   * sm_80's) refuses the query, or answers it with nothing; the group is
+   * the others'. Only when every architecture refuses is it an error (the
+   * last one's). */
   int answered = 0, asked = 0;
   for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
     if (arch && strcmp(arch, TABLES_ARCHS[a])) continue;
