@@ -31,7 +31,16 @@
 typedef unsigned short elem_t;  // raw fp16 / bf16 bits
 
 // The inputs' fat_dtype (core/types.h).
-enum { kFp16 = 0, kBf16 = 1, kE4m3 = 2 };
+enum { kFp16 = 0, kBf16 = 1, kE4m3 = 2, kFp16E4m3kv = 3, kBf16E4m3kv = 4 };
+
+// How the inputs' dtype reads Q and K/V: an fp8 K/V cache's Q is 16-bit,
+// its K and V e4m3 bytes (Q has no descale factor: descale[0] is NULL).
+__device__ __forceinline__ int q_type(int dtype) {
+  return dtype == kFp16E4m3kv ? kFp16 : dtype == kBf16E4m3kv ? kBf16 : dtype;
+}
+__device__ __forceinline__ int kv_type(int dtype) {
+  return dtype == kFp16E4m3kv || dtype == kBf16E4m3kv ? kE4m3 : dtype;
+}
 
 #define LLONG_MIN (-0x7fffffffffffffffll - 1)
 #define LLONG_MAX 0x7fffffffffffffffll
@@ -122,10 +131,10 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
   const long long q_at = q_off + h * p.q_head_stride;
   const long long k_at = k_off + kh * p.k_head_stride;
   const long long v_at = v_off + kh * p.v_head_stride;
-  const bool fp8_in = dtype == kE4m3;
-  const double q_descale = fp8_in ? descale_of(fp8, 0, b, kh) : 1.0;
-  const double k_descale = fp8_in ? descale_of(fp8, 1, b, kh) : 1.0;
-  const double v_descale = fp8_in ? descale_of(fp8, 2, b, kh) : 1.0;
+  const int qt = q_type(dtype), kvt = kv_type(dtype);
+  const double q_descale = qt == kE4m3 ? descale_of(fp8, 0, b, kh) : 1.0;
+  const double k_descale = kvt == kE4m3 ? descale_of(fp8, 1, b, kh) : 1.0;
+  const double v_descale = kvt == kE4m3 ? descale_of(fp8, 2, b, kh) : 1.0;
   const double scale = (double)p.softmax_scale;
   // The soft-cap in the variants' terms: cap = softcap_out · softmax_scale.
   const double cap = p.softcap_in != 0.f ? (double)p.softcap_out * p.softmax_scale : 0.0;
@@ -139,7 +148,7 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
   for (int i = tid; i < rows * d; i += nthreads) {
     int r = i / d, c = i % d;
     q_s[i] = q0 + r < seqlen_q
-                 ? load_elem(p.q, q_at + (long long)(q0 + r) * p.q_row_stride + c, dtype, q_descale)
+                 ? load_elem(p.q, q_at + (long long)(q0 + r) * p.q_row_stride + c, qt, q_descale)
                  : 0.0;
     o_s[i] = 0.0;
   }
@@ -159,7 +168,7 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
     __syncthreads();  // the previous tile's V is no longer read
     for (int i = tid; i < n * d; i += nthreads) {
       int j = i / d, c = i % d;
-      kv_s[j * kv_pitch + c] = load_elem(p.k, k_at + (k0 + j) * p.k_row_stride + c, dtype, k_descale);
+      kv_s[j * kv_pitch + c] = load_elem(p.k, k_at + (k0 + j) * p.k_row_stride + c, kvt, k_descale);
     }
     __syncthreads();
 
@@ -183,7 +192,7 @@ extern "C" __global__ void fat_reference_fwd(const fat_fwd_params p, int head_di
     // V replaces K while each warp turns its rows' scores into P.
     for (int i = tid; i < n * d; i += nthreads) {
       int j = i / d, c = i % d;
-      kv_s[j * kv_pitch + c] = load_elem(p.v, v_at + (k0 + j) * p.v_row_stride + c, dtype, v_descale);
+      kv_s[j * kv_pitch + c] = load_elem(p.v, v_at + (k0 + j) * p.v_row_stride + c, kvt, v_descale);
     }
     for (int r = warp; r < rows; r += nwarps) {
       double tile_max = neg_inf();

@@ -166,6 +166,7 @@ int main(void) {
         {FAT_SHAPE_DIMS(1, 8, 1, 1, 65536), .descale_per_head = 1},
         {FAT_SHAPE_DIMS(3, 8, 2, 16, 700), .varlen = 1, .descale_per_head = 1},
         {FAT_SHAPE_DIMS(4, 4, 4, 4, 300)},
+        {FAT_SHAPE_DIMS(2, 4, 2, 300, 1000), .descale_per_head = 1}, /* a prefill chunk on the default */
     };
     static const char *const kv8_dense_variants[] = {
         "fwd.splitkv.bf16-e4m3kv.d128.causal.m64n64w4s2.g0x0", /* the built-in default */
