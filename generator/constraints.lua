@@ -23,6 +23,18 @@ function constraints.fp8_conversion(c, target)
   end
 end
 
+-- Stages beyond three only for an fp8 K/V cache. A decoding block is
+-- bound by the bytes it keeps in flight (a tile a stage past the one it
+-- works on: Little's law against the memory's latency), and an e4m3 tile
+-- holds half a 16-bit one's: its first run (H100, d128 decoding, two
+-- stages) read K and V at 1.1-1.7 TB/s where the bf16 cache's read 2.5-3.1.
+constraints.KV8_DEEP_STAGES = 3
+function constraints.deep_stages_fp8_only(c)
+  if c.STAGES > constraints.KV8_DEEP_STAGES and not constraints.KV8_DTYPES[c.DTYPE] then
+    return ("STAGES %d is an fp8 cache's (16-bit tiles: %d at most)"):format(c.STAGES, constraints.KV8_DEEP_STAGES)
+  end
+end
+
 -- The block must fit the shared memory one block may opt into;
 -- FAMILY.smem_bytes(c) says how much it asks for.
 function constraints.fits_shared_memory(family)

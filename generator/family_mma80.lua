@@ -104,9 +104,11 @@ family.constraints = {
       return ("accumulators %d > %d registers per thread"):format(acc, ACCUMULATOR_BUDGET)
     end
   end,
-  -- Deep pipelines of large tiles only cost shared memory.
+  -- Deep pipelines of large tiles only cost shared memory -- except for an
+  -- fp8 K/V cache (the decoding families' dtypes), whose byte tiles are half
+  -- the size and which needs the stages to keep as many bytes in flight.
   function(c)
-    if c.STAGES == 3 and c.BLOCK_N > DEEP_PIPELINE_MAX_BLOCK_N then
+    if c.STAGES >= 3 and c.BLOCK_N > DEEP_PIPELINE_MAX_BLOCK_N and not constraints.KV8_DTYPES[c.DTYPE] then
       return ("STAGES 3 needs BLOCK_N <= %d, not %d"):format(DEEP_PIPELINE_MAX_BLOCK_N, c.BLOCK_N)
     end
   end,

@@ -46,7 +46,8 @@ local family = {
     {name = "BLOCK_M", values = {64, 128}},
     {name = "BLOCK_N", values = {32, 64, 128}},   -- 32: above d128 (below)
     {name = "WARPS", values = {4, 8}},            -- one 16-row tile a warp (below)
-    {name = "STAGES", values = {2, 3}},           -- a stream of pages: keep tiles in flight
+    {name = "STAGES", values = {2, 3, 4, 6}},     -- a stream of pages: keep tiles in flight
+                                                  -- (4 and 6: an fp8 cache's, constraints.lua)
     {name = "PACK_GQA", values = {0, 1}},
     {name = "SPLITS", values = {0}},              -- chosen at launch
   },
@@ -57,10 +58,11 @@ family.tag = splitkv.tag
 
 -- The runtime's built-in default for a paged call (no tuned winner): the
 -- decoding tile, unpacked (it serves every group size), two stages, and
--- the key tile the register budget leaves (32 above d128).
-function family.default(head_dim)
+-- the key tile the register budget leaves (32 above d128); packed for an
+-- fp8 cache (splitkv's default says why).
+function family.default(head_dim, dtype)
   return {BLOCK_M = DECODE_BLOCK_M, BLOCK_N = head_dim < SMALL_TILE_MIN_HEAD_DIM and 64 or 32, WARPS = 4,
-          STAGES = 2, PACK_GQA = 0, SPLITS = 0}
+          STAGES = 2, PACK_GQA = constraints.KV8_DTYPES[dtype] and 1 or 0, SPLITS = 0}
 end
 
 -- Copies of 16 bytes a thread issues for one key tile of K (or V): each
@@ -106,6 +108,7 @@ family.constraints[#family.constraints + 1] = function(c)
   end
 end
 family.constraints[#family.constraints + 1] = constraints.fp8_conversion
+family.constraints[#family.constraints + 1] = constraints.deep_stages_fp8_only
 -- A key tile of 32 costs twice the loop's barriers a key: only where 64
 -- keys do not fit the budget (head dims above 128).
 family.constraints[#family.constraints + 1] = function(c)

@@ -34,7 +34,8 @@ local family = {
     {name = "BLOCK_M", values = {64}},            -- 4 warps of 16 rows: the smallest block
     {name = "BLOCK_N", values = {64, 128, 32}},   -- 32: an fp8 cache's above d128 (below)
     {name = "WARPS", values = {4}},
-    {name = "STAGES", values = {2, 3}},           -- decoding is a stream of K/V: keep tiles in flight
+    {name = "STAGES", values = {2, 3, 4, 6}},     -- decoding is a stream of K/V: keep tiles in flight
+                                                  -- (4 and 6: an fp8 cache's, below)
     {name = "PACK_GQA", values = {0, 1}},
     {name = "SPLITS", values = {1, 4, 8, 16, 32, 0}},  -- last: the older ones keep their order
   },
@@ -48,14 +49,16 @@ end
 
 -- The 16-bit dtypes: no fixed choice to measure against, mma80's default
 -- is the baseline of every problem this family is timed on. An fp8 K/V
--- cache, which mma80 does not read: the launch's splits over the unpacked
--- decoding tile (it serves every group size), its key tile the one whose
--- block fits sm_89's shared memory and does not spill (32 above d128).
+-- cache, which mma80 does not read: the launch's splits over the packed
+-- decoding tile (a group's query heads read each K/V tile once: the first
+-- H100 tune's packed winners were 2.3-3.6x the unpacked tile at GQA 4; a
+-- group of one packs as itself), its key tile the one whose block fits
+-- sm_89's shared memory and does not spill (32 above d128).
 local KV8_WIDE_HEAD_DIM = 192
 function family.default(head_dim, dtype)
   if not constraints.KV8_DTYPES[dtype] then return {} end
   return {BLOCK_M = 64, BLOCK_N = head_dim < KV8_WIDE_HEAD_DIM and 64 or 32, WARPS = 4, STAGES = 2,
-          PACK_GQA = 0, SPLITS = 0}
+          PACK_GQA = 1, SPLITS = 0}
 end
 
 family.smem_bytes = mma80.smem_bytes
@@ -95,6 +98,7 @@ family.constraints[#family.constraints + 1] = function(c)
   end
 end
 family.constraints[#family.constraints + 1] = constraints.fp8_conversion
+family.constraints[#family.constraints + 1] = constraints.deep_stages_fp8_only
 -- An fp8 cache's splits are the launch's only: it chooses one where the
 -- grid fills the GPU, so the fixed counts (tuned per batch before the
 -- launch could choose) would only lengthen its tuning.

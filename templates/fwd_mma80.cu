@@ -172,7 +172,7 @@ __device__ __forceinline__ void widen4(u32 x, u32 &lo, u32 &hi) {
 // bank) and its loads whole lines.
 __device__ __forceinline__ void widen_tile(u32 dst, u32 src, int tid) {
   constexpr int kUnitsPerRow = kHeadDim / 8, kUnits = kBlockN * kUnitsPerRow;
-#pragma unroll 2
+#pragma unroll 4
   for (int i = 0; i < (kUnits + kThreads - 1) / kThreads; i++) {
     const int u = tid + i * kThreads;
     if (kUnits % kThreads == 0 || u < kUnits) {

@@ -25,8 +25,8 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define N_MASKS 3          /* none, causal, local */
 #define MIN_CONFIGS 12 /* the floor per (head dim, dtype, mask) */
 #define MMA80_GRID 48  /* BLOCK_M x BLOCK_N x WARPS x STAGES = 2x4x2x3 */
-#define SPLITKV_GRID 72 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 3x2x2x6 */
-#define PAGED_GRID 48   /* BLOCK_M x BLOCK_N x WARPS x STAGES x PACK_GQA = 2x3x2x2x2, SPLITS 0 */
+#define SPLITKV_GRID 144 /* BLOCK_N x STAGES x PACK_GQA x SPLITS = 3x4x2x6 */
+#define PAGED_GRID 96   /* BLOCK_M x BLOCK_N x WARPS x STAGES x PACK_GQA = 2x3x2x4x2, SPLITS 0 */
 #define WGMMA90_GRID 16 /* BLOCK_M x BLOCK_N x STAGES x OVERLAP = 2x2x2x2, sm_90a, d64..d256 by 64 */
 #define WS90_GRID 1080  /* BLOCK_M x BLOCK_N x STAGES x OVERLAP x PINGPONG x PERSISTENT x SLAB = 2x10x1x3x2x3x3, sm_90a */
 #define N_DTYPES 5      /* fp16, bf16, e4m3 (ws90 alone generates e4m3), fp16-e4m3kv, bf16-e4m3kv
@@ -34,11 +34,12 @@ static const int HEAD_DIMS[] = {32, 64, 96, 128, 192, 256};
 #define WS90_DTYPES 3  /* fp16, bf16, e4m3 */
 #define N_KV8_FAMILIES_DTYPES 4  /* splitkv's and paged's: fp16, bf16 and the two fp8 caches */
 /* An fp8 K/V cache's variants per mask and head dim on sm_90a: splitkv's
- * launch-split tiles (64 and 128 keys, STAGES 3 with 64 only, packed or
- * not; 32 keys above d128), paged's as its 16-bit ones but d256, where the
- * smaller byte tiles let BLOCK_M 128 with 64 keys fit too */
-static const int SPLITKV_KV8[] = {6, 6, 6, 6, 4, 4};
-static const int PAGED_KV8[] = {9, 9, 9, 9, 12, 8};
+ * launch-split tiles (64 and 128 keys, 32 above d128) on two to six stages
+ * (STAGES 4 and 6 its own), packed or not, less what shared memory and the
+ * accumulators refuse (128 keys on six stages; at d128 on four too); paged's
+ * grid of the same stages under its register and shared-memory rules */
+static const int SPLITKV_KV8[] = {16, 16, 16, 14, 8, 8};
+static const int PAGED_KV8[] = {24, 24, 24, 21, 23, 14};
 /* ws90's e4m3 variants per mask and head dim (HEAD_DIMS' order): its fp8
  * key tiles, registers and shared memory (generator/family_ws90.lua) */
 static const int WS90_E4M3[] = {0, 48, 36, 36, 36, 12};
@@ -396,9 +397,10 @@ static void test_pruning(fat_gen *g) {
    * consumers' registers) and all 360 with SLAB 32 (d256 is whole 64-column
    * slabs) or BLOCK_N 144; and the 432 e4m3's values add: the 360 of SLAB
    * 128 (one-byte elements only), the 72 others of BLOCK_N 224; and
-   * splitkv's 24 of BLOCK_N 32 (an fp8 cache's tile) */
+   * splitkv's 24 of BLOCK_N 32 (an fp8 cache's tile) and 72 of STAGES 4
+   * and 6, paged's 48 of those stages (an fp8 cache's too) */
   CHECK_WHY(n == 19 + 18 + 7 + 8 + 24 + MATERIALIZE_TILES &&
-                np == 29 + 30 + 24 + 41 + 8 + 120 + 144 + 360 + 432,
+                np == 29 + 30 + 24 + 72 + 41 + 48 + 8 + 120 + 144 + 360 + 432,
             "%zu variants, %zu pruned", n, np);
   CHECK_STR(find_reason(p, np, "fwd.splitkv.fp16.d256.none.m64n64w4s2.g1x0"),
             "SPLITS 0 above head dim 128 on 64-key tiles: its blocks spill");

@@ -169,7 +169,8 @@ int main(void) {
         {FAT_SHAPE_DIMS(2, 4, 2, 300, 1000), .descale_per_head = 1}, /* a prefill chunk on the default */
     };
     static const char *const kv8_dense_variants[] = {
-        "fwd.splitkv.bf16-e4m3kv.d128.causal.m64n64w4s2.g0x0", /* the built-in default */
+        "fwd.splitkv.bf16-e4m3kv.d128.causal.m64n64w4s2.g1x0", /* the built-in default */
+        "fwd.splitkv.bf16-e4m3kv.d128.causal.m64n64w4s6.g0x0", /* six stages */
         "fwd.splitkv.fp16-e4m3kv.d128.none.m64n128w4s2.g1x0",
         "fwd.splitkv.bf16-e4m3kv.d64.causal.m64n64w4s3.g1x0",
         "fwd.splitkv.fp16-e4m3kv.d256.causal.m64n32w4s2.g0x0",
@@ -184,7 +185,8 @@ int main(void) {
         {FAT_SHAPE_DIMS(2, 8, 2, 1, 17), .page_size = 128, .varlen = 1},
     };
     static const char *const kv8_paged_variants[] = {
-        "fwd.paged.bf16-e4m3kv.d128.causal.m64n64w4s2.g0x0", /* the built-in default */
+        "fwd.paged.bf16-e4m3kv.d128.causal.m64n64w4s2.g1x0", /* the built-in default */
+        "fwd.paged.bf16-e4m3kv.d128.causal.m64n128w4s4.g1x0",  /* four stages of 128 keys */
         "fwd.paged.fp16-e4m3kv.d128.causal.m64n64w4s3.g1x0",
         "fwd.paged.bf16-e4m3kv.d128.none.m64n128w4s2.g1x0",
         "fwd.paged.bf16-e4m3kv.d256.causal.m64n32w4s2.g0x0",

@@ -245,7 +245,11 @@ def shipped_buckets(path):
         " JOIN problems p ON p.id = w.problem_id JOIN gpus g ON g.id = w.gpu_id"
         # Dense buckets: a variable-length profile (lengths) serves packed
         # calls only, and bench_features.py's row f checks that it does.
-        " WHERE g.name = ? AND p.direction = 'fwd' AND p.lengths = '' ORDER BY 1, 2, 3, 4",
+        # 16-bit inputs: the fp8 dtypes' buckets (e4m3, an fp8 K/V cache) need
+        # quantised inputs and descale factors, which bench_fp8.py and
+        # test_gpu_kvcache.py give them.
+        " WHERE g.name = ? AND p.direction = 'fwd' AND p.lengths = '' AND p.dtype IN ('fp16', 'bf16')"
+        " ORDER BY 1, 2, 3, 4",
         (torch.cuda.get_device_name(),)).fetchall()
     db.close()
     return rows

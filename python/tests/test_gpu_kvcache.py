@@ -291,7 +291,10 @@ def test_fp8_cache_opcheck():
     kv8_call(q, kc, vc, cache_seqlens=seqlens, block_table=table, k_descale=k_descale, v_descale=v_descale)
     torch.library.opcheck(torch.ops.fatune.fwd_kvcache_fp8,
                           (q, kc, vc, seqlens, table, k_descale, v_descale, 1, -1, -1, 0.0, 0.0),
-                          test_utils=("test_schema", "test_faketensor"))
+                          # not test_schema: it compares the inputs before and after
+                          # by arithmetic PyTorch has no float8_e4m3fn kernel for
+                          # ("mul_cuda" not implemented, on the H100)
+                          test_utils=("test_faketensor",))
 
 
 def test_opcheck_and_compile():
