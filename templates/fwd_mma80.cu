@@ -582,6 +582,11 @@ fat_fwd_mma80(const fat_fwd_params p) {
     widen_tile(k_base, k8_base + (j % kStages) * kTileBytes8, tid);
     widen_tile(v_base, v8_base + (j % kStages) * kTileBytes8, tid);
     __syncthreads();
+    // A warp whose rows all lie past the block's (a decoding step packs a
+    // group's few queries: GQA 4 at one query fills 4 of 64 rows) only
+    // widens: its products, a quarter of a tile's instructions each, were
+    // the fp8 kernel's issue-bound work (kernel-log p3).
+    if (m0 + warp_row0 >= row_end) continue;
 #else
     const u32 k_tile = k_base + (j % kStages) * kTileBytesN + kb_lane;
     const u32 v_tile = v_base + (j % kStages) * kTileBytesN + vb_lane;
