@@ -146,6 +146,19 @@ __device__ __forceinline__ u32 lane_step(u32 lane_addr, int step) {
 constexpr int kChunksPerRow8 = kHeadDim / 16;  // 16-byte copies of one byte row
 constexpr u32 kTileBytes8 = kBlockN * kHeadDim;
 static_assert(kStages > 1, "KV8 widens a tile while the next ones are in flight");
+// A block of at most 16 rows (a decoding step: a group's few queries
+// packed) splits each key tile among its warps instead of its rows: every
+// warp works on rows 0-15 with its own share of the keys and its own
+// running max, sum and output, merged through shared memory at the end
+// (FlashDecoding's split, inside a block). Without it the warps past the
+// rows only widen, and one warp does every product of a tile: the fp8
+// kernel's critical path (kernel-log p3). Where each warp's share is whole
+// 16-key steps, one 16-row tile a warp, and the merge's partials (every
+// warp's but the first, one lane's registers each) fit the 16-bit tiles.
+constexpr int kSplitNT = kNTiles >= 2 * kWarps ? kNTiles / kWarps : 2;  // 8-key tiles of S a warp
+constexpr int kMergeFloats = kDTiles * 4 + 4;  // a lane's o, and m and l of its two rows
+constexpr bool kKeySplit = kMTiles == 1 && kNTiles % (2 * kWarps) == 0 &&
+                           (kWarps - 1) * 32 * kMergeFloats * 4 <= 2 * kBlockN * kRowPitch * 2;
 static_assert(kHeadDim % 16 == 0, "a byte row is whole 16-byte copies");
 
 // Two e4m3 pairs (x's bytes, lowest first) as two pairs of the 16-bit
@@ -515,7 +528,13 @@ fat_fwd_mma80(const fat_fwd_params p) {
     }
   }
 
+#if {{KV8}}
+  // Split the keys, not the rows, when the block's rows fit one warp's.
+  const bool key_split = kKeySplit && row_end - m0 <= 16;
+  const int warp_row0 = key_split ? 0 : warp * kWarpRows;  // first row of this warp inside the block
+#else
   const int warp_row0 = warp * kWarpRows;  // first row of this warp inside the block
+#endif
   float o[kMTiles][kDTiles][4];            // unnormalised output
   float row_max[kMTiles][2];               // m, raw scores (rows g and g+8)
   float row_sum[kMTiles][2];               // l, this thread's partial sum
@@ -614,6 +633,97 @@ fat_fwd_mma80(const fat_fwd_params p) {
             ldmatrix_x4(q_frag[mt][ks], lane_step(q_lane, 2 * ks) + mt * 16 * kPitchBytes);
       }
     }
+#if {{KV8}}
+    if constexpr (kKeySplit) {
+      if (key_split) {
+        // This warp's keys of the tile: kSplitNT 8-key tiles from key0.
+        const int pair0 = warp * (kSplitNT / 2), key0 = n0 + warp * kSplitNT * 8;
+        float sw[kSplitNT][4];
+#pragma unroll
+        for (int nt = 0; nt < kSplitNT; nt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) sw[nt][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < kKSteps; ks++) {
+          u32 a[4];
+          if constexpr (kQInRegs) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) a[e] = q_frag[0][ks][e];
+          } else {
+            ldmatrix_x4(a, lane_step(q_lane, 2 * ks));
+          }
+#pragma unroll
+          for (int np = 0; np < kSplitNT / 2; np++) {
+            u32 b[4];
+            ldmatrix_x4(b, lane_step(k_tile, 2 * ks) + (pair0 + np) * 16 * kPitchBytes);
+            mma_16816(sw[2 * np], a, b[0], b[1]);
+            mma_16816(sw[2 * np + 1], a, b[2], b[3]);
+          }
+        }
+        if (softcap) {
+#pragma unroll
+          for (int nt = 0; nt < kSplitNT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) sw[nt][e] = p.softcap_out * fast_tanh(sw[nt][e] * FAT_SOFTCAP_IN);
+        }
+        // The mask, as below, on this warp's keys.
+        if (n0 + kBlockN > seq.seqlen_k || (kIsCausal && n0 + kBlockN - 1 > first_pos + diag) ||
+            (kIsLocal && (n0 + kBlockN - 1 > first_pos + win_hi || n0 < last_pos + win_lo))) {
+#pragma unroll
+          for (int nt = 0; nt < kSplitNT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              const int pos = row_pos[0][e / 2];
+              const int col = key0 + nt * 8 + 2 * t + (e % 2);
+              if (col >= seq.seqlen_k || (kIsCausal && col > pos + diag) ||
+                  (kIsLocal && (col > pos + win_hi || col < pos + win_lo)))
+                sw[nt][e] = neg_inf();
+            }
+        }
+        // This warp's online softmax over its keys, as below.
+        u32 pw[kSplitNT / 2][4];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          float tile_max = neg_inf();
+#pragma unroll
+          for (int nt = 0; nt < kSplitNT; nt++) tile_max = fmaxf(tile_max, fmaxf(sw[nt][2 * h], sw[nt][2 * h + 1]));
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+          const float m_old = row_max[0][h];
+          const float m_new = fmaxf(m_old, tile_max);
+          row_max[0][h] = m_new;
+          const float m_scaled = m_new == neg_inf() ? 0.f : m_new * scale_log2;
+          const float alpha = fast_exp2(m_old * scale_log2 - m_scaled);
+          float sum = 0.f;
+#pragma unroll
+          for (int nt = 0; nt < kSplitNT; nt++) {
+            const float p0 = fast_exp2(fmaf(sw[nt][2 * h], scale_log2, -m_scaled));
+            const float p1 = fast_exp2(fmaf(sw[nt][2 * h + 1], scale_log2, -m_scaled));
+            sum += p0 + p1;
+            pw[nt / 2][h + 2 * (nt % 2)] = pack2(p0, p1);
+          }
+          row_sum[0][h] = row_sum[0][h] * alpha + sum;
+#pragma unroll
+          for (int dt = 0; dt < kDTiles; dt++) {
+            o[0][dt][2 * h] *= alpha;
+            o[0][dt][2 * h + 1] *= alpha;
+          }
+        }
+        // O += P·V over this warp's keys.
+#pragma unroll
+        for (int kk = 0; kk < kSplitNT / 2; kk++) {
+#pragma unroll
+          for (int dp = 0; dp < kDTiles / 2; dp++) {
+            u32 b[4];
+            ldmatrix_x4_trans(b, lane_step(v_tile, 2 * dp) + (pair0 + kk) * 16 * kPitchBytes);
+            mma_16816(o[0][2 * dp], pw[kk], b[0], b[1]);
+            mma_16816(o[0][2 * dp + 1], pw[kk], b[2], b[3]);
+          }
+        }
+        continue;
+      }
+    }
+#endif
 
     // S = Q·Kᵀ
     float s[kMTiles][kNTiles][4];
@@ -743,6 +853,54 @@ fat_fwd_mma80(const fat_fwd_params p) {
   }
 
   cp_async_wait<0>();
+#if {{KV8}}
+  if constexpr (kKeySplit) {
+    if (key_split) {
+      // Merge the warps' partials into the first warp's registers: the
+      // others leave theirs, lane by lane in their register order, in the
+      // 16-bit tiles (every warp is past its last product), and return.
+      __syncthreads();
+      float *merge = reinterpret_cast<float *>(smem + (k_base - q_base));
+      if (warp > 0) {
+        float *mine = merge + ((warp - 1) * 32 + lane) * kMergeFloats;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; dt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) mine[dt * 4 + e] = o[0][dt][e];
+        mine[kDTiles * 4 + 0] = row_max[0][0];
+        mine[kDTiles * 4 + 1] = row_max[0][1];
+        mine[kDTiles * 4 + 2] = row_sum[0][0];
+        mine[kDTiles * 4 + 3] = row_sum[0][1];
+      }
+      __syncthreads();
+      if (warp > 0) return;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float m = row_max[0][h];
+        for (int w = 1; w < kWarps; w++) m = fmaxf(m, merge[((w - 1) * 32 + lane) * kMergeFloats + kDTiles * 4 + h]);
+        const float m_scaled = m == neg_inf() ? 0.f : m * scale_log2;
+        const float a0 = fast_exp2(row_max[0][h] * scale_log2 - m_scaled);  // exp2(-inf) = 0
+        row_sum[0][h] *= a0;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; dt++) {
+          o[0][dt][2 * h] *= a0;
+          o[0][dt][2 * h + 1] *= a0;
+        }
+        for (int w = 1; w < kWarps; w++) {
+          const float *theirs = merge + ((w - 1) * 32 + lane) * kMergeFloats;
+          const float a = fast_exp2(theirs[kDTiles * 4 + h] * scale_log2 - m_scaled);
+          row_sum[0][h] += a * theirs[kDTiles * 4 + 2 + h];
+#pragma unroll
+          for (int dt = 0; dt < kDTiles; dt++) {
+            o[0][dt][2 * h] += a * theirs[dt * 4 + 2 * h];
+            o[0][dt][2 * h + 1] += a * theirs[dt * 4 + 2 * h + 1];
+          }
+        }
+        row_max[0][h] = m;
+      }
+    }
+  }
+#endif
 #if {{SPLITS}} == 0
   // Straight from registers, whatever the launch chose: a split's partial
   // as below, or, for a launch of one split, O and lse themselves (4-byte
