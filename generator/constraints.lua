@@ -23,11 +23,12 @@ function constraints.fp8_conversion(c, target)
   end
 end
 
--- Stages beyond three only for an fp8 K/V cache. A decoding block is
--- bound by the bytes it keeps in flight (a tile a stage past the one it
--- works on: Little's law against the memory's latency), and an e4m3 tile
--- holds half a 16-bit one's: its first run (H100, d128 decoding, two
--- stages) read K and V at 1.1-1.7 TB/s where the bf16 cache's read 2.5-3.1.
+-- Stages beyond three only for an fp8 K/V cache, whose e4m3 tiles hold
+-- half a 16-bit one's bytes: four or six keep as many bytes in flight as
+-- two or three 16-bit stages. Added for its first run (H100, d128
+-- decoding: K and V read at 1.1-1.7 TB/s where the bf16 cache's read
+-- 2.5-3.1), where they never won (the widening, not the memory, bounds
+-- that kernel: kernel-log p3); kept for GPUs whose memory is further away.
 constraints.KV8_DEEP_STAGES = 3
 function constraints.deep_stages_fp8_only(c)
   if c.STAGES > constraints.KV8_DEEP_STAGES and not constraints.KV8_DTYPES[c.DTYPE] then

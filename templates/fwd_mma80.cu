@@ -57,8 +57,11 @@
 //             one, and one of at most four significant bits a bf16 one;
 //             sm_89's conversion, the generator's arch rule). So the product
 //             loops are the 16-bit kernel's, and each tile costs the widening
-//             (about two instructions an element) and one more barrier: a
-//             decoding block is bound by reading K and V, which this halves.
+//             (two conversion instructions a pair for fp16, four for bf16)
+//             and one more barrier. It halves the bytes read, not the time:
+//             measured on the H100 the widening and the products bound it,
+//             not reading K and V (the bf16 q's kernel at about the bf16
+//             cache's speed, the fp16 q's ~1.7x; kernel-log p3).
 //             K's factor joins the scores' scale (the soft-cap's input scale
 //             where there is one, since the cap reads true scores), V's the
 //             final 1/l.
