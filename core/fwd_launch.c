@@ -313,7 +313,7 @@ CUresult fat_fwd_launch(const fat_cuda *cu, const fat_fwd_kernels *k, const fat_
   }
   if (fat_fwd_takes_kv(g)) args[1] = &kv;
   /* An fp8 K/V cache's variant takes its descale factors third. */
-  if (g->dtype == FAT_FP16_E4M3KV || g->dtype == FAT_BF16_E4M3KV) args[2] = (void *)&call->fp8;
+  if (fat_dtype_is_kv8(g->dtype)) args[2] = (void *)&call->fp8;
   if (g->splits > 1 && (!k->combine || !p->o_accum || !p->lse_accum)) return CUDA_ERROR_INVALID_VALUE;
   if (g->persistent == FAT_FWD_DRAWN && !p->o_accum) return CUDA_ERROR_INVALID_VALUE;
   if (g->block_n > 0) {

@@ -104,7 +104,7 @@ typedef struct fat_fwd_call {
  * argument: it reads pages, its launch chooses its split count, or it
  * reads an fp8 K/V cache (whose descale factors follow as the third). */
 static inline int fat_fwd_takes_kv(const fat_fwd_geometry *g) {
-  return g->paged || g->launch_splits || g->dtype == FAT_FP16_E4M3KV || g->dtype == FAT_BF16_E4M3KV;
+  return g->paged || g->launch_splits || fat_dtype_is_kv8(g->dtype);
 }
 
 /* The key splits of a launch whose variant lets the launch choose them

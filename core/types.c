@@ -60,7 +60,7 @@ fat_dtype fat_dtype_out(fat_dtype d) {
   }
 }
 
-int fat_dtype_kv_fp8(fat_dtype d) { return d == FAT_E4M3 || d == FAT_FP16_E4M3KV || d == FAT_BF16_E4M3KV; }
+int fat_dtype_kv_fp8(fat_dtype d) { return d == FAT_E4M3 || fat_dtype_is_kv8(d); }
 
 /* Keys a query at position POS (of SK keys) sees through window [LO, HI]
  * around it (-1: unbounded). */

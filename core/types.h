@@ -37,6 +37,10 @@ fat_dtype fat_dtype_out(fat_dtype d);
 /* K and V are e4m3 bytes with descale factors (e4m3, fp16-e4m3kv,
  * bf16-e4m3kv): 1, else 0. */
 int fat_dtype_kv_fp8(fat_dtype d);
+/* An fp8 K/V cache's dtype (fp16-e4m3kv, bf16-e4m3kv): Q and O 16-bit, K
+ * and V e4m3 with descale factors, Q's factor none: 1, else 0. Inline: the
+ * tolerance rule (tuner/measure/tolerance.h) asks it without libfatune_core. */
+static inline int fat_dtype_is_kv8(fat_dtype d) { return d == FAT_FP16_E4M3KV || d == FAT_BF16_E4M3KV; }
 
 /* The parameters of a backward variant from its canonical parameter string
  * ("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4"): 0, or -1 with err naming

@@ -88,7 +88,7 @@ static long long descale_count(const fat_attn_args *a, const descale *d) {
 
 /* Whether DTYPE is an fp8 K/V cache's (fp16-e4m3kv, bf16-e4m3kv): q and o
  * 16-bit, k and v e4m3. */
-static int kv8(int dtype) { return dtype == FAT_ATTN_FP16_E4M3KV || dtype == FAT_ATTN_BF16_E4M3KV; }
+static int kv8(int dtype) { return fat_dtype_is_kv8((fat_dtype)dtype); }
 
 /* The descale factors of fp8 inputs (fatune.h, fat_attn_args.q_descale):
  * for the 16-bit dtypes none (pointers NULL, strides 0), nor q's for an

@@ -632,8 +632,9 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
     /* A variant that takes fat_fwd_kv_params (fat_fwd_takes_kv: it reads
      * pages, its launch chooses its splits, or it reads an fp8 K/V cache),
      * built against another layout of it, would read the wrong fields. */
-    const int kv8 = dtype == FAT_FP16_E4M3KV || dtype == FAT_BF16_E4M3KV;
-    if ((sched.paged || (key.direction == FAT_FWD && sched.splits == 0) || kv8) && !w->kv_abi) continue;
+    if ((sched.paged || (key.direction == FAT_FWD && sched.splits == 0) ||
+         fat_dtype_is_kv8((fat_dtype)dtype)) && !w->kv_abi)
+      continue;
     /* A variant of fp8 K and V built against another layout of
      * fat_fwd_fp8_params would read the wrong descale factors. */
     if (fat_dtype_kv_fp8((fat_dtype)dtype) && !w->fp8_abi) {
@@ -708,7 +709,7 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
                 c->cc_major, c->cc_minor);
   /* Never an attempt to compile an fp8 K/V cache's kernels for an
    * architecture without e4m3 conversions (NVRTC would refuse them). */
-  if ((a->dtype == FAT_ATTN_FP16_E4M3KV || a->dtype == FAT_ATTN_BF16_E4M3KV) &&
+  if (fat_dtype_is_kv8((fat_dtype)a->dtype) &&
       c->cc_major * 10 + c->cc_minor < KV8_MIN_CC)
     return fail(c, FAT_ERR_UNSUPPORTED,
                 "dtype %s: its kernels need compute capability %d.%d or newer (sm_%d's e4m3 "

@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
   /* The fp8 caches: the defaults of the two families that read them, the
    * contiguous cache's (splitkv) and the paged one's. */
   for (size_t i = 0; i < n[3]; i++)
-    if (v[3][i].is_default && (v[3][i].dtype == FAT_FP16_E4M3KV || v[3][i].dtype == FAT_BF16_E4M3KV))
+    if (v[3][i].is_default && fat_dtype_is_kv8(v[3][i].dtype))
       pick_det[count] = 0, pick[count++] = &v[3][i];
   if (count == 0) {
     snprintf(err, sizeof err, "the generator produced no default variant");

@@ -77,7 +77,7 @@ typedef struct fat_tolerance {
 
 static inline fat_tolerance fat_tolerance_for(fat_dtype d) {
   fat_tolerance t;
-  if (d == FAT_FP16_E4M3KV || d == FAT_BF16_E4M3KV) d = fat_dtype_out(d);
+  if (fat_dtype_is_kv8(d)) d = fat_dtype_out(d);
   t.rel_l2 = d == FAT_E4M3 ? FAT_TOL_E4M3_REL_L2
              : d == FAT_BF16 ? FAT_TOL_BF16_REL_L2 : FAT_TOL_FP16_REL_L2;
   t.max_abs_rel = d == FAT_E4M3 ? FAT_TOL_E4M3_MAX_ABS_REL
