@@ -486,6 +486,11 @@ int main(void) {
     const fat_family *fam = fat_family_find(v[i].family, FAT_FWD);
     if (v[i].is_default && fam && fam->builtin_default) {
       a = problem((fat_attn_dtype)v[i].dtype, (fat_attn_mask)v[i].mask, v[i].head_dim, 512);
+      if (fam->max_seqlen_q) { /* the decoding family's serves decoding-shaped calls */
+        a.seqlen_q = 1, a.seqlen_k = 65536;
+        a.window_left = a.window_right = -1; /* a local call's window: no bound */
+        CHECK_WHY(v[i].head_dim <= 128, "%s: a decoding default above d128", v[i].name);
+      }
       if (fam->paged) { /* the paged family's default serves paged calls, and only those */
         a.block_table = (const int *)(uintptr_t)PAGED_TABLE_AT, a.page_size = 16;
         a.block_table_stride = 512 / 16, a.num_pages = 512 / 16;
@@ -500,7 +505,9 @@ int main(void) {
   free(v);
   fat_gen_close(g);
   fat_context_close(c);
-  CHECK_INT(n_defaults, 72); /* 6 head dims x 2 dtypes x 3 masks, contiguous and paged */
+  /* 6 head dims x 2 dtypes x 3 masks, contiguous and paged, and the
+   * decoding ones of 4 head dims (up to d128) */
+  CHECK_INT(n_defaults, 96);
   /* Every forward key has a backward default too, and a deterministic one;
    * the backward has no d32 template, so d32 runs on d64. */
   c = offline("", missing, 1, H200_SMS, 0);
