@@ -111,7 +111,10 @@ typedef enum fat_attn_dtype {
 } fat_attn_dtype;
 /* Masks, bottom-right aligned (FlashAttention's convention): query i of a
  * sequence sits at key position i + seqlen_k - seqlen_q. Causal: it sees the
- * keys up to that position. Local (sliding window): the keys from position
+ * keys up to that position -- with one query (seqlen_q 1: a decoding step,
+ * dense, packed or paged) every key, so such a forward is looked up and
+ * launched as no mask (no mask's tuned winners first, then causal's, and
+ * no mask's default; the choice's note says so). Local (sliding window): the keys from position
  * - window_left to position + window_right, a bound of -1 dropped; key tiles
  * outside every row's window are skipped, so time falls with the window. */
 typedef enum fat_attn_mask {

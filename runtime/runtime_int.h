@@ -151,6 +151,11 @@ typedef struct sel_key {
  * of a bad call is never used). */
 sel_key fat_rt_fwd_key(const fat_context *c, const fat_attn_args *a);
 
+/* select.c: 1 when forward call A is causal with one query, which sees
+ * every key: no mask's winners and default serve it (the reasons are
+ * beside its code). */
+int fat_rt_causal_is_none(const fat_attn_args *a);
+
 /* select.c: 1 when forward call A is decoding-shaped on C's GPU, so that
  * with nothing tuned the decoding family's built-in default (splitkv's,
  * its splits the launch's) serves it rather than mma80's; the rule and

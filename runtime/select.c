@@ -199,6 +199,19 @@ int fat_rt_decoding_call(const fat_context *c, const fat_attn_args *a) {
   return fat_fwd_call_splits(&g, &p, &call) > 1;
 }
 
+/* A causal forward with one query is the problem of no mask: the masks
+ * are bottom-right aligned (fatune.h; templates/reference_fwd.cu, the
+ * kernels' diag), so the one query of a sequence sits at its last key
+ * position, seqlen_k - 1, and sees every key -- and so it is, sequence by
+ * sequence, for a packed batch whose longest has one query (a sequence of
+ * none computes nothing either way), for seqused_k (the position counts
+ * the keys used) and for a paged cache. The local mask is left alone: its
+ * window bounds the keys even then. No mask's kernels skip the causal
+ * test, and its tuned decoding winners serve the call. */
+int fat_rt_causal_is_none(const fat_attn_args *a) {
+  return a && a->mask == FAT_ATTN_MASK_CAUSAL && a->seqlen_q == 1;
+}
+
 sel_key fat_rt_fwd_key(const fat_context *c, const fat_attn_args *a) {
   return (sel_key){.direction = FAT_FWD, .paged = a && a->block_table != NULL,
                    .decoding = fat_rt_decoding_call(c, a)};
@@ -794,7 +807,8 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
                 fat_dtype_name((fat_dtype)a->dtype), KV8_MIN_CC / 10, KV8_MIN_CC % 10, KV8_MIN_CC,
                 c->gpu_name, c->arch, c->cc_major, c->cc_minor);
   const int tdim = fat_rt_template_head_dim(key.direction, a->dtype, a->head_dim);
-  const fat_default_variant *def = fat_rt_find_default(key, a->dtype, a->mask, tdim);
+  const int default_mask = key.direction == FAT_FWD && fat_rt_causal_is_none(a) ? FAT_ATTN_MASK_NONE : a->mask;
+  const fat_default_variant *def = fat_rt_find_default(key, a->dtype, default_mask, tdim);
   if (!def) return fat_rt_unsupported(c, a);
   if ((st = fat_rt_check_padded(c, a, tdim))) return st;
   /* Within a level an exact bucket anywhere (the user's database first)
@@ -805,30 +819,41 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
    * the built-in default. */
   char passed_over[sizeof out->passed_over] = "";
   const bucket call = call_bucket(a, key_window_left(a), key_window_right(a));
+  /* The masks whose winners serve the call: its own, and for a causal
+   * forward with one query (fat_rt_causal_is_none) no mask's first, then
+   * causal's (the tables tuned before this rule hold causal decoding
+   * winners only, for some dtypes). */
+  const int as_none = key.direction == FAT_FWD && fat_rt_causal_is_none(a);
+  const int masks[2] = {as_none ? FAT_ATTN_MASK_NONE : a->mask, a->mask};
+  const int n_masks = as_none ? 2 : 1;
   for (int level = 0; level < 2 && !out->choice.variant[0]; level++) {
     selection nearest;
-    int have_nearest = 0;
+    int have_nearest = 0, exact = 0;
     tuned_gpu from = {.sm_count = 0};
-    for (int i = 0; i < c->n_dbs; i++) {
-      int found = 0;
+    for (int i = 0; i < c->n_dbs && !exact; i++) {
       tuned_gpu gpu = {.sm_count = c->sm_count};
       if (level == 0)
         snprintf(gpu.name, sizeof gpu.name, "%s", c->gpu_name);
       else if (sibling_gpu(c, i, &gpu))
         continue;
-      if ((st = find_winner(c, i, &gpu, key, a->dtype, a->mask, tdim, call, out, &found, passed_over,
-                            sizeof passed_over)))
-        return st;
-      if (found && out->choice.match == FAT_MATCH_EXACT) {
-        from = gpu;
-        break;
+      for (int m = 0; m < n_masks && !exact; m++) {
+        int found = 0;
+        if ((st = find_winner(c, i, &gpu, key, a->dtype, masks[m], tdim, call, out, &found, passed_over,
+                              sizeof passed_over)))
+          return st;
+        out->mask = masks[m];
+        if (found && out->choice.match == FAT_MATCH_EXACT) {
+          from = gpu;
+          exact = 1;
+          break;
+        }
+        if (found && (!have_nearest || out->distance < nearest.distance)) {
+          nearest = *out;
+          have_nearest = 1;
+          from = gpu;
+        }
+        memset(out, 0, sizeof *out);
       }
-      if (found && (!have_nearest || out->distance < nearest.distance)) {
-        nearest = *out;
-        have_nearest = 1;
-        from = gpu;
-      }
-      memset(out, 0, sizeof *out);
     }
     if (!out->choice.variant[0] && have_nearest) *out = nearest;
     if (level == 1 && out->choice.variant[0]) {
@@ -843,10 +868,20 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
       join_notes(passed_over, sizeof passed_over, parts, 2);
     }
   }
+  /* The mask of the variant that serves: a winner's, else the default's
+   * (no mask's for a causal call with one query). */
+  const int served_mask = out->choice.variant[0] ? out->mask : masks[0];
+  if (served_mask != (int)a->mask) {
+    char earlier[sizeof passed_over];
+    memcpy(earlier, passed_over, sizeof earlier);
+    const char *parts[] = {"causal with one query sees every key (bottom-right): served as mask none",
+                           earlier};
+    join_notes(passed_over, sizeof passed_over, parts, 2);
+  }
   memcpy(out->passed_over, passed_over, sizeof passed_over);
   out->direction = key.direction;
   out->dtype = a->dtype;
-  out->mask = a->mask;
+  out->mask = served_mask;
   out->head_dim = tdim;
   if (out->choice.variant[0]) return FAT_OK;
   if (c->no_builtin)

@@ -12,7 +12,9 @@
  * head dim above 128 (no decoding default: its splits spill), a packed
  * batch of variable lengths and an fp8 K/V cache keep their defaults; a
  * paged call gets the paged family's. The choice's note says why the
- * decoding default serves.
+ * decoding default serves. The calls are causal with one query, as a
+ * decoding step is, and so served by no mask's defaults (select.c,
+ * fat_rt_causal_is_none); 128 and 129 queries by causal's.
  * Then launched, on a stand-in CUDA driver (stand_in_cuda.c, by
  * FATUNE_LIBCUDA: 132 SMs) with the two defaults' cubins stored in a user
  * database: the decoding default runs its main kernel over the packed grid
@@ -51,13 +53,13 @@
 static const char *(*stand_in_recent_launch)(int back, unsigned grid[3], void *second, size_t n);
 static unsigned long (*stand_in_launches)(void);
 
-/* Stores the generator's built-in defaults of bf16 causal d128 (mma80's
+/* Stores the generator's built-in defaults of bf16 none d128 (mma80's
  * and splitkv's) in the database at PATH, each with a build for ARCH whose
  * cubin is CUBIN_PREFIX + its name: what the runtime loads for them. */
 static void put_default_builds(const char *path, const char *arch) {
   char err[1024], cubin[256];
   const fat_dtype dt[] = {FAT_BF16};
-  const fat_mask mk[] = {FAT_MASK_CAUSAL};
+  const fat_mask mk[] = {FAT_MASK_NONE};
   const int hd[] = {128};
   fat_gen_query q = {.direction = FAT_FWD, .arch = "sm_80", .dtypes = dt, .n_dtypes = 1, .masks = mk,
                      .n_masks = 1, .head_dims = hd, .n_head_dims = 1};
@@ -136,8 +138,8 @@ static const char *selected(fat_context *c, const fat_attn_args *a, fat_choice *
   return ch.variant;
 }
 
-#define SPLIT_BF16_CAUSAL "fwd.splitkv.bf16.d128.causal.m64n64w4s2.g1x0"
-#define MMA80_BF16_CAUSAL "fwd.mma80.bf16.d128.causal.m128n64w4s1"
+#define SPLIT_BF16 "fwd.splitkv.bf16.d128.none.m64n64w4s2.g1x0"
+#define MMA80_BF16 "fwd.mma80.bf16.d128.none.m128n64w4s1"
 
 int main(void) {
   fat_context *c = offline(H100_SMS, 0);
@@ -145,7 +147,7 @@ int main(void) {
 
   /* The shape: one sequence, one query, 131072 keys. */
   fat_attn_args a = decode(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 1, 1, LONG_KEYS);
-  CHECK_STR(selected(c, &a, &ch), SPLIT_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, &ch), SPLIT_BF16);
   CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
   CHECK_INT(ch.match, FAT_MATCH_DEFAULT);
   CHECK_CONTAINS(ch.note, "decoding-shaped: nothing tuned, so the splitkv family's built-in default, "
@@ -160,28 +162,28 @@ int main(void) {
    * are 216, over. The same (seqlen_q, seqlen_k, group) both ways, in one
    * context and back again: the memo keeps them apart. */
   a = decode(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 26, 1, LONG_KEYS);
-  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16);
   a.batch = 27;
-  CHECK_STR(selected(c, &a, &ch), MMA80_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, &ch), MMA80_BF16);
   CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
   CHECK_WHY(!strstr(ch.note, "decoding-shaped"), "note: %s", ch.note);
   a.batch = 26;
-  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16);
   a.batch = 64;
-  CHECK_STR(selected(c, &a, NULL), MMA80_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), MMA80_BF16);
 
   /* The keys: 256 make one split of SPLIT_MIN_KEYS, 257 two. */
   a = decode(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 1, 1, 256);
-  CHECK_STR(selected(c, &a, NULL), MMA80_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), MMA80_BF16);
   a.seqlen_k = 257;
-  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16);
 
   /* seqlen_q: the decoding family's longest is 128 (128 queries of a
    * group of 4 are 8 blocks a K/V head, 64 in all: still split). */
   a = decode(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 1, 128, LONG_KEYS);
-  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), "fwd.splitkv.bf16.d128.causal.m64n64w4s2.g1x0");
   a.seqlen_q = 129;
-  CHECK_STR(selected(c, &a, NULL), MMA80_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), "fwd.mma80.bf16.d128.causal.m128n64w4s1");
 
   /* A local window bounds the keys a block sees: 128 to the left (with
    * the block's 16 positions, 144 keys: one split) is mma80's local
@@ -195,36 +197,36 @@ int main(void) {
   /* Above d128 there is no decoding default (its launch's splits spill):
    * mma80's serves. */
   a = decode(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 192, 1, 1, LONG_KEYS);
-  CHECK_STR(selected(c, &a, NULL), "fwd.mma80.bf16.d192.causal.m128n64w8s1");
+  CHECK_STR(selected(c, &a, NULL), "fwd.mma80.bf16.d192.none.m128n64w8s1");
 
   /* A packed batch of variable lengths stays with mma80 (its kernels take
    * one; splitkv is never timed on them). */
   a = decode(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 1, 1, LONG_KEYS);
   a.cu_seqlens_q = a.cu_seqlens_k = (const int *)(uintptr_t)CU_SEQLENS_AT;
   a.total_q = 1, a.total_k = LONG_KEYS;
-  CHECK_STR(selected(c, &a, NULL), MMA80_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), MMA80_BF16);
 
   /* A paged cache: the paged family's default, whose launch splits too. */
   a = decode(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 1, 1, LONG_KEYS);
   a.block_table = (const int *)(uintptr_t)PAGED_TABLE_AT, a.page_size = 64;
   a.block_table_stride = LONG_KEYS / 64, a.num_pages = LONG_KEYS / 64;
-  CHECK_STR(selected(c, &a, NULL), "fwd.paged.bf16.d128.causal.m64n64w4s2.g0x0");
+  CHECK_STR(selected(c, &a, NULL), "fwd.paged.bf16.d128.none.m64n64w4s2.g0x0");
 
   /* An fp8 K/V cache has the decoding default alone, whatever the shape. */
   a = decode(FAT_ATTN_BF16_E4M3KV, FAT_ATTN_MASK_CAUSAL, 128, 64, 1, 4096);
-  CHECK_STR(selected(c, &a, NULL), "fwd.splitkv.bf16-e4m3kv.d128.causal.m64n64w4s2.g1x0");
+  CHECK_STR(selected(c, &a, NULL), "fwd.splitkv.bf16-e4m3kv.d128.none.m64n64w4s2.g1x0");
   fat_context_close(c);
 
   /* The SM count: 4 sequences (32 blocks) fill under 80 % of 132 SMs'
    * slots, not of 16 SMs' 32. */
   a = decode(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 4, 1, LONG_KEYS);
   c = offline(H100_SMS, 0);
-  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16);
   fat_context_close(c);
   c = offline(16, 0);
-  CHECK_STR(selected(c, &a, NULL), MMA80_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), MMA80_BF16);
   a.batch = 2; /* 16 blocks of 32 slots: under */
-  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16_CAUSAL);
+  CHECK_STR(selected(c, &a, NULL), SPLIT_BF16);
   fat_context_close(c);
 
   /* Launched. */
@@ -266,7 +268,7 @@ int main(void) {
   for (int round = 0; round < 2; round++) {
     unsigned long before = stand_in_launches();
     a = decode(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 1, 1, LONG_KEYS);
-    CHECK_STR(launched(c, a), SPLIT_BF16_CAUSAL);
+    CHECK_STR(launched(c, a), SPLIT_BF16);
     CHECK_INT(stand_in_launches() - before, 2);
     CHECK_STR(stand_in_recent_launch(0, NULL, NULL, 0), "fat_fwd_mma80_combine");
     CHECK_STR(stand_in_recent_launch(1, grid, &kv, sizeof kv), "fat_fwd_mma80");
@@ -278,7 +280,7 @@ int main(void) {
      * unsplit: mma80's one kernel, one block per query block and head. */
     before = stand_in_launches();
     a.batch = 27;
-    CHECK_STR(launched(c, a), MMA80_BF16_CAUSAL);
+    CHECK_STR(launched(c, a), MMA80_BF16);
     CHECK_INT(stand_in_launches() - before, 1);
     CHECK_STR(stand_in_recent_launch(0, grid, NULL, 0), "fat_fwd_mma80");
     CHECK_INT(grid[0], 1);
@@ -286,7 +288,7 @@ int main(void) {
     CHECK_INT(grid[2], 27);
     /* ... and 26 again: split. */
     a.batch = 26;
-    CHECK_STR(launched(c, a), SPLIT_BF16_CAUSAL);
+    CHECK_STR(launched(c, a), SPLIT_BF16);
     CHECK_STR(stand_in_recent_launch(1, grid, NULL, 0), "fat_fwd_mma80");
     CHECK_INT(grid[2], 26 * fat_fwd_launch_splits(26 * HEADS_K, LONG_KEYS, STAND_IN_SMS));
   }
@@ -297,12 +299,14 @@ int main(void) {
   unsetenv("FATUNE_LOG");
   char *log = check_read_file(log_path);
   REQUIRE_EXIT(log);
-  CHECK_CONTAINS(log, "fatune: fwd bf16 causal d128 seqlen 1 x 131072 -> " SPLIT_BF16_CAUSAL
+  CHECK_CONTAINS(log, "fatune: fwd bf16 causal d128 seqlen 1 x 131072 -> " SPLIT_BF16
                       " (built-in default, default, bucket 0, stored cubin): decoding-shaped: nothing "
                       "tuned, so the splitkv family's built-in default, whose launch splits the keys to "
-                      "fill the 132 SMs (mma80's would leave most idle)\n");
-  CHECK_CONTAINS(log, "fatune: fwd bf16 causal d128 seqlen 1 x 131072 -> " MMA80_BF16_CAUSAL
-                      " (built-in default, default, bucket 0, stored cubin)\n");
+                      "fill the 132 SMs (mma80's would leave most idle); causal with one query sees every key "
+                      "(bottom-right): served as mask none\n");
+  CHECK_CONTAINS(log, "fatune: fwd bf16 causal d128 seqlen 1 x 131072 -> " MMA80_BF16
+                      " (built-in default, default, bucket 0, stored cubin): causal with one query "
+                      "sees every key (bottom-right): served as mask none\n");
   free(log);
   dlclose(lib);
   char cmd[512];
