@@ -13,7 +13,7 @@ static const fat_family FAMILIES[] = {
     {.name = "mma80", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1, .packed = 1,
      .builtin_default = 1, .matrix_op = FAT_MATRIX_MMA_SYNC},
     {.name = "splitkv", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1,
-     .max_seqlen_q = SPLITKV_MAX_SEQLEN_Q, .matrix_op = FAT_MATRIX_MMA_SYNC},
+     .max_seqlen_q = SPLITKV_MAX_SEQLEN_Q, .builtin_default = 1, .matrix_op = FAT_MATRIX_MMA_SYNC},
     {.name = "paged", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1,
      .builtin_default = 1, .matrix_op = FAT_MATRIX_MMA_SYNC, .paged = 1},
     {.name = "wgmma90", .direction = FAT_FWD, .kind = FAT_KERNEL_FUSED, .may_win = 1, .packed = 1,

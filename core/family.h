@@ -41,7 +41,9 @@ typedef struct fat_family {
   int max_seqlen_q;          /* > 0: the longest seqlen_q it is timed on and may serve
                                 (the decoding family's blocks are for few queries); 0: any */
   int builtin_default;       /* 1: the runtime's built-in default variants are of this
-                                family (one fused kernel of sm_80, which every GPU runs) */
+                                family (one fused kernel of sm_80, which every GPU runs);
+                                one with a longest seqlen_q (splitkv) serves only the calls
+                                the runtime finds decoding-shaped (runtime/select.c) */
   int features;              /* backward: 1 when its kernels take variable lengths and the
                                 soft-cap (FAT_BWD_FEATURES); such a family serves, and is
                                 timed on, only the calls that have one, and the others

@@ -47,16 +47,23 @@ function family.tag(c)
   return ("%s.g%dx%d"):format(mma80.tag(c), c.PACK_GQA, c.SPLITS)
 end
 
--- The 16-bit dtypes: no fixed choice to measure against, mma80's default
--- is the baseline of every problem this family is timed on. An fp8 K/V
--- cache, which mma80 does not read: the launch's splits over the packed
--- decoding tile (a group's query heads read each K/V tile once: the first
--- H100 tune's packed winners were 2.3-3.6x the unpacked tile at GQA 4; a
--- group of one packs as itself), its key tile the one whose block fits
--- sm_89's shared memory and does not spill (32 above d128).
+-- The runtime's built-in default for a decoding call with no tuned winner
+-- (runtime/select.c: a contiguous call whose grid the launch would split,
+-- fat_rt_decoding_call): the launch's splits over the packed decoding tile
+-- (a group's query heads read each K/V tile once: the first H100 tune's
+-- packed winners were 2.3-3.6x the unpacked tile at GQA 4; a group of one
+-- packs as itself), two stages. An fp8 K/V cache's serves every contiguous
+-- call of its dtype (mma80 does not read the cache), its key tile the one
+-- whose block fits sm_89's shared memory and does not spill (32 above
+-- d128); a 16-bit dtype's only up to d128, where the launch's splits have
+-- a tile that does not spill (the rule on LAUNCH_SPLITS_MAX_HEAD_DIM
+-- below): above, mma80's default serves. Marked default, the tuner times
+-- it in full (never dropped by a first round) beside mma80's, and its
+-- summary's default is the faster of the two.
 local KV8_WIDE_HEAD_DIM = 192
+local LAUNCH_SPLITS_MAX_HEAD_DIM = 128
 function family.default(head_dim, dtype)
-  if not constraints.KV8_DTYPES[dtype] then return {} end
+  if not constraints.KV8_DTYPES[dtype] and head_dim > LAUNCH_SPLITS_MAX_HEAD_DIM then return {} end
   return {BLOCK_M = 64, BLOCK_N = head_dim < KV8_WIDE_HEAD_DIM and 64 or 32, WARPS = 4, STAGES = 2,
           PACK_GQA = 1, SPLITS = 0}
 end
@@ -83,7 +90,6 @@ end
 -- d192 24-176 bytes, as its fixed-split variants do; d256 without a mask 8);
 -- the paged family serves those head dims with smaller key tiles, and so
 -- does this one for an fp8 cache (BLOCK_N 32, below).
-local LAUNCH_SPLITS_MAX_HEAD_DIM = 128
 family.constraints[#family.constraints + 1] = function(c)
   if c.SPLITS == 0 and c.HEAD_DIM > LAUNCH_SPLITS_MAX_HEAD_DIM and c.BLOCK_N > 32 then
     return ("SPLITS 0 above head dim %d on %d-key tiles: its blocks spill"):format(LAUNCH_SPLITS_MAX_HEAD_DIM,

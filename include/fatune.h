@@ -111,7 +111,10 @@ typedef enum fat_attn_dtype {
 } fat_attn_dtype;
 /* Masks, bottom-right aligned (FlashAttention's convention): query i of a
  * sequence sits at key position i + seqlen_k - seqlen_q. Causal: it sees the
- * keys up to that position. Local (sliding window): the keys from position
+ * keys up to that position -- with one query (seqlen_q 1: a decoding step,
+ * dense, packed or paged) every key, so such a forward is looked up and
+ * launched as no mask (no mask's tuned winners first, then causal's, and
+ * no mask's default; the choice's note says so). Local (sliding window): the keys from position
  * - window_left to position + window_right, a bound of -1 dropped; key tiles
  * outside every row's window are skipped, so time falls with the window. */
 typedef enum fat_attn_mask {
@@ -228,7 +231,17 @@ typedef struct fat_attn_args {
  * another struct_size is left as it is (the next call refuses it). */
 FAT_API void fat_attn_args_contiguous(fat_attn_args *args);
 
-/* Where the chosen variant came from. */
+/* Where the chosen variant came from. The built-in defaults (origin
+ * FAT_ORIGIN_BUILTIN) are fixed variants that pass on every supported
+ * shape: for a paged call the paged family's, its key splits chosen at
+ * launch; for an fp8 K/V cache's contiguous call the splitkv family's; for
+ * a contiguous fp16 or bf16 forward, the splitkv family's where the call is
+ * decoding-shaped -- dense, seqlen_q <= 128, head dim <= 128, and a grid
+ * that the launch would split to fill the GPU (fewer blocks than 80 % of
+ * two per SM, and keys for two splits of 256 or more; on an H100, one
+ * query of 32/8 heads up to batch 26 at seqlen_k > 256) -- and mma80's
+ * otherwise (one block per query block and head). The choice's note says
+ * when the decoding default serves and why. */
 typedef enum fat_origin {
   FAT_ORIGIN_USER_DB = 0,  /* the user's own tuning database */
   FAT_ORIGIN_TABLES = 1,   /* a table shipped with the release (or named in the options) */

@@ -458,7 +458,7 @@ fat_status fat_rt_check_args(fat_context *c, const fat_attn_args *a) {
   fat_status st = fat_rt_check_problem(c, a);
   if (st) return st;
   const int tdim = fat_rt_template_head_dim(FAT_FWD, a->dtype, a->head_dim);
-  if (!fat_rt_find_default(fat_rt_fwd_key(a), a->dtype, a->mask, tdim)) return fat_rt_unsupported(c, a);
+  if (!fat_rt_find_default(fat_rt_fwd_key(c, a), a->dtype, a->mask, tdim)) return fat_rt_unsupported(c, a);
   if ((st = fat_rt_check_padded(c, a, tdim)) || (st = check_tensors(c, a, t))) return st;
   return check_no_alias(c, t, N_TENSORS, 2);
 }

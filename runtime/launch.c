@@ -142,7 +142,7 @@ static fat_status attention_fwd(fat_context *c, const fat_attn_args *a, void *st
    * variant, or the best one that can run the call: one that needs no
    * scratch when the caller's is too small for the tuned split, one that
    * loads without tensor maps when they cannot describe the tensors. */
-  sel_key key = fat_rt_fwd_key(a);
+  sel_key key = fat_rt_fwd_key(c, a);
   fat_fwd_params p;
   fat_fwd_call call;
   fat_fwd_geometry g;
@@ -195,11 +195,11 @@ static fat_status attention_fwd_workspace(fat_context *c, const fat_attn_args *a
   if (!bytes)
     st = fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL");
   else if (c->offline)
-    st = fat_rt_select_variant(c, fat_rt_fwd_key(a), a, &sel);
+    st = fat_rt_select_variant(c, fat_rt_fwd_key(c, a), a, &sel);
   else if (!(st = fat_rt_check_problem(c, a)))
     /* With a device, what serves the launch: asked before every call, it
      * must cost no more than the launch's lookup. */
-    st = fat_rt_lookup_entry(c, fat_rt_fwd_key(a), a, &e);
+    st = fat_rt_lookup_entry(c, fat_rt_fwd_key(c, a), a, &e);
   if (st == FAT_OK) {
     /* The bytes of the split count the launch will choose (the record of
      * an offline selection: its variant's schedule). */

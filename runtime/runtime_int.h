@@ -72,7 +72,7 @@ typedef struct sel_record {
 
 /* A call's exact problem: its sel_key and its shape. */
 typedef struct sel_shape_key {
-  int direction, deterministic, no_workspace, no_tma, features, paged;  /* the sel_key */
+  int direction, deterministic, no_workspace, no_tma, features, paged, decoding;  /* the sel_key */
   int dtype, mask, head_dim, seqlen_q, seqlen_k, group;
   int window_left, window_right;  /* the local mask's window (0, 0 for the others) */
   int varlen_mean;                /* a packed batch's mean length step (varlen_mean_step); 0 dense */
@@ -142,12 +142,26 @@ typedef struct sel_key {
   int paged;          /* forward: the call reads a paged cache (a block table); only
                          families that do (family.h's paged), a call without one only
                          the others */
+  int decoding;       /* forward: the call is decoding-shaped (fat_rt_decoding_call): its
+                         built-in default is the decoding family's, not mma80's */
 } sel_key;
 
-/* The selection key of forward call A: the forward, paged or not. */
-static inline sel_key fat_rt_fwd_key(const fat_attn_args *a) {
-  return (sel_key){.direction = FAT_FWD, .paged = a && a->block_table != NULL};
-}
+/* select.c: the selection key of forward call A on C's GPU: the forward,
+ * paged or not, decoding-shaped or not. A need not be checked yet (the key
+ * of a bad call is never used). */
+sel_key fat_rt_fwd_key(const fat_context *c, const fat_attn_args *a);
+
+/* select.c: 1 when forward call A is causal with one query, which sees
+ * every key: no mask's winners and default serve it (the reasons are
+ * beside its code). */
+int fat_rt_causal_is_none(const fat_attn_args *a);
+
+/* select.c: 1 when forward call A is decoding-shaped on C's GPU, so that
+ * with nothing tuned the decoding family's built-in default (splitkv's,
+ * its splits the launch's) serves it rather than mma80's; the rule and
+ * its reasons are beside its code. 0 for a call it cannot judge (not yet
+ * checked, or of a shape the rule leaves alone). */
+int fat_rt_decoding_call(const fat_context *c, const fat_attn_args *a);
 
 /* 1 when the backward of A needs a family with features (family.h): a
  * packed batch (cu_seqlens), seqused_k or a soft-cap. */

@@ -110,20 +110,111 @@ static int family_serves(sel_key key, const char *family) {
   return key.direction == FAT_BWD ? f->features == key.features : f->paged == key.paged;
 }
 
-/* The built-in default of a problem: for the backward, the deterministic
- * one when KEY asks for it, else the family's default; of a family that
- * serves KEY's features. */
+/* Whether default D is of a decoding family: one with a longest seqlen_q
+ * (family.h), splitkv. */
+static int decoding_family(const fat_default_variant *d) {
+  const fat_family *f = fat_family_find(d->family, (fat_direction)d->direction);
+  return f && f->max_seqlen_q > 0;
+}
+
+/* The built-in default of a problem, of a family that serves KEY's
+ * features: for the backward, the deterministic one when KEY asks for it,
+ * else the family's default; for a contiguous forward of a 16-bit dtype,
+ * which has two up to d128, the decoding family's when KEY is
+ * decoding-shaped and mma80's when not (an fp8 K/V cache's, the decoding
+ * family's alone, serves every call of its dtype). */
 const fat_default_variant *fat_rt_find_default(sel_key key, int dtype, int mask, int head_dim) {
-  const fat_default_variant *any = NULL;
+  const fat_default_variant *best = NULL;
+  int best_rank = -1;
   for (int i = 0; i < fat_n_default_variants; i++) {
     const fat_default_variant *d = &fat_default_variants[i];
     if (d->direction != key.direction || d->dtype != dtype || d->mask != mask ||
         d->head_dim != head_dim || !family_serves(key, d->family))
       continue;
-    if (d->deterministic == key.deterministic) return d;
-    if (!key.deterministic) any = d; /* a default that is deterministic anyway serves */
+    /* A backward that asks for no atomics gets none; one that does not
+     * takes a default that is deterministic anyway only when it has no
+     * other. */
+    if (key.deterministic && !d->deterministic) continue;
+    const int rank = 2 * (d->deterministic == key.deterministic) +
+                     (key.direction != FAT_FWD || decoding_family(d) == key.decoding);
+    if (rank > best_rank) best = d, best_rank = rank;
   }
-  return any;
+  return best;
+}
+
+/* ---- the decoding default ------------------------------------------------- */
+
+/* The rule that gives a contiguous 16-bit forward with nothing tuned the
+ * decoding family's default (splitkv's: the packed decoding tile, its key
+ * splits chosen by the launch) instead of mma80's. mma80's default runs one
+ * block per 128 query rows and head: with a few queries against a long
+ * cache that grid leaves most SMs idle while each block streams the whole
+ * of K and V (measured 18x the tuned split-KV winner at 131072 keys, batch
+ * 1, 32 query and 8 K/V heads). The question "would more blocks fill this
+ * GPU, and are the keys long enough to divide?" is the launch's own split
+ * rule (core/fwd_launch.c, fat_fwd_launch_splits), so the rule asks it
+ * rather than restating its thresholds: a call is decoding-shaped when
+ *   - it is a dense forward of fp16 or bf16 over a contiguous cache (a
+ *     paged call has the paged family's default, which splits at launch
+ *     already; a packed batch of variable lengths is left to mma80, whose
+ *     kernels take one: splitkv is not timed on them);
+ *   - its seqlen_q is within the decoding family's longest (family.h's
+ *     max_seqlen_q: its blocks are for few queries);
+ *   - its head dim's template has a decoding default (up to d128: above,
+ *     the launch's splits spill: family_splitkv.lua); and
+ *   - the launch would divide its keys among two splits or more for the
+ *     decoding default's grid (query blocks of its packed rows x K/V heads
+ *     x batch) on this GPU: that grid fills under SPLIT_FILL of the SMs'
+ *     block slots and each split keeps SPLIT_MIN_KEYS keys or more
+ *     (fwd_launch.c's rule; a local window counts the keys it leaves).
+ * On an H100's 132 SMs, one query a sequence with 32/8 heads (8 blocks a
+ * sequence) is decoding-shaped up to batch 26 at any seqlen_k above 256,
+ * and not from batch 27 (216 blocks fill 80 % of its 264 slots). The
+ * answer depends on batch and heads, which the selection memo's shape
+ * does not hold otherwise: sel_key carries it. */
+int fat_rt_decoding_call(const fat_context *c, const fat_attn_args *a) {
+  if (!c || !a || !sixteen_bit(a->dtype) || a->block_table || a->cu_seqlens_q || a->cu_seqlens_k)
+    return 0;
+  /* An unchecked call: nothing to judge (its checks refuse it). */
+  if (a->batch < 1 || a->heads < 1 || a->heads_k < 1 || a->heads % a->heads_k || a->seqlen_q < 1 ||
+      a->seqlen_k < 1 || a->mask < FAT_ATTN_MASK_NONE || a->mask > FAT_ATTN_MASK_LOCAL)
+    return 0;
+  const int tdim = fat_rt_template_head_dim(FAT_FWD, a->dtype, a->head_dim);
+  const sel_key key = {.direction = FAT_FWD, .decoding = 1};
+  const fat_default_variant *d = tdim ? fat_rt_find_default(key, a->dtype, a->mask, tdim) : NULL;
+  if (!d || !decoding_family(d)) return 0;
+  const fat_family *f = fat_family_find(d->family, FAT_FWD);
+  if (a->seqlen_q > f->max_seqlen_q) return 0;
+  int pack_gqa = 0, splits = 1;
+  char why[256];
+  /* A default of a fixed split count would not ask the launch. */
+  if (fat_fwd_params_parse(d->params, &pack_gqa, &splits, why, sizeof why) || splits != 0) return 0;
+  const fat_fwd_geometry g = {.block_m = d->block_m, .pack_gqa = pack_gqa, .launch_splits = 1,
+                              .local = a->mask == FAT_ATTN_MASK_LOCAL};
+  const fat_fwd_params p = {.batch = a->batch, .heads = a->heads, .heads_k = a->heads_k,
+                            .seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k,
+                            .window_left = g.local ? a->window_left : -1,
+                            .window_right = g.local ? a->window_right : -1};
+  const fat_fwd_call call = {.sm_count = c->sm_count};
+  return fat_fwd_call_splits(&g, &p, &call) > 1;
+}
+
+/* A causal forward with one query is the problem of no mask: the masks
+ * are bottom-right aligned (fatune.h; templates/reference_fwd.cu, the
+ * kernels' diag), so the one query of a sequence sits at its last key
+ * position, seqlen_k - 1, and sees every key -- and so it is, sequence by
+ * sequence, for a packed batch whose longest has one query (a sequence of
+ * none computes nothing either way), for seqused_k (the position counts
+ * the keys used) and for a paged cache. The local mask is left alone: its
+ * window bounds the keys even then. No mask's kernels skip the causal
+ * test, and its tuned decoding winners serve the call. */
+int fat_rt_causal_is_none(const fat_attn_args *a) {
+  return a && a->mask == FAT_ATTN_MASK_CAUSAL && a->seqlen_q == 1;
+}
+
+sel_key fat_rt_fwd_key(const fat_context *c, const fat_attn_args *a) {
+  return (sel_key){.direction = FAT_FWD, .paged = a && a->block_table != NULL,
+                   .decoding = fat_rt_decoding_call(c, a)};
 }
 
 /* ---- selection ------------------------------------------------------------ */
@@ -717,7 +808,8 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
                 fat_dtype_name((fat_dtype)a->dtype), KV8_MIN_CC / 10, KV8_MIN_CC % 10, KV8_MIN_CC,
                 c->gpu_name, c->arch, c->cc_major, c->cc_minor);
   const int tdim = fat_rt_template_head_dim(key.direction, a->dtype, a->head_dim);
-  const fat_default_variant *def = fat_rt_find_default(key, a->dtype, a->mask, tdim);
+  const int default_mask = key.direction == FAT_FWD && fat_rt_causal_is_none(a) ? FAT_ATTN_MASK_NONE : a->mask;
+  const fat_default_variant *def = fat_rt_find_default(key, a->dtype, default_mask, tdim);
   if (!def) return fat_rt_unsupported(c, a);
   if ((st = fat_rt_check_padded(c, a, tdim))) return st;
   /* Within a level an exact bucket anywhere (the user's database first)
@@ -728,30 +820,41 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
    * the built-in default. */
   char passed_over[sizeof out->passed_over] = "";
   const bucket call = call_bucket(a, key_window_left(a), key_window_right(a));
+  /* The masks whose winners serve the call: its own, and for a causal
+   * forward with one query (fat_rt_causal_is_none) no mask's first, then
+   * causal's (the tables tuned before this rule hold causal decoding
+   * winners only, for some dtypes). */
+  const int as_none = key.direction == FAT_FWD && fat_rt_causal_is_none(a);
+  const int masks[2] = {as_none ? FAT_ATTN_MASK_NONE : a->mask, a->mask};
+  const int n_masks = as_none ? 2 : 1;
   for (int level = 0; level < 2 && !out->choice.variant[0]; level++) {
     selection nearest;
-    int have_nearest = 0;
+    int have_nearest = 0, exact = 0;
     tuned_gpu from = {.sm_count = 0};
-    for (int i = 0; i < c->n_dbs; i++) {
-      int found = 0;
+    for (int i = 0; i < c->n_dbs && !exact; i++) {
       tuned_gpu gpu = {.sm_count = c->sm_count};
       if (level == 0)
         snprintf(gpu.name, sizeof gpu.name, "%s", c->gpu_name);
       else if (sibling_gpu(c, i, &gpu))
         continue;
-      if ((st = find_winner(c, i, &gpu, key, a->dtype, a->mask, tdim, call, out, &found, passed_over,
-                            sizeof passed_over)))
-        return st;
-      if (found && out->choice.match == FAT_MATCH_EXACT) {
-        from = gpu;
-        break;
+      for (int m = 0; m < n_masks && !exact; m++) {
+        int found = 0;
+        if ((st = find_winner(c, i, &gpu, key, a->dtype, masks[m], tdim, call, out, &found, passed_over,
+                              sizeof passed_over)))
+          return st;
+        out->mask = masks[m];
+        if (found && out->choice.match == FAT_MATCH_EXACT) {
+          from = gpu;
+          exact = 1;
+          break;
+        }
+        if (found && (!have_nearest || out->distance < nearest.distance)) {
+          nearest = *out;
+          have_nearest = 1;
+          from = gpu;
+        }
+        memset(out, 0, sizeof *out);
       }
-      if (found && (!have_nearest || out->distance < nearest.distance)) {
-        nearest = *out;
-        have_nearest = 1;
-        from = gpu;
-      }
-      memset(out, 0, sizeof *out);
     }
     if (!out->choice.variant[0] && have_nearest) *out = nearest;
     if (level == 1 && out->choice.variant[0]) {
@@ -766,10 +869,20 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
       join_notes(passed_over, sizeof passed_over, parts, 2);
     }
   }
+  /* The mask of the variant that serves: a winner's, else the default's
+   * (no mask's for a causal call with one query). */
+  const int served_mask = out->choice.variant[0] ? out->mask : masks[0];
+  if (served_mask != (int)a->mask) {
+    char earlier[sizeof passed_over];
+    memcpy(earlier, passed_over, sizeof earlier);
+    const char *parts[] = {"causal with one query sees every key (bottom-right): served as mask none",
+                           earlier};
+    join_notes(passed_over, sizeof passed_over, parts, 2);
+  }
   memcpy(out->passed_over, passed_over, sizeof passed_over);
   out->direction = key.direction;
   out->dtype = a->dtype;
-  out->mask = a->mask;
+  out->mask = served_mask;
   out->head_dim = tdim;
   if (out->choice.variant[0]) return FAT_OK;
   if (c->no_builtin)
@@ -790,6 +903,19 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
   out->choice.match = FAT_MATCH_DEFAULT;
   out->def = def;
   out->db_index = -1;
+  /* Which default and why, where the 16-bit dtypes have two: the note
+   * names no count of this shape's, so that the steps of a decoding loop
+   * share one record. */
+  if (key.decoding && decoding_family(def)) {
+    char why_default[sizeof out->passed_over], earlier[sizeof out->passed_over];
+    snprintf(why_default, sizeof why_default,
+             "decoding-shaped: nothing tuned, so the %s family's built-in default, whose launch "
+             "splits the keys to fill the %d SMs (mma80's would leave most idle)", def->family,
+             c->sm_count);
+    memcpy(earlier, out->passed_over, sizeof earlier);
+    const char *parts[] = {why_default, earlier};
+    join_notes(out->passed_over, sizeof out->passed_over, parts, 2);
+  }
   if (def->smem_bytes > c->smem_optin)
     return fail(c, FAT_ERR_UNSUPPORTED, "%s needs %d bytes of shared memory; %s allows %d",
                 def->name, def->smem_bytes, c->gpu_name, c->smem_optin);
@@ -806,7 +932,7 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
 static sel_shape_key shape_key(sel_key k, const fat_attn_args *a) {
   return (sel_shape_key){.direction = k.direction, .deterministic = k.deterministic,
                          .no_workspace = k.no_workspace, .no_tma = k.no_tma, .features = k.features,
-                         .paged = k.paged, .page_size = a->block_table ? a->page_size : 0,
+                         .paged = k.paged, .decoding = k.decoding, .page_size = a->block_table ? a->page_size : 0,
                          .dtype = a->dtype, .mask = a->mask, .head_dim = a->head_dim,
                          .seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k,
                          .group = a->heads / a->heads_k, .window_left = key_window_left(a),
@@ -819,7 +945,8 @@ static int same_shape(const sel_shape_key *x, const sel_shape_key *y) {
          x->dtype == y->dtype && x->mask == y->mask && x->head_dim == y->head_dim &&
          x->seqlen_q == y->seqlen_q && x->seqlen_k == y->seqlen_k && x->group == y->group &&
          x->window_left == y->window_left && x->window_right == y->window_right &&
-         x->varlen_mean == y->varlen_mean && x->paged == y->paged && x->page_size == y->page_size;
+         x->varlen_mean == y->varlen_mean && x->paged == y->paged && x->page_size == y->page_size &&
+         x->decoding == y->decoding;
 }
 
 /* The memo's set of SHAPE. */
@@ -828,7 +955,7 @@ static sel_shape *memo_set(fat_context *c, const sel_shape_key *s) {
   const int key[] = {s->direction, s->deterministic, s->no_workspace, s->no_tma, s->features,
                      s->dtype,     s->mask,          s->head_dim,     s->seqlen_q, s->seqlen_k,
                      s->group,     s->window_left,   s->window_right, s->varlen_mean,
-                     s->paged,     s->page_size};
+                     s->paged,     s->page_size,     s->decoding};
   for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;
@@ -936,11 +1063,12 @@ fat_status fat_rt_lookup_entry(fat_context *c, sel_key key, const fat_attn_args 
     return st;
   out->match = sel.choice.match;
   memo_put(c, &shape, *out);
-  logf_(c, "%s%s %s %s d%d seqlen %d -> %s (%s, %s, bucket %d, %s)",
+  logf_(c, "%s%s %s %s d%d seqlen %d x %d -> %s (%s, %s, bucket %d, %s)%s%s",
         key.deterministic ? "deterministic " : "", fat_direction_name((fat_direction)key.direction),
         fat_dtype_name((fat_dtype)a->dtype), fat_mask_name((fat_mask)a->mask), a->head_dim,
-        a->seqlen_q, sel.choice.variant, fat_origin_name(sel.choice.origin),
-        fat_match_name(sel.choice.match), sel.choice.bucket_seqlen, fat_load_name(k->load));
+        a->seqlen_q, a->seqlen_k, sel.choice.variant, fat_origin_name(sel.choice.origin),
+        fat_match_name(sel.choice.match), sel.choice.bucket_seqlen, fat_load_name(k->load),
+        out->rec->choice.note[0] ? ": " : "", out->rec->choice.note);
   return FAT_OK;
 }
 
@@ -993,7 +1121,7 @@ static fat_status select_public(fat_context *c, sel_key key, const fat_attn_args
 }
 
 fat_status fat_attention_select(fat_context *c, const fat_attn_args *a, fat_choice *out) {
-  return select_public(c, fat_rt_fwd_key(a), a, out);
+  return select_public(c, fat_rt_fwd_key(c, a), a, out);
 }
 
 fat_status fat_attention_bwd_select(fat_context *c, const fat_attn_bwd_args *a, fat_choice *out) {

@@ -100,8 +100,8 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
     return;
   }
   int count[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
-  int splitkv[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, splitkv_defaults = 0;
-  int splitkv_kv8_defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
+  int splitkv[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
+  int splitkv_defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
   int paged[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, paged_defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
   int baseline[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, baseline_defaults = 0, other = 0;
   int wgmma[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, wgmma_defaults = 0;
@@ -123,10 +123,11 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
       defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
     } else if (strcmp(v[i].family, "splitkv") == 0) {
       splitkv[d][v[i].dtype][v[i].mask]++;
-      if (v[i].dtype == FAT_FP16_E4M3KV || v[i].dtype == FAT_BF16_E4M3KV)
-        splitkv_kv8_defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
-      else
-        splitkv_defaults += v[i].is_default;
+      splitkv_defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
+      /* every one the launch's splits over the packed decoding tile */
+      CHECK_WHY(!v[i].is_default || (strstr(v[i].params, "SPLITS=0") && strstr(v[i].params, "PACK_GQA=1") &&
+                                     v[i].block_m == 64),
+                "%s: a default of params %s", v[i].name, v[i].params);
     } else if (strcmp(v[i].family, "paged") == 0) {
       paged[d][v[i].dtype][v[i].mask]++;
       paged_defaults[d][v[i].dtype][v[i].mask] += v[i].is_default;
@@ -169,6 +170,11 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
                   HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), splitkv[d][t][m], want_splitkv[d]);
         CHECK_WHY(paged[d][t][m] == want_paged[d], "%s d%d %s %s: %d paged variants, want %d", arch,
                   HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), paged[d][t][m], want_paged[d]);
+        /* The runtime's decoding default of a contiguous call, one of each
+         * problem up to d128 (above, the launch's splits spill: mma80's
+         * default serves). */
+        CHECK_WHY(splitkv_defaults[d][t][m] == (HEAD_DIMS[d] <= 128), "%s d%d %s %s: %d splitkv defaults",
+                  arch, HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), splitkv_defaults[d][t][m]);
         /* The runtime's default for a paged call, one of each problem. */
         CHECK_WHY(paged_defaults[d][t][m] == 1, "%s d%d %s %s: %d paged defaults", arch, HEAD_DIMS[d],
                   fat_dtype_name(t), fat_mask_name(m), paged_defaults[d][t][m]);
@@ -207,15 +213,14 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
         CHECK_WHY(splitkv[d][t][m] == want_s && paged[d][t][m] == want_p, "%s d%d %s %s: %d splitkv, %d paged, want %d, %d",
                   arch, HEAD_DIMS[d], fat_dtype_name(t), fat_mask_name(m), splitkv[d][t][m], paged[d][t][m], want_s,
                   want_p);
-        CHECK_WHY(splitkv_kv8_defaults[d][t][m] == kv8_arch && paged_defaults[d][t][m] == kv8_arch,
+        CHECK_WHY(splitkv_defaults[d][t][m] == kv8_arch && paged_defaults[d][t][m] == kv8_arch,
                   "%s d%d %s %s: %d splitkv and %d paged defaults", arch, HEAD_DIMS[d], fat_dtype_name(t),
-                  fat_mask_name(m), splitkv_kv8_defaults[d][t][m], paged_defaults[d][t][m]);
+                  fat_mask_name(m), splitkv_defaults[d][t][m], paged_defaults[d][t][m]);
         CHECK_WHY(!count[d][t][m] && !wgmma[d][t][m] && !ws[d][t][m] && !baseline[d][t][m],
                   "%s d%d %s %s: a family other than splitkv and paged", arch, HEAD_DIMS[d], fat_dtype_name(t),
                   fat_mask_name(m));
       }
   CHECK_WHY(baseline_defaults == 0, "%s: %d materialize variants marked default", arch, baseline_defaults);
-  CHECK_WHY(splitkv_defaults == 0, "%s: %d splitkv variants marked default", arch, splitkv_defaults);
   CHECK_WHY(wgmma_defaults == 0, "%s: %d wgmma90 variants marked default", arch, wgmma_defaults);
   CHECK_WHY(ws_defaults == 0, "%s: %d ws90 variants marked default", arch, ws_defaults);
   CHECK_WHY(other == 0, "%s: %d variants of an unknown family", arch, other);

@@ -272,12 +272,94 @@ static void candidates_read_once(const char *dir) {
   fat_context_close(warm);
 }
 
+/* A causal forward with one query is looked up, and launched, as no mask
+ * (bottom-right alignment: the query sees every key): no mask's exact
+ * winner serves it before causal's exact one, causal's exact one before
+ * no mask's nearest (tables tuned before the rule hold causal decoding
+ * winners only), and with nothing tuned no mask's default; the note says
+ * so. Two queries, and the local mask with one, are left as they are.
+ * The tables at DIR/causal1.db. */
+static void causal_with_one_query(const char *dir) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/causal1.db", dir);
+  const char *params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4";
+  put_variant_key(path, H200, H200_SMS, FAT_FWD, "fwd.mma80.fp16.d128.causal.q1k4096", params, FAT_FP16,
+                  FAT_MASK_CAUSAL, 128, 1, 4096, 1, 0.5, 1, 1);
+  put_variant_key(path, H200, H200_SMS, FAT_FWD, "fwd.mma80.fp16.d128.none.q1k4096", params, FAT_FP16,
+                  FAT_MASK_NONE, 128, 1, 4096, 1, 0.4, 1, 1);
+  put_variant_key(path, H200, H200_SMS, FAT_FWD, "fwd.mma80.bf16.d128.causal.q1k4096", params, FAT_BF16,
+                  FAT_MASK_CAUSAL, 128, 1, 4096, 1, 0.5, 1, 1);
+  put_variant_key(path, H200, H200_SMS, FAT_FWD, "fwd.mma80.bf16.d128.none.q1k65536", params, FAT_BF16,
+                  FAT_MASK_NONE, 128, 1, 65536, 1, 4.0, 1, 1);
+  const char *const tables[] = {path};
+  fat_context *c = offline("", tables, 1, H200_SMS, 0);
+  fat_choice ch = FAT_CHOICE_INIT;
+  fat_attn_args a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_CAUSAL, 128, 1);
+  a.seqlen_k = 4096;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.q1k4096");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  CHECK_CONTAINS(ch.note, "causal with one query sees every key (bottom-right): served as mask none");
+  /* A none call of the shape: the same winner, with no such note. */
+  a.mask = FAT_ATTN_MASK_NONE;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.fp16.d128.none.q1k4096");
+  CHECK_WHY(!strstr(ch.note, "served as mask none"), "note: %s", ch.note);
+  /* causal's exact bucket before no mask's nearest */
+  a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 1);
+  a.seqlen_k = 4096;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d128.causal.q1k4096");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  CHECK_WHY(!strstr(ch.note, "served as mask none"), "note: %s", ch.note);
+  a.seqlen_k = 65536; /* no mask's exact, causal's nearest */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d128.none.q1k65536");
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  a.seqlen_k = 32768; /* nearest of both: no mask's (a factor 2, against 8) */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d128.none.q1k65536");
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  /* Two queries: causal's alone (here its nearest). */
+  a.seqlen_q = 2;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d128.causal.q1k4096");
+  /* Nothing tuned (d64): no mask's default, the decoding one here (16
+   * blocks of one query against 4096 keys split on 132 SMs). */
+  a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 64, 1);
+  a.seqlen_k = 4096;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.splitkv.bf16.d64.none.m64n64w4s2.g1x0");
+  CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
+  CHECK_CONTAINS(ch.note, "decoding-shaped");
+  CHECK_CONTAINS(ch.note, "served as mask none");
+  a.seqlen_k = 1; /* one key: mma80's default, of no mask */
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d64.none.m128n64w4s1");
+  a.seqlen_q = 2, a.seqlen_k = 2;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d64.causal.m128n64w4s1");
+  /* The local mask keeps its own, whose window bounds the keys. */
+  a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_LOCAL, 64, 1);
+  a.seqlen_k = 4096, a.window_left = 128, a.window_right = 0;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.mma80.bf16.d64.local.m128n64w4s1");
+  /* A paged call with one query: the paged family's default of no mask. */
+  a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 1);
+  a.seqlen_k = 4096, a.block_table = (const int *)(uintptr_t)PAGED_TABLE_AT, a.page_size = 16;
+  a.block_table_stride = 4096 / 16, a.num_pages = 4096 / 16;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.paged.bf16.d128.none.m64n64w4s2.g0x0");
+  fat_context_close(c);
+}
+
 int main(void) {
   char dir[] = "/tmp/fatune-lookup-XXXXXX", user[256], tables[256], other[256];
   REQUIRE_EXIT(mkdtemp(dir));
   snprintf(user, sizeof user, "%s/user.db", dir);
   snprintf(tables, sizeof tables, "%s/tables.db", dir);
   snprintf(other, sizeof other, "%s/missing.db", dir);
+  causal_with_one_query(dir);
 
   /* Tables: fp16 none d128 at 512 and 2048 (and 4096); bf16 causal d64 at 1024.
    * User: fp16 none d128 at 4096 only. */
@@ -486,6 +568,11 @@ int main(void) {
     const fat_family *fam = fat_family_find(v[i].family, FAT_FWD);
     if (v[i].is_default && fam && fam->builtin_default) {
       a = problem((fat_attn_dtype)v[i].dtype, (fat_attn_mask)v[i].mask, v[i].head_dim, 512);
+      if (fam->max_seqlen_q) { /* the decoding family's serves decoding-shaped calls */
+        a.seqlen_q = 2, a.seqlen_k = 65536; /* (causal with one query is served as no mask) */
+        a.window_left = a.window_right = -1; /* a local call's window: no bound */
+        CHECK_WHY(v[i].head_dim <= 128, "%s: a decoding default above d128", v[i].name);
+      }
       if (fam->paged) { /* the paged family's default serves paged calls, and only those */
         a.block_table = (const int *)(uintptr_t)PAGED_TABLE_AT, a.page_size = 16;
         a.block_table_stride = 512 / 16, a.num_pages = 512 / 16;
@@ -500,7 +587,9 @@ int main(void) {
   free(v);
   fat_gen_close(g);
   fat_context_close(c);
-  CHECK_INT(n_defaults, 72); /* 6 head dims x 2 dtypes x 3 masks, contiguous and paged */
+  /* 6 head dims x 2 dtypes x 3 masks, contiguous and paged, and the
+   * decoding ones of 4 head dims (up to d128) */
+  CHECK_INT(n_defaults, 96);
   /* Every forward key has a backward default too, and a deterministic one;
    * the backward has no d32 template, so d32 runs on d64. */
   c = offline("", missing, 1, H200_SMS, 0);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Build-time tool: expands the generator's default variants (is_default = 1,
  * every head dim, dtype and mask of both directions, and for the backward a
- * deterministic one as well; e4m3's, which only the sm_90a family ws90
+ * deterministic one as well; for the 16-bit forward up to d128 a decoding
+ * one too, splitkv's, which the runtime launches for a call its rule finds
+ * decoding-shaped; e4m3's, which only the sm_90a family ws90
  * generates, from an sm_90a query of its own; an fp8 K/V cache's, which
  * the decoding families generate from sm_89, from an sm_89 query: its 99
  * KiB of shared memory is the least of those targets') into a C file for the runtime,
@@ -92,9 +94,10 @@ int main(int argc, char **argv) {
   for (int d = 0; d < 2; d++)
     for (size_t i = 0; i < n[d]; i++) {
       const fat_variant *x = &v[d][i];
-      /* The family of the built-in defaults (family.h): one fused kernel
-       * per call that every GPU runs; the materialising baseline's several
-       * kernels are the tuner's yardstick only. */
+      /* The families of the built-in defaults (family.h): one fused kernel
+       * per call that every GPU runs (splitkv's with its combine kernel);
+       * the materialising baseline's several kernels are the tuner's
+       * yardstick only. */
       const fat_family *f = fat_family_find(x->family, x->direction);
       if (!x->is_default || !f || !f->builtin_default) continue;
       pick[count] = x;
