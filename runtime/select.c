@@ -172,24 +172,53 @@ const fat_default_variant *fat_rt_find_default(sel_key key, int dtype, int mask,
  * and not from batch 27 (216 blocks fill 80 % of its 264 slots). The
  * answer depends on batch and heads, which the selection memo's shape
  * does not hold otherwise: sel_key carries it. */
+/* What the rule asks of the decoding default of a (16-bit dtype, mask,
+ * head dim): found once for the process, so that the rule, asked before
+ * every forward call, costs a few comparisons and the launch's arithmetic
+ * rather than walks over the built-in defaults and a parse of their
+ * parameters (a decoding loop's host time is the issue's measure). */
+typedef struct {
+  int block_m;       /* 0: no decoding default with launch splits */
+  int pack_gqa;
+  int max_seqlen_q;  /* the decoding family's */
+} decoding_default;
+
+#define DECODING_DIMS 65 /* head dims 8, 16, ... 512 by head_dim / 8 */
+static decoding_default decoding_defaults[2][3][DECODING_DIMS]; /* [bf16?][mask][head_dim / 8] */
+static pthread_once_t decoding_defaults_once = PTHREAD_ONCE_INIT;
+
+static void find_decoding_defaults(void) {
+  const sel_key key = {.direction = FAT_FWD, .decoding = 1};
+  for (int b = 0; b < 2; b++)
+    for (int mask = FAT_ATTN_MASK_NONE; mask <= FAT_ATTN_MASK_LOCAL; mask++)
+      for (int i = 1; i < DECODING_DIMS; i++) {
+        const int dtype = b ? FAT_BF16 : FAT_FP16;
+        const int tdim = fat_rt_template_head_dim(FAT_FWD, dtype, 8 * i);
+        const fat_default_variant *d = tdim ? fat_rt_find_default(key, dtype, mask, tdim) : NULL;
+        int pack_gqa = 0, splits = 1;
+        char why[256];
+        /* A default of a fixed split count would not ask the launch. */
+        if (!d || !decoding_family(d) || fat_fwd_params_parse(d->params, &pack_gqa, &splits, why, sizeof why) ||
+            splits != 0)
+          continue;
+        decoding_defaults[b][mask][i] = (decoding_default){
+            .block_m = d->block_m, .pack_gqa = pack_gqa,
+            .max_seqlen_q = fat_family_find(d->family, FAT_FWD)->max_seqlen_q};
+      }
+}
+
 int fat_rt_decoding_call(const fat_context *c, const fat_attn_args *a) {
   if (!c || !a || !sixteen_bit(a->dtype) || a->block_table || a->cu_seqlens_q || a->cu_seqlens_k)
     return 0;
   /* An unchecked call: nothing to judge (its checks refuse it). */
   if (a->batch < 1 || a->heads < 1 || a->heads_k < 1 || a->heads % a->heads_k || a->seqlen_q < 1 ||
-      a->seqlen_k < 1 || a->mask < FAT_ATTN_MASK_NONE || a->mask > FAT_ATTN_MASK_LOCAL)
+      a->seqlen_k < 1 || a->mask < FAT_ATTN_MASK_NONE || a->mask > FAT_ATTN_MASK_LOCAL ||
+      a->head_dim < 8 || a->head_dim % 8 || a->head_dim / 8 >= DECODING_DIMS)
     return 0;
-  const int tdim = fat_rt_template_head_dim(FAT_FWD, a->dtype, a->head_dim);
-  const sel_key key = {.direction = FAT_FWD, .decoding = 1};
-  const fat_default_variant *d = tdim ? fat_rt_find_default(key, a->dtype, a->mask, tdim) : NULL;
-  if (!d || !decoding_family(d)) return 0;
-  const fat_family *f = fat_family_find(d->family, FAT_FWD);
-  if (a->seqlen_q > f->max_seqlen_q) return 0;
-  int pack_gqa = 0, splits = 1;
-  char why[256];
-  /* A default of a fixed split count would not ask the launch. */
-  if (fat_fwd_params_parse(d->params, &pack_gqa, &splits, why, sizeof why) || splits != 0) return 0;
-  const fat_fwd_geometry g = {.block_m = d->block_m, .pack_gqa = pack_gqa, .launch_splits = 1,
+  pthread_once(&decoding_defaults_once, find_decoding_defaults);
+  const decoding_default *d = &decoding_defaults[a->dtype == FAT_ATTN_BF16][a->mask][a->head_dim / 8];
+  if (!d->block_m || a->seqlen_q > d->max_seqlen_q) return 0;
+  const fat_fwd_geometry g = {.block_m = d->block_m, .pack_gqa = d->pack_gqa, .launch_splits = 1,
                               .local = a->mask == FAT_ATTN_MASK_LOCAL};
   const fat_fwd_params p = {.batch = a->batch, .heads = a->heads, .heads_k = a->heads_k,
                             .seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k,
@@ -847,6 +876,22 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
           from = gpu;
           exact = 1;
           break;
+        }
+        /* A decoding-shaped call takes no nearest winner of a bucket of
+         * longer queries than the decoding family's (a prefill bucket):
+         * its kernel's grid, a block per query tile, leaves the SMs idle
+         * as mma80's default would (on the H100 the nearest bf16 winner,
+         * wgmma90's of seqlen_q 512, took 1.49 ms where the tuned split
+         * took 0.07 at batch 1, 32/8 heads, 32768 keys, one query): the
+         * decoding default serves instead. */
+        if (found && key.decoding && out->choice.bucket_seqlen > fat_family_find("splitkv", FAT_FWD)->max_seqlen_q) {
+          char why[sizeof passed_over], earlier[sizeof passed_over];
+          snprintf(why, sizeof why, "passed over the nearest winner %.120s: tuned for seqlen_q %d",
+                   out->choice.variant, out->choice.bucket_seqlen);
+          memcpy(earlier, passed_over, sizeof earlier);
+          const char *parts[] = {why, earlier};
+          join_notes(passed_over, sizeof passed_over, parts, 2);
+          found = 0;
         }
         if (found && (!have_nearest || out->distance < nearest.distance)) {
           nearest = *out;

@@ -423,6 +423,22 @@ int main(void) {
   a = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 64, 1);
   CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
   CHECK_STR(ch.variant, "fwd.mma80.bf16.d64.causal.t1024");
+  /* A decoding-shaped call (one query of 32/8 heads against 32768 keys)
+   * takes no nearest winner of a bucket of longer queries than the
+   * decoding family's 128: the decoding default, naming what it passed
+   * over. Against 256 keys (no split) the nearest serves. */
+  a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 1);
+  a.heads = 32, a.heads_k = 8, a.seqlen_k = 32768;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "fwd.splitkv.fp16.d128.none.m64n64w4s2.g1x0");
+  CHECK_INT(ch.match, FAT_MATCH_DEFAULT);
+  CHECK_CONTAINS(ch.note, "passed over the nearest winner fwd.mma80.fp16.d128.none.t");
+  CHECK_CONTAINS(ch.note, ": tuned for seqlen_q ");
+  CHECK_CONTAINS(ch.note, "decoding-shaped");
+  a.seqlen_k = 256;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_WHY(!strncmp(ch.variant, "fwd.mma80.fp16.d128.none.t", 26), "variant %s", ch.variant);
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
 
   /* Nothing tuned for the key: the built-in default. */
   a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_CAUSAL, 128, 4096);
