@@ -57,11 +57,17 @@
 //             one, and one of at most four significant bits a bf16 one;
 //             sm_89's conversion, the generator's arch rule). So the product
 //             loops are the 16-bit kernel's, and each tile costs the widening
-//             (two conversion instructions a pair for fp16, four for bf16)
-//             and one more barrier. It halves the bytes read, not the time:
-//             measured on the H100 the widening and the products bound it,
-//             not reading K and V (the bf16 q's kernel at about the bf16
-//             cache's speed, the fp16 q's ~1.7x; kernel-log p3).
+//             (two conversion instructions a pair) and one more barrier.
+//             The products run in fp16 under a bf16 Q too: e4m3 widens to
+//             bf16 only through fp32 (four instructions a pair), which made
+//             the bf16 q's kernel no faster than the bf16 cache's where the
+//             fp16 q's was ~1.7x (kernel-log p3). So a bf16 Q is turned into
+//             fp16 once a block, each row times a power of two that puts its
+//             largest |q| in [2^14, 2^15): exact (bf16's 8 significant bits
+//             fit fp16's 11) for every element within 2^28 of its row's
+//             largest, whose products are all a score can hold in fp32 beside
+//             it; the row's factor goes back in with the softmax's scale. P
+//             rounds to fp16 (finer than bf16), O to bf16.
 //             K's factor joins the scores' scale (the soft-cap's input scale
 //             where there is one, since the cap reads true scores), V's the
 //             final 1/l.
@@ -76,7 +82,12 @@ constexpr int kBlockM = {{BLOCK_M}};   // query rows per thread block
 constexpr int kBlockN = {{BLOCK_N}};   // keys per K/V tile
 constexpr int kWarps = {{WARPS}};
 constexpr int kStages = {{STAGES}};    // K/V tiles in flight (1: FlashAttention-2's schedule)
-constexpr bool kIsBf16 = {{IS_BF16}};
+// O's type is Q's; the products' operands (kIsBf16, which fat_device.cuh's
+// mma_16816 and pack2 read) are too, except under an fp8 K/V cache: fp16.
+// (An enumerator: a constexpr variable more would be an object in every
+// variant's cubin.)
+enum : int { kOutBf16 = {{IS_BF16}} };
+constexpr bool kIsBf16 = {{IS_BF16}} && !{{KV8}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
 constexpr bool kPackGqa = {{PACK_GQA}};
@@ -124,6 +135,17 @@ static_assert(!(kIsCausal && kIsLocal), "causal is the local window (-1, 0), gen
 
 #include "fwd_common.cuh"
 
+// Two fp32 values rounded to O's type (pack2 rounds to the operands').
+__device__ __forceinline__ u32 pack2_out(float lo, float hi) {
+  if constexpr ((kOutBf16 != 0) == kIsBf16) {
+    return pack2(lo, hi);
+  } else {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+}
+
 // Byte offset of element column col (a multiple of 8) of tile row row.
 __device__ __forceinline__ u32 tile_offset(int row, int col) {
   const int chunk = col / 8;
@@ -164,21 +186,57 @@ constexpr bool kKeySplit = kMTiles == 1 && kNTiles % (2 * kWarps) == 0 &&
                            (kWarps - 1) * 32 * kMergeFloats * 4 <= 2 * kBlockN * kRowPitch * 2;
 static_assert(kHeadDim % 16 == 0, "a byte row is whole 16-byte copies");
 
-// Two e4m3 pairs (x's bytes, lowest first) as two pairs of the 16-bit
-// type. fp16: the hardware's conversion (sm_89 and newer), exact; bf16:
-// through fp32 (PTX converts to bf16x2 from fp32 only), exact too.
+// Two e4m3 pairs (x's bytes, lowest first) as two fp16 pairs: the
+// hardware's conversion (sm_89 and newer), exact.
 __device__ __forceinline__ void widen4(u32 x, u32 &lo, u32 &hi) {
-  u32 h0, h1;
   asm("{\n.reg .b16 a, b;\nmov.b32 {a, b}, %2;\ncvt.rn.f16x2.e4m3x2 %0, a;\ncvt.rn.f16x2.e4m3x2 %1, b;\n}\n"
-      : "=r"(h0), "=r"(h1) : "r"(x));
-  if constexpr (kIsBf16) {
-    asm("{\n.reg .b16 a, b;\n.reg .f32 fa, fb;\nmov.b32 {a, b}, %1;\ncvt.f32.f16 fa, a;\ncvt.f32.f16 fb, b;\n"
-        "cvt.rn.bf16x2.f32 %0, fb, fa;\n}\n" : "=r"(lo) : "r"(h0));
-    asm("{\n.reg .b16 a, b;\n.reg .f32 fa, fb;\nmov.b32 {a, b}, %1;\ncvt.f32.f16 fa, a;\ncvt.f32.f16 fb, b;\n"
-        "cvt.rn.bf16x2.f32 %0, fb, fa;\n}\n" : "=r"(hi) : "r"(h1));
-  } else {
-    lo = h0;
-    hi = h1;
+      : "=r"(lo), "=r"(hi) : "r"(x));
+}
+
+// A bf16 Q made fp16 (the header says why), in place, a quad of lanes a
+// row: lane t of the quad reads and rewrites quarter t of it. The largest
+// |q| of the thread's quarter of ROW, as bf16 bits (sign cleared: the bits
+// of non-negative values order as the values do, NaN's above inf's).
+__device__ __forceinline__ u32 q_quarter_max(u32 q_tile, int row, int t) {
+  constexpr int kCols = kHeadDim / 4;
+  static_assert(kCols % 8 == 0, "a quarter row is whole 16-byte chunks");
+  u32 m = 0;
+#pragma unroll
+  for (int c = 0; c < kCols; c += 8) {
+    u32 x0, x1, x2, x3;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(q_tile + tile_offset(row, t * kCols + c)));
+    m = __vmaxu2(m, __vmaxu2(__vmaxu2(x0 & 0x7fff7fffu, x1 & 0x7fff7fffu), __vmaxu2(x2 & 0x7fff7fffu, x3 & 0x7fff7fffu)));
+  }
+  return max(m & 0xffffu, m >> 16);
+}
+
+// The power of two s a row is divided by, from its largest |q| (bf16 bits
+// M): the largest lands in [2^14, 2^15), well inside fp16's 65504. A row of
+// zeros, or with an inf or NaN (which stay what they are), keeps s = 0; s
+// stops at -100 so that 2^-s is an fp32 (a row below 2^-86 is one whose
+// scores are all zero next to a softmax's rounding).
+__device__ __forceinline__ int q_row_shift(u32 m) {
+  const int e = (int)(m >> 7);  // the biased exponent
+  return m == 0 || e == 255 ? 0 : max(e - 127 - 14, -100);
+}
+
+// Quarter t of ROW times 2^-SHIFT, rounded to fp16 (exact within 2^28 of
+// the row's largest), in place.
+__device__ __forceinline__ void q_quarter_to_fp16(u32 q_tile, int row, int t, int shift) {
+  constexpr int kCols = kHeadDim / 4;
+  const float f = __int_as_float((127 - shift) << 23);
+#pragma unroll
+  for (int c = 0; c < kCols; c += 8) {
+    const u32 a = q_tile + tile_offset(row, t * kCols + c);
+    u32 x[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(a));
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float lo = __uint_as_float(x[e] << 16) * f, hi = __uint_as_float(x[e] & 0xffff0000u) * f;
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(x[e]) : "f"(hi), "f"(lo));
+    }
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" :: "r"(a), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]));
   }
 }
 
@@ -576,15 +634,57 @@ fat_fwd_mma80(const fat_fwd_params p) {
   const float scale_log2 = softcap ? p.scale_log2 : p.scale_log2 * k_descale;
   const float softcap_in = p.softcap_in * k_descale;
   const float lse_scale = softcap ? p.softmax_scale : p.softmax_scale * k_descale;
-#define FAT_SOFTCAP_IN softcap_in
-#define FAT_LSE_SCALE lse_scale
+#if {{IS_BF16}}
+  // Q's rows as fp16 times 2^-shift (the header): each row's 2^shift
+  // multiplies its raw scores back, in the cap's input scale where there is
+  // a cap and in the softmax's otherwise. row_a is that one factor of a
+  // row's raw scores: two registers where the scale and the cap's were (the
+  // other scales are read from the parameters again: with a cap the
+  // softmax's is p's, and lse's is row_a's in the natural log).
+  float row_a[kMTiles][2];
+  {
+    // Q (and K[0]) landed; its rows scanned by every warp that reads them,
+    // then rewritten by their one owner once every warp has (split keys:
+    // every warp reads rows 0-15, warp 0 owns them). Before the loop, whose
+    // first barrier orders the rewrite before any product reads it, and
+    // whose registers it leaves alone.
+    cp_async_wait<2 * kStages - 3>();
+    __syncthreads();
+    int q_shift[kMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        u32 m = q_quarter_max(q_base, warp_row0 + mt * 16 + g + 8 * h, t);
+        m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        q_shift[mt][h] = q_row_shift(m);
+        row_a[mt][h] = (softcap ? softcap_in : scale_log2) * __int_as_float((127 + q_shift[mt][h]) << 23);
+      }
+    __syncthreads();
+    if (!key_split || warp == 0) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) q_quarter_to_fp16(q_base, warp_row0 + mt * 16 + g + 8 * h, t, q_shift[mt][h]);
+    }
+  }
+#define FAT_SCALE_LOG2(mt, h) (softcap ? p.scale_log2 : row_a[mt][h])
+#define FAT_SOFTCAP_IN(mt, h) row_a[mt][h]
+#define FAT_LSE_SCALE(mt, h) (softcap ? p.softmax_scale : row_a[mt][h] * (p.softmax_scale / p.scale_log2))
+#else
+#define FAT_SCALE_LOG2(mt, h) scale_log2
+#define FAT_SOFTCAP_IN(mt, h) softcap_in
+#define FAT_LSE_SCALE(mt, h) lse_scale
+#endif
 #define FAT_INV_L(l) ((l) > 0.f ? v_descale / (l) : 0.f)
 #else
   const float scale_log2 = p.scale_log2;
   const bool softcap = p.softcap_in != 0.f;
 // Macros, so that the 16-bit variants' expressions stay token for token.
-#define FAT_SOFTCAP_IN p.softcap_in
-#define FAT_LSE_SCALE p.softmax_scale
+#define FAT_SCALE_LOG2(mt, h) scale_log2
+#define FAT_SOFTCAP_IN(mt, h) p.softcap_in
+#define FAT_LSE_SCALE(mt, h) p.softmax_scale
 #define FAT_INV_L(l) ((l) > 0.f ? 1.f / (l) : 0.f)
 #endif
   // The window's bounds as offsets from a row's position (unbounded: out of reach).
@@ -667,7 +767,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
 #pragma unroll
           for (int nt = 0; nt < kSplitNT; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) sw[nt][e] = p.softcap_out * fast_tanh(sw[nt][e] * FAT_SOFTCAP_IN);
+            for (int e = 0; e < 4; e++) sw[nt][e] = p.softcap_out * fast_tanh(sw[nt][e] * FAT_SOFTCAP_IN(0, e / 2));
         }
         // The mask, as below, on this warp's keys.
         if (n0 + kBlockN > seq.seqlen_k || (kIsCausal && n0 + kBlockN - 1 > first_pos + diag) ||
@@ -695,13 +795,14 @@ fat_fwd_mma80(const fat_fwd_params p) {
           const float m_old = row_max[0][h];
           const float m_new = fmaxf(m_old, tile_max);
           row_max[0][h] = m_new;
-          const float m_scaled = m_new == neg_inf() ? 0.f : m_new * scale_log2;
-          const float alpha = fast_exp2(m_old * scale_log2 - m_scaled);
+          const float sl2 = FAT_SCALE_LOG2(0, h);
+          const float m_scaled = m_new == neg_inf() ? 0.f : m_new * sl2;
+          const float alpha = fast_exp2(m_old * sl2 - m_scaled);
           float sum = 0.f;
 #pragma unroll
           for (int nt = 0; nt < kSplitNT; nt++) {
-            const float p0 = fast_exp2(fmaf(sw[nt][2 * h], scale_log2, -m_scaled));
-            const float p1 = fast_exp2(fmaf(sw[nt][2 * h + 1], scale_log2, -m_scaled));
+            const float p0 = fast_exp2(fmaf(sw[nt][2 * h], sl2, -m_scaled));
+            const float p1 = fast_exp2(fmaf(sw[nt][2 * h + 1], sl2, -m_scaled));
             sum += p0 + p1;
             pw[nt / 2][h + 2 * (nt % 2)] = pack2(p0, p1);
           }
@@ -771,7 +872,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
 #pragma unroll
         for (int nt = 0; nt < kNTiles; nt++)
 #pragma unroll
-          for (int e = 0; e < 4; e++) s[mt][nt][e] = p.softcap_out * fast_tanh(s[mt][nt][e] * FAT_SOFTCAP_IN);
+          for (int e = 0; e < 4; e++) s[mt][nt][e] = p.softcap_out * fast_tanh(s[mt][nt][e] * FAT_SOFTCAP_IN(mt, e / 2));
     }
 
     // Mask by absolute position: keys past the end, after the query's
@@ -812,13 +913,14 @@ fat_fwd_mma80(const fat_fwd_params p) {
         const float m_new = fmaxf(m_old, tile_max);
         row_max[mt][h] = m_new;
         // A row that has seen no key yet keeps m = -inf: never form -inf - -inf.
-        const float m_scaled = m_new == neg_inf() ? 0.f : m_new * scale_log2;
-        const float alpha = fast_exp2(m_old * scale_log2 - m_scaled);  // exp2(-inf) = 0
+        const float sl2 = FAT_SCALE_LOG2(mt, h);
+        const float m_scaled = m_new == neg_inf() ? 0.f : m_new * sl2;
+        const float alpha = fast_exp2(m_old * sl2 - m_scaled);  // exp2(-inf) = 0
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < kNTiles; nt++) {
-          const float p0 = fast_exp2(fmaf(s[mt][nt][2 * h], scale_log2, -m_scaled));
-          const float p1 = fast_exp2(fmaf(s[mt][nt][2 * h + 1], scale_log2, -m_scaled));
+          const float p0 = fast_exp2(fmaf(s[mt][nt][2 * h], sl2, -m_scaled));
+          const float p1 = fast_exp2(fmaf(s[mt][nt][2 * h + 1], sl2, -m_scaled));
           sum += p0 + p1;
           p_frag[mt][nt / 2][h + 2 * (nt % 2)] = pack2(p0, p1);
         }
@@ -881,8 +983,9 @@ fat_fwd_mma80(const fat_fwd_params p) {
       for (int h = 0; h < 2; h++) {
         float m = row_max[0][h];
         for (int w = 1; w < kWarps; w++) m = fmaxf(m, merge[((w - 1) * 32 + lane) * kMergeFloats + kDTiles * 4 + h]);
-        const float m_scaled = m == neg_inf() ? 0.f : m * scale_log2;
-        const float a0 = fast_exp2(row_max[0][h] * scale_log2 - m_scaled);  // exp2(-inf) = 0
+        const float sl2 = FAT_SCALE_LOG2(0, h);
+        const float m_scaled = m == neg_inf() ? 0.f : m * sl2;
+        const float a0 = fast_exp2(row_max[0][h] * sl2 - m_scaled);  // exp2(-inf) = 0
         row_sum[0][h] *= a0;
 #pragma unroll
         for (int dt = 0; dt < kDTiles; dt++) {
@@ -891,7 +994,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
         }
         for (int w = 1; w < kWarps; w++) {
           const float *theirs = merge + ((w - 1) * 32 + lane) * kMergeFloats;
-          const float a = fast_exp2(theirs[kDTiles * 4 + h] * scale_log2 - m_scaled);
+          const float a = fast_exp2(theirs[kDTiles * 4 + h] * sl2 - m_scaled);
           row_sum[0][h] += a * theirs[kDTiles * 4 + 2 + h];
 #pragma unroll
           for (int dt = 0; dt < kDTiles; dt++) {
@@ -923,7 +1026,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
       const float l = quad_sum(row_sum[mt][h]), inv_l = FAT_INV_L(l);
       const int r = warp_row0 + mt * 16 + g + h * 8;
       if (m0 + r >= rows) continue;
-      const float lse = row_lse(l, row_max[mt][h], FAT_LSE_SCALE);
+      const float lse = row_lse(l, row_max[mt][h], FAT_LSE_SCALE(mt, h));
       if (n_splits > 1) {
         const long long row = (split_rows + head_of(r)) * p.seqlen_q + row_pos[mt][h];
         float *oa = p.o_accum + row * kHeadDim;
@@ -938,7 +1041,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
         for (int dt = 0; dt < kDTiles; dt++)
           if (dt * 8 < head_dim)  // the problem's columns only
             *reinterpret_cast<u32 *>(o_row + dt * 8 + 2 * t) =
-                pack2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
+                pack2_out(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
         if (t == 0)
           p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head_of(r)) * out.lse_rows +
                 out.lse_row0 + row_pos[mt][h]] = lse;
@@ -965,7 +1068,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
         for (int dt = 0; dt < kDTiles; dt++)
           *reinterpret_cast<float2 *>(oa + dt * 8 + 2 * t) =
               make_float2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
-        if (t == 0) p.lse_accum[row] = row_lse(l, row_max[mt][h], FAT_LSE_SCALE);
+        if (t == 0) p.lse_accum[row] = row_lse(l, row_max[mt][h], FAT_LSE_SCALE(mt, h));
       }
     }
     return;
@@ -983,10 +1086,10 @@ fat_fwd_mma80(const fat_fwd_params p) {
 #pragma unroll
       for (int dt = 0; dt < kDTiles; dt++)
         *reinterpret_cast<u32 *>(reinterpret_cast<unsigned char *>(q_smem) + tile_offset(r, dt * 8) + 4 * t) =
-            pack2(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
+            pack2_out(o[mt][dt][2 * h] * inv_l, o[mt][dt][2 * h + 1] * inv_l);
       if (t == 0 && m0 + r < rows)
         p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head_of(r)) * seq.lse_rows +
-              seq.lse_row0 + row_pos[mt][h]] = row_lse(l, row_max[mt][h], FAT_LSE_SCALE);
+              seq.lse_row0 + row_pos[mt][h]] = row_lse(l, row_max[mt][h], FAT_LSE_SCALE(mt, h));
     }
   }
   __syncthreads();
@@ -1004,6 +1107,7 @@ fat_fwd_mma80(const fat_fwd_params p) {
     }
   }
 }
+#undef FAT_SCALE_LOG2
 #undef FAT_SOFTCAP_IN
 #undef FAT_LSE_SCALE
 #undef FAT_INV_L
@@ -1067,10 +1171,10 @@ fat_fwd_mma80_combine(const fat_fwd_params p) {
       acc[4] += ws * b.x; acc[5] += ws * b.y; acc[6] += ws * b.z; acc[7] += ws * b.w;
     }
     uint4 out;
-    out.x = pack2(acc[0], acc[1]);
-    out.y = pack2(acc[2], acc[3]);
-    out.z = pack2(acc[4], acc[5]);
-    out.w = pack2(acc[6], acc[7]);
+    out.x = pack2_out(acc[0], acc[1]);
+    out.y = pack2_out(acc[2], acc[3]);
+    out.z = pack2_out(acc[4], acc[5]);
+    out.w = pack2_out(acc[6], acc[7]);
     *reinterpret_cast<uint4 *>(o + col) = out;
   }
 }
