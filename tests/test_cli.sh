@@ -190,21 +190,22 @@ expect 2 "fatune: --db: cannot open database :memory:: an in-memory database kee
   --head-dim 64 --dtype fp16 --mask none --seqlen 512 --db :memory:
 
 # Valid lists are accepted (the list of three head dims reaches --list):
-# mma80's default and the paged family's of each (head dim, dtype, mask).
-if [ "$("$F" --list --head-dim 64,128,256 --dtype fp16,bf16 --mask none,causal --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 24 ]; then
+# mma80's default and the paged family's of each (head dim, dtype, mask),
+# and the splitkv family's decoding default up to d128.
+if [ "$("$F" --list --head-dim 64,128,256 --dtype fp16,bf16 --mask none,causal --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 32 ]; then
   pass=$((pass + 1))
 else
-  fail=$((fail + 1)); echo "FAIL: --head-dim 64,128,256 (want 24 defaults)"
+  fail=$((fail + 1)); echo "FAIL: --head-dim 64,128,256 (want 32 defaults)"
 fi
 
 # Local windows with the other masks: one default per (head dim, dtype,
-# mask) and family with defaults (mma80, paged).
-if [ "$("$F" --list --head-dim 128 --dtype fp16 --mask none,causal,local --window=256,0:-1,0 --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 6 ] &&
+# mask) and family with defaults (mma80, paged, splitkv).
+if [ "$("$F" --list --head-dim 128 --dtype fp16 --mask none,causal,local --window=256,0:-1,0 --arch sm_90a 2>/dev/null | grep -c '(default)')" -eq 9 ] &&
    "$F" --list --head-dim 128 --dtype fp16 --mask local --window 256,0 --arch sm_90a 2>/dev/null |
      grep -q '^fwd.mma80.fp16.d128.local.m128n64w4s1 (default)'; then
   pass=$((pass + 1))
 else
-  fail=$((fail + 1)); echo "FAIL: --mask none,causal,local --window 256,0:-1,0 (want 6 defaults, the local one named)"
+  fail=$((fail + 1)); echo "FAIL: --mask none,causal,local --window 256,0:-1,0 (want 9 defaults, the local one named)"
 fi
 if "$F" --help | grep -q "^  --window LIST      the local mask's windows L,R, ':'-separated"; then
   pass=$((pass + 1))
@@ -224,10 +225,10 @@ got_version=$(FATUNE_TABLES=/nonexistent/a.db "$F" --version | tail -1)
 if [ "$got_version" = "shipped tables: none found (looked for /nonexistent/a.db)" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version with a missing FATUNE_TABLES printed '$got_version'"; fi
 
 # --list: the query's variants, names stable, one default per (dtype,
-# mask) of mma80 and of the paged family.
+# mask) of mma80, of the paged family and of splitkv.
 n=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
 defaults=$("$F" --list --head-dim 128 --arch sm_90a 2>/dev/null | grep -c '(default)')
-if [ "$n" -ge 12 ] && [ "$defaults" -eq 8 ] &&
+if [ "$n" -ge 12 ] && [ "$defaults" -eq 12 ] &&
    "$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null |
      grep -q '^fwd.mma80.bf16.d128.causal.m128n64w4s1 (default)  BLOCK_M=128 BLOCK_N=64 STAGES=1 WARPS=4  [0-9a-f]\{64\}$'; then
   pass=$((pass + 1))
