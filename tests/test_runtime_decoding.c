@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
+#include "stand_in.h"
 #include "compile.h"
 #include "db.h"
 #include "fatune.h"
@@ -230,13 +231,8 @@ int main(void) {
   fat_context_close(c);
 
   /* Launched. */
-  const char *driver = getenv("FATUNE_STAND_IN_CUDA");
-  if (!driver || !*driver) {
-    fprintf(stderr, "FATUNE_STAND_IN_CUDA must name the stand-in driver (tests/CMakeLists.txt "
-            "sets it)\n");
-    return 1;
-  }
-  setenv("FATUNE_LIBCUDA", driver, 1);
+  const char *driver = use_stand_in_driver();
+  if (!driver) return 1;
   char dir[] = "/tmp/fatune-decoding-XXXXXX", path[256], log_path[256], arch[16];
   REQUIRE_EXIT(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/user.db", dir);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
+#include "stand_in.h"
 #include "compile.h"
 #include "db.h"
 #include "fat_abi.h"
@@ -219,13 +220,8 @@ static void refusals_of_layout(fat_context *c) {
 
 int main(void) {
   char dir[] = "/tmp/fatune-kv8-XXXXXX", path[256], arch[16];
-  const char *driver = getenv("FATUNE_STAND_IN_CUDA");
-  if (!driver || !*driver) {
-    fprintf(stderr, "FATUNE_STAND_IN_CUDA must name the stand-in driver (tests/CMakeLists.txt "
-            "sets it)\n");
-    return 1;
-  }
-  setenv("FATUNE_LIBCUDA", driver, 1);
+  const char *driver = use_stand_in_driver();
+  if (!driver) return 1;
   REQUIRE_EXIT(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/tables.db", dir);
   fat_arch_for_cc(9, 0, arch);

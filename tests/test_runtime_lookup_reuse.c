@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "stand_in.h"
 #include "compile.h"
 #include "db.h"
 #include "fat_abi.h"
@@ -190,13 +191,8 @@ static int launch(fat_context *c, int q, int k, fat_choice *ran, int *bad) {
 
 int main(void) {
   char dir[] = "/tmp/fatune-reuse-XXXXXX", path[256], gone[256], arch[16];
-  const char *driver = getenv("FATUNE_STAND_IN_CUDA");
-  if (!driver || !*driver) {
-    fprintf(stderr, "FATUNE_STAND_IN_CUDA must name the stand-in driver (tests/CMakeLists.txt "
-            "sets it)\n");
-    return 1;
-  }
-  setenv("FATUNE_LIBCUDA", driver, 1);
+  const char *driver = use_stand_in_driver();
+  if (!driver) return 1;
   REQUIRE_EXIT(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/tables.db", dir);
   snprintf(gone, sizeof gone, "%s/tables.db.gone", dir);
