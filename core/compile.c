@@ -205,8 +205,11 @@ static const char *skip_space_comments(const char *p) {
   for (;;) {
     while (is_space(*p)) p++;
     if (p[0] != '/' || p[1] != '*') return p;
-    const char *end = strstr(p + 2, "*/");
-    if (!end) return p + strlen(p);
+    /* a scan, not strstr: the sanitizers' strstr reads to the end of the
+     * source first, at every comment that begins a line */
+    const char *end = p + 2;
+    while (*end && !(end[0] == '*' && end[1] == '/')) end++;
+    if (!*end) return end;
     p = end + 2;
   }
 }
@@ -237,8 +240,10 @@ void fat_source_file_reads(const char *src, char *why, size_t cap) {
         return;
       }
     }
+    /* the first character before the whole name: this loop sees every
+     * character of every source the tuner compiles */
     for (size_t k = 0; k < sizeof FILE_PROBES / sizeof FILE_PROBES[0]; k++)
-      if (!strncmp(p, FILE_PROBES[k], strlen(FILE_PROBES[k]))) {
+      if (*p == FILE_PROBES[k][0] && !strncmp(p, FILE_PROBES[k], strlen(FILE_PROBES[k]))) {
         snprintf(why, cap, "line %ld: %s probes for a file", line, FILE_PROBES[k]);
         return;
       }

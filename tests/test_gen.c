@@ -74,6 +74,37 @@ static void free_variants(fat_variant *v, size_t n) {
   free(v);
 }
 
+/* One (direction, architecture) of the space, whole, with what it pruned:
+ * expanded once and handed to every test that reads it (each expansion is
+ * some hundreds of MB of source, each hashed; under the sanitizers of CI's
+ * extra checks this test once spent most of its ten minutes expanding the
+ * same spaces again). */
+typedef struct whole_space {
+  const char *arch;
+  fat_direction direction;
+  fat_variant *v;
+  size_t n;
+  fat_pruned *p;
+  size_t np;
+} whole_space;
+
+static int whole_space_load(fat_gen *g, fat_direction direction, const char *arch, whole_space *s) {
+  char err[ERR_LEN];
+  fat_gen_query q = {.direction = direction, .arch = arch};
+  *s = (whole_space){.arch = arch, .direction = direction};
+  if (fat_gen_variants(g, &q, &s->v, &s->n, &s->p, &s->np, err, sizeof err) != 0) {
+    CHECK_WHY(0, "%s %s: %s", arch, fat_direction_name(direction), err);
+    return -1;
+  }
+  return 0;
+}
+
+static void whole_space_free(whole_space *s) {
+  free_variants(s->v, s->n);
+  fat_pruned_free_all(s->p, s->np);
+  *s = (whole_space){0};
+}
+
 static int head_dim_index(int d) {
   for (int i = 0; i < N_HEAD_DIMS; i++)
     if (HEAD_DIMS[i] == d) return i;
@@ -86,19 +117,13 @@ static int head_dim_index(int d) {
  * terms); splitkv the exact counts its constraints allow and no default;
  * the materialising baseline has one variant per tile for none and causal
  * (no local, no d32), none a default; nothing is left unsubstituted. */
-static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEAD_DIMS],
+static void test_space_counts(const whole_space *s, const int want[N_HEAD_DIMS],
                               const int want_splitkv[N_HEAD_DIMS], const int want_paged[N_HEAD_DIMS],
                               const int want_wgmma[N_HEAD_DIMS], const int want_ws[N_HEAD_DIMS]) {
-  char err[ERR_LEN];
-  fat_gen_query q = {.direction = FAT_FWD, .arch = arch};
-  fat_variant *v;
-  size_t n;
-  fat_pruned *p;
-  size_t np;
-  if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) != 0) {
-    CHECK_WHY(0, "%s: %s", arch, err);
-    return;
-  }
+  const char *arch = s->arch;
+  const fat_variant *v = s->v;
+  const size_t n = s->n, np = s->np;
+  const fat_pruned *p = s->p;
   int count[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}}, defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
   int splitkv[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
   int splitkv_defaults[N_HEAD_DIMS][N_DTYPES][N_MASKS] = {{{0}}};
@@ -272,27 +297,23 @@ static void test_space_counts(fat_gen *g, const char *arch, const int want[N_HEA
   /* The splitkv family never keeps SPLITS 1 unpacked: that is mma80's schedule. */
   CHECK_STR(find_reason(p, np, "fwd.splitkv.fp16.d64.none.m64n64w4s2.g0x1"),
             "SPLITS 1 unpacked is the mma80 family's own schedule");
-  free_variants(v, n);
-  fat_pruned_free_all(p, np);
 }
 
 static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 /* Names, params and resources of known variants; names and hashes unique;
  * hash = sha256(source); the same hashes from a second generator. */
-static void test_names_and_hashes(fat_gen *g) {
+static void test_names_and_hashes(const whole_space *s) {
   char err[ERR_LEN];
-  fat_gen_query q = {.direction = FAT_FWD, .arch = "sm_90a"};
-  fat_variant *v = NULL, *w = NULL;
-  size_t n = 0, nw = 0;
+  fat_gen_query q = {.direction = s->direction, .arch = s->arch};
+  const fat_variant *v = s->v;
+  const size_t n = s->n;
+  fat_variant *w = NULL;
+  size_t nw = 0;
   fat_gen *g2 = NULL;
-  char **names = NULL, **hashes = NULL;
-  if (fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) != 0) {
-    CHECK_WHY(0, "%s", err);
-    goto out;
-  }
+  const char **names = NULL, **hashes = NULL;
   const fat_variant *a = find(v, n, "fwd.mma80.bf16.d128.causal.m128n64w4s2");
   CHECK_WHY(a != NULL, "fwd.mma80.bf16.d128.causal.m128n64w4s2 missing");
   if (a) {
@@ -374,7 +395,6 @@ static void test_names_and_hashes(fat_gen *g) {
 out:
   free(names);
   free(hashes);
-  free_variants(v, n);
   free_variants(w, nw);
   fat_gen_close(g2);
 }
@@ -473,18 +493,13 @@ static void test_pruning(fat_gen *g) {
  * constraints allow; one default each (FlashAttention-2's 64x64 tiles with
  * atomic dQ); names, parameters and resources as documented; pruning
  * reasons that name the limit. */
-static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N_BWD_HEAD_DIMS],
+static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEAD_DIMS],
                            const int want_separate[N_BWD_HEAD_DIMS], const int want_wgmma[N_BWD_HEAD_DIMS],
                            const int want_ws90[N_BWD_HEAD_DIMS]) {
-  char err[ERR_LEN];
-  fat_gen_query q = {.direction = FAT_BWD, .arch = arch};
-  fat_variant *v;
-  size_t n, np;
-  fat_pruned *p;
-  if (fat_gen_variants(g, &q, &v, &n, &p, &np, err, sizeof err) != 0) {
-    CHECK_WHY(0, "%s bwd: %s", arch, err);
-    return;
-  }
+  const char *arch = s->arch;
+  const fat_variant *v = s->v;
+  const size_t n = s->n, np = s->np;
+  const fat_pruned *p = s->p;
   int count[N_BWD_HEAD_DIMS][2][N_MASKS][2] = {{{{0}}}}, defaults[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
   int wgmma[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}}, ws90[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
   int features_defaults[N_BWD_HEAD_DIMS][2][N_MASKS] = {{{0}}};
@@ -648,13 +663,12 @@ static void test_bwd_space(fat_gen *g, const char *arch, const int want_atomic[N
   char want_p1[64];
   snprintf(want_p1, sizeof want_p1, "shared memory 316416 > %d bytes", !strcmp(arch, "sm_80") ? 166912 : 232448);
   CHECK_WHY(got_p1 && !strcmp(got_p1, want_p1), "%s d256 m128n32w4.p1: '%s'", arch, got_p1 ? got_p1 : "(not pruned)");
-  for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
-  free(v);
-  fat_pruned_free_all(p, np);
 }
 
 /* A query for what the space lacks gets a message naming the bad value. */
-static void test_query_errors(fat_gen *g) {
+/* N_SM80 and N_SM90A: the forward's variant counts of those two (the
+ * whole spaces main expanded); the others are expanded here. */
+static void test_query_errors(fat_gen *g, size_t n_sm80, size_t n_sm90a) {
   char err[ERR_LEN];
   const int d80[] = {80};
   fat_variant *v;
@@ -677,6 +691,10 @@ static void test_query_errors(fat_gen *g) {
         !strcmp(archs[5], "sm_100") && !strcmp(archs[6], "sm_103") && !strcmp(archs[7], "sm_120"));
   size_t n_by_arch[8] = {0};
   for (int a = 0; a < n_archs && a < 8; a++) {
+    if (!strcmp(archs[a], "sm_80") || !strcmp(archs[a], "sm_90a")) {
+      n_by_arch[a] = !strcmp(archs[a], "sm_80") ? n_sm80 : n_sm90a;
+      continue;
+    }
     fat_gen_query qa = {.direction = FAT_FWD, .arch = archs[a]};
     CHECK_WHY(fat_gen_variants(g, &qa, &v, &n_by_arch[a], NULL, NULL, err, sizeof err) == 0,
               "%s: %s", archs[a], err);
@@ -874,24 +892,15 @@ out:
 
 /* No generated source reads a file (compile.c refuses to hand one that
  * would to NVRTC): the generator inlines every template include. */
-static void test_sources_self_contained(fat_gen *g) {
-  static const char *const archs[] = {"sm_80", "sm_90a"};
-  char err[ERR_LEN], why[256];
-  for (int a = 0; a < 2; a++)
-    for (int d = 0; d < 2; d++) {
-      fat_gen_query q = {.direction = d ? FAT_BWD : FAT_FWD, .arch = archs[a]};
-      fat_variant *v = NULL;
-      size_t n = 0, refused = 0;
-      CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0, "%s", err);
-      for (size_t i = 0; i < n; i++) {
-        fat_source_file_reads(v[i].source, why, sizeof why);
-        if (why[0] && !refused++) fprintf(stderr, "%s: %s\n", v[i].name, why);
-        fat_variant_free(&v[i]);
-      }
-      free(v);
-      CHECK_WHY(n > 0 && refused == 0, "%s %s: %zu of %zu sources refused", archs[a],
-                d ? "bwd" : "fwd", refused, n);
-    }
+static void test_sources_self_contained(const whole_space *s) {
+  char why[256];
+  size_t refused = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    fat_source_file_reads(s->v[i].source, why, sizeof why);
+    if (why[0] && !refused++) fprintf(stderr, "%s: %s\n", s->v[i].name, why);
+  }
+  CHECK_WHY(s->n > 0 && refused == 0, "%s %s: %zu of %zu sources refused", s->arch,
+            fat_direction_name(s->direction), refused, s->n);
 }
 
 /* The family table (core/family.h) against the generator: every family the
@@ -900,31 +909,32 @@ static void test_sources_self_contained(fat_gen *g) {
  * runtime's built-in defaults has a default variant of every head dim,
  * dtype and mask on sm_80 (which every GPU runs); a family that is never a
  * winner has no default. */
-static void test_family_table(fat_gen *g) {
-  static const char *const archs[] = {"sm_80", "sm_90a"};
-  char err[ERR_LEN];
-  size_t nf = fat_family_count(), seen[16] = {0}, defaults_sm80[16] = {0};
-  CHECK_WHY(nf > 0 && nf <= sizeof seen / sizeof seen[0], "%zu families", nf);
-  if (nf == 0 || nf > sizeof seen / sizeof seen[0]) return;
-  for (int a = 0; a < 2; a++)
-    for (int d = 0; d < 2; d++) {
-      fat_gen_query q = {.direction = d ? FAT_BWD : FAT_FWD, .arch = archs[a]};
-      fat_variant *v = NULL;
-      size_t n = 0;
-      CHECK_WHY(fat_gen_variants(g, &q, &v, &n, NULL, NULL, err, sizeof err) == 0, "%s", err);
-      for (size_t i = 0; i < n; i++) {
-        const fat_family *f = fat_family_find(v[i].family, v[i].direction);
-        CHECK_WHY(f != NULL, "%s: family '%s' (%s) has no row in core/family.c", v[i].name,
-                  v[i].family, fat_direction_name(v[i].direction));
-        if (!f) continue;
-        size_t row = (size_t)(f - fat_family_at(0));
-        seen[row]++;
-        if (a == 0 && v[i].is_default) defaults_sm80[row]++;
-        CHECK_WHY(f->may_win || !v[i].is_default, "%s: a default of a family that never wins",
-                  v[i].name);
-      }
-      free_variants(v, n);
-    }
+typedef struct family_tally {
+  size_t seen[16], defaults_sm80[16];
+} family_tally;
+
+/* Counts the space S's variants and defaults by family row into T. */
+static void family_table_count(family_tally *t, const whole_space *s) {
+  for (size_t i = 0; i < s->n; i++) {
+    const fat_variant *v = &s->v[i];
+    const fat_family *f = fat_family_find(v->family, v->direction);
+    CHECK_WHY(f != NULL, "%s: family '%s' (%s) has no row in core/family.c", v->name, v->family,
+              fat_direction_name(v->direction));
+    if (!f) continue;
+    size_t row = (size_t)(f - fat_family_at(0));
+    if (row >= sizeof t->seen / sizeof t->seen[0]) continue;  /* test_family_table says */
+    t->seen[row]++;
+    if (!strcmp(s->arch, "sm_80") && v->is_default) t->defaults_sm80[row]++;
+    CHECK_WHY(f->may_win || !v->is_default, "%s: a default of a family that never wins", v->name);
+  }
+}
+
+/* T: family_table_count's tally of both directions on sm_80 and sm_90a. */
+static void test_family_table(const family_tally *t) {
+  const size_t *seen = t->seen, *defaults_sm80 = t->defaults_sm80;
+  size_t nf = fat_family_count();
+  CHECK_WHY(nf > 0 && nf <= sizeof t->seen / sizeof t->seen[0], "%zu families", nf);
+  if (nf == 0 || nf > sizeof t->seen / sizeof t->seen[0]) return;
   /* A default for each dtype and mask at least (2 x 2); the exact sets,
    * head dim by head dim, are the space tests'. */
   for (size_t i = 0; i < nf; i++) {
@@ -949,8 +959,6 @@ int main(void) {
     fprintf(stderr, "fat_gen_open(embedded): %s\n", err);
     return 1;
   }
-  test_sources_self_contained(g);
-  test_family_table(g);
   /* per head dim 32..256; see family_mma80.lua's constraints */
   const int want_sm80[N_HEAD_DIMS] = {33, 33, 31, 31, 18, 16};
   const int want_sm90a[N_HEAD_DIMS] = {33, 33, 31, 31, 21, 19};
@@ -984,8 +992,6 @@ int main(void) {
    * as many (PERSISTENT 2 for 1) */
   const int ws_sm80[N_HEAD_DIMS] = {0, 0, 0, 0, 0, 0};
   const int ws_sm90a[N_HEAD_DIMS] = {0, 36 + 12, 36 + 48 + 12, 36, 24, 24};
-  test_space_counts(g, "sm_80", want_sm80, splitkv_sm80, paged_sm80, wgmma_sm80, ws_sm80);
-  test_space_counts(g, "sm_90a", want_sm90a, splitkv_sm90a, paged_sm90a, wgmma_sm90a, ws_sm90a);
   /* per head dim 64..256, atomic and separate, PREFETCH 0 and 1; see
    * family_bwd_mma80.lua's constraints (sm_90a's larger shared memory keeps
    * more of d192, d256; PREFETCH only where accumulators are many; atomic
@@ -1009,11 +1015,42 @@ int main(void) {
    * the 128-column template (d96, d128: spills); causal each also with
    * GROUPED 1; every one with STATS_AHEAD and DS_STSM 0 and 1 */
   const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {64, 40, 40, 0, 0};
-  test_bwd_space(g, "sm_80", bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_wgmma_sm80);
-  test_bwd_space(g, "sm_90a", bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a);
-  test_names_and_hashes(g);
+  /* Each whole space is expanded once and every test of it run on that
+   * expansion; one at a time, freed before the next (the sm_90a
+   * forward's sources alone are some 400 MB). */
+  family_tally tally = {{0}, {0}};
+  size_t n_fwd_sm80 = 0, n_fwd_sm90a = 0;
+  whole_space s;
+  if (whole_space_load(g, FAT_FWD, "sm_80", &s) == 0) {
+    test_sources_self_contained(&s);
+    family_table_count(&tally, &s);
+    test_space_counts(&s, want_sm80, splitkv_sm80, paged_sm80, wgmma_sm80, ws_sm80);
+    n_fwd_sm80 = s.n;
+    whole_space_free(&s);
+  }
+  if (whole_space_load(g, FAT_FWD, "sm_90a", &s) == 0) {
+    test_sources_self_contained(&s);
+    family_table_count(&tally, &s);
+    test_space_counts(&s, want_sm90a, splitkv_sm90a, paged_sm90a, wgmma_sm90a, ws_sm90a);
+    test_names_and_hashes(&s);
+    n_fwd_sm90a = s.n;
+    whole_space_free(&s);
+  }
+  if (whole_space_load(g, FAT_BWD, "sm_80", &s) == 0) {
+    test_sources_self_contained(&s);
+    family_table_count(&tally, &s);
+    test_bwd_space(&s, bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_wgmma_sm80);
+    whole_space_free(&s);
+  }
+  if (whole_space_load(g, FAT_BWD, "sm_90a", &s) == 0) {
+    test_sources_self_contained(&s);
+    family_table_count(&tally, &s);
+    test_bwd_space(&s, bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a);
+    whole_space_free(&s);
+  }
+  test_family_table(&tally);
   test_pruning(g);
-  test_query_errors(g);
+  test_query_errors(g, n_fwd_sm80, n_fwd_sm90a);
   fat_gen_close(g);
   test_script_errors();
   test_bad_variant();

@@ -26,18 +26,60 @@ static int source_hashes_to(sqlite3_stmt *s, int col, const char *hash) {
   return !strcmp(hex, hash);
 }
 
+/* The groups (direction, dtype, mask, head dim) a stale check has asked
+ * the generator for, their variants' names and hashes kept (the sources
+ * freed): the winners come in name order, which meets a group once for
+ * each of its winners, and the shipped tables hold hundreds. */
+typedef struct group_cache {
+  struct cached_group {
+    fat_direction dir;
+    fat_dtype dt;
+    fat_mask mk;
+    int hd;
+    gen_group gg;
+  } *groups;
+  size_t n, cap;
+} group_cache;
+
+static void group_cache_free(group_cache *c) {
+  for (size_t i = 0; i < c->n; i++) gen_group_free(&c->groups[i].gg);
+  free(c->groups);
+}
+
 /* What the generator produces today for variant NAME of (DIR, DT, MK, HD):
  * its source hash in NOW, or "" when no architecture's space has it.
- * Returns 0, or -1 with err when the generator fails. */
-static int regenerated_hash(fat_gen *g, const char *name, fat_direction dir, fat_dtype dt,
-                            fat_mask mk, int hd, char now[FAT_SHA256_HEX_CHARS + 1], char *err,
-                            size_t errlen) {
-  gen_group gg = {0};
+ * Returns 0, or -1 with err when the generator fails (or memory). */
+static int regenerated_hash(fat_gen *g, group_cache *c, const char *name, fat_direction dir,
+                            fat_dtype dt, fat_mask mk, int hd,
+                            char now[FAT_SHA256_HEX_CHARS + 1], char *err, size_t errlen) {
+  struct cached_group *cg = NULL;
   now[0] = 0;
-  if (gen_group_load(g, dir, dt, mk, hd, NULL, &gg, err, errlen)) return -1;
-  const fat_variant *v = gen_group_find(&gg, name);
+  for (size_t i = 0; i < c->n && !cg; i++)
+    if (c->groups[i].dir == dir && c->groups[i].dt == dt && c->groups[i].mk == mk &&
+        c->groups[i].hd == hd)
+      cg = &c->groups[i];
+  if (!cg) {
+    gen_group gg = {0};
+    if (gen_group_load(g, dir, dt, mk, hd, NULL, &gg, err, errlen)) return -1;
+    for (size_t i = 0; i < gg.n; i++) {
+      free(gg.v[i].source);
+      gg.v[i].source = NULL;
+    }
+    if (c->n == c->cap) {
+      size_t more = c->cap ? 2 * c->cap : 16;
+      struct cached_group *grown = realloc(c->groups, more * sizeof *grown);
+      if (!grown) {
+        gen_group_free(&gg);
+        set_err(err, errlen, "out of memory");
+        return -1;
+      }
+      c->groups = grown, c->cap = more;
+    }
+    cg = &c->groups[c->n++];
+    *cg = (struct cached_group){.dir = dir, .dt = dt, .mk = mk, .hd = hd, .gg = gg};
+  }
+  const fat_variant *v = gen_group_find(&cg->gg, name);
   if (v) snprintf(now, FAT_SHA256_HEX_CHARS + 1, "%s", v->hash);
-  gen_group_free(&gg);
   return 0;
 }
 
@@ -46,6 +88,7 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
   sqlite3_stmt *s = NULL;
   int n_stale = 0, rc = -1;
   size_t used = 0;
+  group_cache groups = {0};
   if (report && cap) report[0] = 0;
   if (sqlite3_prepare_v2(h,
                          "SELECT DISTINCT v.name, v.source_hash, v.direction, v.dtype, v.mask,"
@@ -74,7 +117,7 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
     const int altered = !sourceless && !source_hashes_to(s, 6, hash);
     /* A generator failure counts the variant stale (as before): nothing
      * today produces it. */
-    if (regenerated_hash(g, name, dir, dt, mk, hd, now, e2, sizeof e2)) now[0] = 0;
+    if (regenerated_hash(g, &groups, name, dir, dt, mk, hd, now, e2, sizeof e2)) now[0] = 0;
     if (!strcmp(now, hash) && !altered && !sourceless) continue;
     n_stale++;
     if (report && used < cap) {
@@ -100,6 +143,7 @@ int fat_tables_stale(fat_db *db, fat_gen *g, char *report, size_t cap, char *err
   rc = n_stale;
 out:
   sqlite3_finalize(s);
+  group_cache_free(&groups);
   return rc;
 }
 
