@@ -144,34 +144,6 @@ const fat_default_variant *fat_rt_find_default(sel_key key, int dtype, int mask,
 
 /* ---- the decoding default ------------------------------------------------- */
 
-/* The rule that gives a contiguous 16-bit forward with nothing tuned the
- * decoding family's default (splitkv's: the packed decoding tile, its key
- * splits chosen by the launch) instead of mma80's. mma80's default runs one
- * block per 128 query rows and head: with a few queries against a long
- * cache that grid leaves most SMs idle while each block streams the whole
- * of K and V (measured 18x the tuned split-KV winner at 131072 keys, batch
- * 1, 32 query and 8 K/V heads). The question "would more blocks fill this
- * GPU, and are the keys long enough to divide?" is the launch's own split
- * rule (core/fwd_launch.c, fat_fwd_launch_splits), so the rule asks it
- * rather than restating its thresholds: a call is decoding-shaped when
- *   - it is a dense forward of fp16 or bf16 over a contiguous cache (a
- *     paged call has the paged family's default, which splits at launch
- *     already; a packed batch of variable lengths is left to mma80, whose
- *     kernels take one: splitkv is not timed on them);
- *   - its seqlen_q is within the decoding family's longest (family.h's
- *     max_seqlen_q: its blocks are for few queries);
- *   - its head dim's template has a decoding default (up to d128: above,
- *     the launch's splits spill: family_splitkv.lua); and
- *   - the launch would divide its keys among two splits or more for the
- *     decoding default's grid (query blocks of its packed rows x K/V heads
- *     x batch) on this GPU: that grid fills under SPLIT_FILL of the SMs'
- *     block slots and each split keeps SPLIT_MIN_KEYS keys or more
- *     (fwd_launch.c's rule; a local window counts the keys it leaves).
- * On an H100's 132 SMs, one query a sequence with 32/8 heads (8 blocks a
- * sequence) is decoding-shaped up to batch 26 at any seqlen_k above 256,
- * and not from batch 27 (216 blocks fill 80 % of its 264 slots). The
- * answer depends on batch and heads, which the selection memo's shape
- * does not hold otherwise: sel_key carries it. */
 /* What the rule asks of the decoding default of a (16-bit dtype, mask,
  * head dim): found once for the process, so that the rule, asked before
  * every forward call, costs a few comparisons and the launch's arithmetic
@@ -207,6 +179,34 @@ static void find_decoding_defaults(void) {
       }
 }
 
+/* The rule that gives a contiguous 16-bit forward with nothing tuned the
+ * decoding family's default (splitkv's: the packed decoding tile, its key
+ * splits chosen by the launch) instead of mma80's. mma80's default runs one
+ * block per 128 query rows and head: with a few queries against a long
+ * cache that grid leaves most SMs idle while each block streams the whole
+ * of K and V (measured 18x the tuned split-KV winner at 131072 keys, batch
+ * 1, 32 query and 8 K/V heads). The question "would more blocks fill this
+ * GPU, and are the keys long enough to divide?" is the launch's own split
+ * rule (core/fwd_launch.c, fat_fwd_launch_splits), so the rule asks it
+ * rather than restating its thresholds: a call is decoding-shaped when
+ *   - it is a dense forward of fp16 or bf16 over a contiguous cache (a
+ *     paged call has the paged family's default, which splits at launch
+ *     already; a packed batch of variable lengths is left to mma80, whose
+ *     kernels take one: splitkv is not timed on them);
+ *   - its seqlen_q is within the decoding family's longest (family.h's
+ *     max_seqlen_q: its blocks are for few queries);
+ *   - its head dim's template has a decoding default (up to d128: above,
+ *     the launch's splits spill: family_splitkv.lua); and
+ *   - the launch would divide its keys among two splits or more for the
+ *     decoding default's grid (query blocks of its packed rows x K/V heads
+ *     x batch) on this GPU: that grid fills under SPLIT_FILL of the SMs'
+ *     block slots and each split keeps SPLIT_MIN_KEYS keys or more
+ *     (fwd_launch.c's rule; a local window counts the keys it leaves).
+ * On an H100's 132 SMs, one query a sequence with 32/8 heads (8 blocks a
+ * sequence) is decoding-shaped up to batch 26 at any seqlen_k above 256,
+ * and not from batch 27 (216 blocks fill 80 % of its 264 slots). The
+ * answer depends on batch and heads, which the selection memo's shape
+ * does not hold otherwise: sel_key carries it. */
 int fat_rt_decoding_call(const fat_context *c, const fat_attn_args *a) {
   if (!c || !a || !sixteen_bit(a->dtype) || a->block_table || a->cu_seqlens_q || a->cu_seqlens_k)
     return 0;
@@ -837,8 +837,14 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
                 fat_dtype_name((fat_dtype)a->dtype), KV8_MIN_CC / 10, KV8_MIN_CC % 10, KV8_MIN_CC,
                 c->gpu_name, c->arch, c->cc_major, c->cc_minor);
   const int tdim = fat_rt_template_head_dim(key.direction, a->dtype, a->head_dim);
-  const int default_mask = key.direction == FAT_FWD && fat_rt_causal_is_none(a) ? FAT_ATTN_MASK_NONE : a->mask;
-  const fat_default_variant *def = fat_rt_find_default(key, a->dtype, default_mask, tdim);
+  /* The masks whose winners serve the call: its own, and for a causal
+   * forward with one query (fat_rt_causal_is_none) no mask's first, then
+   * causal's (the tables tuned before this rule hold causal decoding
+   * winners only, for some dtypes); the default is the first's. */
+  const int as_none = key.direction == FAT_FWD && fat_rt_causal_is_none(a);
+  const int masks[2] = {as_none ? FAT_ATTN_MASK_NONE : a->mask, a->mask};
+  const int n_masks = as_none ? 2 : 1;
+  const fat_default_variant *def = fat_rt_find_default(key, a->dtype, masks[0], tdim);
   if (!def) return fat_rt_unsupported(c, a);
   if ((st = fat_rt_check_padded(c, a, tdim))) return st;
   /* Within a level an exact bucket anywhere (the user's database first)
@@ -849,13 +855,6 @@ fat_status fat_rt_select_variant(fat_context *c, sel_key key, const fat_attn_arg
    * the built-in default. */
   char passed_over[sizeof out->passed_over] = "";
   const bucket call = call_bucket(a, key_window_left(a), key_window_right(a));
-  /* The masks whose winners serve the call: its own, and for a causal
-   * forward with one query (fat_rt_causal_is_none) no mask's first, then
-   * causal's (the tables tuned before this rule hold causal decoding
-   * winners only, for some dtypes). */
-  const int as_none = key.direction == FAT_FWD && fat_rt_causal_is_none(a);
-  const int masks[2] = {as_none ? FAT_ATTN_MASK_NONE : a->mask, a->mask};
-  const int n_masks = as_none ? 2 : 1;
   for (int level = 0; level < 2 && !out->choice.variant[0]; level++) {
     selection nearest;
     int have_nearest = 0, exact = 0;
