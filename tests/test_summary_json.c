@@ -140,6 +140,16 @@ static void test_fixture_summary(void) {
   CHECK_CONTAINS(got, "\n    {\"gpu\": \"NVIDIA A100-SXM4-80GB\", \"problem\": ");
   free(got);
   s.devices = NULL, s.n_devices = 0, s.row_gpus = NULL;
+  /* Where the tune stage went, each phase by its key, after the stages. */
+  fat_run_summary phased = s;
+  phased.tune_measured = 1;
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) phased.tune_phase_s[i] = 1.5 + i;
+  phased.tune_messages_s = 0.0004, phased.tune_build_wait_s = 12.25;
+  got = json_of(&phased, rows, n);
+  CHECK_CONTAINS(got, " \"total\": 213.123},\n  \"tune_seconds\": {\"load\": 1.5, \"check_buffers\": 2.5,"
+                 " \"reference\": 3.5, \"check_run\": 4.5, \"compare\": 5.5, \"time_buffers\": 6.5,"
+                 " \"timed_runs\": 7.5, \"messages\": 0, \"build_wait\": 12.25},\n  \"winners\": [\n");
+  free(got);
 
   fat_run_summary none = {.status = 3, .db_path = "x.db", .arch = "sm_80", .gpu = NULL,
                           .no_gpu = "no CUDA driver: \tgone", .shard_index = 1, .shard_count = 1,

@@ -21,6 +21,7 @@ typedef struct fat_progress {
   /* checking and timing: (variant, problem) pairs */
   size_t evals_done, evals_total, evals_skipped, eval_failed, evals_timed;
   double eval_seconds; /* wall time of the evaluations, summed over the GPUs */
+  double build_wait_s; /* wall time the GPUs' problems waited for a build, summed likewise */
   int lanes;           /* GPUs measuring at once, which the ETA divides by (0 counts as 1) */
 } fat_progress;
 

@@ -169,7 +169,21 @@ int fat_summary_write_json(FILE *f, const fat_run_summary *s, const fat_db_summa
   }
   fputs("\"total\": ", f);
   put_seconds(f, s->total_s);
-  fputs("},\n  \"winners\": [", f);
+  fputs("},\n", f);
+  if (s->tune_measured) {
+    fputs("  \"tune_seconds\": {", f);
+    for (int i = 0; i < FAT_PHASE_COUNT; i++) {
+      fprintf(f, "\"%s\": ", fat_phase_key((fat_phase)i));
+      put_seconds(f, s->tune_phase_s[i]);
+      fputs(", ", f);
+    }
+    fputs("\"messages\": ", f);
+    put_seconds(f, s->tune_messages_s);
+    fputs(", \"build_wait\": ", f);
+    put_seconds(f, s->tune_build_wait_s);
+    fputs("},\n", f);
+  }
+  fputs("  \"winners\": [", f);
   for (size_t k = 0; k < n; k++) {
     fputs(k ? ",\n" : "\n", f);
     put_winner(f, &rows[k], s->row_gpus ? s->row_gpus[k] : NULL);

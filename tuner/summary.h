@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "db.h"
+#include "job.h"
 #include "types.h"
 
 /* The format of the JSON, its "format" field: raised when a field changes
@@ -48,6 +49,13 @@ typedef struct fat_run_summary {
   size_t checked, timed, check_failed, resumed;  /* (variant, problem) pairs */
   double stage_s[FAT_STAGE_COUNT];
   double total_s;
+  /* Where the tune stage's time went, summed over the GPUs (written as
+   * "tune_seconds" when TUNE_MEASURED): the workers' phases, the rest of
+   * their jobs' wall time (MESSAGES_S: the messages, the marshalling and
+   * what the phases leave out) and the waits for builds still compiling. */
+  int tune_measured;
+  double tune_phase_s[FAT_PHASE_COUNT];
+  double tune_messages_s, tune_build_wait_s;
   /* A run of several GPUs: each of them, written as "devices" (nothing
    * with one); with several models, ROW_GPUS[k] the GPU of winner row k,
    * written as its "gpu" (NULL: none written). */

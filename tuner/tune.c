@@ -675,6 +675,37 @@ static size_t problems_done(const run *r) {
 
 /* --json: the run's summary; with several GPUs each of them, and with
  * several models the GPU of each winner. 0 or -1 (said on the log). */
+/* Where the tune stage's time went, summed over the run's GPUs: each
+ * worker's phases (PHASE_S), the rest of its jobs' wall time (*MESSAGES_S)
+ * and the waits for builds (*WAIT_S). */
+static void tune_phases(const run *r, double phase_s[FAT_PHASE_COUNT], double *messages_s,
+                        double *wait_s) {
+  double job_s = 0, sum = 0;
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) phase_s[i] = 0;
+  for (int i = 0; i < r->gpus.n; i++) fat_worker_phases(r->gpus.gpus[i].worker, phase_s, &job_s);
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) sum += phase_s[i];
+  *messages_s = job_s > sum ? job_s - sum : 0;
+  *wait_s = r->pr.build_wait_s;
+}
+
+/* The tune stage's line of where its time went: "tune stage 130.0 s:
+ * module loads 3.1 s, ..., the rest 2.0 s" (the rest: the database and
+ * the choosing, where one GPU measured). */
+static void say_tune_phases(const run *r) {
+  double phase_s[FAT_PHASE_COUNT], messages_s, wait_s, sum = 0;
+  const double stage = r->stage_s[FAT_STAGE_TUNE];
+  tune_phases(r, phase_s, &messages_s, &wait_s);
+  fprintf(r->log, "fatune: tune stage %.1f s%s:", stage, r->gpus.n > 1 ? " (phases summed over the GPUs)" : "");
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) {
+    fprintf(r->log, " %s %.1f s,", fat_phase_name((fat_phase)i), phase_s[i]);
+    sum += phase_s[i];
+  }
+  fprintf(r->log, " worker messages %.1f s, waiting for builds %.1f s", messages_s, wait_s);
+  sum += messages_s + wait_s;
+  if (r->gpus.n == 1 && stage >= sum) fprintf(r->log, ", the rest %.1f s", stage - sum);
+  fputc('\n', r->log);
+}
+
 static int save_json(run *r, int status, size_t n_query) {
   char err[ERRLEN];
   fat_summary_device devices[FAT_MAX_GPUS];
@@ -711,6 +742,9 @@ static int save_json(run *r, int status, size_t n_query) {
       .devices = devices, .n_devices = (size_t)r->gpus.n,
       .row_gpus = r->n_models > 1 ? row_gpus : NULL};
   memcpy(sum.stage_s, r->stage_s, sizeof r->stage_s);
+  sum.tune_measured = r->stage_s[FAT_STAGE_TUNE] >= 0;
+  if (sum.tune_measured)
+    tune_phases(r, sum.tune_phase_s, &sum.tune_messages_s, &sum.tune_build_wait_s);
   rc = fat_summary_save_json(r->o->json_path, &sum, rows, n_rows, err, sizeof err);
   if (rc) fprintf(r->log, "fatune: --json: %s\n", err);
 out:
@@ -907,6 +941,7 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
   if (!o->quiet)
     fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
             r->pr.evals_done, r->pr.eval_failed, r->pr.evals_skipped, fat_now_s() - r->t0);
+  if (!o->quiet && r->pr.evals_done > 0) say_tune_phases(r);
   for (int k = 0; k < r->n_models; k++) {
     if (run_winners(r, &r->models[k])) goto out;
     print_table(r, &r->models[k]);

@@ -128,7 +128,9 @@ static int built(const stage *s, const fat_model *m, size_t i) {
  * compile's end). */
 static fat_lane_result await_build(stage *s, const fat_model *m, size_t i) {
   const fat_build_feed *c = s->t->compile;
+  const double t0 = fat_now_s();
   while (!built(s, m, i) && !*c->ended) pthread_cond_wait(c->changed, s->lock);
+  s->t->progress->build_wait_s += fat_now_s() - t0;
   if (built(s, m, i)) return FAT_LANE_DONE;
   return *c->ended < 0 ? FAT_LANE_FAILED : FAT_LANE_STOPPED;
 }

@@ -95,18 +95,21 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   out->seqlen_q = s->seqlen_q;
   out->seqlen_k = s->seqlen_k;
   if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  double t0 = gpu_now_s();
   const fat_ref_key key = ref_key(d, s, seed);
   const fat_ref_entry *kept = fat_ref_cache_find(&g->refs, &key);
   if ((rc = fat_gpu_tensors_alloc(g, s, d->head_dim, d->dtype, !kept, &t, err, errlen)) != FAT_GPU_OK)
     return rc;
   if ((rc = fat_gpu_fill_random(g, &t, seed, err, errlen)) != FAT_GPU_OK) goto out;
   if ((rc = poison_unused_keys(g, s, &t, err, errlen)) != FAT_GPU_OK) goto out;
+  phase_lap(g, FAT_PHASE_CHECK_BUFFERS, &t0);
   if (kept) {
     ref_o = kept->ref[0];
     ref_lse = kept->ref[1];
   } else if ((rc = fwd_reference(g, &t, &key, &ref_o, &ref_lse, own, err, errlen)) != FAT_GPU_OK) {
     goto out;
   }
+  phase_lap(g, FAT_PHASE_REFERENCE, &t0);
   /* Poisoned outputs: anything the variant fails to write reads as NaN. */
   CU(g->cu.cuMemsetD8Async(t.o, POISON_BYTE, t.n_q * fat_dtype_size(fat_dtype_out(d->dtype)), g->stream),
      "poisoning O");
@@ -134,6 +137,7 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   }
   CU(g->cu.cuStreamSynchronize(g->stream), "running %s on %dx%dx%dx%d", d->name, s->batch, s->heads,
      s->seqlen_q, s->seqlen_k);
+  phase_lap(g, FAT_PHASE_CHECK_RUN, &t0);
   o = malloc(t.n_q * sizeof *o);
   lse = malloc(t.n_rows * sizeof *lse);
   if (!o || !lse) {
@@ -150,12 +154,14 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   out->heads = s->heads;
   out->seqlen_q = s->seqlen_q;
   out->seqlen_k = s->seqlen_k;
+  phase_lap(g, FAT_PHASE_COMPARE, &t0);
 out:
   free(o);
   free(lse);
   free(own[0]);
   free(own[1]);
   fat_gpu_tensors_free(g, &t);
+  phase_lap(g, FAT_PHASE_CHECK_BUFFERS, &t0);
   return rc;
 }
 
@@ -272,6 +278,7 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
              d->head_dim, REF_BWD_MAX_HEAD_DIM);
     return FAT_GPU_FAILED;
   }
+  double t0 = gpu_now_s();
   const fat_ref_key key = ref_key(d, s, seed);
   const fat_ref_entry *kept = fat_ref_cache_find(&g->refs, &key);
   if ((rc = fat_gpu_bwd_tensors_alloc(g, s, d->head_dim, d->dtype, !kept, &t, err, errlen)) != FAT_GPU_OK)
@@ -292,13 +299,16 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
       (rc = fat_gpu_fill_one(g, t.dout, t.fwd.n_q, d->dtype, fat_seed_derive(seed, SEED_DO), "dO", err,
                              errlen)) != FAT_GPU_OK)
     goto out;
+  phase_lap(g, FAT_PHASE_CHECK_BUFFERS, &t0);
   if (kept) {
     for (int i = 0; i < FAT_N_GRADS; i++) ref[i] = kept->ref[i];
     if ((rc = bwd_reference_inputs(g, &t, kept, err, errlen)) != FAT_GPU_OK) goto out;
   } else if ((rc = bwd_reference(g, &t, &key, ref, own, err, errlen)) != FAT_GPU_OK) {
     goto out;
   }
+  phase_lap(g, FAT_PHASE_REFERENCE, &t0);
   if ((rc = bwd_run_once(g, k, &t, grads, &refused, err, errlen)) != FAT_GPU_OK) goto out;
+  phase_lap(g, FAT_PHASE_CHECK_RUN, &t0);
   if (refused != CUDA_SUCCESS) {
     /* A refused launch is the variant's failure, not the worker's. */
     char text[WHAT_MAX];
@@ -308,9 +318,11 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
     goto out;
   }
   fat_compare_bwd(d->dtype, (const uint16_t *const *)grads, ref, n, bc, out);
+  phase_lap(g, FAT_PHASE_COMPARE, &t0);
   if (d->dq_separate) {
     /* The deterministic mode's promise: the same inputs give the same bits. */
     if ((rc = bwd_run_once(g, k, &t, again, &refused, err, errlen)) != FAT_GPU_OK) goto out;
+    phase_lap(g, FAT_PHASE_CHECK_RUN, &t0);
     bc->deterministic = refused == CUDA_SUCCESS;
     if (!bc->deterministic && out->passed) {
       char text[WHAT_MAX];
@@ -327,6 +339,7 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
                    fat_grad_name(i));
         }
       }
+    phase_lap(g, FAT_PHASE_COMPARE, &t0);
   }
 out:
   for (int i = 0; i < FAT_N_GRADS; i++) {
@@ -335,5 +348,6 @@ out:
     free(own[i]);
   }
   fat_gpu_bwd_tensors_free(g, &t);
+  phase_lap(g, FAT_PHASE_CHECK_BUFFERS, &t0);
   return rc;
 }

@@ -128,6 +128,13 @@ void fat_gpu_close(fat_gpu *g) {
   free(g);
 }
 
+void fat_gpu_take_phases(fat_gpu *g, double out[FAT_PHASE_COUNT]) {
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) {
+    out[i] += g->phase_s[i];
+    g->phase_s[i] = 0;
+  }
+}
+
 const fat_cuda *fat_gpu_driver(const fat_gpu *g) { return &g->cu; }
 int fat_gpu_device_count(const fat_gpu *g) { return g->device_count; }
 fat_ref_cache *fat_gpu_refs(fat_gpu *g) { return &g->refs; }

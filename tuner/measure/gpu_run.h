@@ -50,6 +50,9 @@ static inline int fat_gpu_absent(int status) {
  * parent's). Returns FAT_GPU_OPENED (0) or the reason's code, with err. */
 int fat_gpu_open(int index, fat_gpu **out, fat_gpu_info *info, char *err, size_t errlen);
 void fat_gpu_close(fat_gpu *g);
+/* Adds the seconds G spent in each phase (job.h's fat_phase) since the
+ * last call into OUT, and starts counting again from 0. */
+void fat_gpu_take_phases(fat_gpu *g, double out[FAT_PHASE_COUNT]);
 const fat_cuda *fat_gpu_driver(const fat_gpu *g);
 /* How many devices the driver reports on this machine (--gpu all's). */
 int fat_gpu_device_count(const fat_gpu *g);

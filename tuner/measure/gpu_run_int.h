@@ -10,6 +10,7 @@
 #define FAT_GPU_RUN_INT_H
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include "gpu_run.h"
 #include "ref_cache.h"
 
@@ -37,7 +38,23 @@ struct fat_gpu {
   size_t flush_bytes;
   CUdeviceptr probe;   /* 2 u64 for fat_clock_probe */
   fat_ref_cache refs;  /* the fp64 references of recent check shapes (check.c) */
+  double phase_s[FAT_PHASE_COUNT];  /* seconds in each phase since fat_gpu_take_phases */
 };
+
+/* Monotonic seconds, for the phases. */
+static inline double gpu_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Adds the time since *SINCE to phase P and restarts *SINCE: one call at
+ * the end of each phase of a job. */
+static inline void phase_lap(fat_gpu *g, fat_phase p, double *since) {
+  const double now = gpu_now_s();
+  g->phase_s[p] += now - *since;
+  *since = now;
+}
 
 /* "CUDA_ERROR_X: text (what)" into err; FATAL when R kills the context. */
 static inline int cu_fail(const fat_gpu *g, CUresult r, char *err, size_t errlen, const char *fmt,

@@ -98,6 +98,24 @@ size_t fat_fwd_peak_bytes(const fat_problem *p, int materialize) {
   return q_o + k_v + lse + (materialize ? fat_materialize_workspace_bytes(&s) : 0);
 }
 
+static const char *const PHASE_NAMES[FAT_PHASE_COUNT][2] = {
+    [FAT_PHASE_LOAD] = {"module loads", "load"},
+    [FAT_PHASE_CHECK_BUFFERS] = {"check buffers", "check_buffers"},
+    [FAT_PHASE_REFERENCE] = {"references", "reference"},
+    [FAT_PHASE_CHECK_RUN] = {"check runs", "check_run"},
+    [FAT_PHASE_COMPARE] = {"comparisons", "compare"},
+    [FAT_PHASE_TIME_BUFFERS] = {"timing buffers", "time_buffers"},
+    [FAT_PHASE_TIMED_RUNS] = {"timed runs", "timed_runs"},
+};
+
+const char *fat_phase_name(fat_phase p) {
+  return p >= 0 && p < FAT_PHASE_COUNT ? PHASE_NAMES[p][0] : "?";
+}
+
+const char *fat_phase_key(fat_phase p) {
+  return p >= 0 && p < FAT_PHASE_COUNT ? PHASE_NAMES[p][1] : "?";
+}
+
 const char *fat_grad_name(int i) {
   static const char *const names[FAT_N_GRADS] = {"dQ", "dK", "dV"};
   return i >= 0 && i < FAT_N_GRADS ? names[i] : "?";

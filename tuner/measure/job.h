@@ -67,6 +67,26 @@ typedef struct fat_time_opts {
   int flush_l2;  /* 1: overwrite a buffer of 2x the L2 size before each repetition */
 } fat_time_opts;
 
+/* Where a worker's time goes, summed over its jobs: what --json's
+ * "tune_seconds" and the run's last lines report, so that the cost of the
+ * tune stage can be read off instead of guessed. Wall seconds on the
+ * worker's side; GPU work that is only queued is counted where the worker
+ * waits for it (a check's random inputs in its run, say). */
+typedef enum fat_phase {
+  FAT_PHASE_LOAD = 0,       /* loading and unloading the variants' modules */
+  FAT_PHASE_CHECK_BUFFERS,  /* a check's buffers: allocating, drawing inputs, poisoning, freeing */
+  FAT_PHASE_REFERENCE,      /* the fp64 references not yet kept, and their download */
+  FAT_PHASE_CHECK_RUN,      /* a check's launches, until the GPU is done */
+  FAT_PHASE_COMPARE,        /* downloading a check's outputs and comparing them */
+  FAT_PHASE_TIME_BUFFERS,   /* a timing's buffers: allocating, drawing inputs, freeing */
+  FAT_PHASE_TIMED_RUNS,     /* the timed launches, warm-up and L2 flushes included */
+  FAT_PHASE_COUNT
+} fat_phase;
+/* "module loads", "check buffers", ...: the names the report prints. */
+const char *fat_phase_name(fat_phase p);
+/* The same for --json's keys: "load", "check_buffers", ... */
+const char *fat_phase_key(fat_phase p);
+
 #define FAT_MAX_CHECK_SHAPES 64  /* shapes one variant is checked on in one job */
 #define FAT_MAX_INTERLEAVED 16   /* variants timed together round-robin */
 

@@ -164,16 +164,20 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
       return FAT_GPU_FAILED;
     }
   if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  double t0 = gpu_now_s();
   if (o->flush_l2 && (rc = ensure_flush_buffer(g, err, errlen)) != FAT_GPU_OK) return rc;
   if ((rc = fat_gpu_tensors_alloc(g, &shape, p->head_dim, p->dtype, 0, &t, err, errlen)) != FAT_GPU_OK)
     return rc;
   if ((rc = fat_gpu_fill_random(g, &t, seed, err, errlen)) != FAT_GPU_OK) goto out;
   for (int i = 0; i < n; i++)
     if ((rc = fat_gpu_ensure_workspace(g, k[i], &t, err, errlen)) != FAT_GPU_OK) goto out;
+  phase_lap(g, FAT_PHASE_TIME_BUFFERS, &t0);
 
   rc = time_round_robin(g, k, n, p, o, launch_fwd, &t, out, err, errlen);
+  phase_lap(g, FAT_PHASE_TIMED_RUNS, &t0);
 out:
   fat_gpu_tensors_free(g, &t);
+  phase_lap(g, FAT_PHASE_TIME_BUFFERS, &t0);
   return rc;
 }
 
@@ -210,6 +214,7 @@ static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat
       return FAT_GPU_FAILED;
     }
   if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
+  double t0 = gpu_now_s();
   if (o->flush_l2 && (rc = ensure_flush_buffer(g, err, errlen)) != FAT_GPU_OK) return rc;
   if ((rc = fat_gpu_bwd_tensors_alloc(g, &shape, p->head_dim, p->dtype, 0, &t, err, errlen)) != FAT_GPU_OK)
     return rc;
@@ -221,9 +226,12 @@ static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat
                              errlen)) != FAT_GPU_OK)
     goto out;
   CU(g->cu.cuMemsetD32Async(t.fwd.lse, lse_bits, t.fwd.n_rows, g->stream), "filling lse");
+  phase_lap(g, FAT_PHASE_TIME_BUFFERS, &t0);
 
   rc = time_round_robin(g, k, n, p, o, launch_bwd, &t, out, err, errlen);
+  phase_lap(g, FAT_PHASE_TIMED_RUNS, &t0);
 out:
   fat_gpu_bwd_tensors_free(g, &t);
+  phase_lap(g, FAT_PHASE_TIME_BUFFERS, &t0);
   return rc;
 }

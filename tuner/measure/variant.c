@@ -15,6 +15,7 @@
 int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k, char *err,
                         size_t errlen) {
   int rc = FAT_GPU_OK;
+  double t0 = gpu_now_s();
   memset(k, 0, sizeof *k);
   k->desc = *d;
   k->desc.cubin = NULL;
@@ -78,11 +79,14 @@ int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k,
        "%s asks for %d bytes of shared memory", d->name, d->smem_bytes);
 out:
   if (rc != FAT_GPU_OK) fat_gpu_kernel_unload(g, k);
+  phase_lap(g, FAT_PHASE_LOAD, &t0);
   return rc;
 }
 
 void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k) {
+  double t0 = gpu_now_s();
   if (k->module) g->cu.cuModuleUnload(k->module);
+  phase_lap(g, FAT_PHASE_LOAD, &t0);
   k->module = NULL;
   k->fn = k->softmax_fn = k->pv_fn = k->combine_fn = NULL;
   k->bwd_pre_fn = k->bwd_dq_fn = k->bwd_convert_fn = NULL;

@@ -66,6 +66,8 @@ struct fat_worker {
   fat_build wgmma_ceilings[2];  /* templates/ceilings_wgmma90.cu by fat_dtype, likewise, where
                                    ARCH has wgmma (fat_arch_has_wgmma) */
   uint64_t jobs;             /* jobs sent so far: job j uses seed opts.seed + j */
+  double phase_s[FAT_PHASE_COUNT];  /* the worker's seconds in each phase, from its replies */
+  double job_s;              /* wall seconds of the evaluate and interleave jobs, sent to answered */
 };
 
 static void set_msg(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -157,6 +159,7 @@ static void child_evaluate(int fd, fat_gpu *g, fat_rbuf *in) {
   }
   fat_gpu_kernel_unload(g, &k);
 reply:
+  fat_gpu_take_phases(g, res.phase_s);
   fat_put_eval_result(&out, &res);
   child_send(fd, FAT_MSG_W_EVALUATED, &out);
   fat_wbuf_free(&out);
@@ -190,8 +193,11 @@ static void child_interleave(int fd, fat_gpu *g, fat_rbuf *in) {
     child_send_text(fd, FAT_MSG_W_REJECTED, text);
     return;
   }
+  double phase_s[FAT_PHASE_COUNT] = {0};
+  fat_gpu_take_phases(g, phase_s);
   fat_put_i32(&out, job.n);
   for (int i = 0; i < job.n; i++) fat_put_timing(&out, &t[i]);
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) fat_put_f64(&out, phase_s[i]);
   child_send(fd, FAT_MSG_W_INTERLEAVED, &out);
   fat_wbuf_free(&out);
 }
@@ -284,6 +290,12 @@ static long long now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Waits up to GRACE_MS for the worker to exit, then kills it; describes how
@@ -599,6 +611,12 @@ int fat_worker_alive(const fat_worker *w) { return w && w->pid > 0; }
 int fat_worker_device_count(const fat_worker *w) { return w ? w->device_count : 0; }
 int fat_worker_pid(const fat_worker *w) { return w ? (int)w->pid : 0; }
 
+void fat_worker_phases(const fat_worker *w, double phase_s[FAT_PHASE_COUNT], double *job_s) {
+  if (!w) return;
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) phase_s[i] += w->phase_s[i];
+  *job_s += w->job_s;
+}
+
 /* ---- jobs ----------------------------------------------------------- */
 
 static double shape_flops(const fat_check_shape *s, const fat_variant *v) {
@@ -691,8 +709,10 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
   }
   fat_put_eval_job(&msg, job);
 
+  const double t0 = wall_s();
   rc = transact(w, FAT_MSG_P_EVALUATE, &msg, watchdog_ms(w, estimate_s), FAT_MSG_W_EVALUATED,
                 &payload, &len, reason, reasonlen);
+  w->job_s += wall_s() - t0;
   if (rc != FAT_WORKER_OK) goto out;
   fat_rbuf in = {.data = payload, .len = len};
   if (fat_get_eval_result(&in, res) || res->n_checks != n_shapes) {
@@ -702,6 +722,7 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
     goto out;
   }
   for (int i = 0; i < n_shapes; i++) checks[i] = res->checks[i];
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) w->phase_s[i] += res->phase_s[i];
   if (res->timed && timing) {
     *timing = res->timing;
     *timed = 1;
@@ -746,18 +767,23 @@ int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
   double estimate_s =
       n * (job->opts.reps + job->opts.warmup) * fat_problem_flops(problem) / VARIANT_FLOP_PER_S;
 
+  const double t0 = wall_s();
   rc = transact(w, FAT_MSG_P_INTERLEAVE, &msg, watchdog_ms(w, estimate_s), FAT_MSG_W_INTERLEAVED,
                 &payload, &len, reason, reasonlen);
+  w->job_s += wall_s() - t0;
   if (rc != FAT_WORKER_OK) goto out;
   fat_rbuf in = {.data = payload, .len = len};
   if (fat_get_i32(&in) != n) in.failed = 1;
   for (int i = 0; i < n; i++) fat_get_timing(&in, &timings[i]);
+  double phase_s[FAT_PHASE_COUNT];
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) phase_s[i] = fat_get_f64(&in);
   if (fat_rbuf_done(&in)) {
     kill_now(w);
     set_msg(reason, reasonlen, "worker protocol: unreadable interleaved timings");
     rc = FAT_WORKER_ERROR;
     goto out;
   }
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) w->phase_s[i] += phase_s[i];
   set_msg(reason, reasonlen, "ok");
 out:
   free(job);

@@ -117,6 +117,13 @@ int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
                                 const fat_build *const *b, int n, const fat_problem *problem,
                                 fat_timing *timings, char *reason, size_t reasonlen);
 
+/* Adds to PHASE_S the seconds W's worker spent in each phase (job.h's
+ * fat_phase) over the evaluate and interleave jobs it answered, and to
+ * *JOB_S the wall seconds of those jobs as the parent waited for them
+ * (the difference is the messages, the marshalling and what the phases
+ * leave out). */
+void fat_worker_phases(const fat_worker *w, double phase_s[FAT_PHASE_COUNT], double *job_s);
+
 /* Measures the GPU's ceilings (job.h's fat_ceilings): device-memory copy
  * bandwidth and the mma.sync fp16 and bf16 rates, and on a GPU whose
  * architecture has wgmma (sm_90a) the wgmma fp16 and bf16 rates, each the

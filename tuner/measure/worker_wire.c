@@ -461,6 +461,7 @@ void fat_put_eval_result(fat_wbuf *b, const fat_eval_result *x) {
   for (int i = 0; i < x->n_checks; i++) fat_put_check(b, &x->checks[i]);
   fat_put_i32(b, x->timed);
   fat_put_timing(b, &x->timing);
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) fat_put_f64(b, x->phase_s[i]);
 }
 
 int fat_get_eval_result(fat_rbuf *b, fat_eval_result *x) {
@@ -469,6 +470,7 @@ int fat_get_eval_result(fat_rbuf *b, fat_eval_result *x) {
   for (int i = 0; i < x->n_checks; i++) fat_get_check(b, &x->checks[i]);
   x->timed = fat_get_i32(b);
   fat_get_timing(b, &x->timing);
+  for (int i = 0; i < FAT_PHASE_COUNT; i++) x->phase_s[i] = fat_get_f64(b);
   return fat_rbuf_done(b);
 }
 

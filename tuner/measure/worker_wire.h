@@ -120,6 +120,7 @@ typedef struct fat_eval_result {
   fat_check checks[FAT_MAX_CHECK_SHAPES];
   int timed;                      /* 1 when TIMING holds a measurement */
   fat_timing timing;
+  double phase_s[FAT_PHASE_COUNT];  /* the worker's seconds in each phase since its last reply */
 } fat_eval_result;
 
 typedef struct fat_interleave_job {
