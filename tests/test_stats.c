@@ -82,6 +82,72 @@ static void test_half_decoding(void) {
   CHECK(isnan(fat_half_to_double(0xffff, FAT_BF16)));
 }
 
+/* Every one of the 65536 binary16 patterns against the definition:
+ * (-1)^s 2^(e-15) (1 + m/1024), subnormals 2^-14 m/1024, inf and NaN. */
+static void test_half_decoding_exhaustive(void) {
+  int bad = 0;
+  for (uint32_t bits = 0; bits <= 0xffff; bits++) {
+    const int e = (int)(bits >> 10) & 0x1f, m = (int)(bits & 0x3ff);
+    const double sign = bits & 0x8000 ? -1.0 : 1.0;
+    const double want = e == 0x1f ? (m ? NAN : sign * INFINITY)
+                        : e == 0  ? sign * ldexp(m, -24)
+                                  : sign * ldexp(m + 1024, e - 25);
+    const double got = fat_half_to_double((uint16_t)bits, FAT_FP16);
+    const int same = isnan(want) ? isnan(got) : got == want && signbit(got) == signbit(want);
+    if (!same && bad++ < 5) fprintf(stderr, "fp16 0x%04x: got %a, want %a\n", bits, got, want);
+  }
+  CHECK_INT(bad, 0);
+}
+
+/* fat_diff_sums_of: the same bits on one thread (short) as on many (long),
+ * and the sums those of a plain serial pass to rounding. */
+static void test_diff_sums(void) {
+  const size_t n = ((size_t)3 << 20) + 12345;  /* past the threaded minimum, not a multiple */
+  uint16_t *x = malloc(n * sizeof *x);
+  double *ref = malloc(n * sizeof *ref);
+  REQUIRE(x && ref);
+  uint32_t state = 12345;
+  double diff2 = 0, ref2 = 0, max_abs = 0, max_ref = 0;
+  for (size_t i = 0; i < n; i++) {
+    state = state * 1664525u + 1013904223u;
+    const uint16_t h = (uint16_t)(0x3000 + (state >> 20));  /* positive, finite fp16 */
+    x[i] = h;
+    ref[i] = fat_half_to_double(h, FAT_FP16) * (1 + 1e-3 * ((double)(state & 0xff) / 255 - 0.5));
+  }
+  x[n / 3] = 0x7e00;  /* one NaN, one inf: not summed, counted */
+  x[n - 1] = 0x7c00;
+  for (size_t i = 0; i < n; i++) {
+    if (fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
+    if (i == n / 3 || i == n - 1) continue;
+    const double e = fabs(fat_half_to_double(x[i], FAT_FP16) - ref[i]);
+    diff2 += e * e, ref2 += ref[i] * ref[i];
+    if (e > max_abs) max_abs = e;
+  }
+  fat_diff_sums a, b;
+  fat_diff_sums_of(x, FAT_FP16, ref, n, &a);
+  fat_diff_sums_of(x, FAT_FP16, ref, n, &b);
+  CHECK(!memcmp(&a, &b, sizeof a));
+  CHECK_INT(a.nonfinite, 2);
+  CHECK(fabs(a.diff2 - diff2) <= 1e-12 * diff2);  /* the same sums, in another order */
+  CHECK(fabs(a.ref2 - ref2) <= 1e-12 * ref2);
+  CHECK(a.max_abs == max_abs);
+  CHECK(a.max_ref == max_ref);
+  /* A short array: one thread, the same chunks. */
+  fat_diff_sums s;
+  fat_diff_sums_of(x, FAT_FP16, ref, 1000, &s);
+  double d2 = 0;
+  for (size_t i = 0; i < 1000; i++) {
+    const double e = fat_half_to_double(x[i], FAT_FP16) - ref[i];
+    d2 += e * e;
+  }
+  CHECK(fabs(s.diff2 - d2) <= 1e-12 * d2 && s.nonfinite == 0);
+  fat_diff_sums_of(x, FAT_FP16, ref, 0, &s);
+  CHECK(s.diff2 == 0 && s.ref2 == 0 && s.nonfinite == 0);
+out:
+  free(x);
+  free(ref);
+}
+
 /* N outputs all 1.0 against a reference of 1.0, lse rows all 0.5. */
 typedef struct case_t {
   uint16_t o[LONG_N];
@@ -204,6 +270,8 @@ int main(void) {
   test_stats_even();
   test_stats_edges();
   test_half_decoding();
+  test_half_decoding_exhaustive();
+  test_diff_sums();
   test_compare();
   test_tolerances();
   return check_summary("test_stats");

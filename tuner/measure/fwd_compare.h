@@ -12,6 +12,25 @@
  * FAT_FP16 (subnormals, inf and NaN included), bfloat16 for FAT_BF16. */
 double fat_half_to_double(uint16_t bits, fat_dtype d);
 
+/* What a comparison of N 16-bit values X (of type D, as above) with their
+ * fp64 references REF adds up: over the finite values of X, the sums of
+ * squares of the differences and of the references and the largest
+ * difference; over all of REF its largest magnitude; and X's non-finite
+ * values. */
+typedef struct fat_diff_sums {
+  double diff2, ref2, max_abs, max_ref;
+  long long nonfinite;
+} fat_diff_sums;
+
+/* The sums of X against REF, in FAT_DIFF_CHUNKS fixed chunks summed in
+ * order -- the same bits however many threads ran them -- on up to that
+ * many threads when N is large enough to pay for them (the long check
+ * shapes: a serial pass over 17 million fp16 values took most of a tune
+ * stage). */
+#define FAT_DIFF_CHUNKS 16
+void fat_diff_sums_of(const uint16_t *x, fat_dtype d, const double *ref, size_t n,
+                      fat_diff_sums *out);
+
 /* Compares O (N_O 16-bit values of fat_dtype_out(D): bf16 for e4m3, fp16
  * or bf16 for the fp8 K/V caches) with
  * REF_O and LSE (N_ROWS) with REF_LSE, by D's tolerances, filling rel_l2, max_abs, lse_max_abs, nonfinite, passed and

@@ -131,23 +131,13 @@ void fat_compare_bwd(fat_dtype d, const uint16_t *const g[FAT_N_GRADS],
   out->lse_max_abs = 0;
   out->nonfinite = 0;
   for (int k = 0; k < FAT_N_GRADS; k++) {
-    double max_abs = 0;
-    long long nonfinite = 0;
-    diff2[k] = ref2[k] = 0;
-    for (size_t i = 0; i < n[k]; i++) {
-      double x = fat_half_to_double(g[k][i], d), r = ref[k][i];
-      if (!isfinite(x)) {
-        nonfinite++;
-        continue;
-      }
-      double e = fabs(x - r);
-      diff2[k] += e * e;
-      ref2[k] += r * r;
-      if (e > max_abs) max_abs = e;
-    }
+    fat_diff_sums sums;
+    fat_diff_sums_of(g[k], d, ref[k], n[k], &sums);
+    diff2[k] = sums.diff2;
+    ref2[k] = sums.ref2;
     if (n[k] && ref2[k] / (double)n[k] > mean_ref2) mean_ref2 = ref2[k] / (double)n[k];
-    bc->max_abs[k] = max_abs;
-    bc->nonfinite[k] = nonfinite;
+    bc->max_abs[k] = sums.max_abs;
+    bc->nonfinite[k] = sums.nonfinite;
   }
   for (int k = 0; k < FAT_N_GRADS; k++) {
     /* An all-zero reference (dQ and dK when every row sees one key: P = 1,

@@ -92,6 +92,10 @@ const char *fat_phase_key(fat_phase p);
 
 #define FAT_DEFAULT_REPS 20
 #define FAT_DEFAULT_WARMUP 3
+/* A screening's untimed launches first (db.h's FAT_SCREEN_REPS): one loads
+ * the module and warms the caches; the clocks are already up, the GPU busy
+ * with the variant before. */
+#define FAT_SCREEN_WARMUP 1
 
 /* The GPU's ceilings, measured by the worker's ceilings job once per GPU
  * (templates/ceilings.cu, and on sm_90a templates/ceilings_wgmma90.cu) and

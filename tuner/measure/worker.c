@@ -698,8 +698,10 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
   job->opts = w->opts.time;
   /* A screening, but for the figures the run's table prints beside the
    * winner: the default variant's and the materialising baseline's. */
-  if (w->opts.screen_reps > 0 && !v->is_default && strcmp(v->family, FAT_FAMILY_MATERIALIZE))
+  if (w->opts.screen_reps > 0 && !v->is_default && strcmp(v->family, FAT_FAMILY_MATERIALIZE)) {
     job->opts.reps = w->opts.screen_reps;
+    if (job->opts.warmup > FAT_SCREEN_WARMUP) job->opts.warmup = FAT_SCREEN_WARMUP;
+  }
   if (problem) {
     job->problem = *problem;
     estimate_s += (job->opts.reps + job->opts.warmup) * fat_problem_flops(problem) /

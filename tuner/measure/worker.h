@@ -47,7 +47,8 @@ typedef struct fat_worker_options {
   double timeout_factor;    /* ... plus this many times its estimated duration */
   fat_time_opts time;       /* repetitions, warm-up, L2 flush */
   int screen_reps;          /* > 0: the timing after a variant's checks is a screening of
-                               this many repetitions (fewer than FAT_FULL_REPS), but for the
+                               this many repetitions (fewer than FAT_FULL_REPS) after
+                               FAT_SCREEN_WARMUP untimed ones, but for the
                                default variant's and the materialising baseline's, which the
                                run's table prints as figures; interleaved jobs take
                                time.reps. 0: every timing takes time.reps */
