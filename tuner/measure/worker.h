@@ -49,8 +49,8 @@ typedef struct fat_worker_options {
   int screen_reps;          /* > 0: the timing after a variant's checks is a screening of
                                this many repetitions (fewer than FAT_FULL_REPS) after
                                FAT_SCREEN_WARMUP untimed ones, but for the
-                               default variant's and the materialising baseline's, which the
-                               run's table prints as figures; interleaved jobs take
+                               default variant's, which the run's table prints as a
+                               figure; interleaved jobs take
                                time.reps. 0: every timing takes time.reps */
   uint64_t seed;            /* first job's seed; each job after takes the next */
 } fat_worker_options;
