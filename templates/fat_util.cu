@@ -14,6 +14,16 @@
 //                     the tuner); the descale factors are written beside.
 //   fat_clock_probe   the SM clock a kernel sees: spins for a fixed time by
 //                     %globaltimer (ns) and counts clock64() cycles.
+//   fat_diff_sums     a check's comparison where its outputs and the kept
+//                     fp64 references already are: for N fp16 / bf16 values
+//                     against their references, each block's sums of squared
+//                     differences and of squared references (over the finite
+//                     values), its largest difference and largest |reference|,
+//                     and its count of non-finite values, 5 doubles a block;
+//                     the host adds the blocks in order. A fixed grid and a
+//                     fixed tree in each block: the same bits on any GPU.
+//   fat_count_diff    how many of N 16-bit values differ between two arrays
+//                     (a deterministic backward's two runs).
 // Self-contained: NVRTC compiles it alone, without the host toolchain
 // (tuner/measure/device.c prepends templates/fat_e4m3.h).
 
@@ -149,4 +159,58 @@ extern "C" __global__ void fat_clock_probe(u64 *out, u64 spin_ns) {
   long long c1 = clock64();
   out[0] = (u64)(c1 - c0);
   out[1] = t1 - t0;
+}
+
+constexpr int kDiffThreads = 256;  // tuner/measure/check.c's DIFF_THREADS
+constexpr int kDiffFields = 5;     // diff2, ref2, max_abs, max_ref, nonfinite
+
+// A 16-bit value's exact double: bf16 is a float's upper half; fp16 by the
+// conversion instruction (subnormals, inf and NaN as they are).
+__device__ __forceinline__ double half_value(elem_t h, int is_bf16) {
+  if (is_bf16) return (double)__uint_as_float((unsigned)h << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return (double)f;
+}
+
+extern "C" __global__ void __launch_bounds__(kDiffThreads)
+    fat_diff_sums(const elem_t *x, int is_bf16, const double *ref, u64 n, double *partials) {
+  __shared__ double sums[kDiffFields][kDiffThreads];
+  double diff2 = 0, ref2 = 0, max_abs = 0, max_ref = 0, nonfinite = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+       i += (u64)gridDim.x * blockDim.x) {
+    const double r = ref[i], v = half_value(x[i], is_bf16);
+    max_ref = fmax(max_ref, fabs(r));
+    if (!isfinite(v)) {
+      nonfinite += 1;
+      continue;
+    }
+    const double e = fabs(v - r);
+    diff2 += e * e;
+    ref2 += r * r;
+    max_abs = fmax(max_abs, e);
+  }
+  const int t = threadIdx.x;
+  sums[0][t] = diff2, sums[1][t] = ref2, sums[2][t] = max_abs, sums[3][t] = max_ref;
+  sums[4][t] = nonfinite;
+  __syncthreads();
+  for (int half = kDiffThreads / 2; half > 0; half /= 2) {
+    if (t < half) {
+      sums[0][t] += sums[0][t + half];
+      sums[1][t] += sums[1][t + half];
+      sums[2][t] = fmax(sums[2][t], sums[2][t + half]);
+      sums[3][t] = fmax(sums[3][t], sums[3][t + half]);
+      sums[4][t] += sums[4][t + half];
+    }
+    __syncthreads();
+  }
+  if (t < kDiffFields) partials[blockIdx.x * kDiffFields + t] = sums[t][0];
+}
+
+extern "C" __global__ void fat_count_diff(const elem_t *a, const elem_t *b, u64 n, u64 *count) {
+  u64 differ = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+       i += (u64)gridDim.x * blockDim.x)
+    differ += a[i] != b[i];
+  if (differ) atomicAdd(count, differ);
 }

@@ -86,7 +86,7 @@ static int same_check(const fat_check *a, const fat_check *b) {
 /* The kept references (ref_cache.h): a second check of a shape on the same
  * seed is answered from the cache (one hit, no new miss) with the figures
  * of the first, and so is a check with a cache that keeps nothing; a kept
- * reference altered on the host fails the next check, so a hit is really
+ * reference altered where it is kept (the GPU) fails the next check, so a hit is really
  * compared with what was kept. Prints how long a check took with and
  * without the reference on a long shape (not a timed assertion). */
 static void test_kept_references(fat_gpu *g, const char *arch, const char *name,
@@ -129,8 +129,13 @@ static void test_kept_references(fat_gpu *g, const char *arch, const char *name,
                        .head_dim = k.desc.head_dim, .shape = s[i], .seed = seed};
     fat_ref_entry *e = (fat_ref_entry *)fat_ref_cache_find(refs, &key);
     REQUIRE(e != NULL);
-    const double was = e->ref[0][0];
-    e->ref[0][0] = was + 1e3;
+    /* O's reference is kept on the GPU (check.c): its first value there. */
+    const fat_cuda *cu = fat_gpu_driver(g);
+    double was = 0;
+    REQUIRE(e->dev[0] && cu->cuMemcpyDtoH(&was, (CUdeviceptr)e->dev[0], sizeof was) == CUDA_SUCCESS);
+    const double altered_value = was + 1e3;
+    REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)e->dev[0], &altered_value, sizeof altered_value) ==
+            CUDA_SUCCESS);
     rc = fat_gpu_check(g, &k, &s[i], seed, &altered, err, sizeof err);
     CHECK_WHY(rc == FAT_GPU_OK && !altered.passed, "%s shape %d: an altered kept reference passed",
               name, i);

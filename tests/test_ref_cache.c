@@ -6,7 +6,9 @@
  * and the seed tells two apart), that what was inserted is found with its
  * contents, that the least recently used entry goes first when the slots or
  * the byte budget run out, that an entry above the budget is not kept, and
- * that the byte count stays true through replace, drop and clear. */
+ * that the byte count stays true through replace, drop and clear; and that
+ * an entry kept on the device holds only its host arrays and has its device
+ * handles freed, each once, whenever it goes. */
 #include <stdint.h>
 #include <string.h>
 #include "ref_cache.h"
@@ -147,10 +149,65 @@ static void test_evict_bytes(void) {
   CHECK_INT(c.bytes, 0);
 }
 
+/* What the device entries' free function saw. */
+static uint64_t freed[64];
+static int n_freed;
+static void note_free(void *ctx, uint64_t handle) {
+  CHECK(ctx == (void *)freed);
+  if (n_freed < 64) freed[n_freed++] = handle;
+}
+
+static void test_device_entries(void) {
+  fat_ref_cache c;
+  fat_ref_cache_init(&c, 0);
+  const fat_ref_key f = key_of(100, 1);
+  fat_ref_key b = key_of(100, 2);
+  b.direction = FAT_BWD;
+  CHECK(fat_ref_cache_insert_device(&c, &f, 1000, 0, 10, 0, NULL, NULL) == NULL);
+  fat_ref_entry *e = fat_ref_cache_insert_device(&c, &f, 1000, 0, 10, 0, note_free, freed);
+  REQUIRE(e != NULL);
+  /* Forward: lse on the host for the row verdicts, O on the device. */
+  CHECK(e->ref[0] == NULL && e->ref[1] != NULL && e->ref[2] == NULL && !e->o_in && !e->lse_in);
+  CHECK_INT(e->bytes, fat_ref_entry_bytes(FAT_FWD, 1000, 0, 10, 0));
+  e->ref[1][9] = -9;
+  e->dev[0] = 0xd0;
+  /* Backward: nothing on the host. */
+  e = fat_ref_cache_insert_device(&c, &b, 1000, 600, 10, 2, note_free, freed);
+  REQUIRE(e != NULL);
+  CHECK(!e->ref[0] && !e->ref[1] && !e->ref[2] && !e->o_in && !e->lse_in);
+  for (int i = 0; i < FAT_REF_DEV_ARRAYS; i++) e->dev[i] = 0xb0 + (uint64_t)i;
+  CHECK_INT(c.bytes, fat_ref_entry_bytes(FAT_FWD, 1000, 0, 10, 0) +
+                         fat_ref_entry_bytes(FAT_BWD, 1000, 600, 10, 2));
+  const fat_ref_entry *got = fat_ref_cache_find(&c, &f);
+  CHECK(got && got->dev[0] == 0xd0 && got->ref[1][9] == -9);
+  /* Dropped: its one handle freed; cleared: the other's five. */
+  fat_ref_cache_drop(&c, &f);
+  CHECK(n_freed == 1 && freed[0] == 0xd0);
+  fat_ref_cache_clear(&c);
+  CHECK_INT(n_freed, 1 + FAT_REF_DEV_ARRAYS);
+  for (int i = 0; i < FAT_REF_DEV_ARRAYS && n_freed == 1 + FAT_REF_DEV_ARRAYS; i++)
+    CHECK(freed[1 + i] == 0xb0 + (uint64_t)i);
+  CHECK_INT(c.bytes, 0);
+  /* Evicted by the budget: freed too, a handle never set (0) never. */
+  n_freed = 0;
+  fat_ref_cache_init(&c, fat_ref_entry_bytes(FAT_FWD, 1000, 0, 10, 0));
+  e = fat_ref_cache_insert_device(&c, &f, 1000, 0, 10, 0, note_free, freed);
+  REQUIRE(e != NULL);
+  e->dev[0] = 0xd1;
+  fat_ref_key g = key_of(100, 3);
+  CHECK(fat_ref_cache_insert_device(&c, &g, 1000, 0, 10, 0, note_free, freed) != NULL);
+  CHECK(n_freed == 1 && freed[0] == 0xd1);
+  fat_ref_cache_clear(&c);
+  CHECK_INT(n_freed, 1);
+out:
+  fat_ref_cache_clear(&c);
+}
+
 int main(void) {
   test_key_equal();
   test_find_insert();
   test_evict_slots();
   test_evict_bytes();
+  test_device_entries();
   return check_summary("test_ref_cache");
 }

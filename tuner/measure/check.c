@@ -5,11 +5,17 @@
  * deterministic backward, a second run that must give the same bits.
  *
  * The reference of a (variant kind, shape, seed) is computed once, on
- * inputs no variant has touched, and kept on the host (ref_cache.h): every
+ * inputs no variant has touched, and kept (ref_cache.h) on the GPU: every
  * variant of a problem is checked on the same seed, so the fp64 work --
  * most of a check's time on the long shapes -- is done once a problem
  * instead of once a variant. Each check draws its inputs afresh from the
- * seed, so a variant cannot change what a later one is compared with. */
+ * seed, so a variant cannot change what a later one is compared with.
+ *
+ * The comparison runs where the outputs and the kept references are
+ * (templates/fat_util.cu's fat_diff_sums): only its sums and the lse rows
+ * come to the host for the verdict. On the host, the threaded pass over a
+ * long shape's tens of millions of values read 8 bytes of reference for
+ * each -- bound by the host's memory, a quarter of a cold backward tune. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +27,12 @@
  * (and 0xFF is e4m3's NaN: unused K and V rows of e4m3 inputs too). */
 #define POISON_BYTE 0xff
 #define REF_BWD_MAX_HEAD_DIM 256          /* reference_bwd.cu: 8 columns per lane */
+/* fat_diff_sums's launch: a fixed grid, so that its partial sums, and the
+ * host's sum of them in block order, are the same on every GPU. */
+#define DIFF_BLOCKS 512
+#define DIFF_THREADS 256                  /* fat_util.cu's kDiffThreads */
+#define DIFF_FIELDS 5                     /* diff2, ref2, max_abs, max_ref, nonfinite */
+#define DIFF_COUNT_AT (DIFF_BLOCKS * DIFF_FIELDS * sizeof(double))  /* fat_count_diff's u64 */
 
 /* A variable-length shape's K and V rows past each sequence's seqused_k
  * (a cache's stale rows) set to NaN: a kernel that lets them into a row's
@@ -52,28 +64,85 @@ static fat_ref_key ref_key(const fat_kernel_desc *d, const fat_check_shape *s, u
                        .head_dim = d->head_dim, .shape = *s, .seed = seed};
 }
 
-/* The forward reference of T's inputs (drawn, not yet run on), into a new
- * entry of G's cache, or into OWN (the caller frees both) when the cache
- * cannot keep it; REF_O and REF_LSE point at what was filled. */
-static int fwd_reference(fat_gpu *g, fat_gpu_tensors *t, const fat_ref_key *key,
-                         const double **ref_o, const double **ref_lse, double *own[2], char *err,
-                         size_t errlen) {
+/* The cache's way of freeing what a kept entry holds on the device. */
+static void free_kept(void *ctx, uint64_t handle) {
+  fat_gpu *g = ctx;
+  g->cu.cuMemFree((CUdeviceptr)handle);
+}
+
+/* The sums of N values X (of the 16-bit DTYPE) against the fp64 REF, both
+ * on the device (fwd_compare.h's fat_diff_sums). */
+static int diff_sums(fat_gpu *g, CUdeviceptr x, fat_dtype dtype, CUdeviceptr ref, size_t n,
+                     fat_diff_sums *out, char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  double part[DIFF_BLOCKS * DIFF_FIELDS];
+  unsigned long long count = n;
+  int is_bf16 = dtype == FAT_BF16;
+  if (!g->diff_partials)
+    CU(g->cu.cuMemAlloc(&g->diff_partials, DIFF_COUNT_AT + sizeof(uint64_t)),
+       "cuMemAlloc of the comparison's partial sums");
+  void *args[] = {&x, &is_bf16, &ref, &count, &g->diff_partials};
+  CU(g->cu.cuLaunchKernel(g->diff_fn, DIFF_BLOCKS, 1, 1, DIFF_THREADS, 1, 1, 0, g->stream, args, NULL),
+     "launching the comparison of %zu values", n);
+  if ((rc = fat_gpu_download(g, part, g->diff_partials, sizeof part, err, errlen)) != FAT_GPU_OK)
+    goto out;
+  *out = (fat_diff_sums){0};
+  for (int b = 0; b < DIFF_BLOCKS; b++) {
+    const double *p = &part[b * DIFF_FIELDS];
+    out->diff2 += p[0];
+    out->ref2 += p[1];
+    out->max_abs = fmax(out->max_abs, p[2]);
+    out->max_ref = fmax(out->max_ref, p[3]);
+    out->nonfinite += (long long)p[4];
+  }
+out:
+  return rc;
+}
+
+/* How many of N 16-bit values differ between A and B, on the device. */
+static int count_diff(fat_gpu *g, CUdeviceptr a, CUdeviceptr b, size_t n, unsigned long long *differ,
+                      char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  unsigned long long count = n;
+  if (!g->diff_partials)
+    CU(g->cu.cuMemAlloc(&g->diff_partials, DIFF_COUNT_AT + sizeof(uint64_t)),
+       "cuMemAlloc of the comparison's partial sums");
+  CUdeviceptr at = g->diff_partials + DIFF_COUNT_AT;
+  void *args[] = {&a, &b, &count, &at};
+  CU(g->cu.cuMemsetD32Async(at, 0, 2, g->stream), "clearing the count of differences");
+  CU(g->cu.cuLaunchKernel(g->count_diff_fn, DIFF_BLOCKS, 1, 1, DIFF_THREADS, 1, 1, 0, g->stream, args,
+                          NULL),
+     "launching the count of differences");
+  rc = fat_gpu_download(g, differ, at, sizeof *differ, err, errlen);
+out:
+  return rc;
+}
+
+/* The forward reference of T's inputs (drawn, not yet run on): O kept on
+ * the device in a new entry of G's cache (T's buffer handed over), lse on
+ * the host beside it; when the cache cannot keep it, O stays T's and lse
+ * goes into *OWN (the caller frees it). *REF_O and *REF_LSE say where. */
+static int fwd_reference(fat_gpu *g, fat_gpu_tensors *t, const fat_ref_key *key, CUdeviceptr *ref_o,
+                         const double **ref_lse, double **own, char *err, size_t errlen) {
   int rc;
   if ((rc = fat_gpu_reference(g, t, key->mask, err, errlen)) != FAT_GPU_OK) return rc;
-  fat_ref_entry *e = fat_ref_cache_insert(&g->refs, key, t->n_q, 0, t->n_rows, 0);
-  double *o = e ? e->ref[0] : (own[0] = malloc(t->n_q * sizeof(double)));
-  double *lse = e ? e->ref[1] : (own[1] = malloc(t->n_rows * sizeof(double)));
-  if (!o || !lse) {
+  fat_ref_entry *e =
+      fat_ref_cache_insert_device(&g->refs, key, t->n_q, 0, t->n_rows, 0, free_kept, g);
+  double *lse = e ? e->ref[1] : (*own = malloc(t->n_rows * sizeof(double)));
+  if (!lse) {
     snprintf(err, errlen, "out of host memory for the reference of %dx%dx%dx%d", key->shape.batch,
              key->shape.heads, key->shape.seqlen_q, key->shape.seqlen_k);
     return FAT_GPU_FAILED;
   }
-  if ((rc = fat_gpu_download(g, o, t->ref_o, t->n_q * sizeof *o, err, errlen)) ||
-      (rc = fat_gpu_download(g, lse, t->ref_lse, t->n_rows * sizeof *lse, err, errlen))) {
+  if ((rc = fat_gpu_download(g, lse, t->ref_lse, t->n_rows * sizeof *lse, err, errlen))) {
     if (e) fat_ref_cache_drop(&g->refs, key);
     return rc;
   }
-  *ref_o = o;
+  *ref_o = t->ref_o;
+  if (e) {  /* the entry owns it now */
+    e->dev[0] = t->ref_o;
+    t->ref_o = 0;
+  }
   *ref_lse = lse;
   return FAT_GPU_OK;
 }
@@ -82,10 +151,10 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
                   fat_check *out, char *err, size_t errlen) {
   int rc;
   fat_gpu_tensors t;
-  uint16_t *o = NULL;
   float *lse = NULL;
-  double *own[2] = {NULL, NULL};
-  const double *ref_o = NULL, *ref_lse = NULL;
+  double *own = NULL;
+  CUdeviceptr ref_o = 0;
+  const double *ref_lse = NULL;
   const fat_kernel_desc *d = &k->desc;
 
   if (d->direction == FAT_BWD) return fat_gpu_check_bwd(g, k, s, seed, NULL, out, err, errlen);
@@ -104,9 +173,9 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   if ((rc = poison_unused_keys(g, s, &t, err, errlen)) != FAT_GPU_OK) goto out;
   phase_lap(g, FAT_PHASE_CHECK_BUFFERS, &t0);
   if (kept) {
-    ref_o = kept->ref[0];
+    ref_o = (CUdeviceptr)kept->dev[0];
     ref_lse = kept->ref[1];
-  } else if ((rc = fwd_reference(g, &t, &key, &ref_o, &ref_lse, own, err, errlen)) != FAT_GPU_OK) {
+  } else if ((rc = fwd_reference(g, &t, &key, &ref_o, &ref_lse, &own, err, errlen)) != FAT_GPU_OK) {
     goto out;
   }
   phase_lap(g, FAT_PHASE_REFERENCE, &t0);
@@ -138,28 +207,26 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   CU(g->cu.cuStreamSynchronize(g->stream), "running %s on %dx%dx%dx%d", d->name, s->batch, s->heads,
      s->seqlen_q, s->seqlen_k);
   phase_lap(g, FAT_PHASE_CHECK_RUN, &t0);
-  o = malloc(t.n_q * sizeof *o);
   lse = malloc(t.n_rows * sizeof *lse);
-  if (!o || !lse) {
-    snprintf(err, errlen, "out of host memory for the outputs of %dx%dx%dx%d", s->batch, s->heads,
+  if (!lse) {
+    snprintf(err, errlen, "out of host memory for the lse of %dx%dx%dx%d", s->batch, s->heads,
              s->seqlen_q, s->seqlen_k);
     rc = FAT_GPU_FAILED;
     goto out;
   }
-  if ((rc = fat_gpu_download(g, o, t.o, t.n_q * sizeof *o, err, errlen)) ||
+  fat_diff_sums o_sums;
+  if ((rc = diff_sums(g, t.o, fat_dtype_out(d->dtype), ref_o, t.n_q, &o_sums, err, errlen)) ||
       (rc = fat_gpu_download(g, lse, t.lse, t.n_rows * sizeof *lse, err, errlen)))
     goto out;
-  fat_compare_fwd(d->dtype, o, ref_o, t.n_q, lse, ref_lse, t.n_rows, out);
+  fat_compare_fwd_sums(d->dtype, &o_sums, lse, ref_lse, t.n_rows, out);
   out->batch = s->batch;
   out->heads = s->heads;
   out->seqlen_q = s->seqlen_q;
   out->seqlen_k = s->seqlen_k;
   phase_lap(g, FAT_PHASE_COMPARE, &t0);
 out:
-  free(o);
   free(lse);
-  free(own[0]);
-  free(own[1]);
+  free(own);
   fat_gpu_tensors_free(g, &t);
   phase_lap(g, FAT_PHASE_CHECK_BUFFERS, &t0);
   return rc;
@@ -181,13 +248,11 @@ out:
   return rc;
 }
 
-/* Runs K once on T (poisoned first) and downloads the three gradients into
- * G (dQ: n_q values, dK and dV: n_kv). A refused launch sets REFUSED to its
- * result and returns OK. */
+/* Runs K once on T (poisoned first), to the end. A refused launch sets
+ * REFUSED to its result and returns OK. */
 static int bwd_run_once(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t,
-                        uint16_t *const grads[FAT_N_GRADS], CUresult *refused, char *err, size_t errlen) {
+                        CUresult *refused, char *err, size_t errlen) {
   int rc;
-  const size_t e = fat_dtype_size(t->fwd.dtype);
   *refused = CUDA_SUCCESS;
   if ((rc = bwd_poison(g, t, err, errlen)) != FAT_GPU_OK) return rc;
   CUresult r = fat_gpu_bwd_launch(g, k, t);
@@ -199,46 +264,46 @@ static int bwd_run_once(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors
   const fat_fwd_params *p = &t->params.fwd;
   CU(g->cu.cuStreamSynchronize(g->stream), "running %s on %dx%dx%dx%d", k->desc.name, p->batch, p->heads,
      p->seqlen_q, p->seqlen_k);
-  if ((rc = fat_gpu_download(g, grads[FAT_GRAD_DQ], t->dq, t->fwd.n_q * e, err, errlen)) ||
-      (rc = fat_gpu_download(g, grads[FAT_GRAD_DK], t->dk, t->fwd.n_kv * e, err, errlen)) ||
-      (rc = fat_gpu_download(g, grads[FAT_GRAD_DV], t->dv, t->fwd.n_kv * e, err, errlen)))
-    return rc;
 out:
   return rc;
 }
 
 /* The backward's reference on T's inputs (Q, K, V and dO drawn): O and lse
  * rounded into T as a forward kernel returns them, and the gradients; kept
- * in a new entry of G's cache with the rounded O and lse, or in OWN (the
- * caller frees it) when the cache cannot keep it. REF points at the
- * gradients. */
+ * on the device in a new entry of G's cache -- T's gradient buffers handed
+ * over, copies of the rounded O and lse beside them -- or left in T when
+ * the cache cannot keep them. REF says where the gradients are. */
 static int bwd_reference(fat_gpu *g, fat_gpu_bwd_tensors *t, const fat_ref_key *key,
-                         const double *ref[FAT_N_GRADS], double *own[FAT_N_GRADS], char *err,
-                         size_t errlen) {
+                         CUdeviceptr ref[FAT_N_GRADS], char *err, size_t errlen) {
   int rc;
-  const size_t n[FAT_N_GRADS] = {t->fwd.n_q, t->fwd.n_kv, t->fwd.n_kv};
-  const CUdeviceptr src[FAT_N_GRADS] = {t->ref_dq, t->ref_dk, t->ref_dv};
-  const size_t e_bytes = fat_dtype_size(t->fwd.dtype);
+  const size_t o_bytes = t->fwd.n_q * fat_dtype_size(t->fwd.dtype),
+               lse_bytes = t->fwd.n_rows * sizeof(float);
+  CUdeviceptr o_in = 0, lse_in = 0;
   if ((rc = fat_gpu_bwd_reference(g, t, key->mask, 1, err, errlen)) != FAT_GPU_OK) return rc;
-  fat_ref_entry *e = fat_ref_cache_insert(&g->refs, key, t->fwd.n_q, t->fwd.n_kv, t->fwd.n_rows, e_bytes);
-  for (int i = 0; i < FAT_N_GRADS; i++) {
-    double *dst = e ? e->ref[i] : (own[i] = malloc(n[i] * sizeof(double)));
-    if (!dst) {
-      snprintf(err, errlen, "out of host memory for the reference gradients of %dx%dx%dx%d",
-               key->shape.batch, key->shape.heads, key->shape.seqlen_q, key->shape.seqlen_k);
-      return FAT_GPU_FAILED;
-    }
-    if ((rc = fat_gpu_download(g, dst, src[i], n[i] * sizeof(double), err, errlen)) != FAT_GPU_OK)
-      goto fail;
-    ref[i] = dst;
+  ref[FAT_GRAD_DQ] = t->ref_dq;
+  ref[FAT_GRAD_DK] = t->ref_dk;
+  ref[FAT_GRAD_DV] = t->ref_dv;
+  fat_ref_entry *e = fat_ref_cache_insert_device(&g->refs, key, t->fwd.n_q, t->fwd.n_kv,
+                                                 t->fwd.n_rows, fat_dtype_size(t->fwd.dtype),
+                                                 free_kept, g);
+  if (!e) return FAT_GPU_OK;
+  /* Kept only whole: without room for the copies, T keeps its own. */
+  if (g->cu.cuMemAlloc(&o_in, o_bytes ? o_bytes : 1) != CUDA_SUCCESS ||
+      g->cu.cuMemAlloc(&lse_in, lse_bytes ? lse_bytes : 1) != CUDA_SUCCESS) {
+    if (o_in) g->cu.cuMemFree(o_in);
+    fat_ref_cache_drop(&g->refs, key);
+    return FAT_GPU_OK;
   }
-  if (e && ((rc = fat_gpu_download(g, e->o_in, t->fwd.o, t->fwd.n_q * e_bytes, err, errlen)) ||
-            (rc = fat_gpu_download(g, e->lse_in, t->fwd.lse, t->fwd.n_rows * sizeof(float), err,
-                                   errlen))))
-    goto fail;
-  return FAT_GPU_OK;
-fail:
-  if (e) fat_ref_cache_drop(&g->refs, key);
+  e->dev[3] = o_in;
+  e->dev[4] = lse_in;
+  CU(g->cu.cuMemcpyDtoDAsync(o_in, t->fwd.o, o_bytes, g->stream), "keeping the reference O");
+  CU(g->cu.cuMemcpyDtoDAsync(lse_in, t->fwd.lse, lse_bytes, g->stream), "keeping the reference lse");
+  e->dev[0] = t->ref_dq;
+  e->dev[1] = t->ref_dk;
+  e->dev[2] = t->ref_dv;
+  t->ref_dq = t->ref_dk = t->ref_dv = 0;  /* the entry's now */
+out:
+  if (rc != FAT_GPU_OK) fat_ref_cache_drop(&g->refs, key);
   return rc;
 }
 
@@ -246,8 +311,10 @@ fail:
 static int bwd_reference_inputs(fat_gpu *g, fat_gpu_bwd_tensors *t, const fat_ref_entry *e,
                                 char *err, size_t errlen) {
   int rc = FAT_GPU_OK;
-  CU(g->cu.cuMemcpyHtoD(t->fwd.o, e->o_in, t->fwd.n_q * e->elem_bytes), "copying the reference O");
-  CU(g->cu.cuMemcpyHtoD(t->fwd.lse, e->lse_in, t->fwd.n_rows * sizeof(float)),
+  CU(g->cu.cuMemcpyDtoDAsync(t->fwd.o, (CUdeviceptr)e->dev[3], t->fwd.n_q * e->elem_bytes, g->stream),
+     "copying the reference O");
+  CU(g->cu.cuMemcpyDtoDAsync(t->fwd.lse, (CUdeviceptr)e->dev[4], t->fwd.n_rows * sizeof(float),
+                             g->stream),
      "copying the reference lse");
 out:
   return rc;
@@ -258,9 +325,8 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
   int rc;
   fat_gpu_bwd_tensors t;
   fat_bwd_check local;
-  uint16_t *grads[FAT_N_GRADS] = {NULL}, *again[FAT_N_GRADS] = {NULL};
-  double *own[FAT_N_GRADS] = {NULL};
-  const double *ref[FAT_N_GRADS] = {NULL};
+  CUdeviceptr first = 0;  /* the first run's gradients, for a deterministic variant's second */
+  CUdeviceptr ref[FAT_N_GRADS] = {0};
   const fat_kernel_desc *d = &k->desc;
   CUresult refused = CUDA_SUCCESS;
 
@@ -284,16 +350,8 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
   if ((rc = fat_gpu_bwd_tensors_alloc(g, s, d->head_dim, d->dtype, !kept, &t, err, errlen)) != FAT_GPU_OK)
     return rc;
   const size_t n[FAT_N_GRADS] = {t.fwd.n_q, t.fwd.n_kv, t.fwd.n_kv};
-  for (int i = 0; i < FAT_N_GRADS; i++) {
-    grads[i] = malloc(n[i] * sizeof **grads);
-    again[i] = d->dq_separate ? malloc(n[i] * sizeof **again) : NULL;
-    if (!grads[i] || (d->dq_separate && !again[i])) {
-      snprintf(err, errlen, "out of host memory for the gradients of %dx%dx%dx%d", s->batch, s->heads,
-               s->seqlen_q, s->seqlen_k);
-      rc = FAT_GPU_FAILED;
-      goto out;
-    }
-  }
+  const CUdeviceptr grad[FAT_N_GRADS] = {t.dq, t.dk, t.dv};
+  const size_t e_bytes = fat_dtype_size(d->dtype);
   if ((rc = fat_gpu_fill_random(g, &t.fwd, seed, err, errlen)) != FAT_GPU_OK ||
       (rc = poison_unused_keys(g, s, &t.fwd, err, errlen)) != FAT_GPU_OK ||
       (rc = fat_gpu_fill_one(g, t.dout, t.fwd.n_q, d->dtype, fat_seed_derive(seed, SEED_DO), "dO", err,
@@ -301,13 +359,13 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
     goto out;
   phase_lap(g, FAT_PHASE_CHECK_BUFFERS, &t0);
   if (kept) {
-    for (int i = 0; i < FAT_N_GRADS; i++) ref[i] = kept->ref[i];
+    for (int i = 0; i < FAT_N_GRADS; i++) ref[i] = (CUdeviceptr)kept->dev[i];
     if ((rc = bwd_reference_inputs(g, &t, kept, err, errlen)) != FAT_GPU_OK) goto out;
-  } else if ((rc = bwd_reference(g, &t, &key, ref, own, err, errlen)) != FAT_GPU_OK) {
+  } else if ((rc = bwd_reference(g, &t, &key, ref, err, errlen)) != FAT_GPU_OK) {
     goto out;
   }
   phase_lap(g, FAT_PHASE_REFERENCE, &t0);
-  if ((rc = bwd_run_once(g, k, &t, grads, &refused, err, errlen)) != FAT_GPU_OK) goto out;
+  if ((rc = bwd_run_once(g, k, &t, &refused, err, errlen)) != FAT_GPU_OK) goto out;
   phase_lap(g, FAT_PHASE_CHECK_RUN, &t0);
   if (refused != CUDA_SUCCESS) {
     /* A refused launch is the variant's failure, not the worker's. */
@@ -317,11 +375,20 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
     out->rel_l2 = out->max_abs = out->lse_max_abs = NAN;
     goto out;
   }
-  fat_compare_bwd(d->dtype, (const uint16_t *const *)grads, ref, n, bc, out);
+  fat_diff_sums sums[FAT_N_GRADS];
+  for (int i = 0; i < FAT_N_GRADS; i++)
+    if ((rc = diff_sums(g, grad[i], d->dtype, ref[i], n[i], &sums[i], err, errlen)) != FAT_GPU_OK)
+      goto out;
+  fat_compare_bwd_sums(d->dtype, sums, n, bc, out);
   phase_lap(g, FAT_PHASE_COMPARE, &t0);
   if (d->dq_separate) {
     /* The deterministic mode's promise: the same inputs give the same bits. */
-    if ((rc = bwd_run_once(g, k, &t, again, &refused, err, errlen)) != FAT_GPU_OK) goto out;
+    const size_t all = n[0] + n[1] + n[2];
+    CU(g->cu.cuMemAlloc(&first, all * e_bytes), "cuMemAlloc of the first run's gradients");
+    for (size_t i = 0, at = 0; i < FAT_N_GRADS; at += n[i], i++)
+      CU(g->cu.cuMemcpyDtoDAsync(first + at * e_bytes, grad[i], n[i] * e_bytes, g->stream),
+         "keeping the first run's %s", fat_grad_name((int)i));
+    if ((rc = bwd_run_once(g, k, &t, &refused, err, errlen)) != FAT_GPU_OK) goto out;
     phase_lap(g, FAT_PHASE_CHECK_RUN, &t0);
     bc->deterministic = refused == CUDA_SUCCESS;
     if (!bc->deterministic && out->passed) {
@@ -330,8 +397,12 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
       snprintf(out->reason, sizeof out->reason, "launch: %s (second run)",
                fat_cuda_result_text(&g->cu, refused, text, sizeof text));
     }
-    for (int i = 0; i < FAT_N_GRADS && bc->deterministic; i++)
-      if (memcmp(grads[i], again[i], n[i] * sizeof **grads) != 0) {
+    size_t at = 0;
+    for (int i = 0; i < FAT_N_GRADS && bc->deterministic; at += n[i], i++) {
+      unsigned long long differ = 0;
+      if ((rc = count_diff(g, first + at * e_bytes, grad[i], n[i], &differ, err, errlen)) != FAT_GPU_OK)
+        goto out;
+      if (differ) {
         bc->deterministic = 0;
         if (out->passed) {
           out->passed = 0;
@@ -339,14 +410,11 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
                    fat_grad_name(i));
         }
       }
+    }
     phase_lap(g, FAT_PHASE_COMPARE, &t0);
   }
 out:
-  for (int i = 0; i < FAT_N_GRADS; i++) {
-    free(grads[i]);
-    free(again[i]);
-    free(own[i]);
-  }
+  if (first) g->cu.cuMemFree(first);
   fat_gpu_bwd_tensors_free(g, &t);
   phase_lap(g, FAT_PHASE_CHECK_BUFFERS, &t0);
   return rc;

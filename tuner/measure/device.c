@@ -24,6 +24,8 @@
 #define FILL_E4M3_AMAX_ENTRY "fat_fill_e4m3_amax"
 #define FILL_E4M3_ENTRY "fat_fill_e4m3"
 #define CLOCK_ENTRY "fat_clock_probe"
+#define DIFF_ENTRY "fat_diff_sums"
+#define COUNT_DIFF_ENTRY "fat_count_diff"
 #define REFERENCE_ENTRY "fat_reference_fwd"
 #define REF_BWD_ROUND_ENTRY "fat_reference_bwd_round"
 #define REF_BWD_ROWS_ENTRY "fat_reference_bwd_rows"
@@ -119,6 +121,7 @@ void fat_gpu_close(fat_gpu *g) {
     /* Best effort: after a fault these fail, and the process exits anyway. */
     if (g->flush) g->cu.cuMemFree(g->flush);
     if (g->probe) g->cu.cuMemFree(g->probe);
+    if (g->diff_partials) g->cu.cuMemFree(g->diff_partials);
     if (g->util_module) g->cu.cuModuleUnload(g->util_module);
     if (g->ref_module) g->cu.cuModuleUnload(g->ref_module);
     if (g->stream) g->cu.cuStreamDestroy(g->stream);
@@ -374,6 +377,9 @@ int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cub
   CU(g->cu.cuModuleGetFunction(&g->fill_e4m3_fn, g->util_module, FILL_E4M3_ENTRY), "%s",
      FILL_E4M3_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->clock_fn, g->util_module, CLOCK_ENTRY), "%s", CLOCK_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->diff_fn, g->util_module, DIFF_ENTRY), "%s", DIFF_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->count_diff_fn, g->util_module, COUNT_DIFF_ENTRY), "%s",
+     COUNT_DIFF_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->ref_fn, g->ref_module, REFERENCE_ENTRY), "%s", REFERENCE_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->ref_bwd_round_fn, g->ref_module, REF_BWD_ROUND_ENTRY), "%s",
      REF_BWD_ROUND_ENTRY);

@@ -41,4 +41,8 @@ void fat_diff_sums_of(const uint16_t *x, fat_dtype d, const double *ref, size_t 
  * "lse max_abs 5.0e-03 > 2.0e-03", or "ok". */
 void fat_compare_fwd(fat_dtype d, const uint16_t *o, const double *ref_o, size_t n_o,
                      const float *lse, const double *ref_lse, size_t n_rows, fat_check *out);
+/* The same verdict from O's sums already taken (the worker's, on the GPU:
+ * fat_diff_sums_of's fields from O and its reference where they are). */
+void fat_compare_fwd_sums(fat_dtype d, const fat_diff_sums *o_sums, const float *lse,
+                          const double *ref_lse, size_t n_rows, fat_check *out);
 #endif

@@ -195,8 +195,8 @@ int fat_gpu_ensure_workspace(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_tensor
 /* Checks K on one shape: inputs drawn from SEED, O and lse poisoned with
  * NaN, launch, compare (fwd_compare.h) with the fp64 reference of (K's
  * direction, dtype, mask and head dim, S, SEED) -- computed before the
- * launch the first time and kept on the host for the next variant checked
- * on the same shape and seed (ref_cache.h). Returns OK with OUT filled
+ * launch the first time and kept on the GPU for the next variant checked
+ * on the same shape and seed (ref_cache.h), where O is compared with it. Returns OK with OUT filled
  * (passed or not: a launch the driver refuses is a failed check whose reason
  * starts "launch: ", a workspace that does not fit one starting "does not
  * fit: "), FAILED when the check could not be run (out of memory), FATAL

@@ -34,6 +34,8 @@ struct fat_gpu {
   CUfunction fill_fn, clock_fn, ref_fn;
   CUfunction fill_e4m3_amax_fn, fill_e4m3_fn;  /* templates/fat_util.cu's e4m3 inputs */
   CUfunction ref_bwd_round_fn, ref_bwd_rows_fn, ref_bwd_cols_fn;  /* templates/reference_bwd.cu */
+  CUfunction diff_fn, count_diff_fn;  /* templates/fat_util.cu's comparisons (check.c) */
+  CUdeviceptr diff_partials;  /* check.c's DIFF_BLOCKS x 5 doubles, then one u64; on first use */
   CUdeviceptr flush;   /* scratch overwritten to evict L2; allocated on first use */
   size_t flush_bytes;
   CUdeviceptr probe;   /* 2 u64 for fat_clock_probe */

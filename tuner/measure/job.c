@@ -124,6 +124,13 @@ const char *fat_grad_name(int i) {
 void fat_compare_bwd(fat_dtype d, const uint16_t *const g[FAT_N_GRADS],
                      const double *const ref[FAT_N_GRADS], const size_t n[FAT_N_GRADS],
                      fat_bwd_check *bc, fat_check *out) {
+  fat_diff_sums sums[FAT_N_GRADS];
+  for (int k = 0; k < FAT_N_GRADS; k++) fat_diff_sums_of(g[k], d, ref[k], n[k], &sums[k]);
+  fat_compare_bwd_sums(d, sums, n, bc, out);
+}
+
+void fat_compare_bwd_sums(fat_dtype d, const fat_diff_sums sums[FAT_N_GRADS],
+                          const size_t n[FAT_N_GRADS], fat_bwd_check *bc, fat_check *out) {
   const double tol = fat_bwd_tolerance_for(d);
   int bad_nonfinite = -1, bad_l2 = -1;
   double diff2[FAT_N_GRADS], ref2[FAT_N_GRADS], mean_ref2 = 0;
@@ -131,13 +138,11 @@ void fat_compare_bwd(fat_dtype d, const uint16_t *const g[FAT_N_GRADS],
   out->lse_max_abs = 0;
   out->nonfinite = 0;
   for (int k = 0; k < FAT_N_GRADS; k++) {
-    fat_diff_sums sums;
-    fat_diff_sums_of(g[k], d, ref[k], n[k], &sums);
-    diff2[k] = sums.diff2;
-    ref2[k] = sums.ref2;
+    diff2[k] = sums[k].diff2;
+    ref2[k] = sums[k].ref2;
     if (n[k] && ref2[k] / (double)n[k] > mean_ref2) mean_ref2 = ref2[k] / (double)n[k];
-    bc->max_abs[k] = sums.max_abs;
-    bc->nonfinite[k] = sums.nonfinite;
+    bc->max_abs[k] = sums[k].max_abs;
+    bc->nonfinite[k] = sums[k].nonfinite;
   }
   for (int k = 0; k < FAT_N_GRADS; k++) {
     /* An all-zero reference (dQ and dK when every row sees one key: P = 1,

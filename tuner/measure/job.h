@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kernel.h"
+#include "fwd_compare.h"
 #include "types.h"
 
 /* One shape a variant is checked on; dtype and mask are the variant's own.
@@ -153,6 +154,10 @@ typedef struct fat_bwd_check {
 void fat_compare_bwd(fat_dtype d, const uint16_t *const g[FAT_N_GRADS],
                      const double *const ref[FAT_N_GRADS], const size_t n[FAT_N_GRADS],
                      fat_bwd_check *bc, fat_check *out);
+/* The same verdict from the gradients' sums already taken (the worker's,
+ * on the GPU: fat_diff_sums_of's fields where the gradients are). */
+void fat_compare_bwd_sums(fat_dtype d, const fat_diff_sums sums[FAT_N_GRADS],
+                          const size_t n[FAT_N_GRADS], fat_bwd_check *bc, fat_check *out);
 
 /* Peak device memory of a backward pass of problem P, from the shape: Q, K,
  * V, O, dO, dQ, dK, dV in the element type, lse and D in fp32, and the fp32

@@ -18,6 +18,8 @@ static void entry_free(fat_ref_cache *c, int i) {
   for (int k = 0; k < 3; k++) free(e->ref[k]);
   free(e->o_in);
   free(e->lse_in);
+  for (int k = 0; k < FAT_REF_DEV_ARRAYS; k++)
+    if (e->dev[k] && e->free_dev) e->free_dev(e->dev_ctx, e->dev[k]);
   c->bytes -= e->bytes;
   memset(e, 0, sizeof *e);
   c->filled[i] = 0;
@@ -83,8 +85,9 @@ void fat_ref_cache_drop(fat_ref_cache *c, const fat_ref_key *key) {
   if (i >= 0) entry_free(c, i);
 }
 
-fat_ref_entry *fat_ref_cache_insert(fat_ref_cache *c, const fat_ref_key *key, size_t n_q,
-                                    size_t n_kv, size_t n_rows, size_t elem_bytes) {
+static fat_ref_entry *insert(fat_ref_cache *c, const fat_ref_key *key, size_t n_q, size_t n_kv,
+                             size_t n_rows, size_t elem_bytes, fat_ref_dev_free free_dev,
+                             void *ctx) {
   const size_t bytes = fat_ref_entry_bytes(key->direction, n_q, n_kv, n_rows, elem_bytes);
   fat_ref_cache_drop(c, key);
   if (bytes > c->budget) {
@@ -109,8 +112,13 @@ fat_ref_entry *fat_ref_cache_insert(fat_ref_cache *c, const fat_ref_key *key, si
   e->n_kv = n_kv;
   e->n_rows = n_rows;
   e->elem_bytes = elem_bytes;
+  e->free_dev = free_dev;
+  e->dev_ctx = ctx;
   int ok;
-  if (key->direction == FAT_BWD) {
+  if (free_dev) {  /* on the device but the forward's lse */
+    if (key->direction == FAT_FWD) e->ref[1] = alloc_bytes(n_rows * sizeof(double));
+    ok = key->direction != FAT_FWD || e->ref[1];
+  } else if (key->direction == FAT_BWD) {
     e->ref[0] = alloc_bytes(n_q * sizeof(double));
     e->ref[1] = alloc_bytes(n_kv * sizeof(double));
     e->ref[2] = alloc_bytes(n_kv * sizeof(double));
@@ -131,4 +139,15 @@ fat_ref_entry *fat_ref_cache_insert(fat_ref_cache *c, const fat_ref_key *key, si
   }
   e->used = ++c->clock;
   return e;
+}
+
+fat_ref_entry *fat_ref_cache_insert(fat_ref_cache *c, const fat_ref_key *key, size_t n_q,
+                                    size_t n_kv, size_t n_rows, size_t elem_bytes) {
+  return insert(c, key, n_q, n_kv, n_rows, elem_bytes, NULL, NULL);
+}
+
+fat_ref_entry *fat_ref_cache_insert_device(fat_ref_cache *c, const fat_ref_key *key, size_t n_q,
+                                           size_t n_kv, size_t n_rows, size_t elem_bytes,
+                                           fat_ref_dev_free free_dev, void *ctx) {
+  return free_dev ? insert(c, key, n_q, n_kv, n_rows, elem_bytes, free_dev, ctx) : NULL;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The fp64 references of the check shapes, kept on the host so that the
- * variants of one problem are all compared with one computation of each.
+/* The fp64 references of the check shapes, kept so that the variants of
+ * one problem are all compared with one computation of each.
  *
  * A check's inputs are a function of its seed and shape alone
  * (fat_gpu_fill_random), so a reference is a function of the key below: the
@@ -14,8 +14,12 @@
  *
  * Entries are evicted least recently used first, to stay under a byte
  * budget; one larger than the whole budget is not kept (the check computes
- * its reference as if there were no cache). Host memory only: this file
- * knows nothing of CUDA, and its test runs without a GPU. */
+ * its reference as if there were no cache).
+ *
+ * The worker keeps the large arrays on the GPU, where the check compares
+ * them (fat_ref_cache_insert_device): the entry then holds their device
+ * pointers as opaque handles and frees them through the caller's function.
+ * This file knows nothing of CUDA, and its test runs without a GPU. */
 #ifndef FAT_REF_CACHE_H
 #define FAT_REF_CACHE_H
 #include <stddef.h>
@@ -39,13 +43,27 @@ typedef struct fat_ref_key {
  * ref[1] n_rows doubles). Backward: dQ, dK, dV (n_q, n_kv, n_kv doubles)
  * and the inputs the reference made for the variant -- O rounded to the
  * dtype (o_in, n_q elements of elem_bytes) and lse in fp32 (lse_in). */
+/* Frees device memory HANDLE of an entry kept on the device. */
+typedef void (*fat_ref_dev_free)(void *ctx, uint64_t handle);
+
+/* An entry kept on the device (fat_ref_cache_insert_device) holds in DEV
+ * what the host entry holds in its arrays, in the same order -- forward:
+ * dev[0] O (n_q doubles) and, on the host still, ref[1] lse (n_rows
+ * doubles, for the row-by-row verdicts); backward: dev[0..2] dQ, dK, dV
+ * (doubles), dev[3] O rounded (n_q elements of elem_bytes), dev[4] lse
+ * (n_rows floats), nothing on the host. */
+enum { FAT_REF_DEV_ARRAYS = 5 };
+
 typedef struct fat_ref_entry {
   fat_ref_key key;
   size_t n_q, n_kv, n_rows, elem_bytes;
   double *ref[3];
   void *o_in;
   float *lse_in;
-  size_t bytes;           /* of the arrays above */
+  uint64_t dev[FAT_REF_DEV_ARRAYS];  /* 0 where nothing is held */
+  fat_ref_dev_free free_dev;  /* NULL for a host entry */
+  void *dev_ctx;
+  size_t bytes;           /* of the arrays above, host and device */
   uint64_t used;          /* the cache's clock at the last find or insert */
 } fat_ref_entry;
 
@@ -77,6 +95,14 @@ const fat_ref_entry *fat_ref_cache_find(fat_ref_cache *c, const fat_ref_key *key
  * until the next insert or clear. */
 fat_ref_entry *fat_ref_cache_insert(fat_ref_cache *c, const fat_ref_key *key, size_t n_q,
                                     size_t n_kv, size_t n_rows, size_t elem_bytes);
+
+/* The same for an entry whose large arrays the caller keeps on the device:
+ * only the host arrays the comment on FAT_REF_DEV_ARRAYS names are
+ * allocated; the caller sets DEV's handles, which the cache frees through
+ * FREE_DEV(CTX, handle) when the entry goes. The budget counts both. */
+fat_ref_entry *fat_ref_cache_insert_device(fat_ref_cache *c, const fat_ref_key *key, size_t n_q,
+                                           size_t n_kv, size_t n_rows, size_t elem_bytes,
+                                           fat_ref_dev_free free_dev, void *ctx);
 
 /* Drops KEY's entry if there is one (a reference that could not be
  * completed after insert). */
