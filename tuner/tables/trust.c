@@ -37,15 +37,38 @@ typedef struct known_variant {
   size_t arch;  /* the TABLES_ARCHS space it is of */
 } known_variant;
 
-/* One (direction, architecture) of the space, sorted by name. */
+/* Variants of one architecture's space, or of a group of it, sorted by name. */
 typedef struct known_space {
-  int loaded;
+  int loaded;  /* expanded (a group's: asked, even where its architecture refused the key) */
   known_variant *v;
   size_t n;
 } known_space;
 
+/* The key a variant row claims, one group (gen_group.c's) of the generator:
+ * a right row's name is among its hundred or so variants, where a whole
+ * (direction, architecture) space expands thousands of sources. */
+typedef struct group_key {
+  fat_direction direction;
+  fat_dtype dtype;
+  fat_mask mask;
+  int head_dim;
+} group_key;
+
+/* One group as the generator gives it, each architecture apart. */
+typedef struct known_group {
+  group_key key;
+  known_space archs[N_TABLES_ARCHS];
+} known_group;
+
 struct fat_trust {
   fat_gen *g;
+  /* The groups rows have claimed, each expanded once; no more than the
+   * space has (directions x dtypes x masks x head dims), and names and
+   * metadata only, as the whole spaces below keep them. */
+  known_group *groups;
+  size_t n_groups, cap_groups;
+  /* The whole spaces, expanded only where a row's name is not in its
+   * claimed group: to say which field it claims wrong. */
   known_space spaces[N_DIRECTIONS][N_TABLES_ARCHS];
   int head_dims[N_DIRECTIONS][MAX_HEAD_DIMS];  /* the space's, ascending */
   int n_head_dims[N_DIRECTIONS];               /* -1 until asked */
@@ -59,21 +82,23 @@ fat_trust *fat_trust_open(fat_gen *g) {
   return t;
 }
 
-static void known_free(known_variant *k) {
-  free(k->name);
-  free(k->family);
-  free(k->params);
-  free(k->entry);
+static void known_space_free(known_space *s) {
+  for (size_t i = 0; i < s->n; i++) {
+    free(s->v[i].name);
+    free(s->v[i].family);
+    free(s->v[i].params);
+    free(s->v[i].entry);
+  }
+  free(s->v);
 }
 
 void fat_trust_close(fat_trust *t) {
   if (!t) return;
+  for (size_t i = 0; i < t->n_groups; i++)
+    for (size_t a = 0; a < N_TABLES_ARCHS; a++) known_space_free(&t->groups[i].archs[a]);
+  free(t->groups);
   for (int d = 0; d < N_DIRECTIONS; d++)
-    for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
-      known_space *s = &t->spaces[d][a];
-      for (size_t i = 0; i < s->n; i++) known_free(&s->v[i]);
-      free(s->v);
-    }
+    for (size_t a = 0; a < N_TABLES_ARCHS; a++) known_space_free(&t->spaces[d][a]);
   free(t);
 }
 
@@ -81,15 +106,15 @@ static int by_name(const void *a, const void *b) {
   return strcmp(((const known_variant *)a)->name, ((const known_variant *)b)->name);
 }
 
-/* Expands (DIR, architecture A) once: the whole space, all head dims,
- * dtypes and masks, at the architecture's own shared-memory limit. */
-static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size_t errlen) {
-  known_space *s = &t->spaces[dir][a];
-  fat_gen_query q = {.direction = dir, .arch = TABLES_ARCHS[a]};
+/* Expands Q (its arch TABLES_ARCHS[A]) into S, an empty space, at the
+ * architecture's own shared-memory limit. 0, or -1 with err (the
+ * generator refused Q, or memory; S is left empty). */
+static int known_load(fat_trust *t, fat_gen_query *q, size_t a, known_space *s, char *err,
+                      size_t errlen) {
   fat_variant *v = NULL;
   size_t n = 0;
-  if (s->loaded) return 0;
-  if (fat_gen_variants(t->g, &q, &v, &n, NULL, NULL, err, errlen)) return -1;
+  q->arch = TABLES_ARCHS[a];
+  if (fat_gen_variants(t->g, q, &v, &n, NULL, NULL, err, errlen)) return -1;
   s->v = calloc(n ? n : 1, sizeof *s->v);
   for (size_t i = 0; i < n; i++) {
     if (s->v) {
@@ -117,19 +142,68 @@ static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size
   return 0;
 }
 
-/* The generator's variant NAME: first in DIR's spaces, then in the other
- * direction's (so that a row claiming the wrong direction is told which
- * field is wrong). *OUT is NULL when no space has it. 0, or -1 with err. */
-static int known_find(fat_trust *t, fat_direction dir, const char *name, const known_variant **out,
-                      char *err, size_t errlen) {
-  const known_variant key = {.name = (char *)name};
+/* Expands (DIR, architecture A) once: the whole space, all head dims,
+ * dtypes and masks. */
+static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size_t errlen) {
+  fat_gen_query q = {.direction = dir};
+  if (t->spaces[dir][a].loaded) return 0;
+  return known_load(t, &q, a, &t->spaces[dir][a], err, errlen);
+}
+
+/* The group KEY as the lookups have it so far (an architecture's variants
+ * are expanded on the first need of them); NULL out of memory. */
+static known_group *group_of(fat_trust *t, const group_key *key) {
+  for (size_t i = 0; i < t->n_groups; i++) {
+    const group_key *c = &t->groups[i].key;
+    if (c->direction == key->direction && c->dtype == key->dtype && c->mask == key->mask &&
+        c->head_dim == key->head_dim)
+      return &t->groups[i];
+  }
+  if (t->n_groups == t->cap_groups) {
+    const size_t more = t->cap_groups ? 2 * t->cap_groups : 16;
+    known_group *grown = realloc(t->groups, more * sizeof *grown);
+    if (!grown) return NULL;
+    t->groups = grown, t->cap_groups = more;
+  }
+  known_group *gr = &t->groups[t->n_groups++];
+  *gr = (known_group){.key = *key};
+  return gr;
+}
+
+/* The generator's variant NAME, first in the group KEY its row claims (NULL
+ * when the row's key does not parse), architecture by architecture; where
+ * the group has no such name, in the whole spaces: KEY's direction's, then
+ * the other's, so that a row claiming the wrong key is told which field is
+ * wrong. The generator names a variant by its group (direction.family.
+ * dtype.dHD.mask.tag) and prunes it by its own configuration, so a group
+ * holds just the variants its key selects from the whole space, and both
+ * find the same one. *OUT is NULL when no space has it. 0, or -1 with err. */
+static int known_find(fat_trust *t, fat_direction dir, const group_key *key, const char *name,
+                      const known_variant **out, char *err, size_t errlen) {
+  const known_variant probe = {.name = (char *)name};
+  known_group *gr = key ? group_of(t, key) : NULL;
   *out = NULL;
+  for (size_t a = 0; gr && a < N_TABLES_ARCHS; a++) {
+    known_space *s = &gr->archs[a];
+    if (!s->loaded) {
+      /* An architecture whose space refuses the key (e4m3 on sm_80, a head
+       * dim no template has) has none of its variants, as in the whole
+       * space; a failure of the generator is the whole spaces' to report. */
+      char e2[ERRLEN];
+      fat_gen_query q = {.direction = key->direction, .head_dims = &key->head_dim,
+                         .n_head_dims = 1, .dtypes = &key->dtype, .n_dtypes = 1,
+                         .masks = &key->mask, .n_masks = 1};
+      known_load(t, &q, a, s, e2, sizeof e2);
+      s->loaded = 1;
+    }
+    if ((*out = bsearch(&probe, s->v, s->n, sizeof *s->v, by_name))) return 0;
+  }
   for (int pass = 0; pass < N_DIRECTIONS; pass++) {
     const fat_direction d = pass == 0 ? dir : (dir == FAT_FWD ? FAT_BWD : FAT_FWD);
     for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
       if (space_load(t, d, a, err, errlen)) return -1;
       const known_space *s = &t->spaces[d][a];
-      if ((*out = bsearch(&key, s->v, s->n, sizeof *s->v, by_name))) return 0;
+      if ((*out = bsearch(&probe, s->v, s->n, sizeof *s->v, by_name))) return 0;
     }
   }
   return 0;
@@ -432,10 +506,13 @@ static int check_variants(fat_trust *t, sqlite3 *h, const char *name, fat_stale 
     const char *vname = (const char *)sqlite3_column_text(s, V_NAME);
     const char *hash = (const char *)sqlite3_column_text(s, V_HASH);
     const known_variant *k;
-    fat_direction dir;
-    /* The schema's CHECK admits only directions that parse. */
-    if (fat_direction_parse((const char *)sqlite3_column_text(s, V_DIRECTION), &dir)) dir = FAT_FWD;
-    if (known_find(t, dir, vname, &k, e2, sizeof e2)) {
+    group_key key = {.head_dim = sqlite3_column_int(s, V_HEAD_DIM)};
+    /* The schema's CHECK admits only directions, dtypes and masks that parse. */
+    if (fat_direction_parse((const char *)sqlite3_column_text(s, V_DIRECTION), &key.direction))
+      key.direction = FAT_FWD;
+    const int claims = !fat_dtype_parse((const char *)sqlite3_column_text(s, V_DTYPE), &key.dtype) &&
+                       !fat_mask_parse((const char *)sqlite3_column_text(s, V_MASK), &key.mask);
+    if (known_find(t, key.direction, claims ? &key : NULL, vname, &k, e2, sizeof e2)) {
       set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, vname, e2);
       goto out;
     }
