@@ -26,9 +26,11 @@ static const char *const TRUST_TABLES[] = {"gpus",     "ceilings", "variants", "
 
 /* ---- the generator's space, by name --------------------------------------- */
 
-/* One variant as the generator gives it, less its source (its hash names it). */
+/* One variant as the generator gives it, its source (its hash names it)
+ * kept only where fill_sources is to store it. */
 typedef struct known_variant {
   char *name, *family, *params, *entry;
+  char *source;  /* a group's, while a check has a sourceless row of its name; else NULL */
   char hash[FAT_SHA256_HEX_CHARS + 1];
   fat_direction direction;
   fat_dtype dtype;
@@ -64,9 +66,15 @@ struct fat_trust {
   fat_gen *g;
   /* The groups rows have claimed, each expanded once; no more than the
    * space has (directions x dtypes x masks x head dims), and names and
-   * metadata only, as the whole spaces below keep them. */
+   * metadata only, as the whole spaces below keep them (but for the
+   * sources a check is to fill in, until it ends). */
   known_group *groups;
   size_t n_groups, cap_groups;
+  /* The names of the variants the check in hand is to fill in (a table's
+   * rows come without sources), sorted: a group expanded for it keeps
+   * these sources, and no others (a source is some 70 kB). */
+  char **wanted;
+  size_t n_wanted;
   /* The whole spaces, expanded only where a row's name is not in its
    * claimed group: to say which field it claims wrong. */
   known_space spaces[N_DIRECTIONS][N_TABLES_ARCHS];
@@ -88,12 +96,28 @@ static void known_space_free(known_space *s) {
     free(s->v[i].family);
     free(s->v[i].params);
     free(s->v[i].entry);
+    free(s->v[i].source);
   }
   free(s->v);
 }
 
+/* Forgets the check in hand's wanted names and the sources kept for them. */
+static void wanted_drop(fat_trust *t) {
+  for (size_t i = 0; i < t->n_groups; i++)
+    for (size_t a = 0; a < N_TABLES_ARCHS; a++)
+      for (size_t j = 0; j < t->groups[i].archs[a].n; j++) {
+        free(t->groups[i].archs[a].v[j].source);
+        t->groups[i].archs[a].v[j].source = NULL;
+      }
+  for (size_t i = 0; i < t->n_wanted; i++) free(t->wanted[i]);
+  free(t->wanted);
+  t->wanted = NULL;
+  t->n_wanted = 0;
+}
+
 void fat_trust_close(fat_trust *t) {
   if (!t) return;
+  wanted_drop(t);
   for (size_t i = 0; i < t->n_groups; i++)
     for (size_t a = 0; a < N_TABLES_ARCHS; a++) known_space_free(&t->groups[i].archs[a]);
   free(t->groups);
@@ -106,11 +130,52 @@ static int by_name(const void *a, const void *b) {
   return strcmp(((const known_variant *)a)->name, ((const known_variant *)b)->name);
 }
 
+static int by_string(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Reads the names of H's sourceless variants into T's wanted list. 0, or
+ * -1 with err. */
+static int wanted_load(fat_trust *t, sqlite3 *h, const char *name, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  size_t cap = 0;
+  int step, rc = -1;
+  wanted_drop(t);
+  if (sqlite3_prepare_v2(h, "SELECT DISTINCT name FROM main.variants WHERE source IS NULL", -1, &s,
+                         NULL) != SQLITE_OK) {
+    set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+    return -1;
+  }
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    if (t->n_wanted == cap) {
+      const size_t more = cap ? 2 * cap : 64;
+      char **grown = realloc(t->wanted, more * sizeof *grown);
+      if (!grown) goto oom;
+      t->wanted = grown, cap = more;
+    }
+    if (!(t->wanted[t->n_wanted] = strdup((const char *)sqlite3_column_text(s, 0)))) goto oom;
+    t->n_wanted++;
+  }
+  if (step != SQLITE_DONE) {
+    set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+    goto out;
+  }
+  if (t->n_wanted) qsort(t->wanted, t->n_wanted, sizeof *t->wanted, by_string);
+  rc = 0;
+  goto out;
+oom:
+  set_err(err, errlen, "out of memory");
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
 /* Expands Q (its arch TABLES_ARCHS[A]) into S, an empty space, at the
- * architecture's own shared-memory limit. 0, or -1 with err (the
- * generator refused Q, or memory; S is left empty). */
-static int known_load(fat_trust *t, fat_gen_query *q, size_t a, known_space *s, char *err,
-                      size_t errlen) {
+ * architecture's own shared-memory limit, keeping the sources of T's
+ * wanted names where KEEP. 0, or -1 with err (the generator refused Q, or
+ * memory; S is left empty). */
+static int known_load(fat_trust *t, fat_gen_query *q, size_t a, int keep, known_space *s,
+                      char *err, size_t errlen) {
   fat_variant *v = NULL;
   size_t n = 0;
   q->arch = TABLES_ARCHS[a];
@@ -119,7 +184,8 @@ static int known_load(fat_trust *t, fat_gen_query *q, size_t a, known_space *s, 
   for (size_t i = 0; i < n; i++) {
     if (s->v) {
       known_variant *k = &s->v[i];
-      /* The strings move over; the source, the bulk of it, is freed. */
+      /* The strings move over; the source, the bulk of it, is freed
+       * unless it is wanted. */
       k->name = v[i].name, k->family = v[i].family, k->params = v[i].params;
       k->entry = v[i].entry;
       v[i].name = v[i].family = v[i].params = v[i].entry = NULL;
@@ -128,6 +194,9 @@ static int known_load(fat_trust *t, fat_gen_query *q, size_t a, known_space *s, 
       k->head_dim = v[i].head_dim, k->block_m = v[i].block_m, k->threads = v[i].threads;
       k->smem_bytes = v[i].smem_bytes;
       k->arch = a;
+      if (keep && t->n_wanted &&
+          bsearch(&k->name, t->wanted, t->n_wanted, sizeof *t->wanted, by_string))
+        k->source = v[i].source, v[i].source = NULL;
     }
     fat_variant_free(&v[i]);
   }
@@ -147,7 +216,7 @@ static int known_load(fat_trust *t, fat_gen_query *q, size_t a, known_space *s, 
 static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size_t errlen) {
   fat_gen_query q = {.direction = dir};
   if (t->spaces[dir][a].loaded) return 0;
-  return known_load(t, &q, a, &t->spaces[dir][a], err, errlen);
+  return known_load(t, &q, a, 0, &t->spaces[dir][a], err, errlen);
 }
 
 /* The group KEY as the lookups have it so far (an architecture's variants
@@ -193,7 +262,7 @@ static int known_find(fat_trust *t, fat_direction dir, const group_key *key, con
       fat_gen_query q = {.direction = key->direction, .head_dims = &key->head_dim,
                          .n_head_dims = 1, .dtypes = &key->dtype, .n_dtypes = 1,
                          .masks = &key->mask, .n_masks = 1};
-      known_load(t, &q, a, s, e2, sizeof e2);
+      known_load(t, &q, a, 1, s, e2, sizeof e2);
       s->loaded = 1;
     }
     if ((*out = bsearch(&probe, s->v, s->n, sizeof *s->v, by_name))) return 0;
@@ -440,9 +509,11 @@ static int by_group(const void *a, const void *b) {
 }
 
 /* Fills in the source of each of the N variants of FILL from the
- * generator: FILL sorted by group, each (direction, dtype, mask, head dim,
- * architecture) expanded once more with its sources (gen_group), each
- * source hashed again before it is stored. 0, or -1 with err. */
+ * generator: the source its group kept when the lookup expanded it, or,
+ * for a group expanded before this check, FILL sorted by group, each
+ * (direction, dtype, mask, head dim, architecture) expanded once more with
+ * its sources (gen_group); each source hashed again before it is stored.
+ * 0, or -1 with err. */
 static int fill_sources(fat_trust *t, sqlite3 *h, const char *name, to_fill *fill, size_t n,
                         char *err, size_t errlen) {
   gen_group gg = {0};
@@ -458,27 +529,31 @@ static int fill_sources(fat_trust *t, sqlite3 *h, const char *name, to_fill *fil
   if (n) qsort(fill, n, sizeof *fill, by_group);
   for (size_t i = 0; i < n; i++) {
     const known_variant *k = fill[i].k;
-    if (!group || group->direction != k->direction || group->dtype != k->dtype ||
-        group->mask != k->mask || group->head_dim != k->head_dim || group->arch != k->arch) {
-      if (gen_group_load(t->g, k->direction, k->dtype, k->mask, k->head_dim, TABLES_ARCHS[k->arch],
-                         &gg, e2, sizeof e2)) {
-        set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, k->name, e2);
-        goto out;
+    const char *source = k->source;
+    if (!source) {
+      if (!group || group->direction != k->direction || group->dtype != k->dtype ||
+          group->mask != k->mask || group->head_dim != k->head_dim || group->arch != k->arch) {
+        if (gen_group_load(t->g, k->direction, k->dtype, k->mask, k->head_dim,
+                           TABLES_ARCHS[k->arch], &gg, e2, sizeof e2)) {
+          set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, k->name, e2);
+          goto out;
+        }
+        group = k;
       }
-      group = k;
+      const fat_variant *v = gen_group_find(&gg, k->name);
+      source = v ? v->source : NULL;
     }
-    const fat_variant *v = gen_group_find(&gg, k->name);
-    if (v) fat_sha256_hex(v->source, strlen(v->source), hex);
-    if (!v || strcmp(hex, k->hash)) {
+    if (source) fat_sha256_hex(source, strlen(source), hex);
+    if (!source || strcmp(hex, k->hash)) {
       set_err(err, errlen, "%s: variant %s: the generator gives it with source_hash %s in its "
               "%s space but %s%s expanded for head dim %d alone", name, k->name, k->hash,
-              TABLES_ARCHS[k->arch], v ? "a source hashing to " : "not at all", v ? hex : "",
-              k->head_dim);
+              TABLES_ARCHS[k->arch], source ? "a source hashing to " : "not at all",
+              source ? hex : "", k->head_dim);
       goto out;
     }
     sqlite3_reset(up);
     sqlite3_bind_int64(up, 1, fill[i].id);
-    sqlite3_bind_text(up, 2, v->source, -1, SQLITE_STATIC);
+    sqlite3_bind_text(up, 2, source, -1, SQLITE_STATIC);
     if (sqlite3_step(up) != SQLITE_DONE) {
       set_err(err, errlen, "%s: variant %s: %s", name, k->name, sqlite3_errmsg(h));
       goto out;
@@ -501,6 +576,7 @@ static int check_variants(fat_trust *t, sqlite3 *h, const char *name, fat_stale 
   size_t n_out = 0, cap = 0, n_fill = 0, fill_cap = 0;
   int rc = -1, step;
   char e2[ERRLEN], why[512];
+  if (wanted_load(t, h, name, err, errlen)) goto out;
   if (sqlite3_prepare_v2(h, VARIANT_SQL, -1, &s, NULL) != SQLITE_OK) goto sqlfail;
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
     const char *vname = (const char *)sqlite3_column_text(s, V_NAME);
@@ -573,6 +649,7 @@ out:
   free(out);
   free(fill);
   sqlite3_finalize(s);
+  wanted_drop(t);
   return rc;
 }
 
