@@ -6,7 +6,8 @@
  *   1. a winner whose problem is not its variant's (fp16 none d64 edited to
  *      bf16 causal d128, a padded head dim on the wrong template);
  *   2. launch metadata edited away from the generator's (a split-KV
- *      variant's SPLITS, block_m, threads, shared memory);
+ *      variant's SPLITS, block_m, threads, shared memory), and a variant
+ *      row's family, direction, dtype, mask or head dim not its name's;
  *   3. a merge source with an altered source under its old hash, edited
  *      rows, tables, views or triggers not fatune's, or no regular file;
  *      a source merged is opened read-only and left as it was;
@@ -340,6 +341,25 @@ static void metadata_not_the_generators(void) {
            "refusing the table", k->name, k->family);
   IMPORT_REFUSED(t, want);
   free(t);
+  /* A row claiming another key than its name's: the first wrong field
+   * named, whether the generator has the claimed group (bwd, bf16, e4m3 --
+   * sm_90a's alone --, causal, d128) or refuses it (d72, no template's). */
+  static const struct { const char *key, *field, *claimed, *real; } keys[] = {
+      {"'bwd', 'fp16', 'none', 64,", "direction", "'bwd'", "'fwd'"},
+      {"'fwd', 'bf16', 'none', 64,", "dtype", "'bf16'", "'fp16'"},
+      {"'fwd', 'e4m3', 'none', 64,", "dtype", "'e4m3'", "'fp16'"},
+      {"'fwd', 'fp16', 'causal', 64,", "mask", "'causal'", "'none'"},
+      {"'fwd', 'fp16', 'none', 128,", "head_dim", "128", "64"},
+      {"'fwd', 'fp16', 'none', 72,", "head_dim", "72", "64"},
+  };
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    snprintf(to, sizeof to, "'%s', '%s', %s", k->name, k->family, keys[i].key);
+    t = edited(good, variants, from, to);
+    snprintf(want, sizeof want, "t.sql: variant %s: %s %s is not the generator's %s; refusing the "
+             "table", k->name, keys[i].field, keys[i].claimed, keys[i].real);
+    IMPORT_REFUSED(t, want);
+    free(t);
+  }
   free(good);
   for (size_t i = 0; i < n; i++) fat_variant_free(&v[i]);
   free(v);

@@ -26,9 +26,11 @@ static const char *const TRUST_TABLES[] = {"gpus",     "ceilings", "variants", "
 
 /* ---- the generator's space, by name --------------------------------------- */
 
-/* One variant as the generator gives it, less its source (its hash names it). */
+/* One variant as the generator gives it, its source (its hash names it)
+ * kept only where fill_sources is to store it. */
 typedef struct known_variant {
   char *name, *family, *params, *entry;
+  char *source;  /* a group's, while a check has a sourceless row of its name; else NULL */
   char hash[FAT_SHA256_HEX_CHARS + 1];
   fat_direction direction;
   fat_dtype dtype;
@@ -37,15 +39,44 @@ typedef struct known_variant {
   size_t arch;  /* the TABLES_ARCHS space it is of */
 } known_variant;
 
-/* One (direction, architecture) of the space, sorted by name. */
+/* Variants of one architecture's space, or of a group of it, sorted by name. */
 typedef struct known_space {
-  int loaded;
+  int loaded;  /* expanded (a group's: asked, even where its architecture refused the key) */
   known_variant *v;
   size_t n;
 } known_space;
 
+/* The key a variant row claims, one group (gen_group.c's) of the generator:
+ * a right row's name is among its hundred or so variants, where a whole
+ * (direction, architecture) space expands thousands of sources. */
+typedef struct group_key {
+  fat_direction direction;
+  fat_dtype dtype;
+  fat_mask mask;
+  int head_dim;
+} group_key;
+
+/* One group as the generator gives it, each architecture apart. */
+typedef struct known_group {
+  group_key key;
+  known_space archs[N_TABLES_ARCHS];
+} known_group;
+
 struct fat_trust {
   fat_gen *g;
+  /* The groups rows have claimed, each expanded once; no more than the
+   * space has (directions x dtypes x masks x head dims), and names and
+   * metadata only, as the whole spaces below keep them (but for the
+   * sources a check is to fill in, until it ends). */
+  known_group *groups;
+  size_t n_groups, cap_groups;
+  /* The names of the variants the check in hand is to fill in (a table's
+   * rows come without sources), sorted: a group expanded for it keeps
+   * these sources, and no others (a source is some 70 kB). */
+  char **wanted;
+  size_t n_wanted;
+  /* The whole spaces, expanded only where a row's name is not in its
+   * claimed group: to say which field it claims wrong. */
   known_space spaces[N_DIRECTIONS][N_TABLES_ARCHS];
   int head_dims[N_DIRECTIONS][MAX_HEAD_DIMS];  /* the space's, ascending */
   int n_head_dims[N_DIRECTIONS];               /* -1 until asked */
@@ -59,21 +90,39 @@ fat_trust *fat_trust_open(fat_gen *g) {
   return t;
 }
 
-static void known_free(known_variant *k) {
-  free(k->name);
-  free(k->family);
-  free(k->params);
-  free(k->entry);
+static void known_space_free(known_space *s) {
+  for (size_t i = 0; i < s->n; i++) {
+    free(s->v[i].name);
+    free(s->v[i].family);
+    free(s->v[i].params);
+    free(s->v[i].entry);
+    free(s->v[i].source);
+  }
+  free(s->v);
+}
+
+/* Forgets the check in hand's wanted names and the sources kept for them. */
+static void wanted_drop(fat_trust *t) {
+  for (size_t i = 0; i < t->n_groups; i++)
+    for (size_t a = 0; a < N_TABLES_ARCHS; a++)
+      for (size_t j = 0; j < t->groups[i].archs[a].n; j++) {
+        free(t->groups[i].archs[a].v[j].source);
+        t->groups[i].archs[a].v[j].source = NULL;
+      }
+  for (size_t i = 0; i < t->n_wanted; i++) free(t->wanted[i]);
+  free(t->wanted);
+  t->wanted = NULL;
+  t->n_wanted = 0;
 }
 
 void fat_trust_close(fat_trust *t) {
   if (!t) return;
+  wanted_drop(t);
+  for (size_t i = 0; i < t->n_groups; i++)
+    for (size_t a = 0; a < N_TABLES_ARCHS; a++) known_space_free(&t->groups[i].archs[a]);
+  free(t->groups);
   for (int d = 0; d < N_DIRECTIONS; d++)
-    for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
-      known_space *s = &t->spaces[d][a];
-      for (size_t i = 0; i < s->n; i++) known_free(&s->v[i]);
-      free(s->v);
-    }
+    for (size_t a = 0; a < N_TABLES_ARCHS; a++) known_space_free(&t->spaces[d][a]);
   free(t);
 }
 
@@ -81,20 +130,62 @@ static int by_name(const void *a, const void *b) {
   return strcmp(((const known_variant *)a)->name, ((const known_variant *)b)->name);
 }
 
-/* Expands (DIR, architecture A) once: the whole space, all head dims,
- * dtypes and masks, at the architecture's own shared-memory limit. */
-static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size_t errlen) {
-  known_space *s = &t->spaces[dir][a];
-  fat_gen_query q = {.direction = dir, .arch = TABLES_ARCHS[a]};
+static int by_string(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Reads the names of H's sourceless variants into T's wanted list. 0, or
+ * -1 with err. */
+static int wanted_load(fat_trust *t, sqlite3 *h, const char *name, char *err, size_t errlen) {
+  sqlite3_stmt *s = NULL;
+  size_t cap = 0;
+  int step, rc = -1;
+  wanted_drop(t);
+  if (sqlite3_prepare_v2(h, "SELECT DISTINCT name FROM main.variants WHERE source IS NULL", -1, &s,
+                         NULL) != SQLITE_OK) {
+    set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+    return -1;
+  }
+  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+    if (t->n_wanted == cap) {
+      const size_t more = cap ? 2 * cap : 64;
+      char **grown = realloc(t->wanted, more * sizeof *grown);
+      if (!grown) goto oom;
+      t->wanted = grown, cap = more;
+    }
+    if (!(t->wanted[t->n_wanted] = strdup((const char *)sqlite3_column_text(s, 0)))) goto oom;
+    t->n_wanted++;
+  }
+  if (step != SQLITE_DONE) {
+    set_err(err, errlen, "%s: %s", name, sqlite3_errmsg(h));
+    goto out;
+  }
+  if (t->n_wanted) qsort(t->wanted, t->n_wanted, sizeof *t->wanted, by_string);
+  rc = 0;
+  goto out;
+oom:
+  set_err(err, errlen, "out of memory");
+out:
+  sqlite3_finalize(s);
+  return rc;
+}
+
+/* Expands Q (its arch TABLES_ARCHS[A]) into S, an empty space, at the
+ * architecture's own shared-memory limit, keeping the sources of T's
+ * wanted names where KEEP. 0, or -1 with err (the generator refused Q, or
+ * memory; S is left empty). */
+static int known_load(fat_trust *t, fat_gen_query *q, size_t a, int keep, known_space *s,
+                      char *err, size_t errlen) {
   fat_variant *v = NULL;
   size_t n = 0;
-  if (s->loaded) return 0;
-  if (fat_gen_variants(t->g, &q, &v, &n, NULL, NULL, err, errlen)) return -1;
+  q->arch = TABLES_ARCHS[a];
+  if (fat_gen_variants(t->g, q, &v, &n, NULL, NULL, err, errlen)) return -1;
   s->v = calloc(n ? n : 1, sizeof *s->v);
   for (size_t i = 0; i < n; i++) {
     if (s->v) {
       known_variant *k = &s->v[i];
-      /* The strings move over; the source, the bulk of it, is freed. */
+      /* The strings move over; the source, the bulk of it, is freed
+       * unless it is wanted. */
       k->name = v[i].name, k->family = v[i].family, k->params = v[i].params;
       k->entry = v[i].entry;
       v[i].name = v[i].family = v[i].params = v[i].entry = NULL;
@@ -103,6 +194,9 @@ static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size
       k->head_dim = v[i].head_dim, k->block_m = v[i].block_m, k->threads = v[i].threads;
       k->smem_bytes = v[i].smem_bytes;
       k->arch = a;
+      if (keep && t->n_wanted &&
+          bsearch(&k->name, t->wanted, t->n_wanted, sizeof *t->wanted, by_string))
+        k->source = v[i].source, v[i].source = NULL;
     }
     fat_variant_free(&v[i]);
   }
@@ -117,19 +211,68 @@ static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size
   return 0;
 }
 
-/* The generator's variant NAME: first in DIR's spaces, then in the other
- * direction's (so that a row claiming the wrong direction is told which
- * field is wrong). *OUT is NULL when no space has it. 0, or -1 with err. */
-static int known_find(fat_trust *t, fat_direction dir, const char *name, const known_variant **out,
-                      char *err, size_t errlen) {
-  const known_variant key = {.name = (char *)name};
+/* Expands (DIR, architecture A) once: the whole space, all head dims,
+ * dtypes and masks. */
+static int space_load(fat_trust *t, fat_direction dir, size_t a, char *err, size_t errlen) {
+  fat_gen_query q = {.direction = dir};
+  if (t->spaces[dir][a].loaded) return 0;
+  return known_load(t, &q, a, 0, &t->spaces[dir][a], err, errlen);
+}
+
+/* The group KEY as the lookups have it so far (an architecture's variants
+ * are expanded on the first need of them); NULL out of memory. */
+static known_group *group_of(fat_trust *t, const group_key *key) {
+  for (size_t i = 0; i < t->n_groups; i++) {
+    const group_key *c = &t->groups[i].key;
+    if (c->direction == key->direction && c->dtype == key->dtype && c->mask == key->mask &&
+        c->head_dim == key->head_dim)
+      return &t->groups[i];
+  }
+  if (t->n_groups == t->cap_groups) {
+    const size_t more = t->cap_groups ? 2 * t->cap_groups : 16;
+    known_group *grown = realloc(t->groups, more * sizeof *grown);
+    if (!grown) return NULL;
+    t->groups = grown, t->cap_groups = more;
+  }
+  known_group *gr = &t->groups[t->n_groups++];
+  *gr = (known_group){.key = *key};
+  return gr;
+}
+
+/* The generator's variant NAME, first in the group KEY its row claims (NULL
+ * when the row's key does not parse), architecture by architecture; where
+ * the group has no such name, in the whole spaces: KEY's direction's, then
+ * the other's, so that a row claiming the wrong key is told which field is
+ * wrong. The generator names a variant by its group (direction.family.
+ * dtype.dHD.mask.tag) and prunes it by its own configuration, so a group
+ * holds just the variants its key selects from the whole space, and both
+ * find the same one. *OUT is NULL when no space has it. 0, or -1 with err. */
+static int known_find(fat_trust *t, fat_direction dir, const group_key *key, const char *name,
+                      const known_variant **out, char *err, size_t errlen) {
+  const known_variant probe = {.name = (char *)name};
+  known_group *gr = key ? group_of(t, key) : NULL;
   *out = NULL;
+  for (size_t a = 0; gr && a < N_TABLES_ARCHS; a++) {
+    known_space *s = &gr->archs[a];
+    if (!s->loaded) {
+      /* An architecture whose space refuses the key (e4m3 on sm_80, a head
+       * dim no template has) has none of its variants, as in the whole
+       * space; a failure of the generator is the whole spaces' to report. */
+      char e2[ERRLEN];
+      fat_gen_query q = {.direction = key->direction, .head_dims = &key->head_dim,
+                         .n_head_dims = 1, .dtypes = &key->dtype, .n_dtypes = 1,
+                         .masks = &key->mask, .n_masks = 1};
+      known_load(t, &q, a, 1, s, e2, sizeof e2);
+      s->loaded = 1;
+    }
+    if ((*out = bsearch(&probe, s->v, s->n, sizeof *s->v, by_name))) return 0;
+  }
   for (int pass = 0; pass < N_DIRECTIONS; pass++) {
     const fat_direction d = pass == 0 ? dir : (dir == FAT_FWD ? FAT_BWD : FAT_FWD);
     for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
       if (space_load(t, d, a, err, errlen)) return -1;
       const known_space *s = &t->spaces[d][a];
-      if ((*out = bsearch(&key, s->v, s->n, sizeof *s->v, by_name))) return 0;
+      if ((*out = bsearch(&probe, s->v, s->n, sizeof *s->v, by_name))) return 0;
     }
   }
   return 0;
@@ -366,9 +509,11 @@ static int by_group(const void *a, const void *b) {
 }
 
 /* Fills in the source of each of the N variants of FILL from the
- * generator: FILL sorted by group, each (direction, dtype, mask, head dim,
- * architecture) expanded once more with its sources (gen_group), each
- * source hashed again before it is stored. 0, or -1 with err. */
+ * generator: the source its group kept when the lookup expanded it, or,
+ * for a group expanded before this check, FILL sorted by group, each
+ * (direction, dtype, mask, head dim, architecture) expanded once more with
+ * its sources (gen_group); each source hashed again before it is stored.
+ * 0, or -1 with err. */
 static int fill_sources(fat_trust *t, sqlite3 *h, const char *name, to_fill *fill, size_t n,
                         char *err, size_t errlen) {
   gen_group gg = {0};
@@ -384,27 +529,31 @@ static int fill_sources(fat_trust *t, sqlite3 *h, const char *name, to_fill *fil
   if (n) qsort(fill, n, sizeof *fill, by_group);
   for (size_t i = 0; i < n; i++) {
     const known_variant *k = fill[i].k;
-    if (!group || group->direction != k->direction || group->dtype != k->dtype ||
-        group->mask != k->mask || group->head_dim != k->head_dim || group->arch != k->arch) {
-      if (gen_group_load(t->g, k->direction, k->dtype, k->mask, k->head_dim, TABLES_ARCHS[k->arch],
-                         &gg, e2, sizeof e2)) {
-        set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, k->name, e2);
-        goto out;
+    const char *source = k->source;
+    if (!source) {
+      if (!group || group->direction != k->direction || group->dtype != k->dtype ||
+          group->mask != k->mask || group->head_dim != k->head_dim || group->arch != k->arch) {
+        if (gen_group_load(t->g, k->direction, k->dtype, k->mask, k->head_dim,
+                           TABLES_ARCHS[k->arch], &gg, e2, sizeof e2)) {
+          set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, k->name, e2);
+          goto out;
+        }
+        group = k;
       }
-      group = k;
+      const fat_variant *v = gen_group_find(&gg, k->name);
+      source = v ? v->source : NULL;
     }
-    const fat_variant *v = gen_group_find(&gg, k->name);
-    if (v) fat_sha256_hex(v->source, strlen(v->source), hex);
-    if (!v || strcmp(hex, k->hash)) {
+    if (source) fat_sha256_hex(source, strlen(source), hex);
+    if (!source || strcmp(hex, k->hash)) {
       set_err(err, errlen, "%s: variant %s: the generator gives it with source_hash %s in its "
               "%s space but %s%s expanded for head dim %d alone", name, k->name, k->hash,
-              TABLES_ARCHS[k->arch], v ? "a source hashing to " : "not at all", v ? hex : "",
-              k->head_dim);
+              TABLES_ARCHS[k->arch], source ? "a source hashing to " : "not at all",
+              source ? hex : "", k->head_dim);
       goto out;
     }
     sqlite3_reset(up);
     sqlite3_bind_int64(up, 1, fill[i].id);
-    sqlite3_bind_text(up, 2, v->source, -1, SQLITE_STATIC);
+    sqlite3_bind_text(up, 2, source, -1, SQLITE_STATIC);
     if (sqlite3_step(up) != SQLITE_DONE) {
       set_err(err, errlen, "%s: variant %s: %s", name, k->name, sqlite3_errmsg(h));
       goto out;
@@ -427,15 +576,19 @@ static int check_variants(fat_trust *t, sqlite3 *h, const char *name, fat_stale 
   size_t n_out = 0, cap = 0, n_fill = 0, fill_cap = 0;
   int rc = -1, step;
   char e2[ERRLEN], why[512];
+  if (wanted_load(t, h, name, err, errlen)) goto out;
   if (sqlite3_prepare_v2(h, VARIANT_SQL, -1, &s, NULL) != SQLITE_OK) goto sqlfail;
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
     const char *vname = (const char *)sqlite3_column_text(s, V_NAME);
     const char *hash = (const char *)sqlite3_column_text(s, V_HASH);
     const known_variant *k;
-    fat_direction dir;
-    /* The schema's CHECK admits only directions that parse. */
-    if (fat_direction_parse((const char *)sqlite3_column_text(s, V_DIRECTION), &dir)) dir = FAT_FWD;
-    if (known_find(t, dir, vname, &k, e2, sizeof e2)) {
+    group_key key = {.head_dim = sqlite3_column_int(s, V_HEAD_DIM)};
+    /* The schema's CHECK admits only directions, dtypes and masks that parse. */
+    if (fat_direction_parse((const char *)sqlite3_column_text(s, V_DIRECTION), &key.direction))
+      key.direction = FAT_FWD;
+    const int claims = !fat_dtype_parse((const char *)sqlite3_column_text(s, V_DTYPE), &key.dtype) &&
+                       !fat_mask_parse((const char *)sqlite3_column_text(s, V_MASK), &key.mask);
+    if (known_find(t, key.direction, claims ? &key : NULL, vname, &k, e2, sizeof e2)) {
       set_err(err, errlen, "%s: variant %s: the generator failed: %s", name, vname, e2);
       goto out;
     }
@@ -496,6 +649,7 @@ out:
   free(out);
   free(fill);
   sqlite3_finalize(s);
+  wanted_drop(t);
   return rc;
 }
 

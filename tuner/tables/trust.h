@@ -16,9 +16,13 @@
 #include <sqlite3.h>
 #include "gen.h"
 
-/* The generator's space as the checks read it: each (direction,
- * architecture) expanded once, on first need, and kept by variant name
- * (metadata and source hash; the sources themselves are not kept). */
+/* The generator's space as the checks read it: a row's variant looked up
+ * in the group its row claims (direction, dtype, mask, head dim), each
+ * group expanded once, on first need, and kept by variant name (metadata
+ * and source hash; a source is kept only for the check that fills a
+ * sourceless row in with it, until that check ends); a whole
+ * (direction, architecture) space only where the claimed group lacks the
+ * name, to say which field the row has wrong. */
 typedef struct fat_trust fat_trust;
 
 /* A view of G (not owned: G must outlive it). NULL only out of memory. */
