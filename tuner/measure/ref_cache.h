@@ -9,8 +9,13 @@
  * same check seed (fat_eval_job.check_seed), and check.c computes the
  * reference once, before the first variant runs, then refills the inputs
  * from the seed for each variant and compares with the kept arrays: a
- * variant that writes outside its outputs cannot corrupt what the next one
- * is judged by.
+ * variant that writes outside its outputs cannot change the inputs the
+ * next one is given. Arrays kept on the GPU (below) are not out of its
+ * reach: a variant that writes wildly could overwrite one, and the later
+ * variants of the problem would then be judged against it -- failing
+ * (a pass would need the damage to equal a wrong output). A fingerprint of
+ * each kept array, checked after every run, is the guard still to come
+ * (notes/next-session.md, the thirty-third session).
  *
  * Entries are evicted least recently used first, to stay under a byte
  * budget; one larger than the whole budget is not kept (the check computes
