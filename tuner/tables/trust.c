@@ -265,14 +265,15 @@ static int known_find(fat_trust *t, fat_direction dir, const group_key *key, con
       known_load(t, &q, a, 1, s, e2, sizeof e2);
       s->loaded = 1;
     }
-    if ((*out = bsearch(&probe, s->v, s->n, sizeof *s->v, by_name))) return 0;
+    /* (A refused architecture's group has no array at all to search.) */
+    if (s->n && (*out = bsearch(&probe, s->v, s->n, sizeof *s->v, by_name))) return 0;
   }
   for (int pass = 0; pass < N_DIRECTIONS; pass++) {
     const fat_direction d = pass == 0 ? dir : (dir == FAT_FWD ? FAT_BWD : FAT_FWD);
     for (size_t a = 0; a < N_TABLES_ARCHS; a++) {
       if (space_load(t, d, a, err, errlen)) return -1;
       const known_space *s = &t->spaces[d][a];
-      if ((*out = bsearch(&probe, s->v, s->n, sizeof *s->v, by_name))) return 0;
+      if (s->n && (*out = bsearch(&probe, s->v, s->n, sizeof *s->v, by_name))) return 0;
     }
   }
   return 0;
