@@ -164,7 +164,7 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   out->seqlen_q = s->seqlen_q;
   out->seqlen_k = s->seqlen_k;
   if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
-  double t0 = gpu_now_s();
+  double t0 = fat_now_s();
   const fat_ref_key key = ref_key(d, s, seed);
   const fat_ref_entry *kept = fat_ref_cache_find(&g->refs, &key);
   if ((rc = fat_gpu_tensors_alloc(g, s, d->head_dim, d->dtype, !kept, &t, err, errlen)) != FAT_GPU_OK)
@@ -344,7 +344,7 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
              d->head_dim, REF_BWD_MAX_HEAD_DIM);
     return FAT_GPU_FAILED;
   }
-  double t0 = gpu_now_s();
+  double t0 = fat_now_s();
   const fat_ref_key key = ref_key(d, s, seed);
   const fat_ref_entry *kept = fat_ref_cache_find(&g->refs, &key);
   if ((rc = fat_gpu_bwd_tensors_alloc(g, s, d->head_dim, d->dtype, !kept, &t, err, errlen)) != FAT_GPU_OK)

@@ -10,8 +10,8 @@
 #define FAT_GPU_RUN_INT_H
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 #include "gpu_run.h"
+#include "progress.h"  /* fat_now_s, the tuner's one clock */
 #include "ref_cache.h"
 
 #define CEILINGS_PATH "templates/ceilings.cu"
@@ -43,17 +43,10 @@ struct fat_gpu {
   double phase_s[FAT_PHASE_COUNT];  /* seconds in each phase since fat_gpu_take_phases */
 };
 
-/* Monotonic seconds, for the phases. */
-static inline double gpu_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Adds the time since *SINCE to phase P and restarts *SINCE: one call at
  * the end of each phase of a job. */
 static inline void phase_lap(fat_gpu *g, fat_phase p, double *since) {
-  const double now = gpu_now_s();
+  const double now = fat_now_s();
   g->phase_s[p] += now - *since;
   *since = now;
 }

@@ -164,7 +164,7 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
       return FAT_GPU_FAILED;
     }
   if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
-  double t0 = gpu_now_s();
+  double t0 = fat_now_s();
   if (o->flush_l2 && (rc = ensure_flush_buffer(g, err, errlen)) != FAT_GPU_OK) return rc;
   if ((rc = fat_gpu_tensors_alloc(g, &shape, p->head_dim, p->dtype, 0, &t, err, errlen)) != FAT_GPU_OK)
     return rc;
@@ -214,7 +214,7 @@ static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat
       return FAT_GPU_FAILED;
     }
   if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
-  double t0 = gpu_now_s();
+  double t0 = fat_now_s();
   if (o->flush_l2 && (rc = ensure_flush_buffer(g, err, errlen)) != FAT_GPU_OK) return rc;
   if ((rc = fat_gpu_bwd_tensors_alloc(g, &shape, p->head_dim, p->dtype, 0, &t, err, errlen)) != FAT_GPU_OK)
     return rc;

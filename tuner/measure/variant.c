@@ -15,7 +15,7 @@
 int fat_gpu_kernel_load(fat_gpu *g, const fat_kernel_desc *d, fat_gpu_kernel *k, char *err,
                         size_t errlen) {
   int rc = FAT_GPU_OK;
-  double t0 = gpu_now_s();
+  double t0 = fat_now_s();
   memset(k, 0, sizeof *k);
   k->desc = *d;
   k->desc.cubin = NULL;
@@ -84,7 +84,7 @@ out:
 }
 
 void fat_gpu_kernel_unload(fat_gpu *g, fat_gpu_kernel *k) {
-  double t0 = gpu_now_s();
+  double t0 = fat_now_s();
   if (k->module) g->cu.cuModuleUnload(k->module);
   phase_lap(g, FAT_PHASE_LOAD, &t0);
   k->module = NULL;

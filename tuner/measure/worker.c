@@ -20,6 +20,7 @@
 #include "compile.h"
 #include "family.h"
 #include "gpu_run.h"
+#include "progress.h"
 #include "worker.h"
 #include "fwd_launch.h"
 #include "worker_wire.h"
@@ -290,12 +291,6 @@ static long long now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Waits up to GRACE_MS for the worker to exit, then kills it; describes how
@@ -716,10 +711,10 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
   }
   fat_put_eval_job(&msg, job);
 
-  const double t0 = wall_s();
+  const double t0 = fat_now_s();
   rc = transact(w, FAT_MSG_P_EVALUATE, &msg, watchdog_ms(w, estimate_s), FAT_MSG_W_EVALUATED,
                 &payload, &len, reason, reasonlen);
-  w->job_s += wall_s() - t0;
+  w->job_s += fat_now_s() - t0;
   if (rc != FAT_WORKER_OK) goto out;
   fat_rbuf in = {.data = payload, .len = len};
   if (fat_get_eval_result(&in, res) || res->n_checks != n_shapes) {
@@ -774,10 +769,10 @@ int fat_worker_time_interleaved(fat_worker *w, const fat_variant *const *v,
   double estimate_s =
       n * (job->opts.reps + job->opts.warmup) * fat_problem_flops(problem) / VARIANT_FLOP_PER_S;
 
-  const double t0 = wall_s();
+  const double t0 = fat_now_s();
   rc = transact(w, FAT_MSG_P_INTERLEAVE, &msg, watchdog_ms(w, estimate_s), FAT_MSG_W_INTERLEAVED,
                 &payload, &len, reason, reasonlen);
-  w->job_s += wall_s() - t0;
+  w->job_s += fat_now_s() - t0;
   if (rc != FAT_WORKER_OK) goto out;
   fat_rbuf in = {.data = payload, .len = len};
   if (fat_get_i32(&in) != n) in.failed = 1;
