@@ -70,6 +70,17 @@ static void free_kept(void *ctx, uint64_t handle) {
   g->cu.cuMemFree((CUdeviceptr)handle);
 }
 
+/* G's buffer of the comparisons' results (DIFF_BLOCKS x DIFF_FIELDS
+ * doubles, then fat_count_diff's u64), made on first use. */
+static int ensure_partials(fat_gpu *g, char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  if (!g->diff_partials)
+    CU(g->cu.cuMemAlloc(&g->diff_partials, DIFF_COUNT_AT + sizeof(uint64_t)),
+       "cuMemAlloc of the comparison's partial sums");
+out:
+  return rc;
+}
+
 /* The sums of N values X (of the 16-bit DTYPE) against the fp64 REF, both
  * on the device (fwd_compare.h's fat_diff_sums). */
 static int diff_sums(fat_gpu *g, CUdeviceptr x, fat_dtype dtype, CUdeviceptr ref, size_t n,
@@ -78,9 +89,7 @@ static int diff_sums(fat_gpu *g, CUdeviceptr x, fat_dtype dtype, CUdeviceptr ref
   double part[DIFF_BLOCKS * DIFF_FIELDS];
   unsigned long long count = n;
   int is_bf16 = dtype == FAT_BF16;
-  if (!g->diff_partials)
-    CU(g->cu.cuMemAlloc(&g->diff_partials, DIFF_COUNT_AT + sizeof(uint64_t)),
-       "cuMemAlloc of the comparison's partial sums");
+  if ((rc = ensure_partials(g, err, errlen)) != FAT_GPU_OK) return rc;
   void *args[] = {&x, &is_bf16, &ref, &count, &g->diff_partials};
   CU(g->cu.cuLaunchKernel(g->diff_fn, DIFF_BLOCKS, 1, 1, DIFF_THREADS, 1, 1, 0, g->stream, args, NULL),
      "launching the comparison of %zu values", n);
@@ -104,9 +113,7 @@ static int count_diff(fat_gpu *g, CUdeviceptr a, CUdeviceptr b, size_t n, unsign
                       char *err, size_t errlen) {
   int rc = FAT_GPU_OK;
   unsigned long long count = n;
-  if (!g->diff_partials)
-    CU(g->cu.cuMemAlloc(&g->diff_partials, DIFF_COUNT_AT + sizeof(uint64_t)),
-       "cuMemAlloc of the comparison's partial sums");
+  if ((rc = ensure_partials(g, err, errlen)) != FAT_GPU_OK) return rc;
   CUdeviceptr at = g->diff_partials + DIFF_COUNT_AT;
   void *args[] = {&a, &b, &count, &at};
   CU(g->cu.cuMemsetD32Async(at, 0, 2, g->stream), "clearing the count of differences");
