@@ -24,6 +24,12 @@
 //                     fixed tree in each block: the same bits on any GPU.
 //   fat_count_diff    how many of N 16-bit values differ between two arrays
 //                     (a deterministic backward's two runs).
+//   fat_fingerprint   a fingerprint of N bytes: the sum, modulo 2^64, of a
+//                     hash of each 32-bit word and its index (each trailing
+//                     byte alone), so that any changed word changes it and
+//                     the order of the additions does not: the kept fp64
+//                     references are fingerprinted when they are made and
+//                     again around every check (tuner/measure/check.c).
 // Self-contained: NVRTC compiles it alone, without the host toolchain
 // (tuner/measure/device.c prepends templates/fat_e4m3.h).
 
@@ -213,4 +219,28 @@ extern "C" __global__ void fat_count_diff(const elem_t *a, const elem_t *b, u64 
        i += (u64)gridDim.x * blockDim.x)
     differ += a[i] != b[i];
   if (differ) atomicAdd(count, differ);
+}
+
+constexpr int kFingerprintThreads = 256;  // tuner/measure/check.c's FINGERPRINT_THREADS
+
+// Word i's term: its value and its index through mix64, so that a word moved
+// or two swapped change the sum too.
+__device__ __forceinline__ u64 fingerprint_term(u64 i, u64 value) {
+  return mix64((i + 1) * kGolden ^ (value << 1 | 1));
+}
+
+// *sum (zeroed by the host) += the fingerprint of the n_bytes at p, which
+// is at least 4-byte aligned (cuMemAlloc's are 256).
+extern "C" __global__ void __launch_bounds__(kFingerprintThreads)
+    fat_fingerprint(const unsigned char *p, u64 n_bytes, u64 *sum) {
+  const unsigned *words = (const unsigned *)p;
+  const u64 n_words = n_bytes / 4;
+  u64 acc = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n_words;
+       i += (u64)gridDim.x * blockDim.x)
+    acc += fingerprint_term(i, words[i]);
+  if (blockIdx.x == 0 && threadIdx.x == 0)  // the bytes past the last whole word
+    for (u64 j = n_words * 4; j < n_bytes; j++) acc += fingerprint_term(n_words + j, p[j] | 0x100u);
+  for (int off = 16; off > 0; off /= 2) acc += __shfl_down_sync(0xffffffffu, acc, off);
+  if ((threadIdx.x & 31) == 0 && acc) atomicAdd(sum, acc);
 }

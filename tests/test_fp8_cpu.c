@@ -312,6 +312,7 @@ static void test_support_compiles(void) {
     CHECK(util.log && strstr(util.log, "fat_fill_e4m3_amax"));
     CHECK(util.log && strstr(util.log, "'fat_fill_e4m3'"));
     CHECK(util.log && strstr(util.log, "'fat_diff_sums'") && strstr(util.log, "'fat_count_diff'"));
+    CHECK(util.log && strstr(util.log, "'fat_fingerprint'"));
     CHECK(ref.log && strstr(ref.log, "fat_reference_fwd"));
     fat_build_free(&util);
     fat_build_free(&ref);

@@ -83,12 +83,41 @@ static int same_check(const fat_check *a, const fat_check *b) {
          a->lse_max_abs == b->lse_max_abs && a->nonfinite == b->nonfinite;
 }
 
+/* A kept reference's first value on the GPU plus 1e3, as a variant that
+ * wrote outside its outputs would leave it. */
+typedef struct alter_ctx {
+  fat_gpu *g;
+  const fat_ref_key *key;
+  int done;
+} alter_ctx;
+
+static int alter_kept(fat_gpu *g, const fat_ref_key *key) {
+  fat_ref_entry *e = (fat_ref_entry *)fat_ref_cache_find(fat_gpu_refs(g), key);
+  const fat_cuda *cu = fat_gpu_driver(g);
+  double was = 0;
+  if (!e || !e->dev[0] || cu->cuMemcpyDtoH(&was, (CUdeviceptr)e->dev[0], sizeof was) != CUDA_SUCCESS)
+    return 1;
+  const double altered_value = was + 1e3;
+  return cu->cuMemcpyHtoD((CUdeviceptr)e->dev[0], &altered_value, sizeof altered_value) !=
+         CUDA_SUCCESS;
+}
+
+static void alter_once(void *ctx) {
+  alter_ctx *a = ctx;
+  if (!a->done) a->done = alter_kept(a->g, a->key) ? -1 : 1;
+}
+
 /* The kept references (ref_cache.h): a second check of a shape on the same
  * seed is answered from the cache (one hit, no new miss) with the figures
- * of the first, and so is a check with a cache that keeps nothing; a kept
- * reference altered where it is kept (the GPU) fails the next check, so a hit is really
- * compared with what was kept. Prints how long a check took with and
- * without the reference on a long shape (not a timed assertion). */
+ * of the first, and so is a check with a cache that keeps nothing. The
+ * guard of what is kept on the GPU: a kept reference altered between two
+ * checks is found changed before the next variant runs, dropped and made
+ * again (the check passes with the first figures); one altered while a
+ * variant runs fails that variant's check ("wrote outside its outputs")
+ * and is dropped; one altered and fingerprinted again (as if it had been
+ * made so) fails the next check, so a hit is really compared with what was
+ * kept. Prints how long a check took with and without the reference on a
+ * long shape (not a timed assertion). */
 static void test_kept_references(fat_gpu *g, const char *arch, const char *name,
                                  const fat_check_shape *s, int n) {
   fat_build b;
@@ -124,21 +153,39 @@ static void test_kept_references(fat_gpu *g, const char *arch, const char *name,
     printf("%-46s shape %d %dx%dx%dx%d: check %.1f ms computing the reference, %.1f ms with it kept\n",
            name, i, s[i].batch, s[i].heads, s[i].seqlen_q, s[i].seqlen_k, (t1 - t0) * 1e3,
            (t2 - t1) * 1e3);
-    /* A kept reference altered: the next check on it must fail. */
     fat_ref_key key = {.direction = k.desc.direction, .dtype = k.desc.dtype, .mask = k.desc.mask,
                        .head_dim = k.desc.head_dim, .shape = s[i], .seed = seed};
-    fat_ref_entry *e = (fat_ref_entry *)fat_ref_cache_find(refs, &key);
-    REQUIRE(e != NULL);
-    /* O's reference is kept on the GPU (check.c): its first value there. */
-    const fat_cuda *cu = fat_gpu_driver(g);
-    double was = 0;
-    REQUIRE(e->dev[0] && cu->cuMemcpyDtoH(&was, (CUdeviceptr)e->dev[0], sizeof was) == CUDA_SUCCESS);
-    const double altered_value = was + 1e3;
-    REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)e->dev[0], &altered_value, sizeof altered_value) ==
-            CUDA_SUCCESS);
+    /* Altered between checks: found, dropped, made again. */
+    const unsigned long long damaged = refs->damaged;
+    REQUIRE(alter_kept(g, &key) == 0);
     rc = fat_gpu_check(g, &k, &s[i], seed, &altered, err, sizeof err);
-    CHECK_WHY(rc == FAT_GPU_OK && !altered.passed, "%s shape %d: an altered kept reference passed",
-              name, i);
+    CHECK_WHY(rc == FAT_GPU_OK && same_check(&first, &altered) && refs->damaged == damaged + 1,
+              "%s shape %d: after an altered kept reference: rc %d, rel_l2 %.17g (first %.17g), "
+              "%llu found damaged (want 1)",
+              name, i, rc, altered.rel_l2, first.rel_l2, refs->damaged - damaged);
+    CHECK(fat_ref_cache_find(refs, &key) != NULL);  /* kept again */
+    /* Altered while the variant runs: its check fails, the entry goes. */
+    alter_ctx during = {.g = g, .key = &key};
+    fat_gpu_set_run_hook(g, alter_once, &during);
+    rc = fat_gpu_check(g, &k, &s[i], seed, &altered, err, sizeof err);
+    fat_gpu_set_run_hook(g, NULL, NULL);
+    CHECK_WHY(rc == FAT_GPU_OK && during.done == 1 && !altered.passed &&
+                  strstr(altered.reason, "wrote outside its outputs: the kept reference O changed"),
+              "%s shape %d: a kept reference altered during the run: rc %d, passed %d, reason \"%s\"",
+              name, i, rc, altered.passed, altered.reason);
+    CHECK(fat_ref_cache_find(refs, &key) == NULL);
+    /* Altered and fingerprinted again: the next check is judged against
+     * it, and must fail. */
+    rc = fat_gpu_check(g, &k, &s[i], seed, &altered, err, sizeof err);
+    CHECK_WHY(rc == FAT_GPU_OK && same_check(&first, &altered), "%s shape %d: rc %d remaking", name, i,
+              rc);
+    fat_ref_entry *e = (fat_ref_entry *)fat_ref_cache_find(refs, &key);
+    REQUIRE(e != NULL && alter_kept(g, &key) == 0 &&
+            fat_gpu_ref_fingerprint(g, e, err, sizeof err) == FAT_GPU_OK);
+    rc = fat_gpu_check(g, &k, &s[i], seed, &altered, err, sizeof err);
+    CHECK_WHY(rc == FAT_GPU_OK && !altered.passed && !strstr(altered.reason, "outside"),
+              "%s shape %d: an altered kept reference passed (reason \"%s\")", name, i,
+              altered.reason);
     /* Nothing kept (a budget of one byte): the same figures. */
     fat_ref_cache_clear(refs);
     fat_ref_cache_init(refs, 1);

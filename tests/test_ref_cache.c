@@ -176,10 +176,22 @@ static void test_device_entries(void) {
   REQUIRE(e != NULL);
   CHECK(!e->ref[0] && !e->ref[1] && !e->ref[2] && !e->o_in && !e->lse_in);
   for (int i = 0; i < FAT_REF_DEV_ARRAYS; i++) e->dev[i] = 0xb0 + (uint64_t)i;
+  /* The arrays' sizes the fingerprints read (check.c): together, the entry. */
+  size_t sum = 0;
+  for (int i = 0; i < FAT_REF_DEV_ARRAYS; i++) sum += fat_ref_dev_bytes(e, i);
+  CHECK_INT(sum, e->bytes);
+  CHECK_INT(fat_ref_dev_bytes(e, 1), 600 * sizeof(double));
+  CHECK_INT(fat_ref_dev_bytes(e, 3), 1000 * 2);
+  CHECK_INT(fat_ref_dev_bytes(e, 4), 10 * sizeof(float));
+  CHECK_INT(fat_ref_dev_bytes(e, FAT_REF_DEV_ARRAYS), 0);
+  CHECK(!strcmp(fat_ref_dev_name(e, 1), "dK") && !strcmp(fat_ref_dev_name(e, 4), "the rounded lse"));
   CHECK_INT(c.bytes, fat_ref_entry_bytes(FAT_FWD, 1000, 0, 10, 0) +
                          fat_ref_entry_bytes(FAT_BWD, 1000, 600, 10, 2));
   const fat_ref_entry *got = fat_ref_cache_find(&c, &f);
   CHECK(got && got->dev[0] == 0xd0 && got->ref[1][9] == -9);
+  /* The forward keeps O alone on the device: lse is the host's. */
+  CHECK(got && fat_ref_dev_bytes(got, 0) == 1000 * sizeof(double) && fat_ref_dev_bytes(got, 1) == 0);
+  CHECK(got && !strcmp(fat_ref_dev_name(got, 0), "O"));
   /* Dropped: its one handle freed; cleared: the other's five. */
   fat_ref_cache_drop(&c, &f);
   CHECK(n_freed == 1 && freed[0] == 0xd0);

@@ -33,6 +33,10 @@
 #define DIFF_THREADS 256                  /* fat_util.cu's kDiffThreads */
 #define DIFF_FIELDS 5                     /* diff2, ref2, max_abs, max_ref, nonfinite */
 #define DIFF_COUNT_AT (DIFF_BLOCKS * DIFF_FIELDS * sizeof(double))  /* fat_count_diff's u64 */
+/* fat_fingerprint's sums, one u64 for each array of a kept entry, after it. */
+#define FINGERPRINT_AT (DIFF_COUNT_AT + sizeof(uint64_t))
+#define FINGERPRINT_BLOCKS 264
+#define FINGERPRINT_THREADS 256           /* fat_util.cu's kFingerprintThreads */
 
 /* A variable-length shape's K and V rows past each sequence's seqused_k
  * (a cache's stale rows) set to NaN: a kernel that lets them into a row's
@@ -71,11 +75,12 @@ static void free_kept(void *ctx, uint64_t handle) {
 }
 
 /* G's buffer of the comparisons' results (DIFF_BLOCKS x DIFF_FIELDS
- * doubles, then fat_count_diff's u64), made on first use. */
+ * doubles, then fat_count_diff's u64, then the fingerprints of a kept
+ * entry's arrays), made on first use. */
 static int ensure_partials(fat_gpu *g, char *err, size_t errlen) {
   int rc = FAT_GPU_OK;
   if (!g->diff_partials)
-    CU(g->cu.cuMemAlloc(&g->diff_partials, DIFF_COUNT_AT + sizeof(uint64_t)),
+    CU(g->cu.cuMemAlloc(&g->diff_partials, FINGERPRINT_AT + FAT_REF_DEV_ARRAYS * sizeof(uint64_t)),
        "cuMemAlloc of the comparison's partial sums");
 out:
   return rc;
@@ -125,12 +130,93 @@ out:
   return rc;
 }
 
+/* The fingerprints of E's device arrays (ref_cache.h) as they are now,
+ * into OUT (0 for an array the entry does not hold). */
+static int fingerprints(fat_gpu *g, const fat_ref_entry *e, uint64_t out[FAT_REF_DEV_ARRAYS],
+                        char *err, size_t errlen) {
+  int rc = FAT_GPU_OK;
+  if ((rc = ensure_partials(g, err, errlen)) != FAT_GPU_OK) return rc;
+  const CUdeviceptr at = g->diff_partials + FINGERPRINT_AT;
+  CU(g->cu.cuMemsetD32Async(at, 0, 2 * FAT_REF_DEV_ARRAYS, g->stream),
+     "clearing the kept references' fingerprints");
+  for (int i = 0; i < FAT_REF_DEV_ARRAYS; i++) {
+    CUdeviceptr p = (CUdeviceptr)e->dev[i], sum = at + i * sizeof(uint64_t);
+    unsigned long long bytes = fat_ref_dev_bytes(e, i);
+    if (!p || !bytes) continue;
+    void *args[] = {&p, &bytes, &sum};
+    CU(g->cu.cuLaunchKernel(g->fingerprint_fn, FINGERPRINT_BLOCKS, 1, 1, FINGERPRINT_THREADS, 1, 1, 0,
+                            g->stream, args, NULL),
+       "launching the fingerprint of the kept %s", fat_ref_dev_name(e, i));
+  }
+  rc = fat_gpu_download(g, out, at, FAT_REF_DEV_ARRAYS * sizeof(uint64_t), err, errlen);
+out:
+  return rc;
+}
+
+int fat_gpu_ref_fingerprint(fat_gpu *g, fat_ref_entry *e, char *err, size_t errlen) {
+  return fingerprints(g, e, e->dev_sum, err, errlen);
+}
+
+/* *CHANGED = the first of E's device arrays whose fingerprint is no
+ * longer the one taken when it was made, -1 when none. */
+static int kept_changed(fat_gpu *g, const fat_ref_entry *e, int *changed, char *err, size_t errlen) {
+  uint64_t now[FAT_REF_DEV_ARRAYS];
+  int rc = fingerprints(g, e, now, err, errlen);
+  *changed = -1;
+  for (int i = 0; rc == FAT_GPU_OK && i < FAT_REF_DEV_ARRAYS && *changed < 0; i++)
+    if (now[i] != e->dev_sum[i]) *changed = i;
+  return rc;
+}
+
+/* KEY's kept entry when it is still as it was made; one found changed (an
+ * earlier launch wrote outside its outputs: ref_cache.h) is dropped, said
+ * on stderr and counted, and *KEPT is NULL as on a miss, so that the
+ * reference is computed again. */
+static int find_kept(fat_gpu *g, const fat_ref_key *key, const fat_ref_entry **kept, char *err,
+                     size_t errlen) {
+  int changed, rc;
+  *kept = fat_ref_cache_find(&g->refs, key);
+  if (!*kept) return FAT_GPU_OK;
+  if ((rc = kept_changed(g, *kept, &changed, err, errlen)) != FAT_GPU_OK) return rc;
+  if (changed >= 0) {
+    fprintf(stderr,
+            "fatune: the kept fp64 reference %s of %dx%dx%dx%d changed after it was made (a launch "
+            "before this check wrote outside its outputs); computing it again\n",
+            fat_ref_dev_name(*kept, changed), key->shape.batch, key->shape.heads,
+            key->shape.seqlen_q, key->shape.seqlen_k);
+    g->refs.damaged++;
+    fat_ref_cache_drop(&g->refs, key);
+    *kept = NULL;
+  }
+  return FAT_GPU_OK;
+}
+
+/* After a variant ran: when it changed KEPT (the entry its check uses, or
+ * NULL), its check fails with the reason in OUT and the entry is dropped;
+ * *FAILED says so. */
+static int guard_kept(fat_gpu *g, const fat_ref_key *key, const fat_ref_entry *kept, fat_check *out,
+                      int *failed, char *err, size_t errlen) {
+  int changed = -1, rc = FAT_GPU_OK;
+  *failed = 0;
+  if (g->run_hook) g->run_hook(g->run_hook_ctx);
+  if (!kept || (rc = kept_changed(g, kept, &changed, err, errlen)) != FAT_GPU_OK || changed < 0)
+    return rc;
+  out->passed = 0;
+  snprintf(out->reason, sizeof out->reason,
+           "wrote outside its outputs: the kept reference %s changed", fat_ref_dev_name(kept, changed));
+  out->rel_l2 = out->max_abs = out->lse_max_abs = NAN;
+  fat_ref_cache_drop(&g->refs, key);
+  *failed = 1;
+  return FAT_GPU_OK;
+}
+
 /* The forward reference of T's inputs (drawn, not yet run on): O kept on
  * the device in a new entry of G's cache (T's buffer handed over), lse on
  * the host beside it; when the cache cannot keep it, O stays T's and lse
  * goes into *OWN (the caller frees it). *REF_O and *REF_LSE say where. */
 static int fwd_reference(fat_gpu *g, fat_gpu_tensors *t, const fat_ref_key *key, CUdeviceptr *ref_o,
-                         const double **ref_lse, double **own, char *err, size_t errlen) {
+                         const double **ref_lse, double **own, const fat_ref_entry **kept,
+                         char *err, size_t errlen) {
   int rc;
   if ((rc = fat_gpu_reference(g, t, key->mask, err, errlen)) != FAT_GPU_OK) return rc;
   fat_ref_entry *e =
@@ -149,6 +235,11 @@ static int fwd_reference(fat_gpu *g, fat_gpu_tensors *t, const fat_ref_key *key,
   if (e) {  /* the entry owns it now */
     e->dev[0] = t->ref_o;
     t->ref_o = 0;
+    if ((rc = fat_gpu_ref_fingerprint(g, e, err, errlen)) != FAT_GPU_OK) {
+      fat_ref_cache_drop(&g->refs, key);
+      return rc;
+    }
+    *kept = e;
   }
   *ref_lse = lse;
   return FAT_GPU_OK;
@@ -173,7 +264,8 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   if ((rc = require_support(g, err, errlen)) != FAT_GPU_OK) return rc;
   double t0 = fat_now_s();
   const fat_ref_key key = ref_key(d, s, seed);
-  const fat_ref_entry *kept = fat_ref_cache_find(&g->refs, &key);
+  const fat_ref_entry *kept;
+  if ((rc = find_kept(g, &key, &kept, err, errlen)) != FAT_GPU_OK) return rc;
   if ((rc = fat_gpu_tensors_alloc(g, s, d->head_dim, d->dtype, !kept, &t, err, errlen)) != FAT_GPU_OK)
     return rc;
   if ((rc = fat_gpu_fill_random(g, &t, seed, err, errlen)) != FAT_GPU_OK) goto out;
@@ -182,7 +274,8 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   if (kept) {
     ref_o = (CUdeviceptr)kept->dev[0];
     ref_lse = kept->ref[1];
-  } else if ((rc = fwd_reference(g, &t, &key, &ref_o, &ref_lse, &own, err, errlen)) != FAT_GPU_OK) {
+  } else if ((rc = fwd_reference(g, &t, &key, &ref_o, &ref_lse, &own, &kept, err, errlen)) !=
+             FAT_GPU_OK) {
     goto out;
   }
   phase_lap(g, FAT_PHASE_REFERENCE, &t0);
@@ -214,6 +307,8 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
   CU(g->cu.cuStreamSynchronize(g->stream), "running %s on %dx%dx%dx%d", d->name, s->batch, s->heads,
      s->seqlen_q, s->seqlen_k);
   phase_lap(g, FAT_PHASE_CHECK_RUN, &t0);
+  int wild;
+  if ((rc = guard_kept(g, &key, kept, out, &wild, err, errlen)) != FAT_GPU_OK || wild) goto out;
   lse = malloc(t.n_rows * sizeof *lse);
   if (!lse) {
     snprintf(err, errlen, "out of host memory for the lse of %dx%dx%dx%d", s->batch, s->heads,
@@ -281,7 +376,8 @@ out:
  * over, copies of the rounded O and lse beside them -- or left in T when
  * the cache cannot keep them. REF says where the gradients are. */
 static int bwd_reference(fat_gpu *g, fat_gpu_bwd_tensors *t, const fat_ref_key *key,
-                         CUdeviceptr ref[FAT_N_GRADS], char *err, size_t errlen) {
+                         CUdeviceptr ref[FAT_N_GRADS], const fat_ref_entry **kept, char *err,
+                         size_t errlen) {
   int rc;
   const size_t o_bytes = t->fwd.n_q * fat_dtype_size(t->fwd.dtype),
                lse_bytes = t->fwd.n_rows * sizeof(float);
@@ -309,6 +405,7 @@ static int bwd_reference(fat_gpu *g, fat_gpu_bwd_tensors *t, const fat_ref_key *
   e->dev[1] = t->ref_dk;
   e->dev[2] = t->ref_dv;
   t->ref_dq = t->ref_dk = t->ref_dv = 0;  /* the entry's now */
+  if ((rc = fat_gpu_ref_fingerprint(g, e, err, errlen)) == FAT_GPU_OK) *kept = e;
 out:
   if (rc != FAT_GPU_OK) fat_ref_cache_drop(&g->refs, key);
   return rc;
@@ -353,7 +450,8 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
   }
   double t0 = fat_now_s();
   const fat_ref_key key = ref_key(d, s, seed);
-  const fat_ref_entry *kept = fat_ref_cache_find(&g->refs, &key);
+  const fat_ref_entry *kept;
+  if ((rc = find_kept(g, &key, &kept, err, errlen)) != FAT_GPU_OK) return rc;
   if ((rc = fat_gpu_bwd_tensors_alloc(g, s, d->head_dim, d->dtype, !kept, &t, err, errlen)) != FAT_GPU_OK)
     return rc;
   const size_t n[FAT_N_GRADS] = {t.fwd.n_q, t.fwd.n_kv, t.fwd.n_kv};
@@ -368,12 +466,14 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
   if (kept) {
     for (int i = 0; i < FAT_N_GRADS; i++) ref[i] = (CUdeviceptr)kept->dev[i];
     if ((rc = bwd_reference_inputs(g, &t, kept, err, errlen)) != FAT_GPU_OK) goto out;
-  } else if ((rc = bwd_reference(g, &t, &key, ref, err, errlen)) != FAT_GPU_OK) {
+  } else if ((rc = bwd_reference(g, &t, &key, ref, &kept, err, errlen)) != FAT_GPU_OK) {
     goto out;
   }
   phase_lap(g, FAT_PHASE_REFERENCE, &t0);
   if ((rc = bwd_run_once(g, k, &t, &refused, err, errlen)) != FAT_GPU_OK) goto out;
   phase_lap(g, FAT_PHASE_CHECK_RUN, &t0);
+  int wild;
+  if ((rc = guard_kept(g, &key, kept, out, &wild, err, errlen)) != FAT_GPU_OK || wild) goto out;
   if (refused != CUDA_SUCCESS) {
     /* A refused launch is the variant's failure, not the worker's. */
     char text[WHAT_MAX];
@@ -397,6 +497,7 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
          "keeping the first run's %s", fat_grad_name((int)i));
     if ((rc = bwd_run_once(g, k, &t, &refused, err, errlen)) != FAT_GPU_OK) goto out;
     phase_lap(g, FAT_PHASE_CHECK_RUN, &t0);
+    if ((rc = guard_kept(g, &key, kept, out, &wild, err, errlen)) != FAT_GPU_OK || wild) goto out;
     bc->deterministic = refused == CUDA_SUCCESS;
     if (!bc->deterministic && out->passed) {
       char text[WHAT_MAX];

@@ -26,6 +26,7 @@
 #define CLOCK_ENTRY "fat_clock_probe"
 #define DIFF_ENTRY "fat_diff_sums"
 #define COUNT_DIFF_ENTRY "fat_count_diff"
+#define FINGERPRINT_ENTRY "fat_fingerprint"
 #define REFERENCE_ENTRY "fat_reference_fwd"
 #define REF_BWD_ROUND_ENTRY "fat_reference_bwd_round"
 #define REF_BWD_ROWS_ENTRY "fat_reference_bwd_rows"
@@ -141,6 +142,11 @@ void fat_gpu_take_phases(fat_gpu *g, double out[FAT_PHASE_COUNT]) {
 const fat_cuda *fat_gpu_driver(const fat_gpu *g) { return &g->cu; }
 int fat_gpu_device_count(const fat_gpu *g) { return g->device_count; }
 fat_ref_cache *fat_gpu_refs(fat_gpu *g) { return &g->refs; }
+
+void fat_gpu_set_run_hook(fat_gpu *g, void (*hook)(void *ctx), void *ctx) {
+  g->run_hook = hook;
+  g->run_hook_ctx = ctx;
+}
 
 /* ---- support kernels ------------------------------------------------ */
 
@@ -380,6 +386,8 @@ int fat_gpu_load_support(fat_gpu *g, const void *util_cubin, const void *ref_cub
   CU(g->cu.cuModuleGetFunction(&g->diff_fn, g->util_module, DIFF_ENTRY), "%s", DIFF_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->count_diff_fn, g->util_module, COUNT_DIFF_ENTRY), "%s",
      COUNT_DIFF_ENTRY);
+  CU(g->cu.cuModuleGetFunction(&g->fingerprint_fn, g->util_module, FINGERPRINT_ENTRY), "%s",
+     FINGERPRINT_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->ref_fn, g->ref_module, REFERENCE_ENTRY), "%s", REFERENCE_ENTRY);
   CU(g->cu.cuModuleGetFunction(&g->ref_bwd_round_fn, g->ref_module, REF_BWD_ROUND_ENTRY), "%s",
      REF_BWD_ROUND_ENTRY);

@@ -60,6 +60,15 @@ int fat_gpu_device_count(const fat_gpu *g);
  * budget of one's own (fat_ref_cache_init; 0 bytes would mean the default,
  * 1 keeps nothing). */
 struct fat_ref_cache *fat_gpu_refs(fat_gpu *g);
+/* Takes the fingerprints of kept entry E's device arrays (ref_cache.h's
+ * dev_sum) as they are now: what check.c does when it makes an entry, and
+ * what a test does after altering one on purpose. */
+struct fat_ref_entry;
+int fat_gpu_ref_fingerprint(fat_gpu *g, struct fat_ref_entry *e, char *err, size_t errlen);
+/* For tests: HOOK(CTX) is called after every check's run of a variant,
+ * before its outputs are compared -- a stand-in for a variant that writes
+ * outside its outputs. NULL removes it. */
+void fat_gpu_set_run_hook(fat_gpu *g, void (*hook)(void *ctx), void *ctx);
 
 /* Sources of the support kernels for NVRTC: templates/fat_util.cu, and
  * templates/reference_fwd.cu with templates/fat_abi.h prepended, from the

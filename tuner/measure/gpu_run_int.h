@@ -35,11 +35,15 @@ struct fat_gpu {
   CUfunction fill_e4m3_amax_fn, fill_e4m3_fn;  /* templates/fat_util.cu's e4m3 inputs */
   CUfunction ref_bwd_round_fn, ref_bwd_rows_fn, ref_bwd_cols_fn;  /* templates/reference_bwd.cu */
   CUfunction diff_fn, count_diff_fn;  /* templates/fat_util.cu's comparisons (check.c) */
-  CUdeviceptr diff_partials;  /* check.c's DIFF_BLOCKS x 5 doubles, then one u64; on first use */
+  CUfunction fingerprint_fn;          /* and its fingerprints of the kept references */
+  CUdeviceptr diff_partials;  /* check.c's DIFF_BLOCKS x 5 doubles, then 1 + FAT_REF_DEV_ARRAYS
+                               * u64; on first use */
   CUdeviceptr flush;   /* scratch overwritten to evict L2; allocated on first use */
   size_t flush_bytes;
   CUdeviceptr probe;   /* 2 u64 for fat_clock_probe */
   fat_ref_cache refs;  /* the fp64 references of recent check shapes (check.c) */
+  void (*run_hook)(void *ctx);  /* fat_gpu_set_run_hook's (tests) */
+  void *run_hook_ctx;
   double phase_s[FAT_PHASE_COUNT];  /* seconds in each phase since fat_gpu_take_phases */
 };
 

@@ -72,6 +72,26 @@ size_t fat_ref_entry_bytes(fat_direction direction, size_t n_q, size_t n_kv, siz
   return (n_q + n_rows) * sizeof(double);
 }
 
+size_t fat_ref_dev_bytes(const fat_ref_entry *e, int i) {
+  if (e->key.direction != FAT_BWD) return i == 0 ? e->n_q * sizeof(double) : 0;
+  switch (i) {
+    case 0: return e->n_q * sizeof(double);
+    case 1:
+    case 2: return e->n_kv * sizeof(double);
+    case 3: return e->n_q * e->elem_bytes;
+    case 4: return e->n_rows * sizeof(float);
+    default: return 0;
+  }
+}
+
+const char *fat_ref_dev_name(const fat_ref_entry *e, int i) {
+  static const char *const bwd[FAT_REF_DEV_ARRAYS] = {"dQ", "dK", "dV", "the rounded O",
+                                                      "the rounded lse"};
+  if (i < 0 || i >= FAT_REF_DEV_ARRAYS) return "?";
+  if (e->key.direction != FAT_BWD) return i == 0 ? "O" : "?";
+  return bwd[i];
+}
+
 /* The least recently used filled slot, or -1 when none is. */
 static int oldest(const fat_ref_cache *c) {
   int best = -1;

@@ -11,11 +11,17 @@
  * from the seed for each variant and compares with the kept arrays: a
  * variant that writes outside its outputs cannot change the inputs the
  * next one is given. Arrays kept on the GPU (below) are not out of its
- * reach: a variant that writes wildly could overwrite one, and the later
- * variants of the problem would then be judged against it -- failing
- * (a pass would need the damage to equal a wrong output). A fingerprint of
- * each kept array, checked after every run, is the guard still to come
- * (notes/next-session.md, the thirty-third session).
+ * reach: a variant that writes wildly could overwrite one. So each kept
+ * array has a fingerprint (dev_sum: templates/fat_util.cu's
+ * fat_fingerprint, an exact sum that any changed word changes), taken
+ * when the entry is made and compared twice in every check that uses it:
+ * before the variant runs -- a mismatch there is an earlier launch's doing
+ * (another variant's check or timing), so the entry is dropped and the
+ * reference computed afresh, and the variant in hand is judged against
+ * that (counted in `damaged`) -- and after it ran, before its outputs are
+ * compared -- a mismatch there is this variant's: its check fails ("wrote
+ * outside its outputs: the kept reference of dK changed") and the entry is
+ * dropped. No variant is judged against a damaged reference.
  *
  * Entries are evicted least recently used first, to stay under a byte
  * budget; one larger than the whole budget is not kept (the check computes
@@ -66,6 +72,7 @@ typedef struct fat_ref_entry {
   void *o_in;
   float *lse_in;
   uint64_t dev[FAT_REF_DEV_ARRAYS];  /* 0 where nothing is held */
+  uint64_t dev_sum[FAT_REF_DEV_ARRAYS];  /* each dev array's fingerprint, taken when it was made */
   fat_ref_dev_free free_dev;  /* NULL for a host entry */
   void *dev_ctx;
   size_t bytes;           /* of the arrays above, host and device */
@@ -78,6 +85,7 @@ typedef struct fat_ref_cache {
   size_t budget, bytes;   /* the budget and what the entries hold */
   uint64_t clock;
   unsigned long long hits, misses, evictions, too_big;
+  unsigned long long damaged;  /* entries found changed where they were kept, and dropped */
 } fat_ref_cache;
 
 /* An empty cache holding at most BUDGET bytes (0: FAT_REF_CACHE_BYTES). */
@@ -112,6 +120,13 @@ fat_ref_entry *fat_ref_cache_insert_device(fat_ref_cache *c, const fat_ref_key *
 /* Drops KEY's entry if there is one (a reference that could not be
  * completed after insert). */
 void fat_ref_cache_drop(fat_ref_cache *c, const fat_ref_key *key);
+
+/* The bytes of E's device array I (0 to FAT_REF_DEV_ARRAYS - 1) as the
+ * comment on FAT_REF_DEV_ARRAYS lays them out: 0 for one the entry's
+ * direction does not keep there. */
+size_t fat_ref_dev_bytes(const fat_ref_entry *e, int i);
+/* What E's device array I holds, for messages: "O", "dQ", "the rounded O", ... */
+const char *fat_ref_dev_name(const fat_ref_entry *e, int i);
 
 /* Bytes an entry of these counts would hold. */
 size_t fat_ref_entry_bytes(fat_direction direction, size_t n_q, size_t n_kv, size_t n_rows,
