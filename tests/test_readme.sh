@@ -12,6 +12,8 @@
 #    python/, bench/ and tests/, and $FATUNE_... and $CUDA_ROOT in the shell
 #    scripts (scripts/, tests/, bench/, .ci/run); PATH alone is taken as
 #    known;
+#  - its sections a newcomer looks for are there, in order, with the
+#    Python way in (import fatune);
 #  - its two set-up commands are still the two scripts, as written;
 #  - the count of winners by which it names the shipped tables' GPU that
 #    speaks for them is the build's fatune_tables.db's (needs python3's
@@ -61,6 +63,20 @@ for name in $names; do
   grep -q "\`$name\`" "$README" || { echo "FAIL: the README does not document \$$name"; fail=1; }
 done
 
+# What a newcomer looks for, in DESIGN's order: what it is (the opening),
+# when to choose it, the two commands, the Python way in, every environment
+# variable, where the results live.
+prev=0
+for heading in '## When to choose it' '## Two commands' '## Using the tuned kernels: libfatune' \
+               '## Environment variables' '## Results'; do
+  at=$(grep -nxF "$heading" "$README" | head -1 | cut -d: -f1)
+  if [ -z "$at" ] || [ "$at" -le "$prev" ]; then
+    echo "FAIL: the README has no '$heading' section after line $prev"; fail=1
+  else
+    prev=$at
+  fi
+done
+grep -q '^import fatune ' "$README" || { echo "FAIL: the README shows no 'import fatune'"; fail=1; }
 for line in 'scripts/setup.sh      # installs what is missing, builds, runs: fatune --gpu 0 --head-dim 128' \
             'scripts/test.sh       # builds and runs the whole test suite (ctest)'; do
   grep -qxF "$line" "$README" || { echo "FAIL: the README lost its command line '$line'"; fail=1; }
