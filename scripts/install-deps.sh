@@ -30,3 +30,17 @@ if [ ! -x "$cuda/bin/cuobjdump" ] && ! command -v cuobjdump >/dev/null && [ ! -x
     python3 -m pip install -q --disable-pip-version-check --break-system-packages --target "$tools" nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm ||
     echo "install-deps: could not install cuobjdump (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm); test_sass_winners will skip" >&2
 fi
+# Python modules the tests use, for the python3 that ctest runs (the first
+# on PATH, which may be another than Debian's): FATUNE_EXTRA_PYTHON="pytest"
+# lets test_pytest collect and run python/tests instead of skipping. pip's
+# user site first, then Debian's package (python3-NAME, for Debian's own
+# python3, whose pip refuses a user install).
+for m in ${FATUNE_EXTRA_PYTHON:-}; do
+  python3 -c "import $m" 2>/dev/null && continue
+  python3 -m pip install -q --disable-pip-version-check --user "$m" 2>/dev/null ||
+    { SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "python3-$m" >/dev/null; } ||
+    echo "install-deps: could not install the Python module $m (pip install $m); the tests that need it will skip" >&2
+  python3 -c "import $m" 2>/dev/null ||
+    echo "install-deps: $(command -v python3) cannot import $m; the tests that need it will skip" >&2
+done

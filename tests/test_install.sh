@@ -12,7 +12,9 @@
 # beside the library or program, then the install path compiled in. So:
 #  A. the build under test, installed elsewhere with --prefix (an install
 #     moved as a whole): the shared consumer and the installed command find
-#     the tables beside themselves; a static consumer, living elsewhere, by
+#     the tables beside themselves (its --version names them, and its
+#     explain and report read them with no database of one's own, as the
+#     README shows); a static consumer, living elsewhere, by
 #     FATUNE_TABLES, and without it the log (FATUNE_LOG) warns that none
 #     was found and the built-in default serves;
 #  B. a second build of the same source configured for the prefix it is
@@ -109,6 +111,23 @@ install_tree "$PREFIX" "$BUILD" --prefix "$PREFIX"
 [ "$(FATUNE_TABLES= "$PREFIX/bin/fatune" --version)" = "fatune $VERSION
 shipped tables: $(cd "$PREFIX" && pwd -P)/share/fatune/fatune_tables.db" ] \
   || fail "the installed fatune --version printed '$("$PREFIX/bin/fatune" --version)'"
+# The README's explain and report work out of the box from the install
+# tree: no database of one's own, the installed tables (with their
+# ceilings) read instead, and said so.
+mkdir -p "$WORK/home"
+TABLES_A="$(cd "$PREFIX" && pwd -P)/share/fatune/fatune_tables.db"
+out=$(cd / && HOME="$WORK/home" XDG_CACHE_HOME= FATUNE_DB= FATUNE_TABLES= \
+      "$PREFIX/bin/fatune" explain --seqlen 8192 --head-dim 128 --dtype bf16 2>&1) \
+  || fail "the installed fatune explain failed: $out"
+grep -qxF "(your database has no GPU results: read from the shipped tables, $TABLES_A)" <<< "$out" \
+  && grep -q '^Floors on NVIDIA [^:]*: copy bandwidth [0-9.]* TB/s (measured)' <<< "$out" \
+  && grep -q '^Measured on NVIDIA [^:]*: winner fwd\.' <<< "$out" \
+  || fail "the installed fatune explain did not read the installed tables: $out"
+msg=$(cd / && HOME="$WORK/home" XDG_CACHE_HOME= FATUNE_DB= FATUNE_TABLES= \
+      "$PREFIX/bin/fatune" report -o "$WORK/report.html" 2>&1 > /dev/null) \
+  || fail "the installed fatune report failed: $msg"
+grep -qF "reporting the shipped tables, $TABLES_A" <<< "$msg" && grep -q '<h2 id="summary">' "$WORK/report.html" \
+  || fail "the installed fatune report did not draw the installed tables: $msg"
 
 export PKG_CONFIG_PATH="$PREFIX/$LIBDIR/pkgconfig"
 [ "$(pkg-config --modversion fatune)" = "$VERSION" ] || fail "pkg-config --modversion: $(pkg-config --modversion fatune)"

@@ -15,8 +15,9 @@
  * a second fixture), every winner (never the failed variant) in the
  * table with its TFLOP/s, escaped text, no path of the machine and nothing
  * that reaches the network; without peers or defaults it says so and draws
- * no empty columns. Bad usage is refused with exact messages and leaves no
- * file behind. Files live in a
+ * no empty columns; a grid of decoding shapes gets a chart per cache layout,
+ * each as tall as its legend. Bad usage is refused with exact messages and
+ * leaves no file behind. Files live in a
  * fresh /tmp folder. For tests/test_report_render.sh, FATUNE_KEEP_DB=PATH
  * builds the fixture database at PATH and leaves it there, and
  * FATUNE_KEEP_REPORT=PATH copies the page to PATH. */
@@ -480,6 +481,83 @@ out:
   remove_db(path);
 }
 
+/* Decoding over a grid (two masks, four key lengths, three groups: 24
+ * series keys, as the H100's decoding table has), contiguous and in
+ * pages of 16: a chart for each layout, the paged one named by its page
+ * size, a key the same colour in both, and each <svg> as tall as its
+ * legend, whose every row stays inside it. */
+static void test_decoding_layouts(void) {
+  fixture fx = {0};
+  char path[300], err[ERRLEN], *html = NULL;
+  size_t n_html = 0;
+  fat_gpu_info g = {.name = FIXTURE_GPU, .cc_major = 9, .sm_count = 132, .driver_version = 13000,
+                    .nvrtc_major = 13};
+  static const int pages[] = {0, 16}, masks[] = {FAT_MASK_NONE, FAT_MASK_CAUSAL},
+                   keys[] = {4096, 32768, 65536, 131072}, groups[] = {1, 4, 8},
+                   queries[] = {1, 16};
+  snprintf(path, sizeof path, "%s/decoding.db", tmpdir);
+  REQUIRE(fat_db_open(path, &fx.db, err, sizeof err) == 0);
+  REQUIRE(fat_db_put_gpu(fx.db, &g, &fx.gpu) == 0);
+  REQUIRE(fat_db_put_ceiling(fx.db, fx.gpu, FAT_CEILING_COPY_BANDWIDTH, 4.0e12,
+                             FAT_CEILING_UNIT_BANDWIDTH) == 0);
+  for (int pg = 0; pg < 2; pg++)
+    for (int m = 0; m < 2; m++)
+      for (int k = 0; k < 4; k++)
+        for (int gr = 0; gr < 3; gr++)
+          for (int q = 0; q < 2; q++) {
+            fat_problem p = {.direction = FAT_FWD, .dtype = FAT_BF16, .mask = (fat_mask)masks[m],
+                             .head_dim = 128, .batch = 8, .heads = 32, .heads_k = 32 / groups[gr],
+                             .seqlen_q = queries[q], .seqlen_k = keys[k], .page_size = pages[pg]};
+            sqlite3_int64 pid, vid, tid;
+            char name[96];
+            snprintf(name, sizeof name, "fwd.splitkv.bf16.d128.%s.p%d.k%d.g%d.q%d",
+                     fat_mask_name(p.mask), pages[pg], keys[k], groups[gr], queries[q]);
+            REQUIRE(fat_db_put_problem(fx.db, &p, &pid) == 0);
+            REQUIRE(fx_timed(&fx, &p, pid, name, "splitkv", 0, 1, 1.0 + k, &vid, &tid) == 0);
+            REQUIRE(fat_db_set_winner(fx.db, fx.gpu, pid, vid, tid) == 0);
+          }
+  FILE *f = open_memstream(&html, &n_html);
+  CHECK_INT(fat_report_write(fx.db, fx.gpu, f, NULL, err, sizeof err), 0);
+  fclose(f);
+  CHECK_INT(count(html, "<figure id=\"fwd-bf16-decoding\">\n<h3>Forward, bf16, decoding</h3>"), 1);
+  CHECK_INT(count(html, "<figure id=\"fwd-bf16-decoding-paged16\">\n<h3>Forward, bf16, decoding, "
+                        "pages of 16</h3>"), 1);
+  CHECK_INT(count(html, "<a href=\"#fwd-bf16-decoding-paged16\">"), 2); /* contents, summary */
+  CHECK_INT(count(html, "<svg"), 3); /* and the roofline */
+  CHECK(strstr(html, "paged 16, fatune winner") == NULL); /* the page size is the chart's */
+  static const char *const ids[] = {"<figure id=\"fwd-bf16-decoding\">",
+                                    "<figure id=\"fwd-bf16-decoding-paged16\">"};
+  char colour[2][16] = {"", ""};
+  for (int c = 0; c < 2; c++) {
+    const char *fig = strstr(html, ids[c]);
+    REQUIRE(fig != NULL);
+    const char *svg = strstr(fig, "<svg"), *end = strstr(fig, "</svg>");
+    REQUIRE(svg != NULL && end != NULL);
+    CHECK_INT(series_paths(svg, end, "series"), 24);
+    double w, h;
+    REQUIRE(sscanf(strstr(svg, "viewBox=\"0 0 "), "viewBox=\"0 0 %lf %lf", &w, &h) == 2);
+    /* 24 keys, the winner's row and the copy bandwidth's: past the plot's 330. */
+    CHECK(h > 330);
+    double lowest = 0;
+    for (const char *t = strstr(svg, "class=\"legend-text\""); t && t < end;
+         t = strstr(t + 1, "class=\"legend-text\"")) {
+      const char *y = t;
+      while (y > svg && strncmp(y, " y=\"", 4)) y--;
+      lowest = fmax(lowest, atof(y + 4));
+    }
+    CHECK(lowest > 330 && lowest < h);
+    CHECK(strstr(svg, ">copy bandwidth</text>") < end);
+    const char *line = strstr(svg, "data-series=\"causal d128 g8 k131072, fatune winner\" stroke=\"");
+    REQUIRE(line != NULL && line < end);
+    sscanf(strchr(line + 14, '#'), "%15[#0-9A-Fa-f]", colour[c]);
+  }
+  CHECK(colour[0][0] == '#' && !strcmp(colour[0], colour[1]));
+out:
+  free(html);
+  fat_db_close(fx.db);
+  remove_db(path);
+}
+
 /* The fixture with wgmma's peaks measured (as a tuning run on Hopper now
  * stores them; fp16's and bf16's apart by more than the merge, RS beside
  * them): a wgmma roof of each dtype in wgmma's colour over the mma.sync
@@ -651,6 +729,7 @@ int main(void) {
   test_report_of_fixture();
   test_measured_wgmma_peak();
   test_local_windows();
+  test_decoding_layouts();
   test_refusals();
   if (!keep_db || !*keep_db) remove_db(db_path);
   snprintf(p, sizeof p, "%s/empty.db", tmpdir);

@@ -1,19 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* Every variant of the search space, forward and backward, compiles with
- * NVRTC for sm_80 and sm_90a, on a machine without a GPU. Spills are allowed (they are a
- * tuning signal, not an error) but are listed; a compile failure fails.
+/* The search space, forward and backward, compiles with NVRTC for sm_80
+ * and sm_90a, on a machine without a GPU: by default a covering sample of
+ * it, the whole of it on request. Spills are allowed (they are a tuning
+ * signal, not an error) but are listed; a compile failure fails.
  *
- * Knobs, for quick local runs and for CI:
- *   FATUNE_COMPILE_SAMPLE=N     compile only every N-th variant (default 1: all)
- *   FATUNE_COMPILE_SAMPLE_OFFSET=K  ... those whose index is K modulo N
- *                               (default 0): CI rotates K by commit, so that
- *                               successive commits cover the whole space
- *   FATUNE_COMPILE_COVER=1      instead: one variant of every (family,
+ * Knobs:
+ *   FATUNE_COMPILE_COVER=1      the default (unless FATUNE_COMPILE_SAMPLE is
+ *                               set): one variant of every (family,
  *                               direction, head dim, dtype, mask) on each
  *                               architecture, the (K + g)-th of group g, so
  *                               every template, head dim, dtype and mask
  *                               compiles and the parameter values the groups
- *                               pick differ from group to group (and with K)
+ *                               pick differ from group to group (and with K);
+ *                               some 320 builds, about 7 minutes on two cores
+ *   FATUNE_COMPILE_COVER=0      instead every variant (some 6700 builds, over
+ *                               an hour on two cores), or with
+ *   FATUNE_COMPILE_SAMPLE=N     only every N-th variant
+ *   FATUNE_COMPILE_SAMPLE_OFFSET=K  the K of either pick (default 0): CI
+ *                               rotates it by commit, so that successive
+ *                               commits cover the whole space
  *   FATUNE_COMPILE_CACHE_DIR=D  keep cubins in D keyed by fat_build_key and
  *                               skip compiling those already there */
 #include <errno.h>
@@ -304,7 +309,9 @@ int main(void) {
   size_t sample, offset, cover;
   if (parse_knob("FATUNE_COMPILE_SAMPLE", 1, 1, &sample) != 0 ||
       parse_knob("FATUNE_COMPILE_SAMPLE_OFFSET", 0, 0, &offset) != 0 ||
-      parse_knob("FATUNE_COMPILE_COVER", 0, 0, &cover) != 0)
+      parse_knob("FATUNE_COMPILE_COVER", 0, getenv("FATUNE_COMPILE_SAMPLE") &&
+                                             *getenv("FATUNE_COMPILE_SAMPLE") ? 0 : 1,
+                 &cover) != 0)
     goto out;
   if (cover > 1) {
     fprintf(stderr, "FAIL FATUNE_COMPILE_COVER=%zu: expected 0 or 1\n", cover);

@@ -37,6 +37,7 @@
 #define LOG_PAD 1.6        /* a log axis extends this factor beyond the data */
 #define LEGEND_ROW 16.0
 #define LEGEND_GAP 8.0     /* between the series' legend rows and the implementations' */
+#define LEGEND_TEXT_DROP 4.0 /* a legend row's text baseline below its sample (report_svg.c) */
 #define ROOF_MERGE 0.01    /* peaks within 1 % draw as one roof: two lines would overlap */
 #define MAX_KEYS 32        /* series keys (head dims, windows, ...) told apart in a section */
 #define INK "#444"         /* roofs and the implementations' legend samples */
@@ -107,24 +108,28 @@ static enum chart_kind kind_of(const fat_problem *p) {
   return p->mask == FAT_MASK_LOCAL ? CK_LOCAL : CK_SQUARE;
 }
 
-/* One chart: a direction, dtype and kind, and for square problems the mask
- * (local windows of every size share a chart, so do the masks of decoding). */
+/* One chart: a direction, dtype and kind, for square problems the mask
+ * (local windows of every size share a chart, so do the masks of decoding),
+ * and for decoding the cache's layout: contiguous, or paged in pages of one
+ * size (a table tuned over a grid of lengths, groups and page sizes would
+ * otherwise draw dozens of lines in one chart). */
 static int same_chart(const fat_problem *a, const fat_problem *b) {
   enum chart_kind k = kind_of(a);
   return k != CK_NONE && k == kind_of(b) && a->direction == b->direction &&
-         a->dtype == b->dtype && (k != CK_SQUARE || a->mask == b->mask);
+         a->dtype == b->dtype && (k != CK_SQUARE || a->mask == b->mask) &&
+         (k != CK_DECODE || a->page_size == b->page_size);
 }
 
 static int query_group(const fat_problem *p) { return p->heads / p->heads_k; }
 
 /* One series key within a chart: the head dim and query heads per K/V head,
- * with the window (local) or the mask and keys (decoding). */
+ * with the window (local) or the mask and keys (decoding; the page size is
+ * the chart's, so a key keeps its colour in the contiguous and paged charts). */
 static int same_series(const fat_problem *a, const fat_problem *b) {
   if (a->head_dim != b->head_dim || query_group(a) != query_group(b)) return 0;
   switch (kind_of(a)) {
     case CK_LOCAL: return a->window_left == b->window_left && a->window_right == b->window_right;
-    case CK_DECODE:
-      return a->mask == b->mask && a->seqlen_k == b->seqlen_k && a->page_size == b->page_size;
+    case CK_DECODE: return a->mask == b->mask && a->seqlen_k == b->seqlen_k;
     default: return 1;
   }
 }
@@ -137,7 +142,6 @@ static void series_label(FILE *f, const fat_problem *p) {
   if (query_group(p) != 1) fprintf(f, " g%d", query_group(p));
   if (kind_of(p) == CK_LOCAL) fprintf(f, " w%d,%d", p->window_left, p->window_right);
   if (kind_of(p) == CK_DECODE) fprintf(f, " k%d", p->seqlen_k);
-  if (p->page_size) fprintf(f, " paged %d", p->page_size);
 }
 
 static void chart_title(FILE *f, const fat_problem *p) {
@@ -145,17 +149,22 @@ static void chart_title(FILE *f, const fat_problem *p) {
           fat_dtype_name(p->dtype));
   switch (kind_of(p)) {
     case CK_LOCAL: fputs("local windows", f); break;
-    case CK_DECODE: fputs("decoding", f); break;
+    case CK_DECODE:
+      fputs("decoding", f);
+      if (p->page_size) fprintf(f, ", pages of %d", p->page_size);
+      break;
     default: fputs(p->mask == FAT_MASK_CAUSAL ? "causal" : "no mask", f);
   }
 }
 
-/* The chart's anchor: "fwd-bf16-causal", "fwd-bf16-local", "fwd-bf16-decoding". */
+/* The chart's anchor: "fwd-bf16-causal", "fwd-bf16-local", "fwd-bf16-decoding",
+ * "fwd-bf16-decoding-paged16". */
 static void chart_id(FILE *f, const fat_problem *p) {
   static const char *const kinds[N_KINDS] = {NULL, "local", "decoding"};
   enum chart_kind k = kind_of(p);
   fprintf(f, "%s-%s-%s", fat_direction_name(p->direction), fat_dtype_name(p->dtype),
           k == CK_SQUARE ? fat_mask_name(p->mask) : kinds[k]);
+  if (k == CK_DECODE && p->page_size) fprintf(f, "-paged%d", p->page_size);
 }
 
 /* The problem in few words, for the winners table: "fp16 d128 causal",
@@ -234,7 +243,16 @@ static int small_multiple(FILE *f, const rp_data *d, size_t chart, const section
   } else {
     label[0] = '\0';
   }
-  svg_open(f, b, label);
+  /* The chart's body is drawn first, so that the <svg> can be made as tall
+   * as its legend, one row a series key (a decoding chart may have dozens);
+   * without memory for that, the plot's height, as before. */
+  FILE *const page = f;
+  char *body = NULL;
+  size_t body_len = 0;
+  if (!(f = open_memstream(&body, &body_len))) {
+    f = page;
+    svg_open(f, b, label);
+  }
   for (double y = 0; y <= ytop + step / 2; y += step) {
     double py = lerp(y, 0, ytop, b->y0, b->y1);
     fprintf(f, "<path class=\"grid\" d=\"M%.1f,%.1f L%.1f,%.1f\"/>", b->x0, py, b->x1, py);
@@ -336,6 +354,16 @@ static int small_multiple(FILE *f, const rp_data *d, size_t chart, const section
   axis_labels(f, b, kind == CK_DECODE ? "queries per sequence (log scale)"
                                      : "sequence length (log scale)",
               kind == CK_DECODE ? "TB/s over the lower bound" : "TFLOP/s");
+  if (f != page) {
+    const int closed = fclose(f);
+    f = page;
+    plot_box tall = *b;
+    /* The last row's baseline (LEGEND_TEXT_DROP below its centre) and air. */
+    tall.h = fmax(b->h, ly + (legend_rows - 1) * LEGEND_ROW + LEGEND_TEXT_DROP + LEGEND_ROW / 2);
+    svg_open(f, &tall, label);
+    if (closed == 0) fwrite(body, 1, body_len, f);
+    free(body);
+  }
   fputs("</svg>\n", f);
   return drawn;
 }
