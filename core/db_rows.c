@@ -29,6 +29,10 @@ enum summary_col {
   SC_WINDOW_LEFT, SC_WINDOW_RIGHT, SC_LENGTHS, SC_WINNER_FAMILY, SC_PAGE_SIZE
 };
 
+/* The first key of every ranking: a drop (a screening stopped after its
+ * first repetition, db.h's FAT_DROP_FACTOR) after every other timing. */
+#define DROPS_LAST "t.reps < " FAT_SQL_SCREEN_REPS ", "
+
 /* The candidates ranked by their latest live timing taken alone (no
  * timing_jobs row), a variant timed only in jobs by its latest; WHERE adds
  * to the condition, TAIL follows the order. */
@@ -42,7 +46,8 @@ enum summary_col {
   " FROM latest l LEFT JOIN alone a ON a.variant_id = l.variant_id"                              \
   " JOIN timings t ON t.id = coalesce(a.id, l.id) JOIN variants v ON v.id = t.variant_id"        \
   " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")                                 \
-  " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'" where " ORDER BY t.median_ms, v.name" tail
+  " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'" where                                         \
+  " ORDER BY " DROPS_LAST "t.median_ms, v.name" tail
 
 /* The SQL of each prepared statement (enum stmt_id, db_int.h). */
 static const char *const stmt_sql[ST_COUNT] = {
@@ -119,7 +124,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     " FROM latest l JOIN timings t ON t.id = l.id JOIN variants v ON v.id = t.variant_id"
     " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
     " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
-    " ORDER BY t.median_ms, v.name",
+    " ORDER BY " DROPS_LAST "t.median_ms, v.name",
   [ST_PUT_JOB] = "INSERT INTO timing_jobs (timing_id, job) VALUES (?1, ?2)",
   /* As ST_RANK, by each variant's latest live timing taken alone (no
    * timing_jobs row); a variant timed only in jobs (merged from elsewhere)
@@ -618,7 +623,9 @@ int fat_db_best_deterministic(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 pr
 }
 
 _Static_assert(FAT_FULL_REPS == 20, "FAT_SQL_FULL_REPS spells FAT_FULL_REPS");
-_Static_assert(FAT_SCREEN_REPS > 0 && FAT_SCREEN_REPS < FAT_FULL_REPS, "a screening has fewer");
+_Static_assert(FAT_SCREEN_REPS == 5, "FAT_SQL_SCREEN_REPS spells FAT_SCREEN_REPS");
+_Static_assert(FAT_SCREEN_REPS > 1 && FAT_SCREEN_REPS < FAT_FULL_REPS,
+               "a screening has fewer, a drop fewer still");
 
 double fat_db_contender_margin(const fat_db_choice *best, const fat_db_choice *c) {
   return best->reps < FAT_FULL_REPS || c->reps < FAT_FULL_REPS ? FAT_SCREEN_CONTENDER
@@ -629,8 +636,10 @@ int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
                       fat_db_choice *out, size_t cap, size_t *n) {
   if (rank_by(db, ST_RANK_ALONE, gpu_id, problem_id, out, cap, n)) return -1;
   size_t close = 0;
-  for (size_t k = 0; k < *n; k++)
-    if (out[k].median_ms <= out[0].median_ms * (1 + fat_db_contender_margin(&out[0], &out[k])))
+  /* Drops rank last: the first is one only when every candidate is. */
+  for (size_t k = 0; k < *n && !fat_db_dropped(&out[0]); k++)
+    if (!fat_db_dropped(&out[k]) &&
+        out[k].median_ms <= out[0].median_ms * (1 + fat_db_contender_margin(&out[0], &out[k])))
       out[close++] = out[k];
   *n = close;
   return 0;
