@@ -23,7 +23,7 @@
 #define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
 
 /* The schema version this build reads and writes (PRAGMA user_version). */
-#define FAT_DB_SCHEMA_VERSION 9
+#define FAT_DB_SCHEMA_VERSION 10
 /* The schema's embedded file (embedded.h): what a new database is given. */
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"
 /* How long a writer waits for another process holding the lock. */
@@ -261,8 +261,30 @@ int fat_db_get_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
 int fat_db_decide_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                          fat_db_choice *out, int *found, int *changed);
 
+/* Why a candidate lost without a full timing (schema.sql's eliminations):
+ * a decision of fat_db_decide_winner that finds a winner also replaces
+ * the problem's eliminations, in one transaction with the winner -- a row
+ * for each candidate of the ranking alone that is not a contender and has
+ * no live timing of FAT_FULL_REPS or more, with its timing (a screening or
+ * a drop), the best contender's (the first of fat_db_contenders), the
+ * ratio of their medians and its repetitions. fat_db_forget removes them. */
+typedef struct fat_db_elimination {
+  char name[256];    /* the candidate */
+  double median_ms;  /* its timing that lost */
+  double ratio;      /* median_ms over the best's */
+  int reps;          /* its timing's repetitions: below FAT_SCREEN_REPS, a drop */
+  char best[256];    /* the best it was compared with */
+  double best_ms;    /* the best's timing alone */
+} fat_db_elimination;
+/* The eliminations of (GPU_ID, PROBLEM_ID), the closest first (by ratio,
+ * ties by name): up to CAP into OUT, *N how many; *TOTAL gets how many
+ * there are, *DROPS how many of them are drops. */
+int fat_db_eliminations(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                        fat_db_elimination *out, size_t cap, size_t *n, size_t *total,
+                        size_t *drops);
+
 /* --retune: retires the live checks and timings of (GPU_ID, PROBLEM_ID) and
- * removes its winner, in one transaction. *N_RETIRED (may be NULL) gets the
+ * removes its winner and eliminations, in one transaction. *N_RETIRED (may be NULL) gets the
  * number of rows retired. */
 int fat_db_forget(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                   long long *n_retired);

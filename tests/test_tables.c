@@ -317,7 +317,13 @@ static char *as_old_export(const char *text, int version) {
         memmove(c, c + strlen(window_cols), strlen(c + strlen(window_cols)) + 1);
       }
     }
-    if (h) h[strlen("schema version ")] = (char)('0' + version);
+    if (h) {  /* today's number (two digits since version 10) for the old one */
+      char was[32];
+      snprintf(was, sizeof was, "schema version %d;", version);
+      REQUIRE_EXIT(strlen(was) <= strlen(now));
+      memmove(h + strlen(was), h + strlen(now), strlen(h + strlen(now)) + 1);
+      memcpy(h, was, strlen(was));
+    }
     fputs(w, f);
     free(w);
     l += len;

@@ -468,6 +468,8 @@ static void note_stale(fat_trust_report *r, const char *vname, const char *hash,
 /* What refers to a variant, deleted before it (foreign keys are on). */
 static const char *const LEAVE_OUT_SQL =
     "DELETE FROM main.winners WHERE variant_id = ?1;"
+    "DELETE FROM main.eliminations WHERE variant_id = ?1 OR best_timing_id IN (SELECT id FROM"
+    " main.timings WHERE variant_id = ?1);"
     "DELETE FROM main.timing_jobs WHERE job IN (SELECT id FROM main.timings WHERE variant_id = ?1)"
     " OR timing_id IN (SELECT id FROM main.timings WHERE variant_id = ?1);"
     "DELETE FROM main.timings WHERE variant_id = ?1;"
