@@ -42,6 +42,7 @@ typedef struct fake_gpu {
   int lane;
   int evaluations;     /* evaluate calls */
   int interleaved;     /* time_interleaved calls */
+  int cutoffs;         /* evaluate calls that came with a cutoff */
   int fault_at;        /* the evaluate call (1, 2, ...) that kills the worker; 0 never */
   int restart_fails;   /* the worker will not restart after that */
   int alive;
@@ -118,8 +119,8 @@ static void meet_the_other_lane(void) {
 
 static int fake_evaluate(void *self, const fat_variant *v, const fat_build *b,
                          const fat_check_shape *shapes, int n_shapes, const fat_problem *problem,
-                         fat_check *checks, fat_timing *timing, int *timed, char *reason,
-                         size_t reasonlen) {
+                         double cutoff_ms, fat_check *checks, fat_timing *timing, int *timed,
+                         char *reason, size_t reasonlen) {
   fake_gpu *g = self;
   (void)b;
   if (feed.on) {
@@ -148,6 +149,13 @@ static int fake_evaluate(void *self, const fat_variant *v, const fat_build *b,
   *timed = !fails && problem;
   if (*timed) *timing = timing_of(1 + world.step * variant_number(v));
   if (*timed && world.alone_reps) timing->reps = world.alone_reps;
+  /* As the worker: a screening (alone_reps) whose first repetition is past
+   * the cutoff stops there; a full timing runs whatever the cutoff. */
+  if (*timed && world.alone_reps && cutoff_ms > 0 && timing->median_ms > cutoff_ms) {
+    timing->reps = 1;
+    timing->min_ms = timing->max_ms = timing->p10_ms = timing->p90_ms = timing->median_ms;
+  }
+  g->cutoffs += cutoff_ms > 0;
   snprintf(reason, reasonlen, "ok");
   return FAT_WORKER_OK;
 }

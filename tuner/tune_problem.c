@@ -23,10 +23,10 @@
 
 static int worker_evaluate(void *self, const fat_variant *v, const fat_build *b,
                            const fat_check_shape *shapes, int n_shapes, const fat_problem *problem,
-                           fat_check *checks, fat_timing *timing, int *timed, char *reason,
-                           size_t reasonlen) {
-  return fat_worker_evaluate(self, v, b, shapes, n_shapes, problem, checks, timing, timed, reason,
-                             reasonlen);
+                           double cutoff_ms, fat_check *checks, fat_timing *timing, int *timed,
+                           char *reason, size_t reasonlen) {
+  return fat_worker_evaluate(self, v, b, shapes, n_shapes, problem, cutoff_ms, checks, timing,
+                             timed, reason, reasonlen);
 }
 
 static int worker_time_interleaved(void *self, const fat_variant *const *v,
@@ -239,7 +239,7 @@ static fat_lane_result evaluate(model_run *mr, fat_lane *l, size_t i, const fat_
   double t0 = fat_now_s();
   memset(checks, 0, sizeof checks);
   pthread_mutex_unlock(s->lock);
-  int st = l->m.evaluate(l->m.self, v, &m->builds[i], shapes, n, p, checks, &timing, &timed,
+  int st = l->m.evaluate(l->m.self, v, &m->builds[i], shapes, n, p, 0, checks, &timing, &timed,
                          reason, sizeof reason);
   pthread_mutex_lock(s->lock);
   pr->eval_seconds += fat_now_s() - t0;
