@@ -767,6 +767,25 @@ static void test_drops(void) {
   CHECK_INT(b.gpus[0].evaluations, 0);
   CHECK_INT(b.gpus[0].interleaved, 0);
   CHECK_INT(count_of(&b, "SELECT count(*) FROM eliminations"), 2 * n);
+  /* A problem resumed with v2 still to measure (its results gone, as a
+   * variant new to the space has none): its cutoff comes from the best the
+   * database holds, v0's, and it is dropped again; the decision is taken
+   * again, its reasons with it. */
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "DELETE FROM eliminations WHERE problem_id = %lld;"
+           " DELETE FROM checks WHERE problem_id = %lld AND variant_id = %lld;"
+           " DELETE FROM timings WHERE problem_id = %lld AND variant_id = %lld",
+           (long long)b.done_ids[0][0], (long long)b.done_ids[0][0], (long long)b.variant_ids[2],
+           (long long)b.done_ids[0][0], (long long)b.variant_ids[2]);
+  REQUIRE(sqlite3_exec(fat_db_handle(b.db), sql, NULL, NULL, NULL) == SQLITE_OK);
+  b.gpus[0].cutoffs = 0;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].evaluations, 1);
+  CHECK_INT(b.gpus[0].cutoffs, 1);
+  CHECK_INT(b.pr.evals_dropped, 1);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM eliminations"), 2 * n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings WHERE reps = 1"), n);
   bench_close(&b);
   /* Full timings: the cutoffs come, nothing stops. */
   REQUIRE(bench_open(&b, "drops_full.db", (size_t)n) == 0);

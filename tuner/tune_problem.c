@@ -489,10 +489,7 @@ static fat_lane_result tune_problem(model_run *mr, fat_handout *h, fat_lane *l, 
   fat_problem_label(p, pr->stage + tagged, sizeof pr->stage - (size_t)tagged);
   if (!pr->tty && !t->quiet) fprintf(t->log, "fatune: %stuning %s\n", tag(s, l, tg), label);
   best_so_far best;
-  if (best_stored(mr, p, pid, &best)) {
-    db_error(s, "", "ranking");
-    return FAT_LANE_FAILED;
-  }
+  int best_read = 0;  /* read before the first variant measured: a rerun reads nothing */
   for (size_t i = 0; i < m->n_variants; i++) {
     if (!fat_tuning_fits(&m->variants[i], p)) continue;
     if (!built(s, m, i)) {
@@ -519,6 +516,11 @@ static fat_lane_result tune_problem(model_run *mr, fat_handout *h, fat_lane *l, 
       continue;
     }
     if (fat_handout_stopping(h)) return FAT_LANE_STOPPED;
+    if (!best_read && best_stored(mr, p, pid, &best)) {
+      db_error(s, "", "ranking");
+      return FAT_LANE_FAILED;
+    }
+    best_read = 1;
     *counted = 1;
     fat_lane_result rc = evaluate(mr, l, i, p, pid, &best);
     if (rc != FAT_LANE_DONE) return rc;
