@@ -16,7 +16,8 @@
  * screening far behind its problem's best so far stops after its first
  * repetition (the backward's variants without atomics against their own
  * kind's best), is never a contender, and the decision records why each
- * candidate not timed in full lost. */
+ * candidate not timed in full lost; a problem measures the last winner of
+ * its key first, else its default. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -833,6 +834,41 @@ out:
   bench_close(&b);
 }
 
+/* The best so far is a good one from a problem's first variant: the winner
+ * of the problem before (of the same key) is measured first, else the
+ * default variant. v2 is the fastest (0.6 ms), last in the generator's
+ * order: the first problem measures v0 (1.0) and v1 (0.8) before it and
+ * drops nothing; the second leads with v2, the winner, and drops v0 (past
+ * 0.9) -- v1 (0.8) stays within. With v2 the default, the first problem
+ * leads with it too. Every variant is measured either way. */
+static void test_drops_lead(void) {
+  bench b;
+  int stopped = -1;
+  REQUIRE(bench_open(&b, "lead.db", 2) == 0);
+  world.step = -0.2;  /* v0 1.0, v1 0.8, v2 0.6; v3 fails */
+  world.lanes_waited_for = 0;
+  world.alone_reps = FAT_SCREEN_REPS;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].evaluations, 2 * N_VARIANTS);
+  CHECK_INT(b.pr.evals_dropped, 1);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings t JOIN variants v ON v.id = t.variant_id"
+                         " JOIN problems p ON p.id = t.problem_id WHERE t.reps = 1"
+                         " AND v.name LIKE '%.v0' AND p.seqlen_q = 512"), 1);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners w JOIN variants v ON v.id = w.variant_id"
+                         " WHERE v.name LIKE '%.v2'"), 2);
+  bench_close(&b);
+  REQUIRE(bench_open(&b, "lead_default.db", 1) == 0);
+  b.variants[2].is_default = 1;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].evaluations, N_VARIANTS);
+  CHECK_INT(b.pr.evals_dropped, 1);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings t JOIN variants v ON v.id = t.variant_id"
+                         " WHERE t.reps = 1 AND v.name LIKE '%.v0'"), 1);
+out:
+  world.alone_reps = 0;
+  bench_close(&b);
+}
+
 int main(void) {
   REQUIRE_EXIT(mkdtemp(tmpdir));
   test_one_lane();
@@ -845,6 +881,7 @@ int main(void) {
   test_screening();
   test_drops();
   test_drops_deterministic();
+  test_drops_lead();
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -59,6 +59,8 @@ typedef struct model_run {
   unsigned char *pending;  /* variant i's build was still to come when the evaluations were
                               counted: counted as one that builds */
   int alive;               /* its lanes that have not dropped out */
+  ssize_t last_winner;     /* the variant that won the problem decided last on this model (-1:
+                              none yet): the next problem of its key measures it first */
   fat_handout_stats stats;
   int started;             /* its hand-out ran (fat_handout_run returned 0) */
   char err[ERRLEN];        /* why it did not */
@@ -385,7 +387,10 @@ static fat_lane_result choose_winner(model_run *mr, fat_lane *l, const fat_probl
       db_error(s, "", "reading the winner");
       return FAT_LANE_FAILED;
     }
-    if (has) return FAT_LANE_DONE;
+    if (has) {
+      mr->last_winner = variant_index(m, stored.variant_id);
+      return FAT_LANE_DONE;
+    }
   }
   if (fat_db_contenders(t->db, m->gpu_id, problem_id, ranked, FAT_DB_MAX_CONTENDERS, &n)) {
     db_error(s, "", "ranking");
@@ -455,8 +460,28 @@ static fat_lane_result choose_winner(model_run *mr, fat_lane *l, const fat_probl
     char label[LABEL_MAX];
     fat_problem_label(p, label, sizeof label);
     fprintf(t->log, "fatune: %sno variant passed for %s\n", tag(s, l, tg), label);
+  } else {
+    mr->last_winner = variant_index(m, best.variant_id);
   }
   return FAT_LANE_DONE;
+}
+
+/* The variant of problem P measured first, so that its problem's best so
+ * far is a good one from the start and more of the slow variants stop at
+ * their cutoff: the winner decided last on this model where it runs on P
+ * (the last problem of P's key, as a rule), else P's default variant where
+ * its build is made already (waiting for it would idle the GPU); -1: none,
+ * the generator's order. Only the order changes: every variant is still
+ * measured, and only a measurement drops one. Called with the lock held. */
+static ssize_t lead_variant(const model_run *mr, const fat_problem *p) {
+  const fat_model *m = mr->m;
+  const ssize_t w = mr->last_winner;
+  if (w >= 0 && m->builds[w].ok && fat_tuning_fits(&m->variants[w], p)) return w;
+  for (size_t i = 0; i < m->n_variants; i++)
+    if (m->variants[i].is_default && fat_tuning_fits(&m->variants[i], p) && built(mr->s, m, i) &&
+        m->builds[i].ok)
+      return (ssize_t)i;
+  return -1;
 }
 
 /* Stores problem K, checks and times every variant of its model that runs
@@ -488,9 +513,12 @@ static fat_lane_result tune_problem(model_run *mr, fat_handout *h, fat_lane *l, 
   const int tagged = snprintf(pr->stage, sizeof pr->stage, "%s", tag(s, l, tg));
   fat_problem_label(p, pr->stage + tagged, sizeof pr->stage - (size_t)tagged);
   if (!pr->tty && !t->quiet) fprintf(t->log, "fatune: %stuning %s\n", tag(s, l, tg), label);
-  best_so_far best;
+  best_so_far best = {0};
   int best_read = 0;  /* read before the first variant measured: a rerun reads nothing */
-  for (size_t i = 0; i < m->n_variants; i++) {
+  const ssize_t lead = lead_variant(mr, p);
+  for (size_t j = 0; j < m->n_variants; j++) {
+    /* LEAD first, then the others in the generator's order. */
+    const size_t i = lead < 0 ? j : j == 0 ? (size_t)lead : j - 1 + (j - 1 >= (size_t)lead);
     if (!fat_tuning_fits(&m->variants[i], p)) continue;
     if (!built(s, m, i)) {
       fat_lane_result waited = await_build(s, m, i);
@@ -578,6 +606,7 @@ int fat_tuning_run(fat_tuning *t, const fat_problem *problems, size_t n, int *st
     model_run *mr = &runs[j];
     mr->s = &s;
     mr->m = &t->models[j];
+    mr->last_winner = -1;
     mr->m->n_done = 0;
     mr->m->all_lost = 0;
     mr->alive = mr->m->n_lanes;
