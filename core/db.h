@@ -23,7 +23,7 @@
 #define FAT_TABLES_MAX_CUBIN_BYTES (64LL * 1024 * 1024)
 
 /* The schema version this build reads and writes (PRAGMA user_version). */
-#define FAT_DB_SCHEMA_VERSION 9
+#define FAT_DB_SCHEMA_VERSION 10
 /* The schema's embedded file (embedded.h): what a new database is given. */
 #define FAT_DB_SCHEMA_PATH "db/schema.sql"
 /* How long a writer waits for another process holding the lock. */
@@ -147,13 +147,17 @@ typedef struct fat_db_choice {
   double median_ms;
   double tflops;
   char name[256];
-  int reps;  /* the timing's repetitions: fewer than FAT_FULL_REPS, a screening one */
+  int reps;  /* the timing's repetitions: fewer than FAT_FULL_REPS, a screening's; fewer
+                than FAT_SCREEN_REPS, a drop's (FAT_DROP_FACTOR) */
 } fat_db_choice;
 
 /* The candidates for (GPU_ID, PROBLEM_ID), fastest first by their latest live
- * timing, ties by name. Only variants with at least one passing and no failing
- * live check are candidates, and never one of the materialising baseline
- * (family FAT_FAMILY_MATERIALIZE, kernel.h). Fills up to CAP entries of OUT; *N gets how many. */
+ * timing, ties by name, those whose latest timing is a drop (fewer than
+ * FAT_SCREEN_REPS repetitions: FAT_DROP_FACTOR) after all the others. Only
+ * variants with at least one passing and no failing live check are
+ * candidates, and never one of the materialising baseline (family
+ * FAT_FAMILY_MATERIALIZE, kernel.h). Fills up to CAP entries of OUT; *N
+ * gets how many. */
 int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                 fat_db_choice *out, size_t cap, size_t *n);
 /* Close contenders: candidates within this fraction of the best by their
@@ -173,6 +177,25 @@ int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
 #define FAT_SCREEN_CONTENDER 0.10
 /* The repetitions of a screening (the tuner's, unless --exhaustive). */
 #define FAT_SCREEN_REPS 5
+#define FAT_SQL_SCREEN_REPS "5" /* the same, for SQL text */
+/* A screening stops after its first timed repetition when that alone is
+ * more than this many times the best median screened or timed so far for
+ * its problem (the tuner passes the worker the product, a cutoff): a
+ * candidate so far behind cannot come within FAT_SCREEN_CONTENDER of the
+ * best, and four more repetitions would only say by how much. Such a
+ * timing, of fewer than FAT_SCREEN_REPS repetitions, is a drop: it is
+ * kept (every timing is) and counts as the variant's measurement, so a
+ * rerun does not screen it again, but it is never a contender, never the
+ * best, never a winner (fat_db_contenders, fat_db_decide_winner), and a
+ * table holds none (export: winners' and the deterministic pick's full
+ * timings only; the trust rule takes one from elsewhere only where its
+ * median is more than this factor times another timing's of its problem,
+ * of at least FAT_SCREEN_REPS). The backward's variants without atomics
+ * are cut against the best of their own kind: one of them is served for
+ * deterministic gradients (fat_db_best_deterministic). */
+#define FAT_DROP_FACTOR 1.5
+/* Whether choice C's timing is a drop (FAT_DROP_FACTOR). */
+static inline int fat_db_dropped(const fat_db_choice *c) { return c->reps < FAT_SCREEN_REPS; }
 /* The margin within which candidate C of the best, BEST, is a contender:
  * FAT_CLOSE_CONTENDER between full timings, FAT_SCREEN_CONTENDER where
  * either is a screening. */
@@ -184,10 +207,11 @@ double fat_db_contender_margin(const fat_db_choice *best, const fat_db_choice *c
 #define FAT_DB_MAX_JOBS_READ 64
 /* The close contenders of (GPU_ID, PROBLEM_ID): the candidates (as
  * fat_db_rank's) ranked by their latest live timing taken alone -- not in a
- * job -- fastest first, those within fat_db_contender_margin of the first; up
- * to CAP into OUT, *N how many (0: no candidate). A variant with no timing
- * alone (merged from a database that timed it only in jobs) is ranked by
- * its latest. */
+ * job -- fastest first (drops after all the others), those within
+ * fat_db_contender_margin of the first, among the CAP fastest; never a
+ * drop (fat_db_dropped); up to CAP into OUT, *N how many
+ * (0: no candidate). A variant with no timing alone (merged from a
+ * database that timed it only in jobs) is ranked by its latest. */
 int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                       fat_db_choice *out, size_t cap, size_t *n);
 /* The fastest candidate of (GPU_ID, PROBLEM_ID) by its timing alone (as
@@ -237,8 +261,30 @@ int fat_db_get_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
 int fat_db_decide_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                          fat_db_choice *out, int *found, int *changed);
 
+/* Why a candidate lost without a full timing (schema.sql's eliminations):
+ * a decision of fat_db_decide_winner that finds a winner also replaces
+ * the problem's eliminations, in one transaction with the winner -- a row
+ * for each candidate of the ranking alone that is not a contender and has
+ * no live timing of FAT_FULL_REPS or more, with its timing (a screening or
+ * a drop), the best contender's (the first of fat_db_contenders), the
+ * ratio of their medians and its repetitions. fat_db_forget removes them. */
+typedef struct fat_db_elimination {
+  char name[256];    /* the candidate */
+  double median_ms;  /* its timing that lost */
+  double ratio;      /* median_ms over the best's */
+  int reps;          /* its timing's repetitions: below FAT_SCREEN_REPS, a drop */
+  char best[256];    /* the best it was compared with */
+  double best_ms;    /* the best's timing alone */
+} fat_db_elimination;
+/* The eliminations of (GPU_ID, PROBLEM_ID), the closest first (by ratio,
+ * ties by name): up to CAP into OUT, *N how many; *TOTAL gets how many
+ * there are, *DROPS how many of them are drops. */
+int fat_db_eliminations(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                        fat_db_elimination *out, size_t cap, size_t *n, size_t *total,
+                        size_t *drops);
+
 /* --retune: retires the live checks and timings of (GPU_ID, PROBLEM_ID) and
- * removes its winner, in one transaction. *N_RETIRED (may be NULL) gets the
+ * removes its winner and eliminations, in one transaction. *N_RETIRED (may be NULL) gets the
  * number of rows retired. */
 int fat_db_forget(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                   long long *n_retired);

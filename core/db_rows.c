@@ -29,20 +29,26 @@ enum summary_col {
   SC_WINDOW_LEFT, SC_WINDOW_RIGHT, SC_LENGTHS, SC_WINNER_FAMILY, SC_PAGE_SIZE
 };
 
+/* The first key of every ranking: a drop (a screening stopped after its
+ * first repetition, db.h's FAT_DROP_FACTOR) after every other timing. */
+#define DROPS_LAST "t.reps < " FAT_SQL_SCREEN_REPS ", "
+
 /* The candidates ranked by their latest live timing taken alone (no
- * timing_jobs row), a variant timed only in jobs by its latest; WHERE adds
- * to the condition, TAIL follows the order. */
-#define RANK_ALONE_SQL(where, tail)                                                              \
+ * timing_jobs row), a variant timed only in jobs by its latest; COLS adds
+ * columns after rank_by's six, WHERE adds to the condition, TAIL follows
+ * the order. */
+#define RANK_ALONE_SQL(cols, where, tail)                                                        \
   "WITH latest AS (SELECT variant_id, max(id) AS id FROM timings"                                \
   "  WHERE gpu_id = ?1 AND problem_id = ?2 AND retired = 0 GROUP BY variant_id),"                \
   " alone AS (SELECT t.variant_id, max(t.id) AS id FROM timings t"                               \
   "  WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"                                \
   "  AND NOT EXISTS (SELECT 1 FROM timing_jobs j WHERE j.timing_id = t.id) GROUP BY t.variant_id)" \
-  " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name, t.reps"                            \
+  " SELECT t.variant_id, t.id, t.median_ms, t.tflops, v.name, t.reps" cols                       \
   " FROM latest l LEFT JOIN alone a ON a.variant_id = l.variant_id"                              \
   " JOIN timings t ON t.id = coalesce(a.id, l.id) JOIN variants v ON v.id = t.variant_id"        \
   " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")                                 \
-  " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'" where " ORDER BY t.median_ms, v.name" tail
+  " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'" where                                         \
+  " ORDER BY " DROPS_LAST "t.median_ms, v.name" tail
 
 /* The SQL of each prepared statement (enum stmt_id, db_int.h). */
 static const char *const stmt_sql[ST_COUNT] = {
@@ -119,16 +125,16 @@ static const char *const stmt_sql[ST_COUNT] = {
     " FROM latest l JOIN timings t ON t.id = l.id JOIN variants v ON v.id = t.variant_id"
     " WHERE " FAT_SQL_LIVE_PASSING("", "t.variant_id", "?1", "?2")
     " AND v.family <> '" FAT_FAMILY_MATERIALIZE "'"
-    " ORDER BY t.median_ms, v.name",
+    " ORDER BY " DROPS_LAST "t.median_ms, v.name",
   [ST_PUT_JOB] = "INSERT INTO timing_jobs (timing_id, job) VALUES (?1, ?2)",
   /* As ST_RANK, by each variant's latest live timing taken alone (no
    * timing_jobs row); a variant timed only in jobs (merged from elsewhere)
    * by its latest. */
-  [ST_RANK_ALONE] = RANK_ALONE_SQL("", ""),
+  [ST_RANK_ALONE] = RANK_ALONE_SQL("", "", ""),
   /* The same, the first of the variants without atomics (dQ in a pass of
    * its own): the deterministic backward's. */
   [ST_RANK_ALONE_DQ_SEPARATE] =
-    RANK_ALONE_SQL(" AND " FAT_SQL_DQ_SEPARATE("v.params"), " LIMIT 1"),
+    RANK_ALONE_SQL("", " AND " FAT_SQL_DQ_SEPARATE("v.params"), " LIMIT 1"),
   /* The jobs with live timings of (GPU, problem), the newest first. */
   [ST_JOBS] =
     "SELECT j.job FROM timing_jobs j JOIN timings t ON t.id = j.timing_id"
@@ -192,6 +198,22 @@ static const char *const stmt_sql[ST_COUNT] = {
     " ORDER BY p.direction = 'bwd', p.dtype, p.mask, p.head_dim, p.window_left,"
     "  p.window_right, p.lengths <> '', p.page_size, p.seqlen_q, p.seqlen_k, p.batch, p.heads,"
     "  p.heads_k, p.lengths",
+  /* Every candidate as ST_RANK_ALONE ranks it, with the most repetitions
+   * of any of its live timings: what an elimination is found among. */
+  [ST_RANK_ALONE_ALL] =
+    RANK_ALONE_SQL(", (SELECT max(f.reps) FROM timings f WHERE f.variant_id = t.variant_id"
+                   " AND f.gpu_id = ?1 AND f.problem_id = ?2 AND f.retired = 0)", "", ""),
+  [ST_DROP_ELIMINATIONS] =
+    "DELETE FROM eliminations WHERE gpu_id = ?1 AND problem_id = ?2",
+  [ST_PUT_ELIMINATION] =
+    "INSERT INTO eliminations (gpu_id, problem_id, variant_id, timing_id, best_timing_id, ratio,"
+    " reps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+  /* The closest first. */
+  [ST_ELIMINATIONS] =
+    "SELECT v.name, t.median_ms, e.ratio, e.reps, bv.name, b.median_ms FROM eliminations e"
+    " JOIN variants v ON v.id = e.variant_id JOIN timings t ON t.id = e.timing_id"
+    " JOIN timings b ON b.id = e.best_timing_id JOIN variants bv ON bv.id = b.variant_id"
+    " WHERE e.gpu_id = ?1 AND e.problem_id = ?2 ORDER BY e.ratio, v.name",
   [ST_PUT_BUILD_HASH] =
     "INSERT INTO build_hashes (build_key, cubin_sha256) VALUES (?1, ?2)"
     " ON CONFLICT (build_key) DO UPDATE SET cubin_sha256 = excluded.cubin_sha256",
@@ -618,7 +640,9 @@ int fat_db_best_deterministic(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 pr
 }
 
 _Static_assert(FAT_FULL_REPS == 20, "FAT_SQL_FULL_REPS spells FAT_FULL_REPS");
-_Static_assert(FAT_SCREEN_REPS > 0 && FAT_SCREEN_REPS < FAT_FULL_REPS, "a screening has fewer");
+_Static_assert(FAT_SCREEN_REPS == 5, "FAT_SQL_SCREEN_REPS spells FAT_SCREEN_REPS");
+_Static_assert(FAT_SCREEN_REPS > 1 && FAT_SCREEN_REPS < FAT_FULL_REPS,
+               "a screening has fewer, a drop fewer still");
 
 double fat_db_contender_margin(const fat_db_choice *best, const fat_db_choice *c) {
   return best->reps < FAT_FULL_REPS || c->reps < FAT_FULL_REPS ? FAT_SCREEN_CONTENDER
@@ -629,8 +653,10 @@ int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
                       fat_db_choice *out, size_t cap, size_t *n) {
   if (rank_by(db, ST_RANK_ALONE, gpu_id, problem_id, out, cap, n)) return -1;
   size_t close = 0;
-  for (size_t k = 0; k < *n; k++)
-    if (out[k].median_ms <= out[0].median_ms * (1 + fat_db_contender_margin(&out[0], &out[k])))
+  /* Drops rank last: the first is one only when every candidate is. */
+  for (size_t k = 0; k < *n && !fat_db_dropped(&out[0]); k++)
+    if (!fat_db_dropped(&out[k]) &&
+        out[k].median_ms <= out[0].median_ms * (1 + fat_db_contender_margin(&out[0], &out[k])))
       out[close++] = out[k];
   *n = close;
   return 0;
@@ -783,11 +809,64 @@ int fat_db_get_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id
   return ret;
 }
 
+/* Replaces the eliminations of (GPU_ID, PROBLEM_ID) by those of the
+ * decision among contenders C (N of them, C[0] the best by its timing
+ * alone): every candidate of the ranking alone that is none of them and
+ * has no full timing, against C[0]. */
+static int record_eliminations(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                               const fat_db_choice *c, size_t n) {
+  sqlite3_stmt *drop = stmt(db, ST_DROP_ELIMINATIONS);
+  if (!drop) return -1;
+  sqlite3_bind_int64(drop, 1, gpu_id);
+  sqlite3_bind_int64(drop, 2, problem_id);
+  int ret = 0;
+  if (sqlite3_step(drop) != SQLITE_DONE)
+    ret = fail(db, "cannot remove the eliminations on gpu %lld, problem %lld", (long long)gpu_id,
+               (long long)problem_id);
+  release(drop);
+  if (ret) return ret;
+  sqlite3_stmt *s = stmt(db, ST_RANK_ALONE_ALL);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_int64(s, 2, problem_id);
+  int rc;
+  while (!ret && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const sqlite3_int64 v = sqlite3_column_int64(s, 0), t = sqlite3_column_int64(s, 1);
+    const double ms = sqlite3_column_double(s, 2);
+    const int reps = sqlite3_column_int(s, 5), most = sqlite3_column_int(s, 6);
+    size_t k = 0;
+    while (k < n && c[k].variant_id != v) k++;
+    if (k < n || most >= FAT_FULL_REPS) continue;  /* a contender, or timed in full */
+    sqlite3_stmt *put = stmt(db, ST_PUT_ELIMINATION);
+    if (!put) {
+      ret = -1;
+      break;
+    }
+    sqlite3_bind_int64(put, 1, gpu_id);
+    sqlite3_bind_int64(put, 2, problem_id);
+    sqlite3_bind_int64(put, 3, v);
+    sqlite3_bind_int64(put, 4, t);
+    sqlite3_bind_int64(put, 5, c[0].timing_id);
+    sqlite3_bind_double(put, 6, ms / c[0].median_ms);
+    sqlite3_bind_int(put, 7, reps);
+    if (sqlite3_step(put) != SQLITE_DONE)
+      ret = fail(db, "cannot store the elimination of variant %lld (%g ms, %d repetitions) on gpu"
+                 " %lld, problem %lld", (long long)v, ms, reps, (long long)gpu_id,
+                 (long long)problem_id);
+    release(put);
+  }
+  if (!ret && rc != SQLITE_DONE)
+    ret = fail(db, "cannot rank variants on gpu %lld, problem %lld", (long long)gpu_id,
+               (long long)problem_id);
+  release(s);
+  return ret;
+}
+
 int fat_db_decide_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                          fat_db_choice *out, int *found, int *changed) {
   fat_db_choice stored, c[FAT_DB_MAX_CONTENDERS];
   size_t n = 0;
-  int has_stored = 0;
+  int has_stored = 0, ret = -1, set = 0;
   if (changed) *changed = 0;
   memset(out, 0, sizeof *out);
   *found = 0;
@@ -795,14 +874,60 @@ int fat_db_decide_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem
       fat_db_get_winner(db, gpu_id, problem_id, &stored, &has_stored))
     return -1;
   if (n == 0) return 0;
-  *found = 1;
   if (winner_of_contenders(db, gpu_id, problem_id, c, n, out)) return -1;
+  /* The winner and the eliminations of one decision, both or neither. */
+  if (exec(db, "SAVEPOINT decide") != SQLITE_OK)
+    return fail(db, "cannot begin deciding gpu %lld, problem %lld", (long long)gpu_id,
+                (long long)problem_id);
   /* The same decision as stored: the row (and its chosen_at) stays. */
-  if (has_stored && stored.variant_id == out->variant_id && stored.timing_id == out->timing_id)
-    return 0;
-  if (fat_db_set_winner(db, gpu_id, problem_id, out->variant_id, out->timing_id)) return -1;
-  if (changed) *changed = 1;
-  return 0;
+  set = !has_stored || stored.variant_id != out->variant_id || stored.timing_id != out->timing_id;
+  if (set && fat_db_set_winner(db, gpu_id, problem_id, out->variant_id, out->timing_id)) goto out;
+  if (record_eliminations(db, gpu_id, problem_id, c, n)) goto out;
+  if (exec(db, "RELEASE decide") != SQLITE_OK) {
+    fail(db, "cannot commit the decision on gpu %lld, problem %lld", (long long)gpu_id,
+         (long long)problem_id);
+    goto out;
+  }
+  ret = 0;
+  *found = 1;
+  if (changed) *changed = set;
+out:
+  if (ret) {
+    exec(db, "ROLLBACK TO decide");
+    exec(db, "RELEASE decide");
+    memset(out, 0, sizeof *out);
+  }
+  return ret;
+}
+
+int fat_db_eliminations(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
+                        fat_db_elimination *out, size_t cap, size_t *n, size_t *total,
+                        size_t *drops) {
+  *n = *total = *drops = 0;
+  sqlite3_stmt *s = stmt(db, ST_ELIMINATIONS);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, gpu_id);
+  sqlite3_bind_int64(s, 2, problem_id);
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const int reps = sqlite3_column_int(s, 3);
+    (*total)++;
+    *drops += reps < FAT_SCREEN_REPS;
+    if (*n == cap) continue;
+    fat_db_elimination *e = &out[(*n)++];
+    snprintf(e->name, sizeof e->name, "%s", (const char *)sqlite3_column_text(s, 0));
+    e->median_ms = sqlite3_column_double(s, 1);
+    e->ratio = sqlite3_column_double(s, 2);
+    e->reps = reps;
+    snprintf(e->best, sizeof e->best, "%s", (const char *)sqlite3_column_text(s, 4));
+    e->best_ms = sqlite3_column_double(s, 5);
+  }
+  int ret = 0;
+  if (rc != SQLITE_DONE)
+    ret = fail(db, "cannot read the eliminations on gpu %lld, problem %lld", (long long)gpu_id,
+               (long long)problem_id);
+  release(s);
+  return ret;
 }
 
 /* Runs one of the forget statements for (GPU_ID, PROBLEM_ID), adding the
@@ -832,7 +957,8 @@ int fat_db_forget(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
     goto out;
   }
   in_tx = 1;
-  if (run_forget(db, ST_RETIRE_CHECKS, gpu_id, problem_id, &retired) ||
+  if (run_forget(db, ST_DROP_ELIMINATIONS, gpu_id, problem_id, &dropped) ||
+      run_forget(db, ST_RETIRE_CHECKS, gpu_id, problem_id, &retired) ||
       run_forget(db, ST_RETIRE_TIMINGS, gpu_id, problem_id, &retired) ||
       run_forget(db, ST_DROP_WINNER, gpu_id, problem_id, &dropped))
     goto out;

@@ -1,4 +1,4 @@
--- fatune's tuning database, schema version 9 (PRAGMA user_version).
+-- fatune's tuning database, schema version 10 (PRAGMA user_version).
 --
 -- Why it looks like this: every compile, check and timing is kept as it is
 -- made (one row, one commit), so an interrupted run resumes and adding a
@@ -34,8 +34,10 @@
 -- Version 9: 'fp16-e4m3kv' and 'bf16-e4m3kv' are dtypes of variants and
 -- problems (an fp8 K/V cache: Q and O in the 16-bit type, K and V in e4m3
 -- with descale factors), of the forward only.
+-- Version 10: eliminations, why each candidate that was not timed in full
+-- lost when its problem's winner was decided.
 
-PRAGMA user_version = 9;
+PRAGMA user_version = 10;
 
 -- The GPU a measurement was made on, with everything that can change a
 -- timing: a driver or NVRTC upgrade is a different row.
@@ -297,6 +299,43 @@ WHEN NEW.passed = 0 AND NEW.retired = 0
 BEGIN
   DELETE FROM winners
   WHERE gpu_id = NEW.gpu_id AND problem_id = NEW.problem_id AND variant_id = NEW.variant_id;
+END;
+
+-- Why a candidate lost without a full timing: when a problem's winner is
+-- decided (fat_db_decide_winner), each candidate -- passed its checks,
+-- timed -- that was not a close contender and has no full timing (of
+-- FAT_FULL_REPS or more) gets a row: its timing that lost, a screening or a
+-- drop (a screening stopped after its first repetition: core/db.h's
+-- FAT_DROP_FACTOR), the timing of the best it was compared with (the
+-- fastest candidate by its timing alone), the ratio of their medians and
+-- its repetitions -- "eliminated: 1.42x the best after 5 repetitions". A
+-- candidate is only ever dropped by a measurement, and this says which. A
+-- decision replaces its problem's rows; --retune removes them with the
+-- winner. A run's own bookkeeping, as timing_jobs is: export, import and
+-- merge carry none (a table holds winners and their full timings).
+CREATE TABLE eliminations (
+  gpu_id         INTEGER NOT NULL REFERENCES gpus (id),
+  problem_id     INTEGER NOT NULL REFERENCES problems (id),
+  variant_id     INTEGER NOT NULL REFERENCES variants (id),
+  timing_id      INTEGER NOT NULL REFERENCES timings (id),  -- its timing that lost
+  best_timing_id INTEGER NOT NULL REFERENCES timings (id),  -- the best's, by its timing alone
+  ratio          REAL    NOT NULL CHECK (ratio > 0),        -- its median / the best's
+  reps           INTEGER NOT NULL CHECK (reps > 0),         -- its timing's (1: a drop)
+  decided_at     TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  PRIMARY KEY (gpu_id, problem_id, variant_id)
+);
+
+-- Both timings of an elimination are live timings of its GPU and problem,
+-- its own of its variant.
+CREATE TRIGGER eliminations_timed_insert BEFORE INSERT ON eliminations
+WHEN NOT EXISTS (SELECT 1 FROM timings t
+                 WHERE t.id = NEW.timing_id AND t.variant_id = NEW.variant_id
+                   AND t.gpu_id = NEW.gpu_id AND t.problem_id = NEW.problem_id AND t.retired = 0)
+  OR NOT EXISTS (SELECT 1 FROM timings t
+                 WHERE t.id = NEW.best_timing_id AND t.gpu_id = NEW.gpu_id
+                   AND t.problem_id = NEW.problem_id AND t.retired = 0)
+BEGIN
+  SELECT RAISE(ABORT, 'elimination timings are not live timings of its GPU and problem');
 END;
 
 -- Every timing with the conditions it was measured under, in one row (host

@@ -131,10 +131,10 @@ static void test_schema_created(void) {
   sqlite3 *h = fat_db_handle(db);
   text_of(h, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema"
              " WHERE type = 'table' ORDER BY name)", text, sizeof text);
-  CHECK_STR(text, "build_hashes,builds,ceilings,checks,devices,external_timings,gpus,problems,"
-                 "timing_jobs,timings,variants,winners");
+  CHECK_STR(text, "build_hashes,builds,ceilings,checks,devices,eliminations,external_timings,gpus,"
+                 "problems,timing_jobs,timings,variants,winners");
   text_of(h, "PRAGMA user_version", text, sizeof text);
-  CHECK_STR(text, "9");
+  CHECK_STR(text, "10");
   text_of(h, "PRAGMA journal_mode", text, sizeof text);
   CHECK_STR(text, "wal");
   text_of(h, "PRAGMA foreign_keys", text, sizeof text);
@@ -143,7 +143,7 @@ static void test_schema_created(void) {
   db = NULL;
   /* Reopening an existing database keeps it as it is. */
   REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
-  CHECK_INT(peek_int(path, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 12);
+  CHECK_INT(peek_int(path, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 13);
 out:
   fat_db_close(db);
 }
@@ -618,18 +618,18 @@ static void test_open_refusals(void) {
   /* A database written by a newer fatune is refused, untouched. */
   const char *future = new_path("future.db");
   REQUIRE(sqlite3_open(future, &h) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(h, "CREATE TABLE gpus (id INTEGER PRIMARY KEY); PRAGMA user_version = 10",
+  REQUIRE(sqlite3_exec(h, "CREATE TABLE gpus (id INTEGER PRIMARY KEY); PRAGMA user_version = 11",
                        NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(h);
   h = NULL;
   CHECK_INT(fat_db_open(future, &db, err, sizeof err), -1);
   CHECK(db == NULL);
   snprintf(want, sizeof want,
-           "database %s has schema version 10, newer than this fatune's 9: use a newer fatune or"
+           "database %s has schema version 11, newer than this fatune's 10: use a newer fatune or"
            " another database",
            future);
   CHECK_STR(err, want);
-  CHECK_INT(peek_int(future, "PRAGMA user_version"), 10);
+  CHECK_INT(peek_int(future, "PRAGMA user_version"), 11);
 out:
   sqlite3_close(h);
   fat_db_close(db);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Proves the upgrades of a version-1 database (db/migrations/2.sql to
- * 9.sql, run by fat_db_open one after the other): a real version-1 file,
+ * 10.sql, run by fat_db_open one after the other): a real version-1 file,
  * made from the frozen copy of the old schema (tests/data/schema_v1.sql)
- * and filled with rows whose ids have gaps, opens at version 9 with every
+ * and filled with rows whose ids have gaps, opens at version 10 with every
  * row and id kept and every reference intact; its schema is then, object
  * for object, the schema a new database gets; a local problem (the reason
  * for version 2), a variable-length profile (version 3) and a timing on a
@@ -15,7 +15,9 @@
  * can then be stored, an e4m3 backward cannot (version 8); a version-8
  * file's keep theirs, and an fp8 K/V cache's forward (fp16-e4m3kv,
  * bf16-e4m3kv) of each can then be stored, its backward cannot (version
- * 9); and a file
+ * 9); a version-9 file's winners and timings keep theirs, and a decision
+ * then records why each candidate not timed in full lost (version 10:
+ * eliminations), which --retune removes; and a file
  * whose upgrade cannot succeed (a row referencing a missing parent) is
  * refused with the row named and left at version 1, untouched. */
 #include <stdio.h>
@@ -71,7 +73,7 @@ static const char *const V1_ROWS =
     " (41, 4, 7, 'sdpa_flash', 2.5, 250);";
 
 
-/* A database of schema VERSION (1 to 8) at PATH, as that fatune left it
+/* A database of schema VERSION (1 to 9) at PATH, as that fatune left it
  * (WAL mode), holding V1_ROWS and then EXTRA (written with foreign keys
  * off). */
 static void make_old(const char *path, int version, const char *extra) {
@@ -122,7 +124,7 @@ static void test_rows_and_ids_kept(const char *path) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "9\n");
+  CHECK_STR(got, "10\n");
   rows_of(h, "SELECT id, mask, head_dim, seqlen_q, window_left, window_right, '[' || lengths || ']'"
              " FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|64|1024|0|0|[]\n7|causal|128|4096|0|0|[]\n");
@@ -181,6 +183,7 @@ static void test_schema_matches_new(const char *upgraded, const char *fresh) {
   CHECK(strstr(want, "device_id    INTEGER REFERENCES devices (id)") != NULL);
   CHECK(strstr(want, "timing_id INTEGER PRIMARY KEY REFERENCES timings (id)") != NULL);
   CHECK(strstr(want, "page_size    INTEGER NOT NULL DEFAULT 0") != NULL);
+  CHECK(strstr(want, "best_timing_id INTEGER NOT NULL REFERENCES timings (id)") != NULL);
   CHECK_STR(got, want);
   CHECK(strstr(want, "CHECK (dtype IN ('fp16', 'bf16') OR direction = 'fwd')") != NULL);
 out:
@@ -300,7 +303,7 @@ out:
 }
 
 /* A version-2 database (tests/data/schema_v2.sql) with a local problem
- * upgrades to version 9 by 3.sql to 9.sql: its windows and ids kept,
+ * upgrades to version 10 by 3.sql to 10.sql: its windows and ids kept,
  * every problem dense, its schema the new one. */
 static void test_v2_upgrade(const char *path, const char *fresh) {
   char err[ERRLEN], got[TEXT_CAP];
@@ -312,7 +315,7 @@ static void test_v2_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "9\n");
+  CHECK_STR(got, "10\n");
   rows_of(h, "SELECT id, mask, window_left, window_right, '[' || lengths || ']' FROM problems"
              " ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|none|0|0|[]\n7|causal|0|0|[]\n12|local|1024|0|[]\n");
@@ -328,8 +331,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 9 by
- * 4.sql to 9.sql: every timing kept, none of them in a job (timed alone),
+/* A version-3 database (tests/data/schema_v3.sql) upgrades to version 10 by
+ * 4.sql to 10.sql: every timing kept, none of them in a job (timed alone),
  * the winners as they were, its schema the new one; a job can then be
  * stored and a timing_jobs row naming no timing is refused. */
 static void test_v3_upgrade(const char *path, const char *fresh) {
@@ -340,7 +343,7 @@ static void test_v3_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "9\n");
+  CHECK_STR(got, "10\n");
   rows_of(h, "SELECT id, variant_id, median_ms FROM timings ORDER BY id", got, sizeof got);
   CHECK_STR(got, "31|5|2.0\n32|9|0.5\n");
   rows_of(h, "SELECT count(*) FROM timing_jobs", got, sizeof got);
@@ -361,8 +364,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 9
- * by 5.sql to 9.sql: its timings keep their ids, values, jobs and winners and
+/* A version-4 database (tests/data/schema_v4.sql) upgrades to version 10
+ * by 5.sql to 10.sql: its timings keep their ids, values, jobs and winners and
  * name no device (NULL: which GPU of the host made them is not known); a
  * device of its GPU can then be stored and named by a timing, one of
  * another GPU cannot; the winner rule reads the kept job as before; its
@@ -381,7 +384,7 @@ static void test_v4_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "9\n");
+  CHECK_STR(got, "10\n");
   rows_of(h, "SELECT id, variant_id, gpu_id, problem_id, coalesce(device_id, '-'), reps, median_ms,"
              " min_ms, max_ms, p10_ms, p90_ms, tflops, sm_clock_mhz, retired FROM timings ORDER BY id",
           got, sizeof got);
@@ -432,8 +435,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-5 database (tests/data/schema_v5.sql) upgrades to version 9 by
- * 6.sql to 9.sql: its variants keep their ids, sources and everything that
+/* A version-5 database (tests/data/schema_v5.sql) upgrades to version 10 by
+ * 6.sql to 10.sql: its variants keep their ids, sources and everything that
  * references them (builds, checks, timings, winners, the view), and a
  * variant may then be stored without a source (a table's stale one), while
  * an empty source is still refused; its schema is the new one. */
@@ -445,7 +448,7 @@ static void test_v5_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "9\n");
+  CHECK_STR(got, "10\n");
   rows_of(h, "SELECT id, name, source, is_default FROM variants ORDER BY id", got, sizeof got);
   CHECK_STR(got, "5|fwd.mma80.bf16.d128.causal.a|source a|1\n9|fwd.mma80.fp16.d64.none.b|source b|0\n");
   rows_of(h, "SELECT id, variant_id FROM builds ORDER BY id", got, sizeof got);
@@ -474,8 +477,8 @@ out:
   fat_db_close(db);
 }
 
-/* A version-6 database (tests/data/schema_v6.sql) upgrades to version 9 by
- * 7.sql to 9.sql: its problems and ids kept, each contiguous (page_size 0),
+/* A version-6 database (tests/data/schema_v6.sql) upgrades to version 10 by
+ * 7.sql to 10.sql: its problems and ids kept, each contiguous (page_size 0),
  * the winners as they were, its schema the new one; a paged problem (the
  * reason for version 7) is then a problem of its own beside the
  * contiguous one of its shape, and a page size that is no power of two
@@ -488,7 +491,7 @@ static void test_v6_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "9\n");
+  CHECK_STR(got, "10\n");
   rows_of(h, "SELECT id, seqlen_q, page_size FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|1024|0\n7|4096|0\n");
   rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
@@ -521,7 +524,7 @@ out:
 }
 
 /* A version-7 database (tests/data/schema_v7.sql) with a paged problem
- * upgrades to version 9 by 8.sql and 9.sql: its variants and problems keep
+ * upgrades to version 10 by 8.sql to 10.sql: its variants and problems keep
  * their ids (and the builds, checks, timings and winners that name them
  * stay valid), its schema the new one; an e4m3 forward problem and variant
  * (the reason for version 8) can then be stored, and an e4m3 backward
@@ -536,7 +539,7 @@ static void test_v7_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "9\n");
+  CHECK_STR(got, "10\n");
   rows_of(h, "SELECT id, dtype, seqlen_q, page_size FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|fp16|1024|0\n7|bf16|4096|0\n14|bf16|1024|64\n");
   rows_of(h, "SELECT id, name, source FROM variants ORDER BY id", got, sizeof got);
@@ -581,7 +584,7 @@ out:
 }
 
 /* A version-8 database (tests/data/schema_v8.sql) with an e4m3 forward
- * problem and variant upgrades to version 9 by 9.sql alone: its variants
+ * problem and variant upgrades to version 10 by 9.sql and 10.sql: its variants
  * and problems keep their ids (and the builds, checks, timings and winners
  * that name them stay valid), the e4m3 rows as they were, its schema the
  * new one; a forward problem and variant of each fp8 K/V cache dtype (the
@@ -602,7 +605,7 @@ static void test_v8_upgrade(const char *path, const char *fresh) {
   REQUIRE(db);
   sqlite3 *h = fat_db_handle(db);
   rows_of(h, "PRAGMA user_version", got, sizeof got);
-  CHECK_STR(got, "9\n");
+  CHECK_STR(got, "10\n");
   rows_of(h, "SELECT id, direction, dtype, seqlen_q FROM problems ORDER BY id", got, sizeof got);
   CHECK_STR(got, "3|fwd|fp16|1024\n7|fwd|bf16|4096\n15|fwd|e4m3|4096\n");
   rows_of(h, "SELECT id, dtype, source FROM variants ORDER BY id", got, sizeof got);
@@ -669,9 +672,82 @@ out:
   fat_db_close(db);
 }
 
+/* A version-9 database (tests/data/schema_v9.sql) upgrades to version 10
+ * by 10.sql alone: its timings and winners keep their ids, no elimination
+ * is made up for a decision taken before; decided again, the problem gets
+ * a row for each candidate not timed in full -- a screening 1.5x the best
+ * after 5 repetitions, a drop 2x after 1 -- against the winner's timing,
+ * and none for the winner; an elimination naming a timing of another
+ * problem is refused; --retune (fat_db_forget) removes them; its schema is
+ * the new one. */
+static void test_v9_upgrade(const char *path, const char *fresh) {
+  char err[ERRLEN], got[TEXT_CAP];
+  fat_db *db = NULL;
+  make_old(path, 9, "INSERT INTO variants (id, name, family, direction, dtype, mask, head_dim,"
+                    " params, entry, block_m, threads, smem_bytes, source_hash, source) VALUES"
+                    " (13, 'fwd.mma80.bf16.d128.causal.d', 'mma80', 'fwd', 'bf16', 'causal', 128,"
+                    "  'P=4', 'f', 64, 128, 49152, " HEX64("e") ", 'source d'),"
+                    " (14, 'fwd.mma80.bf16.d128.causal.e', 'mma80', 'fwd', 'bf16', 'causal', 128,"
+                    "  'P=5', 'f', 64, 128, 49152, " HEX64("f") ", 'source e');"
+                    "INSERT INTO checks (id, variant_id, gpu_id, problem_id, batch, heads, seqlen_q,"
+                    " seqlen_k, rel_l2, max_abs, lse_max_abs, nonfinite, passed, reason) VALUES"
+                    " (23, 13, 4, 7, 1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, 'ok'),"
+                    " (24, 14, 4, 7, 1, 2, 256, 256, 0.002, 0.01, 1e-5, 0, 1, 'ok');"
+                    "INSERT INTO timings (id, variant_id, gpu_id, problem_id, reps, median_ms,"
+                    " min_ms, max_ms, p10_ms, p90_ms, tflops, sm_clock_mhz) VALUES"
+                    " (36, 13, 4, 7, 5, 3.0, 2.9, 3.2, 2.95, 3.1, 200, 1980),"
+                    " (37, 14, 4, 7, 1, 4.0, 4.0, 4.0, 4.0, 4.0, 150, 1980)");
+  CHECK_INT(fat_db_open(path, &db, err, sizeof err), 0);
+  REQUIRE(db);
+  sqlite3 *h = fat_db_handle(db);
+  rows_of(h, "PRAGMA user_version", got, sizeof got);
+  CHECK_STR(got, "10\n");
+  rows_of(h, "SELECT id, variant_id, reps, median_ms FROM timings ORDER BY id", got, sizeof got);
+  CHECK_STR(got, "31|5|20|2.0\n32|9|20|0.5\n36|13|5|3.0\n37|14|1|4.0\n");
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id FROM winners ORDER BY problem_id",
+          got, sizeof got);
+  CHECK_STR(got, "4|3|9|32\n4|7|5|31\n");
+  rows_of(h, "SELECT count(*) FROM eliminations", got, sizeof got);
+  CHECK_STR(got, "0\n");
+  rows_of(h, "PRAGMA foreign_key_check", got, sizeof got);
+  CHECK_STR(got, "");
+  fat_db_choice best;
+  int found = 0, changed = -1;
+  CHECK_INT(fat_db_decide_winner(db, 4, 7, &best, &found, &changed), 0);
+  CHECK_INT(found, 1);
+  CHECK_INT(changed, 0);
+  CHECK_INT(best.variant_id, 5);
+  rows_of(h, "SELECT gpu_id, problem_id, variant_id, timing_id, best_timing_id, ratio, reps"
+             " FROM eliminations ORDER BY variant_id", got, sizeof got);
+  CHECK_STR(got, "4|7|13|36|31|1.5|5\n4|7|14|37|31|2.0|1\n");
+  fat_db_elimination e[4];
+  size_t n = 0, total = 0, drops = 0;
+  CHECK_INT(fat_db_eliminations(db, 4, 7, e, 1, &n, &total, &drops), 0);
+  CHECK_INT(n, 1);
+  CHECK_INT(total, 2);
+  CHECK_INT(drops, 1);
+  CHECK_STR(e[0].name, "fwd.mma80.bf16.d128.causal.d");
+  CHECK_STR(e[0].best, "fwd.mma80.bf16.d128.causal.a");
+  CHECK(e[0].ratio == 1.5 && e[0].reps == 5 && e[0].median_ms == 3.0 && e[0].best_ms == 2.0);
+  /* An elimination is of its problem's timings. */
+  CHECK(sqlite3_exec(h, "INSERT INTO eliminations (gpu_id, problem_id, variant_id, timing_id,"
+                        " best_timing_id, ratio, reps) VALUES (4, 7, 9, 32, 31, 0.25, 20)",
+                     NULL, NULL, NULL) != SQLITE_OK);
+  CHECK_STR(sqlite3_errmsg(h), "elimination timings are not live timings of its GPU and problem");
+  long long retired = 0;
+  CHECK_INT(fat_db_forget(db, 4, 7, &retired), 0);
+  rows_of(h, "SELECT count(*) FROM eliminations", got, sizeof got);
+  CHECK_STR(got, "0\n");
+  fat_db_close(db);
+  db = NULL;
+  test_schema_matches_new(path, fresh);
+out:
+  fat_db_close(db);
+}
+
 int main(void) {
   char upgraded[256], fresh[256], broken[256], v2[256], v3[256], v4[256], v5[256], v6[256], v7[256],
-      v8[256];
+      v8[256], v9[256];
   REQUIRE_EXIT(mkdtemp(tmpdir));
   snprintf(upgraded, sizeof upgraded, "%s/v1.db", tmpdir);
   snprintf(fresh, sizeof fresh, "%s/new.db", tmpdir);
@@ -683,6 +759,7 @@ int main(void) {
   snprintf(v6, sizeof v6, "%s/v6.db", tmpdir);
   snprintf(v7, sizeof v7, "%s/v7.db", tmpdir);
   snprintf(v8, sizeof v8, "%s/v8.db", tmpdir);
+  snprintf(v9, sizeof v9, "%s/v9.db", tmpdir);
   test_rows_and_ids_kept(upgraded);
   test_schema_matches_new(upgraded, fresh);
   test_local_problem_stored(upgraded);
@@ -695,6 +772,7 @@ int main(void) {
   test_v6_upgrade(v6, fresh);
   test_v7_upgrade(v7, fresh);
   test_v8_upgrade(v8, fresh);
+  test_v9_upgrade(v9, fresh);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -353,6 +353,33 @@ static int store_winner(fat_db *db, sqlite3_int64 gpu, const fat_problem *proble
   return 0;
 }
 
+/* A variant that passed its check and was timed at MEDIAN_MS by REPS
+ * repetitions on PROBLEM on GPU: a candidate the winner rule compares. */
+static int store_candidate(fat_db *db, sqlite3_int64 gpu, const fat_problem *problem,
+                           const char *name, double median_ms, int reps) {
+  char hash[65];
+  sqlite3_int64 vid, pid;
+  for (int i = 0; i < 64; i++) hash[i] = "0123456789abcdef"[(name[i % strlen(name)] * 7 + i) % 16];
+  hash[64] = '\0';
+  fat_variant v = {.name = (char *)name, .family = "mma80",
+                   .params = "BLOCK_M=128 BLOCK_N=64 STAGES=2 WARPS=4", .entry = "fat_fwd",
+                   .source = "// source", .direction = FAT_FWD, .dtype = problem->dtype,
+                   .mask = problem->mask, .head_dim = problem->head_dim, .block_m = 128,
+                   .threads = 128};
+  memcpy(v.hash, hash, sizeof hash);
+  fat_check c = {.batch = 1, .heads = 1, .seqlen_q = 128, .seqlen_k = 128, .rel_l2 = 1e-3,
+                 .max_abs = 2e-3, .lse_max_abs = 1e-4, .nonfinite = 0, .passed = 1, .reason = "ok"};
+  fat_timing t = {.reps = reps, .median_ms = median_ms, .min_ms = median_ms, .max_ms = median_ms,
+                  .p10_ms = median_ms, .p90_ms = median_ms,
+                  .tflops = fat_problem_flops(problem) / (median_ms * 1e-3) / TERA};
+  if (fat_db_put_variant(db, &v, &vid) || fat_db_put_problem(db, problem, &pid) ||
+      fat_db_put_check(db, vid, gpu, pid, &c) || fat_db_put_timing(db, vid, gpu, pid, &t, NULL)) {
+    fprintf(stderr, "fixture: %s\n", fat_db_errmsg(db));
+    return -1;
+  }
+  return 0;
+}
+
 /* With a database: the measured ceilings give the floors, the winner of the
  * exact shape its time and the fraction of each floor; another batch finds
  * only the stored shapes listed; flags override a measured ceiling. */
@@ -418,6 +445,39 @@ static void test_with_database(void) {
   CHECK_LINE(r.out, "  compute floor / measured time: 42.9% of the mma.sync peak (mma80 issues "
                      "mma.sync)");
   CHECK_LINE(r.out, "  bandwidth floor / measured time: 2.1% of the copy bandwidth");
+  CHECK(strstr(r.out, "eliminated") == NULL);  /* none recorded: nothing said */
+  run_free(&r);
+
+  /* Why the others lost, once the winner is decided among screened
+   * candidates: 16 within 10 % of the winner (0.1 ms, a full timing) --
+   * the first 15 its contenders, the 16th cut by the number a job compares
+   * -- one screened 1.25x behind, and one dropped after 1 repetition at
+   * 1.6x. The winner stands (the contenders' job is the tuner's). */
+  {
+    char name[96];
+    for (int i = 1; i <= 16; i++) {
+      snprintf(name, sizeof name, "fwd.mma80.fp16.d128.none.c%02d", i);
+      REQUIRE(store_candidate(db, gpu, &p, name, 0.1 + 0.0005 * i, 5) == 0);
+    }
+    REQUIRE(store_candidate(db, gpu, &p, "fwd.mma80.fp16.d128.none.slow", 0.125, 5) == 0);
+    REQUIRE(store_candidate(db, gpu, &p, "fwd.mma80.fp16.d128.none.drop", 0.16, 1) == 0);
+    sqlite3_int64 pid = 0;
+    REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
+    fat_db_choice w;
+    int found = 0;
+    REQUIRE(fat_db_decide_winner(db, gpu, pid, &w, &found, NULL) == 0 && found);
+    CHECK_STR(w.name, "fwd.mma80.fp16.d128.none.m128n64w4s2");
+  }
+  r = run(line);
+  CHECK_INT(r.status, 0);
+  CHECK_LINE(r.out, "  eliminated without a full timing: 3 candidates, 1 of them after 1 repetition"
+                    " (more than 1.5x the best so far)");
+  CHECK_LINE(r.out, "  the closest, against the fastest timed alone,"
+                    " fwd.mma80.fp16.d128.none.m128n64w4s2 (100 µs):");
+  CHECK_LINE(r.out, "    fwd.mma80.fp16.d128.none.c16  1.08x the best after 5 repetitions (within"
+                    " 10%, but not among the 16 fastest)");
+  CHECK_LINE(r.out, "    fwd.mma80.fp16.d128.none.slow  1.25x the best after 5 repetitions");
+  CHECK_LINE(r.out, "    fwd.mma80.fp16.d128.none.drop  1.60x the best after 1 repetition");
   run_free(&r);
 
   /* --peak by hand overrides the measured peak; the bandwidth stays measured. */

@@ -158,7 +158,7 @@ static void check_worker(const char *arch) {
     fat_check checks[2];
     fat_timing t, ti[N];
     int timed = 0;
-    int st = fat_worker_evaluate(w, v[0], &b[0], shapes, 2, &p, checks, &t, &timed, reason, sizeof reason);
+    int st = fat_worker_evaluate(w, v[0], &b[0], shapes, 2, &p, 0, checks, &t, &timed, reason, sizeof reason);
     if (st != FAT_WORKER_OK) fprintf(stderr, "%s: %s\n", names[0], reason);
     CHECK(st == FAT_WORKER_OK);
     for (int i = 0; st == FAT_WORKER_OK && i < 2; i++) {

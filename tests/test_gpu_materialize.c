@@ -77,7 +77,7 @@ static void test_checks(fat_worker *w, const compiled *c, const fat_check_shape 
   fat_check checks[4];
   char reason[ERRLEN];
   int timed = 0;
-  int st = fat_worker_evaluate(w, &c->v, &c->b, shapes, n, p, checks, t, &timed, reason,
+  int st = fat_worker_evaluate(w, &c->v, &c->b, shapes, n, p, 0, checks, t, &timed, reason,
                                sizeof reason);
   if (st != FAT_WORKER_OK) fprintf(stderr, "%s: %s\n", c->v.name, reason);
   CHECK(st == FAT_WORKER_OK);
@@ -169,7 +169,7 @@ int main(void) {
                       .seqlen_k = 131072};
   fat_check chk[1];
   int timed = -1;
-  int st = fat_worker_evaluate(w, &c[BASELINE].v, &c[BASELINE].b, small, 1, &huge, chk, &t, &timed,
+  int st = fat_worker_evaluate(w, &c[BASELINE].v, &c[BASELINE].b, small, 1, &huge, 0, chk, &t, &timed,
                                reason, sizeof reason);
   printf("huge: %s\n", reason);
   CHECK(st == FAT_WORKER_REJECTED);

@@ -8,7 +8,8 @@
  * traps and one that never ends are reported as fault / fault / timeout,
  * and after each (and after the worker is killed by a signal) a restarted
  * worker checks the correct kernel again. Close contenders are timed
- * interleaved. Exits 77 (skipped) when no CUDA driver or device is present. */
+ * interleaved. A screening stops after its first repetition where that is
+ * past the cutoff it is given, and only a screening does. Exits 77 (skipped) when no CUDA driver or device is present. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #define N_SHAPES 3
 #define TEST_TIMEOUT_S 5.0   /* the watchdog, short for the test */
 #define TEST_REPS 5
+#define SCREEN_REPS 3        /* a screening of fewer, as db.h's FAT_SCREEN_REPS is */
 #define HANG_MAX_S 20.0      /* watchdog + kill + reap must be done by then */
 #define NONFINITE_37x53 "4736 non-finite outputs" /* 1 x 2 heads x 37 rows x 64 */
 
@@ -149,8 +151,8 @@ static int evaluate(fat_worker *w, const test_variant *t, int timed_problem, fat
                     fat_timing *timing, int *timed, char *reason, size_t reasonlen) {
   fat_problem p = problem_for(t);
   memset(checks, 0, N_SHAPES * sizeof *checks);
-  int st = fat_worker_evaluate(w, &t->v, &t->b, shapes, N_SHAPES, timed_problem ? &p : NULL, checks,
-                               timing, timed, reason, reasonlen);
+  int st = fat_worker_evaluate(w, &t->v, &t->b, shapes, N_SHAPES, timed_problem ? &p : NULL, 0,
+                               checks, timing, timed, reason, reasonlen);
   printf("  %-40s status %d: %s", t->name, st, reason);
   if (st == FAT_WORKER_OK)
     printf(" | rel_l2 %.1e %.1e %.1e | %s", checks[0].rel_l2, checks[1].rel_l2, checks[2].rel_l2,
@@ -292,7 +294,7 @@ int main(void) {
   if (pid > 0) kill(pid, SIGSEGV);
   CHECK(evaluate(w, &good, 1, c, &tm, &timed, reason, sizeof reason) == FAT_WORKER_FAULT);
   CHECK_STR(reason, "fault: worker killed by signal 11 (Segmentation fault)");
-  CHECK(fat_worker_evaluate(w, &good.v, &good.b, shapes, N_SHAPES, NULL, c, &tm, &timed, reason,
+  CHECK(fat_worker_evaluate(w, &good.v, &good.b, shapes, N_SHAPES, NULL, 0, c, &tm, &timed, reason,
                             sizeof reason) == FAT_WORKER_ERROR);
   CHECK_STR(reason, "no worker running (restart it after a fault or timeout)");
   CHECK(fat_worker_restart(w, err, sizeof err) == 0);
@@ -320,6 +322,36 @@ int main(void) {
   CHECK(fat_worker_time_interleaved(w, vs, bs, 2, &p, ts, reason, sizeof reason) == FAT_WORKER_ERROR);
   CHECK_STR(reason, "test.naive.good.fp16.d64.none (d64 fp16 none) cannot run the problem fwd d64 bf16 causal");
   CHECK(fat_worker_alive(w));
+
+  printf("a screening's cutoff\n");
+  {
+    /* A worker that screens (as the tuner's unless --exhaustive): a first
+     * repetition past the cutoff is the whole timing; one within it, or no
+     * cutoff, gives the screening's repetitions; a full timing (the default
+     * variant's) ignores it. */
+    fat_worker *sw = NULL;
+    fat_worker_options so = opts;
+    so.screen_reps = SCREEN_REPS;
+    CHECK(fat_worker_start(0, &so, &sw, NULL, err, sizeof err) == FAT_GPU_OPENED);
+    const double cutoffs[] = {1e-6, 1e6, 0};
+    const int want[] = {1, SCREEN_REPS, SCREEN_REPS};
+    for (int i = 0; sw && i < 3; i++) {
+      timed = 0;
+      CHECK(fat_worker_evaluate(sw, &good.v, &good.b, shapes, N_SHAPES, &p, cutoffs[i], c, &tm,
+                                &timed, reason, sizeof reason) == FAT_WORKER_OK);
+      CHECK(timed == 1);
+      CHECK_WHY(tm.reps == want[i], "cutoff %g ms: %d repetitions, want %d", cutoffs[i], tm.reps,
+                want[i]);
+      printf("    cutoff %g ms: %d repetitions, median %.4f ms\n", cutoffs[i], tm.reps, tm.median_ms);
+    }
+    CHECK(tm.median_ms > 0 && tm.min_ms <= tm.median_ms);
+    good.v.is_default = 1;
+    CHECK(sw && fat_worker_evaluate(sw, &good.v, &good.b, shapes, N_SHAPES, &p, 1e-6, c, &tm,
+                                    &timed, reason, sizeof reason) == FAT_WORKER_OK);
+    CHECK(timed == 1 && tm.reps == TEST_REPS);
+    good.v.is_default = 0;
+    fat_worker_stop(sw);
+  }
 
   fat_worker_stop(w);
   test_variant *all[] = {&good, &good16, &wrong, &nowrites, &nullw, &trap, &hang, &twin};

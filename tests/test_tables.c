@@ -317,7 +317,13 @@ static char *as_old_export(const char *text, int version) {
         memmove(c, c + strlen(window_cols), strlen(c + strlen(window_cols)) + 1);
       }
     }
-    if (h) h[strlen("schema version ")] = (char)('0' + version);
+    if (h) {  /* today's number (two digits since version 10) for the old one */
+      char was[32];
+      snprintf(was, sizeof was, "schema version %d;", version);
+      REQUIRE_EXIT(strlen(was) <= strlen(now));
+      memmove(h + strlen(was), h + strlen(now), strlen(h + strlen(now)) + 1);
+      memcpy(h, was, strlen(was));
+    }
     fputs(w, f);
     free(w);
     l += len;
@@ -854,27 +860,52 @@ int main(void) {
   free(bwd2);
   /* A screening (5 repetitions) of a faster variant without atomics is no
    * timing a table holds: the pick is the fastest by a full timing, and the
-   * table imports (the trust rule takes only full timings). */
+   * table imports (the trust rule takes only full timings). Nor is a drop
+   * (a screening stopped after 1 repetition, 1.6x the winner), nor the
+   * eliminations the decision recorded (the screening's and the drop's):
+   * they stay in the tuning database. */
+  const fat_variant *atomic_slow = real_variant(FAT_BWD, FAT_MASK_CAUSAL, "DQ_MODE=atomic", 1);
   snprintf(d, sizeof d, "%s/d2.db", dir);
   REQUIRE_EXIT(fat_db_open(d, &db, err, sizeof err) == 0);
   put_variant(db, H200, atomic, 4096, 2.0, 1, 1);
   put_variant(db, H200, sep_slow, 4096, 3.5, 1, 0);
   reps_override = FAT_SCREEN_REPS;
   put_variant(db, H200, sep_fast, 4096, 2.9, 1, 0);
+  reps_override = 1;
+  put_variant(db, H200, atomic_slow, 4096, 3.2, 1, 0);
   reps_override = 0;
+  {
+    fat_db_choice w;
+    int found = 0, changed = -1;
+    sqlite3_stmt *q = NULL;
+    REQUIRE_EXIT(sqlite3_prepare_v2(fat_db_handle(db), "SELECT id FROM problems", -1, &q, NULL) ==
+                     SQLITE_OK && sqlite3_step(q) == SQLITE_ROW);
+    CHECK_INT(fat_db_decide_winner(db, 1, sqlite3_column_int64(q, 0), &w, &found, &changed), 0);
+    CHECK(found == 1 && changed == 0 && !strcmp(w.name, atomic->name));
+    sqlite3_finalize(q);
+    REQUIRE_EXIT(sqlite3_prepare_v2(fat_db_handle(db), "SELECT group_concat(reps, ',') FROM"
+                                    " (SELECT reps FROM eliminations ORDER BY ratio)", -1, &q,
+                                    NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW);
+    CHECK_STR((const char *)sqlite3_column_text(q, 0), "5,1");
+    sqlite3_finalize(q);
+  }
   fat_db_close(db);
   bwd = export_text(d, H200);
   snprintf(quoted, sizeof quoted, "'%s'", sep_slow->name);
   CHECK(strstr(bwd, quoted) != NULL);
   snprintf(quoted, sizeof quoted, "'%s'", sep_fast->name);
   CHECK(strstr(bwd, quoted) == NULL);
+  snprintf(quoted, sizeof quoted, "'%s'", atomic_slow->name);
+  CHECK(strstr(bwd, quoted) == NULL);
+  CHECK(strstr(bwd, "eliminations") == NULL);
   snprintf(d, sizeof d, "%s/e2.db", dir);
   CHECK_INT(import_text(d, bwd, err, sizeof err), 1 + 2 + 2 + 2 + 1 + 4 + 2 + 1);
   free(bwd);
-  /* The run's database itself merges (a shard's, say), its screening with
-   * it: a measurement, if no winner's. A tuning run names the device of
-   * each timing (schema 5); the merge leaves the device behind, as a table
-   * does, and takes the timing as its GPU model's. */
+  /* The run's database itself merges (a shard's, say), its screening and
+   * its drop with it: measurements, if no winner's; its eliminations stay
+   * behind (a decision of that run's, as its jobs are). A tuning run names
+   * the device of each timing (schema 5); the merge leaves the device
+   * behind, as a table does, and takes the timing as its GPU model's. */
   {
     char src[256], dst[256];
     long long added = -1;
@@ -897,6 +928,12 @@ int main(void) {
                                     NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW);
     CHECK_INT(sqlite3_column_int(q, 0), 1);
     sqlite3_finalize(q);
+    REQUIRE_EXIT(sqlite3_prepare_v2(h, "SELECT (SELECT count(*) FROM timings WHERE reps = 1),"
+                                    " (SELECT count(*) FROM eliminations)", -1, &q,
+                                    NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW);
+    CHECK_INT(sqlite3_column_int(q, 0), 1);
+    CHECK_INT(sqlite3_column_int(q, 1), 0);
+    sqlite3_finalize(q);
     REQUIRE_EXIT(sqlite3_prepare_v2(h,
                                     "SELECT (SELECT count(*) FROM timings WHERE device_id IS NOT NULL),"
                                     " (SELECT count(*) FROM devices)",
@@ -906,6 +943,21 @@ int main(void) {
     CHECK_INT(sqlite3_column_int(q, 1), 0);
     sqlite3_finalize(q);
     sqlite3_close(h);
+    /* A timing of 1 repetition no more than 1.5x its problem's best is no
+     * drop the tuner makes: the merge is refused, naming both numbers. */
+    snprintf(src, sizeof src, "%s/d3.db", dir);
+    snprintf(dst, sizeof dst, "%s/m3.db", dir);
+    REQUIRE_EXIT(fat_db_open(src, &db, err, sizeof err) == 0);
+    put_variant(db, H200, atomic, 4096, 2.0, 1, 1);
+    reps_override = 1;
+    put_variant(db, H200, atomic_slow, 4096, 2.5, 1, 0);
+    reps_override = 0;
+    fat_db_close(db);
+    REQUIRE_EXIT(fat_db_open(dst, &db, err, sizeof err) == 0);
+    CHECK_INT(merge(db, src, &added, err, sizeof err), -1);
+    fat_db_close(db);
+    CHECK_WHY(strstr(err, ": reps 1 is fewer than a screening's 5, and median_ms 2.5 is not more"
+                          " than 1.5x its problem's best of at least 5 reps (2)") != NULL, "%s", err);
   }
 
   /* A text of thousands of lines stays one INSERT line that SQLite can

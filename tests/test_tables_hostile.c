@@ -235,6 +235,17 @@ static void hostile_sql(fat_gen *g) {
   snprintf(want, sizeof want, "t.sql:2: refused INSERT INTO 'sqlite_master'%s", guard);
   REFUSED(t, NULL, want);
   free(t);
+  /* The tuning run's own records (db/tables/README.md: what stays in the
+   * tuning database) come in from no table: its eliminations, its jobs. */
+  t = table_text("INSERT INTO eliminations (gpu_id, problem_id, variant_id, timing_id,"
+                 " best_timing_id, ratio, reps) VALUES (1, 1, 1, 1, 1, 1.5, 5);\n");
+  snprintf(want, sizeof want, "t.sql:2: refused INSERT INTO 'eliminations'%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
+  t = table_text("INSERT INTO timing_jobs (timing_id, job) VALUES (1, 1);\n");
+  snprintf(want, sizeof want, "t.sql:2: refused INSERT INTO 'timing_jobs'%s", guard);
+  REFUSED(t, NULL, want);
+  free(t);
   /* Writes outside the scratch database's own tables: a temp table cannot
    * be made, so there is none to write to; copying rows is a SELECT. */
   t = table_text("CREATE TEMP TABLE problems (a);\n");
@@ -715,9 +726,11 @@ static void hostile_measurements(fat_gen *g) {
       {timing_values, "9223372036854775807, 1, 0.90000000000000002, 1.2, 0.94999999999999996, "
        "1.05, 1, 1755", "t.sql: timings row 1: reps 9223372036854775807 is outside [20, 10000]: a"
        " winner's timing is a full one"},
-      /* A screening's few repetitions are no winner's timing. */
+      /* A screening's few repetitions are no winner's timing, nor a drop's one. */
       {timing_values, "5, 1, 0.90000000000000002, 1.2, 0.94999999999999996, 1.05, 1, 1755",
        "t.sql: timings row 1: reps 5 is outside [20, 10000]: a winner's timing is a full one"},
+      {timing_values, "1, 1, 1, 1, 1, 1, 1, 1755",
+       "t.sql: timings row 1: reps 1 is outside [20, 10000]: a winner's timing is a full one"},
       {timing_values, "20, 1, 0.90000000000000002, 1.2, 0.94999999999999996, 1.05, 1e999, 1755",
        "t.sql: timings row 1: tflops inf is more than 10000"},
       {"'NVIDIA H200', 9, 0, 132,", "'NVIDIA H200', 2147483648, 0, 132,",
@@ -742,6 +755,53 @@ static void hostile_measurements(fat_gen *g) {
       REFUSED(t, NULL, cases[i].want);
     }
     free(t);
+  }
+  /* A timing of fewer repetitions than a screening's beside the winner's is
+   * a drop (a screening stopped after one, db.h's FAT_DROP_FACTOR): taken
+   * where its median is more than 1.5x its problem's best of at least a
+   * screening's (the winner's 1 ms here) -- 1.6 -- and refused, naming
+   * both numbers, where it is not -- 1.4 -- or where no such best is. */
+  {
+    const char *line = strstr(good, "INSERT INTO timings ");
+    REQUIRE_EXIT(line);
+    const char *eol = strchr(line, '\n');
+    REQUIRE_EXIT(eol);
+    char *first = strndup(line, (size_t)(eol - line + 1));
+    REQUIRE_EXIT(first && strstr(first, "VALUES (1, "));
+    static const struct { const char *values, *want; } drops[] = {
+        {"1, 1.6000000000000001, 1.6000000000000001, 1.6000000000000001, 1.6000000000000001,"
+         " 1.6000000000000001, 1, 1755", NULL},
+        {"1, 1.3999999999999999, 1.3999999999999999, 1.3999999999999999, 1.3999999999999999,"
+         " 1.3999999999999999, 1, 1755",
+         "t.sql: timings row 2: reps 1 is fewer than a screening's 5, and median_ms 1.4 is not"
+         " more than 1.5x its problem's best of at least 5 reps (1)"},
+    };
+    for (size_t i = 0; i < sizeof drops / sizeof drops[0]; i++) {
+      char *two = replaced(first, "VALUES (1, ", "VALUES (2, ");
+      char *second = replaced(two, timing_values, drops[i].values);
+      size_t cut = (size_t)(eol + 1 - good);
+      char *t2 = malloc(strlen(good) + strlen(second) + 1);
+      REQUIRE_EXIT(t2);
+      memcpy(t2, good, cut);
+      strcpy(t2 + cut, second);
+      strcat(t2, good + cut);
+      if (drops[i].want) {
+        REFUSED(t2, NULL, drops[i].want);
+      } else {
+        char path[256];
+        fat_db *db = NULL;
+        REQUIRE_EXIT(fat_db_open(new_db(path, sizeof path), &db, err, sizeof err) == 0);
+        CHECK_INT(fat_tables_import(db, t2, "t.sql", &checked, NULL, err, sizeof err), 0);
+        fat_db_close(db);
+        /* The winner's timing made a drop too: no best is left to be behind. */
+        char *alone = replaced(t2, timing_values, "1, 1, 1, 1, 1, 1, 1, 1755");
+        REFUSED(alone, NULL, "t.sql: timings row 1: reps 1 is outside [20, 10000]: a winner's"
+                             " timing is a full one");
+        free(alone);
+      }
+      free(t2), free(second), free(two);
+    }
+    free(first);
   }
   /* An e4m3 check is held to the e4m3 tolerance (tolerance.h), looser than
    * the 16-bit ones but not past it: the rows made e4m3 (variant and

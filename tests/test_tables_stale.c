@@ -50,6 +50,31 @@ static void put_winner(fat_db *db, const fat_variant *v, int seqlen, double ms) 
   REQUIRE_EXIT(fat_db_set_winner(db, gid, pid, vid, tid) == 0);
 }
 
+/* V passed and screened (FAT_SCREEN_REPS repetitions) at MS on its
+ * problem at SEQLEN, then that problem's winner decided (the one rule),
+ * which records V's elimination when it is not a contender. */
+static void put_screened(fat_db *db, const fat_variant *v, int seqlen, double ms) {
+  fat_gpu_info g = {0};
+  snprintf(g.name, sizeof g.name, "NVIDIA H200");
+  g.cc_major = 9, g.sm_count = 132, g.driver_version = 13000, g.nvrtc_major = 13;
+  fat_problem p;
+  fat_bench_problem(v->dtype, v->mask, v->head_dim, seqlen, &p);
+  fat_check c = {.batch = 1, .heads = 2, .seqlen_q = 256, .seqlen_k = 256, .rel_l2 = 0.002,
+                 .max_abs = 0.01, .lse_max_abs = 1e-5, .nonfinite = 0, .passed = 1, .reason = "ok"};
+  fat_timing t = {.reps = FAT_SCREEN_REPS, .median_ms = ms, .min_ms = 0.9 * ms,
+                  .max_ms = 1.2 * ms, .p10_ms = 0.95 * ms, .p90_ms = 1.05 * ms,
+                  .tflops = 1.0 / ms, .sm_clock_mhz = 1980};
+  sqlite3_int64 gid, pid, vid;
+  fat_db_choice w;
+  int found = 0;
+  REQUIRE_EXIT(fat_db_put_gpu(db, &g, &gid) == 0);
+  REQUIRE_EXIT(fat_db_put_problem(db, &p, &pid) == 0);
+  REQUIRE_EXIT(fat_db_put_variant(db, v, &vid) == 0);
+  REQUIRE_EXIT(fat_db_put_check(db, vid, gid, pid, &c) == 0);
+  REQUIRE_EXIT(fat_db_put_timing(db, vid, gid, pid, &t, NULL) == 0);
+  REQUIRE_EXIT(fat_db_decide_winner(db, gid, pid, &w, &found, NULL) == 0 && found);
+}
+
 /* A build of V's source compiled here for ARCH, stored for V's row. */
 static void put_build(fat_db *db, const fat_variant *v, const char *arch) {
   char err[1024];
@@ -138,17 +163,27 @@ int main(void) {
   }
 
   /* Retiring: the changed and the vanished variant lose their winners (and
-   * their live checks and timings), today's keeps its own; a second run
-   * finds nothing. */
+   * their live checks and timings), today's keeps its own; so do the
+   * eliminations decided against them (a candidate of today's screened
+   * 2x behind the stale winner), while one against today's winner stays;
+   * a second run finds nothing. */
   fat_db *rdb = NULL;
   long long n_variants = -1, n_winners = -1;
   char names[1024];
   snprintf(path, sizeof path, "%s/retire.db", dir);
   REQUIRE_EXIT(fat_db_open(path, &rdb, err, sizeof err) == 0);
   for (int i = 0; i < 3; i++) put_winner(rdb, &v[i], 1024 << i, 1.0);
+  put_screened(rdb, &v[3], 1024, 2.0);
+  put_screened(rdb, &v[4], 2048, 2.0);
+  query_text(rdb, "SELECT group_concat(p.seqlen_q || ':' || e.ratio || 'x' || e.reps, ' ') FROM"
+                  " eliminations e JOIN problems p ON p.id = e.problem_id", names, sizeof names);
+  CHECK_STR(names, "1024:2.0x5 2048:2.0x5");
   CHECK_INT(fat_tables_retire_stale(rdb, g, &n_variants, &n_winners, err, sizeof err), 0);
   CHECK_INT(n_variants, 2);
   CHECK_INT(n_winners, 2);
+  query_text(rdb, "SELECT group_concat(p.seqlen_q || ':' || e.ratio || 'x' || e.reps, ' ') FROM"
+                  " eliminations e JOIN problems p ON p.id = e.problem_id", names, sizeof names);
+  CHECK_STR(names, "1024:2.0x5");
   CHECK_INT(fat_tables_stale(rdb, g, report, REPORT_CAP, err, sizeof err), 0);
   winner_names(rdb, names, sizeof names);
   snprintf(want, sizeof want, "%s\n", v[0].name);

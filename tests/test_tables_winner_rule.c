@@ -6,7 +6,9 @@
  * that measured nothing) changes nothing, not even the row's chosen_at;
  * and every printer of winners -- the run's table and --json
  * (fat_db_summary), the export, the runtime's lookup -- names the winners
- * it decided, before and after a new timing changes one. */
+ * it decided, before and after a new timing changes one; a drop (a
+ * screening stopped after one repetition) is never a contender nor a
+ * winner. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,6 +312,76 @@ out:
   unlink(side);
 }
 
+/* A drop -- a screening stopped after its first repetition, FAT_DROP_FACTOR
+ * behind the best so far -- is a measurement kept, never a contender nor a
+ * winner: here one forged faster than everything (a merged database could
+ * hold anything the trust rule lets in) still ranks after the others, is
+ * left out of the contenders and loses to a slower screening; a candidate
+ * whose latest timing is a drop is out, though an earlier one was fast. */
+static void test_drops(void) {
+  char err[ERRLEN], path[256];
+  fat_db *db = NULL;
+  fixture fx;
+  CHECK(FAT_DROP_FACTOR > 1 + FAT_SCREEN_CONTENDER);  /* a drop is never a contender */
+  snprintf(path, sizeof path, "%s/drops.db", tmpdir);
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE(fixture_fill(db, &fx) == 0);
+  const sqlite3_int64 P = fx.problem_ids[FIX_P_FP16];
+  const char *a = FIXTURE_VARIANTS[0].name, *b = FIXTURE_VARIANTS[1].name;
+  const char *c = "fwd.mma80.fp16.d64.none.m64n32w4s1";
+  const sqlite3_int64 ia = variant_id_of(db, a), ib = variant_id_of(db, b);
+  const sqlite3_int64 ic = add_variant(db, &fx, FIX_P_FP16, c, 0.45);
+  REQUIRE(ia > 0 && ib > 0 && ic > 0);
+  /* A 0.5 (full), B now a drop of 0.2, C a screening of 0.47 that is its
+   * latest: C is the best, A within 10 % of it; B, the fastest number,
+   * ranks last. */
+  fat_timing drop = timing_of(0.2, 1980), screen = timing_of(0.47, 1980);
+  drop.reps = 1, drop.min_ms = drop.max_ms = drop.p10_ms = drop.p90_ms = 0.2;
+  screen.reps = FAT_SCREEN_REPS;
+  REQUIRE(fat_db_put_timing(db, ib, fx.gpu_id, P, &drop, NULL) == 0);
+  REQUIRE(fat_db_put_timing(db, ic, fx.gpu_id, P, &screen, NULL) == 0);
+  fat_db_choice r[4], k[FAT_DB_MAX_CONTENDERS], w;
+  size_t n = 0;
+  int found = -1, changed = -1;
+  REQUIRE(fat_db_rank(db, fx.gpu_id, P, r, 4, &n) == 0);
+  CHECK_INT(n, 3);
+  CHECK_STR(r[0].name, c);
+  CHECK_STR(r[1].name, a);
+  CHECK_STR(r[2].name, b);
+  CHECK_INT(r[2].reps, 1);
+  CHECK(fat_db_dropped(&r[2]) && !fat_db_dropped(&r[0]) && !fat_db_dropped(&r[1]));
+  REQUIRE(fat_db_contenders(db, fx.gpu_id, P, k, FAT_DB_MAX_CONTENDERS, &n) == 0);
+  CHECK_INT(n, 2);
+  CHECK_STR(k[0].name, c);
+  CHECK_STR(k[1].name, a);
+  REQUIRE(fat_db_decide_winner(db, fx.gpu_id, P, &w, &found, &changed) == 0);
+  CHECK_INT(found, 1);
+  CHECK_STR(w.name, c);
+  /* With the other two failed, only the drop is left: no contender, no
+   * winner (the stored one, C, unseated by its failed check). */
+  fat_check failed;
+  memset(&failed, 0, sizeof failed);
+  failed.batch = 1, failed.heads = 2, failed.seqlen_q = failed.seqlen_k = 256;
+  failed.rel_l2 = 0.5, failed.max_abs = 1, failed.lse_max_abs = 0;
+  snprintf(failed.reason, sizeof failed.reason, "rel_l2 0.5 > 0.01");
+  REQUIRE(fat_db_put_check(db, ia, fx.gpu_id, P, &failed) == 0);
+  REQUIRE(fat_db_put_check(db, ic, fx.gpu_id, P, &failed) == 0);
+  REQUIRE(fat_db_contenders(db, fx.gpu_id, P, k, FAT_DB_MAX_CONTENDERS, &n) == 0);
+  CHECK_INT(n, 0);
+  REQUIRE(fat_db_decide_winner(db, fx.gpu_id, P, &w, &found, &changed) == 0);
+  CHECK_INT(found, 0);
+  REQUIRE(fat_db_get_winner(db, fx.gpu_id, P, &w, &found) == 0);
+  CHECK_INT(found, 0);
+out:
+  fat_db_close(db);
+  char side[300];
+  unlink(path);
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
@@ -317,6 +389,7 @@ int main(void) {
   }
   test_one_rule();
   test_jobs();
+  test_drops();
   rmdir(tmpdir);
   return check_summary("test_tables_winner_rule");
 }

@@ -12,7 +12,12 @@
  * lane measured in this run), and with every lane of a model lost the
  * stage fails, saying so, after the other model has finished; beside a
  * compile (a fake one), no variant is measured before its build is final,
- * a failed build never, and the compile's failure or ^C ends the stage. */
+ * a failed build never, and the compile's failure or ^C ends the stage; a
+ * screening far behind its problem's best so far stops after its first
+ * repetition (the backward's variants without atomics against their own
+ * kind's best), is never a contender, and the decision records why each
+ * candidate not timed in full lost; a problem measures the last winner of
+ * its key first, else its default. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +47,7 @@ typedef struct fake_gpu {
   int lane;
   int evaluations;     /* evaluate calls */
   int interleaved;     /* time_interleaved calls */
+  int cutoffs;         /* evaluate calls that came with a cutoff */
   int fault_at;        /* the evaluate call (1, 2, ...) that kills the worker; 0 never */
   int restart_fails;   /* the worker will not restart after that */
   int alive;
@@ -118,8 +124,8 @@ static void meet_the_other_lane(void) {
 
 static int fake_evaluate(void *self, const fat_variant *v, const fat_build *b,
                          const fat_check_shape *shapes, int n_shapes, const fat_problem *problem,
-                         fat_check *checks, fat_timing *timing, int *timed, char *reason,
-                         size_t reasonlen) {
+                         double cutoff_ms, fat_check *checks, fat_timing *timing, int *timed,
+                         char *reason, size_t reasonlen) {
   fake_gpu *g = self;
   (void)b;
   if (feed.on) {
@@ -148,6 +154,13 @@ static int fake_evaluate(void *self, const fat_variant *v, const fat_build *b,
   *timed = !fails && problem;
   if (*timed) *timing = timing_of(1 + world.step * variant_number(v));
   if (*timed && world.alone_reps) timing->reps = world.alone_reps;
+  /* As the worker: a screening (alone_reps) whose first repetition is past
+   * the cutoff stops there; a full timing runs whatever the cutoff. */
+  if (*timed && world.alone_reps && cutoff_ms > 0 && timing->median_ms > cutoff_ms) {
+    timing->reps = 1;
+    timing->min_ms = timing->max_ms = timing->p10_ms = timing->p90_ms = timing->median_ms;
+  }
+  g->cutoffs += cutoff_ms > 0;
   snprintf(reason, reasonlen, "ok");
   return FAT_WORKER_OK;
 }
@@ -201,9 +214,13 @@ typedef struct bench {
   char text[LOG_CAP];  /* what the stage wrote on its log */
 } bench;
 
-/* A database NAME holding N_VARIANTS variants of fwd fp16 none d64, one
- * H200 key with two devices and one H100 key with one; N_PROBLEMS
- * problems of that key. */
+/* 1: bench_open makes backward variants and problems, the odd variants
+ * without atomics (DQ_MODE=separate), the even ones with. */
+static int bench_bwd;
+
+/* A database NAME holding N_VARIANTS variants of fwd fp16 none d64 (bwd
+ * with bench_bwd), one H200 key with two devices and one H100 key with
+ * one; N_PROBLEMS problems of that key. */
 static int bench_open(bench *b, const char *name, size_t n_problems) {
   char err[ERRLEN];
   memset(b, 0, sizeof *b);
@@ -226,19 +243,24 @@ static int bench_open(bench *b, const char *name, size_t n_problems) {
     return -1;
   for (int j = 0; j < N_VARIANTS; j++) {
     fat_variant *v = &b->variants[j];
-    snprintf(b->names[j], sizeof b->names[j], "fwd.mma80.fp16.d64.none.v%d", j);
+    snprintf(b->names[j], sizeof b->names[j], "%s.mma80.fp16.d64.none.v%d",
+             bench_bwd ? "bwd" : "fwd", j);
     snprintf(b->sources[j], sizeof b->sources[j], "source %d", j);
     v->name = b->names[j], v->family = "mma80", v->entry = "fat_fwd_mma80";
     v->params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4", v->source = b->sources[j];
+    if (bench_bwd)
+      v->params = j % 2 ? "BLOCK_M=64 BLOCK_N=64 DQ_MODE=separate WARPS=4"
+                        : "BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4";
     memset(v->hash, 'a' + j, 64);
-    v->direction = FAT_FWD, v->dtype = FAT_FP16, v->mask = FAT_MASK_NONE, v->head_dim = 64;
+    v->direction = bench_bwd ? FAT_BWD : FAT_FWD, v->dtype = FAT_FP16, v->mask = FAT_MASK_NONE;
+    v->head_dim = 64;
     v->block_m = 64, v->threads = 128, v->smem_bytes = 40960;
     b->builds[j].ok = 1;
     if (fat_db_put_variant(b->db, v, &b->variant_ids[j])) return -1;
   }
   b->n_problems = n_problems;
   for (size_t k = 0; k < n_problems; k++)
-    b->problems[k] = (fat_problem){.direction = FAT_FWD, .dtype = FAT_FP16,
+    b->problems[k] = (fat_problem){.direction = bench_bwd ? FAT_BWD : FAT_FWD, .dtype = FAT_FP16,
                                    .mask = FAT_MASK_NONE, .head_dim = 64, .batch = 4,
                                    .heads = 32, .heads_k = 32, .seqlen_q = 256 * (int)(k + 1),
                                    .seqlen_k = 256 * (int)(k + 1)};
@@ -700,6 +722,153 @@ out:
   bench_close(&b);
 }
 
+/* A screening far behind stops after its first repetition: each after the
+ * first variant gets FAT_DROP_FACTOR times its problem's best so far as its
+ * cutoff, and v2 (1.6 ms against v0's 1.0) is timed by 1 repetition, v1
+ * (1.3) within it by all of a screening's; neither is a contender (10 %),
+ * and the decision records why each lost -- v1 1.3x after 5 repetitions,
+ * v2 1.6x after 1 -- against v0, which wins by its full timing. A rerun
+ * measures nothing again and keeps it all. Timed in full (--exhaustive's
+ * worker), the same cutoffs stop nothing: no drop, no elimination. */
+static void test_drops(void) {
+  bench b;
+  int stopped = -1;
+  const long long n = 2;
+  char text[256];
+  REQUIRE(bench_open(&b, "drops.db", (size_t)n) == 0);
+  world.step = 0.3;  /* v0 1.0, v1 1.3, v2 1.6; v3 fails */
+  world.lanes_waited_for = 0;
+  world.alone_reps = FAT_SCREEN_REPS;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].cutoffs, 3 * (int)n);  /* all but each problem's first */
+  CHECK_INT(b.pr.evals_dropped, n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings t JOIN variants v ON v.id = t.variant_id"
+                         " WHERE t.reps = 1 AND v.name LIKE '%.v2' AND t.median_ms = 1.6"), n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings t JOIN variants v ON v.id = t.variant_id"
+                         " WHERE t.reps = 5 AND v.name LIKE '%.v1'"), n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners w JOIN variants v ON v.id = w.variant_id"
+                         " JOIN timings t ON t.id = w.timing_id WHERE v.name LIKE '%.v0'"
+                         " AND t.reps = 20"), n);
+  text_of(&b, "SELECT group_concat(x, ' ') FROM (SELECT substr(v.name, -2) || ':' ||"
+              " printf('%.2f', e.ratio) || 'x' || e.reps || ':' || bv.name AS x FROM eliminations e"
+              " JOIN variants v ON v.id = e.variant_id JOIN timings bt ON bt.id = e.best_timing_id"
+              " JOIN variants bv ON bv.id = bt.variant_id JOIN problems p ON p.id = e.problem_id"
+              " ORDER BY p.seqlen_q, e.ratio)", text, sizeof text);
+  CHECK_STR(text, "v1:1.30x5:fwd.mma80.fp16.d64.none.v0 v2:1.60x1:fwd.mma80.fp16.d64.none.v0 "
+                  "v1:1.30x5:fwd.mma80.fp16.d64.none.v0 v2:1.60x1:fwd.mma80.fp16.d64.none.v0");
+  fat_db_elimination e[2];
+  size_t got = 0, total = 0, drops = 0;
+  CHECK_INT(fat_db_eliminations(b.db, b.h200_id, b.done_ids[0][0], e, 2, &got, &total, &drops), 0);
+  CHECK_INT(total, 2);
+  CHECK_INT(drops, 1);
+  CHECK(got == 2 && e[1].reps == 1 && e[1].median_ms == 1.6 && e[1].best_ms == 1.0);
+  /* The rerun: nothing screened again, the same decision and reasons. */
+  b.gpus[0].evaluations = b.gpus[0].interleaved = 0;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].evaluations, 0);
+  CHECK_INT(b.gpus[0].interleaved, 0);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM eliminations"), 2 * n);
+  /* A problem resumed with v2 still to measure (its results gone, as a
+   * variant new to the space has none): its cutoff comes from the best the
+   * database holds, v0's, and it is dropped again; the decision is taken
+   * again, its reasons with it. */
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "DELETE FROM eliminations WHERE problem_id = %lld;"
+           " DELETE FROM checks WHERE problem_id = %lld AND variant_id = %lld;"
+           " DELETE FROM timings WHERE problem_id = %lld AND variant_id = %lld",
+           (long long)b.done_ids[0][0], (long long)b.done_ids[0][0], (long long)b.variant_ids[2],
+           (long long)b.done_ids[0][0], (long long)b.variant_ids[2]);
+  REQUIRE(sqlite3_exec(fat_db_handle(b.db), sql, NULL, NULL, NULL) == SQLITE_OK);
+  b.gpus[0].cutoffs = 0;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].evaluations, 1);
+  CHECK_INT(b.gpus[0].cutoffs, 1);
+  CHECK_INT(b.pr.evals_dropped, 1);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM eliminations"), 2 * n);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings WHERE reps = 1"), n);
+  bench_close(&b);
+  /* Full timings: the cutoffs come, nothing stops. */
+  REQUIRE(bench_open(&b, "drops_full.db", (size_t)n) == 0);
+  world.alone_reps = 0;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].cutoffs, 3 * (int)n);
+  CHECK_INT(b.pr.evals_dropped, 0);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings WHERE reps < 20"), 0);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM eliminations"), 0);
+out:
+  world.alone_reps = 0;
+  bench_close(&b);
+}
+
+/* The backward's variants without atomics are cut against the best of
+ * their own kind, one of them being served for deterministic gradients:
+ * v1 (separate, 1.6 ms, 1.6x the atomic v0) is the first of its kind and
+ * screened in full, then timed in full with the winner as the
+ * deterministic pick; v2 (atomic, 2.2) is dropped after 1 repetition
+ * against v0, and eliminated. */
+static void test_drops_deterministic(void) {
+  bench b;
+  int stopped = -1;
+  const long long n = 1;
+  char text[256];
+  bench_bwd = 1;
+  REQUIRE(bench_open(&b, "drops_bwd.db", (size_t)n) == 0);
+  bench_bwd = 0;
+  world.step = 0.6;  /* v0 1.0 atomic, v1 1.6 separate, v2 2.2 atomic; v3 fails */
+  world.lanes_waited_for = 0;
+  world.alone_reps = FAT_SCREEN_REPS;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  text_of(&b, "SELECT group_concat(substr(v.name, -2) || ':' || t.reps, ' ') FROM timings t"
+              " JOIN variants v ON v.id = t.variant_id WHERE NOT EXISTS (SELECT 1 FROM timing_jobs j"
+              " WHERE j.timing_id = t.id) ORDER BY t.id", text, sizeof text);
+  CHECK_STR(text, "v0:5 v1:5 v2:1");
+  CHECK_INT(b.gpus[0].interleaved, 1);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timing_jobs"), 2);  /* v0, and v1 the pick */
+  text_of(&b, "SELECT group_concat(substr(v.name, -2) || ':' || printf('%.1f', e.ratio) || 'x' ||"
+              " e.reps, ' ') FROM eliminations e JOIN variants v ON v.id = e.variant_id", text,
+          sizeof text);
+  CHECK_STR(text, "v2:2.2x1");
+out:
+  world.alone_reps = 0;
+  bench_close(&b);
+}
+
+/* The best so far is a good one from a problem's first variant: the winner
+ * of the problem before (of the same key) is measured first, else the
+ * default variant. v2 is the fastest (0.6 ms), last in the generator's
+ * order: the first problem measures v0 (1.0) and v1 (0.8) before it and
+ * drops nothing; the second leads with v2, the winner, and drops v0 (past
+ * 0.9) -- v1 (0.8) stays within. With v2 the default, the first problem
+ * leads with it too. Every variant is measured either way. */
+static void test_drops_lead(void) {
+  bench b;
+  int stopped = -1;
+  REQUIRE(bench_open(&b, "lead.db", 2) == 0);
+  world.step = -0.2;  /* v0 1.0, v1 0.8, v2 0.6; v3 fails */
+  world.lanes_waited_for = 0;
+  world.alone_reps = FAT_SCREEN_REPS;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].evaluations, 2 * N_VARIANTS);
+  CHECK_INT(b.pr.evals_dropped, 1);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings t JOIN variants v ON v.id = t.variant_id"
+                         " JOIN problems p ON p.id = t.problem_id WHERE t.reps = 1"
+                         " AND v.name LIKE '%.v0' AND p.seqlen_q = 512"), 1);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM winners w JOIN variants v ON v.id = w.variant_id"
+                         " WHERE v.name LIKE '%.v2'"), 2);
+  bench_close(&b);
+  REQUIRE(bench_open(&b, "lead_default.db", 1) == 0);
+  b.variants[2].is_default = 1;
+  CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
+  CHECK_INT(b.gpus[0].evaluations, N_VARIANTS);
+  CHECK_INT(b.pr.evals_dropped, 1);
+  CHECK_INT(count_of(&b, "SELECT count(*) FROM timings t JOIN variants v ON v.id = t.variant_id"
+                         " WHERE t.reps = 1 AND v.name LIKE '%.v0'"), 1);
+out:
+  world.alone_reps = 0;
+  bench_close(&b);
+}
+
 int main(void) {
   REQUIRE_EXIT(mkdtemp(tmpdir));
   test_one_lane();
@@ -710,6 +879,9 @@ int main(void) {
   test_builds_beside();
   test_local_memory_refused();
   test_screening();
+  test_drops();
+  test_drops_deterministic();
+  test_drops_lead();
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

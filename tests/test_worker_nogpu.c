@@ -4,11 +4,13 @@
  * worker on the stand-in driver (stand_in_cuda.c) opens the device it was
  * started for, says how many the driver reports (--gpu all's count) and
  * refuses an index past them naming it; that
+ * a screening's cutoff that is no time is refused by its value; that
  * CUresults are named and classified; that every message of the worker
  * protocol survives a round trip field by field and that truncated,
  * oversized or garbled frames are refused; that the channel reports EOF and
  * timeouts as such; and that bad jobs are refused before anything is sent. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +71,32 @@ static void test_stand_in_devices(void) {
   CHECK_INT(fat_worker_start(0, NULL, &w, &info, err, sizeof err), FAT_GPU_OPENED);
   CHECK_STR(info.name, "NVIDIA H200");
   CHECK_INT(fat_worker_device_count(w), 2);
+  /* A screening's cutoff is a time or none, refused by its value before
+   * anything is sent: the worker runs on. */
+  {
+    static const unsigned char cubin[] = {0x7f, 'E', 'L', 'F'};
+    fat_variant v = {.name = "fwd.mma80.fp16.d64.none.m64n64w4s2", .family = "mma80",
+                     .entry = "fat_fwd_mma80", .params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4",
+                     .direction = FAT_FWD, .dtype = FAT_FP16, .mask = FAT_MASK_NONE,
+                     .head_dim = 64, .block_m = 64, .threads = 128, .smem_bytes = 40960};
+    fat_build b = {.ok = 1, .cubin = (unsigned char *)cubin, .cubin_size = sizeof cubin};
+    fat_problem p = {.direction = FAT_FWD, .dtype = FAT_FP16, .mask = FAT_MASK_NONE,
+                     .head_dim = 64, .batch = 1, .heads = 2, .heads_k = 2, .seqlen_q = 128,
+                     .seqlen_k = 128};
+    fat_check_shape sh = {FAT_SHAPE_DIMS(1, 2, 2, 37, 53)};
+    fat_check c;
+    fat_timing t;
+    int timed = 1;
+    char reason[ERRLEN];
+    CHECK_INT(fat_worker_evaluate(w, &v, &b, &sh, 1, &p, -1.0, &c, &t, &timed, reason,
+                                  sizeof reason), FAT_WORKER_ERROR);
+    CHECK_STR(reason, "cutoff -1 ms: not a time (0 for none)");
+    CHECK(timed == 0);
+    CHECK_INT(fat_worker_evaluate(w, &v, &b, &sh, 1, &p, NAN, &c, &t, &timed, reason,
+                                  sizeof reason), FAT_WORKER_ERROR);
+    CHECK_STR(reason, "cutoff nan ms: not a time (0 for none)");
+    CHECK(fat_worker_alive(w));
+  }
   fat_worker_stop(w);
   w = NULL;
   CHECK_INT(fat_worker_start(2, NULL, &w, &info, err, sizeof err), FAT_GPU_BAD_INDEX);
@@ -285,7 +313,7 @@ static void test_jobs_round_trip(void) {
                               .head_dim = 128, .batch = 4, .heads = 16, .heads_k = 16,
                               .seqlen_q = 4096, .seqlen_k = 4096, .window_left = 256,
                               .page_size = 16};
-  job.opts = (fat_time_opts){.reps = 20, .warmup = 3, .flush_l2 = 1};
+  job.opts = (fat_time_opts){.reps = 5, .warmup = 1, .flush_l2 = 1, .cutoff_ms = 2.5};
   fat_put_eval_job(&b, &job);
   fat_rbuf r = reader(&b);
   CHECK(fat_get_eval_job(&r, &job2) == 0);
@@ -310,7 +338,8 @@ static void test_jobs_round_trip(void) {
         job2.problem.window_right == 0 && job2.problem.page_size == 16 &&
         job2.shapes[2].page_size == 64 && job2.shapes[0].page_size == 0);
   CHECK(job2.shapes[2].descale_per_head == 1 && job2.shapes[0].descale_per_head == 0);
-  CHECK(job2.opts.reps == 20 && job2.opts.warmup == 3 && job2.opts.flush_l2 == 1);
+  CHECK(job2.opts.reps == 5 && job2.opts.warmup == 1 && job2.opts.flush_l2 == 1 &&
+        job2.opts.cutoff_ms == 2.5);
   /* Every truncation of the message is refused. */
   int refused = 0;
   for (size_t cut = 0; cut < b.len; cut++) {
@@ -322,9 +351,11 @@ static void test_jobs_round_trip(void) {
         job2.shapes[1].lengths.v[1] == 64 && job2.problem.lengths.n == 0);
   /* A shape count beyond the array is refused, not trusted. After the count:
    * 3 shapes of 12 int32 and an f64 (softcap), the second with its 2
-   * lengths, then timed, the problem's 13 int32 and the 3 of the options. */
+   * lengths, then timed, the problem's 13 int32 and the options' 3 and
+   * an f64 (the cutoff). */
   const size_t shape_bytes = 12 * sizeof(int32_t) + sizeof(double);
-  size_t count_at = b.len - (sizeof(int32_t) * (1 + 13 + 3 + 2) + 3 * shape_bytes) - sizeof(int32_t);
+  size_t count_at = b.len - (sizeof(int32_t) * (1 + 13 + 3 + 2) + sizeof(double) + 3 * shape_bytes) -
+                    sizeof(int32_t);
   int32_t huge = FAT_MAX_CHECK_SHAPES + 1;
   int32_t was;
   memcpy(&was, b.data + count_at, sizeof was);
@@ -342,6 +373,22 @@ static void test_jobs_round_trip(void) {
   memcpy(b.data + lengths_at, &huge, sizeof huge);
   r = reader(&b);
   CHECK(fat_get_eval_job(&r, &job2) == -1);
+  fat_wbuf_free(&b);
+
+  /* A cutoff is a time or none: a negative one, NaN or infinity is a
+   * garbled frame, not a timing that stops at once or never. */
+  const double bad_cutoffs[] = {-1.0, NAN, INFINITY};
+  for (size_t i = 0; i < sizeof bad_cutoffs / sizeof bad_cutoffs[0]; i++) {
+    job.opts.cutoff_ms = bad_cutoffs[i];
+    fat_put_eval_job(&b, &job);
+    r = reader(&b);
+    CHECK_WHY(fat_get_eval_job(&r, &job2) == -1, "cutoff %g accepted", bad_cutoffs[i]);
+    fat_wbuf_free(&b);
+  }
+  job.opts.cutoff_ms = 0;  /* none */
+  fat_put_eval_job(&b, &job);
+  r = reader(&b);
+  CHECK(fat_get_eval_job(&r, &job2) == 0 && job2.opts.cutoff_ms == 0);
   fat_wbuf_free(&b);
 
   /* A schedule the kernels do not have is a garbled frame: packing is 0 or
@@ -409,7 +456,8 @@ static void test_jobs_round_trip(void) {
   fat_put_interleave_job(&b, &il);
   r = reader(&b);
   CHECK(fat_get_interleave_job(&r, &il2) == 0);
-  CHECK(il2.n == 2 && il2.seed == 42 && il2.opts.reps == 30 && il2.opts.flush_l2 == 0);
+  CHECK(il2.n == 2 && il2.seed == 42 && il2.opts.reps == 30 && il2.opts.flush_l2 == 0 &&
+        il2.opts.cutoff_ms == 0);
   CHECK_STR(il2.kernels[1].name, "b");
   CHECK(il2.kernels[0].block_m == 128 && il2.kernels[1].block_m == 64);
   CHECK(il2.kernels[0].pack_gqa == 0 && il2.kernels[0].splits == 1 &&
@@ -477,7 +525,7 @@ static void test_parent_refusals(void) {
   fat_worker_options_default(&o);
   CHECK(o.timeout_base_s == 20.0 && o.timeout_factor == 50.0 && o.time.reps == 20 &&
         o.time.warmup == 3 && o.time.flush_l2 == 1);
-  CHECK(fat_worker_evaluate(NULL, NULL, NULL, NULL, 0, NULL, NULL, &t, &timed, reason,
+  CHECK(fat_worker_evaluate(NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, &t, &timed, reason,
                             sizeof reason) == FAT_WORKER_ERROR);
   CHECK(timed == 0);
   CHECK_STR(reason, "no worker running (restart it after a fault or timeout)");

@@ -20,6 +20,8 @@ typedef struct fat_progress {
   size_t compiled, compile_total, cached, compile_failed;
   /* checking and timing: (variant, problem) pairs */
   size_t evals_done, evals_total, evals_skipped, eval_failed, evals_timed;
+  size_t evals_dropped;  /* of those timed, screenings stopped after their first repetition,
+                            FAT_DROP_FACTOR behind their problem's best so far */
   double eval_seconds; /* wall time of the evaluations, summed over the GPUs */
   double build_wait_s; /* wall time the GPUs' problems waited for a build, summed likewise */
   int lanes;           /* GPUs measuring at once, which the ETA divides by (0 counts as 1) */

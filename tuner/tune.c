@@ -938,9 +938,13 @@ int fat_tune_main(const fat_options *o, FILE *out, FILE *log) {
             r->pr.compiled + r->pr.cached, o->db_path);
     r->interrupted = 1;
   }
-  if (!o->quiet)
-    fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database, %.0f s\n",
-            r->pr.evals_done, r->pr.eval_failed, r->pr.evals_skipped, fat_now_s() - r->t0);
+  if (!o->quiet) {
+    fprintf(log, "fatune: %zu checked and timed, %zu failed, %zu resumed from the database",
+            r->pr.evals_done, r->pr.eval_failed, r->pr.evals_skipped);
+    if (r->pr.evals_dropped)  /* FAT_DROP_FACTOR behind: never contenders, said by explain */
+      fprintf(log, ", %zu screenings stopped after one repetition", r->pr.evals_dropped);
+    fprintf(log, ", %.0f s\n", fat_now_s() - r->t0);
+  }
   if (!o->quiet && r->pr.evals_done > 0) say_tune_phases(r);
   for (int k = 0; k < r->n_models; k++) {
     if (run_winners(r, &r->models[k])) goto out;

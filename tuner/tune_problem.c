@@ -23,10 +23,10 @@
 
 static int worker_evaluate(void *self, const fat_variant *v, const fat_build *b,
                            const fat_check_shape *shapes, int n_shapes, const fat_problem *problem,
-                           fat_check *checks, fat_timing *timing, int *timed, char *reason,
-                           size_t reasonlen) {
-  return fat_worker_evaluate(self, v, b, shapes, n_shapes, problem, checks, timing, timed, reason,
-                             reasonlen);
+                           double cutoff_ms, fat_check *checks, fat_timing *timing, int *timed,
+                           char *reason, size_t reasonlen) {
+  return fat_worker_evaluate(self, v, b, shapes, n_shapes, problem, cutoff_ms, checks, timing,
+                             timed, reason, reasonlen);
 }
 
 static int worker_time_interleaved(void *self, const fat_variant *const *v,
@@ -59,6 +59,8 @@ typedef struct model_run {
   unsigned char *pending;  /* variant i's build was still to come when the evaluations were
                               counted: counted as one that builds */
   int alive;               /* its lanes that have not dropped out */
+  ssize_t last_winner;     /* the variant that won the problem decided last on this model (-1:
+                              none yet): the next problem of its key measures it first */
   fat_handout_stats stats;
   int started;             /* its hand-out ran (fat_handout_run returned 0) */
   char err[ERRLEN];        /* why it did not */
@@ -212,11 +214,63 @@ static void refusal(const fat_variant *v, const fat_build *b, char *why, size_t 
              b->spill_loads);
 }
 
-/* Checks and times variant I on problem P on lane L; everything stored.
- * FAT_LANE_DONE, FAT_LANE_LOST (its worker would not restart) or
- * FAT_LANE_FAILED (the database, or the worker broke the protocol). */
+/* The best medians screened or timed so far on the problem in hand (0:
+ * none yet): what a screening's cutoff is FAT_DROP_FACTOR times. */
+typedef struct best_so_far {
+  double any_ms;  /* of every candidate */
+  double det_ms;  /* of the backward's variants without atomics: one of them is served for
+                     deterministic gradients, so each is cut against its own kind's best */
+} best_so_far;
+
+/* Whether V is a backward variant without atomics (dQ in its own pass), as
+ * FAT_SQL_DQ_SEPARATE reads its parameters. */
+static int deterministic(const fat_variant *v) {
+  int block_m, block_n, separate = 0;
+  char err[8];
+  return v->direction == FAT_BWD &&
+         !fat_bwd_params_parse(v->params, &block_m, &block_n, &separate, err, sizeof err) &&
+         separate;
+}
+
+/* Problem PROBLEM_ID's best so far as the database holds it (a resumed
+ * problem's): the first of the ranking, and of the deterministic one, that
+ * is no drop. */
+static int best_stored(model_run *mr, const fat_problem *p, sqlite3_int64 problem_id,
+                       best_so_far *best) {
+  fat_db_choice c;
+  int found = 0;
+  memset(best, 0, sizeof *best);
+  if (fat_db_best(mr->s->t->db, mr->m->gpu_id, problem_id, &c, &found)) return -1;
+  if (found && !fat_db_dropped(&c)) best->any_ms = c.median_ms;
+  if (p->direction != FAT_BWD) return 0;
+  if (fat_db_best_deterministic(mr->s->t->db, mr->m->gpu_id, problem_id, &c, &found)) return -1;
+  if (found && !fat_db_dropped(&c)) best->det_ms = c.median_ms;
+  return 0;
+}
+
+/* The cutoff of V's screening: FAT_DROP_FACTOR times the best so far of
+ * its kind; 0 (none) before there is one, and for the materialising
+ * baseline, which is no candidate but a figure the run's table prints. */
+static double cutoff_for(const fat_variant *v, const best_so_far *best) {
+  if (!strcmp(v->family, FAT_FAMILY_MATERIALIZE)) return 0;
+  const double of_kind = deterministic(v) ? best->det_ms : best->any_ms;
+  return of_kind > 0 ? FAT_DROP_FACTOR * of_kind : 0;
+}
+
+/* A timing of V enters BEST unless it is a drop or the baseline's. */
+static void note_best(const fat_variant *v, const fat_timing *t, best_so_far *best) {
+  if (t->reps < FAT_SCREEN_REPS || !strcmp(v->family, FAT_FAMILY_MATERIALIZE)) return;
+  if (!best->any_ms || t->median_ms < best->any_ms) best->any_ms = t->median_ms;
+  if (deterministic(v) && (!best->det_ms || t->median_ms < best->det_ms))
+    best->det_ms = t->median_ms;
+}
+
+/* Checks and times variant I on problem P on lane L, its screening cut off
+ * against BEST (updated by its timing); everything stored. FAT_LANE_DONE,
+ * FAT_LANE_LOST (its worker would not restart) or FAT_LANE_FAILED (the
+ * database, or the worker broke the protocol). */
 static fat_lane_result evaluate(model_run *mr, fat_lane *l, size_t i, const fat_problem *p,
-                                sqlite3_int64 problem_id) {
+                                sqlite3_int64 problem_id, best_so_far *best) {
   stage *s = mr->s;
   fat_tuning *t = s->t;
   const fat_model *m = mr->m;
@@ -237,10 +291,11 @@ static fat_lane_result evaluate(model_run *mr, fat_lane *l, size_t i, const fat_
     return record_failure(mr, i, problem_id, &shapes[0], reason) ? FAT_LANE_FAILED : FAT_LANE_DONE;
   }
   double t0 = fat_now_s();
+  const double cutoff_ms = cutoff_for(v, best);
   memset(checks, 0, sizeof checks);
   pthread_mutex_unlock(s->lock);
-  int st = l->m.evaluate(l->m.self, v, &m->builds[i], shapes, n, p, checks, &timing, &timed,
-                         reason, sizeof reason);
+  int st = l->m.evaluate(l->m.self, v, &m->builds[i], shapes, n, p, cutoff_ms, checks, &timing,
+                         &timed, reason, sizeof reason);
   pthread_mutex_lock(s->lock);
   pr->eval_seconds += fat_now_s() - t0;
   pr->evals_done++;
@@ -285,11 +340,17 @@ static fat_lane_result evaluate(model_run *mr, fat_lane *l, size_t i, const fat_
     }
     pr->evals_timed++;
     l->timed++;
-    char what[256];
+    note_best(v, &timing, best);
+    const int dropped = timing.reps < FAT_SCREEN_REPS;
+    pr->evals_dropped += dropped;
+    char what[320];
     double worst = 0;
     for (int k = 0; k < n; k++) worst = fmax(worst, checks[k].rel_l2);
-    snprintf(what, sizeof what, "results match (rel_l2 %.1e)  %8.3f ms  %6.1f TFLOP/s", worst,
-             timing.median_ms, timing.tflops);
+    const int len = snprintf(what, sizeof what, "results match (rel_l2 %.1e)  %8.3f ms  %6.1f TFLOP/s",
+                             worst, timing.median_ms, timing.tflops);
+    if (dropped && len > 0 && (size_t)len < sizeof what)
+      snprintf(what + len, sizeof what - (size_t)len, "  dropped after %d repetition: past %.3f ms,"
+               " %gx the best so far", timing.reps, cutoff_ms, FAT_DROP_FACTOR);
     print_variant_row(s, l, v, p, what);
   }
   return FAT_LANE_DONE;
@@ -326,7 +387,10 @@ static fat_lane_result choose_winner(model_run *mr, fat_lane *l, const fat_probl
       db_error(s, "", "reading the winner");
       return FAT_LANE_FAILED;
     }
-    if (has) return FAT_LANE_DONE;
+    if (has) {
+      mr->last_winner = variant_index(m, stored.variant_id);
+      return FAT_LANE_DONE;
+    }
   }
   if (fat_db_contenders(t->db, m->gpu_id, problem_id, ranked, FAT_DB_MAX_CONTENDERS, &n)) {
     db_error(s, "", "ranking");
@@ -396,8 +460,28 @@ static fat_lane_result choose_winner(model_run *mr, fat_lane *l, const fat_probl
     char label[LABEL_MAX];
     fat_problem_label(p, label, sizeof label);
     fprintf(t->log, "fatune: %sno variant passed for %s\n", tag(s, l, tg), label);
+  } else {
+    mr->last_winner = variant_index(m, best.variant_id);
   }
   return FAT_LANE_DONE;
+}
+
+/* The variant of problem P measured first, so that its problem's best so
+ * far is a good one from the start and more of the slow variants stop at
+ * their cutoff: the winner decided last on this model where it runs on P
+ * (the last problem of P's key, as a rule), else P's default variant where
+ * its build is made already (waiting for it would idle the GPU); -1: none,
+ * the generator's order. Only the order changes: every variant is still
+ * measured, and only a measurement drops one. Called with the lock held. */
+static ssize_t lead_variant(const model_run *mr, const fat_problem *p) {
+  const fat_model *m = mr->m;
+  const ssize_t w = mr->last_winner;
+  if (w >= 0 && m->builds[w].ok && fat_tuning_fits(&m->variants[w], p)) return w;
+  for (size_t i = 0; i < m->n_variants; i++)
+    if (m->variants[i].is_default && fat_tuning_fits(&m->variants[i], p) && built(mr->s, m, i) &&
+        m->builds[i].ok)
+      return (ssize_t)i;
+  return -1;
 }
 
 /* Stores problem K, checks and times every variant of its model that runs
@@ -429,7 +513,12 @@ static fat_lane_result tune_problem(model_run *mr, fat_handout *h, fat_lane *l, 
   const int tagged = snprintf(pr->stage, sizeof pr->stage, "%s", tag(s, l, tg));
   fat_problem_label(p, pr->stage + tagged, sizeof pr->stage - (size_t)tagged);
   if (!pr->tty && !t->quiet) fprintf(t->log, "fatune: %stuning %s\n", tag(s, l, tg), label);
-  for (size_t i = 0; i < m->n_variants; i++) {
+  best_so_far best = {0};
+  int best_read = 0;  /* read before the first variant measured: a rerun reads nothing */
+  const ssize_t lead = lead_variant(mr, p);
+  for (size_t j = 0; j < m->n_variants; j++) {
+    /* LEAD first, then the others in the generator's order. */
+    const size_t i = lead < 0 ? j : j == 0 ? (size_t)lead : j - 1 + (j - 1 >= (size_t)lead);
     if (!fat_tuning_fits(&m->variants[i], p)) continue;
     if (!built(s, m, i)) {
       fat_lane_result waited = await_build(s, m, i);
@@ -455,8 +544,13 @@ static fat_lane_result tune_problem(model_run *mr, fat_handout *h, fat_lane *l, 
       continue;
     }
     if (fat_handout_stopping(h)) return FAT_LANE_STOPPED;
+    if (!best_read && best_stored(mr, p, pid, &best)) {
+      db_error(s, "", "ranking");
+      return FAT_LANE_FAILED;
+    }
+    best_read = 1;
     *counted = 1;
-    fat_lane_result rc = evaluate(mr, l, i, p, pid);
+    fat_lane_result rc = evaluate(mr, l, i, p, pid, &best);
     if (rc != FAT_LANE_DONE) return rc;
     mr->measured[k]++;
     fat_progress_show(pr, 0);
@@ -512,6 +606,7 @@ int fat_tuning_run(fat_tuning *t, const fat_problem *problems, size_t n, int *st
     model_run *mr = &runs[j];
     mr->s = &s;
     mr->m = &t->models[j];
+    mr->last_winner = -1;
     mr->m->n_done = 0;
     mr->m->all_lost = 0;
     mr->alive = mr->m->n_lanes;

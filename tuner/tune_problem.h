@@ -32,8 +32,8 @@ typedef struct fat_measurer {
   void *self;
   int (*evaluate)(void *self, const fat_variant *v, const fat_build *b,
                   const fat_check_shape *shapes, int n_shapes, const fat_problem *problem,
-                  fat_check *checks, fat_timing *timing, int *timed, char *reason,
-                  size_t reasonlen);
+                  double cutoff_ms, fat_check *checks, fat_timing *timing, int *timed,
+                  char *reason, size_t reasonlen);
   int (*time_interleaved)(void *self, const fat_variant *const *v, const fat_build *const *b,
                           int n, const fat_problem *problem, fat_timing *timings, char *reason,
                           size_t reasonlen);

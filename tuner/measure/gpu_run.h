@@ -218,9 +218,11 @@ int fat_gpu_check(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s,
  * of clocks or temperature falls on all of them alike; inputs random once
  * from SEED. OUT[i] gets kernel i's statistics and the SM clock seen right
  * after the repetitions; a materialize variant's three kernels are timed
- * together between one pair of events. FAILED (err naming the variant)
- * when a launch is refused, or "does not fit: ..." when a materialize
- * variant's workspace does not. */
+ * together between one pair of events. With O->cutoff_ms (one kernel
+ * only), a first repetition slower than it ends the timing there: OUT
+ * gets 1 repetition. FAILED (err naming the variant) when a launch is
+ * refused, or "does not fit: ..." when a materialize variant's workspace
+ * does not. */
 int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_problem *p,
                  const fat_time_opts *o, uint64_t seed, fat_timing *out, char *err,
                  size_t errlen);

@@ -66,6 +66,10 @@ typedef struct fat_time_opts {
   int reps;      /* timed repetitions (each its own pair of events) */
   int warmup;    /* untimed launches first (clocks, caches, lazy module load) */
   int flush_l2;  /* 1: overwrite a buffer of 2x the L2 size before each repetition */
+  double cutoff_ms;  /* > 0: one kernel's timing stops after its first repetition when that
+                        took longer than this, and is a timing of 1 repetition (an evaluate
+                        job's screening far behind its problem's best so far: db.h's
+                        FAT_DROP_FACTOR); 0: none, every repetition runs */
 } fat_time_opts;
 
 /* Where a worker's time goes, summed over its jobs: what --json's

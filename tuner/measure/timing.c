@@ -63,11 +63,13 @@ static CUresult launch_bwd(fat_gpu *g, const fat_gpu_kernel *k, void *tensors) {
 /* The timed part of fat_gpu_time, both directions: O->warmup untimed rounds,
  * then O->reps rounds of every kernel in turn (A B C A B C ...), each launch
  * between its own pair of events with the L2 flushed outside them; OUT[i]
- * gets kernel i's statistics and the SM clock seen right after. */
+ * gets kernel i's statistics and the SM clock seen right after. With a
+ * cutoff (one kernel), the first round is waited for and read before the
+ * others are queued: past the cutoff, it is the whole timing. */
 static int time_round_robin(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_problem *p,
                             const fat_time_opts *o, timed_launch launch, void *tensors,
                             fat_timing *out, char *err, size_t errlen) {
-  int rc = FAT_GPU_FAILED, clock_mhz = 0;
+  int rc = FAT_GPU_FAILED, clock_mhz = 0, reps = o->reps;  /* REPS: those run */
   const size_t n_events = 2 * (size_t)n * (size_t)o->reps;
   /* start of (kernel i, rep r) at 2(i·reps + r), stop right after */
   CUevent *events = calloc(n_events, sizeof *events);
@@ -82,7 +84,7 @@ static int time_round_robin(fat_gpu *g, const fat_gpu_kernel *const *k, int n, c
   for (int w = 0; w < o->warmup; w++)
     for (int i = 0; i < n; i++)
       CU(launch(g, k[i], tensors), "warm-up launch of %s", k[i]->desc.name);
-  for (int r = 0; r < o->reps; r++)
+  for (int r = 0; r < reps; r++) {
     for (int i = 0; i < n; i++) {
       size_t e = 2 * ((size_t)i * o->reps + r);
       /* The flush sits outside the events, so only the kernel is timed. */
@@ -93,6 +95,14 @@ static int time_round_robin(fat_gpu *g, const fat_gpu_kernel *const *k, int n, c
       CU(launch(g, k[i], tensors), "launching %s", k[i]->desc.name);
       CU(g->cu.cuEventRecord(events[e + 1], g->stream), "cuEventRecord");
     }
+    if (r == 0 && o->cutoff_ms > 0) {
+      float first;
+      CU(g->cu.cuEventSynchronize(events[1]), "running the first repetition of %s",
+         k[0]->desc.name);
+      CU(g->cu.cuEventElapsedTime(&first, events[0], events[1]), "cuEventElapsedTime");
+      if (first > o->cutoff_ms) reps = 1;  /* far behind: nothing more to learn */
+    }
+  }
   CU(g->cu.cuStreamSynchronize(g->stream), "running the timed repetitions of %s%s", k[0]->desc.name,
      n > 1 ? " and others" : "");
   /* Right after the repetitions, while the clocks are still where the
@@ -101,20 +111,20 @@ static int time_round_robin(fat_gpu *g, const fat_gpu_kernel *const *k, int n, c
 
   for (int i = 0; i < n; i++) {
     fat_stats st;
-    for (int r = 0; r < o->reps; r++) {
+    for (int r = 0; r < reps; r++) {
       size_t e = 2 * ((size_t)i * o->reps + r);
       float elapsed;
       CU(g->cu.cuEventElapsedTime(&elapsed, events[e], events[e + 1]), "cuEventElapsedTime");
       ms[r] = elapsed;
     }
-    if (fat_stats_compute(ms, (size_t)o->reps, &st)) {
+    if (fat_stats_compute(ms, (size_t)reps, &st)) {
       snprintf(err, errlen, "timings of %s are not numbers", k[i]->desc.name);
       rc = FAT_GPU_FAILED;
       goto out;
     }
     fat_timing *ti = &out[i];
     memset(ti, 0, sizeof *ti);
-    ti->reps = o->reps;
+    ti->reps = reps;
     ti->median_ms = st.median;
     ti->min_ms = st.min;
     ti->max_ms = st.max;
@@ -149,12 +159,17 @@ int fat_gpu_time(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_pr
                            .descale_per_head = fat_dtype_kv_fp8(p->dtype)};
 
   memset(&t, 0, sizeof t);
-  if (n >= 1 && k[0]->desc.direction == FAT_BWD) return time_bwd(g, k, n, p, o, seed, out, err, errlen);
   if (n < 1 || o->reps < 1 || o->warmup < 0) {
     snprintf(err, errlen, "timing needs at least one variant and one repetition (got %d variants, "
              "%d reps, %d warm-up)", n, o->reps, o->warmup);
     return FAT_GPU_FAILED;
   }
+  if (o->cutoff_ms != 0 && (n != 1 || !(o->cutoff_ms > 0))) {
+    snprintf(err, errlen, "a timing's cutoff (%g ms) needs one variant and a positive time (got %d"
+             " variants)", o->cutoff_ms, n);
+    return FAT_GPU_FAILED;
+  }
+  if (k[0]->desc.direction == FAT_BWD) return time_bwd(g, k, n, p, o, seed, out, err, errlen);
   for (int i = 0; i < n; i++)
     if (k[i]->desc.head_dim != p->head_dim || k[i]->desc.dtype != p->dtype ||
         k[i]->desc.mask != p->mask) {
@@ -181,9 +196,9 @@ out:
   return rc;
 }
 
-/* fat_gpu_time for backward kernels: the whole backward (every kernel of
- * it) between one pair of events, on inputs random once from SEED and a
- * constant lse (timing needs no reference). */
+/* fat_gpu_time for backward kernels (N and O checked there): the whole
+ * backward (every kernel of it) between one pair of events, on inputs
+ * random once from SEED and a constant lse (timing needs no reference). */
 static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat_problem *p,
                     const fat_time_opts *o, uint64_t seed, fat_timing *out, char *err,
                     size_t errlen) {
@@ -198,11 +213,6 @@ static int time_bwd(fat_gpu *g, const fat_gpu_kernel *const *k, int n, const fat
   unsigned lse_bits;
 
   memset(&t, 0, sizeof t);
-  if (o->reps < 1 || o->warmup < 0) {
-    snprintf(err, errlen, "timing needs at least one variant and one repetition (got %d variants, "
-             "%d reps, %d warm-up)", n, o->reps, o->warmup);
-    return FAT_GPU_FAILED;
-  }
   for (int i = 0; i < n; i++)
     if (k[i]->desc.direction != p->direction || k[i]->desc.head_dim != p->head_dim ||
         k[i]->desc.dtype != p->dtype || k[i]->desc.mask != p->mask) {

@@ -656,8 +656,8 @@ static int require_alive(const fat_worker *w, char *reason, size_t reasonlen) {
 
 int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
                         const fat_check_shape *shapes, int n_shapes, const fat_problem *problem,
-                        fat_check *checks, fat_timing *timing, int *timed, char *reason,
-                        size_t reasonlen) {
+                        double cutoff_ms, fat_check *checks, fat_timing *timing, int *timed,
+                        char *reason, size_t reasonlen) {
   /* Each on the heap: thousands of bytes, and one worker per GPU may be
    * driven from its own thread. */
   fat_eval_job *job = calloc(1, sizeof *job);
@@ -686,6 +686,10 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
     estimate_s += f / REFERENCE_FLOP_PER_S + f / VARIANT_FLOP_PER_S;
   }
   if (problem && validate_problem(problem, v, reason, reasonlen)) goto out;
+  if (!(cutoff_ms >= 0) || !isfinite(cutoff_ms)) {
+    set_msg(reason, reasonlen, "cutoff %g ms: not a time (0 for none)", cutoff_ms);
+    goto out;
+  }
   job->n_shapes = n_shapes;
   job->seed = w->opts.seed + w->jobs++;
   job->check_seed = fat_seed_derive(w->opts.seed, CHECK_SEED_STREAM);
@@ -701,6 +705,9 @@ int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
   if (w->opts.screen_reps > 0 && !v->is_default) {
     job->opts.reps = w->opts.screen_reps;
     if (job->opts.warmup > FAT_SCREEN_WARMUP) job->opts.warmup = FAT_SCREEN_WARMUP;
+    /* Only a screening stops early: a full timing (the default's, every
+     * one with --exhaustive) runs all its repetitions. */
+    job->opts.cutoff_ms = cutoff_ms;
   }
   if (problem) {
     job->problem = *problem;

@@ -51,7 +51,8 @@ typedef struct fat_worker_options {
                                FAT_SCREEN_WARMUP untimed ones, but for the
                                default variant's, which the run's table prints as a
                                figure; interleaved jobs take
-                               time.reps. 0: every timing takes time.reps */
+                               time.reps. 0: every timing takes time.reps, and no
+                               cutoff applies (fat_worker_evaluate) */
   uint64_t seed;            /* first job's seed; each job after takes the next */
 } fat_worker_options;
 
@@ -103,12 +104,15 @@ int fat_worker_pid(const fat_worker *w);
  * N_SHAPES shapes (at most FAT_MAX_CHECK_SHAPES), each with fresh random
  * inputs; CHECKS[i] gets shape i's outcome. Then, when every check passed
  * and PROBLEM is not NULL, times it on PROBLEM: *TIMED = 1 and TIMING
- * filled (else *TIMED = 0). Returns a fat_worker_status; REASON (may be
+ * filled (else *TIMED = 0). CUTOFF_MS > 0: a screening (screen_reps) whose
+ * first repetition takes longer stops there, TIMING of 1 repetition (the
+ * caller passes FAT_DROP_FACTOR times its problem's best so far); a full
+ * timing ignores it; 0: none. Returns a fat_worker_status; REASON (may be
  * NULL) says why for anything but OK. */
 int fat_worker_evaluate(fat_worker *w, const fat_variant *v, const fat_build *b,
                         const fat_check_shape *shapes, int n_shapes, const fat_problem *problem,
-                        fat_check *checks, fat_timing *timing, int *timed, char *reason,
-                        size_t reasonlen);
+                        double cutoff_ms, fat_check *checks, fat_timing *timing, int *timed,
+                        char *reason, size_t reasonlen);
 
 /* Times N variants (at most FAT_MAX_INTERLEAVED, all for PROBLEM's head
  * dim, dtype and mask) round-robin, A B C A B C ..., so that close

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Frames and message encodings of the worker protocol (see worker_wire.h). */
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,12 +361,16 @@ void fat_put_time_opts(fat_wbuf *b, const fat_time_opts *x) {
   fat_put_i32(b, x->reps);
   fat_put_i32(b, x->warmup);
   fat_put_i32(b, x->flush_l2);
+  fat_put_f64(b, x->cutoff_ms);
 }
 
 void fat_get_time_opts(fat_rbuf *b, fat_time_opts *x) {
   x->reps = fat_get_i32(b);
   x->warmup = fat_get_i32(b);
   x->flush_l2 = fat_get_i32(b);
+  x->cutoff_ms = fat_get_f64(b);
+  /* A cutoff is a time or none: NaN, infinity or a negative is garbage. */
+  if (!(x->cutoff_ms >= 0) || !isfinite(x->cutoff_ms)) b->failed = 1;
 }
 
 void fat_put_ceilings(fat_wbuf *b, const fat_ceilings *x) {

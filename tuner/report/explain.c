@@ -264,7 +264,8 @@ const char *fat_explain_usage(void) {
          "with the GPU's measured ceilings, the bandwidth and compute floors. With a tuned\n"
          "winner for the shape in the database, where the measured kernel sits: its FLOP\n"
          "rate against the measured peak of the instruction its family issues (mma.sync,\n"
-         "or wgmma on Hopper).\n"
+         "or wgmma on Hopper), and why the other candidates lost where they were not\n"
+         "timed in full (how far behind the best, after how many repetitions).\n"
          "\n"
          "  --seqlen N         query and key length (or --seqlen-q N and --seqlen-k N)\n"
          "  --head-dim D       head dimension\n"
@@ -414,12 +415,14 @@ typedef struct stored_winner {
   char name[256];      /* the variant */
   char family[64];     /* its family, whose instruction's peak it is placed against */
   double median_ms;
+  sqlite3_int64 problem_id;  /* its problem: whose eliminations say why the others lost */
 } stored_winner;
 
 static void read_winner(sqlite3_stmt *s, stored_winner *w) {
   snprintf(w->name, sizeof w->name, "%s", (const char *)sqlite3_column_text(s, 3));
   w->median_ms = sqlite3_column_double(s, 4);
   snprintf(w->family, sizeof w->family, "%s", (const char *)sqlite3_column_text(s, 5));
+  w->problem_id = sqlite3_column_int64(s, 6);
 }
 
 /* The winner stored for P's (dtype, head dim, mask, seqlens) on GPU_ID.
@@ -436,7 +439,7 @@ static int find_winner(fat_db *db, sqlite3_int64 gpu_id, const fat_problem *p, i
   others[0] = '\0';
   if (sqlite3_prepare_v2(
           fat_db_handle(db),
-          "SELECT p.batch, p.heads, p.heads_k, v.name, t.median_ms, v.family FROM winners w"
+          "SELECT p.batch, p.heads, p.heads_k, v.name, t.median_ms, v.family, p.id FROM winners w"
           " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"
           " JOIN timings t ON t.id = w.timing_id"
           " WHERE w.gpu_id = ?1 AND p.direction = 'fwd' AND p.dtype = ?2 AND p.mask = ?3"
@@ -556,6 +559,41 @@ static void print_measured(FILE *out, const fat_io_model *m, const fat_floors *c
             fmt_trimmed(100.0 * ((double)m->lower_bound_bytes / c->bandwidth) / s, 1, v, sizeof v));
 }
 
+/* The eliminated candidates explain names, the closest first. */
+#define EXPLAIN_CLOSEST_ELIMINATED 3
+
+/* Why the other candidates of W's problem lost without a full timing (the
+ * database's eliminations, db.h): how many, how many of them were dropped
+ * after one repetition, and the closest few with their ratios over the
+ * best. Nothing where there are none (a problem timed with --exhaustive,
+ * decided before schema version 10, or read from a table, which carries
+ * none). 0, or -1 with the database's error. */
+static int print_eliminated(FILE *out, fat_db *db, sqlite3_int64 gpu_id, const stored_winner *w) {
+  fat_db_elimination e[EXPLAIN_CLOSEST_ELIMINATED];
+  size_t n = 0, total = 0, drops = 0;
+  char t[64];
+  if (fat_db_eliminations(db, gpu_id, w->problem_id, e, EXPLAIN_CLOSEST_ELIMINATED, &n, &total,
+                          &drops))
+    return -1;
+  if (!total) return 0;
+  fprintf(out, "  eliminated without a full timing: %zu candidate%s", total, total == 1 ? "" : "s");
+  if (drops)
+    fprintf(out, ", %zu of them after 1 repetition (more than %gx the best so far)", drops,
+            FAT_DROP_FACTOR);
+  fprintf(out, "\n  the closest, against the fastest timed alone, %s (%s):\n", e[0].best,
+          fmt_seconds(e[0].best_ms * 1e-3, t, sizeof t));
+  for (size_t i = 0; i < n; i++) {
+    fprintf(out, "    %s  %.2fx the best after %d repetition%s", e[i].name, e[i].ratio, e[i].reps,
+            e[i].reps == 1 ? "" : "s");
+    /* Within the margin, it was cut by the number a job compares. */
+    if (e[i].ratio <= 1 + FAT_SCREEN_CONTENDER)
+      fprintf(out, " (within %g%%, but not among the %d fastest)", 100 * FAT_SCREEN_CONTENDER,
+              FAT_DB_MAX_CONTENDERS);
+    fputc('\n', out);
+  }
+  return 0;
+}
+
 int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
   char err[ERRLEN] = "", gpu[256] = "", others[1024] = "", db_path[4096];
   fat_explain_options o;
@@ -633,6 +671,7 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
     print_floors(out, &m, &c, have_gpu ? gpu : NULL);
   if (have_winner) {
     print_measured(out, &m, &c, gpu, &winner);
+    if (print_eliminated(out, db, gpu_id, &winner)) goto db_fail;
   } else if (have_gpu) {
     fprintf(out, "\nno tuned winner on %s in %s for %s, head dim %d, %s, seqlen_q %d, seqlen_k %d",
             gpu, db_path, fat_dtype_name(o.problem.dtype), o.problem.head_dim,
@@ -646,6 +685,7 @@ int fat_explain_run(int argc, char **argv, FILE *out, FILE *errf) {
         print_measured(out, &at, &c, gpu, &winner);
         fprintf(out, "  (at the stored shape: batch %d, heads %d, K/V heads %d)\n", stored.batch, stored.heads,
                 stored.heads_k);
+        if (print_eliminated(out, db, gpu_id, &winner)) goto db_fail;
       }
     } else {
       fprintf(out, "\n");

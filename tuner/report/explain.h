@@ -6,7 +6,9 @@
  * FLOPs, and -- with the GPU's measured ceilings and a tuned winner from the
  * database -- the roofline floors and where the measured kernel sits, its
  * FLOP rate over the peak of the instruction its family issues (mma.sync
- * or wgmma: family.h's matrix_op).
+ * or wgmma: family.h's matrix_op), and why the candidates not timed in
+ * full lost (the tuning database's eliminations: how many, and the
+ * closest few by their ratio over the best and their repetitions).
  *
  * The lower bound is never called FlashAttention's traffic: a tiled kernel
  * re-reads K and V once per query tile. The materialising/lower-bound ratio

@@ -169,11 +169,16 @@ static const char *group_hash(const gen_group *gg, const char *name) {
 int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long long *n_winners,
                             char *err, size_t errlen) {
   sqlite3 *h = fat_db_handle(db);
-  sqlite3_stmt *s = NULL, *retire[3] = {NULL, NULL, NULL};
-  static const char *const RETIRE_SQL[3] = {
+  /* Its eliminations go with its winners: a decision whose loser or best
+   * it was is void (the next tune decides again). */
+  enum { RETIRE_WINNERS = 2, N_RETIRE = 4 };
+  sqlite3_stmt *s = NULL, *retire[N_RETIRE] = {NULL, NULL, NULL, NULL};
+  static const char *const RETIRE_SQL[N_RETIRE] = {
       "UPDATE checks SET retired = 1 WHERE variant_id = ?1 AND retired = 0",
       "UPDATE timings SET retired = 1 WHERE variant_id = ?1 AND retired = 0",
-      "DELETE FROM winners WHERE variant_id = ?1"};
+      [RETIRE_WINNERS] = "DELETE FROM winners WHERE variant_id = ?1",
+      "DELETE FROM eliminations WHERE variant_id = ?1 OR best_timing_id IN"
+      " (SELECT id FROM timings WHERE variant_id = ?1)"};
   gen_group gg = {0};
   sqlite3_int64 *stale = NULL;
   size_t variants = 0, cap = 0;
@@ -184,7 +189,7 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
   in_tx = 1;
   if (sqlite3_prepare_v2(h, LIVE_VARIANTS_SQL, -1, &s, NULL) != SQLITE_OK)
     goto sqlfail;
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < N_RETIRE; i++)
     if (sqlite3_prepare_v2(h, RETIRE_SQL[i], -1, &retire[i], NULL) != SQLITE_OK) goto sqlfail;
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
     const char *name = (const char *)sqlite3_column_text(s, 1);
@@ -223,11 +228,11 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
   }
   if (step != SQLITE_DONE) goto sqlfail;
   for (size_t k = 0; k < variants; k++)
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_RETIRE; i++) {
       sqlite3_reset(retire[i]);
       sqlite3_bind_int64(retire[i], 1, stale[k]);
       if (sqlite3_step(retire[i]) != SQLITE_DONE) goto sqlfail;
-      if (i == 2) winners += sqlite3_changes(h);
+      if (i == RETIRE_WINNERS) winners += sqlite3_changes(h);
     }
   if (sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto sqlfail;
   in_tx = 0;
@@ -240,7 +245,7 @@ sqlfail:
 out:
   free(stale);
   sqlite3_finalize(s);
-  for (int i = 0; i < 3; i++) sqlite3_finalize(retire[i]);
+  for (int i = 0; i < N_RETIRE; i++) sqlite3_finalize(retire[i]);
   if (in_tx) sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
   gen_group_free(&gg);
   return rc;

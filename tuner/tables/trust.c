@@ -468,6 +468,8 @@ static void note_stale(fat_trust_report *r, const char *vname, const char *hash,
 /* What refers to a variant, deleted before it (foreign keys are on). */
 static const char *const LEAVE_OUT_SQL =
     "DELETE FROM main.winners WHERE variant_id = ?1;"
+    "DELETE FROM main.eliminations WHERE variant_id = ?1 OR best_timing_id IN (SELECT id FROM"
+    " main.timings WHERE variant_id = ?1);"
     "DELETE FROM main.timing_jobs WHERE job IN (SELECT id FROM main.timings WHERE variant_id = ?1)"
     " OR timing_id IN (SELECT id FROM main.timings WHERE variant_id = ?1);"
     "DELETE FROM main.timings WHERE variant_id = ?1;"
@@ -898,8 +900,12 @@ out:
 
 /* A timing is a measurement: reps the tuner takes (a winner's a full
  * timing's, at least FAT_FULL_REPS; another's at least a screening's,
- * FAT_SCREEN_REPS), a median no launch can beat and no problem's FLOPs can
- * make faster than MAX_PLAUSIBLE_TFLOPS. */
+ * FAT_SCREEN_REPS, or a drop's -- a screening stopped after its first
+ * repetition, whose median is then more than FAT_DROP_FACTOR times the
+ * best timing of at least FAT_SCREEN_REPS of its GPU and problem: never a
+ * contender, it decides nothing, but a shard's database holds them), a
+ * median no launch can beat and no problem's FLOPs can make faster than
+ * MAX_PLAUSIBLE_TFLOPS. */
 /* The problem of a row whose columns FIRST.. are a problems row's
  * direction, mask, head_dim, batch, heads, seqlen_q, seqlen_k,
  * window_left, window_right and lengths (what fat_problem_flops needs). */
@@ -939,7 +945,10 @@ static int check_timings(sqlite3 *h, const char *name, char *err, size_t errlen)
   if (sqlite3_prepare_v2(h, "SELECT t.id, t.reps, t.median_ms, t.min_ms, t.max_ms, t.tflops,"
                             " t.sm_clock_mhz, p.direction, p.mask, p.head_dim, p.batch, p.heads,"
                             " p.seqlen_q, p.seqlen_k, p.window_left, p.window_right, p.lengths,"
-                            " EXISTS (SELECT 1 FROM main.winners w WHERE w.timing_id = t.id)"
+                            " EXISTS (SELECT 1 FROM main.winners w WHERE w.timing_id = t.id),"
+                            " CASE WHEN t.reps < " FAT_SQL_SCREEN_REPS " THEN (SELECT"
+                            " min(b.median_ms) FROM main.timings b WHERE b.gpu_id = t.gpu_id AND"
+                            " b.problem_id = t.problem_id AND b.reps >= " FAT_SQL_SCREEN_REPS ") END"
                             " FROM main.timings t JOIN main.problems p ON p.id = t.problem_id"
                             " ORDER BY t.id", -1, &s, NULL) != SQLITE_OK)
     goto sqlfail;
@@ -948,10 +957,21 @@ static int check_timings(sqlite3 *h, const char *name, char *err, size_t errlen)
     const double median = sqlite3_column_double(s, 2), lo = sqlite3_column_double(s, 3);
     const double hi = sqlite3_column_double(s, 4), tflops = sqlite3_column_double(s, 5);
     const fat_problem p = problem_of_row(s, 7);
-    char what[200] = "";
+    char what[256] = "";
     const int winning = sqlite3_column_int(s, 17);
     const int least = winning ? FAT_FULL_REPS : FAT_SCREEN_REPS;
-    if (reps < least || reps > FAT_MAX_REPS)
+    /* A drop is no winner's, and its best (the fastest timing of at least
+     * a screening's reps) is more than FAT_DROP_FACTOR ahead of it. */
+    const int drop = !winning && reps >= 1 && reps < FAT_SCREEN_REPS;
+    const int has_best = sqlite3_column_type(s, 18) != SQLITE_NULL;
+    const double best = sqlite3_column_double(s, 18);
+    char best_text[64] = "its problem has none";
+    if (has_best) snprintf(best_text, sizeof best_text, "%g", best);
+    if (drop && !(has_best && median > FAT_DROP_FACTOR * best))
+      snprintf(what, sizeof what, "reps %lld is fewer than a screening's %d, and median_ms %g is not"
+               " more than %gx its problem's best of at least %d reps (%s)", reps, FAT_SCREEN_REPS,
+               median, FAT_DROP_FACTOR, FAT_SCREEN_REPS, best_text);
+    else if (!drop && (reps < least || reps > FAT_MAX_REPS))
       snprintf(what, sizeof what, "reps %lld is outside [%d, %d]%s", reps, least, FAT_MAX_REPS,
                winning ? ": a winner's timing is a full one" : "");
     else if (!isfinite(lo) || !isfinite(hi))
