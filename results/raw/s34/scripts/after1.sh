@@ -1,6 +1,6 @@
 set -u
 grep -h "kept fp64 reference\|wrote outside" "$OUT"/tune*.log | head -5
-"$PACK/fatune" explain --db "$DB" --gpu 0 --head-dim 128 --dtype bf16 --mask none --seqlen 4096 > "$OUT/explain.log" 2>&1; head -40 "$OUT/explain.log"
+"$PACK/fatune" explain --db "$DB" --head-dim 128 --dtype bf16 --seqlen 4096 --batch 4 --heads 16 > "$OUT/explain.log" 2>&1; head -40 "$OUT/explain.log"
 gzip -c "$DB" > "$OUT/run.db.gz"; rm -f "$DB" "$DB"-wal "$DB"-shm
 for j in cold rerun bwd_all; do echo "== $j"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['seconds']); print(d.get('tune_seconds')); print(d['evaluations'])" "$OUT/$j.json"; done
 echo "== bench_torch ($(date -u +%T))"
