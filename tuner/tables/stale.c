@@ -177,8 +177,8 @@ int fat_tables_retire_stale(fat_db *db, fat_gen *g, long long *n_variants, long 
       "UPDATE checks SET retired = 1 WHERE variant_id = ?1 AND retired = 0",
       "UPDATE timings SET retired = 1 WHERE variant_id = ?1 AND retired = 0",
       [RETIRE_WINNERS] = "DELETE FROM winners WHERE variant_id = ?1",
-      "DELETE FROM eliminations WHERE variant_id = ?1 OR best_timing_id IN"
-      " (SELECT id FROM timings WHERE variant_id = ?1)"};
+      ("DELETE FROM eliminations WHERE variant_id = ?1 OR best_timing_id IN"
+       " (SELECT id FROM timings WHERE variant_id = ?1)")};
   gen_group gg = {0};
   sqlite3_int64 *stale = NULL;
   size_t variants = 0, cap = 0;
