@@ -120,7 +120,7 @@ try:
 except ImportError:  # the package imports without PyTorch; its calls need it
     torch = None
 else:
-    from . import _ops  # noqa: F401  (registers fatune::fwd, fatune::bwd, fatune::fwd_varlen)
+    from . import _ops  # registers fatune::fwd, fatune::bwd, ...; its eager path (_ops.forward, ...)
 
 __all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse",
            "attention_with_kvcache", "attention_bwd", "last_choice", "select", "select_bwd", "Choice",
@@ -284,7 +284,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
     if given:
         raise ValueError(f"{api}: {', '.join(given)} given with {q.dtype} q, k and v: descale factors "
                          "are for torch.float8_e4m3fn inputs; pass None")
-    o, lse = torch.ops.fatune.fwd(q, k, v, *options, deterministic)
+    o, lse = _ops.forward(q, k, v, *options, deterministic)
     return (o, lse) if return_softmax_lse else o
 
 
@@ -337,8 +337,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     for name, x in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if not _is_length(x):
             raise TypeError(f"{name} must be an int, got {type(x).__name__}")
-    o, lse = torch.ops.fatune.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
-                                         max_seqlen_k, *options, deterministic)
+    o, lse = _ops.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
+                                 *options, deterministic)
     return (o, lse) if return_softmax_lse else o
 
 
@@ -440,7 +440,7 @@ def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, wi
     # read, so that torch.compile traces it.
     _runtime.check_bwd(dout, q, k, v, o, lse, api, storage=False)
     if dq is None and dk is None and dv is None:
-        return torch.ops.fatune.bwd(dout, q, k, v, o, lse, mask, left, right, value, cap, deterministic)
+        return _ops.backward(dout, q, k, v, o, lse, mask, left, right, value, cap, deterministic)
     for name, g, like, like_name in (("dq", dq, q, "q"), ("dk", dk, k, "k"), ("dv", dv, v, "v")):
         if g is not None:
             _runtime.check_like(name, g, like, like_name, api)

@@ -229,3 +229,104 @@ def _fp8_backward(ctx, dout, _dlse):
 
 
 fwd_fp8.register_autograd(_fp8_backward, setup_context=_fp8_setup)
+
+
+# ---- the eager path -------------------------------------------------------------------
+#
+# A torch.library.custom_op costs tens of microseconds of Python dispatch a
+# call, and over a hundred with its autograd wrapper around an input that
+# requires grad (against a few for a torch.autograd.Function: the
+# thirty-fourth session's probe, results/raw/s34/scripts/hostprobe.py), which
+# is most of a small decoding call's host time. Outside torch.compile and
+# export, on plain tensors and with no torch-function or dispatch mode active
+# (a mode may want to see the operator), the public functions call the same
+# _runtime functions the operators run, directly, with the same autograd
+# formulas in a torch.autograd.Function; everything else goes through the
+# operators, so a traced program still holds fatune::fwd and fatune::bwd.
+
+
+def eager(*tensors):
+    """Whether a call on TENSORS (None allowed) may skip the operators: plain
+    CUDA tensors (not fake, functional, meta or a subclass), nothing
+    tracing (torch.compile, export, torch.jit.trace), no mode active, no torch.func transform (whose wrapped tensors
+    are of type Tensor too)."""
+    return (not torch.compiler.is_compiling()
+            and not torch.jit.is_tracing()
+            and not torch._C._is_torch_function_mode_enabled()
+            and torch._C._len_torch_dispatch_stack() == 0
+            and torch._C._functorch.peek_interpreter_stack() is None
+            and all(t is None or (type(t) is Tensor and t.is_cuda) for t in tensors))
+
+
+def _grad_needed(*tensors):
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+class _Fwd(torch.autograd.Function):
+    """fatune::fwd with its autograd formula (_fwd_setup, _fwd_backward)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, window_left, window_right, softmax_scale, softcap, deterministic):
+        out, lse = _runtime.forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = (mask, window_left, window_right, softmax_scale, softcap, deterministic)
+        _lse_not_differentiable(ctx, lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        nothing = (None,) * 6
+        if dout is None:
+            return (None, None, None) + nothing
+        q, k, v, out, lse = ctx.saved_tensors
+        return _runtime.backward(dout, q, k, v, out, lse, *ctx.options) + nothing
+
+
+class _FwdVarlen(torch.autograd.Function):
+    """fatune::fwd_varlen with its autograd formula (_varlen_setup, _varlen_backward)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, *options):
+        max_seqlen_q, max_seqlen_k, mask, window_left, window_right, softmax_scale, softcap, _det = options
+        out, lse = _runtime.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
+                                           max_seqlen_k, mask, window_left, window_right, softmax_scale,
+                                           softcap)
+        ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k)
+        ctx.options = options
+        _lse_not_differentiable(ctx, lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        nothing = (None,) * 11
+        if dout is None:
+            return (None, None, None) + nothing
+        return _runtime.backward_varlen(dout, *ctx.saved_tensors, *ctx.options) + nothing
+
+
+def forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap, deterministic):
+    """(out, lse) as torch.ops.fatune.fwd gives them."""
+    if not eager(q, k, v):
+        return torch.ops.fatune.fwd(q, k, v, mask, window_left, window_right, softmax_scale, softcap,
+                                    deterministic)
+    if _grad_needed(q, k, v):
+        return _Fwd.apply(q, k, v, mask, window_left, window_right, softmax_scale, softcap, deterministic)
+    return _runtime.forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap)
+
+
+def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, *options):
+    """(out, lse) as torch.ops.fatune.fwd_varlen gives them; OPTIONS are its
+    max_seqlen_q, max_seqlen_k, mask, window_left, window_right,
+    softmax_scale, softcap and deterministic."""
+    if not eager(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k):
+        return torch.ops.fatune.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, *options)
+    if _grad_needed(q, k, v):
+        return _FwdVarlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, *options)
+    return _runtime.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, *options[:-1])
+
+
+def backward(dout, q, k, v, out, lse, *options):
+    """(dq, dk, dv) as torch.ops.fatune.bwd gives them."""
+    if not eager(dout, q, k, v, out, lse):
+        return torch.ops.fatune.bwd(dout, q, k, v, out, lse, *options)
+    return _runtime.backward(dout, q, k, v, out, lse, *options)

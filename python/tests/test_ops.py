@@ -460,6 +460,90 @@ def test_export():
     assert "fatune.fwd.default" in targets, targets
 
 
+def _reference(q, k, v, scale):
+    """out and lse of plain attention in float64 (q (b, sq, h, d), k and v
+    (b, sk, hk, d), grouped-query by repeating), cast as the kernels return
+    them: out in q's dtype, lse fp32 (b, h, sq)."""
+    g = q.shape[2] // k.shape[2]
+    qd, kd, vd = (t.double() for t in (q, k, v))
+    kd, vd = (t.repeat_interleave(g, dim=2) for t in (kd, vd))
+    s = torch.einsum("bqhd,bkhd->bhqk", qd, kd) * scale
+    lse = torch.logsumexp(s, dim=-1)
+    out = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), vd)
+    return out.to(q.dtype), lse.float()
+
+
+def test_eager_path_matches_operators():
+    """The eager path (_ops.forward / backward outside torch.compile, on plain
+    CUDA tensors) against the operators: with libfatune's calls stood in for
+    by a float64 reference on the CPU (both paths call the same _runtime
+    functions), the same out, lse and gradients through autograd, a loss
+    through lse alone giving none, and no autograd node where nothing needs
+    grad. Also when it applies: never for meta, CPU or fake tensors."""
+    from fatune import _ops, _runtime
+
+    def fwd(q, k, v, mask, left, right, scale, softcap):
+        return _reference(q, k, v, scale)
+
+    def bwd(dout, q, k, v, o, lse, mask, left, right, scale, softcap, deterministic):
+        # By hand (the operator's implementation runs below autograd).
+        g = q.shape[2] // k.shape[2]
+        qd, do = q.double(), dout.double()
+        kd, vd = (t.double().repeat_interleave(g, dim=2) for t in (k, v))
+        p = torch.softmax(torch.einsum("bqhd,bkhd->bhqk", qd, kd) * scale, dim=-1)
+        dv = torch.einsum("bhqk,bqhd->bkhd", p, do)
+        dp = torch.einsum("bqhd,bkhd->bhqk", do, vd)
+        ds = p * (dp - (dp * p).sum(-1, keepdim=True)) * scale
+        dq = torch.einsum("bhqk,bkhd->bqhd", ds, kd)
+        dk = torch.einsum("bhqk,bqhd->bkhd", ds, qd)
+        dk, dv = (t.unflatten(2, (k.shape[2], g)).sum(3) for t in (dk, dv))
+        return tuple(a.to(t.dtype) for a, t in zip((dq, dk, dv), (q, k, v)))
+
+    saved = (_runtime.forward, _runtime.backward, _ops.eager)
+    _runtime.forward, _runtime.backward = fwd, bwd
+    try:
+        torch.manual_seed(0)
+        q0, k0, v0 = torch.randn(2, 5, 4, 8), torch.randn(2, 7, 2, 8), torch.randn(2, 7, 2, 8)
+        dout = torch.randn(2, 5, 4, 8)
+        options = (0, -1, -1, 0.3, 0.0, False)
+        results = {}
+        for path in ("operator", "eager"):
+            _ops.eager = (lambda *t: path == "eager")
+            q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
+            out, lse = _ops.forward(q, k, v, *options)
+            assert (out.grad_fn is not None) and not lse.requires_grad, path
+            out.backward(dout)
+            results[path] = (out.detach(), lse, q.grad, k.grad, v.grad)
+            # A loss through lse alone reaches no gradient.
+            q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
+            _, lse = _ops.forward(q, k, v, *options)
+            assert lse.grad_fn is None or not lse.requires_grad, path
+            with torch.no_grad():
+                out, _ = _ops.forward(q, k, v, *options)
+            assert out.grad_fn is None, path
+            dq, dk, dv = _ops.backward(dout, q0, k0, v0, results[path][0], results[path][1], *options)
+            assert all(torch.equal(a, b) for a, b in zip((dq, dk, dv), results[path][2:])), path
+        for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), results["operator"], results["eager"]):
+            assert torch.equal(a, b), name
+        # And they are the reference's gradients (autograd of it, outside any operator).
+        q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
+        _reference(q, k, v, options[3])[0].backward(dout)
+        for name, want, got in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), results["eager"][2:]):
+            assert torch.allclose(want, got, rtol=1e-5, atol=1e-5), name
+    finally:
+        _runtime.forward, _runtime.backward, _ops.eager = saved
+    q, k, v = dense_meta()
+    assert not _ops.eager(q, k, v)
+    assert not _ops.eager(torch.empty(1), None)
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.empty(1))
+        assert isinstance(fake, FakeTensor) and not _ops.eager(fake)
+    # Inside a torch.func transform (its wrapped tensors are of type Tensor).
+    seen = []
+    torch.func.grad(lambda x: (seen.append(_ops.eager()), x.sum())[1])(torch.randn(3))
+    assert seen == [False], seen
+
+
 def main():
     if torch is None:
         print("skipped: no PyTorch")
