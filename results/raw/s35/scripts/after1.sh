@@ -8,3 +8,5 @@ echo "== bench_torch ($(date -u +%T))"
 timeout 120 python3 bench/bench_torch.py --json "$OUT/bench_torch.json" > "$OUT/bench_torch.log" 2>&1
 echo "rc $?"; tail -60 "$OUT/bench_torch.log"
 rm -f "$DB" "$DB"-wal "$DB"-shm
+echo "== hostparts ($(date -u +%T))"
+timeout 60 python3 results/raw/s35/scripts/hostparts.py 2>&1 | tee "$OUT/hostparts.log" | tail -20
