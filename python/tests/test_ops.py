@@ -544,6 +544,72 @@ def test_eager_path_matches_operators():
     assert seen == [False], seen
 
 
+def test_memo_builds_the_same_args():
+    """_runtime.forward's and backward's memo: a call whose signature (shapes,
+    strides, dtypes, devices, options) was seen skips the Python checks and
+    copies the kept args, which must be, byte for byte, the args a fresh build
+    gives for its tensors; a new option, shape or misaligned data runs every
+    check again; a gradient the kernels cannot read is copied on every call.
+    On the CPU: libfatune's launches and the CUDA-only checks stood in for."""
+    from fatune import _abi, _runtime
+    calls, launched = [], []
+    saved = (_runtime.check_qkv, _runtime.check_bwd, _runtime._launch_fwd, _runtime._launch_bwd,
+             _runtime.device_index)
+    _runtime.device_index = lambda t: 0
+    _runtime.check_qkv = lambda *a, **k: calls.append("qkv")
+    _runtime.check_bwd = lambda *a, **k: calls.append("bwd")
+    _runtime._launch_fwd = lambda a, device, like, api: launched.append(bytes(a))
+    _runtime._launch_bwd = lambda a, q, api: launched.append(bytes(a))
+    _runtime._fwd_memo.clear()
+    _runtime._bwd_memo.clear()
+    try:
+        def tensors(offset=0):
+            """q, k, v of one signature, fresh storage; OFFSET elements into it."""
+            def one(*shape):
+                n = 1
+                for x in shape:
+                    n *= x
+                return torch.randn(n + offset, dtype=torch.bfloat16)[offset:].view(shape)
+            return one(2, 5, 4, 16), one(2, 7, 2, 16), one(2, 7, 2, 16)
+
+        options = (1, -1, 0, 0.25, 0.0)
+        for round_ in range(2):
+            q, k, v = tensors()
+            o, lse = _runtime.forward(q, k, v, *options)
+            want = _runtime.fwd_args(q, k, v, o, lse, *options)
+            assert launched.pop() == bytes(want), round_
+        assert calls == ["qkv"], calls  # checked once: the second call hit
+        q, k, v = tensors(offset=1)  # the same signature, data 2 bytes off
+        o, lse = _runtime.forward(q, k, v, *options)
+        assert calls == ["qkv"] * 2, calls
+        launched.clear()
+        q, k, v = tensors()
+        _runtime.forward(q, k, v, 1, -1, 0, 0.5, 0.0)  # another scale: another signature
+        assert calls == ["qkv"] * 3, calls
+
+        # The backward, with a gradient the kernels cannot read (expanded:
+        # stride 0), copied on the miss and on the hit alike.
+        del calls[:]
+        for round_ in range(2):
+            q, k, v = tensors()
+            o = torch.randn(q.shape, dtype=q.dtype)
+            lse = torch.randn(2, 4, 5)
+            dout = torch.randn(1, 1, 1, 16, dtype=q.dtype).expand(q.shape)
+            dq, dk, dv = _runtime.backward(dout, q, k, v, o, lse, *options, True)
+            got = _abi.fat_attn_bwd_args.from_buffer_copy(launched.pop())
+            assert got.dout != dout.data_ptr() and got.do_row_stride == 4 * 16, round_
+            copy = torch.empty(q.shape, dtype=q.dtype)  # a contiguous copy's strides
+            want = _runtime.bwd_args(_runtime.fwd_args(q, k, v, o, lse, *options), copy, dq, dk, dv, True)
+            want.dout = got.dout  # the copy's pointer, which only the launch saw
+            assert bytes(got) == bytes(want), round_
+        assert calls == ["bwd"], calls
+    finally:
+        (_runtime.check_qkv, _runtime.check_bwd, _runtime._launch_fwd, _runtime._launch_bwd,
+         _runtime.device_index) = saved
+        _runtime._fwd_memo.clear()
+        _runtime._bwd_memo.clear()
+
+
 def main():
     if torch is None:
         print("skipped: no PyTorch")
