@@ -19,7 +19,11 @@ The backward times torch.autograd.grad(o, (q, k, v), dout) alone, on a graph
 kept from one forward (retain_graph). Before a backward configuration is
 timed, fatune's gradients at its sequence length (batch 1, 2 heads, so the
 same tuned bucket) are checked against SDPA's MATH backend in float32; one
-that fails is reported and not timed, and the script then exits 1.
+that fails is reported and not timed, and the script then exits 1. Then
+(unless --no-deterministic) the same backward with deterministic=True:
+its gradients from two calls compared bit for bit (a difference fails the
+run) and its time over the default backward's, alone and queued, against
+issue 20's bound of 1.15.
 
 Then the peak device memory of a forward and backward: fatune's at
 --memory-seqlen (batch 1, heads 2048/head_dim), which must be O(seqlen) --
@@ -50,6 +54,7 @@ BWD_FLOPS_PER_FWD = 2.5  # FlashAttention's convention: the backward's 5 matmuls
 GRAD_TOLERANCE = {"fp16": 5e-3, "bf16": 2e-2}  # relative L2 of dq, dk, dv, as python/tests/test_fatune.py
 CHECK_HEADS = 2  # the gradient check's heads: the float32 reference materialises (heads, seqlen, seqlen)
 WARMUP = 3
+DETERMINISTIC_BOUND = 1.15  # issue 20: the deterministic backward's time over the default one's
 MIB = 1 << 20
 
 
@@ -73,6 +78,9 @@ def main():
     ap.add_argument("--bwd-dtypes", default="bf16")
     ap.add_argument("--bwd-reps", type=int, default=10, help="backward's timed calls (at least 10)")
     ap.add_argument("--memory-seqlen", type=int, default=16384, help="0: no memory measurement")
+    ap.add_argument("--no-deterministic", action="store_true",
+                    help="skip the deterministic backward's column (timed beside the default one, its "
+                         "gradients compared bit for bit between two calls)")
     ap.add_argument("--out", default="")
     o = ap.parse_args()
     directions = o.direction.split(",")
@@ -232,6 +240,30 @@ def main():
                                     "speed_ratio_queued": ratio_q, "variant": choice.variant,
                                     "checked_variant": checked, "origin": choice.origin, "match": choice.match,
                                     "load": choice.load})
+                        if not o.no_deterministic:
+                            deterministic(what, row, q, k, v, dout, causal, ms["fatune"], mq["fatune"])
+
+    def deterministic(what, row, q, k, v, dout, causal, ms, mq):
+        """The deterministic backward of ROW's inputs: bit-identical gradients
+        from two calls (issue 20), and its time over the default backward's,
+        alone and queued (issue 20's bound: 1.15)."""
+        nonlocal failures
+        out = fatune.attention(q, k, v, causal=causal, deterministic=True)
+        grad = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
+        first, second = grad(), grad()
+        same = all(torch.equal(a, b) for a, b in zip(first, second))
+        del first, second
+        det_ms, det_mq = timed_both(grad, o.bwd_reps)
+        choice = fatune.last_choice()
+        r, rq = det_ms / ms, det_mq / mq
+        print(f"{what}   deterministic {fmt_ms(det_ms)}  ÷ default {r:5.2f}, queued {rq:5.2f} "
+              f"(bound 1.15: {'met' if max(r, rq) <= DETERMINISTIC_BOUND else 'NOT met'}); "
+              f"{'bit-identical twice' if same else 'gradients DIFFER between two calls'}  {choice.variant}")
+        row.update({"ms_deterministic": det_ms, "ms_deterministic_queued": det_mq,
+                    "deterministic_ratio": r, "deterministic_ratio_queued": rq,
+                    "deterministic_bit_identical": same, "deterministic_variant": choice.variant})
+        if not same:
+            failures += 1
 
     def peak_bytes(fn, *shape):
         """Peak device bytes that FN (a forward and backward on bf16 inputs
@@ -316,7 +348,8 @@ def main():
             json.dump({"gpu": torch.cuda.get_device_name(), "first_call_ms": first, "rows": rows,
                        "memory": memory}, f, indent=1)
     if failures:
-        print(f"{failures} backward configurations refused or failing their gradient check")
+        print(f"{failures} backward configurations refused, failing their gradient check or not "
+              "bit-identical when deterministic")
     return 1 if failures else 0
 
 
