@@ -17,3 +17,7 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in
   timeout 200 python3 bench/tune_fast_vs_exhaustive.py --fatune $PACK/fatune --gpu 0 --head-dim 128 --out /tmp/fve -- --dtype bf16 > "$OUT/fve.log" 2>&1
   echo "rc $?"; tail -24 "$OUT/fve.log";;
 esac
+echo "== bench_runtime bwd d128 bf16, deterministic beside ($(date -u +%T))"
+timeout 100 python3 bench/bench_runtime.py --direction bwd --head-dims 128 --bwd-dtypes bf16 --memory-seqlen 0 \
+  --out "$OUT/bench_bwd_det.json" > "$OUT/bench_bwd_det.log" 2>&1
+echo "rc $?"; tail -24 "$OUT/bench_bwd_det.log"
