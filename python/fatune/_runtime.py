@@ -621,23 +621,28 @@ def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
     return o, lse
 
 
-def _launch_bwd(a, q, api):
+def _launch_bwd(a, q, api, need=None):
     """fat_attention_bwd of ARGS on Q's device's current stream, with its
-    workspace from the torch caching allocator."""
+    workspace from the torch caching allocator: NEED bytes, asked of
+    libfatune when None (they depend on the shape and on deterministic
+    alone: fat_attention_bwd_workspace). Returns the bytes."""
     lib = load()
     device = device_index(q)
     ctx = context(device)
-    need = ctypes.c_size_t()
-    st = lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a), ctypes.byref(need))
-    if st != FAT_OK:
-        _raise(lib, ctx, st, api)
+    if need is None:
+        asked = ctypes.c_size_t()
+        st = lib.fat_attention_bwd_workspace(ctx, ctypes.byref(a), ctypes.byref(asked))
+        if st != FAT_OK:
+            _raise(lib, ctx, st, api)
+        need = asked.value
     # From the caching allocator on the current stream, which the launch uses:
     # freed on return, it is reused only by work queued after the backward's.
-    workspace = torch.empty(max(need.value, 1), dtype=torch.uint8, device=q.device)
-    a.workspace, a.workspace_bytes = workspace.data_ptr(), need.value
+    workspace = torch.empty(max(need, 1), dtype=torch.uint8, device=q.device)
+    a.workspace, a.workspace_bytes = workspace.data_ptr(), need
     st = lib.fat_attention_bwd(ctx, ctypes.byref(a), stream(device), None)
     if st != FAT_OK:
         _raise(lib, ctx, st, api)
+    return need
 
 
 def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap, deterministic,
@@ -655,7 +660,7 @@ def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_sca
         kept = _bwd_memo.get(key)
         ptrs = (dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr())
         if kept is not None and _aligned(*ptrs):
-            proto, copy_dout = kept
+            proto, copy_dout, need = kept
             if copy_dout:
                 dout = dout.clone(memory_format=torch.contiguous_format)
             dq, dk, dv = bwd_outputs(q, k, v)
@@ -663,7 +668,7 @@ def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_sca
             f = a.fwd
             f.q, f.k, f.v, f.o, f.lse = ptrs[1], ptrs[2], ptrs[3], ptrs[4], lse.data_ptr()
             a.dout, a.dq, a.dk, a.dv = dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
-            _launch_bwd(a, q, api)
+            _launch_bwd(a, q, api, need)
             return dq, dk, dv
     check_bwd(dout, q, k, v, o, lse, api)
     given = dout
@@ -674,9 +679,10 @@ def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_sca
         dq, dk, dv = (torch.empty_like(t) if g is None else g for g, t in ((dq, q), (dk, k), (dv, v)))
     fwd = fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap)
     a = bwd_args(fwd, dout, dq, dk, dv, deterministic)
-    if allocate:
-        _remember(_bwd_memo, key, (_abi.fat_attn_bwd_args.from_buffer_copy(a), dout is not given))
-    _launch_bwd(a, q, api)
+    proto = _abi.fat_attn_bwd_args.from_buffer_copy(a) if allocate else None
+    need = _launch_bwd(a, q, api)
+    if allocate:  # once launched
+        _remember(_bwd_memo, key, (proto, dout is not given, need))
     return dq, dk, dv
 
 

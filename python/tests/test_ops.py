@@ -559,7 +559,13 @@ def test_memo_builds_the_same_args():
     _runtime.check_qkv = lambda *a, **k: calls.append("qkv")
     _runtime.check_bwd = lambda *a, **k: calls.append("bwd")
     _runtime._launch_fwd = lambda a, device, like, api: launched.append(bytes(a))
-    _runtime._launch_bwd = lambda a, q, api: launched.append(bytes(a))
+    needs = []  # the backward's workspace bytes each launch was handed (None: it asks libfatune)
+
+    def launch_bwd(a, q, api, need=None):
+        launched.append(bytes(a))
+        needs.append(need)
+        return 4096 if need is None else need
+    _runtime._launch_bwd = launch_bwd
     _runtime._fwd_memo.clear()
     _runtime._bwd_memo.clear()
     try:
@@ -603,6 +609,7 @@ def test_memo_builds_the_same_args():
             want.dout = got.dout  # the copy's pointer, which only the launch saw
             assert bytes(got) == bytes(want), round_
         assert calls == ["bwd"], calls
+        assert needs == [None, 4096], needs  # asked once, then the kept bytes
     finally:
         (_runtime.check_qkv, _runtime.check_bwd, _runtime._launch_fwd, _runtime._launch_bwd,
          _runtime.device_index) = saved
