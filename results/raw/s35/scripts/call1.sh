@@ -7,4 +7,4 @@ name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "GPU: $name"
 T1=""
 case "$name" in *H200*) T1="--family ws90 --head-dim 64,96 --dtype bf16,fp16 --seqlen 512,1024,2048,4096,8192,16384";; esac
-PACK=build-gpu8/build-gpu TUNE_S=300 TUNE1="$T1" AFTER=results/raw/s35/scripts/after1.sh bash scripts/gpu_call.sh
+PACK=build-gpu8/build-gpu TUNE_S=200 TUNE1="$T1" AFTER=results/raw/s35/scripts/after1.sh bash scripts/gpu_call.sh
