@@ -202,11 +202,42 @@ def _scale_arg(api, softmax_scale, scale):
     return scale, "scale"
 
 
+# _flash_options' accepted calls by their arguments and the arguments' types
+# (1 == 1.0 == True: a bool's place must not take an equal int); bounded.
+_FLASH_OPTIONS_KEPT = 256
+_flash_options_kept = {}
+
+
 def _flash_options(api, causal, softmax_scale, scale, window_size, softcap, deterministic, dropout_p,
                    alibi_slopes, return_attn_probs, return_softmax_lse):
     """_options of a call in FlashAttention's terms, after the refusals of
     what FlashAttention takes and fatune has not: dropout_p other than 0, ALiBi
-    slopes, the attention probabilities. Each refusal names the value."""
+    slopes, the attention probabilities. Each refusal names the value. A
+    call whose arguments (and their types) were accepted before returns what
+    they gave then."""
+    key = None
+    if alibi_slopes is None and type(window_size) is tuple:
+        args = (causal, softmax_scale, scale, window_size, softcap, deterministic, dropout_p,
+                return_attn_probs, return_softmax_lse)
+        key = args + tuple(map(type, args)) + tuple(map(type, window_size))
+        try:
+            kept = _flash_options_kept.get(key)
+        except TypeError:  # an unhashable argument: refused below by name
+            kept = key = None
+        if kept is not None:
+            return kept
+    options = _check_flash_options(api, causal, softmax_scale, scale, window_size, softcap, deterministic,
+                                   dropout_p, alibi_slopes, return_attn_probs, return_softmax_lse)
+    if key is not None:
+        if len(_flash_options_kept) >= _FLASH_OPTIONS_KEPT:
+            _flash_options_kept.clear()
+        _flash_options_kept[key] = options
+    return options
+
+
+def _check_flash_options(api, causal, softmax_scale, scale, window_size, softcap, deterministic, dropout_p,
+                         alibi_slopes, return_attn_probs, return_softmax_lse):
+    """_flash_options without the memo."""
     _check_bool("deterministic", deterministic)
     _check_bool("return_softmax_lse", return_softmax_lse)
     _check_bool("return_attn_probs", return_attn_probs)

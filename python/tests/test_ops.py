@@ -617,6 +617,33 @@ def test_memo_builds_the_same_args():
         _runtime._bwd_memo.clear()
 
 
+def test_options_memo_keeps_the_refusals():
+    """fatune._flash_options' memo: an accepted call's result is reused only
+    for arguments of the same values and types -- True accepted first does
+    not make causal=1 (== True) acceptable, nor 1.0 a softcap where 1 was
+    not refused --, and unhashable arguments still get their refusal."""
+    def options(**kw):
+        a = dict(causal=False, softmax_scale=None, scale=None, window_size=(-1, -1), softcap=0.0,
+                 deterministic=False, dropout_p=0.0, alibi_slopes=None, return_attn_probs=False,
+                 return_softmax_lse=False)
+        a.update(kw)
+        return fatune._flash_options("fatune.attention", **a)
+
+    fatune._flash_options_kept.clear()
+    assert options(causal=True) == options(causal=True)
+    assert len(fatune._flash_options_kept) == 1
+    for bad, kind in ((dict(causal=1), TypeError), (dict(causal=True, deterministic=0), TypeError),
+                      (dict(causal=True, window_size=(-1.0, -1)), TypeError),
+                      (dict(softcap=[1.0]), TypeError), (dict(window_size=[-2, 0]), ValueError)):
+        try:
+            options(**bad)
+        except kind:
+            pass
+        else:
+            raise AssertionError(f"{bad} accepted")
+    assert options(window_size=[-1, 0]) == options(causal=True)  # a list: checked, not kept
+
+
 def main():
     if torch is None:
         print("skipped: no PyTorch")
