@@ -309,7 +309,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
         _check_descales(descales)
         if fp8 == "kv":
             _runtime.check_q_descale(q, q_descale, api)
-        o, lse = torch.ops.fatune.fwd_fp8(q, k, v, q_descale, k_descale, v_descale, *options)
+        o, lse = _ops.forward_fp8(q, k, v, q_descale, k_descale, v_descale, *options)
         return (o, lse) if return_softmax_lse else o
     given = [name for name, d in descales if d is not None]
     if given:
@@ -435,14 +435,14 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens
     if fp8 == "kv":
         _check_descales(descales)
         _runtime.check_q_descale(q, q_descale, api)
-        o, lse = torch.ops.fatune.fwd_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale,
-                                                  v_descale, *options)
+        o, lse = _ops.forward_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale,
+                                          *options)
         return (o, lse) if return_softmax_lse else o
     given = [name for name, d in descales if d is not None]
     if given:
         raise ValueError(f"{api}: {', '.join(given)} given with a {k_cache.dtype} cache: descale factors "
                          "are for a torch.float8_e4m3fn cache; pass None")
-    o, lse = torch.ops.fatune.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options)
+    o, lse = _ops.forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options)
     return (o, lse) if return_softmax_lse else o
 
 

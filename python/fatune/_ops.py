@@ -330,3 +330,34 @@ def backward(dout, q, k, v, out, lse, *options):
     if not eager(dout, q, k, v, out, lse):
         return torch.ops.fatune.bwd(dout, q, k, v, out, lse, *options)
     return _runtime.backward(dout, q, k, v, out, lse, *options)
+
+
+# The inference-only operators (no autograd formula: fwd_kvcache,
+# fwd_kvcache_fp8; fwd_fp8's backward refuses) go the eager way only where
+# no input needs grad, so that a call that does meets the operator's own
+# behaviour, as before.
+
+
+def forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options):
+    """(out, lse) as torch.ops.fatune.fwd_kvcache gives them; OPTIONS are its
+    mask, window_left, window_right, softmax_scale and softcap."""
+    if eager(q, k_cache, v_cache, cache_seqlens, block_table) and not _grad_needed(q, k_cache, v_cache):
+        return _runtime.forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options)
+    return torch.ops.fatune.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options)
+
+
+def forward_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, *options):
+    """(out, lse) as torch.ops.fatune.fwd_kvcache_fp8 gives them."""
+    if (eager(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale)
+            and not _grad_needed(q, k_cache, v_cache)):
+        return _runtime.forward_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale,
+                                            v_descale, *options)
+    return torch.ops.fatune.fwd_kvcache_fp8(q, k_cache, v_cache, cache_seqlens, block_table, k_descale,
+                                            v_descale, *options)
+
+
+def forward_fp8(q, k, v, q_descale, k_descale, v_descale, *options):
+    """(out, lse) as torch.ops.fatune.fwd_fp8 gives them."""
+    if eager(q, k, v, q_descale, k_descale, v_descale) and not _grad_needed(q, k, v):
+        return _runtime.forward_fp8(q, k, v, q_descale, k_descale, v_descale, *options)
+    return torch.ops.fatune.fwd_fp8(q, k, v, q_descale, k_descale, v_descale, *options)

@@ -644,6 +644,51 @@ def test_options_memo_keeps_the_refusals():
     assert options(window_size=[-1, 0]) == options(causal=True)  # a list: checked, not kept
 
 
+def test_eager_path_of_the_inference_operators():
+    """fatune.attention_with_kvcache (16-bit and fp8 caches) and the fp8
+    forward: outside tracing, on plain CUDA tensors, with no input needing
+    grad, they call _runtime directly; otherwise the operator, whose body
+    calls the same function -- told apart here by the caller's name. On the
+    CPU, _runtime's functions and the eager predicate stood in for."""
+    from fatune import _ops, _runtime
+    seen = []
+
+    def stand_in(*args):
+        seen.append(sys._getframe(1).f_code.co_name)
+        q = args[0]
+        return torch.zeros(q.shape, dtype=torch.bfloat16), torch.zeros(q.shape[0], q.shape[2], q.shape[1])
+
+    names = ("forward_kvcache", "forward_kvcache_fp8", "forward_fp8")
+    saved = tuple(getattr(_runtime, n) for n in names) + (_ops.eager,)
+    for n in names:
+        setattr(_runtime, n, stand_in)
+    try:
+        q, k, v = torch.randn(2, 1, 4, 16), torch.randn(2, 9, 2, 16), torch.randn(2, 9, 2, 16)
+        seqlens = torch.full((2,), 9, dtype=torch.int32)
+        options = (1, -1, 0, 0.25, 0.0)
+        calls = (
+            (lambda q: _ops.forward_kvcache(q, k, v, seqlens, None, *options), "fwd_kvcache"),
+            (lambda q: _ops.forward_kvcache_fp8(q, k, v, seqlens, None, None, None, *options), "fwd_kvcache_fp8"),
+            (lambda q: _ops.forward_fp8(q, k, v, None, None, None, *options), "fwd_fp8"),
+        )
+        for call, operator in calls:
+            for eager, grad, want in ((True, False, "forward"), (False, False, operator),
+                                      (True, True, operator)):
+                _ops.eager = (lambda *t, e=eager: e)
+                del seen[:]
+                try:
+                    call(q.clone().requires_grad_(grad))
+                except RuntimeError:  # an operator without autograd may refuse a grad input
+                    pass
+                expect = want if want != "forward" else dict(fwd_kvcache="forward_kvcache",
+                                                             fwd_kvcache_fp8="forward_kvcache_fp8",
+                                                             fwd_fp8="forward_fp8")[operator]
+                assert seen[:1] == [expect], (operator, eager, grad, seen)
+    finally:
+        for n, f in zip(names + ("eager",), saved):
+            setattr(_runtime if n != "eager" else _ops, n, f)
+
+
 def main():
     if torch is None:
         print("skipped: no PyTorch")
