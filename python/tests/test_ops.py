@@ -545,19 +545,21 @@ def test_eager_path_matches_operators():
 
 
 def test_memo_builds_the_same_args():
-    """_runtime.forward's and backward's memo: a call whose signature (shapes,
-    strides, dtypes, devices, options) was seen skips the Python checks and
-    copies the kept args, which must be, byte for byte, the args a fresh build
-    gives for its tensors; a new option, shape or misaligned data runs every
+    """_runtime.forward's, backward's and forward_kvcache's memo: a call whose
+    signature (shapes, strides, dtypes, devices, options) was seen skips the
+    Python checks and copies the kept args, which must be, byte for byte,
+    the args a fresh build gives for its tensors (a KV-cache call's lengths
+    and block table too); a new option, shape or misaligned data runs every
     check again; a gradient the kernels cannot read is copied on every call.
     On the CPU: libfatune's launches and the CUDA-only checks stood in for."""
     from fatune import _abi, _runtime
     calls, launched = [], []
     saved = (_runtime.check_qkv, _runtime.check_bwd, _runtime._launch_fwd, _runtime._launch_bwd,
-             _runtime.device_index)
+             _runtime.device_index, _runtime.check_kvcache)
     _runtime.device_index = lambda t: 0
     _runtime.check_qkv = lambda *a, **k: calls.append("qkv")
     _runtime.check_bwd = lambda *a, **k: calls.append("bwd")
+    _runtime.check_kvcache = lambda *a, **k: calls.append("kvcache")
     _runtime._launch_fwd = lambda a, device, like, api: launched.append(bytes(a))
     needs = []  # the backward's workspace bytes each launch was handed (None: it asks libfatune)
 
@@ -568,6 +570,7 @@ def test_memo_builds_the_same_args():
     _runtime._launch_bwd = launch_bwd
     _runtime._fwd_memo.clear()
     _runtime._bwd_memo.clear()
+    _runtime._kvcache_memo.clear()
     try:
         def tensors(offset=0):
             """q, k, v of one signature, fresh storage; OFFSET elements into it."""
@@ -610,11 +613,28 @@ def test_memo_builds_the_same_args():
             assert bytes(got) == bytes(want), round_
         assert calls == ["bwd"], calls
         assert needs == [None, 4096], needs  # asked once, then the kept bytes
+
+        # The KV-cache call, contiguous and paged: a decoding loop's steps
+        # (new q, new lengths and table in the same shapes) hit.
+        del calls[:]
+        launched.clear()
+        for paged in (False, True):
+            for round_ in range(2):
+                q = torch.randn(2, 1, 4, 16, dtype=torch.bfloat16)
+                shape = (6, 16, 2, 16) if paged else (2, 40, 2, 16)
+                kc, vc = torch.randn(shape, dtype=torch.bfloat16), torch.randn(shape, dtype=torch.bfloat16)
+                seqlens = torch.tensor([5 + round_, 9], dtype=torch.int32)
+                table = torch.tensor([[0, 2, 4], [1, 3, 5]], dtype=torch.int32) if paged else None
+                o, lse = _runtime.forward_kvcache(q, kc, vc, seqlens, table, *options)
+                want = _runtime.kvcache_args(q, kc, vc, o, lse, seqlens, table, *options)
+                assert launched.pop() == bytes(want), (paged, round_)
+        assert calls == ["kvcache"] * 2, calls  # once a layout
     finally:
         (_runtime.check_qkv, _runtime.check_bwd, _runtime._launch_fwd, _runtime._launch_bwd,
-         _runtime.device_index) = saved
+         _runtime.device_index, _runtime.check_kvcache) = saved
         _runtime._fwd_memo.clear()
         _runtime._bwd_memo.clear()
+        _runtime._kvcache_memo.clear()
 
 
 def test_options_memo_keeps_the_refusals():
