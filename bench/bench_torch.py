@@ -21,7 +21,9 @@ python/tests/test_gpu_torch.py's and test_gpu_transformers.py's):
           unpinned and pinned to FLASH_ATTENTION (FlashAttention-2),
           CUDNN_ATTENTION and EFFICIENT_ATTENTION, with enable_gqa=True where
           the backend takes it, else on K/V repeated beforehand (the K/V
-          column says which). Then the autograd backward,
+          column says which), and the same call as a decoding step through
+          fatune.attention_with_kvcache (a contiguous cache, the lengths
+          an int32 tensor). Then the autograd backward,
           torch.autograd.grad(o, (q, k, v), dout) on a kept graph, bf16 d128
           seqlen 4096 batch 4 heads 16, none and causal, against
           FLASH_ATTENTION and CUDNN_ATTENTION (half as many samples), its
@@ -268,7 +270,15 @@ def host_small(o):
             except RuntimeError:
                 return (lambda: F.scaled_dot_product_attention(qt, krep, vrep)), "K/V repeated"
 
-    calls = [("fatune", None, mine, note)] + [(name, be, *sdpa_call(be)) for name, be in sdpa_backends()]
+    # The same call as a decoding step through the KV-cache API (the cache
+    # its K and V, every sequence's length in an int32 tensor).
+    lengths = torch.full((b,), sk, dtype=torch.int32, device="cuda")
+    kv_err, kv_why = attempt("small kvcache check", lambda: rel_l2(
+        fatune.attention_with_kvcache(q, k, v, cache_seqlens=lengths), ref))
+    kv_call = (lambda: fatune.attention_with_kvcache(q, k, v, cache_seqlens=lengths)) if kv_err is not None else None
+    kv_note = f"rel L2 {kv_err:.2e}, attention_with_kvcache" if kv_call else kv_why
+    calls = ([("fatune", None, mine, note), ("fatune kvcache", None, kv_call, kv_note)]
+             + [(name, be, *sdpa_call(be)) for name, be in sdpa_backends()])
     res = host_cells("small", calls, o.samples, SMALL_BURST, cuda_timing.sleep_cycles(torch, CALL_SLEEP_MS))
     return dict(res, shape=SMALL, check_rel_l2=err), int(res["cells"]["fatune"]["us"] is None)
 
