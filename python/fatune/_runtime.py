@@ -506,6 +506,15 @@ def _aligned(*pointers):
     return bits % ALIGN_BYTES == 0
 
 
+def _from_kept(kept, q, qp, kp, vp):
+    """A forward's out and lse (fwd_outputs of Q), and a copy of the KEPT
+    args with the data pointers QP, KP, VP and theirs."""
+    o, lse = fwd_outputs(q)
+    a = _abi.fat_attn_args.from_buffer_copy(kept)
+    a.q, a.k, a.v, a.o, a.lse = qp, kp, vp, o.data_ptr(), lse.data_ptr()
+    return o, lse, a
+
+
 def forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap):
     """(out, lse) by fat_attention_fwd."""
     key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
@@ -513,9 +522,7 @@ def forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap):
     kept = _fwd_memo.get(key)
     qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
     if kept is not None and _aligned(qp, kp, vp):
-        o, lse = fwd_outputs(q)
-        a = _abi.fat_attn_args.from_buffer_copy(kept)
-        a.q, a.k, a.v, a.o, a.lse = qp, kp, vp, o.data_ptr(), lse.data_ptr()
+        o, lse, a = _from_kept(kept, q, qp, kp, vp)
     else:
         check_qkv(q, k, v)
         o, lse = fwd_outputs(q)
@@ -802,9 +809,7 @@ def forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, mask, windo
     kept = _kvcache_memo.get(key)
     qp, kp, vp = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()
     if kept is not None and _aligned(qp, kp, vp):
-        o, lse = fwd_outputs(q)
-        a = _abi.fat_attn_args.from_buffer_copy(kept)
-        a.q, a.k, a.v, a.o, a.lse = qp, kp, vp, o.data_ptr(), lse.data_ptr()
+        o, lse, a = _from_kept(kept, q, qp, kp, vp)
         if cache_seqlens is not None:
             a.seqused_k = cache_seqlens.data_ptr()
         if block_table is not None:
