@@ -305,7 +305,7 @@ char *fat_gpu_wgmma_ceilings_source(fat_dtype dtype, char *err, size_t errlen) {
   text_line(&t, "// %s for %s, its includes inlined (tuner/measure/device.c)\n"
                 "#define FAT_CEILING_BF16 %d\n#line 1 \"%s\"\n",
             CEILINGS_WGMMA_PATH, fat_dtype_name(dtype), dtype == FAT_BF16, CEILINGS_WGMMA_PATH);
-  if (inline_template(&t, CEILINGS_WGMMA_PATH + strlen(TEMPLATES_DIR), seen, &n_seen, err, errlen)) {
+  if (inline_template(&t, &CEILINGS_WGMMA_PATH[strlen(TEMPLATES_DIR)], seen, &n_seen, err, errlen)) {
     free(t.s);
     return NULL;
   }
