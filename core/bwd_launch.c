@@ -60,10 +60,10 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
   if (r == CUDA_SUCCESS)
     r = cu->cuLaunchKernel(k->main, main_x, main_y, main_z, threads, 1, 1, smem, stream,
                            g->tma ? main_args : args, NULL);
-  if (r == CUDA_SUCCESS && g->dq_separate)
+  if (r == CUDA_SUCCESS && g->dq_mode == FAT_DQ_SEPARATE)
     r = cu->cuLaunchKernel(k->dq, query_blocks, heads, batch, threads, 1, 1, smem, stream, args,
                            NULL);
-  if (r == CUDA_SUCCESS && !g->dq_separate)
+  if (r == CUDA_SUCCESS && fat_dq_accumulates(g->dq_mode))
     r = cu->cuLaunchKernel(k->convert, row_blocks, heads, batch, FAT_BWD_ROW_THREADS, 1, 1, 0,
                            stream, args, NULL);
   return r;

@@ -10,13 +10,14 @@
 #include "cuda_api.h"
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
+#include "types.h"
 
 /* The four kernels of one loaded backward variant. */
 typedef struct fat_bwd_kernels {
   CUfunction preprocess;  /* D = rowsum(dO ∘ O), zeroes the dQ accumulator */
-  CUfunction main;        /* the variant's entry: dK, dV (and atomic dQ) per key block */
+  CUfunction main;        /* the variant's entry: dK, dV (and atomic or ordered dQ) per key block */
   CUfunction dq;          /* separate mode: dQ per query block */
-  CUfunction convert;     /* atomic mode: the fp32 accumulator → dQ */
+  CUfunction convert;     /* atomic and ordered modes: the fp32 accumulator → dQ */
 } fat_bwd_kernels;
 
 /* How the variant is launched: its parameters (BLOCK_N, BLOCK_M, DQ_MODE)
@@ -24,7 +25,8 @@ typedef struct fat_bwd_kernels {
 typedef struct fat_bwd_geometry {
   int block_n;      /* keys per block of the main kernel */
   int block_q;      /* query rows per block of the dQ pass; a tensor-map variant's query tile */
-  int dq_separate;  /* 1: dQ has its own pass; 0: atomics, then the conversion */
+  fat_dq_mode dq_mode;  /* separate: dQ has its own pass; atomic, ordered: the accumulator, then
+                           the conversion */
   int threads;      /* of the main and dQ kernels */
   int smem_bytes;   /* dynamic shared memory of the main and dQ kernels */
   int tma;          /* 1: the main kernel takes tensor maps of q, k, v and dout after P, in

@@ -103,12 +103,13 @@ static void sql_sha256(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 /* fat_dq_separate(params) (db.h): what the runtime's schedule reads from
  * the same string (fat_kernel_schedule), by the same parser. */
 static void sql_dq_separate(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  int block_m, block_n, separate = 0;
+  int block_m, block_n;
+  fat_dq_mode mode = FAT_DQ_ATOMIC;
   char err[8];
   const char *params = (const char *)sqlite3_value_text(argv[0]);
   (void)argc;
-  if (!params || fat_bwd_params_parse(params, &block_m, &block_n, &separate, err, sizeof err))
-    separate = 0;
+  const int separate = params && !fat_bwd_params_parse(params, &block_m, &block_n, &mode, err, sizeof err) &&
+                       mode == FAT_DQ_SEPARATE;
   sqlite3_result_int(ctx, separate);
 }
 

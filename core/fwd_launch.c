@@ -108,12 +108,13 @@ static int schedule(fat_kernel_desc *d, fat_direction direction, const fat_famil
   int block_n = 0;
   d->direction = direction;
   d->kind = f->kind;
-  d->pack_gqa = d->block_q = d->dq_separate = d->block_n = d->persistent = d->tma_slab = d->paged = 0;
+  d->pack_gqa = d->block_q = d->block_n = d->persistent = d->tma_slab = d->paged = 0;
+  d->dq_mode = FAT_DQ_ATOMIC;
   d->splits = 1;
   /* A backward variant's block_m is its key block; its query tile and dQ
    * strategy are in its parameters. */
   if (direction == FAT_BWD) {
-    if (fat_bwd_params_parse(params, &d->block_q, &block_n, &d->dq_separate, err, errlen)) return -1;
+    if (fat_bwd_params_parse(params, &d->block_q, &block_n, &d->dq_mode, err, errlen)) return -1;
     /* A tensor-map backward's maps: K and V in boxes of its key block; and
      * whether its blocks are resident, looping over key blocks. */
     if (d->kind != FAT_KERNEL_FUSED_TMA) return 0;

@@ -55,7 +55,7 @@ typedef struct fat_kernel_desc {
    * (grid.x = ceil(seqlen_k / block_m)); these say the rest. */
   fat_direction direction;
   int block_q;                       /* query rows per tile (BLOCK_M) */
-  int dq_separate;                   /* 1: dQ by its own pass (deterministic); 0: atomics */
+  fat_dq_mode dq_mode;               /* how dQ is summed (types.h): atomic, separate or ordered */
 } fat_kernel_desc;
 
 /* A backward variant (templates/bwd_mma80.cu) is four kernels in one
@@ -63,12 +63,19 @@ typedef struct fat_kernel_desc {
  *   FAT_BWD_PREPROCESS_ENTRY  D = rowsum(dO ∘ O), zeroes dq_accum; grid
  *                             (ceil(seqlen_q / rows), heads, batch) of
  *                             FAT_BWD_ROW_THREADS threads, rows = threads / FAT_BWD_ROW_LANES(head_dim)
- *   the variant's entry       dK, dV (and atomic dQ); grid (ceil(seqlen_k /
- *                             block_m), heads_k, batch), threads, smem_bytes;
- *                             persistent: (min(SMs, those blocks), 1, 1)
+ *   the variant's entry       dK, dV (and atomic or ordered dQ); grid
+ *                             (ceil(seqlen_k / block_m), heads_k, batch),
+ *                             threads, smem_bytes; persistent: (min(SMs,
+ *                             those blocks), 1, 1)
  *   FAT_BWD_DQ_ENTRY          separate mode: dQ; grid (ceil(seqlen_q /
  *                             block_q), heads, batch), threads, smem_bytes
- *   FAT_BWD_CONVERT_ENTRY     atomic mode: dq_accum → dQ; grid as preprocess */
+ *   FAT_BWD_CONVERT_ENTRY     atomic and ordered modes: dq_accum → dQ; grid
+ *                             as preprocess
+ * An ordered variant (FAT_DQ_ORDERED) also takes int32 semaphores right
+ * after dq_accum's batch·heads·seqlen_q rows of FAT_BWD_ACCUM_WIDTH(head_dim)
+ * floats, batch·heads·ceil(seqlen_q / block_q) of them (one a batch, head
+ * and query tile), which the launch zeroes before the variant's entry runs
+ * (bwd_launch.h: fat_bwd_semaphores). */
 #define FAT_BWD_PREPROCESS_ENTRY "fat_bwd_preprocess"
 #define FAT_BWD_DQ_ENTRY "fat_bwd_dq"
 #define FAT_BWD_CONVERT_ENTRY "fat_bwd_convert_dq"

@@ -177,8 +177,12 @@ static int param_int(const char *params, const char *name, int min, int *out) {
   return 1;
 }
 
-int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq_separate,
+int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, fat_dq_mode *dq_mode,
                          char *err, size_t errlen) {
+  static const struct {
+    const char *word;
+    fat_dq_mode mode;
+  } MODES[] = {{"atomic", FAT_DQ_ATOMIC}, {"separate", FAT_DQ_SEPARATE}, {"ordered", FAT_DQ_ORDERED}};
   if (!params) params = "";
   if (param_int(params, "BLOCK_M", 1, block_m)) {
     snprintf(err, errlen, "backward parameters '%s': no positive BLOCK_M", params);
@@ -192,16 +196,13 @@ int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq
   if (mode && (mode == params || mode[-1] == ' ')) {
     mode += strlen("DQ_MODE=");
     size_t len = strcspn(mode, " ");
-    if (len == strlen("atomic") && !strncmp(mode, "atomic", len)) {
-      *dq_separate = 0;
-      return 0;
-    }
-    if (len == strlen("separate") && !strncmp(mode, "separate", len)) {
-      *dq_separate = 1;
-      return 0;
-    }
+    for (size_t i = 0; i < sizeof MODES / sizeof MODES[0]; i++)
+      if (len == strlen(MODES[i].word) && !strncmp(mode, MODES[i].word, len)) {
+        *dq_mode = MODES[i].mode;
+        return 0;
+      }
   }
-  snprintf(err, errlen, "backward parameters '%s': DQ_MODE is not atomic or separate", params);
+  snprintf(err, errlen, "backward parameters '%s': DQ_MODE is not atomic, separate or ordered", params);
   return -1;
 }
 

@@ -42,10 +42,31 @@ int fat_dtype_kv_fp8(fat_dtype d);
  * tolerance rule (tuner/measure/tolerance.h) asks it without libfatune_core. */
 static inline int fat_dtype_is_kv8(fat_dtype d) { return d == FAT_FP16_E4M3KV || d == FAT_BF16_E4M3KV; }
 
+/* How a backward variant sums dQ over the key blocks (its DQ_MODE).
+ * FAT_DQ_ATOMIC: fp32 atomics into the dQ accumulator, then a conversion
+ * pass; the order of the adds varies, so the bits may too. FAT_DQ_SEPARATE:
+ * a second pass a query block, summing in registers (mma80's); no
+ * accumulator. FAT_DQ_ORDERED: the accumulator and the conversion as
+ * atomic, but the adds into a tile wait on int32 semaphores so that they
+ * come in a fixed order (ws90's; bwd_launch.h places the semaphores).
+ * The last two give bit-identical gradients run to run. */
+typedef enum fat_dq_mode { FAT_DQ_ATOMIC = 0, FAT_DQ_SEPARATE = 1, FAT_DQ_ORDERED = 2 } fat_dq_mode;
+/* Whether MODE's gradients are bit-identical run to run: what a
+ * deterministic backward may be served. */
+static inline int fat_dq_deterministic(fat_dq_mode mode) {
+  return mode == FAT_DQ_SEPARATE || mode == FAT_DQ_ORDERED;
+}
+/* Whether MODE sums dQ into the fp32 accumulator (the workspace's), which
+ * the conversion pass then turns into dQ. */
+static inline int fat_dq_accumulates(fat_dq_mode mode) {
+  return mode == FAT_DQ_ATOMIC || mode == FAT_DQ_ORDERED;
+}
+
 /* The parameters of a backward variant from its canonical parameter string
- * ("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4"): 0, or -1 with err naming
- * what is missing or malformed. */
-int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, int *dq_separate,
+ * ("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4"): its query tile
+ * (BLOCK_M), key block (BLOCK_N) and DQ_MODE (atomic, separate or ordered):
+ * 0, or -1 with err naming what is missing or malformed. */
+int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, fat_dq_mode *dq_mode,
                          char *err, size_t errlen);
 
 /* The decoding schedule of a forward variant from its parameter string

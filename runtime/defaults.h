@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The built-in default variants, one per (direction, head dim, dtype, mask)
- * and, for the backward, a second one without atomics (deterministic): the
+ * and, for the backward, a second one whose gradients are deterministic: the
  * family's fixed configuration that the tuner measures every winner against
  * and that passes on every supported shape. The runtime cannot run the Lua
  * generator, so gen_defaults.c expands them at build time into
@@ -12,7 +12,7 @@
 typedef struct fat_default_variant {
   const char *name;    /* fwd.mma80.fp16.d128.none.m128n64w4s1 */
   int direction;       /* fat_direction */
-  int deterministic;   /* backward: 1 when dQ has its own pass (no atomics) */
+  int deterministic;   /* backward: 1 when its dQ mode is deterministic (fat_dq_deterministic) */
   const char *family;  /* "mma80" */
   const char *params;  /* canonical parameter list */
   const char *entry;   /* extern "C" kernel symbol */

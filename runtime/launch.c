@@ -261,7 +261,7 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
   p.dk = a->dk;
   p.dv = a->dv;
   p.delta = (float *)a->workspace;
-  p.dq_accum = e->dq_separate ? NULL : (float *)((char *)a->workspace + delta);
+  p.dq_accum = fat_dq_accumulates(e->dq_mode) ? (float *)((char *)a->workspace + delta) : NULL;
   p.dq_batch_stride = a->dq_batch_stride;
   p.dq_row_stride = a->dq_row_stride;
   p.dq_head_stride = a->dq_head_stride;
@@ -273,7 +273,7 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
   p.dv_head_stride = a->dv_head_stride;
   const fat_bwd_kernels fns = {.preprocess = e->k->pre_fn, .main = e->k->fn, .dq = e->k->dq_fn,
                                .convert = e->k->convert_fn};
-  const fat_bwd_geometry geo = {.block_n = e->block_m, .block_q = e->block_q, .dq_separate = e->dq_separate,
+  const fat_bwd_geometry geo = {.block_n = e->block_m, .block_q = e->block_q, .dq_mode = e->dq_mode,
                                 .threads = e->threads, .smem_bytes = e->smem_bytes, .tma = e->block_n > 0,
                                 .bf16 = e->dtype == FAT_ATTN_BF16, .persistent = e->persistent,
                                 .sm_count = c->sm_count};

@@ -59,7 +59,8 @@ typedef struct sel_record {
   int direction, dtype, mask;
   fat_choice choice;         /* match: not read (the shape's is, sel_shape) */
   int block_m, threads, smem_bytes;
-  int block_q, dq_separate;  /* backward: the query tile, and dQ in its own pass */
+  int block_q;               /* backward: the query tile */
+  fat_dq_mode dq_mode;       /* backward: how dQ is summed (types.h) */
   int pack_gqa, splits;      /* forward: the decoding schedule (fwd_launch.h); splits 0: the
                                 launch chooses them */
   int paged;                 /* forward: K and V read from a paged cache */
@@ -129,7 +130,8 @@ typedef struct sel_stats {
 /* What a selection is for: the problem key beyond the shape. */
 typedef struct sel_key {
   int direction;      /* fat_direction */
-  int deterministic;  /* backward: only variants without atomics */
+  int deterministic;  /* backward: only variants whose dQ mode is deterministic (types.h:
+                         fat_dq_deterministic), separate or ordered */
   int no_workspace;   /* forward: the caller's workspace is too small for the tuned
                          variant; only variants that need none */
   int no_tma;         /* the call's tensors are none a tensor map can describe
@@ -174,7 +176,8 @@ typedef struct selection {
   char entry[128];
   char family[64], params[256];
   int block_m, threads, smem_bytes;
-  int block_q, dq_separate;        /* backward only */
+  int block_q;                     /* backward only */
+  fat_dq_mode dq_mode;             /* backward only */
   int pack_gqa, splits;            /* forward only; splits 0: chosen at launch */
   int paged;                       /* forward: a paged family's variant */
   int block_n;                     /* a tensor-map variant's key tile, else 0 */

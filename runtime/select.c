@@ -131,9 +131,9 @@ const fat_default_variant *fat_rt_find_default(sel_key key, int dtype, int mask,
     if (d->direction != key.direction || d->dtype != dtype || d->mask != mask ||
         d->head_dim != head_dim || !family_serves(key, d->family))
       continue;
-    /* A backward that asks for no atomics gets none; one that does not
-     * takes a default that is deterministic anyway only when it has no
-     * other. */
+    /* A backward that asks for deterministic gradients gets a default that
+     * gives them; one that does not takes such a default only when it has
+     * no other. */
     if (key.deterministic && !d->deterministic) continue;
     const int rank = 2 * (d->deterministic == key.deterministic) +
                      (key.direction != FAT_FWD || decoding_family(d) == key.decoding);
@@ -516,7 +516,7 @@ static void put_variant(selection *out, const char *name, const char *hash, cons
 /* What a selection launches with from its variant's schedule (fat_kernel_schedule). */
 static void put_schedule(selection *out, const fat_kernel_desc *sched) {
   out->block_q = sched->block_q;
-  out->dq_separate = sched->dq_separate;
+  out->dq_mode = sched->dq_mode;
   out->pack_gqa = sched->pack_gqa;
   out->splits = sched->splits;
   out->paged = sched->paged;
@@ -745,7 +745,7 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
       logf_(c, "%s: %s: skipped", c->dbs[i], why);
       continue;
     }
-    if (key.deterministic && !sched.dq_separate) continue;
+    if (key.deterministic && !fat_dq_deterministic(sched.dq_mode)) continue;
     if (!family_serves(key, w->family)) continue;
     if (key.no_workspace && fat_fwd_needs_workspace(sched.splits, sched.persistent)) continue;
     if (key.no_tma && sched.kind == FAT_KERNEL_FUSED_TMA) continue;
@@ -1037,7 +1037,7 @@ static int same_record(const sel_record *x, const sel_record *y) {
   const fat_choice *p = &x->choice, *q = &y->choice;
   return x->k == y->k && x->direction == y->direction && x->dtype == y->dtype && x->mask == y->mask &&
          x->block_m == y->block_m && x->threads == y->threads && x->smem_bytes == y->smem_bytes &&
-         x->block_q == y->block_q && x->dq_separate == y->dq_separate && x->pack_gqa == y->pack_gqa &&
+         x->block_q == y->block_q && x->dq_mode == y->dq_mode && x->pack_gqa == y->pack_gqa &&
          x->splits == y->splits && x->paged == y->paged && x->block_n == y->block_n &&
          x->tma_slab == y->tma_slab && x->persistent == y->persistent &&
          x->template_dim == y->template_dim && !strcmp(p->variant, q->variant) &&
@@ -1056,7 +1056,7 @@ static fat_status record_of(fat_context *c, sel_key key, const selection *sel, c
                             const sel_record **out) {
   sel_record r = {.direction = key.direction, .dtype = sel->dtype, .mask = sel->mask, .choice = sel->choice,
                   .block_m = sel->block_m, .threads = sel->threads, .smem_bytes = sel->smem_bytes,
-                  .block_q = sel->block_q, .dq_separate = sel->dq_separate,
+                  .block_q = sel->block_q, .dq_mode = sel->dq_mode,
                   .pack_gqa = sel->pack_gqa, .splits = sel->splits, .paged = sel->paged,
                   .block_n = sel->block_n, .tma_slab = sel->tma_slab, .persistent = sel->persistent,
                   .template_dim = sel->head_dim, .k = k};

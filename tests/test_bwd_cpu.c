@@ -116,21 +116,40 @@ static void test_compare(void) {
 
 static void test_params(void) {
   char err[ERR_LEN];
-  int bm = 0, bn = 0, sep = -1;
-  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=128 DQ_MODE=separate WARPS=8", &bm, &bn, &sep, err,
-                             sizeof err) == 0 && bm == 64 && bn == 128 && sep == 1,
-            "parsed %d %d %d", bm, bn, sep);
-  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=32 BLOCK_N=32 DQ_MODE=atomic WARPS=4", &bm, &bn, &sep, err,
-                             sizeof err) == 0 && bm == 32 && bn == 32 && sep == 0,
-            "parsed %d %d %d", bm, bn, sep);
-  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 DQ_MODE=atomic", &bm, &bn, &sep, err, sizeof err) == -1, "no N");
+  int bm = 0, bn = 0;
+  fat_dq_mode mode = (fat_dq_mode)-1;
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=128 DQ_MODE=separate WARPS=8", &bm, &bn, &mode, err,
+                             sizeof err) == 0 && bm == 64 && bn == 128 && mode == FAT_DQ_SEPARATE,
+            "parsed %d %d %d", bm, bn, (int)mode);
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=32 BLOCK_N=32 DQ_MODE=atomic WARPS=4", &bm, &bn, &mode, err,
+                             sizeof err) == 0 && bm == 32 && bn == 32 && mode == FAT_DQ_ATOMIC,
+            "parsed %d %d %d", bm, bn, (int)mode);
+  /* ws90's ordered dQ: the word anywhere in the string, as the others. */
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=128 DQ_MODE=ordered STAGES=2", &bm, &bn, &mode, err,
+                             sizeof err) == 0 && bm == 64 && bn == 128 && mode == FAT_DQ_ORDERED,
+            "parsed %d %d %d", bm, bn, (int)mode);
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=128 STAGES=2 DQ_MODE=ordered", &bm, &bn, &mode, err,
+                             sizeof err) == 0 && mode == FAT_DQ_ORDERED, "last word: %d", (int)mode);
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 DQ_MODE=atomic", &bm, &bn, &mode, err, sizeof err) == -1, "no N");
   CHECK_STR(err, "backward parameters 'BLOCK_M=64 DQ_MODE=atomic': no positive BLOCK_N");
-  CHECK_WHY(fat_bwd_params_parse("XBLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic", &bm, &bn, &sep, err, sizeof err) == -1,
+  CHECK_WHY(fat_bwd_params_parse("XBLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic", &bm, &bn, &mode, err, sizeof err) == -1,
             "XBLOCK_M taken for BLOCK_M");
   CHECK_STR(err, "backward parameters 'XBLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic': no positive BLOCK_M");
-  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomics", &bm, &bn, &sep, err, sizeof err) == -1,
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomics", &bm, &bn, &mode, err, sizeof err) == -1,
             "atomics accepted");
-  CHECK_STR(err, "backward parameters 'BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomics': DQ_MODE is not atomic or separate");
+  CHECK_STR(err, "backward parameters 'BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomics': DQ_MODE is not atomic, "
+                 "separate or ordered");
+  /* A prefix of a mode is not the mode. */
+  CHECK_WHY(fat_bwd_params_parse("BLOCK_M=64 BLOCK_N=64 DQ_MODE=order", &bm, &bn, &mode, err, sizeof err) == -1,
+            "order accepted");
+  CHECK_STR(err, "backward parameters 'BLOCK_M=64 BLOCK_N=64 DQ_MODE=order': DQ_MODE is not atomic, "
+                 "separate or ordered");
+  /* Which modes give the same bits run to run, and which sum into the
+   * fp32 accumulator: ordered is both. */
+  CHECK_WHY(!fat_dq_deterministic(FAT_DQ_ATOMIC) && fat_dq_deterministic(FAT_DQ_SEPARATE) &&
+            fat_dq_deterministic(FAT_DQ_ORDERED), "deterministic modes");
+  CHECK_WHY(fat_dq_accumulates(FAT_DQ_ATOMIC) && !fat_dq_accumulates(FAT_DQ_SEPARATE) &&
+            fat_dq_accumulates(FAT_DQ_ORDERED), "accumulating modes");
 }
 
 static void test_peak_bytes(void) {
@@ -139,13 +158,14 @@ static void test_peak_bytes(void) {
   fat_problem p = {.direction = FAT_BWD, .dtype = FAT_BF16, .mask = FAT_MASK_NONE, .head_dim = 128,
                    .batch = 1, .heads = 16, .heads_k = 16, .seqlen_q = 1024, .seqlen_k = 1024};
   const size_t tensor = (size_t)1024 * 16 * 128 * 2, rows = (size_t)16 * 1024 * 4;
-  CHECK_WHY(fat_bwd_peak_bytes(&p, 1) == 8 * tensor + 2 * rows, "separate %zu", fat_bwd_peak_bytes(&p, 1));
-  CHECK_WHY(fat_bwd_peak_bytes(&p, 0) == 8 * tensor + 2 * rows + 2 * tensor, "atomic %zu",
-            fat_bwd_peak_bytes(&p, 0));
+  CHECK_WHY(fat_bwd_peak_bytes(&p, FAT_DQ_SEPARATE) == 8 * tensor + 2 * rows, "separate %zu",
+            fat_bwd_peak_bytes(&p, FAT_DQ_SEPARATE));
+  CHECK_WHY(fat_bwd_peak_bytes(&p, FAT_DQ_ATOMIC) == 8 * tensor + 2 * rows + 2 * tensor, "atomic %zu",
+            fat_bwd_peak_bytes(&p, FAT_DQ_ATOMIC));
   /* Doubling the sequence doubles the memory: nothing grows as N². */
   fat_problem p2 = p;
   p2.seqlen_q = p2.seqlen_k = 2048;
-  CHECK_WHY(fat_bwd_peak_bytes(&p2, 0) == 2 * fat_bwd_peak_bytes(&p, 0), "not linear");
+  CHECK_WHY(fat_bwd_peak_bytes(&p2, FAT_DQ_ATOMIC) == 2 * fat_bwd_peak_bytes(&p, FAT_DQ_ATOMIC), "not linear");
 }
 
 static void test_wire(void) {
@@ -163,7 +183,7 @@ static void test_wire(void) {
   d.cubin_size = sizeof cubin;
   d.direction = FAT_BWD;
   d.block_q = 64;
-  d.dq_separate = 1;
+  d.dq_mode = FAT_DQ_ORDERED;
   d.splits = 1; /* the forward's decoding schedule: unsplit, unpacked for the backward */
   fat_wbuf b = {0};
   fat_put_kernel(&b, &d);
@@ -172,18 +192,42 @@ static void test_wire(void) {
   memset(&back, 0, sizeof back);
   fat_get_kernel(&r, &back);
   CHECK_WHY(fat_rbuf_done(&r) == 0, "round trip left bytes or overran");
-  CHECK_WHY(back.direction == FAT_BWD && back.block_q == 64 && back.dq_separate == 1 &&
+  CHECK_WHY(back.direction == FAT_BWD && back.block_q == 64 && back.dq_mode == FAT_DQ_ORDERED &&
             back.block_m == 32 && !strcmp(back.name, d.name) && back.cubin_size == 3 &&
             back.pack_gqa == 0 && back.splits == 1,
-            "round trip: direction %d block_q %d dq_separate %d pack_gqa %d splits %d",
-            back.direction, back.block_q, back.dq_separate, back.pack_gqa, back.splits);
+            "round trip: direction %d block_q %d dq_mode %d pack_gqa %d splits %d",
+            back.direction, back.block_q, (int)back.dq_mode, back.pack_gqa, back.splits);
+  /* Each mode crosses as itself. */
+  for (int m = FAT_DQ_ATOMIC; m <= FAT_DQ_ORDERED; m++) {
+    fat_wbuf w = {0};
+    d.dq_mode = (fat_dq_mode)m;
+    fat_put_kernel(&w, &d);
+    fat_rbuf rm = {.data = w.data, .len = w.len};
+    memset(&back, 0, sizeof back);
+    fat_get_kernel(&rm, &back);
+    CHECK_WHY(fat_rbuf_done(&rm) == 0 && (int)back.dq_mode == m, "mode %d came back as %d", m,
+              (int)back.dq_mode);
+    fat_wbuf_free(&w);
+  }
   /* A direction that is neither fwd nor bwd is a garbled frame; it is
-   * followed by block_q, dq_separate, pack_gqa, splits, block_n,
-   * persistent, tma_slab and paged. */
+   * followed by block_q, dq_mode, pack_gqa, splits, block_n, persistent,
+   * tma_slab and paged. */
   b.data[b.len - 9 * 4] = 9;
   fat_rbuf bad = {.data = b.data, .len = b.len};
   fat_get_kernel(&bad, &back);
   CHECK_WHY(fat_rbuf_done(&bad) != 0, "direction 9 accepted");
+  /* So is a dQ mode past ordered (2), and a negative one. */
+  b.data[b.len - 9 * 4] = FAT_BWD;
+  fat_rbuf good = {.data = b.data, .len = b.len};
+  fat_get_kernel(&good, &back);
+  CHECK_WHY(fat_rbuf_done(&good) == 0 && back.dq_mode == FAT_DQ_ORDERED, "the frame restored is refused");
+  const int32_t bad_modes[] = {3, -1};
+  for (size_t i = 0; i < sizeof bad_modes / sizeof bad_modes[0]; i++) {
+    memcpy(b.data + b.len - 7 * 4, &bad_modes[i], sizeof bad_modes[i]);
+    fat_rbuf bad_mode = {.data = b.data, .len = b.len};
+    fat_get_kernel(&bad_mode, &back);
+    CHECK_WHY(fat_rbuf_done(&bad_mode) != 0, "dQ mode %d accepted", (int)bad_modes[i]);
+  }
   fat_wbuf_free(&b);
 }
 

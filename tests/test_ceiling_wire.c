@@ -138,7 +138,7 @@ static void test_kernel_kind(void) {
   CHECK(got.kind == FAT_KERNEL_MATERIALIZE && got.block_m == 32 && got.smem_bytes == 8448 &&
         got.splits == 1 && got.pack_gqa == 0);
   CHECK_STR(got.entry, "fat_fwd_materialize");
-  /* The kind follows the cubin, before direction, block_q, dq_separate,
+  /* The kind follows the cubin, before direction, block_q, dq_mode,
    * pack_gqa, splits, block_n, persistent, tma_slab and paged: overwrite
    * it with a value that is no kind. */
   int32_t bogus = 7;

@@ -117,13 +117,22 @@ static void test_schedule(void) {
   CHECK(d.kind == FAT_KERNEL_FUSED && d.block_n == 0 && d.persistent == 0);
   CHECK(fat_kernel_schedule(&d, FAT_BWD, "mma80", "BLOCK_M=64 BLOCK_N=128 DQ_MODE=separate WARPS=8", err,
                             sizeof err) == 0);
-  CHECK(d.direction == FAT_BWD && d.block_q == 64 && d.dq_separate == 1 && d.block_n == 0);
+  CHECK(d.direction == FAT_BWD && d.block_q == 64 && d.dq_mode == FAT_DQ_SEPARATE && d.block_n == 0);
   /* The warp-specialised backward takes maps: K and V in boxes of its key
    * block, Q and dout of its query tile. */
   CHECK(fat_kernel_schedule(&d, FAT_BWD, "ws90", "BLOCK_M=64 BLOCK_N=128 DQ_KEYS=1 DQ_MODE=atomic STAGES=2", err,
                             sizeof err) == 0);
   CHECK(d.direction == FAT_BWD && d.kind == FAT_KERNEL_FUSED_TMA && d.block_q == 64 && d.block_n == 128 &&
-        d.dq_separate == 0 && d.persistent == 0);
+        d.dq_mode == FAT_DQ_ATOMIC && d.persistent == 0);
+  /* Its ordered dQ: the accumulator's adds in a fixed order, deterministic. */
+  CHECK(fat_kernel_schedule(&d, FAT_BWD, "ws90", "BLOCK_M=64 BLOCK_N=128 DQ_MODE=ordered STAGES=2", err,
+                            sizeof err) == 0);
+  CHECK(d.direction == FAT_BWD && d.kind == FAT_KERNEL_FUSED_TMA && d.block_q == 64 && d.block_n == 128 &&
+        d.dq_mode == FAT_DQ_ORDERED && d.persistent == 0);
+  CHECK(fat_kernel_schedule(&d, FAT_BWD, "ws90", "BLOCK_M=64 BLOCK_N=128 DQ_MODE=sorted STAGES=2", err,
+                            sizeof err) == -1);
+  CHECK_STR(err, "backward parameters 'BLOCK_M=64 BLOCK_N=128 DQ_MODE=sorted STAGES=2': DQ_MODE is not "
+                 "atomic, separate or ordered");
   /* Its resident blocks, and no drawn ones. */
   CHECK(fat_kernel_schedule(&d, FAT_BWD, "ws90", "BLOCK_M=64 BLOCK_N=128 DQ_KEYS=0 DQ_MODE=atomic PERSISTENT=1 STAGES=2",
                             err, sizeof err) == 0);

@@ -218,18 +218,21 @@ static void refusal(const fat_variant *v, const fat_build *b, char *why, size_t 
  * none yet): what a screening's cutoff is FAT_DROP_FACTOR times. */
 typedef struct best_so_far {
   double any_ms;  /* of every candidate */
-  double det_ms;  /* of the backward's variants without atomics: one of them is served for
-                     deterministic gradients, so each is cut against its own kind's best */
+  double det_ms;  /* of the backward's deterministic variants (separate or ordered dQ): one of
+                     them is served for deterministic gradients, so each is cut against its
+                     own kind's best */
 } best_so_far;
 
-/* Whether V is a backward variant without atomics (dQ in its own pass), as
+/* Whether V is a backward variant whose gradients are deterministic (its
+ * dQ mode separate or ordered: fat_dq_deterministic), as
  * FAT_SQL_DQ_SEPARATE reads its parameters. */
 static int deterministic(const fat_variant *v) {
-  int block_m, block_n, separate = 0;
+  int block_m, block_n;
+  fat_dq_mode mode = FAT_DQ_ATOMIC;
   char err[8];
   return v->direction == FAT_BWD &&
-         !fat_bwd_params_parse(v->params, &block_m, &block_n, &separate, err, sizeof err) &&
-         separate;
+         !fat_bwd_params_parse(v->params, &block_m, &block_n, &mode, err, sizeof err) &&
+         fat_dq_deterministic(mode);
 }
 
 /* Problem PROBLEM_ID's best so far as the database holds it (a resumed

@@ -37,19 +37,22 @@ static void put_literal(FILE *f, const char *s) {
   fputs("\"", f);
 }
 
-/* The backward's deterministic default: among the variants without atomics
- * (DQ_MODE=separate) of DEF's (dtype, mask, head dim), the one with DEF's
- * tiles, else the first the space lists; NULL when there is none. */
+/* The backward's deterministic default: among the variants of DEF's family
+ * and (dtype, mask, head dim) whose dQ mode is deterministic (separate or
+ * ordered: fat_dq_deterministic; mma80, the only family with defaults, has
+ * separate alone), the one with DEF's tiles, else the first the space
+ * lists; NULL when there is none. */
 static const fat_variant *deterministic_default(const fat_variant *v, size_t n,
                                                 const fat_variant *def) {
   const fat_variant *first = NULL;
-  int def_m, def_n, def_sep, m, bn, sep;
+  int def_m, def_n, m, bn;
+  fat_dq_mode def_mode, mode;
   char e[256];
-  if (fat_bwd_params_parse(def->params, &def_m, &def_n, &def_sep, e, sizeof e)) return NULL;
+  if (fat_bwd_params_parse(def->params, &def_m, &def_n, &def_mode, e, sizeof e)) return NULL;
   for (size_t i = 0; i < n; i++) {
     if (v[i].dtype != def->dtype || v[i].mask != def->mask || v[i].head_dim != def->head_dim ||
         strcmp(v[i].family, def->family) ||
-        fat_bwd_params_parse(v[i].params, &m, &bn, &sep, e, sizeof e) || !sep)
+        fat_bwd_params_parse(v[i].params, &m, &bn, &mode, e, sizeof e) || !fat_dq_deterministic(mode))
       continue;
     if (!first) first = &v[i];
     if (m == def_m && bn == def_n && v[i].threads == def->threads) return &v[i];
@@ -101,15 +104,19 @@ int main(int argc, char **argv) {
       const fat_family *f = fat_family_find(x->family, x->direction);
       if (!x->is_default || !f || !f->builtin_default) continue;
       pick[count] = x;
-      /* A backward default with separate dQ is deterministic already. */
-      int sep = 0, m, bn;
-      pick_det[count++] = x->direction == FAT_BWD &&
-                          !fat_bwd_params_parse(x->params, &m, &bn, &sep, err, sizeof err) && sep;
-      if (x->direction != FAT_BWD || sep) continue;
+      /* A backward default whose dQ mode is deterministic is the
+       * deterministic default already. */
+      int m, bn;
+      fat_dq_mode mode = FAT_DQ_ATOMIC;
+      const int det_already = x->direction == FAT_BWD &&
+                              !fat_bwd_params_parse(x->params, &m, &bn, &mode, err, sizeof err) &&
+                              fat_dq_deterministic(mode);
+      pick_det[count++] = det_already;
+      if (x->direction != FAT_BWD || det_already) continue;
       const fat_variant *det = deterministic_default(v[d], n[d], x);
       if (!det) {
-        snprintf(err, sizeof err, "%s: no variant without atomics for the deterministic default",
-                 x->name);
+        snprintf(err, sizeof err, "%s: no deterministic variant (separate or ordered dQ) for the "
+                 "deterministic default", x->name);
         goto fail;
       }
       pick[count] = det;

@@ -488,8 +488,9 @@ int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape
       goto out;
   fat_compare_bwd_sums(d->dtype, sums, n, bc, out);
   phase_lap(g, FAT_PHASE_COMPARE, &t0);
-  if (d->dq_separate) {
-    /* The deterministic mode's promise: the same inputs give the same bits. */
+  if (fat_dq_deterministic(d->dq_mode)) {
+    /* The deterministic modes' promise (separate and ordered alike): the
+     * same inputs give the same bits. */
     const size_t all = n[0] + n[1] + n[2];
     CU(g->cu.cuMemAlloc(&first, all * e_bytes), "cuMemAlloc of the first run's gradients");
     for (size_t i = 0, at = 0; i < FAT_N_GRADS; at += n[i], i++)

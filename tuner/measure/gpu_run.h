@@ -260,9 +260,10 @@ void fat_gpu_bwd_tensors_free(fat_gpu *g, fat_gpu_bwd_tensors *t);
 CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_tensors *t);
 
 /* Checks backward kernel K on one shape, like fat_gpu_check; BC (may be
- * NULL) gets the per-gradient figures. A separate-mode (deterministic)
- * variant is run twice on the same inputs and must give the same bits
- * ("not deterministic: dQ differs between two runs" otherwise). */
+ * NULL) gets the per-gradient figures. A variant of a deterministic dQ mode
+ * (separate or ordered: fat_dq_deterministic) is run twice on the same
+ * inputs and must give the same bits ("not deterministic: dQ differs
+ * between two runs" otherwise). */
 int fat_gpu_check_bwd(fat_gpu *g, const fat_gpu_kernel *k, const fat_check_shape *s, uint64_t seed,
                       fat_bwd_check *bc, fat_check *out, char *err, size_t errlen);
 #endif

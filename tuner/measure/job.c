@@ -173,11 +173,11 @@ void fat_compare_bwd_sums(fat_dtype d, const fat_diff_sums sums[FAT_N_GRADS],
     snprintf(out->reason, sizeof out->reason, "ok");
 }
 
-size_t fat_bwd_peak_bytes(const fat_problem *p, int dq_separate) {
+size_t fat_bwd_peak_bytes(const fat_problem *p, fat_dq_mode dq_mode) {
   const size_t e = fat_dtype_size(p->dtype), d = (size_t)p->head_dim;
   const size_t q_rows = (size_t)p->batch * p->seqlen_q * p->heads;
   const size_t kv_rows = (size_t)p->batch * p->seqlen_k * p->heads_k;
   /* Q, O, dO, dQ; K, V, dK, dV; lse and D; the fp32 dQ accumulator. */
   return 4 * q_rows * d * e + 4 * kv_rows * d * e + 2 * q_rows * sizeof(float) +
-         (dq_separate ? 0 : q_rows * FAT_BWD_ACCUM_WIDTH(d) * sizeof(float));
+         (fat_dq_accumulates(dq_mode) ? q_rows * FAT_BWD_ACCUM_WIDTH(d) * sizeof(float) : 0);
 }

@@ -141,8 +141,9 @@ typedef struct fat_bwd_check {
   double rel_l2[FAT_N_GRADS];    /* ||g - ref||₂ / ||ref||₂ over the finite values */
   double max_abs[FAT_N_GRADS];   /* max |g - ref| */
   long long nonfinite[FAT_N_GRADS];
-  int deterministic;             /* separate mode: 1 when a second run gave the same
-                                    bits, 0 when not; -1: not tested (atomic mode) */
+  int deterministic;             /* a deterministic dQ mode (separate or ordered): 1 when a
+                                    second run gave the same bits, 0 when not; -1: not
+                                    tested (atomic mode) */
 } fat_bwd_check;
 
 /* Compares the gradients G[i] (N[i] 16-bit values of dtype D) with REF[i],
@@ -165,7 +166,8 @@ void fat_compare_bwd_sums(fat_dtype d, const fat_diff_sums sums[FAT_N_GRADS],
 
 /* Peak device memory of a backward pass of problem P, from the shape: Q, K,
  * V, O, dO, dQ, dK, dV in the element type, lse and D in fp32, and the fp32
- * dQ accumulator in atomic mode (DQ_SEPARATE 0). Linear in the sequence
- * lengths: nothing of the backward grows as seqlen_q x seqlen_k. */
-size_t fat_bwd_peak_bytes(const fat_problem *p, int dq_separate);
+ * dQ accumulator in the modes that sum into it (atomic and ordered:
+ * fat_dq_accumulates). Linear in the sequence lengths: nothing of the
+ * backward grows as seqlen_q x seqlen_k. */
+size_t fat_bwd_peak_bytes(const fat_problem *p, fat_dq_mode dq_mode);
 #endif

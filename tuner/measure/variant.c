@@ -186,7 +186,7 @@ CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_ten
   const fat_kernel_desc *d = &k->desc;
   const fat_bwd_kernels fns = {.preprocess = k->bwd_pre_fn, .main = k->fn, .dq = k->bwd_dq_fn,
                                .convert = k->bwd_convert_fn};
-  const fat_bwd_geometry geo = {.block_n = d->block_m, .block_q = d->block_q, .dq_separate = d->dq_separate,
+  const fat_bwd_geometry geo = {.block_n = d->block_m, .block_q = d->block_q, .dq_mode = d->dq_mode,
                                 .threads = d->threads, .smem_bytes = d->smem_bytes,
                                 .tma = d->kind == FAT_KERNEL_FUSED_TMA, .bf16 = d->dtype == FAT_BF16,
                                 .persistent = d->persistent, .sm_count = g->info.sm_count};

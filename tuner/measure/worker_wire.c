@@ -299,7 +299,7 @@ void fat_put_kernel(fat_wbuf *b, const fat_kernel_desc *x) {
   fat_put_i32(b, x->kind);
   fat_put_i32(b, x->direction);
   fat_put_i32(b, x->block_q);
-  fat_put_i32(b, x->dq_separate);
+  fat_put_i32(b, x->dq_mode);
   fat_put_i32(b, x->pack_gqa);
   fat_put_i32(b, x->splits);
   fat_put_i32(b, x->block_n);
@@ -328,9 +328,9 @@ void fat_get_kernel(fat_rbuf *b, fat_kernel_desc *x) {
   if (direction != FAT_FWD && direction != FAT_BWD) b->failed = 1;
   x->direction = direction == FAT_BWD ? FAT_BWD : FAT_FWD;
   x->block_q = fat_get_i32(b);
-  int32_t dq_separate = fat_get_i32(b);
-  if (dq_separate != 0 && dq_separate != 1) b->failed = 1;
-  x->dq_separate = dq_separate == 1;
+  int32_t dq_mode = fat_get_i32(b);
+  if (dq_mode != FAT_DQ_ATOMIC && dq_mode != FAT_DQ_SEPARATE && dq_mode != FAT_DQ_ORDERED) b->failed = 1;
+  x->dq_mode = dq_mode == FAT_DQ_SEPARATE || dq_mode == FAT_DQ_ORDERED ? (fat_dq_mode)dq_mode : FAT_DQ_ATOMIC;
   x->pack_gqa = fat_get_i32(b);
   x->splits = fat_get_i32(b);
   /* SPLITS 0: the launch chooses them. */
