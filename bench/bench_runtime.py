@@ -294,11 +294,13 @@ def main():
         h = MODEL_WIDTH // d
         peak, inputs = peak_bytes(fatune_fwd_bwd, 1, s, h, d)
         tensor = 2 * s * h * d  # one bf16 (1, s, h, d) tensor
-        lse, workspace = 4 * h * s, 4 * h * s * (1 + d)  # fp32; the workspace as include/fatune.h states it
+        # fp32 lse; the workspace as include/fatune.h states it: D and the
+        # accumulator, then an int32 semaphore a (head, 64 query rows).
+        lse, workspace = 4 * h * s, 4 * h * s * (1 + d) + 4 * h * -(-s // 64)
         expected = 4 * tensor + lse + workspace
         print(f"memory fatune d{d} s{s} b1 h{h}: peak {peak / MIB:.1f} MiB beyond Q, K, V, dO "
               f"({inputs / MIB:.0f} MiB); expected O, dQ, dK, dV 4 x 2·N·H·D = {4 * tensor / MIB:.1f} MiB + "
-              f"lse 4·H·N = {lse / MIB:.2f} MiB + workspace 4·H·N·(1+D) = {workspace / MIB:.1f} MiB = "
+              f"lse 4·H·N = {lse / MIB:.2f} MiB + workspace 4·H·(N·(1+D) + ⌈N/64⌉) = {workspace / MIB:.1f} MiB = "
               f"{expected / MIB:.1f} MiB (measured/expected {peak / expected:.3f}): linear in N")
         memory.append({"impl": "fatune", "head_dim": d, "seqlen": s, "batch": 1, "heads": h,
                        "peak_bytes": peak, "input_bytes": inputs, "expected_bytes": expected})

@@ -2,6 +2,7 @@
 /* The backward's launch sequence (bwd_launch.h). */
 #include "bwd_launch.h"
 #include <limits.h>
+#include <stdint.h>
 #include "fwd_launch.h"
 
 enum { BWD_MAPS = 4 };  /* q, k, v, dout: the kernel's parameters after P, in this order */
@@ -16,6 +17,41 @@ static void bwd_tensors(const fat_bwd_params *p, fat_tma_tensor t[BWD_MAPS]) {
                           f->v_batch_stride, 0, 2};
   t[3] = (fat_tma_tensor){"dout", p->dout, f->seqlen_q, f->heads, f->batch, p->do_row_stride,
                           p->do_head_stride, p->do_batch_stride, 0, 2};
+}
+
+int fat_bwd_semaphores(int batch, int heads, int seqlen_q, int block_q, size_t *count) {
+  if (batch < 1 || heads < 1 || seqlen_q < 1 || block_q < 1) return -1;
+  const size_t tiles = ((size_t)seqlen_q + (size_t)block_q - 1) / (size_t)block_q;
+  return __builtin_mul_overflow((size_t)batch, (size_t)heads, count) ||
+                 __builtin_mul_overflow(*count, tiles, count)
+             ? -1
+             : 0;
+}
+
+int fat_bwd_semaphores_bound(int batch, int heads, int seqlen_q, long long total_q, size_t *count) {
+  if (total_q == 0) return fat_bwd_semaphores(batch, heads, seqlen_q, FAT_BWD_ORDERED_MIN_BLOCK_Q, count);
+  /* A sequence of length n has ceil(n / 64) <= floor(n / 64) + 1 tiles,
+   * and the floors of the lengths sum to at most floor(total_q / 64). */
+  if (batch < 1 || heads < 1 || total_q < 1 || (unsigned long long)total_q > SIZE_MAX) return -1;
+  const size_t tiles = (size_t)total_q / FAT_BWD_ORDERED_MIN_BLOCK_Q + (size_t)batch;
+  return __builtin_mul_overflow((size_t)heads, tiles, count) ? -1 : 0;
+}
+
+/* Where P's semaphores start for an ordered variant of query tile
+ * BLOCK_Q, and how many there are (bwd_launch.h); -1 when the tile is
+ * below the one the workspace's bound counts by, P has no accumulator or
+ * is a packed batch, or the place does not fit in the address space. */
+static int semaphores_of(const fat_bwd_params *p, int block_q, CUdeviceptr *at, size_t *count) {
+  const fat_fwd_params *f = &p->fwd;
+  size_t rows, offset;
+  if (block_q < FAT_BWD_ORDERED_MIN_BLOCK_Q || !p->dq_accum || f->cu_seqlens_q ||
+      fat_bwd_semaphores(f->batch, f->heads, f->seqlen_q, block_q, count) ||
+      __builtin_mul_overflow((size_t)f->batch, (size_t)f->heads, &rows) ||
+      __builtin_mul_overflow(rows, (size_t)f->seqlen_q, &rows) ||
+      __builtin_mul_overflow(rows, FAT_BWD_ACCUM_WIDTH((size_t)f->head_dim) * sizeof(float), &offset) ||
+      __builtin_add_overflow((CUdeviceptr)(uintptr_t)p->dq_accum, (CUdeviceptr)offset, at))
+    return -1;
+  return 0;
 }
 
 int fat_bwd_tma_describable(const fat_bwd_params *p, char *err, size_t errlen) {
@@ -42,6 +78,11 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
     if (items > INT_MAX || !(main_x = fat_resident_grid(items, g->sm_count))) return CUDA_ERROR_INVALID_VALUE;
     main_y = main_z = 1;
   }
+  /* An ordered variant's semaphores: refused before anything is queued
+   * when they have no place. */
+  CUdeviceptr sems = 0;
+  size_t n_sems = 0;
+  if (g->dq_mode == FAT_DQ_ORDERED && semaphores_of(p, g->block_q, &sems, &n_sems)) return CUDA_ERROR_INVALID_VALUE;
   CUtensorMap maps[BWD_MAPS];
   void *args[] = {p}, *main_args[] = {p, &maps[0], &maps[1], &maps[2], &maps[3]};
   if (g->tma) {
@@ -57,6 +98,9 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
   }
   CUresult r = cu->cuLaunchKernel(k->preprocess, row_blocks, heads, batch, FAT_BWD_ROW_THREADS, 1,
                                   1, 0, stream, args, NULL);
+  /* Every tile's count of adds starts at 0 (the kernel waits on it), on the
+   * stream, so that the main kernel sees zeroes whatever ran before. */
+  if (r == CUDA_SUCCESS && g->dq_mode == FAT_DQ_ORDERED) r = cu->cuMemsetD32Async(sems, 0, n_sems, stream);
   if (r == CUDA_SUCCESS)
     r = cu->cuLaunchKernel(k->main, main_x, main_y, main_z, threads, 1, 1, smem, stream,
                            g->tma ? main_args : args, NULL);

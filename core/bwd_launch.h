@@ -21,7 +21,8 @@ typedef struct fat_bwd_kernels {
 } fat_bwd_kernels;
 
 /* How the variant is launched: its parameters (BLOCK_N, BLOCK_M, DQ_MODE)
- * and resources. */
+ * and resources. An ordered variant's semaphores: below, beside the
+ * accumulator. */
 typedef struct fat_bwd_geometry {
   int block_n;      /* keys per block of the main kernel */
   int block_q;      /* query rows per block of the dQ pass; a tensor-map variant's query tile */
@@ -37,15 +38,52 @@ typedef struct fat_bwd_geometry {
   int sm_count;     /* with persistent: the GPU's SMs */
 } fat_bwd_geometry;
 
+/* An ordered variant's semaphores (FAT_DQ_ORDERED, templates/bwd_ws90.cu):
+ * int32 counters in device memory that order the adds of each dQ tile into
+ * the accumulator. They lie right after the accumulator's batch·heads·
+ * seqlen_q rows of FAT_BWD_ACCUM_WIDTH(head_dim) floats, that is at
+ * (int *)(dq_accum + batch·heads·seqlen_q·FAT_BWD_ACCUM_WIDTH(head_dim)),
+ * 256-byte aligned since a row is a multiple of 64 floats; one for each
+ * (batch, head, query tile of block_q rows), in the order the kernel
+ * indexes them; fat_bwd_launch zeroes them before the variant's entry runs.
+ * fat_abi_bwd.h does not say this: it is inlined into every backward's
+ * source, and a line there would change every shipped variant's hash.
+ *
+ * Their count for a dense problem: *COUNT = batch·heads·ceil(seqlen_q /
+ * block_q); 0, or -1 when an argument is not positive or the count does
+ * not fit in a size_t. */
+int fat_bwd_semaphores(int batch, int heads, int seqlen_q, int block_q, size_t *count);
+
+/* The smallest query tile (BLOCK_M) an ordered variant may have: the tile
+ * fat_bwd_semaphores_bound counts by, so that the bound holds for every
+ * variant the launch takes (it refuses an ordered one of a smaller tile).
+ * ws90's tiles are 64 and 128; mma80's 32 is of separate and atomic
+ * variants, which have no semaphores. */
+#define FAT_BWD_ORDERED_MIN_BLOCK_Q 64
+
+/* The semaphores a workspace holds whatever variant serves the call, so
+ * that its size is a function of the shape alone: for a dense problem
+ * (TOTAL_Q 0) fat_bwd_semaphores with FAT_BWD_ORDERED_MIN_BLOCK_Q, batch·
+ * heads·ceil(seqlen_q / 64); for a packed batch (TOTAL_Q > 0 rows over
+ * BATCH sequences) heads·(total_q / 64 + batch), which bounds the sum over
+ * the sequences of ceil(length / 64). 0, or -1 as fat_bwd_semaphores. */
+int fat_bwd_semaphores_bound(int batch, int heads, int seqlen_q, long long total_q, size_t *count);
+
 /* 0 when tensor maps can describe P's q, k, v and dout (fat_tma_describable),
  * else -1 with err naming the first that cannot: the runtime then serves the
  * call with a family that loads without them. */
 int fat_bwd_tma_describable(const fat_bwd_params *p, char *err, size_t errlen);
 
 /* Launches the whole backward for P on STREAM; the first failure's result.
- * CUDA_ERROR_INVALID_VALUE when a tensor-map variant's tensors are none the
- * maps can describe, or a persistent one is given no SM count or more key
- * blocks than an int counts. */
+ * An ordered variant's semaphores (above) are zeroed on STREAM before its
+ * main kernel. CUDA_ERROR_INVALID_VALUE, before anything is queued, when a
+ * tensor-map variant's tensors are none the maps can describe, a
+ * persistent one is given no SM count or more key blocks than an int
+ * counts, or an ordered one has a query tile below
+ * FAT_BWD_ORDERED_MIN_BLOCK_Q (more semaphores than a workspace holds) or
+ * is given no dq_accum or a packed batch (its semaphores' place after
+ * heads·total_q rows is not defined yet: the launch does not know
+ * total_q). */
 CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_bwd_geometry *g,
                         fat_bwd_params *p, CUstream stream);
 #endif

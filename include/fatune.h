@@ -457,9 +457,9 @@ typedef struct fat_attn_bwd_args {
   long long dq_batch_stride, dq_row_stride, dq_head_stride;
   long long dk_batch_stride, dk_row_stride, dk_head_stride;
   long long dv_batch_stride, dv_row_stride, dv_head_stride;
-  /* 1: only variants without atomics (dQ in a pass of its own), so the
-   * gradients are bit-identical from run to run; 0: the fastest variant,
-   * which may sum dQ with fp32 atomics. */
+  /* 1: only variants whose gradients are bit-identical from run to run
+   * (dQ in a pass of its own, or summed into fp32 in a fixed order); 0: the
+   * fastest variant, which may sum dQ with fp32 atomics in any order. */
   int deterministic;
   /* Device scratch of at least fat_attention_bwd_workspace() bytes, 16-byte
    * aligned, not overlapping any tensor; its contents need not be
@@ -480,12 +480,15 @@ typedef struct fat_attn_bwd_args {
  * when ARGS or ARGS->fwd has another struct_size. */
 FAT_API void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *args);
 
-/* The workspace bytes fat_attention_bwd needs for ARGS (only the shape and
- * `deterministic` are read): D = rowsum(dO * O) in fp32, rounded up to a
- * multiple of 256 bytes, plus, unless deterministic, the fp32 dQ
- * accumulator: R = 4 * batch * heads * seqlen_q; bytes = roundup(R, 256) +
- * (deterministic ? 0 : R * T), T the head dim of the template the problem
- * runs on (head_dim itself, or the next template up). A pure function of
+/* The workspace bytes fat_attention_bwd needs for ARGS (only the shape is
+ * read; `deterministic` does not change them, since a variant that sums dQ
+ * in a fixed order may serve either kind of call): D = rowsum(dO * O) in
+ * fp32, rounded up to a multiple of 256 bytes, then the fp32 dQ
+ * accumulator, then int32 semaphores that order its adds. With R = batch *
+ * heads * seqlen_q rows (heads * total_q for a variable-length batch) and W
+ * = head_dim rounded up to a multiple of 64: bytes = roundup(4 * R, 256) +
+ * 4 * R * W + 4 * S, S = batch * heads * ceil(seqlen_q / 64) (heads *
+ * (total_q / 64 + batch) for a variable-length batch). A pure function of
  * the shape; FAT_ERR_INVALID_ARGUMENT (never a wrapped size) when the sum is
  * more than a size_t holds. */
 FAT_API fat_status fat_attention_bwd_workspace(fat_context *ctx, const fat_attn_bwd_args *args,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
+#include "bwd_launch.h"
 #include "types.h"
 #include "runtime_int.h"
 
@@ -530,6 +531,10 @@ fat_status fat_rt_workspace_overflow(fat_context *c, const fat_attn_args *a) {
 /* ---- backward ------------------------------------------------------------- */
 
 #define WORKSPACE_ALIGN 256  /* D, then the dQ accumulator at this alignment */
+/* The semaphores follow the accumulator, whose rows are whole 64-float
+ * (256-byte) slabs: they are as aligned as it is. */
+_Static_assert(FAT_BWD_ACCUM_WIDTH(1) * sizeof(float) % WORKSPACE_ALIGN == 0,
+               "an accumulator row is a multiple of the workspace's alignment");
 #define BWD_ELEM_BYTES 2     /* dO and the gradients: fp16 or bf16 (no fp8 backward) */
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
@@ -550,12 +555,17 @@ int fat_rt_bwd_features(const fat_attn_args *a) {
   return a->cu_seqlens_q || a->cu_seqlens_k || a->seqused_k || a->softcap > 0;
 }
 
-/* Bytes of D and of the dQ accumulator for A's shape (checked positive).
- * Returns -1 when they do not fit in a size_t (batch, heads and seqlen_q
- * near INT_MAX once wrapped to a small number, with FAT_OK). */
-int fat_rt_bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t *delta,
-                               size_t *accum) {
-  size_t rows, d_bytes, sum;
+/* Bytes of D, of the dQ accumulator and of the ordered dQ's semaphores for
+ * A's shape (checked positive), which lie in the workspace in this order.
+ * Every call gets all three, deterministic or not: an ordered variant
+ * (bwd_launch.h) is deterministic and sums into the accumulator, and it
+ * may also be the fastest variant a call without `deterministic` is
+ * served. The semaphores are fat_bwd_semaphores_bound's, so that the size
+ * is a function of the shape alone. Returns -1 when they do not fit in a
+ * size_t (batch, heads and seqlen_q near INT_MAX once wrapped to a small
+ * number, with FAT_OK). */
+int fat_rt_bwd_workspace_parts(const fat_attn_args *a, size_t *delta, size_t *accum, size_t *sems) {
+  size_t rows, d_bytes, n_sems, sum;
   /* The accumulator's rows: as wide as any family's template uses them. A
    * packed batch's D and accumulator rows are lse's, (heads, total_q). */
   const size_t width = FAT_BWD_ACCUM_WIDTH((size_t)a->head_dim) * sizeof(float);
@@ -563,11 +573,12 @@ int fat_rt_bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t
   if (__builtin_mul_overflow((size_t)(packed ? 1 : a->batch), (size_t)a->heads, &rows) ||
       __builtin_mul_overflow(rows, (size_t)(packed ? a->total_q : a->seqlen_q), &rows) ||
       __builtin_mul_overflow(rows, sizeof(float), &d_bytes) || d_bytes > SIZE_MAX - WORKSPACE_ALIGN ||
-      (!deterministic && __builtin_mul_overflow(rows, width, accum)))
+      __builtin_mul_overflow(rows, width, accum) ||
+      fat_bwd_semaphores_bound(a->batch, a->heads, a->seqlen_q, packed ? a->total_q : 0, &n_sems) ||
+      __builtin_mul_overflow(n_sems, sizeof(int32_t), sems))
     return -1;
   *delta = round_up(d_bytes, WORKSPACE_ALIGN);
-  if (deterministic) *accum = 0;
-  return __builtin_add_overflow(*delta, *accum, &sum) ? -1 : 0;
+  return __builtin_add_overflow(*delta, *accum, &sum) || __builtin_add_overflow(sum, *sems, &sum) ? -1 : 0;
 }
 
 void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *a) {
@@ -583,17 +594,17 @@ void fat_attn_bwd_args_contiguous(fat_attn_bwd_args *a) {
 }
 
 fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *a, size_t *bytes) {
-  size_t delta, accum;
+  size_t delta, accum, sems;
   if (!c) return FAT_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&c->lock);
   fat_status st = fat_rt_check_bwd_size(c, a);
   if (!st)
     st = !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL")
                 : fat_rt_check_bwd_problem(c, &a->fwd);
-  if (!st && fat_rt_bwd_workspace_parts(&a->fwd, a->deterministic, &delta, &accum))
+  if (!st && fat_rt_bwd_workspace_parts(&a->fwd, &delta, &accum, &sems))
     st = fat_rt_workspace_overflow(c, &a->fwd);
   else if (!st)
-    *bytes = delta + accum;
+    *bytes = delta + accum + sems;
   pthread_mutex_unlock(&c->lock);
   return st;
 }
@@ -627,22 +638,22 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
       (st = check_strided(c, "dv", a->dv, vl ? 0 : a->dv_batch_stride, a->dv_row_stride,
                           a->dv_head_stride, bq, sk, f->heads_k, f->head_dim, BWD_ELEM_BYTES, &t[2])))
     return st;
-  size_t delta, accum;
-  if (fat_rt_bwd_workspace_parts(f, a->deterministic, &delta, &accum))
-    return fat_rt_workspace_overflow(c, f);
+  size_t delta, accum, sems;
+  if (fat_rt_bwd_workspace_parts(f, &delta, &accum, &sems)) return fat_rt_workspace_overflow(c, f);
+  const size_t need = delta + accum + sems; /* fits: checked by the parts */
   if (!a->workspace)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace is NULL (fat_attention_bwd_workspace: "
-                "%zu bytes)", delta + accum);
+                "%zu bytes)", need);
   if ((uintptr_t)a->workspace % ALIGN_BYTES)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p is not %d-byte aligned", a->workspace,
                 ALIGN_BYTES);
-  if (a->workspace_bytes < delta + accum)
+  if (a->workspace_bytes < need)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace_bytes %zu: this problem needs %zu "
-                "(fat_attention_bwd_workspace)", a->workspace_bytes, delta + accum);
+                "(fat_attention_bwd_workspace)", a->workspace_bytes, need);
   if (a->workspace_bytes > UINTPTR_MAX - (uintptr_t)a->workspace)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p: its %zu bytes run past the end of the "
                 "address space", a->workspace, a->workspace_bytes);
-  t[3] = (span){"workspace", a->workspace, delta + accum};
+  t[3] = (span){"workspace", a->workspace, need};
   return check_no_alias(c, t, N_BWD_SPANS, 4);
 }
 

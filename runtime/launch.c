@@ -254,13 +254,15 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
     logf_(c, "%s: %s", e->choice.variant, why);
     key.no_tma = 1;
   }
-  size_t delta, accum;
-  /* fits: checked by fat_rt_check_bwd_args */
-  fat_rt_bwd_workspace_parts(f, a->deterministic, &delta, &accum);
+  size_t delta, accum, sems;
+  /* fits: checked by fat_rt_check_bwd_args; the semaphores follow the
+   * accumulator, where the launch finds them (bwd_launch.h). */
+  fat_rt_bwd_workspace_parts(f, &delta, &accum, &sems);
   p.dq = a->dq;
   p.dk = a->dk;
   p.dv = a->dv;
   p.delta = (float *)a->workspace;
+  /* The accumulator for the modes that sum into it (atomic, ordered). */
   p.dq_accum = fat_dq_accumulates(e->dq_mode) ? (float *)((char *)a->workspace + delta) : NULL;
   p.dq_batch_stride = a->dq_batch_stride;
   p.dq_row_stride = a->dq_row_stride;

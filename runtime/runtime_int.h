@@ -348,6 +348,7 @@ fat_status fat_rt_check_on_device(fat_context *c, const void *args, int directio
 fat_status fat_rt_check_bwd_args(fat_context *c, const void *args);
 /* args.c: workspace sizes. */
 fat_status fat_rt_workspace_overflow(fat_context *c, const fat_attn_args *a);
-int fat_rt_bwd_workspace_parts(const fat_attn_args *a, int deterministic, size_t *delta,
-                               size_t *accum);
+/* ... the backward's: D, the dQ accumulator and the ordered dQ's
+ * semaphores, in that order (-1 when they do not fit in a size_t). */
+int fat_rt_bwd_workspace_parts(const fat_attn_args *a, size_t *delta, size_t *accum, size_t *sems);
 #endif

@@ -162,6 +162,10 @@ static void test_peak_bytes(void) {
             fat_bwd_peak_bytes(&p, FAT_DQ_SEPARATE));
   CHECK_WHY(fat_bwd_peak_bytes(&p, FAT_DQ_ATOMIC) == 8 * tensor + 2 * rows + 2 * tensor, "atomic %zu",
             fat_bwd_peak_bytes(&p, FAT_DQ_ATOMIC));
+  /* Ordered: the accumulator, then 16 heads x 1024 / 64 tiles of int32
+   * semaphores. */
+  CHECK_WHY(fat_bwd_peak_bytes(&p, FAT_DQ_ORDERED) == 8 * tensor + 2 * rows + 2 * tensor + 16 * 16 * 4,
+            "ordered %zu", fat_bwd_peak_bytes(&p, FAT_DQ_ORDERED));
   /* Doubling the sequence doubles the memory: nothing grows as N². */
   fat_problem p2 = p;
   p2.seqlen_q = p2.seqlen_k = 2048;

@@ -164,6 +164,111 @@ static void test_bwd_persistent_launch(void) {
   CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
 }
 
+/* What the backward's launch queued, in order: a kernel (its function) or
+ * a 32-bit memset (fn NULL, its address and count). */
+enum { QUEUED_MAX = 8 };
+typedef struct queued {
+  CUfunction fn;
+  unsigned grid[3];
+  CUdeviceptr at;
+  size_t n;
+  unsigned value;
+} queued;
+static queued queue[QUEUED_MAX];
+static int n_queued;
+
+static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                              unsigned bz, unsigned smem, CUstream stream, void **params, void **extra) {
+  (void)bx, (void)by, (void)bz, (void)smem, (void)stream, (void)params, (void)extra;
+  if (n_queued < QUEUED_MAX) queue[n_queued] = (queued){.fn = f, .grid = {gx, gy, gz}};
+  n_queued++;
+  return CUDA_SUCCESS;
+}
+
+static CUresult record_memset(CUdeviceptr at, unsigned value, size_t n, CUstream stream) {
+  (void)stream;
+  if (n_queued < QUEUED_MAX) queue[n_queued] = (queued){.fn = NULL, .at = at, .n = n, .value = value};
+  n_queued++;
+  return CUDA_SUCCESS;
+}
+
+/* The semaphores of an ordered variant (bwd_launch.h): one a (batch, head,
+ * query tile), and the bound a workspace holds whatever the tile. */
+static void test_bwd_semaphores(void) {
+  size_t n = 0;
+  CHECK(fat_bwd_semaphores(2, 16, 1000, 64, &n) == 0 && n == 2 * 16 * 16);  /* ceil(1000 / 64) = 16 */
+  CHECK(fat_bwd_semaphores(2, 16, 1000, 128, &n) == 0 && n == 2 * 16 * 8);
+  CHECK(fat_bwd_semaphores(1, 1, 1, 128, &n) == 0 && n == 1);
+  CHECK(fat_bwd_semaphores(2, 16, 1000, 0, &n) == -1);
+  CHECK(fat_bwd_semaphores(0, 16, 1000, 64, &n) == -1);
+  CHECK(fat_bwd_semaphores_bound(2, 16, 1000, 0, &n) == 0 && n == 2 * 16 * 16);
+  CHECK(fat_bwd_semaphores_bound(2147483647, 2147483647, 2147483647, 0, &n) == -1);
+  /* A packed batch of 3 sequences, 650 rows: heads x (650 / 64 + 3) =
+   * 4 x 13, which the tiles of lengths 64, 65 and 521 (1 + 2 + 9 = 12) fit. */
+  CHECK(fat_bwd_semaphores_bound(3, 4, 521, 650, &n) == 0 && n == 4 * 13);
+  CHECK(fat_bwd_semaphores_bound(3, 4, 521, -1, &n) == -1);
+}
+
+/* The backward's launch by mode: atomic converts the accumulator; separate
+ * runs its dQ pass instead; ordered zeroes its semaphores (after the
+ * accumulator's batch x heads x seqlen_q rows) before the main kernel,
+ * then converts as atomic does. What it cannot place it refuses before
+ * queueing anything. */
+static void test_bwd_launch_modes(void) {
+  fat_bwd_params p;
+  memset(&p, 0, sizeof p);
+  p.fwd = dense(2, 16, 4, 1000, 777, 96);
+  p.dq_accum = (float *)(uintptr_t)0x40000000;
+  const CUfunction pre = (CUfunction)(uintptr_t)0x11, main_fn = (CUfunction)(uintptr_t)0x12,
+                   dq = (CUfunction)(uintptr_t)0x13, convert = (CUfunction)(uintptr_t)0x14;
+  const fat_bwd_kernels k = {.preprocess = pre, .main = main_fn, .dq = dq, .convert = convert};
+  fat_bwd_geometry g = {.block_n = 128, .block_q = 64, .dq_mode = FAT_DQ_ORDERED, .threads = 384,
+                        .smem_bytes = 200000};
+  fat_cuda cu;
+  memset(&cu, 0, sizeof cu);
+  cu.cuLaunchKernel = record_launch;
+  cu.cuMemsetD32Async = record_memset;
+  n_queued = 0;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_SUCCESS);
+  /* d96's accumulator rows are 128 floats: the semaphores start 2 x 16 x
+   * 1000 x 128 floats in, 2 x 16 x ceil(1000 / 64) of them. */
+  CHECK_INT(n_queued, 4);
+  CHECK(queue[0].fn == pre);
+  CHECK(queue[1].fn == NULL && queue[1].at == 0x40000000 + (CUdeviceptr)2 * 16 * 1000 * 128 * 4 &&
+        queue[1].n == 2 * 16 * 16 && queue[1].value == 0);
+  CHECK(queue[2].fn == main_fn && queue[2].grid[0] == 7 && queue[2].grid[1] == 4 && queue[2].grid[2] == 2);
+  CHECK(queue[3].fn == convert);
+  /* A tile of 128 rows: half the semaphores. */
+  g.block_q = 128;
+  n_queued = 0;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_SUCCESS);
+  CHECK(n_queued == 4 && queue[1].fn == NULL && queue[1].n == 2 * 16 * 8);
+  /* Atomic: no semaphores; separate: its dQ pass, no conversion. */
+  g.dq_mode = FAT_DQ_ATOMIC;
+  n_queued = 0;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_SUCCESS);
+  CHECK(n_queued == 3 && queue[0].fn == pre && queue[1].fn == main_fn && queue[2].fn == convert);
+  g.dq_mode = FAT_DQ_SEPARATE;
+  n_queued = 0;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_SUCCESS);
+  CHECK(n_queued == 3 && queue[0].fn == pre && queue[1].fn == main_fn && queue[2].fn == dq &&
+        queue[2].grid[0] == 8);
+  /* Ordered without an accumulator, on a packed batch (its semaphores'
+   * place is not defined), or with a tile below the workspace bound's:
+   * refused, nothing queued. */
+  g.dq_mode = FAT_DQ_ORDERED, g.block_q = 64;
+  p.dq_accum = NULL;
+  n_queued = 0;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
+  p.dq_accum = (float *)(uintptr_t)0x40000000;
+  p.fwd.cu_seqlens_q = p.fwd.cu_seqlens_k = (const int *)(uintptr_t)0x50000000;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
+  p.fwd.cu_seqlens_q = p.fwd.cu_seqlens_k = NULL;
+  g.block_q = 32;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK_INT(n_queued, 0);
+}
+
 /* A variant that draws its query blocks needs a counter's workspace, which
  * becomes P's o_accum; without one the launch is refused before anything
  * is queued. Others keep their sizes. */
@@ -314,6 +419,8 @@ int main(void) {
   test_schedule();
   test_drawn_workspace();
   test_bwd_persistent_launch();
+  test_bwd_semaphores();
+  test_bwd_launch_modes();
   test_wire();
   return check_summary("test_fwd_launch");
 }

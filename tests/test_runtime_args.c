@@ -223,9 +223,19 @@ static void edges(void) {
   CHECK_INT((long long)bytes, 1);
   b.deterministic = 1;
   CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &bytes), FAT_ERR_INVALID_ARGUMENT);
-  b.fwd.batch = b.fwd.heads = b.fwd.heads_k = 1, b.fwd.seqlen_q = INT_MAX;
-  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &bytes), FAT_OK); /* 8 GiB of D: fits */
-  CHECK_INT((long long)bytes, ((long long)INT_MAX * 4 + 255) / 256 * 256);
+  /* INT_MAX² rows: their D just fits in a size_t (2^64 - 2^34 + 4 bytes),
+   * their accumulator does not -- a deterministic call's too, since it
+   * may be served a variant that sums into one. */
+  b.fwd.batch = b.fwd.heads = b.fwd.heads_k = INT_MAX, b.fwd.seqlen_q = b.fwd.seqlen_k = 1;
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &bytes), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(fat_context_error(ctx), "batch 2147483647 x heads 2147483647 x seqlen_q 1: the workspace "
+            "would be more bytes than a size_t holds");
+  CHECK_INT((long long)bytes, 1);
+  /* 8 GiB of D, 512 GiB of accumulator and ceil(INT_MAX / 64) semaphores: fits. */
+  b.fwd.batch = b.fwd.heads = b.fwd.heads_k = 1, b.fwd.seqlen_q = b.fwd.seqlen_k = INT_MAX;
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &bytes), FAT_OK);
+  CHECK((long long)bytes == ((long long)INT_MAX * 4 + 255) / 256 * 256 + (long long)INT_MAX * 64 * 4 +
+                                ((long long)INT_MAX + 63) / 64 * 4);
   const fat_fwd_geometry split = {.block_m = 64, .threads = 128, .splits = 4, .head_dim = 128};
   CHECK(fat_fwd_workspace_bytes(&split, INT_MAX, INT_MAX, INT_MAX) == SIZE_MAX);
   CHECK_INT((long long)fat_fwd_workspace_bytes(&split, 2, 4, 64), 4 * 2 * 4 * 64 * (128 + 1) * 4);
@@ -773,7 +783,8 @@ int main(void) {
    * gradients, the workspace and what they may alias. */
   fat_attn_bwd_args b = good_bwd();
   CHECK_BWD_OK(&b);
-  CHECK_INT((long long)b.workspace_bytes, 2048 + 2 * 4 * 64 * 64 * 4); /* D, the dQ accumulator */
+  /* D, the dQ accumulator, and 2 x 4 x ceil(64 / 64) semaphores. */
+  CHECK_INT((long long)b.workspace_bytes, 2048 + 2 * 4 * 64 * 64 * 4 + 2 * 4 * 1 * 4);
   CHECK_BWD_BAD(NULL, "args is NULL");
   b = good_bwd(), b.fwd.seqlen_k = 0;
   CHECK_BWD_BAD(&b, "seqlen_k 0: must be >= 1");
@@ -793,13 +804,30 @@ int main(void) {
   CHECK_BWD_BAD(&b, "dout_row_stride 64: smaller than the 256 elements inside it (head_stride); "
                     "dout would overlap itself");
   b = good_bwd(), b.workspace = NULL;
-  CHECK_BWD_BAD(&b, "workspace is NULL (fat_attention_bwd_workspace: 133120 bytes)");
+  CHECK_BWD_BAD(&b, "workspace is NULL (fat_attention_bwd_workspace: 133152 bytes)");
   b = good_bwd(), b.workspace = (char *)b.workspace + 8;
   CHECK_BWD_BAD(&b, "workspace 0xa000008 is not 16-byte aligned");
   b = good_bwd(), b.workspace_bytes -= 1;
-  CHECK_BWD_BAD(&b, "workspace_bytes 133119: this problem needs 133120 (fat_attention_bwd_workspace)");
-  b = good_bwd(), b.deterministic = 1, b.workspace_bytes = 2048; /* D alone */
+  CHECK_BWD_BAD(&b, "workspace_bytes 133151: this problem needs 133152 (fat_attention_bwd_workspace)");
+  /* A deterministic call needs the same: an ordered variant (ws90's) sums
+   * into the accumulator and orders its adds with the semaphores. */
+  b = good_bwd(), b.deterministic = 1;
+  CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes), FAT_OK);
+  CHECK_INT((long long)b.workspace_bytes, 133152);
   CHECK_BWD_OK(&b);
+  b.workspace_bytes = 2048; /* D alone, once enough for mma80's separate dQ */
+  CHECK_BWD_BAD(&b, "workspace_bytes 2048: this problem needs 133152 (fat_attention_bwd_workspace)");
+  /* A seqlen_q that is no multiple of 64: 2 x 4 x 100 rows, D 3200 bytes
+   * rounded to 3328, the accumulator's 800 x 64 floats, and 2 x 4 x
+   * ceil(100 / 64) = 16 semaphores after it. */
+  b = good_bwd(), b.fwd.seqlen_q = 100;
+  fat_attn_args_contiguous(&b.fwd);
+  fat_attn_bwd_args_contiguous(&b);
+  for (int det = 0; det <= 1; det++) {
+    b.deterministic = det;
+    CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes), FAT_OK);
+    CHECK_INT((long long)b.workspace_bytes, 3328 + 800 * 64 * 4 + 16 * 4);
+  }
   b = good_bwd(), b.dk = b.dv;
   CHECK_BWD_BAD(&b, "dk [0x9000000, +65536 bytes) overlaps dv [0x9000000, +65536 bytes): the "
                     "outputs must not alias another tensor");
@@ -807,7 +835,7 @@ int main(void) {
   CHECK_BWD_BAD(&b, "dq [0x6000000, +65536 bytes) overlaps dout [0x6000000, +65536 bytes): the "
                     "outputs must not alias another tensor");
   b = good_bwd(), b.workspace = (char *)b.fwd.lse + 1024;
-  CHECK_BWD_BAD(&b, "workspace [0x5000400, +133120 bytes) overlaps lse [0x5000000, +2048 bytes): "
+  CHECK_BWD_BAD(&b, "workspace [0x5000400, +133152 bytes) overlaps lse [0x5000000, +2048 bytes): "
                     "the outputs must not alias another tensor");
   b = good_bwd(), b.dv = (void *)b.fwd.o;
   CHECK_BWD_BAD(&b, "dv [0x4000000, +65536 bytes) overlaps o [0x4000000, +65536 bytes): the "
@@ -826,7 +854,9 @@ int main(void) {
   b.fwd.total_q = 100, b.fwd.total_k = 200; /* within the dense tensors' rows */
   b.do_batch_stride = b.dq_batch_stride = b.dk_batch_stride = b.dv_batch_stride = 1; /* unused */
   CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes), FAT_OK);
-  CHECK_INT((long long)b.workspace_bytes, 1792 + 4 * 100 * 64 * 4); /* D: 400 floats, rounded to 256 */
+  /* D: 400 floats, rounded to 256; the accumulator; 4 x (100 / 64 + 2)
+   * semaphores, which the tiles of any two lengths summing to 100 fit. */
+  CHECK_INT((long long)b.workspace_bytes, 1792 + 4 * 100 * 64 * 4 + 4 * 3 * 4);
   CHECK_BWD_OK(&b);
   /* dk just past dq's 100 packed rows (not its dense 2 x 64): no overlap
    * until dq has one row more. */
@@ -855,7 +885,7 @@ int main(void) {
     fat_attn_args_contiguous(&b.fwd);
     fat_attn_bwd_args_contiguous(&b);
     CHECK_INT(fat_attention_bwd_workspace(ctx, &b, &b.workspace_bytes), FAT_OK);
-    CHECK_INT((long long)b.workspace_bytes, 2048 + 2 * 4 * 64 * bwd_dims[i][1] * 4);
+    CHECK_INT((long long)b.workspace_bytes, 2048 + 2 * 4 * 64 * bwd_dims[i][1] * 4 + 2 * 4 * 1 * 4);
     CHECK_BWD_OK(&b);
   }
   b = good_bwd();

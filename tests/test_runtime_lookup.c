@@ -692,18 +692,22 @@ int main(void) {
   CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
   CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);
   CHECK(strstr(ch.variant, ".separate") != NULL);
+  /* D: 16 x 101 floats = 6464 bytes, rounded up to 256; the fp32 dQ
+   * accumulator, rows of 128; 16 x ceil(101 / 64) semaphores. The same
+   * for both modes: a deterministic call may be served an ordered variant,
+   * which needs the last two, and any call may. */
   size_t ws = 0;
   CHECK_INT(fat_attention_bwd_workspace(c, &b, &ws), FAT_OK);
-  CHECK_INT((long long)ws, 6656); /* D: 16 x 101 floats = 6464 bytes, rounded up to 256 */
+  CHECK_INT((long long)ws, 6656 + 16 * 101 * 128 * 4 + 16 * 2 * 4);
   b.deterministic = 0;
   CHECK_INT(fat_attention_bwd_workspace(c, &b, &ws), FAT_OK);
-  CHECK_INT((long long)ws, 6656 + 16 * 101 * 128 * 4); /* and the fp32 dQ accumulator, rows of 128 */
+  CHECK_INT((long long)ws, 6656 + 16 * 101 * 128 * 4 + 16 * 2 * 4);
   CHECK_INT(fat_attention_bwd(c, &b, NULL, &ch), FAT_ERR_INVALID_ARGUMENT);
   b.fwd.head_dim = 80; /* on d96 */
   CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
   CHECK_STR(ch.variant, "bwd.mma80.fp16.d96.none.m64n64w4.atomic");
   CHECK_INT(fat_attention_bwd_workspace(c, &b, &ws), FAT_OK);
-  CHECK_INT((long long)ws, 6656 + 16 * 101 * 128 * 4); /* FAT_BWD_ACCUM_WIDTH(80): 128 */
+  CHECK_INT((long long)ws, 6656 + 16 * 101 * 128 * 4 + 16 * 2 * 4); /* FAT_BWD_ACCUM_WIDTH(80): 128 */
   b.fwd.head_dim = 84;
   CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_ERR_UNSUPPORTED);
   CHECK_STR(fat_context_error(c), "head_dim 84 has no template (templates: 32, 64, 96, 128, 192, "

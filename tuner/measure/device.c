@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bwd_launch.h"
 #include "compile.h"
 #include "embedded.h"
 #include "fat_e4m3.h"
@@ -735,9 +736,21 @@ int fat_gpu_bwd_tensors_alloc(fat_gpu *g, const fat_check_shape *s, int head_dim
   CU(g->cu.cuMemAlloc(&t->dk, n_kv * e), "cuMemAlloc of dK, %zu bytes", n_kv * e);
   CU(g->cu.cuMemAlloc(&t->dv, n_kv * e), "cuMemAlloc of dV, %zu bytes", n_kv * e);
   CU(g->cu.cuMemAlloc(&t->delta, rows * sizeof(float)), "cuMemAlloc of D");
-  t->n_accum = rows * FAT_BWD_ACCUM_WIDTH((size_t)head_dim);
+  /* The accumulator's rows, then an ordered variant's int32 semaphores, as
+   * many as any variant of the shape uses (bwd_launch.h; they start after
+   * the rows of the problem's head dim, which are no wider than the
+   * template's allocated here). */
+  size_t n_sems;
+  if (fat_bwd_semaphores_bound(s->batch, s->heads, s->seqlen_q, t->fwd.call.total_q, &n_sems)) {
+    snprintf(err, errlen, "batch %d x heads %d x seqlen_q %d: more semaphores than a size_t counts",
+             s->batch, s->heads, s->seqlen_q);
+    rc = FAT_GPU_FAILED;
+    goto out;
+  }
+  _Static_assert(sizeof(int32_t) == sizeof(float), "n_accum counts floats and semaphores alike");
+  t->n_accum = rows * FAT_BWD_ACCUM_WIDTH((size_t)head_dim) + n_sems;
   CU(g->cu.cuMemAlloc(&t->dq_accum, t->n_accum * sizeof(float)),
-     "cuMemAlloc of the dQ accumulator, %zu bytes", t->n_accum * sizeof(float));
+     "cuMemAlloc of the dQ accumulator and its semaphores, %zu bytes", t->n_accum * sizeof(float));
   if (with_reference) {
     CU(g->cu.cuMemAlloc(&t->ref_dq, n_q * sizeof(double)), "cuMemAlloc of the reference dQ");
     CU(g->cu.cuMemAlloc(&t->ref_dk, n_kv * sizeof(double)), "cuMemAlloc of the reference dK");

@@ -247,7 +247,9 @@ typedef struct fat_gpu_bwd_tensors {
   fat_gpu_tensors fwd;        /* Q, K, V, O, lse (and the forward reference) */
   fat_bwd_params params;      /* points at everything below and at fwd's tensors */
   CUdeviceptr dout, dq, dk, dv, delta, dq_accum;
-  size_t n_accum;             /* floats of dq_accum: rows of FAT_BWD_ACCUM_WIDTH(head_dim) */
+  size_t n_accum;             /* 4-byte words of dq_accum: the rows of
+                                 FAT_BWD_ACCUM_WIDTH(head_dim) floats, then an ordered
+                                 variant's int32 semaphores (fat_bwd_semaphores_bound) */
   CUdeviceptr ref_dq, ref_dk, ref_dv, ref_delta;  /* double; 0 without the reference */
 } fat_gpu_bwd_tensors;
 

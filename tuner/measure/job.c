@@ -3,11 +3,13 @@
  * materialising baseline (see job.h); the backward check's verdict and
  * its peak memory. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fat_abi.h"
 #include "fat_abi_bwd.h"
+#include "bwd_launch.h"
 #include "fwd_compare.h"
 #include "job.h"
 #include "tolerance.h"
@@ -177,7 +179,14 @@ size_t fat_bwd_peak_bytes(const fat_problem *p, fat_dq_mode dq_mode) {
   const size_t e = fat_dtype_size(p->dtype), d = (size_t)p->head_dim;
   const size_t q_rows = (size_t)p->batch * p->seqlen_q * p->heads;
   const size_t kv_rows = (size_t)p->batch * p->seqlen_k * p->heads_k;
-  /* Q, O, dO, dQ; K, V, dK, dV; lse and D; the fp32 dQ accumulator. */
+  /* An ordered variant's semaphores, as many as the workspace holds for
+   * any (bwd_launch.h). */
+  size_t sems = 0;
+  if (dq_mode == FAT_DQ_ORDERED && fat_bwd_semaphores_bound(p->batch, p->heads, p->seqlen_q, 0, &sems))
+    return SIZE_MAX;
+  /* Q, O, dO, dQ; K, V, dK, dV; lse and D; the fp32 dQ accumulator and the
+   * semaphores. */
   return 4 * q_rows * d * e + 4 * kv_rows * d * e + 2 * q_rows * sizeof(float) +
-         (fat_dq_accumulates(dq_mode) ? q_rows * FAT_BWD_ACCUM_WIDTH(d) * sizeof(float) : 0);
+         (fat_dq_accumulates(dq_mode) ? q_rows * FAT_BWD_ACCUM_WIDTH(d) * sizeof(float) : 0) +
+         sems * sizeof(int32_t);
 }

@@ -165,9 +165,11 @@ void fat_compare_bwd_sums(fat_dtype d, const fat_diff_sums sums[FAT_N_GRADS],
                           const size_t n[FAT_N_GRADS], fat_bwd_check *bc, fat_check *out);
 
 /* Peak device memory of a backward pass of problem P, from the shape: Q, K,
- * V, O, dO, dQ, dK, dV in the element type, lse and D in fp32, and the fp32
- * dQ accumulator in the modes that sum into it (atomic and ordered:
- * fat_dq_accumulates). Linear in the sequence lengths: nothing of the
- * backward grows as seqlen_q x seqlen_k. */
+ * V, O, dO, dQ, dK, dV in the element type, lse and D in fp32, the fp32 dQ
+ * accumulator in the modes that sum into it (atomic and ordered:
+ * fat_dq_accumulates), and in ordered mode its int32 semaphores
+ * (fat_bwd_semaphores_bound); SIZE_MAX when they do not fit in a size_t.
+ * Linear in the sequence lengths: nothing of the backward grows as
+ * seqlen_q x seqlen_k. */
 size_t fat_bwd_peak_bytes(const fat_problem *p, fat_dq_mode dq_mode);
 #endif
