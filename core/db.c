@@ -100,17 +100,18 @@ static void sql_sha256(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_result_text(ctx, hex, -1, SQLITE_TRANSIENT);
 }
 
-/* fat_dq_separate(params) (db.h): what the runtime's schedule reads from
- * the same string (fat_kernel_schedule), by the same parser. */
-static void sql_dq_separate(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+/* fat_dq_deterministic(params) (db.h): what the runtime's schedule reads
+ * from the same string (fat_kernel_schedule), by the same parser and the
+ * same rule (types.h's fat_dq_deterministic: separate or ordered). */
+static void sql_dq_deterministic(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   int block_m, block_n;
   fat_dq_mode mode = FAT_DQ_ATOMIC;
   char err[8];
   const char *params = (const char *)sqlite3_value_text(argv[0]);
   (void)argc;
-  const int separate = params && !fat_bwd_params_parse(params, &block_m, &block_n, &mode, err, sizeof err) &&
-                       mode == FAT_DQ_SEPARATE;
-  sqlite3_result_int(ctx, separate);
+  sqlite3_result_int(ctx, params &&
+                              !fat_bwd_params_parse(params, &block_m, &block_n, &mode, err, sizeof err) &&
+                              fat_dq_deterministic(mode));
 }
 
 /* fat_family_may_win(family, direction) (db.h): the family table's word. */
@@ -128,8 +129,8 @@ int fat_db_add_functions(sqlite3 *h) {
   /* Pure functions of their arguments; DIRECTONLY keeps them out of the
    * views and triggers of a database that is not ours. */
   const int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_DIRECTONLY;
-  int rc = sqlite3_create_function(h, "fat_dq_separate", 1, flags, NULL, sql_dq_separate, NULL,
-                                   NULL);
+  int rc = sqlite3_create_function(h, "fat_dq_deterministic", 1, flags, NULL, sql_dq_deterministic,
+                                   NULL, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_create_function(h, "fat_family_may_win", 2, flags, NULL, sql_family_may_win,
                                  NULL, NULL);

@@ -44,16 +44,18 @@
 /* Rules that read a variant's parameters or family, as SQL conditions over
  * the functions fat_db_add_functions defines: the parameters go through
  * their parser and the family through the family table, never matched as
- * text. FAT_SQL_DQ_SEPARATE: backward parameters PARAMS parse
- * (fat_bwd_params_parse) with dQ in its own pass (DQ_MODE=separate), the
- * deterministic backward. FAT_SQL_MAY_WIN: the family table has FAMILY of
+ * text. FAT_SQL_DQ_DETERMINISTIC: backward parameters PARAMS parse
+ * (fat_bwd_params_parse) with a deterministic dQ mode (DQ_MODE=separate, dQ
+ * in its own pass, or ordered, added into the accumulator in a fixed
+ * order: types.h's fat_dq_deterministic), what the deterministic backward
+ * is served from. FAT_SQL_MAY_WIN: the family table has FAMILY of
  * DIRECTION (a "fwd" or "bwd" expression) and it may win (may_win), so the
  * runtime may serve it; a family it does not name (a --templates folder's)
  * may not. */
-#define FAT_SQL_DQ_SEPARATE(params) "fat_dq_separate(" params ") = 1"
+#define FAT_SQL_DQ_DETERMINISTIC(params) "fat_dq_deterministic(" params ") = 1"
 #define FAT_SQL_MAY_WIN(family, direction) "fat_family_may_win(" family ", " direction ") = 1"
 
-/* Defines fat_dq_separate(params) and fat_family_may_win(family, direction)
+/* Defines fat_dq_deterministic(params) and fat_family_may_win(family, direction)
  * on connection H (1 or 0; 0 for NULL or what does not parse), for the
  * conditions above. They may be called from top-level SQL only, never from
  * a view or trigger a database brings. Every fat_db_open and
@@ -190,9 +192,10 @@ int fat_db_rank(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
  * table holds none (export: winners' and the deterministic pick's full
  * timings only; the trust rule takes one from elsewhere only where its
  * median is more than this factor times another timing's of its problem,
- * of at least FAT_SCREEN_REPS). The backward's variants without atomics
- * are cut against the best of their own kind: one of them is served for
- * deterministic gradients (fat_db_best_deterministic). */
+ * of at least FAT_SCREEN_REPS). The backward's deterministic variants
+ * (separate or ordered dQ) are cut against the best of their own kind: one
+ * of them is served for deterministic gradients
+ * (fat_db_best_deterministic). */
 #define FAT_DROP_FACTOR 1.5
 /* Whether choice C's timing is a drop (FAT_DROP_FACTOR). */
 static inline int fat_db_dropped(const fat_db_choice *c) { return c->reps < FAT_SCREEN_REPS; }
@@ -215,10 +218,11 @@ double fat_db_contender_margin(const fat_db_choice *best, const fat_db_choice *c
 int fat_db_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                       fat_db_choice *out, size_t cap, size_t *n);
 /* The fastest candidate of (GPU_ID, PROBLEM_ID) by its timing alone (as
- * fat_db_contenders ranks) among the backward variants without atomics
- * (FAT_SQL_DQ_SEPARATE): what the deterministic backward is served from,
- * which the tuner re-times with the contenders so that it has a full
- * timing to be served and exported by. *FOUND = 0 when there is none. */
+ * fat_db_contenders ranks) among the backward variants whose dQ mode is
+ * deterministic (FAT_SQL_DQ_DETERMINISTIC): what the deterministic backward
+ * is served from, which the tuner re-times with the contenders so that it
+ * has a full timing to be served and exported by. *FOUND = 0 when there is
+ * none. */
 int fat_db_best_deterministic(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                               fat_db_choice *out, int *found);
 /* Stores the N timings T of one interleaved job (VARIANT_IDS[i] timed as

@@ -131,10 +131,10 @@ static const char *const stmt_sql[ST_COUNT] = {
    * timing_jobs row); a variant timed only in jobs (merged from elsewhere)
    * by its latest. */
   [ST_RANK_ALONE] = RANK_ALONE_SQL("", "", ""),
-  /* The same, the first of the variants without atomics (dQ in a pass of
-   * its own): the deterministic backward's. */
-  [ST_RANK_ALONE_DQ_SEPARATE] =
-    RANK_ALONE_SQL("", " AND " FAT_SQL_DQ_SEPARATE("v.params"), " LIMIT 1"),
+  /* The same, the first of the variants whose dQ mode is deterministic
+   * (separate or ordered): the deterministic backward's. */
+  [ST_RANK_ALONE_DQ_DETERMINISTIC] =
+    RANK_ALONE_SQL("", " AND " FAT_SQL_DQ_DETERMINISTIC("v.params"), " LIMIT 1"),
   /* The jobs with live timings of (GPU, problem), the newest first. */
   [ST_JOBS] =
     "SELECT j.job FROM timing_jobs j JOIN timings t ON t.id = j.timing_id"
@@ -634,7 +634,7 @@ int fat_db_best_deterministic(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 pr
                               fat_db_choice *out, int *found) {
   size_t n = 0;
   memset(out, 0, sizeof *out);
-  int ret = rank_by(db, ST_RANK_ALONE_DQ_SEPARATE, gpu_id, problem_id, out, 1, &n);
+  int ret = rank_by(db, ST_RANK_ALONE_DQ_DETERMINISTIC, gpu_id, problem_id, out, 1, &n);
   *found = n == 1;
   return ret;
 }

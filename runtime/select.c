@@ -325,10 +325,11 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, 16, w.chosen_at DESC"
 
 /* The deterministic backward: the fastest live timing, per bucket, of a
- * variant without atomics (dQ in its own pass: mma80's DQ_MODE=separate
- * is the only such today) that passed every live check on this GPU and
- * problem -- the winner among those the tuner measured, which `fatune
- * export` ships beside the overall winner. Same columns as WINNER_SELECT. */
+ * variant whose dQ mode is deterministic (mma80's DQ_MODE=separate, dQ in
+ * its own pass, or ws90's ordered, added into the accumulator in a fixed
+ * order) that passed every live check on this GPU and problem -- the
+ * winner among those the tuner measured, which `fatune export` ships
+ * beside the overall winner. Same columns as WINNER_SELECT. */
 #define DETERMINISTIC_SELECT(window)                                                           \
   "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
   " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
@@ -339,7 +340,7 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   VARIANT_OF_PROBLEM                                                                           \
   " AND " FAT_SQL_MAY_WIN("v.family", "v.direction") " AND t.retired = 0"                     \
   " AND instr(v.source, ?9) > 0 AND instr(v.source, ?10) > 0"                                  \
-  " AND " FAT_SQL_DQ_SEPARATE("v.params")                                                      \
+  " AND " FAT_SQL_DQ_DETERMINISTIC("v.params")                                                 \
   " AND " FAT_SQL_LIVE_PASSING("", "t.variant_id", "t.gpu_id", "t.problem_id")                \
   " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, 16, t.median_ms, t.id"
 

@@ -734,6 +734,42 @@ out:
   fat_db_close(db);
 }
 
+/* The SQL rule the deterministic picks read (FAT_SQL_DQ_DETERMINISTIC):
+ * the parser's word, separate and ordered deterministic, atomic not, and
+ * anything that does not parse (a misspelt mode, NULL, a forward's
+ * parameters) not either. */
+static void test_dq_deterministic_sql(void) {
+  sqlite3 *h = NULL;
+  char got[64];
+  REQUIRE(sqlite3_open(":memory:", &h) == SQLITE_OK);
+  REQUIRE(fat_db_add_functions(h) == SQLITE_OK);
+  static const struct {
+    const char *params;
+    const char *want;
+  } CASES[] = {
+      {"'BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4'", "0"},
+      {"'BLOCK_M=64 BLOCK_N=64 DQ_MODE=separate WARPS=4'", "1"},
+      {"'BLOCK_M=64 BLOCK_N=128 DQ_MODE=ordered STAGES=2'", "1"},
+      {"'BLOCK_M=64 BLOCK_N=128 DQ_MODE=orderly STAGES=2'", "0"},
+      {"'BLOCK_M=128 BLOCK_N=64 STAGES=2'", "0"},
+      {"'garbage'", "0"},
+      {"NULL", "0"},
+  };
+  for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT fat_dq_deterministic(%s)", CASES[i].params);
+    text_of(h, sql, got, sizeof got);
+    CHECK_STR(got, CASES[i].want);
+  }
+  /* The macro is that call, usable as a condition. */
+  text_of(h, "SELECT count(*) FROM (SELECT 'BLOCK_M=64 BLOCK_N=128 DQ_MODE=ordered' AS params UNION ALL"
+             " SELECT 'BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic') WHERE " FAT_SQL_DQ_DETERMINISTIC("params"),
+          got, sizeof got);
+  CHECK_STR(got, "1");
+out:
+  sqlite3_close(h);
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
@@ -747,6 +783,7 @@ int main(void) {
   test_bad_rows_refused();
   test_open_refusals();
   test_materialize_never_wins();
+  test_dq_deterministic_sql();
   cleanup();
   return check_summary("test_db");
 }

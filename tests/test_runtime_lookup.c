@@ -635,9 +635,10 @@ int main(void) {
 
   /* The backward: its winners are its own (the forward's key never sees
    * them), and the deterministic mode takes the fastest passed variant
-   * without atomics, winner or not. */
+   * whose dQ mode is deterministic (separate or ordered), winner or not. */
   static const char *const ATOMIC = "BLOCK_M=64 BLOCK_N=128 DQ_MODE=atomic WARPS=8";
   static const char *const SEPARATE = "BLOCK_M=64 BLOCK_N=64 DQ_MODE=separate WARPS=4";
+  static const char *const ORDERED = "BLOCK_M=64 BLOCK_N=128 DQ_MODE=ordered STAGES=2";
   put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.causal.atomic", ATOMIC, FAT_BF16,
               FAT_MASK_CAUSAL, 128, 2048, 2.0, 1, 1);
   put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.causal.sep-slow", SEPARATE,
@@ -646,6 +647,23 @@ int main(void) {
               FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 3.0, 1, 0);
   put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.causal.sep-failed", SEPARATE,
               FAT_BF16, FAT_MASK_CAUSAL, 128, 2048, 2.5, 0, 0);
+  /* Without a mask: ws90's ordered variants beside mma80's. At 2048 the
+   * atomic winner, a separate variant, an ordered one faster than it and a
+   * faster ordered one that failed a check; at 8192 an ordered winner. */
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.none.atomic", ATOMIC, FAT_BF16,
+              FAT_MASK_NONE, 128, 2048, 2.0, 1, 1);
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.none.sep", SEPARATE, FAT_BF16,
+              FAT_MASK_NONE, 128, 2048, 3.0, 1, 0);
+  stand_in_family = "ws90";
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.ws90.bf16.d128.none.ordered", ORDERED, FAT_BF16,
+              FAT_MASK_NONE, 128, 2048, 2.4, 1, 0);
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.ws90.bf16.d128.none.ordered-failed", ORDERED,
+              FAT_BF16, FAT_MASK_NONE, 128, 2048, 2.2, 0, 0);
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.ws90.bf16.d128.none.ordered-wins", ORDERED, FAT_BF16,
+              FAT_MASK_NONE, 128, 8192, 1.9, 1, 1);
+  stand_in_family = "mma80";
+  put_variant(tables, H200, H200_SMS, FAT_BWD, "bwd.mma80.bf16.d128.none.atomic", ATOMIC, FAT_BF16,
+              FAT_MASK_NONE, 128, 8192, 2.0, 1, 0);
   c = offline("", both, 1, H200_SMS, 0);
   fat_attn_bwd_args b = FAT_ATTN_BWD_ARGS_INIT;
   b.fwd = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_CAUSAL, 128, 2048);
@@ -661,6 +679,26 @@ int main(void) {
   CHECK_INT(fat_attention_bwd_select(c, &b, &ch), FAT_OK);
   CHECK_STR(ch.variant, "bwd.mma80.bf16.d128.causal.sep-fast");
   CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  /* An ordered variant is deterministic: the fastest passed one serves a
+   * deterministic call ahead of a slower separate one; a call without
+   * `deterministic` still gets the fastest overall, the winner of its
+   * bucket, which may be ordered too. */
+  fat_attn_bwd_args bn = FAT_ATTN_BWD_ARGS_INIT;
+  bn.fwd = problem(FAT_ATTN_BF16, FAT_ATTN_MASK_NONE, 128, 2048);
+  bn.deterministic = 1;
+  CHECK_INT(fat_attention_bwd_select(c, &bn, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.ws90.bf16.d128.none.ordered");
+  CHECK(ch.tuned_ms == 2.4);
+  CHECK_INT(ch.match, FAT_MATCH_EXACT);
+  bn.deterministic = 0;
+  CHECK_INT(fat_attention_bwd_select(c, &bn, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.mma80.bf16.d128.none.atomic");
+  bn.fwd.seqlen_q = bn.fwd.seqlen_k = 8192;
+  CHECK_INT(fat_attention_bwd_select(c, &bn, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.ws90.bf16.d128.none.ordered-wins");
+  bn.deterministic = 1;
+  CHECK_INT(fat_attention_bwd_select(c, &bn, &ch), FAT_OK);
+  CHECK_STR(ch.variant, "bwd.ws90.bf16.d128.none.ordered-wins");
   /* The forward of the same key has no winner: its default. */
   CHECK_INT(fat_attention_select(c, &b.fwd, &ch), FAT_OK);
   CHECK_INT(ch.origin, FAT_ORIGIN_BUILTIN);

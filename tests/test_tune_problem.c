@@ -14,7 +14,7 @@
  * compile (a fake one), no variant is measured before its build is final,
  * a failed build never, and the compile's failure or ^C ends the stage; a
  * screening far behind its problem's best so far stops after its first
- * repetition (the backward's variants without atomics against their own
+ * repetition (the backward's deterministic variants against their own
  * kind's best), is never a contender, and the decision records why each
  * candidate not timed in full lost; a problem measures the last winner of
  * its key first, else its default. */
@@ -214,9 +214,11 @@ typedef struct bench {
   char text[LOG_CAP];  /* what the stage wrote on its log */
 } bench;
 
-/* 1: bench_open makes backward variants and problems, the odd variants
- * without atomics (DQ_MODE=separate), the even ones with. */
+/* 1: bench_open makes backward variants and problems, the odd variants of a
+ * deterministic dQ mode (bench_det_params: separate, or ws90's ordered),
+ * the even ones atomic. */
 static int bench_bwd;
+static const char *bench_det_params = "BLOCK_M=64 BLOCK_N=64 DQ_MODE=separate WARPS=4";
 
 /* A database NAME holding N_VARIANTS variants of fwd fp16 none d64 (bwd
  * with bench_bwd), one H200 key with two devices and one H100 key with
@@ -249,8 +251,7 @@ static int bench_open(bench *b, const char *name, size_t n_problems) {
     v->name = b->names[j], v->family = "mma80", v->entry = "fat_fwd_mma80";
     v->params = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4", v->source = b->sources[j];
     if (bench_bwd)
-      v->params = j % 2 ? "BLOCK_M=64 BLOCK_N=64 DQ_MODE=separate WARPS=4"
-                        : "BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4";
+      v->params = j % 2 ? (char *)bench_det_params : "BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4";
     memset(v->hash, 'a' + j, 64);
     v->direction = bench_bwd ? FAT_BWD : FAT_FWD, v->dtype = FAT_FP16, v->mask = FAT_MASK_NONE;
     v->head_dim = 64;
@@ -801,21 +802,23 @@ out:
   bench_close(&b);
 }
 
-/* The backward's variants without atomics are cut against the best of
- * their own kind, one of them being served for deterministic gradients:
- * v1 (separate, 1.6 ms, 1.6x the atomic v0) is the first of its kind and
- * screened in full, then timed in full with the winner as the
- * deterministic pick; v2 (atomic, 2.2) is dropped after 1 repetition
- * against v0, and eliminated. */
-static void test_drops_deterministic(void) {
+/* The backward's deterministic variants (dQ mode separate or ordered) are
+ * cut against the best of their own kind, one of them being served for
+ * deterministic gradients: v1 (DET_PARAMS' mode, 1.6 ms, 1.6x the atomic
+ * v0) is the first of its kind and screened in full, then timed in full
+ * with the winner as the deterministic pick; v2 (atomic, 2.2) is dropped
+ * after 1 repetition against v0, and eliminated. An ordered v1 not taken
+ * for deterministic would be cut against v0 and dropped too. */
+static void test_drops_deterministic(const char *db_name, const char *det_params) {
   bench b;
   int stopped = -1;
   const long long n = 1;
   char text[256];
   bench_bwd = 1;
-  REQUIRE(bench_open(&b, "drops_bwd.db", (size_t)n) == 0);
+  bench_det_params = det_params;
+  REQUIRE(bench_open(&b, db_name, (size_t)n) == 0);
   bench_bwd = 0;
-  world.step = 0.6;  /* v0 1.0 atomic, v1 1.6 separate, v2 2.2 atomic; v3 fails */
+  world.step = 0.6;  /* v0 1.0 atomic, v1 1.6 deterministic, v2 2.2 atomic; v3 fails */
   world.lanes_waited_for = 0;
   world.alone_reps = FAT_SCREEN_REPS;
   CHECK_INT(bench_run(&b, 1, 0, 0, &stopped), 0);
@@ -880,7 +883,8 @@ int main(void) {
   test_local_memory_refused();
   test_screening();
   test_drops();
-  test_drops_deterministic();
+  test_drops_deterministic("drops_bwd.db", "BLOCK_M=64 BLOCK_N=64 DQ_MODE=separate WARPS=4");
+  test_drops_deterministic("drops_bwd_ordered.db", "BLOCK_M=64 BLOCK_N=128 DQ_MODE=ordered STAGES=2");
   test_drops_lead();
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -225,7 +225,7 @@ typedef struct best_so_far {
 
 /* Whether V is a backward variant whose gradients are deterministic (its
  * dQ mode separate or ordered: fat_dq_deterministic), as
- * FAT_SQL_DQ_SEPARATE reads its parameters. */
+ * FAT_SQL_DQ_DETERMINISTIC reads its parameters. */
 static int deterministic(const fat_variant *v) {
   int block_m, block_n;
   fat_dq_mode mode = FAT_DQ_ATOMIC;
@@ -399,7 +399,7 @@ static fat_lane_result choose_winner(model_run *mr, fat_lane *l, const fat_probl
     db_error(s, "", "ranking");
     return FAT_LANE_FAILED;
   }
-  /* The deterministic backward's variant (the fastest without atomics)
+  /* The deterministic backward's variant (the fastest deterministic one)
    * goes into the job too, unless a contender is it: it is served, and
    * exported, by a full timing. */
   if (p->direction == FAT_BWD && n < FAT_DB_MAX_CONTENDERS) {

@@ -34,10 +34,10 @@ attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1),
     score the scaled q·kᵀ (Gemma 2); its backward runs on libfatune's mma80f
     family (mma80's kernels with the soft-cap and variable lengths), not yet
     the Hopper families: slower than a backward without a cap.
-    deterministic: the backward uses only variants without atomics, so the
-    gradients are bit-identical from run to run (slower); it does not change
-    the forward. return_softmax_lse=True returns (out, lse), lse the fp32
-    log-sum-exp (batch, heads, seqlen_q), carrying no gradient.
+    deterministic: the backward uses only variants that sum dQ in a fixed
+    order, so the gradients are bit-identical from run to run (slower); it
+    does not change the forward. return_softmax_lse=True returns (out, lse),
+    lse the fp32 log-sum-exp (batch, heads, seqlen_q), carrying no gradient.
     q_descale, k_descale, v_descale: with torch.float8_e4m3fn q, k and v
     (FlashAttention-3's fp8 forward), their fp32 descale factors, () or
     (1,) or (batch, heads_k), None for 1; out is bf16; forward only, on

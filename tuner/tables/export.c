@@ -12,10 +12,11 @@
 
 /* The (variant, timing) pairs that go out for each problem with a winner
  * of the exported GPU rows (temp.x_gpus): the winner, and for the backward
- * the fastest passed variant without atomics as well, which the runtime
- * serves when the caller asks for deterministic gradients -- by a full
- * timing (a table holds no screening: the tuner re-times that variant in
- * full with the contenders). */
+ * the fastest passed variant of a deterministic dQ mode (separate or
+ * ordered) as well, which the runtime serves when the caller asks for
+ * deterministic gradients -- by a full timing (a table holds no
+ * screening: the tuner re-times that variant in full with the
+ * contenders). */
 static const char *const EXPORT_PICKS_SQL =
     "CREATE TEMP TABLE x_picks AS SELECT w.gpu_id, w.problem_id, w.variant_id, w.timing_id"
     "  FROM main.winners w WHERE w.gpu_id IN (SELECT old FROM temp.x_gpus)"
@@ -23,7 +24,7 @@ static const char *const EXPORT_PICKS_SQL =
     "  JOIN main.problems p ON p.id = w.problem_id AND p.direction = 'bwd'"
     "  JOIN main.timings t ON t.id = (SELECT t2.id FROM main.timings t2 JOIN main.variants v2"
     "   ON v2.id = t2.variant_id WHERE t2.gpu_id = w.gpu_id AND t2.problem_id = w.problem_id"
-    "   AND t2.retired = 0 AND t2.reps >= " FAT_SQL_FULL_REPS " AND " FAT_SQL_DQ_SEPARATE("v2.params")
+    "   AND t2.retired = 0 AND t2.reps >= " FAT_SQL_FULL_REPS " AND " FAT_SQL_DQ_DETERMINISTIC("v2.params")
     "   AND " FAT_SQL_LIVE_PASSING("main.", "t2.variant_id", "t2.gpu_id", "t2.problem_id")
     "   ORDER BY t2.median_ms, t2.id LIMIT 1)"
     "  WHERE w.gpu_id IN (SELECT old FROM temp.x_gpus);";
