@@ -5,8 +5,10 @@
 -- reduction, and one or two consumer warpgroups of 64 keys each compute on
 -- wgmma with the registers the others gave up (setmaxnreg). Its kernels are
 -- named as mma80's (tuner/fwd_job.h gives the launch order) and the main
--- one takes four tensor maps (tuner/bwd_launch.c); dQ is summed with
--- atomics only, so the deterministic mode stays with mma80's separate pass.
+-- one takes four tensor maps (tuner/bwd_launch.c). dQ is summed in
+-- whatever order the key blocks reach a query tile (DQ_MODE atomic), or in
+-- a fixed order, one key block after another by semaphores (ordered: the
+-- deterministic backward, bit-identical run to run).
 -- Head dims to 128 (96 on the 128-column template): past it a warpgroup's
 -- dK and dV no longer fit its registers beside Sᵀ (wgmma90 splits them
 -- over two warpgroups; this family does not yet).
@@ -61,18 +63,21 @@ local family = {
     -- 1: dSᵀ into shared memory by stmatrix (four 8 x 8 blocks a warp an
     -- instruction), not a 32-bit st.shared a value pair
     {name = "DS_STSM", values = {0, 1}},
-    -- dQ summed with atomics (one value: named so the launcher reads it
-    -- as it reads mma80's)
-    {name = "DQ_MODE", values = {"atomic"}},
+    -- dQ summed in no fixed order (atomic), or in the items' order, each
+    -- query tile's key blocks one after another (ordered: deterministic);
+    -- the launcher reads it as it reads mma80's
+    {name = "DQ_MODE", values = {"atomic", "ordered"}},
   },
 }
 
 -- m64n128s2kpgax: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
--- PERSISTENT 1, g for GROUPED 1, a for STATS_AHEAD 1, x for DS_STSM 1.
+-- PERSISTENT 1, g for GROUPED 1, a for STATS_AHEAD 1, x for DS_STSM 1, and
+-- .ordered for DQ_MODE ordered.
 function family.tag(c)
-  return ("m%dn%ds%d%s%s%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
-                                        c.PERSISTENT == 1 and "p" or "", c.GROUPED == 1 and "g" or "",
-                                        c.STATS_AHEAD == 1 and "a" or "", c.DS_STSM == 1 and "x" or "")
+  return ("m%dn%ds%d%s%s%s%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
+                                          c.PERSISTENT == 1 and "p" or "", c.GROUPED == 1 and "g" or "",
+                                          c.STATS_AHEAD == 1 and "a" or "", c.DS_STSM == 1 and "x" or "",
+                                          c.DQ_MODE == "ordered" and ".ordered" or "")
 end
 
 family.template_head_dim = tiles.template_head_dim
@@ -123,6 +128,13 @@ end
 family.constraints = {
   function(c)
     if c.DQ_KEYS == 1 and consumers(c) < 2 then return "DQ_KEYS 1: one consumer owns every key already" end
+  end,
+  function(c)
+    -- Two bulk adds of one tile from one thread are not ordered with each
+    -- other, so the sum of d64's two partial dQ buffers would not be either.
+    if c.DQ_MODE == "ordered" and dq_buffers(c) > 1 then
+      return "DQ_MODE ordered: dQ split by keys over two buffers (d64, DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128)"
+    end
   end,
   function(c)
     -- Without a mask (and with a window, whose items are ordered as without)

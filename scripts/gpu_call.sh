@@ -9,8 +9,9 @@
 #   AFTER=pack/after.sh PACK=build-gpu bash scripts/gpu_call.sh
 # TESTS: test_gpu_NAME binaries, NAME:FAMILY setting FATUNE_TEST_FAMILY;
 # TEST_PARAM sets FATUNE_TEST_PARAM (test_gpu_bwd: only the Hopper variants
-# with it); TEST_S and TUNE_S bound each test and each tune (a tune is
-# stopped with SIGINT, so the database keeps what it finished). Everything
+# with every NAME=VALUE of it, space-separated); TEST_S and TUNE_S bound
+# each test and each tune (a tune is stopped with SIGINT, so the database
+# keeps what it finished). Everything
 # lands in $OUT (the device tool's folder), packed by scripts/fit_out.sh
 # into what comes back: the log, the database in 15 MiB gzip parts.
 set -u -o pipefail

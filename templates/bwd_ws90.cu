@@ -20,6 +20,7 @@
 //              memory (fp32), adds it into the accumulator in device memory
 //              with one bulk reduction of the copy engine a buffer
 //              (cp.reduce.async.bulk .add.f32), then frees the buffers.
+//              DQ_MODE ordered: every tile, in turn (below).
 //   consumers  warpgroups 1 .. kConsumers take the registers (setmaxnreg):
 //              Sᵀ, dPᵀ, Pᵀ, dSᵀ, dV += Pᵀ·dO and dK += dSᵀ·Q for their 64
 //              keys exactly as bwd_wgmma90.cu's one-warpgroup path; dSᵀ
@@ -36,6 +37,21 @@
 // sequence's last; or, with a head dim below the template's and
 // FAT_DQ_PADDED 0, any) adds its dQ from the registers with vector
 // reductions instead, as bwd_wgmma90.cu does.
+//
+// DQ_MODE ordered (deterministic): float adds do not commute bit for bit,
+// and the atomic mode's sums depend on which key block reaches a query tile
+// first. Here every tile's dQ goes through the writer, and the key blocks
+// add into each (batch, head, query tile) in the order of their items, one
+// after another: a semaphore a tile in device memory (int32, after the
+// accumulator's rows: core/bwd_launch.h), zeroed by the launch, counts the
+// key blocks that have added; the writer waits until it equals its key
+// block's rank among those that see the tile, adds (whole 64-row blocks by
+// bulk reduction, a partial one lane by lane), waits for its adds to land
+// and increments it (FlashAttention-3's deterministic backward). The items
+// are numbered so that the key blocks of a tile come in rank order, each
+// block takes its items in increasing order, and the blocks start in
+// index order (PERSISTENT: all resident), so every wait is for an earlier
+// item and the lowest unfinished one can always go on.
 //
 // Masks are bottom-right aligned, tiles no pair of which is visible are
 // skipped, a row that sees no key gets zero gradients (bwd_common.cuh). The
@@ -75,9 +91,12 @@ constexpr long long kGroupBytes = 16ll << 20;
 constexpr bool kIsBf16 = {{IS_BF16}};
 constexpr bool kIsCausal = {{IS_CAUSAL}};
 constexpr bool kIsLocal = {{IS_LOCAL}};
+// Both modes sum dQ in the fp32 accumulator (the name is kept: a constexpr
+// variable is an object in every cubin, and the atomic variants' machine
+// code is what the tables were tuned on); neither has mma80's separate pass.
 constexpr bool kDqMode_atomic = true;
 constexpr bool kDqSeparate = false;
-static_assert(kDqMode_{{DQ_MODE}}, "atomic dQ only: the deterministic mode is mma80's separate pass");
+enum class DqMode : int { atomic, ordered };
 #if {{IS_BF16}}
 #define FAT_ELEM "bf16"
 #else
@@ -104,6 +123,9 @@ enum : int {
   // kernel stores dSᵀ with STSM (ncu, notes/kernel-log.md ws7). An
   // enumerator, as STATS_AHEAD.
   kDsStsm = {{DS_STSM}},
+  // DQ_MODE ordered: the tiles' dQ added in the items' order (above), every
+  // tile through the writer. An enumerator, as STATS_AHEAD.
+  kDqOrdered = DqMode::{{DQ_MODE}} == DqMode::ordered,
   kConsumers = kBlockN / 64,
   kThreads = 128 * (kConsumers + 1),
   kConsumerThreads = 128 * kConsumers,
@@ -172,6 +194,8 @@ static_assert(!kGrouped || kIsCausal, "GROUPED: causal items only (without a mas
 static_assert(kConsumers == 1 || kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
               "the traded registers are the block's own");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
+static_assert(!kDqOrdered || !kDqSplitK, "ordered dQ: one buffer a tile (split-K's two bulk adds of one tile "
+                                         "are not ordered with each other)");
 
 // A head dim below the template's (96 on 128) keeps the dQ accumulator's
 // rows kHeadDim floats apart (bwd_common.cuh), so that its whole tiles go
@@ -269,9 +293,13 @@ struct Walk {
   __device__ int hq(int tile) const { return tile / (mb_end - mb_first); }
   __device__ int mb(int tile) const { return mb_first + tile % (mb_end - mb_first); }
   // dQ through shared memory and the writer: whole rows of whole
-  // accumulator rows.
-  __device__ bool dq_bulk(int tile, int head_dim) const { return dq_rows_whole(head_dim) && mb(tile) < mb_whole; }
+  // accumulator rows, which it adds by bulk reduction; DQ_MODE ordered,
+  // every tile.
+  __device__ bool dq_bulk(int tile, int head_dim) const {
+    return kDqOrdered || (dq_rows_whole(head_dim) && mb(tile) < mb_whole);
+  }
   __device__ int bulk_tiles(int head_dim) const {
+    if constexpr (kDqOrdered) return n_tiles;
     return dq_rows_whole(head_dim) ? group * max(0, min(mb_end, mb_whole) - mb_first) : 0;
   }
 };
@@ -290,6 +318,46 @@ __device__ __forceinline__ Walk walk_of(const fat_fwd_params &p, int n0) {
   w.mb_whole = p.seqlen_q / kBlockM;
   w.n_tiles = w.group * (w.mb_end - w.mb_first);
   return w;
+}
+
+// DQ_MODE ordered: the rank of key block N among the key blocks whose walk
+// takes query tile MB, the order in which they add into its dQ. Those are
+// consecutive key blocks (walk_of's bounds grow with the key block) from the
+// first whose last key the tile's first row sees: key block 0 unless the
+// window has a left edge.
+__device__ __forceinline__ int dq_rank(const fat_fwd_params &p, int n, int mb) {
+  const KeyWindow window = key_window(p);
+  if (!window.has_left) return n;
+  const int first_key = mb * kBlockM + (p.seqlen_k - p.seqlen_q) - window.left;
+  return n - max(0, first_key) / kBlockN;
+}
+
+// DQ_MODE ordered: query tile MB's semaphore of (BATCH, HEAD), int32, after
+// the accumulator's batch x heads x seqlen_q rows of FAT_BWD_ACCUM_WIDTH
+// floats, ceil(seqlen_q / kBlockM) a (batch, head) (core/bwd_launch.h).
+__device__ __forceinline__ int *dq_semaphore(const fat_bwd_params &bp, int batch, int head, int mb) {
+  const fat_fwd_params &p = bp.fwd;
+  const long long rows = (long long)p.batch * p.heads * p.seqlen_q;
+  int *const first = reinterpret_cast<int *>(bp.dq_accum + rows * FAT_BWD_ACCUM_WIDTH(p.head_dim));
+  return first + ((long long)batch * p.heads + head) * ((p.seqlen_q + kBlockM - 1) / kBlockM) + mb;
+}
+
+// The semaphore's acquire and release, at the GPU's scope: what the key
+// blocks before this one added is seen once the count is read; this one's
+// adds are seen before the count it leaves.
+__device__ __forceinline__ int ld_acquire_gpu(const int *at) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(at) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_add(int *at, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(at), "r"(v) : "memory");
+}
+// Orders the generic proxy's accesses to global memory (the semaphore, the
+// lanes' vector adds) with the copy engine's (the bulk reductions), both
+// ways.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
 
 // The items, (key block, key head, batch), in block_coords()'s order of
@@ -346,6 +414,64 @@ __device__ __forceinline__ Items items_of(const fat_fwd_params &p) {
 
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
+
+// DQ_MODE ordered, the writer warp once the consumers have put TILE's dQ
+// into the buffer at DQ_S: waits for the key blocks before ITEM's to have
+// added into the tile, adds (whole 64-row blocks by bulk reduction, a
+// partial one by the lanes' vector adds into its row-major rows), frees the
+// buffer, and once its adds have landed, passes the tile on to the next key
+// block.
+__device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const BlockCoords &item, const Walk &walk,
+                                               int tile, u32 dq_s, int lane) {
+  const fat_fwd_params &p = bp.fwd;
+  const int head = item.head * walk.group + walk.hq(tile), mb = walk.mb(tile), m0 = mb * kBlockM;
+  const long long row0 = ((long long)item.batch * p.heads + head) * p.seqlen_q;
+  int *const sem = dq_semaphore(bp, item.batch, head, mb);
+  if (lane == 0) {
+    const int rank = dq_rank(p, item.block, mb);
+    while (ld_acquire_gpu(sem) != rank) {
+    }
+    fence_proxy_async_global();  // the bulk adds below come after the ones the count stands for
+  }
+  __syncwarp();
+#pragma unroll
+  for (int rb = 0; rb < kRowBlocks; rb++) {
+    const int r0 = m0 + 64 * rb;
+    const u32 block_s = dq_s + rb * 64 * kHeadDim * 4;
+    if (r0 + 64 <= p.seqlen_q && dq_rows_whole(p.head_dim)) {
+      // dq_whole_offset()'s order in the buffer and in the accumulator alike.
+      if (lane == 0) bulk_reduce_add(bp.dq_accum + (row0 + r0) * kHeadDim, block_s, 64 * kHeadDim * 4);
+    } else if (r0 < p.seqlen_q) {
+      // The rows inside, row-major at dq_pitch() (what the conversion reads
+      // there), column pairs below the head dim, a pair a lane at a time.
+      float *const dq_block = bp.dq_accum + (row0 + r0) * dq_pitch(p);
+      const int rows = min(64, p.seqlen_q - r0);
+      for (int i = lane; i < rows * (kHeadDim / 2); i += kWarpSize) {
+        const int row = i / (kHeadDim / 2), col = 2 * (i % (kHeadDim / 2));
+        if (col >= p.head_dim) continue;
+        float2 v;
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
+                     : "=f"(v.x), "=f"(v.y)
+                     : "r"(block_s + dq_whole_offset(row, col) * 4)
+                     : "memory");
+        red_add2(dq_block + row * dq_pitch(p) + col, v.x, v.y);
+      }
+    }
+  }
+  if (lane == 0) bulk_wait_read();
+  __syncwarp();
+  named_arrive(kDqEmptyBarrier, kDqHandThreads);  // the buffer is read
+  if (lane == 0) bulk_wait();                      // the bulk adds have landed
+  // Each lane's vector adds before lane 0's release (a partial tile's only:
+  // fence.sc, __threadfence()'s, cost every tile more than its adds).
+  if (m0 + kBlockM > p.seqlen_q || !dq_rows_whole(p.head_dim))
+    asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+  __syncwarp();
+  if (lane == 0) {
+    fence_proxy_async_global();  // the copy engine's adds before the release
+    red_release_gpu_add(sem, 1);
+  }
+}
 
 // Grid: (ceil(seqlen_k / kBlockN), heads_k, batch), or PERSISTENT (at most
 // the SM count of those items, 1, 1), kThreads threads. Dynamic shared
@@ -455,6 +581,10 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         for (int tile = 0; tile < walk.n_tiles; tile++) {
           if (!walk.dq_bulk(tile, p.head_dim)) continue;
           named_sync(kDqFullBarrier, kDqHandThreads);
+          if constexpr (kDqOrdered) {
+            ordered_dq_add(bp, item, walk, tile, dq_s, lane);
+            continue;
+          }
           if (lane == 0) {
             const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
             const long long row0 = ((long long)batch * p.heads + head) * p.seqlen_q;

@@ -403,7 +403,8 @@ fi
 # default FlashAttention-2's 64 x 64 tiles with atomic dQ and no prefetch;
 # mma80f's 36 (mma80's configurations that keep room for the soft-cap's
 # factor; its default eight warps); ws90's 20, each with STATS_AHEAD and
-# DS_STSM 0 and 1 (80); fwd,bwd lists both.
+# DS_STSM 0 and 1 (80), each again with DQ_MODE ordered (160, named
+# .ordered); fwd,bwd lists both.
 bwd=$("$F" --list --direction bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null)
 both=$("$F" --list --direction fwd,bwd --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
 fwd=$("$F" --list --head-dim 128 --dtype bf16 --mask causal --arch sm_90a 2>/dev/null | wc -l)
@@ -416,11 +417,13 @@ if [ "$(grep -c '^bwd\.mma80\.bf16\.d128\.causal\..*\.atomic ' <<<"$bwd")" -eq 1
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n\(64\|128\)s[23]p ' <<<"$bwd")" -eq 4 ] &&
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n128s[23]k ' <<<"$bwd")" -eq 2 ] &&
    [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\.m64n\(64\|128\)s[23]k\?p\?g .* GROUPED=1 ' <<<"$bwd")" -eq 10 ] &&
+   [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\..*\.ordered .* DQ_MODE=ordered ' <<<"$bwd")" -eq 80 ] &&
+   [ "$(grep -c '^bwd\.ws90\.bf16\.d128\.causal\..* DQ_MODE=atomic ' <<<"$bwd")" -eq 80 ] &&
    [ "$(grep -c '^bwd\.mma80f\.bf16\.d128\.causal\.' <<<"$bwd")" -eq 36 ] &&
    grep -q '^bwd.mma80f.bf16.d128.causal.m64n64w8.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=8  [0-9a-f]\{64\}$' <<<"$bwd" &&
-   [ "$(wc -l <<<"$bwd")" -eq 164 ] &&
+   [ "$(wc -l <<<"$bwd")" -eq 244 ] &&
    grep -q '^bwd.mma80.bf16.d128.causal.m64n64w4.atomic (default)  BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic PREFETCH=0 WARPS=4  [0-9a-f]\{64\}$' <<<"$bwd" &&
-   [ "$both" -eq $((fwd + 164)) ]; then
+   [ "$both" -eq $((fwd + 244)) ]; then
   pass=$((pass + 1))
 else
   fail=$((fail + 1)); echo "FAIL: --list --direction bwd ($(wc -l <<<"$bwd") bwd lines, $both for fwd,bwd, $fwd fwd)"

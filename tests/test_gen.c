@@ -47,8 +47,8 @@ static const int WS90_E4M3[] = {0, 48, 36, 36, 36, 12};
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
 #define BWD_WGMMA_GRID 8  /* backward wgmma90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
-#define BWD_WS90_GRID 256 /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS x PERSISTENT x GROUPED x
-                             STATS_AHEAD x DS_STSM = 2x2x2x2x2x2x2x2 */
+#define BWD_WS90_GRID 512 /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS x PERSISTENT x GROUPED x
+                             STATS_AHEAD x DS_STSM x DQ_MODE = 2x2x2x2x2x2x2x2x2 */
 #define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
@@ -524,18 +524,28 @@ static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEA
       n_features++;
       continue;
     }
-    /* Hopper's families (wgmma90, ws90): atomic dQ only, never the
-     * default, sm_90a only, each its own entry fat_bwd_FAMILY. */
+    /* Hopper's families (wgmma90, ws90): atomic dQ (ws90 also ordered),
+     * never the default, sm_90a only, each its own entry fat_bwd_FAMILY. */
     const int is_ws90 = !strcmp(v[i].family, "ws90");
     if (is_ws90 || !strcmp(v[i].family, "wgmma90")) {
       char entry[64];
       snprintf(entry, sizeof entry, "fat_bwd_%s", v[i].family);
+      /* ws90's ordered variants end in .ordered, and are never split-K's
+       * (d64, DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128). */
+      const char *const ordered_tag = ".ordered";
+      size_t name_len = strlen(v[i].name);
+      const int ordered = name_len > strlen(ordered_tag) &&
+                          !strcmp(v[i].name + name_len - strlen(ordered_tag), ordered_tag);
       CHECK_WHY(!strcmp(arch, "sm_90a") && v[i].direction == FAT_BWD && !strcmp(v[i].entry, entry) &&
-                    !v[i].is_default && strstr(v[i].params, "DQ_MODE=atomic") && strstr(v[i].source, "{{") == NULL,
+                    !v[i].is_default && strstr(v[i].params, ordered ? "DQ_MODE=ordered" : "DQ_MODE=atomic") &&
+                    (is_ws90 || !ordered) && strstr(v[i].source, "{{") == NULL,
                 "%s on %s: entry %s params %s", v[i].name, arch, v[i].entry, v[i].params);
+      CHECK_WHY(!ordered || v[i].head_dim != 64 || strstr(v[i].params, "DQ_KEYS=1") ||
+                    !strstr(v[i].params, "BLOCK_M=64 BLOCK_N=128"),
+                "%s: ordered with dQ split by keys", v[i].name);
+      if (ordered) name_len -= strlen(ordered_tag);
       /* ws90's tag ends in p for PERSISTENT=1, then g for GROUPED=1 (causal
        * only), then a for STATS_AHEAD=1, then x for DS_STSM=1. */
-      const size_t name_len = strlen(v[i].name);
       const int stsm = is_ws90 && v[i].name[name_len - 1] == 'x';
       const int ahead = is_ws90 && v[i].name[name_len - 1 - stsm] == 'a';
       const int grouped = is_ws90 && v[i].name[name_len - 1 - stsm - ahead] == 'g';
@@ -611,6 +621,8 @@ static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEA
               "GROUPED 1: only causal (the other masks go pair by pair)");
     CHECK_STR(find_reason(p, np, "bwd.ws90.fp16.d64.local.m64n128s3kpg"),
               "GROUPED 1: only causal (the other masks go pair by pair)");
+    CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d64.causal.m64n128s2pax.ordered"),
+              "DQ_MODE ordered: dQ split by keys over two buffers (d64, DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128)");
   }
   /* d128: K, V, Q, dO tiles of 64 rows x 128 elements (swizzled, unpadded),
    * P and dS of 64 x (64 + 8), lse and D of 64 rows: 65536 + 18432 + 512
@@ -1013,8 +1025,10 @@ int main(void) {
    * shared memory too), d96 and d128 BLOCK_M 128 (accumulators); none past
    * d128; each with PERSISTENT 0 and 1 but DQ_KEYS 1 with PERSISTENT 1 on
    * the 128-column template (d96, d128: spills); causal each also with
-   * GROUPED 1; every one with STATS_AHEAD and DS_STSM 0 and 1 */
-  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {64, 40, 40, 0, 0};
+   * GROUPED 1; every one with STATS_AHEAD and DS_STSM 0 and 1: 64, 40 and
+   * 40 atomic; each again ordered but d64's 16 of dQ split by keys
+   * (DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128): 48, 40 and 40 */
+  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {64 + 48, 40 + 40, 40 + 40, 0, 0};
   /* Each whole space is expanded once and every test of it run on that
    * expansion; one at a time, freed before the next (the sm_90a
    * forward's sources alone are some 400 MB). */

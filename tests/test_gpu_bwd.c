@@ -4,8 +4,9 @@
  * (atomic and separate) of the 64x64 configuration passes on a small odd
  * shape, a 2x3x1000x1000 shape, a causal-style 300 x 45 shape whose first
  * 255 rows see no key (zero gradients, never NaN) and a grouped-query
- * shape; head dims 96, 192 and 256 are checked once each. The separate
- * (deterministic) mode gives bit-identical gradients on a second run. The
+ * shape; head dims 96, 192 and 256 are checked once each. The
+ * deterministic modes (mma80's separate dQ pass, ws90's ordered adds) give
+ * bit-identical gradients on a second run, on every shape checked. The
  * check can fail: a causal kernel judged as unmasked is rejected. Through
  * the worker, as the tuner drives it, the default is checked and timed, and
  * both strategies are timed on a benchmark problem (backward TFLOP/s =
@@ -54,7 +55,7 @@ static void print_row(const char *name, const fat_check_shape *s, const fat_bwd_
 }
 
 /* Checks variant NAME on each of SHAPES; every check must pass (and, in
- * separate mode, be bit-identical across two runs). */
+ * a deterministic mode, be bit-identical across two runs). */
 static void check_variant(fat_gpu *g, const char *arch, const char *name, const fat_check_shape *shapes,
                           int n) {
   const fat_variant *v = variant(name);
@@ -71,7 +72,8 @@ static void check_variant(fat_gpu *g, const char *arch, const char *name, const 
     fat_build_free(&b);
     return;
   }
-  const int separate = strstr(name, ".separate") != NULL;
+  /* The deterministic modes: mma80's separate dQ pass, ws90's ordered adds. */
+  const int deterministic = strstr(name, ".separate") != NULL || strstr(name, ".ordered") != NULL;
   for (int i = 0; i < n; i++) {
     fat_bwd_check bc;
     fat_check c;
@@ -85,7 +87,7 @@ static void check_variant(fat_gpu *g, const char *arch, const char *name, const 
     print_row(name, &shapes[i], &bc, &c);
     CHECK(c.passed);
     CHECK(c.nonfinite == 0);
-    CHECK(bc.deterministic == (separate ? 1 : -1));
+    CHECK(bc.deterministic == (deterministic ? 1 : -1));
   }
   fat_gpu_kernel_unload(g, &k);
   fat_build_free(&b);
@@ -216,8 +218,9 @@ int main(void) {
                            *const modes[] = {"atomic", "separate"};
   static const int dims[] = {64, 128};
   /* FATUNE_TEST_FAMILY=NAME: that family's checks alone; FATUNE_TEST_PARAM=
-   * NAME=VALUE: of the Hopper families' variants only those with it (a new
-   * schedule's half of the space, e.g. STATS_AHEAD=1). */
+   * "NAME=VALUE ...": of the Hopper families' variants only those with every
+   * one (a new schedule's part of the space, e.g. "DQ_MODE=ordered
+   * BLOCK_N=128"). */
   const char *only = getenv("FATUNE_TEST_FAMILY"), *param = getenv("FATUNE_TEST_PARAM");
   const int all = !(only && *only);
   if (all) {
@@ -301,7 +304,7 @@ int main(void) {
       const fat_variant *v = &space[i];
       if (strcmp(v->family, "wgmma90") != 0 && strcmp(v->family, "ws90") != 0) continue;
       if (!all && strcmp(v->family, only) != 0) continue;
-      if (param && *param && !strstr(v->params, param)) continue;
+      if (!gpu_test_params_have(v->params, param)) continue;
       if (v->dtype == FAT_BF16 && v->head_dim != 96 && v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, shapes, n_shapes);
       else if (v->mask == FAT_MASK_LOCAL && v->head_dim >= 128)
