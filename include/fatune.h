@@ -495,7 +495,9 @@ FAT_API fat_status fat_attention_bwd_workspace(fat_context *ctx, const fat_attn_
                                                size_t *bytes);
 
 /* fat_attention_select for the backward: the variant fat_attention_bwd
- * would launch (the deterministic flag chooses among DQ-pass variants). */
+ * would launch (the deterministic flag chooses among the variants whose
+ * gradients are bit-identical run to run: dQ in its own pass, or added in
+ * a fixed order). */
 FAT_API fat_status fat_attention_bwd_select(fat_context *ctx, const fat_attn_bwd_args *args,
                                             fat_choice *out);
 
