@@ -177,6 +177,25 @@ static int param_int(const char *params, const char *name, int min, int *out) {
   return 1;
 }
 
+int fat_params_have_all(const char *params, const char *words) {
+  if (!params) params = "";
+  for (const char *w = words ? words : ""; *w;) {
+    while (*w == ' ') w++;
+    const size_t len = strcspn(w, " ");
+    if (!len) break;
+    int found = 0;
+    for (const char *p = params; *p && !found;) {
+      while (*p == ' ') p++;
+      const size_t plen = strcspn(p, " ");
+      found = plen == len && !strncmp(p, w, len);
+      p += plen;
+    }
+    if (!found) return 0;
+    w += len;
+  }
+  return 1;
+}
+
 int fat_bwd_params_parse(const char *params, int *block_m, int *block_n, fat_dq_mode *dq_mode,
                          char *err, size_t errlen) {
   static const struct {

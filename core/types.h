@@ -62,6 +62,13 @@ static inline int fat_dq_accumulates(fat_dq_mode mode) {
   return mode == FAT_DQ_ATOMIC || mode == FAT_DQ_ORDERED;
 }
 
+/* Whether PARAMS, a variant's space-separated parameter string ("BLOCK_M=64
+ * BLOCK_N=128 ..."), has every space-separated word of WORDS ("DQ_MODE=ordered
+ * STAGES=2") as one of its words: 1 or 0. Empty WORDS: 1; NULL PARAMS is
+ * empty. The tuner's --param filter, rehash's test that a stored variant's
+ * parameters are today's or a subset, the GPU tests' FATUNE_TEST_PARAM. */
+int fat_params_have_all(const char *params, const char *words);
+
 /* The parameters of a backward variant from its canonical parameter string
  * ("BLOCK_M=64 BLOCK_N=64 DQ_MODE=atomic WARPS=4"): its query tile
  * (BLOCK_M), key block (BLOCK_N) and DQ_MODE (atomic, separate or ordered):

@@ -31,29 +31,6 @@ static inline const fat_variant *gpu_test_variant(const fat_variant *space, size
   return NULL;
 }
 
-/* Whether PARAMS, a variant's canonical parameters ("BLOCK_M=64 BLOCK_N=128
- * ..."), has every space-separated NAME=VALUE of WANT as one of its words
- * (WANT NULL or empty: every variant): FATUNE_TEST_PARAM's filter, e.g.
- * "DQ_MODE=ordered BLOCK_N=128" for a new schedule's first run on a GPU. */
-static inline int gpu_test_params_have(const char *params, const char *want) {
-  if (!want) return 1;
-  for (const char *w = want; *w;) {
-    while (*w == ' ') w++;
-    const size_t len = strcspn(w, " ");
-    if (!len) break;
-    int found = 0;
-    for (const char *p = params; *p && !found;) {
-      while (*p == ' ') p++;
-      const size_t plen = strcspn(p, " ");
-      found = plen == len && !strncmp(p, w, len);
-      p += plen;
-    }
-    if (!found) return 0;
-    w += len;
-  }
-  return 1;
-}
-
 /* Compiles V for ARCH into B (zeroed first: the caller frees it either way)
  * and loads it on G as K. 0, or -1 with ERR (CAP bytes) saying why. */
 static inline int gpu_test_load(fat_gpu *g, const fat_variant *v, const char *arch, fat_build *b,

@@ -150,6 +150,16 @@ static void test_params(void) {
             fat_dq_deterministic(FAT_DQ_ORDERED), "deterministic modes");
   CHECK_WHY(fat_dq_accumulates(FAT_DQ_ATOMIC) && !fat_dq_accumulates(FAT_DQ_SEPARATE) &&
             fat_dq_accumulates(FAT_DQ_ORDERED), "accumulating modes");
+  /* fat_params_have_all: whole words only, every one, in any order. */
+  const char *ws = "BLOCK_M=64 BLOCK_N=128 DQ_KEYS=0 DQ_MODE=ordered STAGES=2";
+  CHECK(fat_params_have_all(ws, "DQ_MODE=ordered BLOCK_M=64"));
+  CHECK(fat_params_have_all(ws, " STAGES=2  BLOCK_M=64 "));
+  CHECK(fat_params_have_all(ws, "") && fat_params_have_all(ws, NULL) && fat_params_have_all(NULL, ""));
+  CHECK(!fat_params_have_all(ws, "DQ_MODE=ordered STAGES=3"));
+  CHECK(!fat_params_have_all(ws, "BLOCK_M=6"));      /* a prefix of a word */
+  CHECK(!fat_params_have_all(ws, "M=64"));           /* a suffix of one */
+  CHECK(!fat_params_have_all(ws, "BLOCK_N=128 DQ"));  /* a word and a stub */
+  CHECK(!fat_params_have_all(NULL, "BLOCK_M=64"));
 }
 
 static void test_peak_bytes(void) {

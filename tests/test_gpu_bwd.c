@@ -304,7 +304,7 @@ int main(void) {
       const fat_variant *v = &space[i];
       if (strcmp(v->family, "wgmma90") != 0 && strcmp(v->family, "ws90") != 0) continue;
       if (!all && strcmp(v->family, only) != 0) continue;
-      if (!gpu_test_params_have(v->params, param)) continue;
+      if (!fat_params_have_all(v->params, param)) continue;
       if (v->dtype == FAT_BF16 && v->head_dim != 96 && v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, shapes, n_shapes);
       else if (v->mask == FAT_MASK_LOCAL && v->head_dim >= 128)

@@ -178,14 +178,6 @@ static int stored(run *r, target *t, size_t compiled_before, size_t i, size_t to
   return 0;
 }
 
-/* Whether the space-separated parameter string PARAMS holds the word WORD. */
-static int has_param(const char *params, const char *word) {
-  const size_t n = strlen(word);
-  for (const char *p = params ? strstr(params, word) : NULL; p; p = strstr(p + 1, word))
-    if ((p == params || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return 1;
-  return 0;
-}
-
 /* Appends the variants of the query for DIRECTION to t->variants (the
  * structs move; their strings stay where the generator put them). */
 static int generate_direction(run *r, target *t, fat_direction direction);
@@ -257,7 +249,7 @@ static int generate_direction(run *r, target *t, fat_direction direction) {
     size_t kept = 0;
     for (size_t i = 0; i < n_more; i++) {
       int wanted = 1;
-      for (int k = 0; k < r->o->n_params && wanted; k++) wanted = has_param(more[i].params, r->o->params[k]);
+      for (int k = 0; k < r->o->n_params && wanted; k++) wanted = fat_params_have_all(more[i].params, r->o->params[k]);
       if (wanted)
         more[kept++] = more[i];
       else

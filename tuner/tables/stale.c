@@ -265,27 +265,6 @@ typedef struct rehash_item {
   int hd;
 } rehash_item;
 
-/* 1 when every NAME=VALUE of OLD, a variant's space-separated parameters,
- * is one of NOW's: NOW is OLD with parameters added to the family since
- * (DK_LAST in the ws90 backward), or OLD itself. */
-static int params_extend(const char *old, const char *now) {
-  size_t len;
-  for (const char *p = old; *p; p += len) {
-    while (*p == ' ') p++;
-    if (!*p) break;
-    len = strcspn(p, " ");
-    int found = 0;
-    for (const char *q = now; *q && !found;) {
-      while (*q == ' ') q++;
-      const size_t qlen = strcspn(q, " ");
-      found = qlen == len && !strncmp(p, q, len);
-      q += qlen;
-    }
-    if (!found) return 0;
-  }
-  return 1;
-}
-
 /* 1 when variant ID's stored shape (family, entry, launch geometry) is
  * NOW's and its parameters are NOW's or a subset of them; 0 when not; -1
  * on an SQL error. A parameter added to the family is one the stored
@@ -310,7 +289,7 @@ static int same_shape(sqlite3 *h, sqlite3_int64 id, const fat_variant *now) {
   sqlite3_bind_int(s, 6, now->smem_bytes);
   if (sqlite3_step(s) == SQLITE_ROW) {
     const char *params = (const char *)sqlite3_column_text(s, 1);
-    same = sqlite3_column_int(s, 0) && params && params_extend(params, now->params);
+    same = sqlite3_column_int(s, 0) && params && fat_params_have_all(now->params, params);
   }
   sqlite3_finalize(s);
   return same;
