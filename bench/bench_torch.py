@@ -466,10 +466,13 @@ def main():
     import fatune
     F = torch.nn.functional
     t0 = time.perf_counter()
+    from fatune import _ops
+    native = "used" if _ops.native is not None else "not used"  # python -m fatune.native says why
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-          f"libfatune {os.environ.get('FATUNE_LIB') or '(found by the package)'}", flush=True)
+          f"libfatune {os.environ.get('FATUNE_LIB') or '(found by the package)'}, native host path {native}",
+          flush=True)
     out = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-           "fatune_lib": os.environ.get("FATUNE_LIB", ""), "quick": o.quick}
+           "fatune_lib": os.environ.get("FATUNE_LIB", ""), "native": native, "quick": o.quick}
     failures = 0
     runs = (("graphs", "graphs", graph_breaks), ("host", "host_small", host_small),
             ("host", "host_backward", host_backward), ("model", "model", model_steps))

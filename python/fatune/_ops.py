@@ -47,12 +47,14 @@ forward's deterministic is its backward's, which is why the forwards carry
 it. A soft-capped or packed backward runs on libfatune's mma80f family (the
 one with those features). None of them is twice differentiable.
 """
+import warnings
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from . import _runtime
+from . import native as _native
 
 @torch.library.custom_op("fatune::fwd", mutates_args=())
 def fwd(q: Tensor, k: Tensor, v: Tensor, mask: int, window_left: int, window_right: int, softmax_scale: float,
@@ -304,11 +306,31 @@ class _FwdVarlen(torch.autograd.Function):
         return _runtime.backward_varlen(dout, *ctx.saved_tensors, *ctx.options) + nothing
 
 
+def _load_native():
+    """native.load(), or None with a warning saying why a built module
+    could not be used."""
+    try:
+        return _native.load()
+    except Exception as e:  # a broken build or compiler: the Python path serves
+        warnings.warn(f"fatune: the native host path is not used: {type(e).__name__}: {e}", RuntimeWarning,
+                      stacklevel=2)
+        return None
+
+
+# The native host path (native.py), where it is built: the dense forward
+# and its autograd node in C++, declining to the code below what it does not take.
+native = _load_native()
+
+
 def forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap, deterministic):
     """(out, lse) as torch.ops.fatune.fwd gives them."""
     if not eager(q, k, v):
         return torch.ops.fatune.fwd(q, k, v, mask, window_left, window_right, softmax_scale, softcap,
                                     deterministic)
+    if native is not None:
+        r = native.fwd(q, k, v, mask, window_left, window_right, softmax_scale, softcap, deterministic)
+        if r:
+            return r[0], r[1]
     if _grad_needed(q, k, v):
         return _Fwd.apply(q, k, v, mask, window_left, window_right, softmax_scale, softcap, deterministic)
     return _runtime.forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap)

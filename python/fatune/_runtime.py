@@ -142,6 +142,7 @@ def library_path():
 
 _lib = None
 _contexts = {}
+_context_listeners = []
 _lock = threading.Lock()
 
 
@@ -184,7 +185,18 @@ def context(device):
             lib.fat_context_close(ctx)
             raise FatuneError(st, msg)
         _contexts[device] = ctx
+        for listener in _context_listeners:
+            listener(device, ctx.value)
         return ctx
+
+
+def on_context_open(listener):
+    """LISTENER(device, context pointer) for each context open now and each
+    opened later (the native path's set_context)."""
+    with _lock:
+        _context_listeners.append(listener)
+        for device, ctx in _contexts.items():
+            listener(device, ctx.value)
 
 
 def device_index(t):

@@ -6,7 +6,9 @@ wheel went into. It checks that `import fatune` takes the installed package
 (fatune/lib/libfatune.so) with FATUNE_LIB unset, and that a selection for an
 offline GPU (an NVIDIA H200 described by name, compute capability and SM
 count: no device, no driver needed) is served by the shipped tables the
-wheel carries beside the library, from the exact bucket of a tuned problem.
+wheel carries beside the library, from the exact bucket of a tuned problem,
+and that the native host path's source and libfatune's header are inside
+the package.
 Needs no PyTorch. Prints one line a check and exits 1 at the first failure.
 
     python -m venv /tmp/v && /tmp/v/bin/pip install fatune-*.whl
@@ -54,7 +56,14 @@ def main():
           and os.path.dirname(choice.db_path) == os.path.dirname(_runtime.PACKAGE_LIB),
           f"served by the wheel's tables: {choice} from {choice.db_path}")
     lib.fat_context_close(ctx)
-    print("wheel smoke: 6 passed, 0 failed")
+    # What `python -m fatune.native build` compiles, inside the package (it
+    # needs torch to build, not to be found).
+    from fatune import native
+    check(os.path.isfile(native.SOURCE) and native.SOURCE.startswith(here),
+          f"the native host path's source in the package: {native.SOURCE}")
+    check(native.include_dir() == os.path.join(here, "include"),
+          f"libfatune's header in the package: {native.include_dir()}")
+    print("wheel smoke: 8 passed, 0 failed")
     return 0
 
 

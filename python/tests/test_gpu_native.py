@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: MIT
+"""The native host path (python/fatune/native.py, csrc/native.cpp) on a GPU,
+against the Python path it stands in for: the same out and lse bit for bit
+(bf16 and fp16, d64 and d128, grouped-query, causal, a window, odd lengths,
+q a strided view of a packed qkv); the same gradients bit for bit through its
+C++ autograd node (deterministic), for a dense dout and for the expanded one
+o.sum() gives; a loss through lse alone; what it declines (a misaligned q,
+a device whose context is not open) runs the Python path, whose error or
+result the caller gets; a CUDA graph of forward and backward replayed on new
+inputs. It builds the module first (torch.utils.cpp_extension: a C++
+compiler and ninja) into a fresh folder. Needs PyTorch and a CUDA GPU.
+
+    FATUNE_LIB=build/runtime/libfatune.so python3 -m pytest -v python/tests/test_gpu_native.py
+"""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import pytest  # noqa: E402
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+os.environ.setdefault("FATUNE_NATIVE_DIR", tempfile.mkdtemp(prefix="fatune-native-"))
+import fatune  # noqa: E402
+from fatune import _ops, native  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ext():
+    """The built and bound module; _ops.native is left as the test found it."""
+    native.build()
+    module = native.load()
+    assert module is not None
+    kept = _ops.native
+    yield module
+    _ops.native = kept
+
+
+def rand(*shape, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(*shape, device="cuda", generator=g).to(dtype)
+
+
+def both(ext, fn):
+    """FN() through the Python path, then through the native path."""
+    _ops.native = None
+    a = fn()
+    _ops.native = ext
+    b = fn()
+    return a, b
+
+
+CASES = [  # b, sq, sk, h, hk, d, dtype, options
+    (2, 333, 333, 8, 2, 128, torch.bfloat16, {}),
+    (2, 333, 333, 8, 2, 128, torch.bfloat16, {"causal": True}),
+    (1, 1, 512, 32, 8, 128, torch.bfloat16, {}),
+    (3, 200, 517, 4, 4, 64, torch.float16, {"causal": True}),
+    (2, 257, 257, 6, 3, 64, torch.bfloat16, {"window_size": (64, 0)}),
+    (1, 128, 128, 4, 1, 128, torch.float16, {"softmax_scale": 0.05}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_forward_identical(ext, case):
+    b, sq, sk, h, hk, d, dtype, options = CASES[case]
+    q, k, v = rand(b, sq, h, d, dtype=dtype, seed=1), rand(b, sk, hk, d, dtype=dtype, seed=2), \
+        rand(b, sk, hk, d, dtype=dtype, seed=3)
+    fatune.attention(q, k, v, **options)  # opens the context: the native path takes the next call
+    assert ext.fwd(q, k, v, *(_options(options, d)), False), "declined a call it should take"
+    (o1, l1), (o2, l2) = both(ext, lambda: fatune.attention(q, k, v, return_softmax_lse=True, **options))
+    assert torch.equal(o1, o2) and torch.equal(l1, l2)
+    assert o2.is_contiguous() and o2.dtype == dtype and l2.shape == (b, h, sq)
+
+
+def _options(options, d):
+    from fatune import _flash_options
+    return _flash_options("test", options.get("causal", False), options.get("softmax_scale"), None,
+                          options.get("window_size", (-1, -1)), 0.0, False, 0.0, None, False, False)
+
+
+def test_strided_q(ext):
+    """q, k, v views of one packed (b, s, 3, h, d) tensor: read where they lie."""
+    qkv = rand(2, 300, 3, 8, 128, seed=4)
+    q, k, v = qkv.unbind(2)
+    (o1, l1), (o2, l2) = both(ext, lambda: fatune.attention(q, k, v, causal=True, return_softmax_lse=True))
+    assert torch.equal(o1, o2) and torch.equal(l1, l2)
+
+
+@pytest.mark.parametrize("expanded", [False, True])
+def test_backward_identical(ext, expanded):
+    """The C++ autograd node's gradients are the Python Function's, bit for
+    bit (deterministic); EXPANDED: dout of stride 0 (o.sum()), copied first."""
+    def grads():
+        q, k, v = (rand(2, 333, h, 128, seed=s).requires_grad_() for s, h in ((5, 8), (6, 2), (7, 2)))
+        o = fatune.attention(q, k, v, causal=True, deterministic=True)
+        loss = o.float().sum() if expanded else (o * rand(*o.shape, seed=8)).float().sum()
+        return [*torch.autograd.grad(loss, (q, k, v)), o.grad_fn.name()]
+
+    a, b = both(ext, grads)
+    assert "Attention" not in a[3] and "Attention" in b[3], (a[3], b[3])
+    for x, y in zip(a[:3], b[:3]):
+        assert torch.equal(x, y)
+
+
+def test_lse_not_differentiable(ext):
+    """lse needs no grad, out does, on both paths."""
+    q, k, v = (rand(1, 64, 4, 64, seed=s).requires_grad_() for s in (9, 10, 11))
+    (o1, l1), (o2, l2) = both(ext, lambda: fatune.attention(q, k, v, return_softmax_lse=True))
+    assert o1.requires_grad and o2.requires_grad
+    assert not l1.requires_grad and not l2.requires_grad
+    assert torch.equal(o1, o2) and torch.equal(l1, l2)
+
+
+def test_declines_misaligned(ext):
+    """A q one element off 16 bytes: declined, and the Python path's error."""
+    _ops.native = ext
+    buf = rand(1 * 64 * 4 * 64 + 1)
+    q = buf[1:].view(1, 64, 4, 64)
+    k, v = rand(1, 64, 4, 64, seed=12), rand(1, 64, 4, 64, seed=13)
+    assert ext.fwd(q, k, v, 0, -1, -1, 0.125, 0.0, False) == []
+    with pytest.raises(ValueError, match="aligned"):
+        fatune.attention(q, k, v)
+
+
+def test_declines_other_dtypes(ext):
+    q = rand(1, 64, 4, 64, dtype=torch.float32)
+    assert ext.fwd(q, q, q, 0, -1, -1, 0.125, 0.0, False) == []
+    assert ext.fwd(q.cpu(), q.cpu(), q.cpu(), 0, -1, -1, 0.125, 0.0, False) == []
+
+
+def test_cuda_graph(ext):
+    """Forward and backward captured with the native path, replayed on new
+    inputs, against eager calls on them."""
+    _ops.native = ext
+    shape_q, shape_k = (2, 256, 8, 128), (2, 256, 2, 128)
+    q, k, v = (rand(*s, seed=i).requires_grad_() for i, s in ((20, shape_q), (21, shape_k), (22, shape_k)))
+    dout = rand(*shape_q, seed=23)
+
+    def step():
+        o = fatune.attention(q, k, v, causal=True, deterministic=True)
+        return (o, *torch.autograd.grad(o, (q, k, v), dout))
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    with torch.no_grad():
+        for t, seed in ((q, 30), (k, 31), (v, 32), (dout, 33)):
+            t.copy_(rand(*t.shape, seed=seed))
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = step()
+    for x, y in zip(captured, expected):
+        assert torch.equal(x, y)
