@@ -3,7 +3,7 @@
 # on the s36 pack, then the native host path's first GPU run: its build
 # (torch.utils.cpp_extension, into a folder outside $OUT), its GPU test
 # against the Python path, and bench_torch's host table with it.
-#   carry ["build-gpu9"]
+#   carry ["build-gpu9"]; the caller runs scripts/fit_out.sh (call1.sh)
 set -u
 PACK=build-gpu9/build-gpu
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -16,11 +16,11 @@ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,no
 export PYTHONPATH=$PWD/python FATUNE_LIB=$PWD/$PACK/runtime/libfatune.so PYTHONUNBUFFERED=1
 export FATUNE_NATIVE_DIR=/tmp/fatune-native
 echo "== pytest, Python path ($(date -u +%T))"
-FATUNE_NATIVE=0 timeout 240 python3 -m pytest -q python/tests/test_gpu_kvcache.py python/tests/test_gpu_torch.py \
+FATUNE_NATIVE=0 timeout 150 python3 -m pytest -q python/tests/test_gpu_kvcache.py python/tests/test_gpu_torch.py \
   python/tests/test_ops.py python/tests/test_api.py python/tests/test_fatune.py > "$OUT/pytest.log" 2>&1
 echo "rc $?"; tail -8 "$OUT/pytest.log"
 echo "== hostparts2 ($(date -u +%T))"
-FATUNE_NATIVE=0 timeout 90 python3 results/raw/s35/scripts/hostparts2.py > "$OUT/hostparts2.log" 2>&1; tail -30 "$OUT/hostparts2.log"
+FATUNE_NATIVE=0 timeout 60 python3 results/raw/s35/scripts/hostparts2.py > "$OUT/hostparts2.log" 2>&1; tail -30 "$OUT/hostparts2.log"
 echo "== native build ($(date -u +%T))"
 t0=$(date +%s)
 timeout 180 python3 -m fatune.native build > "$OUT/native_build.log" 2>&1; echo "rc $? in $(( $(date +%s) - t0 )) s"
@@ -30,13 +30,12 @@ echo "== test_gpu_native ($(date -u +%T))"
 timeout 120 python3 -m pytest -v python/tests/test_gpu_native.py > "$OUT/native_test.log" 2>&1
 echo "rc $?"; grep -E "PASS|FAIL|Error|passed|failed" "$OUT/native_test.log" | tail -20
 echo "== pytest test_gpu_torch with the native path ($(date -u +%T))"
-timeout 150 python3 -m pytest -q python/tests/test_gpu_torch.py python/tests/test_fatune.py > "$OUT/pytest_native.log" 2>&1
+timeout 100 python3 -m pytest -q python/tests/test_gpu_torch.py python/tests/test_fatune.py > "$OUT/pytest_native.log" 2>&1
 echo "rc $?"; tail -6 "$OUT/pytest_native.log"
 for mode in 0 1; do
   echo "== bench_torch host, FATUNE_NATIVE=$mode ($(date -u +%T))"
-  FATUNE_NATIVE=$mode timeout 90 python3 bench/bench_torch.py --tables host --json "$OUT/bench_torch_n$mode.json" \
+  FATUNE_NATIVE=$mode timeout 60 python3 bench/bench_torch.py --tables host --json "$OUT/bench_torch_n$mode.json" \
     > "$OUT/bench_torch_n$mode.log" 2>&1
   echo "rc $?"; tail -24 "$OUT/bench_torch_n$mode.log"
 done
-bash scripts/fit_out.sh "$OUT" | tail -12
 echo "== done ($(date -u +%T))"
