@@ -190,8 +190,14 @@ std::vector<at::Tensor> python_backward(const at::Tensor &dout, const std::vecto
                               op.window_right, op.softmax_scale, op.softcap, op.deterministic);
     return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>(), r[2].cast<at::Tensor>()};
   } catch (py::error_already_set &e) {
+    // As torch's own Python functions raise through the autograd engine:
+    // the error kept in a python_error (persist, under the GIL: this
+    // thread's Python state may not outlive the GIL's release), so the
+    // caller of backward() gets the ValueError itself.
     e.restore();
-    throw python_error();
+    python_error err;
+    err.persist();
+    throw err;
   }
 }
 
