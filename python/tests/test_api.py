@@ -17,7 +17,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_tests  # noqa: E402
 try:
     import torch
 except ImportError:
@@ -175,20 +176,7 @@ def test_fp8_kv_cache_descales():
 
 
 def main():
-    if torch is None:
-        print("skipped: no PyTorch")
-        return SKIP
-    tests = [f for name, f in sorted(globals().items()) if name.startswith("test_") and callable(f)]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print("ok:", t.__name__)
-        except AssertionError as e:
-            failed += 1
-            print("FAIL:", t.__name__, e)
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return script_tests.run(globals(), "no PyTorch" if torch is None else None)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_tests  # noqa: E402
 os.environ.setdefault("FATUNE_NATIVE_DIR", tempfile.mkdtemp(prefix="fatune-native-"))
 try:
     import torch
@@ -114,20 +115,7 @@ def test_command_says_where():
 
 
 def main():
-    if MISSING is not None:
-        print(f"skipped: {MISSING}")
-        return SKIP
-    tests = [f for name, f in sorted(globals().items()) if name.startswith("test_") and callable(f)]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print("ok:", t.__name__)
-        except AssertionError as e:
-            failed += 1
-            print("FAIL:", t.__name__, e)
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return script_tests.run(globals(), MISSING)
 
 
 if __name__ == "__main__":

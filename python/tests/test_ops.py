@@ -19,7 +19,8 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_tests  # noqa: E402
 try:
     import torch
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
@@ -710,20 +711,7 @@ def test_eager_path_of_the_inference_operators():
 
 
 def main():
-    if torch is None:
-        print("skipped: no PyTorch")
-        return SKIP
-    tests = [f for name, f in sorted(globals().items()) if name.startswith("test_") and callable(f)]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print("ok:", t.__name__)
-        except AssertionError as e:
-            failed += 1
-            print("FAIL:", t.__name__, e)
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return script_tests.run(globals(), "no PyTorch" if torch is None else None)
 
 
 if __name__ == "__main__":
