@@ -60,8 +60,21 @@ int fat_bwd_tma_describable(const fat_bwd_params *p, char *err, size_t errlen) {
   return fat_tma_describable(t, BWD_MAPS, p->fwd.head_dim, err, errlen);
 }
 
+enum { DLSE_THREADS = 256, DLSE_MAX_BLOCKS = 4096 };  /* fat_bwd_sub_dlse loops over the rest */
+
+/* fat_bwd_sub_dlse over P's D (bwd_launch.h). */
+static CUresult sub_dlse(const fat_cuda *cu, const fat_bwd_dlse *x, fat_bwd_params *p, CUstream stream) {
+  if (!x->count) return CUDA_SUCCESS;
+  size_t blocks = (x->count + DLSE_THREADS - 1) / DLSE_THREADS;
+  if (blocks > DLSE_MAX_BLOCKS) blocks = DLSE_MAX_BLOCKS;
+  CUdeviceptr delta = (CUdeviceptr)(uintptr_t)p->delta, dlse = (CUdeviceptr)(uintptr_t)x->dlse;
+  unsigned long long count = x->count;
+  void *args[] = {&delta, &dlse, &count};
+  return cu->cuLaunchKernel(x->sub, (unsigned)blocks, 1, 1, DLSE_THREADS, 1, 1, 0, stream, args, NULL);
+}
+
 CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_bwd_geometry *g,
-                        fat_bwd_params *p, CUstream stream) {
+                        fat_bwd_params *p, const fat_bwd_dlse *dlse, CUstream stream) {
   const fat_fwd_params *f = &p->fwd;
   /* The per-row kernels: FAT_BWD_ROW_LANES lanes per query row. */
   const unsigned rows_per_block = FAT_BWD_ROW_THREADS / FAT_BWD_ROW_LANES(f->head_dim);
@@ -98,6 +111,7 @@ CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_
   }
   CUresult r = cu->cuLaunchKernel(k->preprocess, row_blocks, heads, batch, FAT_BWD_ROW_THREADS, 1,
                                   1, 0, stream, args, NULL);
+  if (r == CUDA_SUCCESS && dlse) r = sub_dlse(cu, dlse, p, stream);
   /* Every tile's count of adds starts at 0 (the kernel waits on it), on the
    * stream, so that the main kernel sees zeroes whatever ran before. */
   if (r == CUDA_SUCCESS && g->dq_mode == FAT_DQ_ORDERED) r = cu->cuMemsetD32Async(sems, 0, n_sems, stream);

@@ -74,7 +74,22 @@ int fat_bwd_semaphores_bound(int batch, int heads, int seqlen_q, long long total
  * call with a family that loads without them. */
 int fat_bwd_tma_describable(const fat_bwd_params *p, char *err, size_t errlen);
 
+/* The gradient through lse (fat_attn_bwd_args' dlse): the runtime's own
+ * kernel FAT_BWD_SUB_DLSE_ENTRY of FAT_BWD_DLSE_PTX (an embedded file:
+ * delta[i] -= dlse[i] for i < count, any grid), launched between the
+ * preprocess and the main kernel so that every variant reads D − dlse as
+ * its D. count: lse's elements, which D shares the layout of (batch·heads·
+ * seqlen_q; a packed batch's heads·total_q). */
+#define FAT_BWD_DLSE_PTX "templates/bwd_dlse.ptx"
+#define FAT_BWD_SUB_DLSE_ENTRY "fat_bwd_sub_dlse"
+typedef struct fat_bwd_dlse {
+  CUfunction sub;     /* FAT_BWD_SUB_DLSE_ENTRY, loaded */
+  const float *dlse;  /* device fp32, count of them */
+  size_t count;
+} fat_bwd_dlse;
+
 /* Launches the whole backward for P on STREAM; the first failure's result.
+ * DLSE (NULL for none): D − dlse in place of D, above.
  * An ordered variant's semaphores (above) are zeroed on STREAM before its
  * main kernel. CUDA_ERROR_INVALID_VALUE, before anything is queued, when a
  * tensor-map variant's tensors are none the maps can describe, a
@@ -85,5 +100,5 @@ int fat_bwd_tma_describable(const fat_bwd_params *p, char *err, size_t errlen);
  * heads·total_q rows is not defined yet: the launch does not know
  * total_q). */
 CUresult fat_bwd_launch(const fat_cuda *cu, const fat_bwd_kernels *k, const fat_bwd_geometry *g,
-                        fat_bwd_params *p, CUstream stream);
+                        fat_bwd_params *p, const fat_bwd_dlse *dlse, CUstream stream);
 #endif

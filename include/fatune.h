@@ -43,7 +43,7 @@ extern "C" {
  * FATUNE_VERSION_NUMBER at run time (as zstd's ZSTD_versionNumber and
  * SQLite's sqlite3_libversion_number). */
 #define FATUNE_VERSION_MAJOR 0
-#define FATUNE_VERSION_MINOR 5
+#define FATUNE_VERSION_MINOR 6
 #define FATUNE_VERSION_PATCH 0
 #define FATUNE_VERSION_NUMBER \
   (FATUNE_VERSION_MAJOR * 10000 + FATUNE_VERSION_MINOR * 100 + FATUNE_VERSION_PATCH)
@@ -444,8 +444,8 @@ FAT_API fat_status fat_attention_fwd(fat_context *ctx, const fat_attn_args *args
  * accumulator in the workspace then heads x total_q rows), served by the
  * mma80f family (mma80's kernels built with those features; the Hopper
  * families do not have them yet); fwd.workspace is not read (the backward
- * has a workspace of its own below). lse carries no
- * gradient (there is no dlse input). */
+ * has a workspace of its own below). A loss that reads lse passes its
+ * gradient in dlse. */
 typedef struct fat_attn_bwd_args {
   size_t struct_size; /* sizeof(fat_attn_bwd_args): FAT_ATTN_BWD_ARGS_INIT (fwd has its own) */
   fat_attn_args fwd;  /* q, k, v, o and lse read (not written); shape, dtype, mask, scale */
@@ -466,6 +466,13 @@ typedef struct fat_attn_bwd_args {
    * initialised and are garbage afterwards. */
   void *workspace;
   size_t workspace_bytes;
+  /* The gradient of the loss with respect to the forward's lse, for a loss
+   * that reads lse: device fp32 in lse's layout ((batch, heads, seqlen_q)
+   * contiguous; a packed batch's (heads, total_q)), 4-byte aligned, read
+   * (not written); NULL for none. The backward then forms D = rowsum(dO ∘ O)
+   * − dlse, so that dS = P ∘ (dP − D) carries lse's gradient too (a kernel
+   * of the runtime's own between D's and the variant's). */
+  const float *dlse;
 } fat_attn_bwd_args;
 
 #ifdef __cplusplus

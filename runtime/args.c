@@ -480,9 +480,9 @@ fat_status fat_rt_check_on_device(fat_context *c, const void *args, int directio
   /* ARGS is a fat_attn_args, or a fat_attn_bwd_args (which begins with one). */
   const fat_attn_args *a = direction == FAT_BWD ? &((const fat_attn_bwd_args *)args)->fwd : args;
   const fat_attn_bwd_args *b = direction == FAT_BWD ? args : NULL;
-  const void *ptrs[N_BWD_SPANS] = {a->q, a->k, a->v, a->o, a->lse};
-  static const char *const names[N_BWD_SPANS] = {"q", "k", "v", "o", "lse",
-                                                  "dout", "dq", "dk", "dv", "workspace"};
+  const void *ptrs[N_BWD_SPANS + 1] = {a->q, a->k, a->v, a->o, a->lse};
+  static const char *const names[N_BWD_SPANS + 1] = {"q", "k", "v", "o", "lse", "dout",
+                                                      "dq", "dk", "dv", "workspace", "dlse"};
   int n = N_TENSORS;
   if (b) {
     ptrs[n++] = b->dout;
@@ -490,6 +490,7 @@ fat_status fat_rt_check_on_device(fat_context *c, const void *args, int directio
     ptrs[n++] = b->dk;
     ptrs[n++] = b->dv;
     ptrs[n++] = b->workspace;
+    if (b->dlse) ptrs[n++] = b->dlse;
   }
   char t[256];
   for (int i = 0; i < n && c->ptr_attr; i++) {
@@ -615,8 +616,9 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
   fat_status st = fat_rt_check_bwd_size(c, a);
   if (st) return st;
   const fat_attn_args *f = &a->fwd;
-  /* The written ones first: dq, dk, dv, workspace; then dout and the forward's. */
-  span t[N_BWD_SPANS];
+  /* The written ones first: dq, dk, dv, workspace; then dout and the
+   * forward's, and dlse where there is one. */
+  span t[N_BWD_SPANS + 1];
   if ((st = fat_rt_check_bwd_problem(c, f))) return st;
   if (a->deterministic != 0 && a->deterministic != 1)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "deterministic %d: must be 0 or 1", a->deterministic);
@@ -654,7 +656,14 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace %p: its %zu bytes run past the end of the "
                 "address space", a->workspace, a->workspace_bytes);
   t[3] = (span){"workspace", a->workspace, need};
-  return check_no_alias(c, t, N_BWD_SPANS, 4);
+  int n = N_BWD_SPANS;
+  if (a->dlse) {  /* lse's layout and bytes (t[6], check_tensors') */
+    if ((uintptr_t)a->dlse % sizeof(float))
+      return fail(c, FAT_ERR_INVALID_ARGUMENT, "dlse %p is not %zu-byte aligned", (const void *)a->dlse,
+                  sizeof(float));
+    t[n++] = (span){"dlse", a->dlse, t[6].bytes};
+  }
+  return check_no_alias(c, t, n, 4);
 }
 
 fat_status fat_attention_bwd_check(fat_context *c, const fat_attn_bwd_args *a) {

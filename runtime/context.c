@@ -185,6 +185,7 @@ void fat_context_close(fat_context *c) {
       if (k->module) c->cu.cuModuleUnload(k->module);
       free(k);
     }
+    if (c->dlse_module) c->cu.cuModuleUnload(c->dlse_module);
     fat_rt_restore_current(c, caller);  /* before the release, which may end the primary context */
     c->cu.cuDevicePrimaryCtxRelease(c->dev);
   }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "bwd_launch.h"
+#include "embedded.h"
 #include "fwd_launch.h"
 #include "types.h"
 #include "runtime_int.h"
@@ -125,6 +126,32 @@ static fat_status finish_launch(fat_context *c, sel_served e, CUresult r, fat_ch
     c->last = e;
     if (ran) put_served(ran, e);
   }
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+/* The runtime's fat_bwd_sub_dlse (bwd_launch.h) in *FN: loaded from the
+ * embedded PTX once a context, on its first backward given a dlse (the
+ * driver compiles it for the GPU); the primary context is current. */
+static fat_status dlse_kernel(fat_context *c, CUfunction *fn) {
+  fat_status st = FAT_OK;
+  pthread_mutex_lock(&c->lock);
+  if (!c->dlse_fn) {
+    const fat_embedded_file *ptx = fat_embedded_find(FAT_BWD_DLSE_PTX);
+    CUmodule m = NULL;
+    CUresult r = ptx ? c->cu.cuModuleLoadData(&m, ptx->data) : CUDA_ERROR_FILE_NOT_FOUND;
+    if (r == CUDA_SUCCESS) r = c->cu.cuModuleGetFunction(&c->dlse_fn, m, FAT_BWD_SUB_DLSE_ENTRY);
+    if (r == CUDA_SUCCESS) {
+      c->dlse_module = m;
+    } else {
+      char t[256];
+      if (m) c->cu.cuModuleUnload(m);
+      c->dlse_fn = NULL;
+      st = fail(c, FAT_ERR_CUDA, "loading %s (%s, the gradient through lse): %s", FAT_BWD_SUB_DLSE_ENTRY,
+                FAT_BWD_DLSE_PTX, fat_cuda_result_text(&c->cu, r, t, sizeof t));
+    }
+  }
+  *fn = c->dlse_fn;
   pthread_mutex_unlock(&c->lock);
   return st;
 }
@@ -280,7 +307,11 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
                                 .bf16 = e->dtype == FAT_ATTN_BF16, .persistent = e->persistent,
                                 .sm_count = c->sm_count};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
-  if (r == CUDA_SUCCESS) r = fat_bwd_launch(&c->cu, &fns, &geo, &p, (CUstream)stream);
+  /* lse's gradient: D − dlse over lse's elements, which D's layout is. */
+  const size_t rows = f->cu_seqlens_q ? (size_t)f->total_q : (size_t)f->batch * (size_t)f->seqlen_q;
+  fat_bwd_dlse dlse = {.dlse = a->dlse, .count = (size_t)f->heads * rows};  /* fits: the workspace's D does */
+  if (r == CUDA_SUCCESS && a->dlse && (st = dlse_kernel(c, &dlse.sub))) return st;
+  if (r == CUDA_SUCCESS) r = fat_bwd_launch(&c->cu, &fns, &geo, &p, a->dlse ? &dlse : NULL, (CUstream)stream);
   return finish_launch(c, served, r, ran);
 }
 

@@ -222,6 +222,10 @@ struct fat_context {
   int sibling_known[MAX_TABLES + 1], sibling_sms[MAX_TABLES + 1];
   char sibling_name[MAX_TABLES + 1][256];
   kernel *kernels;
+  /* The runtime's own fat_bwd_sub_dlse (core/bwd_launch.h), loaded on the
+   * first backward given a dlse; NULL before. */
+  CUmodule dlse_module;
+  CUfunction dlse_fn;
   sel_stats stats;
   sel_served last;  /* the last launch that succeeded; rec NULL before one */
   char err[ERR_CAP];

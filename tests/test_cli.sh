@@ -217,7 +217,7 @@ fi
 if "$F" --help | grep -q '^Usage: fatune'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --help"; fi
 # The version, and the shipped tables found as libfatune finds them: from the
 # build tree's fatune, the build's runtime/fatune_tables.db.
-want_version="fatune 0.5.0
+want_version="fatune 0.6.0
 shipped tables: $(cd "$(dirname "$F")" && pwd -P)/runtime/fatune_tables.db"
 got_version=$(env -u FATUNE_TABLES "$F" --version)
 if [ "$got_version" = "$want_version" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version printed '$got_version'"; fi

@@ -158,10 +158,10 @@ static void test_bwd_persistent_launch(void) {
                         .bf16 = 1, .persistent = FAT_FWD_RESIDENT, .sm_count = 0};
   fat_cuda cu;
   memset(&cu, 0, sizeof cu); /* no driver: the refusals come before any call into it */
-  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_ERROR_INVALID_VALUE);
   g.sm_count = 132;
   p.fwd.seqlen_k = 1 << 30, p.fwd.heads_k = 1 << 12, p.fwd.batch = 1;
-  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_ERROR_INVALID_VALUE);
 }
 
 /* What the backward's launch queued, in order: a kernel (its function) or
@@ -229,7 +229,7 @@ static void test_bwd_launch_modes(void) {
   cu.cuLaunchKernel = record_launch;
   cu.cuMemsetD32Async = record_memset;
   n_queued = 0;
-  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_SUCCESS);
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_SUCCESS);
   /* d96's accumulator rows are 128 floats: the semaphores start 2 x 16 x
    * 1000 x 128 floats in, 2 x 16 x ceil(1000 / 64) of them. */
   CHECK_INT(n_queued, 4);
@@ -241,16 +241,16 @@ static void test_bwd_launch_modes(void) {
   /* A tile of 128 rows: half the semaphores. */
   g.block_q = 128;
   n_queued = 0;
-  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_SUCCESS);
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_SUCCESS);
   CHECK(n_queued == 4 && queue[1].fn == NULL && queue[1].n == 2 * 16 * 8);
   /* Atomic: no semaphores; separate: its dQ pass, no conversion. */
   g.dq_mode = FAT_DQ_ATOMIC;
   n_queued = 0;
-  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_SUCCESS);
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_SUCCESS);
   CHECK(n_queued == 3 && queue[0].fn == pre && queue[1].fn == main_fn && queue[2].fn == convert);
   g.dq_mode = FAT_DQ_SEPARATE;
   n_queued = 0;
-  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_SUCCESS);
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_SUCCESS);
   CHECK(n_queued == 3 && queue[0].fn == pre && queue[1].fn == main_fn && queue[2].fn == dq &&
         queue[2].grid[0] == 8);
   /* Ordered without an accumulator, on a packed batch (its semaphores'
@@ -259,14 +259,54 @@ static void test_bwd_launch_modes(void) {
   g.dq_mode = FAT_DQ_ORDERED, g.block_q = 64;
   p.dq_accum = NULL;
   n_queued = 0;
-  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_ERROR_INVALID_VALUE);
   p.dq_accum = (float *)(uintptr_t)0x40000000;
   p.fwd.cu_seqlens_q = p.fwd.cu_seqlens_k = (const int *)(uintptr_t)0x50000000;
-  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_ERROR_INVALID_VALUE);
   p.fwd.cu_seqlens_q = p.fwd.cu_seqlens_k = NULL;
   g.block_q = 32;
-  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_ERROR_INVALID_VALUE);
   CHECK_INT(n_queued, 0);
+}
+
+/* lse's gradient (bwd_launch.h's fat_bwd_dlse): the runtime's kernel runs
+ * between the preprocess (D) and the main kernel, on D's place, over the
+ * count given, in at most 4096 blocks of 256 threads (it loops over the
+ * rest); none without one, and none for a count of 0. */
+static void test_bwd_launch_dlse(void) {
+  fat_bwd_params p;
+  memset(&p, 0, sizeof p);
+  p.fwd = dense(2, 16, 4, 1000, 777, 128);
+  p.delta = (float *)(uintptr_t)0x30000000;
+  p.dq_accum = (float *)(uintptr_t)0x40000000;
+  const CUfunction pre = (CUfunction)(uintptr_t)0x11, main_fn = (CUfunction)(uintptr_t)0x12,
+                   convert = (CUfunction)(uintptr_t)0x14, sub = (CUfunction)(uintptr_t)0x15;
+  const fat_bwd_kernels k = {.preprocess = pre, .main = main_fn, .dq = NULL, .convert = convert};
+  fat_bwd_geometry g = {.block_n = 128, .block_q = 64, .dq_mode = FAT_DQ_ORDERED, .threads = 384,
+                        .smem_bytes = 200000};
+  fat_cuda cu;
+  memset(&cu, 0, sizeof cu);
+  cu.cuLaunchKernel = record_launch;
+  cu.cuMemsetD32Async = record_memset;
+  fat_bwd_dlse x = {.sub = sub, .dlse = (const float *)(uintptr_t)0x50000000, .count = 2 * 16 * 1000};
+  n_queued = 0;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, &x, NULL) == CUDA_SUCCESS);
+  CHECK_INT(n_queued, 5);
+  CHECK(queue[0].fn == pre);
+  CHECK(queue[1].fn == sub && queue[1].grid[0] == 125 && queue[1].grid[1] == 1);  /* 32000 / 256 */
+  CHECK(queue[2].fn == NULL && queue[3].fn == main_fn && queue[4].fn == convert);
+  x.count = 16ull * 131072 * 64;  /* past 4096 blocks: the kernel loops */
+  n_queued = 0;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, &x, NULL) == CUDA_SUCCESS);
+  CHECK(n_queued == 5 && queue[1].fn == sub && queue[1].grid[0] == 4096);
+  x.count = 0;
+  n_queued = 0;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, &x, NULL) == CUDA_SUCCESS);
+  CHECK(n_queued == 4 && queue[1].fn == NULL);
+  g.dq_mode = FAT_DQ_ATOMIC;
+  n_queued = 0;
+  CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_SUCCESS);
+  CHECK(n_queued == 3 && queue[0].fn == pre && queue[1].fn == main_fn);
 }
 
 /* A variant that draws its query blocks needs a counter's workspace, which
@@ -421,6 +461,7 @@ int main(void) {
   test_bwd_persistent_launch();
   test_bwd_semaphores();
   test_bwd_launch_modes();
+  test_bwd_launch_dlse();
   test_wire();
   return check_summary("test_fwd_launch");
 }

@@ -842,6 +842,17 @@ int main(void) {
                     "outputs must not alias another tensor");
   b = good_bwd(), b.dout = b.fwd.q; /* inputs may share memory */
   CHECK_BWD_OK(&b);
+  /* lse's gradient: fp32 of lse's bytes, read, 4-byte aligned; it may be
+   * lse itself (both read), never under a written tensor. */
+  b = good_bwd(), b.dlse = (const float *)(0x5000000 + 4096);
+  CHECK_BWD_OK(&b);
+  b.dlse = b.fwd.lse;
+  CHECK_BWD_OK(&b);
+  b.dlse = (const float *)(0x5000000 + 4096 + 2);
+  CHECK_BWD_BAD(&b, "dlse 0x5001002 is not 4-byte aligned");
+  b.dlse = (const float *)((char *)b.dq + 65536 - 4);
+  CHECK_BWD_BAD(&b, "dq [0x7000000, +65536 bytes) overlaps dlse [0x700fffc, +2048 bytes): the "
+                    "outputs must not alias another tensor");
   /* The soft-cap and variable-length batches have a backward (mma80f's):
    * a packed batch's gradients are one sequence of total rows, like q, k
    * and v (their batch strides unused), and its D and dQ accumulator rows

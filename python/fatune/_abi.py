@@ -13,8 +13,8 @@ import ctypes
 
 # The library this mirror is of: its soname (FATUNE_SOVERSION in
 # CMakeLists.txt) and the header version whose structs are declared here.
-SONAME = "libfatune.so.3"
-VERSION = (0, 5, 0)
+SONAME = "libfatune.so.4"
+VERSION = (0, 6, 0)
 
 # enum fat_status.
 STATUS = {
@@ -73,7 +73,7 @@ class fat_attn_bwd_args(_Sized):
                 ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p)] + [
         (f"{t}_{s}_stride", ctypes.c_longlong) for t in ("do", "dq", "dk", "dv") for s in _STRIDES] + [
         ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p),
-        ("workspace_bytes", ctypes.c_size_t)]
+        ("workspace_bytes", ctypes.c_size_t), ("dlse", ctypes.c_void_p)]
 
 
 class fat_choice(_Sized):

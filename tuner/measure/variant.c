@@ -190,5 +190,5 @@ CUresult fat_gpu_bwd_launch(fat_gpu *g, const fat_gpu_kernel *k, fat_gpu_bwd_ten
                                 .threads = d->threads, .smem_bytes = d->smem_bytes,
                                 .tma = d->kind == FAT_KERNEL_FUSED_TMA, .bf16 = d->dtype == FAT_BF16,
                                 .persistent = d->persistent, .sm_count = g->info.sm_count};
-  return fat_bwd_launch(&g->cu, &fns, &geo, &t->params, g->stream);
+  return fat_bwd_launch(&g->cu, &fns, &geo, &t->params, NULL, g->stream);
 }
