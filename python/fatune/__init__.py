@@ -259,8 +259,9 @@ def _check_flash_options(api, causal, softmax_scale, scale, window_size, softcap
 def attention_with_lse(q, k, v, **options):
     """attention(q, k, v, return_softmax_lse=True, **options): (out, lse),
     lse the fp32 log-sum-exp (batch, heads, seqlen_q), natural log, -inf for
-    a row that sees no key. The lse is not differentiable: a loss through it
-    gets no gradient from it."""
+    a row that sees no key. Both are differentiable (16-bit inputs): a loss
+    through lse gets its gradient (the backward's D = rowsum(dO ∘ O) − dlse);
+    the fp8 forward's lse is not."""
     return attention(q, k, v, return_softmax_lse=True, **options)
 
 
@@ -447,7 +448,7 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens
 
 
 def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, window_size=(-1, -1),
-                  softcap=0.0, deterministic=False, dq=None, dk=None, dv=None, scale=None):
+                  softcap=0.0, deterministic=False, dq=None, dk=None, dv=None, scale=None, dlse=None):
     """The gradients (dq, dk, dv) of attention(q, k, v, causal=causal,
     softmax_scale=softmax_scale, window_size=window_size) for the incoming
     gradient DOUT, given the forward's O and LSE (from attention_with_lse),
@@ -456,7 +457,8 @@ def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, wi
     gradients of a group's query heads are summed). DQ, DK, DV, when given,
     are written (every element) and returned; otherwise they are allocated in
     the layouts of q, k and v. DOUT is copied first when the kernels cannot
-    read it where it lies. softcap: the forward's. Without dq, dk, dv this is
+    read it where it lies. softcap: the forward's. DLSE: the gradient through
+    lse (fp32 of lse's shape), or None. Without dq, dk, dv this is
     the operator fatune::bwd; with them
     (writing into given tensors) a plain call, which torch.compile does not
     trace."""
@@ -470,13 +472,14 @@ def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, wi
     # speak for the autograd backward: fatune.attention); no data pointer
     # read, so that torch.compile traces it.
     _runtime.check_bwd(dout, q, k, v, o, lse, api, storage=False)
+    _runtime.check_dlse(dlse, lse, api, storage=False)
     if dq is None and dk is None and dv is None:
-        return _ops.backward(dout, q, k, v, o, lse, mask, left, right, value, cap, deterministic)
+        return _ops.backward(dout, q, k, v, o, lse, mask, left, right, value, cap, deterministic, dlse=dlse)
     for name, g, like, like_name in (("dq", dq, q, "q"), ("dk", dk, k, "k"), ("dv", dv, v, "v")):
         if g is not None:
             _runtime.check_like(name, g, like, like_name, api)
     return _runtime.backward(dout, q, k, v, o, lse, mask, left, right, value, cap, deterministic, dq, dk, dv,
-                             api)
+                             api, dlse)
 
 
 def select(q, k, v, *, causal=False, window_size=(-1, -1), softcap=0.0):

@@ -70,15 +70,17 @@ def _fwd_fake(q, k, v, mask, window_left, window_right, softmax_scale, softcap, 
 
 @torch.library.custom_op("fatune::bwd", mutates_args=())
 def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, mask: int, window_left: int,
-        window_right: int, softmax_scale: float, softcap: float,
-        deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
+        window_right: int, softmax_scale: float, softcap: float, deterministic: bool,
+        dlse: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
     return _runtime.backward(dout, q, k, v, out, lse, mask, window_left, window_right, softmax_scale, softcap,
-                             deterministic)
+                             deterministic, dlse=dlse)
 
 
 @bwd.register_fake
-def _bwd_fake(dout, q, k, v, out, lse, mask, window_left, window_right, softmax_scale, softcap, deterministic):
+def _bwd_fake(dout, q, k, v, out, lse, mask, window_left, window_right, softmax_scale, softcap, deterministic,
+              dlse=None):
     _runtime.check_bwd(dout, q, k, v, out, lse, "fatune.attention", storage=False)
+    _runtime.check_dlse(dlse, lse, "fatune.attention", storage=False)
     return _runtime.bwd_outputs(q, k, v)
 
 
@@ -103,17 +105,19 @@ def _fwd_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_
 def bwd_varlen(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, cu_seqlens_q: Tensor,
                cu_seqlens_k: Tensor, seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, mask: int,
                window_left: int, window_right: int, softmax_scale: float, softcap: float,
-               deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
+               deterministic: bool, dlse: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
     return _runtime.backward_varlen(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k,
                                     max_seqlen_q, max_seqlen_k, mask, window_left, window_right, softmax_scale,
-                                    softcap, deterministic)
+                                    softcap, deterministic, dlse)
 
 
 @bwd_varlen.register_fake
 def _bwd_varlen_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
-                     max_seqlen_k, mask, window_left, window_right, softmax_scale, softcap, deterministic):
+                     max_seqlen_k, mask, window_left, window_right, softmax_scale, softcap, deterministic,
+                     dlse=None):
     _runtime.check_bwd_varlen(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
                               max_seqlen_k, storage=False)
+    _runtime.check_dlse(dlse, lse, "fatune.attention_varlen", storage=False)
     return _runtime.bwd_outputs(q, k, v)
 
 
@@ -167,12 +171,23 @@ def _fwd_kvcache_fp8_fake(q, k_cache, v_cache, cache_seqlens, block_table, k_des
 # ---- autograd -----------------------------------------------------------------------
 
 
-def _lse_not_differentiable(ctx, lse):
-    # lse gets no gradient: without set_materialize_grads(False) autograd
-    # would allocate and zero one for every backward (a kernel and an
-    # allocation), and a loss through lse alone reaches the backward as None.
-    ctx.mark_non_differentiable(lse)
+def _grads_as_given(ctx):
+    # An output the loss does not read reaches the backward as None: without
+    # this autograd would allocate and zero a gradient for it (a kernel and
+    # an allocation), for lse in nearly every backward.
     ctx.set_materialize_grads(False)
+
+
+def _lse_not_differentiable(ctx, lse):
+    # The fp8 forwards' lse (they have no backward at all).
+    ctx.mark_non_differentiable(lse)
+    _grads_as_given(ctx)
+
+
+def _dout_of(dout, out):
+    """dout, or zeros where only lse reached the loss (the kernels read dO;
+    with dO = 0 the gradients come from dlse alone)."""
+    return torch.zeros_like(out) if dout is None else dout
 
 
 def _fwd_setup(ctx, inputs, output):
@@ -180,15 +195,15 @@ def _fwd_setup(ctx, inputs, output):
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.options = (mask, window_left, window_right, softmax_scale, softcap, deterministic)
-    _lse_not_differentiable(ctx, lse)
+    _grads_as_given(ctx)
 
 
-def _fwd_backward(ctx, dout, _dlse):
+def _fwd_backward(ctx, dout, dlse):
     nothing = (None,) * 6
-    if dout is None:  # only the non-differentiable lse reached the loss
+    if dout is None and dlse is None:
         return (None, None, None) + nothing
     q, k, v, out, lse = ctx.saved_tensors
-    return bwd(dout, q, k, v, out, lse, *ctx.options) + nothing
+    return bwd(_dout_of(dout, out), q, k, v, out, lse, *ctx.options, dlse) + nothing
 
 
 fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
@@ -199,14 +214,15 @@ def _varlen_setup(ctx, inputs, output):
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k)
     ctx.options = inputs[6:]  # max_seqlen_q, max_seqlen_k, mask, windows, scale, softcap, deterministic
-    _lse_not_differentiable(ctx, lse)
+    _grads_as_given(ctx)
 
 
-def _varlen_backward(ctx, dout, _dlse):
+def _varlen_backward(ctx, dout, dlse):
     nothing = (None,) * 11
-    if dout is None:
+    if dout is None and dlse is None:
         return (None, None, None) + nothing
-    return bwd_varlen(dout, *ctx.saved_tensors, *ctx.options) + nothing
+    saved = ctx.saved_tensors
+    return bwd_varlen(_dout_of(dout, saved[3]), *saved, *ctx.options, dlse) + nothing
 
 
 fwd_varlen.register_autograd(_varlen_backward, setup_context=_varlen_setup)
@@ -272,16 +288,16 @@ class _Fwd(torch.autograd.Function):
         out, lse = _runtime.forward(q, k, v, mask, window_left, window_right, softmax_scale, softcap)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.options = (mask, window_left, window_right, softmax_scale, softcap, deterministic)
-        _lse_not_differentiable(ctx, lse)
+        _grads_as_given(ctx)
         return out, lse
 
     @staticmethod
-    def backward(ctx, dout, _dlse):
+    def backward(ctx, dout, dlse):
         nothing = (None,) * 6
-        if dout is None:
+        if dout is None and dlse is None:
             return (None, None, None) + nothing
         q, k, v, out, lse = ctx.saved_tensors
-        return _runtime.backward(dout, q, k, v, out, lse, *ctx.options) + nothing
+        return _runtime.backward(_dout_of(dout, out), q, k, v, out, lse, *ctx.options, dlse=dlse) + nothing
 
 
 class _FwdVarlen(torch.autograd.Function):
@@ -295,15 +311,16 @@ class _FwdVarlen(torch.autograd.Function):
                                            softcap)
         ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k)
         ctx.options = options
-        _lse_not_differentiable(ctx, lse)
+        _grads_as_given(ctx)
         return out, lse
 
     @staticmethod
-    def backward(ctx, dout, _dlse):
+    def backward(ctx, dout, dlse):
         nothing = (None,) * 11
-        if dout is None:
+        if dout is None and dlse is None:
             return (None, None, None) + nothing
-        return _runtime.backward_varlen(dout, *ctx.saved_tensors, *ctx.options) + nothing
+        saved = ctx.saved_tensors
+        return _runtime.backward_varlen(_dout_of(dout, saved[3]), *saved, *ctx.options, dlse) + nothing
 
 
 def _load_native():
@@ -347,11 +364,11 @@ def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, *options):
     return _runtime.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, *options[:-1])
 
 
-def backward(dout, q, k, v, out, lse, *options):
+def backward(dout, q, k, v, out, lse, *options, dlse=None):
     """(dq, dk, dv) as torch.ops.fatune.bwd gives them."""
-    if not eager(dout, q, k, v, out, lse):
-        return torch.ops.fatune.bwd(dout, q, k, v, out, lse, *options)
-    return _runtime.backward(dout, q, k, v, out, lse, *options)
+    if not eager(dout, q, k, v, out, lse, dlse):
+        return torch.ops.fatune.bwd(dout, q, k, v, out, lse, *options, dlse)
+    return _runtime.backward(dout, q, k, v, out, lse, *options, dlse=dlse)
 
 
 # The inference-only operators (no autograd formula: fwd_kvcache,

@@ -339,6 +339,24 @@ def _check_grad_and_lse(dout, q, lse, lse_shape):
                          f"forward's contiguous torch.float32 {lse_shape} on {q.device}")
 
 
+def check_dlse(dlse, lse, api, storage=True):
+    """DLSE, the gradient through LSE: None, or an fp32 tensor of lse's shape
+    on its device (any strides: dlse_layout copies)."""
+    if dlse is None:
+        return
+    if not isinstance(dlse, torch.Tensor):
+        raise TypeError(f"dlse must be a torch.Tensor or None, got {type(dlse).__name__}")
+    if dlse.shape != lse.shape or dlse.dtype != torch.float32 or dlse.device != lse.device:
+        raise ValueError(f"{api}: dlse is {dlse.dtype} {tuple(dlse.shape)} on {dlse.device}; it must be "
+                         f"torch.float32 of lse's shape {tuple(lse.shape)} on {lse.device}")
+
+
+def dlse_layout(dlse):
+    """DLSE where libfatune reads it: lse's contiguous layout (a copy where
+    it is not: the gradient of lse.sum() is expanded)."""
+    return dlse if dlse is None or dlse.is_contiguous() else dlse.contiguous()
+
+
 def check_bwd(dout, q, k, v, o, lse, api, storage=True):
     """The backward's tensors: q, k, v as the forward's, o like q, dout and
     lse as _check_grad_and_lse, lse (batch, heads, seqlen_q)."""
@@ -423,14 +441,16 @@ def fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, so
     return a
 
 
-def bwd_args(fwd, dout, dq, dk, dv, deterministic):
-    """fat_attn_bwd_args of the forward whose fat_attn_args is FWD."""
+def bwd_args(fwd, dout, dq, dk, dv, deterministic, dlse=None):
+    """fat_attn_bwd_args of the forward whose fat_attn_args is FWD; DLSE (in
+    dlse_layout) the gradient through lse, or None."""
     a = _abi.fat_attn_bwd_args()
     a.fwd = fwd
     a.dout, a.dq, a.dk, a.dv = dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
     for name, t in (("do", dout), ("dq", dq), ("dk", dk), ("dv", dv)):
         _set_strides(a, name, t)
     a.deterministic = 1 if deterministic else 0
+    a.dlse = None if dlse is None else dlse.data_ptr()
     return a
 
 
@@ -665,39 +685,45 @@ def _launch_bwd(a, q, api, need=None):
 
 
 def backward(dout, q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap, deterministic,
-             dq=None, dk=None, dv=None, api="fatune.attention"):
+             dq=None, dk=None, dv=None, api="fatune.attention", dlse=None):
     """fat_attention_bwd: the gradients DQ, DK, DV (written where given,
     already checked, else allocated by bwd_outputs) of the forward of q, k, v
-    that gave O and LSE, for DOUT (copied when the kernels cannot read it)."""
+    that gave O and LSE, for DOUT (copied when the kernels cannot read it)
+    and DLSE, the gradient through lse (None: none; copied when not
+    contiguous)."""
     options = (mask, window_left, window_right, softmax_scale, softcap, deterministic)
     allocate = dq is None and dk is None and dv is None
     if allocate:  # the operators' call: the memo (forward's, above)
         key = (dout.shape, dout.stride(), dout.dtype, dout.device, q.shape, q.stride(), q.dtype, q.device,
                k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(), v.dtype, v.device,
                o.shape, o.stride(), o.dtype, o.device, lse.shape, lse.stride(), lse.dtype, lse.device,
-               api) + options
+               api, dlse is None or (dlse.shape, dlse.dtype, dlse.device)) + options
         kept = _bwd_memo.get(key)
         ptrs = (dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr())
         if kept is not None and _aligned(*ptrs):
             proto, copy_dout, need = kept
             if copy_dout:
                 dout = dout.clone(memory_format=torch.contiguous_format)
+            dlse = dlse_layout(dlse)
             dq, dk, dv = bwd_outputs(q, k, v)
             a = _abi.fat_attn_bwd_args.from_buffer_copy(proto)
             f = a.fwd
             f.q, f.k, f.v, f.o, f.lse = ptrs[1], ptrs[2], ptrs[3], ptrs[4], lse.data_ptr()
             a.dout, a.dq, a.dk, a.dv = dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+            a.dlse = None if dlse is None else dlse.data_ptr()
             _launch_bwd(a, q, api, need)
             return dq, dk, dv
     check_bwd(dout, q, k, v, o, lse, api)
+    check_dlse(dlse, lse, api)
     given = dout
     dout = kernel_layout(dout)
+    dlse = dlse_layout(dlse)
     if allocate:
         dq, dk, dv = bwd_outputs(q, k, v)
     else:  # the raw attention_bwd's: those not given, as bwd_outputs makes them
         dq, dk, dv = (torch.empty_like(t) if g is None else g for g, t in ((dq, q), (dk, k), (dv, v)))
     fwd = fwd_args(q, k, v, o, lse, mask, window_left, window_right, softmax_scale, softcap)
-    a = bwd_args(fwd, dout, dq, dk, dv, deterministic)
+    a = bwd_args(fwd, dout, dq, dk, dv, deterministic, dlse)
     proto = _abi.fat_attn_bwd_args.from_buffer_copy(a) if allocate else None
     need = _launch_bwd(a, q, api)
     if allocate:  # once launched
@@ -717,14 +743,17 @@ def check_bwd_varlen(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_
 
 
 def backward_varlen(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
-                    mask, window_left, window_right, softmax_scale, softcap, deterministic):
-    """fat_attention_bwd of a packed batch: (dq, dk, dv) like q, k, v."""
+                    mask, window_left, window_right, softmax_scale, softcap, deterministic, dlse=None):
+    """fat_attention_bwd of a packed batch: (dq, dk, dv) like q, k, v; DLSE
+    as backward's, (heads, total_q) as lse."""
+    api = "fatune.attention_varlen"
     check_bwd_varlen(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
+    check_dlse(dlse, lse, api)
     dout = kernel_layout(dout)
     dq, dk, dv = bwd_outputs(q, k, v)
     fwd = varlen_args(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, mask,
                       window_left, window_right, softmax_scale, softcap)
-    _launch_bwd(bwd_args(fwd, dout, dq, dk, dv, deterministic), q, "fatune.attention_varlen")
+    _launch_bwd(bwd_args(fwd, dout, dq, dk, dv, deterministic, dlse_layout(dlse)), q, api)
     return dq, dk, dv
 
 

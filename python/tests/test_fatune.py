@@ -525,41 +525,55 @@ def test_varlen_refusals():
 # ---- The backward ----------------------------------------------------------
 
 
-def reference_grads(q, k, v, dout, causal, scale, window=(-1, -1), softcap=0.0):
+def reference_grads(q, k, v, dout, causal, scale, window=(-1, -1), softcap=0.0, dlse=None):
     """dq, dk, dv of attend() (float64 autograd through an explicit softmax,
-    not SDPA: a row that sees no key gives 0 there) for these inputs."""
+    not SDPA: a row that sees no key gives 0 there) for these inputs: the
+    gradient DOUT of o (None: o not in the loss) and DLSE of lse (None: lse
+    not in the loss). A gradient no output reaches is zeros."""
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    o, _ = attend(qd, kd, vd, scale, effective_window(causal, window), softcap)
-    o.backward(dout.double())
-    return qd.grad, kd.grad, vd.grad
+    o, lse = attend(qd, kd, vd, scale, effective_window(causal, window), softcap)
+    outs, grads = zip(*[(t, g.double()) for t, g in ((o, dout), (lse, dlse)) if g is not None])
+    torch.autograd.backward(outs, grads)
+    return tuple(torch.zeros_like(t) if t.grad is None else t.grad for t in (qd, kd, vd))
 
 
 def compare_bwd(dtype_name, causal, d, b, sq, sk, h, hk, scale=None, deterministic=False, sum_loss=False,
-                window=(-1, -1), softcap=0.0):
+                window=(-1, -1), softcap=0.0, lse_loss=None):
     """loss.backward() through fatune.attention against reference_grads.
     sum_loss: o.sum() as the loss, whose gradient reaches the backward as an
-    expanded (stride 0) tensor that must be copied before the kernels read it."""
+    expanded (stride 0) tensor that must be copied before the kernels read it.
+    lse_loss: "and" a loss through o and lse, "alone" through lse alone (the
+    backward's D - dlse; "alone" with dO zero)."""
     dtype = torch.float16 if dtype_name == "fp16" else torch.bfloat16
     q, k, v, dout = inputs(dtype, b, sq, sk, h, hk, d)
     if sum_loss:
         dout = torch.ones_like(dout)
+    dlse = None
+    if lse_loss:
+        g = torch.Generator(device="cuda").manual_seed(sq * 7919 + sk)
+        dlse = torch.randn(b, h, sq, device="cuda", generator=g)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     what = (f"bwd {dtype_name} {'causal' if causal else 'none'} d{d} b{b} sq{sq} sk{sk} h{h}/{hk}"
             f"{' scale ' + str(scale) if scale else ''}{' deterministic' if deterministic else ''}"
             f"{' sum-loss' if sum_loss else ''}{f' window {window}' if window != (-1, -1) else ''}"
-            f"{f' softcap {softcap:g}' if softcap else ''}")
+            f"{f' softcap {softcap:g}' if softcap else ''}{f' lse-loss {lse_loss}' if lse_loss else ''}")
     try:  # a refusal here is one failure, not the end of the run
-        o = fatune.attention(q, k, v, causal=causal, scale=scale, deterministic=deterministic,
-                             window_size=window, softcap=softcap)
+        o, lse = fatune.attention(q, k, v, causal=causal, scale=scale, deterministic=deterministic,
+                                  window_size=window, softcap=softcap, return_softmax_lse=True)
         if sum_loss:
             o.sum().backward()
+        elif lse_loss == "alone":
+            lse.backward(dlse)
+        elif lse_loss:
+            torch.autograd.backward((o, lse), (dout, dlse))
         else:
             o.backward(dout)
     except (ValueError, fatune.FatuneError) as e:
         expect(False, f"{what}: {e}")
         return
     choice = fatune.last_choice()
-    refs = reference_grads(q, k, v, dout, causal, scale if scale is not None else d ** -0.5, window, softcap)
+    refs = reference_grads(q, k, v, None if lse_loss == "alone" else dout, causal,
+                           scale if scale is not None else d ** -0.5, window, softcap, dlse)
     errs = grad_errors([t.grad for t in (q, k, v)], refs)
     finite = all(torch.isfinite(t.grad).all().item() for t in (q, k, v))
     shapes = tuple(t.grad.shape for t in (q, k, v)) == tuple(t.shape for t in (q, k, v))
@@ -606,6 +620,23 @@ def test_backward():
                 compare_bwd(dt, causal, d, 2, 333, 333, 4, 2)
         compare_bwd(dt, True, 80, 1, 77, 300, 2, 2, window=(64, 0))
     compare_bwd("bf16", False, 128, 1, 200, 200, 2, 2, sum_loss=True)
+
+
+@case
+def test_lse_backward():
+    """A loss through lse (fatune.attention's return_softmax_lse) against
+    float64 autograd through the log-sum-exp: with o, and alone; grouped-
+    query, causal, a window, the soft-cap, deterministic (no row here sees
+    no key: there the reference's log 0 has no gradient)."""
+    for dt in ("fp16", "bf16"):
+        for d in (64, 128):
+            for causal in (False, True):
+                compare_bwd(dt, causal, d, 2, 333, 333, 4, 2, lse_loss="and")
+        compare_bwd(dt, True, 128, 1, 1000, 1000, 8, 2, lse_loss="alone")
+        compare_bwd(dt, True, 128, 1, 1000, 1000, 8, 2, deterministic=True, lse_loss="and")
+        compare_bwd(dt, False, 128, 2, 333, 333, 4, 2, window=(64, 0), lse_loss="and")
+        compare_bwd(dt, True, 128, 1, 333, 333, 4, 2, softcap=5.0, lse_loss="and")
+        compare_bwd(dt, False, 256, 1, 200, 300, 4, 4, lse_loss="and")
 
 
 @case
@@ -699,10 +730,11 @@ def test_softcap_backward():
 
 
 def check_varlen_bwd(what, dtype_name, lens_q, lens_k, h, hk, d, causal=False, window=(-1, -1), softcap=0.0,
-                     used_k=None, deterministic=False):
+                     used_k=None, deterministic=False, lse_loss=False):
     """loss.backward() through fatune.attention_varlen on packed sequences
     against float64 autograd of attend() on each sequence alone: dq, dk, dv
-    of the packed tensors, the rows of keys past seqused_k zero."""
+    of the packed tensors, the rows of keys past seqused_k zero. lse_loss:
+    the loss reads the packed lse (heads, total_q) too."""
     dtype = DTYPES[dtype_name]
     q, _, _, dout = inputs(dtype, 1, sum(lens_q), 1, h, hk, d)
     _, k, v, _ = inputs(dtype, 1, 1, sum(lens_k), h, hk, d)
@@ -710,11 +742,13 @@ def check_varlen_bwd(what, dtype_name, lens_q, lens_k, h, hk, d, causal=False, w
     offsets = lambda lens: [sum(lens[:i]) for i in range(len(lens) + 1)]
     cq, ck = offsets(lens_q), offsets(lens_k)
     as_tensor = lambda xs: torch.tensor(xs, dtype=torch.int32, device="cuda")
+    dlse = torch.randn(h, sum(lens_q), device="cuda") if lse_loss else None
     try:
-        o = fatune.attention_varlen(q, k, v, as_tensor(cq), as_tensor(ck), max(lens_q), max(lens_k),
-                                    causal=causal, window_size=window, softcap=softcap,
-                                    seqused_k=as_tensor(used_k) if used_k else None, deterministic=deterministic)
-        o.backward(dout)
+        o, lse = fatune.attention_varlen(q, k, v, as_tensor(cq), as_tensor(ck), max(lens_q), max(lens_k),
+                                         causal=causal, window_size=window, softcap=softcap,
+                                         seqused_k=as_tensor(used_k) if used_k else None,
+                                         deterministic=deterministic, return_softmax_lse=True)
+        torch.autograd.backward((o, lse) if lse_loss else (o,), (dout, dlse) if lse_loss else (dout,))
     except (ValueError, fatune.FatuneError) as e:
         expect(False, f"{what}: {e}")
         return
@@ -724,7 +758,7 @@ def check_varlen_bwd(what, dtype_name, lens_q, lens_k, h, hk, d, causal=False, w
         rows = slice(cq[b], cq[b + 1])
         keys = slice(ck[b], ck[b] + (used_k[b] if used_k else lens_k[b]))
         rq, rk, rv = reference_grads(q[None, rows], k[None, keys], v[None, keys], dout[None, rows], causal,
-                                     d ** -0.5, window, softcap)
+                                     d ** -0.5, window, softcap, None if dlse is None else dlse[None, :, rows])
         ref[0][rows], ref[1][keys], ref[2][keys] = rq[0], rk[0], rv[0]
     errs = grad_errors([t.grad for t in (q, k, v)], ref)
     unused_zero = all((t.grad[ck[b] + used_k[b]:ck[b + 1]] == 0).all().item()
@@ -741,7 +775,8 @@ def test_varlen_backward():
     """The packed backward against each sequence's own float64 gradients:
     uneven lengths off every tile (one of a single row), causal with more
     keys than queries per sequence, grouped-query, seqused_k (the unused
-    keys' gradients zero), a sliding window, the soft-cap, deterministic."""
+    keys' gradients zero), a sliding window, the soft-cap, deterministic, a
+    loss through the packed lse."""
     lens_k = [n + 40 for n in SELF_LENS]
     for dt in ("fp16", "bf16"):
         for d in (64, 128):
@@ -755,6 +790,8 @@ def test_varlen_backward():
         check_varlen_bwd(f"varlen bwd {dt} softcap", dt, SELF_LENS, SELF_LENS, 4, 2, 128, True, softcap=5.0)
         check_varlen_bwd(f"varlen bwd {dt} deterministic", dt, SELF_LENS, SELF_LENS, 4, 2, 256, True,
                          deterministic=True)
+        check_varlen_bwd(f"varlen bwd {dt} lse in the loss", dt, SELF_LENS, lens_k, 8, 2, 128, True,
+                         lse_loss=True)
 
 
 def main(argv):

@@ -4,7 +4,7 @@ against the Python path it stands in for: the same out and lse bit for bit
 (bf16 and fp16, d64 and d128, grouped-query, causal, a window, odd lengths,
 q a strided view of a packed qkv); the same gradients bit for bit through its
 C++ autograd node (deterministic), for a dense dout and for the expanded one
-o.sum() gives; a loss through lse alone; what it declines (a misaligned q,
+o.sum() gives, and for a loss through lse (with o, and alone); what it declines (a misaligned q,
 a device whose context is not open) runs the Python path, whose error or
 result the caller gets; a CUDA graph of forward and backward replayed on new
 inputs. It builds the module first (torch.utils.cpp_extension: a C++
@@ -103,13 +103,20 @@ def test_backward_identical(ext, expanded):
         assert torch.equal(x, y)
 
 
-def test_lse_not_differentiable(ext):
-    """lse needs no grad, out does, on both paths."""
-    q, k, v = (rand(1, 64, 4, 64, seed=s).requires_grad_() for s in (9, 10, 11))
-    (o1, l1), (o2, l2) = both(ext, lambda: fatune.attention(q, k, v, return_softmax_lse=True))
-    assert o1.requires_grad and o2.requires_grad
-    assert not l1.requires_grad and not l2.requires_grad
-    assert torch.equal(o1, o2) and torch.equal(l1, l2)
+@pytest.mark.parametrize("alone", [False, True])
+def test_lse_gradient(ext, alone):
+    """A loss through lse (with o, or alone: dO zero) gives the Python
+    path's gradients, bit for bit (deterministic); dlse expanded (lse.sum())
+    is copied first."""
+    def grads():
+        q, k, v = (rand(2, 300, h, 128, seed=s).requires_grad_() for s, h in ((14, 8), (15, 2), (16, 2)))
+        o, lse = fatune.attention(q, k, v, causal=True, deterministic=True, return_softmax_lse=True)
+        loss = lse.sum() if alone else (o * rand(*o.shape, seed=17)).float().sum() + (lse * lse).sum()
+        return torch.autograd.grad(loss, (q, k, v))
+
+    a, b = both(ext, grads)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
 
 
 def test_declines_misaligned(ext):

@@ -62,7 +62,7 @@ def test_schemas():
                "float softmax_scale, float softcap, bool deterministic) -> (Tensor, Tensor)",
         "bwd": "fatune::bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, SymInt mask, "
                "SymInt window_left, SymInt window_right, float softmax_scale, float softcap, "
-               "bool deterministic) -> (Tensor, Tensor, Tensor)",
+               "bool deterministic, Tensor? dlse=None) -> (Tensor, Tensor, Tensor)",
         "fwd_varlen": "fatune::fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
                       "Tensor? seqused_k, SymInt max_seqlen_q, SymInt max_seqlen_k, SymInt mask, "
                       "SymInt window_left, SymInt window_right, float softmax_scale, float softcap, "
@@ -70,7 +70,8 @@ def test_schemas():
         "bwd_varlen": "fatune::bwd_varlen(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
                       "Tensor cu_seqlens_q, Tensor cu_seqlens_k, Tensor? seqused_k, SymInt max_seqlen_q, "
                       "SymInt max_seqlen_k, SymInt mask, SymInt window_left, SymInt window_right, "
-                      "float softmax_scale, float softcap, bool deterministic) -> (Tensor, Tensor, Tensor)",
+                      "float softmax_scale, float softcap, bool deterministic, Tensor? dlse=None) "
+                      "-> (Tensor, Tensor, Tensor)",
         "fwd_fp8": "fatune::fwd_fp8(Tensor q, Tensor k, Tensor v, Tensor? q_descale, Tensor? k_descale, "
                    "Tensor? v_descale, SymInt mask, SymInt window_left, SymInt window_right, "
                    "float softmax_scale, float softcap) -> (Tensor, Tensor)",
@@ -478,23 +479,29 @@ def test_eager_path_matches_operators():
     """The eager path (_ops.forward / backward outside torch.compile, on plain
     CUDA tensors) against the operators: with libfatune's calls stood in for
     by a float64 reference on the CPU (both paths call the same _runtime
-    functions), the same out, lse and gradients through autograd, a loss
-    through lse alone giving none, and no autograd node where nothing needs
-    grad. Also when it applies: never for meta, CPU or fake tensors."""
+    functions), the same out, lse and gradients through autograd, for a loss
+    through out and lse, through lse alone (dO zero, the gradient from dlse:
+    D - dlse in place of D) and through out alone; no autograd node where
+    nothing needs grad. And those gradients are autograd's of the float64
+    reference. Also when it applies: never for meta, CPU or fake tensors."""
     from fatune import _ops, _runtime
 
     def fwd(q, k, v, mask, left, right, scale, softcap):
         return _reference(q, k, v, scale)
 
-    def bwd(dout, q, k, v, o, lse, mask, left, right, scale, softcap, deterministic):
-        # By hand (the operator's implementation runs below autograd).
+    def bwd(dout, q, k, v, o, lse, mask, left, right, scale, softcap, deterministic, dlse=None):
+        # By hand (the operator's implementation runs below autograd), as
+        # the kernels do: dS = P (dP - D), D = rowsum(dO o O) - dlse.
         g = q.shape[2] // k.shape[2]
         qd, do = q.double(), dout.double()
         kd, vd = (t.double().repeat_interleave(g, dim=2) for t in (k, v))
         p = torch.softmax(torch.einsum("bqhd,bkhd->bhqk", qd, kd) * scale, dim=-1)
         dv = torch.einsum("bhqk,bqhd->bkhd", p, do)
         dp = torch.einsum("bqhd,bkhd->bhqk", do, vd)
-        ds = p * (dp - (dp * p).sum(-1, keepdim=True)) * scale
+        d = (dp * p).sum(-1, keepdim=True)
+        if dlse is not None:
+            d = d - dlse.double().unsqueeze(-1)
+        ds = p * (dp - d) * scale
         dq = torch.einsum("bhqk,bkhd->bqhd", ds, kd)
         dk = torch.einsum("bhqk,bqhd->bkhd", ds, qd)
         dk, dv = (t.unflatten(2, (k.shape[2], g)).sum(3) for t in (dk, dv))
@@ -505,32 +512,38 @@ def test_eager_path_matches_operators():
     try:
         torch.manual_seed(0)
         q0, k0, v0 = torch.randn(2, 5, 4, 8), torch.randn(2, 7, 2, 8), torch.randn(2, 7, 2, 8)
-        dout = torch.randn(2, 5, 4, 8)
+        dout, dlse = torch.randn(2, 5, 4, 8), torch.randn(2, 4, 5)
         options = (0, -1, -1, 0.3, 0.0, False)
+        losses = {"out and lse": lambda o, l: (o * dout).sum() + (l * dlse).sum(),
+                  "lse alone": lambda o, l: (l * dlse).sum(),
+                  "out alone": lambda o, l: (o * dout).sum()}
         results = {}
         for path in ("operator", "eager"):
             _ops.eager = (lambda *t: path == "eager")
-            q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
-            out, lse = _ops.forward(q, k, v, *options)
-            assert (out.grad_fn is not None) and not lse.requires_grad, path
-            out.backward(dout)
-            results[path] = (out.detach(), lse, q.grad, k.grad, v.grad)
-            # A loss through lse alone reaches no gradient.
-            q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
-            _, lse = _ops.forward(q, k, v, *options)
-            assert lse.grad_fn is None or not lse.requires_grad, path
+            for what, loss in losses.items():
+                q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
+                out, lse = _ops.forward(q, k, v, *options)
+                assert out.grad_fn is not None and lse.requires_grad, (path, what)
+                loss(out, lse).backward()
+                results[path, what] = (out.detach(), lse.detach(), q.grad, k.grad, v.grad)
             with torch.no_grad():
                 out, _ = _ops.forward(q, k, v, *options)
             assert out.grad_fn is None, path
-            dq, dk, dv = _ops.backward(dout, q0, k0, v0, results[path][0], results[path][1], *options)
-            assert all(torch.equal(a, b) for a, b in zip((dq, dk, dv), results[path][2:])), path
-        for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), results["operator"], results["eager"]):
-            assert torch.equal(a, b), name
-        # And they are the reference's gradients (autograd of it, outside any operator).
-        q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
-        _reference(q, k, v, options[3])[0].backward(dout)
-        for name, want, got in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), results["eager"][2:]):
-            assert torch.allclose(want, got, rtol=1e-5, atol=1e-5), name
+            o, lse = results[path, "out alone"][:2]
+            dq, dk, dv = _ops.backward(dout, q0, k0, v0, o, lse, *options)
+            assert all(torch.equal(a, b) for a, b in zip((dq, dk, dv), results[path, "out alone"][2:])), path
+            dq, dk, dv = _ops.backward(dout, q0, k0, v0, o, lse, *options, dlse=dlse)
+            assert all(torch.equal(a, b) for a, b in zip((dq, dk, dv), results[path, "out and lse"][2:])), path
+        for what in losses:
+            for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), results["operator", what],
+                                  results["eager", what]):
+                assert torch.equal(a, b), (what, name)
+            # And they are the reference's gradients (autograd of it, outside any operator).
+            q, k, v = (t.clone().requires_grad_() for t in (q0, k0, v0))
+            losses[what](*_reference(q, k, v, options[3])).backward()
+            for name, t, got in zip(("dq", "dk", "dv"), (q, k, v), results["eager", what][2:]):
+                want = torch.zeros_like(t) if t.grad is None else t.grad  # lse does not read v
+                assert torch.allclose(want, got, rtol=1e-5, atol=1e-5), (what, name)
     finally:
         _runtime.forward, _runtime.backward, _ops.eager = saved
     q, k, v = dense_meta()

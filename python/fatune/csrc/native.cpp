@@ -182,12 +182,14 @@ std::pair<at::Tensor, at::Tensor> launch_fwd(const at::Tensor &q, const at::Tens
 
 // The Python path's backward, for what launch_bwd declines; its exceptions
 // (a ValueError naming the value) reach the caller as they are.
-std::vector<at::Tensor> python_backward(const at::Tensor &dout, const std::vector<at::Tensor> &saved,
-                                        const Options &op) {
+std::vector<at::Tensor> python_backward(const at::Tensor &dout, const at::Tensor &dlse,
+                                        const std::vector<at::Tensor> &saved, const Options &op) {
   py::gil_scoped_acquire gil;
   try {
+    py::object given = dlse.defined() ? py::cast(dlse) : py::none();
     py::tuple r = (*py_backward)(dout, saved[0], saved[1], saved[2], saved[3], saved[4], op.mask, op.window_left,
-                              op.window_right, op.softmax_scale, op.softcap, op.deterministic);
+                                 op.window_right, op.softmax_scale, op.softcap, op.deterministic,
+                                 py::arg("dlse") = given);
     return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>(), r[2].cast<at::Tensor>()};
   } catch (py::error_already_set &e) {
     // As torch's own Python functions raise through the autograd engine:
@@ -201,15 +203,22 @@ std::vector<at::Tensor> python_backward(const at::Tensor &dout, const std::vecto
   }
 }
 
-// fat_attention_bwd for DOUT of the forward whose q, k, v, out, lse are SAVED.
-std::vector<at::Tensor> launch_bwd(at::Tensor dout, const std::vector<at::Tensor> &saved, const Options &op) {
+// fat_attention_bwd for DOUT and DLSE (undefined: none) of the forward
+// whose q, k, v, out, lse are SAVED.
+std::vector<at::Tensor> launch_bwd(at::Tensor dout, at::Tensor dlse, const std::vector<at::Tensor> &saved,
+                                   const Options &op) {
   const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
   fat_context *ctx = context_of(q);
-  if (!ctx) return python_backward(dout, saved, op);
+  if (!ctx) return python_backward(dout, dlse, saved, op);
   if (!readable_disjoint(dout)) {
     if (dout.sizes() != q.sizes() || dout.scalar_type() != q.scalar_type() || dout.device() != q.device())
-      return python_backward(dout, saved, op);
+      return python_backward(dout, dlse, saved, op);
     dout = dout.clone(at::MemoryFormat::Contiguous);
+  }
+  if (dlse.defined()) {  // lse's layout (_runtime.check_dlse, dlse_layout)
+    if (dlse.sizes() != lse.sizes() || dlse.scalar_type() != at::kFloat || dlse.device() != lse.device())
+      return python_backward(dout, dlse, saved, op);
+    dlse = dlse.contiguous();
   }
   at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
   fat_attn_bwd_args a = FAT_ATTN_BWD_ARGS_INIT;
@@ -223,13 +232,14 @@ std::vector<at::Tensor> launch_bwd(at::Tensor dout, const std::vector<at::Tensor
   set_strides(&a.dk_batch_stride, &a.dk_row_stride, &a.dk_head_stride, dk);
   set_strides(&a.dv_batch_stride, &a.dv_row_stride, &a.dv_head_stride, dv);
   a.deterministic = op.deterministic ? 1 : 0;
+  a.dlse = dlse.defined() ? dlse.data_ptr<float>() : nullptr;
   size_t need = 0;
-  if (lib.bwd_workspace(ctx, &a, &need) != FAT_OK) return python_backward(dout, saved, op);
+  if (lib.bwd_workspace(ctx, &a, &need) != FAT_OK) return python_backward(dout, dlse, saved, op);
   at::Tensor workspace = at::empty({static_cast<int64_t>(std::max<size_t>(need, 1))}, q.options().dtype(at::kByte));
   a.workspace = workspace.data_ptr();
   a.workspace_bytes = need;
   const auto stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
-  if (lib.bwd(ctx, &a, stream, nullptr) != FAT_OK) return python_backward(dout, saved, op);
+  if (lib.bwd(ctx, &a, stream, nullptr) != FAT_OK) return python_backward(dout, dlse, saved, op);
   return {dq, dk, dv};
 }
 
@@ -247,21 +257,22 @@ struct Attention : public torch::autograd::Function<Attention> {
     ctx->saved_data["softmax_scale"] = softmax_scale;
     ctx->saved_data["softcap"] = softcap;
     ctx->saved_data["deterministic"] = deterministic;
-    // lse gets no gradient (_ops._lse_not_differentiable): no zeros
-    // materialised for it, and a loss through lse alone reaches backward
-    // with an undefined dout.
-    ctx->mark_non_differentiable({lse});
+    // An output the loss does not read reaches backward undefined, not as
+    // zeros made for it (_ops._grads_as_given): lse in nearly every call.
     ctx->set_materialize_grads(false);
     return {o, lse};
   }
 
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
     variable_list none(9);
-    if (!grads[0].defined()) return none;
+    at::Tensor dout = grads[0], dlse = grads[1];
+    if (!dout.defined() && !dlse.defined()) return none;
     const auto &d = ctx->saved_data;
     const Options op{d.at("mask").toInt(), d.at("window_left").toInt(), d.at("window_right").toInt(),
                      d.at("softmax_scale").toDouble(), d.at("softcap").toDouble(), d.at("deterministic").toBool()};
-    auto g = launch_bwd(grads[0], ctx->get_saved_variables(), op);
+    const auto saved = ctx->get_saved_variables();
+    if (!dout.defined()) dout = at::zeros_like(saved[3]);  // lse alone reached the loss (_ops._dout_of)
+    auto g = launch_bwd(dout, dlse, saved, op);
     none[0] = g[0];
     none[1] = g[1];
     none[2] = g[2];
