@@ -69,6 +69,46 @@ static size_t count_poisoned(CUcontext p, CUdeviceptr d, size_t n) {
   return bad;
 }
 
+static double bf16_value(unsigned short bits) {
+  const unsigned u = (unsigned)bits << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* How many of dq, dk, dv's elements (bf16, read back in the primary
+ * context P) are off the values a dlse of ones gives (main's comment)
+ * by more than bf16's rounding allows; the first few are printed. */
+static long long check_dlse_grads(CUcontext p, CUdeviceptr dq, CUdeviceptr dk, CUdeviceptr dv) {
+  const size_t n = (size_t)BATCH * SEQLEN * HEADS * HEAD_DIM;
+  unsigned short *h = malloc(3 * n * sizeof *h);
+  REQUIRE_EXIT(h);
+  CUcontext was = current();
+  REQUIRE_EXIT(cu.cuCtxSetCurrent(p) == CUDA_SUCCESS);
+  REQUIRE_EXIT(cu.cuCtxSynchronize() == CUDA_SUCCESS);
+  REQUIRE_EXIT(cu.cuMemcpyDtoH(h, dq, n * 2) == CUDA_SUCCESS);
+  REQUIRE_EXIT(cu.cuMemcpyDtoH(h + n, dk, n * 2) == CUDA_SUCCESS);
+  REQUIRE_EXIT(cu.cuMemcpyDtoH(h + 2 * n, dv, n * 2) == CUDA_SUCCESS);
+  REQUIRE_EXIT(cu.cuCtxSetCurrent(was) == CUDA_SUCCESS);
+  const double scale = 1.0 / sqrt((double)HEAD_DIM);
+  double harmonic[SEQLEN + 1];
+  harmonic[SEQLEN] = 0;
+  for (int j = SEQLEN - 1; j >= 0; j--) harmonic[j] = harmonic[j + 1] + 1.0 / (j + 1);
+  long long off = 0;
+  for (size_t e = 0; e < 3 * n; e++) {
+    const int which = (int)(e / n), row = (int)(e % n / ((size_t)HEADS * HEAD_DIM));
+    const double want = which == 0 ? scale : which == 1 ? scale * harmonic[row] : harmonic[row];
+    const double got = bf16_value(h[e]);
+    if (fabs(got - want) > 1e-2 * fabs(want) + 1e-6) {
+      if (off++ < 5)
+        fprintf(stderr, "dlse: %s[row %d] %.6g, want %.6g\n", which == 0 ? "dq" : which == 1 ? "dk" : "dv",
+                row, got, want);
+    }
+  }
+  free(h);
+  return off;
+}
+
 int main(void) {
   char err[1024];
   if (fat_cuda_load(&cu, err, sizeof err)) return gpu_open_failed(FAT_GPU_NO_DRIVER, err);
@@ -160,9 +200,48 @@ int main(void) {
   CHECK_INT(st, FAT_OK);
   CHECK_CURRENT(mine, "fat_attention_bwd");
   printf("backward ran %s (%s)\n", ran.variant, fat_origin_name(ran.origin));
+  const size_t need = b.workspace_bytes;
   b.workspace_bytes = 16;
   CHECK_INT(fat_attention_bwd(c, &b, NULL, NULL), FAT_ERR_INVALID_ARGUMENT);
   CHECK_CURRENT(mine, "a refused fat_attention_bwd (workspace too small)");
+  b.workspace_bytes = need;
+
+  /* Memory the driver does not know (a host allocation) is refused by name
+   * at the launch, for every tensor the driver is asked about. */
+  void *host = aligned_alloc(256, nq);
+  REQUIRE_EXIT(host);
+  bad = a;
+  bad.q = host;
+  CHECK_INT(fat_attention_fwd(c, &bad, NULL, NULL), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_WHY(strstr(fat_context_error(c), "q ") == fat_context_error(c) &&
+                strstr(fat_context_error(c), "is not memory CUDA knows") != NULL,
+            "a host q: %s", fat_context_error(c));
+  b.dlse = host;
+  CHECK_INT(fat_attention_bwd(c, &b, NULL, NULL), FAT_ERR_INVALID_ARGUMENT);
+  CHECK_WHY(strstr(fat_context_error(c), "dlse ") == fat_context_error(c) &&
+                strstr(fat_context_error(c), "is not memory CUDA knows") != NULL,
+            "a host dlse: %s", fat_context_error(c));
+
+  /* lse's gradient (dlse, the runtime's own kernel between D's and the
+   * variant's): every input 1 and dO 1 make dP - D zero, so the gradients
+   * through o alone have dq = dk = 0; with dlse = 1 everywhere dS = P,
+   * whence dq = scale (every row's P sums to 1 against keys of 1), dk of
+   * key j = scale * H_j and dv of key j = H_j, H_j = sum over the causal
+   * rows i >= j of 1 / (i + 1) (P of row i is 1 / (i + 1) on its keys). */
+  CUdeviceptr dl = alloc_filled(primary, nlse, 0);
+  REQUIRE_EXIT(cu.cuCtxSetCurrent(primary) == CUDA_SUCCESS);
+  REQUIRE_EXIT(cu.cuMemsetD32(dl, 0x3f800000u, nlse / 4) == CUDA_SUCCESS); /* fp32 1.0 */
+  REQUIRE_EXIT(cu.cuCtxSetCurrent(mine) == CUDA_SUCCESS);
+  b.dlse = (const float *)(uintptr_t)dl;
+  b.deterministic = 1;
+  st = fat_attention_bwd(c, &b, NULL, &ran);
+  if (st) fprintf(stderr, "fat_attention_bwd with dlse: %s\n", fat_context_error(c));
+  CHECK_INT(st, FAT_OK);
+  CHECK_CURRENT(mine, "fat_attention_bwd with dlse");
+  printf("backward with dlse ran %s\n", ran.variant);
+  CHECK_INT(check_dlse_grads(primary, dq, dk, dv), 0);
+  b.dlse = NULL;
+  b.deterministic = 0;
 
   /* What ran wrote every element (read back in the primary context). */
   CHECK_INT((long long)count_poisoned(primary, o, nq), 0);
@@ -177,7 +256,8 @@ int main(void) {
   cu.cuStreamDestroy(other_stream);
   REQUIRE_EXIT(ctx_destroy(mine) == CUDA_SUCCESS);
   REQUIRE_EXIT(cu.cuCtxSetCurrent(primary) == CUDA_SUCCESS);
-  const CUdeviceptr bufs[] = {q, k, v, o, lse, dout, dq, dk, dv, work};
+  free(host);
+  const CUdeviceptr bufs[] = {q, k, v, o, lse, dout, dq, dk, dv, work, dl};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu.cuMemFree(bufs[i]);
   cu.cuDevicePrimaryCtxRelease(dev);
   return check_summary("test_gpu_runtime_context");
