@@ -5,7 +5,7 @@
 # the budget), none and causal, s512-16384, m64n128 DS_STSM=1 (every d128 winner's
 # tile), DQ_MODE=ordered only (the table's atomic winners stay: merge
 # replaces a winner only when clearly beaten, and ordered ones are slower),
-# watchdog 20 s. Then param_best's view of the run.
+# watchdog 20 s.
 # First test_gpu_runtime_context (host memory refused by name, dlse's
 # gradients against their closed form; the pointer check in one call).
 #   carry ["build-gpu9"]
