@@ -216,10 +216,12 @@ def _flash_options(api, causal, softmax_scale, scale, window_size, softcap, dete
     call whose arguments (and their types) were accepted before returns what
     they gave then."""
     key = None
-    if alibi_slopes is None and type(window_size) is tuple:
-        args = (causal, softmax_scale, scale, window_size, softcap, deterministic, dropout_p,
-                return_attn_probs, return_softmax_lse)
-        key = args + tuple(map(type, args)) + tuple(map(type, window_size))
+    if alibi_slopes is None and type(window_size) is tuple and len(window_size) == 2:
+        # Spelled out rather than mapped: this runs on every call.
+        key = (causal, softmax_scale, scale, window_size, softcap, deterministic, dropout_p, return_attn_probs,
+               return_softmax_lse, type(causal), type(softmax_scale), type(scale), type(softcap),
+               type(deterministic), type(dropout_p), type(return_attn_probs), type(return_softmax_lse),
+               type(window_size[0]), type(window_size[1]))
         try:
             kept = _flash_options_kept.get(key)
         except TypeError:  # an unhashable argument: refused below by name

@@ -263,17 +263,26 @@ fwd_fp8.register_autograd(_fp8_backward, setup_context=_fp8_setup)
 # operators, so a traced program still holds fatune::fwd and fatune::bwd.
 
 
+# Looked up once: eager() runs on every call (each attribute lookup is a
+# dictionary's; torch.compile knows these functions by identity).
+_is_compiling = torch.compiler.is_compiling
+_is_tracing = torch._C._is_tracing
+_function_mode = torch._C._is_torch_function_mode_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_functorch_level = torch._C._functorch.peek_interpreter_stack
+
+
 def eager(*tensors):
     """Whether a call on TENSORS (None allowed) may skip the operators: plain
     CUDA tensors (not fake, functional, meta or a subclass), nothing
-    tracing (torch.compile, export, torch.jit.trace), no mode active, no torch.func transform (whose wrapped tensors
-    are of type Tensor too)."""
-    return (not torch.compiler.is_compiling()
-            and not torch.jit.is_tracing()
-            and not torch._C._is_torch_function_mode_enabled()
-            and torch._C._len_torch_dispatch_stack() == 0
-            and torch._C._functorch.peek_interpreter_stack() is None
-            and all(t is None or (type(t) is Tensor and t.is_cuda) for t in tensors))
+    tracing (torch.compile, export, torch.jit.trace), no mode active, no
+    torch.func transform (whose wrapped tensors are of type Tensor too)."""
+    if _is_compiling() or _is_tracing() or _function_mode() or _dispatch_modes() or _functorch_level() is not None:
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not Tensor or not t.is_cuda):
+            return False
+    return True
 
 
 def _grad_needed(*tensors):
