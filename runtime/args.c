@@ -493,34 +493,19 @@ fat_status fat_rt_check_on_device(fat_context *c, const void *args, int directio
     if (b->dlse) ptrs[n++] = b->dlse;
   }
   char t[256];
-  for (int i = 0; i < n && (c->ptr_attrs || c->ptr_attr); i++) {
-    /* The driver writes a bool or an int: each zeroed wider. */
-    unsigned long long type = 0, managed = 0, ordinal = 0;
+  for (int i = 0; i < n && c->ptr_attr; i++) {
+    int ordinal = -1;
+    unsigned long long managed = 0; /* the driver writes a bool or an int: zeroed wider */
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptrs[i];
-    CUresult r;
-    int known;
-    if (c->ptr_attrs) {
-      /* One driver call a pointer (half the plain calls' host time): an
-       * unknown pointer is no error here but memory type 0, no CUmemorytype. */
-      CUpointer_attribute what[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-      void *into[] = {&type, &managed, &ordinal};
-      r = c->ptr_attrs(3, what, into, p);
-      known = r != CUDA_SUCCESS || (unsigned)type != 0;
-      if (!known) r = CUDA_ERROR_INVALID_VALUE; /* what the plain call says of it */
-    } else {
-      r = c->ptr_attr(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
-      known = r != CUDA_ERROR_INVALID_VALUE;
-      if (known && r == CUDA_SUCCESS && !managed)
-        r = c->ptr_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
-    }
-    if (!known)
+    CUresult r = c->ptr_attr(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
+    if (r == CUDA_ERROR_INVALID_VALUE)
       return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is not memory CUDA knows (%s)", names[i],
                   ptrs[i], fat_cuda_result_text(&c->cu, r, t, sizeof t));
     if (r != CUDA_SUCCESS || managed) continue; /* managed memory migrates on demand */
-    if ((int)ordinal != c->ordinal)
+    r = c->ptr_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
+    if (r == CUDA_SUCCESS && ordinal != c->ordinal)
       return fail(c, FAT_ERR_INVALID_ARGUMENT, "%s %p is memory of device %d; this context is on "
-                  "device %d", names[i], ptrs[i], (int)ordinal, c->ordinal);
+                  "device %d", names[i], ptrs[i], ordinal, c->ordinal);
   }
   /* The legacy and per-thread default streams (handles 0, 1, 2) are those
    * of whatever context is current: ours, made current by the launch. */

@@ -148,7 +148,6 @@ fat_status fat_context_open(fat_context **ctx, const fat_context_options *opts) 
   c->retained = 1;
   c->ordinal = opts->device;
   *(void **)&c->ptr_attr = dlsym(c->cu.handle, "cuPointerGetAttribute");
-  *(void **)&c->ptr_attrs = dlsym(c->cu.handle, "cuPointerGetAttributes");
   *(void **)&c->stream_ctx = dlsym(c->cu.handle, "cuStreamGetCtx");
   logf_(c, "context on %s (%s, %d SMs), user database %s, %d table database(s)", c->gpu_name,
         c->arch, c->sm_count, c->user_db_enabled ? c->dbs[0] : "(none)", c->n_dbs - 1);

@@ -200,7 +200,6 @@ struct fat_context {
   /* Driver calls for the launch-time checks, looked up beside fat_cuda's
    * (NULL when the driver lacks them: the check is skipped). */
   CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
-  CUresult (*ptr_attrs)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);  /* all at once */
   CUresult (*stream_ctx)(CUstream, CUcontext *);
   int offline;  /* describes a GPU without opening it: select only */
   char gpu_name[256];
