@@ -343,7 +343,7 @@ def _load_native():
         return None
 
 
-# The native host path (native.py), where it is built: the dense forward
+# The native host path (fatune.native), where it is built: the dense forward
 # and its autograd node in C++, declining to the code below what it does not take.
 native = _load_native()
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The native host path (python/fatune/native.py, csrc/native.cpp) on a GPU,
+"""The native host path (python/fatune/native/, csrc/native.cpp) on a GPU,
 against the Python path it stands in for: the same out and lse bit for bit
 (bf16 and fp16, d64 and d128, grouped-query, causal, a window, odd lengths,
 q a strided view of a packed qkv); the same gradients bit for bit through its

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The native host path (python/fatune/native.py) on the CPU: it builds
+"""The native host path (python/fatune/native/) on the CPU: it builds
 against the torch here, loads and binds to the binding's libfatune; its
 forward declines what it does not take (CPU and meta tensors, fp32, a
 device with no context: all of them here), so fatune.attention's answers

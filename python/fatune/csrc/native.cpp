@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The native host path of fatune.attention (python/fatune/native.py builds
+// The native host path of fatune.attention (python/fatune/native/ builds
 // it with torch.utils.cpp_extension against the torch that runs it).
 //
 // The Python eager path (_ops.forward, _runtime.forward) spends its host
@@ -327,7 +327,7 @@ void set_context(int64_t device, uintptr_t ctx) {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "fatune.attention's host path in C++ (python/fatune/native.py)";
+  m.doc() = "fatune.attention's host path in C++ (python -m fatune.native)";
   m.def("bind", &bind, "bind(libfatune_handle, python_backward)");
   m.def("set_context", &set_context, "set_context(device, fat_context pointer)");
   // Without the GIL, as ctypes calls libfatune: a first call of a problem

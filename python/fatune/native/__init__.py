@@ -25,7 +25,7 @@ import importlib.util
 import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the fatune package
 SOURCE = os.path.join(_HERE, "csrc", "native.cpp")
 
 
@@ -107,7 +107,7 @@ def load():
         return None
     if not os.path.exists(path):
         return None
-    from . import _runtime
+    from .. import _runtime
     module = _import(path)
     module.bind(_runtime.load()._handle, _runtime.backward)
     _runtime.on_context_open(module.set_context)
@@ -130,6 +130,3 @@ def _main(argv):
     print(f"{path}: {state}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
