@@ -1,6 +1,6 @@
 # After call 2's tune: the host table again, Python and native paths, on
-# the tree with the pointer check in one call and the leaner eager() and
-# options memo (RESULTS.md "the native host path" has call 1's).
+# the tree with the leaner eager() and options memo (RESULTS.md "the
+# native host path" has call 1's).
 set -u
 export PYTHONPATH=$PWD/python FATUNE_LIB=$PWD/$PACK/runtime/libfatune.so FATUNE_NATIVE_DIR=/tmp/fatune-native
 echo "== native build ($(date -u +%T))"

@@ -1,6 +1,6 @@
-# s37 call 3 (any GPU, ~100 s; the budget's last): test_gpu_runtime_context
-# (the pointer check in one cuPointerGetAttributes call, host memory refused
-# by name for q and dlse, dlse's gradients against their closed form), then
+# s37 call 3 (any GPU, ~100 s; refused: too little budget left): call 2
+# without its tune -- test_gpu_runtime_context (host memory refused by name
+# for q and dlse, dlse's gradients against their closed form), then
 # call2_after.sh's host table, Python and native paths.
 #   carry ["build-gpu9"]
 set -u
