@@ -192,6 +192,16 @@ static CUresult record_memset(CUdeviceptr at, unsigned value, size_t n, CUstream
   return CUDA_SUCCESS;
 }
 
+/* A driver table whose launches and 32-bit memsets are recorded (queue). */
+static fat_cuda recording_cuda(void) {
+  fat_cuda cu;
+  memset(&cu, 0, sizeof cu);
+  cu.cuLaunchKernel = record_launch;
+  cu.cuMemsetD32Async = record_memset;
+  n_queued = 0;
+  return cu;
+}
+
 /* The semaphores of an ordered variant (bwd_launch.h): one a (batch, head,
  * query tile), and the bound a workspace holds whatever the tile. */
 static void test_bwd_semaphores(void) {
@@ -224,10 +234,7 @@ static void test_bwd_launch_modes(void) {
   const fat_bwd_kernels k = {.preprocess = pre, .main = main_fn, .dq = dq, .convert = convert};
   fat_bwd_geometry g = {.block_n = 128, .block_q = 64, .dq_mode = FAT_DQ_ORDERED, .threads = 384,
                         .smem_bytes = 200000};
-  fat_cuda cu;
-  memset(&cu, 0, sizeof cu);
-  cu.cuLaunchKernel = record_launch;
-  cu.cuMemsetD32Async = record_memset;
+  fat_cuda cu = recording_cuda();
   n_queued = 0;
   CHECK(fat_bwd_launch(&cu, &k, &g, &p, NULL, NULL) == CUDA_SUCCESS);
   /* d96's accumulator rows are 128 floats: the semaphores start 2 x 16 x
@@ -284,10 +291,7 @@ static void test_bwd_launch_dlse(void) {
   const fat_bwd_kernels k = {.preprocess = pre, .main = main_fn, .dq = NULL, .convert = convert};
   fat_bwd_geometry g = {.block_n = 128, .block_q = 64, .dq_mode = FAT_DQ_ORDERED, .threads = 384,
                         .smem_bytes = 200000};
-  fat_cuda cu;
-  memset(&cu, 0, sizeof cu);
-  cu.cuLaunchKernel = record_launch;
-  cu.cuMemsetD32Async = record_memset;
+  fat_cuda cu = recording_cuda();
   fat_bwd_dlse x = {.sub = sub, .dlse = (const float *)(uintptr_t)0x50000000, .count = 2 * 16 * 1000};
   n_queued = 0;
   CHECK(fat_bwd_launch(&cu, &k, &g, &p, &x, NULL) == CUDA_SUCCESS);
