@@ -565,7 +565,8 @@ int fat_rt_bwd_features(const fat_attn_args *a) {
  * is a function of the shape alone. Returns -1 when they do not fit in a
  * size_t (batch, heads and seqlen_q near INT_MAX once wrapped to a small
  * number, with FAT_OK). */
-int fat_rt_bwd_workspace_parts(const fat_attn_args *a, size_t *delta, size_t *accum, size_t *sems) {
+int fat_rt_bwd_workspace_parts(const fat_attn_args *a, size_t *delta, size_t *accum, size_t *sems,
+                               size_t *d_rows) {
   size_t rows, d_bytes, n_sems, sum;
   /* The accumulator's rows: as wide as any family's template uses them. A
    * packed batch's D and accumulator rows are lse's, (heads, total_q). */
@@ -579,6 +580,7 @@ int fat_rt_bwd_workspace_parts(const fat_attn_args *a, size_t *delta, size_t *ac
       __builtin_mul_overflow(n_sems, sizeof(int32_t), sems))
     return -1;
   *delta = round_up(d_bytes, WORKSPACE_ALIGN);
+  if (d_rows) *d_rows = rows;
   return __builtin_add_overflow(*delta, *accum, &sum) || __builtin_add_overflow(sum, *sems, &sum) ? -1 : 0;
 }
 
@@ -602,7 +604,7 @@ fat_status fat_attention_bwd_workspace(fat_context *c, const fat_attn_bwd_args *
   if (!st)
     st = !bytes ? fail(c, FAT_ERR_INVALID_ARGUMENT, "bytes is NULL")
                 : fat_rt_check_bwd_problem(c, &a->fwd);
-  if (!st && fat_rt_bwd_workspace_parts(&a->fwd, &delta, &accum, &sems))
+  if (!st && fat_rt_bwd_workspace_parts(&a->fwd, &delta, &accum, &sems, NULL))
     st = fat_rt_workspace_overflow(c, &a->fwd);
   else if (!st)
     *bytes = delta + accum + sems;
@@ -641,7 +643,7 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args) {
                           a->dv_head_stride, bq, sk, f->heads_k, f->head_dim, BWD_ELEM_BYTES, &t[2])))
     return st;
   size_t delta, accum, sems;
-  if (fat_rt_bwd_workspace_parts(f, &delta, &accum, &sems)) return fat_rt_workspace_overflow(c, f);
+  if (fat_rt_bwd_workspace_parts(f, &delta, &accum, &sems, NULL)) return fat_rt_workspace_overflow(c, f);
   const size_t need = delta + accum + sems; /* fits: checked by the parts */
   if (!a->workspace)
     return fail(c, FAT_ERR_INVALID_ARGUMENT, "workspace is NULL (fat_attention_bwd_workspace: "

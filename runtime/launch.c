@@ -281,10 +281,10 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
     logf_(c, "%s: %s", e->choice.variant, why);
     key.no_tma = 1;
   }
-  size_t delta, accum, sems;
+  size_t delta, accum, sems, d_rows;
   /* fits: checked by fat_rt_check_bwd_args; the semaphores follow the
    * accumulator, where the launch finds them (bwd_launch.h). */
-  fat_rt_bwd_workspace_parts(f, &delta, &accum, &sems);
+  fat_rt_bwd_workspace_parts(f, &delta, &accum, &sems, &d_rows);
   p.dq = a->dq;
   p.dk = a->dk;
   p.dv = a->dv;
@@ -307,9 +307,8 @@ static fat_status attention_bwd(fat_context *c, const fat_attn_bwd_args *a, void
                                 .bf16 = e->dtype == FAT_ATTN_BF16, .persistent = e->persistent,
                                 .sm_count = c->sm_count};
   CUresult r = c->cu.cuCtxSetCurrent(c->pctx);
-  /* lse's gradient: D − dlse over lse's elements, which D's layout is. */
-  const size_t rows = f->cu_seqlens_q ? (size_t)f->total_q : (size_t)f->batch * (size_t)f->seqlen_q;
-  fat_bwd_dlse dlse = {.dlse = a->dlse, .count = (size_t)f->heads * rows};  /* fits: the workspace's D does */
+  /* lse's gradient: D − dlse over D's entries, which are lse's. */
+  fat_bwd_dlse dlse = {.dlse = a->dlse, .count = d_rows};
   if (r == CUDA_SUCCESS && a->dlse && (st = dlse_kernel(c, &dlse.sub))) return st;
   if (r == CUDA_SUCCESS) r = fat_bwd_launch(&c->cu, &fns, &geo, &p, a->dlse ? &dlse : NULL, (CUstream)stream);
   return finish_launch(c, served, r, ran);

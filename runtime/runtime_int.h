@@ -353,6 +353,8 @@ fat_status fat_rt_check_bwd_args(fat_context *c, const void *args);
 /* args.c: workspace sizes. */
 fat_status fat_rt_workspace_overflow(fat_context *c, const fat_attn_args *a);
 /* ... the backward's: D, the dQ accumulator and the ordered dQ's
- * semaphores, in that order (-1 when they do not fit in a size_t). */
-int fat_rt_bwd_workspace_parts(const fat_attn_args *a, size_t *delta, size_t *accum, size_t *sems);
+ * semaphores, in that order (-1 when they do not fit in a size_t); D_ROWS
+ * (NULL: not asked) D's entries, which are lse's. */
+int fat_rt_bwd_workspace_parts(const fat_attn_args *a, size_t *delta, size_t *accum, size_t *sems,
+                               size_t *d_rows);
 #endif
