@@ -474,7 +474,7 @@ def attention_bwd(dout, q, k, v, o, lse, *, causal=False, softmax_scale=None, wi
     # speak for the autograd backward: fatune.attention); no data pointer
     # read, so that torch.compile traces it.
     _runtime.check_bwd(dout, q, k, v, o, lse, api, storage=False)
-    _runtime.check_dlse(dlse, lse, api, storage=False)
+    _runtime.check_dlse(dlse, lse, api)
     if dq is None and dk is None and dv is None:
         return _ops.backward(dout, q, k, v, o, lse, mask, left, right, value, cap, deterministic, dlse=dlse)
     for name, g, like, like_name in (("dq", dq, q, "q"), ("dk", dk, k, "k"), ("dv", dv, v, "v")):

@@ -80,7 +80,7 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
 def _bwd_fake(dout, q, k, v, out, lse, mask, window_left, window_right, softmax_scale, softcap, deterministic,
               dlse=None):
     _runtime.check_bwd(dout, q, k, v, out, lse, "fatune.attention", storage=False)
-    _runtime.check_dlse(dlse, lse, "fatune.attention", storage=False)
+    _runtime.check_dlse(dlse, lse, "fatune.attention")
     return _runtime.bwd_outputs(q, k, v)
 
 
@@ -117,7 +117,7 @@ def _bwd_varlen_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sequse
                      dlse=None):
     _runtime.check_bwd_varlen(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
                               max_seqlen_k, storage=False)
-    _runtime.check_dlse(dlse, lse, "fatune.attention_varlen", storage=False)
+    _runtime.check_dlse(dlse, lse, "fatune.attention_varlen")
     return _runtime.bwd_outputs(q, k, v)
 
 

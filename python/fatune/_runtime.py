@@ -339,7 +339,7 @@ def _check_grad_and_lse(dout, q, lse, lse_shape):
                          f"forward's contiguous torch.float32 {lse_shape} on {q.device}")
 
 
-def check_dlse(dlse, lse, api, storage=True):
+def check_dlse(dlse, lse, api):
     """DLSE, the gradient through LSE: None, or an fp32 tensor of lse's shape
     on its device (any strides: dlse_layout copies)."""
     if dlse is None:

@@ -51,33 +51,36 @@ def module_name():
     return "fatune_native_" + h.hexdigest()[:16]
 
 
-def build_dir():
+def build_dir(name=None):
+    """The module's folder; NAME: module_name(), when the caller has it."""
     root = os.environ.get("FATUNE_NATIVE_DIR")
     if not root:
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(cache, "fatune", "native")
-    return os.path.join(root, module_name())
+    return os.path.join(root, name or module_name())
 
 
-def module_path():
-    return os.path.join(build_dir(), module_name() + ".so")
+def module_path(name=None):
+    name = name or module_name()
+    return os.path.join(build_dir(name), name + ".so")
 
 
 def build(verbose=False):
     """Compiles the module (torch.utils.cpp_extension, with torch's CUDA
     headers) unless it is built; returns its path."""
     from torch.utils import cpp_extension
-    path = module_path()
+    name = module_name()  # hashes the source and the header: once
+    path = module_path(name)
     if not os.path.exists(path):
-        os.makedirs(build_dir(), exist_ok=True)
+        os.makedirs(build_dir(name), exist_ok=True)
         # No CUDA source is compiled, but torch asks for architectures all the
         # same, and finds none on a machine without a GPU.
         unset = "TORCH_CUDA_ARCH_LIST" not in os.environ
         if unset:
             os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
         try:
-            cpp_extension.load(name=module_name(), sources=[SOURCE], extra_include_paths=[include_dir()],
-                               extra_cflags=["-O2"], build_directory=build_dir(), with_cuda=True,
+            cpp_extension.load(name=name, sources=[SOURCE], extra_include_paths=[include_dir()],
+                               extra_cflags=["-O2"], build_directory=build_dir(name), with_cuda=True,
                                verbose=verbose)
         finally:
             if unset:
