@@ -67,17 +67,22 @@ local family = {
     -- query tile's key blocks one after another (ordered: deterministic);
     -- the launcher reads it as it reads mma80's
     {name = "DQ_MODE", values = {"atomic", "ordered"}},
+    -- 1 (ordered, PERSISTENT, no mask): the walks of the key blocks a round
+    -- of the persistent grid holds start spread over their pair's query
+    -- tiles, each tile's adds in the order the blocks reach it, rather than
+    -- every walk from the first tile, each block a handoff behind the last
+    {name = "DQ_SHIFT", values = {0, 1}},
   },
 }
 
--- m64n128s2kpgax: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
--- PERSISTENT 1, g for GROUPED 1, a for STATS_AHEAD 1, x for DS_STSM 1, and
--- .ordered for DQ_MODE ordered.
+-- m64n128s2kpgaxr: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
+-- PERSISTENT 1, g for GROUPED 1, a for STATS_AHEAD 1, x for DS_STSM 1, r
+-- for DQ_SHIFT 1, and .ordered for DQ_MODE ordered.
 function family.tag(c)
-  return ("m%dn%ds%d%s%s%s%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
-                                          c.PERSISTENT == 1 and "p" or "", c.GROUPED == 1 and "g" or "",
-                                          c.STATS_AHEAD == 1 and "a" or "", c.DS_STSM == 1 and "x" or "",
-                                          c.DQ_MODE == "ordered" and ".ordered" or "")
+  return ("m%dn%ds%d%s%s%s%s%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
+                                            c.PERSISTENT == 1 and "p" or "", c.GROUPED == 1 and "g" or "",
+                                            c.STATS_AHEAD == 1 and "a" or "", c.DS_STSM == 1 and "x" or "",
+                                            c.DQ_SHIFT == 1 and "r" or "", c.DQ_MODE == "ordered" and ".ordered" or "")
 end
 
 family.template_head_dim = tiles.template_head_dim
@@ -134,6 +139,14 @@ family.constraints = {
     -- other, so the sum of d64's two partial dQ buffers would not be either.
     if c.DQ_MODE == "ordered" and dq_buffers(c) > 1 then
       return "DQ_MODE ordered: dQ split by keys over two buffers (d64, DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128)"
+    end
+  end,
+  function(c)
+    -- The spread walks need a round's blocks all resident (PERSISTENT), and
+    -- every walk over all its pair's tiles (no mask: with causal or a
+    -- window the blocks see different tiles).
+    if c.DQ_SHIFT == 1 and not (c.DQ_MODE == "ordered" and c.PERSISTENT == 1 and c.MASK == "none") then
+      return "DQ_SHIFT 1: only DQ_MODE ordered with PERSISTENT 1 and no mask"
     end
   end,
   function(c)

@@ -53,6 +53,22 @@
 // index order (PERSISTENT: all resident), so every wait is for an earlier
 // item and the lowest unfinished one can always go on.
 //
+// DQ_SHIFT 1 (ordered, PERSISTENT, no mask): in that order every key block
+// walks its tiles from the first, so key block n reaches a tile about n
+// handoffs after key block 0 (a handoff: the last block's bulk add landed,
+// its release, the next one's acquire) and waits that long at every tile of
+// its walk, the first tiles' wait held by its consumers: 1.28-1.47x the
+// atomic mode's time (notes/kernel-log.md ws13 measured). Here the key
+// blocks of a pair that one round of the persistent grid holds (its chunk:
+// all resident at once, each on its own SM) start their walks spread over
+// the pair's tiles, key block k of A at tile k·T/A, wrapping round; each
+// tile's order is the order the chunk's blocks reach it (the one that
+// started there first, then the one that started before it, ...), after
+// the key blocks of the pair's earlier rounds, all of whose adds land
+// before any of this round's. Every wait is then for an item of an earlier
+// round or one that reached the tile in fewer steps of its walk: the
+// chunk's blocks go on together, each T/A tiles of work behind the next.
+//
 // Masks are bottom-right aligned, tiles no pair of which is visible are
 // skipped, a row that sees no key gets zero gradients (bwd_common.cuh). The
 // template's head dim is whole 64-column slabs (96 runs on 128: the copy
@@ -126,6 +142,9 @@ enum : int {
   // DQ_MODE ordered: the tiles' dQ added in the items' order (above), every
   // tile through the writer. An enumerator, as STATS_AHEAD.
   kDqOrdered = DqMode::{{DQ_MODE}} == DqMode::ordered,
+  // DQ_SHIFT 1: the walks of a round's key blocks start spread over the
+  // pair's tiles (above). An enumerator, as STATS_AHEAD.
+  kDqShift = {{DQ_SHIFT}},
   kConsumers = kBlockN / 64,
   kThreads = 128 * (kConsumers + 1),
   kConsumerThreads = 128 * kConsumers,
@@ -194,6 +213,9 @@ static_assert(!kGrouped || kIsCausal, "GROUPED: causal items only (without a mas
 static_assert(kConsumers == 1 || kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
               "the traded registers are the block's own");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
+static_assert(kDqShift == 0 || (kDqShift == 1 && kDqOrdered && kPersistent && !kIsCausal && !kIsLocal),
+              "DQ_SHIFT 1: ordered dQ, PERSISTENT (a round's blocks all resident), no mask (every walk the "
+              "pair's every tile)");
 static_assert(!kDqOrdered || !kDqSplitK, "ordered dQ: one buffer a tile (split-K's two bulk adds of one tile "
                                          "are not ordered with each other)");
 
@@ -288,10 +310,27 @@ __device__ __forceinline__ uint4 pack_quad_row(const float (&x)[kDRegs], int i, 
 // The query tiles of a key block, which every role derives alike: (query
 // head of the group, query block) in that order, blocks mb_first ..
 // mb_end - 1 of each head; those below mb_whole have all their rows inside.
+// A role's loop counts the walk's steps; step s is tile at(s): s itself,
+// or DQ_SHIFT (shift_walk) the tile `shift` steps on, wrapping round.
+// (The preprocessor's choice, not if constexpr's: DQ_SHIFT 0 keeps the
+// machine code of the variants tuned before DQ_SHIFT, which ptxas
+// scheduled otherwise with at() inlined into every role.)
 struct Walk {
   int group, mb_first, mb_end, mb_whole, n_tiles;
+#if {{DQ_SHIFT}}
+  // The first tile, and the key block's chunk (those of its pair in its
+  // round of the persistent grid): its first key block and size.
+  int shift, chunk_first, chunk_size;
+  __device__ int at(int step) const {
+    const int tile = step + shift;
+    return tile < n_tiles ? tile : tile - n_tiles;
+  }
+  __device__ int hq(int step) const { return at(step) / (mb_end - mb_first); }
+  __device__ int mb(int step) const { return mb_first + at(step) % (mb_end - mb_first); }
+#else
   __device__ int hq(int tile) const { return tile / (mb_end - mb_first); }
   __device__ int mb(int tile) const { return mb_first + tile % (mb_end - mb_first); }
+#endif
   // dQ through shared memory and the writer: whole rows of whole
   // accumulator rows, which it adds by bulk reduction; DQ_MODE ordered,
   // every tile.
@@ -331,6 +370,22 @@ __device__ __forceinline__ int dq_rank(const fat_fwd_params &p, int n, int mb) {
   const int first_key = mb * kBlockM + (p.seqlen_k - p.seqlen_q) - window.left;
   return n - max(0, first_key) / kBlockN;
 }
+
+// DQ_SHIFT: the rank of key block N at tile TILE of WALK (shift_walk's):
+// the chunk's blocks in the order they reach the tile, after the pair's
+// earlier rounds' chunk_first blocks. Block k of the chunk's A starts at
+// tile k·T/A (rounded down), so the K = ceil((TILE + 1)·A / T) blocks
+// k < K start at or before TILE and reach it in the order K - 1, ..., 0,
+// then come the rest, A - 1, ..., K (after wrapping round): rank K - 1 - k
+// modulo A.
+#if {{DQ_SHIFT}}
+__device__ __forceinline__ int dq_rank_shifted(const Walk &walk, int n, int tile) {
+  const int a = walk.chunk_size, k = n - walk.chunk_first;
+  const int starts = (int)min((long long)a, ((long long)(tile + 1) * a + walk.n_tiles - 1) / walk.n_tiles);
+  const int r = starts - 1 - k;
+  return walk.chunk_first + (r < 0 ? r + a : r);
+}
+#endif
 
 // DQ_MODE ordered: query tile MB's semaphore of (BATCH, HEAD), int32, after
 // the accumulator's batch x heads x seqlen_q rows of FAT_BWD_ACCUM_WIDTH
@@ -412,6 +467,21 @@ __device__ __forceinline__ Items items_of(const fat_fwd_params &p) {
   return it;
 }
 
+// DQ_SHIFT: WALK's first tile and chunk for the item of the loop's INDEX
+// (ITEM, Items::coords()'s): the key blocks of its pair among the items of
+// INDEX's round of the persistent grid, gridDim.x items from index -
+// blockIdx.x (coords() reverses the order within a round, never across).
+__device__ __forceinline__ Walk shift_walk(Walk walk, const Items &items, int index, const BlockCoords &item) {
+#if {{DQ_SHIFT}}
+  const int pair_first = (item.batch * items.heads_k + item.head) * items.blocks;
+  const int round_first = index - (int)blockIdx.x;
+  walk.chunk_first = max(0, round_first - pair_first);
+  walk.chunk_size = min(items.blocks, round_first + items.stride - pair_first) - walk.chunk_first;
+  walk.shift = (int)((long long)(item.block - walk.chunk_first) * walk.n_tiles / walk.chunk_size);
+#endif
+  return walk;
+}
+
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
 
@@ -428,7 +498,11 @@ __device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const B
   const long long row0 = ((long long)item.batch * p.heads + head) * p.seqlen_q;
   int *const sem = dq_semaphore(bp, item.batch, head, mb);
   if (lane == 0) {
+#if {{DQ_SHIFT}}
+    const int rank = dq_rank_shifted(walk, item.block, walk.at(tile));
+#else
     const int rank = dq_rank(p, item.block, mb);
+#endif
     while (ld_acquire_gpu(sem) != rank) {
     }
     fence_proxy_async_global();  // the bulk adds below come after the ones the count stands for
@@ -531,7 +605,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       for (int index = items.first; index < items.count; index = items.next(index)) {
         const BlockCoords item = items.coords(index);
         const int n0 = item.block * kBlockN, head_k = item.head, batch = item.batch;
-        const Walk walk = walk_of(p, n0);
+        const Walk walk = shift_walk(walk_of(p, n0), items, index, item);
         // One tile of MAP: its 64-column slabs, ROWS rows each, from row ROW.
         auto load = [&](const TensorMap &map, u32 dst, u32 bar, int rows, int row, int h, u64 policy) {
 #pragma unroll
@@ -576,7 +650,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       for (int index = items.first; index < items.count; index = items.next(index)) {
         const BlockCoords item = items.coords(index);
         const int head_k = item.head, batch = item.batch;
-        const Walk walk = walk_of(p, item.block * kBlockN);
+        const Walk walk = shift_walk(walk_of(p, item.block * kBlockN), items, index, item);
         if (walk.bulk_tiles(p.head_dim) == 0) continue;
         for (int tile = 0; tile < walk.n_tiles; tile++) {
           if (!walk.dq_bulk(tile, p.head_dim)) continue;
@@ -627,7 +701,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   for (int index = items.first; index < items.count; index = items.next(index)) {
     const BlockCoords item = items.coords(index);
     const int n0 = item.block * kBlockN, head_k = item.head, batch = item.batch;
-    const Walk walk = walk_of(p, n0);
+    const Walk walk = shift_walk(walk_of(p, n0), items, index, item);
     const int n_tiles = walk.n_tiles;
     float dk[kDRegs], dv[kDRegs];
 #pragma unroll
