@@ -344,7 +344,8 @@ def _load_native():
 
 
 # The native host path (fatune.native), where it is built: the dense forward
-# and its autograd node in C++, declining to the code below what it does not take.
+# and its autograd node, and the 16-bit KV-cache call, in C++, declining to
+# the code below what it does not take.
 native = _load_native()
 
 
@@ -390,6 +391,10 @@ def forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options):
     """(out, lse) as torch.ops.fatune.fwd_kvcache gives them; OPTIONS are its
     mask, window_left, window_right, softmax_scale and softcap."""
     if eager(q, k_cache, v_cache, cache_seqlens, block_table) and not _grad_needed(q, k_cache, v_cache):
+        if native is not None:
+            r = native.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options)
+            if r:
+                return r[0], r[1]
         return _runtime.forward_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options)
     return torch.ops.fatune.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, *options)
 

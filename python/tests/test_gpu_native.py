@@ -4,10 +4,13 @@ against the Python path it stands in for: the same out and lse bit for bit
 (bf16 and fp16, d64 and d128, grouped-query, causal, a window, odd lengths,
 q a strided view of a packed qkv); the same gradients bit for bit through its
 C++ autograd node (deterministic), for a dense dout and for the expanded one
-o.sum() gives, and for a loss through lse (with o, and alone); what it declines (a misaligned q,
-a device whose context is not open) runs the Python path, whose error or
-result the caller gets; a CUDA graph of forward and backward replayed on new
-inputs. It builds the module first (torch.utils.cpp_extension: a C++
+o.sum() gives, and for a loss through lse (with o, and alone); the KV-cache
+call's out and lse bit for bit (a contiguous cache with cache_seqlens, a
+paged one in random page order, grouped-query, causal, a window); what it
+declines (a misaligned q, a device whose context is not open, a cache call
+whose q needs a gradient or whose lengths are not (batch,) int32) runs the
+Python path, whose error or result the caller gets; a CUDA graph of forward
+and backward, and one of a decoding step, replayed on new inputs. It builds the module first (torch.utils.cpp_extension: a C++
 compiler and ninja) into a fresh folder. Needs PyTorch and a CUDA GPU.
 
     FATUNE_LIB=build/runtime/libfatune.so python3 -m pytest -v python/tests/test_gpu_native.py
@@ -165,3 +168,85 @@ def test_cuda_graph(ext):
     expected = step()
     for x, y in zip(captured, expected):
         assert torch.equal(x, y)
+
+
+KV_CASES = [  # batch, seqlen_q, cache keys, heads, heads_k, head_dim, dtype, page size (None: contiguous), options
+    (4, 1, 1000, 32, 8, 128, torch.bfloat16, None, {}),
+    (3, 4, 777, 16, 4, 64, torch.float16, None, {"causal": True}),
+    (2, 1, 1024, 8, 2, 128, torch.bfloat16, 64, {}),
+    (2, 16, 700, 8, 8, 128, torch.bfloat16, 16, {"causal": True, "window_size": (256, 0)}),
+]
+
+
+def kv_inputs(case, seed=40):
+    """q, k_cache, v_cache, cache_seqlens (each sequence its own length, the
+    last full) and the block table (pages in random order) of CASE."""
+    b, sq, keys, h, hk, d, dtype, page, _ = KV_CASES[case]
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(sq, keys + 1, (b,), generator=g, dtype=torch.int32)
+    lengths[-1] = keys
+    q = rand(b, sq, h, d, dtype=dtype, seed=seed)
+    if page is None:
+        kc, vc = rand(b, keys, hk, d, dtype=dtype, seed=seed + 1), rand(b, keys, hk, d, dtype=dtype, seed=seed + 2)
+        table = None
+    else:
+        per_seq = -(-keys // page)
+        pages = b * per_seq + 3
+        kc, vc = rand(pages, page, hk, d, dtype=dtype, seed=seed + 1), rand(pages, page, hk, d, dtype=dtype,
+                                                                             seed=seed + 2)
+        table = torch.randperm(pages, generator=g)[:b * per_seq].to(torch.int32).view(b, per_seq).cuda()
+    return q, kc, vc, lengths.cuda(), table
+
+
+@pytest.mark.parametrize("case", range(len(KV_CASES)))
+def test_kvcache_identical(ext, case):
+    options = KV_CASES[case][-1]
+    q, kc, vc, lengths, table = kv_inputs(case)
+    fatune.attention_with_kvcache(q, kc, vc, cache_seqlens=lengths, block_table=table, **options)
+    assert ext.fwd_kvcache(q, kc, vc, lengths, table, *_options(options, q.shape[3])), "declined a call it should take"
+    (o1, l1), (o2, l2) = both(ext, lambda: fatune.attention_with_kvcache(
+        q, kc, vc, cache_seqlens=lengths, block_table=table, return_softmax_lse=True, **options))
+    assert torch.equal(o1, o2) and torch.equal(l1, l2)
+
+
+def test_kvcache_declines(ext):
+    """A q that needs a gradient, lengths of another type or count, an int64
+    block table: declined; the Python path's answer or error follows."""
+    _ops.native = ext
+    q, kc, vc, lengths, table = kv_inputs(2)
+    opts = _options({}, q.shape[3])
+    assert ext.fwd_kvcache(q.clone().requires_grad_(), kc, vc, lengths, table, *opts) == []
+    assert ext.fwd_kvcache(q, kc, vc, lengths.long(), table, *opts) == []
+    assert ext.fwd_kvcache(q, kc, vc, lengths[:1], table, *opts) == []
+    assert ext.fwd_kvcache(q, kc, vc, lengths, table.long(), *opts) == []
+    with pytest.raises(ValueError, match="cache_seqlens"):
+        fatune.attention_with_kvcache(q, kc, vc, cache_seqlens=lengths[:1], block_table=table)
+    with pytest.raises(ValueError, match="block_table"):
+        fatune.attention_with_kvcache(q, kc, vc, cache_seqlens=lengths, block_table=table.long())
+
+
+def test_kvcache_cuda_graph(ext):
+    """A decoding step over a paged cache captured with the native path,
+    replayed after its lengths, table and q changed, against an eager call."""
+    _ops.native = ext
+    q, kc, vc, lengths, table = kv_inputs(2, seed=50)
+
+    def step():
+        return fatune.attention_with_kvcache(q, kc, vc, cache_seqlens=lengths, block_table=table)
+
+    step()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    with torch.no_grad():
+        q.copy_(rand(*q.shape, seed=51))
+        lengths.sub_(7)
+        table.copy_(table.flip(0))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, step())

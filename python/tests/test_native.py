@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The native host path (python/fatune/native/) on the CPU: it builds
 against the torch here, loads and binds to the binding's libfatune; its
-forward declines what it does not take (CPU and meta tensors, fp32, a
-device with no context: all of them here), so fatune.attention's answers
+forward and its KV-cache call decline what they do not take (CPU and
+meta tensors, fp32, a device with no context: all of them here), so
+fatune.attention's answers
 are the Python path's; bind refuses a library without libfatune's calls by
 name; FATUNE_NATIVE=0 leaves it unused; `python -m fatune.native` says
 where it is. The launches need a GPU: python/tests/test_gpu_native.py.
@@ -58,6 +59,9 @@ def test_declines_here():
     q = torch.randn(1, 64, 4, 64, dtype=torch.bfloat16)
     for t in (q, q.to("meta"), q.float()):
         assert m.fwd(t, t, t, 0, -1, -1, 0.125, 0.0, False) == [], t.device
+        assert m.fwd_kvcache(t, t, t, None, None, 0, -1, -1, 0.125, 0.0) == [], t.device
+    lengths = torch.full((1,), 64, dtype=torch.int32)
+    assert m.fwd_kvcache(q, q, q, lengths, None, 0, -1, -1, 0.125, 0.0) == []
     # the Python path's refusal, as without the module
     try:
         fatune.attention(q, q, q)

@@ -2,7 +2,8 @@
 // The native host path of fatune.attention (python/fatune/native/ builds
 // it with torch.utils.cpp_extension against the torch that runs it).
 //
-// The Python eager path (_ops.forward, _runtime.forward) spends its host
+// The Python eager path (_ops.forward, _runtime.forward; _ops.forward_kvcache
+// for attention_with_kvcache's 16-bit caches, the decoding step) spends its host
 // time in Python: the memo's key, a ctypes struct, two ctypes calls, a
 // torch.autograd.Function whose backward the autograd engine calls back into
 // Python for. This file does the same for the common case in C++: the
@@ -140,33 +141,40 @@ fat_context *context_of(const at::Tensor &q) {
   return device >= 0 && device < kMaxDevices ? contexts[device].load(std::memory_order_acquire) : nullptr;
 }
 
-// What the Python path (_runtime.check_qkv, then libfatune) would take
-// without a copy: 16-bit q, k, v of one dtype on one device, shapes that
-// fit, sizes within int (libfatune's fields).
-bool takes(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v) {
+// 16-bit q, k, v the kernels read where they lie, of one dtype on one
+// device, k and v alike, q's head dim, heads_k dividing heads, sizes within
+// int (libfatune's fields): what the dense call and the KV-cache call share.
+bool one_kind(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v) {
   if (!readable(q) || !readable(k) || !readable(v)) return false;
   if (k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) return false;
   if (k.device() != q.device() || v.device() != q.device()) return false;
-  if (k.sizes() != v.sizes() || k.size(0) != q.size(0) || k.size(3) != q.size(3)) return false;
-  if (q.size(2) % k.size(2)) return false;
+  if (k.sizes() != v.sizes() || k.size(3) != q.size(3) || q.size(2) % k.size(2)) return false;
   for (const auto *t : {&q, &k})
     for (int i = 0; i < 4; ++i)
       if (t->size(i) > INT32_MAX) return false;
   return true;
 }
 
-// fat_attention_fwd of checked inputs into fresh out and lse (fwd_outputs'
-// shapes); throws Declined on any status but FAT_OK (nothing launched then
-// is the forward's own contract: libfatune checks before it launches).
-std::pair<at::Tensor, at::Tensor> launch_fwd(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
-                                             const Options &op) {
-  fat_context *ctx = context_of(q);
-  if (!ctx) throw Declined{};
-  at::Tensor o = at::empty_like(q, at::MemoryFormat::Contiguous);
-  at::Tensor lse = at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat));
-  fat_attn_args a = fwd_args(q, k, v, o, lse, op);
+// What the Python path (_runtime.check_qkv, then libfatune) would take
+// without a copy: one_kind, k of q's batch.
+bool takes(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v) {
+  return one_kind(q, k, v) && k.size(0) == q.size(0);
+}
+
+// fwd_outputs' out and lse of Q: out contiguous in q's shape and type, lse
+// (batch, heads, seqlen_q) fp32.
+std::pair<at::Tensor, at::Tensor> outputs_of(const at::Tensor &q) {
+  return {at::empty_like(q, at::MemoryFormat::Contiguous),
+          at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat))};
+}
+
+// fat_attention_fwd of A (Q's call, its out and lse set) with the workspace
+// it asks for, on torch's current stream; false on any status but FAT_OK
+// (nothing launched then is the forward's own contract: libfatune checks
+// before it launches).
+bool launch(fat_context *ctx, fat_attn_args &a, const at::Tensor &q) {
   size_t need = 0;
-  if (lib.fwd_workspace(ctx, &a, &need) != FAT_OK) throw Declined{};
+  if (lib.fwd_workspace(ctx, &a, &need) != FAT_OK) return false;
   at::Tensor workspace;
   if (need) {
     // From the caching allocator on the current stream, which the launch
@@ -176,7 +184,18 @@ std::pair<at::Tensor, at::Tensor> launch_fwd(const at::Tensor &q, const at::Tens
     a.workspace_bytes = need;
   }
   const auto stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
-  if (lib.fwd(ctx, &a, stream, nullptr) != FAT_OK) throw Declined{};
+  return lib.fwd(ctx, &a, stream, nullptr) == FAT_OK;
+}
+
+// fat_attention_fwd of checked inputs into fresh out and lse; throws
+// Declined where it declines.
+std::pair<at::Tensor, at::Tensor> launch_fwd(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
+                                             const Options &op) {
+  fat_context *ctx = context_of(q);
+  if (!ctx) throw Declined{};
+  auto [o, lse] = outputs_of(q);
+  fat_attn_args a = fwd_args(q, k, v, o, lse, op);
+  if (!launch(ctx, a, q)) throw Declined{};
   return {o, lse};
 }
 
@@ -298,6 +317,64 @@ std::vector<at::Tensor> fwd(const at::Tensor &q, const at::Tensor &k, const at::
   }
 }
 
+// check_offsets' conditions: a contiguous int32 (ENTRIES,) on Q's device.
+bool offsets_of(const at::Tensor &t, int64_t entries, const at::Tensor &q) {
+  return t.is_cuda() && t.scalar_type() == at::kInt && t.dim() == 1 && t.stride(0) == 1 && t.numel() == entries &&
+         t.device() == q.device();
+}
+
+// What the Python path's check_kvcache takes of a 16-bit cache: one_kind
+// (k_cache and v_cache a contiguous cache of q's batch, or with BLOCK_TABLE
+// a pool of pages), the block table (batch, max_blocks) int32 with its last
+// dimension contiguous, CACHE_SEQLENS (batch,) int32; the keys (the cache's,
+// or the table's reach) within int. Returns them, or 0 where it declines.
+int64_t kvcache_keys(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
+                     const c10::optional<at::Tensor> &cache_seqlens, const c10::optional<at::Tensor> &block_table) {
+  if (!one_kind(q, k, v)) return 0;
+  const int64_t batch = q.size(0);
+  int64_t keys = k.size(1);
+  if (block_table.has_value()) {
+    const at::Tensor &bt = *block_table;
+    if (!bt.is_cuda() || bt.scalar_type() != at::kInt || bt.dim() != 2 || bt.device() != q.device() ||
+        bt.size(0) != batch || bt.stride(1) != 1 || bt.stride(0) > INT32_MAX)
+      return 0;
+    keys = bt.size(1) * k.size(1);
+  } else if (k.size(0) != batch) {
+    return 0;
+  }
+  if (cache_seqlens.has_value() && !offsets_of(*cache_seqlens, batch, q)) return 0;
+  return keys >= 1 && keys <= INT32_MAX ? keys : 0;
+}
+
+// fatune.attention_with_kvcache's 16-bit call (_ops.forward_kvcache where no
+// input needs a gradient): [out, lse], or [] where declined (run the Python
+// path), as fwd.
+std::vector<at::Tensor> fwd_kvcache(const at::Tensor &q, const at::Tensor &k_cache, const at::Tensor &v_cache,
+                                    const c10::optional<at::Tensor> &cache_seqlens,
+                                    const c10::optional<at::Tensor> &block_table, int64_t mask, int64_t window_left,
+                                    int64_t window_right, double softmax_scale, double softcap) {
+  if (!lib.fwd) return {};
+  if (at::GradMode::is_enabled() && (q.requires_grad() || k_cache.requires_grad() || v_cache.requires_grad()))
+    return {};
+  const int64_t keys = kvcache_keys(q, k_cache, v_cache, cache_seqlens, block_table);
+  if (!keys) return {};
+  fat_context *ctx = context_of(q);
+  if (!ctx) return {};
+  auto [o, lse] = outputs_of(q);
+  const Options op{mask, window_left, window_right, softmax_scale, softcap, false};
+  fat_attn_args a = fwd_args(q, k_cache, v_cache, o, lse, op);
+  a.seqused_k = cache_seqlens.has_value() ? cache_seqlens->data_ptr<int>() : nullptr;
+  if (block_table.has_value()) {  // _runtime.kvcache_args
+    a.seqlen_k = static_cast<int>(keys);
+    a.block_table = block_table->data_ptr<int>();
+    a.block_table_stride = static_cast<int>(block_table->stride(0));
+    a.page_size = static_cast<int>(k_cache.size(1));
+    a.num_pages = static_cast<int>(k_cache.size(0));
+  }
+  if (!launch(ctx, a, q)) return {};
+  return {o, lse};
+}
+
 template <typename F>
 void look_up(F *f, void *handle, const char *name) {
   void *p = dlsym(handle, name);
@@ -335,4 +412,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fwd", &fwd, py::call_guard<py::gil_scoped_release>(),
         "fwd(q, k, v, mask, window_left, window_right, softmax_scale, softcap, deterministic) -> [out, lse] "
         "or [] where declined");
+  m.def("fwd_kvcache", &fwd_kvcache, py::call_guard<py::gil_scoped_release>(),
+        "fwd_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, mask, window_left, window_right, "
+        "softmax_scale, softcap) -> [out, lse] or [] where declined");
 }
