@@ -485,29 +485,14 @@ __device__ __forceinline__ Walk shift_walk(Walk walk, const Items &items, int in
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
 
-// DQ_MODE ordered, the writer warp once the consumers have put TILE's dQ
-// into the buffer at DQ_S: waits for the key blocks before ITEM's to have
-// added into the tile, adds (whole 64-row blocks by bulk reduction, a
-// partial one by the lanes' vector adds into its row-major rows), frees the
-// buffer, and once its adds have landed, passes the tile on to the next key
-// block.
-__device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const BlockCoords &item, const Walk &walk,
-                                               int tile, u32 dq_s, int lane) {
+// DQ_MODE ordered, the writer warp: the dQ of the tile at M0 of the
+// (batch, head) whose first accumulator row is ROW0, from the buffer at
+// DQ_S into the accumulator (whole 64-row blocks by bulk reduction, a
+// partial one by the lanes' vector adds into its row-major rows), then the
+// buffer freed.
+__device__ __forceinline__ void dq_tile_adds(const fat_bwd_params &bp, long long row0, int m0, u32 dq_s,
+                                             int lane) {
   const fat_fwd_params &p = bp.fwd;
-  const int head = item.head * walk.group + walk.hq(tile), mb = walk.mb(tile), m0 = mb * kBlockM;
-  const long long row0 = ((long long)item.batch * p.heads + head) * p.seqlen_q;
-  int *const sem = dq_semaphore(bp, item.batch, head, mb);
-  if (lane == 0) {
-#if {{DQ_SHIFT}}
-    const int rank = dq_rank_shifted(walk, item.block, walk.at(tile));
-#else
-    const int rank = dq_rank(p, item.block, mb);
-#endif
-    while (ld_acquire_gpu(sem) != rank) {
-    }
-    fence_proxy_async_global();  // the bulk adds below come after the ones the count stands for
-  }
-  __syncwarp();
 #pragma unroll
   for (int rb = 0; rb < kRowBlocks; rb++) {
     const int r0 = m0 + 64 * rb;
@@ -535,7 +520,12 @@ __device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const B
   if (lane == 0) bulk_wait_read();
   __syncwarp();
   named_arrive(kDqEmptyBarrier, kDqHandThreads);  // the buffer is read
-  if (lane == 0) bulk_wait();                      // the bulk adds have landed
+}
+
+// DQ_MODE ordered: once the writer's adds of the tile at M0 have landed,
+// passes its semaphore SEM on to the next key block.
+__device__ __forceinline__ void dq_release(const fat_fwd_params &p, int *sem, int m0, int lane) {
+  if (lane == 0) bulk_wait();  // the bulk adds have landed
   // Each lane's vector adds before lane 0's release (a partial tile's only:
   // fence.sc, __threadfence()'s, cost every tile more than its adds).
   if (m0 + kBlockM > p.seqlen_q || !dq_rows_whole(p.head_dim))
@@ -546,6 +536,70 @@ __device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const B
     red_release_gpu_add(sem, 1);
   }
 }
+
+// DQ_MODE ordered, the writer warp once the consumers have put TILE's dQ
+// into the buffer at DQ_S: waits for the key blocks before ITEM's to have
+// added into the tile, adds, frees the buffer, and once its adds have
+// landed, passes the tile on to the next key block.
+__device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const BlockCoords &item, const Walk &walk,
+                                               int tile, u32 dq_s, int lane) {
+  const fat_fwd_params &p = bp.fwd;
+  const int head = item.head * walk.group + walk.hq(tile), mb = walk.mb(tile), m0 = mb * kBlockM;
+  const long long row0 = ((long long)item.batch * p.heads + head) * p.seqlen_q;
+  int *const sem = dq_semaphore(bp, item.batch, head, mb);
+  if (lane == 0) {
+    const int rank = dq_rank(p, item.block, mb);
+    while (ld_acquire_gpu(sem) != rank) {
+    }
+    fence_proxy_async_global();  // the bulk adds below come after the ones the count stands for
+  }
+  __syncwarp();
+  dq_tile_adds(bp, row0, m0, dq_s, lane);
+  dq_release(p, sem, m0, lane);
+}
+
+#if {{DQ_SHIFT}}
+// DQ_SHIFT, the writer warp over ITEM's walk: ordered_dq_add's steps a
+// tile, two of them moved. The wait for the tile's turn comes before the
+// consumers' dQ (lane 0 polls while they compute). And where the chunk's
+// walks start at least two tiles apart (T >= 2A), the tile is passed on
+// only once the next tile's turn has come: its adds land meanwhile, and
+// the writer no longer waits for them (a bulk add of 32 KiB completing
+// into L2 or DRAM) between taking a tile and taking the next. Every wait
+// is still for a block at least one step behind in its walk: the block
+// before this one at a tile reached it two or more steps sooner and passes
+// it on at its next step (notes/kernel-log.md ws15). The last tile's is
+// passed on at the end of the item.
+__device__ __forceinline__ void shifted_dq_walk(const fat_bwd_params &bp, const BlockCoords &item, const Walk &walk,
+                                                u32 dq_s, int lane) {
+  const fat_fwd_params &p = bp.fwd;
+  const bool deferred = walk.n_tiles >= 2 * walk.chunk_size;
+  int *pending = nullptr;  // the last tile's semaphore, not yet passed on
+  int pending_m0 = 0;
+  for (int tile = 0; tile < walk.n_tiles; tile++) {
+    const int head = item.head * walk.group + walk.hq(tile), mb = walk.mb(tile), m0 = mb * kBlockM;
+    const long long row0 = ((long long)item.batch * p.heads + head) * p.seqlen_q;
+    int *const sem = dq_semaphore(bp, item.batch, head, mb);
+    if (lane == 0) {
+      const int rank = dq_rank_shifted(walk, item.block, walk.at(tile));
+      while (ld_acquire_gpu(sem) != rank) {
+      }
+    }
+    if (pending) dq_release(p, pending, pending_m0, lane);
+    if (lane == 0) fence_proxy_async_global();  // the bulk adds below come after the ones the count stands for
+    __syncwarp();
+    named_sync(kDqFullBarrier, kDqHandThreads);
+    dq_tile_adds(bp, row0, m0, dq_s, lane);
+    if (deferred) {
+      pending = sem;
+      pending_m0 = m0;
+    } else {
+      dq_release(p, sem, m0, lane);
+    }
+  }
+  if (pending) dq_release(p, pending, pending_m0, lane);
+}
+#endif
 
 // Grid: (ceil(seqlen_k / kBlockN), heads_k, batch), or PERSISTENT (at most
 // the SM count of those items, 1, 1), kThreads threads. Dynamic shared
@@ -652,6 +706,9 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         const int head_k = item.head, batch = item.batch;
         const Walk walk = shift_walk(walk_of(p, item.block * kBlockN), items, index, item);
         if (walk.bulk_tiles(p.head_dim) == 0) continue;
+#if {{DQ_SHIFT}}
+        shifted_dq_walk(bp, item, walk, dq_s, lane);
+#else
         for (int tile = 0; tile < walk.n_tiles; tile++) {
           if (!walk.dq_bulk(tile, p.head_dim)) continue;
           named_sync(kDqFullBarrier, kDqHandThreads);
@@ -670,6 +727,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
           __syncwarp();
           named_arrive(kDqEmptyBarrier, kDqHandThreads);
         }
+#endif
       }
       if (lane == 0) bulk_wait();  // the sums have landed before the block's shared memory goes
     }
