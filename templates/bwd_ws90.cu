@@ -68,6 +68,14 @@
 // before any of this round's. Every wait is then for an item of an earlier
 // round or one that reached the tile in fewer steps of its walk: the
 // chunk's blocks go on together, each T/A tiles of work behind the next.
+// Causal (DQ_SHIFT 1, GROUPED 0), the same rule without the rotation: key
+// block n's walk starts at its diagonal, so the blocks reach a tile last
+// key block first; each tile's adds go in that order (FlashAttention-3's
+// deterministic causal backward), and the items go lightest key block
+// first (the last key block of every pair, then the one before, ...), so
+// that a block waits only for the later key blocks of its pair, which are
+// earlier items. Without it key block n's first tile waits until key
+// block n - 1, started at the same time two tiles before, has reached it.
 //
 // Masks are bottom-right aligned, tiles no pair of which is visible are
 // skipped, a row that sees no key gets zero gradients (bwd_common.cuh). The
@@ -213,9 +221,10 @@ static_assert(!kGrouped || kIsCausal, "GROUPED: causal items only (without a mas
 static_assert(kConsumers == 1 || kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
               "the traded registers are the block's own");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
-static_assert(kDqShift == 0 || (kDqShift == 1 && kDqOrdered && kPersistent && !kIsCausal && !kIsLocal),
-              "DQ_SHIFT 1: ordered dQ, PERSISTENT (a round's blocks all resident), no mask (every walk the "
-              "pair's every tile)");
+static_assert(kDqShift == 0 ||
+                  (kDqShift == 1 && kDqOrdered && !kIsLocal && (kIsCausal ? !kGrouped : kPersistent)),
+              "DQ_SHIFT 1: ordered dQ; no mask with PERSISTENT (a round's blocks all resident), or causal "
+              "without GROUPED (the items lightest key block first)");
 static_assert(!kDqOrdered || !kDqSplitK, "ordered dQ: one buffer a tile (split-K's two bulk adds of one tile "
                                          "are not ordered with each other)");
 
@@ -385,6 +394,16 @@ __device__ __forceinline__ int dq_rank_shifted(const Walk &walk, int n, int tile
   const int r = starts - 1 - k;
   return walk.chunk_first + (r < 0 ? r + a : r);
 }
+
+// DQ_SHIFT, causal: the rank of key block N at query tile MB, the blocks
+// that see the tile (those whose first key the tile's last row sees, at
+// most every block) from the last: K - 1 - N.
+__device__ __forceinline__ int dq_rank_causal(const fat_fwd_params &p, int n, int mb) {
+  const int blocks = (p.seqlen_k + kBlockN - 1) / kBlockN;
+  const long long last_pos = (long long)(mb + 1) * kBlockM + (p.seqlen_k - p.seqlen_q);  // past the tile's last row
+  const int seeing = (int)min((long long)blocks, (last_pos + kBlockN - 1) / kBlockN);
+  return seeing - 1 - n;
+}
 #endif
 
 // DQ_MODE ordered: query tile MB's semaphore of (BATCH, HEAD), int32, after
@@ -444,7 +463,11 @@ struct Items {
       return {in_group / n, pair % heads_k, pair / heads_k};
     } else if constexpr (kIsCausal) {
       const int pairs = count / blocks;
+#if {{DQ_SHIFT}}
+      return {blocks - 1 - index / pairs, index % pairs % heads_k, index % pairs / heads_k};  // lightest first
+#else
       return {index / pairs, index % pairs % heads_k, index % pairs / heads_k};
+#endif
     } else {
       return {index % blocks, index / blocks % heads_k, index / (blocks * heads_k)};
     }
@@ -473,6 +496,11 @@ __device__ __forceinline__ Items items_of(const fat_fwd_params &p) {
 // blockIdx.x (coords() reverses the order within a round, never across).
 __device__ __forceinline__ Walk shift_walk(Walk walk, const Items &items, int index, const BlockCoords &item) {
 #if {{DQ_SHIFT}}
+  if constexpr (kIsCausal) {  // every walk from its diagonal; no chunks
+    walk.shift = walk.chunk_first = 0;
+    walk.chunk_size = 1;
+    return walk;
+  }
   const int pair_first = (item.batch * items.heads_k + item.head) * items.blocks;
   const int round_first = index - (int)blockIdx.x;
   walk.chunk_first = max(0, round_first - pair_first);
@@ -485,14 +513,29 @@ __device__ __forceinline__ Walk shift_walk(Walk walk, const Items &items, int in
 extern "C" __global__ void __launch_bounds__(FAT_BWD_ROW_THREADS)
 fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
 
-// DQ_MODE ordered, the writer warp: the dQ of the tile at M0 of the
-// (batch, head) whose first accumulator row is ROW0, from the buffer at
-// DQ_S into the accumulator (whole 64-row blocks by bulk reduction, a
-// partial one by the lanes' vector adds into its row-major rows), then the
-// buffer freed.
-__device__ __forceinline__ void dq_tile_adds(const fat_bwd_params &bp, long long row0, int m0, u32 dq_s,
-                                             int lane) {
+// DQ_MODE ordered, the writer warp once the consumers have put TILE's dQ
+// into the buffer at DQ_S: waits for the key blocks before ITEM's to have
+// added into the tile, adds (whole 64-row blocks by bulk reduction, a
+// partial one by the lanes' vector adds into its row-major rows), frees the
+// buffer, and once its adds have landed, passes the tile on to the next key
+// block.
+__device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const BlockCoords &item, const Walk &walk,
+                                               int tile, u32 dq_s, int lane) {
   const fat_fwd_params &p = bp.fwd;
+  const int head = item.head * walk.group + walk.hq(tile), mb = walk.mb(tile), m0 = mb * kBlockM;
+  const long long row0 = ((long long)item.batch * p.heads + head) * p.seqlen_q;
+  int *const sem = dq_semaphore(bp, item.batch, head, mb);
+  if (lane == 0) {
+#if {{DQ_SHIFT}}
+    const int rank = kIsCausal ? dq_rank_causal(p, item.block, mb) : dq_rank_shifted(walk, item.block, walk.at(tile));
+#else
+    const int rank = dq_rank(p, item.block, mb);
+#endif
+    while (ld_acquire_gpu(sem) != rank) {
+    }
+    fence_proxy_async_global();  // the bulk adds below come after the ones the count stands for
+  }
+  __syncwarp();
 #pragma unroll
   for (int rb = 0; rb < kRowBlocks; rb++) {
     const int r0 = m0 + 64 * rb;
@@ -520,12 +563,7 @@ __device__ __forceinline__ void dq_tile_adds(const fat_bwd_params &bp, long long
   if (lane == 0) bulk_wait_read();
   __syncwarp();
   named_arrive(kDqEmptyBarrier, kDqHandThreads);  // the buffer is read
-}
-
-// DQ_MODE ordered: once the writer's adds of the tile at M0 have landed,
-// passes its semaphore SEM on to the next key block.
-__device__ __forceinline__ void dq_release(const fat_fwd_params &p, int *sem, int m0, int lane) {
-  if (lane == 0) bulk_wait();  // the bulk adds have landed
+  if (lane == 0) bulk_wait();                      // the bulk adds have landed
   // Each lane's vector adds before lane 0's release (a partial tile's only:
   // fence.sc, __threadfence()'s, cost every tile more than its adds).
   if (m0 + kBlockM > p.seqlen_q || !dq_rows_whole(p.head_dim))
@@ -536,70 +574,6 @@ __device__ __forceinline__ void dq_release(const fat_fwd_params &p, int *sem, in
     red_release_gpu_add(sem, 1);
   }
 }
-
-// DQ_MODE ordered, the writer warp once the consumers have put TILE's dQ
-// into the buffer at DQ_S: waits for the key blocks before ITEM's to have
-// added into the tile, adds, frees the buffer, and once its adds have
-// landed, passes the tile on to the next key block.
-__device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const BlockCoords &item, const Walk &walk,
-                                               int tile, u32 dq_s, int lane) {
-  const fat_fwd_params &p = bp.fwd;
-  const int head = item.head * walk.group + walk.hq(tile), mb = walk.mb(tile), m0 = mb * kBlockM;
-  const long long row0 = ((long long)item.batch * p.heads + head) * p.seqlen_q;
-  int *const sem = dq_semaphore(bp, item.batch, head, mb);
-  if (lane == 0) {
-    const int rank = dq_rank(p, item.block, mb);
-    while (ld_acquire_gpu(sem) != rank) {
-    }
-    fence_proxy_async_global();  // the bulk adds below come after the ones the count stands for
-  }
-  __syncwarp();
-  dq_tile_adds(bp, row0, m0, dq_s, lane);
-  dq_release(p, sem, m0, lane);
-}
-
-#if {{DQ_SHIFT}}
-// DQ_SHIFT, the writer warp over ITEM's walk: ordered_dq_add's steps a
-// tile, two of them moved. The wait for the tile's turn comes before the
-// consumers' dQ (lane 0 polls while they compute). And where the chunk's
-// walks start at least two tiles apart (T >= 2A), the tile is passed on
-// only once the next tile's turn has come: its adds land meanwhile, and
-// the writer no longer waits for them (a bulk add of 32 KiB completing
-// into L2 or DRAM) between taking a tile and taking the next. Every wait
-// is still for a block at least one step behind in its walk: the block
-// before this one at a tile reached it two or more steps sooner and passes
-// it on at its next step (notes/kernel-log.md ws15). The last tile's is
-// passed on at the end of the item.
-__device__ __forceinline__ void shifted_dq_walk(const fat_bwd_params &bp, const BlockCoords &item, const Walk &walk,
-                                                u32 dq_s, int lane) {
-  const fat_fwd_params &p = bp.fwd;
-  const bool deferred = walk.n_tiles >= 2 * walk.chunk_size;
-  int *pending = nullptr;  // the last tile's semaphore, not yet passed on
-  int pending_m0 = 0;
-  for (int tile = 0; tile < walk.n_tiles; tile++) {
-    const int head = item.head * walk.group + walk.hq(tile), mb = walk.mb(tile), m0 = mb * kBlockM;
-    const long long row0 = ((long long)item.batch * p.heads + head) * p.seqlen_q;
-    int *const sem = dq_semaphore(bp, item.batch, head, mb);
-    if (lane == 0) {
-      const int rank = dq_rank_shifted(walk, item.block, walk.at(tile));
-      while (ld_acquire_gpu(sem) != rank) {
-      }
-    }
-    if (pending) dq_release(p, pending, pending_m0, lane);
-    if (lane == 0) fence_proxy_async_global();  // the bulk adds below come after the ones the count stands for
-    __syncwarp();
-    named_sync(kDqFullBarrier, kDqHandThreads);
-    dq_tile_adds(bp, row0, m0, dq_s, lane);
-    if (deferred) {
-      pending = sem;
-      pending_m0 = m0;
-    } else {
-      dq_release(p, sem, m0, lane);
-    }
-  }
-  if (pending) dq_release(p, pending, pending_m0, lane);
-}
-#endif
 
 // Grid: (ceil(seqlen_k / kBlockN), heads_k, batch), or PERSISTENT (at most
 // the SM count of those items, 1, 1), kThreads threads. Dynamic shared
@@ -706,9 +680,6 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         const int head_k = item.head, batch = item.batch;
         const Walk walk = shift_walk(walk_of(p, item.block * kBlockN), items, index, item);
         if (walk.bulk_tiles(p.head_dim) == 0) continue;
-#if {{DQ_SHIFT}}
-        shifted_dq_walk(bp, item, walk, dq_s, lane);
-#else
         for (int tile = 0; tile < walk.n_tiles; tile++) {
           if (!walk.dq_bulk(tile, p.head_dim)) continue;
           named_sync(kDqFullBarrier, kDqHandThreads);
@@ -727,7 +698,6 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
           __syncwarp();
           named_arrive(kDqEmptyBarrier, kDqHandThreads);
         }
-#endif
       }
       if (lane == 0) bulk_wait();  // the sums have landed before the block's shared memory goes
     }
