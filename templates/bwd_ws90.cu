@@ -68,14 +68,6 @@
 // before any of this round's. Every wait is then for an item of an earlier
 // round or one that reached the tile in fewer steps of its walk: the
 // chunk's blocks go on together, each T/A tiles of work behind the next.
-// Causal (DQ_SHIFT 1, GROUPED 0), the same rule without the rotation: key
-// block n's walk starts at its diagonal, so the blocks reach a tile last
-// key block first; each tile's adds go in that order (FlashAttention-3's
-// deterministic causal backward), and the items go lightest key block
-// first (the last key block of every pair, then the one before, ...), so
-// that a block waits only for the later key blocks of its pair, which are
-// earlier items. Without it key block n's first tile waits until key
-// block n - 1, started at the same time two tiles before, has reached it.
 //
 // Masks are bottom-right aligned, tiles no pair of which is visible are
 // skipped, a row that sees no key gets zero gradients (bwd_common.cuh). The
@@ -221,10 +213,9 @@ static_assert(!kGrouped || kIsCausal, "GROUPED: causal items only (without a mas
 static_assert(kConsumers == 1 || kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
               "the traded registers are the block's own");
 static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
-static_assert(kDqShift == 0 ||
-                  (kDqShift == 1 && kDqOrdered && !kIsLocal && (kIsCausal ? !kGrouped : kPersistent)),
-              "DQ_SHIFT 1: ordered dQ; no mask with PERSISTENT (a round's blocks all resident), or causal "
-              "without GROUPED (the items lightest key block first)");
+static_assert(kDqShift == 0 || (kDqShift == 1 && kDqOrdered && kPersistent && !kIsCausal && !kIsLocal),
+              "DQ_SHIFT 1: ordered dQ, PERSISTENT (a round's blocks all resident), no mask (every walk the "
+              "pair's every tile)");
 static_assert(!kDqOrdered || !kDqSplitK, "ordered dQ: one buffer a tile (split-K's two bulk adds of one tile "
                                          "are not ordered with each other)");
 
@@ -394,16 +385,6 @@ __device__ __forceinline__ int dq_rank_shifted(const Walk &walk, int n, int tile
   const int r = starts - 1 - k;
   return walk.chunk_first + (r < 0 ? r + a : r);
 }
-
-// DQ_SHIFT, causal: the rank of key block N at query tile MB, the blocks
-// that see the tile (those whose first key the tile's last row sees, at
-// most every block) from the last: K - 1 - N.
-__device__ __forceinline__ int dq_rank_causal(const fat_fwd_params &p, int n, int mb) {
-  const int blocks = (p.seqlen_k + kBlockN - 1) / kBlockN;
-  const long long last_pos = (long long)(mb + 1) * kBlockM + (p.seqlen_k - p.seqlen_q);  // past the tile's last row
-  const int seeing = (int)min((long long)blocks, (last_pos + kBlockN - 1) / kBlockN);
-  return seeing - 1 - n;
-}
 #endif
 
 // DQ_MODE ordered: query tile MB's semaphore of (BATCH, HEAD), int32, after
@@ -463,11 +444,7 @@ struct Items {
       return {in_group / n, pair % heads_k, pair / heads_k};
     } else if constexpr (kIsCausal) {
       const int pairs = count / blocks;
-#if {{DQ_SHIFT}}
-      return {blocks - 1 - index / pairs, index % pairs % heads_k, index % pairs / heads_k};  // lightest first
-#else
       return {index / pairs, index % pairs % heads_k, index % pairs / heads_k};
-#endif
     } else {
       return {index % blocks, index / blocks % heads_k, index / (blocks * heads_k)};
     }
@@ -496,11 +473,6 @@ __device__ __forceinline__ Items items_of(const fat_fwd_params &p) {
 // blockIdx.x (coords() reverses the order within a round, never across).
 __device__ __forceinline__ Walk shift_walk(Walk walk, const Items &items, int index, const BlockCoords &item) {
 #if {{DQ_SHIFT}}
-  if constexpr (kIsCausal) {  // every walk from its diagonal; no chunks
-    walk.shift = walk.chunk_first = 0;
-    walk.chunk_size = 1;
-    return walk;
-  }
   const int pair_first = (item.batch * items.heads_k + item.head) * items.blocks;
   const int round_first = index - (int)blockIdx.x;
   walk.chunk_first = max(0, round_first - pair_first);
@@ -527,7 +499,7 @@ __device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const B
   int *const sem = dq_semaphore(bp, item.batch, head, mb);
   if (lane == 0) {
 #if {{DQ_SHIFT}}
-    const int rank = kIsCausal ? dq_rank_causal(p, item.block, mb) : dq_rank_shifted(walk, item.block, walk.at(tile));
+    const int rank = dq_rank_shifted(walk, item.block, walk.at(tile));
 #else
     const int rank = dq_rank(p, item.block, mb);
 #endif

@@ -495,8 +495,7 @@ static void test_pruning(fat_gen *g) {
  * reasons that name the limit. */
 static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEAD_DIMS],
                            const int want_separate[N_BWD_HEAD_DIMS], const int want_wgmma[N_BWD_HEAD_DIMS],
-                           const int want_ws90[N_BWD_HEAD_DIMS], const int want_shift_none[N_BWD_HEAD_DIMS],
-                           const int want_shift_causal[N_BWD_HEAD_DIMS]) {
+                           const int want_ws90[N_BWD_HEAD_DIMS], const int want_ws90_shift[N_BWD_HEAD_DIMS]) {
   const char *arch = s->arch;
   const fat_variant *v = s->v;
   const size_t n = s->n, np = s->np;
@@ -547,12 +546,10 @@ static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEA
       if (ordered) name_len -= strlen(ordered_tag);
       /* ws90's tag ends in p for PERSISTENT=1, then g for GROUPED=1 (causal
        * only), then a for STATS_AHEAD=1, then x for DS_STSM=1, then r for
-       * DQ_SHIFT=1 (ordered: persistent without a mask, or causal without
-       * GROUPED). */
+       * DQ_SHIFT=1 (ordered, persistent, no mask only). */
       const int shift = is_ws90 && v[i].name[name_len - 1] == 'r';
       CHECK_WHY(shift == (strstr(v[i].params, "DQ_SHIFT=1") != NULL) &&
-                    (!shift || (ordered && ((strstr(v[i].params, "PERSISTENT=1") && v[i].mask == FAT_MASK_NONE) ||
-                                            (strstr(v[i].params, "GROUPED=0") && v[i].mask == FAT_MASK_CAUSAL)))),
+                    (!shift || (ordered && strstr(v[i].params, "PERSISTENT=1") && v[i].mask == FAT_MASK_NONE)),
                 "%s: params %s", v[i].name, v[i].params);
       name_len -= shift;
       const int stsm = is_ws90 && v[i].name[name_len - 1] == 'x';
@@ -598,11 +595,9 @@ static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEA
                   features_defaults[d][t][m]);
         CHECK_WHY(wgmma[d][t][m] == want_wgmma[d], "%s bwd wgmma90 d%d: %d, want %d", arch, HEAD_DIMS[d + 1],
                   wgmma[d][t][m], want_wgmma[d]);
-        /* causal: each again with GROUPED 1, and the ordered ones without
-         * GROUPED again with DQ_SHIFT 1; no mask: the ordered persistent
-         * ones again with DQ_SHIFT 1 */
-        const int want = want_ws90[d] * (m == FAT_MASK_CAUSAL ? 2 : 1) +
-                         (m == FAT_MASK_NONE ? want_shift_none[d] : m == FAT_MASK_CAUSAL ? want_shift_causal[d] : 0);
+        /* causal: each again with GROUPED 1; no mask: the ordered
+         * persistent ones again with DQ_SHIFT 1 */
+        const int want = want_ws90[d] * (m == FAT_MASK_CAUSAL ? 2 : 1) + (m == FAT_MASK_NONE ? want_ws90_shift[d] : 0);
         CHECK_WHY(ws90[d][t][m] == want, "%s bwd ws90 d%d mask %d: %d, want %d", arch, HEAD_DIMS[d + 1], m,
                   ws90[d][t][m], want);
       }
@@ -634,11 +629,9 @@ static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEA
     CHECK_STR(find_reason(p, np, "bwd.ws90.fp16.d64.local.m64n128s3kpg"),
               "GROUPED 1: only causal (the other masks go pair by pair)");
     CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d128.none.m64n128s2xr.ordered"),
-              "DQ_SHIFT 1: only DQ_MODE ordered, without a mask PERSISTENT 1, causal GROUPED 0");
-    CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d128.causal.m64n128s2pgxr.ordered"),
-              "DQ_SHIFT 1: only DQ_MODE ordered, without a mask PERSISTENT 1, causal GROUPED 0");
-    CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d128.local.m64n128s2pxr.ordered"),
-              "DQ_SHIFT 1: only DQ_MODE ordered, without a mask PERSISTENT 1, causal GROUPED 0");
+              "DQ_SHIFT 1: only DQ_MODE ordered with PERSISTENT 1 and no mask");
+    CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d128.causal.m64n128s2pxr.ordered"),
+              "DQ_SHIFT 1: only DQ_MODE ordered with PERSISTENT 1 and no mask");
     CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d64.causal.m64n128s2pax.ordered"),
               "DQ_MODE ordered: dQ split by keys over two buffers (d64, DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128)");
   }
@@ -1046,11 +1039,9 @@ int main(void) {
    * GROUPED 1; every one with STATS_AHEAD and DS_STSM 0 and 1: 64, 40 and
    * 40 atomic; each again ordered but d64's 16 of dQ split by keys
    * (DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128): 48, 40 and 40; without a
-   * mask the ordered persistent ones again with DQ_SHIFT 1: 24, 16, 16;
-   * causal the ordered ones without GROUPED: 48, 40, 40 */
+   * mask the ordered persistent ones again with DQ_SHIFT 1: 24, 16, 16 */
   const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {64 + 48, 40 + 40, 40 + 40, 0, 0};
   const int bwd_ws90_shift_sm90a[N_BWD_HEAD_DIMS] = {24, 16, 16, 0, 0};
-  const int bwd_ws90_shift_causal_sm90a[N_BWD_HEAD_DIMS] = {48, 40, 40, 0, 0};
   const int bwd_ws90_sm80[N_BWD_HEAD_DIMS] = {0, 0, 0, 0, 0};
   /* Each whole space is expanded once and every test of it run on that
    * expansion; one at a time, freed before the next (the sm_90a
@@ -1076,15 +1067,13 @@ int main(void) {
   if (whole_space_load(g, FAT_BWD, "sm_80", &s) == 0) {
     test_sources_self_contained(&s);
     family_table_count(&tally, &s);
-    test_bwd_space(&s, bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_ws90_sm80, bwd_ws90_sm80,
-                   bwd_ws90_sm80);
+    test_bwd_space(&s, bwd_atomic_sm80, bwd_separate_sm80, bwd_wgmma_sm80, bwd_ws90_sm80, bwd_ws90_sm80);
     whole_space_free(&s);
   }
   if (whole_space_load(g, FAT_BWD, "sm_90a", &s) == 0) {
     test_sources_self_contained(&s);
     family_table_count(&tally, &s);
-    test_bwd_space(&s, bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a, bwd_ws90_shift_sm90a,
-                   bwd_ws90_shift_causal_sm90a);
+    test_bwd_space(&s, bwd_atomic_sm90a, bwd_separate_sm90a, bwd_wgmma_sm90a, bwd_ws90_sm90a, bwd_ws90_shift_sm90a);
     whole_space_free(&s);
   }
   test_family_table(&tally);
