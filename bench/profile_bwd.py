@@ -12,7 +12,8 @@ cudnn: cuDNN) on the same tensors, for Nsight Compute to profile side by side:
 table of the two kernels' stall reasons.)
 
 Each library runs a forward (outside the kernels ncu selects) and then one
-backward; nothing is timed here: ncu measures. The shape is FlashAttention's
+backward (--deterministic: fatune a second, deterministic=True, after the
+default one); nothing is timed here: ncu measures. The shape is FlashAttention's
 benchmark shape at --seqlen (batch x seqlen = 16384 tokens, heads x head dim
 = 2048), bf16.
 """
@@ -30,6 +31,8 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--direction", choices=("fwd", "bwd"), default="bwd")
     ap.add_argument("--peer", choices=("flash", "cudnn"), default="flash")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="fatune's backward with deterministic=True (its deterministic pick) after the default one")
     args = ap.parse_args()
 
     import torch
@@ -43,10 +46,12 @@ def main():
     q, k, v, dout = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     leaf = [t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
     backward = args.direction == "bwd"
-    o = fatune.attention(*leaf, causal=args.causal)
-    if backward:
-        torch.autograd.grad(o, leaf, dout.transpose(1, 2).contiguous())
-    torch.cuda.synchronize()
+    for deterministic in (False, True) if args.deterministic else (False,):
+        o = fatune.attention(*leaf, causal=args.causal, deterministic=deterministic)
+        if backward:
+            torch.autograd.grad(o, leaf, dout.transpose(1, 2).contiguous())
+        torch.cuda.synchronize()
+        print(f"fatune{' deterministic' if deterministic else ''}: {fatune.last_choice()}")
 
     backend = SDPBackend.FLASH_ATTENTION if args.peer == "flash" else SDPBackend.CUDNN_ATTENTION
     leaf = [t.clone().requires_grad_(backward) for t in (q, k, v)]
