@@ -24,7 +24,7 @@ echo "ncu rc $?"; grep -E "fatune|profiled|==PROF==|ERR" "$OUT/ncu.log" | head -
 ncu -i "$OUT/prof.ncu-rep" --page raw --csv > "$OUT/prof.csv" && python3 bench/ncu_stalls.py "$OUT/prof.csv" 2>&1 | tee "$OUT/stalls.log" | head -60
 ncu -i "$OUT/prof.ncu-rep" --page details > "$OUT/details.txt" 2>&1; grep -E "Duration|Throughput|Registers|Memory \[%\]|L2 Hit|DRAM" "$OUT/details.txt" | head -60
 for i in 0 1; do
-  ncu -i "$OUT/prof.ncu-rep" --kernel-name regex:fat_bwd_ws90 --launch-skip $i --launch-count 1 --page source --csv \
+  ncu -i "$OUT/prof.ncu-rep" --kernel-id ::regex:fat_bwd_ws90:$((i + 1)) --page source --csv \
     --print-source sass > "$OUT/sass_$i.csv" 2>/dev/null && python3 bench/ncu_sass.py "$OUT/sass_$i.csv" 2>&1 | head -40 | tee "$OUT/sass_$i.log"
 done
 (cd "$OUT" && tar czf prof.tgz prof.ncu-rep sass_0.csv sass_1.csv && rm -f prof.ncu-rep sass_0.csv sass_1.csv prof.csv)
