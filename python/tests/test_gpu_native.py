@@ -139,6 +139,21 @@ def test_declines_other_dtypes(ext):
     assert ext.fwd(q.cpu(), q.cpu(), q.cpu(), 0, -1, -1, 0.125, 0.0, False) == []
 
 
+def capture(step):
+    """STEP run twice on a side stream (a first call's module loads and
+    allocations), then captured: (the graph, what the captured call returned)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    return graph, out
+
+
 def test_cuda_graph(ext):
     """Forward and backward captured with the native path, replayed on new
     inputs, against eager calls on them."""
@@ -151,15 +166,7 @@ def test_cuda_graph(ext):
         o = fatune.attention(q, k, v, causal=True, deterministic=True)
         return (o, *torch.autograd.grad(o, (q, k, v), dout))
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
+    graph, captured = capture(step)
     with torch.no_grad():
         for t, seed in ((q, 30), (k, 31), (v, 32), (dout, 33)):
             t.copy_(rand(*t.shape, seed=seed))
@@ -234,15 +241,7 @@ def test_kvcache_cuda_graph(ext):
     def step():
         return fatune.attention_with_kvcache(q, kc, vc, cache_seqlens=lengths, block_table=table)
 
-    step()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
+    graph, captured = capture(step)
     with torch.no_grad():
         q.copy_(rand(*q.shape, seed=51))
         lengths.sub_(7)
