@@ -72,21 +72,17 @@ local family = {
     -- tiles, each tile's adds in the order the blocks reach it, rather than
     -- every walk from the first tile, each block a handoff behind the last
     {name = "DQ_SHIFT", values = {0, 1}},
-    -- 2 (DQ_SHIFT 1, DQ_KEYS 0): two dQ staging buffers in turn, the
-    -- consumers a tile further ahead of the ordered writer
-    {name = "DQ_BUFS", values = {1, 2}},
   },
 }
 
--- m64n128s2kpgaxrb: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
+-- m64n128s2kpgaxr: BLOCK_M, BLOCK_N, STAGES, then k for DQ_KEYS 1, p for
 -- PERSISTENT 1, g for GROUPED 1, a for STATS_AHEAD 1, x for DS_STSM 1, r
--- for DQ_SHIFT 1, b for DQ_BUFS 2, and .ordered for DQ_MODE ordered.
+-- for DQ_SHIFT 1, and .ordered for DQ_MODE ordered.
 function family.tag(c)
-  return ("m%dn%ds%d%s%s%s%s%s%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
-                                              c.PERSISTENT == 1 and "p" or "", c.GROUPED == 1 and "g" or "",
-                                              c.STATS_AHEAD == 1 and "a" or "", c.DS_STSM == 1 and "x" or "",
-                                              c.DQ_SHIFT == 1 and "r" or "", c.DQ_BUFS == 2 and "b" or "",
-                                              c.DQ_MODE == "ordered" and ".ordered" or "")
+  return ("m%dn%ds%d%s%s%s%s%s%s%s"):format(c.BLOCK_M, c.BLOCK_N, c.STAGES, c.DQ_KEYS == 1 and "k" or "",
+                                            c.PERSISTENT == 1 and "p" or "", c.GROUPED == 1 and "g" or "",
+                                            c.STATS_AHEAD == 1 and "a" or "", c.DS_STSM == 1 and "x" or "",
+                                            c.DQ_SHIFT == 1 and "r" or "", c.DQ_MODE == "ordered" and ".ordered" or "")
 end
 
 family.template_head_dim = tiles.template_head_dim
@@ -118,13 +114,12 @@ local function ds_buffers(c)
 end
 
 -- K and V (BLOCK_N rows), STAGES Q and dO tiles (BLOCK_M rows), the dSᵀ
--- buffers (BLOCK_N x BLOCK_M), the fp32 dQ buffers (BLOCK_M x head dim;
--- DQ_BUFS of them in turn),
+-- buffers (BLOCK_N x BLOCK_M), the fp32 dQ buffers (BLOCK_M x head dim),
 -- STAGES rows of lse and D, the alignment slack and the barriers.
 function family.smem_bytes(c)
   local d = tiles.template_head_dim(c.HEAD_DIM)
   return (2 * c.BLOCK_N + 2 * c.STAGES * c.BLOCK_M) * d * tiles.ELEMENT_BYTES +
-         ds_buffers(c) * c.BLOCK_N * c.BLOCK_M * tiles.ELEMENT_BYTES + c.DQ_BUFS * dq_buffers(c) * c.BLOCK_M * d * FLOAT_BYTES +
+         ds_buffers(c) * c.BLOCK_N * c.BLOCK_M * tiles.ELEMENT_BYTES + dq_buffers(c) * c.BLOCK_M * d * FLOAT_BYTES +
          c.STAGES * ROW_STATS * c.BLOCK_M * FLOAT_BYTES + tiles.ALIGNMENT_SLACK +
          (2 + 2 * c.STAGES) * BARRIER_BYTES
 end
@@ -152,14 +147,6 @@ family.constraints = {
     -- window the blocks see different tiles).
     if c.DQ_SHIFT == 1 and not (c.DQ_MODE == "ordered" and c.PERSISTENT == 1 and c.MASK == "none") then
       return "DQ_SHIFT 1: only DQ_MODE ordered with PERSISTENT 1 and no mask"
-    end
-  end,
-  function(c)
-    -- A second buffer pays where the ordered writer holds the consumers up;
-    -- with DQ_KEYS 1 the consumers chain through the buffer (one barrier a
-    -- tile, which a consumer a tile ahead would complete twice).
-    if c.DQ_BUFS == 2 and not (c.DQ_SHIFT == 1 and c.DQ_KEYS == 0) then
-      return "DQ_BUFS 2: only with DQ_SHIFT 1 and DQ_KEYS 0"
     end
   end,
   function(c)

@@ -145,13 +145,6 @@ enum : int {
   // DQ_SHIFT 1: the walks of a round's key blocks start spread over the
   // pair's tiles (above). An enumerator, as STATS_AHEAD.
   kDqShift = {{DQ_SHIFT}},
-  // DQ_BUFS 2 (DQ_SHIFT 1): two dQ staging buffers in turn, so that the
-  // consumers can run a tile further ahead of the writer, whose ordered
-  // adds (a semaphore's acquire, the bulk add, its landing, the release)
-  // take about a tile's products: with one buffer the consumers waited
-  // for it in 15 % of their HGMMA's stall samples (ncu, notes/kernel-log.md
-  // ws17). An enumerator, as STATS_AHEAD.
-  kDqStaging = {{DQ_BUFS}},
   kConsumers = kBlockN / 64,
   kThreads = 128 * (kConsumers + 1),
   kConsumerThreads = 128 * kConsumers,
@@ -197,10 +190,6 @@ enum : int {
   kDqEmptyBarrier = 3,
   kDqChainBarrier = 4,
   kOwnDsBarrier = 5,
-  // DQ_BUFS 2: the second staging buffer's written and read (7 and 8: the
-  // own-dSᵀ barriers take 5 and 6).
-  kDqFullBarrier1 = 7,
-  kDqEmptyBarrier1 = 8,
 };
 constexpr unsigned kTileBytes = kBlockM * kHeadDim * 2;   // a Q or dO tile
 constexpr unsigned kKVBytes = kBlockN * kHeadDim * 2;     // K or V
@@ -227,15 +216,8 @@ static_assert(!(kIsCausal && kIsLocal), "one mask per variant");
 static_assert(kDqShift == 0 || (kDqShift == 1 && kDqOrdered && kPersistent && !kIsCausal && !kIsLocal),
               "DQ_SHIFT 1: ordered dQ, PERSISTENT (a round's blocks all resident), no mask (every walk the "
               "pair's every tile)");
-static_assert(kDqStaging == 1 || (kDqStaging == 2 && kDqShift && !kOwnKeys && !kDqSplitK),
-              "DQ_BUFS 2: DQ_SHIFT's writer, one consumer share a tile (no DQ_KEYS 1 chain, no split-K)");
 static_assert(!kDqOrdered || !kDqSplitK, "ordered dQ: one buffer a tile (split-K's two bulk adds of one tile "
                                          "are not ordered with each other)");
-
-// The named barriers of dQ staging buffer B: written (consumers arrive,
-// the writer waits) and read (the writer arrives, the consumers wait).
-__device__ __forceinline__ int dq_full_barrier(int b) { return b ? kDqFullBarrier1 : kDqFullBarrier; }
-__device__ __forceinline__ int dq_empty_barrier(int b) { return b ? kDqEmptyBarrier1 : kDqEmptyBarrier; }
 
 // A head dim below the template's (96 on 128) keeps the dQ accumulator's
 // rows kHeadDim floats apart (bwd_common.cuh), so that its whole tiles go
@@ -510,7 +492,7 @@ fat_bwd_preprocess(const fat_bwd_params bp) { preprocess_rows(bp); }
 // buffer, and once its adds have landed, passes the tile on to the next key
 // block.
 __device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const BlockCoords &item, const Walk &walk,
-                                               int tile, u32 dq_s, int lane, int empty_barrier) {
+                                               int tile, u32 dq_s, int lane) {
   const fat_fwd_params &p = bp.fwd;
   const int head = item.head * walk.group + walk.hq(tile), mb = walk.mb(tile), m0 = mb * kBlockM;
   const long long row0 = ((long long)item.batch * p.heads + head) * p.seqlen_q;
@@ -552,8 +534,8 @@ __device__ __forceinline__ void ordered_dq_add(const fat_bwd_params &bp, const B
   }
   if (lane == 0) bulk_wait_read();
   __syncwarp();
-  named_arrive(empty_barrier, kDqHandThreads);  // the buffer is read
-  if (lane == 0) bulk_wait();                    // the bulk adds have landed
+  named_arrive(kDqEmptyBarrier, kDqHandThreads);  // the buffer is read
+  if (lane == 0) bulk_wait();                      // the bulk adds have landed
   // Each lane's vector adds before lane 0's release (a partial tile's only:
   // fence.sc, __threadfence()'s, cost every tile more than its adds).
   if (m0 + kBlockM > p.seqlen_q || !dq_rows_whole(p.head_dim))
@@ -584,7 +566,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   const u32 query_s = v_s + kKVBytes;                   // kStages x (Q, dO) [kBlockM queries]
   const u32 ds_s = query_s + kStages * 2 * kTileBytes;  // kDsBuffers x dSᵀ [kBlockN keys][kBlockM queries]
   const u32 dq_s = ds_s + kDsBuffers * kDsBytes;        // kDqBuffers x dQ, dq_whole_offset()'s order
-  const u32 stats_s = dq_s + kDqStaging * kDqBuffers * kDqBytes;  // kStages x (lse·log2e, D) [kBlockM]
+  const u32 stats_s = dq_s + kDqBuffers * kDqBytes;     // kStages x (lse·log2e, D) [kBlockM]
   float *const stats = reinterpret_cast<float *>(smem + (stats_s - smem_u32(smem)));
   const u32 kv_full = smem_u32(&barriers[0]);
   const u32 kv_empty = smem_u32(&barriers[1]);  // PERSISTENT: K and V read for the last time
@@ -663,9 +645,8 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
     } else if (warp == 1) {
       // ---- dQ writer --------------------------------------------------------
       // The consumers wait for the buffer before every bulk tile but the
-      // block's first (DQ_BUFS 2: each buffer's first), and once more a
-      // buffer at the end: the writer frees it after every one.
-      int dq_seq = 0;  // DQ_BUFS 2: the block's bulk tiles so far
+      // block's first, and once more at the end: the writer frees it after
+      // every one.
       for (int index = items.first; index < items.count; index = items.next(index)) {
         const BlockCoords item = items.coords(index);
         const int head_k = item.head, batch = item.batch;
@@ -673,10 +654,9 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         if (walk.bulk_tiles(p.head_dim) == 0) continue;
         for (int tile = 0; tile < walk.n_tiles; tile++) {
           if (!walk.dq_bulk(tile, p.head_dim)) continue;
-          const int buf = kDqStaging > 1 ? dq_seq++ % kDqStaging : 0;  // the staging buffer, in turn
-          named_sync(dq_full_barrier(buf), kDqHandThreads);
+          named_sync(kDqFullBarrier, kDqHandThreads);
           if constexpr (kDqOrdered) {
-            ordered_dq_add(bp, item, walk, tile, dq_s + buf * kDqBuffers * kDqBytes, lane, dq_empty_barrier(buf));
+            ordered_dq_add(bp, item, walk, tile, dq_s, lane);
             continue;
           }
           if (lane == 0) {
@@ -885,16 +865,15 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       // kOwnKeys: the second consumer adds its share to the first's.
       const bool adds = kOwnKeys && wg == 1;
       // The buffer is free once the writer has read the last tile's (the
-      // adding consumer follows the first, below); DQ_BUFS 2, the one before.
-      const int dq_stage = kDqStaging > 1 ? bulk_done % kDqStaging : 0;
-      if (bulk && !adds && bulk_done >= kDqStaging) named_sync(dq_empty_barrier(dq_stage), kDqHandThreads);
+      // adding consumer follows the first, below).
+      if (bulk && !adds && bulk_done > 0) named_sync(kDqEmptyBarrier, kDqHandThreads);
 #pragma unroll
       for (int task = 0; task < kDqTasks; task++) {
         // 64-row block
         const int rb = kOwnKeys ? task / kDqColTasks : kDqShares > 1 ? wg / kDqShares : wg + task * kConsumers;
         const int col0 = kOwnKeys ? (task % kDqColTasks) * kDqN : (wg % kDqSplit) * kDqN;
         const int kk0 = kOwnKeys || kDqSplitK ? (wg % kConsumers) * kDqKSteps : 0;  // first k-step
-        const u32 dq_buf = dq_s + (dq_stage * kDqBuffers + (kDqSplitK ? wg % kDqShares : 0)) * kDqBytes;
+        const u32 dq_buf = dq_s + (kDqSplitK ? wg % kDqShares : 0) * kDqBytes;
         float dq[kDqN / 2];
 #pragma unroll
         for (int i = 0; i < kDqN / 2; i++) dq[i] = 0.f;
@@ -972,7 +951,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
           named_arrive(kDqChainBarrier, kConsumerThreads);  // to the second consumer
         } else {
           fence_async_shared();  // the copy engine reads what these stores wrote
-          named_arrive(dq_full_barrier(dq_stage), kDqHandThreads);
+          named_arrive(kDqFullBarrier, kDqHandThreads);
         }
         bulk_done++;
       }
@@ -1011,15 +990,8 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       }
     }
   }
-  // The writer's freeing of the buffer after the block's last bulk tile
-  // (DQ_BUFS 2: of each buffer's last; the preprocessor's choice keeps the
-  // other variants' machine code, which a loop of one changed).
-#if {{DQ_BUFS}} > 1
-  for (int j = max(0, bulk_done - kDqStaging); j < bulk_done; j++)
-    named_sync(dq_empty_barrier(j % kDqStaging), kDqHandThreads);
-#else
+  // The writer's freeing of the buffer after the block's last bulk tile.
   if (bulk_done > 0 && !(kOwnKeys && wg == 1)) named_sync(kDqEmptyBarrier, kDqHandThreads);
-#endif
 }
 
 // Atomic mode only: no separate dQ pass (the launcher never starts it).

@@ -47,8 +47,8 @@ static const int WS90_E4M3[] = {0, 48, 36, 36, 36, 12};
 #define MATERIALIZE_MASKS 2 /* none and causal: the baseline has no window */
 #define BWD_GRID 72    /* backward BLOCK_M x BLOCK_N x WARPS x DQ_MODE x PREFETCH = 3x3x2x2x2 */
 #define BWD_WGMMA_GRID 8  /* backward wgmma90: BLOCK_M x BLOCK_N x STAGES = 2x2x2 */
-#define BWD_WS90_GRID 2048 /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS x PERSISTENT x GROUPED x
-                              STATS_AHEAD x DS_STSM x DQ_MODE x DQ_SHIFT x DQ_BUFS = 2x2x2x2x2x2x2x2x2x2x2 */
+#define BWD_WS90_GRID 1024 /* backward ws90: BLOCK_M x BLOCK_N x STAGES x DQ_KEYS x PERSISTENT x GROUPED x
+                              STATS_AHEAD x DS_STSM x DQ_MODE x DQ_SHIFT = 2x2x2x2x2x2x2x2x2x2 */
 #define BWD_MIN_CONFIGS 4 /* the floor per (head dim, dtype, mask) and dQ strategy */
 #define ERR_LEN 4096
 
@@ -546,13 +546,7 @@ static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEA
       if (ordered) name_len -= strlen(ordered_tag);
       /* ws90's tag ends in p for PERSISTENT=1, then g for GROUPED=1 (causal
        * only), then a for STATS_AHEAD=1, then x for DS_STSM=1, then r for
-       * DQ_SHIFT=1 (ordered, persistent, no mask only), then b for DQ_BUFS=2
-       * (DQ_SHIFT=1 with DQ_KEYS=0 only). */
-      const int bufs = is_ws90 && v[i].name[name_len - 1] == 'b';
-      CHECK_WHY(bufs == (strstr(v[i].params, "DQ_BUFS=2") != NULL) &&
-                    (!bufs || (strstr(v[i].params, "DQ_SHIFT=1") && strstr(v[i].params, "DQ_KEYS=0"))),
-                "%s: params %s", v[i].name, v[i].params);
-      name_len -= bufs;
+       * DQ_SHIFT=1 (ordered, persistent, no mask only). */
       const int shift = is_ws90 && v[i].name[name_len - 1] == 'r';
       CHECK_WHY(shift == (strstr(v[i].params, "DQ_SHIFT=1") != NULL) &&
                     (!shift || (ordered && strstr(v[i].params, "PERSISTENT=1") && v[i].mask == FAT_MASK_NONE)),
@@ -638,8 +632,6 @@ static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEA
               "DQ_SHIFT 1: only DQ_MODE ordered with PERSISTENT 1 and no mask");
     CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d128.causal.m64n128s2pxr.ordered"),
               "DQ_SHIFT 1: only DQ_MODE ordered with PERSISTENT 1 and no mask");
-    CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d64.none.m64n128s2kpxrb.ordered"),
-              "DQ_BUFS 2: only with DQ_SHIFT 1 and DQ_KEYS 0");
     CHECK_STR(find_reason(p, np, "bwd.ws90.bf16.d64.causal.m64n128s2pax.ordered"),
               "DQ_MODE ordered: dQ split by keys over two buffers (d64, DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128)");
   }
@@ -1047,11 +1039,9 @@ int main(void) {
    * GROUPED 1; every one with STATS_AHEAD and DS_STSM 0 and 1: 64, 40 and
    * 40 atomic; each again ordered but d64's 16 of dQ split by keys
    * (DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128): 48, 40 and 40; without a
-   * mask the ordered persistent ones again with DQ_SHIFT 1: 24, 16, 16,
-   * and those with DQ_KEYS 0 again with DQ_BUFS 2: 16, 12, 12 (d64's
-   * m64n64 and m128n64: no split-K there) */
+   * mask the ordered persistent ones again with DQ_SHIFT 1: 24, 16, 16 */
   const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {64 + 48, 40 + 40, 40 + 40, 0, 0};
-  const int bwd_ws90_shift_sm90a[N_BWD_HEAD_DIMS] = {24 + 16, 16 + 12, 16 + 12, 0, 0};
+  const int bwd_ws90_shift_sm90a[N_BWD_HEAD_DIMS] = {24, 16, 16, 0, 0};
   const int bwd_ws90_sm80[N_BWD_HEAD_DIMS] = {0, 0, 0, 0, 0};
   /* Each whole space is expanded once and every test of it run on that
    * expansion; one at a time, freed before the next (the sm_90a
