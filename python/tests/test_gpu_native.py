@@ -20,6 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # graphs
 import pytest  # noqa: E402
 
 torch = pytest.importorskip("torch")
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 os.environ.setdefault("FATUNE_NATIVE_DIR", tempfile.mkdtemp(prefix="fatune-native-"))
 import fatune  # noqa: E402
 from fatune import _ops, native  # noqa: E402
+from graphs import capture  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -137,21 +139,6 @@ def test_declines_other_dtypes(ext):
     q = rand(1, 64, 4, 64, dtype=torch.float32)
     assert ext.fwd(q, q, q, 0, -1, -1, 0.125, 0.0, False) == []
     assert ext.fwd(q.cpu(), q.cpu(), q.cpu(), 0, -1, -1, 0.125, 0.0, False) == []
-
-
-def capture(step):
-    """STEP run twice on a side stream (a first call's module loads and
-    allocations), then captured: (the graph, what the captured call returned)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = step()
-    return graph, out
 
 
 def test_cuda_graph(ext):

@@ -19,11 +19,13 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # graphs
 import pytest  # noqa: E402
 
 torch = pytest.importorskip("torch")
 import fatune  # noqa: E402
 from fatune import _runtime  # noqa: E402
+from graphs import capture  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 BF16 = torch.bfloat16
@@ -154,23 +156,6 @@ def test_reduce_overhead_matches_eager():
 
 
 # ---- CUDA graphs by hand -----------------------------------------------------------
-
-
-def capture(fn, warmups=3):
-    """fn's work captured in a CUDA graph after warm-up calls on a side
-    stream (a problem's first call opens the context, reads the databases
-    and loads its module: none of it may be captured); returns (graph, what
-    fn returned while captured)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(warmups):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out
 
 
 def refill(static, fresh):
