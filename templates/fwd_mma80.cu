@@ -352,49 +352,67 @@ __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long
 }
 
 #if {{PAGED}}
+// This lane's entry of the block table row PAGE_OF for the key tile of
+// kRows keys from N0, of which VALID_ROWS are inside the sequence: lane q
+// of each warp reads group q's (the page of keys n0 + 16q ..), the other
+// lanes and the groups past the end nothing. The main loop reads a tile's
+// entries a load ahead of its copies (kernel-log p5: a read beside them
+// held every copy of the tile behind its round trip).
+template <int kRows>
+__device__ __forceinline__ int paged_lane_page(const int *page_of, int page_shift, int n0, int valid_rows, int tid) {
+  const int lane = tid % 32;
+  return lane < kRows / FAT_FWD_PAGE_GROUP && lane * FAT_FWD_PAGE_GROUP < valid_rows
+             ? __ldg(page_of + ((n0 + lane * FAT_FWD_PAGE_GROUP) >> page_shift))
+             : 0;
+}
+
 // load_tile for a key tile of a paged K or V: tile row r is key n0 + r of
 // the sequence, row (n0 + r) & page_mask of its page, pages page_stride
 // elements apart from head_base (the pool's first page at this block's
 // K/V head). A page holds at least FAT_FWD_PAGE_GROUP keys (a power of two,
 // as is the page), so each FAT_FWD_PAGE_GROUP-key group of the tile lies in
-// one page: lane q of each warp reads group q's entry of the sequence's
-// block table row page_of, and every copy takes its row's page from that
-// lane by a shuffle -- one table read a group, not one a copied row (which
-// ptxas hoisted, one register each, into spills). A group at or past
-// valid_rows (keys past the sequence's end, whose entries may name no page)
-// reads nothing; its rows, and columns past head_dim, are zero-filled.
+// one page: lane q of each warp holds group q's entry of the sequence's
+// block table row (LANE_PAGE, paged_lane_page's), and every copy takes its
+// row's page from that lane by a shuffle -- one table read a group, not one
+// a copied row (which ptxas hoisted, one register each, into spills). A
+// group at or past valid_rows (keys past the sequence's end, whose entries
+// may name no page) is never read; its rows, and columns past head_dim, are
+// zero-filled.
 template <int kRows>
-__device__ __forceinline__ void load_tile_paged(u32 tile, const elem_t *head_base, const int *page_of,
-                                                int page_shift, long long page_stride, long long row_stride,
-                                                int n0, int valid_rows, int head_dim, int tid) {
-  constexpr int kGroups = kRows / FAT_FWD_PAGE_GROUP;  // of this tile, each in one page
-  static_assert(kRows % FAT_FWD_PAGE_GROUP == 0 && kGroups <= 32, "a lane holds each group's page");
-  const int lane = tid % 32, page_mask = (1 << page_shift) - 1;
-  const int group_key = n0 + lane * FAT_FWD_PAGE_GROUP;
-  const int lane_page = lane < kGroups && lane * FAT_FWD_PAGE_GROUP < valid_rows
-                            ? __ldg(page_of + (group_key >> page_shift)) : 0;
-  // Where the chunk at column col of tile row row lives, in the page PAGE.
-  auto source = [&](int row, int col, int page) {
-    return head_base + (long long)page * page_stride + ((n0 + row) & page_mask) * row_stride + col;
-  };
+__device__ __forceinline__ void load_tile_paged(u32 tile, const elem_t *head_base, int lane_page, int page_shift,
+                                                long long page_stride, long long row_stride, int n0,
+                                                int valid_rows, int head_dim, int tid) {
+  static_assert(kRows % FAT_FWD_PAGE_GROUP == 0 && kRows / FAT_FWD_PAGE_GROUP <= 32,
+                "a lane holds each group's page");
+  // Lane q's group: its first row in its page, as an address (the lanes
+  // past the tile's groups hold one no copy takes). A copy then adds its
+  // row within the group and its column: no page arithmetic a copy (which
+  // took ptxas 28 instructions, 64-bit products and the strides reloaded).
+  const unsigned lane = (unsigned)tid % 32, page_mask = (1u << page_shift) - 1;
+  const unsigned long long group_base = reinterpret_cast<unsigned long long>(
+      head_base + lane_page * page_stride + (long long)((n0 + lane * FAT_FWD_PAGE_GROUP) & page_mask) * row_stride);
   // Each thread walks one column chunk down the rows, as load_tile does;
   // where the threads are no multiple of a row's chunks (d96, d192) the
   // last few only shuffle, so that no copy needs a row and column of its
   // own (ptxas kept one each live, and spilled them).
   constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   constexpr int kCopiers = kRowsPerPass * kChunksPerRow;
-  const int row0 = tid / kChunksPerRow, col = (tid % kChunksPerRow) * 8;
+  const int row0 = (int)((unsigned)tid / kChunksPerRow), col = (int)((unsigned)tid % kChunksPerRow) * 8;
   const bool copies = kCopiers == kThreads || tid < kCopiers;
   const u32 dst = tile + tile_offset(row0, col);
 #pragma unroll
   for (int i = 0; i < (kRows + kRowsPerPass - 1) / kRowsPerPass; i++) {
     const int row = row0 + i * kRowsPerPass;
-    const int page = __shfl_sync(0xffffffffu, lane_page, row / FAT_FWD_PAGE_GROUP);  // every lane
+    const unsigned from = (unsigned)row / FAT_FWD_PAGE_GROUP % 32;  // every lane shuffles
+    const unsigned long long base = (unsigned long long)__shfl_sync(0xffffffffu, (u32)group_base, from) |
+                                    (unsigned long long)__shfl_sync(0xffffffffu, (u32)(group_base >> 32), from) << 32;
     if (copies && (kRows % kRowsPerPass == 0 || row < kRows)) {
       const bool inside = row < valid_rows && col < head_dim;
       const u32 d = kRowsPerPass % 8 == 0 ? dst + i * kRowsPerPass * kRowPitch * sizeof(elem_t)
                                           : tile + tile_offset(row, col);
-      cp_async_16(d, inside ? source(row, col, page) : head_base, inside ? 16 : 0);
+      const elem_t *g = reinterpret_cast<const elem_t *>(base) +
+                        (long long)((unsigned)row % FAT_FWD_PAGE_GROUP) * row_stride + col;
+      cp_async_16(d, inside ? g : head_base, inside ? 16 : 0);
     }
   }
 }
@@ -521,19 +539,29 @@ fat_fwd_mma80(const fat_fwd_params p) {
   const int *page_of = kv.block_table + (long long)batch * kv.block_table_stride;
   const int head_dim = p.head_dim;
 
+  // Each ring's table entries (paged_lane_page's) for the tile it loads
+  // next, read one load ahead: load_k and load_v each take tiles 0, 1, ...
+  // in turn, and a tile's copies then never wait for its entries.
+  auto lane_page = [&](int j) {  // tile j's, none past the block's tiles
+    const int n0 = (tile_begin + j) * kBlockN;
+    return paged_lane_page<kBlockN>(page_of, kv.page_shift, n0, j < n_tiles ? seq.seqlen_k - n0 : 0, tid);
+  };
+  int k_pages = lane_page(0), v_pages = k_pages;
   auto load_k = [&](int j) {  // the block's j-th key tile
     if (j < n_tiles) {
-      const int n0 = (tile_begin + j) * kBlockN;
-      load_tile_paged<kBlockN>(k_base + (j % kStages) * kTileBytesN, k_g, page_of, kv.page_shift,
-                               p.k_batch_stride, p.k_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
+      const int n0 = (tile_begin + j) * kBlockN, pages = k_pages;
+      k_pages = lane_page(j + 1);
+      load_tile_paged<kBlockN>(k_base + (j % kStages) * kTileBytesN, k_g, pages, kv.page_shift, p.k_batch_stride,
+                               p.k_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
     }
     cp_async_commit();  // empty groups keep the wait counts uniform
   };
   auto load_v = [&](int j) {
     if (j < n_tiles) {
-      const int n0 = (tile_begin + j) * kBlockN;
-      load_tile_paged<kBlockN>(v_base + (j % kStages) * kTileBytesN, v_g, page_of, kv.page_shift,
-                               p.v_batch_stride, p.v_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
+      const int n0 = (tile_begin + j) * kBlockN, pages = v_pages;
+      v_pages = lane_page(j + 1);
+      load_tile_paged<kBlockN>(v_base + (j % kStages) * kTileBytesN, v_g, pages, kv.page_shift, p.v_batch_stride,
+                               p.v_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
     }
     cp_async_commit();
   };
