@@ -78,6 +78,7 @@ typedef struct sel_shape_key {
   int window_left, window_right;  /* the local mask's window (0, 0 for the others) */
   int varlen_mean;                /* a packed batch's mean length step (varlen_mean_step); 0 dense */
   int page_size;                  /* a paged cache's page size; 0 contiguous */
+  int parallel;                   /* a decoding call's batch x K/V heads (select.c's bucket) */
 } sel_shape_key;
 
 /* One way of the exact-shape memo: a problem and what serves it. */

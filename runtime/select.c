@@ -305,7 +305,8 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
  * newest winner first). WINDOW: the problem's window, lengths and page
  * size columns, or constants for a database without them; either way
  * result columns 13 to 16, which the ORDER BY names by number; the source
- * is the 17th.
+ * is the 17th, and the 18th the problem's parallelism (batch x K/V heads,
+ * a decoding bucket's: bucket.parallel).
  * The variant must be of its problem's key (import refuses any other). */
 #define VARIANT_OF_PROBLEM                                                                     \
   " AND v.direction = p.direction AND v.dtype = p.dtype AND v.mask = p.mask"                   \
@@ -313,7 +314,7 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
 #define WINNER_SELECT(window)                                                                  \
   "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
   " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
-  ", v.source FROM winners w JOIN gpus g ON g.id = w.gpu_id"                                   \
+  ", v.source, p.batch * p.heads_k FROM winners w JOIN gpus g ON g.id = w.gpu_id"            \
   " JOIN problems p ON p.id = w.problem_id JOIN variants v ON v.id = w.variant_id"             \
   " JOIN timings t ON t.id = w.timing_id"                                                      \
   " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
@@ -322,7 +323,7 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   /* Families the table lets win: the materialising baseline never does. */                   \
   " AND " FAT_SQL_MAY_WIN("v.family", "v.direction") " AND instr(v.source, ?9) > 0"            \
   " AND instr(v.source, ?10) > 0"                                                              \
-  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, 16, w.chosen_at DESC"
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, 16, 18, w.chosen_at DESC"
 
 /* The deterministic backward: the fastest live timing, per bucket, of a
  * variant whose dQ mode is deterministic (mma80's DQ_MODE=separate, dQ in
@@ -333,7 +334,7 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
 #define DETERMINISTIC_SELECT(window)                                                           \
   "SELECT v.name, v.source_hash, v.entry, v.family, v.params, v.block_m, v.threads,"           \
   " v.smem_bytes, p.seqlen_q, t.median_ms, p.seqlen_k, p.heads / p.heads_k, " window           \
-  ", v.source FROM timings t JOIN gpus g ON g.id = t.gpu_id"                                   \
+  ", v.source, p.batch * p.heads_k FROM timings t JOIN gpus g ON g.id = t.gpu_id"            \
   " JOIN problems p ON p.id = t.problem_id JOIN variants v ON v.id = t.variant_id"             \
   " WHERE g.name = ?1 AND g.cc_major = ?2 AND g.cc_minor = ?3 AND g.sm_count = ?4"             \
   " AND p.direction = ?8 AND p.dtype = ?5 AND p.mask = ?6 AND p.head_dim = ?7"                 \
@@ -342,7 +343,7 @@ sqlite3 *fat_rt_open_ro(fat_context *c, int i) {
   " AND instr(v.source, ?9) > 0 AND instr(v.source, ?10) > 0"                                  \
   " AND " FAT_SQL_DQ_DETERMINISTIC("v.params")                                                 \
   " AND " FAT_SQL_LIVE_PASSING("", "t.variant_id", "t.gpu_id", "t.problem_id")                \
-  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, 16, t.median_ms, t.id"
+  " ORDER BY p.seqlen_q, p.seqlen_k, p.heads / p.heads_k, 13, 14, 15, 16, 18, t.median_ms, t.id"
 
 #define V1_COLUMNS "0, 0, '', 0"
 #define V2_COLUMNS "p.window_left, p.window_right, '', 0"
@@ -375,7 +376,24 @@ typedef struct bucket {
   double mean;                    /* ... and their mean length (a dense bucket: seqlen_q) */
   int mean_step;                  /* ... in quarter octaves (mean_step_of) */
   int page_size;                  /* a paged cache's page size; 0 contiguous */
+  /* A decoding bucket's parallelism: batch x K/V heads, the blocks its
+   * kernels have before they split the keys (a dense problem of at most
+   * the decoding family's longest seqlen_q); 0 for the others. The
+   * tuner's default batch (16384 tokens / seqlen_k) is 4 at 4096 keys
+   * and 1 from 16384: a call of batch 1 served by the winner tuned at 4,
+   * whose split count was fixed for four times its blocks, ran at 0.027
+   * ms where the launch-chosen splits took 0.023 (H100, 32/8 heads, 4096
+   * keys, one query; RESULTS.md's paged table). Tuned at several batches,
+   * the nearest parallelism serves. */
+  int parallel;
 } bucket;
+
+/* The parallelism of a dense problem of SEQLEN_Q queries, BATCH sequences
+ * and HEADS_K K/V heads with profile LENGTHS ("" dense): bucket.parallel. */
+static int parallel_of(int seqlen_q, int batch, int heads_k, const char *lengths) {
+  const int decoding_q = fat_family_find("splitkv", FAT_FWD)->max_seqlen_q;
+  return seqlen_q <= decoding_q && !(lengths && lengths[0]) ? batch * heads_k : 0;
+}
 
 static int mean_step_of(double mean) { return (int)lround(4.0 * log2(mean > 1.0 ? mean : 1.0)); }
 
@@ -393,7 +411,8 @@ static int key_varlen_mean(const fat_attn_args *a) {
 static bucket call_bucket(const fat_attn_args *a, int window_left, int window_right) {
   bucket b = {.seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k, .group = a->heads / a->heads_k,
               .window_left = window_left, .window_right = window_right, .mean = a->seqlen_q,
-              .page_size = a->block_table ? a->page_size : 0};
+              .page_size = a->block_table ? a->page_size : 0,
+              .parallel = a->cu_seqlens_q ? 0 : parallel_of(a->seqlen_q, a->batch, a->heads_k, "")};
   if (a->cu_seqlens_q) {
     b.sequences = a->batch;
     b.mean_step = varlen_mean_step(a);
@@ -447,11 +466,24 @@ static double bucket_distance(bucket b, bucket call) {
   return d;
 }
 
-static int same_bucket(bucket a, bucket b) {
+/* Among the rows of one bucket tuned at several batches, how far a row's
+ * parallelism is from the call's (its ratio); 0 where either has none.
+ * The nearest bucket is chosen first (bucket_distance, which leaves the
+ * parallelism out, so that a table tuned at one batch a bucket serves as
+ * it did), then within it the nearest parallelism. */
+static double parallel_distance(bucket b, bucket call) {
+  return call.parallel && b.parallel ? fabs(log((double)b.parallel / call.parallel)) : 0.0;
+}
+
+/* The same bucket, whatever the parallelism: an exact match. */
+static int same_key(bucket a, bucket b) {
   return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.group == b.group &&
          a.window_left == b.window_left && a.window_right == b.window_right &&
          a.sequences == b.sequences && a.mean_step == b.mean_step && a.page_size == b.page_size;
 }
+
+/* ... and the same parallelism: one problem's winners. */
+static int same_bucket(bucket a, bucket b) { return same_key(a, b) && a.parallel == b.parallel; }
 
 /* The window in A's problem key: the local mask's own, 0, 0 for the
  * other masks (whose window fields are not read: they may hold anything). */
@@ -536,6 +568,7 @@ struct sel_row {
   char *name, *source_hash, *entry, *family, *params, *lengths;
   int block_m, threads, smem_bytes;
   int seqlen_q, seqlen_k, group, window_left, window_right, page_size;
+  int batch_heads_k;  /* the problem's batch x K/V heads */
   double tuned_ms;
   int source_ok;
   int kv_abi;  /* its source carries today's FAT_ABI_KV_VERSION line (a variant that takes
@@ -683,6 +716,7 @@ static fat_status lookup_rows(fat_context *c, int i, const tuned_gpu *gpu, sel_k
                      .tuned_ms = sqlite3_column_double(s, 9), .seqlen_k = sqlite3_column_int(s, 10),
                      .group = sqlite3_column_int(s, 11), .window_left = sqlite3_column_int(s, 12),
                      .window_right = sqlite3_column_int(s, 13), .page_size = sqlite3_column_int(s, 15),
+                     .batch_heads_k = sqlite3_column_int(s, 17),
                      .source_ok = source_matches(s), .kv_abi = kv_abi_of(s),
                      .fp8_abi = fp8_abi_of(s)};
       w->name = dup_text(s, 0), w->source_hash = dup_text(s, 1), w->entry = dup_text(s, 2);
@@ -717,7 +751,8 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
                               int mask, int head_dim, bucket call, selection *out, int *found,
                               char *passed_over, size_t cap) {
   const sel_rows *rows = NULL;
-  double best = INFINITY;
+  double best = INFINITY, best_parallel = INFINITY;
+  bucket best_bucket = {.seqlen_q = -1};
   *found = 0;
   fat_status st = lookup_rows(c, i, gpu, key, dtype, mask, head_dim, &rows);
   if (st) return st;
@@ -733,12 +768,16 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
     if (b.seqlen_q < 1 || b.seqlen_k < 1 || b.group < 1) continue; /* the schema forbids these */
     b.mean = b.seqlen_q;
     if (profile_of(w->lengths, &b)) continue;
+    b.parallel = parallel_of(b.seqlen_q, w->batch_heads_k, 1, w->lengths);
     /* A profile's winner ran on a packed batch: it serves packed calls only. */
     if (b.sequences && !call.sequences) continue;
     if (same_bucket(b, last)) continue; /* an older winner (a slower timing) of the bucket */
     last = b;
-    double d = bucket_distance(b, call);
+    const double d = bucket_distance(b, call), dp = parallel_distance(b, call);
     if (d > best) continue;
+    /* Another batch of the bucket taken so far: the nearer parallelism (a
+     * tie to the larger, the later row). */
+    if (*found && same_key(b, best_bucket) && dp > best_parallel) continue;
     if (w->smem_bytes > c->smem_optin) continue; /* cannot run here (should not happen on its own GPU) */
     fat_kernel_desc sched;
     char why[256];
@@ -777,7 +816,7 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
             c->dbs[i], w->name);
       continue;
     }
-    best = d;
+    best = d, best_parallel = dp, best_bucket = b;
     memset(out, 0, sizeof *out);
     put_schedule(out, &sched);
     put_variant(out, w->name, w->source_hash, w->entry, w->family, w->params, w->block_m, w->threads,
@@ -790,7 +829,7 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
     out->choice.bucket_page_size = b.page_size;
     out->choice.tuned_ms = w->tuned_ms;
     out->choice.origin = i == 0 ? FAT_ORIGIN_USER_DB : FAT_ORIGIN_TABLES;
-    out->choice.match = same_bucket(b, call) ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;
+    out->choice.match = same_key(b, call) ? FAT_MATCH_EXACT : FAT_MATCH_NEAREST;
     snprintf(out->choice.db_path, sizeof out->choice.db_path, "%s", c->dbs[i]);
     out->db_index = i;
     out->distance = d;
@@ -981,7 +1020,8 @@ static sel_shape_key shape_key(sel_key k, const fat_attn_args *a) {
                          .dtype = a->dtype, .mask = a->mask, .head_dim = a->head_dim,
                          .seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k,
                          .group = a->heads / a->heads_k, .window_left = key_window_left(a),
-                         .window_right = key_window_right(a), .varlen_mean = key_varlen_mean(a)};
+                         .window_right = key_window_right(a), .varlen_mean = key_varlen_mean(a),
+                         .parallel = call_bucket(a, 0, 0).parallel};
 }
 
 static int same_shape(const sel_shape_key *x, const sel_shape_key *y) {
@@ -991,7 +1031,7 @@ static int same_shape(const sel_shape_key *x, const sel_shape_key *y) {
          x->seqlen_q == y->seqlen_q && x->seqlen_k == y->seqlen_k && x->group == y->group &&
          x->window_left == y->window_left && x->window_right == y->window_right &&
          x->varlen_mean == y->varlen_mean && x->paged == y->paged && x->page_size == y->page_size &&
-         x->decoding == y->decoding;
+         x->decoding == y->decoding && x->parallel == y->parallel;
 }
 
 /* The memo's set of SHAPE. */
@@ -1000,7 +1040,7 @@ static sel_shape *memo_set(fat_context *c, const sel_shape_key *s) {
   const int key[] = {s->direction, s->deterministic, s->no_workspace, s->no_tma, s->features,
                      s->dtype,     s->mask,          s->head_dim,     s->seqlen_q, s->seqlen_k,
                      s->group,     s->window_left,   s->window_right, s->varlen_mean,
-                     s->paged,     s->page_size,     s->decoding};
+                     s->paged,     s->page_size,     s->decoding,     s->parallel};
   for (size_t i = 0; i < sizeof key / sizeof key[0]; i++) {
     h ^= (uint32_t)key[i];
     h *= 16777619u;

@@ -342,6 +342,24 @@ int main(void) {
   CHECK_INT(fat_options_parse(5, kv8_bwd, known, 2, &o, err, sizeof err), -1);
   CHECK_STR(err, "--dtype bf16-e4m3kv: there is no bf16-e4m3kv backward (fp8 K/V caches are the "
                  "forward's): --direction fwd, or the backward with --dtype fp16,bf16");
+  /* --batch LIST: each batch a problem of its own, after the keys and
+   * before the page sizes (a decoding bucket at several parallelisms,
+   * which the runtime tells apart); the default batch where not given. */
+  char *batches[] = {"fatune", "--head-dim", "128", "--dtype", "bf16", "--mask", "none", "--gqa", "4",
+                     "--seqlen", "1", "--seqlen-k", "4096,32768", "--batch", "1,4,16", "--paged", "16,256"};
+  fat_problem bp[12];
+  CHECK_INT(problems_of(17, batches, bp, 12), 12);
+  static const int want_batch[] = {1, 1, 4, 4, 16, 16, 1, 1, 4, 4, 16, 16};
+  for (int i = 0; i < 12; i++)
+    CHECK(bp[i].batch == want_batch[i] && bp[i].seqlen_k == (i < 6 ? 4096 : 32768) &&
+          bp[i].page_size == (i % 2 ? 256 : 16) && bp[i].heads == 16 && bp[i].heads_k == 4);
+  char *one_batch[] = {"fatune", "--head-dim", "128", "--dtype", "bf16", "--mask", "none",
+                       "--seqlen", "1", "--seqlen-k", "4096"};
+  CHECK_INT(problems_of(11, one_batch, bp, 12), 1);
+  CHECK_INT(bp[0].batch, 4);  /* 16384 tokens / 4096 */
+  char *bad_batch[] = {"fatune", "--batch", "1,0"};
+  CHECK_INT(fat_options_parse(3, bad_batch, known, 2, &o, err, sizeof err), -1);
+  CHECK_STR(err, "--batch: 0 is out of range [1, 65536]");
   char *paged_bwd[] = {"fatune", "--paged", "64", "--direction", "fwd,bwd"};
   CHECK_INT(fat_options_parse(5, paged_bwd, known, 2, &o, err, sizeof err), -1);
   CHECK_STR(err, "--paged: the backward reads contiguous K and V (a paged cache is the forward's): "

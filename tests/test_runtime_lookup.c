@@ -3,7 +3,8 @@
  * offline contexts (no GPU needed): lookup order (user database, then
  * tables, then the built-in default; an exact bucket anywhere before a
  * nearest one), nearest-bucket choice by seqlen ratio with ties to the
- * larger bucket, local windows by the ratio of the keys a query sees, the
+ * larger bucket, a decoding bucket tuned at several batches by the
+ * nearest parallelism within it, local windows by the ratio of the keys a query sees, the
  * GPU key, a user database of schema version 1 read as it is, refusals
  * with their exact messages, and that the built-in defaults are what the
  * generator produces today. */
@@ -46,6 +47,8 @@ static int stand_in_window[2];
 static const char *stand_in_lengths;
 /* The family of the variants stored. */
 static const char *stand_in_family = "mma80";
+/* The batch of the problems stored (0: the tuner's default). */
+static int stand_in_batch;
 
 /* Stores variant VNAME of DIR with PARAMS, checked (PASSED or not) and
  * timed on (dtype, mask, head dim, seqlen bucket) on the GPU NAME/SMS, in
@@ -59,7 +62,7 @@ static void put_variant_key(const char *path, const char *name, int sms, fat_dir
   REQUIRE_EXIT(fat_db_open(path, &db, err, sizeof err) == 0);
   fat_gpu_info g = gpu_of(name, sms);
   fat_problem p;
-  fat_tune_problem(dt, mk, hd, seqlen, seqlen_k, group, 0, &p);
+  fat_tune_problem(dt, mk, hd, seqlen, seqlen_k, group, stand_in_batch, &p);
   p.direction = dir;
   if (mk == FAT_MASK_LOCAL) p.window_left = stand_in_window[0], p.window_right = stand_in_window[1];
   if (stand_in_lengths) {
@@ -272,6 +275,71 @@ static void candidates_read_once(const char *dir) {
   fat_context_close(warm);
 }
 
+/* A decoding bucket tuned at several batches (issue 24: the split count a
+ * winner fixed was chosen for its problem's blocks, batch x K/V heads):
+ * the nearest bucket by lengths first, as with one batch a bucket, then
+ * within it the nearest parallelism, a tie to the larger; the match is
+ * the bucket's. One context answers them all, in an order that revisits a
+ * shape at another batch: its memo of shapes tells them apart. The tables
+ * at DIR/parallel.db: fp16 none d128, one query, group 4 (16 query heads
+ * on 4 K/V heads: parallelism 4 x batch), 4096 keys at batches 1, 4 and
+ * 16, and 32768 keys at batch 1. */
+static void parallelism_within_a_bucket(const char *dir) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/parallel.db", dir);
+  static const char *const FWD = "BLOCK_M=64 BLOCK_N=64 STAGES=2 WARPS=4";
+  static const struct { const char *name; int batch, seqlen_k; } TUNED[] = {
+      {"fwd.par.k4096.b1", 1, 4096}, {"fwd.par.k4096.b4", 4, 4096},
+      {"fwd.par.k4096.b16", 16, 4096}, {"fwd.par.k32768.b1", 1, 32768}};
+  for (size_t i = 0; i < sizeof TUNED / sizeof TUNED[0]; i++) {
+    stand_in_batch = TUNED[i].batch;
+    put_variant_key(path, H200, H200_SMS, FAT_FWD, TUNED[i].name, FWD, FAT_FP16, FAT_MASK_NONE, 128, 1,
+                    TUNED[i].seqlen_k, 4, 0.05, 1, 1);
+  }
+  stand_in_batch = 0;
+  const char *const tables[] = {path};
+  fat_context *c = offline("", tables, 1, H200_SMS, 0);
+  static const struct {
+    int batch, heads, heads_k, seqlen_k;
+    const char *variant;
+    fat_match match;
+  } CALLS[] = {
+      {1, 16, 4, 4096, "fwd.par.k4096.b1", FAT_MATCH_EXACT},   /* parallelism 4 */
+      {4, 16, 4, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},   /* 16 */
+      {1, 16, 4, 4096, "fwd.par.k4096.b1", FAT_MATCH_EXACT},   /* the first shape again */
+      {16, 16, 4, 4096, "fwd.par.k4096.b16", FAT_MATCH_EXACT}, /* 64 */
+      {2, 16, 4, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},   /* 8: 4 and 16 as near, the larger */
+      {3, 16, 4, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},   /* 12: nearer 16 */
+      {64, 16, 4, 4096, "fwd.par.k4096.b16", FAT_MATCH_EXACT}, /* 256: beyond the largest */
+      {1, 32, 8, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},   /* 8 again, from 32/8 heads */
+      {1, 16, 4, 5000, "fwd.par.k4096.b1", FAT_MATCH_NEAREST}, /* the nearer lengths, then batch */
+      {16, 16, 4, 5000, "fwd.par.k4096.b16", FAT_MATCH_NEAREST},
+      /* the nearest lengths first: 30000 keys is nearer 32768's bucket,
+       * whatever its one batch */
+      {16, 16, 4, 30000, "fwd.par.k32768.b1", FAT_MATCH_NEAREST},
+  };
+  for (size_t i = 0; i < sizeof CALLS / sizeof CALLS[0]; i++) {
+    fat_attn_args a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 1);
+    a.batch = CALLS[i].batch, a.heads = CALLS[i].heads, a.heads_k = CALLS[i].heads_k;
+    a.seqlen_k = CALLS[i].seqlen_k;
+    fat_choice ch = FAT_CHOICE_INIT;
+    CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+    CHECK_WHY(!strcmp(ch.variant, CALLS[i].variant) && ch.match == CALLS[i].match,
+              "batch %d, %d/%d heads, %d keys: %s (match %d), expected %s (match %d)", a.batch, a.heads,
+              a.heads_k, a.seqlen_k, ch.variant, ch.match, CALLS[i].variant, CALLS[i].match);
+  }
+  /* A call of 512 queries is no decoding call: no parallelism to weigh;
+   * the nearest lengths (4096 keys) serve, their rows as near each other,
+   * the tie to the later: the largest batch's (the most blocks). */
+  fat_attn_args a = problem(FAT_ATTN_FP16, FAT_ATTN_MASK_NONE, 128, 512);
+  a.seqlen_k = 4096, a.heads_k = 4;
+  fat_choice ch = FAT_CHOICE_INIT;
+  CHECK_INT(fat_attention_select(c, &a, &ch), FAT_OK);
+  CHECK_INT(ch.match, FAT_MATCH_NEAREST);
+  CHECK_STR(ch.variant, "fwd.par.k4096.b16");
+  fat_context_close(c);
+}
+
 /* A causal forward with one query is looked up, and launched, as no mask
  * (bottom-right alignment: the query sees every key): no mask's exact
  * winner serves it before causal's exact one, causal's exact one before
@@ -360,6 +428,7 @@ int main(void) {
   snprintf(tables, sizeof tables, "%s/tables.db", dir);
   snprintf(other, sizeof other, "%s/missing.db", dir);
   causal_with_one_query(dir);
+  parallelism_within_a_bucket(dir);
 
   /* Tables: fp16 none d128 at 512 and 2048 (and 4096); bf16 causal d64 at 1024.
    * User: fp16 none d128 at 4096 only. */

@@ -52,7 +52,10 @@ const char *fat_options_usage(void) {
          "  --seqlen-k LIST    keys per problem, each with every --seqlen (default: as many\n"
          "                     as queries); causal is bottom-right aligned\n"
          "  --gqa LIST         query heads per K/V head, or mqa for one K/V head (default 1)\n"
-         "  --batch N          batch of every problem (default: 16384 tokens / longer seqlen)\n"
+         "  --batch LIST       batches, each with every other key, e.g. 1,4 (default: 16384\n"
+         "                     tokens / longer seqlen): the runtime serves a decoding call\n"
+         "                     (16 queries or fewer) the winner of its bucket's nearest\n"
+         "                     batch x K/V heads, the blocks its kernel has to fill the GPU\n"
          "  --varlen LIST      variable-length problems instead of --seqlen: each the sequence\n"
          "                     lengths of a packed batch (flash_attn_varlen_func's), ':'-\n"
          "                     separated (538,2092,3976:1024,1024,512); the backward's on\n"
@@ -372,6 +375,11 @@ static int each_seqlen(const char *flag, const char *item, void *out, int index,
   return fat_cli_parse_int(flag, item, 1, FAT_MAX_SEQLEN, (int *)out + index, err, errlen);
 }
 
+static int each_batch(const char *flag, const char *item, void *out, int index, char *err,
+                      size_t errlen) {
+  return fat_cli_parse_int(flag, item, 1, FAT_MAX_BATCH, (int *)out + index, err, errlen);
+}
+
 /* A group size (query heads per K/V head) or "mqa". */
 static int each_gqa(const char *flag, const char *item, void *out, int index, char *err,
                     size_t errlen) {
@@ -559,7 +567,7 @@ int fat_options_parse(int argc, char **argv, const int *known_head_dims, int n_k
       rc = parse_list(flag, value, each_page_size, o->page_sizes, &o->n_page_sizes, sizeof(int), err,
                       errlen);
     } else if (!strcmp(flag, "--batch")) {
-      rc = fat_cli_parse_int(flag, value, 1, FAT_MAX_BATCH, &o->batch, err, errlen);
+      rc = parse_list(flag, value, each_batch, o->batches, &o->n_batches, sizeof(int), err, errlen);
     } else if (!strcmp(flag, "--db")) {
       rc = copy_path(flag, value, o->db_path, sizeof o->db_path, err, errlen);
     } else if (!strcmp(flag, "--shard")) {

@@ -72,7 +72,8 @@ typedef struct fat_options {
   int n_seqlens_k;
   int gqa[FAT_MAX_LIST];                 /* --gqa: query heads per K/V head, or FAT_GQA_MQA */
   int n_gqa;                             /* default: {1} */
-  int batch;                             /* --batch; 0: 16384 tokens / the longer seqlen */
+  int batches[FAT_MAX_LIST];             /* --batch: each a problem of its own */
+  int n_batches;                         /* 0: 16384 tokens / the longer seqlen */
   fat_lengths varlens[FAT_MAX_LIST];     /* --varlen: variable-length problems, one a profile */
   int n_varlens;                         /* 0: dense problems (--seqlen) */
   int page_sizes[FAT_MAX_LIST];          /* --paged: problems over a paged K/V cache, one a

@@ -157,6 +157,8 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
   /* Dense problems by --seqlen (and --seqlen-k), or one per --varlen profile. */
   const int n_lens = o->n_varlens ? o->n_varlens : o->n_seqlens;
   const int n_keys = o->n_seqlens_k && !o->n_varlens ? o->n_seqlens_k : 1;
+  /* ... at each --batch (one, the default, without) ... */
+  const int n_batches = o->n_batches && !o->n_varlens ? o->n_batches : 1;
   /* ... and over a paged cache, one per --paged page size. */
   const int n_pages = o->n_page_sizes ? o->n_page_sizes : 1;
   const fat_window *windows;
@@ -168,6 +170,7 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
         for (int gi = 0; gi < o->n_gqa; gi++)
         for (int si = 0; si < n_lens; si++)
         for (int ki = 0; ki < n_keys; ki++)
+        for (int bi = 0; bi < n_batches; bi++)
         for (int pi = 0; pi < n_pages; pi++, i++) {
           if (!fat_shard_takes(o, i)) continue;
           if (!out) {
@@ -182,7 +185,7 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
           } else {
             fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si],
                              o->n_seqlens_k ? o->seqlens_k[ki] : o->seqlens[si], o->gqa[gi],
-                             o->batch, p);
+                             o->n_batches ? o->batches[bi] : 0, p);
           }
           p->window_left = windows[wi].left;
           p->window_right = windows[wi].right;
