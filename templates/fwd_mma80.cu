@@ -162,6 +162,22 @@ __device__ __forceinline__ u32 lane_step(u32 lane_addr, int step) {
   return lane_addr + 16 * step;
 }
 
+#if {{PAGED}}
+// This lane's entry of the block table row PAGE_OF for the key tile of
+// kRows keys from N0, of which VALID_ROWS are inside the sequence: lane q
+// of each warp reads group q's (the page of keys n0 + 16q ..), the other
+// lanes and the groups past the end nothing. The main loop reads a tile's
+// entries a load ahead of its copies (kernel-log p5: a read beside them
+// held every copy of the tile behind its round trip).
+template <int kRows>
+__device__ __forceinline__ int paged_lane_page(const int *page_of, int page_shift, int n0, int valid_rows, int tid) {
+  const int lane = tid % 32;
+  return lane < kRows / FAT_FWD_PAGE_GROUP && lane * FAT_FWD_PAGE_GROUP < valid_rows
+             ? __ldg(page_of + ((n0 + lane * FAT_FWD_PAGE_GROUP) >> page_shift))
+             : 0;
+}
+#endif
+
 #if {{KV8}}
 #include "fat_abi_fp8.h"
 // The fp8 K/V cache's byte tiles: kBlockN rows of kHeadDim e4m3 bytes,
@@ -284,27 +300,30 @@ __device__ __forceinline__ void load_tile8(u32 tile, const unsigned char *src, l
 }
 
 #if {{PAGED}}
-// load_tile_paged for a byte tile: the same pages, groups and shuffles.
-__device__ __forceinline__ void load_tile8_paged(u32 tile, const unsigned char *head_base, const int *page_of,
+// load_tile_paged for a byte tile: the same groups, addresses and shuffles
+// (LANE_PAGE: paged_lane_page's, read a load ahead).
+__device__ __forceinline__ void load_tile8_paged(u32 tile, const unsigned char *head_base, int lane_page,
                                                  int page_shift, long long page_stride, long long row_stride,
                                                  int n0, int valid_rows, int head_dim, int tid) {
-  constexpr int kGroups = kBlockN / FAT_FWD_PAGE_GROUP;
-  static_assert(kBlockN % FAT_FWD_PAGE_GROUP == 0 && kGroups <= 32, "a lane holds each group's page");
-  const int lane = tid % 32, page_mask = (1 << page_shift) - 1;
-  const int group_key = n0 + lane * FAT_FWD_PAGE_GROUP;
-  const int lane_page = lane < kGroups && lane * FAT_FWD_PAGE_GROUP < valid_rows
-                            ? __ldg(page_of + (group_key >> page_shift)) : 0;
+  static_assert(kBlockN % FAT_FWD_PAGE_GROUP == 0 && kBlockN / FAT_FWD_PAGE_GROUP <= 32,
+                "a lane holds each group's page");
+  const unsigned lane = (unsigned)tid % 32, page_mask = (1u << page_shift) - 1;
+  const unsigned long long group_base = reinterpret_cast<unsigned long long>(
+      head_base + lane_page * page_stride + (long long)((n0 + lane * FAT_FWD_PAGE_GROUP) & page_mask) * row_stride);
   constexpr int kRowsPerPass = kThreads / kChunksPerRow8;
   constexpr int kCopiers = kRowsPerPass * kChunksPerRow8;
-  const int row0 = tid / kChunksPerRow8, col = (tid % kChunksPerRow8) * 16;
+  const int row0 = (int)((unsigned)tid / kChunksPerRow8), col = (int)((unsigned)tid % kChunksPerRow8) * 16;
   const bool copies = kCopiers == kThreads || tid < kCopiers;
 #pragma unroll
   for (int i = 0; i < (kBlockN + kRowsPerPass - 1) / kRowsPerPass; i++) {
     const int row = row0 + i * kRowsPerPass;
-    const int page = __shfl_sync(0xffffffffu, lane_page, (row / FAT_FWD_PAGE_GROUP) % 32);  // every lane
+    const unsigned from = (unsigned)row / FAT_FWD_PAGE_GROUP % 32;  // every lane shuffles
+    const unsigned long long base = (unsigned long long)__shfl_sync(0xffffffffu, (u32)group_base, from) |
+                                    (unsigned long long)__shfl_sync(0xffffffffu, (u32)(group_base >> 32), from) << 32;
     if (copies && (kBlockN % kRowsPerPass == 0 || row < kBlockN)) {
       const bool inside = row < valid_rows && col < head_dim;
-      const unsigned char *g = head_base + (long long)page * page_stride + ((n0 + row) & page_mask) * row_stride + col;
+      const unsigned char *g = reinterpret_cast<const unsigned char *>(base) +
+                               (long long)((unsigned)row % FAT_FWD_PAGE_GROUP) * row_stride + col;
       cp_async_16(tile + row * kHeadDim + col, inside ? g : head_base, inside ? 16 : 0);
     }
   }
@@ -352,20 +371,6 @@ __device__ __forceinline__ void load_tile(u32 tile, const elem_t *src, long long
 }
 
 #if {{PAGED}}
-// This lane's entry of the block table row PAGE_OF for the key tile of
-// kRows keys from N0, of which VALID_ROWS are inside the sequence: lane q
-// of each warp reads group q's (the page of keys n0 + 16q ..), the other
-// lanes and the groups past the end nothing. The main loop reads a tile's
-// entries a load ahead of its copies (kernel-log p5: a read beside them
-// held every copy of the tile behind its round trip).
-template <int kRows>
-__device__ __forceinline__ int paged_lane_page(const int *page_of, int page_shift, int n0, int valid_rows, int tid) {
-  const int lane = tid % 32;
-  return lane < kRows / FAT_FWD_PAGE_GROUP && lane * FAT_FWD_PAGE_GROUP < valid_rows
-             ? __ldg(page_of + ((n0 + lane * FAT_FWD_PAGE_GROUP) >> page_shift))
-             : 0;
-}
-
 // load_tile for a key tile of a paged K or V: tile row r is key n0 + r of
 // the sequence, row (n0 + r) & page_mask of its page, pages page_stride
 // elements apart from head_base (the pool's first page at this block's
@@ -494,18 +499,27 @@ fat_fwd_mma80(const fat_fwd_params p) {
   const int *page_of = kv.block_table + (long long)batch * kv.block_table_stride;
   const int head_dim = p.head_dim;
 
+  // Each ring's table entries for the tile it loads next, read one load
+  // ahead (the 16-bit path's, below).
+  auto lane_page = [&](int j) {
+    const int n0 = (tile_begin + j) * kBlockN;
+    return paged_lane_page<kBlockN>(page_of, kv.page_shift, n0, j < n_tiles ? seq.seqlen_k - n0 : 0, tid);
+  };
+  int k_pages = lane_page(0), v_pages = k_pages;
   auto load_k = [&](int j) {  // the block's j-th key tile, into its byte ring slot
     if (j < n_tiles) {
-      const int n0 = (tile_begin + j) * kBlockN;
-      load_tile8_paged(k8_base + (j % kStages) * kTileBytes8, k_g, page_of, kv.page_shift, p.k_batch_stride,
+      const int n0 = (tile_begin + j) * kBlockN, pages = k_pages;
+      k_pages = lane_page(j + 1);
+      load_tile8_paged(k8_base + (j % kStages) * kTileBytes8, k_g, pages, kv.page_shift, p.k_batch_stride,
                        p.k_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
     }
     cp_async_commit();
   };
   auto load_v = [&](int j) {
     if (j < n_tiles) {
-      const int n0 = (tile_begin + j) * kBlockN;
-      load_tile8_paged(v8_base + (j % kStages) * kTileBytes8, v_g, page_of, kv.page_shift, p.v_batch_stride,
+      const int n0 = (tile_begin + j) * kBlockN, pages = v_pages;
+      v_pages = lane_page(j + 1);
+      load_tile8_paged(v8_base + (j % kStages) * kTileBytes8, v_g, pages, kv.page_shift, p.v_batch_stride,
                        p.v_row_stride, n0, seq.seqlen_k - n0, head_dim, tid);
     }
     cp_async_commit();
@@ -1187,6 +1201,34 @@ fat_fwd_mma80_combine(const fat_fwd_params p) {
     p.lse[((long long)batch * (p.cu_seqlens_q ? 0 : p.heads) + head) * seq.lse_rows + seq.lse_row0 + pos] =
         sum > 0.f ? lse_max + logf(sum) : neg_inf();
   elem_t *o = static_cast<elem_t *>(p.o) + seq.o_off + (long long)pos * p.o_row_stride + head * p.o_head_stride;
+#if {{SPLITS}} == 0
+  // Four columns a lane (every lane at d128), and a chunk of splits' loads
+  // issued together, each predicated on its weight, before their sums: the
+  // loads of one split after another behind a branch (below, the fixed
+  // counts' combine, kept for their tuned machine code) took one round
+  // trip a split, 16 µs of a 190 µs decoding step at 29 splits
+  // (notes/kernel-log.md p5).
+  constexpr int kChunkSplits = 8;
+  for (int col = lane * 4; col < p.head_dim; col += 32 * 4) {
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int s0 = 0; s0 < kMaxSplits; s0 += kChunkSplits) {
+      if (s0 >= n_splits) break;
+      float4 part[kChunkSplits];
+#pragma unroll
+      for (int i = 0; i < kChunkSplits; i++) {
+        const float4 *src = reinterpret_cast<const float4 *>(p.o_accum + ((s0 + i) * split_stride + row) * kHeadDim + col);
+        part[i] = weights[s0 + i] != 0.f ? *src : make_float4(0.f, 0.f, 0.f, 0.f);  // never an empty split's
+      }
+#pragma unroll
+      for (int i = 0; i < kChunkSplits; i++) {
+        const float ws = weights[s0 + i];
+        acc.x += ws * part[i].x; acc.y += ws * part[i].y; acc.z += ws * part[i].z; acc.w += ws * part[i].w;
+      }
+    }
+    *reinterpret_cast<uint2 *>(o + col) = make_uint2(pack2_out(acc.x, acc.y), pack2_out(acc.z, acc.w));
+  }
+#else
   for (int col = lane * 8; col < p.head_dim; col += 32 * 8) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -1205,5 +1247,6 @@ fat_fwd_mma80_combine(const fat_fwd_params p) {
     out.w = pack2_out(acc[6], acc[7]);
     *reinterpret_cast<uint4 *>(o + col) = out;
   }
+#endif
 }
 #endif
