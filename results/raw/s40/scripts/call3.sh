@@ -7,6 +7,9 @@
 # bench_paged with this run's database as the user's (its batch-1
 # rows: the 4096-key cells), and ncu of the forward at s1024 against
 # cuDNN (profile_fwd.sh; issue 19).
+# Repack first (the pack must hold ecf48a0's runtime and tuner):
+#   PACK_TESTS="paged worker reference features bwd runtime runtime_context" \
+#     scripts/gpu_pack.sh build build-gpu9/build-gpu
 #   carry ["build-gpu9"]
 set -u
 D="--head-dim 128 --timeout 20 --dtype bf16 --mask none,causal --seqlen 1,4,8,16 --seqlen-k 4096 --batch 1"
