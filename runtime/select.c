@@ -388,11 +388,17 @@ typedef struct bucket {
   int parallel;
 } bucket;
 
+/* The decoding family's longest seqlen_q, looked up once (every launch's
+ * memo key asks parallel_of). */
+static int decoding_max_q;
+static pthread_once_t decoding_max_q_once = PTHREAD_ONCE_INIT;
+static void find_decoding_max_q(void) { decoding_max_q = fat_family_find("splitkv", FAT_FWD)->max_seqlen_q; }
+
 /* The parallelism of a dense problem of SEQLEN_Q queries, BATCH sequences
  * and HEADS_K K/V heads with profile LENGTHS ("" dense): bucket.parallel. */
 static int parallel_of(int seqlen_q, int batch, int heads_k, const char *lengths) {
-  const int decoding_q = fat_family_find("splitkv", FAT_FWD)->max_seqlen_q;
-  return seqlen_q <= decoding_q && !(lengths && lengths[0]) ? batch * heads_k : 0;
+  pthread_once(&decoding_max_q_once, find_decoding_max_q);
+  return seqlen_q <= decoding_max_q && !(lengths && lengths[0]) ? batch * heads_k : 0;
 }
 
 static int mean_step_of(double mean) { return (int)lround(4.0 * log2(mean > 1.0 ? mean : 1.0)); }

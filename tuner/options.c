@@ -54,7 +54,7 @@ const char *fat_options_usage(void) {
          "  --gqa LIST         query heads per K/V head, or mqa for one K/V head (default 1)\n"
          "  --batch LIST       batches, each with every other key, e.g. 1,4 (default: 16384\n"
          "                     tokens / longer seqlen): the runtime serves a decoding call\n"
-         "                     (16 queries or fewer) the winner of its bucket's nearest\n"
+         "                     (128 queries or fewer) the winner of its bucket's nearest\n"
          "                     batch x K/V heads, the blocks its kernel has to fill the GPU\n"
          "  --varlen LIST      variable-length problems instead of --seqlen: each the sequence\n"
          "                     lengths of a packed batch (flash_attn_varlen_func's), ':'-\n"
