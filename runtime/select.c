@@ -401,6 +401,11 @@ static int parallel_of(int seqlen_q, int batch, int heads_k, const char *lengths
   return seqlen_q <= decoding_max_q && !(lengths && lengths[0]) ? batch * heads_k : 0;
 }
 
+/* ... of call A (a packed batch has none). */
+static int call_parallel(const fat_attn_args *a) {
+  return a->cu_seqlens_q ? 0 : parallel_of(a->seqlen_q, a->batch, a->heads_k, "");
+}
+
 static int mean_step_of(double mean) { return (int)lround(4.0 * log2(mean > 1.0 ? mean : 1.0)); }
 
 /* A packed call's mean length, in steps of a quarter octave: the lookup
@@ -418,7 +423,7 @@ static bucket call_bucket(const fat_attn_args *a, int window_left, int window_ri
   bucket b = {.seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k, .group = a->heads / a->heads_k,
               .window_left = window_left, .window_right = window_right, .mean = a->seqlen_q,
               .page_size = a->block_table ? a->page_size : 0,
-              .parallel = a->cu_seqlens_q ? 0 : parallel_of(a->seqlen_q, a->batch, a->heads_k, "")};
+              .parallel = call_parallel(a)};
   if (a->cu_seqlens_q) {
     b.sequences = a->batch;
     b.mean_step = varlen_mean_step(a);
@@ -1027,7 +1032,7 @@ static sel_shape_key shape_key(sel_key k, const fat_attn_args *a) {
                          .seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k,
                          .group = a->heads / a->heads_k, .window_left = key_window_left(a),
                          .window_right = key_window_right(a), .varlen_mean = key_varlen_mean(a),
-                         .parallel = call_bucket(a, 0, 0).parallel};
+                         .parallel = call_parallel(a)};
 }
 
 static int same_shape(const sel_shape_key *x, const sel_shape_key *y) {
