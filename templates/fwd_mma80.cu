@@ -176,6 +176,27 @@ __device__ __forceinline__ int paged_lane_page(const int *page_of, int page_shif
              ? __ldg(page_of + ((n0 + lane * FAT_FWD_PAGE_GROUP) >> page_shift))
              : 0;
 }
+
+// This lane's group of the tile from key N0 (LANE_PAGE: paged_lane_page's)
+// as the address of its first row in its page, from HEAD_BASE (the pool's
+// first page at this block's head), elements of T apart; the lanes past
+// the tile's groups hold one no copy takes. A copy then adds its row
+// within the group and its column: no page arithmetic a copy (which took
+// ptxas 28 instructions, 64-bit products and the strides reloaded).
+template <typename T>
+__device__ __forceinline__ unsigned long long paged_group_base(const T *head_base, int lane_page, int page_shift,
+                                                              long long page_stride, long long row_stride, int n0,
+                                                              int tid) {
+  const unsigned lane = (unsigned)tid % 32, page_mask = (1u << page_shift) - 1;
+  return reinterpret_cast<unsigned long long>(
+      head_base + lane_page * page_stride + (long long)((n0 + lane * FAT_FWD_PAGE_GROUP) & page_mask) * row_stride);
+}
+
+// GROUP_BASE of lane FROM (paged_group_base's), in every lane.
+__device__ __forceinline__ unsigned long long shfl_group_base(unsigned long long group_base, unsigned from) {
+  return (unsigned long long)__shfl_sync(0xffffffffu, (u32)group_base, from) |
+         (unsigned long long)__shfl_sync(0xffffffffu, (u32)(group_base >> 32), from) << 32;
+}
 #endif
 
 #if {{KV8}}
@@ -307,9 +328,8 @@ __device__ __forceinline__ void load_tile8_paged(u32 tile, const unsigned char *
                                                  int n0, int valid_rows, int head_dim, int tid) {
   static_assert(kBlockN % FAT_FWD_PAGE_GROUP == 0 && kBlockN / FAT_FWD_PAGE_GROUP <= 32,
                 "a lane holds each group's page");
-  const unsigned lane = (unsigned)tid % 32, page_mask = (1u << page_shift) - 1;
-  const unsigned long long group_base = reinterpret_cast<unsigned long long>(
-      head_base + lane_page * page_stride + (long long)((n0 + lane * FAT_FWD_PAGE_GROUP) & page_mask) * row_stride);
+  const unsigned long long group_base =
+      paged_group_base(head_base, lane_page, page_shift, page_stride, row_stride, n0, tid);
   constexpr int kRowsPerPass = kThreads / kChunksPerRow8;
   constexpr int kCopiers = kRowsPerPass * kChunksPerRow8;
   const int row0 = (int)((unsigned)tid / kChunksPerRow8), col = (int)((unsigned)tid % kChunksPerRow8) * 16;
@@ -318,8 +338,7 @@ __device__ __forceinline__ void load_tile8_paged(u32 tile, const unsigned char *
   for (int i = 0; i < (kBlockN + kRowsPerPass - 1) / kRowsPerPass; i++) {
     const int row = row0 + i * kRowsPerPass;
     const unsigned from = (unsigned)row / FAT_FWD_PAGE_GROUP % 32;  // every lane shuffles
-    const unsigned long long base = (unsigned long long)__shfl_sync(0xffffffffu, (u32)group_base, from) |
-                                    (unsigned long long)__shfl_sync(0xffffffffu, (u32)(group_base >> 32), from) << 32;
+    const unsigned long long base = shfl_group_base(group_base, from);
     if (copies && (kBlockN % kRowsPerPass == 0 || row < kBlockN)) {
       const bool inside = row < valid_rows && col < head_dim;
       const unsigned char *g = reinterpret_cast<const unsigned char *>(base) +
@@ -389,13 +408,8 @@ __device__ __forceinline__ void load_tile_paged(u32 tile, const elem_t *head_bas
                                                 int valid_rows, int head_dim, int tid) {
   static_assert(kRows % FAT_FWD_PAGE_GROUP == 0 && kRows / FAT_FWD_PAGE_GROUP <= 32,
                 "a lane holds each group's page");
-  // Lane q's group: its first row in its page, as an address (the lanes
-  // past the tile's groups hold one no copy takes). A copy then adds its
-  // row within the group and its column: no page arithmetic a copy (which
-  // took ptxas 28 instructions, 64-bit products and the strides reloaded).
-  const unsigned lane = (unsigned)tid % 32, page_mask = (1u << page_shift) - 1;
-  const unsigned long long group_base = reinterpret_cast<unsigned long long>(
-      head_base + lane_page * page_stride + (long long)((n0 + lane * FAT_FWD_PAGE_GROUP) & page_mask) * row_stride);
+  const unsigned long long group_base =
+      paged_group_base(head_base, lane_page, page_shift, page_stride, row_stride, n0, tid);
   // Each thread walks one column chunk down the rows, as load_tile does;
   // where the threads are no multiple of a row's chunks (d96, d192) the
   // last few only shuffle, so that no copy needs a row and column of its
@@ -409,8 +423,7 @@ __device__ __forceinline__ void load_tile_paged(u32 tile, const elem_t *head_bas
   for (int i = 0; i < (kRows + kRowsPerPass - 1) / kRowsPerPass; i++) {
     const int row = row0 + i * kRowsPerPass;
     const unsigned from = (unsigned)row / FAT_FWD_PAGE_GROUP % 32;  // every lane shuffles
-    const unsigned long long base = (unsigned long long)__shfl_sync(0xffffffffu, (u32)group_base, from) |
-                                    (unsigned long long)__shfl_sync(0xffffffffu, (u32)(group_base >> 32), from) << 32;
+    const unsigned long long base = shfl_group_base(group_base, from);
     if (copies && (kRows % kRowsPerPass == 0 || row < kRows)) {
       const bool inside = row < valid_rows && col < head_dim;
       const u32 d = kRowsPerPass % 8 == 0 ? dst + i * kRowsPerPass * kRowPitch * sizeof(elem_t)
