@@ -5,11 +5,11 @@
 # the H100 table re-tuned (the patch stales them): s40 call 1's TUNE3 and
 # TUNE4, call 2's TUNE1 and s41 call 1's batch-1 rows at 4096 keys, then
 # bench_paged with the run's database as the user's.
-#   carry ["build-gpu10"]
+#   carry ["build-gpu11"]
 set -u
 D="--head-dim 128 --timeout 20"
 K="$D --dtype bf16 --family paged --seqlen-k 4096,32768,65536,131072 --paged 16,64,256"
-PACK=build-gpu10/build-gpu TESTS="paged" TEST_S=70 TUNE_S=140 \
+PACK=build-gpu11/build-gpu TESTS="paged" TEST_S=70 TUNE_S=140 \
   TUNE1="$K --mask causal --seqlen 1,4,8,16 --gqa 4,8,1" \
   TUNE2="$K --mask none --seqlen 1,4,8,16 --gqa 4,8" \
   TUNE3="$D --family paged --dtype bf16 --mask none --seqlen 1 --gqa 1 --seqlen-k 4096,32768,65536,131072 --paged 16,64,256" \
