@@ -1,4 +1,4 @@
-# s41 call 2 (any H100 or H200, <= 560 s), on the pack of the s41-kernels
+# s41 call 2 (any H100 or H200, <= 460 s), on the pack of the s41-kernels
 # tree (build-gpu10: notes/patches/ws90-next-s.patch, kernel-log f31, and
 # EXP_EMU, f32: of every 8 exponentials of the softmax, 2 or 4 as a cubic
 # on the FMA pipe; STAGES 3, three K/V buffers as cuDNN's kernel holds).
@@ -23,16 +23,16 @@ t() {  # name dtype param seconds
     > "$OUT/t_$1.log" 2>&1
   echo "rc $?"; grep -E "FAIL|passed|failed" "$OUT/t_$1.log" | tail -4
 }
-t nexts bf16 NEXT_S=1 60
-t emu2 bf16 EXP_EMU=2 50
-t emu4 e4m3 EXP_EMU=4 40
-t stages bf16 STAGES=3 40
+t nexts bf16 NEXT_S=1 45
+t emu2 bf16 EXP_EMU=2 40
+t emu4 e4m3 EXP_EMU=4 30
+t stages bf16 STAGES=3 30
 C="--family ws90 --head-dim 64,128 --dtype bf16 --mask none,causal --timeout 20"
 echo "== tune NEXT_S ($(date -u +%T))"
-timeout -s INT 150 "$B/fatune" --gpu 0 --db "$OUT/nexts.db" $C --seqlen 1024,2048 --param PINGPONG=0,EXP_EMU=0,STAGES=2 > "$OUT/tune_nexts.log" 2>&1
+timeout -s INT 130 "$B/fatune" --gpu 0 --db "$OUT/nexts.db" $C --seqlen 1024,2048 --param PINGPONG=0,EXP_EMU=0,STAGES=2 > "$OUT/tune_nexts.log" 2>&1
 echo "rc $?"; tail -12 "$OUT/tune_nexts.log"
 echo "== tune EXP_EMU ($(date -u +%T))"
-timeout -s INT 160 "$B/fatune" --gpu 0 --db "$OUT/emu.db" $C --seqlen 1024,4096 --param NEXT_S=0,OVERLAP=2,PINGPONG=0 > "$OUT/tune_emu.log" 2>&1
+timeout -s INT 140 "$B/fatune" --gpu 0 --db "$OUT/emu.db" $C --seqlen 1024,4096 --param NEXT_S=0,OVERLAP=2,PINGPONG=0 > "$OUT/tune_emu.log" 2>&1
 echo "rc $?"; tail -12 "$OUT/tune_emu.log"
 echo "== A/B ($(date -u +%T))"
 python3 bench/param_best.py "$OUT/nexts.db" --family ws90 --param NEXT_S --base 0 2>&1 | tee "$OUT/nexts_ab.log"
