@@ -32,10 +32,10 @@ if [ "${TESTS:-1}" = 1 ]; then  # TESTS=0: the tunes alone (their checks only), 
 fi
 C="--family ws90 --head-dim 64,128 --dtype bf16 --mask none,causal --timeout 20"
 echo "== tune NEXT_S ($(date -u +%T))"
-timeout -s INT 130 "$B/fatune" --gpu 0 --db "$OUT/nexts.db" $C --seqlen 1024,2048 --param PINGPONG=0,EXP_EMU=0,STAGES=2 > "$OUT/tune_nexts.log" 2>&1
+timeout -s INT "${T_NEXTS:-130}" "$B/fatune" --gpu 0 --db "$OUT/nexts.db" $C --seqlen 1024,2048 --param PINGPONG=0,EXP_EMU=0,STAGES=2 > "$OUT/tune_nexts.log" 2>&1
 echo "rc $?"; tail -12 "$OUT/tune_nexts.log"
 echo "== tune EXP_EMU ($(date -u +%T))"
-timeout -s INT 165 "$B/fatune" --gpu 0 --db "$OUT/emu.db" $C --seqlen 1024,4096 --param NEXT_S=0,OVERLAP=2,PINGPONG=0 > "$OUT/tune_emu.log" 2>&1
+timeout -s INT "${T_EMU:-165}" "$B/fatune" --gpu 0 --db "$OUT/emu.db" $C --seqlen 1024,4096 --param NEXT_S=0,OVERLAP=2,PINGPONG=0 > "$OUT/tune_emu.log" 2>&1
 echo "rc $?"; tail -12 "$OUT/tune_emu.log"
 echo "== A/B ($(date -u +%T))"
 python3 bench/param_best.py "$OUT/nexts.db" --family ws90 --param NEXT_S --base 0 2>&1 | tee "$OUT/nexts_ab.log"
