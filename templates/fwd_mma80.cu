@@ -419,6 +419,28 @@ __device__ __forceinline__ void load_tile_paged(u32 tile, const elem_t *head_bas
   const int row0 = (int)((unsigned)tid / kChunksPerRow), col = (int)((unsigned)tid % kChunksPerRow) * 8;
   const bool copies = kCopiers == kThreads || tid < kCopiers;
   const u32 dst = tile + tile_offset(row0, col);
+  if constexpr (kCopiers == kThreads && FAT_FWD_PAGE_GROUP % kRowsPerPass == 0) {
+    // A pass's rows lie in one group (row0 < kRowsPerPass), so a thread's
+    // rows of group g are its passes g·kPerGroup ..: one shuffle of the
+    // group's address a group, not one a copy (at d128, 128 threads: 16
+    // shuffle pairs a tile where there were 32 -- the paged kernel ran 140
+    // SHFL in its loop to the contiguous one's none; kernel-log p7).
+    constexpr int kPerGroup = FAT_FWD_PAGE_GROUP / kRowsPerPass;
+#pragma unroll
+    for (int g = 0; g < kRows / FAT_FWD_PAGE_GROUP; g++) {
+      const elem_t *row_g = reinterpret_cast<const elem_t *>(shfl_group_base(group_base, g)) + (long long)row0 * row_stride + col;
+#pragma unroll
+      for (int r = 0; r < kPerGroup; r++) {
+        const int i = g * kPerGroup + r, row = row0 + i * kRowsPerPass;
+        const bool inside = row < valid_rows && col < head_dim;
+        const u32 d = kRowsPerPass % 8 == 0 ? dst + i * kRowsPerPass * kRowPitch * sizeof(elem_t)
+                                            : tile + tile_offset(row, col);
+        const elem_t *g_row = row_g + (long long)(r * kRowsPerPass) * row_stride;
+        cp_async_16(d, inside ? g_row : head_base, inside ? 16 : 0);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < (kRows + kRowsPerPass - 1) / kRowsPerPass; i++) {
     const int row = row0 + i * kRowsPerPass;
