@@ -384,7 +384,7 @@ typedef struct bucket {
    * whose split count was fixed for four times its blocks, ran at 0.027
    * ms where the launch-chosen splits took 0.023 (H100, 32/8 heads, 4096
    * keys, one query; RESULTS.md's paged table). Tuned at several batches,
-   * the nearest parallelism serves. */
+   * the nearest parallelism at or below the call's serves (parallel_above). */
   int parallel;
 } bucket;
 
@@ -481,9 +481,24 @@ static double bucket_distance(bucket b, bucket call) {
  * parallelism is from the call's (its ratio); 0 where either has none.
  * The nearest bucket is chosen first (bucket_distance, which leaves the
  * parallelism out, so that a table tuned at one batch a bucket serves as
- * it did), then within it the nearest parallelism. */
+ * it did), then within it the nearest parallelism at or below the call's
+ * (parallel_above), else the smallest above it. */
 static double parallel_distance(bucket b, bucket call) {
   return call.parallel && b.parallel ? fabs(log((double)b.parallel / call.parallel)) : 0.0;
+}
+
+/* 1 when row B was tuned at more parallelism than the call has. Such a
+ * row serves only where the bucket has none at or below the call's: a
+ * winner whose grid was fixed for its problem's blocks (a split count, or
+ * one block per query tile) leaves SMs idle on a call with fewer, while
+ * one tuned for fewer blocks over-splits a larger call, which costs far
+ * less. Measured on the H100 (bf16 d128, 32/8 heads, RESULTS.md's
+ * decoding parallelism section): a one-split winner tuned at batch x K/V
+ * heads 128 ran 0.514 ms at 32 and 1.091 at 64, where the launch-chosen
+ * splits took 0.205 and 0.713; a 32-split winner tuned at 4 ran 0.751 at
+ * 128 against 0.704. */
+static int parallel_above(bucket b, bucket call) {
+  return call.parallel && b.parallel > call.parallel;
 }
 
 /* The same bucket, whatever the parallelism: an exact match. */
@@ -763,6 +778,7 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
                               char *passed_over, size_t cap) {
   const sel_rows *rows = NULL;
   double best = INFINITY, best_parallel = INFINITY;
+  int best_above = 1;
   bucket best_bucket = {.seqlen_q = -1};
   *found = 0;
   fat_status st = lookup_rows(c, i, gpu, key, dtype, mask, head_dim, &rows);
@@ -785,10 +801,14 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
     if (same_bucket(b, last)) continue; /* an older winner (a slower timing) of the bucket */
     last = b;
     const double d = bucket_distance(b, call), dp = parallel_distance(b, call);
+    const int above = parallel_above(b, call);
     if (d > best) continue;
-    /* Another batch of the bucket taken so far: the nearer parallelism (a
-     * tie to the larger, the later row). */
-    if (*found && same_key(b, best_bucket) && dp > best_parallel) continue;
+    /* Another batch of the bucket taken so far: one at or below the call's
+     * parallelism before one above it, then the nearer (a tie to the
+     * larger, the later row). */
+    if (*found && same_key(b, best_bucket) &&
+        (above > best_above || (above == best_above && dp > best_parallel)))
+      continue;
     if (w->smem_bytes > c->smem_optin) continue; /* cannot run here (should not happen on its own GPU) */
     fat_kernel_desc sched;
     char why[256];
@@ -827,7 +847,7 @@ static fat_status find_winner(fat_context *c, int i, const tuned_gpu *gpu, sel_k
             c->dbs[i], w->name);
       continue;
     }
-    best = d, best_parallel = dp, best_bucket = b;
+    best = d, best_parallel = dp, best_above = above, best_bucket = b;
     memset(out, 0, sizeof *out);
     put_schedule(out, &sched);
     put_variant(out, w->name, w->source_hash, w->entry, w->family, w->params, w->block_m, w->threads,

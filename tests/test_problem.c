@@ -293,7 +293,8 @@ int main(void) {
   char *pg[] = {"fatune", "--head-dim", "128", "--dtype", "bf16", "--mask", "causal", "--seqlen", "1",
                 "--seqlen-k", "4096", "--gqa", "4", "--paged", "16,256"};
   fat_problem pp[4];
-  CHECK_INT(problems_of(15, pg, pp, 4), 2);
+  CHECK_INT(problems_of(15, pg, pp, 4), 4);  /* at batch 4 and, a wave, 32 (4 K/V heads) */
+  CHECK(pp[2].batch == 32 && pp[2].page_size == 16 && pp[3].batch == 32 && pp[1].batch == 4);
   CHECK(pp[0].page_size == 16 && pp[1].page_size == 256 && pp[0].seqlen_q == 1 &&
         pp[0].seqlen_k == 4096 && pp[0].heads == 4 * pp[0].heads_k);
   fat_problem_label(&pp[1], label, sizeof label);
@@ -333,9 +334,10 @@ int main(void) {
   /* The fp8 K/V caches are dtypes of the forward's problems, one problem
    * each beside the 16-bit ones; the backward refuses them by name. */
   char *kv8[] = {"fatune", "--head-dim", "128", "--dtype", "fp16,fp16-e4m3kv,bf16-e4m3kv",
-                 "--mask", "none", "--seqlen", "1", "--seqlen-k", "4096", "--paged", "256"};
+                 "--mask", "none", "--seqlen", "1", "--seqlen-k", "4096", "--paged", "256",
+                 "--batch", "4"};
   fat_problem kp[4];
-  CHECK_INT(problems_of(13, kv8, kp, 4), 3);
+  CHECK_INT(problems_of(15, kv8, kp, 4), 3);
   CHECK(kp[0].dtype == FAT_FP16 && kp[1].dtype == FAT_FP16_E4M3KV &&
         kp[2].dtype == FAT_BF16_E4M3KV && kp[2].page_size == 256 && kp[2].direction == FAT_FWD);
   char *kv8_bwd[] = {"fatune", "--dtype", "bf16-e4m3kv", "--direction", "bwd"};
@@ -355,8 +357,33 @@ int main(void) {
           bp[i].page_size == (i % 2 ? 256 : 16) && bp[i].heads == 16 && bp[i].heads_k == 4);
   char *one_batch[] = {"fatune", "--head-dim", "128", "--dtype", "bf16", "--mask", "none",
                        "--seqlen", "1", "--seqlen-k", "4096"};
-  CHECK_INT(problems_of(11, one_batch, bp, 12), 1);
-  CHECK_INT(bp[0].batch, 4);  /* 16384 tokens / 4096 */
+  /* Without --batch a forward decoding problem is tuned at the default
+   * batch and at a wave's, batch x K/V heads >= 128 (fat_decoding_batches):
+   * 16 K/V heads at 4096 keys, 4 (16384 tokens / 4096) and 8. */
+  CHECK_INT(problems_of(11, one_batch, bp, 12), 2);
+  CHECK(bp[0].batch == 4 && bp[1].batch == 8 && bp[0].heads_k == 16 && bp[1].seqlen_k == 4096);
+  /* GQA 8 (2 K/V heads) from 32768 keys: 1 and 64, each with every page
+   * size; at 131072 keys the wave's K and V would pass 4 GiB (128 MiB a
+   * sequence): 32. */
+  char *waves[] = {"fatune", "--head-dim", "128", "--dtype", "bf16", "--mask", "causal", "--gqa", "8",
+                   "--seqlen", "1,16", "--seqlen-k", "32768,131072", "--paged", "16,256"};
+  fat_problem wp[17];
+  CHECK_INT(problems_of(15, waves, wp, 17), 16);
+  static const int want_wave[] = {1, 1, 64, 64, 1, 1, 32, 32};
+  for (int i = 0; i < 16; i++)
+    CHECK_WHY(wp[i].batch == want_wave[i % 8] && wp[i].heads_k == 2 &&
+                  wp[i].seqlen_k == (i % 8 < 4 ? 32768 : 131072) &&
+                  wp[i].page_size == (i % 2 ? 256 : 16) && wp[i].seqlen_q == (i < 8 ? 1 : 16),
+              "problem %d: batch %d, %d keys, page %d", i, wp[i].batch, wp[i].seqlen_k, wp[i].page_size);
+  int two[2];
+  /* Close to a wave already (64 K/V heads x 4): one batch. Longer than the
+   * decoding family's queries, or the backward: the default only. */
+  CHECK_INT(fat_decoding_batches(FAT_FWD, FAT_BF16, FAT_MASK_NONE, 32, 1, 4096, 1, two), 1);
+  CHECK_INT(two[0], 4);
+  CHECK_INT(fat_decoding_batches(FAT_FWD, FAT_BF16, FAT_MASK_NONE, 128, 1024, 32768, 1, two), 1);
+  CHECK_INT(fat_decoding_batches(FAT_BWD, FAT_BF16, FAT_MASK_NONE, 128, 1, 4096, 1, two), 1);
+  CHECK_INT(fat_decoding_batches(FAT_FWD, FAT_BF16, FAT_MASK_NONE, 128, 16, 4096, 4, two), 2);
+  CHECK(two[0] == 4 && two[1] == 32);
   char *bad_batch[] = {"fatune", "--batch", "1,0"};
   CHECK_INT(fat_options_parse(3, bad_batch, known, 2, &o, err, sizeof err), -1);
   CHECK_STR(err, "--batch: 0 is out of range [1, 65536]");

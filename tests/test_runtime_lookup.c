@@ -278,8 +278,9 @@ static void candidates_read_once(const char *dir) {
 /* A decoding bucket tuned at several batches (issue 24: the split count a
  * winner fixed was chosen for its problem's blocks, batch x K/V heads):
  * the nearest bucket by lengths first, as with one batch a bucket, then
- * within it the nearest parallelism, a tie to the larger; the match is
- * the bucket's. One context answers them all, in an order that revisits a
+ * within it the nearest parallelism at or below the call's, else the
+ * smallest above (a grid fixed for more blocks than the call has leaves
+ * SMs idle); the match is the bucket's. One context answers them all, in an order that revisits a
  * shape at another batch: its memo of shapes tells them apart. The tables
  * at DIR/parallel.db: fp16 none d128, one query, group 4 (16 query heads
  * on 4 K/V heads: parallelism 4 x batch), 4096 keys at batches 1, 4 and
@@ -308,12 +309,16 @@ static void parallelism_within_a_bucket(const char *dir) {
       {4, 16, 4, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},   /* 16 */
       {1, 16, 4, 4096, "fwd.par.k4096.b1", FAT_MATCH_EXACT},   /* the first shape again */
       {16, 16, 4, 4096, "fwd.par.k4096.b16", FAT_MATCH_EXACT}, /* 64 */
-      {2, 16, 4, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},   /* 8: 4 and 16 as near, the larger */
-      {3, 16, 4, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},   /* 12: nearer 16 */
+      {2, 16, 4, 4096, "fwd.par.k4096.b1", FAT_MATCH_EXACT},   /* 8: 4 and 16 as near, the one below */
+      {3, 16, 4, 4096, "fwd.par.k4096.b1", FAT_MATCH_EXACT},   /* 12: nearer 16, but 16 is above */
+      {5, 16, 4, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},   /* 20: 16 below, nearer than 64 */
+      {15, 16, 4, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},  /* 60: nearer 64, but 64 is above */
       {64, 16, 4, 4096, "fwd.par.k4096.b16", FAT_MATCH_EXACT}, /* 256: beyond the largest */
-      {1, 32, 8, 4096, "fwd.par.k4096.b4", FAT_MATCH_EXACT},   /* 8 again, from 32/8 heads */
+      {1, 32, 8, 4096, "fwd.par.k4096.b1", FAT_MATCH_EXACT},   /* 8 again, from 32/8 heads */
       {1, 16, 4, 5000, "fwd.par.k4096.b1", FAT_MATCH_NEAREST}, /* the nearer lengths, then batch */
       {16, 16, 4, 5000, "fwd.par.k4096.b16", FAT_MATCH_NEAREST},
+      /* every row above the call (parallelism 1, 4/1 heads): the smallest */
+      {1, 4, 1, 4096, "fwd.par.k4096.b1", FAT_MATCH_EXACT},
       /* the nearest lengths first: 30000 keys is nearer 32768's bucket,
        * whatever its one batch */
       {16, 16, 4, 30000, "fwd.par.k32768.b1", FAT_MATCH_NEAREST},

@@ -152,13 +152,35 @@ int fat_shard_takes(const fat_options *o, size_t i) {
   return i % (size_t)o->shard_count == (size_t)(o->shard_index - 1);
 }
 
+int fat_decoding_batches(fat_direction direction, fat_dtype dtype, fat_mask mask, int head_dim,
+                         int seqlen_q, int seqlen_k, int group, int out[2]) {
+  fat_problem p;
+  fat_tune_problem(dtype, mask, head_dim, seqlen_q, seqlen_k, group, 0, &p);
+  out[0] = p.batch;
+  const fat_family *decoding = fat_family_find("splitkv", FAT_FWD);
+  if (direction != FAT_FWD || !decoding || seqlen_q > decoding->max_seqlen_q) return 1;
+  /* A wave: one block per K/V head and sequence on every SM, before any
+   * split -- at most FAT_DECODE_WAVE_KV_BYTES of K and V (two bytes an
+   * element), so that the longest caches stay within one GPU's memory. */
+  long wave = (FAT_DECODE_WAVE + p.heads_k - 1) / p.heads_k;
+  const double seq_bytes = 2.0 * 2.0 * seqlen_k * p.heads_k * head_dim;
+  const long fits = (long)(FAT_DECODE_WAVE_KV_BYTES / seq_bytes);
+  if (wave > fits) wave = fits;
+  /* Within a factor two of the default the lookup's nearest parallelism
+   * would not tell them apart: one batch is enough. */
+  if (wave < 2L * p.batch) return 1;
+  out[1] = (int)wave;
+  return 2;
+}
+
 size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
   size_t n = 0, i = 0;  /* the shard's problems; the query's */
   /* Dense problems by --seqlen (and --seqlen-k), or one per --varlen profile. */
   const int n_lens = o->n_varlens ? o->n_varlens : o->n_seqlens;
   const int n_keys = o->n_seqlens_k && !o->n_varlens ? o->n_seqlens_k : 1;
-  /* ... at each --batch (one, the default, without) ... */
-  const int n_batches = o->n_batches && !o->n_varlens ? o->n_batches : 1;
+  /* ... at each --batch, or without it at the default batch and, for a
+   * forward decoding problem, a wave's (fat_decoding_batches) ... */
+  int defaults[2];
   /* ... and over a paged cache, one per --paged page size. */
   const int n_pages = o->n_page_sizes ? o->n_page_sizes : 1;
   const fat_window *windows;
@@ -169,30 +191,38 @@ size_t fat_tune_problems(const fat_options *o, fat_problem *out) {
       for (int hi = 0; hi < o->n_head_dims; hi++)
         for (int gi = 0; gi < o->n_gqa; gi++)
         for (int si = 0; si < n_lens; si++)
-        for (int ki = 0; ki < n_keys; ki++)
-        for (int bi = 0; bi < n_batches; bi++)
-        for (int pi = 0; pi < n_pages; pi++, i++) {
-          if (!fat_shard_takes(o, i)) continue;
-          if (!out) {
-            n++;
-            continue;
+        for (int ki = 0; ki < n_keys; ki++) {
+          const int seqlen_q = o->n_varlens ? 1 : o->seqlens[si];
+          const int seqlen_k = o->n_seqlens_k && !o->n_varlens ? o->seqlens_k[ki] : seqlen_q;
+          const int n_batches =
+              o->n_varlens ? 1
+              : o->n_batches
+                  ? o->n_batches
+                  : fat_decoding_batches(o->directions[ri], o->dtypes[di], o->masks[mi],
+                                         o->head_dims[hi], seqlen_q, seqlen_k, o->gqa[gi], defaults);
+          for (int bi = 0; bi < n_batches; bi++)
+          for (int pi = 0; pi < n_pages; pi++, i++) {
+            if (!fat_shard_takes(o, i)) continue;
+            if (!out) {
+              n++;
+              continue;
+            }
+            fat_problem *p = &out[n++];
+            if (o->n_varlens) {
+              fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], 1, 1, o->gqa[gi], 1, p);
+              p->lengths = o->varlens[si];
+              fat_lengths_apply(p);
+            } else {
+              fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], seqlen_q, seqlen_k,
+                               o->gqa[gi], o->n_batches ? o->batches[bi] : defaults[bi], p);
+            }
+            p->window_left = windows[wi].left;
+            p->window_right = windows[wi].right;
+            p->page_size = o->n_page_sizes ? o->page_sizes[pi] : 0;
+            /* The backward is tuned on the forward's shapes; its FLOPs are
+             * 2.5x (fat_problem_flops). */
+            p->direction = o->directions[ri];
           }
-          fat_problem *p = &out[n++];
-          if (o->n_varlens) {
-            fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], 1, 1, o->gqa[gi], 1, p);
-            p->lengths = o->varlens[si];
-            fat_lengths_apply(p);
-          } else {
-            fat_tune_problem(o->dtypes[di], o->masks[mi], o->head_dims[hi], o->seqlens[si],
-                             o->n_seqlens_k ? o->seqlens_k[ki] : o->seqlens[si], o->gqa[gi],
-                             o->n_batches ? o->batches[bi] : 0, p);
-          }
-          p->window_left = windows[wi].left;
-          p->window_right = windows[wi].right;
-          p->page_size = o->n_page_sizes ? o->page_sizes[pi] : 0;
-          /* The backward is tuned on the forward's shapes; its FLOPs are
-           * 2.5x (fat_problem_flops). */
-          p->direction = o->directions[ri];
         }
   return n;
 }

@@ -25,6 +25,26 @@ void fat_bench_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen,
 void fat_tune_problem(fat_dtype dtype, fat_mask mask, int head_dim, int seqlen_q, int seqlen_k,
                       int group, int batch, fat_problem *p);
 
+/* A decoding problem's second batch (fat_decoding_batches): batch x K/V
+ * heads at least a wave of blocks on the GPUs fatune tunes (108-132 SMs),
+ * its K and V at most 4 GiB. */
+#define FAT_DECODE_WAVE 128
+#define FAT_DECODE_WAVE_KV_BYTES 4294967296.0
+
+/* The batches a problem of the query is tuned at when --batch is not
+ * given, into OUT; their number. The default (fat_tune_problem's batch
+ * 0: 16384 tokens / the longer side) always; for a forward decoding
+ * problem (seqlen_q at most the decoding family's longest) also a wave's:
+ * the smallest batch whose batch x K/V heads reaches FAT_DECODE_WAVE,
+ * where that is at least twice the default. The runtime serves a
+ * decoding call the winner of the nearest batch x K/V heads at or below
+ * its own (else the smallest above), and a variant whose split count is
+ * fixed for the few blocks of the default batch over-splits a full batch
+ * (RESULTS.md, the decoding buckets at batch 1): tuned at both, a full
+ * batch has a winner of its own. */
+int fat_decoding_batches(fat_direction direction, fat_dtype dtype, fat_mask mask, int head_dim,
+                         int seqlen_q, int seqlen_k, int group, int out[2]);
+
 /* The problems of the query O in tuning order: one per direction, dtype,
  * mask -- and for the local mask, per --window --, head dim, group and
  * lengths (fat_tune_problem's shapes; the window 0, 0 for the other masks)
