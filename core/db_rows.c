@@ -141,8 +141,9 @@ static const char *const stmt_sql[ST_COUNT] = {
     " WHERE t.gpu_id = ?1 AND t.problem_id = ?2 AND t.retired = 0"
     " GROUP BY j.job ORDER BY max(t.id) DESC",
   [ST_JOB_TIMINGS] =
-    "SELECT t.variant_id, t.id, t.median_ms, t.tflops, t.reps FROM timing_jobs j"
-    " JOIN timings t ON t.id = j.timing_id WHERE j.job = ?1 AND t.retired = 0",
+    "SELECT t.variant_id, t.id, t.median_ms, t.tflops, t.reps, v.direction, v.params"
+    " FROM timing_jobs j JOIN timings t ON t.id = j.timing_id"
+    " JOIN variants v ON v.id = t.variant_id WHERE j.job = ?1 AND t.retired = 0",
   /* REPLACE deletes the old winner and inserts, so the schema's insert
    * triggers vet every winner. */
   [ST_SET_WINNER] =
@@ -701,6 +702,15 @@ int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 devic
 /* The winner among contenders C (N of them, C[0] the fastest alone): the
  * fastest of them in the newest job that timed C[0], into OUT; C[0] itself
  * when no job did. */
+/* 1 when a variant of DIRECTION ("fwd", "bwd") and PARAMS has its key
+ * splits chosen by the launch (SPLITS 0: fat_fwd_params_parse). */
+static int launch_splits(const char *direction, const char *params) {
+  int pack_gqa = 0, splits = 1;
+  char err[128];
+  return direction && params && !strcmp(direction, "fwd") &&
+         !fat_fwd_params_parse(params, &pack_gqa, &splits, err, sizeof err) && splits == 0;
+}
+
 static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                                 const fat_db_choice *c, size_t n, fat_db_choice *out) {
   *out = c[0];
@@ -722,8 +732,10 @@ static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 
   }
   release(s);
   for (size_t k = 0; k < n_jobs; k++) {
-    fat_db_choice best;
-    int has_first = 0, has_best = 0;
+    /* The job's fastest contender, and its fastest whose launch chooses
+     * the key splits. */
+    fat_db_choice best, best_launch;
+    int has_first = 0, has_best = 0, has_launch = 0, best_is_launch = 0;
     if (!(s = stmt(db, ST_JOB_TIMINGS))) return -1;
     sqlite3_bind_int64(s, 1, jobs[k]);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -733,15 +745,24 @@ static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 
       while (i < n && c[i].variant_id != v) i++;
       if (i == n) continue;  /* not a contender now */
       has_first |= i == 0;
+      fat_db_choice here = c[i];
+      here.timing_id = sqlite3_column_int64(s, 1);
+      here.median_ms = ms;
+      here.tflops = sqlite3_column_double(s, 3);
+      here.reps = sqlite3_column_int(s, 4);
+      const int is_launch = launch_splits((const char *)sqlite3_column_text(s, 5),
+                                          (const char *)sqlite3_column_text(s, 6));
       /* Faster, or as fast and first by name (ST_RANK's tie rule). */
       if (!has_best || ms < best.median_ms ||
           (ms == best.median_ms && strcmp(c[i].name, best.name) < 0)) {
-        best = c[i];
-        best.timing_id = sqlite3_column_int64(s, 1);
-        best.median_ms = ms;
-        best.tflops = sqlite3_column_double(s, 3);
-        best.reps = sqlite3_column_int(s, 4);
+        best = here;
+        best_is_launch = is_launch;
         has_best = 1;
+      }
+      if (is_launch && (!has_launch || ms < best_launch.median_ms ||
+                        (ms == best_launch.median_ms && strcmp(c[i].name, best_launch.name) < 0))) {
+        best_launch = here;
+        has_launch = 1;
       }
     }
     if (rc != SQLITE_DONE) {
@@ -752,7 +773,10 @@ static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 
     }
     release(s);
     if (has_first) {
-      *out = best;
+      *out = has_launch && !best_is_launch &&
+                     best_launch.median_ms <= best.median_ms * (1.0 + FAT_LAUNCH_SPLITS_TIE)
+                 ? best_launch
+                 : best;
       return 0;
     }
   }

@@ -770,6 +770,59 @@ out:
   sqlite3_close(h);
 }
 
+/* The winner rule's one preference (FAT_LAUNCH_SPLITS_TIE): in the job
+ * that re-timed the contenders, a forward variant whose launch chooses
+ * its key splits (SPLITS 0) wins over a faster one of a fixed count by
+ * less than 2 %, and loses to one faster by more; a fixed count between
+ * them changes nothing of the kind. */
+static void test_launch_splits_tie(void) {
+  fat_db *db = NULL;
+  char err[ERRLEN];
+  const char *path = new_path("launch_splits.db");
+  fat_gpu_info g = test_gpu();
+  fat_variant fixed = test_variant("fwd.splitkv.bf16.d128.causal.m64n128w4s2.g1x32", 'c', 0),
+              fixed8 = test_variant("fwd.splitkv.bf16.d128.causal.m64n128w4s2.g1x8", 'd', 0),
+              launch = test_variant("fwd.splitkv.bf16.d128.causal.m64n128w4s2.g1x0", 'e', 0);
+  fixed.family = fixed8.family = launch.family = "splitkv";
+  fixed.params = "BLOCK_M=64 BLOCK_N=128 PACK_GQA=1 SPLITS=32 STAGES=2 WARPS=4";
+  fixed8.params = "BLOCK_M=64 BLOCK_N=128 PACK_GQA=1 SPLITS=8 STAGES=2 WARPS=4";
+  launch.params = "BLOCK_M=64 BLOCK_N=128 PACK_GQA=1 SPLITS=0 STAGES=2 WARPS=4";
+  sqlite3_int64 gpu, ids[3];
+  REQUIRE(fat_db_open(path, &db, err, sizeof err) == 0);
+  REQUIRE(fat_db_put_gpu(db, &g, &gpu) == 0);
+  REQUIRE(fat_db_put_variant(db, &fixed, &ids[0]) == 0);
+  REQUIRE(fat_db_put_variant(db, &launch, &ids[1]) == 0);
+  REQUIRE(fat_db_put_variant(db, &fixed8, &ids[2]) == 0);
+  /* Per problem: the launch-split variant's job median against the fixed
+   * one's 1.000 ms (the fixed 8 at 1.005), and who wins. */
+  static const struct { double launch_ms; int launch_wins; } CASES[] = {
+      {1.015, 1}, {1.019, 1}, {1.000, 1}, {0.990, 1}, {1.021, 0}, {1.028, 0}};
+  for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+    fat_problem p = test_problem(1);
+    p.seqlen_k = 4096 + (int)k;
+    sqlite3_int64 pid, tid;
+    REQUIRE(fat_db_put_problem(db, &p, &pid) == 0);
+    fat_check ok = check_result(1, 0.002);
+    const fat_timing alone[3] = {timing_of(1.0), timing_of(CASES[k].launch_ms), timing_of(1.005)};
+    for (int i = 0; i < 3; i++) {
+      REQUIRE(fat_db_put_check(db, ids[i], gpu, pid, &ok) == 0);
+      REQUIRE(fat_db_put_timing(db, ids[i], gpu, pid, &alone[i], &tid) == 0);
+    }
+    sqlite3_int64 job = 0;
+    REQUIRE(fat_db_put_job_timings(db, gpu, 0, pid, 3, ids, alone, &job) == 0);
+    fat_db_choice best;
+    int found = 0;
+    REQUIRE(fat_db_decide_winner(db, gpu, pid, &best, &found, NULL) == 0);
+    CHECK_INT(found, 1);
+    const sqlite3_int64 want = CASES[k].launch_wins ? ids[1] : ids[0];
+    CHECK_WHY(best.variant_id == want && best.timing_id == job + (CASES[k].launch_wins ? 1 : 0),
+              "launch splits at %.3f ms against 1.000: %s won (timing %lld, job %lld)",
+              CASES[k].launch_ms, best.name, (long long)best.timing_id, (long long)job);
+  }
+out:
+  fat_db_close(db);
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
@@ -780,6 +833,7 @@ int main(void) {
   test_devices();
   test_resume();
   test_winner();
+  test_launch_splits_tie();
   test_bad_rows_refused();
   test_open_refusals();
   test_materialize_never_wins();
