@@ -699,9 +699,6 @@ int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 devic
   return ret;
 }
 
-/* The winner among contenders C (N of them, C[0] the fastest alone): the
- * fastest of them in the newest job that timed C[0], into OUT; C[0] itself
- * when no job did. */
 /* 1 when a variant of DIRECTION ("fwd", "bwd") and PARAMS has its key
  * splits chosen by the launch (SPLITS 0: fat_fwd_params_parse). */
 static int launch_splits(const char *direction, const char *params) {
@@ -711,6 +708,10 @@ static int launch_splits(const char *direction, const char *params) {
          !fat_fwd_params_parse(params, &pack_gqa, &splits, err, sizeof err) && splits == 0;
 }
 
+/* The winner among contenders C (N of them, C[0] the fastest alone): the
+ * fastest of them in the newest job that timed C[0] -- or that job's
+ * fastest with launch-chosen splits, within FAT_LAUNCH_SPLITS_TIE of it
+ * -- into OUT; C[0] itself when no job did. */
 static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem_id,
                                 const fat_db_choice *c, size_t n, fat_db_choice *out) {
   *out = c[0];
