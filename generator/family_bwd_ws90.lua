@@ -9,9 +9,12 @@
 -- whatever order the key blocks reach a query tile (DQ_MODE atomic), or in
 -- a fixed order, one key block after another by semaphores (ordered: the
 -- deterministic backward, bit-identical run to run).
--- Head dims to 128 (96 on the 128-column template): past it a warpgroup's
--- dK and dV no longer fit its registers beside Sᵀ (wgmma90 splits them
--- over two warpgroups; this family does not yet).
+-- Head dims to 128 (96 on the 128-column template), and 256: there a
+-- warpgroup's dK and dV no longer fit its registers beside Sᵀ, so two
+-- consumers share a group of 64 keys, each half the columns of dK and dV
+-- and half the queries of Sᵀ and dPᵀ, meeting once a tile through Pᵀ and
+-- dSᵀ in shared memory (the template's kDSplit). d192 is not here: its
+-- three slabs do not halve into whole ones.
 
 local constraints = fat.require("constraints")
 local tiles = fat.require("wgmma_tiles")
@@ -40,7 +43,7 @@ local family = {
   template = "bwd_ws90.cu",
   entry = "fat_bwd_ws90",
   archs = {"sm_90a"},
-  head_dims = {64, 96, 128},
+  head_dims = {64, 96, 128, 256},
   dtypes = {"fp16", "bf16"},
   masks = {"none", "causal", "local"},
   params = {
@@ -92,8 +95,14 @@ function family.default()
   return {}
 end
 
+-- Consumers sharing a group of 64 keys (the template's kDSplit): two past
+-- the 128-column template.
+local function key_split(c)
+  return tiles.template_head_dim(c.HEAD_DIM) > 128 and 2 or 1
+end
+
 local function consumers(c)
-  return c.BLOCK_N // KEYS_PER_WARPGROUP
+  return c.BLOCK_N // KEYS_PER_WARPGROUP * key_split(c)
 end
 
 -- fp32 dQ buffers: one, or one a consumer where dQ's 64-row blocks are
@@ -101,6 +110,7 @@ end
 -- whole-slab column slices for them (the template's kDqSplitK: d64 over
 -- two with DQ_KEYS 0).
 local function dq_buffers(c)
+  if key_split(c) > 1 then return 0 end  -- dQ from the registers (the ring fills shared memory)
   local row_blocks = c.BLOCK_M // KEYS_PER_WARPGROUP
   local shares = c.DQ_KEYS == 0 and consumers(c) > row_blocks and consumers(c) // row_blocks or 1
   local split_k = shares > 1 and (tiles.template_head_dim(c.HEAD_DIM) // shares) % tiles.SLAB ~= 0
@@ -114,12 +124,14 @@ local function ds_buffers(c)
 end
 
 -- K and V (BLOCK_N rows), STAGES Q and dO tiles (BLOCK_M rows), the dSᵀ
--- buffers (BLOCK_N x BLOCK_M), the fp32 dQ buffers (BLOCK_M x head dim),
--- STAGES rows of lse and D, the alignment slack and the barriers.
+-- buffers (BLOCK_N x BLOCK_M; with two consumers a key group as many of
+-- Pᵀ), the fp32 dQ buffers (BLOCK_M x head dim), STAGES rows of lse and D,
+-- the alignment slack and the barriers.
 function family.smem_bytes(c)
   local d = tiles.template_head_dim(c.HEAD_DIM)
   return (2 * c.BLOCK_N + 2 * c.STAGES * c.BLOCK_M) * d * tiles.ELEMENT_BYTES +
-         ds_buffers(c) * c.BLOCK_N * c.BLOCK_M * tiles.ELEMENT_BYTES + dq_buffers(c) * c.BLOCK_M * d * FLOAT_BYTES +
+         ds_buffers(c) * key_split(c) * c.BLOCK_N * c.BLOCK_M * tiles.ELEMENT_BYTES +
+         dq_buffers(c) * c.BLOCK_M * d * FLOAT_BYTES +
          c.STAGES * ROW_STATS * c.BLOCK_M * FLOAT_BYTES + tiles.ALIGNMENT_SLACK +
          (2 + 2 * c.STAGES) * BARRIER_BYTES
 end
@@ -131,6 +143,19 @@ function family.resources(c)
 end
 
 family.constraints = {
+  function(c)
+    -- The 256-column template's ring of two Q and dO tiles of 64 rows fills
+    -- shared memory beside K, V, Pᵀ and dSᵀ; dQ leaves from the registers,
+    -- shared by columns, in no fixed order.
+    if key_split(c) > 1 then
+      if c.BLOCK_M ~= 64 or c.BLOCK_N ~= 64 then
+        return ("BLOCK_M %d, BLOCK_N %d: head dim %d takes 64 x 64 tiles (two consumers share 64 keys)"):format(
+          c.BLOCK_M, c.BLOCK_N, c.HEAD_DIM)
+      end
+      if c.DQ_KEYS == 1 then return "DQ_KEYS 1: the two consumers of head dim 256 share their keys" end
+      if c.DQ_MODE == "ordered" then return "DQ_MODE ordered: head dim 256 has no dQ buffer for the writer" end
+    end
+  end,
   function(c)
     if c.DQ_KEYS == 1 and consumers(c) < 2 then return "DQ_KEYS 1: one consumer owns every key already" end
   end,
@@ -163,14 +188,15 @@ family.constraints = {
   end,
   constraints.fits_shared_memory(family),
   function(c)
-    local acc = c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM)
+    local acc = (c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM)) // key_split(c)
     if acc > ACCUMULATOR_BUDGET then
       return ("accumulators %d > %d registers per thread"):format(acc, ACCUMULATOR_BUDGET)
     end
   end,
   function(c)
-    local need = c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM) + c.BLOCK_M // 2
+    local need = (c.BLOCK_M + tiles.template_head_dim(c.HEAD_DIM) + c.BLOCK_M // 2) // key_split(c)
     local have = (c.PERSISTENT == 1 and PERSISTENT_CONSUMER_REGISTERS or CONSUMER_REGISTERS)[consumers(c)]
+    if not have then return ("%d consumer warpgroups: the template takes one or two"):format(consumers(c)) end
     if need > have + REGISTER_SLACK then
       return ("registers: accumulators and A fragments %d > the %d a consumer thread has"):format(need, have)
     end

@@ -69,6 +69,18 @@
 // round or one that reached the tile in fewer steps of its walk: the
 // chunk's blocks go on together, each T/A tiles of work behind the next.
 //
+// Head dim 256 (kDSplit 2): a warpgroup's dK and dV of 64 keys would be 256
+// accumulators a thread, so two consumers share the block's 64 keys, each
+// holding dK and dV for half the columns (FlashAttention-3 splits its
+// d256 backward over two warpgroups too). Each computes Sᵀ and dPᵀ for
+// half the tile's queries over the whole head dim (no product twice), Pᵀ
+// and dSᵀ from them in fp32, and stores both into shared memory; after
+// one meeting a tile both read the whole Pᵀ and dSᵀ there for dV += Pᵀ·dO
+// and dK += dSᵀ·Q over their columns, and dQ = dS·K over their columns
+// as the d128 tile's column slices. The ring of two Q and dO tiles fills
+// shared memory, so dQ leaves from the registers by vector reductions
+// (no writer buffer: no ordered mode) and the tile is 64 x 64.
+//
 // Masks are bottom-right aligned, tiles no pair of which is visible are
 // skipped, a row that sees no key gets zero gradients (bwd_common.cuh). The
 // template's head dim is whole 64-column slabs (96 runs on 128: the copy
@@ -145,13 +157,22 @@ enum : int {
   // DQ_SHIFT 1: the walks of a round's key blocks start spread over the
   // pair's tiles (above). An enumerator, as STATS_AHEAD.
   kDqShift = {{DQ_SHIFT}},
-  kConsumers = kBlockN / 64,
+  // Consumers a group of 64 keys: two past head dim 128, each half the
+  // columns of dK and dV and half the queries of Sᵀ and dPᵀ (above).
+  kDSplit = kHeadDim > 128 ? 2 : 1,
+  kConsumers = kBlockN / 64 * kDSplit,
   kThreads = 128 * (kConsumers + 1),
   kConsumerThreads = 128 * kConsumers,
   kRowBlocks = kBlockM / 64,  // dQ's 64-row products per tile
-  kSRegs = kBlockM / 2,       // Sᵀ (and dPᵀ) accumulators a thread
-  kDRegs = kHeadDim / 2,      // dK (and dV) accumulators a thread
+  kSCols = kBlockM / kDSplit, // queries of a consumer's Sᵀ and dPᵀ
+  kSRegs = kSCols / 2,        // Sᵀ (and dPᵀ) accumulators a thread
+  kDCols = kHeadDim / kDSplit,  // columns of a consumer's dK and dV
+  kDRegs = kDCols / 2,        // dK (and dV) accumulators a thread
   kPSteps = kBlockM / 16,     // k-steps of dV and dK
+  kSSteps = kSCols / 16,      // A fragments of a consumer's Pᵀ and dSᵀ
+  // dQ through the writer's buffer and bulk reduction: not beside kDSplit
+  // 2's ring (from the registers, as partial tiles).
+  kDqBulk = kDSplit == 1,
   // dQ (kBlockM x kHeadDim) over the consumers (kOwnKeys: each all of it
   // over its own keys): whole 64-row blocks each, and where there are more
   // consumers than row blocks, the block shared kDqShares ways: by column
@@ -163,11 +184,13 @@ enum : int {
   kDqSplit = kDqSplitK ? 1 : kDqShares,  // column slices
   // kOwnKeys: a slab of columns at a time (a product of N 128 beside dK and
   // dV spilled at d128).
-  kDqColTasks = kOwnKeys ? kHeadDim / 64 : 1,
-  kDqN = kOwnKeys ? 64 : kHeadDim / kDqSplit,
+  // kDSplit 2: a slab of this consumer's columns at a time too (a product
+  // of N 128 beside its dK and dV spilled).
+  kDqColTasks = kOwnKeys ? kHeadDim / 64 : kDSplit > 1 ? kDCols / 64 : 1,
+  kDqN = kOwnKeys || kDSplit > 1 ? 64 : kHeadDim / kDqSplit,
   kDqKSteps = kOwnKeys ? 4 : kBlockN / 16 / (kDqSplitK ? kDqShares : 1),  // of dQ's product, 16 keys each
   kDqBuffers = kDqSplitK ? kDqShares : 1,
-  kDqTasks = kOwnKeys ? kRowBlocks * kDqColTasks : kRowBlocks > kConsumers ? kRowBlocks / kConsumers : 1,
+  kDqTasks = kOwnKeys || kDSplit > 1 ? kRowBlocks * kDqColTasks : kRowBlocks > kConsumers ? kRowBlocks / kConsumers : 1,
   kDsBuffers = kOwnKeys ? 1 : 2,  // dSᵀ's: the consumers meet (0) or each reads its own rows (1)
   // Threads at the dQ buffer's hand-over to the writer: the consumers that
   // arrive (kOwnKeys: the second alone) and the writer's warp.
@@ -197,11 +220,15 @@ constexpr unsigned kDsBytes = kBlockN * kBlockM * 2;      // dSᵀ: [key][query]
 constexpr unsigned kDqBytes = kBlockM * kHeadDim * 4;     // a tile's dQ (or a split-K partial), fp32
 // As bwd_wgmma90.cu: dV's product issued before dSᵀ is computed where the
 // registers hold it (notes/kernel-log.md w2).
-constexpr bool kEarlyDv = kSRegs * 2 + kBlockM / 4 + kDRegs * 2 <= 208;
+// kDSplit 2 has Pᵀ in shared memory only once both consumers have met.
+constexpr bool kEarlyDv = kDSplit == 1 && kSRegs * 2 + kBlockM / 4 + kDRegs * 2 <= 208;
 
 static_assert(kBlockM == 64 || kBlockM == 128, "Sᵀ's N: 64 or 128 queries");
-static_assert(kBlockN == 64 || kBlockN == 128, "one or two consumer warpgroups of 64 keys");
-static_assert(kHeadDim == 64 || kHeadDim == 128, "whole slabs; dK and dV of 64 keys in one warpgroup");
+static_assert(kBlockN == 64 || kBlockN == 128, "one or two groups of 64 keys");
+static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+              "whole slabs; dK and dV of 64 keys in one warpgroup, or (256) in two");
+static_assert(kDSplit == 1 || (kBlockM == 64 && kBlockN == 64 && !kOwnKeys && !kDqOrdered),
+              "head dim 256: 64 x 64 tiles (the ring fills shared memory), dQ shared by columns, atomic");
 static_assert(kDqN % 64 == 0 && kDqN <= 128, "dQ's column slices: whole slabs of K, N at most 128");
 static_assert(!kDqSplitK || kDqKSteps * 16 == 64, "split-K dQ: each consumer its own 64 keys");
 static_assert(!kOwnKeys || kConsumers == 2, "DQ_KEYS 1: two consumers (one owns every key already)");
@@ -230,6 +257,29 @@ static_assert(!kDqOrdered || !kDqSplitK, "ordered dQ: one buffer a tile (split-K
 #include "tma.cuh"
 #include "bwd_common.cuh"
 
+// kDSplit 2's consumer coordinates in the kernel below: its group of 64
+// keys, and X offset to its first query (FAT_Q), query group of 8
+// (FAT_QG), first query row of a 128-byte-row slab (FAT_Q128), first
+// column (FAT_D) and first column's slab in a Q or dO tile (FAT_D_SLAB).
+// Macros, so that the other variants' source is token for token what
+// their tables were tuned on: a new local there, even an unused constant,
+// renumbers NVRTC's PTX, and ptxas then allocates registers otherwise.
+#if {{HEAD_DIM}} > 128
+#define FAT_KEY_GROUP (wg / kDSplit)
+#define FAT_Q(x) ((x) + q_first)
+#define FAT_QG(x) (q_first / 8 + (x))
+#define FAT_Q128(x) ((x) + q_first * 128)
+#define FAT_D(x) (d_first + (x))
+#define FAT_D_SLAB(x) ((x) + (d_first / 64) * kBlockM * 128)
+#else
+#define FAT_KEY_GROUP wg
+#define FAT_Q(x) x
+#define FAT_QG(x) x
+#define FAT_Q128(x) x
+#define FAT_D(x) x
+#define FAT_D_SLAB(x) x
+#endif
+
 // Atomic dQ's fp32 accumulator within a whole 64-row block (bwd_wgmma90.cu,
 // whose conversion kernel this template shares): each warp's accumulator
 // fragments in 128-float blocks, lane g·4 + t's four floats (row, columns
@@ -241,13 +291,30 @@ __device__ __forceinline__ int dq_whole_offset(int row, int col) {
   return (block * kWarpSize + g * 4 + t) * 4 + (nt % 2) * 2 + e;
 }
 
-// acc += A·Bᵀ over the head dim for a warpgroup's 64 keys and a tile's
-// kBlockM queries, both K-major (bwd_wgmma90.cu's keys_by_queries).
+#if {{HEAD_DIM}} > 128
+// One k-step of m64n32k16, both operands K-major in shared memory: the
+// Sᵀ and dPᵀ of kDSplit 2's 32 queries a consumer (wgmma.cuh's products
+// are 64 or 128 wide; here, not there, so that no other template's
+// source changes).
+#define FAT_WS_ACC16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define FAT_WS_D16 FAT_D8(0), FAT_D8(8)
+__device__ __forceinline__ void wgmma_ss32(float (&d)[16], u64 da, u64 db) {
+  FAT_WGMMA_SS("32", FAT_WS_ACC16, "%16, %17", FAT_WS_D16, "0, 0");
+}
+#endif
+
+// acc += A·Bᵀ over the head dim for a warpgroup's 64 keys and kSCols of a
+// tile's queries (B: from the first of them, in slabs of kBlockM rows),
+// both K-major (bwd_wgmma90.cu's keys_by_queries).
 __device__ __forceinline__ void keys_by_queries(float (&acc)[kSRegs], u64 a, u64 b) {
 #pragma unroll
   for (int ks = 0; ks < kHeadDim / 16; ks++) {
     const u32 in_slab = (ks % 4) * 32;
+#if {{HEAD_DIM}} > 128
+    wgmma_ss32(acc, desc_add(a, (ks / 4) * kBlockN * 128 + in_slab), desc_add(b, (ks / 4) * kBlockM * 128 + in_slab));
+#else
     wgmma_ss<kBlockM>(acc, desc_add(a, (ks / 4) * kBlockN * 128 + in_slab), desc_add(b, (ks / 4) * kBlockM * 128 + in_slab));
+#endif
   }
 }
 
@@ -334,10 +401,19 @@ struct Walk {
   // dQ through shared memory and the writer: whole rows of whole
   // accumulator rows, which it adds by bulk reduction; DQ_MODE ordered,
   // every tile.
+  // (kDSplit 2's dQ through the registers: the preprocessor's, as at(), for
+  // the other variants' machine code.)
   __device__ bool dq_bulk(int tile, int head_dim) const {
+#if {{HEAD_DIM}} > 128
+    return false;
+#else
     return kDqOrdered || (dq_rows_whole(head_dim) && mb(tile) < mb_whole);
+#endif
   }
   __device__ int bulk_tiles(int head_dim) const {
+#if {{HEAD_DIM}} > 128
+    return 0;
+#endif
     if constexpr (kDqOrdered) return n_tiles;
     return dq_rows_whole(head_dim) ? group * max(0, min(mb_end, mb_whole) - mb_first) : 0;
   }
@@ -565,8 +641,9 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   const u32 v_s = k_s + kKVBytes;                       // V
   const u32 query_s = v_s + kKVBytes;                   // kStages x (Q, dO) [kBlockM queries]
   const u32 ds_s = query_s + kStages * 2 * kTileBytes;  // kDsBuffers x dSᵀ [kBlockN keys][kBlockM queries]
-  const u32 dq_s = ds_s + kDsBuffers * kDsBytes;        // kDqBuffers x dQ, dq_whole_offset()'s order
-  const u32 stats_s = dq_s + kDqBuffers * kDqBytes;     // kStages x (lse·log2e, D) [kBlockM]
+  const u32 p_s = ds_s + kDsBuffers * kDsBytes;         // kDSplit 2: kDsBuffers x Pᵀ, as dSᵀ
+  const u32 dq_s = p_s + (kDSplit > 1 ? kDsBuffers * kDsBytes : 0);  // kDqBuffers x dQ, dq_whole_offset()'s order
+  const u32 stats_s = dq_s + (kDqBulk ? kDqBuffers * kDqBytes : 0);  // kStages x (lse·log2e, D) [kBlockM]
   float *const stats = reinterpret_cast<float *>(smem + (stats_s - smem_u32(smem)));
   const u32 kv_full = smem_u32(&barriers[0]);
   const u32 kv_empty = smem_u32(&barriers[1]);  // PERSISTENT: K and V read for the last time
@@ -688,8 +765,13 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   const KeyWindow window = key_window(p);
 
   // This thread's keys (accumulator rows) within the block: row_key and
-  // row_key + 8, 16 of its warpgroup's 64 per warp.
-  const int row_key = 64 * wg + 16 * (warp % 4) + g;
+  // row_key + 8, 16 of its key group's 64 per warp. kDSplit 2: the
+  // group's consumer `half` has Sᵀ's queries from q_first and dK's and
+  // dV's columns from d_first.
+  const int row_key = 64 * FAT_KEY_GROUP + 16 * (warp % 4) + g;
+#if {{HEAD_DIM}} > 128
+  const int half = wg % kDSplit, q_first = half * kSCols, d_first = half * kDCols;
+#endif
   const float scale_log2 = p.scale_log2;
   // Where accumulators 4nt + 2h and + 1 sit in a [key][query] tile (dSᵀ):
   // one slab per 64 queries, the 128-byte swizzle (row % 8 = g).
@@ -714,7 +796,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
 #pragma unroll
         for (int i = 0; i < kSRegs; i++) {
           const int key = n0 + row_key + 8 * ((i % 4) / 2);
-          const int pos = m0 + 8 * (i / 4) + 2 * t + i % 2 + offset;
+          const int pos = FAT_Q(m0) + 8 * (i / 4) + 2 * t + i % 2 + offset;
           if (key >= p.seqlen_k || hidden(window, key, pos)) x[i] = neg_inf();
         }
       }
@@ -725,15 +807,15 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       const int head = head_k * walk.group + walk.hq(tile), m0 = walk.mb(tile) * kBlockM;
       const u32 q_t = query_s + s * 2 * kTileBytes, do_t = q_t + kTileBytes;
       const u32 ds_t = ds_s + (it % kDsBuffers) * kDsBytes;
-      const float *lse_s = stats + s * 2 * kBlockM, *delta_s = lse_s + kBlockM;
+      const float *lse_s = FAT_Q(stats + s * 2 * kBlockM), *delta_s = lse_s + kBlockM;
       mbar_wait(q_full(s), (it / kStages) & 1);
       // STATS_AHEAD: this thread's columns' lse (2t and 2t + 1 of each
       // 8-query group) loaded under the products below, D under P's
       // arithmetic (both under the products spilled at d96 and d128).
-      float lse_r[kBlockM / 4], delta_r[kBlockM / 4];
-      auto stats_ahead = [&](const float *from, float (&to)[kBlockM / 4]) {
+      float lse_r[kSCols / 4], delta_r[kSCols / 4];
+      auto stats_ahead = [&](const float *from, float (&to)[kSCols / 4]) {
 #pragma unroll
-        for (int nt = 0; nt < kBlockM / 8; nt++) {
+        for (int nt = 0; nt < kSCols / 8; nt++) {
           const float2 v = *reinterpret_cast<const float2 *>(from + 8 * nt + 2 * t);
           to[2 * nt] = v.x, to[2 * nt + 1] = v.y;
         }
@@ -741,15 +823,15 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       };
       if constexpr (kStatsAhead) stats_ahead(lse_s, lse_r);
 
-      // Sᵀ and dPᵀ: this warpgroup's 64 keys x kBlockM queries, two groups.
+      // Sᵀ and dPᵀ: this warpgroup's 64 keys x kSCols queries, two groups.
       float sc[kSRegs], dp[kSRegs];
 #pragma unroll
       for (int i = 0; i < kSRegs; i++) sc[i] = dp[i] = 0.f;
       pin(sc);
       pin(dp);
       {
-        const u64 dk_a = descriptor(k_s + wg * 64 * 128, 16, 1024), dq_b = descriptor(q_t, 16, 1024);
-        const u64 dv_a = descriptor(v_s + wg * 64 * 128, 16, 1024), ddo_b = descriptor(do_t, 16, 1024);
+        const u64 dk_a = descriptor(k_s + FAT_KEY_GROUP * 64 * 128, 16, 1024), dq_b = descriptor(FAT_Q128(q_t), 16, 1024);
+        const u64 dv_a = descriptor(v_s + FAT_KEY_GROUP * 64 * 128, 16, 1024), ddo_b = descriptor(FAT_Q128(do_t), 16, 1024);
         wgmma_fence();
         keys_by_queries(sc, dk_a, dq_b);
         wgmma_commit();
@@ -762,11 +844,16 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       mask_scores(sc, m0);
       // Pᵀ and dSᵀ = Pᵀ ∘ (dPᵀ − D) as the A fragments of dV's and dK's
       // products, dSᵀ also into ds_t; then dV += Pᵀ·dO and dK += dSᵀ·Q
-      // (bwd_wgmma90.cu says the layouts).
-      const u64 ddo_b = descriptor(do_t, kBlockM * 128, 1024), dq_b = descriptor(q_t, kBlockM * 128, 1024);
-      u32 pa[kPSteps][4], da[kPSteps][4];
+      // (bwd_wgmma90.cu says the layouts). kDSplit 2: Pᵀ into p_t too, and
+      // the products over this consumer's columns with every query's Pᵀ
+      // and dSᵀ from shared memory.
+      const u64 ddo_b = descriptor(FAT_D_SLAB(do_t), kBlockM * 128, 1024), dq_b = descriptor(FAT_D_SLAB(q_t), kBlockM * 128, 1024);
+#if {{HEAD_DIM}} > 128
+      const u32 p_t = p_s + (it % kDsBuffers) * kDsBytes;
+#endif
+      u32 pa[kSSteps][4], da[kSSteps][4];
 #pragma unroll
-      for (int nt = 0; nt < kBlockM / 8; nt++) {
+      for (int nt = 0; nt < kSCols / 8; nt++) {
         float2 lse;
         if constexpr (kStatsAhead)
           lse = make_float2(lse_r[2 * nt], lse_r[2 * nt + 1]);
@@ -785,7 +872,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         pin(dv);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < kPSteps; kk++) wgmma_rs<kHeadDim>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
+        for (int kk = 0; kk < kSSteps; kk++) wgmma_rs<kDCols>(dv, pa[kk], desc_add(ddo_b, kk * 2048));
         wgmma_commit();
         wgmma_wait<1>();  // dPᵀ
       } else {
@@ -793,7 +880,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       }
       pin(dp);
 #pragma unroll
-      for (int nt = 0; nt < kBlockM / 8; nt++) {
+      for (int nt = 0; nt < kSCols / 8; nt++) {
         float2 delta;
         if constexpr (kStatsAhead)
           delta = make_float2(delta_r[2 * nt], delta_r[2 * nt + 1]);
@@ -806,7 +893,13 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
           if constexpr (!kEarlyDv) pa[nt / 2][h + 2 * (nt % 2)] = pack2(sc[i], sc[i + 1]);
           da[nt / 2][h + 2 * (nt % 2)] = ds2;
           if constexpr (!kDsStsm)
-            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ds_t + kq_offset(nt, h)), "r"(ds2) : "memory");
+            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ds_t + kq_offset(FAT_QG(nt), h)), "r"(ds2) : "memory");
+#if {{HEAD_DIM}} > 128
+          if constexpr (!kDsStsm)
+            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(p_t + kq_offset(FAT_QG(nt), h)),
+                         "r"(pa[nt / 2][h + 2 * (nt % 2)])
+                         : "memory");
+#endif
         }
       }
       if constexpr (kDsStsm) {
@@ -817,14 +910,20 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         // its query group, the 128-byte swizzle as kq_offset's (row % 8 is
         // the key's, L % 8).
         const int m = lane / 8, r = lane % 8;
-        const int key = 64 * wg + 16 * (warp % 4) + 8 * (m % 2) + r;
+        const int key = 64 * FAT_KEY_GROUP + 16 * (warp % 4) + 8 * (m % 2) + r;
 #pragma unroll
-        for (int kk = 0; kk < kPSteps; kk++) {
-          const int nt = 2 * kk + m / 2;
+        for (int kk = 0; kk < kSSteps; kk++) {
+          const int nt = FAT_QG(2 * kk + m / 2);
           const u32 row = ds_t + (nt / 8) * kBlockN * 128 + key * 128 + (((nt % 8) ^ r) * 16);
           asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row),
                        "r"(da[kk][0]), "r"(da[kk][1]), "r"(da[kk][2]), "r"(da[kk][3])
                        : "memory");
+#if {{HEAD_DIM}} > 128
+          // Pᵀ the same way into p_t.
+          asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row - ds_t + p_t),
+                       "r"(pa[kk][0]), "r"(pa[kk][1]), "r"(pa[kk][2]), "r"(pa[kk][3])
+                       : "memory");
+#endif
         }
       }
       if constexpr (!kEarlyDv) {
@@ -833,6 +932,28 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       }
       pin(da);
       pin(dk);
+#if {{HEAD_DIM}} > 128
+      // Both halves' Pᵀ and dSᵀ written and visible to the tensor cores (the
+      // other buffers are free, as below); then the products over this
+      // consumer's columns, A = Pᵀ or dSᵀ of the key group's 64 keys by
+      // every query ([key][query]: K-major), B = dO or Q (MN-major).
+      fence_async_shared();
+      named_sync(kDsBarrier, kConsumerThreads);
+      {
+        const u64 p_a = descriptor(p_t + FAT_KEY_GROUP * 64 * 128, 16, 1024);
+        const u64 ds_a = descriptor(ds_t + FAT_KEY_GROUP * 64 * 128, 16, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; kk++)
+          wgmma_ss<kDCols, false, true>(dv, desc_add(p_a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32),
+                                        desc_add(ddo_b, kk * 2048));
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; kk++)
+          wgmma_ss<kDCols, false, true>(dk, desc_add(ds_a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32),
+                                        desc_add(dq_b, kk * 2048));
+        wgmma_commit();
+      }
+#else
       wgmma_fence();
       if constexpr (!kEarlyDv) {
 #pragma unroll
@@ -850,6 +971,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         named_sync(kOwnDsBarrier + wg, 128);
       else
         named_sync(kDsBarrier, kConsumerThreads);
+#endif
       wgmma_wait<0>();  // dV and dK read Q and dO: the buffer goes back
       pin(pa);
       pin(da);
@@ -871,7 +993,11 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       for (int task = 0; task < kDqTasks; task++) {
         // 64-row block
         const int rb = kOwnKeys ? task / kDqColTasks : kDqShares > 1 ? wg / kDqShares : wg + task * kConsumers;
+#if {{HEAD_DIM}} > 128
+        const int col0 = d_first + task * kDqN;
+#else
         const int col0 = kOwnKeys ? (task % kDqColTasks) * kDqN : (wg % kDqSplit) * kDqN;
+#endif
         const int kk0 = kOwnKeys || kDqSplitK ? (wg % kConsumers) * kDqKSteps : 0;  // first k-step
         const u32 dq_buf = dq_s + (kDqSplitK ? wg % kDqShares : 0) * kDqBytes;
         float dq[kDqN / 2];
@@ -978,11 +1104,11 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
     for (int h = 0; h < 2; h++) {
       const int key = n0 + row_key + 8 * h;
 #pragma unroll
-      for (int k = 0; k < kHeadDim / 32; k++) {
+      for (int k = 0; k < kDCols / 32; k++) {
         const int i = 16 * k + 2 * h;  // accumulators of group 4k: 4·dt + 2h
         const uint4 dk4 = quad_transpose(pack_quad_row(dk, i, p.softmax_scale), t);
         const uint4 dv4 = quad_transpose(pack_quad_row(dv, i, 1.f), t);
-        const int col = 8 * (4 * k + t);
+        const int col = FAT_D(8 * (4 * k + t));
         if (key < p.seqlen_k && col < p.head_dim) {
           *reinterpret_cast<uint4 *>(dk_g + key * bp.dk_row_stride + col) = dk4;
           *reinterpret_cast<uint4 *>(dv_g + key * bp.dv_row_stride + col) = dv4;

@@ -221,8 +221,15 @@ int main(void) {
   /* FATUNE_TEST_FAMILY=NAME: that family's checks alone; FATUNE_TEST_PARAM=
    * "NAME=VALUE ...": of the Hopper families' variants only those with every
    * one (a new schedule's part of the space, e.g. "DQ_MODE=ordered
-   * BLOCK_N=128"). */
+   * BLOCK_N=128"); FATUNE_TEST_HEAD_DIM=D: of those only head dim D's. */
   const char *only = getenv("FATUNE_TEST_FAMILY"), *param = getenv("FATUNE_TEST_PARAM");
+  const char *only_dim = getenv("FATUNE_TEST_HEAD_DIM");
+  const int head_dim_only = only_dim && *only_dim ? atoi(only_dim) : 0;
+  if (only_dim && *only_dim && (head_dim_only < 8 || head_dim_only > 256 || head_dim_only % 8)) {
+    fprintf(stderr, "test_gpu_bwd: FATUNE_TEST_HEAD_DIM=%s: not a head dim (8 to 256, a multiple of 8)\n", only_dim);
+    check_record(0);
+    goto out;
+  }
   const int all = !(only && *only);
   if (all) {
     for (size_t di = 0; di < 2; di++)
@@ -312,6 +319,7 @@ int main(void) {
       if (strcmp(v->family, "wgmma90") != 0 && strcmp(v->family, "ws90") != 0) continue;
       if (!all && strcmp(v->family, only) != 0) continue;
       if (!fat_params_have_all(v->params, param)) continue;
+      if (head_dim_only && v->head_dim != head_dim_only) continue;
       if (v->dtype == FAT_BF16 && v->head_dim != 96 && v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, shapes, n_shapes);
       else if (v->mask == FAT_MASK_LOCAL && v->head_dim >= 128)
