@@ -22,14 +22,14 @@ echo "build_tables rc $? ($(grep -c '^stale' "$OUT/build_tables.log" 2>/dev/null
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 echo "== test_gpu_bwd ws90 d256 ($(date -u +%T))"
 (cd "$B" && FATUNE_SOURCE_DIR="$ROOT" FATUNE_TEST_FAMILY=ws90 FATUNE_TEST_HEAD_DIM=256 FATUNE_TEST_PARAM="STATS_AHEAD=0" \
-  timeout 130 stdbuf -oL "$ROOT/$B/tests/test_gpu_bwd") > "$OUT/t_bwd.log" 2>&1
+  timeout 110 stdbuf -oL "$ROOT/$B/tests/test_gpu_bwd") > "$OUT/t_bwd.log" 2>&1
 echo "rc $?"; grep -cE " ok|pass" "$OUT/t_bwd.log"; grep -E "FAIL|passed|failed|error" "$OUT/t_bwd.log" | tail -12
 echo "== tune bwd d256 ($(date -u +%T))"
-timeout -s INT 200 "$B/fatune" --gpu 0 --db "$OUT/run.db" --direction bwd --head-dim 256 --dtype bf16,fp16 \
+timeout -s INT 160 "$B/fatune" --gpu 0 --db "$OUT/run.db" --direction bwd --head-dim 256 --dtype bf16,fp16 \
   --mask none,causal --seqlen 1024,2048,4096,8192,16384 > "$OUT/tune.log" 2>&1
 echo "rc $?"; tail -26 "$OUT/tune.log"
 echo "== bench_runtime bwd d256 ($(date -u +%T))"
-PYTHONPATH=$ROOT/python FATUNE_LIB=$ROOT/$B/runtime/libfatune.so FATUNE_DB=$OUT/run.db timeout 170 \
+PYTHONPATH=$ROOT/python FATUNE_LIB=$ROOT/$B/runtime/libfatune.so FATUNE_DB=$OUT/run.db timeout 150 \
   python3 bench/bench_runtime.py --direction bwd --head-dims 256 --bwd-dtypes bf16,fp16 --memory-seqlen 0 \
   --no-deterministic --out "$OUT/bench_bwd.json" > "$OUT/bench_bwd.log" 2>&1
 echo "rc $?"; tail -30 "$OUT/bench_bwd.log"
