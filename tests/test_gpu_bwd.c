@@ -224,8 +224,9 @@ int main(void) {
    * BLOCK_N=128"); FATUNE_TEST_HEAD_DIM=D: of those only head dim D's. */
   const char *only = getenv("FATUNE_TEST_FAMILY"), *param = getenv("FATUNE_TEST_PARAM");
   const char *only_dim = getenv("FATUNE_TEST_HEAD_DIM");
-  const int head_dim_only = only_dim && *only_dim ? atoi(only_dim) : 0;
-  if (only_dim && *only_dim && (head_dim_only < 8 || head_dim_only > 256 || head_dim_only % 8)) {
+  char *dim_end = NULL;
+  const long head_dim_only = only_dim && *only_dim ? strtol(only_dim, &dim_end, 10) : 0;
+  if (only_dim && *only_dim && (*dim_end || head_dim_only < 8 || head_dim_only > 256 || head_dim_only % 8)) {
     fprintf(stderr, "test_gpu_bwd: FATUNE_TEST_HEAD_DIM=%s: not a head dim (8 to 256, a multiple of 8)\n", only_dim);
     check_record(0);
     goto out;
