@@ -7,11 +7,15 @@
 # memory (no LDL or STL: no spills, no register array moved to the stack);
 # every ws90 winner also loads through the tensor copy engine (UTMALDG), a
 # forward one trades registers between its warpgroups (USETMAXREG), a
-# backward one adds dQ by bulk reductions (UBLKRED). Backward winners with
-# local memory are listed, not failed: the wgmma90 ones at d128 and d256
-# causal and the ws90 DQ_KEYS 1 ones at d128 spill 8-36 bytes
-# (notes/kernel-log.md ws3), and the issue that wants none is open. Run from the build folder
-# (runtime/fatune_tables.db); $1 is the fatune binary (unused).
+# backward one adds dQ by bulk reductions (UBLKRED) -- past head dim 128,
+# where the ring of Q and dO tiles leaves no dQ buffer, by vector
+# reductions from the registers (REDG ... F32x4), its two consumers of
+# each 64 keys trading registers with the producer (USETMAXREG). Backward
+# winners with local memory are listed, not failed: the wgmma90 ones at
+# d128 and d256 causal and the ws90 DQ_KEYS 1 ones at d128 spill 8-36
+# bytes (notes/kernel-log.md ws3), and the issue that wants none is open.
+# Run from the build folder (runtime/fatune_tables.db); $1 is the fatune
+# binary (unused).
 # cuobjdump: $FATUNE_CUOBJDUMP, the CUDA toolkit's, the PATH's, or the one
 # scripts/install-deps.sh installs from PyPI (nvidia-cuda-cuobjdump). Without
 # one the test skips (77), unless FATUNE_REQUIRE_CUOBJDUMP=1 (CI) makes that
@@ -65,7 +69,16 @@ for f in "$tmp"/*.cubin; do
     bwd.ws90.*)
       bws=$((bws + 1))
       grep -q 'UTMALDG' <<<"$sass" || why+=("no TMA load (UTMALDG)")
-      grep -q 'UBLKRED' <<<"$sass" || why+=("no bulk reduction (UBLKRED)")
+      # The name's head dim: bwd.ws90.DTYPE.dN.MASK.TAG
+      d=$(sed -E 's/^bwd\.ws90\.[a-z0-9-]+\.d([0-9]+)\..*/\1/' <<<"$name")
+      if ! [[ $d =~ ^[0-9]+$ ]]; then
+        why+=("no head dim in the name")
+      elif [ "$d" -gt 128 ]; then
+        grep -q 'REDG\.E\.ADD\.F32x4' <<<"$sass" || why+=("no vector reduction of dQ (REDG F32x4)")
+        grep -q 'USETMAXREG' <<<"$sass" || why+=("no register trade (USETMAXREG)")
+      else
+        grep -q 'UBLKRED' <<<"$sass" || why+=("no bulk reduction (UBLKRED)")
+      fi
       ;;
   esac
   if [ ${#why[@]} -eq 0 ]; then
