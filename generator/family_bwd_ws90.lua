@@ -9,12 +9,12 @@
 -- whatever order the key blocks reach a query tile (DQ_MODE atomic), or in
 -- a fixed order, one key block after another by semaphores (ordered: the
 -- deterministic backward, bit-identical run to run).
--- Head dims to 128 (96 on the 128-column template), and 256: there a
+-- Head dims to 128 (96 on the 128-column template), 192 and 256: there a
 -- warpgroup's dK and dV no longer fit its registers beside Sᵀ, so two
 -- consumers share a group of 64 keys, each half the columns of dK and dV
 -- and half the queries of Sᵀ and dPᵀ, meeting once a tile through Pᵀ and
--- dSᵀ in shared memory (the template's kDSplit). d192 is not here: its
--- three slabs do not halve into whole ones.
+-- dSᵀ in shared memory (the template's kDSplit; d192's halves are a slab
+-- and half of the middle one each).
 
 local constraints = fat.require("constraints")
 local tiles = fat.require("wgmma_tiles")
@@ -43,7 +43,7 @@ local family = {
   template = "bwd_ws90.cu",
   entry = "fat_bwd_ws90",
   archs = {"sm_90a"},
-  head_dims = {64, 96, 128, 256},
+  head_dims = {64, 96, 128, 192, 256},
   dtypes = {"fp16", "bf16"},
   masks = {"none", "causal", "local"},
   params = {
@@ -144,16 +144,20 @@ end
 
 family.constraints = {
   function(c)
-    -- The 256-column template's ring of two Q and dO tiles of 64 rows fills
-    -- shared memory beside K, V, Pᵀ and dSᵀ; dQ leaves from the registers,
-    -- shared by columns, in no fixed order.
+    -- Past the 128-column template the ring of Q and dO tiles of 64 rows
+    -- fills shared memory beside K, V, Pᵀ and dSᵀ; dQ leaves from the
+    -- registers, shared by columns, in no fixed order.
     if key_split(c) > 1 then
       if c.BLOCK_M ~= 64 or c.BLOCK_N ~= 64 then
         return ("BLOCK_M %d, BLOCK_N %d: head dim %d takes 64 x 64 tiles (two consumers share 64 keys)"):format(
           c.BLOCK_M, c.BLOCK_N, c.HEAD_DIM)
       end
-      if c.DQ_KEYS == 1 then return "DQ_KEYS 1: the two consumers of head dim 256 share their keys" end
-      if c.DQ_MODE == "ordered" then return "DQ_MODE ordered: head dim 256 has no dQ buffer for the writer" end
+      if c.DQ_KEYS == 1 then
+        return ("DQ_KEYS 1: the two consumers of head dim %d share their keys"):format(c.HEAD_DIM)
+      end
+      if c.DQ_MODE == "ordered" then
+        return ("DQ_MODE ordered: head dim %d has no dQ buffer for the writer"):format(c.HEAD_DIM)
+      end
     end
   end,
   function(c)

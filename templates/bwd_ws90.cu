@@ -69,10 +69,14 @@
 // round or one that reached the tile in fewer steps of its walk: the
 // chunk's blocks go on together, each T/A tiles of work behind the next.
 //
-// Head dim 256 (kDSplit 2): a warpgroup's dK and dV of 64 keys would be 256
-// accumulators a thread, so two consumers share the block's 64 keys, each
-// holding dK and dV for half the columns (FlashAttention-3 splits its
-// d256 backward over two warpgroups too). Each computes Sᵀ and dPᵀ for
+// Head dims 192 and 256 (kDSplit 2): a warpgroup's dK and dV of 64 keys
+// would be 192 or 256 accumulators a thread, so two consumers share the
+// block's 64 keys, each holding dK and dV for half the columns
+// (FlashAttention-3 splits its d256 backward over two warpgroups too).
+// d192's halves of 96 columns are a whole slab and half of the middle one
+// (the first 32 columns of its 128-byte rows, or the last): each of its
+// products over a consumer's columns is one of N 64 and one of N 32, and
+// the second consumer holds its slab's columns first. Each computes Sᵀ and dPᵀ for
 // half the tile's queries over the whole head dim (no product twice), Pᵀ
 // and dSᵀ from them in fp32, and stores both into shared memory; after
 // one meeting a tile both read the whole Pᵀ and dSᵀ there for dV += Pᵀ·dO
@@ -180,13 +184,14 @@ enum : int {
   // slices (d64 over two) by keys, each consumer its own 64 (kDqSplitK):
   // partial sums, a dQ buffer each.
   kDqShares = !kOwnKeys && kConsumers > kRowBlocks ? kConsumers / kRowBlocks : 1,
-  kDqSplitK = kDqShares > 1 && (kHeadDim / kDqShares) % 64 != 0,
+  kDqSplitK = kDSplit == 1 && kDqShares > 1 && (kHeadDim / kDqShares) % 64 != 0,
   kDqSplit = kDqSplitK ? 1 : kDqShares,  // column slices
   // kOwnKeys: a slab of columns at a time (a product of N 128 beside dK and
   // dV spilled at d128).
   // kDSplit 2: a slab of this consumer's columns at a time too (a product
-  // of N 128 beside its dK and dV spilled).
-  kDqColTasks = kOwnKeys ? kHeadDim / 64 : kDSplit > 1 ? kDCols / 64 : 1,
+  // of N 128 beside its dK and dV spilled); d192's half slab as a task of
+  // its own.
+  kDqColTasks = kOwnKeys ? kHeadDim / 64 : kDSplit > 1 ? (kDCols + 63) / 64 : 1,
   kDqN = kOwnKeys || kDSplit > 1 ? 64 : kHeadDim / kDqSplit,
   kDqKSteps = kOwnKeys ? 4 : kBlockN / 16 / (kDqSplitK ? kDqShares : 1),  // of dQ's product, 16 keys each
   kDqBuffers = kDqSplitK ? kDqShares : 1,
@@ -225,10 +230,10 @@ constexpr bool kEarlyDv = kDSplit == 1 && kSRegs * 2 + kBlockM / 4 + kDRegs * 2 
 
 static_assert(kBlockM == 64 || kBlockM == 128, "Sᵀ's N: 64 or 128 queries");
 static_assert(kBlockN == 64 || kBlockN == 128, "one or two groups of 64 keys");
-static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
-              "whole slabs; dK and dV of 64 keys in one warpgroup, or (256) in two");
+static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 192 || kHeadDim == 256,
+              "whole slabs; dK and dV of 64 keys in one warpgroup, or (192, 256) in two");
 static_assert(kDSplit == 1 || (kBlockM == 64 && kBlockN == 64 && !kOwnKeys && !kDqOrdered),
-              "head dim 256: 64 x 64 tiles (the ring fills shared memory), dQ shared by columns, atomic");
+              "head dims past 128: 64 x 64 tiles (the ring fills shared memory), dQ shared by columns, atomic");
 static_assert(kDqN % 64 == 0 && kDqN <= 128, "dQ's column slices: whole slabs of K, N at most 128");
 static_assert(!kDqSplitK || kDqKSteps * 16 == 64, "split-K dQ: each consumer its own 64 keys");
 static_assert(!kOwnKeys || kConsumers == 2, "DQ_KEYS 1: two consumers (one owns every key already)");
@@ -269,8 +274,19 @@ static_assert(!kDqOrdered || !kDqSplitK, "ordered dQ: one buffer a tile (split-K
 #define FAT_Q(x) ((x) + q_first)
 #define FAT_QG(x) (q_first / 8 + (x))
 #define FAT_Q128(x) ((x) + q_first * 128)
+#if {{HEAD_DIM}} == 192
+// d192: a consumer's columns 0-63 are its whole slab's (slab 0, or 2 for
+// the second consumer), 64-95 half of slab 1's (its columns 64-95, or
+// 96-127); FAT_D_SLAB is the whole slab, and FAT_DQ_N(task) the columns
+// of dQ's task (the whole slab's 64, then the half slab's 32).
+#define FAT_D(x) ((x) + ((x) < 64 ? half * 128 : half * 32))
+#define FAT_D_SLAB(x) ((x) + half * 2 * kBlockM * 128)
+#define FAT_DQ_N(task) ((task) == 0 ? 64 : 32)
+#else
 #define FAT_D(x) (d_first + (x))
 #define FAT_D_SLAB(x) ((x) + (d_first / 64) * kBlockM * 128)
+#define FAT_DQ_N(task) kDqN
+#endif
 #else
 #define FAT_KEY_GROUP wg
 #define FAT_Q(x) x
@@ -278,6 +294,7 @@ static_assert(!kDqOrdered || !kDqSplitK, "ordered dQ: one buffer a tile (split-K
 #define FAT_Q128(x) x
 #define FAT_D(x) x
 #define FAT_D_SLAB(x) x
+#define FAT_DQ_N(task) kDqN
 #endif
 
 // Atomic dQ's fp32 accumulator within a whole 64-row block (bwd_wgmma90.cu,
@@ -300,6 +317,23 @@ __device__ __forceinline__ int dq_whole_offset(int row, int col) {
 #define FAT_WS_D16 FAT_D8(0), FAT_D8(8)
 __device__ __forceinline__ void wgmma_ss32(float (&d)[16], u64 da, u64 db) {
   FAT_WGMMA_SS("32", FAT_WS_ACC16, "%16, %17", FAT_WS_D16, "0, 0");
+}
+#endif
+#if {{HEAD_DIM}} == 192
+// d192's products over a consumer's 96 columns, one k-step: dK's or dV's
+// (A K-major, B MN-major) into accumulators 0-31 (N 64: the whole slab)
+// and 32-47 (N 32: the half slab, its descriptor 64 bytes into the
+// 128-byte rows for the second consumer, as a k-step's is for K-major
+// operands); dQ's half slab (both MN-major) into accumulators 0-15.
+__device__ __forceinline__ void wgmma_slab64(float (&d)[kDRegs], u64 da, u64 db) {
+  FAT_WGMMA_SS("64", FAT_ACC32, "%32, %33", FAT_D32, "0, 1");
+}
+#define FAT_WS_D16_HALF FAT_D8(32), FAT_D8(40)
+__device__ __forceinline__ void wgmma_half32(float (&d)[kDRegs], u64 da, u64 db) {
+  FAT_WGMMA_SS("32", FAT_WS_ACC16, "%16, %17", FAT_WS_D16_HALF, "0, 1");
+}
+__device__ __forceinline__ void wgmma_dq32(float (&d)[32], u64 da, u64 db) {
+  FAT_WGMMA_SS("32", FAT_WS_ACC16, "%16, %17", FAT_WS_D16, "1, 1");
 }
 #endif
 
@@ -769,7 +803,9 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
   // group's consumer `half` has Sᵀ's queries from q_first and dK's and
   // dV's columns from d_first.
   const int row_key = 64 * FAT_KEY_GROUP + 16 * (warp % 4) + g;
-#if {{HEAD_DIM}} > 128
+#if {{HEAD_DIM}} == 192
+  const int half = wg % kDSplit, q_first = half * kSCols;
+#elif {{HEAD_DIM}} > 128
   const int half = wg % kDSplit, q_first = half * kSCols, d_first = half * kDCols;
 #endif
   const float scale_log2 = p.scale_log2;
@@ -942,6 +978,24 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       {
         const u64 p_a = descriptor(p_t + FAT_KEY_GROUP * 64 * 128, 16, 1024);
         const u64 ds_a = descriptor(ds_t + FAT_KEY_GROUP * 64 * 128, 16, 1024);
+#if {{HEAD_DIM}} == 192
+        // B's half slab: slab 1, from column 32 for the second consumer.
+        const u64 ddo_h = descriptor(do_t + kBlockM * 128 + half * 64, kBlockM * 128, 1024);
+        const u64 dq_h = descriptor(q_t + kBlockM * 128 + half * 64, kBlockM * 128, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; kk++) {
+          const u64 a = desc_add(p_a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32);
+          wgmma_slab64(dv, a, desc_add(ddo_b, kk * 2048));
+          wgmma_half32(dv, a, desc_add(ddo_h, kk * 2048));
+        }
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; kk++) {
+          const u64 a = desc_add(ds_a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32);
+          wgmma_slab64(dk, a, desc_add(dq_b, kk * 2048));
+          wgmma_half32(dk, a, desc_add(dq_h, kk * 2048));
+        }
+#else
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kPSteps; kk++)
@@ -951,6 +1005,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         for (int kk = 0; kk < kPSteps; kk++)
           wgmma_ss<kDCols, false, true>(dk, desc_add(ds_a, (kk / 4) * kBlockN * 128 + (kk % 4) * 32),
                                         desc_add(dq_b, kk * 2048));
+#endif
         wgmma_commit();
       }
 #else
@@ -993,7 +1048,9 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
       for (int task = 0; task < kDqTasks; task++) {
         // 64-row block
         const int rb = kOwnKeys ? task / kDqColTasks : kDqShares > 1 ? wg / kDqShares : wg + task * kConsumers;
-#if {{HEAD_DIM}} > 128
+#if {{HEAD_DIM}} == 192
+        const int col0 = task == 0 ? half * 128 : 64 + half * 32;
+#elif {{HEAD_DIM}} > 128
         const int col0 = d_first + task * kDqN;
 #else
         const int col0 = kOwnKeys ? (task % kDqColTasks) * kDqN : (wg % kDqSplit) * kDqN;
@@ -1005,11 +1062,24 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
         for (int i = 0; i < kDqN / 2; i++) dq[i] = 0.f;
         pin(dq);
         const u64 ds_a = descriptor(ds_t + rb * kBlockN * 128, kBlockN * 128, 1024);
+#if {{HEAD_DIM}} == 192
+        // The half slab's B: 64 bytes into slab 1's rows for the second consumer.
+        const u64 k_b = descriptor(k_s + (col0 / 64) * kBlockN * 128 + (col0 % 64) * 2, kBlockN * 128, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = kk0; kk < kk0 + kDqKSteps; kk++) {
+          if (task == 0)
+            wgmma_ss<kDqN, true>(dq, desc_add(ds_a, kk * 2048), desc_add(k_b, kk * 2048));
+          else
+            wgmma_dq32(dq, desc_add(ds_a, kk * 2048), desc_add(k_b, kk * 2048));
+        }
+#else
         const u64 k_b = descriptor(k_s + (col0 / 64) * kBlockN * 128, kBlockN * 128, 1024);
         wgmma_fence();
 #pragma unroll
         for (int kk = kk0; kk < kk0 + kDqKSteps; kk++)
           wgmma_ss<kDqN, true>(dq, desc_add(ds_a, kk * 2048), desc_add(k_b, kk * 2048));
+#endif
         wgmma_commit();
         wgmma_wait<0>();
         pin(dq);
@@ -1024,7 +1094,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
 #pragma unroll
           for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int np = 0; np < kDqN / 16; np++) {
+            for (int np = 0; np < FAT_DQ_N(task) / 16; np++) {
               const int i = 8 * np + 2 * h;
               const u32 at_s = lane_base + (h * (kHeadDim / 16) + col0 / 16 + np) * 128 * 4;
               float4 v = make_float4(dq[i], dq[i + 1], dq[i + 4], dq[i + 5]);
@@ -1052,7 +1122,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
 #pragma unroll
             for (int h = 0; h < 2; h++)
 #pragma unroll
-              for (int np = 0; np < kDqN / 16; np++) {
+              for (int np = 0; np < FAT_DQ_N(task) / 16; np++) {
                 const int i = 8 * np + 2 * h;
                 red_add4(lane_base + (h * (kHeadDim / 16) + col0 / 16 + np) * 128, dq[i], dq[i + 1], dq[i + 4],
                          dq[i + 5]);
@@ -1063,7 +1133,7 @@ fat_bwd_ws90(const fat_bwd_params bp, const __grid_constant__ TensorMap q_map,
               const int row = 16 * (warp % 4) + g + 8 * h;
               if (r0 + row >= p.seqlen_q) continue;
 #pragma unroll
-              for (int nt = 0; nt < kDqN / 8; nt++) {
+              for (int nt = 0; nt < FAT_DQ_N(task) / 8; nt++) {
                 const int col = col0 + 8 * nt + 2 * t;
                 if (col < p.head_dim)
                 red_add2(dq_block + row * dq_pitch(p) + col, dq[4 * nt + 2 * h], dq[4 * nt + 2 * h + 1]);

@@ -605,8 +605,8 @@ static void test_bwd_space(const whole_space *s, const int want_atomic[N_BWD_HEA
    * 96, 128 and 256 (where two warpgroups share 64 keys: only 64-query
    * tiles and one key group fit, the pair's 255 registers a thread). */
   size_t wgmma_grid = !strcmp(arch, "sm_90a") ? 4 * 2 * N_MASKS * BWD_WGMMA_GRID : 0;
-  /* ws90's: the same grid over head dims 64, 96, 128 and 256. */
-  size_t ws90_grid = !strcmp(arch, "sm_90a") ? 4 * 2 * N_MASKS * BWD_WS90_GRID : 0;
+  /* ws90's: the same grid over head dims 64, 96, 128, 192 and 256. */
+  size_t ws90_grid = !strcmp(arch, "sm_90a") ? 5 * 2 * N_MASKS * BWD_WS90_GRID : 0;
   size_t np_wgmma = 0, np_ws90 = 0, np_features = 0;
   for (size_t i = 0; i < np; i++) {
     np_wgmma += strncmp(p[i].name, "bwd.wgmma90.", 12) == 0;
@@ -1033,15 +1033,15 @@ int main(void) {
   const int bwd_wgmma_sm90a[N_BWD_HEAD_DIMS] = {6, 4, 4, 0, 2};
   /* ws90 (sm_90a): DQ_KEYS 1 only with two consumers (BLOCK_N 128); d64
    * loses BLOCK_M 128 with two consumers (registers; with three stages
-   * shared memory too), d96 and d128 BLOCK_M 128 (accumulators); none at
-   * d192; d256 (two consumers share 64 keys) 64 x 64 tiles, two stages,
-   * DQ_KEYS 0 and atomic dQ only; each with PERSISTENT 0 and 1 but DQ_KEYS 1 with PERSISTENT 1 on
+   * shared memory too), d96 and d128 BLOCK_M 128 (accumulators); d192 and
+   * d256 (two consumers share 64 keys) 64 x 64 tiles, DQ_KEYS 0 and atomic
+   * dQ only, two stages (d192 also three); each with PERSISTENT 0 and 1 but DQ_KEYS 1 with PERSISTENT 1 on
    * the 128-column template (d96, d128: spills); causal each also with
-   * GROUPED 1; every one with STATS_AHEAD and DS_STSM 0 and 1: 64, 40, 40
-   * and 8 atomic; each again ordered but d64's 16 of dQ split by keys
+   * GROUPED 1; every one with STATS_AHEAD and DS_STSM 0 and 1: 64, 40, 40,
+   * 16 and 8 atomic; each again ordered but d64's 16 of dQ split by keys
    * (DQ_KEYS 0, BLOCK_M 64 over BLOCK_N 128): 48, 40 and 40; without a
    * mask the ordered persistent ones again with DQ_SHIFT 1: 24, 16, 16 */
-  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {64 + 48, 40 + 40, 40 + 40, 0, 8};
+  const int bwd_ws90_sm90a[N_BWD_HEAD_DIMS] = {64 + 48, 40 + 40, 40 + 40, 16, 8};
   const int bwd_ws90_shift_sm90a[N_BWD_HEAD_DIMS] = {24, 16, 16, 0, 0};
   const int bwd_ws90_sm80[N_BWD_HEAD_DIMS] = {0, 0, 0, 0, 0};
   /* Each whole space is expanded once and every test of it run on that
