@@ -20,8 +20,8 @@ exec > >(tee "$OUT/call.log") 2>&1
 . scripts/gpu_unpack.sh; gpu_unpack "$B" || exit 2
 soname=$(grep -ao 'libfatune\.so\.[0-9]*' "$B/runtime/libfatune.so" | head -1)
 [ -e "$B/runtime/$soname" ] || ln -s libfatune.so "$B/runtime/$soname"
-[ -f "$B/runtime/fatune_tables.db" ] || "$B/build_tables" "$B/runtime/fatune_tables.db" db/tables/*.sql > "$OUT/build_tables.log" 2>&1
-echo "build_tables rc $? ($(grep -c '^stale' "$OUT/build_tables.log" 2>/dev/null) stale)"
+[ -f "$B/runtime/fatune_tables.db" ] || "$B/build_tables" "$B/runtime/fatune_tables.db" db/tables/*.sql > /tmp/build_tables.log 2>&1
+echo "build_tables rc $? ($(grep -c '^stale' /tmp/build_tables.log 2>/dev/null) stale)"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 cp build-gpu16/run.db "$OUT/run.db"
 echo "== test_gpu_bwd ws90 d192 ($(date -u +%T))"
