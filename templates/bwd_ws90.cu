@@ -73,17 +73,17 @@
 // would be 192 or 256 accumulators a thread, so two consumers share the
 // block's 64 keys, each holding dK and dV for half the columns
 // (FlashAttention-3 splits its d256 backward over two warpgroups too).
-// d192's halves of 96 columns are a whole slab and half of the middle one
-// (the first 32 columns of its 128-byte rows, or the last): each of its
-// products over a consumer's columns is one of N 64 and one of N 32, and
-// the second consumer holds its slab's columns first. Each computes Sᵀ and dPᵀ for
-// half the tile's queries over the whole head dim (no product twice), Pᵀ
-// and dSᵀ from them in fp32, and stores both into shared memory; after
-// one meeting a tile both read the whole Pᵀ and dSᵀ there for dV += Pᵀ·dO
-// and dK += dSᵀ·Q over their columns, and dQ = dS·K over their columns
-// as the d128 tile's column slices. The ring of two Q and dO tiles fills
-// shared memory, so dQ leaves from the registers by vector reductions
-// (no writer buffer: no ordered mode) and the tile is 64 x 64.
+// Each computes Sᵀ and dPᵀ for half the tile's queries over the whole
+// head dim (no product twice), Pᵀ and dSᵀ from them in fp32, and stores
+// both into shared memory; after one meeting a tile both read the whole
+// Pᵀ and dSᵀ there for dV += Pᵀ·dO and dK += dSᵀ·Q over their columns,
+// and dQ = dS·K over their columns as the d128 tile's column slices. The
+// ring of Q and dO tiles fills shared memory, so dQ leaves from the
+// registers by vector reductions (no writer buffer: no ordered mode) and
+// the tile is 64 x 64. d192's halves of 96 columns are a whole slab and
+// half of the middle one (the first 32 columns of its 128-byte rows, or
+// the last): each product over a consumer's columns is one of N 64 and
+// one of N 32, and the second consumer holds its slab's columns first.
 //
 // Masks are bottom-right aligned, tiles no pair of which is visible are
 // skipped, a row that sees no key gets zero gradients (bwd_common.cuh). The
