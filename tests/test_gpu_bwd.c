@@ -284,10 +284,12 @@ int main(void) {
          .softcap = 2.f}};
     check_variant(g, arch, "bwd.mma80f.fp16.d128.local.m64n64w8.atomic", local, 2);
   }
-  /* Hopper's wgmma families: every configuration at bf16 d64, d128 and
-   * d256 (two warpgroups sharing the keys), causal and not, on all four
-   * shapes; fp16, the padded d96 and sliding windows once each, d96 once
-   * more at head dim 88. */
+  /* Hopper's wgmma families: every configuration at bf16 d64, d128, d192
+   * (ws90) and d256 (two warpgroups sharing the keys), causal and not, on
+   * all four shapes; fp16, the padded d96 and sliding windows once each,
+   * d96 once more at head dim 88, and the bf16 ones past 128 once more at
+   * their head dim less 40 (152, 216: the runtime's calls of a head dim
+   * below the template's). */
   if (!strcmp(arch, "sm_90a")) {
     const fat_check_shape window = {FAT_SHAPE_DIMS(1, 4, 2, 333, 300), .window_left = 70,
                                     .window_right = 9};
@@ -328,6 +330,11 @@ int main(void) {
       else if (v->mask != FAT_MASK_LOCAL)
         check_variant(g, arch, v->name, &shapes[v->mask == FAT_MASK_CAUSAL ? 2 : 3], 1);
       if (v->head_dim == 96 && v->mask != FAT_MASK_LOCAL) check_variant(g, arch, v->name, &padded, 1);
+      if (v->head_dim > 128 && v->dtype == FAT_BF16 && v->mask != FAT_MASK_LOCAL) {
+        fat_check_shape below = padded;
+        below.head_dim = v->head_dim - 40;
+        check_variant(g, arch, v->name, &below, 1);
+      }
       if (strstr(v->params, "PERSISTENT=1") && (v->mask != FAT_MASK_LOCAL || v->head_dim >= 128))
         check_variant(g, arch, v->name, v->mask == FAT_MASK_LOCAL ? &many_window : &many, 1);
       if (strstr(v->params, "GROUPED=1") && v->dtype == FAT_BF16) check_variant(g, arch, v->name, &grouped, 1);
