@@ -274,6 +274,11 @@ int fat_db_decide_winner(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 problem
  * and forty-first's: 0.0291 / 0.0296 ms, 0.0779 / 0.0783, 0.0434 /
  * 0.0429): within it a launch-chosen split count is as fast. */
 #define FAT_LAUNCH_SPLITS_TIE 0.02
+/* 1 when a variant of DIRECTION ("fwd", "bwd") and PARAMS has its key
+ * splits chosen by the launch (SPLITS 0: fat_fwd_params_parse), the side
+ * FAT_LAUNCH_SPLITS_TIE prefers; `fatune merge` applies it across runs
+ * (tuner/tables/scratch.c). */
+int fat_db_launch_splits(const char *direction, const char *params);
 
 /* Why a candidate lost without a full timing (schema.sql's eliminations):
  * a decision of fat_db_decide_winner that finds a winner also replaces

@@ -699,9 +699,7 @@ int fat_db_put_job_timings(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 devic
   return ret;
 }
 
-/* 1 when a variant of DIRECTION ("fwd", "bwd") and PARAMS has its key
- * splits chosen by the launch (SPLITS 0: fat_fwd_params_parse). */
-static int launch_splits(const char *direction, const char *params) {
+int fat_db_launch_splits(const char *direction, const char *params) {
   int pack_gqa = 0, splits = 1;
   char err[128];
   return direction && params && !strcmp(direction, "fwd") &&
@@ -751,8 +749,8 @@ static int winner_of_contenders(fat_db *db, sqlite3_int64 gpu_id, sqlite3_int64 
       here.median_ms = ms;
       here.tflops = sqlite3_column_double(s, 3);
       here.reps = sqlite3_column_int(s, 4);
-      const int is_launch = launch_splits((const char *)sqlite3_column_text(s, 5),
-                                          (const char *)sqlite3_column_text(s, 6));
+      const int is_launch = fat_db_launch_splits((const char *)sqlite3_column_text(s, 5),
+                                                 (const char *)sqlite3_column_text(s, 6));
       /* Faster, or as fast and first by name (ST_RANK's tie rule). */
       if (!has_best || ms < best.median_ms ||
           (ms == best.median_ms && strcmp(c[i].name, best.name) < 0)) {

@@ -24,7 +24,13 @@
  * is faster than main's beyond the runs' spread: its timing's 90th
  * percentile below the 10th of main's winner's (two runs on two days differ
  * by their noise, and "the faster median" rewarded it); never one main has
- * seen fail. */
+ * seen fail. The tuner's one preference holds across runs too
+ * (FAT_LAUNCH_SPLITS_TIE, fat_launch_splits() below): a winner whose launch
+ * chooses its key splits comes in over main's fixed count when its median
+ * is within the tie of main's (or faster), and main's stays against a
+ * fixed count that is not faster than it by more than the tie. */
+#define FAT_XSTR(x) FAT_STR(x)
+#define FAT_STR(x) #x
 static const char *const MERGE_SQL =
     "INSERT OR IGNORE INTO main.gpus (name, cc_major, cc_minor, sm_count, driver_version,"
     " nvrtc_major, nvrtc_minor, mem_bytes, smem_per_block_optin, l2_bytes, clock_khz,"
@@ -80,7 +86,7 @@ static const char *const MERGE_SQL =
     "CREATE TEMP TABLE m_timings AS SELECT t.id AS sid, (SELECT x.id FROM main.timings x"
     " WHERE x.variant_id = v.mid AND x.gpu_id = g.mid AND x.problem_id = p.mid AND x.reps ="
     " t.reps AND x.median_ms = t.median_ms AND x.created_at = t.created_at ORDER BY x.id LIMIT 1)"
-    " AS mid, t.p90_ms AS p90_ms FROM src.timings t JOIN temp.m_variants v ON v.sid ="
+    " AS mid, t.p90_ms AS p90_ms, t.median_ms AS median_ms FROM src.timings t JOIN temp.m_variants v ON v.sid ="
     " t.variant_id JOIN temp.m_gpus g ON g.sid = t.gpu_id JOIN temp.m_problems p ON p.sid ="
     " t.problem_id;"
     /* Peers' timings (the report's comparisons), each row once. */
@@ -94,9 +100,15 @@ static const char *const MERGE_SQL =
     " SELECT g.mid, p.mid, v.mid, t.mid, w.chosen_at FROM src.winners w"
     " JOIN temp.m_gpus g ON g.sid = w.gpu_id JOIN temp.m_problems p ON p.sid = w.problem_id"
     " JOIN temp.m_variants v ON v.sid = w.variant_id JOIN temp.m_timings t ON t.sid = w.timing_id"
+    " JOIN main.variants mv ON mv.id = v.mid"
     " WHERE NOT EXISTS (SELECT 1 FROM main.winners x JOIN main.timings xt ON xt.id = x.timing_id"
-    "   WHERE x.gpu_id = g.mid AND x.problem_id = p.mid AND (xt.p10_ms <= t.p90_ms OR"
-    "   x.timing_id = t.mid))"
+    "   JOIN main.variants xv ON xv.id = x.variant_id"
+    "   WHERE x.gpu_id = g.mid AND x.problem_id = p.mid AND (x.timing_id = t.mid OR"
+    "   CASE fat_launch_splits(mv.direction, mv.params) - fat_launch_splits(xv.direction, xv.params)"
+    "   WHEN 1 THEN t.median_ms > xt.median_ms * (1 + " FAT_XSTR(FAT_LAUNCH_SPLITS_TIE) ")"
+    "   WHEN -1 THEN xt.p10_ms <= t.p90_ms OR"
+    "     xt.median_ms <= t.median_ms * (1 + " FAT_XSTR(FAT_LAUNCH_SPLITS_TIE) ")"
+    "   ELSE xt.p10_ms <= t.p90_ms END))"
     " AND " FAT_SQL_LIVE_PASSING("main.", "v.mid", "g.mid", "p.mid") ";";
 
 /* A cubin's hash comes in only where main's build under that key holds the
@@ -110,6 +122,14 @@ static const char *const MERGE_HASHES_SQL =
 static const char *const MERGE_CLEANUP_SQL =
     "DROP TABLE IF EXISTS temp.m_gpus; DROP TABLE IF EXISTS temp.m_variants;"
     "DROP TABLE IF EXISTS temp.m_problems; DROP TABLE IF EXISTS temp.m_timings;";
+
+/* fat_launch_splits(direction, params): the winner rule's side of a
+ * variant (fat_db_launch_splits), for MERGE_SQL. */
+static void sql_launch_splits(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  sqlite3_result_int(ctx, fat_db_launch_splits((const char *)sqlite3_value_text(argv[0]),
+                                               (const char *)sqlite3_value_text(argv[1])));
+}
 
 /* Rows in main's tables that a merge can add to. */
 static int count_rows(sqlite3 *h, long long *n) {
@@ -141,7 +161,10 @@ static int merge_scratch(fat_db *db, const char *stage, long long *added, char *
   char *msg = NULL;
   long long before, after;
   sqlite3_progress_handler(h, INTERRUPT_CHECK_STEPS, interrupt_progress, NULL);
-  if (count_rows(h, &before)) goto sqlfail;
+  if (sqlite3_create_function_v2(h, "fat_launch_splits", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                 sql_launch_splits, NULL, NULL, NULL) != SQLITE_OK ||
+      count_rows(h, &before))
+    goto sqlfail;
   if (sqlite3_prepare_v2(h, "ATTACH DATABASE ?1 AS src", -1, &s, NULL) != SQLITE_OK) goto sqlfail;
   sqlite3_bind_text(s, 1, stage, -1, SQLITE_STATIC);
   if (sqlite3_step(s) != SQLITE_DONE) goto sqlfail;
