@@ -86,9 +86,9 @@ static const char *const MERGE_SQL =
     "CREATE TEMP TABLE m_timings AS SELECT t.id AS sid, (SELECT x.id FROM main.timings x"
     " WHERE x.variant_id = v.mid AND x.gpu_id = g.mid AND x.problem_id = p.mid AND x.reps ="
     " t.reps AND x.median_ms = t.median_ms AND x.created_at = t.created_at ORDER BY x.id LIMIT 1)"
-    " AS mid, t.p90_ms AS p90_ms, t.median_ms AS median_ms FROM src.timings t JOIN temp.m_variants v ON v.sid ="
-    " t.variant_id JOIN temp.m_gpus g ON g.sid = t.gpu_id JOIN temp.m_problems p ON p.sid ="
-    " t.problem_id;"
+    " AS mid, t.p90_ms AS p90_ms, t.median_ms AS median_ms FROM src.timings t"
+    " JOIN temp.m_variants v ON v.sid = t.variant_id JOIN temp.m_gpus g ON g.sid = t.gpu_id"
+    " JOIN temp.m_problems p ON p.sid = t.problem_id;"
     /* Peers' timings (the report's comparisons), each row once. */
     "INSERT INTO main.external_timings (gpu_id, problem_id, source, median_ms, tflops, measured_at)"
     " SELECT g.mid, p.mid, e.source, e.median_ms, e.tflops, e.measured_at FROM src.external_timings e"
